@@ -1,0 +1,156 @@
+"""The ``gt`` command line: ``gt dispatcher | worker | demo | ps``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+import zmq
+
+from gt.runtime import protocol as P
+
+
+def _install_stop_signals(stop: Any) -> None:
+    def handler(signum: int, frame: Any) -> None:
+        stop()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def resolve_endpoints(address: str, timeout: float = 5.0) -> dict[str, str]:
+    """Ask the dispatcher at a front ``address`` for all of its endpoints."""
+    ctx = zmq.Context.instance()
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    try:
+        s.connect(address)
+        s.send(P.header(P.CONTROL, "endpoints", None))
+        if not s.poll(int(timeout * 1000)):
+            raise SystemExit(f"gt: no GT dispatcher answered at {address} within {timeout:.0f}s")
+        msg = P.parse_header(s.recv_multipart()[-1])
+        if msg[1] != P.REPLY or not msg[2]:
+            raise SystemExit(f"gt: {address} did not give its endpoints: {msg}")
+        return msg[3]
+    finally:
+        s.close()
+
+
+def cmd_dispatcher(args: argparse.Namespace) -> int:
+    from gt.runtime.dispatcher import Dispatcher
+    from gt.runtime.launch import spawn_worker
+
+    d = Dispatcher(args.host, args.port, max_in_flight=args.max_in_flight)
+    _install_stop_signals(d.stop)
+    for _ in range(args.workers):
+        d.children.append(spawn_worker(d.endpoints["back"], parent_pid=os.getpid(), n_workers=args.workers))
+    if args.ready_json:
+        sys.stdout.write(json.dumps(d.endpoints) + "\n")
+        sys.stdout.flush()
+    else:
+        print(f"GT dispatcher (pid {os.getpid()}) with {args.workers} local worker(s)")
+        print(f"  clients connect to:  {d.address}")
+        print(f"    GT_DISPATCHER={d.address} python train.py")
+        print(f"  add a worker:        gt worker --connect {d.address}")
+        print(f"  watch it:            gt top   (control {d.endpoints['control']}, events {d.endpoints['events']})")
+        print("Ctrl-C stops it.", flush=True)
+    d.run(parent_pid=args.parent_pid)
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from gt.runtime.worker import Worker
+
+    back = args.back
+    if back is None:
+        if args.connect is None:
+            raise SystemExit("gt worker: give --connect ADDRESS (the address `gt dispatcher` printed)")
+        back = resolve_endpoints(args.connect)["back"]
+    if args.backend:
+        os.environ["GT_BACKEND"] = args.backend
+    try:
+        w = Worker(back)
+    except RuntimeError as exc:
+        print(f"gt worker: {exc}", file=sys.stderr)
+        return 1
+    _install_stop_signals(w._stop.set)
+    if args.back is None:
+        print(f"GT worker {w.wid} on {w.backend.device} ({w.backend.name}) serving {args.connect}", flush=True)
+    reason = w.run(parent_pid=args.parent_pid)
+    if args.back is None:
+        print(f"worker stopped: {reason or 'signal'}")
+    return 0
+
+
+def cmd_ps(args: argparse.Namespace) -> int:
+    from gt.runtime.discovery import live_dispatchers
+
+    found = live_dispatchers()
+    if args.json:
+        print(json.dumps(found))
+        return 0
+    if not found:
+        print("no live GT dispatchers")
+        return 1
+    for info in found:
+        print(f"pid {info['pid']:>7}  {info['front']:<28} control {info['control']}  events {info['events']}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from gt.demo import run_demo
+
+    return run_demo(workers=args.workers, steps=args.steps)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every ``gt`` subcommand."""
+    p = argparse.ArgumentParser(
+        prog="gt",
+        description="GT: a multiplexing tensor runtime for shared GPUs, with a live monitor.",
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    d = sub.add_parser("dispatcher", help="run a dispatcher (and local workers) for many clients")
+    d.add_argument("--host", default="127.0.0.1", help="interface to bind (0.0.0.0 to serve a network; default 127.0.0.1)")
+    d.add_argument("--port", type=int, default=0, help="client port (default: a free one)")
+    d.add_argument("--workers", type=int, default=1, help="local workers to start (default 1; 0 = wait for `gt worker`)")
+    d.add_argument("--max-in-flight", type=int, default=4, help="batches in flight per worker (default 4)")
+    d.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
+    d.add_argument("--ready-json", action="store_true", help=argparse.SUPPRESS)
+    d.set_defaults(func=cmd_dispatcher)
+
+    w = sub.add_parser("worker", help="add a worker to a running dispatcher")
+    w.add_argument("--connect", help="the dispatcher address printed by `gt dispatcher`")
+    w.add_argument("--backend", choices=["auto", "numpy", "cupy"], help="array backend (default auto: CuPy if a GPU is present)")
+    w.add_argument("--back", help=argparse.SUPPRESS)
+    w.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
+    w.set_defaults(func=cmd_worker)
+
+    ps = sub.add_parser("ps", help="list live dispatchers on this machine")
+    ps.add_argument("--json", action="store_true", help="print JSON")
+    ps.set_defaults(func=cmd_ps)
+
+    dm = sub.add_parser("demo", help="start a local cluster and run a sample training workload")
+    dm.add_argument("--workers", type=int, default=2, help="workers (default 2)")
+    dm.add_argument("--steps", type=int, default=200, help="training steps (default 200)")
+    dm.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``gt`` command."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

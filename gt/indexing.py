@@ -1,0 +1,88 @@
+"""Encoding of ``x[key]`` for the wire, with the result shape inferred on the client."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gt import shapes as S
+
+if TYPE_CHECKING:
+    from gt.tensor import Tensor
+
+
+def encode_key(x: Tensor, key: Any) -> tuple[list, list, tuple[int, ...]]:
+    """Encode an index for ``x`` as wire items, the index tensors it uses, and the result shape.
+
+    Supports ints, slices (with steps), None, Ellipsis, lists of ints, integer tensors and boolean
+    masks. A boolean mask's result shape depends on its data, so the mask is fetched (a sync point)
+    and turned into integer indices, as PyTorch does on a GPU.
+
+    Raises:
+        IndexError: an int out of range, too many indices, or a bad item type.
+    """
+    from gt.tensor import Tensor  # noqa: PLC0415 - cycle
+
+    if not isinstance(key, tuple):
+        key = (key,)
+    wire: list = []
+    tensors: list = []
+    stand_in: list = []
+    for item in key:
+        if isinstance(item, bool):
+            raise IndexError("getitem: a bare bool index is not supported")
+        if isinstance(item, (int, np.integer)):
+            wire.append(["i", int(item)])
+            stand_in.append(int(item))
+        elif isinstance(item, slice):
+            parts = [None if v is None else _int(v) for v in (item.start, item.stop, item.step)]
+            if parts[2] == 0:
+                raise ValueError("getitem: slice step cannot be zero")
+            if parts[2] is not None and parts[2] < 0:
+                raise ValueError("getitem: negative slice steps are not supported (as in PyTorch)")
+            wire.append(["s", *parts])
+            stand_in.append(slice(*parts))
+        elif item is None:
+            wire.append(["n"])
+            stand_in.append(None)
+        elif item is Ellipsis:
+            wire.append(["e"])
+            stand_in.append(Ellipsis)
+        elif isinstance(item, Tensor):
+            if item.dtype == "bool":
+                idx = np.nonzero(item.numpy())
+                for axis_idx in idx:
+                    wire.append(["l", axis_idx.tolist()])
+                    stand_in.append(axis_idx)
+            elif item.dtype in S.INT_DTYPES:
+                wire.append(["t", len(tensors)])
+                tensors.append(item)
+                stand_in.append(np.zeros(item.shape, dtype=np.int64))
+            else:
+                raise IndexError(f"getitem: tensors used as indices must be integer or bool, not {item.dtype}")
+        elif isinstance(item, (list, np.ndarray)):
+            arr = np.asarray(item)
+            if arr.dtype == bool:
+                for axis_idx in np.nonzero(arr):
+                    wire.append(["l", axis_idx.tolist()])
+                    stand_in.append(axis_idx)
+            elif arr.dtype.kind in "iu" or arr.size == 0:
+                arr = arr.astype(np.int64)
+                if arr.ndim != 1:
+                    raise IndexError("getitem: only 1-d lists of ints are supported as indices")
+                wire.append(["l", arr.tolist()])
+                stand_in.append(arr)
+            else:
+                raise IndexError(f"getitem: cannot index with a list of {arr.dtype}")
+        else:
+            raise IndexError(f"getitem: unsupported index {item!r}")
+    shape = S.index_shape(x.shape, tuple(stand_in))
+    return wire, tensors, shape
+
+
+def _int(v: Any) -> int:
+    try:
+        return int(v.__index__())
+    except AttributeError:
+        raise TypeError(f"slice indices must be integers or None, not {type(v).__name__}") from None

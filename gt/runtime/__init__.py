@@ -1,0 +1,1 @@
+"""GT's runtime: protocol, client connection, dispatcher, workers and local launch."""

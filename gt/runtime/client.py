@@ -1,0 +1,373 @@
+"""The client side of a GT connection: ids, batching, sync points and errors.
+
+A :class:`Connection` owns one DEALER socket to the dispatcher and, for workers on the same host, a
+direct DEALER to each worker's data socket (large uploads and fetch replies skip the dispatcher).
+Ops are appended to a pending batch and sent when the batch is full, when a sync point needs a
+result, or when a short timer fires on a background thread. The socket is only ever used under
+``self._lock`` (ZeroMQ sockets are not thread-safe; a lock gives the memory barrier they need).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+from typing import Any
+
+import numpy as np
+import zmq
+
+from gt.errors import DispatcherLost, GTTimeout, WorkerError, WorkerLost
+from gt.runtime import protocol as P
+
+_FETCH = P.OPCODE["fetch"]
+_UPLOAD = P.OPCODE["upload"]
+_GT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+#: Arrays at least this large go over the direct client->worker data socket when one exists.
+DIRECT_MIN_BYTES = 64 * 1024
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+class Connection:
+    """One client's connection to a dispatcher.
+
+    Args:
+        address: the dispatcher's front endpoint (``tcp://host:port`` or ``ipc://path``).
+        timeout: seconds a sync point may wait for its result (``$GT_TIMEOUT``, default 300).
+        window: batches that may be unacknowledged before :meth:`flush` blocks (backpressure).
+        batch_limit: instructions per batch before it is sent without waiting for the timer.
+        flush_interval: seconds after which a pending batch is sent by the timer thread.
+        connect_timeout: seconds to wait for the dispatcher's welcome.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        timeout: float | None = None,
+        window: int = 16,
+        batch_limit: int = 512,
+        flush_interval: float = 0.002,
+        connect_timeout: float = 10.0,
+        cluster: Any = None,
+    ):
+        self.address = address
+        self.timeout = timeout if timeout is not None else _env_float("GT_TIMEOUT", 300.0)
+        self.window = window
+        self.batch_limit = batch_limit
+        self.flush_interval = flush_interval
+        self.cluster = cluster  # a launch.LocalCluster this connection owns, stopped on close
+        self.closed = False
+        self.token = uuid.uuid4().bytes
+        self._ctx = zmq.Context.instance()
+        self._sock = self._ctx.socket(zmq.DEALER)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.connect(address)
+        self._lock = threading.RLock()
+        self._ids = itertools.count(1)
+        self._reqs = itertools.count(1)
+        self._batch_seq = 0
+        self._instrs: list[list] = []
+        self._frees: list[int] = []
+        self._bufs: list[Any] = []
+        self._new_srclocs: list[list] = []
+        self._srcloc_ids: dict[tuple, int] = {}
+        self.srclocs: dict[int, str] = {0: "?"}
+        self._first_pending = 0.0
+        self._in_flight = 0
+        self._replies: dict[int, tuple] = {}
+        self._errors: list[tuple] = []  # worker errors not yet raised by gt.sync()
+        self._broken: Exception | None = None
+        self._last_heard = time.monotonic()
+        self._last_sent = time.monotonic()
+        self.sent_instructions = 0
+        self.sent_batches = 0
+        self._welcome(connect_timeout)
+        self._direct: zmq.Socket | None = None
+        self._open_direct()
+        self._poller = zmq.Poller()
+        self._poller.register(self._sock, zmq.POLLIN)
+        if self._direct is not None:
+            self._poller.register(self._direct, zmq.POLLIN)
+        self._stop = threading.Event()
+        self._timer = threading.Thread(target=self._timer_loop, name="gt-flush", daemon=True)
+        self._timer.start()
+
+    # ----------------------------------------------------------------------------- setup
+    def _welcome(self, connect_timeout: float) -> None:
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "argv": " ".join(sys.argv[:3])[:200],
+            "token": self.token,
+        }
+        self._sock.send(P.header(P.HELLO, info))
+        if not self._sock.poll(int(connect_timeout * 1000)):
+            self._sock.close(0)
+            raise DispatcherLost(f"no dispatcher answered at {self.address} within {connect_timeout:.0f}s")
+        msg = P.parse_header(self._sock.recv_multipart()[0])
+        if msg[1] == P.ERROR:
+            self._sock.close(0)
+            raise DispatcherLost(f"dispatcher at {self.address} refused the connection: {msg[3]}")
+        if msg[1] != P.WELCOME:
+            raise DispatcherLost(f"unexpected answer {P.KIND_NAMES.get(msg[1])} from {self.address}")
+        self.client_no, self.home_worker, self.workers, settings = msg[2], msg[3], msg[4], msg[5]
+        self.heartbeat_interval = float(settings.get("heartbeat", 1.0))
+        self.liveness = float(settings.get("liveness", 5.0))
+
+    def _open_direct(self) -> None:
+        """Connect straight to the home worker's data socket when it runs on this host."""
+        if os.environ.get("GT_NO_DIRECT"):
+            return
+        home = next((w for w in self.workers if w["id"] == self.home_worker), None)
+        if home is None or not home.get("data") or home.get("host") != socket.gethostname():
+            return
+        s = self._ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.setsockopt(zmq.IDENTITY, self.token)
+        s.connect(home["data"])
+        self._direct = s
+
+    # ----------------------------------------------------------------------------- ops
+    def new_id(self) -> int:
+        """A fresh tensor id (ids are never reused within a connection)."""
+        return next(self._ids)
+
+    def srcloc(self) -> int:
+        """Intern the first stack frame outside the ``gt`` package as a small id."""
+        f = sys._getframe(2)
+        while f is not None and f.f_code.co_filename.startswith(_GT_DIR):
+            f = f.f_back
+        if f is None:
+            return 0
+        key = (f.f_code, f.f_lineno)
+        sid = self._srcloc_ids.get(key)
+        if sid is None:
+            sid = len(self._srcloc_ids) + 1
+            self._srcloc_ids[key] = sid
+            text = f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+            self.srclocs[sid] = text
+            self._new_srclocs.append([sid, text])
+        return sid
+
+    def emit(self, opcode: int, out: int, args: list, attrs: Any = None) -> None:
+        """Queue one instruction; sends the batch once it reaches ``batch_limit``."""
+        if self._broken is not None:
+            raise self._broken
+        ins = [opcode, out, args, attrs, self.srcloc()]
+        with self._lock:
+            if not self._instrs:
+                self._first_pending = time.monotonic()
+            self._instrs.append(ins)
+            if len(self._instrs) >= self.batch_limit:
+                self._flush_locked()
+
+    def upload(self, out: int, array: np.ndarray) -> None:
+        """Queue an upload of a C-contiguous host array as tensor ``out``."""
+        attrs = {"shape": list(array.shape), "dtype": array.dtype.name}
+        with self._lock:
+            if self._direct is not None and array.nbytes >= DIRECT_MIN_BYTES:
+                tok = next(self._reqs)
+                self._direct.send(P.header(P.UPLOAD, tok), zmq.SNDMORE)
+                self._direct.send(memoryview(array).cast("B"), copy=False)
+                attrs["tok"] = tok
+            else:
+                attrs["buf"] = len(self._bufs)
+                self._bufs.append(array)
+        self.emit(_UPLOAD, out, [], attrs)
+
+    def free(self, tid: int) -> None:
+        """Called from ``Tensor.__del__``: the id rides along in the next batch."""
+        self._frees.append(tid)
+
+    def flush(self) -> None:
+        """Send the pending batch now (blocking while the in-flight window is full)."""
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if not self._instrs and not self._frees:
+            return
+        if self._broken is not None:
+            raise self._broken
+        while self._in_flight >= self.window:
+            self._pump(self._wait_slice())
+        instrs, self._instrs = self._instrs, []
+        frees, self._frees = self._frees, []
+        bufs, self._bufs = self._bufs, []
+        srclocs, self._new_srclocs = self._new_srclocs, []
+        self._batch_seq += 1
+        body = P.packb([instrs, frees])
+        sock = self._sock
+        sock.send(P.header(P.BATCH, self._batch_seq, len(instrs), srclocs or None), zmq.SNDMORE)
+        if bufs:
+            sock.send(body, zmq.SNDMORE)
+            for b in bufs[:-1]:
+                sock.send(memoryview(b).cast("B"), zmq.SNDMORE, copy=False)
+            sock.send(memoryview(bufs[-1]).cast("B"), copy=False)
+        else:
+            sock.send(body)
+        self._in_flight += 1
+        self.sent_batches += 1
+        self.sent_instructions += len(instrs)
+        self._last_sent = time.monotonic()
+
+    def fetch(self, tid: int) -> np.ndarray:
+        """Wait for tensor ``tid`` and return its data as a NumPy array."""
+        req = next(self._reqs)
+        self.emit(_FETCH, req, [tid])
+        with self._lock:
+            self._flush_locked()
+            deadline = time.monotonic() + self.timeout
+            while req not in self._replies:
+                if self._broken is not None:
+                    raise self._broken
+                if time.monotonic() > deadline:
+                    raise GTTimeout(f"no result for tensor {tid} within {self.timeout:.0f}s (GT_TIMEOUT)")
+                self._pump(self._wait_slice())
+            dtype, shape, err, frame = self._replies.pop(req)
+        if err is not None:
+            raise self.worker_error(err)
+        arr = np.frombuffer(frame, dtype=dtype) if frame is not None and len(frame) else np.empty(0, dtype=dtype)
+        return arr.reshape(shape)
+
+    def sync(self) -> None:
+        """Wait until every instruction sent so far has run; raise the first unseen worker error."""
+        with self._lock:
+            self._flush_locked()
+            deadline = time.monotonic() + self.timeout
+            while self._in_flight > 0:
+                if self._broken is not None:
+                    raise self._broken
+                if time.monotonic() > deadline:
+                    raise GTTimeout(f"sync did not finish within {self.timeout:.0f}s (GT_TIMEOUT)")
+                self._pump(self._wait_slice())
+            if self._errors:
+                err = self._errors[0]
+                self._errors.clear()
+                raise self.worker_error(err)
+
+    def worker_error(self, err: list) -> WorkerError:
+        """Build the user-facing exception from a worker's ``[message, opcode, src]``."""
+        msg, opcode, src = err[0], err[1], err[2]
+        op = P.OPS[opcode] if isinstance(opcode, int) and 0 <= opcode < len(P.OPS) else str(opcode)
+        return WorkerError(msg, op, self.srclocs.get(src, "?"))
+
+    # ----------------------------------------------------------------------------- receiving
+    def _wait_slice(self) -> float:
+        return min(self.heartbeat_interval, 0.5)
+
+    def _pump(self, wait: float) -> None:
+        """Handle whatever arrives within ``wait`` seconds; detect a silent dispatcher."""
+        now = time.monotonic()
+        if now - self._last_sent >= self.heartbeat_interval:
+            self._sock.send(P.header(P.HEARTBEAT))
+            self._last_sent = now
+        events = dict(self._poller.poll(int(wait * 1000)))
+        if self._sock in events:
+            while True:
+                try:
+                    frames = self._sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    break
+                self._last_heard = time.monotonic()
+                self._handle(frames)
+        if self._direct is not None and self._direct in events:
+            while True:
+                try:
+                    frames = self._direct.recv_multipart(zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    break
+                self._handle(frames)
+        if time.monotonic() - self._last_heard > self.liveness:
+            self._broken = DispatcherLost(
+                f"the dispatcher at {self.address} has not answered for {self.liveness:.0f}s"
+            )
+
+    def _handle(self, frames: list) -> None:
+        try:
+            msg = P.parse_header(frames[0].buffer)
+        except P.ProtocolError:
+            return  # nothing legitimate sends us garbage; ignore rather than die
+        kind = msg[1]
+        if kind == P.ACK:
+            self._in_flight -= 1
+            if msg[3]:
+                self._errors.extend(msg[3])
+        elif kind == P.DATA:
+            self._replies[msg[2]] = (msg[3], msg[4], msg[5], frames[1].buffer if len(frames) > 1 else None)
+        elif kind == P.ERROR:
+            code, text = msg[2], msg[3]
+            if code == P.E_WORKER_LOST:
+                self._broken = WorkerLost(text)
+            else:
+                self._broken = DispatcherLost(f"dispatcher error ({code}): {text}")
+
+    def _timer_loop(self) -> None:
+        while not self._stop.wait(self.flush_interval):
+            if self._instrs or self._frees:
+                if time.monotonic() - self._first_pending < self.flush_interval and self._instrs:
+                    continue
+                if self._lock.acquire(blocking=False):
+                    try:
+                        if self._broken is None:
+                            self._flush_locked()
+                    except Exception:  # reported at the next sync point instead
+                        pass
+                    finally:
+                        self._lock.release()
+            elif time.monotonic() - self._last_sent >= self.heartbeat_interval:
+                if self._lock.acquire(blocking=False):
+                    try:
+                        self._sock.send(P.header(P.HEARTBEAT), zmq.NOBLOCK)
+                        self._last_sent = time.monotonic()
+                        self._drain_locked()
+                    except zmq.ZMQError:
+                        pass
+                    finally:
+                        self._lock.release()
+
+    def _drain_locked(self) -> None:
+        """Handle already-arrived messages without waiting (acks, errors)."""
+        while True:
+            try:
+                frames = self._sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            self._last_heard = time.monotonic()
+            self._handle(frames)
+
+    # ----------------------------------------------------------------------------- teardown
+    def close(self) -> None:
+        """Send what is pending, say goodbye (the dispatcher frees our tensors) and close."""
+        if self.closed:
+            return
+        self.closed = True
+        self._stop.set()
+        if self._timer.is_alive() and self._timer is not threading.current_thread():
+            self._timer.join(timeout=1)
+        with self._lock:
+            try:
+                if self._broken is None:
+                    self._instrs.clear()
+                    self._frees.clear()
+                    self._sock.send(P.header(P.BYE), zmq.NOBLOCK)
+            except zmq.ZMQError:
+                pass
+            self._sock.close(linger=200)
+            if self._direct is not None:
+                self._direct.close(0)
+        if self.cluster is not None:
+            self.cluster.stop()
+            self.cluster = None

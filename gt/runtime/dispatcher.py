@@ -1,0 +1,410 @@
+"""The dispatcher: one poll loop that moves bytes between clients and workers.
+
+All decisions are made by :class:`gt.runtime.planner.Planner`; this shell owns the sockets:
+
+* ``front`` (ROUTER): clients connect here;
+* ``back`` (ROUTER): workers register, receive batches and report completion;
+* ``control`` (ROUTER): request/reply for monitors and tools (ping, stats, snapshot);
+* ``events``: an XSUB/XPUB proxy (``zmq.proxy`` in C, on its own thread) that every component
+  publishes instrumentation to.
+
+A malformed message is counted and dropped; it never stops the loop.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+import time
+from typing import Any
+
+import zmq
+
+from gt.runtime import discovery
+from gt.runtime import protocol as P
+from gt.runtime.planner import Planner
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+class Dispatcher:
+    """A GT dispatcher bound to four endpoints.
+
+    Args:
+        host: interface to bind (``127.0.0.1`` keeps it local; ``0.0.0.0`` serves a network).
+        port: front port (0 picks a free one). The other endpoints always use free ports.
+        max_in_flight: batches in flight per worker (see :class:`Planner`).
+        heartbeat: seconds between heartbeats; peers silent for the liveness times are dead.
+        write_discovery: write a discovery file so ``gt top`` finds this dispatcher.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        max_in_flight: int = 4,
+        heartbeat: float | None = None,
+        worker_liveness: float | None = None,
+        client_liveness: float | None = None,
+        write_discovery: bool = True,
+    ):
+        self.heartbeat = heartbeat or _env_float("GT_HEARTBEAT", 0.5)
+        self.worker_liveness = worker_liveness or _env_float("GT_WORKER_TIMEOUT", 3.0)
+        self.client_liveness = client_liveness or _env_float("GT_CLIENT_TIMEOUT", 15.0)
+        self.planner = Planner(max_in_flight)
+        self.ctx = zmq.Context()
+        self.front = self._bind(zmq.ROUTER, host, port)
+        self.back = self._bind(zmq.ROUTER, host, 0)
+        self.control = self._bind(zmq.ROUTER, host, 0)
+        self._xsub = self._bind(zmq.XSUB, host, 0)
+        self._xpub = self._bind(zmq.XPUB, host, 0)
+        self._xpub.setsockopt(zmq.SNDHWM, 100_000)
+        self.endpoints = {
+            "front": self._endpoint(self.front, host),
+            "back": self._endpoint(self.back, host),
+            "control": self._endpoint(self.control, host),
+            "events_in": self._endpoint(self._xsub, host),
+            "events": self._endpoint(self._xpub, host),
+        }
+        self._proxy = threading.Thread(target=self._run_proxy, name="gt-event-bus", daemon=True)
+        self._proxy.start()
+        self.started = time.time()
+        self.bad_messages = 0
+        self.children: list[subprocess.Popen] = []
+        self._pending_hellos: list[tuple[bytes, dict, float]] = []
+        self._hb_idents: dict[bytes, int] = {}
+        self._worker_by_ident: dict[bytes, int] = {}
+        self._client_by_ident: dict[bytes, int] = {}
+        self._srclocs: dict[int, dict[int, str]] = {}
+        self._stop = threading.Event()
+        self.discovery_file = None
+        if write_discovery:
+            self.discovery_file = discovery.write(
+                {"pid": os.getpid(), "host": socket.gethostname(), "started": self.started, **self.endpoints}
+            )
+
+    # ------------------------------------------------------------------ setup
+    def _bind(self, kind: int, host: str, port: int) -> zmq.Socket:
+        s = self.ctx.socket(kind)
+        s.setsockopt(zmq.LINGER, 0)
+        if kind == zmq.ROUTER:
+            s.setsockopt(zmq.SNDHWM, 0)  # acks must never be dropped at the high-water mark
+        if port:
+            s.bind(f"tcp://{host}:{port}")
+        else:
+            s.bind_to_random_port(f"tcp://{host}")
+        return s
+
+    @staticmethod
+    def _endpoint(s: zmq.Socket, host: str) -> str:
+        ep = s.getsockopt(zmq.LAST_ENDPOINT).decode()
+        if host in ("0.0.0.0", "*"):
+            ep = ep.replace("0.0.0.0", socket.gethostname())
+        return ep
+
+    def _run_proxy(self) -> None:
+        try:
+            zmq.proxy(self._xsub, self._xpub)
+        except zmq.ZMQError:
+            pass  # the context was terminated at shutdown
+        finally:
+            self._xsub.close(0)
+            self._xpub.close(0)
+
+    @property
+    def address(self) -> str:
+        """The endpoint clients connect to."""
+        return self.endpoints["front"]
+
+    # ------------------------------------------------------------------ loop
+    def stop(self) -> None:
+        """Ask :meth:`run` to return (thread-safe)."""
+        self._stop.set()
+
+    def run(self, parent_pid: int | None = None) -> None:
+        """Serve until :meth:`stop`, a STOP signal, or the death of ``parent_pid``."""
+        poller = zmq.Poller()
+        poller.register(self.back, zmq.POLLIN)
+        poller.register(self.front, zmq.POLLIN)
+        poller.register(self.control, zmq.POLLIN)
+        next_house = 0.0
+        try:
+            while not self._stop.is_set():
+                events = dict(poller.poll(int(self.heartbeat * 500)))
+                if self.back in events:
+                    self._drain(self.back, self._on_worker)
+                if self.front in events:
+                    self._drain(self.front, self._on_client)
+                if self.control in events:
+                    self._drain(self.control, self._on_control)
+                now = time.monotonic()
+                if now >= next_house:
+                    next_house = now + self.heartbeat / 2
+                    self._housekeeping(now)
+                    if parent_pid is not None and not discovery.pid_alive(parent_pid):
+                        break
+        finally:
+            self.close()
+
+    def _drain(self, sock: zmq.Socket, handler: Any) -> None:
+        for _ in range(256):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            try:
+                handler(frames)
+            except (P.ProtocolError, KeyError, IndexError, TypeError, ValueError, AttributeError):
+                self.bad_messages += 1
+
+    # ------------------------------------------------------------------ clients
+    def _on_client(self, frames: list) -> None:
+        ident = frames[0].bytes
+        if len(frames) < 2:
+            raise P.ProtocolError("empty message")
+        msg = P.parse_header(frames[1].buffer)
+        kind = msg[1]
+        cno = self._client_by_ident.get(ident)
+        if kind == P.BATCH:
+            if cno is None:
+                self.front.send_multipart([ident, P.header(P.ERROR, P.E_UNKNOWN_CLIENT, "unknown client: reconnect")])
+                return
+            c = self.planner.clients[cno]
+            c.last_seen = time.monotonic()
+            if c.broken is not None:
+                self.front.send_multipart([ident, P.header(P.ERROR, P.E_WORKER_LOST, c.broken)])
+                return
+            seq, n, srclocs = msg[2], msg[3], msg[4] if len(msg) > 4 else None
+            if len(frames) < 3 or type(n) is not int:
+                raise P.ProtocolError("batch without a body")
+            if srclocs:
+                self._srclocs.setdefault(cno, {}).update((int(k), str(v)) for k, v in srclocs)
+            batch = (seq, n, frames[2:])
+            self._send_batches(self.planner.submit(cno, batch))
+        elif kind == P.HEARTBEAT:
+            if cno is not None:
+                self.planner.clients[cno].last_seen = time.monotonic()
+            self.front.send_multipart([ident, P.header(P.HEARTBEAT)])
+        elif kind == P.HELLO:
+            info = msg[2] if isinstance(msg[2], dict) else {}
+            self._hello(ident, info)
+        elif kind == P.CONTROL:
+            try:
+                reply = P.header(P.REPLY, True, self.answer(str(msg[2]), msg[3]))
+            except ValueError as exc:
+                reply = P.header(P.REPLY, False, str(exc))
+            self.front.send_multipart([ident, reply])
+        elif kind == P.BYE:
+            if cno is not None:
+                self._drop_client(cno)
+        else:
+            raise P.ProtocolError(f"unexpected {P.KIND_NAMES[kind]} from a client")
+
+    def _hello(self, ident: bytes, info: dict) -> None:
+        if ident in self._client_by_ident:
+            self._drop_client(self._client_by_ident[ident])
+        c = self.planner.add_client(ident, info, time.monotonic())
+        if c is None:
+            self._pending_hellos.append((ident, info, time.monotonic()))
+            return
+        self._client_by_ident[ident] = c.cno
+        workers = [
+            {
+                "id": w.wid,
+                "host": w.info.get("host"),
+                "data": w.info.get("data"),
+                "device": w.info.get("device"),
+                "backend": w.info.get("backend"),
+            }
+            for w in self.planner.alive_workers()
+        ]
+        settings = {"heartbeat": self.heartbeat * 2, "liveness": max(5.0, self.worker_liveness + 2)}
+        self.front.send_multipart([ident, P.header(P.WELCOME, c.cno, c.home, workers, settings)])
+
+    def _drop_client(self, cno: int) -> None:
+        c = self.planner.remove_client(cno)
+        if c is None:
+            return
+        self._client_by_ident.pop(c.ident, None)
+        self._srclocs.pop(cno, None)
+        w = self.planner.workers.get(c.home)
+        if w is not None and w.alive:
+            self.back.send_multipart([w.ident, P.header(P.DROP_CLIENT, cno)])
+
+    def _send_batches(self, sends: list) -> None:
+        back = self.back
+        for w, c, (seq, n, rest) in sends:
+            back.send(w.ident, zmq.SNDMORE)
+            back.send(P.header(P.BATCH, c.cno, seq, n, c.info.get("token")), zmq.SNDMORE)
+            last = len(rest) - 1
+            for i, f in enumerate(rest):
+                back.send(f, zmq.SNDMORE if i < last else 0, copy=False)
+
+    # ------------------------------------------------------------------ workers
+    def _on_worker(self, frames: list) -> None:
+        ident = frames[0].bytes
+        msg = P.parse_header(frames[1].buffer)
+        kind = msg[1]
+        wid = self._worker_by_ident.get(ident)
+        if kind == P.DONE:
+            if wid is None:
+                raise P.ProtocolError("DONE from an unregistered worker")
+            cno, seq, errors = msg[2], msg[3], msg[4]
+            n = msg[5] if len(msg) > 5 else 0
+            w = self.planner.workers[wid]
+            w.last_seen = time.monotonic()
+            sends = self.planner.done(wid, cno, n)
+            c = self.planner.clients.get(cno)
+            if c is not None:
+                if errors:
+                    c.errors += len(errors)
+                self.front.send_multipart([c.ident, P.header(P.ACK, seq, errors)])
+            if sends:
+                self._send_batches(sends)
+        elif kind == P.DATA:
+            cno = msg[6]
+            c = self.planner.clients.get(cno)
+            if c is not None:
+                out = [c.ident, P.header(P.DATA, *msg[2:6]), *frames[2:3]]
+                self.front.send_multipart(out, copy=False)
+        elif kind == P.HEARTBEAT:
+            hb_wid = msg[2] if len(msg) > 2 else wid
+            w = self.planner.workers.get(hb_wid) if type(hb_wid) is int else None
+            if w is not None and w.alive:
+                w.last_seen = time.monotonic()
+                self.back.send_multipart([ident, P.header(P.HEARTBEAT)])
+            else:
+                self.back.send_multipart([ident, P.header(P.STOP)])
+        elif kind == P.STATS:
+            if wid is not None:
+                self.planner.workers[wid].stats = msg[2] if isinstance(msg[2], dict) else {}
+        elif kind == P.REGISTER:
+            info = msg[2] if isinstance(msg[2], dict) else {}
+            wid = self.planner.add_worker(ident, info, time.monotonic())
+            self._worker_by_ident[ident] = wid
+            self.back.send_multipart([ident, P.header(P.REGISTERED, wid, {"heartbeat": self.heartbeat})])
+            pending, self._pending_hellos = self._pending_hellos, []
+            for c_ident, c_info, _t in pending:
+                self._hello(c_ident, c_info)
+        else:
+            raise P.ProtocolError(f"unexpected {P.KIND_NAMES[kind]} from a worker")
+
+    def _worker_lost(self, wid: int, reason: str) -> None:
+        w = self.planner.workers[wid]
+        text = f"worker {wid} ({w.info.get('device', '?')}, pid {w.info.get('pid', '?')}) {reason}; the tensors it held are lost"
+        for c in self.planner.remove_worker(wid, text):
+            self.front.send_multipart([c.ident, P.header(P.ERROR, P.E_WORKER_LOST, text)])
+        self._worker_by_ident.pop(w.ident, None)
+
+    # ------------------------------------------------------------------ housekeeping
+    def _housekeeping(self, now: float) -> None:
+        for proc in self.children:
+            if proc.poll() is not None:
+                for w in self.planner.workers.values():
+                    if w.alive and w.info.get("pid") == proc.pid:
+                        self._worker_lost(w.wid, f"exited with code {proc.returncode}")
+        for wid in self.planner.silent_workers(now, self.worker_liveness):
+            self._worker_lost(wid, f"sent no heartbeat for {self.worker_liveness:.0f}s")
+        for cno in self.planner.silent_clients(now, self.client_liveness):
+            self._drop_client(cno)
+        self.children = [p for p in self.children if p.poll() is None]
+
+    # ------------------------------------------------------------------ control
+    def _on_control(self, frames: list) -> None:
+        ident = frames[0].bytes
+        try:
+            msg = P.parse_header(frames[-1].buffer)
+            if msg[1] != P.CONTROL:
+                raise P.ProtocolError("control socket expects CONTROL requests")
+            ok, payload = True, self.answer(str(msg[2]), msg[3])
+        except P.ProtocolError as exc:
+            self.bad_messages += 1
+            ok, payload = False, str(exc)
+        except ValueError as exc:
+            ok, payload = False, str(exc)
+        self.control.send_multipart([ident, *frames[1:-1], P.header(P.REPLY, ok, payload)])
+
+    def answer(self, request: str, args: Any) -> Any:
+        """Answer one control request: ``ping`` or ``stats``."""
+        if request == "ping":
+            return {"pid": os.getpid(), "uptime": time.time() - self.started}
+        if request == "endpoints":
+            return self.endpoints
+        if request == "stats":
+            return self.stats()
+        raise ValueError(f"unknown control request {request!r}")
+
+    def stats(self) -> dict:
+        """A plain-data summary of workers, clients and counters."""
+        p = self.planner
+        return {
+            "uptime": time.time() - self.started,
+            "bad_messages": self.bad_messages,
+            "endpoints": self.endpoints,
+            "workers": [
+                {
+                    "id": w.wid,
+                    "alive": w.alive,
+                    "in_flight": w.in_flight,
+                    "clients": sorted(w.clients),
+                    "batches": w.batches_done,
+                    "instructions": w.instructions_done,
+                    "stats": w.stats,
+                    **{k: w.info.get(k) for k in ("host", "pid", "device", "backend")},
+                }
+                for w in p.workers.values()
+            ],
+            "clients": [
+                {
+                    "id": c.cno,
+                    "home": c.home,
+                    "queued": len(c.queue),
+                    "in_flight": c.in_flight,
+                    "batches": c.batches,
+                    "instructions": c.instructions,
+                    "errors": c.errors,
+                    "broken": c.broken,
+                    **{k: c.info.get(k) for k in ("host", "pid", "argv")},
+                }
+                for c in p.clients.values()
+            ],
+        }
+
+    # ------------------------------------------------------------------ teardown
+    def close(self) -> None:
+        """Stop workers we started, tell clients, remove the discovery file, close sockets."""
+        if self.ctx.closed:
+            return
+        for c in list(self.planner.clients.values()):
+            try:
+                self.front.send_multipart([c.ident, P.header(P.ERROR, P.E_SHUTDOWN, "the dispatcher shut down")], zmq.NOBLOCK)
+            except zmq.ZMQError:
+                pass
+        for w in self.planner.alive_workers():
+            try:
+                self.back.send_multipart([w.ident, P.header(P.STOP)], zmq.NOBLOCK)
+            except zmq.ZMQError:
+                pass
+        deadline = time.monotonic() + 2.0
+        for proc in self.children:
+            try:
+                proc.wait(timeout=max(0.05, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self.discovery_file is not None:
+            try:
+                os.unlink(self.discovery_file)
+            except OSError:
+                pass
+        for s in (self.front, self.back, self.control):
+            s.close(0)
+        self.ctx.term()  # ends zmq.proxy on its thread, which then closes the bus sockets

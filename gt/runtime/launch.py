@@ -1,0 +1,124 @@
+"""Starting and stopping local clusters: a dispatcher and its workers as separate processes.
+
+Every process started here dies with its parent: on Linux the kernel sends it SIGTERM when the
+parent exits (``PR_SET_PDEATHSIG``), and each also polls its parent's pid as a portable fallback.
+Nothing binds a fixed port and nothing is left on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except Exception:
+        pass
+
+
+def blas_threads_per_worker(n_workers: int) -> int:
+    """Split the machine's cores between workers so their BLAS pools do not oversubscribe it."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // max(1, n_workers))
+
+
+def worker_env(n_workers: int) -> dict[str, str]:
+    """The environment for a worker: BLAS thread counts set unless the user already chose them."""
+    env = dict(os.environ)
+    threads = os.environ.get("GT_BLAS_THREADS") or str(blas_threads_per_worker(n_workers))
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(var, threads)
+    return env
+
+
+def spawn_worker(back: str, *, parent_pid: int, n_workers: int = 1, extra: list[str] | None = None) -> subprocess.Popen:
+    """Start ``gt worker`` connected straight to a dispatcher's back endpoint."""
+    cmd = [sys.executable, "-m", "gt", "worker", "--back", back, "--parent-pid", str(parent_pid), *(extra or [])]
+    return subprocess.Popen(
+        cmd,
+        env=worker_env(n_workers),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+    )
+
+
+class LocalCluster:
+    """A private dispatcher with ``workers`` workers, owned by this process.
+
+    Args:
+        workers: number of workers to start.
+        start_timeout: seconds to wait for the dispatcher to report its endpoints.
+        extra_args: more ``gt dispatcher`` arguments (e.g. ``["--max-in-flight", "8"]``).
+    """
+
+    def __init__(self, workers: int = 1, *, start_timeout: float = 30.0, extra_args: list[str] | None = None):
+        if workers < 1:
+            raise ValueError("a local cluster needs at least one worker")
+        self.workers = workers
+        cmd = [
+            sys.executable, "-m", "gt", "dispatcher",
+            "--workers", str(workers),
+            "--parent-pid", str(os.getpid()),
+            "--ready-json",
+            *(extra_args or []),
+        ]
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        )
+        self.endpoints = self._read_ready(start_timeout)
+        self.address: str = self.endpoints["front"]
+
+    def _read_ready(self, timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        buf = b""
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or self.proc.poll() is not None:
+                code = self.proc.poll()
+                self.stop()
+                why = f"exited with code {code}" if code is not None else f"did not start within {timeout:.0f}s"
+                raise RuntimeError(f"the local GT dispatcher {why}")
+            ready, _, _ = select.select([fd], [], [], min(left, 0.5))
+            if ready:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    continue
+                buf += chunk
+        return json.loads(buf.split(b"\n", 1)[0])
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the dispatcher (which stops its workers); kill it if it does not go in time."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

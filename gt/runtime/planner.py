@@ -1,0 +1,181 @@
+"""The dispatcher's pure core: who is connected, where each client's tensors live, what to send next.
+
+No sockets here. The dispatcher shell feeds it facts (a worker registered, a batch arrived, a batch
+finished, a peer went silent) and carries out the sends it returns. That keeps fairness,
+backpressure and failure handling testable without a network.
+
+Placement: every client has a *home worker*, chosen when it connects (the alive worker with the
+fewest clients). Its tensors live there unless a shard config places them elsewhere, so a batch of
+unannotated instructions is forwarded whole, without decoding each instruction.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class WorkerState:
+    """What the dispatcher knows about one worker."""
+
+    wid: int
+    ident: bytes
+    info: dict
+    last_seen: float
+    in_flight: int = 0
+    alive: bool = True
+    clients: set[int] = field(default_factory=set)
+    batches_done: int = 0
+    instructions_done: int = 0
+    stats: dict = field(default_factory=dict)
+
+
+@dataclass
+class ClientState:
+    """What the dispatcher knows about one client connection."""
+
+    cno: int
+    ident: bytes
+    info: dict
+    home: int
+    last_seen: float
+    queue: deque = field(default_factory=deque)
+    in_flight: int = 0
+    broken: str | None = None
+    batches: int = 0
+    instructions: int = 0
+    errors: int = 0
+
+
+class Planner:
+    """Fair, bounded scheduling of client batches onto workers.
+
+    Args:
+        max_in_flight: batches a worker may hold before the dispatcher stops sending to it. Clients
+            whose home worker is full wait in their own queue; round-robin over those queues
+            keeps one busy client from starving the others.
+    """
+
+    def __init__(self, max_in_flight: int = 4):
+        self.max_in_flight = max_in_flight
+        self.workers: dict[int, WorkerState] = {}
+        self.clients: dict[int, ClientState] = {}
+        self._next_wid = 0
+        self._next_cno = 1
+        self._rr: deque[int] = deque()  # clients with queued batches, in round-robin order
+
+    # ------------------------------------------------------------------ membership
+    def add_worker(self, ident: bytes, info: dict, now: float) -> int:
+        """Register a worker; returns its new, never reused id."""
+        wid = self._next_wid
+        self._next_wid += 1
+        self.workers[wid] = WorkerState(wid, ident, info, now)
+        return wid
+
+    def alive_workers(self) -> list[WorkerState]:
+        """Workers that have not been declared dead, in id order."""
+        return [w for w in self.workers.values() if w.alive]
+
+    def add_client(self, ident: bytes, info: dict, now: float) -> ClientState | None:
+        """Register a client on the least-loaded alive worker; ``None`` if there is no worker."""
+        alive = self.alive_workers()
+        if not alive:
+            return None
+        home = min(alive, key=lambda w: (len(w.clients), w.wid))
+        c = ClientState(self._next_cno, ident, info, home.wid, now)
+        self._next_cno += 1
+        self.clients[c.cno] = c
+        home.clients.add(c.cno)
+        return c
+
+    def remove_client(self, cno: int) -> ClientState | None:
+        """Forget a client (it left or went silent); its queued batches are dropped."""
+        c = self.clients.pop(cno, None)
+        if c is None:
+            return None
+        w = self.workers.get(c.home)
+        if w is not None:
+            w.clients.discard(cno)
+        c.queue.clear()
+        try:
+            self._rr.remove(cno)
+        except ValueError:
+            pass
+        return c
+
+    def remove_worker(self, wid: int, reason: str) -> list[ClientState]:
+        """Declare a worker dead; returns the clients whose tensors lived on it (now broken)."""
+        w = self.workers.get(wid)
+        if w is None or not w.alive:
+            return []
+        w.alive = False
+        w.in_flight = 0
+        lost = []
+        for cno in sorted(w.clients):
+            c = self.clients.get(cno)
+            if c is not None and c.broken is None:
+                c.broken = reason
+                c.queue.clear()
+                lost.append(c)
+        return lost
+
+    # ------------------------------------------------------------------ scheduling
+    def submit(self, cno: int, batch: Any) -> list[tuple[WorkerState, ClientState, Any]]:
+        """Queue a client batch; returns the sends that may happen now."""
+        c = self.clients[cno]
+        c.batches += 1
+        if not c.queue:
+            w = self.workers[c.home]
+            if w.in_flight < self.max_in_flight and not self._rr:
+                # Fast path: nothing waiting anywhere, send at once.
+                w.in_flight += 1
+                c.in_flight += 1
+                return [(w, c, batch)]
+            self._rr.append(cno)
+        c.queue.append(batch)
+        return self.schedule()
+
+    def done(self, wid: int, cno: int, n_instructions: int) -> list[tuple[WorkerState, ClientState, Any]]:
+        """A worker finished a batch; returns the sends this frees up."""
+        w = self.workers.get(wid)
+        if w is not None and w.in_flight > 0:
+            w.in_flight -= 1
+            w.batches_done += 1
+            w.instructions_done += n_instructions
+        c = self.clients.get(cno)
+        if c is not None and c.in_flight > 0:
+            c.in_flight -= 1
+            c.instructions += n_instructions
+        return self.schedule() if self._rr else []
+
+    def schedule(self) -> list[tuple[WorkerState, ClientState, Any]]:
+        """Round-robin over clients with queued batches while their workers have room."""
+        sends = []
+        progress = True
+        while progress and self._rr:
+            progress = False
+            for _ in range(len(self._rr)):
+                cno = self._rr.popleft()
+                c = self.clients.get(cno)
+                if c is None or not c.queue:
+                    continue
+                w = self.workers[c.home]
+                if w.alive and w.in_flight < self.max_in_flight:
+                    w.in_flight += 1
+                    c.in_flight += 1
+                    sends.append((w, c, c.queue.popleft()))
+                    progress = True
+                if c.queue:
+                    self._rr.append(cno)
+        return sends
+
+    # ------------------------------------------------------------------ liveness
+    def silent_workers(self, now: float, liveness: float) -> list[int]:
+        """Ids of alive workers not heard from for ``liveness`` seconds."""
+        return [w.wid for w in self.workers.values() if w.alive and now - w.last_seen > liveness]
+
+    def silent_clients(self, now: float, liveness: float) -> list[int]:
+        """Clients not heard from for ``liveness`` seconds."""
+        return [c.cno for c in self.clients.values() if now - c.last_seen > liveness]

@@ -1,0 +1,311 @@
+"""A worker: executes instruction batches in order on one device.
+
+Sockets: a DEALER to the dispatcher's back endpoint (batches in, completions out), a ROUTER data
+socket that clients on the same host use for large uploads and fetch replies, and a heartbeat
+DEALER owned by a background thread (so a long kernel never looks like a dead worker).
+
+Tensors are kept per client (``tables[client_no][tensor_id]``), so ids never collide and a departed
+client's tensors are dropped in one step. An instruction that fails marks its output failed with
+the message, op and source line; anything computed from a failed tensor fails the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import zmq
+
+from gt.runtime import discovery
+from gt.runtime import protocol as P
+from gt.runtime.backend import Backend, load_backend
+
+_UPLOAD = P.OPCODE["upload"]
+_FETCH = P.OPCODE["fetch"]
+_MARK = P.OPCODE["mark"]
+MAX_ERRORS_PER_BATCH = 64
+UPLOAD_WAIT_S = 30.0
+
+
+class Worker:
+    """One worker process's state and loop.
+
+    Args:
+        connect: the dispatcher's back endpoint.
+        backend: an array backend (default: :func:`load_backend`).
+        register_timeout: seconds to wait for the dispatcher to accept us.
+    """
+
+    def __init__(self, connect: str, *, backend: Backend | None = None, register_timeout: float = 30.0):
+        self.backend = backend or load_backend()
+        self.handlers = self.backend.handlers
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.connect(connect)
+        self.data = self.ctx.socket(zmq.ROUTER)
+        self.data.setsockopt(zmq.LINGER, 0)
+        self.data.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self.data.bind_to_random_port("tcp://127.0.0.1")
+        self.connect_to = connect
+        self.tables: dict[int, dict[int, Any]] = {}
+        self.failed: dict[int, dict[int, list]] = {}
+        self.pending_uploads: dict[tuple[bytes, int], Any] = {}
+        self.batches = 0
+        self.instructions = 0
+        self.busy_ns = 0
+        self._stop = threading.Event()
+        self.stop_reason = ""
+        self.info = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "device": self.backend.device,
+            "backend": self.backend.name,
+            "data": self.data.getsockopt(zmq.LAST_ENDPOINT).decode(),
+        }
+        self.sock.send(P.header(P.REGISTER, self.info))
+        if not self.sock.poll(int(register_timeout * 1000)):
+            self.close()
+            raise RuntimeError(f"no dispatcher answered at {connect} within {register_timeout:.0f}s")
+        msg = P.parse_header(self.sock.recv_multipart()[0])
+        if msg[1] != P.REGISTERED:
+            self.close()
+            raise RuntimeError(f"dispatcher refused registration: {msg}")
+        self.wid = msg[2]
+        self.heartbeat = float(msg[3].get("heartbeat", 0.5))
+        self._hb = threading.Thread(target=self._heartbeat_loop, name="gt-heartbeat", daemon=True)
+        self._hb.start()
+
+    # ------------------------------------------------------------------ loop
+    def run(self, parent_pid: int | None = None) -> str:
+        """Serve until told to stop; returns why it stopped."""
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLIN)
+        poller.register(self.data, zmq.POLLIN)
+        next_stats = 0.0
+        try:
+            while not self._stop.is_set():
+                events = dict(poller.poll(100))
+                if self.data in events:
+                    self._drain_data()
+                if self.sock in events:
+                    for _ in range(64):
+                        try:
+                            frames = self.sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                        except zmq.Again:
+                            break
+                        self._on_message(frames)
+                now = time.monotonic()
+                if now >= next_stats:
+                    next_stats = now + 1.0
+                    self.sock.send(P.header(P.STATS, self.stats()))
+                    if parent_pid is not None and not discovery.pid_alive(parent_pid):
+                        self.stop_reason = "parent process exited"
+                        break
+        finally:
+            self.close()
+        return self.stop_reason
+
+    def _on_message(self, frames: list) -> None:
+        try:
+            msg = P.parse_header(frames[0].buffer)
+        except P.ProtocolError:
+            return
+        kind = msg[1]
+        if kind == P.BATCH:
+            self._run_batch(msg, frames)
+        elif kind == P.DROP_CLIENT:
+            self.tables.pop(msg[2], None)
+            self.failed.pop(msg[2], None)
+        elif kind == P.STOP:
+            self.stop_reason = "stopped by the dispatcher"
+            self._stop.set()
+
+    def _drain_data(self) -> None:
+        while True:
+            try:
+                frames = self.data.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            if len(frames) != 3:
+                continue
+            try:
+                msg = P.parse_header(frames[1].buffer)
+            except P.ProtocolError:
+                continue
+            if msg[1] == P.UPLOAD:
+                self.pending_uploads[(frames[0].bytes, msg[2])] = frames[2]
+
+    # ------------------------------------------------------------------ execution
+    def _run_batch(self, msg: list, frames: list) -> None:
+        cno, seq = msg[2], msg[3]
+        token = msg[5] if len(msg) > 5 else None
+        self._cur_cno, self._cur_token = cno, token
+        t0 = time.perf_counter_ns()
+        errors: list = []
+        try:
+            instrs, frees = P.parse_body(frames[1].buffer)
+        except P.ProtocolError as exc:
+            instrs, frees = [], []
+            errors.append([str(exc), -1, 0])
+        tbl = self.tables.setdefault(cno, {})
+        failed = self.failed.setdefault(cno, {})
+        bufs = frames[2:]
+        handlers = self.handlers
+        nops = len(handlers)
+        for ins in instrs:
+            try:
+                code, out, args, attrs, src = ins
+                try:
+                    vals = [tbl[a] if type(a) is int else (a[0] if type(a) is list else a) for a in args]
+                except KeyError:
+                    err = self._input_error(ins, tbl, failed)
+                    if err is not None and err[3] and len(errors) < MAX_ERRORS_PER_BATCH:
+                        err[3] = False
+                        errors.append(err[:3])
+                    continue
+                h = handlers[code] if type(code) is int and 0 <= code < nops else None
+                if h is not None:
+                    tbl[out] = h(vals, attrs)
+                elif code == _UPLOAD:
+                    tbl[out] = self._upload(attrs, bufs, token)
+                elif code == _FETCH:
+                    self._reply(cno, token, out, vals[0], None)
+                elif code == _MARK:
+                    pass
+                else:
+                    raise P.ProtocolError(f"unknown opcode {code!r}")
+            except Exception as exc:  # an op failed: record it against its output
+                err = [f"{type(exc).__name__}: {exc}", ins[0] if type(ins) is list and ins else -1,
+                       ins[4] if type(ins) is list and len(ins) > 4 else 0, False]
+                out = ins[1] if type(ins) is list and len(ins) > 1 else None
+                if type(ins) is list and ins and ins[0] == _FETCH:
+                    self._reply(cno, token, out, None, err[:3])
+                elif type(out) is int:
+                    failed[out] = err
+                if len(errors) < MAX_ERRORS_PER_BATCH:
+                    errors.append(err[:3])
+        for f in frees:
+            if tbl.pop(f, None) is None:
+                failed.pop(f, None)
+        self.batches += 1
+        self.instructions += len(instrs)
+        dt = time.perf_counter_ns() - t0
+        self.busy_ns += dt
+        self.sock.send(P.header(P.DONE, cno, seq, errors, len(instrs), dt))
+
+    def _input_error(self, ins: Any, tbl: dict, failed: dict) -> list | None:
+        """An input was missing: propagate its failure to the output (or to the fetch reply)."""
+        try:
+            code, out, args = ins[0], ins[1], ins[2]
+        except (TypeError, IndexError):
+            return None
+        err = None
+        for a in args:
+            if type(a) is int and a not in tbl:
+                err = failed.get(a)
+                if err is None:
+                    err = [f"tensor {a} does not exist on this worker (freed, or never created)", code,
+                           ins[4] if len(ins) > 4 else 0, True]
+                break
+        if err is None:
+            return None
+        if code == _FETCH:
+            self._reply(self._cur_cno, self._cur_token, out, None, err[:3])
+        elif type(out) is int:
+            failed[out] = err
+        return err
+
+    def _upload(self, attrs: dict, bufs: list, token: Any) -> Any:
+        dtype = P.check_dtype(attrs["dtype"])
+        shape = P.check_shape(attrs["shape"])
+        if "tok" in attrs:
+            key = (token, attrs["tok"])
+            deadline = time.monotonic() + UPLOAD_WAIT_S
+            while key not in self.pending_uploads:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the upload's data never arrived on the direct data socket")
+                if self.data.poll(50):
+                    self._drain_data()
+            frame = self.pending_uploads.pop(key)
+        else:
+            frame = bufs[attrs["buf"]]
+        arr = np.frombuffer(frame.buffer, dtype=dtype)
+        expect = 1
+        for d in shape:
+            expect *= d
+        if arr.size != expect:
+            raise ValueError(f"upload carries {arr.size} elements, shape {list(shape)} needs {expect}")
+        return self.backend.from_host(arr.reshape(shape))
+
+    def _reply(self, cno: int, token: Any, req: int, arr: Any, err: list | None) -> None:
+        if err is not None:
+            hdr = [req, None, None, err]
+            payload = b""
+        else:
+            host = self.backend.to_host(arr)
+            hdr = [req, host.dtype.name, list(host.shape), None]
+            payload = memoryview(host.reshape(-1)).cast("B") if host.size else b""
+        if token is not None:
+            try:
+                self.data.send_multipart([token, P.header(P.DATA, *hdr), payload], copy=False)
+                return
+            except zmq.ZMQError:
+                pass  # the client has no direct link to us: go through the dispatcher
+        self.sock.send_multipart([P.header(P.DATA, *hdr, cno), payload], copy=False)
+
+    # ------------------------------------------------------------------ status
+    def stats(self) -> dict:
+        """Plain-data counters: tensors and bytes held, batches and instructions run."""
+        n = 0
+        nbytes = 0
+        for tbl in self.tables.values():
+            n += len(tbl)
+            for a in tbl.values():
+                nbytes += getattr(a, "nbytes", 0)
+        return {
+            "tensors": n,
+            "bytes": nbytes,
+            "clients": len(self.tables),
+            "batches": self.batches,
+            "instructions": self.instructions,
+            "busy_ns": self.busy_ns,
+        }
+
+    def _heartbeat_loop(self) -> None:
+        s = self.ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.connect(self.connect_to)
+        liveness = max(3.0, self.heartbeat * 6)
+        last_reply = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                s.send(P.header(P.HEARTBEAT, self.wid))
+                if s.poll(int(self.heartbeat * 1000)):
+                    try:
+                        msg = P.parse_header(s.recv())
+                    except P.ProtocolError:
+                        continue
+                    last_reply = time.monotonic()
+                    if msg[1] == P.STOP:
+                        self.stop_reason = "the dispatcher no longer knows this worker"
+                        self._stop.set()
+                    self._stop.wait(self.heartbeat)
+                elif time.monotonic() - last_reply > liveness:
+                    self.stop_reason = f"the dispatcher sent no heartbeat for {liveness:.0f}s"
+                    self._stop.set()
+        finally:
+            s.close(0)
+
+    def close(self) -> None:
+        """Stop the heartbeat thread and close every socket."""
+        self._stop.set()
+        hb = getattr(self, "_hb", None)
+        if hb is not None and hb is not threading.current_thread():
+            hb.join(timeout=2)
+        self.tables.clear()
+        self.ctx.destroy(linger=0)

@@ -1,0 +1,93 @@
+"""The process's current connection: ``gt.connect``, auto-start, ``gt.gpu_workers``.
+
+The first op of a program calls :func:`get_connection`. It connects to ``$GT_DISPATCHER`` when that
+is set, and otherwise starts a private local cluster (a dispatcher and ``$GT_WORKERS`` workers, in
+separate processes) that is stopped when the program exits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+
+from gt.runtime.client import Connection
+
+_current: Connection | None = None
+_lock = threading.Lock()
+_requested_workers: int | None = None
+
+
+def connect(address: str | None = None, **kwargs) -> Connection:
+    """Connect this process to a dispatcher and make it the current connection.
+
+    Args:
+        address: a front endpoint as printed by ``gt dispatcher``; ``None`` starts a local cluster.
+        **kwargs: passed to :class:`gt.runtime.client.Connection` (timeout, window, ...).
+
+    Returns:
+        The new connection. A previous current connection is closed.
+    """
+    global _current
+    with _lock:
+        if _current is not None:
+            _current.close()
+            _current = None
+        _current = _open(address, **kwargs)
+        return _current
+
+
+def _open(address: str | None, **kwargs) -> Connection:
+    if address is None:
+        from gt.runtime.launch import LocalCluster  # noqa: PLC0415 - only when auto-starting
+
+        n = _requested_workers or int(os.environ.get("GT_WORKERS", "1"))
+        cluster = LocalCluster(workers=n)
+        try:
+            return Connection(cluster.address, cluster=cluster, **kwargs)
+        except BaseException:
+            cluster.stop()
+            raise
+    return Connection(address, **kwargs)
+
+
+def get_connection() -> Connection:
+    """The current connection, made on first use from ``$GT_DISPATCHER`` or a local cluster."""
+    global _current
+    conn = _current
+    if conn is not None and not conn.closed:
+        return conn
+    with _lock:
+        if _current is None or _current.closed:
+            _current = _open(os.environ.get("GT_DISPATCHER") or None)
+        return _current
+
+
+def current() -> Connection | None:
+    """The current connection if one is open, without starting anything."""
+    return _current if _current is not None and not _current.closed else None
+
+
+def disconnect() -> None:
+    """Close the current connection (and its local cluster, if it started one)."""
+    global _current
+    with _lock:
+        if _current is not None:
+            _current.close()
+            _current = None
+
+
+def gpu_workers(n: int) -> None:
+    """Ask for ``n`` workers in the local cluster that the first op starts.
+
+    Must be called before the first op; with ``$GT_DISPATCHER`` set it has no effect.
+    """
+    global _requested_workers
+    if n < 1:
+        raise ValueError("gpu_workers needs n >= 1")
+    if current() is not None and current().cluster is not None:
+        raise RuntimeError("gpu_workers() must be called before the first op starts the local cluster")
+    _requested_workers = n
+
+
+atexit.register(disconnect)

@@ -1,0 +1,184 @@
+"""Shape and dtype inference on the client (pure; no sockets, no arrays of real size).
+
+The client knows every result's shape and dtype before the worker runs the op, so ops can be
+fire-and-forget and errors are raised at the user's line. Rules follow PyTorch where PyTorch and
+NumPy differ (type promotion of Python scalars, true division of integers).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from gt.errors import ShapeError
+
+Shape = tuple[int, ...]
+
+FLOAT_DTYPES = ("float16", "float32", "float64")
+INT_DTYPES = ("uint8", "int8", "int32", "int64")
+DEFAULT_FLOAT = "float32"
+
+# Promotion ranks in PyTorch's order: bool < integers < floats.
+_RANK = {"bool": 0, "uint8": 1, "int8": 1, "int32": 2, "int64": 3, "float16": 4, "float32": 5, "float64": 6}
+
+
+def canonical_dtype(dtype: Any) -> str:
+    """Map ``"float"``, ``np.float32``, ``gt.float32`` ... to GT's dtype name."""
+    if dtype is None:
+        return DEFAULT_FLOAT
+    if isinstance(dtype, str):
+        aliases = {"float": "float32", "double": "float64", "half": "float16", "long": "int64", "int": "int32"}
+        name = aliases.get(dtype, dtype)
+    else:
+        name = getattr(dtype, "name", None) or np.dtype(dtype).name
+    if name not in _RANK:
+        raise TypeError(f"unsupported dtype {dtype!r}; GT supports {', '.join(_RANK)}")
+    return name
+
+
+def promote(a: str, b: str) -> str:
+    """Result dtype of a binary op between two tensors (PyTorch's category rules)."""
+    if a == b:
+        return a
+    if {a, b} == {"uint8", "int8"}:
+        return "int32"
+    return a if _RANK[a] >= _RANK[b] else b
+
+
+def promote_scalar(dtype: str, value: Any) -> str:
+    """Result dtype of ``tensor <op> python_scalar``: the scalar only moves the category up."""
+    if isinstance(value, bool) or dtype in FLOAT_DTYPES:
+        return dtype
+    if isinstance(value, float):
+        return DEFAULT_FLOAT
+    if isinstance(value, int):
+        return "int64" if dtype == "bool" else dtype
+    raise TypeError(f"unsupported scalar {value!r}")
+
+
+def broadcast(a: Shape, b: Shape, op: str = "op") -> Shape:
+    """NumPy/PyTorch broadcasting of two shapes.
+
+    Raises:
+        ShapeError: with PyTorch's wording, naming the dimension that disagrees.
+    """
+    if a == b:
+        return a
+    n = max(len(a), len(b))
+    pa = (1,) * (n - len(a)) + a
+    pb = (1,) * (n - len(b)) + b
+    out = []
+    for i, (x, y) in enumerate(zip(pa, pb)):
+        if x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        else:
+            raise ShapeError(
+                f"{op}: the size of tensor a ({x}) must match the size of tensor b ({y}) at "
+                f"non-singleton dimension {i} (shapes {list(a)} and {list(b)})"
+            )
+    return tuple(out)
+
+
+def matmul(a: Shape, b: Shape) -> Shape:
+    """Result shape of ``a @ b`` with batch broadcasting, or :class:`ShapeError`."""
+    if len(a) == 0 or len(b) == 0:
+        raise ShapeError(f"matmul: both arguments need at least 1 dimension, got shapes {list(a)} and {list(b)}")
+    a2 = (1,) + a if len(a) == 1 else a
+    b2 = b + (1,) if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        raise ShapeError(
+            f"matmul: shapes {list(a)} and {list(b)} cannot be multiplied ({a2[-1]} != {b2[-2]})"
+        )
+    batch = broadcast(a2[:-2], b2[:-2], "matmul")
+    out = batch + (a2[-2], b2[-1])
+    if len(a) == 1:
+        out = out[:-2] + out[-1:]
+    if len(b) == 1:
+        out = out[:-1]
+    return out
+
+
+def normalize_axis(axis: int, ndim: int, op: str = "op") -> int:
+    """Turn a possibly negative axis into ``0..ndim-1`` or raise IndexError like PyTorch."""
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
+        raise IndexError(f"{op}: dimension out of range (expected to be in range of [{-max(ndim, 1)}, {max(ndim, 1) - 1}], but got {axis})")
+    return axis % max(ndim, 1)
+
+
+def normalize_axes(axis: Any, ndim: int, op: str = "op") -> tuple[int, ...] | None:
+    """Normalize ``None``, an int or a sequence of ints into a sorted tuple (``None`` = all)."""
+    if axis is None:
+        return None
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    norm = tuple(sorted({normalize_axis(a, ndim, op) for a in axes}))
+    if len(norm) != len(axes):
+        raise ShapeError(f"{op}: repeated dimension in {list(axes)}")
+    return norm
+
+
+def reduce(shape: Shape, axes: tuple[int, ...] | None, keepdims: bool) -> Shape:
+    """Result shape of a reduction over ``axes`` (``None`` = every axis)."""
+    if axes is None:
+        return (1,) * len(shape) if keepdims else ()
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def reshape(shape: Shape, new: Sequence[int]) -> Shape:
+    """Resolve one ``-1`` in ``new`` and check the element count matches."""
+    new = tuple(int(d) for d in new)
+    size = prod(shape)
+    if new.count(-1) > 1:
+        raise ShapeError("reshape: only one dimension can be inferred (-1)")
+    if -1 in new:
+        rest = prod(d for d in new if d != -1)
+        if rest == 0 or size % rest:
+            raise ShapeError(f"reshape: shape {list(new)} is invalid for input of size {size}")
+        new = tuple(size // rest if d == -1 else d for d in new)
+    if any(d < 0 for d in new) or prod(new) != size:
+        raise ShapeError(f"reshape: shape {list(new)} is invalid for input of size {size}")
+    return new
+
+
+def expand(shape: Shape, new: Sequence[int]) -> Shape:
+    """Result of ``expand``/``broadcast_to``: ``-1`` keeps a dimension; singletons stretch."""
+    new = tuple(int(d) for d in new)
+    if len(new) < len(shape):
+        raise ShapeError(f"expand: the number of sizes provided ({len(new)}) must be greater or equal to the number of dimensions in the tensor ({len(shape)})")
+    pad = (1,) * (len(new) - len(shape)) + shape
+    out = []
+    for i, (have, want) in enumerate(zip(pad, new)):
+        if want == -1:
+            if i < len(new) - len(shape):
+                raise ShapeError("expand: -1 is not allowed in a leading, non-existing dimension")
+            out.append(have)
+        elif have == want or have == 1:
+            out.append(want)
+        else:
+            raise ShapeError(f"expand: the expanded size of the tensor ({want}) must match the existing size ({have}) at non-singleton dimension {i}; target sizes {list(new)}, tensor sizes {list(shape)}")
+    return tuple(out)
+
+
+def prod(xs: Any) -> int:
+    """Product of ints (1 for an empty sequence)."""
+    p = 1
+    for x in xs:
+        p *= x
+    return p
+
+
+def index_shape(shape: Shape, key: tuple, op: str = "getitem") -> Shape:
+    """Result shape of ``x[key]`` computed on a zero-byte stand-in array.
+
+    ``key`` may hold ints, slices, None, Ellipsis and integer arrays (NumPy arrays standing in for
+    index tensors: only their shape matters, and their values are checked where known).
+    """
+    dummy = np.broadcast_to(np.empty((), dtype=np.int8), shape)
+    try:
+        return dummy[key].shape
+    except IndexError as exc:
+        raise IndexError(f"{op}: {exc} (tensor of shape {list(shape)})") from None
