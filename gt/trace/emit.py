@@ -1,0 +1,113 @@
+"""Publishing events: a small, never-blocking batcher in front of a PUB socket.
+
+``GT_TRACE`` picks the level: ``off`` (nothing is published), ``summary`` (per-batch events
+without per-instruction durations) or ``full`` (the default; per-instruction columns included).
+With no subscriber attached, ZeroMQ drops messages at the publisher, so an unwatched run pays only
+for building the batches.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+import zmq
+
+from gt.trace import events as E
+
+LEVELS = ("off", "summary", "full")
+BATCH_EVENTS = 64
+FLUSH_NS = 5_000_000
+
+
+def trace_level() -> str:
+    """The level from ``$GT_TRACE`` (default ``full``)."""
+    level = os.environ.get("GT_TRACE", "full").lower()
+    return level if level in LEVELS else "full"
+
+
+class Emitter:
+    """Batches events from one source and publishes them without ever blocking.
+
+    Args:
+        ctx: the ZeroMQ context to make the PUB socket in.
+        endpoint: the bus's ``events_in`` endpoint (``None`` or level ``off``: emit nothing).
+        source: this publisher's name, e.g. ``"worker:0"``.
+        clock_offset_ns: added to local monotonic time to get the run's clock.
+    """
+
+    def __init__(self, ctx: zmq.Context | None, endpoint: str | None, source: str, *,
+                 level: str | None = None, clock_offset_ns: int = 0):
+        self.level = level or trace_level()
+        self.source = source
+        self.offset = clock_offset_ns
+        self.enabled = self.level != "off" and endpoint is not None and ctx is not None
+        self.full = self.enabled and self.level == "full"
+        self.seq = 0
+        self.sent = 0
+        self.dropped = 0
+        self._buf: list = []
+        self._first = 0
+        self._lock = threading.Lock()
+        self._sock = None
+        if self.enabled:
+            s = ctx.socket(zmq.PUB)
+            s.setsockopt(zmq.LINGER, 200)
+            s.setsockopt(zmq.SNDHWM, 10_000)
+            s.connect(endpoint)
+            self._sock = s
+
+    def now(self) -> int:
+        """The run's clock in ns."""
+        return time.monotonic_ns() + self.offset
+
+    def emit(self, kind: str, fields: dict, t_ns: int | None = None) -> None:
+        """Queue one event; publishes when the batch is full or old enough."""
+        if not self.enabled:
+            return
+        t = self.now() if t_ns is None else t_ns
+        with self._lock:
+            if not self._buf:
+                self._first = t
+            self._buf.append([kind, t, fields])
+            if len(self._buf) >= BATCH_EVENTS or t - self._first >= FLUSH_NS:
+                self._flush_locked()
+
+    def tick(self) -> None:
+        """Publish a pending batch that has waited long enough (call from the owner's loop)."""
+        if self.enabled and self._buf and self.now() - self._first >= FLUSH_NS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Publish whatever is pending now."""
+        if not self.enabled:
+            return
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if not self._buf:
+            return
+        events, self._buf = self._buf, []
+        first = self.seq
+        self.seq += len(events)
+        try:
+            self._sock.send_multipart([E.TOPIC, E.pack_batch(self.source, first, events)], zmq.NOBLOCK)
+            self.sent += len(events)
+        except zmq.Again:
+            self.dropped += len(events)  # a gap in seq: subscribers see it as a drop
+
+    def close(self) -> None:
+        """Publish what is pending and close the socket."""
+        if self._sock is not None:
+            self.flush()
+            self._sock.close()
+            self._sock = None
+            self.enabled = False
+
+
+def fields_for(kind: str, **values: Any) -> dict:
+    """Build a fields dict for ``kind``, filling absent fields with ``None``."""
+    return {k: values.get(k) for k in E.FIELDS[kind]}

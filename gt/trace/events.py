@@ -1,0 +1,120 @@
+"""The instrumentation event schema (a leaf module: imports nothing from GT).
+
+Every process publishes *event batches* to the dispatcher's event bus. One batch is one ZeroMQ
+message of two frames: the topic :data:`TOPIC` and a msgpack list::
+
+    [source, first_seq, [event, event, ...]]
+
+``source`` names the publisher (``"dispatcher"``, ``"worker:0"``, ``"client:3"``); the i-th event
+of the batch has sequence number ``first_seq + i``, and sequence numbers of one source are
+contiguous, so a subscriber sees every loss as a gap. Each event is ``[kind, t_ns, fields]``:
+``kind`` one of the names below, ``t_ns`` monotonic nanoseconds on the run's clock (the
+dispatcher's), ``fields`` a dict whose keys are listed per kind in :data:`FIELDS`.
+
+Per-instruction facts travel in per-batch events (``exec`` carries columns of opcodes, output
+ids, source-line ids and durations) so that instrumentation costs little enough to stay on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+TOPIC = b"gt"
+SCHEMA_VERSION = 1
+
+# Event kinds.
+CLIENT_JOINED = "client_joined"
+CLIENT_LEFT = "client_left"
+WORKER_JOINED = "worker_joined"
+WORKER_LEFT = "worker_left"
+QUEUED = "queued"
+SRCLOC = "srcloc"
+DISPATCHED = "dispatched"
+EXEC = "exec"
+TRANSFER = "transfer"
+MEMORY = "memory"
+DEVICE = "device"
+CONFIG = "config"
+ERROR = "error"
+MARK = "mark"
+DROP = "drop"
+STATS = "stats"
+
+#: The fields each kind carries (all keys of ``fields``; a value may be ``None`` = not available).
+FIELDS: dict[str, tuple[str, ...]] = {
+    # dispatcher: a client connected (its home worker, host, pid, command line)
+    CLIENT_JOINED: ("client", "home", "host", "pid", "argv"),
+    # dispatcher: a client left ("bye", "timeout", "worker lost")
+    CLIENT_LEFT: ("client", "reason"),
+    # dispatcher: a worker registered
+    WORKER_JOINED: ("worker", "host", "pid", "device", "backend"),
+    # dispatcher: a worker left or died
+    WORKER_LEFT: ("worker", "reason"),
+    # client: a batch of n instructions was sent; ops = opcode histogram {opcode: count}
+    QUEUED: ("client", "batch", "n", "ops", "first_id"),
+    # client: new interned source locations {id: "file.py:12"}
+    SRCLOC: ("client", "locs"),
+    # dispatcher: a batch went to worker(s); rewrite says how the planner changed it
+    DISPATCHED: ("client", "batch", "workers", "n", "rewrite", "queued_ns"),
+    # worker: a batch ran from t0 to t1 (ns). Columns, one entry per instruction: ops (opcodes),
+    # outs (output ids), srcs (source-location ids), durs (ns; empty at the "summary" level).
+    # hot: the batch ran as a compiled hot path. queue: batches still waiting on this worker.
+    EXEC: ("worker", "client", "batch", "t0", "t1", "n", "ops", "outs", "srcs", "durs", "hot", "queue", "errors"),
+    # worker: bytes moved to/from a peer ("send"/"recv"), from t0 to t1
+    TRANSFER: ("worker", "peer", "bytes", "t0", "t1", "direction", "what", "client", "batch"),
+    # worker: memory pool sample in bytes
+    MEMORY: ("worker", "used", "reserved", "limit", "spilled", "tensors"),
+    # worker: NVML device sample (None where the device offers no such counter)
+    DEVICE: ("worker", "util", "mem_used", "mem_total", "temp", "power", "pcie_tx", "pcie_rx", "name"),
+    # dispatcher: a shard config was applied
+    CONFIG: ("before", "after", "by"),
+    # anyone: an op failed (message, op name, user's file:line)
+    ERROR: ("client", "worker", "message", "op", "source"),
+    # client: gt.mark(label)
+    MARK: ("client", "label"),
+    # subscriber-made: a gap in a source's sequence numbers
+    DROP: ("source", "missing"),
+    # anyone: aggregate counters, published at a fixed rate
+    STATS: ("counters",),
+}
+
+KINDS = tuple(FIELDS)
+#: Kinds that describe a span of time (t0..t1) rather than an instant.
+SPAN_KINDS = frozenset({EXEC, TRANSFER})
+
+
+class EventFormatError(ValueError):
+    """An event batch is not well formed."""
+
+
+def pack_batch(source: str, first_seq: int, events: list) -> bytes:
+    """Encode one event batch."""
+    return msgpack.packb([source, first_seq, events], use_bin_type=True)
+
+
+def unpack_batch(data: Any) -> tuple[str, int, list]:
+    """Decode and validate one event batch: ``(source, first_seq, events)``.
+
+    Raises:
+        EventFormatError: not msgpack, or not ``[str, int, [[str, int, dict], ...]]``.
+    """
+    try:
+        msg = msgpack.unpackb(data, raw=False, strict_map_key=False, use_list=True)
+    except Exception as exc:
+        raise EventFormatError(f"undecodable event batch: {type(exc).__name__}") from None
+    if type(msg) is not list or len(msg) != 3:
+        raise EventFormatError("event batch is not [source, first_seq, events]")
+    source, first_seq, events = msg
+    if type(source) is not str or type(first_seq) is not int or type(events) is not list:
+        raise EventFormatError("event batch is not [source, first_seq, events]")
+    for ev in events:
+        if type(ev) is not list or len(ev) != 3 or type(ev[0]) is not str or type(ev[1]) is not int or type(ev[2]) is not dict:
+            raise EventFormatError(f"malformed event in batch from {source}")
+    return source, first_seq, events
+
+
+def event(kind: str, t_ns: int, **fields: Any) -> list:
+    """Build one event (handy in tests and fixtures)."""
+    return [kind, t_ns, fields]
