@@ -9,10 +9,6 @@ import signal
 import sys
 from typing import Any
 
-import zmq
-
-from gt.runtime import protocol as P
-
 
 def _install_stop_signals(stop: Any) -> None:
     def handler(signum: int, frame: Any) -> None:
@@ -23,21 +19,13 @@ def _install_stop_signals(stop: Any) -> None:
 
 
 def resolve_endpoints(address: str, timeout: float = 5.0) -> dict[str, str]:
-    """Ask the dispatcher at a front ``address`` for all of its endpoints."""
-    ctx = zmq.Context.instance()
-    s = ctx.socket(zmq.DEALER)
-    s.setsockopt(zmq.LINGER, 0)
+    """Ask the dispatcher at a front ``address`` for all of its endpoints (exits with a message)."""
+    from gt.runtime.control import ControlError, request
+
     try:
-        s.connect(address)
-        s.send(P.header(P.CONTROL, "endpoints", None))
-        if not s.poll(int(timeout * 1000)):
-            raise SystemExit(f"gt: no GT dispatcher answered at {address} within {timeout:.0f}s")
-        msg = P.parse_header(s.recv_multipart()[-1])
-        if msg[1] != P.REPLY or not msg[2]:
-            raise SystemExit(f"gt: {address} did not give its endpoints: {msg}")
-        return msg[3]
-    finally:
-        s.close()
+        return request(address, "endpoints", timeout=timeout)
+    except ControlError as exc:
+        raise SystemExit(f"gt: {exc}") from None
 
 
 def cmd_dispatcher(args: argparse.Namespace) -> int:

@@ -7,8 +7,9 @@ argument list (arrays and immediates) and the instruction's attribute dict, and 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -47,6 +48,12 @@ class Backend:
         if self.name == "cupy":
             return self.xp.asarray(arr)
         return arr
+
+    def reserved_bytes(self, used: int) -> int:
+        """Bytes the allocator holds (CuPy's memory pool); equal to ``used`` on NumPy."""
+        if self.name == "cupy":
+            return int(self.xp.get_default_memory_pool().total_bytes())
+        return used
 
     def synchronize(self) -> None:
         """Wait for queued device work (a no-op on NumPy)."""

@@ -23,6 +23,8 @@ import zmq
 
 from gt.errors import DispatcherLost, GTTimeout, WorkerError, WorkerLost
 from gt.runtime import protocol as P
+from gt.trace import events as E
+from gt.trace.emit import Emitter
 
 _FETCH = P.OPCODE["fetch"]
 _UPLOAD = P.OPCODE["upload"]
@@ -94,6 +96,9 @@ class Connection:
         self.sent_instructions = 0
         self.sent_batches = 0
         self._welcome(connect_timeout)
+        self.events = Emitter(
+            self._ctx, self.bus, f"client:{self.client_no}", clock_offset_ns=self.clock_offset
+        )
         self._direct: zmq.Socket | None = None
         self._open_direct()
         self._poller = zmq.Poller()
@@ -125,6 +130,9 @@ class Connection:
         self.client_no, self.home_worker, self.workers, settings = msg[2], msg[3], msg[4], msg[5]
         self.heartbeat_interval = float(settings.get("heartbeat", 1.0))
         self.liveness = float(settings.get("liveness", 5.0))
+        self.bus = settings.get("events_in")
+        clock = settings.get("clock")
+        self.clock_offset = clock - time.monotonic_ns() if isinstance(clock, int) else 0
 
     def _open_direct(self) -> None:
         """Connect straight to the home worker's data socket when it runs on this host."""
@@ -191,6 +199,12 @@ class Connection:
         """Called from ``Tensor.__del__``: the id rides along in the next batch."""
         self._frees.append(tid)
 
+    def mark(self, label: str) -> None:
+        """Publish a named mark (shown on every timeline and kept in recordings)."""
+        with self._lock:
+            self.events.emit(E.MARK, {"client": self.client_no, "label": str(label)})
+            self.events.flush()
+
     def flush(self) -> None:
         """Send the pending batch now (blocking while the in-flight window is full)."""
         with self._lock:
@@ -218,6 +232,15 @@ class Connection:
             sock.send(memoryview(bufs[-1]).cast("B"), copy=False)
         else:
             sock.send(body)
+        ev = self.events
+        if ev.enabled:
+            if srclocs:
+                ev.emit(E.SRCLOC, {"client": self.client_no, "locs": dict(srclocs)})
+            ops: dict[int, int] = {}
+            for ins in instrs:
+                ops[ins[0]] = ops.get(ins[0], 0) + 1
+            ev.emit(E.QUEUED, {"client": self.client_no, "batch": self._batch_seq, "n": len(instrs),
+                               "ops": ops, "first_id": instrs[0][1] if instrs else None})
         self._in_flight += 1
         self.sent_batches += 1
         self.sent_instructions += len(instrs)
@@ -316,6 +339,7 @@ class Connection:
 
     def _timer_loop(self) -> None:
         while not self._stop.wait(self.flush_interval):
+            self.events.tick()
             if self._instrs or self._frees:
                 if time.monotonic() - self._first_pending < self.flush_interval and self._instrs:
                     continue
@@ -365,6 +389,7 @@ class Connection:
                     self._sock.send(P.header(P.BYE), zmq.NOBLOCK)
             except zmq.ZMQError:
                 pass
+            self.events.close()
             self._sock.close(linger=200)
             if self._direct is not None:
                 self._direct.close(0)

@@ -25,6 +25,8 @@ import zmq
 from gt.runtime import discovery
 from gt.runtime import protocol as P
 from gt.runtime.planner import Planner
+from gt.trace import events as E
+from gt.trace.emit import Emitter
 
 
 def _env_float(name: str, default: float) -> float:
@@ -77,6 +79,7 @@ class Dispatcher:
         self._proxy = threading.Thread(target=self._run_proxy, name="gt-event-bus", daemon=True)
         self._proxy.start()
         self.started = time.time()
+        self.events = Emitter(self.ctx, self.endpoints["events_in"], "dispatcher")
         self.bad_messages = 0
         self.children: list[subprocess.Popen] = []
         self._pending_hellos: list[tuple[bytes, dict, float]] = []
@@ -85,6 +88,8 @@ class Dispatcher:
         self._client_by_ident: dict[bytes, int] = {}
         self._srclocs: dict[int, dict[int, str]] = {}
         self._stop = threading.Event()
+        self._next_stats = 0.0
+        self.batches_routed = 0
         self.discovery_file = None
         if write_discovery:
             self.discovery_file = discovery.write(
@@ -119,6 +124,15 @@ class Dispatcher:
             self._xsub.close(0)
             self._xpub.close(0)
 
+    def _settings(self) -> dict:
+        """What every peer needs to know at join: heartbeat, event bus, the run's clock."""
+        return {
+            "heartbeat": self.heartbeat,
+            "events_in": self.endpoints["events_in"],
+            "clock": time.monotonic_ns(),
+            "trace": self.events.level,
+        }
+
     @property
     def address(self) -> str:
         """The endpoint clients connect to."""
@@ -138,7 +152,7 @@ class Dispatcher:
         next_house = 0.0
         try:
             while not self._stop.is_set():
-                events = dict(poller.poll(int(self.heartbeat * 500)))
+                events = dict(poller.poll(100))
                 if self.back in events:
                     self._drain(self.back, self._on_worker)
                 if self.front in events:
@@ -147,7 +161,7 @@ class Dispatcher:
                     self._drain(self.control, self._on_control)
                 now = time.monotonic()
                 if now >= next_house:
-                    next_house = now + self.heartbeat / 2
+                    next_house = now + 0.1
                     self._housekeeping(now)
                     if parent_pid is not None and not discovery.pid_alive(parent_pid):
                         break
@@ -210,7 +224,7 @@ class Dispatcher:
 
     def _hello(self, ident: bytes, info: dict) -> None:
         if ident in self._client_by_ident:
-            self._drop_client(self._client_by_ident[ident])
+            self._drop_client(self._client_by_ident[ident], "reconnected")
         c = self.planner.add_client(ident, info, time.monotonic())
         if c is None:
             self._pending_hellos.append((ident, info, time.monotonic()))
@@ -226,13 +240,16 @@ class Dispatcher:
             }
             for w in self.planner.alive_workers()
         ]
-        settings = {"heartbeat": self.heartbeat * 2, "liveness": max(5.0, self.worker_liveness + 2)}
+        settings = {**self._settings(), "heartbeat": self.heartbeat * 2, "liveness": max(5.0, self.worker_liveness + 2)}
         self.front.send_multipart([ident, P.header(P.WELCOME, c.cno, c.home, workers, settings)])
+        self.events.emit(E.CLIENT_JOINED, {"client": c.cno, "home": c.home, "host": info.get("host"),
+                                           "pid": info.get("pid"), "argv": info.get("argv")})
 
-    def _drop_client(self, cno: int) -> None:
+    def _drop_client(self, cno: int, reason: str = "bye") -> None:
         c = self.planner.remove_client(cno)
         if c is None:
             return
+        self.events.emit(E.CLIENT_LEFT, {"client": cno, "reason": reason})
         self._client_by_ident.pop(c.ident, None)
         self._srclocs.pop(cno, None)
         w = self.planner.workers.get(c.home)
@@ -241,7 +258,12 @@ class Dispatcher:
 
     def _send_batches(self, sends: list) -> None:
         back = self.back
+        ev = self.events
         for w, c, (seq, n, rest) in sends:
+            self.batches_routed += 1
+            if ev.enabled:
+                ev.emit(E.DISPATCHED, {"client": c.cno, "batch": seq, "workers": [w.wid], "n": n,
+                                       "rewrite": None, "queued_ns": None})
             back.send(w.ident, zmq.SNDMORE)
             back.send(P.header(P.BATCH, c.cno, seq, n, c.info.get("token")), zmq.SNDMORE)
             last = len(rest) - 1
@@ -290,7 +312,9 @@ class Dispatcher:
             info = msg[2] if isinstance(msg[2], dict) else {}
             wid = self.planner.add_worker(ident, info, time.monotonic())
             self._worker_by_ident[ident] = wid
-            self.back.send_multipart([ident, P.header(P.REGISTERED, wid, {"heartbeat": self.heartbeat})])
+            self.back.send_multipart([ident, P.header(P.REGISTERED, wid, self._settings())])
+            self.events.emit(E.WORKER_JOINED, {"worker": wid, "host": info.get("host"), "pid": info.get("pid"),
+                                               "device": info.get("device"), "backend": info.get("backend")})
             pending, self._pending_hellos = self._pending_hellos, []
             for c_ident, c_info, _t in pending:
                 self._hello(c_ident, c_info)
@@ -300,6 +324,7 @@ class Dispatcher:
     def _worker_lost(self, wid: int, reason: str) -> None:
         w = self.planner.workers[wid]
         text = f"worker {wid} ({w.info.get('device', '?')}, pid {w.info.get('pid', '?')}) {reason}; the tensors it held are lost"
+        self.events.emit(E.WORKER_LEFT, {"worker": wid, "reason": reason})
         for c in self.planner.remove_worker(wid, text):
             self.front.send_multipart([c.ident, P.header(P.ERROR, P.E_WORKER_LOST, text)])
         self._worker_by_ident.pop(w.ident, None)
@@ -314,7 +339,11 @@ class Dispatcher:
         for wid in self.planner.silent_workers(now, self.worker_liveness):
             self._worker_lost(wid, f"sent no heartbeat for {self.worker_liveness:.0f}s")
         for cno in self.planner.silent_clients(now, self.client_liveness):
-            self._drop_client(cno)
+            self._drop_client(cno, f"silent for {self.client_liveness:.0f}s")
+        if now >= self._next_stats:
+            self._next_stats = now + 0.1
+            self._emit_stats()
+        self.events.tick()
         self.children = [p for p in self.children if p.poll() is None]
 
     # ------------------------------------------------------------------ control
@@ -340,7 +369,35 @@ class Dispatcher:
             return self.endpoints
         if request == "stats":
             return self.stats()
+        if request == "snapshot":
+            return self.snapshot()
         raise ValueError(f"unknown control request {request!r}")
+
+    def _emit_stats(self) -> None:
+        p = self.planner
+        self.events.emit(E.STATS, {"counters": {
+            "batches": self.batches_routed,
+            "bad_messages": self.bad_messages,
+            "clients": len(p.clients),
+            "workers": len(p.alive_workers()),
+            "in_flight": {w.wid: w.in_flight for w in p.workers.values() if w.alive},
+            "queued": {c.cno: len(c.queue) for c in p.clients.values() if c.queue},
+        }})
+
+    def snapshot(self) -> dict:
+        """The current state for a monitor that joins late: stats, source lines, event sequence.
+
+        A monitor subscribes to the bus first, then asks for this; membership facts here are
+        idempotent, so events that arrive twice (in the snapshot and on the bus) do no harm.
+        """
+        self.events.flush()
+        return {
+            **self.stats(),
+            "srclocs": {cno: dict(locs) for cno, locs in self._srclocs.items()},
+            "seq": {"dispatcher": self.events.seq},
+            "clock": time.monotonic_ns(),
+            "trace": self.events.level,
+        }
 
     def stats(self) -> dict:
         """A plain-data summary of workers, clients and counters."""
@@ -400,6 +457,7 @@ class Dispatcher:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        self.events.close()
         if self.discovery_file is not None:
             try:
                 os.unlink(self.discovery_file)

@@ -23,6 +23,9 @@ import zmq
 from gt.runtime import discovery
 from gt.runtime import protocol as P
 from gt.runtime.backend import Backend, load_backend
+from gt.runtime.device_monitor import DeviceMonitor
+from gt.trace import events as E
+from gt.trace.emit import Emitter
 
 _UPLOAD = P.OPCODE["upload"]
 _FETCH = P.OPCODE["fetch"]
@@ -76,7 +79,12 @@ class Worker:
             self.close()
             raise RuntimeError(f"dispatcher refused registration: {msg}")
         self.wid = msg[2]
-        self.heartbeat = float(msg[3].get("heartbeat", 0.5))
+        settings = msg[3] if isinstance(msg[3], dict) else {}
+        self.heartbeat = float(settings.get("heartbeat", 0.5))
+        clock = settings.get("clock")
+        offset = clock - time.monotonic_ns() if isinstance(clock, int) else 0
+        self.events = Emitter(self.ctx, settings.get("events_in"), f"worker:{self.wid}", clock_offset_ns=offset)
+        self.device_monitor = DeviceMonitor(self.events, self.wid) if self.events.enabled else None
         self._hb = threading.Thread(target=self._heartbeat_loop, name="gt-heartbeat", daemon=True)
         self._hb.start()
 
@@ -100,9 +108,13 @@ class Worker:
                             break
                         self._on_message(frames)
                 now = time.monotonic()
+                self.events.tick()
                 if now >= next_stats:
-                    next_stats = now + 1.0
-                    self.sock.send(P.header(P.STATS, self.stats()))
+                    next_stats = now + 0.5
+                    st = self.stats()
+                    self.sock.send(P.header(P.STATS, st))
+                    self.events.emit(E.MEMORY, {"worker": self.wid, "used": st["bytes"], "reserved": st["reserved"],
+                                                "limit": None, "spilled": 0, "tensors": st["tensors"]})
                     if parent_pid is not None and not discovery.pid_alive(parent_pid):
                         self.stop_reason = "parent process exited"
                         break
@@ -157,7 +169,14 @@ class Worker:
         bufs = frames[2:]
         handlers = self.handlers
         nops = len(handlers)
+        full = self.events.full
+        stamps: list[int] = []
+        stamp = stamps.append
+        clock = time.monotonic_ns
+        t_start = clock()
         for ins in instrs:
+            if full:
+                stamp(clock())
             try:
                 code, out, args, attrs, src = ins
                 try:
@@ -192,11 +211,34 @@ class Worker:
         for f in frees:
             if tbl.pop(f, None) is None:
                 failed.pop(f, None)
+        t_end = clock()
         self.batches += 1
         self.instructions += len(instrs)
         dt = time.perf_counter_ns() - t0
         self.busy_ns += dt
         self.sock.send(P.header(P.DONE, cno, seq, errors, len(instrs), dt))
+        if self.events.enabled:
+            self._emit_exec(cno, seq, instrs, stamps, t_start, t_end, errors)
+
+    def _emit_exec(self, cno: int, seq: int, instrs: list, stamps: list, t0: int, t1: int, errors: list) -> None:
+        ev = self.events
+        off = ev.offset
+        try:
+            ops = [i[0] for i in instrs]
+            outs = [i[1] for i in instrs]
+            srcs = [i[4] for i in instrs]
+        except (TypeError, IndexError, KeyError):
+            ops, outs, srcs = [], [], []
+        durs: list[int] = []
+        if stamps:
+            stamps.append(t1)
+            durs = [b - a for a, b in zip(stamps, stamps[1:])]
+        ev.emit(E.EXEC, {"worker": self.wid, "client": cno, "batch": seq, "t0": t0 + off, "t1": t1 + off,
+                         "n": len(instrs), "ops": ops, "outs": outs, "srcs": srcs, "durs": durs,
+                         "hot": False, "queue": None, "errors": len(errors)}, t0 + off)
+        for msg, opcode, src in errors[:8]:
+            op = P.OPS[opcode] if type(opcode) is int and 0 <= opcode < len(P.OPS) else str(opcode)
+            ev.emit(E.ERROR, {"client": cno, "worker": self.wid, "message": msg, "op": op, "source": src})
 
     def _input_error(self, ins: Any, tbl: dict, failed: dict) -> list | None:
         """An input was missing: propagate its failure to the output (or to the fetch reply)."""
@@ -270,6 +312,7 @@ class Worker:
         return {
             "tensors": n,
             "bytes": nbytes,
+            "reserved": self.backend.reserved_bytes(nbytes),
             "clients": len(self.tables),
             "batches": self.batches,
             "instructions": self.instructions,
@@ -308,4 +351,10 @@ class Worker:
         if hb is not None and hb is not threading.current_thread():
             hb.join(timeout=2)
         self.tables.clear()
+        if getattr(self, "device_monitor", None) is not None:
+            self.device_monitor.stop()
+        if getattr(self, "events", None) is not None:
+            self.events.emit(E.MEMORY, {"worker": self.wid, "used": 0, "reserved": 0, "limit": None,
+                                        "spilled": 0, "tensors": 0})
+            self.events.close()
         self.ctx.destroy(linger=0)
