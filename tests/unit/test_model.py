@@ -1,0 +1,273 @@
+"""The cluster model on hand-built event sequences: exact shares, gaps, lifecycles, N/A."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gt.trace import events as E
+from gt.trace.model import ClusterModel
+from gt.trace.state import COMM, COMPUTE, state_to_dict
+
+MS = 1_000_000
+S = 1_000_000_000
+OPS = ("upload", "fetch", "add", "mul", "matmul", "sum")
+
+
+def ev(kind: str, t: int, **fields) -> list:
+    return E.event(kind, t, **fields)
+
+
+def exec_ev(t0: int, t1: int, ops: list, durs: list | None = None, *, worker=0, client=1, batch=0, **kw):
+    return ev(E.EXEC, t1, worker=worker, client=client, batch=batch, t0=t0, t1=t1, n=len(ops), ops=ops,
+              outs=list(range(len(ops))), srcs=kw.pop("srcs", [0] * len(ops)), durs=durs or [],
+              hot=kw.pop("hot", False), queue=kw.pop("queue", 0), errors=kw.pop("errors", 0))  # fmt: skip
+
+
+def xfer_ev(t0: int, t1: int, *, worker=0, peer=1, nbytes=1000, direction="send"):
+    return ev(E.TRANSFER, t1, worker=worker, peer=peer, bytes=nbytes, t0=t0, t1=t1,
+              direction=direction, what=None, client=1, batch=0)  # fmt: skip
+
+
+def model_with(events: list, window_ns: int = 1 * S) -> ClusterModel:
+    m = ClusterModel(OPS, window_ns=window_ns)
+    m.apply_batch("worker:0", 0, events)
+    return m
+
+
+def test_compute_comm_idle_shares_are_exact_for_known_spans():
+    # window [1s, 2s]: exec 100ms + 200ms, transfer 300ms of which 100ms overlaps compute
+    m = model_with([
+        exec_ev(1_100 * MS, 1_200 * MS, [2, 3]),
+        exec_ev(1_500 * MS, 1_700 * MS, [4]),
+        xfer_ev(1_600 * MS, 1_900 * MS),
+    ])  # fmt: skip
+    w = m.state(2 * S).workers[0]
+    assert w.compute == pytest.approx(0.3)
+    assert w.comm == pytest.approx(0.2)  # transfer time not hidden under compute
+    assert w.idle == pytest.approx(0.5)
+
+
+def test_shares_clip_spans_to_the_window():
+    m = model_with([exec_ev(500 * MS, 1_500 * MS, [2])])
+    w = m.state(2 * S).workers[0]
+    assert w.compute == pytest.approx(0.5)
+    assert w.comm == pytest.approx(0.0)
+    assert w.idle == pytest.approx(0.5)
+
+
+def test_overlapping_exec_spans_count_once():
+    m = model_with([exec_ev(1_000 * MS, 1_400 * MS, [2]), exec_ev(1_200 * MS, 1_600 * MS, [3])])
+    assert m.state(2 * S).workers[0].compute == pytest.approx(0.6)
+
+
+def test_instruction_rate_counts_batches_that_finished_in_the_window():
+    m = model_with([exec_ev(100 * MS, 200 * MS, [2] * 50), exec_ev(1_100 * MS, 1_200 * MS, [2] * 30)])
+    assert m.state(2 * S).workers[0].instr_rate == pytest.approx(30.0)
+
+
+def test_gap_in_sequence_counts_drops_per_source():
+    m = ClusterModel(OPS)
+    m.apply_batch("worker:0", 0, [exec_ev(0, 10, [2])] * 3)
+    m.apply_batch("worker:0", 5, [exec_ev(20, 30, [2])])  # 3 and 4 lost
+    m.apply_batch("worker:1", 0, [exec_ev(0, 10, [2], worker=1)])
+    m.apply_batch("worker:1", 1, [exec_ev(20, 30, [2], worker=1)])  # contiguous
+    st = m.state(100)
+    assert dict(st.drops) == {"worker:0": 2}
+    assert st.totals.dropped == 2
+    assert any(e.kind == E.DROP and "worker:0" in e.text for e in st.log)
+
+
+def test_restarted_source_is_not_a_drop():
+    m = ClusterModel(OPS)
+    m.apply_batch("client:1", 10, [ev(E.MARK, 5, client=1, label="a")])
+    m.apply_batch("client:1", 0, [ev(E.MARK, 6, client=1, label="b")])
+    assert m.state(10).totals.dropped == 0
+
+
+def test_drop_events_add_to_the_named_source():
+    m = model_with([ev(E.DROP, 5, source="worker:3", missing=7)])
+    assert dict(m.state(10).drops) == {"worker:3": 7}
+
+
+def test_worker_that_left_is_shown_dead_not_removed():
+    m = model_with([
+        ev(E.WORKER_JOINED, 1, worker=0, host="h", pid=11, device="cpu:0", backend="numpy"),
+        ev(E.WORKER_JOINED, 2, worker=1, host="h", pid=12, device="cpu:1", backend="numpy"),
+        ev(E.WORKER_LEFT, 3, worker=1, reason="exited with code 9"),
+    ])  # fmt: skip
+    st = m.state(10)
+    assert [w.id for w in st.workers] == [0, 1]
+    assert st.workers[0].alive and not st.workers[1].alive
+    assert st.workers[1].reason == "exited with code 9"
+    assert st.workers[1].device == "cpu:1"
+    assert any("worker 1 left" in e.text for e in st.log)
+
+
+def test_missing_device_stats_are_none():
+    m = model_with([
+        ev(E.WORKER_JOINED, 1, worker=0, host="h", pid=1, device="cpu:0", backend="numpy"),
+        ev(E.DEVICE, 2, worker=0, util=None, mem_used=None, mem_total=None, temp=None, power=None,
+           pcie_tx=None, pcie_rx=None, name=None),
+    ])  # fmt: skip
+    w = m.state(10).workers[0]
+    d = w.device_stats
+    assert (d.util, d.mem_used, d.temp, d.power, d.name) == (None, None, None, None, None)
+    assert w.memory.used is None and w.memory.limit is None
+    assert w.compute is None and w.instr_rate is None and w.current_op is None
+
+
+def test_worker_without_any_events_has_no_shares():
+    m = ClusterModel(OPS)
+    m.apply_snapshot({"workers": [{"id": 0, "alive": True, "device": "cpu:0"}], "clients": []}, t_ns=0)
+    w = m.state(S).workers[0]
+    assert (w.compute, w.comm, w.idle, w.queue) == (None, None, None, None)
+
+
+def test_device_stats_present():
+    m = model_with([ev(E.DEVICE, 2, worker=0, util=87.0, mem_used=10, mem_total=80, temp=61,
+                       power=250.5, pcie_tx=None, pcie_rx=None, name="H200")])  # fmt: skip
+    d = m.state(10).workers[0].device_stats
+    assert (d.util, d.mem_used, d.mem_total, d.temp, d.power, d.name) == (87.0, 10, 80, 61.0, 250.5, "H200")
+
+
+def test_current_op_and_source_line_come_from_last_exec_and_srcloc():
+    m = model_with([
+        ev(E.SRCLOC, 0, client=1, locs={7: "train.py:12", 8: "train.py:13"}),
+        exec_ev(10, 20, [2, 4], srcs=[7, 8]),
+    ])  # fmt: skip
+    w = m.state(30).workers[0]
+    assert w.current_op == "matmul"
+    assert w.current_source == "train.py:13"
+
+
+def test_op_histogram_counts_and_times_by_name():
+    m = model_with([exec_ev(0, 60, [2, 4, 2], [10, 40, 10]), exec_ev(100, 110, [4], [10])])
+    ops = {o.name: (o.count, o.time_ns) for o in m.state(200).workers[0].ops}
+    assert ops == {"matmul": (2, 50), "add": (2, 20)}
+
+
+def test_summary_level_exec_is_one_block_named_by_dominant_op():
+    m = model_with([exec_ev(0, 90, [2, 3, 3])])  # no durs
+    st = m.state(100, timeline_ns=100)
+    assert [(s.t0, s.t1, s.name, s.kind) for s in st.lanes[0].spans] == [(0, 90, "mul", COMPUTE)]
+    ops = {o.name: o.time_ns for o in st.workers[0].ops}
+    assert ops == {"mul": 60, "add": 30}  # time split by count where durations are absent
+
+
+def test_full_level_exec_expands_into_instruction_spans():
+    m = model_with([exec_ev(0, 60, [2, 2, 4], [10, 10, 40])])
+    spans = m.state(100, timeline_ns=100).lanes[0].spans
+    assert [(s.t0, s.t1, s.name) for s in spans] == [(0, 20, "add"), (20, 60, "matmul")]
+
+
+def test_transfers_are_comm_spans_on_the_lane():
+    m = model_with([xfer_ev(10, 30, direction="recv", peer=2)])
+    (span,) = m.state(100, timeline_ns=100).lanes[0].spans
+    assert span.kind == COMM and span.name == "←w2"
+    assert m.state(100).totals.transfer_bytes == 1000
+
+
+def test_timeline_window_can_be_frozen_while_now_moves_on():
+    m = model_with([exec_ev(0, 10, [2]), exec_ev(5 * S, 5 * S + 10, [3])])
+    st = m.state(6 * S, timeline_ns=S, timeline_end_ns=S)
+    assert [s.name for s in st.lanes[0].spans] == ["add"]
+    assert st.timeline_end_ns == S and st.now_ns == 6 * S
+
+
+def test_client_lifecycle_rates_in_flight_and_errors():
+    m = model_with([
+        ev(E.CLIENT_JOINED, 0, client=1, home=0, host="box", pid=42, argv=["train.py", "--x"]),
+        ev(E.SRCLOC, 1, client=1, locs={3: "train.py:40"}),
+        ev(E.QUEUED, 100 * MS, client=1, batch=0, n=100, ops={2: 100}, first_id=0),
+        ev(E.QUEUED, 200 * MS, client=1, batch=1, n=50, ops={2: 50}, first_id=100),
+        exec_ev(210 * MS, 220 * MS, [2] * 100, batch=0),
+        ev(E.ERROR, 300 * MS, client=1, worker=0, message="shapes (2,3) and (4,5)", op="matmul", source=3),
+    ])  # fmt: skip
+    st = m.state(1 * S)
+    (c,) = st.clients
+    assert (c.host, c.pid, c.argv, c.home) == ("box", 42, ("train.py", "--x"), 0)
+    assert c.ops_rate == pytest.approx(150.0)
+    assert c.in_flight == 1
+    assert c.errors == 1
+    assert st.totals.errors == 1
+    err = [e for e in st.log if e.kind == E.ERROR][0]
+    assert "matmul" in err.text and "train.py:40" in err.text and "shapes" in err.text
+    m.apply_batch("worker:0", m.next_seq["worker:0"], [ev(E.CLIENT_LEFT, 2 * S, client=1, reason="bye")])
+    c = m.state(3 * S).clients[0]
+    assert not c.alive and c.reason == "bye" and c.in_flight == 0
+
+
+def test_memory_sample_and_history():
+    m = model_with([ev(E.MEMORY, i, worker=0, used=100 * i, reserved=1000, limit=4000, spilled=0, tensors=i)
+                    for i in range(1, 6)])  # fmt: skip
+    mem = m.state(10).workers[0].memory
+    assert (mem.used, mem.reserved, mem.limit, mem.spilled, mem.tensors) == (500, 1000, 4000, 0, 5)
+    assert mem.history == (100, 200, 300, 400, 500)
+
+
+def test_marks_and_config_changes_are_kept_and_logged():
+    m = model_with([
+        ev(E.MARK, 10, client=1, label="epoch 3"),
+        ev(E.CONFIG, 20, before={}, after={"layer1": {"shard": {"axis": 0}}}, by="gt top"),
+    ])  # fmt: skip
+    st = m.state(30)
+    assert [(k.t_ns, k.label) for k in st.marks] == [(10, "epoch 3")]
+    assert st.configs[0].after == {"layer1": {"shard": {"axis": 0}}}
+    assert [e.kind for e in st.log] == [E.MARK, E.CONFIG]
+
+
+def test_snapshot_fills_workers_and_clients_for_a_late_joiner():
+    m = ClusterModel(OPS)
+    snap = {
+        "uptime": 12.5,
+        "workers": [
+            {"id": 0, "alive": True, "in_flight": 2, "instructions": 1000, "stats": {"bytes": 4096, "tensors": 3},
+             "host": "h", "pid": 9, "device": "cpu:0", "backend": "numpy"},
+            {"id": 1, "alive": False, "instructions": 0, "host": "h", "pid": 10, "device": "cpu:1"},
+        ],
+        "clients": [{"id": 4, "home": 0, "queued": 1, "in_flight": 2, "errors": 3, "host": "h", "pid": 77,
+                     "argv": ["a.py"]}],
+    }  # fmt: skip
+    m.apply_snapshot(snap, t_ns=0)
+    snap["workers"][0]["instructions"] = 3000
+    m.apply_snapshot(snap, t_ns=1 * S)
+    st = m.state(1 * S)
+    w0, w1 = st.workers
+    assert (w0.device, w0.in_flight, w0.memory.used, w0.memory.tensors) == ("cpu:0", 2, 4096, 3)
+    assert w0.instr_rate == pytest.approx(2000.0)  # from stats when there are no exec events
+    assert not w1.alive
+    (c,) = st.clients
+    assert (c.id, c.in_flight, c.errors, c.argv) == (4, 3, 3, ("a.py",))
+    assert st.uptime_s == pytest.approx(12.5)
+
+
+def test_malformed_events_are_counted_not_raised():
+    m = model_with([ev(E.EXEC, 1), ev(E.MEMORY, 2, worker="zero"), ev("unknown_kind", 3)])
+    assert m.state(10).totals.bad_events == 2
+    assert m.state(10).totals.events == 3
+
+
+def test_opcodes_without_names_show_as_opN():
+    m = ClusterModel()
+    m.apply_batch("worker:0", 0, [exec_ev(0, 10, [5])])
+    assert m.state(20).workers[0].current_op == "op5"
+
+
+def test_state_is_json_serialisable():
+    m = model_with([
+        ev(E.CLIENT_JOINED, 0, client=1, home=0, host="box", pid=42, argv=["train.py"]),
+        exec_ev(0, 60, [2, 4], [20, 40]), xfer_ev(60, 70), ev(E.MARK, 70, client=1, label="m"),
+    ])  # fmt: skip
+    data = json.loads(json.dumps(state_to_dict(m.state(100))))
+    assert data["workers"][0]["current_op"] == "matmul"
+    assert data["lanes"][0]["spans"][0][2] == "add"
+
+
+def test_logs_and_span_history_stay_bounded():
+    m = ClusterModel(OPS)
+    m.apply_batch("worker:0", 0, [exec_ev(i, i + 1, [2]) for i in range(20_000)])
+    m.apply_batch("client:1", 0, [ev(E.MARK, i, client=1, label="x") for i in range(5_000)])
+    assert len(m.workers[0].execs) <= 4096
+    assert len(m.state(30_000).log) <= 1000
