@@ -297,11 +297,14 @@ class ClusterModel:
         self.log.append(LogEntry(t, E.DROP, src, f"lost {missing} event(s) from {src}"))
 
     def apply_snapshot(self, snap: dict, t_ns: int | None = None) -> None:
-        """Fold the control endpoint's ``stats`` answer (workers and clients as they are now).
+        """Fold the control endpoint's ``stats`` or ``snapshot`` answer (workers, clients, source lines).
 
-        ``t_ns`` is when it was taken on the run clock (default: the newest event time).
+        ``t_ns`` is when it was taken on the run clock (default: its ``clock`` field, else the
+        newest event time).
         """
-        t = t_ns if t_ns is not None else (self.t_last or 0)
+        if t_ns is None:
+            t_ns = snap["clock"] if type(snap.get("clock")) is int else self.t_last
+        t = t_ns or 0
         if as_num(snap.get("uptime")) is not None:
             self.uptime = (float(snap["uptime"]), t)
         for info in snap.get("workers") or ():
@@ -335,6 +338,11 @@ class ClusterModel:
             c.errors = max(c.errors, as_int(info.get("errors")) or 0)
             if info.get("broken"):
                 c.reason = str(info["broken"])
+        srclocs = snap.get("srclocs")
+        if isinstance(srclocs, dict):
+            for cno, locs in srclocs.items():
+                if isinstance(locs, dict):
+                    self._srcloc(t, {"client": int(cno), "locs": locs}, "snapshot")
 
     # ------------------------------------------------------------------ reading
     def op_name(self, op: Any) -> str:

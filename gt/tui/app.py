@@ -1,0 +1,109 @@
+"""The monitor app and its one factory, :func:`make_app`, shared by the CLI and the tests."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterable
+
+from textual.app import App
+from textual.binding import Binding
+
+from gt.trace.state import ClusterState
+from gt.tui.screens import HelpScreen, TopScreen, WorkerScreen
+from gt.tui.sources import Source
+
+DARK, LIGHT = "textual-dark", "textual-light"
+
+
+class GTApp(App):
+    """``gt top``: draws the latest state of a :class:`~gt.tui.sources.Source` at ``hz``.
+
+    The app owns no sockets: it asks the source for its newest immutable state on a timer and
+    hands it to the active screen. Nothing is drawn per event.
+    """
+
+    CSS_PATH = "gt.tcss"
+    TITLE = "gt top"
+    BINDINGS = [
+        Binding("q", "quit", "quit"),
+        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("t", "toggle_theme", "theme"),
+    ]
+
+    def __init__(self, source: Source, *, hz: float = 8, readonly: bool = False, title: str | None = None,
+                 output: queue.Queue | None = None) -> None:  # fmt: skip
+        super().__init__()
+        self.source = source
+        self.hz = hz
+        self.readonly = readonly
+        self.paused = False
+        self.output = output
+        self.state: ClusterState | None = None
+        if title:
+            self.title = title
+        self.theme = DARK
+
+    def on_mount(self) -> None:
+        self.source.start()
+        self.push_screen(TopScreen(with_output=self.output is not None))
+        self.set_interval(1.0 / max(0.5, self.hz), self.tick)
+
+    def on_unmount(self) -> None:
+        self.source.stop()
+
+    def tick(self) -> None:
+        """Take the source's newest state and draw it on the active screen."""
+        self.state = self.source.snapshot()
+        show = getattr(self.screen, "show", None)
+        if show is not None and self.screen.is_mounted:
+            show(self.state, self.source.status())
+
+    def open_worker(self, wid: int) -> None:
+        """Push the detail screen for worker ``wid``."""
+        self.push_screen(WorkerScreen(wid))
+
+    def action_help(self) -> None:
+        """Show every key binding."""
+        if isinstance(self.screen, HelpScreen):
+            self.pop_screen()
+            return
+        self.push_screen(HelpScreen([("everywhere", list(self.BINDINGS)),
+                                     ("top view", list(TopScreen.BINDINGS)),
+                                     ("worker detail", list(WorkerScreen.BINDINGS))]))  # fmt: skip
+
+    def action_toggle_theme(self) -> None:
+        """Switch between the dark and the light theme."""
+        self.theme = LIGHT if self.theme == DARK else DARK
+
+
+def lines_queue(lines: queue.Queue | Iterable[str] | None) -> queue.Queue | None:
+    """A queue of output lines: a queue as is, an iterable pumped by a daemon thread (then ``None``)."""
+    if lines is None or isinstance(lines, queue.Queue):
+        return lines
+    q: queue.Queue = queue.Queue()
+
+    def pump() -> None:
+        try:
+            for line in lines:
+                q.put(line)
+        finally:
+            q.put(None)
+
+    threading.Thread(target=pump, name="gt-top-output", daemon=True).start()
+    return q
+
+
+def make_app(source: Source, *, hz: float = 8, readonly: bool = False, title: str | None = None,
+             output: queue.Queue | Iterable[str] | None = None) -> GTApp:  # fmt: skip
+    """The one way to build the monitor app (``gt top``, ``gt run``, ``gt replay``, tests).
+
+    Args:
+        source: where states come from (:class:`~gt.tui.sources.LiveSource`, ``ListSource``, ...).
+        hz: repaints per second.
+        readonly: show that this monitor must not change the cluster (config edits disabled).
+        title: the terminal title.
+        output: a child process's output lines (a queue, or an iterable read on a thread; ``None``
+            ends it) shown in an extra pane.
+    """
+    return GTApp(source, hz=hz, readonly=readonly, title=title, output=lines_queue(output))

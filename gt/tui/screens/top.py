@@ -1,0 +1,158 @@
+"""The top view: header, workers, timeline, clients, event log (and a child's output)."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input
+
+from gt.trace.state import ClusterState
+from gt.tui import tables as T
+from gt.tui.widgets import (
+    ClientsTable,
+    ClusterHeader,
+    EventLog,
+    OutputPane,
+    RowTable,
+    TimelineView,
+    WorkersTable,
+)
+
+ZOOMS_NS = tuple(
+    int(x * 1e9) for x in (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
+)
+
+
+class TopScreen(Screen):
+    """Everything at once. Enter on a worker opens its detail."""
+
+    BINDINGS = [
+        Binding("space", "pause", "pause"),
+        Binding("plus,equals_sign", "zoom_in", "zoom in", key_display="+"),
+        Binding("minus", "zoom_out", "zoom out", key_display="-"),
+        Binding("s", "sort", "sort"),
+        Binding("slash", "filter", "filter", key_display="/"),
+        Binding("escape", "clear_filter", "clear filter", show=False),
+        Binding("enter", "open_worker", "detail", show=False),
+    ]
+
+    def __init__(self, with_output: bool = False) -> None:
+        super().__init__()
+        self.with_output = with_output
+
+    def compose(self) -> ComposeResult:
+        yield ClusterHeader(id="header")
+        yield WorkersTable(id="workers")
+        with Vertical(id="timeline-box"):
+            yield TimelineView(id="timeline")
+        with Horizontal(id="bottom"):
+            yield ClientsTable(id="clients")
+            yield EventLog(id="log")
+        if self.with_output:
+            yield OutputPane(self.app.output, id="output")
+        yield Input(placeholder="filter rows (esc clears)", id="filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#timeline-box").border_title = "timeline"
+        self.query_one("#clients").border_title = "clients"
+        self.query_one("#log").border_title = "events"
+        self.query_one("#workers").border_title = "workers"
+        if self.with_output:
+            self.query_one("#output").border_title = "output"
+        self.query_one(WorkersTable).focus()
+        self.show(self.app.source.snapshot(), self.app.source.status())
+
+    def show(self, state: ClusterState, status: T.Status) -> None:
+        """Draw everything from this state."""
+        app = self.app
+        self.query_one(ClusterHeader).show(state, status, readonly=app.readonly, paused=app.paused)
+        self.query_one(WorkersTable).show(state)
+        self.query_one(ClientsTable).show(state)
+        tl = self.query_one(TimelineView)
+        tl.show(state, paused=app.paused)
+        self.query_one("#timeline-box").border_title = f"timeline  last {_span(state)}"
+        self.query_one(EventLog).show(state)
+        if self.with_output:
+            self.query_one(OutputPane).pump()
+
+    # ------------------------------------------------------------------ actions
+    def action_pause(self) -> None:
+        """Freeze (or resume) the timeline's scrolling."""
+        app = self.app
+        app.paused = not app.paused
+        app.source.set_view(paused=app.paused)
+        app.tick()
+
+    def _zoom(self, step: int) -> None:
+        src = self.app.source
+        i = min(range(len(ZOOMS_NS)), key=lambda k: abs(ZOOMS_NS[k] - src.timeline_ns))
+        src.set_view(timeline_ns=ZOOMS_NS[max(0, min(len(ZOOMS_NS) - 1, i + step))])
+        self.app.tick()
+
+    def action_zoom_in(self) -> None:
+        """Show a shorter stretch of time."""
+        self._zoom(-1)
+
+    def action_zoom_out(self) -> None:
+        """Show a longer stretch of time."""
+        self._zoom(+1)
+
+    def _table(self) -> RowTable:
+        focused = self.focused
+        return focused if isinstance(focused, RowTable) else self.query_one(WorkersTable)
+
+    def action_sort(self) -> None:
+        """Sort the focused table by its next key."""
+        key = self._table().cycle_sort()
+        self.notify(f"sorted by {key}", timeout=1.5)
+        self.app.tick()
+
+    def action_filter(self) -> None:
+        """Show the filter box."""
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        """Hide the filter box and show every row."""
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.display = False
+        self._set_filter("")
+        self.query_one(WorkersTable).focus()
+
+    def _set_filter(self, text: str) -> None:
+        for t in self.query(RowTable):
+            t.filter_text = text
+        self.app.tick()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self._set_filter(event.value)
+
+    @on(Input.Submitted, "#filter")
+    def _filter_done(self, event: Input.Submitted) -> None:
+        if not event.value:
+            event.input.display = False
+        self.query_one(WorkersTable).focus()
+
+    def action_open_worker(self) -> None:
+        """Open the detail screen of the worker under the cursor."""
+        key = self.query_one(WorkersTable).selected_key()
+        if key is not None:
+            self.app.open_worker(int(key))
+
+    @on(DataTable.RowSelected, "#workers")
+    def _worker_selected(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value is not None:
+            self.app.open_worker(int(event.row_key.value))
+
+
+def _span(state: ClusterState) -> str:
+    from gt.tui.render import human_span
+
+    return human_span(state.timeline_end_ns - state.timeline_start_ns)

@@ -1,0 +1,50 @@
+"""One worker in detail: identity, device, memory history, op histogram."""
+
+from __future__ import annotations
+
+from rich.console import RenderableType
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from gt.trace.state import ClusterState
+from gt.tui import tables as T
+from gt.tui.widgets import ClusterHeader
+
+
+class WorkerScreen(Screen):
+    """Detail of worker ``wid``, updated live; escape goes back."""
+
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "back"),
+        Binding("backspace", "app.pop_screen", "back", show=False),
+    ]
+
+    def __init__(self, wid: int) -> None:
+        super().__init__()
+        self.wid = wid
+        self.body: RenderableType = Text("")
+
+    def compose(self) -> ComposeResult:
+        yield ClusterHeader(id="header")
+        with VerticalScroll(id="detail-box"):
+            yield Static(id="detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.show(self.app.source.snapshot(), self.app.source.status())
+
+    def show(self, state: ClusterState, status: T.Status) -> None:
+        """Draw the worker as it is in this state."""
+        app = self.app
+        self.query_one(ClusterHeader).show(state, status, readonly=app.readonly, paused=app.paused)
+        w = state.worker(self.wid)
+        body = self.query_one("#detail", Static)
+        if w is None:
+            self.body = Text(f"worker {self.wid} is not known to this monitor", style="bold red")
+        else:
+            self.body = T.worker_detail(w, max(40, self.size.width - 4))
+        body.update(self.body)

@@ -1,0 +1,440 @@
+"""Where the monitor's cluster state comes from.
+
+A *source* owns a :class:`~gt.trace.model.ClusterModel` and hands the app an immutable
+:class:`~gt.trace.state.ClusterState` on request (:meth:`Source.snapshot`), plus a
+:class:`~gt.tui.tables.Status` for the header. The app never waits on a source:
+
+* :class:`LiveSource` runs a background thread that subscribes to a dispatcher's event bus, asks
+  its control endpoint for a snapshot, folds events into the model and publishes a fresh state a
+  few times per second; the UI only reads the latest reference.
+* :class:`ListSource` folds an in-memory list of events once, with a fixed clock (tests,
+  screenshots).
+* :class:`ReplaySource` plays recorded batches against a :class:`ReplayClock` that can pause,
+  change speed and seek.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import zmq
+
+from gt.runtime import protocol as P
+from gt.trace import events as E
+from gt.trace.model import TIMELINE_NS, WINDOW_NS, ClusterModel
+from gt.trace.state import ClusterState
+from gt.tui.tables import Status
+
+Batch = tuple[str, int, list]
+
+
+class Source:
+    """The interface the app uses (and the shared view handling: zoom and pause).
+
+    Args:
+        op_names: opcode -> name for the model (default ``gt.runtime.protocol.OPS``).
+        window_ns: the model's window for shares and rates.
+    """
+
+    kind = "source"
+
+    def __init__(self, op_names: Sequence[str] | None = None, *, window_ns: int = WINDOW_NS):
+        self.model = ClusterModel(P.OPS if op_names is None else op_names, window_ns=window_ns)
+        self.timeline_ns = TIMELINE_NS
+        self.frozen_end: int | None = None  # the timeline's right edge while paused
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Begin collecting (no-op for sources that need no thread)."""
+
+    def stop(self) -> None:
+        """Stop collecting and release every socket and thread."""
+
+    def now(self) -> int:
+        """The source's current time on the run clock."""
+        return self.model.t_last or 0
+
+    def status(self) -> Status:
+        """Where the data comes from, for the header."""
+        return Status(self.kind, None, True, self.kind)
+
+    def set_view(self, *, timeline_ns: int | None = None, paused: bool | None = None) -> None:
+        """Zoom the timeline and pause/resume its scrolling (takes effect on the next state)."""
+        if timeline_ns is not None:
+            self.timeline_ns = max(1_000_000, int(timeline_ns))
+        if paused is not None:
+            self.frozen_end = (self.frozen_end or self.now()) if paused else None
+
+    def compute(self) -> ClusterState:
+        """A fresh state from the model (callers hold no lock; this takes the source's)."""
+        with self._lock:
+            return self.model.state(
+                self.now(), timeline_ns=self.timeline_ns, timeline_end_ns=self.frozen_end
+            )
+
+    def snapshot(self) -> ClusterState:
+        """The latest state; cheap enough to call from the UI thread at the repaint rate."""
+        return self.compute()
+
+
+class ListSource(Source):
+    """A fixed list of events or batches, folded once; the clock stands at ``now_ns``.
+
+    Args:
+        batches: ``(source, first_seq, events)`` batches, or plain events (``[kind, t, fields]``).
+        now_ns: the fixed "now" (default: the newest event time).
+        address: what the header shows as the source.
+    """
+
+    kind = "fixture"
+
+    def __init__(
+        self, batches: Sequence, *, now_ns: int | None = None, address: str | None = None, **kw
+    ):
+        super().__init__(**kw)
+        items = list(batches)
+        if items and isinstance(items[0][2], list):  # batches: (source, first_seq, [events])
+            for source, first, events in items:
+                self.model.apply_batch(source, first, events)
+        else:
+            self.model.apply_events(items)
+        self._now = now_ns if now_ns is not None else (self.model.t_last or 0)
+        self.address = address
+        self._cache: tuple[tuple, ClusterState] | None = None
+
+    def now(self) -> int:
+        return self._now
+
+    def status(self) -> Status:
+        return Status(self.kind, self.address, True, "recorded")
+
+    def snapshot(self) -> ClusterState:
+        key = (self.timeline_ns, self.frozen_end)
+        if self._cache is None or self._cache[0] != key:
+            self._cache = (key, self.compute())
+        return self._cache[1]
+
+
+class ReplayClock:
+    """A playback position over ``[t_start, t_end]`` that can pause, change speed and seek.
+
+    Args:
+        wall: the wall clock in seconds (injectable for tests; default ``time.monotonic``).
+    """
+
+    def __init__(
+        self,
+        t_start: int,
+        t_end: int,
+        *,
+        speed: float = 1.0,
+        wall: Callable[[], float] = time.monotonic,
+    ):
+        self.t_start, self.t_end = t_start, t_end
+        self.speed = speed
+        self.paused = False
+        self._wall = wall
+        self._pos = t_start
+        self._at = wall()
+
+    def position(self) -> int:
+        """The current position on the run clock."""
+        if self.paused:
+            return self._pos
+        pos = self._pos + int((self._wall() - self._at) * 1e9 * self.speed)
+        return min(self.t_end, max(self.t_start, pos))
+
+    def _rebase(self) -> None:
+        self._pos, self._at = self.position(), self._wall()
+
+    def pause(self, paused: bool = True) -> None:
+        """Stop (or restart) the clock where it is."""
+        self._rebase()
+        self.paused = paused
+
+    def set_speed(self, speed: float) -> None:
+        """Play ``speed`` times real time from here on."""
+        self._rebase()
+        self.speed = max(0.01, float(speed))
+
+    def seek(self, t_ns: int) -> None:
+        """Jump to ``t_ns`` (clamped to the recording)."""
+        self._pos = min(self.t_end, max(self.t_start, int(t_ns)))
+        self._at = self._wall()
+
+
+class ReplaySource(Source):
+    """Plays recorded batches (time-ordered) as if live, driven by a :class:`ReplayClock`.
+
+    A stub until the ``.gtrace`` reader lands: it takes batches in memory and, on a backward
+    seek, refolds from the start (keyframes will make that a jump). Folding happens on the caller's
+    thread in :meth:`snapshot`, bounded by the batches between two repaints.
+    """
+
+    kind = "replay"
+
+    def __init__(self, batches: Sequence[Batch], *, speed: float = 1.0, wall: Callable[[], float] = time.monotonic,
+                 address: str | None = None, **kw):  # fmt: skip
+        super().__init__(**kw)
+        self._kw = kw
+        self.batches = sorted(batches, key=lambda b: b[2][0][1] if b[2] else 0)
+        times = [b[2][0][1] for b in self.batches if b[2]]
+        self.clock = ReplayClock(
+            min(times, default=0), max(times, default=0), speed=speed, wall=wall
+        )
+        self.address = address
+        self._next = 0
+
+    def now(self) -> int:
+        return self.clock.position()
+
+    def status(self) -> Status:
+        c = self.clock
+        state = "paused" if c.paused else f"{c.speed:g}x"
+        return Status(
+            self.kind, self.address, True, f"replay {state} {(self.now() - c.t_start) / 1e9:.1f}s"
+        )
+
+    def seek(self, t_ns: int) -> None:
+        """Move the playback position; seeking backwards refolds from the start."""
+        with self._lock:
+            if t_ns < self.clock.position():
+                self.model = ClusterModel(self.model.op_names, window_ns=self.model.window_ns)
+                self._next = 0
+            self.clock.seek(t_ns)
+
+    def snapshot(self) -> ClusterState:
+        with self._lock:
+            pos = self.clock.position()
+            while self._next < len(self.batches):
+                source, first, events = self.batches[self._next]
+                if events and events[0][1] > pos:
+                    break
+                self.model.apply_batch(source, first, events)
+                self._next += 1
+        return self.compute()
+
+
+class LiveSource(Source):
+    """Subscribes to a running dispatcher; a background thread folds events and publishes states.
+
+    Args:
+        endpoints: the dispatcher's endpoints (needs ``events`` and ``control``; ``front`` is shown).
+        hz: how often the collector publishes a fresh state.
+        resolve: called while disconnected to find the dispatcher again (it may come back on new
+            ports); returns new endpoints or ``None``.
+        ping_s: seconds between control pings; ``dead_s``: silence after which it is disconnected.
+    """
+
+    kind = "live"
+
+    def __init__(self, endpoints: dict, *, hz: float = 8, resolve: Callable[[], dict | None] | None = None,
+                 ping_s: float = 1.0, dead_s: float = 3.0, **kw):  # fmt: skip
+        super().__init__(**kw)
+        self.endpoints = dict(endpoints)
+        self.period = 1.0 / max(0.5, hz)
+        self.resolve = resolve
+        self.ping_s, self.dead_s = ping_s, dead_s
+        self.connected = False
+        self.detail = "connecting"
+        self.offset: int | None = None  # run clock - local monotonic clock
+        self.dispatcher_pid: int | None = None
+        self.received = 0
+        self._latest = self.compute()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.ready = threading.Event()  # set after the first snapshot reply
+
+    def now(self) -> int:
+        if self.offset is None:
+            return self.model.t_last or 0
+        return time.monotonic_ns() + self.offset
+
+    def status(self) -> Status:
+        return Status(self.kind, self.endpoints.get("front"), self.connected, self.detail)
+
+    def snapshot(self) -> ClusterState:
+        return self._latest
+
+    def set_view(self, *, timeline_ns: int | None = None, paused: bool | None = None) -> None:
+        super().set_view(timeline_ns=timeline_ns, paused=paused)
+        self._wake.set()  # publish a state for the new view soon, not at the next tick
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="gt-top-collector", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    # ------------------------------------------------------------------ collector thread
+    def _run(self) -> None:
+        ctx = zmq.Context()
+        try:
+            _Collector(self, ctx).loop()
+        finally:
+            ctx.destroy(linger=0)
+
+
+class _Collector:
+    """The socket side of :class:`LiveSource` (runs only on its thread)."""
+
+    def __init__(self, src: LiveSource, ctx: zmq.Context):
+        self.src, self.ctx = src, ctx
+        self.sub = self.dealer = None
+        self.pending: tuple[str, float] | None = None  # (request, sent at)
+        self.last_reply = self.last_event = 0.0
+        self.next_ping = 0.0
+        self.lost_since: float | None = time.monotonic()
+        self._open()
+
+    def _open(self) -> None:
+        self._close()
+        ep = self.src.endpoints
+        self.sub = self.ctx.socket(zmq.SUB)
+        self.sub.setsockopt(zmq.LINGER, 0)
+        self.sub.setsockopt(zmq.RCVHWM, 100_000)
+        self.sub.setsockopt(zmq.SUBSCRIBE, E.TOPIC)
+        self.sub.connect(ep["events"])
+        self.dealer = self.ctx.socket(zmq.DEALER)
+        self.dealer.setsockopt(zmq.LINGER, 0)
+        self.dealer.connect(ep["control"])
+        self.pending = None
+        self._send("snapshot")
+
+    def _close(self) -> None:
+        for s in (self.sub, self.dealer):
+            if s is not None:
+                s.close(0)
+        self.sub = self.dealer = None
+
+    def _send(self, what: str) -> None:
+        try:
+            self.dealer.send(P.header(P.CONTROL, what, None), zmq.NOBLOCK)
+            self.pending = (what, time.monotonic())
+        except zmq.ZMQError:
+            self.pending = None
+
+    def loop(self) -> None:
+        src = self.src
+        next_state = 0.0
+        socks: tuple = ()
+        poller = zmq.Poller()
+        try:
+            while not src._stop.is_set():
+                if socks != (self.sub, self.dealer):  # sockets were replaced: poll the new ones
+                    socks = (self.sub, self.dealer)
+                    poller = zmq.Poller()
+                    poller.register(self.sub, zmq.POLLIN)
+                    poller.register(self.dealer, zmq.POLLIN)
+                timeout = max(0.0, min(next_state - time.monotonic(), src.period))
+                ready = dict(poller.poll(int(timeout * 1000)))
+                if self.sub in ready:
+                    self._drain_events()
+                if self.dealer in ready:
+                    self._on_reply()
+                now = time.monotonic()
+                self._housekeeping(now)
+                if now >= next_state or src._wake.is_set():
+                    src._wake.clear()
+                    next_state = now + src.period
+                    src._latest = src.compute()
+        finally:
+            self._close()
+
+    def _drain_events(self) -> None:
+        src = self.src
+        model = src.model
+        for _ in range(2000):  # bounded, so states still get published under a flood
+            try:
+                frames = self.sub.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                break
+            if len(frames) != 2:
+                continue
+            try:
+                source, first, events = E.unpack_batch(frames[1].buffer)
+            except E.EventFormatError:
+                model.bad_events += 1
+                continue
+            with src._lock:
+                model.apply_batch(source, first, events)
+            src.received += len(events)
+            self.last_event = time.monotonic()
+        if src.offset is None and model.t_last is not None:
+            src.offset = model.t_last - time.monotonic_ns()
+
+    def _on_reply(self) -> None:
+        src = self.src
+        try:
+            msg = P.parse_header(self.dealer.recv_multipart()[-1])
+        except P.ProtocolError:
+            return
+        what = self.pending[0] if self.pending else None
+        self.pending = None
+        self.last_reply = time.monotonic()
+        if msg[1] != P.REPLY or not msg[2]:
+            return
+        payload = msg[3]
+        if what == "ping" and isinstance(payload, dict):
+            pid = payload.get("pid")
+            if src.dispatcher_pid is not None and pid != src.dispatcher_pid:
+                self._new_run()  # the dispatcher restarted: start over with a fresh model
+                return
+            src.dispatcher_pid = pid
+        elif what == "snapshot" and isinstance(payload, dict):
+            if type(payload.get("clock")) is int:
+                src.offset = payload["clock"] - time.monotonic_ns()
+            with src._lock:
+                src.model.apply_snapshot(payload)
+            src.ready.set()
+            self._send("ping")
+        self._set_connected(True)
+
+    def _new_run(self, ask: bool = True) -> None:
+        src = self.src
+        with src._lock:
+            src.model = ClusterModel(src.model.op_names, window_ns=src.model.window_ns)
+        src.dispatcher_pid = None
+        src.offset = None
+        if ask:
+            self._send("snapshot")
+
+    def _set_connected(self, ok: bool, why: str = "") -> None:
+        src = self.src
+        src.connected = ok
+        src.detail = "connected" if ok else f"disconnected: {why}"
+        self.lost_since = None if ok else (self.lost_since or time.monotonic())
+
+    def _housekeeping(self, now: float) -> None:
+        src = self.src
+        if self.pending is not None and now - self.pending[1] > src.dead_s:
+            # No answer: drop the stale request (a fresh DEALER forgets it) and say so.
+            self.dealer.close(0)
+            self.dealer = self.ctx.socket(zmq.DEALER)
+            self.dealer.setsockopt(zmq.LINGER, 0)
+            self.dealer.connect(src.endpoints["control"])
+            self.pending = None
+            if now - self.last_event > src.dead_s:
+                self._set_connected(False, f"no answer for {src.dead_s:g}s")
+        if not src.connected and self.lost_since is not None and src.resolve is not None \
+                and now - self.lost_since > src.dead_s:  # fmt: skip
+            self.lost_since = now  # try again after another dead_s
+            try:
+                found = src.resolve()
+            except Exception:
+                found = None
+            if found and found.get("events") and found.get("control") and found != src.endpoints:
+                src.endpoints = dict(found)
+                self._new_run(ask=False)
+                self._open()  # asks for a snapshot
+        if self.pending is None and now >= self.next_ping:
+            self.next_ping = now + src.ping_s
+            self._send("ping" if src.ready.is_set() else "snapshot")
