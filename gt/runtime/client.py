@@ -215,8 +215,13 @@ class Connection:
             return
         if self._broken is not None:
             raise self._broken
+        deadline = time.monotonic() + self.timeout
         while self._in_flight >= self.window:
             self._pump(self._wait_slice())
+            if self._broken is not None:
+                raise self._broken
+            if time.monotonic() > deadline:
+                raise GTTimeout(f"the dispatcher accepted no batch for {self.timeout:.0f}s (GT_TIMEOUT)")
         instrs, self._instrs = self._instrs, []
         frees, self._frees = self._frees, []
         bufs, self._bufs = self._bufs, []

@@ -151,13 +151,17 @@ class Planner:
         return self.schedule() if self._rr else []
 
     def schedule(self) -> list[tuple[WorkerState, ClientState, Any]]:
-        """Round-robin over clients with queued batches while their workers have room."""
+        """Round-robin over clients with queued batches while their workers have room.
+
+        A client that sends goes to the back of the line; one whose worker is full keeps its place.
+        """
         sends = []
         progress = True
         while progress and self._rr:
             progress = False
-            for _ in range(len(self._rr)):
-                cno = self._rr.popleft()
+            waiting: list[int] = []
+            served: list[int] = []
+            for cno in self._rr:
                 c = self.clients.get(cno)
                 if c is None or not c.queue:
                     continue
@@ -167,8 +171,11 @@ class Planner:
                     c.in_flight += 1
                     sends.append((w, c, c.queue.popleft()))
                     progress = True
-                if c.queue:
-                    self._rr.append(cno)
+                    if c.queue:
+                        served.append(cno)
+                else:
+                    waiting.append(cno)
+            self._rr = deque(waiting + served)
         return sends
 
     # ------------------------------------------------------------------ liveness

@@ -1,0 +1,145 @@
+"""Faults: dead workers, dead clients, a dead dispatcher, garbage on every socket."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+import zmq
+
+import gt
+from gt.runtime.control import request
+from gt.runtime.launch import LocalCluster
+
+
+def wait_for(predicate, timeout=10.0, interval=0.05):
+    deadline = time.monotonic() + timeout
+    value = None
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met in {timeout}s (last value {value!r})")
+
+
+@pytest.fixture
+def fresh_cluster(monkeypatch):
+    monkeypatch.setenv("GT_CLIENT_TIMEOUT", "2")
+    with LocalCluster(workers=2) as c:
+        yield c
+    gt.disconnect()
+
+
+def test_killing_a_worker_raises_worker_lost_quickly(fresh_cluster):
+    conn = gt.connect(fresh_cluster.address, timeout=60)
+    x = gt.randn(200, 200)
+    x.sum().item()
+    pid = request(fresh_cluster.address, "stats")["workers"][conn.home_worker]["pid"]
+    t0 = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(gt.WorkerLost, match="worker"):
+        for _ in range(10_000):
+            x = x @ x * 0.001
+        x.numpy()
+    assert time.monotonic() - t0 < 8
+    # a new client is placed on the surviving worker and works
+    gt.disconnect()
+    gt.connect(fresh_cluster.address, timeout=30)
+    assert gt.ones(3).sum().item() == 3
+
+
+def test_killing_a_remote_worker_is_found_by_heartbeat(fresh_cluster, tmp_path):
+    # a worker added from "another terminal" is not the dispatcher's child: only heartbeats tell
+    extra = subprocess.Popen([sys.executable, "-m", "gt", "worker", "--connect", fresh_cluster.address],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: len(request(fresh_cluster.address, "stats")["workers"]) == 3, timeout=20)
+        extra.kill()
+        extra.wait(timeout=5)
+        wait_for(lambda: not request(fresh_cluster.address, "stats")["workers"][2]["alive"], timeout=10)
+    finally:
+        if extra.poll() is None:
+            extra.kill()
+        extra.wait(timeout=5)
+        extra.stdout.close()
+
+
+def test_a_killed_client_leaves_no_tensors_behind(fresh_cluster, tmp_path):
+    script = tmp_path / "victim.py"
+    script.write_text(textwrap.dedent(f"""
+        import gt, sys, time
+        gt.connect({fresh_cluster.address!r})
+        keep = [gt.randn(100, 100) for _ in range(20)]
+        gt.sync()
+        print("ready", flush=True)
+        time.sleep(60)
+    """))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+
+        def held():
+            return sum(w["stats"].get("tensors", 0) for w in request(fresh_cluster.address, "stats")["workers"])
+
+        wait_for(lambda: held() == 20)
+        proc.kill()
+        wait_for(lambda: held() == 0, timeout=10)
+        assert request(fresh_cluster.address, "stats")["clients"] == []
+    finally:
+        proc.kill()
+        proc.wait(timeout=5)
+        proc.stdout.close()
+
+
+def test_a_dead_dispatcher_raises_instead_of_hanging(fresh_cluster):
+    gt.connect(fresh_cluster.address, timeout=60)
+    x = gt.randn(10)
+    x.sum().item()
+    fresh_cluster.proc.kill()
+    fresh_cluster.proc.wait()
+    t0 = time.monotonic()
+    with pytest.raises((gt.DispatcherLost, gt.WorkerLost)):
+        (x + 1).numpy()
+    assert time.monotonic() - t0 < 10
+
+
+def test_garbage_on_every_socket_is_counted_and_ignored(fresh_cluster):
+    conn = gt.connect(fresh_cluster.address, timeout=30)
+    x = gt.arange(10)
+    eps = request(fresh_cluster.address, "endpoints")
+    data_ep = conn.workers[0]["data"]
+    ctx = zmq.Context.instance()
+    rng = np.random.default_rng(0)
+    socks = []
+    try:
+        for ep, kind in [(eps["front"], zmq.DEALER), (eps["back"], zmq.DEALER), (eps["control"], zmq.DEALER),
+                         (data_ep, zmq.DEALER), (eps["events_in"], zmq.PUB)]:
+            s = ctx.socket(kind)
+            s.setsockopt(zmq.LINGER, 0)
+            s.connect(ep)
+            socks.append(s)
+        time.sleep(0.2)
+        for s in socks:
+            for n in range(30):
+                frames = [rng.bytes(int(rng.integers(0, 64))) for _ in range(int(rng.integers(1, 4)))]
+                s.send_multipart(frames)
+            # well-formed msgpack that is not a GT message, and a GT header with bad fields
+            s.send_multipart([gt.runtime.protocol.packb({"hello": 1})])
+            s.send_multipart([gt.runtime.protocol.header(gt.runtime.protocol.DONE, "x", None, None)])
+            s.send_multipart([gt.runtime.protocol.header(gt.runtime.protocol.BATCH, 1, "n", None), b"\x93"])
+        time.sleep(0.5)
+        # the legitimate client carries on, and the dispatcher is still answering
+        np.testing.assert_array_equal((x * 2).numpy(), np.arange(10) * 2)
+        stats = request(fresh_cluster.address, "stats")
+        assert stats["bad_messages"] > 0
+        assert all(w["alive"] for w in stats["workers"])
+    finally:
+        for s in socks:
+            s.close(0)

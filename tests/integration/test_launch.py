@@ -1,0 +1,91 @@
+"""Auto-start: `import gt` and go; the local cluster is cleaned up on exit, Ctrl-C and crashes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+from gt.runtime.discovery import pid_alive
+
+EXAMPLE = textwrap.dedent("""
+    import os, sys
+    import gt
+    a = gt.randn(1000, 1000)
+    b = gt.randn(1000, 1000)
+    c = a @ b + 1
+    print(c[:4, :4])
+    conn = gt.session.current()
+    print("PIDS", conn.cluster.proc.pid, *[w for w in conn.cluster.endpoints], flush=True)
+    if len(sys.argv) > 1:
+        print("WAITING", flush=True)
+        import time; time.sleep(60)
+""")
+
+
+def _run_and_get_dispatcher(tmp_path, *args):
+    script = tmp_path / "example.py"
+    script.write_text(EXAMPLE)
+    env = {**os.environ, "GT_RUNTIME_DIR": str(tmp_path / "run")}
+    env.pop("GT_DISPATCHER", None)
+    return subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _wait_gone(pid, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid):
+        assert time.monotonic() < deadline, f"process {pid} is still alive"
+        time.sleep(0.05)
+
+
+def _read_until(proc, marker):
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith(marker):
+            return line, lines
+    raise AssertionError(f"{marker} never printed: {lines} {proc.stderr.read()}")
+
+
+def test_the_readme_example_runs_with_no_setup_and_cleans_up(tmp_path):
+    proc = _run_and_get_dispatcher(tmp_path)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out.startswith("tensor([[")
+    dispatcher_pid = int(out.split("PIDS ")[1].split()[0])
+    _wait_gone(dispatcher_pid)
+    assert not list((tmp_path / "run").glob("dispatcher-*.json"))
+
+
+def test_ctrl_c_stops_the_local_cluster(tmp_path):
+    proc = _run_and_get_dispatcher(tmp_path, "wait")
+    try:
+        line, _ = _read_until(proc, "PIDS")
+        dispatcher_pid = int(line.split()[1])
+        _read_until(proc, "WAITING")
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+        _wait_gone(dispatcher_pid)
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def test_a_crashed_client_takes_its_cluster_down(tmp_path):
+    proc = _run_and_get_dispatcher(tmp_path, "wait")
+    try:
+        line, _ = _read_until(proc, "PIDS")
+        dispatcher_pid = int(line.split()[1])
+        _read_until(proc, "WAITING")
+        proc.kill()
+        proc.wait(timeout=10)
+        _wait_gone(dispatcher_pid)
+    finally:
+        proc.stdout.close()
+        proc.stderr.close()

@@ -1,0 +1,140 @@
+"""The runtime end to end: batching, sync points, errors, frees, several connections."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import gt
+from gt.runtime.control import request
+
+
+def worker_stats(address: str) -> list[dict]:
+    return request(address, "stats")["workers"]
+
+
+def wait_for(predicate, timeout=10.0, interval=0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met in {timeout}s (last value {value!r})")
+
+
+def test_pipelined_ops_arrive_in_order(conn):
+    x = gt.zeros(4)
+    for _ in range(2000):
+        x = x + 1
+    np.testing.assert_array_equal(x.numpy(), np.full(4, 2000, np.float32))
+    assert conn.sent_batches < 2000  # batched, not one message per op
+
+
+def test_scalars_are_immediates_with_pytorch_promotion(conn):
+    i = gt.tensor([1, 2, 3])
+    assert i.dtype == "int64"
+    assert (i + 1).dtype == "int64"
+    assert (i + 1.5).dtype == "float32"
+    assert (i / 2).dtype == "float32"
+    np.testing.assert_allclose((i / 2).numpy(), [0.5, 1.0, 1.5])
+    np.testing.assert_array_equal((2 * i - 1).numpy(), [1, 3, 5])
+
+
+def test_large_arrays_round_trip_through_the_direct_path(conn):
+    a = np.random.default_rng(0).standard_normal((512, 1024)).astype(np.float32)  # 2 MiB
+    assert conn._direct is not None
+    np.testing.assert_array_equal(gt.from_numpy(a).numpy(), a)
+
+
+def test_large_arrays_round_trip_without_the_direct_path(cluster, monkeypatch):
+    monkeypatch.setenv("GT_NO_DIRECT", "1")
+    c = gt.connect(cluster.address, timeout=30)
+    try:
+        assert c._direct is None
+        a = np.arange(300_000, dtype=np.float64).reshape(300, 1000)
+        np.testing.assert_array_equal((gt.from_numpy(a) * 2).numpy(), a * 2)
+    finally:
+        gt.disconnect()
+
+
+def test_empty_and_zero_dim_tensors(conn):
+    assert gt.zeros(0, 3).numpy().shape == (0, 3)
+    s = gt.tensor(3.5)
+    assert s.shape == () and s.item() == 3.5
+
+
+def test_worker_error_raises_at_sync_with_op_and_source_line(conn):
+    x = gt.randn(3, 3)
+    idx = gt.tensor([5])  # out of range: only the worker can see the value
+    y = x[idx]  # the failing line
+    z = y + 1  # depends on the failure
+    with pytest.raises(gt.WorkerError) as info:
+        z.numpy()
+    err = info.value
+    assert err.op == "getitem"
+    assert err.source.startswith("test_runtime.py:")
+    assert "index 5 is out of bounds" in str(err)
+    # the connection stays usable
+    assert (x.sum() * 0).item() == 0
+
+
+def test_sync_reports_errors_nothing_waited_on(conn):
+    x = gt.randn(2, 2)
+    _ = x[gt.tensor([9])]
+    with pytest.raises(gt.WorkerError):
+        gt.sync()
+    gt.sync()  # reported once
+
+
+def test_client_shape_errors_raise_at_the_users_line(conn):
+    with pytest.raises(gt.ShapeError, match=r"matmul: shapes \[2, 3\] and \[2, 3\]"):
+        gt.randn(2, 3) @ gt.randn(2, 3)
+    with pytest.raises(gt.ShapeError, match="size of tensor a"):
+        gt.randn(2, 3) + gt.randn(4, 3)
+
+
+def test_freed_tensors_leave_the_worker(conn, cluster):
+    home = conn.home_worker
+
+    def held():
+        return worker_stats(cluster.address)[home]["stats"].get("tensors")
+
+    wait_for(lambda: held() == 0)  # earlier tests' clients are gone
+    keep = [gt.randn(10) for _ in range(50)]
+    gt.sync()
+    wait_for(lambda: held() == 50)
+    del keep
+    gt.sync()
+    wait_for(lambda: held() == 0)
+
+
+def test_two_connections_in_one_process_are_isolated(cluster):
+    a = gt.runtime.client.Connection(cluster.address, timeout=30)
+    b = gt.runtime.client.Connection(cluster.address, timeout=30)
+    try:
+        assert a.client_no != b.client_no
+        ta = gt.Tensor(a, a.new_id(), (3,), "float32")
+        a.upload(ta.id, np.array([1, 2, 3], np.float32))
+        tb = gt.Tensor(b, b.new_id(), (3,), "float32")
+        b.upload(tb.id, np.array([7, 8, 9], np.float32))
+        assert ta.id == tb.id  # same client-made id, different namespaces
+        np.testing.assert_array_equal(a.fetch(ta.id), [1, 2, 3])
+        np.testing.assert_array_equal(b.fetch(tb.id), [7, 8, 9])
+        with pytest.raises(ValueError, match="different GT connections"):
+            ta + tb
+    finally:
+        del ta, tb
+        a.close()
+        b.close()
+
+
+def test_clients_spread_over_both_workers(cluster):
+    conns = [gt.runtime.client.Connection(cluster.address, timeout=30) for _ in range(2)]
+    try:
+        assert {c.home_worker for c in conns} == {0, 1}
+    finally:
+        for c in conns:
+            c.close()
