@@ -6,26 +6,35 @@ dispatcher with ``$GT_WORKERS`` workers (default 1) in the background.
 
 from __future__ import annotations
 
+from gt import nn, optim
+from gt.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from gt.errors import DispatcherLost, GTError, GTTimeout, ShapeError, WorkerError, WorkerLost
 from gt.factories import (
     arange,
+    empty,
+    empty_like,
     eye,
     from_numpy,
     full,
     full_like,
+    linspace,
     manual_seed,
     ones,
     ones_like,
     rand,
     rand_like,
     randint,
+    randint_like,
     randn,
     randn_like,
+    randperm,
     sync,
     tensor,
     zeros,
     zeros_like,
 )
+from gt.ops.functional import *  # noqa: F403 - gt.exp(x), gt.cat([...]), ... (see its __all__)
+from gt.ops.functional import __all__ as _functional_names
 from gt.session import connect, disconnect, gpu_workers
 from gt.tensor import Tensor
 
@@ -41,10 +50,25 @@ float = float32  # noqa: A001 - PyTorch spells these as module attributes too
 double = float64
 long = int64
 half = float16
+int = int32  # noqa: A001
+bool = "bool"  # noqa: A001 - the prototype's spelling (gt.bool_ is kept too)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    *_functional_names,
+    "bool",
+    "empty",
+    "empty_like",
+    "enable_grad",
+    "is_grad_enabled",
+    "linspace",
+    "nn",
+    "no_grad",
+    "optim",
+    "randint_like",
+    "randperm",
+    "set_grad_enabled",
     "DispatcherLost",
     "GTError",
     "GTTimeout",

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import itertools
 import random
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -42,127 +43,289 @@ def _shape(shape: Sequence[Any]) -> tuple[int, ...]:
     return out
 
 
-def _make(opcode: int, args: list, shape: tuple[int, ...], dtype: str, attrs: Any) -> Tensor:
+def _make(
+    opcode: int,
+    args: list,
+    shape: tuple[int, ...],
+    dtype: str,
+    attrs: Any,
+    requires_grad: bool = False,
+) -> Tensor:
     conn = get_connection()
     t = Tensor(conn, conn.new_id(), shape, dtype)
     conn.emit(opcode, t.id, args, attrs)
+    if requires_grad:
+        t.requires_grad_(True)
     return t
 
 
-def from_numpy(array: np.ndarray) -> Tensor:
+def _float_dtype(dtype: Any, op: str) -> str:
+    dt = S.canonical_dtype(dtype)
+    if dt not in S.FLOAT_DTYPES:
+        raise TypeError(f"{op}: expected a floating point dtype, got {dt}")
+    return dt
+
+
+def from_numpy(array: np.ndarray, requires_grad: bool = False) -> Tensor:
     """Upload a NumPy array (the array must not be changed until the next sync point)."""
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy expects an ndarray, got {type(array).__name__}")
     dtype = S.canonical_dtype(array.dtype)
-    array = np.ascontiguousarray(array)
+    if not array.flags.c_contiguous:
+        array = np.ascontiguousarray(array).reshape(
+            array.shape
+        )  # (ascontiguousarray makes 0-d 1-d)
     conn = get_connection()
     t = Tensor(conn, conn.new_id(), tuple(array.shape), dtype)
     conn.upload(t.id, array)
+    if requires_grad:
+        t.requires_grad_(True)
     return t
 
 
-def tensor(data: Any, dtype: Any = None) -> Tensor:
+def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """A tensor holding a copy of ``data`` (nested lists, a scalar, an ndarray or a tensor).
 
     Python floats become float32 and Python ints int64, as in PyTorch.
     """
     if isinstance(data, Tensor):
-        return data.to(dtype) if dtype is not None else data
+        out = data.detach().to(dtype) if dtype is not None else data.detach()
+        return out.requires_grad_(True) if requires_grad else out
+    if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(data)):
+        return tensor([_plain(v) for v in data], dtype, requires_grad)
     arr = np.array(data)
     if dtype is not None:
         arr = arr.astype(S.canonical_dtype(dtype))
     elif arr.dtype == np.float64 and not isinstance(data, np.ndarray):
         arr = arr.astype(np.float32)
-    elif arr.dtype.kind == "i" and arr.dtype != np.int32 and not isinstance(data, np.ndarray):
+    elif arr.dtype.kind in "iu" and arr.dtype != np.int32 and not isinstance(data, np.ndarray):
         arr = arr.astype(np.int64)
-    return from_numpy(arr.copy())
+    return from_numpy(arr.copy(), requires_grad=requires_grad)
 
 
-def full(shape: Sequence[int], fill_value: Any, dtype: Any = None) -> Tensor:
+def _flat(data: Any) -> Any:
+    for v in data:
+        if isinstance(v, (list, tuple)):
+            yield from _flat(v)
+        else:
+            yield v
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, Tensor):
+        return v.numpy()
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return v
+
+
+def full(
+    shape: Sequence[int],
+    fill_value: Any,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+) -> Tensor:
     """A tensor of ``shape`` filled with ``fill_value``."""
     if dtype is None:
-        dtype = "bool" if isinstance(fill_value, bool) else ("int64" if isinstance(fill_value, int) else S.DEFAULT_FLOAT)
+        dtype = (
+            "bool"
+            if isinstance(fill_value, bool)
+            else ("int64" if isinstance(fill_value, (int, np.integer)) else S.DEFAULT_FLOAT)
+        )
     dtype = S.canonical_dtype(dtype)
     shape = _shape((shape,) if isinstance(shape, int) else tuple(shape))
-    value: Any = bool(fill_value) if dtype == "bool" else (float(fill_value) if dtype in S.FLOAT_DTYPES else [int(fill_value)])
-    return _make(_OP["full"], [value], shape, dtype, {"shape": list(shape), "dtype": dtype})
+    value: Any = (
+        bool(fill_value)
+        if dtype == "bool"
+        else (float(fill_value) if dtype in S.FLOAT_DTYPES else [int(fill_value)])
+    )
+    return _make(
+        _OP["full"], [value], shape, dtype, {"shape": list(shape), "dtype": dtype}, requires_grad
+    )
 
 
-def zeros(*shape: Any, dtype: Any = None) -> Tensor:
+def zeros(
+    *shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None
+) -> Tensor:
     """A tensor of zeros."""
-    return full(_shape(shape), 0, S.canonical_dtype(dtype))
+    return full(_shape(shape), 0, S.canonical_dtype(dtype), requires_grad)
 
 
-def ones(*shape: Any, dtype: Any = None) -> Tensor:
+def ones(*shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """A tensor of ones."""
-    return full(_shape(shape), 1, S.canonical_dtype(dtype))
+    return full(_shape(shape), 1, S.canonical_dtype(dtype), requires_grad)
 
 
-def randn(*shape: Any, dtype: Any = None) -> Tensor:
+def empty(
+    *shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None
+) -> Tensor:
+    """An uninitialized tensor (GT fills it with zeros)."""
+    return zeros(*shape, dtype=dtype, requires_grad=requires_grad)
+
+
+def randn(
+    *shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None
+) -> Tensor:
     """Standard normal samples."""
-    shp, dt = _shape(shape), S.canonical_dtype(dtype)
-    return _make(_OP["randn"], [], shp, dt, {"shape": list(shp), "dtype": dt, "seed": _next_seed()})
+    shp, dt = _shape(shape), _float_dtype(dtype, "randn")
+    return _make(
+        _OP["randn"],
+        [],
+        shp,
+        dt,
+        {"shape": list(shp), "dtype": dt, "seed": _next_seed()},
+        requires_grad,
+    )
 
 
-def rand(*shape: Any, dtype: Any = None) -> Tensor:
+def rand(*shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """Uniform samples in [0, 1)."""
-    shp, dt = _shape(shape), S.canonical_dtype(dtype)
-    return _make(_OP["rand"], [], shp, dt, {"shape": list(shp), "dtype": dt, "seed": _next_seed()})
+    shp, dt = _shape(shape), _float_dtype(dtype, "rand")
+    return _make(
+        _OP["rand"],
+        [],
+        shp,
+        dt,
+        {"shape": list(shp), "dtype": dt, "seed": _next_seed()},
+        requires_grad,
+    )
 
 
-def randint(low: int, high: int | None = None, size: Sequence[int] = (), dtype: Any = "int64") -> Tensor:
+def randint(
+    low: int,
+    high: int | None = None,
+    size: Sequence[int] = (),
+    dtype: Any = "int64",
+    device: Any = None,
+) -> Tensor:
     """Integers uniform in [low, high) (``randint(high, size=...)`` starts at 0)."""
     if high is None:
         low, high = 0, low
     if high <= low:
         raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
     shp, dt = _shape(tuple(size)), S.canonical_dtype(dtype)
-    return _make(_OP["randint"], [], shp, dt, {"shape": list(shp), "dtype": dt, "low": int(low), "high": int(high), "seed": _next_seed()})
+    return _make(
+        _OP["randint"],
+        [],
+        shp,
+        dt,
+        {"shape": list(shp), "dtype": dt, "low": int(low), "high": int(high), "seed": _next_seed()},
+    )
 
 
-def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None) -> Tensor:
+def randperm(n: int, dtype: Any = "int64", device: Any = None) -> Tensor:
+    """A random permutation of ``0..n-1`` (drawn on the client from the GT seed)."""
+    rng = np.random.default_rng(_next_seed())
+    return from_numpy(rng.permutation(int(n)).astype(S.canonical_dtype(dtype)))
+
+
+def arange(
+    start: Any,
+    end: Any = None,
+    step: Any = 1,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+) -> Tensor:
     """Evenly spaced values in [start, end)."""
     if end is None:
         start, end = 0, start
     if step == 0:
         raise ValueError("arange: step must be nonzero")
     if dtype is None:
-        dtype = "int64" if all(isinstance(v, int) for v in (start, end, step)) else S.DEFAULT_FLOAT
+        dtype = (
+            "int64"
+            if all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+            else S.DEFAULT_FLOAT
+        )
     dtype = S.canonical_dtype(dtype)
     n = max(0, int(np.ceil((end - start) / step)))
-    return _make(_OP["arange"], [], (n,), dtype, {"start": start, "stop": end, "step": step, "dtype": dtype})
+    return _make(
+        _OP["arange"],
+        [],
+        (n,),
+        dtype,
+        {"start": start, "stop": end, "step": step, "dtype": dtype},
+        requires_grad,
+    )
 
 
-def eye(n: int, m: int | None = None, dtype: Any = None) -> Tensor:
+def linspace(
+    start: float,
+    end: float,
+    steps: int,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    if steps < 0:
+        raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
+    dt = _float_dtype(dtype, "linspace")
+    t = arange(steps, dtype=dt)
+    out = t * ((end - start) / (steps - 1)) + start if steps > 1 else t + start
+    return out.requires_grad_(True) if requires_grad else out
+
+
+def eye(
+    n: int, m: int | None = None, dtype: Any = None, requires_grad: bool = False, device: Any = None
+) -> Tensor:
     """An identity matrix of ``n`` rows and ``m`` (default ``n``) columns."""
     m = n if m is None else m
     dt = S.canonical_dtype(dtype)
-    return _make(_OP["eye"], [], (int(n), int(m)), dt, {"n": int(n), "m": int(m), "dtype": dt})
+    return _make(
+        _OP["eye"], [], (int(n), int(m)), dt, {"n": int(n), "m": int(m), "dtype": dt}, requires_grad
+    )
 
 
-def zeros_like(x: Tensor, dtype: Any = None) -> Tensor:
+def zeros_like(
+    x: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None
+) -> Tensor:
     """Zeros with the shape (and dtype, unless given) of ``x``."""
-    return zeros(x.shape, dtype=dtype or x.dtype)
+    return zeros(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
 
 
-def ones_like(x: Tensor, dtype: Any = None) -> Tensor:
+def ones_like(
+    x: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None
+) -> Tensor:
     """Ones with the shape (and dtype, unless given) of ``x``."""
-    return ones(x.shape, dtype=dtype or x.dtype)
+    return ones(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
 
 
-def full_like(x: Tensor, fill_value: Any, dtype: Any = None) -> Tensor:
+def empty_like(
+    x: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None
+) -> Tensor:
+    """An uninitialized tensor like ``x`` (GT fills it with zeros)."""
+    return zeros_like(x, dtype, requires_grad)
+
+
+def full_like(
+    x: Tensor, fill_value: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None
+) -> Tensor:
     """``fill_value`` with the shape (and dtype, unless given) of ``x``."""
-    return full(x.shape, fill_value, dtype=dtype or x.dtype)
+    return full(x.shape, fill_value, dtype=dtype or x.dtype, requires_grad=requires_grad)
 
 
-def randn_like(x: Tensor, dtype: Any = None) -> Tensor:
+def randn_like(
+    x: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None
+) -> Tensor:
     """Normal samples with the shape of ``x``."""
-    return randn(x.shape, dtype=dtype or x.dtype)
+    return randn(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
 
 
-def rand_like(x: Tensor, dtype: Any = None) -> Tensor:
+def rand_like(
+    x: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None
+) -> Tensor:
     """Uniform samples with the shape of ``x``."""
-    return rand(x.shape, dtype=dtype or x.dtype)
+    return rand(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
+
+
+def randint_like(
+    x: Tensor, low: int, high: int | None = None, dtype: Any = None, device: Any = None
+) -> Tensor:
+    """Integers in [low, high) with the shape of ``x``."""
+    return randint(low, high, x.shape, dtype=dtype or "int64")
 
 
 def sync() -> None:

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from gt.tensor import Tensor
 
 
-def encode_key(x: Tensor, key: Any) -> tuple[list, list, tuple[int, ...]]:
+def encode_key(x: Tensor, key: Any, op: str = "getitem") -> tuple[list, list, tuple[int, ...]]:
     """Encode an index for ``x`` as wire items, the index tensors it uses, and the result shape.
 
     Supports ints, slices (with steps), None, Ellipsis, lists of ints, integer tensors and boolean
@@ -29,18 +29,29 @@ def encode_key(x: Tensor, key: Any) -> tuple[list, list, tuple[int, ...]]:
     wire: list = []
     tensors: list = []
     stand_in: list = []
+    dim = 0  # the dimension of x the next item indexes (None once an Ellipsis makes it unknown)
     for item in key:
         if isinstance(item, bool):
-            raise IndexError("getitem: a bare bool index is not supported")
+            raise IndexError(f"{op}: a bare bool index is not supported")
+        if (
+            isinstance(item, Tensor)
+            and item.dtype == "bool"
+            or (isinstance(item, (list, np.ndarray)) and np.asarray(item).dtype == bool)
+        ):
+            _check_mask(x, item, dim, op)
+        if item is Ellipsis:
+            dim = None
+        elif dim is not None and item is not None:
+            dim += item.ndim if getattr(item, "dtype", None) in ("bool", np.bool_) else 1
         if isinstance(item, (int, np.integer)):
             wire.append(["i", int(item)])
             stand_in.append(int(item))
         elif isinstance(item, slice):
             parts = [None if v is None else _int(v) for v in (item.start, item.stop, item.step)]
             if parts[2] == 0:
-                raise ValueError("getitem: slice step cannot be zero")
+                raise ValueError(f"{op}: slice step cannot be zero")
             if parts[2] is not None and parts[2] < 0:
-                raise ValueError("getitem: negative slice steps are not supported (as in PyTorch)")
+                raise ValueError(f"{op}: negative slice steps are not supported (as in PyTorch)")
             wire.append(["s", *parts])
             stand_in.append(slice(*parts))
         elif item is None:
@@ -60,7 +71,9 @@ def encode_key(x: Tensor, key: Any) -> tuple[list, list, tuple[int, ...]]:
                 tensors.append(item)
                 stand_in.append(np.zeros(item.shape, dtype=np.int64))
             else:
-                raise IndexError(f"getitem: tensors used as indices must be integer or bool, not {item.dtype}")
+                raise IndexError(
+                    f"{op}: tensors used as indices must be integer or bool, not {item.dtype}"
+                )
         elif isinstance(item, (list, np.ndarray)):
             arr = np.asarray(item)
             if arr.dtype == bool:
@@ -70,15 +83,28 @@ def encode_key(x: Tensor, key: Any) -> tuple[list, list, tuple[int, ...]]:
             elif arr.dtype.kind in "iu" or arr.size == 0:
                 arr = arr.astype(np.int64)
                 if arr.ndim != 1:
-                    raise IndexError("getitem: only 1-d lists of ints are supported as indices")
+                    raise IndexError(f"{op}: only 1-d lists of ints are supported as indices")
                 wire.append(["l", arr.tolist()])
                 stand_in.append(arr)
             else:
-                raise IndexError(f"getitem: cannot index with a list of {arr.dtype}")
+                raise IndexError(f"{op}: cannot index with a list of {arr.dtype}")
         else:
-            raise IndexError(f"getitem: unsupported index {item!r}")
-    shape = S.index_shape(x.shape, tuple(stand_in))
+            raise IndexError(f"{op}: unsupported index {item!r}")
+    shape = S.index_shape(x.shape, tuple(stand_in), op)
     return wire, tensors, shape
+
+
+def _check_mask(x: Tensor, mask: Any, dim: int | None, op: str) -> None:
+    """A boolean mask must match the shape of the dimensions it indexes, as in PyTorch."""
+    shape = tuple(mask.shape) if hasattr(mask, "shape") else np.shape(mask)
+    if dim is None:
+        return
+    have = x.shape[dim : dim + len(shape)]
+    if have != shape:
+        raise IndexError(
+            f"{op}: the shape of the mask {list(shape)} at index {dim} does not match the shape of "
+            f"the indexed tensor {list(x.shape)}"
+        )
 
 
 def _int(v: Any) -> int:

@@ -7,7 +7,8 @@ NumPy differ (type promotion of Python scalars, true division of integers).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +21,16 @@ INT_DTYPES = ("uint8", "int8", "int32", "int64")
 DEFAULT_FLOAT = "float32"
 
 # Promotion ranks in PyTorch's order: bool < integers < floats.
-_RANK = {"bool": 0, "uint8": 1, "int8": 1, "int32": 2, "int64": 3, "float16": 4, "float32": 5, "float64": 6}
+_RANK = {
+    "bool": 0,
+    "uint8": 1,
+    "int8": 1,
+    "int32": 2,
+    "int64": 3,
+    "float16": 4,
+    "float32": 5,
+    "float64": 6,
+}
 
 
 def canonical_dtype(dtype: Any) -> str:
@@ -28,7 +38,13 @@ def canonical_dtype(dtype: Any) -> str:
     if dtype is None:
         return DEFAULT_FLOAT
     if isinstance(dtype, str):
-        aliases = {"float": "float32", "double": "float64", "half": "float16", "long": "int64", "int": "int32"}
+        aliases = {
+            "float": "float32",
+            "double": "float64",
+            "half": "float16",
+            "long": "int64",
+            "int": "int32",
+        }
         name = aliases.get(dtype, dtype)
     else:
         name = getattr(dtype, "name", None) or np.dtype(dtype).name
@@ -85,7 +101,9 @@ def broadcast(a: Shape, b: Shape, op: str = "op") -> Shape:
 def matmul(a: Shape, b: Shape) -> Shape:
     """Result shape of ``a @ b`` with batch broadcasting, or :class:`ShapeError`."""
     if len(a) == 0 or len(b) == 0:
-        raise ShapeError(f"matmul: both arguments need at least 1 dimension, got shapes {list(a)} and {list(b)}")
+        raise ShapeError(
+            f"matmul: both arguments need at least 1 dimension, got shapes {list(a)} and {list(b)}"
+        )
     a2 = (1,) + a if len(a) == 1 else a
     b2 = b + (1,) if len(b) == 1 else b
     if a2[-1] != b2[-2]:
@@ -104,7 +122,9 @@ def matmul(a: Shape, b: Shape) -> Shape:
 def normalize_axis(axis: int, ndim: int, op: str = "op") -> int:
     """Turn a possibly negative axis into ``0..ndim-1`` or raise IndexError like PyTorch."""
     if not -max(ndim, 1) <= axis < max(ndim, 1):
-        raise IndexError(f"{op}: dimension out of range (expected to be in range of [{-max(ndim, 1)}, {max(ndim, 1) - 1}], but got {axis})")
+        raise IndexError(
+            f"{op}: dimension out of range (expected to be in range of [{-max(ndim, 1)}, {max(ndim, 1) - 1}], but got {axis})"
+        )
     return axis % max(ndim, 1)
 
 
@@ -133,14 +153,20 @@ def reshape(shape: Shape, new: Sequence[int]) -> Shape:
     new = tuple(int(d) for d in new)
     size = prod(shape)
     if new.count(-1) > 1:
-        raise ShapeError("reshape: only one dimension can be inferred (-1)")
+        raise ShapeError(
+            f"reshape: only one dimension can be inferred (-1) in shape {list(new)} (input shape {list(shape)})"
+        )
     if -1 in new:
         rest = prod(d for d in new if d != -1)
         if rest == 0 or size % rest:
-            raise ShapeError(f"reshape: shape {list(new)} is invalid for input of size {size}")
+            raise ShapeError(
+                f"reshape: shape {list(new)} is invalid for input of size {size} (shape {list(shape)})"
+            )
         new = tuple(size // rest if d == -1 else d for d in new)
     if any(d < 0 for d in new) or prod(new) != size:
-        raise ShapeError(f"reshape: shape {list(new)} is invalid for input of size {size}")
+        raise ShapeError(
+            f"reshape: shape {list(new)} is invalid for input of size {size} (shape {list(shape)})"
+        )
     return new
 
 
@@ -148,7 +174,9 @@ def expand(shape: Shape, new: Sequence[int]) -> Shape:
     """Result of ``expand``/``broadcast_to``: ``-1`` keeps a dimension; singletons stretch."""
     new = tuple(int(d) for d in new)
     if len(new) < len(shape):
-        raise ShapeError(f"expand: the number of sizes provided ({len(new)}) must be greater or equal to the number of dimensions in the tensor ({len(shape)})")
+        raise ShapeError(
+            f"expand: the number of sizes provided ({len(new)}) must be greater or equal to the number of dimensions in the tensor ({len(shape)})"
+        )
     pad = (1,) * (len(new) - len(shape)) + shape
     out = []
     for i, (have, want) in enumerate(zip(pad, new)):
@@ -159,7 +187,9 @@ def expand(shape: Shape, new: Sequence[int]) -> Shape:
         elif have == want or have == 1:
             out.append(want)
         else:
-            raise ShapeError(f"expand: the expanded size of the tensor ({want}) must match the existing size ({have}) at non-singleton dimension {i}; target sizes {list(new)}, tensor sizes {list(shape)}")
+            raise ShapeError(
+                f"expand: the expanded size of the tensor ({want}) must match the existing size ({have}) at non-singleton dimension {i}; target sizes {list(new)}, tensor sizes {list(shape)}"
+            )
     return tuple(out)
 
 
@@ -182,3 +212,49 @@ def index_shape(shape: Shape, key: tuple, op: str = "getitem") -> Shape:
         return dummy[key].shape
     except IndexError as exc:
         raise IndexError(f"{op}: {exc} (tensor of shape {list(shape)})") from None
+
+
+def category(dtype: str) -> int:
+    """0 for bool, 1 for integers, 2 for floats (PyTorch's promotion categories)."""
+    return 2 if dtype in FLOAT_DTYPES else (0 if dtype == "bool" else 1)
+
+
+def promote_operands(a: str, a_ndim: int, b: str, b_ndim: int) -> str:
+    """Result dtype of a binary op between tensors, with PyTorch's rule for 0-d tensors.
+
+    A 0-d tensor next to a tensor with dimensions only decides the dtype when it is of a higher
+    category (``float32[3] + float64[]`` stays float32; ``int64[3] + float64[]`` is float64).
+    """
+    if a == b:
+        return a
+    if (a_ndim == 0) != (b_ndim == 0):
+        dim_t, zero_t = (b, a) if a_ndim == 0 else (a, b)
+        if category(zero_t) <= category(dim_t):
+            return dim_t
+        return zero_t
+    return promote(a, b)
+
+
+def concat(shapes: Sequence[Shape], axis: int, op: str = "cat") -> Shape:
+    """Result shape of concatenating ``shapes`` along ``axis`` (already normalized).
+
+    Raises:
+        ShapeError: the tensors differ in rank, or in a size other than ``axis``.
+    """
+    first = shapes[0]
+    total = 0
+    for i, s in enumerate(shapes):
+        if len(s) != len(first):
+            raise ShapeError(
+                f"{op}: tensors must have the same number of dimensions: got {len(first)} and "
+                f"{len(s)} (shapes {list(first)} and {list(s)} for tensor number 0 and {i})"
+            )
+        for d, (x, y) in enumerate(zip(first, s)):
+            if d != axis and x != y:
+                raise ShapeError(
+                    f"{op}: sizes of tensors must match except in dimension {axis}. Expected size "
+                    f"{x} but got size {y} for tensor number {i} in the list (shapes {list(first)} "
+                    f"and {list(s)})"
+                )
+        total += s[axis]
+    return first[:axis] + (total,) + first[axis + 1 :]

@@ -2,34 +2,62 @@
 
 A tensor knows its id, shape and dtype; the data stays on the worker until a sync point
 (``numpy()``, ``item()``, ``repr``, ``float()``). Every op infers the result's shape and dtype here,
-queues one primitive instruction and returns at once.
+queues one primitive instruction and returns at once. The ops themselves live in mixins under
+``gt/ops``; this module keeps the handle, the sync points and the hot plumbing (``_binary``,
+``_unary``) that every elementwise op goes through.
+
+Tensors are values: no two tensors share memory as far as a program can observe. An in-place op
+(``x += 1``, ``x[0] = 5``, ``x.zero_()``) changes ``x`` and only ``x`` -- never a tensor made from it
+by slicing or reshaping, and never the tensor it was made from. (PyTorch's views share memory;
+GT's tensors may live on different workers, so they do not.)
 """
 
 from __future__ import annotations
 
 import numbers
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from gt import shapes as S
-from gt.errors import ShapeError
+from gt.autograd import _mode, record
+from gt.ops.arith import ArithmeticOps
+from gt.ops.inplace import InplaceOps
+from gt.ops.reduce import ReductionOps
+from gt.ops.shaping import ShapeOps
 from gt.runtime import protocol as P
 from gt.runtime.client import Connection
 from gt.session import get_connection
 
 _OP = P.OPCODE
-_ADD, _SUB, _MUL, _DIV, _POW = _OP["add"], _OP["sub"], _OP["mul"], _OP["div"], _OP["pow"]
+_RESHAPE = _OP["reshape"]
 _SCALARS = (int, float, bool)
+_FLOATS = S.FLOAT_DTYPES
 
 
-class Tensor:
+class Tensor(ArithmeticOps, ReductionOps, ShapeOps, InplaceOps):
     """A tensor whose data lives on a GT worker.
 
     Create tensors with the factories (:func:`gt.randn`, :func:`gt.tensor`, ...), not directly.
+
+    Attributes:
+        shape: the shape, a tuple of ints.
+        dtype: the dtype's name (``"float32"``, ...); compare with ``gt.float32`` and friends.
+        requires_grad: whether ops on this tensor are recorded for :meth:`backward`.
+        grad: the accumulated gradient (a tensor) after :meth:`backward`, or ``None``.
     """
 
-    __slots__ = ("_conn", "id", "shape", "dtype", "__weakref__")
+    __slots__ = (
+        "_conn",
+        "id",
+        "shape",
+        "dtype",
+        "requires_grad",
+        "grad",
+        "_node",
+        "_version",
+        "__weakref__",
+    )
     __array_priority__ = 1000  # so ndarray + Tensor defers to Tensor.__radd__
 
     def __init__(self, conn: Connection, tid: int, shape: tuple[int, ...], dtype: str):
@@ -37,12 +65,18 @@ class Tensor:
         self.id = tid
         self.shape = shape
         self.dtype = dtype
+        self.requires_grad = False
+        self.grad = None
+        self._node = None
+        self._version = 0
 
     def __del__(self) -> None:
-        try:
-            self._conn.free(self.id)
-        except Exception:  # interpreter shutdown: the connection may be gone already
-            pass
+        tid = self.id
+        if tid is not None:
+            try:
+                self._conn.free(tid)
+            except Exception:  # interpreter shutdown: the connection may be gone already
+                pass
 
     # ------------------------------------------------------------------ metadata
     @property
@@ -64,10 +98,28 @@ class Tensor:
         """Number of elements."""
         return S.prod(self.shape)
 
+    def element_size(self) -> int:
+        """Bytes per element."""
+        return np.dtype(self.dtype).itemsize
+
+    @property
+    def device(self) -> str:
+        """Where the data lives: always ``"gt"`` (placement is the cluster's business)."""
+        return "gt"
+
+    def is_floating_point(self) -> bool:
+        """Whether the dtype is a floating-point type."""
+        return self.dtype in _FLOATS
+
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
+
+    def __iter__(self) -> Any:
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
 
     def __hash__(self) -> int:
         return id(self)
@@ -107,32 +159,130 @@ class Tensor:
         a = self.numpy()
         return a.astype(dtype) if dtype is not None else a
 
+    def __format__(self, spec: str) -> str:
+        if spec and self.numel() == 1:
+            return format(self.item(), spec)
+        return format(str(self), spec)
+
     def __repr__(self) -> str:
-        data = self.numpy()
-        body = np.array2string(
-            data, precision=4, separator=", ", prefix="tensor(", threshold=1000, edgeitems=3
-        )
-        extra = ""
-        if self.dtype not in ("float32", "int64", "bool"):
-            extra = f", dtype=gt.{self.dtype}"
-        return f"tensor({body}{extra})"
+        from gt.ops.format import tensor_repr  # noqa: PLC0415 - only needed when printing
+
+        return tensor_repr(self)
 
     # ------------------------------------------------------------------ op plumbing
     def _new(self, shape: tuple[int, ...], dtype: str) -> Tensor:
         conn = self._conn
         return Tensor(conn, conn.new_id(), shape, dtype)
 
-    def _emit(self, opcode: int, args: list, shape: tuple[int, ...], dtype: str, attrs: Any = None) -> Tensor:
-        out = self._new(shape, dtype)
-        self._conn.emit(opcode, out.id, args, attrs)
+    def _emit(
+        self, opcode: int, args: list, shape: tuple[int, ...], dtype: str, attrs: Any = None
+    ) -> Tensor:
+        conn = self._conn
+        out = Tensor(conn, conn.new_id(), shape, dtype)
+        conn.emit(opcode, out.id, args, attrs)
         return out
 
-    def to(self, dtype: Any) -> Tensor:
-        """A copy converted to ``dtype`` (the tensor itself when it already has that dtype)."""
+    def _alias(self) -> Tensor:
+        """A new, never-recorded handle on the same value (a zero-copy view on the worker)."""
+        return self._emit(_RESHAPE, [self.id], self.shape, self.dtype, {"shape": list(self.shape)})
+
+    def _binary(
+        self, opcode: int, other: Any, name: str, reflected: bool = False, true_div: bool = False
+    ) -> Tensor:
+        """Queue ``self <op> other`` (or ``other <op> self``) with broadcasting and promotion."""
+        if type(other) is Tensor or isinstance(other, Tensor):
+            if other._conn is not self._conn:
+                raise ValueError(f"{name}: tensors belong to different GT connections")
+            shape = (
+                self.shape
+                if self.shape == other.shape
+                else S.broadcast(self.shape, other.shape, name)
+            )
+            if self.dtype == other.dtype:
+                dtype = self.dtype
+            else:
+                dtype = S.promote_operands(
+                    self.dtype, len(self.shape), other.dtype, len(other.shape)
+                )
+            if true_div and dtype not in _FLOATS:
+                dtype = S.DEFAULT_FLOAT
+            a = self if self.dtype == dtype else self.to(dtype)
+            b = other if other.dtype == dtype else other.to(dtype)
+            conn = self._conn
+            out = Tensor(conn, conn.new_id(), shape, dtype)
+            conn.emit(opcode, out.id, [b.id, a.id] if reflected else [a.id, b.id])
+            if (a.requires_grad or b.requires_grad) and _mode.enabled:
+                record(out, name, (b, a) if reflected else (a, b))
+            return out
+        if isinstance(other, _SCALARS) or isinstance(other, numbers.Number):
+            dtype = self.dtype if self.dtype in _FLOATS else S.promote_scalar(self.dtype, other)
+            if true_div and dtype not in _FLOATS:
+                dtype = S.DEFAULT_FLOAT
+            a = self if self.dtype == dtype else self.to(dtype)
+            if dtype in _FLOATS:
+                imm: Any = float(other)
+            elif dtype == "bool":
+                imm = bool(other)
+            else:
+                imm = [int(other)]
+            conn = self._conn
+            out = Tensor(conn, conn.new_id(), a.shape, dtype)
+            conn.emit(opcode, out.id, [imm, a.id] if reflected else [a.id, imm])
+            if a.requires_grad and _mode.enabled:
+                record(out, name, (imm, a) if reflected else (a, imm))
+            return out
+        if isinstance(other, np.ndarray):
+            from gt.factories import tensor  # noqa: PLC0415 - avoid an import cycle
+
+            return self._binary(opcode, tensor(other), name, reflected, true_div)
+        return NotImplemented
+
+    def _compare(self, opcode: int, other: Any, name: str) -> Tensor:
+        """Queue an elementwise comparison; the result is a bool tensor and never requires grad."""
+        with _NoRecord():
+            out = self._binary(opcode, other, name)
+        if out is not NotImplemented:
+            out.dtype = "bool"
+        return out
+
+    def _unary(self, name: str, float_only: bool = False, save_out: bool = False) -> Tensor:
+        """Queue an elementwise primitive of one tensor (ints become float32 if ``float_only``)."""
+        x = self.to(S.DEFAULT_FLOAT) if float_only and self.dtype not in _FLOATS else self
+        conn = x._conn
+        out = Tensor(conn, conn.new_id(), x.shape, x.dtype)
+        conn.emit(_OP[name], out.id, [x.id])
+        if x.requires_grad and _mode.enabled:
+            record(out, name, (x,), saved=(out._alias(),) if save_out else None)
+        return out
+
+    # ------------------------------------------------------------------ dtype conversion
+    def to(self, *args: Any, **kwargs: Any) -> Tensor:
+        """A copy converted to a dtype (the tensor itself when it already has that dtype).
+
+        Accepts ``to(dtype)``, ``to(dtype=...)``, ``to(other_tensor)`` and, for ported PyTorch code,
+        device strings (``"cpu"``, ``"cuda"``), which change nothing.
+        """
+        dtype = kwargs.get("dtype")
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype = a.dtype
+            elif isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda", "gt", "mps"):
+                continue
+            elif a is not None:
+                dtype = a
+        if dtype is None:
+            return self
         dtype = S.canonical_dtype(dtype)
         if dtype == self.dtype:
             return self
-        return self._emit(_OP["cast"], [self.id], self.shape, dtype, {"dtype": dtype})
+        out = self._emit(_OP["cast"], [self.id], self.shape, dtype, {"dtype": dtype})
+        if self.requires_grad and _mode.enabled:
+            record(out, "cast", (self,), ctx=self.dtype)
+        return out
+
+    def type(self, dtype: Any = None) -> Any:
+        """The dtype's name, or a copy converted to ``dtype``."""
+        return self.dtype if dtype is None else self.to(dtype)
 
     def float(self) -> Tensor:
         """Convert to float32."""
@@ -141,6 +291,10 @@ class Tensor:
     def double(self) -> Tensor:
         """Convert to float64."""
         return self.to("float64")
+
+    def half(self) -> Tensor:
+        """Convert to float16."""
+        return self.to("float16")
 
     def long(self) -> Tensor:
         """Convert to int64."""
@@ -154,221 +308,95 @@ class Tensor:
         """Convert to bool."""
         return self.to("bool")
 
-    # ------------------------------------------------------------------ elementwise
-    def _binary(self, opcode: int, other: Any, name: str, reflected: bool = False, true_div: bool = False) -> Tensor:
-        if type(other) is Tensor:
-            if other._conn is not self._conn:
-                raise ValueError(f"{name}: tensors belong to different GT connections")
-            shape = self.shape if self.shape == other.shape else S.broadcast(self.shape, other.shape, name)
-            dtype = self.dtype if self.dtype == other.dtype else S.promote(self.dtype, other.dtype)
-            if true_div and dtype not in S.FLOAT_DTYPES:
-                dtype = S.DEFAULT_FLOAT
-            a = self if self.dtype == dtype else self.to(dtype)
-            b = other if other.dtype == dtype else other.to(dtype)
-            args = [b.id, a.id] if reflected else [a.id, b.id]
-        elif isinstance(other, _SCALARS) or isinstance(other, numbers.Number):
-            dtype = self.dtype if self.dtype in S.FLOAT_DTYPES else S.promote_scalar(self.dtype, other)
-            if true_div and dtype not in S.FLOAT_DTYPES:
-                dtype = S.DEFAULT_FLOAT
-            a = self if self.dtype == dtype else self.to(dtype)
-            shape = self.shape
-            imm: Any = float(other) if dtype in S.FLOAT_DTYPES else ([int(other)] if not isinstance(other, bool) or dtype != "bool" else bool(other))
-            args = [imm, a.id] if reflected else [a.id, imm]
-        elif isinstance(other, np.ndarray):
-            from gt.factories import tensor  # noqa: PLC0415 - avoid an import cycle
+    def cpu(self) -> Tensor:
+        """The tensor itself (for ported PyTorch code: data moves only at sync points)."""
+        return self
 
-            return self._binary(opcode, tensor(other), name, reflected, true_div)
-        else:
-            return NotImplemented
-        return self._emit(opcode, args, shape, dtype)
+    def cuda(self, *args: Any, **kwargs: Any) -> Tensor:
+        """The tensor itself (placement on GPUs is the cluster's business)."""
+        return self
 
-    def _compare(self, opcode: int, other: Any, name: str) -> Tensor:
-        out = self._binary(opcode, other, name)
-        if out is NotImplemented:
-            return out
-        out.dtype = "bool"
+    def contiguous(self) -> Tensor:
+        """The tensor itself (layout is the worker's business)."""
+        return self
+
+    def clone(self) -> Tensor:
+        """A copy that is recorded for autograd (gradients flow back to ``self``)."""
+        out = self._alias()
+        if self.requires_grad and _mode.enabled:
+            record(out, "copy", (self,))
         return out
 
-    def __add__(self, o: Any) -> Tensor:
-        return self._binary(_ADD, o, "add")
-
-    def __radd__(self, o: Any) -> Tensor:
-        return self._binary(_ADD, o, "add", reflected=True)
-
-    def __sub__(self, o: Any) -> Tensor:
-        return self._binary(_SUB, o, "sub")
-
-    def __rsub__(self, o: Any) -> Tensor:
-        return self._binary(_SUB, o, "sub", reflected=True)
-
-    def __mul__(self, o: Any) -> Tensor:
-        return self._binary(_MUL, o, "mul")
-
-    def __rmul__(self, o: Any) -> Tensor:
-        return self._binary(_MUL, o, "mul", reflected=True)
-
-    def __truediv__(self, o: Any) -> Tensor:
-        return self._binary(_DIV, o, "div", true_div=True)
-
-    def __rtruediv__(self, o: Any) -> Tensor:
-        return self._binary(_DIV, o, "div", reflected=True, true_div=True)
-
-    def __pow__(self, o: Any) -> Tensor:
-        return self._binary(_POW, o, "pow")
-
-    def __rpow__(self, o: Any) -> Tensor:
-        return self._binary(_POW, o, "pow", reflected=True)
-
-    def __lt__(self, o: Any) -> Tensor:
-        return self._compare(_OP["lt"], o, "lt")
-
-    def __le__(self, o: Any) -> Tensor:
-        return self._compare(_OP["le"], o, "le")
-
-    def __gt__(self, o: Any) -> Tensor:
-        return self._compare(_OP["gt"], o, "gt")
-
-    def __ge__(self, o: Any) -> Tensor:
-        return self._compare(_OP["ge"], o, "ge")
-
-    def __eq__(self, o: Any) -> Tensor:  # type: ignore[override]
-        return self._compare(_OP["eq"], o, "eq")
-
-    def __ne__(self, o: Any) -> Tensor:  # type: ignore[override]
-        return self._compare(_OP["ne"], o, "ne")
-
-    def _unary(self, name: str, float_only: bool = False) -> Tensor:
-        x = self.to(S.DEFAULT_FLOAT) if float_only and self.dtype not in S.FLOAT_DTYPES else self
-        return x._emit(_OP[name], [x.id], x.shape, x.dtype)
-
-    def __neg__(self) -> Tensor:
-        return self._unary("neg")
-
-    def __abs__(self) -> Tensor:
-        return self._unary("abs")
-
-    def abs(self) -> Tensor:
-        """Elementwise absolute value."""
-        return self._unary("abs")
-
-    def exp(self) -> Tensor:
-        """Elementwise exponential."""
-        return self._unary("exp", True)
-
-    def log(self) -> Tensor:
-        """Elementwise natural logarithm."""
-        return self._unary("log", True)
-
-    def sqrt(self) -> Tensor:
-        """Elementwise square root."""
-        return self._unary("sqrt", True)
-
-    def sin(self) -> Tensor:
-        """Elementwise sine."""
-        return self._unary("sin", True)
-
-    def cos(self) -> Tensor:
-        """Elementwise cosine."""
-        return self._unary("cos", True)
-
-    def tanh(self) -> Tensor:
-        """Elementwise hyperbolic tangent."""
-        return self._unary("tanh", True)
-
-    def sigmoid(self) -> Tensor:
-        """Elementwise logistic sigmoid."""
-        return self._unary("sigmoid", True)
-
-    def relu(self) -> Tensor:
-        """Elementwise max(x, 0)."""
-        return self._unary("relu")
-
-    # ------------------------------------------------------------------ linear algebra, reductions
-    def __matmul__(self, other: Tensor) -> Tensor:
-        if not isinstance(other, Tensor):
-            return NotImplemented
-        shape = S.matmul(self.shape, other.shape)
-        dtype = S.promote(self.dtype, other.dtype)
-        a, b = self.to(dtype), other.to(dtype)
-        return self._emit(_OP["matmul"], [a.id, b.id], shape, dtype)
-
-    def __rmatmul__(self, other: Any) -> Tensor:
-        if isinstance(other, np.ndarray):
-            from gt.factories import tensor  # noqa: PLC0415
-
-            return tensor(other) @ self
-        return NotImplemented
-
-    def matmul(self, other: Tensor) -> Tensor:
-        """Matrix product with batch broadcasting (``self @ other``)."""
-        return self @ other
-
-    def _reduce(self, name: str, axis: Any, keepdims: bool, dtype: str | None = None) -> Tensor:
-        axes = S.normalize_axes(axis, self.ndim, name)
-        if name in ("max", "min") and self.numel() == 0:
-            raise RuntimeError(f"{name}: cannot reduce an empty tensor of shape {list(self.shape)}")
-        shape = S.reduce(self.shape, axes, keepdims)
-        attrs = None if axes is None and not keepdims else {"axis": list(axes) if axes is not None else None, "keepdims": keepdims}
-        return self._emit(_OP[name], [self.id], shape, dtype or self.dtype, attrs)
-
-    def sum(self, axis: Any = None, keepdims: bool = False, *, dim: Any = None, keepdim: bool | None = None) -> Tensor:
-        """Sum over ``axis`` (int, tuple or None for all); ``dim``/``keepdim`` are aliases."""
-        axis = dim if dim is not None else axis
-        keepdims = keepdim if keepdim is not None else keepdims
-        dtype = "int64" if self.dtype in ("bool", "int8", "uint8", "int32") else self.dtype
-        return self._reduce("sum", axis, keepdims, dtype)
-
-    def mean(self, axis: Any = None, keepdims: bool = False, *, dim: Any = None, keepdim: bool | None = None) -> Tensor:
-        """Mean over ``axis``; integer inputs are averaged in float32."""
-        axis = dim if dim is not None else axis
-        keepdims = keepdim if keepdim is not None else keepdims
-        x = self if self.dtype in S.FLOAT_DTYPES else self.to(S.DEFAULT_FLOAT)
-        axes = S.normalize_axes(axis, x.ndim, "mean")
-        n = x.numel() if axes is None else S.prod(x.shape[a] for a in axes)
-        return x.sum(axis, keepdims) * (1.0 / n if n else float("nan"))
-
-    # ------------------------------------------------------------------ shape
-    def reshape(self, *shape: Any) -> Tensor:
-        """A tensor with the same data and a new shape (one ``-1`` is inferred)."""
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
-        new = S.reshape(self.shape, shape)
-        if new == self.shape:
-            return self
-        return self._emit(_OP["reshape"], [self.id], new, self.dtype, {"shape": list(new)})
-
-    view = reshape
-
-    def transpose(self, dim0: int = -2, dim1: int = -1) -> Tensor:
-        """Swap two dimensions (with no arguments: the last two)."""
-        if self.ndim < 2:
-            return self
-        d0 = S.normalize_axis(dim0, self.ndim, "transpose")
-        d1 = S.normalize_axis(dim1, self.ndim, "transpose")
-        perm = list(range(self.ndim))
-        perm[d0], perm[d1] = perm[d1], perm[d0]
-        return self.permute(*perm)
-
-    def permute(self, *dims: Any) -> Tensor:
-        """Reorder dimensions."""
-        if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
-            dims = tuple(dims[0])
-        perm = [S.normalize_axis(d, self.ndim, "permute") for d in dims]
-        if sorted(perm) != list(range(self.ndim)):
-            raise ShapeError(f"permute: dims {list(dims)} are not a permutation of {self.ndim} dimensions")
-        shape = tuple(self.shape[p] for p in perm)
-        return self._emit(_OP["transpose"], [self.id], shape, self.dtype, {"perm": perm})
+    # ------------------------------------------------------------------ autograd
+    @property
+    def is_leaf(self) -> bool:
+        """True unless this tensor was computed by a recorded op."""
+        return self._node is None
 
     @property
-    def T(self) -> Tensor:
-        """All dimensions reversed (the transpose of a matrix)."""
-        return self.permute(*reversed(range(self.ndim))) if self.ndim >= 2 else self
+    def grad_fn(self) -> Any:
+        """The backward node that made this tensor, or ``None`` for leaves."""
+        return self._node
 
-    def __getitem__(self, key: Any) -> Tensor:
-        from gt.indexing import encode_key  # noqa: PLC0415
+    def backward(
+        self, gradient: Any = None, retain_graph: bool | None = None, create_graph: bool = False
+    ) -> None:
+        """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
 
-        wire, tensors, shape = encode_key(self, key)
-        return self._emit(_OP["getitem"], [self.id, *(t.id for t in tensors)], shape, self.dtype, {"key": wire})
+        Args:
+            gradient: the gradient of some scalar with respect to ``self``; defaults to 1 for a
+                one-element tensor.
+            retain_graph: keep the graph so ``backward`` can run through it again.
+            create_graph: not supported (no higher-order gradients).
+        """
+        if create_graph:
+            raise NotImplementedError(
+                "backward(create_graph=True): higher-order gradients are not supported"
+            )
+        from gt.autograd import backward  # noqa: PLC0415
+
+        backward(self, gradient, retain_graph)
+
+    def detach(self) -> Tensor:
+        """A tensor with the same value that is not part of any graph."""
+        return self._alias()
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set ``requires_grad`` on a leaf, in place; returns ``self``."""
+        if requires_grad and self.dtype not in _FLOATS:
+            raise TypeError(
+                f"only tensors of floating point dtype can require gradients (got {self.dtype})"
+            )
+        if not requires_grad and self._node is not None:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def data(self) -> Tensor:
+        """The value without autograd history (``x.data.numpy()`` as in the prototype)."""
+        return self._alias()
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        from gt.ops.inplace import take_value  # noqa: PLC0415
+
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data must be set to a Tensor, not {type(value).__name__}")
+        take_value(self, value._alias(), keep_graph=False)
+
+
+class _NoRecord:
+    """Turn recording off for a comparison (cheaper than no_grad's decorator machinery)."""
+
+    __slots__ = ("prev",)
+
+    def __enter__(self) -> None:
+        self.prev = _mode.enabled
+        _mode.enabled = False
+
+    def __exit__(self, *exc: Any) -> None:
+        _mode.enabled = self.prev
 
 
 __all__ = ["Tensor", "get_connection"]

@@ -6,7 +6,9 @@ argument list (arrays and immediates) and the instruction's attribute dict, and 
 
 from __future__ import annotations
 
+import math
 import os
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -120,6 +122,44 @@ def build_key(key: list, tensors: list) -> tuple:
     return tuple(out)
 
 
+def _has_advanced(key: list) -> bool:
+    return any(item[0] in ("l", "t") for item in key)
+
+
+# References to an array that a handler sees when nothing else holds it: the worker's table entry,
+# the argument list, the handler's local name and getrefcount's own argument.
+_PRIVATE_REFS = 4
+
+
+def private(x: Any) -> bool:
+    """Whether ``x`` may be written in place: it owns its memory, is writeable, and no other
+    table entry, view or saved handle refers to it (NumPy views hold a reference to their base)."""
+    flags = getattr(x, "flags", None)
+    return (
+        getattr(x, "base", None) is None
+        and (flags is None or getattr(flags, "writeable", True))
+        and sys.getrefcount(x) <= _PRIVATE_REFS
+    )
+
+
+def _erf_fn(xp: ModuleType) -> Callable:
+    """``erf`` for the array module: SciPy's / CuPy's when present, else the exact ``math.erf``."""
+    if xp is np:
+        try:
+            from scipy.special import erf  # noqa: PLC0415 - optional
+
+            return erf
+        except ImportError:
+            vec = np.vectorize(math.erf, otypes=[np.float64])
+            return lambda x: vec(x).astype(x.dtype, copy=False)
+    try:  # pragma: no cover - needs a GPU
+        from cupyx.scipy.special import erf  # noqa: PLC0415
+
+        return erf
+    except ImportError:  # pragma: no cover
+        return lambda x: xp.asarray(_erf_fn(np)(xp.asnumpy(x)))
+
+
 def _make_handlers(xp: ModuleType) -> dict[str, Handler]:
     """Build the handler table for one array module."""
 
@@ -191,22 +231,36 @@ def _make_handlers(xp: ModuleType) -> dict[str, Handler]:
         return v[0][build_key(at["key"], v[1:])]
 
     def setitem(v: list, at: dict) -> Any:
+        # Write into the array only when the client asked for it (out id == input id) and no other
+        # tensor can observe it; otherwise work on a copy, so tensors never share values.
         x = v[0]
-        if not x.flags.writeable:
+        if not (at.get("inplace") and private(x)):
             x = x.copy()
-        x[build_key(at["key"], v[2:])] = v[1]
+        del v[0]
+        x[build_key(at["key"], v[1:])] = v[0]
         return x
 
     def index_add(v: list, at: dict) -> Any:
-        out = v[0].copy()
-        key = build_key(at["key"], v[2:])
-        if xp is np:
-            np.add.at(out, key, v[1])
+        out = v[0]
+        if not (at.get("inplace") and private(out)):
+            out = out.copy()
+        del v[0]
+        key = build_key(at["key"], v[1:])
+        if not _has_advanced(at["key"]):
+            out[key] += v[0]  # basic indexing selects each element once
+        elif xp is np:
+            np.add.at(out, key, v[0])
         else:  # pragma: no cover - needs a GPU; CuPy spells it cupyx.scatter_add
             import cupyx  # noqa: PLC0415
 
-            cupyx.scatter_add(out, key, v[1])
+            cupyx.scatter_add(out, key, v[0])
         return out
+
+    def where(v: list, at: Any) -> Any:
+        r = xp.where(v[0], v[1], v[2])
+        return r.astype(at["dtype"], copy=False) if at else r
+
+    erf = _erf_fn(xp)
 
     table: dict[str, Handler] = {
         "full": full,
@@ -231,7 +285,7 @@ def _make_handlers(xp: ModuleType) -> dict[str, Handler]:
         "ne": binary(xp.not_equal),
         "floor_divide": binary(xp.floor_divide),
         "remainder": binary(xp.remainder),
-        "where": lambda v, at: xp.where(v[0], v[1], v[2]),
+        "where": where,
         "neg": unary(xp.negative),
         "abs": unary(xp.abs),
         "exp": unary(xp.exp),
@@ -259,5 +313,6 @@ def _make_handlers(xp: ModuleType) -> dict[str, Handler]:
         "setitem": setitem,
         "concat": lambda v, at: xp.concatenate(v, axis=at["axis"]),
         "index_add": index_add,
+        "erf": lambda v, at: erf(v[0]),
     }
     return table

@@ -120,6 +120,7 @@ OPS: tuple[str, ...] = (
     "remainder",
     "logical_not",
     "mark",
+    "erf",
 )
 OPCODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
 

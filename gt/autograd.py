@@ -1,0 +1,322 @@
+"""Reverse-mode automatic differentiation on the client, executed on the workers.
+
+Every op whose inputs require grad attaches a :class:`Node` to its output: the primitive's name,
+edges to the inputs' nodes (or to leaf tensors, whose ``.grad`` receives the result), the tensors
+the derivative needs, and small attributes. :func:`backward` sorts the nodes topologically and
+walks them in reverse, calling one derivative rule per primitive (``gt/ops/derivatives.py``). Each
+rule is written with ordinary tensor ops, so the backward pass is just more instructions for the
+workers. Gradients of a tensor used several times are summed; gradients of leaves accumulate
+across calls until they are reset.
+
+Nodes point at their inputs, never at their outputs, so the graph has no reference cycles and a
+tensor's worker memory is freed as soon as the last Python reference to it goes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gt.tensor import Tensor
+
+FLOAT_DTYPES = ("float16", "float32", "float64")
+
+# Primitives whose derivative needs the input tensors themselves (not only their shapes).
+_SAVES_INPUTS = frozenset(
+    {
+        "mul",
+        "div",
+        "pow",
+        "maximum",
+        "minimum",
+        "where",
+        "abs",
+        "log",
+        "sin",
+        "cos",
+        "relu",
+        "matmul",
+        "clip",
+        "erf",
+        "remainder",
+    }
+)
+
+
+class _GradMode(threading.local):
+    enabled = True
+
+
+_mode = _GradMode()
+
+
+def is_grad_enabled() -> bool:
+    """Whether ops are being recorded for backward in this thread."""
+    return _mode.enabled
+
+
+class set_grad_enabled:
+    """Turn recording on or off, as a context manager, a decorator, or a plain call.
+
+    Args:
+        mode: ``True`` to record ops for backward, ``False`` not to.
+    """
+
+    def __init__(self, mode: bool):
+        self.prev = _mode.enabled
+        self.mode = bool(mode)
+        _mode.enabled = self.mode
+
+    def __enter__(self) -> None:
+        _mode.enabled = self.mode
+
+    def __exit__(self, *exc: Any) -> None:
+        _mode.enabled = self.prev
+
+    def __call__(self, fn: Callable) -> Callable:
+        _mode.enabled = self.prev  # used as a decorator: undo the switch made by __init__
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with set_grad_enabled(self.mode):
+                return fn(*args, **kwargs)
+
+        wrapper.__name__ = getattr(fn, "__name__", "wrapper")
+        wrapper.__doc__ = fn.__doc__
+        return wrapper
+
+
+class no_grad(set_grad_enabled):
+    """Context manager (or decorator) in which no op is recorded for backward.
+
+    Example:
+        >>> with gt.no_grad():
+        ...     w -= 0.1 * w.grad
+    """
+
+    def __init__(self) -> None:
+        self.prev = _mode.enabled
+        self.mode = False
+
+    def __enter__(self) -> None:
+        self.prev = _mode.enabled
+        _mode.enabled = False
+
+
+class enable_grad(set_grad_enabled):
+    """Context manager (or decorator) that turns recording back on inside :class:`no_grad`."""
+
+    def __init__(self) -> None:
+        self.prev = _mode.enabled
+        self.mode = True
+
+    def __enter__(self) -> None:
+        self.prev = _mode.enabled
+        _mode.enabled = True
+
+
+class Node:
+    """One recorded op: how to send the output's gradient back to its inputs.
+
+    Attributes:
+        op: the primitive's name (the key into the derivative table).
+        parents: per input, the input's :class:`Node`, the leaf tensor itself, or ``None`` when
+            that input needs no gradient (a constant, an integer tensor, a Python number).
+        saved: the inputs (or other tensors) the rule reads; ``None`` once the graph is freed.
+        versions: ``_version`` of each saved tensor when recorded, to detect in-place changes.
+        shapes: the shape of every input (``()`` for Python numbers).
+        ctx: op attributes the rule needs (axes, permutation, index key, ...).
+    """
+
+    __slots__ = ("op", "parents", "saved", "versions", "shapes", "ctx")
+
+    def __init__(self, op: str, parents: tuple, saved: tuple, shapes: tuple, ctx: Any):
+        self.op = op
+        self.parents = parents
+        self.saved = saved
+        self.versions = tuple(getattr(t, "_version", 0) for t in saved)
+        self.shapes = shapes
+        self.ctx = ctx
+
+    def needs(self, i: int) -> bool:
+        """Whether input ``i`` wants a gradient."""
+        return self.parents[i] is not None
+
+    def name(self) -> str:
+        """PyTorch-style name, e.g. ``MulBackward0``."""
+        return "".join(p.capitalize() for p in self.op.split("_")) + "Backward0"
+
+    def __repr__(self) -> str:
+        return f"<{self.name()}>"
+
+
+def record(
+    out: Tensor, op: str, inputs: tuple, ctx: Any = None, saved: tuple | None = None
+) -> Tensor:
+    """Attach a backward node for primitive ``op`` to ``out`` when grad mode is on.
+
+    Args:
+        out: the op's result.
+        op: the primitive's name.
+        inputs: the op's operands in order (tensors or Python numbers).
+        ctx: attributes for the derivative rule.
+        saved: tensors the rule reads; default: ``inputs`` for ops that need them, else none.
+
+    Returns:
+        ``out``, now requiring grad if any input does.
+    """
+    if not _mode.enabled or out.dtype not in FLOAT_DTYPES:
+        return out
+    parents = []
+    wanted = False
+    for t in inputs:
+        if getattr(t, "requires_grad", False):
+            parents.append(t if t._node is None else t._node)
+            wanted = True
+        else:
+            parents.append(None)
+    if not wanted:
+        return out
+    if saved is None:
+        saved = inputs if op in _SAVES_INPUTS else ()
+    shapes = tuple(getattr(t, "shape", ()) for t in inputs)
+    out._node = Node(op, tuple(parents), tuple(saved), shapes, ctx)
+    out.requires_grad = True
+    return out
+
+
+def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """Sum a broadcast gradient back down to ``shape`` (the inverse of broadcasting)."""
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1
+    )
+    if axes:
+        g = g.sum(axes, keepdims=True)
+    return g.reshape(shape)
+
+
+def _topo_order(root: Node) -> list[Node]:
+    """Nodes reachable from ``root``, each before the nodes of its inputs."""
+    order: list[Node] = []
+    seen: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        for p in node.parents:
+            if type(p) is Node and id(p) not in seen:
+                stack.append((p, False))
+    order.reverse()
+    return order
+
+
+def _check_versions(node: Node) -> None:
+    for t, v in zip(node.saved, node.versions):
+        now = getattr(t, "_version", 0)
+        if now != v:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: [gt.{t.dtype} {list(t.shape)}] is at version {now}; expected "
+                f"version {v} instead (in {node.name()})"
+            )
+
+
+def _accumulate(leaf: Tensor, g: Tensor, handed: set[int]) -> None:
+    if g.dtype != leaf.dtype:
+        g = g.to(leaf.dtype)
+    if leaf.grad is None:
+        if id(g) in handed:  # the same tensor object must not become two leaves' .grad
+            g = g.detach()
+        handed.add(id(g))
+        leaf.grad = g
+    else:
+        leaf.grad = leaf.grad + g
+
+
+def backward(root: Tensor, gradient: Any = None, retain_graph: bool | None = None) -> None:
+    """Compute the gradient of ``root`` with respect to every leaf that requires grad.
+
+    Args:
+        root: the tensor to differentiate (usually a scalar loss).
+        gradient: d(something)/d(root); required unless ``root`` has one element.
+        retain_graph: keep the graph's saved tensors so ``backward`` can run through it again.
+
+    Raises:
+        RuntimeError: ``root`` does not require grad, ``gradient`` is missing or has the wrong
+            shape, the graph was already freed, or a saved tensor was modified in place.
+    """
+    from gt.ops.derivatives import RULES  # noqa: PLC0415 - rules import the tensor module
+
+    if not root.requires_grad:
+        raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
+    handed: set[int] = set()
+    with no_grad():
+        if gradient is None:
+            if root.numel() != 1:
+                raise RuntimeError(
+                    f"grad can be implicitly created only for scalar outputs (got shape {list(root.shape)})"
+                )
+            from gt.factories import ones  # noqa: PLC0415
+
+            gradient = ones(root.shape, dtype=root.dtype)
+        else:
+            from gt.factories import tensor  # noqa: PLC0415
+
+            if not hasattr(gradient, "_conn"):
+                gradient = tensor(gradient, dtype=root.dtype)
+            if tuple(gradient.shape) != root.shape:
+                raise RuntimeError(
+                    f"backward: mismatch in shape: gradient has a shape of {list(gradient.shape)} "
+                    f"and output has a shape of {list(root.shape)}"
+                )
+            if gradient.dtype != root.dtype:
+                gradient = gradient.to(root.dtype)
+            handed.add(id(gradient))
+        if root._node is None:
+            _accumulate(root, gradient, handed)
+            return
+        grads: dict[Node, Tensor] = {root._node: gradient}
+        for node in _topo_order(root._node):
+            g = grads.pop(node, None)
+            if g is None:
+                continue
+            if node.saved is None:
+                raise RuntimeError(
+                    "Trying to backward through the graph a second time (or directly access saved "
+                    "tensors after they have already been freed). Specify retain_graph=True if you "
+                    "need to backward through the graph a second time."
+                )
+            _check_versions(node)
+            in_grads = RULES[node.op](node, g)
+            for p, pg in zip(node.parents, in_grads):
+                if p is None or pg is None:
+                    continue
+                if type(p) is Node:
+                    prev = grads.get(p)
+                    grads[p] = pg if prev is None else prev + pg
+                else:
+                    _accumulate(p, pg, handed)
+            if not retain_graph:
+                node.saved = None
+
+
+__all__ = [
+    "Node",
+    "backward",
+    "enable_grad",
+    "is_grad_enabled",
+    "no_grad",
+    "record",
+    "set_grad_enabled",
+    "sum_to",
+]

@@ -1,0 +1,397 @@
+"""``gt.nn.Module``, ``Parameter`` and the containers (``Sequential``, ``ModuleList``, ``ModuleDict``)."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from gt.autograd import no_grad
+from gt.tensor import Tensor
+
+#: What :meth:`Module.load_state_dict` returns, as in PyTorch.
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+class Parameter(Tensor):
+    """A tensor that is a module's learnable parameter (a leaf that requires grad by default).
+
+    Args:
+        data: the initial value (a tensor); the parameter gets its own copy of the value.
+        requires_grad: whether the parameter is trained.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, data: Tensor | None = None, requires_grad: bool = True):
+        if data is None:
+            from gt.factories import zeros  # noqa: PLC0415
+
+            data = zeros(0)
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Parameter expects a Tensor, got {type(data).__name__}")
+        alias = data.detach()
+        super().__init__(alias._conn, alias.id, alias.shape, alias.dtype)
+        alias.id = None  # this parameter owns the value now
+        if requires_grad:
+            self.requires_grad_(True)
+
+
+class Module:
+    """Base class of layers and models: holds parameters, buffers and submodules.
+
+    Assigning a :class:`Parameter` or a ``Module`` to an attribute registers it; ``parameters()``,
+    ``state_dict()``, ``train()`` ... then see it, recursively.
+    """
+
+    training: bool
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_parameters", {})
+        object.__setattr__(self, "_buffers", {})
+        object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "training", True)
+
+    # ------------------------------------------------------------------ attributes
+    def __setattr__(self, name: str, value: Any) -> None:
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign to a Module before Module.__init__() is called")
+        params, bufs, mods = self._parameters, self._buffers, self._modules
+        for d in (params, bufs, mods):
+            d.pop(name, None)
+        if isinstance(value, Parameter):
+            self.__dict__.pop(name, None)
+            params[name] = value
+        elif isinstance(value, Module):
+            self.__dict__.pop(name, None)
+            mods[name] = value
+        elif name in bufs and (value is None or isinstance(value, Tensor)):
+            bufs[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        d = self.__dict__
+        for reg in ("_parameters", "_buffers", "_modules"):
+            if reg in d and name in d[reg]:
+                return d[reg][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name: str) -> None:
+        for reg in (self._parameters, self._buffers, self._modules):
+            if name in reg:
+                del reg[name]
+                return
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        """Register ``param`` (or ``None``, a placeholder) under ``name``."""
+        if param is None:
+            self._parameters[name] = None
+        else:
+            setattr(self, name, param)
+
+    def register_buffer(self, name: str, tensor: Tensor | None) -> None:
+        """Register a tensor that is state but not a parameter (saved in ``state_dict``)."""
+        self.__dict__.pop(name, None)
+        self._buffers[name] = tensor
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        """Register a submodule under ``name``."""
+        self._modules[name] = module
+
+    # ------------------------------------------------------------------ calling
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The computation; subclasses override it."""
+        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
+
+    # ------------------------------------------------------------------ traversal
+    def named_modules(
+        self, memo: set | None = None, prefix: str = ""
+    ) -> Iterator[tuple[str, Module]]:
+        """This module and every submodule, with dotted names."""
+        memo = set() if memo is None else memo
+        if id(self) in memo:
+            return
+        memo.add(id(self))
+        yield prefix, self
+        for name, m in self._modules.items():
+            if m is not None:
+                yield from m.named_modules(memo, f"{prefix}.{name}" if prefix else name)
+
+    def modules(self) -> Iterator[Module]:
+        """This module and every submodule."""
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        """Direct submodules with their names."""
+        for name, m in self._modules.items():
+            if m is not None:
+                yield name, m
+
+    def children(self) -> Iterator[Module]:
+        """Direct submodules."""
+        for _, m in self.named_children():
+            yield m
+
+    def _named(self, kind: str, prefix: str, recurse: bool) -> Iterator[tuple[str, Tensor]]:
+        seen: set[int] = set()
+        mods = self.named_modules(prefix=prefix) if recurse else iter([(prefix, self)])
+        for mprefix, m in mods:
+            for name, t in getattr(m, kind).items():
+                if t is None or id(t) in seen:
+                    continue
+                seen.add(id(t))
+                yield (f"{mprefix}.{name}" if mprefix else name), t
+
+    def named_parameters(
+        self, prefix: str = "", recurse: bool = True
+    ) -> Iterator[tuple[str, Parameter]]:
+        """Every parameter with its dotted name (each once, even if shared)."""
+        yield from self._named("_parameters", prefix, recurse)
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        """Every parameter (each once, even if shared)."""
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
+        """Every buffer with its dotted name."""
+        yield from self._named("_buffers", prefix, recurse)
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        """Every buffer."""
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    # ------------------------------------------------------------------ state
+    def train(self, mode: bool = True) -> Module:
+        """Set training mode (affects Dropout) on this module and its submodules."""
+        for m in self.modules():
+            object.__setattr__(m, "training", bool(mode))
+        return self
+
+    def eval(self) -> Module:
+        """Set evaluation mode (``train(False)``)."""
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Set ``requires_grad`` on every parameter."""
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset every parameter's gradient (to ``None``, or to zeros in place)."""
+        for p in self.parameters():
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                with no_grad():
+                    p.grad.zero_()
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Parameters and buffers as NumPy arrays, keyed by dotted name (a sync point)."""
+        out = {}
+        for name, t in list(self.named_parameters()) + list(self.named_buffers()):
+            out[name] = np.array(t.numpy(), copy=True)
+        return out
+
+    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> IncompatibleKeys:
+        """Copy values (NumPy arrays or tensors) into the parameters and buffers, in place.
+
+        Raises:
+            RuntimeError: with ``strict``, names are missing or unexpected, or a shape differs.
+        """
+        own = dict(self.named_parameters())
+        own.update(self.named_buffers())
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        errors = []
+        for k, t in own.items():
+            if k not in state_dict:
+                continue
+            v = state_dict[k]
+            shape = tuple(v.shape) if hasattr(v, "shape") else np.shape(v)
+            if shape != t.shape:
+                errors.append(
+                    f"size mismatch for {k}: copying a param with shape {list(shape)}, the shape in the current model is {list(t.shape)}"
+                )
+        if strict and (missing or unexpected):
+            errors.insert(0, f"missing keys: {missing}, unexpected keys: {unexpected}")
+        if errors:
+            raise RuntimeError(
+                f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                + "\n\t".join(errors)
+            )
+        with no_grad():
+            for k, t in own.items():
+                if k in state_dict:
+                    t.copy_(state_dict[k])
+        return IncompatibleKeys(missing, unexpected)
+
+    def apply(self, fn: Callable[[Module], Any]) -> Module:
+        """Call ``fn`` on every submodule, then on this module."""
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    def to(self, *args: Any, **kwargs: Any) -> Module:
+        """Convert floating-point parameters and buffers to a dtype, in place (devices are ignored)."""
+        from gt.ops.inplace import take_value  # noqa: PLC0415
+
+        for t in list(self.parameters()) + list(self.buffers()):
+            if t.dtype not in ("float16", "float32", "float64"):
+                continue
+            new = Tensor.to(t, *args, **kwargs)
+            if new is not t:
+                with no_grad():
+                    take_value(t, new.detach(), keep_graph=False)
+                t.grad = None
+        return self
+
+    def float(self) -> Module:
+        """Parameters to float32."""
+        return self.to("float32")
+
+    def double(self) -> Module:
+        """Parameters to float64."""
+        return self.to("float64")
+
+    def half(self) -> Module:
+        """Parameters to float16."""
+        return self.to("float16")
+
+    def cpu(self) -> Module:
+        """This module (placement is the cluster's business)."""
+        return self
+
+    def cuda(self, *args: Any, **kwargs: Any) -> Module:
+        """This module (placement is the cluster's business)."""
+        return self
+
+    # ------------------------------------------------------------------ printing
+    def extra_repr(self) -> str:
+        """The text inside this module's parentheses in ``repr``."""
+        return ""
+
+    def __repr__(self) -> str:
+        lines = []
+        for name, m in self._modules.items():
+            sub = repr(m).replace("\n", "\n  ")
+            lines.append(f"({name}): {sub}")
+        head = f"{type(self).__name__}({self.extra_repr()}"
+        if not lines:
+            return head + ")"
+        return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+class Sequential(Module):
+    """Modules applied one after the other.
+
+    Args:
+        *modules: the modules, or one ``dict`` of name -> module.
+    """
+
+    def __init__(self, *modules: Any):
+        super().__init__()
+        if len(modules) == 1 and isinstance(modules[0], dict):
+            for name, m in modules[0].items():
+                self.add_module(name, m)
+        else:
+            for i, m in enumerate(modules):
+                self.add_module(str(i), m)
+
+    def forward(self, x: Any) -> Any:
+        for m in self._modules.values():
+            x = m(x)
+        return x
+
+    def __getitem__(self, idx: Any) -> Any:
+        mods = list(self._modules.values())
+        if isinstance(idx, slice):
+            return Sequential(*mods[idx])
+        return mods[idx]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def append(self, module: Module) -> Sequential:
+        """Add a module at the end."""
+        self.add_module(str(len(self._modules)), module)
+        return self
+
+
+class ModuleList(Module):
+    """A list of modules whose parameters are registered."""
+
+    def __init__(self, modules: Any = None):
+        super().__init__()
+        for m in modules or ():
+            self.append(m)
+
+    def append(self, module: Module) -> ModuleList:
+        """Add a module at the end."""
+        self.add_module(str(len(self._modules)), module)
+        return self
+
+    def extend(self, modules: Any) -> ModuleList:
+        """Add several modules at the end."""
+        for m in modules:
+            self.append(m)
+        return self
+
+    def __getitem__(self, idx: Any) -> Any:
+        mods = list(self._modules.values())
+        return ModuleList(mods[idx]) if isinstance(idx, slice) else mods[idx]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+
+class ModuleDict(Module):
+    """A dict of modules whose parameters are registered."""
+
+    def __init__(self, modules: dict[str, Module] | None = None):
+        super().__init__()
+        for k, m in (modules or {}).items():
+            self.add_module(k, m)
+
+    def __getitem__(self, key: str) -> Module:
+        return self._modules[key]
+
+    def __setitem__(self, key: str, module: Module) -> None:
+        self.add_module(key, module)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def keys(self) -> Any:
+        """The names."""
+        return self._modules.keys()
+
+    def values(self) -> Any:
+        """The modules."""
+        return self._modules.values()
+
+    def items(self) -> Any:
+        """(name, module) pairs."""
+        return self._modules.items()

@@ -1,0 +1,386 @@
+"""Elementwise arithmetic, comparisons, math functions and activations (a :class:`Tensor` mixin).
+
+Operators go through ``Tensor._binary`` / ``_unary``, which queue one primitive each. Activations
+that are not primitives (``gelu``, ``silu``, ``softplus``, ...) are compositions of primitives, so
+their gradients come from the primitives' derivative rules.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import TYPE_CHECKING, Any
+
+from gt import shapes as S
+from gt.autograd import _mode, record
+from gt.runtime import protocol as P
+
+if TYPE_CHECKING:
+    from gt.tensor import Tensor
+
+_OP = P.OPCODE
+_ADD, _SUB, _MUL, _DIV, _POW = _OP["add"], _OP["sub"], _OP["mul"], _OP["div"], _OP["pow"]
+_LT, _LE, _GT, _GE, _EQ, _NE = _OP["lt"], _OP["le"], _OP["gt"], _OP["ge"], _OP["eq"], _OP["ne"]
+_SQRT1_2 = 1.0 / math.sqrt(2.0)
+
+
+def _is_scalar(v: Any) -> bool:
+    return isinstance(v, (int, float, bool)) or isinstance(v, numbers.Number)
+
+
+class ArithmeticOps:
+    """Elementwise ops of :class:`gt.Tensor`."""
+
+    __slots__ = ()
+
+    # ------------------------------------------------------------------ operators
+    def __add__(self, o: Any) -> Tensor:
+        return self._binary(_ADD, o, "add")
+
+    def __radd__(self, o: Any) -> Tensor:
+        return self._binary(_ADD, o, "add", reflected=True)
+
+    def __sub__(self, o: Any) -> Tensor:
+        return self._binary(_SUB, o, "sub")
+
+    def __rsub__(self, o: Any) -> Tensor:
+        return self._binary(_SUB, o, "sub", reflected=True)
+
+    def __mul__(self, o: Any) -> Tensor:
+        return self._binary(_MUL, o, "mul")
+
+    def __rmul__(self, o: Any) -> Tensor:
+        return self._binary(_MUL, o, "mul", reflected=True)
+
+    def __truediv__(self, o: Any) -> Tensor:
+        return self._binary(_DIV, o, "div", true_div=True)
+
+    def __rtruediv__(self, o: Any) -> Tensor:
+        return self._binary(_DIV, o, "div", reflected=True, true_div=True)
+
+    def __pow__(self, o: Any) -> Tensor:
+        if isinstance(o, int) and not isinstance(o, bool) and o < 0 and self.dtype in S.INT_DTYPES:
+            raise RuntimeError(
+                f"pow: integers to negative integer powers are not allowed (tensor of dtype {self.dtype} ** {o})"
+            )
+        return self._binary(_POW, o, "pow")
+
+    def __rpow__(self, o: Any) -> Tensor:
+        return self._binary(_POW, o, "pow", reflected=True)
+
+    def __floordiv__(self, o: Any) -> Tensor:
+        return self._binary(_OP["floor_divide"], o, "floor_divide")
+
+    def __rfloordiv__(self, o: Any) -> Tensor:
+        return self._binary(_OP["floor_divide"], o, "floor_divide", reflected=True)
+
+    def __mod__(self, o: Any) -> Tensor:
+        return self._binary(_OP["remainder"], o, "remainder")
+
+    def __rmod__(self, o: Any) -> Tensor:
+        return self._binary(_OP["remainder"], o, "remainder", reflected=True)
+
+    def __neg__(self) -> Tensor:
+        if self.dtype == "bool":
+            raise TypeError(
+                "neg: negation, the `-` operator, on a bool tensor is not supported; use `~` or logical_not()"
+            )
+        return self._unary("neg")
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __abs__(self) -> Tensor:
+        return self.abs()
+
+    def __lt__(self, o: Any) -> Tensor:
+        return self._compare(_LT, o, "lt")
+
+    def __le__(self, o: Any) -> Tensor:
+        return self._compare(_LE, o, "le")
+
+    def __gt__(self, o: Any) -> Tensor:
+        return self._compare(_GT, o, "gt")
+
+    def __ge__(self, o: Any) -> Tensor:
+        return self._compare(_GE, o, "ge")
+
+    def __eq__(self, o: Any) -> Tensor:  # type: ignore[override]
+        return self._compare(_EQ, o, "eq")
+
+    def __ne__(self, o: Any) -> Tensor:  # type: ignore[override]
+        return self._compare(_NE, o, "ne")
+
+    def _logical(self, o: Any, opcode: int, name: str, reflected: bool = False) -> Tensor:
+        other_dtype = getattr(o, "dtype", "bool" if isinstance(o, bool) else None)
+        if self.dtype != "bool" or other_dtype != "bool":
+            raise TypeError(
+                f"{name}: only bool tensors are supported (got {self.dtype} and {other_dtype or type(o).__name__})"
+            )
+        return self._compare(opcode, o, name)
+
+    def __and__(self, o: Any) -> Tensor:
+        return self._logical(o, _MUL, "logical_and")
+
+    __rand__ = __and__
+
+    def __or__(self, o: Any) -> Tensor:
+        return self._logical(o, _ADD, "logical_or")
+
+    __ror__ = __or__
+
+    def __xor__(self, o: Any) -> Tensor:
+        return self._logical(o, _NE, "logical_xor")
+
+    __rxor__ = __xor__
+
+    def __invert__(self) -> Tensor:
+        return self.logical_not()
+
+    # ------------------------------------------------------------------ named arithmetic
+    def add(self, other: Any, alpha: Any = 1) -> Tensor:
+        """``self + alpha * other``."""
+        return self + (other if alpha == 1 else other * alpha)
+
+    def sub(self, other: Any, alpha: Any = 1) -> Tensor:
+        """``self - alpha * other``."""
+        return self - (other if alpha == 1 else other * alpha)
+
+    def mul(self, other: Any) -> Tensor:
+        """``self * other``."""
+        return self * other
+
+    def div(self, other: Any, rounding_mode: str | None = None) -> Tensor:
+        """``self / other``; ``rounding_mode="floor"`` rounds down (``//``)."""
+        if rounding_mode is None:
+            return self / other
+        if rounding_mode == "floor":
+            return self // other
+        raise ValueError(f"div: rounding_mode must be None or 'floor', not {rounding_mode!r}")
+
+    def true_divide(self, other: Any) -> Tensor:
+        """``self / other``."""
+        return self / other
+
+    def pow(self, exponent: Any) -> Tensor:
+        """``self ** exponent``."""
+        return self**exponent
+
+    def neg(self) -> Tensor:
+        """``-self``."""
+        return -self
+
+    def square(self) -> Tensor:
+        """``self * self``."""
+        return self * self
+
+    def reciprocal(self) -> Tensor:
+        """``1 / self``."""
+        return 1.0 / self
+
+    def eq(self, o: Any) -> Tensor:
+        """Elementwise ``==``."""
+        return self == o
+
+    def ne(self, o: Any) -> Tensor:
+        """Elementwise ``!=``."""
+        return self != o
+
+    def lt(self, o: Any) -> Tensor:
+        """Elementwise ``<``."""
+        return self < o
+
+    def le(self, o: Any) -> Tensor:
+        """Elementwise ``<=``."""
+        return self <= o
+
+    def gt(self, o: Any) -> Tensor:
+        """Elementwise ``>``."""
+        return self > o
+
+    def ge(self, o: Any) -> Tensor:
+        """Elementwise ``>=``."""
+        return self >= o
+
+    def logical_not(self) -> Tensor:
+        """Elementwise not (the result is bool)."""
+        out = self._emit(_OP["logical_not"], [self.id], self.shape, "bool")
+        return out
+
+    def logical_and(self, o: Tensor) -> Tensor:
+        """Elementwise and of two bool tensors."""
+        return self & o
+
+    def logical_or(self, o: Tensor) -> Tensor:
+        """Elementwise or of two bool tensors."""
+        return self | o
+
+    # ------------------------------------------------------------------ math
+    def abs(self) -> Tensor:
+        """Elementwise absolute value."""
+        return self._unary("abs")
+
+    def sign(self) -> Tensor:
+        """Elementwise sign (-1, 0 or 1); not differentiable (its gradient is zero)."""
+        return self._emit(_OP["sign"], [self.id], self.shape, self.dtype)
+
+    def exp(self) -> Tensor:
+        """Elementwise exponential."""
+        return self._unary("exp", True, save_out=True)
+
+    def log(self) -> Tensor:
+        """Elementwise natural logarithm."""
+        return self._unary("log", True)
+
+    def log1p(self) -> Tensor:
+        """Elementwise ``log(1 + self)``."""
+        return (self + 1.0).log()
+
+    def expm1(self) -> Tensor:
+        """Elementwise ``exp(self) - 1``."""
+        return self.exp() - 1.0
+
+    def sqrt(self) -> Tensor:
+        """Elementwise square root."""
+        return self._unary("sqrt", True, save_out=True)
+
+    def rsqrt(self) -> Tensor:
+        """Elementwise ``1 / sqrt(self)``."""
+        return 1.0 / self.sqrt()
+
+    def sin(self) -> Tensor:
+        """Elementwise sine."""
+        return self._unary("sin", True)
+
+    def cos(self) -> Tensor:
+        """Elementwise cosine."""
+        return self._unary("cos", True)
+
+    def erf(self) -> Tensor:
+        """Elementwise error function."""
+        return self._unary("erf", True)
+
+    # ------------------------------------------------------------------ activations
+    def tanh(self) -> Tensor:
+        """Elementwise hyperbolic tangent."""
+        return self._unary("tanh", True, save_out=True)
+
+    def sigmoid(self) -> Tensor:
+        """Elementwise logistic sigmoid."""
+        return self._unary("sigmoid", True, save_out=True)
+
+    def relu(self) -> Tensor:
+        """Elementwise ``max(self, 0)``."""
+        return self._unary("relu")
+
+    def gelu(self, approximate: str = "none") -> Tensor:
+        """Gaussian error linear unit: ``x * Phi(x)`` (``approximate="tanh"``: PyTorch's tanh form)."""
+        if approximate == "none":
+            return self * 0.5 * (1.0 + (self * _SQRT1_2).erf())
+        if approximate == "tanh":
+            k = math.sqrt(2.0 / math.pi)
+            return self * 0.5 * (1.0 + (k * (self + 0.044715 * self * self * self)).tanh())
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', not {approximate!r}")
+
+    def silu(self) -> Tensor:
+        """``x * sigmoid(x)``."""
+        return self * self.sigmoid()
+
+    def softplus(self, beta: float = 1.0) -> Tensor:
+        """``log(1 + exp(beta * x)) / beta``, computed without overflow."""
+        z = self * beta if beta != 1 else self
+        out = z.relu() + (-z.abs()).exp().log1p()
+        return out / beta if beta != 1 else out
+
+    # ------------------------------------------------------------------ selection
+    def clamp(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - PyTorch's names
+        """Limit values to ``[min, max]`` (either bound may be None, a number or a tensor)."""
+        if min is None and max is None:
+            raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
+        if not (min is None or _is_scalar(min)) or not (max is None or _is_scalar(max)):
+            out = self
+            if min is not None:
+                out = out.maximum(min)
+            if max is not None:
+                out = out.minimum(max)
+            return out
+        dtype = self.dtype
+        for b in (min, max):
+            if b is not None:
+                dtype = S.promote_scalar(dtype, b)
+        x = self.to(dtype)
+        imm = [
+            None if b is None else (float(b) if dtype in S.FLOAT_DTYPES else [int(b)])
+            for b in (min, max)
+        ]
+        out = x._emit(_OP["clip"], [x.id, *imm], x.shape, dtype)
+        if x.requires_grad and _mode.enabled:
+            record(out, "clip", (x, imm[0], imm[1]))
+        return out
+
+    clip = clamp
+
+    def clamp_min(self, min: Any) -> Tensor:  # noqa: A002
+        """``clamp(min=min)``."""
+        return self.clamp(min=min)
+
+    def clamp_max(self, max: Any) -> Tensor:  # noqa: A002
+        """``clamp(max=max)``."""
+        return self.clamp(max=max)
+
+    def maximum(self, other: Any) -> Tensor:
+        """Elementwise maximum (ties split the gradient evenly)."""
+        return self._binary(_OP["maximum"], other, "maximum")
+
+    def minimum(self, other: Any) -> Tensor:
+        """Elementwise minimum (ties split the gradient evenly)."""
+        return self._binary(_OP["minimum"], other, "minimum")
+
+    def where(self, condition: Tensor, other: Any) -> Tensor:
+        """``self`` where ``condition`` holds, else ``other``."""
+        return where(condition, self, other)
+
+
+def where(condition: Tensor, input: Any, other: Any) -> Tensor:  # noqa: A002 - PyTorch's names
+    """Pick from ``input`` where ``condition`` is true and from ``other`` elsewhere, broadcasting.
+
+    Args:
+        condition: a bool tensor.
+        input: a tensor or a number.
+        other: a tensor or a number.
+
+    Raises:
+        TypeError: ``condition`` is not a bool tensor.
+        ShapeError: the three shapes do not broadcast.
+    """
+    from gt.tensor import Tensor  # noqa: PLC0415 - cycle
+
+    if not isinstance(condition, Tensor) or condition.dtype != "bool":
+        got = condition.dtype if isinstance(condition, Tensor) else type(condition).__name__
+        raise TypeError(f"where: expected condition to be a bool tensor, but got {got}")
+    tensors = [v for v in (input, other) if isinstance(v, Tensor)]
+    shape = condition.shape
+    for t in tensors:
+        shape = S.broadcast(shape, t.shape, "where")
+    if len(tensors) == 2:
+        dtype = S.promote_operands(input.dtype, input.ndim, other.dtype, other.ndim)
+    elif len(tensors) == 1:
+        t = tensors[0]
+        s = other if t is input else input
+        dtype = S.promote_scalar(t.dtype, s)
+    else:
+        dtype = S.DEFAULT_FLOAT if any(isinstance(v, float) for v in (input, other)) else "int64"
+    args: list = [condition.id]
+    inputs: list = [condition]
+    for v in (input, other):
+        if isinstance(v, Tensor):
+            v = v.to(dtype)
+            args.append(v.id)
+        else:
+            v = float(v) if dtype in S.FLOAT_DTYPES else (bool(v) if dtype == "bool" else [int(v)])
+            args.append(v)
+        inputs.append(v)
+    out = condition._emit(_OP["where"], args, shape, dtype, {"dtype": dtype})
+    if any(getattr(v, "requires_grad", False) for v in inputs) and _mode.enabled:
+        record(out, "where", tuple(inputs))
+    return out

@@ -1,0 +1,271 @@
+"""In-place ops: ``+=``, ``add_``, ``zero_``, ``fill_``, ``copy_``, ``__setitem__`` (a mixin).
+
+An in-place op keeps the Python object (so a model's parameters stay the same objects) and changes
+its value, and only its value: tensors made from it earlier (slices, reshapes, aliases saved for
+backward) keep theirs. The new value is computed like any op -- recorded for autograd when grad mode
+is on -- and the tensor then takes over the result's worker id; its previous value is freed, or kept
+alive by a backward node that still needs it. ``x[key] = v`` without autograd is one ``setitem``
+instruction that writes into the worker's array directly when nothing else can see that array.
+
+As in PyTorch, a leaf that requires grad cannot be changed in place while grad mode is on (use
+``gt.no_grad()``, as optimizers do), and changing a tensor that a recorded op saved for backward
+makes that ``backward()`` raise instead of returning wrong gradients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gt import shapes as S
+from gt.autograd import _mode, record
+from gt.errors import ShapeError
+from gt.runtime import protocol as P
+
+if TYPE_CHECKING:
+    from gt.tensor import Tensor
+
+_OP = P.OPCODE
+_SETITEM = _OP["setitem"]
+
+
+def take_value(dst: Tensor, src: Tensor, keep_graph: bool = True) -> None:
+    """Make ``dst`` hold ``src``'s value by taking over its worker id (``src`` is left empty).
+
+    Args:
+        dst: the tensor changed in place.
+        src: a freshly computed tensor that nothing else refers to.
+        keep_graph: adopt ``src``'s autograd history (``False``: ``dst`` keeps its own flags).
+    """
+    old = dst.id
+    dst.id = src.id
+    src.id = None
+    if old is not None:
+        dst._conn.free(old)
+    dst.shape = src.shape
+    dst.dtype = src.dtype
+    dst._version += 1
+    if keep_graph and _mode.enabled:
+        dst._node = src._node
+        dst.requires_grad = src.requires_grad
+
+
+def _check_leaf(x: Tensor, name: str) -> None:
+    if _mode.enabled and x.requires_grad and x._node is None:
+        raise RuntimeError(
+            f"{name}: a leaf Variable that requires grad is being used in an in-place operation "
+            "(wrap it in `with gt.no_grad():`)"
+        )
+
+
+def apply_inplace(x: Tensor, name: str, compute: Callable[[Tensor], Tensor]) -> Tensor:
+    """Replace ``x``'s value with ``compute(old_x)``, recorded for autograd like any op.
+
+    ``compute`` receives a separate handle on ``x``'s current value (so a backward node that saves
+    it keeps the old value) and must return a tensor of ``x``'s shape.
+    """
+    from gt.tensor import Tensor  # noqa: PLC0415 - cycle
+
+    _check_leaf(x, name)
+    old = Tensor(x._conn, x.id, x.shape, x.dtype)
+    old.requires_grad, old._node, old._version = x.requires_grad, x._node, x._version
+    x.id = None  # the handle owns the old value now
+    try:
+        new = compute(old)
+        if new.shape != x.shape:
+            raise ShapeError(
+                f"{name}: output with shape {list(x.shape)} doesn't match the broadcast shape {list(new.shape)}"
+            )
+        if new.dtype != old.dtype:
+            new = new.to(old.dtype)
+        if new.id == old.id:  # compute returned the handle itself: nothing changes
+            new = old._alias()
+    except BaseException:
+        x.id, old.id = old.id, None
+        raise
+    take_value(x, new)
+    return x
+
+
+def _result_dtype(x: Tensor, other: Any, name: str, true_div: bool = False) -> None:
+    if hasattr(other, "dtype") and hasattr(other, "_conn"):
+        dt = S.promote_operands(x.dtype, x.ndim, other.dtype, other.ndim)
+        if other.shape != x.shape:
+            shape = S.broadcast(x.shape, other.shape, name)
+            if shape != x.shape:
+                raise ShapeError(
+                    f"{name}: output with shape {list(x.shape)} doesn't match the broadcast shape {list(shape)}"
+                )
+    elif isinstance(other, (int, float, bool, np.number)):
+        dt = S.promote_scalar(x.dtype, other)
+    else:
+        return
+    if true_div and dt not in S.FLOAT_DTYPES:
+        dt = S.DEFAULT_FLOAT
+    if S.category(dt) > S.category(x.dtype):
+        raise TypeError(
+            f"{name}: result type {dt} can't be cast to the desired output type {x.dtype}"
+        )
+
+
+class InplaceOps:
+    """In-place ops of :class:`gt.Tensor`."""
+
+    __slots__ = ()
+
+    def add_(self, other: Any, alpha: Any = 1) -> Tensor:
+        """``self += alpha * other`` in place."""
+        _result_dtype(self, other, "add_")
+        return apply_inplace(self, "add_", lambda x: x.add(other, alpha))
+
+    def sub_(self, other: Any, alpha: Any = 1) -> Tensor:
+        """``self -= alpha * other`` in place."""
+        _result_dtype(self, other, "sub_")
+        return apply_inplace(self, "sub_", lambda x: x.sub(other, alpha))
+
+    def mul_(self, other: Any) -> Tensor:
+        """``self *= other`` in place."""
+        _result_dtype(self, other, "mul_")
+        return apply_inplace(self, "mul_", lambda x: x * other)
+
+    def div_(self, other: Any) -> Tensor:
+        """``self /= other`` in place."""
+        _result_dtype(self, other, "div_", true_div=True)
+        return apply_inplace(self, "div_", lambda x: x / other)
+
+    def pow_(self, exponent: Any) -> Tensor:
+        """``self **= exponent`` in place."""
+        _result_dtype(self, exponent, "pow_")
+        return apply_inplace(self, "pow_", lambda x: x**exponent)
+
+    def __iadd__(self, other: Any) -> Tensor:
+        return self.add_(other)
+
+    def __isub__(self, other: Any) -> Tensor:
+        return self.sub_(other)
+
+    def __imul__(self, other: Any) -> Tensor:
+        return self.mul_(other)
+
+    def __itruediv__(self, other: Any) -> Tensor:
+        return self.div_(other)
+
+    def __ipow__(self, other: Any) -> Tensor:
+        return self.pow_(other)
+
+    def clamp_(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - PyTorch's names
+        """Clamp in place."""
+        return apply_inplace(self, "clamp_", lambda x: x.clamp(min, max))
+
+    def neg_(self) -> Tensor:
+        """Negate in place."""
+        return apply_inplace(self, "neg_", lambda x: -x)
+
+    def zero_(self) -> Tensor:
+        """Set every element to zero, in place."""
+        return self.fill_(0)
+
+    def fill_(self, value: Any) -> Tensor:
+        """Set every element to ``value``, in place."""
+        from gt.factories import full  # noqa: PLC0415
+
+        if hasattr(value, "_conn"):
+            return self.copy_(value.reshape(()) if value.numel() == 1 else value)
+        return apply_inplace(self, "fill_", lambda x: full(x.shape, value, dtype=x.dtype))
+
+    def copy_(self, src: Any) -> Tensor:
+        """Copy ``src``'s values (broadcast to this shape, cast to this dtype) into ``self``."""
+        from gt.factories import tensor  # noqa: PLC0415
+
+        if not hasattr(src, "_conn"):
+            src = tensor(np.asarray(src))
+        if src.shape != self.shape and S.broadcast(self.shape, src.shape, "copy_") != self.shape:
+            raise ShapeError(
+                f"copy_: source of shape {list(src.shape)} cannot be broadcast to {list(self.shape)}"
+            )
+        dtype = self.dtype
+        return apply_inplace(self, "copy_", lambda x: src.to(dtype).expand(x.shape).clone())
+
+    def uniform_(self, a: float = 0.0, b: float = 1.0) -> Tensor:
+        """Fill with samples uniform in ``[a, b)``, in place."""
+        from gt.factories import rand  # noqa: PLC0415
+
+        return apply_inplace(self, "uniform_", lambda x: rand(x.shape, dtype=x.dtype) * (b - a) + a)
+
+    def normal_(self, mean: float = 0.0, std: float = 1.0) -> Tensor:
+        """Fill with normal samples, in place."""
+        from gt.factories import randn  # noqa: PLC0415
+
+        return apply_inplace(self, "normal_", lambda x: randn(x.shape, dtype=x.dtype) * std + mean)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        from gt.indexing import encode_key  # noqa: PLC0415
+        from gt.tensor import Tensor  # noqa: PLC0415
+
+        if isinstance(value, np.ndarray):
+            from gt.factories import tensor  # noqa: PLC0415
+
+            value = tensor(value)
+        if isinstance(value, Tensor) and value._conn is not self._conn:
+            raise ValueError("setitem: tensors belong to different GT connections")
+        if isinstance(key, Tensor) and key.dtype == "bool" and key.shape == self.shape:
+            # x[mask] = v with a full-shape mask needs no sync: it is a where().
+            if isinstance(value, Tensor) and value.numel() != 1:
+                pass  # the masked elements are filled in order: needs the real indices
+            else:
+                from gt.ops.arith import where  # noqa: PLC0415
+
+                v = value.reshape(()) if isinstance(value, Tensor) else value
+                _check_leaf(self, "setitem")
+                apply_inplace(self, "setitem", lambda x: where(key, v, x))
+                return
+        wire, tensors, shape = encode_key(self, key)
+        if isinstance(value, Tensor):
+            if value.shape != shape and S.broadcast(value.shape, shape, "setitem") != shape:
+                raise ShapeError(
+                    f"setitem: shape mismatch: value tensor of shape {list(value.shape)} cannot be "
+                    f"broadcast to indexing result of shape {list(shape)}"
+                )
+            if S.category(value.dtype) > S.category(self.dtype):
+                raise TypeError(
+                    f"setitem: value of dtype {value.dtype} can't be cast to the tensor's dtype {self.dtype}"
+                )
+            value = value.to(self.dtype)
+            imm: Any = value.id
+        elif isinstance(value, (int, float, bool, np.number)):
+            if S.category(S.promote_scalar(self.dtype, value)) > S.category(self.dtype):
+                raise TypeError(
+                    f"setitem: value {value!r} can't be cast to the tensor's dtype {self.dtype}"
+                )
+            imm = (
+                float(value)
+                if self.dtype in S.FLOAT_DTYPES
+                else (bool(value) if self.dtype == "bool" else [int(value)])
+            )
+            value = imm
+        else:
+            raise TypeError(f"setitem: can't assign a {type(value).__name__} to a tensor")
+        _check_leaf(self, "setitem")
+        grad = _mode.enabled and (self.requires_grad or getattr(value, "requires_grad", False))
+        if not grad:
+            # Nothing to record: one instruction that writes into the worker's array.
+            self._conn.emit(
+                _SETITEM,
+                self.id,
+                [self.id, imm, *(t.id for t in tensors)],
+                {"key": wire, "inplace": True},
+            )
+            self._version += 1
+            return
+
+        def compute(x: Tensor) -> Tensor:
+            out = x._emit(
+                _SETITEM, [x.id, imm, *(t.id for t in tensors)], x.shape, x.dtype, {"key": wire}
+            )
+            return record(
+                out, "setitem", (x, value, *tensors), ctx=(wire, shape), saved=tuple(tensors)
+            )
+
+        apply_inplace(self, "setitem", compute)

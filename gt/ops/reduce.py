@@ -1,0 +1,310 @@
+"""Matrix products, reductions and normalizing functions (a :class:`Tensor` mixin).
+
+``sum``, ``max``, ``min``, ``argmax``, ``argmin`` and ``matmul`` are primitives; ``mean``, ``var``,
+``std``, ``softmax``, ``log_softmax`` and ``logsumexp`` are composed from them on the client.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from typing import TYPE_CHECKING, Any
+
+from gt import shapes as S
+from gt.autograd import _mode, record
+from gt.errors import ShapeError
+from gt.runtime import protocol as P
+
+if TYPE_CHECKING:
+    from gt.tensor import Tensor
+
+_OP = P.OPCODE
+_MATMUL = _OP["matmul"]
+
+#: What ``x.max(dim)`` / ``x.min(dim)`` return, as in PyTorch.
+ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
+
+
+def _pick(axis: Any, dim: Any) -> Any:
+    return dim if dim is not None else axis
+
+
+def _keep(keepdims: bool, keepdim: bool | None) -> bool:
+    return bool(keepdim) if keepdim is not None else bool(keepdims)
+
+
+class ReductionOps:
+    """Reductions and linear algebra of :class:`gt.Tensor`."""
+
+    __slots__ = ()
+
+    # ------------------------------------------------------------------ matmul
+    def __matmul__(self, other: Any) -> Tensor:
+        from gt.tensor import Tensor  # noqa: PLC0415 - cycle
+
+        if not isinstance(other, Tensor):
+            import numpy as np  # noqa: PLC0415
+
+            if isinstance(other, np.ndarray):
+                from gt.factories import tensor  # noqa: PLC0415
+
+                return self @ tensor(other)
+            return NotImplemented
+        shape = S.matmul(self.shape, other.shape)
+        if self.dtype != other.dtype:
+            raise TypeError(
+                f"matmul: expected both operands to have the same dtype, but got {self.dtype} and "
+                f"{other.dtype} (shapes {list(self.shape)} and {list(other.shape)})"
+            )
+        if self.dtype == "bool":
+            raise TypeError(
+                f"matmul: not supported for bool tensors (shapes {list(self.shape)} and {list(other.shape)})"
+            )
+        a = self.reshape(1, self.shape[0]) if self.ndim == 1 else self
+        b = other.reshape(other.shape[0], 1) if other.ndim == 1 else other
+        full = S.matmul(a.shape, b.shape)
+        out = a._emit(_MATMUL, [a.id, b.id], full, a.dtype)
+        if (a.requires_grad or b.requires_grad) and _mode.enabled:
+            record(out, "matmul", (a, b))
+        return out.reshape(shape) if full != shape else out
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        import numpy as np  # noqa: PLC0415
+
+        if isinstance(other, np.ndarray):
+            from gt.factories import tensor  # noqa: PLC0415
+
+            return tensor(other) @ self
+        return NotImplemented
+
+    def matmul(self, other: Tensor) -> Tensor:
+        """Matrix product with batch broadcasting (``self @ other``)."""
+        return self @ other
+
+    def mm(self, other: Tensor) -> Tensor:
+        """Product of two matrices."""
+        if self.ndim != 2 or other.ndim != 2:
+            raise ShapeError(
+                f"mm: both arguments must be matrices, got shapes {list(self.shape)} and {list(other.shape)}"
+            )
+        return self @ other
+
+    def bmm(self, other: Tensor) -> Tensor:
+        """Product of two batches of matrices (3-d tensors)."""
+        if self.ndim != 3 or other.ndim != 3:
+            raise ShapeError(
+                f"bmm: both arguments must be 3-d, got shapes {list(self.shape)} and {list(other.shape)}"
+            )
+        return self @ other
+
+    # ------------------------------------------------------------------ reductions
+    def _reduce(
+        self, name: str, axes: tuple[int, ...] | None, keepdims: bool, dtype: str
+    ) -> Tensor:
+        if not self.shape:
+            axes = None  # a 0-d tensor accepts dim 0 / -1, as in PyTorch
+        shape = S.reduce(self.shape, axes, keepdims)
+        attrs = (
+            None
+            if axes is None and not keepdims
+            else {"axis": list(axes) if axes is not None else None, "keepdims": keepdims}
+        )
+        return self._emit(_OP[name], [self.id], shape, dtype, attrs)
+
+    def sum(
+        self,
+        axis: Any = None,
+        keepdims: bool = False,
+        *,
+        dim: Any = None,
+        keepdim: bool | None = None,
+        dtype: Any = None,
+    ) -> Tensor:
+        """Sum over ``axis`` (int, tuple or None for all); ``dim``/``keepdim`` are aliases."""
+        x = self if dtype is None else self.to(dtype)
+        axes = S.normalize_axes(_pick(axis, dim), x.ndim, "sum")
+        keep = _keep(keepdims, keepdim)
+        out_dtype = "int64" if x.dtype in ("bool", "int8", "uint8", "int32") else x.dtype
+        out = x._reduce("sum", axes, keep, out_dtype)
+        if x.requires_grad and _mode.enabled:
+            record(out, "sum", (x,), ctx=(axes, keep))
+        return out
+
+    def mean(
+        self,
+        axis: Any = None,
+        keepdims: bool = False,
+        *,
+        dim: Any = None,
+        keepdim: bool | None = None,
+        dtype: Any = None,
+    ) -> Tensor:
+        """Mean over ``axis``; integer inputs are averaged in float32."""
+        x = self if dtype is None else self.to(dtype)
+        if x.dtype not in S.FLOAT_DTYPES:
+            x = x.to(S.DEFAULT_FLOAT)
+        axes = S.normalize_axes(_pick(axis, dim), x.ndim, "mean")
+        n = x.numel() if axes is None else S.prod(x.shape[a] for a in axes)
+        return x.sum(axes, _keep(keepdims, keepdim)) * (1.0 / n if n else float("nan"))
+
+    def _extreme(self, name: str, axis: Any, dim: Any, keepdims: bool, keepdim: bool | None) -> Any:
+        from gt.tensor import Tensor  # noqa: PLC0415
+
+        if isinstance(dim, Tensor) or isinstance(axis, Tensor):
+            other = dim if isinstance(dim, Tensor) else axis
+            return self.maximum(other) if name == "max" else self.minimum(other)
+        d = _pick(axis, dim)
+        axes = S.normalize_axes(d, self.ndim, name)
+        keep = _keep(keepdims, keepdim)
+        if self.numel() == 0:
+            raise RuntimeError(f"{name}: cannot reduce an empty tensor of shape {list(self.shape)}")
+        values = self._reduce(name, axes, keep, self.dtype)
+        if self.requires_grad and _mode.enabled:
+            record(values, name, (self,), ctx=(axes, keep), saved=(self, values._alias()))
+        if dim is not None and isinstance(dim, int) and axis is None:
+            arg = self.argmax(dim, keep) if name == "max" else self.argmin(dim, keep)
+            return ValuesIndices(values, arg)
+        return values
+
+    def max(
+        self,
+        dim: Any = None,
+        keepdim: bool | None = None,
+        *,
+        axis: Any = None,
+        keepdims: bool = False,
+    ) -> Any:
+        """Largest value; ``max(dim)`` returns ``(values, indices)`` as in PyTorch.
+
+        ``max()`` and ``max(axis=...)`` (int or tuple) return the values only, as NumPy does;
+        ``max(other_tensor)`` is :meth:`maximum`. Ties share the gradient evenly.
+        """
+        return self._extreme("max", axis, dim, keepdims, keepdim)
+
+    def min(
+        self,
+        dim: Any = None,
+        keepdim: bool | None = None,
+        *,
+        axis: Any = None,
+        keepdims: bool = False,
+    ) -> Any:
+        """Smallest value; ``min(dim)`` returns ``(values, indices)`` as in PyTorch."""
+        return self._extreme("min", axis, dim, keepdims, keepdim)
+
+    def amax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        """Largest values over ``dim`` (int, tuple or None), values only."""
+        return self._extreme("max", dim, None, keepdim, None)
+
+    def amin(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        """Smallest values over ``dim`` (int, tuple or None), values only."""
+        return self._extreme("min", dim, None, keepdim, None)
+
+    def _arg(self, name: str, d: Any, keep: bool) -> Tensor:
+        if d is not None and not isinstance(d, int):
+            raise TypeError(f"{name}: dim must be an int or None, not {type(d).__name__}")
+        if self.numel() == 0:
+            raise RuntimeError(f"{name}: cannot reduce an empty tensor of shape {list(self.shape)}")
+        if d is None:
+            shape = (1,) * self.ndim if keep else ()
+            attrs = {"axis": None, "keepdims": keep}
+        else:
+            ax = S.normalize_axis(d, self.ndim, name)
+            shape = S.reduce(self.shape, (ax,), keep) if self.ndim else ()
+            attrs = {"axis": ax if self.ndim else None, "keepdims": keep}
+        return self._emit(_OP[name], [self.id], shape, "int64", attrs)
+
+    def argmax(
+        self, dim: Any = None, keepdim: bool = False, *, axis: Any = None, keepdims: bool = False
+    ) -> Tensor:
+        """Index of the largest value (in the flattened tensor when ``dim`` is None)."""
+        return self._arg("argmax", _pick(axis, dim), _keep(keepdims, keepdim))
+
+    def argmin(
+        self, dim: Any = None, keepdim: bool = False, *, axis: Any = None, keepdims: bool = False
+    ) -> Tensor:
+        """Index of the smallest value (in the flattened tensor when ``dim`` is None)."""
+        return self._arg("argmin", _pick(axis, dim), _keep(keepdims, keepdim))
+
+    def var(
+        self,
+        dim: Any = None,
+        unbiased: bool | None = None,
+        keepdim: bool | None = None,
+        *,
+        correction: Any = None,
+        axis: Any = None,
+        keepdims: bool = False,
+    ) -> Tensor:
+        """Variance over ``dim``; ``correction=1`` (default, or ``unbiased=True``) divides by n-1."""
+        if isinstance(unbiased, int) and not isinstance(unbiased, bool) and dim is not None:
+            raise TypeError("var: pass unbiased as a keyword (or use correction=)")
+        if correction is None:
+            correction = 1 if unbiased is None or unbiased else 0
+        x = self if self.dtype in S.FLOAT_DTYPES else self.to(S.DEFAULT_FLOAT)
+        axes = S.normalize_axes(_pick(axis, dim), x.ndim, "var")
+        keep = _keep(keepdims, keepdim)
+        n = x.numel() if axes is None else S.prod(x.shape[a] for a in axes)
+        d = x - x.mean(axes, keepdims=True)
+        denom = n - correction
+        return (d * d).sum(axes, keep) * (1.0 / denom if denom > 0 else float("nan"))
+
+    def std(
+        self,
+        dim: Any = None,
+        unbiased: bool | None = None,
+        keepdim: bool | None = None,
+        *,
+        correction: Any = None,
+        axis: Any = None,
+        keepdims: bool = False,
+    ) -> Tensor:
+        """Standard deviation over ``dim`` (see :meth:`var`)."""
+        return self.var(
+            dim, unbiased, keepdim, correction=correction, axis=axis, keepdims=keepdims
+        ).sqrt()
+
+    def norm(self, p: Any = 2, dim: Any = None, keepdim: bool = False) -> Tensor:
+        """The ``p``-norm (2 by default) over ``dim`` (all elements when None)."""
+        if p == 2 or p == "fro":
+            return (self * self).sum(dim, keepdim).sqrt()
+        if p == 1:
+            return self.abs().sum(dim, keepdim)
+        if p == float("inf"):
+            return self.abs().amax(dim, keepdim)
+        return (self.abs() ** p).sum(dim, keepdim) ** (1.0 / p)
+
+    def any(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        """Whether any element (over ``dim``) is nonzero."""
+        return (self != 0).sum(dim, keepdim) > 0
+
+    def all(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        """Whether every element (over ``dim``) is nonzero."""
+        return (self == 0).sum(dim, keepdim) == 0
+
+    # ------------------------------------------------------------------ normalizing functions
+    def _shift(self, dim: int, name: str) -> Tensor:
+        """``self`` minus its (constant, unrecorded) max over ``dim``: keeps exp() from overflowing."""
+        x = self if self.dtype in S.FLOAT_DTYPES else self.to(S.DEFAULT_FLOAT)
+        ax = S.normalize_axis(dim, x.ndim, name)
+        if x.numel() == 0:
+            return x
+        m = x._reduce("max", (ax,) if x.ndim else None, True, x.dtype)
+        return x - m
+
+    def softmax(self, dim: int = -1) -> Tensor:
+        """``exp(x) / sum(exp(x))`` over ``dim``, computed without overflow."""
+        e = self._shift(dim, "softmax").exp()
+        return e / e.sum(dim, keepdims=True)
+
+    def log_softmax(self, dim: int = -1) -> Tensor:
+        """``log(softmax(x))`` over ``dim``, computed without overflow or log(0)."""
+        s = self._shift(dim, "log_softmax")
+        return s - s.exp().sum(dim, keepdims=True).log()
+
+    def logsumexp(self, dim: Any = -1, keepdim: bool = False) -> Tensor:
+        """``log(sum(exp(x)))`` over ``dim``, computed without overflow."""
+        x = self if self.dtype in S.FLOAT_DTYPES else self.to(S.DEFAULT_FLOAT)
+        axes = S.normalize_axes(dim, x.ndim, "logsumexp")
+        m = x._reduce("max", axes, True, x.dtype)
+        out = (x - m).exp().sum(axes, keepdims=True).log() + m
+        return out if keepdim else out.reshape(S.reduce(x.shape, axes, False))

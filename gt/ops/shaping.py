@@ -1,0 +1,280 @@
+"""Shape ops, indexing and joining (a :class:`Tensor` mixin plus ``cat``/``stack``).
+
+Primitives: ``reshape``, ``transpose`` (a permutation), ``expand``, ``getitem`` and ``concat``.
+``squeeze``, ``unsqueeze``, ``flatten``, ``view`` are reshapes; ``split``, ``chunk``, ``unbind`` and
+``narrow`` are slices; ``repeat`` is reshape + expand + reshape; ``stack`` is reshape + concat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from gt import shapes as S
+from gt.autograd import _mode, record
+from gt.errors import ShapeError
+from gt.runtime import protocol as P
+
+if TYPE_CHECKING:
+    from gt.tensor import Tensor
+
+_OP = P.OPCODE
+_RESHAPE, _TRANSPOSE, _EXPAND = _OP["reshape"], _OP["transpose"], _OP["expand"]
+
+
+def _dims(args: tuple) -> tuple:
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        return tuple(args[0])
+    return args
+
+
+class ShapeOps:
+    """Shape and indexing ops of :class:`gt.Tensor`."""
+
+    __slots__ = ()
+
+    # ------------------------------------------------------------------ reshaping
+    def reshape(self, *shape: Any) -> Tensor:
+        """A tensor with the same data and a new shape (one ``-1`` is inferred)."""
+        new = S.reshape(self.shape, _dims(shape))
+        if new == self.shape:
+            return self
+        out = self._emit(_RESHAPE, [self.id], new, self.dtype, {"shape": list(new)})
+        if self.requires_grad and _mode.enabled:
+            record(out, "reshape", (self,))
+        return out
+
+    def view(self, *shape: Any) -> Tensor:
+        """Same as :meth:`reshape` (GT tensors never share memory; see the module docs)."""
+        if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)):
+            return self.to(shape[0])  # view(dtype) only as a conversion
+        return self.reshape(*shape)
+
+    def view_as(self, other: Tensor) -> Tensor:
+        """Reshape to ``other``'s shape."""
+        return self.reshape(other.shape)
+
+    reshape_as = view_as
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        """Merge dimensions ``start_dim..end_dim`` into one."""
+        if self.ndim == 0:
+            return self.reshape(1)
+        s = S.normalize_axis(start_dim, self.ndim, "flatten")
+        e = S.normalize_axis(end_dim, self.ndim, "flatten")
+        if s > e:
+            raise ShapeError(
+                f"flatten: start_dim ({start_dim}) cannot come after end_dim ({end_dim}) for shape {list(self.shape)}"
+            )
+        return self.reshape(self.shape[:s] + (S.prod(self.shape[s : e + 1]),) + self.shape[e + 1 :])
+
+    def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
+        """Split dimension ``dim`` into ``sizes``."""
+        d = S.normalize_axis(dim, self.ndim, "unflatten")
+        inner = S.reshape((self.shape[d],), tuple(sizes))
+        return self.reshape(self.shape[:d] + inner + self.shape[d + 1 :])
+
+    def squeeze(self, dim: Any = None) -> Tensor:
+        """Remove size-1 dimensions (all of them, or those in ``dim`` that have size 1)."""
+        if dim is None:
+            keep = [d for d in self.shape if d != 1]
+        else:
+            axes = S.normalize_axes(dim, self.ndim, "squeeze") or ()
+            keep = [d for i, d in enumerate(self.shape) if not (i in axes and d == 1)]
+        return self.reshape(tuple(keep))
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        """Insert a size-1 dimension at ``dim`` (in ``-ndim-1 .. ndim``)."""
+        d = S.normalize_axis(dim, self.ndim + 1, "unsqueeze")
+        return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+
+    # ------------------------------------------------------------------ permuting
+    def permute(self, *dims: Any) -> Tensor:
+        """Reorder dimensions."""
+        dims = _dims(dims)
+        if len(dims) != self.ndim:
+            raise ShapeError(
+                f"permute: number of dims {len(dims)} doesn't match the tensor's {self.ndim} dimensions (shape {list(self.shape)})"
+            )
+        perm = [S.normalize_axis(d, self.ndim, "permute") for d in dims]
+        if sorted(perm) != list(range(self.ndim)):
+            raise ShapeError(
+                f"permute: dims {list(dims)} are not a permutation of {self.ndim} dimensions"
+            )
+        if perm == list(range(self.ndim)):
+            return self
+        shape = tuple(self.shape[p] for p in perm)
+        out = self._emit(_TRANSPOSE, [self.id], shape, self.dtype, {"perm": perm})
+        if self.requires_grad and _mode.enabled:
+            record(out, "transpose", (self,), ctx=perm)
+        return out
+
+    def transpose(self, dim0: int = -2, dim1: int = -1) -> Tensor:
+        """Swap two dimensions (with no arguments: the last two, as in the GT prototype)."""
+        if self.ndim < 2 and dim0 in (-2, -1, 0) and dim1 in (-2, -1, 0):
+            return self
+        d0 = S.normalize_axis(dim0, self.ndim, "transpose")
+        d1 = S.normalize_axis(dim1, self.ndim, "transpose")
+        perm = list(range(self.ndim))
+        perm[d0], perm[d1] = perm[d1], perm[d0]
+        return self.permute(perm)
+
+    swapaxes = transpose
+
+    def t(self) -> Tensor:
+        """Transpose of a matrix (0-d and 1-d tensors are returned as they are)."""
+        if self.ndim > 2:
+            raise ShapeError(
+                f"t: expects a tensor with <= 2 dimensions, but got shape {list(self.shape)}"
+            )
+        return self.transpose()
+
+    @property
+    def T(self) -> Tensor:
+        """The last two dimensions swapped (the transpose of a matrix; batched like the prototype's)."""
+        return self.transpose()
+
+    @property
+    def mT(self) -> Tensor:  # noqa: N802 - PyTorch's name
+        """The last two dimensions swapped (a batch of matrices transposed)."""
+        if self.ndim < 2:
+            raise ShapeError(f"mT: tensor of shape {list(self.shape)} has fewer than 2 dimensions")
+        return self.transpose()
+
+    # ------------------------------------------------------------------ broadcasting
+    def expand(self, *sizes: Any) -> Tensor:
+        """Broadcast to ``sizes`` (``-1`` keeps a dimension) without copying."""
+        shape = S.expand(self.shape, _dims(sizes))
+        if shape == self.shape:
+            return self
+        out = self._emit(_EXPAND, [self.id], shape, self.dtype, {"shape": list(shape)})
+        if self.requires_grad and _mode.enabled:
+            record(out, "expand", (self,))
+        return out
+
+    def expand_as(self, other: Tensor) -> Tensor:
+        """Broadcast to ``other``'s shape."""
+        return self.expand(other.shape)
+
+    broadcast_to = expand
+
+    def repeat(self, *sizes: Any) -> Tensor:
+        """Tile the tensor ``sizes[i]`` times along each dimension (as ``torch.Tensor.repeat``)."""
+        sizes = tuple(int(s) for s in _dims(sizes))
+        if len(sizes) < self.ndim:
+            raise ShapeError(
+                f"repeat: number of repeat dims ({len(sizes)}) can not be smaller than the number of dimensions of the tensor ({self.ndim})"
+            )
+        if any(s < 0 for s in sizes):
+            raise ShapeError(f"repeat: repeats must be non-negative, got {list(sizes)}")
+        shape = (1,) * (len(sizes) - self.ndim) + self.shape
+        inter = tuple(x for pair in ((1, d) for d in shape) for x in pair)
+        big = tuple(x for pair in zip(sizes, shape) for x in pair)
+        return self.reshape(inter).expand(big).reshape(tuple(r * d for r, d in zip(sizes, shape)))
+
+    # ------------------------------------------------------------------ indexing
+    def __getitem__(self, key: Any) -> Tensor:
+        from gt.indexing import encode_key  # noqa: PLC0415
+
+        wire, tensors, shape = encode_key(self, key)
+        out = self._emit(
+            _OP["getitem"], [self.id, *(t.id for t in tensors)], shape, self.dtype, {"key": wire}
+        )
+        if self.requires_grad and _mode.enabled:
+            record(out, "getitem", (self, *tensors), ctx=wire, saved=tuple(tensors))
+        return out
+
+    def narrow(self, dim: int, start: int, length: int) -> Tensor:
+        """``length`` elements of ``dim`` starting at ``start``."""
+        d = S.normalize_axis(dim, self.ndim, "narrow")
+        size = self.shape[d]
+        if start < 0:
+            start += size
+        if not (0 <= start <= size and 0 <= length and start + length <= size):
+            raise IndexError(
+                f"narrow: start ({start}) + length ({length}) exceeds dimension size ({size}) of shape {list(self.shape)}"
+            )
+        return self[(slice(None),) * d + (slice(start, start + length),)]
+
+    def split(self, split_size_or_sections: Any, dim: int = 0) -> tuple:
+        """Split into pieces of ``split_size`` along ``dim`` (or into the given section sizes)."""
+        d = S.normalize_axis(dim, self.ndim, "split")
+        size = self.shape[d]
+        if isinstance(split_size_or_sections, int):
+            step = split_size_or_sections
+            if step <= 0:
+                raise ValueError(f"split: split_size must be positive, got {step}")
+            sections = [min(step, size - i) for i in range(0, size, step)] or [0]
+        else:
+            sections = [int(s) for s in split_size_or_sections]
+            if sum(sections) != size or any(s < 0 for s in sections):
+                raise ShapeError(
+                    f"split: sizes {sections} do not add up to {size}, the size of dimension {d} of shape {list(self.shape)}"
+                )
+        out = []
+        start = 0
+        lead = (slice(None),) * d
+        for s in sections:
+            out.append(self[lead + (slice(start, start + s),)])
+            start += s
+        return tuple(out)
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple:
+        """Split into ``chunks`` nearly equal pieces along ``dim`` (fewer when it does not divide)."""
+        if chunks <= 0:
+            raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+        d = S.normalize_axis(dim, self.ndim, "chunk")
+        size = self.shape[d]
+        step = max(1, -(-size // chunks))
+        return self.split(step, d)
+
+    def unbind(self, dim: int = 0) -> tuple:
+        """The slices along ``dim``, with that dimension removed."""
+        d = S.normalize_axis(dim, self.ndim, "unbind")
+        lead = (slice(None),) * d
+        return tuple(self[lead + (i,)] for i in range(self.shape[d]))
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0, *, axis: int | None = None) -> Tensor:
+    """Concatenate tensors along an existing dimension (dtypes are promoted).
+
+    Raises:
+        ShapeError: the list is empty, or the shapes differ outside ``dim``.
+    """
+    tensors = list(tensors)
+    if not tensors:
+        raise ShapeError("cat: expected a non-empty list of tensors")
+    if axis is not None:
+        dim = axis
+    first = tensors[0]
+    d = S.normalize_axis(dim, max(first.ndim, 1), "cat")
+    shape = S.concat([t.shape for t in tensors], d, "cat")
+    dtype = tensors[0].dtype
+    for t in tensors[1:]:
+        dtype = S.promote(dtype, t.dtype)
+    ts = [t.to(dtype) for t in tensors]
+    out = first._emit(_OP["concat"], [t.id for t in ts], shape, dtype, {"axis": d})
+    if any(t.requires_grad for t in ts) and _mode.enabled:
+        record(out, "concat", tuple(ts), ctx=d)
+    return out
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0, *, axis: int | None = None) -> Tensor:
+    """Join tensors of one shape along a new dimension ``dim``.
+
+    Raises:
+        ShapeError: the list is empty or the shapes differ.
+    """
+    tensors = list(tensors)
+    if not tensors:
+        raise ShapeError("stack: expected a non-empty list of tensors")
+    if axis is not None:
+        dim = axis
+    shape = tensors[0].shape
+    for i, t in enumerate(tensors):
+        if t.shape != shape:
+            raise ShapeError(
+                f"stack: expects each tensor to be equal size, but got {list(shape)} at entry 0 and {list(t.shape)} at entry {i}"
+            )
+    d = S.normalize_axis(dim, len(shape) + 1, "stack")
+    return cat([t.unsqueeze(d) for t in tensors], d)

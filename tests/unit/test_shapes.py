@@ -1,0 +1,169 @@
+"""Client-side shape and dtype inference, checked against NumPy's own rules (no cluster)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gt import shapes as S
+from gt.errors import ShapeError
+
+
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        ((2, 3), (3,)),
+        ((4, 1, 3), (2, 1)),
+        ((), (5,)),
+        ((0, 3), (1, 3)),
+        ((1,), (7, 1, 1)),
+        ((3,), (3,)),
+    ],
+)
+def test_broadcast_matches_numpy(a, b):
+    assert S.broadcast(a, b) == np.broadcast_shapes(a, b)
+
+
+def test_broadcast_mismatch_names_op_and_shapes():
+    with pytest.raises(ShapeError, match=r"add: .*\(3\).*\(4\).*\[2, 3\] and \[4\]"):
+        S.broadcast((2, 3), (4,), "add")
+
+
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        ((2, 3), (3, 4)),
+        ((3,), (3, 4)),
+        ((2, 3), (3,)),
+        ((3,), (3,)),
+        ((5, 2, 3), (3, 4)),
+        ((2, 1, 2, 3), (4, 3, 5)),
+    ],
+)
+def test_matmul_shape_matches_numpy(a, b):
+    assert S.matmul(a, b) == np.matmul(np.zeros(a), np.zeros(b)).shape
+
+
+@pytest.mark.parametrize("a,b", [((2, 3), (4, 5)), ((), (3,)), ((2, 2, 3), (3, 3, 1))])
+def test_matmul_mismatch_raises_shape_error(a, b):
+    with pytest.raises(ShapeError, match="matmul"):
+        S.matmul(a, b)
+
+
+@pytest.mark.parametrize(
+    "axes,keep", [(None, False), (None, True), ((0,), False), ((1, 2), True), ((2,), False)]
+)
+def test_reduce_shape_matches_numpy(axes, keep):
+    x = np.zeros((2, 3, 4))
+    assert S.reduce(x.shape, axes, keep) == x.sum(axis=axes, keepdims=keep).shape
+
+
+def test_normalize_axes_handles_negative_and_rejects_repeats():
+    assert S.normalize_axes((-1, 0), 3) == (0, 2)
+    assert S.normalize_axes(None, 3) is None
+    with pytest.raises(ShapeError, match="repeated"):
+        S.normalize_axes((1, -2), 3, "sum")
+    with pytest.raises(
+        IndexError,
+        match=r"sum: dimension out of range \(expected to be in range of \[-3, 2\], but got 3\)",
+    ):
+        S.normalize_axes(3, 3, "sum")
+
+
+@pytest.mark.parametrize("new", [(6,), (-1,), (3, -1), (1, 2, 3), (6, 1)])
+def test_reshape_infers_minus_one(new):
+    assert S.reshape((2, 3), new) == np.zeros((2, 3)).reshape(new).shape
+
+
+@pytest.mark.parametrize("new", [(4,), (5, -1), (0, -1)])
+def test_reshape_rejects_wrong_sizes(new):
+    with pytest.raises(
+        ShapeError, match=r"reshape: shape .* is invalid for input of size 6 \(shape \[2, 3\]\)"
+    ):
+        S.reshape((2, 3), new)
+
+
+def test_reshape_rejects_two_inferred_dimensions():
+    with pytest.raises(ShapeError, match=r"reshape: only one dimension can be inferred .*\[2, 3\]"):
+        S.reshape((2, 3), (-1, -1))
+
+
+def test_expand_keeps_minus_one_and_stretches_singletons():
+    assert S.expand((3, 1), (2, -1, 4)) == (2, 3, 4)
+    with pytest.raises(ShapeError, match="expand"):
+        S.expand((3, 2), (3, 4))
+    with pytest.raises(ShapeError, match="expand"):
+        S.expand((3,), (-1, 3))
+
+
+def test_concat_shape_and_mismatch_message():
+    assert S.concat([(2, 3), (4, 3)], 0) == (6, 3)
+    with pytest.raises(ShapeError, match="Expected size 3 but got size 4 for tensor number 1"):
+        S.concat([(2, 3), (2, 4)], 0)
+    with pytest.raises(ShapeError, match="same number of dimensions"):
+        S.concat([(2, 3), (2,)], 0)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        (1,),
+        (slice(None, None, 2),),
+        (None, Ellipsis, 0),
+        (np.array([0, 2, 2]),),
+        (slice(5, 1),),
+        (Ellipsis, -1),
+    ],
+)
+def test_index_shape_matches_numpy(key):
+    x = np.zeros((3, 4, 5))
+    assert S.index_shape(x.shape, key) == x[key].shape
+
+
+def test_index_shape_out_of_range_names_op_and_shape():
+    with pytest.raises(IndexError, match=r"getitem: .*out of bounds.*\[3, 4\]"):
+        S.index_shape((3, 4), (5,))
+    with pytest.raises(IndexError, match="too many indices"):
+        S.index_shape((3,), (0, 0))
+
+
+@pytest.mark.parametrize(
+    "a,b,want",
+    [
+        ("float32", "float64", "float64"),
+        ("int64", "float16", "float16"),
+        ("bool", "int32", "int32"),
+        ("int32", "int64", "int64"),
+        ("uint8", "int8", "int32"),
+    ],
+)
+def test_promote_follows_pytorch_categories(a, b, want):
+    assert S.promote(a, b) == want == S.promote(b, a)
+
+
+def test_zero_dim_tensors_only_promote_across_categories():
+    assert S.promote_operands("float32", 1, "float64", 0) == "float32"
+    assert S.promote_operands("int64", 2, "float64", 0) == "float64"
+    assert S.promote_operands("float16", 0, "float64", 0) == "float64"
+
+
+@pytest.mark.parametrize(
+    "dtype,value,want",
+    [
+        ("int64", 2.5, "float32"),
+        ("int32", 3, "int32"),
+        ("bool", 1, "int64"),
+        ("float16", 3.0, "float16"),
+        ("bool", True, "bool"),
+    ],
+)
+def test_python_scalars_only_move_the_category_up(dtype, value, want):
+    assert S.promote_scalar(dtype, value) == want
+
+
+def test_canonical_dtype_accepts_aliases_and_rejects_unknown():
+    assert S.canonical_dtype("double") == "float64"
+    assert S.canonical_dtype(np.int32) == "int32"
+    assert S.canonical_dtype(None) == "float32"
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        S.canonical_dtype("complex64")
