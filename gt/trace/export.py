@@ -1,0 +1,460 @@
+"""Exporting a ``.gtrace`` to Chrome trace event JSON (opens in Perfetto and ``chrome://tracing``).
+
+The JSON is streamed to disk as the trace is read, so memory stays flat however long the run.
+Layout: one process per worker (named with its device) with lanes for compute (``exec``
+batches, with one child slice per instruction when durations were recorded) and communication
+(``transfer`` slices); a ``clients`` process with one lane per client (its queued batches); flow
+arrows from a client's queued batch to the worker exec of that batch and from each transfer's
+send to its recv; counters for memory and device samples; global instants for marks, config
+changes, errors, joins, leaves and lost events. Times are microseconds since the first event.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from gt.trace import events as E
+from gt.trace.reader import Reader
+
+CLIENTS_PID = 100_000
+DISPATCHER_PID = 100_001
+COMPUTE_TID = 1
+COMM_TID = 1001
+#: Spans may be emitted after the window ends; read this much further (ns) to catch them.
+WINDOW_SLACK_NS = 2_000_000_000
+_PENDING_MAX = 10_000  # flow ends kept for matching (a batch runs soon after it is queued)
+_FLUSH_EVERY = 1024
+_DEVICE_COUNTERS = (
+    ("util", "utilization %"),
+    ("temp", "temperature C"),
+    ("power", "power W"),
+    ("mem_used", "device memory"),
+    ("pcie_tx", "pcie tx"),
+    ("pcie_rx", "pcie rx"),
+)
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return bytes(obj).hex()
+    return str(obj)
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), default=_jsonable)
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+class _Lanes:
+    """Packs slices onto lanes so that slices on one lane never overlap."""
+
+    def __init__(self, base_tid: int):
+        self.base = base_tid
+        self.ends: list[int] = []
+
+    def place(self, t0: int, t1: int) -> int:
+        for i, end in enumerate(self.ends):
+            if t0 >= end:
+                self.ends[i] = t1
+                return self.base + i
+        self.ends.append(t1)
+        return self.base + len(self.ends) - 1
+
+
+class _Exporter:
+    def __init__(
+        self,
+        reader: Reader,
+        out,
+        op_names: Sequence[str] | None,
+        window: tuple[int | None, int | None] | None,
+        workers: Iterable[int] | None,
+    ):
+        self.r = reader
+        self.out = out
+        names = list(op_names or reader.header.get("op_names") or [])
+        self.op_json = [_dumps(n) for n in names]
+        self.origin = (
+            reader.t_first
+            if reader.t_first is not None
+            else int(reader.header.get("start_ns") or 0)
+        )
+        ws, we = window or (None, None)
+        self.w_lo = None if ws is None else self.origin + int(ws)
+        self.w_hi = None if we is None else self.origin + int(we)
+        self.workers = None if workers is None else {int(w) for w in workers}
+        self.buf: list[str] = []
+        self.sep = ""
+        self.counts = {"slices": 0, "flows": 0, "counters": 0, "instants": 0, "events_in": 0}
+        self.compute: dict[int, _Lanes] = {}
+        self.comm: dict[int, _Lanes] = {}
+        self.seen_workers: set[int] = set()
+        self.clients: dict[Any, int] = {}  # client -> its lane (tid)
+        self.client_end: dict[Any, int] = {}  # client -> end of its last slice (ns)
+        self.srclocs: dict[Any, dict] = {}  # client -> {source id: JSON string of "file:line"}
+        self.queued: OrderedDict[tuple, tuple[int, int]] = OrderedDict()
+        self.waiting: OrderedDict[tuple, list[tuple[int, int, int]]] = OrderedDict()
+        self.sends: dict[tuple, deque] = {}
+        self.recvs: dict[tuple, deque] = {}
+        self.flow_id = 0
+
+    # -- output --------------------------------------------------------------------------------
+
+    def ts(self, t: int) -> str:
+        return f"{(t - self.origin) / 1000:.3f}"
+
+    def emit(self, s: str) -> None:
+        self.buf.append(s)
+        if len(self.buf) >= _FLUSH_EVERY:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.buf:
+            self.out.write(self.sep + ",\n".join(self.buf))
+            self.sep = ",\n"
+            self.buf = []
+
+    def slice(
+        self, pid: int, tid: int, t0: int, t1: int, name_json: str, args: dict | None = None
+    ) -> None:
+        a = f',"args":{_dumps(args)}' if args else ""
+        self.emit(
+            f'{{"ph":"X","pid":{pid},"tid":{tid},"ts":{self.ts(t0)},'
+            f'"dur":{(t1 - t0) / 1000:.3f},"name":{name_json}{a}}}'
+        )
+        self.counts["slices"] += 1
+
+    def instant(self, t: int, name: str, args: dict | None = None) -> None:
+        a = {k: v for k, v in (args or {}).items() if v is not None}
+        self.emit(
+            f'{{"ph":"i","s":"g","pid":{DISPATCHER_PID},"tid":0,"ts":{self.ts(t)},'
+            f'"name":{_dumps(name)},"args":{_dumps(a)}}}'
+        )
+        self.counts["instants"] += 1
+
+    def counter(self, pid: int, t: int, name: str, values: dict) -> None:
+        vals = {k: v for k, v in values.items() if _num(v)}
+        if vals:
+            self.emit(
+                f'{{"ph":"C","pid":{pid},"tid":0,"ts":{self.ts(t)},"name":{_dumps(name)},'
+                f'"args":{_dumps(vals)}}}'
+            )
+            self.counts["counters"] += 1
+
+    def flow(self, a: tuple[int, int, int], b: tuple[int, int, int], name: str) -> None:
+        """A flow arrow from (pid, tid, t) ``a`` to (pid, tid, t) ``b``."""
+        self.flow_id += 1
+        fid, n = self.flow_id, _dumps(name)
+        self.emit(
+            f'{{"ph":"s","id":{fid},"pid":{a[0]},"tid":{a[1]},"ts":{self.ts(a[2])},"name":{n},"cat":"flow"}}'
+        )
+        self.emit(
+            f'{{"ph":"f","bp":"e","id":{fid},"pid":{b[0]},"tid":{b[1]},"ts":{self.ts(b[2])},'
+            f'"name":{n},"cat":"flow"}}'
+        )
+        self.counts["flows"] += 1
+
+    # -- events --------------------------------------------------------------------------------
+
+    def in_window(self, t0: int, t1: int) -> bool:
+        return (self.w_lo is None or t1 >= self.w_lo) and (self.w_hi is None or t0 <= self.w_hi)
+
+    def worker_ok(self, w: Any) -> bool:
+        if not isinstance(w, int):
+            return False
+        if self.workers is not None and w not in self.workers:
+            return False
+        self.seen_workers.add(w)
+        return True
+
+    def run(self) -> None:
+        lo = None if self.w_lo is None else self.w_lo - WINDOW_SLACK_NS
+        hi = None if self.w_hi is None else self.w_hi + WINDOW_SLACK_NS
+        handlers = {
+            E.EXEC: self.on_exec,
+            E.TRANSFER: self.on_transfer,
+            E.QUEUED: self.on_queued,
+            E.MEMORY: self.on_memory,
+            E.DEVICE: self.on_device,
+            E.SRCLOC: self.on_srcloc,
+        }
+        instants = {
+            E.MARK,
+            E.CONFIG,
+            E.ERROR,
+            E.DROP,
+            E.WORKER_JOINED,
+            E.WORKER_LEFT,
+            E.CLIENT_JOINED,
+            E.CLIENT_LEFT,
+        }
+        n = 0
+        for b in self.r.batches(lo, hi):
+            n += len(b.events)
+            for kind, t, f in b.events:
+                h = handlers.get(kind)
+                if h is not None:
+                    h(t, f)
+                elif kind in instants and self.in_window(t, t):
+                    self.on_instant(kind, t, f)
+        self.counts["events_in"] = n
+        self.metadata()
+        self.flush()
+
+    def on_srcloc(self, t: int, f: dict) -> None:
+        locs = f.get("locs")
+        if isinstance(locs, dict):  # kept as JSON strings, ready for the instruction slices
+            self.srclocs.setdefault(f.get("client"), {}).update(
+                {k: _dumps(v) for k, v in locs.items()}
+            )
+
+    def on_exec(self, t: int, f: dict) -> None:
+        w = f.get("worker")
+        t0, t1 = f.get("t0"), f.get("t1")
+        if not (_num(t0) and _num(t1)) or not self.worker_ok(w) or not self.in_window(t0, t1):
+            return
+        t0, t1 = int(t0), int(max(t0, t1))
+        pid = w + 1
+        tid = self.compute.setdefault(w, _Lanes(COMPUTE_TID)).place(t0, t1)
+        client, batch = f.get("client"), f.get("batch")
+        ops = f.get("ops") or []
+        args = {
+            "client": client,
+            "batch": batch,
+            "n": f.get("n"),
+            "hot": f.get("hot"),
+            "queue": f.get("queue"),
+            "errors": f.get("errors"),
+        }
+        self.slice(pid, tid, t0, t1, '"hot batch"' if f.get("hot") else '"batch"', args)
+        durs = f.get("durs") or []
+        if durs:
+            self.instructions(
+                pid,
+                tid,
+                t0,
+                t1,
+                ops,
+                durs,
+                f.get("outs") or [],
+                f.get("srcs") or [],
+                self.srclocs.get(client, {}),
+            )
+        key = (client, batch)
+        end = (pid, tid, t0)
+        q = self.queued.get(key)
+        if q is not None:
+            self.flow(q, end, "batch")
+        else:
+            self.waiting.setdefault(key, []).append(end)
+            if len(self.waiting) > _PENDING_MAX:
+                self.waiting.popitem(last=False)
+
+    def instructions(
+        self,
+        pid: int,
+        tid: int,
+        t0: int,
+        t1: int,
+        ops: list,
+        durs: list,
+        outs: list,
+        srcs: list,
+        locs: dict,
+    ) -> None:
+        """One slice per instruction, laid out back to back from ``t0`` and clipped to ``t1``."""
+        op_json, n_names, origin, buf = self.op_json, len(self.op_json), self.origin, self.buf
+        head = f'{{"ph":"X","pid":{pid},"tid":{tid},"ts":'
+        n_ops, n_outs, n_srcs = len(ops), len(outs), len(srcs)
+        cur = t0
+        n = 0
+        for i, d in enumerate(durs):
+            if cur >= t1 or (type(d) is not int and not _num(d)):
+                break
+            end = cur + int(d) if d > 0 else cur
+            if end > t1:
+                end = t1
+            code = ops[i] if i < n_ops else None
+            name = op_json[code] if type(code) is int and 0 <= code < n_names else f'"op{code}"'
+            args = ""
+            if i < n_outs:
+                out = outs[i]
+                args = f'"out":{out}' if type(out) is int else f'"out":{_dumps(out)}'
+            if i < n_srcs:
+                loc = locs.get(srcs[i])
+                if loc is not None:
+                    args = f'{args},"src":{loc}' if args else f'"src":{loc}'
+            buf.append(
+                f'{head}{(cur - origin) / 1000:.3f},"dur":{(end - cur) / 1000:.3f},'
+                f'"name":{name},"args":{{{args}}}}}'
+            )
+            n += 1
+            cur = end
+        self.counts["slices"] += n
+        if len(buf) >= _FLUSH_EVERY:
+            self.flush()
+
+    def on_transfer(self, t: int, f: dict) -> None:
+        w, peer = f.get("worker"), f.get("peer")
+        t0, t1 = f.get("t0"), f.get("t1")
+        if not (_num(t0) and _num(t1)) or not self.worker_ok(w) or not self.in_window(t0, t1):
+            return
+        t0, t1 = int(t0), int(max(t0, t1))
+        pid = w + 1
+        tid = self.comm.setdefault(w, _Lanes(COMM_TID)).place(t0, t1)
+        direction = f.get("direction")
+        nbytes = f.get("bytes")
+        name = f"{direction or 'transfer'} {f.get('what') or ''}".strip()
+        args = {"peer": peer, "bytes": nbytes, "client": f.get("client"), "batch": f.get("batch")}
+        self.slice(pid, tid, t0, t1, _dumps(name), args)
+        if direction == "send":
+            key, mine, other = (w, peer), self.sends, self.recvs
+        elif direction == "recv":
+            key, mine, other = (peer, w), self.recvs, self.sends
+        else:
+            return
+        key += (f.get("client"), f.get("batch"), f.get("what"), nbytes)
+        pending = other.get(key)
+        if pending:
+            o = pending.popleft()
+            if not pending:
+                del other[key]
+            send, recv = ((pid, tid, t0, t1), o) if direction == "send" else (o, (pid, tid, t0, t1))
+            # finish inside the recv slice, not before the send started where that is possible
+            t_f = min(recv[3], max(recv[2], send[2]))
+            self.flow((send[0], send[1], send[2]), (recv[0], recv[1], t_f), "transfer")
+        else:
+            mine.setdefault(key, deque()).append((pid, tid, t0, t1))
+
+    def on_queued(self, t: int, f: dict) -> None:
+        client = f.get("client")
+        if not self.in_window(t, t):
+            return
+        tid = self.clients.setdefault(client, len(self.clients) + 1)
+        t0 = max(t, self.client_end.get(client, t))
+        t1 = t0 + 1000  # 1 us: queuing is an instant, but flows need a slice to start from
+        self.client_end[client] = t1
+        self.slice(
+            CLIENTS_PID,
+            tid,
+            t0,
+            t1,
+            _dumps(f"queued {f.get('n')}"),
+            {"batch": f.get("batch"), "first_id": f.get("first_id")},
+        )
+        key = (client, f.get("batch"))
+        start = (CLIENTS_PID, tid, t0)
+        self.queued[key] = start
+        if len(self.queued) > _PENDING_MAX:
+            self.queued.popitem(last=False)
+        for end in self.waiting.pop(key, ()):
+            self.flow(start, end, "batch")
+
+    def on_memory(self, t: int, f: dict) -> None:
+        w = f.get("worker")
+        if self.worker_ok(w) and self.in_window(t, t):
+            self.counter(
+                w + 1, t, "memory", {k: f.get(k) for k in ("used", "reserved", "limit", "spilled")}
+            )
+
+    def on_device(self, t: int, f: dict) -> None:
+        w = f.get("worker")
+        if self.worker_ok(w) and self.in_window(t, t):
+            for key, name in _DEVICE_COUNTERS:
+                self.counter(w + 1, t, name, {key: f.get(key)})
+
+    def on_instant(self, kind: str, t: int, f: dict) -> None:
+        w = f.get("worker")
+        if (
+            kind in (E.ERROR, E.WORKER_JOINED, E.WORKER_LEFT)
+            and self.workers is not None
+            and w not in self.workers
+        ):
+            return
+        if kind == E.MARK:
+            self.instant(t, f"mark: {f.get('label')}", {"client": f.get("client")})
+        elif kind == E.CONFIG:
+            self.instant(t, "config applied", f)
+        elif kind == E.ERROR:
+            self.instant(t, f"error: {f.get('op') or '?'}", f)
+        elif kind == E.DROP:
+            self.instant(t, f"lost {f.get('missing')} events from {f.get('source')}", f)
+        else:
+            self.instant(t, kind.replace("_", " "), f)
+
+    def metadata(self) -> None:
+        devices = {w.get("id"): w for w in self.r.workers()}
+        meta = []
+        for w in sorted(self.seen_workers | set(self.compute) | set(self.comm)):
+            info = devices.get(w, {})
+            label = f"worker {w}" + (f" ({info['device']})" if info.get("device") else "")
+            meta.append((w + 1, 0, "process_name", {"name": label}))
+            meta.append((w + 1, 0, "process_sort_index", {"sort_index": w}))
+            for lanes, what in ((self.compute.get(w), "compute"), (self.comm.get(w), "comm")):
+                for i in range(len(lanes.ends) if lanes else 0):
+                    name = what if i == 0 else f"{what} {i + 1}"
+                    meta.append((w + 1, lanes.base + i, "thread_name", {"name": name}))
+        if self.clients:
+            meta.append((CLIENTS_PID, 0, "process_name", {"name": "clients"}))
+            for c, tid in self.clients.items():
+                meta.append((CLIENTS_PID, tid, "thread_name", {"name": f"client {c}"}))
+        meta.append((DISPATCHER_PID, 0, "process_name", {"name": "events"}))
+        for pid, tid, name, args in meta:
+            self.emit(f'{{"ph":"M","pid":{pid},"tid":{tid},"name":"{name}","args":{_dumps(args)}}}')
+
+
+def export_chrome(
+    trace: str | os.PathLike[str] | Reader,
+    out: str | os.PathLike[str],
+    *,
+    window: tuple[int | None, int | None] | None = None,
+    workers: Iterable[int] | None = None,
+    op_names: Sequence[str] | None = None,
+) -> dict:
+    """Write a trace as Chrome trace event JSON, streaming.
+
+    Args:
+        trace: a ``.gtrace`` path or an open :class:`Reader`.
+        out: the JSON file to write.
+        window: ``(t_start, t_end)`` in ns since the first event; either may be ``None``.
+        workers: only these worker ids (clients and global instants are kept).
+        op_names: opcode -> name; defaults to the trace header's ``op_names``, then ``op<code>``.
+
+    Returns:
+        Counts: ``events_in`` (read), ``slices``, ``flows``, ``counters``, ``instants``,
+        ``bytes`` written, ``seconds`` taken.
+
+    Raises:
+        TraceFormatError: the trace is not readable.
+    """
+    started = time.perf_counter()
+    reader = trace if isinstance(trace, Reader) else Reader(trace)
+    try:
+        out_path = Path(out)
+        with open(out_path, "w", encoding="utf-8") as fh:
+            other = {
+                "run_id": reader.header.get("run_id"),
+                "origin_ns": None,
+                "generator": "gt export",
+            }
+            ex = _Exporter(reader, fh, op_names, window, workers)
+            other["origin_ns"] = ex.origin
+            fh.write('{"displayTimeUnit":"ns","otherData":' + _dumps(other) + ',"traceEvents":[\n')
+            ex.run()
+            fh.write("\n]}\n")
+        counts = dict(ex.counts)
+    finally:
+        if reader is not trace:
+            reader.close()
+    counts["bytes"] = out_path.stat().st_size
+    counts["seconds"] = time.perf_counter() - started
+    return counts
