@@ -35,7 +35,7 @@ from gt.factories import (
 )
 from gt.ops.functional import *  # noqa: F403 - gt.exp(x), gt.cat([...]), ... (see its __all__)
 from gt.ops.functional import __all__ as _functional_names
-from gt.session import connect, disconnect, gpu_workers
+from gt.session import connect, disconnect, gpu_workers, mark
 from gt.tensor import Tensor
 
 float16 = "float16"
@@ -85,6 +85,7 @@ __all__ = [
     "full_like",
     "gpu_workers",
     "manual_seed",
+    "mark",
     "ones",
     "ones_like",
     "rand",

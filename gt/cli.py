@@ -95,6 +95,46 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(workers=args.workers, steps=args.steps)
 
 
+def cmd_record(args: argparse.Namespace) -> int:
+    from gt.recording import record
+
+    address = args.connect or _newest_dispatcher()
+    if address is None:
+        return 1
+    return record(address, args.output, duration=args.duration, ready_line=args.ready_line, quiet=args.quiet)
+
+
+def _newest_dispatcher() -> str | None:
+    from gt.runtime.discovery import live_dispatchers
+
+    found = live_dispatchers()
+    if not found:
+        print("gt: no GT dispatcher is running; start one with `gt dispatcher` or try `gt demo`", file=sys.stderr)
+        return None
+    return found[0]["front"]
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from gt.runner import run_script
+
+    return run_script(args.script, args.args, workers=args.workers, config=args.config, record=args.record,
+                      tui=not args.no_tui and sys.stdout.isatty(), hz=args.hz, readonly=args.readonly)
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from gt.trace import commands
+
+    if args.trace_command == "info":
+        return commands.cmd_trace_info(args.file, json=args.json)
+    return commands.cmd_trace_stats(args.file, json=args.json)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from gt.trace import commands
+
+    return commands.cmd_export(args.file, args.output, window=args.window, workers=args.workers)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every ``gt`` subcommand."""
     p = argparse.ArgumentParser(
@@ -127,6 +167,35 @@ def build_parser() -> argparse.ArgumentParser:
     dm.add_argument("--workers", type=int, default=2, help="workers (default 2)")
     dm.add_argument("--steps", type=int, default=200, help="training steps (default 200)")
     dm.set_defaults(func=cmd_demo)
+    r = sub.add_parser("run", help="run a script as a client of a local cluster (dashboard alongside)")
+    from gt.runner import add_run_arguments
+
+    add_run_arguments(r)
+    r.set_defaults(func=cmd_run)
+
+    rec = sub.add_parser("record", help="attach to a running dispatcher and record its events")
+    rec.add_argument("-o", "--output", required=True, help="the .gtrace file to write")
+    rec.add_argument("--connect", help="dispatcher address (default: the newest live one)")
+    rec.add_argument("--duration", type=float, help="seconds to record (default: until Ctrl-C)")
+    rec.add_argument("--ready-line", action="store_true", help=argparse.SUPPRESS)
+    rec.add_argument("--quiet", action="store_true", help="print nothing when done")
+    rec.set_defaults(func=cmd_record)
+
+    tr = sub.add_parser("trace", help="summaries of a recorded trace")
+    tsub = tr.add_subparsers(dest="trace_command", metavar="info|stats", required=True)
+    for name, text in (("info", "run id, duration, workers, devices, event counts, drops"),
+                       ("stats", "per worker: compute / comm / idle share, top ops, bytes moved")):
+        t = tsub.add_parser(name, help=text)
+        t.add_argument("file", help="a .gtrace file")
+        t.add_argument("--json", action="store_true", help="print JSON")
+    tr.set_defaults(func=cmd_trace)
+
+    ex = sub.add_parser("export", help="export a trace to Chrome trace JSON (open it in Perfetto)")
+    ex.add_argument("file", help="a .gtrace file")
+    ex.add_argument("-o", "--output", help="the .json file to write (default: FILE with .json)")
+    ex.add_argument("--window", help="time window, e.g. 10s:20s, 1.5s:, :500ms")
+    ex.add_argument("--workers", help="comma-separated worker ids, e.g. 0,1")
+    ex.set_defaults(func=cmd_export)
     return p
 
 

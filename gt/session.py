@@ -38,17 +38,26 @@ def connect(address: str | None = None, **kwargs) -> Connection:
 
 
 def _open(address: str | None, **kwargs) -> Connection:
-    if address is None:
-        from gt.runtime.launch import LocalCluster  # noqa: PLC0415 - only when auto-starting
+    from gt.runtime import launch  # noqa: PLC0415 - only when starting something
 
-        n = _requested_workers or int(os.environ.get("GT_WORKERS", "1"))
-        cluster = LocalCluster(workers=n)
-        try:
-            return Connection(cluster.address, cluster=cluster, **kwargs)
-        except BaseException:
+    cluster = None
+    recorder = None
+    try:
+        if address is None:
+            n = _requested_workers or int(os.environ.get("GT_WORKERS", "1"))
+            cluster = launch.LocalCluster(workers=n)
+            address = cluster.address
+        if os.environ.get("GT_RECORD"):
+            recorder = launch.RecorderProcess(address, os.environ["GT_RECORD"])
+        conn = Connection(address, cluster=cluster, **kwargs)
+        conn.recorder = recorder
+        return conn
+    except BaseException:
+        if recorder is not None:
+            recorder.stop()
+        if cluster is not None:
             cluster.stop()
-            raise
-    return Connection(address, **kwargs)
+        raise
 
 
 def get_connection() -> Connection:
@@ -91,3 +100,8 @@ def gpu_workers(n: int) -> None:
 
 
 atexit.register(disconnect)
+
+
+def mark(label: str) -> None:
+    """Put a named mark on every timeline (and in recordings), e.g. ``gt.mark("epoch 3")``."""
+    get_connection().mark(label)

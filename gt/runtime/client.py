@@ -70,6 +70,7 @@ class Connection:
         self.batch_limit = batch_limit
         self.flush_interval = flush_interval
         self.cluster = cluster  # a launch.LocalCluster this connection owns, stopped on close
+        self.recorder: Any = None  # a launch.RecorderProcess this connection owns, stopped on close
         self.closed = False
         self.token = uuid.uuid4().bytes
         self._ctx = zmq.Context.instance()
@@ -398,6 +399,9 @@ class Connection:
             self._sock.close(linger=200)
             if self._direct is not None:
                 self._direct.close(0)
+        if self.recorder is not None:
+            self.recorder.stop()
+            self.recorder = None
         if self.cluster is not None:
             self.cluster.stop()
             self.cluster = None

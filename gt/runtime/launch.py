@@ -122,3 +122,41 @@ class LocalCluster:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+class RecorderProcess:
+    """``gt record`` in a child process, writing a dispatcher's event bus to a ``.gtrace`` file.
+
+    The constructor returns once the recorder has received its first event, so nothing the
+    caller does afterwards is missed. :meth:`stop` ends it cleanly (the file gets its index).
+    """
+
+    def __init__(self, address: str, path: str, *, start_timeout: float = 20.0):
+        self.path = path
+        cmd = [sys.executable, "-m", "gt", "record", "-o", str(path), "--connect", address, "--ready-line", "--quiet"]
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        )
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        ready, _, _ = select.select([fd], [], [], start_timeout)
+        line = os.read(fd, 4096) if ready else b""
+        if b"ready" not in line:
+            self.stop()
+            raise RuntimeError(f"the recorder for {path} did not start (exit code {self.proc.poll()})")
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """Stop recording; returns the recorder's exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return self.proc.returncode

@@ -1,0 +1,76 @@
+"""``gt run``: run a script as a GT client against a local (or given) cluster."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+from gt.runtime.launch import LocalCluster, RecorderProcess
+
+
+def exit_code(returncode: int) -> int:
+    """A child's exit status as a shell reports it (128 + signal for a killed child)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run_script(script: str, args: list[str], *, workers: int = 1, config: str | None = None,
+               record: str | None = None, tui: bool = False, hz: float = 8.0, readonly: bool = False) -> int:
+    """Start a cluster (unless ``$GT_DISPATCHER`` names one), run ``script`` as a client, clean up.
+
+    Returns:
+        The script's exit code (``128 + N`` if it died of signal N).
+    """
+    if not os.path.exists(script):
+        print(f"gt run: {script}: no such file", file=sys.stderr)
+        return 2
+    cluster = None
+    recorder = None
+    address = os.environ.get("GT_DISPATCHER")
+    try:
+        if not address:
+            cluster = LocalCluster(workers=workers)
+            address = cluster.address
+        if record:
+            recorder = RecorderProcess(address, record)
+        env = {**os.environ, "GT_DISPATCHER": address}
+        env.pop("GT_RECORD", None)  # recording is ours; the script must not start a second one
+        if config:
+            env["GT_CONFIG"] = os.path.abspath(config)
+        if tui:
+            from gt.tui_cli import run_with_dashboard  # noqa: PLC0415 - textual only when asked
+
+            return run_with_dashboard(address, [sys.executable, script, *args], env=env, hz=hz, readonly=readonly)
+        proc = subprocess.Popen([sys.executable, script, *args], env=env)
+        # Ctrl-C reaches the script through the terminal; we wait for it to finish and report.
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            return exit_code(proc.wait())
+        finally:
+            signal.signal(signal.SIGINT, old)
+    finally:
+        if recorder is not None:
+            recorder.stop()
+            print(f"gt run: trace written to {record}", file=sys.stderr)
+        if cluster is not None:
+            cluster.stop()
+
+
+def add_run_arguments(p: Any) -> None:
+    """Arguments of ``gt run``."""
+    p.add_argument("--workers", type=int, default=int(os.environ.get("GT_WORKERS", "2")), help="local workers (default 2, or $GT_WORKERS)")
+    p.add_argument("--config", help="shard config YAML for the script (sets GT_CONFIG)")
+    p.add_argument("--record", metavar="FILE", help="record the run's events to FILE (.gtrace)")
+    p.add_argument("--no-tui", action="store_true", help="no dashboard: plain output, for CI and scripts")
+    p.add_argument("--hz", type=float, default=8.0, help="dashboard refresh rate (default 8)")
+    p.add_argument("--readonly", action="store_true", help="dashboard cannot change the config")
+    p.add_argument("script", help="the Python script to run")
+    p.add_argument("args", nargs=argparse_remainder(), help="arguments for the script")
+
+
+def argparse_remainder() -> str:
+    import argparse  # noqa: PLC0415
+
+    return argparse.REMAINDER
