@@ -1,0 +1,85 @@
+"""Recording a real 2-worker run: every instruction sent appears executed exactly once, with its line."""
+
+from __future__ import annotations
+
+import collections
+import subprocess
+import sys
+
+import numpy as np
+
+import gt
+from gt.runtime import protocol as P
+from gt.runtime.launch import RecorderProcess
+from gt.trace.reader import Reader
+
+
+def test_every_sent_instruction_is_recorded_as_executed_once(cluster, tmp_path):
+    path = tmp_path / "run.gtrace"
+    rec = RecorderProcess(cluster.address, str(path))
+    conns = []
+    try:
+        for k in range(2):  # two clients, one per worker
+            c = gt.connect(cluster.address, timeout=30)
+            x = gt.ones(8, 8)
+            for _ in range(300):
+                x = x * 1.0 + 0.5  # the instrumented line
+            gt.mark(f"client {k} done")
+            np.testing.assert_allclose(x.numpy(), 151.0 * np.ones((8, 8)))
+            conns.append((c.client_no, c.home_worker, c.sent_instructions))
+            gt.disconnect()
+    finally:
+        assert rec.stop() == 0
+    reader = Reader(path)
+    executed: dict[tuple[int, int], int] = collections.Counter()
+    locs: dict[int, dict] = collections.defaultdict(dict)
+    marks = []
+    workers_seen = set()
+    for ev in reader.events():
+        if ev.kind == "exec":
+            f = ev.fields
+            workers_seen.add(f["worker"])
+            assert len(f["ops"]) == len(f["outs"]) == len(f["srcs"]) == f["n"]
+            for op, out, src in zip(f["ops"], f["outs"], f["srcs"]):
+                if op != P.OPCODE["fetch"]:
+                    executed[(f["client"], out)] += 1
+                    locs[f["client"]].setdefault(out, src)
+        elif ev.kind == "srcloc":
+            locs.setdefault(("text", ev.fields["client"]), {}).update(
+                {int(k): v for k, v in ev.fields["locs"].items()})
+        elif ev.kind == "mark":
+            marks.append(ev.fields["label"])
+    assert workers_seen == {home for _, home, _ in conns}
+    assert marks == ["client 0 done", "client 1 done"]
+    for cno, _home, sent in conns:
+        mine = {out: n for (c, out), n in executed.items() if c == cno}
+        fetches = 1
+        assert len(mine) == sent - fetches  # every instruction, each once
+        assert set(mine.values()) == {1}
+        texts = locs[("text", cno)]
+        lines = {texts[src] for out, src in locs[cno].items()}
+        assert any(t.startswith("test_recording.py:") for t in lines)
+    info = reader.info()
+    assert sum(info.get("drops", {}).values()) == 0 if isinstance(info.get("drops"), dict) else not info.get("drops")
+
+
+def test_gt_run_passes_the_exit_code_through(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text("import gt, sys\nprint(int(gt.ones(2).sum().item()))\nsys.exit(3)\n")
+    out = subprocess.run([sys.executable, "-m", "gt", "run", "--no-tui", "--workers", "1", str(script)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 3, out.stderr
+    assert out.stdout.strip() == "2"
+
+
+def test_gt_run_records_a_trace_that_exports(tmp_path):
+    trace = tmp_path / "t.gtrace"
+    script = tmp_path / "work.py"
+    script.write_text("import gt\nx = gt.randn(16, 16)\nfor _ in range(20):\n    x = x @ x * 0.1\nx.sum().item()\n")
+    out = subprocess.run([sys.executable, "-m", "gt", "run", "--no-tui", "--record", str(trace), str(script)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    exp = subprocess.run([sys.executable, "-m", "gt", "export", str(trace), "-o", str(tmp_path / "t.json")],
+                         capture_output=True, text=True, timeout=60)
+    assert exp.returncode == 0, exp.stderr
+    assert (tmp_path / "t.json").stat().st_size > 100
