@@ -242,6 +242,9 @@ def trace_stats(reader: Reader, op_names: list[str] | None = None) -> dict:
             compute[w], comm[w] = _Intervals(), _Intervals()
         return per[w]
 
+    for w in reader.workers():  # workers that never ran anything still get a row
+        if isinstance(w.get("id"), int):
+            worker(w["id"])
     for b in reader.batches():
         for kind, _, f in b.events:
             if kind == E.EXEC:
@@ -340,6 +343,9 @@ def cmd_trace_stats(path: str | os.PathLike[str], json: bool = False) -> int:
                 f"{s['batches']:>10,}{s['instructions']:>10,}{fmt_bytes(s['sent']):>12}{fmt_bytes(s['recv']):>12}"
             )
         print()
+        if not st["top_by_count"]:
+            print("top ops: none (no instructions recorded)")
+            return 0
         if st["has_durations"]:
             print("top ops by time")
             for name, ns, count in st["top_by_time"]:

@@ -26,8 +26,9 @@ CLIENTS_PID = 100_000
 DISPATCHER_PID = 100_001
 COMPUTE_TID = 1
 COMM_TID = 1001
-#: Spans may be emitted after the window ends; read this much further (ns) to catch them.
-WINDOW_SLACK_NS = 2_000_000_000
+#: A span is stamped at its start or its end, so one that overlaps a window edge may be stamped
+#: outside it: read this much (ns) beyond each edge. Longer spans across an edge are left out.
+WINDOW_SLACK_NS = 1_000_000_000
 _PENDING_MAX = 10_000  # flow ends kept for matching (a batch runs soon after it is queued)
 _FLUSH_EVERY = 1024
 _DEVICE_COUNTERS = (
