@@ -75,6 +75,8 @@ def from_numpy(array: np.ndarray, requires_grad: bool = False) -> Tensor:
         array = np.ascontiguousarray(array).reshape(
             array.shape
         )  # (ascontiguousarray makes 0-d 1-d)
+    if array.size == 0:  # nothing to send (and memoryview cannot cast a zero-length shape)
+        return full(array.shape, 0, dtype, requires_grad)
     conn = get_connection()
     t = Tensor(conn, conn.new_id(), tuple(array.shape), dtype)
     conn.upload(t.id, array)

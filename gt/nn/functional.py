@@ -176,6 +176,17 @@ def _class_last(input: Tensor, target: Tensor, op: str) -> tuple[Tensor, Tensor]
     return x, target.permute(perm).reshape(-1, input.shape[1])
 
 
+def _check_target(input: Tensor, target: Tensor, op: str) -> None:
+    if target.dtype not in S.INT_DTYPES:
+        raise TypeError(f"{op}: expected an integer target tensor, got {target.dtype}")
+    expect = input.shape[:1] + input.shape[2:] if input.ndim >= 2 else ()
+    if target.shape != expect:
+        raise ShapeError(
+            f"{op}: expected target of shape {list(expect)} for input of shape {list(input.shape)}, "
+            f"got {list(target.shape)}"
+        )
+
+
 def nll_loss(
     input: Tensor,
     target: Tensor,
@@ -190,13 +201,7 @@ def nll_loss(
     from gt.factories import arange  # noqa: PLC0415
     from gt.ops.arith import where  # noqa: PLC0415
 
-    if target.dtype not in S.INT_DTYPES:
-        raise TypeError(f"nll_loss: expected an integer target tensor, got {target.dtype}")
-    expect = input.shape[:1] + input.shape[2:] if input.ndim >= 2 else ()
-    if target.shape != expect:
-        raise ShapeError(
-            f"nll_loss: expected target of shape {list(expect)} for input of shape {list(input.shape)}, got {list(target.shape)}"
-        )
+    _check_target(input, target, "nll_loss")
     out_shape = target.shape
     x, t = _class_last(input, target, "nll_loss")
     keep = t != ignore_index
@@ -231,9 +236,12 @@ def cross_entropy(
     if input.ndim == 0:
         raise ShapeError("cross_entropy: input must have at least one dimension (the classes)")
     cdim = 0 if input.ndim == 1 else 1
-    logp = input.log_softmax(cdim)
     if target.dtype in S.FLOAT_DTYPES:
         _same_shape(input, target, "cross_entropy")
+    else:
+        _check_target(input, target, "cross_entropy")
+    logp = input.log_softmax(cdim)
+    if target.dtype in S.FLOAT_DTYPES:
         x, t = _class_last(logp, target, "cross_entropy")
         if label_smoothing:
             t = t * (1.0 - label_smoothing) + label_smoothing / x.shape[1]

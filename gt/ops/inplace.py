@@ -52,6 +52,13 @@ def take_value(dst: Tensor, src: Tensor, keep_graph: bool = True) -> None:
         dst.requires_grad = src.requires_grad
 
 
+def _broadcasts_to(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
+    try:
+        return S.broadcast(src, dst) == dst
+    except ShapeError:
+        return False
+
+
 def _check_leaf(x: Tensor, name: str) -> None:
     if _mode.enabled and x.requires_grad and x._node is None:
         raise RuntimeError(
@@ -181,7 +188,7 @@ class InplaceOps:
 
         if not hasattr(src, "_conn"):
             src = tensor(np.asarray(src))
-        if src.shape != self.shape and S.broadcast(self.shape, src.shape, "copy_") != self.shape:
+        if src.shape != self.shape and not _broadcasts_to(src.shape, self.shape):
             raise ShapeError(
                 f"copy_: source of shape {list(src.shape)} cannot be broadcast to {list(self.shape)}"
             )
@@ -221,9 +228,9 @@ class InplaceOps:
                 _check_leaf(self, "setitem")
                 apply_inplace(self, "setitem", lambda x: where(key, v, x))
                 return
-        wire, tensors, shape = encode_key(self, key)
+        wire, tensors, shape = encode_key(self, key, "setitem")
         if isinstance(value, Tensor):
-            if value.shape != shape and S.broadcast(value.shape, shape, "setitem") != shape:
+            if value.shape != shape and not _broadcasts_to(value.shape, shape):
                 raise ShapeError(
                     f"setitem: shape mismatch: value tensor of shape {list(value.shape)} cannot be "
                     f"broadcast to indexing result of shape {list(shape)}"

@@ -126,20 +126,20 @@ def _has_advanced(key: list) -> bool:
     return any(item[0] in ("l", "t") for item in key)
 
 
-# References to an array that a handler sees when nothing else holds it: the worker's table entry,
-# the argument list, the handler's local name and getrefcount's own argument.
+# References to an array that nothing else holds, as counted inside private() after the handler
+# took it out of its argument list: the worker's table entry, the handler's local name, private()'s
+# parameter and getrefcount's own argument.
 _PRIVATE_REFS = 4
 
 
 def private(x: Any) -> bool:
     """Whether ``x`` may be written in place: it owns its memory, is writeable, and no other
     table entry, view or saved handle refers to it (NumPy views hold a reference to their base)."""
-    flags = getattr(x, "flags", None)
-    return (
-        getattr(x, "base", None) is None
-        and (flags is None or getattr(flags, "writeable", True))
-        and sys.getrefcount(x) <= _PRIVATE_REFS
-    )
+    if getattr(x, "base", None) is not None:
+        return False
+    if not getattr(getattr(x, "flags", None), "writeable", True):
+        return False
+    return sys.getrefcount(x) <= _PRIVATE_REFS  # (a live flags object would count too)
 
 
 def _erf_fn(xp: ModuleType) -> Callable:
@@ -233,18 +233,16 @@ def _make_handlers(xp: ModuleType) -> dict[str, Handler]:
     def setitem(v: list, at: dict) -> Any:
         # Write into the array only when the client asked for it (out id == input id) and no other
         # tensor can observe it; otherwise work on a copy, so tensors never share values.
-        x = v[0]
+        x = v.pop(0)  # so the argument list no longer refers to it
         if not (at.get("inplace") and private(x)):
             x = x.copy()
-        del v[0]
         x[build_key(at["key"], v[1:])] = v[0]
         return x
 
     def index_add(v: list, at: dict) -> Any:
-        out = v[0]
+        out = v.pop(0)
         if not (at.get("inplace") and private(out)):
             out = out.copy()
-        del v[0]
         key = build_key(at["key"], v[1:])
         if not _has_advanced(at["key"]):
             out[key] += v[0]  # basic indexing selects each element once
