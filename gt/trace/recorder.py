@@ -124,18 +124,19 @@ class Recorder:
             "meta": {"host": socket.gethostname(), "pid": os.getpid(), **(meta or {})},
         }
         # counters (see :attr:`stats`)
-        self.events = 0
-        self.batches = 0
-        self.bad = 0
+        self.events = self.batches = self.bad = self.keyframe_errors = 0
         self.resets: dict[str, int] = {}
-        self.keyframe_errors = 0
         self._counts: dict[str, int] = {}
         self._drops: dict[str, int] = {}
         self._next: dict[str, int] = {}
         self._first: dict[str, int] = {}
+        self._first_t: dict[str, int] = {}
+        self._joined: set[str] = set()  # sources whose joining we recorded
+        self._late_heads: list[str] = []
         self._own_seq = 0
         self._t_first: int | None = None
         self._t_last: int | None = None
+        self._kf_t: int | None = None  # time of the last keyframe
         # compact state for the default keyframe
         self._workers: dict[Any, dict] = {w.get("id"): dict(w) for w in self.header["workers"]}
         self._clients: dict[Any, dict] = {}
@@ -145,10 +146,8 @@ class Recorder:
         # index bookkeeping
         self._chunks: list[list[int]] = []
         self._chunk: list[int] | None = None
-        self._chunk_n = 0
+        self._chunk_n = self._kf_events = 0
         self._keyframes: list[list[int]] = []
-        self._kf_t: int | None = None
-        self._kf_events = 0
         self._f = open(self.path, "wb")  # closed in close()
         self._last_flush = time.monotonic()
         self._f.write(MAGIC)
@@ -184,18 +183,34 @@ class Recorder:
         expected = self._next.get(source)
         if expected is None:
             self._first[source] = first_seq
+            self._first_t[source] = events[0][1]
+            if first_seq > 0 and source in self._joined:  # it joined while we recorded
+                self._drop(source, first_seq, events[0][1])
         elif first_seq > expected:
-            missing = first_seq - expected
-            drop = [[E.DROP, events[0][1], {"source": source, "missing": missing}]]
-            self._append(RECORDER_SOURCE, self._own_seq, drop, None)
-            self._own_seq += 1
+            self._drop(source, first_seq - expected, events[0][1])
         elif first_seq < expected:
             self.resets[source] = self.resets.get(source, 0) + 1  # the source restarted
         self._next[source] = first_seq + len(events)
         self._append(source, first_seq, events, raw)
+        while self._late_heads:  # sources announced as joined after their first batch came
+            src = self._late_heads.pop()
+            self._drop(src, self._first[src], self._first_t[src])
         self._maybe_keyframe()
         if time.monotonic() - self._last_flush >= self.flush_every_s:
             self.flush()
+
+    def _drop(self, source: str, missing: int, t: int) -> None:
+        """Write a ``drop`` event: ``missing`` events of ``source`` never arrived."""
+        drop = [[E.DROP, t, {"source": source, "missing": missing}]]
+        self._append(RECORDER_SOURCE, self._own_seq, drop, None)
+        self._own_seq += 1
+
+    def _joined_source(self, source: str) -> None:
+        """A source started while we recorded: its events from seq 0 on should all arrive."""
+        if source not in self._joined:
+            self._joined.add(source)
+            if self._first.get(source, 0) > 0:
+                self._late_heads.append(source)
 
     def _append(self, source: str, first_seq: int, events: list, raw: bytes | None) -> None:
         counts = self._counts
@@ -231,20 +246,14 @@ class Recorder:
             self._device[f.get("worker")] = f
         elif kind == E.WORKER_JOINED:
             w = f.get("worker")
-            self._workers[w] = {
-                "id": w,
-                **{k: v for k, v in f.items() if k != "worker"},
-                "alive": True,
-            }
+            self._joined_source(f"worker:{w}")
+            self._workers[w] = {"id": w, **f, "alive": True}
         elif kind == E.WORKER_LEFT:
             self._workers.setdefault(f.get("worker"), {"id": f.get("worker")})["alive"] = False
         elif kind == E.CLIENT_JOINED:
             c = f.get("client")
-            self._clients[c] = {
-                "id": c,
-                **{k: v for k, v in f.items() if k != "client"},
-                "alive": True,
-            }
+            self._joined_source(f"client:{c}")
+            self._clients[c] = {"id": c, **f, "alive": True}
         elif kind == E.CLIENT_LEFT:
             self._clients.setdefault(f.get("client"), {"id": f.get("client")})["alive"] = False
         elif kind == E.CONFIG:
@@ -341,11 +350,8 @@ class Recorder:
     @property
     def stats(self) -> dict:
         """Counters: events, batches, bytes, drops per source, resets, bad messages, keyframes."""
-        s = self.summary()
-        s.update(
-            bytes=self._pos, keyframes=len(self._keyframes), keyframe_errors=self.keyframe_errors
-        )
-        return s
+        extra = {"bytes": self._pos, "keyframes": len(self._keyframes)}
+        return {**self.summary(), **extra, "keyframe_errors": self.keyframe_errors}
 
     def close(self) -> None:
         """Write the index and trailer and close the file (idempotent)."""
@@ -399,12 +405,14 @@ def record_from_bus(
     on_batch: Callable[[str, int, list], None] | None = None,
     rcvhwm: int = 1_000_000,
     poll_ms: int = 50,
+    linger_s: float = 0.3,
     **recorder_kwargs: Any,
 ) -> dict:
     """Subscribe to a live event bus and record it until stopped.
 
     Stops when ``duration`` seconds have passed, when ``stop_event`` is set, or on Ctrl-C; then
-    records what has already arrived, writes the index and returns. Every gap in a source's
+    keeps recording for ``linger_s`` more (publishers hold events for a few ms before they send,
+    and an idle one up to its poll interval), writes the index and returns. Every gap in a source's
     sequence numbers is written as a ``drop`` event and counted in the returned stats.
 
     Args:
@@ -417,6 +425,7 @@ def record_from_bus(
         on_batch: called with every recorded batch (e.g. to fold it into a model for keyframes).
         rcvhwm: receive high-water mark in messages.
         poll_ms: how often the stop conditions are checked.
+        linger_s: how long to keep recording once asked to stop (not after a second Ctrl-C).
         **recorder_kwargs: passed to :class:`Recorder` (run_id, workers, config, op_names, ...).
 
     Returns:
@@ -436,21 +445,28 @@ def record_from_bus(
         if ready is not None:
             ready.set()
         deadline = None if duration is None else started + duration
+        end = None  # once stopping: keep recording until then, for events still on their way
         try:
-            while not (stop_event is not None and stop_event.is_set()):
-                wait = poll_ms
-                if deadline is not None:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    wait = max(1, min(poll_ms, int(left * 1000)))
+            while True:
+                now = time.monotonic()
+                stopping = stop_event is not None and stop_event.is_set()
+                if end is None and (stopping or (deadline is not None and now >= deadline)):
+                    end = now + linger_s
+                if end is not None and now >= end:
+                    break
+                limit = end if end is not None else deadline
+                wait = (
+                    poll_ms
+                    if limit is None
+                    else max(1, min(poll_ms, int((limit - now) * 1000) + 1))
+                )
                 if sock.poll(wait):
                     _drain(sock, rec, on_batch, 4096)
                 else:
                     rec.flush()
-            _drain(sock, rec, on_batch, 100_000)  # what had already arrived when we stopped
         except KeyboardInterrupt:
             pass
+        _drain(sock, rec, on_batch, 100_000)  # what had arrived when we stopped
     finally:
         sock.close(0)
         if own_ctx:

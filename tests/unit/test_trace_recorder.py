@@ -73,6 +73,28 @@ def test_gap_in_sequence_numbers_is_written_as_a_drop(tmp_path):
         assert r.info()["drops"] == {"client:1": 6}
 
 
+def test_lost_head_of_a_source_that_joined_while_recording_is_a_drop(tmp_path):
+    path = tmp_path / "heads.gtrace"
+    joined = lambda t, c: E.event(E.CLIENT_JOINED, t, client=c, home=0, host="h", pid=1, argv=[])  # noqa: E731
+    mark = lambda t: E.event(E.MARK, t, client=None, label="m")  # noqa: E731
+    with Recorder(path) as rec:
+        rec.write_batch("worker:0", 7, [mark(1)])  # was running before: not a loss
+        rec.write_batch("dispatcher", 0, [joined(2, 1)])
+        rec.write_batch("client:1", 3, [mark(3)])  # joined, but seq 0..2 never came
+        rec.write_batch("client:2", 2, [mark(4)])  # its join is announced later
+        rec.write_batch("dispatcher", 1, [joined(5, 2), joined(6, 2)])
+        rec.write_batch("client:3", 0, [mark(7)])
+        rec.write_batch("dispatcher", 3, [joined(8, 3)])
+        stats = rec.stats
+    assert stats["drops"] == {"client:1": 3, "client:2": 2}
+    with Reader(path) as r:
+        drops = [(e.t_ns, e.fields) for e in r.events(kinds=[E.DROP])]
+    assert drops == [
+        (3, {"source": "client:1", "missing": 3}),
+        (4, {"source": "client:2", "missing": 2}),
+    ]
+
+
 def test_source_restart_is_not_a_drop(tmp_path):
     with Recorder(tmp_path / "restart.gtrace") as rec:
         rec.write_batch("worker:0", 0, [E.event(E.MARK, 1, label="a")] * 3)
