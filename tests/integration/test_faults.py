@@ -63,7 +63,11 @@ def test_killing_a_remote_worker_is_found_by_heartbeat(fresh_cluster, tmp_path):
         wait_for(lambda: len(request(fresh_cluster.address, "stats")["workers"]) == 3, timeout=20)
         extra.kill()
         extra.wait(timeout=5)
-        wait_for(lambda: not request(fresh_cluster.address, "stats")["workers"][2]["alive"], timeout=10)
+
+        def extra_alive():
+            return [w["alive"] for w in request(fresh_cluster.address, "stats")["workers"] if w["pid"] == extra.pid]
+
+        wait_for(lambda: extra_alive() == [False], timeout=10)
     finally:
         if extra.poll() is None:
             extra.kill()
