@@ -27,12 +27,10 @@ from gt.trace.records import (
     as_count,
     as_int,
     as_num,
-    merge_spans,
+    lane_spans,
     union_length,
 )
 from gt.trace.state import (
-    COMM,
-    COMPUTE,
     ClientState,
     ClusterState,
     ConfigChange,
@@ -42,7 +40,6 @@ from gt.trace.state import (
     Mark,
     MemoryState,
     OpStat,
-    Span,
     Totals,
     WorkerState,
 )
@@ -50,8 +47,6 @@ from gt.trace.state import (
 WINDOW_NS = 2_000_000_000
 TIMELINE_NS = 10_000_000_000
 LOG_SIZE = 1000
-EXPAND_LIMIT = 400  # expand batches into per-instruction spans when a lane has at most this many
-LANE_RESOLUTION = 1000  # spans closer than timeline/LANE_RESOLUTION with the same name merge
 
 _WORKER_FIELDS = ("device", "backend", "host", "pid")
 
@@ -81,6 +76,7 @@ class ClusterModel:
         self.t_first: int | None = None
         self.t_last: int | None = None
         self.uptime: tuple[float, int] | None = None  # (uptime_s, at t_ns) from a snapshot
+        self.snapshots = 0
         self._handlers = {
             E.EXEC: self._exec, E.TRANSFER: self._transfer, E.QUEUED: self._queued,
             E.MEMORY: self._memory, E.DEVICE: self._device, E.SRCLOC: self._srcloc,
@@ -167,9 +163,9 @@ class ClusterModel:
         else:
             top = None
         w.execs.append((t0, t1, n, top, ops, durs))
-        w.last_ops, w.last_srcs = ops, f.get("srcs")
         cno = f.get("client")
-        w.last_client = cno
+        if ops:  # a batch of frees only leaves the current op as it was
+            w.last_ops, w.last_srcs, w.last_client = ops, f.get("srcs"), cno
         q = f.get("queue")
         if type(q) is int:
             w.queue = q
@@ -189,6 +185,7 @@ class ClusterModel:
         w = self._worker(f["worker"])
         nbytes = as_int(f.get("bytes")) or 0
         w.xfers.append((f.get("t0", t), f.get("t1", t), f.get("peer"), nbytes, f.get("direction")))
+        w.n_xfers += 1
         self.transfer_bytes += nbytes
 
     def _queued(self, t: int, f: dict, source: str) -> None:
@@ -343,6 +340,12 @@ class ClusterModel:
             for cno, locs in srclocs.items():
                 if isinstance(locs, dict):
                     self._srcloc(t, {"client": int(cno), "locs": locs}, "snapshot")
+        if not self.snapshots:
+            n_w, n_c = len(snap.get("workers") or ()), len(snap.get("clients") or ())
+            self.log.append(
+                LogEntry(t, "attach", "snapshot", f"attached: {n_w} worker(s), {n_c} client(s)")
+            )
+        self.snapshots += 1
 
     # ------------------------------------------------------------------ reading
     def op_name(self, op: Any) -> str:
@@ -457,33 +460,5 @@ class ClusterModel:
         )  # fmt: skip
 
     def _lane(self, w: WorkerRecord, start: int, end: int, width_ns: int) -> Lane:
-        recs = []
-        for rec in reversed(w.execs):
-            if rec[1] < start:
-                break
-            if rec[0] <= end:
-                recs.append(rec)
-        recs.reverse()
-        spans: list[Span] = []
-        expand = sum(len(r[5]) for r in recs) <= EXPAND_LIMIT
-        for t0, t1, _n, top, ops, durs in recs:
-            if expand and durs:
-                t = t0
-                for o, d in zip(ops, durs):
-                    spans.append(Span(t, t + d, self.op_name(o), COMPUTE))
-                    t += d
-            else:
-                spans.append(
-                    Span(t0, t1, self.op_name(top) if top is not None else "batch", COMPUTE)
-                )
-        spans = merge_spans(spans, width_ns // LANE_RESOLUTION)
-        comm = []
-        for t0, t1, peer, _b, direction in reversed(w.xfers):
-            if t1 < start:
-                break
-            if t0 <= end:
-                arrow = "→" if direction == "send" else "←"
-                comm.append(Span(t0, t1, f"{arrow}w{peer}" if peer is not None else "xfer", COMM))
-        comm.reverse()
-        merged = sorted(spans + merge_spans(comm, width_ns // LANE_RESOLUTION), key=lambda s: s.t0)
-        return Lane(worker=w.wid, alive=w.alive, spans=tuple(merged))
+        spans = lane_spans(w, start, end, width_ns, self.op_name)
+        return Lane(worker=w.wid, alive=w.alive, spans=tuple(spans))

@@ -1,12 +1,14 @@
-"""Mutable per-worker and per-client records behind :class:`gt.trace.model.ClusterModel`, and
-small pure helpers (interval union, span merging, tolerant field coercion)."""
+"""Mutable per-worker and per-client records behind :class:`gt.trace.model.ClusterModel`, the
+incremental time bins of the timeline lanes, and small pure helpers (interval union, span merging,
+tolerant field coercion)."""
 
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Callable
 from typing import Any
 
-from gt.trace.state import Span
+from gt.trace.state import COMM, COMPUTE, Span
 
 SPAN_HISTORY = 4096  # exec batches (and transfers) kept per worker for windows and timelines
 MEM_HISTORY = 120
@@ -19,6 +21,7 @@ class WorkerRecord:
         "wid", "device", "backend", "host", "pid", "alive", "reason", "execs", "xfers",
         "counts", "times", "last_ops", "last_srcs", "last_client", "queue", "instructions",
         "batches", "errors", "hot", "memory", "mem_hist", "device_stats", "in_flight", "snaps",
+        "n_xfers", "lane",
     )  # fmt: skip
 
     def __init__(self, wid: int):
@@ -42,6 +45,64 @@ class WorkerRecord:
         self.device_stats: dict | None = None
         self.in_flight: int | None = None
         self.snaps: deque[tuple[int, int]] = deque(maxlen=2)  # (t_ns, instructions) from stats
+        self.n_xfers = 0  # transfers ever appended (execs: ``batches``)
+        self.lane: tuple[LaneBins, LaneBins] | None = None  # (compute, comm) bins for the timeline
+
+
+class LaneBins:
+    """Spans binned by start time at one resolution, filled incrementally.
+
+    A lane zoomed out over seconds holds thousands of batches; binning them once (each new record
+    is added to the bin of its start time) keeps each state's work to the bins in its window.
+    """
+
+    __slots__ = ("res", "seen", "bins", "longest")
+
+    def __init__(self, res: int):
+        self.res = max(1, res)
+        self.seen = 0  # records added so far (compared with the record's running count)
+        self.bins: dict[int, list] = {}  # bin -> [t0, t1, busy, {key: time}, cached Span]
+        self.longest = 0
+
+    def add(self, t0: int, t1: int, key: Any) -> None:
+        """Add one record (its whole duration counts as busy, credited to ``key``)."""
+        busy = max(0, t1 - t0)
+        if busy > self.longest:
+            self.longest = busy
+        k = t0 // self.res
+        b = self.bins.get(k)
+        if b is None:
+            self.bins[k] = [t0, t1, busy, {key: busy}, None]
+            return
+        if t0 < b[0]:
+            b[0] = t0
+        if t1 > b[1]:
+            b[1] = t1
+        b[2] += busy
+        names = b[3]
+        names[key] = names.get(key, 0) + busy
+        b[4] = None
+
+    def spans(self, start: int, end: int, kind: str, name: Callable[[Any], str]) -> list[Span]:
+        """One span per bin overlapping ``[start, end]``, named by the key with the most time."""
+        out = []
+        get = self.bins.get
+        for k in range((start - self.longest) // self.res, end // self.res + 1):
+            b = get(k)
+            if b is None or b[1] < start:
+                continue
+            if b[4] is None:
+                names = b[3]
+                top = max(names, key=names.__getitem__)
+                b[4] = Span(b[0], b[1], name(top), kind, min(b[2], b[1] - b[0]))
+            out.append(b[4])
+        return out
+
+    def prune(self, before: int) -> None:
+        """Forget bins that start before ``before`` (their records left the history)."""
+        cut = before // self.res
+        for k in [k for k in self.bins if k < cut]:
+            del self.bins[k]
 
 
 class ClientRecord:
@@ -109,3 +170,89 @@ def merge_spans(spans: list[Span], gap: int) -> list[Span]:
                 continue
         out.append(s)
     return out
+
+
+# ---------------------------------------------------------------------- timeline lanes
+EXPAND_LIMIT = 400  # show single instructions when a lane's window holds at most this many
+LANE_RESOLUTION = 600  # zoomed out, a lane is binned into this many bins over its window
+
+
+def lane_spans(
+    w: WorkerRecord, start: int, end: int, width_ns: int, op_name: Callable[[Any], str]
+) -> list[Span]:
+    """A worker's timeline spans over ``[start, end]``, sorted by start.
+
+    Zoomed in (at most :data:`EXPAND_LIMIT` instructions in the window) every instruction is a
+    span; zoomed out, batches are binned (:class:`LaneBins`) so the cost stays per bin, not per batch.
+    """
+    spans = _expanded(w, start, end, op_name)
+    if spans is not None:
+        return spans
+    res = max(1, width_ns // LANE_RESOLUTION)
+    if w.lane is None or w.lane[0].res != res:
+        w.lane = (LaneBins(res), LaneBins(res))
+    comp, comm = w.lane
+    _fill(comp, w.execs, w.batches, lambda r: (r[0], r[1], r[3]))
+    _fill(comm, w.xfers, w.n_xfers, lambda r: (r[0], r[1], (r[4], r[2])))
+    spans = comp.spans(start, end, COMPUTE, lambda top: _exec_name(top, op_name))
+    spans += comm.spans(start, end, COMM, _xfer_name)
+    spans.sort(key=lambda s: s.t0)
+    return spans
+
+
+def _exec_name(top: Any, op_name: Callable[[Any], str]) -> str:
+    return op_name(top) if top is not None else "batch"
+
+
+def _expanded(
+    w: WorkerRecord, start: int, end: int, op_name: Callable[[Any], str]
+) -> list[Span] | None:
+    """Per-instruction spans, or ``None`` when the window holds more than ``EXPAND_LIMIT``."""
+    recs, count = [], 0
+    for rec in reversed(w.execs):
+        if rec[1] < start:
+            break
+        if rec[0] <= end:
+            count += len(rec[5]) or 1
+            if count > EXPAND_LIMIT:
+                return None
+            recs.append(rec)
+    xfers = []
+    for x in reversed(w.xfers):
+        if x[1] < start:
+            break
+        if x[0] <= end:
+            xfers.append(x)
+            if len(xfers) > EXPAND_LIMIT:
+                return None
+    spans: list[Span] = []
+    for t0, t1, _n, top, ops, durs in reversed(recs):
+        if durs:
+            t = t0
+            for o, d in zip(ops, durs):
+                spans.append(Span(t, t + d, op_name(o), COMPUTE))
+                t += d
+        else:
+            spans.append(Span(t0, t1, _exec_name(top, op_name), COMPUTE))
+    spans = merge_spans(spans, 0)
+    spans += [Span(x[0], x[1], _xfer_name((x[4], x[2])), COMM) for x in reversed(xfers)]
+    spans.sort(key=lambda s: s.t0)
+    return spans
+
+
+def _fill(bins: LaneBins, records: deque, total: int, key: Callable[[tuple], tuple]) -> None:
+    """Add the records appended since the bins last looked (at most the whole history)."""
+    new = min(total - bins.seen, len(records))
+    if new > 0:
+        for i in range(len(records) - new, len(records)):
+            t0, t1, k = key(records[i])
+            bins.add(t0, t1, k)
+        if len(bins.bins) > 2 * len(records) + 64:
+            bins.prune(records[0][0])
+    bins.seen = total
+
+
+def _xfer_name(key: tuple) -> str:
+    direction, peer = key
+    arrow = "→" if direction == "send" else "←"
+    return f"{arrow}w{peer}" if peer is not None else "xfer"

@@ -16,12 +16,17 @@ COMM = "comm"
 
 
 class Span(NamedTuple):
-    """A block of time on a worker's timeline lane."""
+    """A block of time on a worker's timeline lane.
+
+    ``busy`` is the time actually covered inside ``[t0, t1]`` when the span stands for several
+    batches binned together (zoomed out); ``None`` means all of it.
+    """
 
     t0: int
     t1: int
     name: str
     kind: str  # COMPUTE or COMM
+    busy: int | None = None
 
 
 class OpStat(NamedTuple):

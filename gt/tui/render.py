@@ -169,6 +169,7 @@ def timeline_lane(lane: Lane, start: int, end: int, width: int, marks: Iterable[
 
     Each cell shows what filled most of its time: an op (█, coloured by op, ▌ when under half
     busy), a transfer (▒ magenta), or nothing (· dim). Marks draw as a yellow │ over the lane.
+    A binned span (``busy`` set) spreads its busy time evenly over its extent.
     """
     if width <= 0 or end <= start:
         return Text()
@@ -178,13 +179,16 @@ def timeline_lane(lane: Lane, start: int, end: int, width: int, marks: Iterable[
     names: list[dict[str, float] | None] = [None] * width
     for s in lane.spans:
         a, b = max(s.t0, start), min(s.t1, end)
-        if b <= a and not (s.t0 == s.t1 and start <= s.t0 < end):
+        if b < a or (b == a and not start <= s.t0 < end):
             continue
+        density = 1.0
+        if s.busy is not None and s.t1 > s.t0:
+            density = s.busy / (s.t1 - s.t0)
         c0 = min(width - 1, int((a - start) / dt))
-        c1 = min(width - 1, int((b - start) / dt)) if b > a else c0
+        c1 = min(width - 1, int((b - start) / dt))
         for c in range(c0, c1 + 1):
-            lo, hi = start + c * dt, start + (c + 1) * dt
-            cover = max(min(b, hi) - max(a, lo), dt * 0.01 if b == a else 0.0)
+            lo = start + c * dt
+            cover = (min(b, lo + dt) - max(a, lo)) * density if b > a else dt * 0.01
             if cover <= 0:
                 continue
             if s.kind == COMM:
@@ -198,21 +202,33 @@ def timeline_lane(lane: Lane, start: int, end: int, width: int, marks: Iterable[
     mark_cols = {
         min(width - 1, int((m.t_ns - start) / dt)) for m in marks if start <= m.t_ns <= end
     }
-    text = Text()
-    dim = "dim" if not lane.alive else ""
+    dim = " dim" if not lane.alive else ""
+    cells: list[tuple[str, str]] = []
     for c in range(width):
         if c in mark_cols:
-            text.append("│", style=MARK_STYLE)
+            cells.append(("│", MARK_STYLE))
         elif comp[c] > 0 and comp[c] >= comm[c]:
             d = names[c] or {}
             name = max(d, key=d.__getitem__)
-            text.append(
-                "█" if comp[c] >= dt * 0.5 else "▌", style=f"{op_color(name)} {dim}".strip()
-            )
+            cells.append(("█" if comp[c] >= dt * 0.5 else "▌", op_color(name) + dim))
         elif comm[c] > 0:
-            text.append("▒", style=f"{COMM_STYLE} {dim}".strip())
+            cells.append(("▒", COMM_STYLE + dim))
         else:
-            text.append("·", style=IDLE_STYLE)
+            cells.append(("·", IDLE_STYLE))
+    return _runs(cells)
+
+
+def _runs(cells: list[tuple[str, str]]) -> Text:
+    """Text from (char, style) cells, one span per run of equal style."""
+    text = Text()
+    i = 0
+    while i < len(cells):
+        style = cells[i][1]
+        j = i
+        while j < len(cells) and cells[j][1] == style:
+            j += 1
+        text.append("".join(ch for ch, _ in cells[i:j]), style=style)
+        i = j
     return text
 
 

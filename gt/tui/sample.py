@@ -49,12 +49,14 @@ def sample_batches(seed: int = 7) -> list[tuple[str, int, list]]:
         t = start
         src = f"worker:{wid}"
         client = 1 if wid != 1 else 2
-        while t < stop - 100 * MS:
+        while t < stop - 5 * MS:
             n = rng.randint(6, 14)
             ops = [pattern[(i + batch_no[wid]) % len(pattern)] for i in range(n)]
             durs = [(rng.randint(2, 9) if o == _MATMUL else rng.randint(1, 3)) * 100_000 * (1 + wid % 2)
                     for o in ops]  # fmt: skip
             t0, t1 = t, t + sum(durs)
+            if t1 + 4 * MS > stop:  # leave room for a transfer: nothing after the sample's "now"
+                break
             events = [ev(E.EXEC, t0, worker=wid, client=client, batch=batch_no[wid], t0=t0, t1=t1, n=n,
                          ops=ops, outs=list(range(n)), srcs=[1 + i % 3 for i in range(n)], durs=durs,
                          hot=batch_no[wid] % 5 == 4, queue=rng.randint(0, 4), errors=0)]  # fmt: skip

@@ -9,7 +9,7 @@ A *source* owns a :class:`~gt.trace.model.ClusterModel` and hands the app an imm
   few times per second; the UI only reads the latest reference.
 * :class:`ListSource` folds an in-memory list of events once, with a fixed clock (tests,
   screenshots).
-* :class:`ReplaySource` plays recorded batches against a :class:`ReplayClock` that can pause,
+* :class:`gt.tui.replay.ReplaySource` plays recorded batches against a clock that can pause,
   change speed and seek.
 """
 
@@ -28,6 +28,39 @@ from gt.trace.state import ClusterState
 from gt.tui.tables import Status
 
 Batch = tuple[str, int, list]
+
+
+class ControlError(RuntimeError):
+    """A dispatcher did not answer a control request, or refused it."""
+
+
+def control_request(
+    endpoint: str, what: str, args: object = None, *, timeout: float = 3.0
+) -> object:
+    """One blocking control request (``ping``, ``stats``, ``snapshot``, ``endpoints``).
+
+    Works against the control endpoint and the front endpoint alike. Not for the UI thread.
+
+    Raises:
+        ControlError: no answer within ``timeout`` seconds, a malformed answer, or a refusal.
+    """
+    ctx = zmq.Context.instance()
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    try:
+        s.connect(endpoint)
+        s.send(P.header(P.CONTROL, what, args))
+        if not s.poll(int(timeout * 1000)):
+            raise ControlError(f"no GT dispatcher answered at {endpoint} within {timeout:g}s")
+        try:
+            msg = P.parse_header(s.recv_multipart()[-1])
+        except P.ProtocolError as exc:
+            raise ControlError(f"{endpoint} answered with a malformed message: {exc}") from None
+        if msg[1] != P.REPLY or not msg[2]:
+            raise ControlError(f"{endpoint} refused {what!r}: {msg[3] if len(msg) > 3 else msg}")
+        return msg[3]
+    finally:
+        s.close(0)
 
 
 class Source:
@@ -115,106 +148,6 @@ class ListSource(Source):
         if self._cache is None or self._cache[0] != key:
             self._cache = (key, self.compute())
         return self._cache[1]
-
-
-class ReplayClock:
-    """A playback position over ``[t_start, t_end]`` that can pause, change speed and seek.
-
-    Args:
-        wall: the wall clock in seconds (injectable for tests; default ``time.monotonic``).
-    """
-
-    def __init__(
-        self,
-        t_start: int,
-        t_end: int,
-        *,
-        speed: float = 1.0,
-        wall: Callable[[], float] = time.monotonic,
-    ):
-        self.t_start, self.t_end = t_start, t_end
-        self.speed = speed
-        self.paused = False
-        self._wall = wall
-        self._pos = t_start
-        self._at = wall()
-
-    def position(self) -> int:
-        """The current position on the run clock."""
-        if self.paused:
-            return self._pos
-        pos = self._pos + int((self._wall() - self._at) * 1e9 * self.speed)
-        return min(self.t_end, max(self.t_start, pos))
-
-    def _rebase(self) -> None:
-        self._pos, self._at = self.position(), self._wall()
-
-    def pause(self, paused: bool = True) -> None:
-        """Stop (or restart) the clock where it is."""
-        self._rebase()
-        self.paused = paused
-
-    def set_speed(self, speed: float) -> None:
-        """Play ``speed`` times real time from here on."""
-        self._rebase()
-        self.speed = max(0.01, float(speed))
-
-    def seek(self, t_ns: int) -> None:
-        """Jump to ``t_ns`` (clamped to the recording)."""
-        self._pos = min(self.t_end, max(self.t_start, int(t_ns)))
-        self._at = self._wall()
-
-
-class ReplaySource(Source):
-    """Plays recorded batches (time-ordered) as if live, driven by a :class:`ReplayClock`.
-
-    A stub until the ``.gtrace`` reader lands: it takes batches in memory and, on a backward
-    seek, refolds from the start (keyframes will make that a jump). Folding happens on the caller's
-    thread in :meth:`snapshot`, bounded by the batches between two repaints.
-    """
-
-    kind = "replay"
-
-    def __init__(self, batches: Sequence[Batch], *, speed: float = 1.0, wall: Callable[[], float] = time.monotonic,
-                 address: str | None = None, **kw):  # fmt: skip
-        super().__init__(**kw)
-        self._kw = kw
-        self.batches = sorted(batches, key=lambda b: b[2][0][1] if b[2] else 0)
-        times = [b[2][0][1] for b in self.batches if b[2]]
-        self.clock = ReplayClock(
-            min(times, default=0), max(times, default=0), speed=speed, wall=wall
-        )
-        self.address = address
-        self._next = 0
-
-    def now(self) -> int:
-        return self.clock.position()
-
-    def status(self) -> Status:
-        c = self.clock
-        state = "paused" if c.paused else f"{c.speed:g}x"
-        return Status(
-            self.kind, self.address, True, f"replay {state} {(self.now() - c.t_start) / 1e9:.1f}s"
-        )
-
-    def seek(self, t_ns: int) -> None:
-        """Move the playback position; seeking backwards refolds from the start."""
-        with self._lock:
-            if t_ns < self.clock.position():
-                self.model = ClusterModel(self.model.op_names, window_ns=self.model.window_ns)
-                self._next = 0
-            self.clock.seek(t_ns)
-
-    def snapshot(self) -> ClusterState:
-        with self._lock:
-            pos = self.clock.position()
-            while self._next < len(self.batches):
-                source, first, events = self.batches[self._next]
-                if events and events[0][1] > pos:
-                    break
-                self.model.apply_batch(source, first, events)
-                self._next += 1
-        return self.compute()
 
 
 class LiveSource(Source):

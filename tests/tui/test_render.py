@@ -141,3 +141,10 @@ def test_empty_state_draws_without_errors():
     st = empty_state()
     assert "N/A" in T.header_text(st, T.Status()).plain
     assert T.worker_rows(st) == [] and T.log_lines(st.log, 5, 0).plain == "no events yet"
+
+
+def test_binned_span_draws_by_its_busy_share():
+    lane = Lane(0, True, (Span(0, 100, "add", COMPUTE, busy=25),))
+    assert R.timeline_lane(lane, 0, 100, 4).plain == "▌▌▌▌"
+    full = Lane(0, True, (Span(0, 100, "add", COMPUTE, busy=90),))
+    assert R.timeline_lane(full, 0, 100, 4).plain == "████"

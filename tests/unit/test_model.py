@@ -19,7 +19,9 @@ def ev(kind: str, t: int, **fields) -> list:
     return E.event(kind, t, **fields)
 
 
-def exec_ev(t0: int, t1: int, ops: list, durs: list | None = None, *, worker=0, client=1, batch=0, **kw):
+def exec_ev(
+    t0: int, t1: int, ops: list, durs: list | None = None, *, worker=0, client=1, batch=0, **kw
+):
     return ev(E.EXEC, t1, worker=worker, client=client, batch=batch, t0=t0, t1=t1, n=len(ops), ops=ops,
               outs=list(range(len(ops))), srcs=kw.pop("srcs", [0] * len(ops)), durs=durs or [],
               hot=kw.pop("hot", False), queue=kw.pop("queue", 0), errors=kw.pop("errors", 0))  # fmt: skip
@@ -63,7 +65,9 @@ def test_overlapping_exec_spans_count_once():
 
 
 def test_instruction_rate_counts_batches_that_finished_in_the_window():
-    m = model_with([exec_ev(100 * MS, 200 * MS, [2] * 50), exec_ev(1_100 * MS, 1_200 * MS, [2] * 30)])
+    m = model_with(
+        [exec_ev(100 * MS, 200 * MS, [2] * 50), exec_ev(1_100 * MS, 1_200 * MS, [2] * 30)]
+    )
     assert m.state(2 * S).workers[0].instr_rate == pytest.approx(30.0)
 
 
@@ -120,7 +124,9 @@ def test_missing_device_stats_are_none():
 
 def test_worker_without_any_events_has_no_shares():
     m = ClusterModel(OPS)
-    m.apply_snapshot({"workers": [{"id": 0, "alive": True, "device": "cpu:0"}], "clients": []}, t_ns=0)
+    m.apply_snapshot(
+        {"workers": [{"id": 0, "alive": True, "device": "cpu:0"}], "clients": []}, t_ns=0
+    )
     w = m.state(S).workers[0]
     assert (w.compute, w.comm, w.idle, w.queue) == (None, None, None, None)
 
@@ -129,7 +135,14 @@ def test_device_stats_present():
     m = model_with([ev(E.DEVICE, 2, worker=0, util=87.0, mem_used=10, mem_total=80, temp=61,
                        power=250.5, pcie_tx=None, pcie_rx=None, name="H200")])  # fmt: skip
     d = m.state(10).workers[0].device_stats
-    assert (d.util, d.mem_used, d.mem_total, d.temp, d.power, d.name) == (87.0, 10, 80, 61.0, 250.5, "H200")
+    assert (d.util, d.mem_used, d.mem_total, d.temp, d.power, d.name) == (
+        87.0,
+        10,
+        80,
+        61.0,
+        250.5,
+        "H200",
+    )
 
 
 def test_current_op_and_source_line_come_from_last_exec_and_srcloc():
@@ -194,7 +207,9 @@ def test_client_lifecycle_rates_in_flight_and_errors():
     assert st.totals.errors == 1
     err = [e for e in st.log if e.kind == E.ERROR][0]
     assert "matmul" in err.text and "train.py:40" in err.text and "shapes" in err.text
-    m.apply_batch("worker:0", m.next_seq["worker:0"], [ev(E.CLIENT_LEFT, 2 * S, client=1, reason="bye")])
+    m.apply_batch(
+        "worker:0", m.next_seq["worker:0"], [ev(E.CLIENT_LEFT, 2 * S, client=1, reason="bye")]
+    )
     c = m.state(3 * S).clients[0]
     assert not c.alive and c.reason == "bye" and c.in_flight == 0
 
@@ -271,3 +286,32 @@ def test_logs_and_span_history_stay_bounded():
     m.apply_batch("client:1", 0, [ev(E.MARK, i, client=1, label="x") for i in range(5_000)])
     assert len(m.workers[0].execs) <= 4096
     assert len(m.state(30_000).log) <= 1000
+
+
+def test_batch_of_frees_only_keeps_the_current_op():
+    m = model_with([exec_ev(0, 10, [4]), exec_ev(20, 30, [])])
+    assert m.state(40).workers[0].current_op == "matmul"
+
+
+def test_zoomed_out_lanes_are_binned_and_keep_busy_time():
+    # 3000 batches of 64 instructions, 1ms busy every 4ms: too many to draw one by one
+    m = model_with(
+        [
+            exec_ev(i * 4 * MS, i * 4 * MS + MS, [2] * 64, [MS // 64] * 64, batch=i)
+            for i in range(3000)
+        ]
+    )
+    st = m.state(12 * S, timeline_ns=10 * S)
+    spans = st.lanes[0].spans
+    assert len(spans) <= 700
+    inside = [s for s in spans if s.t0 >= 3 * S and s.t1 <= 11 * S]
+    busy = sum(s.busy for s in inside)
+    extent = sum(s.t1 - s.t0 for s in inside)
+    assert busy / extent < 0.5  # not drawn as solid
+    assert abs(busy / (inside[-1].t1 - inside[0].t0) - 0.25) < 0.02
+    assert {s.name for s in spans} == {"add"}
+    more = [
+        exec_ev(12 * S + i * MS, 12 * S + i * MS + 500_000, [4], batch=3000 + i) for i in range(10)
+    ]
+    m.apply_batch("worker:0", m.next_seq["worker:0"], more)  # bins fill incrementally
+    assert m.state(13 * S, timeline_ns=10 * S).lanes[0].spans[-1].name == "matmul"

@@ -1,0 +1,291 @@
+"""What the ``gt`` command line calls for the monitor: ``gt top`` and the dashboard of ``gt run``.
+
+Public surface (wired into :mod:`gt.cli` by the lead):
+
+* :func:`add_top_arguments` / :func:`cmd_top`: ``gt top [--connect ADDR] [--once] [--json] [--hz N]
+  [--readonly]``;
+* :func:`run_dashboard`: the live app against known endpoints, blocking, optionally with a pane of a
+  child process's output; :func:`run_with_dashboard`: ``gt run`` 's child plus that dashboard
+  (:func:`process_lines` turns a ``Popen``'s pipes into the pane's queue);
+* :func:`find_endpoints`: the newest live dispatcher, or the one at a front address;
+* :func:`main_top`: ``gt top`` as a standalone entry point (``python -m gt.tui_cli``).
+
+This module never imports the dispatcher or the worker; it talks to them over ZeroMQ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+NO_DISPATCHER = "no GT dispatcher is running; start one with `gt dispatcher` or try `gt demo`"
+
+
+def add_top_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``gt top`` 's options to ``parser``."""
+    parser.add_argument(
+        "--connect", metavar="ADDR", help="a dispatcher's address (default: the newest local one)"
+    )
+    parser.add_argument(
+        "--once", action="store_true", help="print the current state as tables and exit"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the current state as JSON and exit"
+    )
+    parser.add_argument("--hz", type=float, default=8.0, help="repaints per second (default 8)")
+    parser.add_argument(
+        "--readonly", action="store_true", help="never change the cluster (no config edits)"
+    )
+    parser.add_argument(
+        "--wait", type=float, default=1.0, help=argparse.SUPPRESS
+    )  # --once: seconds of events
+
+
+def find_endpoints(connect: str | None = None, *, timeout: float = 3.0) -> dict[str, Any] | None:
+    """The endpoints of the dispatcher at front address ``connect``, else of the newest live one.
+
+    Returns ``None`` when there is none (or it does not answer).
+    """
+    from gt.runtime.discovery import live_dispatchers
+    from gt.tui.sources import ControlError, control_request
+
+    if connect:
+        try:
+            eps = control_request(connect, "endpoints", timeout=timeout)
+        except ControlError:
+            return None
+        return dict(eps) if isinstance(eps, dict) else None
+    found = live_dispatchers()
+    return found[0] if found else None
+
+
+def _resolver(connect: str | None) -> Callable[[], dict | None]:
+    return lambda: find_endpoints(connect, timeout=0.5)
+
+
+def collect_state(endpoints: dict, *, wait: float = 1.0, timeout: float = 5.0):
+    """Attach, take the dispatcher's snapshot, gather ``wait`` seconds of events, detach.
+
+    Returns ``(state, status)``, or ``None`` when the dispatcher does not answer within ``timeout``.
+    Rates and shares are over the ``wait`` seconds.
+    """
+    from gt.tui.sources import LiveSource
+
+    src = LiveSource(
+        endpoints, hz=max(4.0, 1.0 / max(wait, 0.05)), window_ns=int(max(wait, 0.05) * 1e9)
+    )
+    src.start()
+    try:
+        if not src.ready.wait(timeout):
+            return None
+        time.sleep(max(0.0, wait))
+        return src.compute(), src.status()
+    finally:
+        src.stop()
+
+
+def format_once(state: Any, status: Any, width: int = 160) -> str:
+    """``gt top --once``: header, workers, clients and recent events as text tables."""
+    from rich.console import Console
+
+    from gt.tui import tables as T
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, force_terminal=False, color_system=None)
+    console.print(T.header_text(state, status))
+    console.print(T.workers_table(state))
+    console.print(T.clients_table(state))
+    console.print(T.log_lines(state.log, 10, state.now_ns))
+    return buf.getvalue()
+
+
+def format_json(state: Any, status: Any) -> str:
+    """``gt top --json``: the whole state as one JSON document."""
+    from dataclasses import asdict
+
+    from gt.trace.state import state_to_dict
+
+    return json.dumps({"source": asdict(status), **state_to_dict(state)})
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    """Run ``gt top`` with parsed arguments; returns the exit status."""
+    endpoints = find_endpoints(args.connect)
+    if endpoints is None:
+        where = f"no GT dispatcher answered at {args.connect}" if args.connect else NO_DISPATCHER
+        print(f"gt top: {where}", file=sys.stderr)
+        return 1
+    if args.once or args.json:
+        got = collect_state(endpoints, wait=getattr(args, "wait", 1.0))
+        if got is None:
+            print(
+                f"gt top: the dispatcher at {endpoints.get('front')} did not answer",
+                file=sys.stderr,
+            )
+            return 1
+        state, status = got
+        sys.stdout.write(
+            format_json(state, status) + "\n" if args.json else format_once(state, status)
+        )
+        sys.stdout.flush()
+        return 0
+    return run_dashboard(
+        endpoints, hz=args.hz, readonly=args.readonly, resolve=_resolver(args.connect)
+    )
+
+
+def run_dashboard(
+    endpoints: dict,
+    *,
+    hz: float = 8,
+    readonly: bool = False,
+    on_exit: Callable[[], Any] | None = None,
+    output: queue.Queue | Iterable[str] | None = None,
+    title: str | None = None,
+    resolve: Callable[[], dict | None] | None = None,
+) -> int:
+    """Run the monitor against a live dispatcher until the user quits (blocking).
+
+    Args:
+        endpoints: the dispatcher's endpoints (``events`` and ``control`` are needed).
+        hz: repaints per second.
+        readonly: never change the cluster.
+        on_exit: called once the app has exited (e.g. to stop ``gt run`` 's child).
+        output: lines for an output pane (a queue, or an iterable read on a thread); ``None`` in
+            the queue marks the end of the output.
+        title: the terminal title (default ``gt top — <address>``).
+        resolve: finds the dispatcher again after it went away (default: by its front address).
+    """
+    from gt.tui.app import make_app
+    from gt.tui.sources import LiveSource
+
+    front = endpoints.get("front")
+    if resolve is None and front:
+        resolve = _resolver(front)
+    source = LiveSource(endpoints, hz=hz, resolve=resolve)
+    app = make_app(
+        source,
+        hz=hz,
+        readonly=readonly,
+        title=title or f"gt top — {front or 'dispatcher'}",
+        output=output,
+    )
+    try:
+        app.run()
+    finally:
+        source.stop()
+        if on_exit is not None:
+            on_exit()
+    return int(app.return_code or 0)
+
+
+def process_lines(proc: subprocess.Popen) -> queue.Queue:
+    """A queue of a child's output lines (its stdout and stderr pipes, text or bytes).
+
+    When both pipes close, the child is waited for, a last line gives its exit status, and ``None``
+    marks the end.
+    """
+    q: queue.Queue = queue.Queue(maxsize=10_000)
+    pipes = [p for p in (proc.stdout, proc.stderr) if p is not None]
+    left = [len(pipes)]
+    lock = threading.Lock()
+
+    def finish() -> None:
+        code = proc.wait()
+        q.put(f"[exited with code {exit_status(code)}]")
+        q.put(None)
+
+    def read(pipe: Any) -> None:
+        try:
+            for line in iter(pipe.readline, "" if isinstance(pipe, io.TextIOBase) else b""):
+                text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+                q.put(text.rstrip("\n"))
+        except (OSError, ValueError):
+            pass
+        finally:
+            with lock:
+                left[0] -= 1
+                last = left[0] == 0
+            if last:
+                finish()
+
+    for pipe in pipes:
+        threading.Thread(target=read, args=(pipe,), name="gt-run-output", daemon=True).start()
+    if not pipes:
+        threading.Thread(target=finish, name="gt-run-wait", daemon=True).start()
+    return q
+
+
+def exit_status(returncode: int) -> int:
+    """A child's exit status as a shell reports it (``128 + N`` when killed by signal N)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def stop_child(proc: subprocess.Popen, grace: float = 3.0) -> None:
+    """Interrupt a child (SIGINT, as Ctrl-C would), then terminate, then kill; always reaps it."""
+    for sig, wait in ((signal.SIGINT, grace), (signal.SIGTERM, 2.0)):
+        if proc.poll() is not None:
+            return
+        try:
+            proc.send_signal(sig)
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+        except OSError:
+            break
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def run_with_dashboard(
+    address: str,
+    cmd: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    hz: float = 8,
+    readonly: bool = False,
+    cwd: str | None = None,
+) -> int:
+    """``gt run`` with the dashboard: start ``cmd``, show its output in a pane under the monitor.
+
+    The dashboard stays up after the child exits (its exit status is the pane's last line) until
+    the user quits; quitting earlier interrupts the child (SIGINT, then SIGTERM, then SIGKILL).
+
+    Returns:
+        The child's exit status (``128 + N`` if a signal ended it); 1 if the dispatcher at
+        ``address`` does not answer.
+    """
+    endpoints = find_endpoints(address, timeout=10.0)
+    if endpoints is None:
+        print(f"gt run: no GT dispatcher answered at {address}", file=sys.stderr)
+        return 1
+    child_env = {**(env if env is not None else os.environ), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(cmd, env=child_env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    name = " ".join(os.path.basename(c) for c in cmd[1:2]) or cmd[0]
+    run_dashboard(endpoints, hz=hz, readonly=readonly, output=process_lines(proc),
+                  on_exit=lambda: stop_child(proc), title=f"gt run {name}")  # fmt: skip
+    return exit_status(proc.wait())
+
+
+def main_top(argv: list[str] | None = None) -> int:
+    """``gt top`` as a standalone command."""
+    parser = argparse.ArgumentParser(prog="gt top", description="watch a GT cluster live")
+    add_top_arguments(parser)
+    return cmd_top(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main_top())

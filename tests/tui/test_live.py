@@ -1,0 +1,147 @@
+"""The live source and ``gt top`` against real local clusters (dispatcher and workers as processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+import gt
+from gt.runtime.launch import LocalCluster
+from gt.tui.sources import LiveSource
+from gt.tui_cli import find_endpoints, main_top
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def wait_for(predicate, timeout: float = 15.0, step: float = 0.05):
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+def run_some_ops(address: str) -> None:
+    conn = gt.connect(address, timeout=30)
+    try:
+        a = gt.randn(32, 32)
+        for _ in range(20):
+            a = (a @ a).tanh() + 1
+        assert a.sum().item() is not None
+        gt.mark("checkpoint")
+    finally:
+        gt.disconnect()
+    del conn
+
+
+def test_live_source_sees_workers_clients_and_exec_events(cluster):
+    src = LiveSource(cluster.endpoints, hz=20)
+    src.start()
+    try:
+        assert src.ready.wait(10), "no snapshot from the control endpoint"
+        assert wait_for(lambda: len(src.snapshot().workers) == 2)
+        run_some_ops(cluster.address)
+        st = wait_for(lambda: (s := src.snapshot()).totals.instructions >= 60 and s)
+        assert all(w.alive for w in st.workers)
+        assert any(w.current_op for w in st.workers)
+        assert st.clients, "the client should be listed"
+        assert wait_for(lambda: any(m.label == "checkpoint" for m in src.snapshot().marks))
+        assert src.status().connected and src.status().address == cluster.address
+    finally:
+        src.stop()
+    assert src._thread is None
+
+
+def test_top_json_and_once_print_the_cluster_and_exit(cluster):
+    cmd = [sys.executable, "-m", "gt.tui_cli", "--connect", cluster.address, "--wait", "0.3"]
+    out = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert [w["id"] for w in data["workers"]] == [0, 1]
+    assert data["source"]["connected"] is True
+    text = subprocess.run([*cmd, "--once"], capture_output=True, text=True, timeout=60)
+    assert text.returncode == 0, text.stderr
+    assert "w0" in text.stdout and "w1" in text.stdout and "workers 2/2" in text.stdout
+
+
+def test_find_endpoints_by_front_address(cluster):
+    eps = find_endpoints(cluster.address)
+    assert eps["events"] == cluster.endpoints["events"]
+    assert eps["control"] == cluster.endpoints["control"]
+
+
+def test_top_without_a_dispatcher_says_so_and_exits_1(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GT_RUNTIME_DIR", str(tmp_path))
+    assert main_top([]) == 1
+    err = capsys.readouterr().err
+    assert "no GT dispatcher is running" in err and err.count("\n") == 1
+
+
+def test_top_with_an_address_nobody_answers_exits_1(capsys):
+    assert main_top(["--connect", "tcp://127.0.0.1:9", "--once"]) == 1
+    assert "no GT dispatcher answered" in capsys.readouterr().err
+
+
+def test_live_source_shows_disconnected_and_follows_a_restarted_dispatcher(tmp_path, monkeypatch):
+    monkeypatch.setenv("GT_RUNTIME_DIR", str(tmp_path))  # the clusters' discovery files go here
+    found: dict = {}
+    first = LocalCluster(workers=1)
+    src = LiveSource(
+        first.endpoints, hz=20, ping_s=0.2, dead_s=1.0, resolve=lambda: found.get("eps")
+    )
+    src.start()
+    second = None
+    try:
+        assert src.ready.wait(10)
+        assert wait_for(lambda: src.status().connected)
+        first.stop()
+        assert wait_for(lambda: not src.status().connected, timeout=10)
+        assert "disconnected" in src.status().detail
+        second = LocalCluster(workers=2)
+        found["eps"] = second.endpoints
+        assert wait_for(lambda: src.status().connected, timeout=15)
+        assert wait_for(lambda: len(src.snapshot().workers) == 2, timeout=10)
+        assert src.status().address == second.address
+    finally:
+        src.stop()
+        first.stop()
+        if second is not None:
+            second.stop()
+
+
+@pytest.mark.skipif(
+    not os.path.exists("/usr/bin/tmux") and not os.environ.get("TMUX_BIN"), reason="needs tmux"
+)
+def test_gt_top_in_a_real_terminal_shows_the_workers(cluster, tmp_path):
+    """End to end: the app in a pseudo-terminal (tmux) against the cluster, then q quits it."""
+    session = f"gt-top-test-{os.getpid()}"
+    cmd = f"exec {sys.executable} -m gt.tui_cli --connect {cluster.address} --hz 10"
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", session, "-x", "140", "-y", "40", cmd],
+        check=True,
+        timeout=10,
+    )
+    try:
+        run_some_ops(cluster.address)
+
+        def screen() -> str:
+            return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True,
+                                  timeout=10).stdout  # fmt: skip
+
+        text = wait_for(
+            lambda: (s := screen()) and "workers 2/2" in s and "connected" in s and s, timeout=20
+        )
+        assert "w0" in text and "w1" in text and "alive" in text
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True, timeout=10)
+        wait_for(lambda: subprocess.run(["tmux", "has-session", "-t", session], capture_output=True).returncode != 0,
+                 timeout=10)  # fmt: skip
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True, timeout=10)
