@@ -13,7 +13,9 @@ An instruction is a flat list ``[opcode, out, args, attrs, src]``:
 * ``args`` holds tensor ids (``int``) and immediates (``float``/``bool``/``None``, or a one-element
   list ``[v]`` for an integer scalar, since a bare ``int`` is a tensor id);
 * ``attrs`` is ``None`` or a small dict (axis, keepdims, shape, dtype, slice key ...);
-* ``src`` is the client's interned id for the user's ``file:line``.
+* ``src`` is the client's interned id for the user's ``file:line``;
+* an optional sixth element, the interned id of the active ``gt.signal`` (only in batches whose
+  header carries a signal table; the dispatcher's planner removes it before a worker sees it).
 
 Positional lists rather than dicts keep per-message Python work small, which matters on the hot path.
 """
@@ -29,7 +31,8 @@ VERSION = 1
 # Message kinds (the second header field).
 HELLO = 1  # client -> dispatcher: [V, HELLO, info]
 WELCOME = 2  # dispatcher -> client: [V, WELCOME, client_no, home_worker, workers, settings]
-BATCH = 3  # client -> dispatcher: [V, BATCH, seq, n_instr, srclocs]  + body + buffers
+BATCH = 3  # client -> dispatcher: [V, BATCH, seq, n_instr, srclocs(, signals)]  + body + buffers
+#            (signals: present only in batches made inside gt.signal contexts, see SIGNAL_FIELD)
 #            dispatcher -> worker: [V, BATCH, client_no, seq, n_instr] + body + buffers
 DONE = 4  # worker -> dispatcher: [V, DONE, client_no, seq, errors, exec_ns]
 ACK = 5  # dispatcher -> client: [V, ACK, seq, errors]
@@ -46,6 +49,8 @@ UPLOAD = 14  # client -> worker data socket: [V, UPLOAD, token] + buffer
 CONTROL = 15  # tool -> dispatcher control socket: [V, CONTROL, request, args]
 REPLY = 16  # dispatcher -> tool: [V, REPLY, ok, payload]
 STATS = 17  # worker -> dispatcher: [V, STATS, stats]
+PEERS = 18  # dispatcher -> worker: [V, PEERS, {worker_id: data_endpoint}]
+PEER = 19  # worker -> worker data socket: [V, PEER, client_no, tag, step, dtype, shape, error] + buffer
 
 KIND_NAMES = {
     v: k
@@ -121,6 +126,17 @@ OPS: tuple[str, ...] = (
     "logical_not",
     "mark",
     "erf",
+    # placement and worker-to-worker movement (planned by the dispatcher; see gt/runtime/peers.py)
+    "place",
+    "chunk",
+    "send",
+    "recv",
+    "bcast",
+    "scatter",
+    "gather",
+    "all_gather",
+    "all_reduce",
+    "reduce_scatter",
 )
 OPCODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
 
@@ -173,6 +189,8 @@ _MIN_FIELDS = {
     CONTROL: 2,
     REPLY: 2,
     STATS: 1,
+    PEERS: 1,
+    PEER: 6,
 }
 
 
