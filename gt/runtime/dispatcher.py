@@ -5,8 +5,8 @@ All decisions are made by :class:`gt.runtime.planner.Planner`; this shell owns t
 * ``front`` (ROUTER): clients connect here;
 * ``back`` (ROUTER): workers register, receive batches and report completion;
 * ``control`` (ROUTER): request/reply for monitors and tools (ping, stats, snapshot);
-* ``events``: an XSUB/XPUB proxy (``zmq.proxy`` in C, on its own thread) that every component
-  publishes instrumentation to.
+* ``events``: a PULL/XPUB proxy (``zmq.proxy`` in C, on its own thread): every component pushes
+  instrumentation batches in, monitors subscribe on the XPUB side.
 
 A malformed message is counted and dropped; it never stops the loop.
 """
@@ -66,7 +66,8 @@ class Dispatcher:
         self.front = self._bind(zmq.ROUTER, host, port)
         self.back = self._bind(zmq.ROUTER, host, 0)
         self.control = self._bind(zmq.ROUTER, host, 0)
-        self._xsub = self._bind(zmq.XSUB, host, 0)
+        self._xsub = self._bind(zmq.PULL, host, 0)  # publishers PUSH event batches here
+        self._xsub.setsockopt(zmq.RCVHWM, 100_000)
         self._xpub = self._bind(zmq.XPUB, host, 0)
         self._xpub.setsockopt(zmq.SNDHWM, 100_000)
         self.endpoints = {

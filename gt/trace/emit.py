@@ -2,8 +2,8 @@
 
 ``GT_TRACE`` picks the level: ``off`` (nothing is published), ``summary`` (per-batch events
 without per-instruction durations) or ``full`` (the default; per-instruction columns included).
-With no subscriber attached, ZeroMQ drops messages at the publisher, so an unwatched run pays only
-for building the batches.
+Batches go to the dispatcher's bus over a PUSH socket; the bus's XPUB side drops them when no
+subscriber is attached, so an unwatched run pays for building and sending batches only.
 """
 
 from __future__ import annotations
@@ -38,8 +38,15 @@ class Emitter:
         clock_offset_ns: added to local monotonic time to get the run's clock.
     """
 
-    def __init__(self, ctx: zmq.Context | None, endpoint: str | None, source: str, *,
-                 level: str | None = None, clock_offset_ns: int = 0):
+    def __init__(
+        self,
+        ctx: zmq.Context | None,
+        endpoint: str | None,
+        source: str,
+        *,
+        level: str | None = None,
+        clock_offset_ns: int = 0,
+    ):
         self.level = level or trace_level()
         self.source = source
         self.offset = clock_offset_ns
@@ -53,7 +60,10 @@ class Emitter:
         self._lock = threading.Lock()
         self._sock = None
         if self.enabled:
-            s = ctx.socket(zmq.PUB)
+            # PUSH, not PUB: a PUB drops everything until the bus's subscription reaches it, so a
+            # new client's first events would be lost; PUSH queues them until connected. The
+            # bus's XPUB side drops for absent subscribers, in C, on the dispatcher's proxy thread.
+            s = ctx.socket(zmq.PUSH)
             s.setsockopt(zmq.LINGER, 200)
             s.setsockopt(zmq.SNDHWM, 10_000)
             s.connect(endpoint)
@@ -94,7 +104,9 @@ class Emitter:
         first = self.seq
         self.seq += len(events)
         try:
-            self._sock.send_multipart([E.TOPIC, E.pack_batch(self.source, first, events)], zmq.NOBLOCK)
+            self._sock.send_multipart(
+                [E.TOPIC, E.pack_batch(self.source, first, events)], zmq.NOBLOCK
+            )
             self.sent += len(events)
         except zmq.Again:
             self.dropped += len(events)  # a gap in seq: subscribers see it as a drop

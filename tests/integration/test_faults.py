@@ -124,7 +124,7 @@ def test_garbage_on_every_socket_is_counted_and_ignored(fresh_cluster):
     socks = []
     try:
         for ep, kind in [(eps["front"], zmq.DEALER), (eps["back"], zmq.DEALER), (eps["control"], zmq.DEALER),
-                         (data_ep, zmq.DEALER), (eps["events_in"], zmq.PUB)]:
+                         (data_ep, zmq.DEALER), (eps["events_in"], zmq.PUSH)]:
             s = ctx.socket(kind)
             s.setsockopt(zmq.LINGER, 0)
             s.connect(ep)
