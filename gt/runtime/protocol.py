@@ -32,7 +32,7 @@ VERSION = 1
 HELLO = 1  # client -> dispatcher: [V, HELLO, info]
 WELCOME = 2  # dispatcher -> client: [V, WELCOME, client_no, home_worker, workers, settings]
 BATCH = 3  # client -> dispatcher: [V, BATCH, seq, n_instr, srclocs(, signals)]  + body + buffers
-#            (signals: present only in batches made inside gt.signal contexts, see SIGNAL_FIELD)
+#            (signals: new [id, name, backward, is_backward] entries; present only in annotated batches)
 #            dispatcher -> worker: [V, BATCH, client_no, seq, n_instr] + body + buffers
 DONE = 4  # worker -> dispatcher: [V, DONE, client_no, seq, errors, exec_ns]
 ACK = 5  # dispatcher -> client: [V, ACK, seq, errors]
@@ -137,6 +137,7 @@ OPS: tuple[str, ...] = (
     "all_gather",
     "all_reduce",
     "reduce_scatter",
+    "free",
 )
 OPCODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
 
