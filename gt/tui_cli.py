@@ -7,6 +7,8 @@ Public surface (wired into :mod:`gt.cli` by the lead):
 * :func:`run_dashboard`: the live app against known endpoints, blocking, optionally with a pane of a
   child process's output; :func:`run_with_dashboard`: ``gt run`` 's child plus that dashboard
   (:func:`process_lines` turns a ``Popen``'s pipes into the pane's queue);
+* :func:`add_replay_arguments` / :func:`cmd_replay`: ``gt replay FILE [--speed X] [--at S] [--once]
+  [--json]``;
 * :func:`find_endpoints`: the newest live dispatcher, or the one at a front address;
 * :func:`main_top`: ``gt top`` as a standalone entry point (``python -m gt.tui_cli``).
 
@@ -278,6 +280,56 @@ def run_with_dashboard(
     run_dashboard(endpoints, hz=hz, readonly=readonly, output=process_lines(proc),
                   on_exit=lambda: stop_child(proc), title=f"gt run {name}")  # fmt: skip
     return exit_status(proc.wait())
+
+
+def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``gt replay`` 's options to ``parser``."""
+    parser.add_argument("file", help="a .gtrace recording")
+    parser.add_argument("--speed", type=float, default=1.0, help="playback speed (default 1)")
+    parser.add_argument(
+        "--at",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="start this far into the recording",
+    )
+    parser.add_argument(
+        "--once", action="store_true", help="print the state at --at (default: the end) and exit"
+    )
+    parser.add_argument("--json", action="store_true", help="print that state as JSON and exit")
+    parser.add_argument("--hz", type=float, default=8.0, help="repaints per second (default 8)")
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Run ``gt replay FILE``: the monitor over a recording (space pauses, [ ] speed, , . seek)."""
+    from gt.trace.reader import TraceFormatError
+    from gt.tui.replay import ReplaySource
+
+    try:
+        src = ReplaySource.from_file(args.file, speed=args.speed)
+    except (OSError, TraceFormatError) as exc:
+        print(f"gt replay: {exc}", file=sys.stderr)
+        return 1
+    if src.warning:
+        print(f"gt replay: {src.warning}", file=sys.stderr)
+    clock = src.clock
+    if args.once or args.json:
+        src.seek(clock.t_end if args.at is None else clock.t_start + int(args.at * 1e9))
+        clock.pause()
+        state = src.snapshot()
+        sys.stdout.write(
+            format_json(state, src.status()) + "\n"
+            if args.json
+            else format_once(state, src.status())
+        )
+        return 0
+    if args.at is not None:
+        src.seek(clock.t_start + int(args.at * 1e9))
+    from gt.tui.app import make_app
+
+    app = make_app(src, hz=args.hz, readonly=True, title=f"gt replay {src.address}")
+    app.run()
+    return int(app.return_code or 0)
 
 
 def main_top(argv: list[str] | None = None) -> int:

@@ -57,11 +57,15 @@ class ClusterModel:
     Args:
         op_names: opcode -> op name (pass ``gt.runtime.protocol.OPS``); ``None`` shows ``opN``.
         window_ns: the sliding window for shares and rates.
+        count_gaps: count sequence gaps as drops (off for recordings, whose recorder already
+            wrote a ``drop`` event for every gap it saw).
     """
 
-    def __init__(self, op_names: Sequence[str] | None = None, *, window_ns: int = WINDOW_NS):
+    def __init__(self, op_names: Sequence[str] | None = None, *, window_ns: int = WINDOW_NS,
+                 count_gaps: bool = True):  # fmt: skip
         self.op_names = tuple(op_names or ())
         self.window_ns = window_ns
+        self.count_gaps = count_gaps
         self.workers: dict[int, WorkerRecord] = {}
         self.clients: dict[int, ClientRecord] = {}
         self.srclocs: dict[tuple[Any, int], str] = {}
@@ -94,7 +98,7 @@ class ClusterModel:
         """
         events = events if isinstance(events, list) else list(events)
         expected = self.next_seq.get(source)
-        if expected is not None and first_seq > expected:
+        if expected is not None and first_seq > expected and self.count_gaps:
             missing = first_seq - expected
             self.drops[source] += missing
             t = events[0][1] if events else (self.t_last or 0)

@@ -69,12 +69,15 @@ class Source:
     Args:
         op_names: opcode -> name for the model (default ``gt.runtime.protocol.OPS``).
         window_ns: the model's window for shares and rates.
+        count_gaps: count sequence gaps as drops (see :class:`~gt.trace.model.ClusterModel`).
     """
 
     kind = "source"
 
-    def __init__(self, op_names: Sequence[str] | None = None, *, window_ns: int = WINDOW_NS):
-        self.model = ClusterModel(P.OPS if op_names is None else op_names, window_ns=window_ns)
+    def __init__(self, op_names: Sequence[str] | None = None, *, window_ns: int = WINDOW_NS,
+                 count_gaps: bool = True):  # fmt: skip
+        self.model = ClusterModel(P.OPS if op_names is None else op_names, window_ns=window_ns,
+                                  count_gaps=count_gaps)  # fmt: skip
         self.timeline_ns = TIMELINE_NS
         self.frozen_end: int | None = None  # the timeline's right edge while paused
         self._lock = threading.Lock()
@@ -334,7 +337,9 @@ class _Collector:
     def _new_run(self, ask: bool = True) -> None:
         src = self.src
         with src._lock:
-            src.model = ClusterModel(src.model.op_names, window_ns=src.model.window_ns)
+            src.model = ClusterModel(
+                src.model.op_names, window_ns=src.model.window_ns, count_gaps=src.model.count_gaps
+            )
         src.dispatcher_pid = None
         src.offset = None
         if ask:

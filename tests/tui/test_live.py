@@ -136,9 +136,18 @@ def test_gt_top_in_a_real_terminal_shows_the_workers(cluster, tmp_path):
             return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True,
                                   timeout=10).stdout  # fmt: skip
 
-        text = wait_for(
-            lambda: (s := screen()) and "workers 2/2" in s and "connected" in s and s, timeout=20
-        )
+        last = {"screen": ""}
+
+        def ready() -> str | None:
+            last["screen"] = text = screen()
+            return text if "workers 2/2" in text and "connected" in text else None
+
+        try:
+            text = wait_for(ready, timeout=30, step=0.2)
+        except AssertionError:
+            raise AssertionError(
+                f"gt top never showed both workers; last screen:\n{last['screen']}"
+            ) from None
         assert "w0" in text and "w1" in text and "alive" in text
         subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True, timeout=10)
         wait_for(lambda: subprocess.run(["tmux", "has-session", "-t", session], capture_output=True).returncode != 0,

@@ -37,7 +37,12 @@ class TopScreen(Screen):
         Binding("slash", "filter", "filter", key_display="/"),
         Binding("escape", "clear_filter", "clear filter", show=False),
         Binding("enter", "open_worker", "detail", show=False),
+        Binding("right_square_bracket", "replay_speed(2.0)", "replay faster", key_display="]"),
+        Binding("left_square_bracket", "replay_speed(0.5)", "replay slower", key_display="["),
+        Binding("full_stop", "replay_step(5)", "replay +5s", key_display="."),
+        Binding("comma", "replay_step(-5)", "replay -5s", key_display=","),
     ]
+    REPLAY_ACTIONS = frozenset({"replay_speed", "replay_step"})
 
     def __init__(self, with_output: bool = False) -> None:
         super().__init__()
@@ -86,6 +91,23 @@ class TopScreen(Screen):
         app.paused = not app.paused
         app.source.set_view(paused=app.paused)
         app.tick()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Replay keys exist only when the source is a replay."""
+        if action in self.REPLAY_ACTIONS:
+            return hasattr(self.app.source, "clock")
+        return True
+
+    def action_replay_speed(self, factor: float) -> None:
+        """Play the replay faster or slower."""
+        clock = self.app.source.clock
+        clock.set_speed(min(64.0, max(1 / 16, clock.speed * factor)))
+        self.app.tick()
+
+    def action_replay_step(self, seconds: float) -> None:
+        """Jump the replay forward or back."""
+        self.app.source.step(seconds)
+        self.app.tick()
 
     def _zoom(self, step: int) -> None:
         src = self.app.source
