@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -12,6 +13,9 @@ import gt
 from gt.runtime import protocol as P
 from gt.runtime.launch import RecorderProcess
 from gt.trace.reader import Reader
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+from fixtures.gtrace_synth import validate_chrome_trace  # noqa: E402
 
 
 def test_every_sent_instruction_is_recorded_as_executed_once(cluster, tmp_path):
@@ -72,14 +76,15 @@ def test_gt_run_passes_the_exit_code_through(tmp_path):
     assert out.stdout.strip() == "2"
 
 
-def test_gt_run_records_a_trace_that_exports(tmp_path):
+def test_a_recorded_example_exports_a_valid_perfetto_trace(tmp_path):
     trace = tmp_path / "t.gtrace"
-    script = tmp_path / "work.py"
-    script.write_text("import gt\nx = gt.randn(16, 16)\nfor _ in range(20):\n    x = x @ x * 0.1\nx.sum().item()\n")
-    out = subprocess.run([sys.executable, "-m", "gt", "run", "--no-tui", "--record", str(trace), str(script)],
-                         capture_output=True, text=True, timeout=60)
+    example = Path(__file__).resolve().parents[2] / "examples" / "train_mlp.py"
+    out = subprocess.run([sys.executable, "-m", "gt", "run", "--no-tui", "--workers", "2", "--record", str(trace),
+                          str(example), "30"], capture_output=True, text=True, timeout=90)
     assert out.returncode == 0, out.stderr
+    assert "final loss" in out.stdout
     exp = subprocess.run([sys.executable, "-m", "gt", "export", str(trace), "-o", str(tmp_path / "t.json")],
                          capture_output=True, text=True, timeout=60)
     assert exp.returncode == 0, exp.stderr
-    assert (tmp_path / "t.json").stat().st_size > 100
+    counts = validate_chrome_trace(tmp_path / "t.json")
+    assert counts["X"] > 30 and counts["i"] >= 2  # instruction slices, marks
