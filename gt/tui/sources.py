@@ -180,7 +180,6 @@ class LiveSource(Source):
         self.received = 0
         self._latest = self.compute()
         self._stop = threading.Event()
-        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()  # set after the first snapshot reply
 
@@ -197,7 +196,7 @@ class LiveSource(Source):
 
     def set_view(self, *, timeline_ns: int | None = None, paused: bool | None = None) -> None:
         super().set_view(timeline_ns=timeline_ns, paused=paused)
-        self._wake.set()  # publish a state for the new view soon, not at the next tick
+        self._latest = self.compute()  # the new view now (under the model's lock), not next tick
 
     def start(self) -> None:
         if self._thread is None:
@@ -278,8 +277,7 @@ class _Collector:
                     self._on_reply()
                 now = time.monotonic()
                 self._housekeeping(now)
-                if now >= next_state or src._wake.is_set():
-                    src._wake.clear()
+                if now >= next_state:
                     next_state = now + src.period
                     src._latest = src.compute()
         finally:

@@ -154,3 +154,58 @@ def test_gt_top_in_a_real_terminal_shows_the_workers(cluster, tmp_path):
                  timeout=10)  # fmt: skip
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True, timeout=10)
+
+
+async def test_zoom_key_repaints_a_live_view_at_once(cluster):
+    """Key press to repaint does not wait for the collector's next tick."""
+    from gt.tui.app import make_app
+
+    src = LiveSource(cluster.endpoints, hz=2)  # a slow collector: 500 ms between its states
+    app = make_app(src, hz=2)
+    async with app.run_test(size=(140, 45)) as pilot:
+        assert src.ready.wait(10)
+        before = src.timeline_ns
+        t0 = time.monotonic()
+        await pilot.press("plus")
+        shown = app.state.timeline_end_ns - app.state.timeline_start_ns
+        assert shown == src.timeline_ns < before
+        assert time.monotonic() - t0 < 0.2
+
+
+def test_run_with_dashboard_shows_the_childs_output_and_returns_its_status(cluster, tmp_path):
+    """``gt run`` 's dashboard in a real terminal: output pane, exit status line, q returns the status."""
+    if not os.path.exists("/usr/bin/tmux"):
+        pytest.skip("needs tmux")
+    rc_file = tmp_path / "rc"
+    child = "import sys; print('hello from the child'); sys.exit(3)"
+    script = tmp_path / "run_dashboard.py"
+    script.write_text(
+        "import sys\n"
+        "from gt.tui_cli import run_with_dashboard\n"
+        f"rc = run_with_dashboard({cluster.address!r}, [sys.executable, '-c', {child!r}], hz=10)\n"
+        f"open({str(rc_file)!r}, 'w').write(str(rc))\n"
+    )
+    session = f"gt-run-test-{os.getpid()}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "140", "-y", "45",
+                    f"exec {sys.executable} {script}"], check=True, timeout=10)  # fmt: skip
+    try:
+        last = {"screen": ""}
+
+        def shown() -> bool:
+            last["screen"] = subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True,
+                                            text=True, timeout=10).stdout  # fmt: skip
+            return (
+                "hello from the child" in last["screen"]
+                and "[exited with code 3]" in last["screen"]
+            )
+
+        try:
+            wait_for(shown, timeout=30, step=0.2)
+        except AssertionError:
+            raise AssertionError(
+                f"no child output on the dashboard; last screen:\n{last['screen']}"
+            ) from None
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True, timeout=10)
+        assert wait_for(lambda: rc_file.exists() and rc_file.read_text(), timeout=15) == "3"
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True, timeout=10)
