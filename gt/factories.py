@@ -275,6 +275,8 @@ def eye(
 ) -> Tensor:
     """An identity matrix of ``n`` rows and ``m`` (default ``n``) columns."""
     m = n if m is None else m
+    if n < 0 or m < 0:
+        raise ValueError(f"eye: n and m must be non-negative, got {n} and {m}")
     dt = S.canonical_dtype(dtype)
     return _make(
         _OP["eye"], [], (int(n), int(m)), dt, {"n": int(n), "m": int(m), "dtype": dt}, requires_grad

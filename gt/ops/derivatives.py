@@ -105,10 +105,25 @@ def _clip(n: Node, g: Tensor) -> Grads:
     return (where(mask, g, 0.0), None, None)
 
 
+def _swaps_last_two(parent: Any) -> bool:
+    """Whether an input was made by swapping its last two dimensions (``W.T`` in ``x @ W.T``)."""
+    if type(parent) is not Node or parent.op != "transpose":
+        return False
+    perm = parent.ctx
+    k = len(perm)
+    return k >= 2 and perm[:-2] == list(range(k - 2)) and perm[-2:] == [k - 1, k - 2]
+
+
 def _matmul(n: Node, g: Tensor) -> Grads:
+    # For an input that is a transposed view (Linear's W.T), compute the gradient transposed, so
+    # that after the transpose's own rule it has the layout of the tensor it flows into: a weight
+    # gradient laid out unlike its weight makes every optimizer update several times slower.
     a, b = n.saved
-    ga = sum_to(g @ b.mT, n.shapes[0]) if n.needs(0) else None
-    gb = sum_to(a.mT @ g, n.shapes[1]) if n.needs(1) else None
+    ga = gb = None
+    if n.needs(0):
+        ga = sum_to((b @ g.mT).mT if _swaps_last_two(n.parents[0]) else g @ b.mT, n.shapes[0])
+    if n.needs(1):
+        gb = sum_to((g.mT @ a).mT if _swaps_last_two(n.parents[1]) else a.mT @ g, n.shapes[1])
     return (ga, gb)
 
 
@@ -180,7 +195,12 @@ def _transpose(n: Node, g: Tensor) -> Grads:
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
         inv[p] = i
-    return (g.permute(inv),)
+    return (g._permute(inv),)
+
+
+def _log_softmax(n: Node, g: Tensor) -> Grads:
+    out = n.saved[0]
+    return (g - out.exp() * g.sum(n.ctx, keepdims=True),)
 
 
 def _relu(n: Node, g: Tensor) -> Grads:
@@ -231,4 +251,5 @@ RULES: dict[str, Rule] = {
     "getitem": _getitem,
     "setitem": _setitem,
     "concat": _concat,
+    "log_softmax": _log_softmax,
 }

@@ -75,6 +75,16 @@ def apply_inplace(x: Tensor, name: str, compute: Callable[[Tensor], Tensor]) -> 
     """
     from gt.tensor import Tensor  # noqa: PLC0415 - cycle
 
+    if not _mode.enabled:  # nothing is recorded: compute from x itself, then take the result over
+        new = compute(x)
+        if new.shape != x.shape:
+            raise ShapeError(
+                f"{name}: output with shape {list(x.shape)} doesn't match the broadcast shape {list(new.shape)}"
+            )
+        if new.dtype != x.dtype:
+            new = new.to(x.dtype)
+        take_value(x, new if new is not x else x._alias())
+        return x
     _check_leaf(x, name)
     old = Tensor(x._conn, x.id, x.shape, x.dtype)
     old.requires_grad, old._node, old._version = x.requires_grad, x._node, x._version

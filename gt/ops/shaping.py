@@ -45,9 +45,16 @@ class ShapeOps:
         return out
 
     def view(self, *shape: Any) -> Tensor:
-        """Same as :meth:`reshape` (GT tensors never share memory; see the module docs)."""
-        if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)):
-            return self.to(shape[0])  # view(dtype) only as a conversion
+        """Same as :meth:`reshape` (GT tensors never share memory; see ``gt.tensor``'s docs)."""
+        if (
+            len(shape) == 1
+            and not isinstance(shape[0], (tuple, list))
+            and not hasattr(shape[0], "__index__")
+        ):
+            raise TypeError(
+                f"view({shape[0]!r}): reinterpreting the bytes as another dtype is not supported; "
+                "use .to(dtype) to convert"
+            )
         return self.reshape(*shape)
 
     def view_as(self, other: Tensor) -> Tensor:
@@ -92,18 +99,22 @@ class ShapeOps:
     def permute(self, *dims: Any) -> Tensor:
         """Reorder dimensions."""
         dims = _dims(dims)
-        if len(dims) != self.ndim:
+        nd = len(self.shape)
+        if len(dims) != nd:
             raise ShapeError(
-                f"permute: number of dims {len(dims)} doesn't match the tensor's {self.ndim} dimensions (shape {list(self.shape)})"
+                f"permute: number of dims {len(dims)} doesn't match the tensor's {nd} dimensions "
+                f"(shape {list(self.shape)})"
             )
-        perm = [S.normalize_axis(d, self.ndim, "permute") for d in dims]
-        if sorted(perm) != list(range(self.ndim)):
-            raise ShapeError(
-                f"permute: dims {list(dims)} are not a permutation of {self.ndim} dimensions"
-            )
-        if perm == list(range(self.ndim)):
+        perm = [S.normalize_axis(d, nd, "permute") for d in dims]
+        if len(set(perm)) != nd:
+            raise ShapeError(f"permute: dims {list(dims)} are not a permutation of {nd} dimensions")
+        return self._permute(perm)
+
+    def _permute(self, perm: list[int]) -> Tensor:
+        """Queue a (validated) permutation."""
+        if perm == sorted(perm):
             return self
-        shape = tuple(self.shape[p] for p in perm)
+        shape = tuple([self.shape[p] for p in perm])
         out = self._emit(_TRANSPOSE, [self.id], shape, self.dtype, {"perm": perm})
         if self.requires_grad and _mode.enabled:
             record(out, "transpose", (self,), ctx=perm)
@@ -111,13 +122,17 @@ class ShapeOps:
 
     def transpose(self, dim0: int = -2, dim1: int = -1) -> Tensor:
         """Swap two dimensions (with no arguments: the last two, as in the GT prototype)."""
-        if self.ndim < 2 and dim0 in (-2, -1, 0) and dim1 in (-2, -1, 0):
+        nd = len(self.shape)
+        if nd < 2 and dim0 in (-2, -1, 0) and dim1 in (-2, -1, 0):
             return self
-        d0 = S.normalize_axis(dim0, self.ndim, "transpose")
-        d1 = S.normalize_axis(dim1, self.ndim, "transpose")
-        perm = list(range(self.ndim))
+        d0 = dim0 + nd if -nd <= dim0 < 0 else dim0
+        d1 = dim1 + nd if -nd <= dim1 < 0 else dim1
+        if not (0 <= d0 < nd and 0 <= d1 < nd):
+            d0 = S.normalize_axis(dim0, nd, "transpose")
+            d1 = S.normalize_axis(dim1, nd, "transpose")
+        perm = list(range(nd))
         perm[d0], perm[d1] = perm[d1], perm[d0]
-        return self.permute(perm)
+        return self._permute(perm)
 
     swapaxes = transpose
 
@@ -247,7 +262,12 @@ def cat(tensors: Sequence[Tensor], dim: int = 0, *, axis: int | None = None) -> 
     if axis is not None:
         dim = axis
     first = tensors[0]
-    d = S.normalize_axis(dim, max(first.ndim, 1), "cat")
+    for i, t in enumerate(tensors):
+        if t.ndim == 0:
+            raise ShapeError(
+                f"cat: zero-dimensional tensor (at position {i}) cannot be concatenated"
+            )
+    d = S.normalize_axis(dim, first.ndim, "cat")
     shape = S.concat([t.shape for t in tensors], d, "cat")
     dtype = tensors[0].dtype
     for t in tensors[1:]:

@@ -138,6 +138,7 @@ OPS: tuple[str, ...] = (
     "all_reduce",
     "reduce_scatter",
     "free",
+    "log_softmax",
 )
 OPCODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
 

@@ -244,3 +244,38 @@ def test_two_layer_mlp_trains_to_a_low_loss(conn):
     final = loss.item()
     accuracy = (model(xs).argmax(1) == ys).float().mean().item()
     assert first > 0.6 and final < 0.1 and accuracy > 0.97
+
+
+def test_prototype_style_training_loop_runs_unchanged(conn):
+    """The GT prototype's MLP example: manual SGD on model.parameters() under no_grad."""
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(4, 8)
+            self.fc2 = nn.Linear(8, 1)
+
+        def forward(self, x):
+            return nn.sigmoid(self.fc2(nn.relu(self.fc1(x))))
+
+    rng = np.random.default_rng(42)
+    x_np = rng.standard_normal((100, 4)).astype(np.float32)
+    y_np = (x_np.sum(axis=1) > 0).astype(np.float32).reshape(-1, 1)
+    gt.manual_seed(1)
+    model = MLP()
+    x, y = gt.from_numpy(x_np), gt.from_numpy(y_np)
+    params = list(model.parameters())
+    for _ in range(150):
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        with gt.no_grad():
+            for param in model.parameters():
+                param -= 0.5 * param.grad
+                param.grad.zero_()
+    assert all(a is b for a, b in zip(model.parameters(), params))
+    with gt.no_grad():
+        pred = model(x)
+        accuracy = (
+            (pred > gt.from_numpy(np.array(0.5, dtype="float32"))).data.numpy() == y_np
+        ).mean()
+    assert loss.item() < 0.1 and accuracy > 0.9
