@@ -161,7 +161,8 @@ class LiveSource(Source):
         hz: how often the collector publishes a fresh state.
         resolve: called while disconnected to find the dispatcher again (it may come back on new
             ports); returns new endpoints or ``None``.
-        ping_s: seconds between control pings; ``dead_s``: silence after which it is disconnected.
+        ping_s: seconds between control requests (``stats``: liveness plus fresh queue numbers);
+            ``dead_s``: silence after which it is disconnected.
     """
 
     kind = "live"
@@ -228,6 +229,7 @@ class _Collector:
         self.last_reply = self.last_event = 0.0
         self.next_ping = 0.0
         self.lost_since: float | None = time.monotonic()
+        self.uptime = 0.0  # the dispatcher's uptime at its last answer
         self._open()
 
     def _open(self) -> None:
@@ -323,9 +325,19 @@ class _Collector:
                 self._new_run()  # the dispatcher restarted: start over with a fresh model
                 return
             src.dispatcher_pid = pid
+        elif what == "stats" and isinstance(payload, dict):
+            uptime = payload.get("uptime")
+            if isinstance(uptime, (int, float)) and uptime + 0.5 < self.uptime:
+                self._new_run()  # uptime went back: a new dispatcher on the same endpoints
+                return
+            self.uptime = float(uptime) if isinstance(uptime, (int, float)) else self.uptime
+            with src._lock:  # fresh in-flight and queue numbers, and rates when tracing is off
+                src.model.apply_snapshot(payload, t_ns=src.now())
         elif what == "snapshot" and isinstance(payload, dict):
             if type(payload.get("clock")) is int:
                 src.offset = payload["clock"] - time.monotonic_ns()
+            if isinstance(payload.get("uptime"), (int, float)):
+                self.uptime = float(payload["uptime"])
             with src._lock:
                 src.model.apply_snapshot(payload)
             src.ready.set()
@@ -340,6 +352,7 @@ class _Collector:
             )
         src.dispatcher_pid = None
         src.offset = None
+        self.uptime = 0.0
         if ask:
             self._send("snapshot")
 
@@ -373,4 +386,4 @@ class _Collector:
                 self._open()  # asks for a snapshot
         if self.pending is None and now >= self.next_ping:
             self.next_ping = now + src.ping_s
-            self._send("ping" if src.ready.is_set() else "snapshot")
+            self._send("stats" if src.ready.is_set() else "snapshot")
