@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from textual.app import App
 from textual.binding import Binding
+from textual.css.query import NoMatches
 
 from gt.trace.state import ClusterState
 from gt.tui.screens import HelpScreen, TopScreen, WorkerScreen
@@ -55,9 +56,14 @@ class GTApp(App):
     def tick(self) -> None:
         """Take the source's newest state and draw it on the active screen."""
         self.state = self.source.snapshot()
-        show = getattr(self.screen, "show", None)
-        if show is not None and self.screen.is_mounted:
+        screen = self.screen
+        show = getattr(screen, "show", None)
+        if show is None or not screen.is_mounted:
+            return
+        try:
             show(self.state, self.source.status())
+        except NoMatches:
+            pass  # the screen is being put together or torn down; the next tick draws it
 
     def open_worker(self, wid: int) -> None:
         """Push the detail screen for worker ``wid``."""

@@ -165,11 +165,11 @@ async def test_zoom_key_repaints_a_live_view_at_once(cluster):
     async with app.run_test(size=(140, 45)) as pilot:
         assert src.ready.wait(10)
         before = src.timeline_ns
-        t0 = time.monotonic()
         await pilot.press("plus")
+        # both the app (2 Hz) and the collector (2 Hz) are slow: the new view can only be on
+        # screen this soon because the key handler rendered it itself
         shown = app.state.timeline_end_ns - app.state.timeline_start_ns
         assert shown == src.timeline_ns < before
-        assert time.monotonic() - t0 < 0.2
 
 
 def test_run_with_dashboard_shows_the_childs_output_and_returns_its_status(cluster, tmp_path):
