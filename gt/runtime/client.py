@@ -9,6 +9,7 @@ result, or when a short timer fires on a background thread. The socket is only e
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import os
 import socket
@@ -32,6 +33,11 @@ _GT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: Arrays at least this large go over the direct client->worker data socket when one exists.
 DIRECT_MIN_BYTES = 64 * 1024
+
+#: The active ``gt.signal`` key (``(name, backward, is_backward)``), set by :mod:`gt.signal`.
+SIGNAL: contextvars.ContextVar[tuple | None] = contextvars.ContextVar("gt_signal", default=None)
+#: How many signal contexts are open in any thread: 0 keeps :meth:`Connection.emit` on its fast path.
+SIGNAL_DEPTH = 0
 
 
 def _env_float(name: str, default: float) -> float:
@@ -87,6 +93,10 @@ class Connection:
         self._new_srclocs: list[list] = []
         self._srcloc_ids: dict[tuple, int] = {}
         self.srclocs: dict[int, str] = {0: "?"}
+        self._signal_ids: dict[tuple, int] = {}
+        self._new_signals: list[list] = []
+        self._annotated = False
+        self._control_reply: tuple | None = None
         self._first_pending = 0.0
         self._in_flight = 0
         self._replies: dict[int, tuple] = {}
@@ -109,6 +119,7 @@ class Connection:
         self._stop = threading.Event()
         self._timer = threading.Thread(target=self._timer_loop, name="gt-flush", daemon=True)
         self._timer.start()
+        self._apply_env_config()
 
     # ----------------------------------------------------------------------------- setup
     def _welcome(self, connect_timeout: float) -> None:
@@ -175,12 +186,37 @@ class Connection:
         if self._broken is not None:
             raise self._broken
         ins = [opcode, out, args, attrs, self.srcloc()]
+        if SIGNAL_DEPTH and SIGNAL.get() is not None:
+            ins.append(self._signal_id(SIGNAL.get()))
+            with self._lock:
+                self._annotated = True  # under the lock: the batch that carries ins says so
+                self._append_locked(ins)
+            return
         with self._lock:
             if not self._instrs:
                 self._first_pending = time.monotonic()
             self._instrs.append(ins)
             if len(self._instrs) >= self.batch_limit:
                 self._flush_locked()
+
+    def _append_locked(self, ins: list) -> None:
+        if not self._instrs:
+            self._first_pending = time.monotonic()
+        self._instrs.append(ins)
+        if len(self._instrs) >= self.batch_limit:
+            self._flush_locked()
+
+    def _signal_id(self, key: tuple) -> int:
+        """Intern a signal key; new ones travel in the next batch's header."""
+        sid = self._signal_ids.get(key)
+        if sid is None:
+            with self._lock:
+                sid = self._signal_ids.get(key)
+                if sid is None:
+                    sid = len(self._signal_ids) + 1
+                    self._signal_ids[key] = sid
+                    self._new_signals.append([sid, key[0], key[1], bool(key[2])])
+        return sid
 
     def upload(self, out: int, array: np.ndarray) -> None:
         """Queue an upload of a C-contiguous host array as tensor ``out``."""
@@ -230,7 +266,13 @@ class Connection:
         self._batch_seq += 1
         body = P.packb([instrs, frees])
         sock = self._sock
-        sock.send(P.header(P.BATCH, self._batch_seq, len(instrs), srclocs or None), zmq.SNDMORE)
+        if self._annotated or self._new_signals:
+            signals, self._new_signals = self._new_signals, []
+            self._annotated = False
+            hdr = P.header(P.BATCH, self._batch_seq, len(instrs), srclocs or None, signals)
+        else:
+            hdr = P.header(P.BATCH, self._batch_seq, len(instrs), srclocs or None)
+        sock.send(hdr, zmq.SNDMORE)
         if bufs:
             sock.send(body, zmq.SNDMORE)
             for b in bufs[:-1]:
@@ -287,6 +329,50 @@ class Connection:
                 self._errors.clear()
                 raise self.worker_error(err)
 
+    def control(self, request: str, args: Any = None, timeout: float | None = None) -> Any:
+        """Send one control request over this connection, after everything queued before it.
+
+        Raises:
+            ValueError: the dispatcher refused the request (its message says why).
+        """
+        from gt.config import ConfigError  # noqa: PLC0415 - the client-side error type
+
+        with self._lock:
+            self._flush_locked()
+            self._control_reply = None
+            self._sock.send(P.header(P.CONTROL, request, args))
+            self._last_sent = time.monotonic()
+            deadline = time.monotonic() + (timeout or min(self.timeout, 60.0))
+            while self._control_reply is None:
+                if self._broken is not None:
+                    raise self._broken
+                if time.monotonic() > deadline:
+                    raise GTTimeout(f"the dispatcher did not answer {request!r} in time")
+                self._pump(self._wait_slice())
+            ok, payload = self._control_reply
+            self._control_reply = None
+        if not ok:
+            raise ConfigError(str(payload)) if request.startswith("config") else ValueError(str(payload))
+        return payload
+
+    def apply_config(self, raw: Any) -> dict:
+        """Replace the dispatcher's shard config; instructions sent after this call follow it."""
+        return self.control("config_apply", {"config": raw, "by": f"client:{self.client_no}"})
+
+    def _apply_env_config(self) -> None:
+        """Apply ``$GT_CONFIG`` / ``$GT_AUTO_SHARD`` when they are set."""
+        if not (os.environ.get("GT_CONFIG") or os.environ.get("GT_AUTO_SHARD")):
+            return
+        from gt.config import from_env  # noqa: PLC0415 - only with the env vars set
+
+        raw = from_env()
+        if raw is not None:
+            try:
+                self.apply_config(raw)
+            except BaseException:
+                self.close()
+                raise
+
     def worker_error(self, err: list) -> WorkerError:
         """Build the user-facing exception from a worker's ``[message, opcode, src]``."""
         msg, opcode, src = err[0], err[1], err[2]
@@ -336,6 +422,8 @@ class Connection:
                 self._errors.extend(msg[3])
         elif kind == P.DATA:
             self._replies[msg[2]] = (msg[3], msg[4], msg[5], frames[1].buffer if len(frames) > 1 else None)
+        elif kind == P.REPLY:
+            self._control_reply = (msg[2], msg[3])
         elif kind == P.ERROR:
             code, text = msg[2], msg[3]
             if code == P.E_WORKER_LOST:

@@ -4,9 +4,14 @@ All decisions are made by :class:`gt.runtime.planner.Planner`; this shell owns t
 
 * ``front`` (ROUTER): clients connect here;
 * ``back`` (ROUTER): workers register, receive batches and report completion;
-* ``control`` (ROUTER): request/reply for monitors and tools (ping, stats, snapshot);
+* ``control`` (ROUTER): request/reply for monitors and tools (ping, stats, snapshot, config);
 * ``events``: a PULL/XPUB proxy (``zmq.proxy`` in C, on its own thread): every component pushes
   instrumentation batches in, monitors subscribe on the XPUB side.
+
+Batches without signal annotations, from clients with nothing placed while no shard config is in
+force, are forwarded whole to the client's home worker without being decoded (the fast path).
+Everything else goes through :class:`gt.runtime.placement.Placement`, which rewrites the batch
+into per-worker parts with explicit transfer instructions.
 
 A malformed message is counted and dropped; it never stops the loop.
 """
@@ -22,9 +27,11 @@ from typing import Any
 
 import zmq
 
+from gt import config as shard_config
 from gt.runtime import discovery
 from gt.runtime import protocol as P
-from gt.runtime.planner import Planner
+from gt.runtime.placement import Placement
+from gt.runtime.planner import MultiBatch, Planner
 from gt.trace import events as E
 from gt.trace.emit import Emitter
 
@@ -62,6 +69,7 @@ class Dispatcher:
         self.worker_liveness = worker_liveness or _env_float("GT_WORKER_TIMEOUT", 3.0)
         self.client_liveness = client_liveness or _env_float("GT_CLIENT_TIMEOUT", 15.0)
         self.planner = Planner(max_in_flight)
+        self.placement = Placement()
         self.ctx = zmq.Context()
         self.front = self._bind(zmq.ROUTER, host, port)
         self.back = self._bind(zmq.ROUTER, host, 0)
@@ -91,6 +99,8 @@ class Dispatcher:
         self._stop = threading.Event()
         self._next_stats = 0.0
         self.batches_routed = 0
+        self.batches_planned = 0
+        self._apply_env_config()
         self.discovery_file = None
         if write_discovery:
             self.discovery_file = discovery.write(
@@ -133,6 +143,15 @@ class Dispatcher:
             "clock": time.monotonic_ns(),
             "trace": self.events.level,
         }
+
+    def _apply_env_config(self) -> None:
+        """``$GT_CONFIG`` / ``$GT_AUTO_SHARD`` in the dispatcher's environment: the starting config."""
+        try:
+            raw = shard_config.from_env()
+            if raw is not None:
+                self.placement.config = shard_config.validate(raw)
+        except shard_config.ConfigError as exc:
+            print(f"gt dispatcher: ignoring GT_CONFIG: {exc}", flush=True)
 
     @property
     def address(self) -> str:
@@ -202,8 +221,11 @@ class Dispatcher:
                 raise P.ProtocolError("batch without a body")
             if srclocs:
                 self._srclocs.setdefault(cno, {}).update((int(k), str(v)) for k, v in srclocs)
-            batch = (seq, n, frames[2:])
-            self._send_batches(self.planner.submit(cno, batch))
+            signals = msg[5] if len(msg) > 5 else None
+            if signals is None and not self.placement.wants(cno):
+                self._send_batches(self.planner.submit(cno, (seq, n, frames[2:])))
+            else:
+                self._plan_batch(c, seq, frames, signals if type(signals) is list else None)
         elif kind == P.HEARTBEAT:
             if cno is not None:
                 self.planner.clients[cno].last_seen = time.monotonic()
@@ -253,18 +275,45 @@ class Dispatcher:
         self.events.emit(E.CLIENT_LEFT, {"client": cno, "reason": reason})
         self._client_by_ident.pop(c.ident, None)
         self._srclocs.pop(cno, None)
-        w = self.planner.workers.get(c.home)
-        if w is not None and w.alive:
-            self.back.send_multipart([w.ident, P.header(P.DROP_CLIENT, cno)])
+        placed = self.placement.clients.get(cno)
+        everywhere = placed is not None and placed.placed
+        self.placement.drop(cno)
+        for w in self.planner.alive_workers():
+            if w.wid == c.home or everywhere:
+                self.back.send_multipart([w.ident, P.header(P.DROP_CLIENT, cno)])
+
+    def _plan_batch(self, c: Any, seq: int, frames: list, signals: list | None) -> None:
+        """Rewrite one client batch with the placement planner and queue its per-worker parts."""
+        instrs, frees = P.parse_body(frames[2].buffer)
+        alive = [w.wid for w in self.planner.alive_workers()]
+        prog = self.placement.plan(c.cno, c.home, instrs, frees, alive, signals)
+        self.batches_planned += 1
+        targets = set(prog.parts) | set(prog.frees) or {c.home}
+        rewrite = {"moves": dict(prog.moves), "parts": {w: len(prog.parts.get(w, ())) for w in targets},
+                   "client_n": len(instrs)} if prog.moves or targets != {c.home} else None
+        parts = {}
+        for w in sorted(targets):
+            ins = prog.parts.get(w, [])
+            body = P.packb([ins, prog.frees.get(w, [])])
+            rest = [body, *frames[3:]] if w == c.home else [body]
+            parts[w] = (seq, len(ins), rest, rewrite)
+        if len(parts) == 1 and c.home in parts and not prog.errors:
+            batch: Any = parts[c.home]
+        else:
+            batch = MultiBatch(seq, parts, prog.errors)
+        if prog.errors:
+            c.errors += len(prog.errors)
+        self._send_batches(self.planner.submit(c.cno, batch))
 
     def _send_batches(self, sends: list) -> None:
         back = self.back
         ev = self.events
-        for w, c, (seq, n, rest) in sends:
+        for w, c, payload in sends:
+            seq, n, rest = payload[0], payload[1], payload[2]
             self.batches_routed += 1
             if ev.enabled:
                 ev.emit(E.DISPATCHED, {"client": c.cno, "batch": seq, "workers": [w.wid], "n": n,
-                                       "rewrite": None, "queued_ns": None})
+                                       "rewrite": payload[3] if len(payload) > 3 else None, "queued_ns": None})
             back.send(w.ident, zmq.SNDMORE)
             back.send(P.header(P.BATCH, c.cno, seq, n, c.info.get("token")), zmq.SNDMORE)
             last = len(rest) - 1
@@ -284,12 +333,13 @@ class Dispatcher:
             n = msg[5] if len(msg) > 5 else 0
             w = self.planner.workers[wid]
             w.last_seen = time.monotonic()
-            sends = self.planner.done(wid, cno, n)
+            sends, ack = self.planner.finish(wid, cno, seq, n, errors if type(errors) is list else [])
             c = self.planner.clients.get(cno)
             if c is not None:
                 if errors:
                     c.errors += len(errors)
-                self.front.send_multipart([c.ident, P.header(P.ACK, seq, errors)])
+                if ack is not None:
+                    self.front.send_multipart([c.ident, P.header(P.ACK, seq, ack)])
             if sends:
                 self._send_batches(sends)
         elif kind == P.DATA:
@@ -316,17 +366,32 @@ class Dispatcher:
             self.back.send_multipart([ident, P.header(P.REGISTERED, wid, self._settings())])
             self.events.emit(E.WORKER_JOINED, {"worker": wid, "host": info.get("host"), "pid": info.get("pid"),
                                                "device": info.get("device"), "backend": info.get("backend")})
+            self._send_peers()
             pending, self._pending_hellos = self._pending_hellos, []
             for c_ident, c_info, _t in pending:
                 self._hello(c_ident, c_info)
         else:
             raise P.ProtocolError(f"unexpected {P.KIND_NAMES[kind]} from a worker")
 
+    def _send_peers(self) -> None:
+        """Tell every worker where its peers' data sockets are (for direct transfers)."""
+        alive = self.planner.alive_workers()
+        table = {w.wid: w.info.get("data") for w in alive if w.info.get("data")}
+        for w in alive:
+            self.back.send_multipart([w.ident, P.header(P.PEERS, table)])
+
     def _worker_lost(self, wid: int, reason: str) -> None:
         w = self.planner.workers[wid]
         text = f"worker {wid} ({w.info.get('device', '?')}, pid {w.info.get('pid', '?')}) {reason}; the tensors it held are lost"
         self.events.emit(E.WORKER_LEFT, {"worker": wid, "reason": reason})
-        for c in self.planner.remove_worker(wid, text):
+        lost = self.planner.remove_worker(wid, text)
+        for cno in self.placement.clients_on(wid):
+            c = self.planner.clients.get(cno)
+            if c is not None and c.broken is None:
+                c.broken = text
+                c.queue.clear()
+                lost.append(c)
+        for c in lost:
             self.front.send_multipart([c.ident, P.header(P.ERROR, P.E_WORKER_LOST, text)])
         self._worker_by_ident.pop(w.ident, None)
 
@@ -363,7 +428,20 @@ class Dispatcher:
         self.control.send_multipart([ident, *frames[1:-1], P.header(P.REPLY, ok, payload)])
 
     def answer(self, request: str, args: Any) -> Any:
-        """Answer one control request: ``ping`` or ``stats``."""
+        """Answer one control request.
+
+        Requests: ``ping``, ``endpoints``, ``stats``, ``snapshot``, ``config_get`` (the shard
+        config in normal form), ``config_apply`` (``{"config": raw, "by": who}``: validate and
+        apply for new instructions; answers the normal form; raises ``ValueError`` on a bad
+        config), ``placement`` (per client: tensor id -> layout, for tools and tests).
+        """
+        if request == "config_get":
+            return self.placement.config
+        if request == "config_apply":
+            return self.apply_config(args)
+        if request == "placement":
+            return {cno: {tid: info.layout.describe() for tid, info in c.tensors.items()}
+                    for cno, c in self.placement.clients.items()}
         if request == "ping":
             return {"pid": os.getpid(), "uptime": time.time() - self.started}
         if request == "endpoints":
@@ -374,10 +452,23 @@ class Dispatcher:
             return self.snapshot()
         raise ValueError(f"unknown control request {request!r}")
 
+    def apply_config(self, args: Any) -> dict:
+        """Validate and apply a shard config (``{"config": raw, "by": who}`` or a raw config)."""
+        if isinstance(args, dict) and set(args) <= {"config", "by"} and "config" in args:
+            raw, by = args.get("config"), args.get("by")
+        else:
+            raw, by = args, None
+        alive = [w.wid for w in self.planner.alive_workers()]
+        before, after = self.placement.apply_config(raw, alive)
+        self.events.emit(E.CONFIG, {"before": shard_config.to_yaml_dict(before),
+                                    "after": shard_config.to_yaml_dict(after), "by": str(by or "control")})
+        return after
+
     def _emit_stats(self) -> None:
         p = self.planner
         self.events.emit(E.STATS, {"counters": {
             "batches": self.batches_routed,
+            "planned": self.batches_planned,
             "bad_messages": self.bad_messages,
             "clients": len(p.clients),
             "workers": len(p.alive_workers()),
@@ -395,6 +486,7 @@ class Dispatcher:
         return {
             **self.stats(),
             "srclocs": {cno: dict(locs) for cno, locs in self._srclocs.items()},
+            "config": shard_config.to_yaml_dict(self.placement.config),
             "seq": {"dispatcher": self.events.seq},
             "clock": time.monotonic_ns(),
             "trace": self.events.level,

@@ -6,7 +6,10 @@ backpressure and failure handling testable without a network.
 
 Placement: every client has a *home worker*, chosen when it connects (the alive worker with the
 fewest clients). Its tensors live there unless a shard config places them elsewhere, so a batch of
-unannotated instructions is forwarded whole, without decoding each instruction.
+unannotated instructions is forwarded whole, without decoding each instruction. A batch that the
+placement planner rewrote becomes a :class:`MultiBatch`: one part per worker, sent together (so
+every worker sees multi-worker batches in the same global order, which keeps their transfers from
+deadlocking) once all of those workers have room, and acknowledged once every part is done.
 """
 
 from __future__ import annotations
@@ -14,6 +17,21 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
+
+
+@dataclass
+class MultiBatch:
+    """A client batch rewritten into per-worker parts.
+
+    Attributes:
+        seq: the client's batch number.
+        parts: worker id -> the payload to send it (``(seq, n_instructions, frames)``).
+        errors: planner errors to report in the batch's ACK, with the workers' own errors.
+    """
+
+    seq: int
+    parts: dict[int, Any]
+    errors: list = field(default_factory=list)
 
 
 @dataclass
@@ -65,6 +83,7 @@ class Planner:
         self._next_wid = 0
         self._next_cno = 1
         self._rr: deque[int] = deque()  # clients with queued batches, in round-robin order
+        self.pending: dict[tuple[int, int], list] = {}  # (client, seq) -> [parts left, errors]
 
     # ------------------------------------------------------------------ membership
     def add_worker(self, ident: bytes, info: dict, now: float) -> int:
@@ -103,6 +122,8 @@ class Planner:
             self._rr.remove(cno)
         except ValueError:
             pass
+        for key in [k for k in self.pending if k[0] == cno]:
+            del self.pending[key]
         return c
 
     def remove_worker(self, wid: int, reason: str) -> list[ClientState]:
@@ -123,32 +144,77 @@ class Planner:
 
     # ------------------------------------------------------------------ scheduling
     def submit(self, cno: int, batch: Any) -> list[tuple[WorkerState, ClientState, Any]]:
-        """Queue a client batch; returns the sends that may happen now."""
+        """Queue a client batch (or a :class:`MultiBatch`); returns the sends that may happen now."""
         c = self.clients[cno]
         c.batches += 1
         if not c.queue:
-            w = self.workers[c.home]
-            if w.in_flight < self.max_in_flight and not self._rr:
-                # Fast path: nothing waiting anywhere, send at once.
-                w.in_flight += 1
-                c.in_flight += 1
-                return [(w, c, batch)]
+            if type(batch) is not MultiBatch:
+                w = self.workers[c.home]
+                if w.in_flight < self.max_in_flight and not self._rr:
+                    # Fast path: nothing waiting anywhere, send at once.
+                    w.in_flight += 1
+                    c.in_flight += 1
+                    return [(w, c, batch)]
+            elif not self._rr and self._room(c, batch):
+                return self._take(c, batch)
             self._rr.append(cno)
         c.queue.append(batch)
         return self.schedule()
 
+    def _room(self, c: ClientState, batch: Any) -> bool:
+        if type(batch) is MultiBatch:
+            ws = [self.workers.get(wid) for wid in batch.parts]
+        else:
+            ws = [self.workers[c.home]]
+        return all(w is not None and w.alive and w.in_flight < self.max_in_flight for w in ws)
+
+    def _take(self, c: ClientState, batch: Any) -> list[tuple[WorkerState, ClientState, Any]]:
+        c.in_flight += 1
+        if type(batch) is not MultiBatch:
+            w = self.workers[c.home]
+            w.in_flight += 1
+            return [(w, c, batch)]
+        self.pending[(c.cno, batch.seq)] = [len(batch.parts), list(batch.errors)]
+        sends = []
+        for wid, payload in batch.parts.items():
+            w = self.workers[wid]
+            w.in_flight += 1
+            sends.append((w, c, payload))
+        return sends
+
     def done(self, wid: int, cno: int, n_instructions: int) -> list[tuple[WorkerState, ClientState, Any]]:
-        """A worker finished a batch; returns the sends this frees up."""
+        """A worker finished a (single-worker) batch; returns the sends this frees up."""
+        return self.finish(wid, cno, None, n_instructions, [])[0]
+
+    def finish(self, wid: int, cno: int, seq: int | None, n_instructions: int,
+               errors: list) -> tuple[list[tuple[WorkerState, ClientState, Any]], list | None]:
+        """A worker finished a batch or a part of one.
+
+        Returns:
+            The sends this frees up, and the errors to acknowledge the client batch with -- or
+            ``None`` while other parts of it are still running.
+        """
         w = self.workers.get(wid)
         if w is not None and w.in_flight > 0:
             w.in_flight -= 1
             w.batches_done += 1
             w.instructions_done += n_instructions
         c = self.clients.get(cno)
-        if c is not None and c.in_flight > 0:
-            c.in_flight -= 1
+        ack: list | None = errors
+        pend = self.pending.get((cno, seq)) if seq is not None else None
+        if pend is not None:
+            pend[0] -= 1
+            pend[1].extend(errors)
+            if pend[0] > 0:
+                ack = None
+            else:
+                del self.pending[(cno, seq)]
+                ack = pend[1]
+        if c is not None:
             c.instructions += n_instructions
-        return self.schedule() if self._rr else []
+            if ack is not None and c.in_flight > 0:
+                c.in_flight -= 1
+        return (self.schedule() if self._rr else []), ack
 
     def schedule(self) -> list[tuple[WorkerState, ClientState, Any]]:
         """Round-robin over clients with queued batches while their workers have room.
@@ -165,11 +231,8 @@ class Planner:
                 c = self.clients.get(cno)
                 if c is None or not c.queue:
                     continue
-                w = self.workers[c.home]
-                if w.alive and w.in_flight < self.max_in_flight:
-                    w.in_flight += 1
-                    c.in_flight += 1
-                    sends.append((w, c, c.queue.popleft()))
+                if self._room(c, c.queue[0]):
+                    sends.extend(self._take(c, c.queue.popleft()))
                     progress = True
                     if c.queue:
                         served.append(cno)

@@ -24,12 +24,15 @@ from gt.runtime import discovery
 from gt.runtime import protocol as P
 from gt.runtime.backend import Backend, load_backend
 from gt.runtime.device_monitor import DeviceMonitor
+from gt.runtime.peers import COMM_OPS, PeerFailure, Peers
 from gt.trace import events as E
 from gt.trace.emit import Emitter
 
 _UPLOAD = P.OPCODE["upload"]
 _FETCH = P.OPCODE["fetch"]
 _MARK = P.OPCODE["mark"]
+_FREE = P.OPCODE["free"]
+_PLACE = P.OPCODE["place"]
 MAX_ERRORS_PER_BATCH = 64
 UPLOAD_WAIT_S = 30.0
 
@@ -85,6 +88,9 @@ class Worker:
         offset = clock - time.monotonic_ns() if isinstance(clock, int) else 0
         self.events = Emitter(self.ctx, settings.get("events_in"), f"worker:{self.wid}", clock_offset_ns=offset)
         self.device_monitor = DeviceMonitor(self.events, self.wid) if self.events.enabled else None
+        self.peers = Peers(self.wid, self.ctx, self.data, self._drain_data, self.events, self.backend,
+                           self._stop.is_set)
+        self._cur_cno, self._cur_token, self._cur_seq = 0, None, 0
         self._hb = threading.Thread(target=self._heartbeat_loop, name="gt-heartbeat", daemon=True)
         self._hb.start()
 
@@ -133,6 +139,10 @@ class Worker:
         elif kind == P.DROP_CLIENT:
             self.tables.pop(msg[2], None)
             self.failed.pop(msg[2], None)
+            self.peers.drop(msg[2])
+        elif kind == P.PEERS:
+            if isinstance(msg[2], dict):
+                self.peers.set_endpoints(msg[2])
         elif kind == P.STOP:
             self.stop_reason = "stopped by the dispatcher"
             self._stop.set()
@@ -151,12 +161,15 @@ class Worker:
                 continue
             if msg[1] == P.UPLOAD:
                 self.pending_uploads[(frames[0].bytes, msg[2])] = frames[2]
+            elif msg[1] == P.PEER and len(msg) >= 8:
+                self.peers.accept(frames[0].bytes, msg, frames[2])
 
     # ------------------------------------------------------------------ execution
     def _run_batch(self, msg: list, frames: list) -> None:
         cno, seq = msg[2], msg[3]
         token = msg[5] if len(msg) > 5 else None
-        self._cur_cno, self._cur_token = cno, token
+        self._cur_cno, self._cur_token, self._cur_seq = cno, token, seq
+        self.peers.cno, self.peers.batch = cno, seq
         t0 = time.perf_counter_ns()
         errors: list = []
         try:
@@ -183,6 +196,8 @@ class Worker:
                     vals = [tbl[a] if type(a) is int else (a[0] if type(a) is list else a) for a in args]
                 except KeyError:
                     err = self._input_error(ins, tbl, failed)
+                    if code in COMM_OPS and err is not None:
+                        self._comm_failed(code, out, attrs, err, tbl, failed)
                     if err is not None and err[3] and len(errors) < MAX_ERRORS_PER_BATCH:
                         err[3] = False
                         errors.append(err[:3])
@@ -196,8 +211,19 @@ class Worker:
                     self._reply(cno, token, out, vals[0], None)
                 elif code == _MARK:
                     pass
+                elif code in COMM_OPS:
+                    tbl[out] = self.peers.run(code, vals, attrs)
+                elif code == _FREE:
+                    for f in attrs["ids"]:
+                        if tbl.pop(f, None) is None:
+                            failed.pop(f, None)
+                elif code == _PLACE:
+                    tbl[out] = vals[0]
                 else:
                     raise P.ProtocolError(f"unknown opcode {code!r}")
+            except PeerFailure as exc:  # an input failed on another worker, which reported it
+                tbl.pop(ins[1], None)
+                failed[ins[1]] = [*exc.err, False]
             except Exception as exc:  # an op failed: record it against its output
                 err = [f"{type(exc).__name__}: {exc}", ins[0] if type(ins) is list and ins else -1,
                        ins[4] if type(ins) is list and len(ins) > 4 else 0, False]
@@ -239,6 +265,18 @@ class Worker:
         for msg, opcode, src in errors[:8]:
             op = P.OPS[opcode] if type(opcode) is int and 0 <= opcode < len(P.OPS) else str(opcode)
             ev.emit(E.ERROR, {"client": cno, "worker": self.wid, "message": msg, "op": op, "source": src})
+
+    def _comm_failed(self, code: int, out: Any, attrs: Any, err: list, tbl: dict, failed: dict) -> None:
+        """A transfer's input had failed: send error markers so the peers fail too, not wait."""
+        try:
+            self.peers.run(code, [None], attrs, err[:3])
+        except PeerFailure:
+            pass
+        except Exception:  # malformed attrs: the peers time out instead
+            pass
+        if type(out) is int:
+            tbl.pop(out, None)
+            failed[out] = [*err[:3], False]
 
     def _input_error(self, ins: Any, tbl: dict, failed: dict) -> list | None:
         """An input was missing: propagate its failure to the output (or to the fetch reply)."""
@@ -351,6 +389,8 @@ class Worker:
         if hb is not None and hb is not threading.current_thread():
             hb.join(timeout=2)
         self.tables.clear()
+        if getattr(self, "peers", None) is not None:
+            self.peers.close()
         if getattr(self, "device_monitor", None) is not None:
             self.device_monitor.stop()
         if getattr(self, "events", None) is not None:

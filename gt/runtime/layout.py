@@ -1,0 +1,154 @@
+"""Where a tensor's data lives, and the per-worker instruction lists the planner builds.
+
+A :class:`Layout` is one of
+
+* ``local(w)``: the whole tensor on worker ``w``;
+* ``repl(W)``: a full copy on every worker of ``W``;
+* ``shard(axis, W, sizes)``: worker ``W[i]`` holds ``sizes[i]`` consecutive slices along ``axis``
+  (the ``i``-th block; uneven sizes are fine, empty blocks are not made);
+* ``partial(W, op)``: every worker of ``W`` holds a same-shaped part; the value is their ``op``
+  (``sum``, ``max``, ``min``) -- what a contraction-sharded matmul or a reduction over the sharded
+  axis leaves, combined by an all-reduce or reduce-scatter only where a consumer needs it.
+
+A tensor keeps its client-made id on every worker that holds a part of it. Pure data, no sockets.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from gt.runtime import protocol as P
+
+LOCAL, REPL, SHARD, PARTIAL = "local", "repl", "shard", "partial"
+_FREE = P.OPCODE["free"]
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """An immutable description of where a tensor lives (see the module docstring)."""
+
+    kind: str
+    workers: tuple[int, ...]
+    axis: int = -1
+    sizes: tuple[int, ...] = ()
+    op: str = "sum"
+
+    def describe(self) -> str:
+        """A short human-readable form, e.g. ``shard(axis=0, [0, 1], [3, 2])``."""
+        ws = list(self.workers)
+        if self.kind == LOCAL:
+            return f"local({ws[0]})"
+        if self.kind == REPL:
+            return f"repl({ws})"
+        if self.kind == SHARD:
+            return f"shard(axis={self.axis}, {ws}, {list(self.sizes)})"
+        return f"partial({self.op}, {ws})"
+
+    def starts(self) -> list[int]:
+        """Offsets of the blocks of a shard layout along its axis."""
+        out, at = [], 0
+        for s in self.sizes:
+            out.append(at)
+            at += s
+        return out
+
+
+def local(w: int) -> Layout:
+    """The whole tensor on worker ``w``."""
+    return Layout(LOCAL, (w,))
+
+
+def repl(workers: tuple[int, ...] | list[int]) -> Layout:
+    """A full copy on each worker (one worker: :func:`local`)."""
+    ws = tuple(sorted(set(workers)))
+    return Layout(LOCAL, ws) if len(ws) == 1 else Layout(REPL, ws)
+
+
+def partial(workers: tuple[int, ...], op: str = "sum") -> Layout:
+    """Per-worker parts whose ``op`` is the value."""
+    return Layout(PARTIAL, tuple(workers), op=op)
+
+
+def split_sizes(n: int, parts: int) -> tuple[int, ...]:
+    """Block sizes of ``n`` items over ``parts`` workers, as ``numpy.array_split`` makes them."""
+    q, r = divmod(n, parts)
+    return tuple(q + 1 if i < r else q for i in range(parts))
+
+
+def shard(axis: int, workers: tuple[int, ...] | list[int], sizes: tuple[int, ...]) -> Layout:
+    """Blocks along ``axis``; degenerates to :func:`local` when only one worker gets a block."""
+    ws = tuple(w for w, s in zip(workers, sizes) if s > 0)
+    sz = tuple(s for s in sizes if s > 0)
+    if len(ws) <= 1:
+        return local(ws[0] if ws else workers[0])
+    return Layout(SHARD, ws, axis, sz)
+
+
+def shard_even(shape: tuple[int, ...], axis: int, workers: tuple[int, ...]) -> Layout:
+    """Split ``shape`` along ``axis`` over ``workers`` in near-equal blocks (none empty)."""
+    n = shape[axis]
+    use = tuple(workers[: max(1, min(len(workers), n))])
+    return shard(axis, use, split_sizes(n, len(use)))
+
+
+def satisfies(have: Layout, want: Layout) -> bool:
+    """Whether data laid out as ``have`` can be used where ``want`` is needed, with no move."""
+    if have == want:
+        return True
+    if have.kind == REPL and want.kind in (LOCAL, REPL):
+        return set(want.workers) <= set(have.workers)
+    return False
+
+
+@dataclass
+class Program:
+    """The per-worker instruction lists for one client batch, in program order.
+
+    Attributes:
+        parts: worker id -> instructions ``[opcode, out, args, attrs, src]``.
+        frees: worker id -> ids freed after the batch (temporaries and the client's frees).
+        moves: how many of each re-layout instruction were added (for the ``dispatched`` event).
+        errors: ``[message, opcode, src]`` for instructions the planner could not place.
+    """
+
+    next_tag: int = 1
+    next_tmp: int = -1
+    parts: dict[int, list] = field(default_factory=dict)
+    frees: dict[int, list] = field(default_factory=dict)
+    moves: Counter = field(default_factory=Counter)
+    errors: list = field(default_factory=list)
+    temps: list = field(default_factory=list)
+
+    def add(self, w: int, code: int, out: int, args: list, attrs: object, src: int) -> None:
+        """Append one instruction to worker ``w``'s list."""
+        self.parts.setdefault(w, []).append([code, out, args, attrs, src])
+        if out < 0:
+            self.temps.append((w, out))
+
+    def tag(self) -> int:
+        """A fresh transfer tag (unique per client)."""
+        t = self.next_tag
+        self.next_tag += 1
+        return t
+
+    def tmp(self) -> int:
+        """A fresh temporary tensor id (negative: never a client id), freed after the batch."""
+        t = self.next_tmp
+        self.next_tmp -= 1
+        return t
+
+    def free_now(self, w: int, ids: list[int], src: int) -> None:
+        """Drop ids on ``w`` at this point of its stream (the id may be written again later)."""
+        if ids:
+            self.parts.setdefault(w, []).append([_FREE, 0, [], {"ids": list(ids)}, src])
+
+    def free_later(self, w: int, tid: int) -> None:
+        """Drop ``tid`` on ``w`` once the batch has run."""
+        self.frees.setdefault(w, []).append(tid)
+
+    def finish(self) -> None:
+        """Schedule every temporary for freeing at the end of the batch."""
+        for w, t in self.temps:
+            self.frees.setdefault(w, []).append(t)
+        self.temps.clear()

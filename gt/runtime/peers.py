@@ -1,0 +1,414 @@
+"""Worker-to-worker transfers and the collectives built on them (never through the dispatcher).
+
+Every worker binds a ROUTER data socket; to talk to a peer it connects a DEALER (identity
+``w<id>``) to the peer's data socket. A message is ``[V, PEER, client_no, tag, step, dtype, shape,
+error]`` plus one raw buffer frame, sent with ``copy=False`` and wrapped on arrival without a copy.
+Messages that arrive before the instruction that wants them wait in a stash keyed by
+``(client, tag, sender, step)``; a receive waits for its key at most ``$GT_PEER_TIMEOUT`` seconds
+(default 120), so a lost peer is an error, never a hang.
+
+The planner puts the same collective instruction, with the same tag, in the streams of all its
+participants in one global order, and sends never block, so the participants cannot deadlock.
+Algorithms: ring all-reduce (reduce-scatter then all-gather, each rank moves ``2 (n-1)/n`` of the
+data), ring all-gather and reduce-scatter, binomial-tree broadcast, direct scatter/gather (the
+root is the bottleneck by definition). A failed input travels as an error marker instead of data,
+so every participant fails with the original message instead of waiting.
+
+On a GPU the data is staged through host memory (NCCL is not used yet).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import numpy as np
+import zmq
+
+from gt.runtime import protocol as P
+from gt.trace import events as E
+
+_OP = P.OPCODE
+SEND, RECV, BCAST, SCATTER, GATHER = (
+    _OP["send"],
+    _OP["recv"],
+    _OP["bcast"],
+    _OP["scatter"],
+    _OP["gather"],
+)
+ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, CHUNK = (
+    _OP["all_gather"],
+    _OP["all_reduce"],
+    _OP["reduce_scatter"],
+    _OP["chunk"],
+)
+COMM_OPS = frozenset(
+    (SEND, RECV, BCAST, SCATTER, GATHER, ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, CHUNK)
+)
+ZERO_COPY_MIN = 64 * 1024
+_REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
+
+
+def peer_timeout() -> float:
+    """Seconds a receive waits for its peer (``$GT_PEER_TIMEOUT``, default 120)."""
+    try:
+        return float(os.environ.get("GT_PEER_TIMEOUT", 120.0))
+    except ValueError:
+        return 120.0
+
+
+class PeerFailure(Exception):
+    """A collective's input failed somewhere; carries the original ``[message, opcode, src]``."""
+
+    def __init__(self, err: list):
+        super().__init__(err[0])
+        self.err = list(err[:3])
+
+
+def _block(x: np.ndarray, axis: int, start: int, stop: int) -> np.ndarray:
+    return np.ascontiguousarray(x[(slice(None),) * axis + (slice(start, stop),)])
+
+
+def _starts(sizes: list[int]) -> list[int]:
+    out, at = [], 0
+    for s in sizes:
+        out.append(at)
+        at += s
+    return out
+
+
+class Peers:
+    """One worker's peer links: sockets, the stash of early messages, and the collectives.
+
+    Args:
+        wid: this worker's id.
+        ctx: the worker's ZeroMQ context.
+        data: the worker's ROUTER data socket (peer messages arrive there).
+        drain: call to pull everything waiting on ``data`` into the stash (and uploads).
+        events: the worker's event emitter (``transfer`` events).
+        backend: the array backend (host staging on GPUs).
+        stopped: returns True once the worker is shutting down (a waiting receive gives up).
+    """
+
+    def __init__(
+        self,
+        wid: int,
+        ctx: zmq.Context,
+        data: zmq.Socket,
+        drain: Any,
+        events: Any,
+        backend: Any,
+        stopped: Any,
+    ):
+        self.wid = wid
+        self.ctx = ctx
+        self.data = data
+        self.drain = drain
+        self.events = events
+        self.backend = backend
+        self.stopped = stopped
+        self.timeout = peer_timeout()
+        self.endpoints: dict[int, str] = {}
+        self.socks: dict[int, zmq.Socket] = {}
+        self.stash: dict[tuple, tuple[list, Any]] = {}
+        self.cno = 0
+        self.batch = 0
+        self.bytes_sent = 0
+        self.bytes_received = 0
+
+    # ------------------------------------------------------------------ links
+    def set_endpoints(self, endpoints: dict) -> None:
+        """Learn the peers' data endpoints (from the dispatcher's PEERS message)."""
+        for k, v in endpoints.items():
+            wid = int(k)
+            if self.endpoints.get(wid) != v and wid in self.socks:
+                self.socks.pop(wid).close(0)
+            self.endpoints[wid] = str(v)
+
+    def _sock(self, peer: int) -> zmq.Socket:
+        s = self.socks.get(peer)
+        if s is None:
+            ep = self.endpoints.get(peer)
+            if ep is None:
+                raise RuntimeError(f"worker {self.wid} does not know worker {peer}'s address")
+            s = self.ctx.socket(zmq.DEALER)
+            s.setsockopt(zmq.LINGER, 1000)
+            s.setsockopt(
+                zmq.SNDHWM, 0
+            )  # a send must never block: receivers drain in their own order
+            s.setsockopt(zmq.IDENTITY, b"w%d" % self.wid)
+            s.connect(ep)
+            self.socks[peer] = s
+        return s
+
+    def accept(self, ident: bytes, msg: list, frame: Any) -> None:
+        """File one PEER message from the data socket under its key."""
+        if not ident.startswith(b"w"):
+            return
+        try:
+            src = int(ident[1:])
+        except ValueError:
+            return
+        self.stash[(msg[2], msg[3], src, msg[4])] = (msg, frame)
+
+    def drop(self, cno: int) -> None:
+        """Forget stashed messages of a departed client."""
+        for key in [k for k in self.stash if k[0] == cno]:
+            del self.stash[key]
+
+    def close(self) -> None:
+        """Close every peer socket."""
+        for s in self.socks.values():
+            s.close(0)
+        self.socks.clear()
+
+    # ------------------------------------------------------------------ point to point
+    def _event(self, peer: int, nbytes: int, t0: int, t1: int, direction: str, what: str) -> None:
+        ev = self.events
+        if ev is not None and ev.enabled:
+            off = ev.offset
+            ev.emit(E.TRANSFER, {"worker": self.wid, "peer": peer, "bytes": nbytes, "t0": t0 + off,
+                                 "t1": t1 + off, "direction": direction, "what": what, "client": self.cno,
+                                 "batch": self.batch}, t0 + off)  # fmt: skip
+
+    def send(
+        self,
+        peer: int,
+        tag: int,
+        step: int,
+        arr: np.ndarray | None,
+        what: str,
+        err: list | None = None,
+    ) -> None:
+        """Send a host array (or an error marker) to ``peer``; never blocks."""
+        t0 = time.monotonic_ns()
+        if err is not None or arr is None:
+            hdr = P.header(
+                P.PEER, self.cno, tag, step, None, None, err or ["peer input missing", -1, 0]
+            )
+            self._sock(peer).send_multipart([hdr, b""])
+            self._event(peer, 0, t0, time.monotonic_ns(), "send", what)
+            return
+        arr = np.ascontiguousarray(arr)
+        hdr = P.header(P.PEER, self.cno, tag, step, arr.dtype.name, list(arr.shape), None)
+        payload = memoryview(arr.reshape(-1)).cast("B") if arr.size else b""
+        self._sock(peer).send_multipart([hdr, payload], copy=arr.nbytes < ZERO_COPY_MIN)
+        self.bytes_sent += arr.nbytes
+        self._event(peer, arr.nbytes, t0, time.monotonic_ns(), "send", what)
+
+    def recv(self, peer: int, tag: int, step: int, what: str) -> np.ndarray:
+        """Wait for the message ``(tag, step)`` from ``peer``; a host array (read-only, no copy).
+
+        Raises:
+            PeerFailure: the peer sent an error marker (its input had failed).
+            TimeoutError: nothing came within :attr:`timeout` seconds.
+        """
+        key = (self.cno, tag, peer, step)
+        t0 = time.monotonic_ns()
+        deadline = time.monotonic() + self.timeout
+        stash = self.stash
+        while key not in stash:
+            self.drain()
+            if key in stash:
+                break
+            left = deadline - time.monotonic()
+            if left <= 0 or self.stopped():
+                raise TimeoutError(
+                    f"worker {self.wid} waited {self.timeout:.0f}s for {what} data from worker {peer}"
+                    " (GT_PEER_TIMEOUT)"
+                )
+            self.data.poll(int(min(left, 0.2) * 1000) + 1)
+        msg, frame = stash.pop(key)
+        err = msg[7] if len(msg) > 7 else None
+        if err is not None:
+            raise PeerFailure(err)
+        dtype, shape = P.check_dtype(msg[5]), P.check_shape(msg[6])
+        buf = frame.buffer if hasattr(frame, "buffer") else frame
+        arr = (
+            np.frombuffer(buf, dtype=dtype).reshape(shape)
+            if len(buf)
+            else np.empty(shape, dtype=dtype)
+        )
+        self.bytes_received += arr.nbytes
+        self._event(peer, arr.nbytes, t0, time.monotonic_ns(), "recv", what)
+        return arr
+
+    # ------------------------------------------------------------------ instructions
+    def run(self, code: int, vals: list, attrs: dict, err: list | None = None) -> Any:
+        """Execute one transfer/collective instruction; returns the value for its output id.
+
+        ``err`` (set when an input had failed) makes this participant send error markers in place
+        of data, so its peers fail fast; it then raises :class:`PeerFailure`.
+        """
+        run = _Run(self, attrs.get("tag", 0), P.OPS[code], err)
+        host = None
+        if vals and vals[0] is not None and err is None:
+            host = self.backend.to_host(vals[0])
+        result = _ALGOS[code](run, host, attrs)
+        if run.err is not None:
+            if run.local:
+                raise TimeoutError(run.err[0].removeprefix("TimeoutError: "))
+            raise PeerFailure(run.err)
+        if result is None:
+            return vals[0] if vals else None
+        if result is host:
+            return vals[0]
+        return self.backend.from_host(result)
+
+
+class _Run:
+    """One execution of a transfer instruction: tracks a failure and keeps the message pattern."""
+
+    def __init__(self, peers: Peers, tag: int, what: str, err: list | None):
+        self.p = peers
+        self.tag = tag
+        self.what = what
+        self.err = err
+        self.local = False  # the failure started here (a timeout): it must be reported
+        self.me = peers.wid
+
+    def send(self, peer: int, step: int, arr: np.ndarray | None) -> None:
+        self.p.send(peer, self.tag, step, None if self.err else arr, self.what, self.err)
+
+    def recv(self, peer: int, step: int) -> np.ndarray | None:
+        try:
+            got = self.p.recv(peer, self.tag, step, self.what)
+        except PeerFailure as f:
+            self.err = self.err or f.err
+            return None
+        except TimeoutError as exc:
+            if self.err is None:
+                self.err, self.local = [f"TimeoutError: {exc}", _OP[self.what], 0], True
+            return None
+        return None if self.err else got
+
+
+# ---------------------------------------------------------------------- algorithms (host arrays)
+def _send(run: _Run, x: Any, at: dict) -> None:
+    run.send(at["peer"], 0, x)
+
+
+def _recv(run: _Run, x: Any, at: dict) -> Any:
+    return run.recv(at["peer"], 0)
+
+
+def _bcast(run: _Run, x: Any, at: dict) -> Any:
+    ws = list(at["workers"])
+    n, r = len(ws), ws.index(run.me)
+    mask = 1
+    while mask < n:
+        if r < mask:
+            if r + mask < n:
+                run.send(ws[r + mask], 0, x)
+        elif r < 2 * mask:
+            x = run.recv(ws[r - mask], 0)
+        mask *= 2
+    return x
+
+
+def _scatter(run: _Run, x: Any, at: dict) -> Any:
+    ws, root, axis, sizes = list(at["workers"]), at["root"], at["axis"], list(at["sizes"])
+    starts = _starts(sizes)
+    mine = None
+    if run.me == root:
+        for i, w in enumerate(ws):
+            blk = None if x is None else _block(x, axis, starts[i], starts[i] + sizes[i])
+            if w == root:
+                mine = blk
+            else:
+                run.send(w, 0, blk)
+        return mine if root in ws else None
+    return run.recv(root, 0)
+
+
+def _gather(run: _Run, x: Any, at: dict) -> Any:
+    ws, root, axis = list(at["workers"]), at["root"], at["axis"]
+    if run.me != root:
+        run.send(root, 0, x)
+        return None
+    parts = [x if w == root else run.recv(w, 0) for w in ws]
+    return None if run.err else np.concatenate(parts, axis=axis)
+
+
+def _all_gather(run: _Run, x: Any, at: dict) -> Any:
+    ws, axis = list(at["workers"]), at["axis"]
+    n, r = len(ws), ws.index(run.me)
+    nxt, prv = ws[(r + 1) % n], ws[(r - 1) % n]
+    have = {r: x}
+    for s in range(n - 1):
+        run.send(nxt, s, have[(r - s) % n])
+        have[(r - s - 1) % n] = run.recv(prv, s)
+    return None if run.err else np.concatenate([have[i] for i in range(n)], axis=axis)
+
+
+def _ring_reduce_scatter(run: _Run, ws: list[int], blocks: list, op: Any, shift: int) -> dict:
+    """Ring reduce-scatter over ``blocks``; rank r ends holding the reduced block ``(r + shift) % n``.
+
+    At step s rank r sends block ``(r - s + shift - 1) % n`` (raw at step 0, else what it summed at
+    step s - 1) and adds what its predecessor sends to block ``(r - s + shift - 2) % n``.
+    """
+    n, r = len(ws), ws.index(run.me)
+    nxt, prv = ws[(r + 1) % n], ws[(r - 1) % n]
+    acc: dict[int, Any] = {}
+    for s in range(n - 1):
+        si, ri = (r - s + shift - 1) % n, (r - s + shift - 2) % n
+        run.send(nxt, s, acc.get(si, blocks[si]))
+        got = run.recv(prv, s)
+        acc[ri] = None if got is None else op(blocks[ri], got)
+    return acc
+
+
+def _all_reduce(run: _Run, x: Any, at: dict) -> Any:
+    ws = list(at["workers"])
+    n, r = len(ws), ws.index(run.me)
+    op = _REDUCE[at.get("op", "sum")]
+    if n == 1:
+        return None if x is None else x.copy()
+    shape = None if x is None else x.shape
+    flat = None if x is None else np.ascontiguousarray(x).reshape(-1)
+    size = 0 if flat is None else flat.size
+    bounds = [size * i // n for i in range(n + 1)]
+    blocks = [None if flat is None else flat[bounds[i] : bounds[i + 1]] for i in range(n)]
+    acc = _ring_reduce_scatter(run, ws, blocks, op, 1)  # rank r holds block (r + 1) % n
+    nxt, prv = ws[(r + 1) % n], ws[(r - 1) % n]
+    final = {(r + 1) % n: acc.get((r + 1) % n)}
+    for s in range(n - 1):
+        run.send(nxt, n - 1 + s, final[(r + 1 - s) % n])
+        final[(r - s) % n] = run.recv(prv, n - 1 + s)
+    if run.err:
+        return None
+    return np.concatenate([final[i] for i in range(n)]).reshape(shape)
+
+
+def _reduce_scatter(run: _Run, x: Any, at: dict) -> Any:
+    ws = list(at["workers"])
+    axis, sizes = at["axis"], list(at["sizes"])
+    r = ws.index(run.me)
+    op = _REDUCE[at.get("op", "sum")]
+    starts = _starts(sizes)
+    blocks = [
+        None if x is None else _block(x, axis, starts[i], starts[i] + sizes[i])
+        for i in range(len(ws))
+    ]
+    if len(ws) == 1:
+        return blocks[0]
+    acc = _ring_reduce_scatter(run, ws, blocks, op, 0)  # rank r holds block r
+    return None if run.err else acc[r]
+
+
+def _chunk(run: _Run, x: Any, at: dict) -> Any:
+    return None if x is None else _block(x, at["axis"], at["start"], at["stop"])
+
+
+_ALGOS = {
+    SEND: _send,
+    RECV: _recv,
+    BCAST: _bcast,
+    SCATTER: _scatter,
+    GATHER: _gather,
+    ALL_GATHER: _all_gather,
+    ALL_REDUCE: _all_reduce,
+    REDUCE_SCATTER: _reduce_scatter,
+    CHUNK: _chunk,
+}

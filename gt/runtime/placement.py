@@ -1,0 +1,496 @@
+"""The dispatcher's placement planner: rewrites a client's instructions for the cluster (pure).
+
+For every client it keeps a table ``tensor id -> (shape, dtype, layout)`` and, given the active
+shard config, turns each client instruction into per-worker instructions plus explicit re-layout
+instructions (see :mod:`gt.runtime.relayout`). The decisions:
+
+* **creation** (``full``, ``randn``, ``arange`` ..., ``upload``) lands where the signal's rule says
+  (``shard``/``replicate``/stage ``workers``), where auto-shard says (large tensors split on axis 0
+  over all workers), or on the client's home worker. A sharded random tensor is drawn whole from
+  the same seed on each worker and cut, so values never depend on the layout.
+* **compute** follows :mod:`gt.runtime.rules`: the cheapest way to run given where the operands
+  are; a signal's rule adds the cost of moving the result to the layout the rule asks for.
+* ``gt.signal.tensor`` (``place``) moves an existing tensor to its signal's layout.
+* ``fetch`` of a sharded tensor gathers it on the home worker first (into a temporary); partial
+  sums are all-reduced.
+* frees go to every worker that holds a part.
+
+Nothing here touches a socket; :class:`Placement` is driven by the dispatcher and unit-tested alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gt.config import resolve_workers, validate
+from gt.runtime import protocol as P
+from gt.runtime import rules
+from gt.runtime.layout import (
+    LOCAL,
+    PARTIAL,
+    REPL,
+    SHARD,
+    Layout,
+    Program,
+    local,
+    repl,
+    satisfies,
+    shard_even,
+)
+from gt.runtime.relayout import keeps_in_place, move
+from gt.runtime.shapeinfer import infer, infer_dtype, nbytes
+
+_OP = P.OPCODE
+_FETCH, _UPLOAD, _MARK, _PLACE, _CHUNK, _FULL = (
+    _OP[n] for n in ("fetch", "upload", "mark", "place", "chunk", "full")
+)
+_CREATE = frozenset(_OP[n] for n in ("full", "randn", "rand", "randint", "arange", "eye"))
+
+Shape = tuple[int, ...]
+
+
+@dataclass
+class TensorInfo:
+    """What the planner knows about one tensor."""
+
+    shape: Shape | None
+    dtype: str
+    layout: Layout
+
+
+@dataclass
+class ClientPlacement:
+    """One client's placement table and counters."""
+
+    cno: int
+    home: int
+    tensors: dict[int, TensorInfo] = field(default_factory=dict)
+    signals: dict[int, tuple] = field(default_factory=dict)
+    next_tag: int = 1
+    next_tmp: int = -1
+    placed: bool = False  # some tensor left the home worker: every later batch is planned
+
+
+class _Shapes:
+    """``infer`` looks shapes up through this view of a client's table."""
+
+    __slots__ = ("t",)
+
+    def __init__(self, t: dict[int, TensorInfo]):
+        self.t = t
+
+    def get(self, tid: int) -> Shape | None:
+        info = self.t.get(tid)
+        return None if info is None else info.shape
+
+
+class Placement:
+    """The active config and every client's table; :meth:`plan` rewrites one batch."""
+
+    def __init__(self) -> None:
+        self.config: dict = validate(None)
+        self.clients: dict[int, ClientPlacement] = {}
+
+    # ------------------------------------------------------------------ config and clients
+    @property
+    def active(self) -> bool:
+        """Whether a config with rules (or auto-shard) is in force: every batch is planned."""
+        return bool(self.config["signals"]) or bool(self.config["settings"]["auto_shard"])
+
+    def apply_config(self, raw: Any, alive: list[int]) -> tuple[dict, dict]:
+        """Validate and install a config for new instructions; returns ``(before, after)``.
+
+        Raises:
+            gt.config.ConfigError: the config is malformed or names workers that do not exist.
+        """
+        new = validate(raw, alive)
+        before, self.config = self.config, new
+        return before, new
+
+    def client(self, cno: int, home: int) -> ClientPlacement:
+        """The table of client ``cno`` (made on first use)."""
+        c = self.clients.get(cno)
+        if c is None:
+            c = self.clients[cno] = ClientPlacement(cno, home)
+        return c
+
+    def wants(self, cno: int) -> bool:
+        """Whether an unannotated batch of client ``cno`` must be planned (not forwarded whole)."""
+        if self.active:
+            return True
+        c = self.clients.get(cno)
+        return c is not None and c.placed
+
+    def drop(self, cno: int) -> None:
+        """Forget a client's table."""
+        self.clients.pop(cno, None)
+
+    def clients_on(self, wid: int) -> list[int]:
+        """Clients that hold some tensor on worker ``wid``."""
+        return [
+            c.cno
+            for c in self.clients.values()
+            if any(wid in i.layout.workers for i in c.tensors.values())
+        ]
+
+    # ------------------------------------------------------------------ rules
+    def _rule(self, c: ClientPlacement, sid: int) -> tuple[str | None, dict | None]:
+        key = c.signals.get(sid)
+        if key is None:
+            return None, None
+        sigs = self.config["signals"]
+        name, bwd, is_bwd = key[0], key[1], key[2]
+        if is_bwd:
+            name = bwd or (sigs.get(name) or {}).get("backward")
+            if name is None:
+                return None, None
+        return name, sigs.get(name)
+
+    @staticmethod
+    def _target(rule: dict | None, shape: Shape, alive: list[int], strict: bool) -> Layout | None:
+        """The layout a rule asks for a tensor of ``shape`` (``None``: no opinion)."""
+        if rule is None or rule["kind"] == "none":
+            return None
+        ws = resolve_workers(rule["workers"], alive)
+        if not ws:
+            return None
+        nd = len(shape)
+        if rule["kind"] == "replicate":
+            return repl(ws)
+        if rule["kind"] == "stage" and len(ws) == 1:
+            return local(ws[0])
+        axis = rule["axis"] if rule["kind"] == "shard" else 0
+        if not -nd <= axis < nd:
+            if strict:
+                raise ValueError(f"axis {axis} is out of range for a tensor of shape {list(shape)}")
+            return None
+        axis %= nd
+        if len(ws) == 1 or shape[axis] < 2:
+            return repl(ws) if shape[axis] <= 1 else local(ws[0])
+        return shard_even(shape, axis, ws)
+
+    def _auto(self, shape: Shape | None, dtype: str, alive: list[int]) -> Layout | None:
+        st = self.config["settings"]
+        if not st["auto_shard"] or shape is None or not shape or shape[0] < 2 or len(alive) < 2:
+            return None
+        if nbytes(shape, dtype) < st["auto_shard_min_bytes"]:
+            return None
+        return shard_even(shape, 0, tuple(sorted(alive)))
+
+    # ------------------------------------------------------------------ planning
+    def plan(
+        self,
+        cno: int,
+        home: int,
+        instrs: list,
+        frees: list,
+        alive: list[int],
+        signals: list | None = None,
+    ) -> Program:
+        """Rewrite one client batch into per-worker instruction lists.
+
+        Args:
+            cno: the client; ``home``: its home worker; ``alive``: ids of the live workers.
+            instrs: the batch's instructions (with the optional sixth element, the signal id).
+            frees: ids the client dropped.
+            signals: new signal table entries ``[id, name, backward, is_backward]`` from the header.
+        """
+        c = self.client(cno, home)
+        for entry in signals or ():
+            try:
+                c.signals[int(entry[0])] = (
+                    str(entry[1]),
+                    entry[2] if isinstance(entry[2], str) else None,
+                    bool(entry[3]),
+                )
+            except (TypeError, ValueError, IndexError):
+                continue
+        p = Program(next_tag=c.next_tag, next_tmp=c.next_tmp)
+        alive = sorted(alive)
+        for ins in instrs:
+            try:
+                code, out, args, attrs, src = ins[0], ins[1], ins[2], ins[3], ins[4]
+                sid = ins[5] if len(ins) > 5 else 0
+                if type(args) is not list:
+                    raise TypeError
+            except (TypeError, IndexError, KeyError):
+                p.parts.setdefault(home, []).append(ins[:5] if type(ins) is list else ins)
+                continue
+            try:
+                self._one(c, p, code, out, args, attrs, src, sid, alive)
+            except Exception as exc:  # a rule failed: say so, and run it whole on the home worker
+                p.errors.append([f"placement: {type(exc).__name__}: {exc}", code, src])
+                self._fallback(c, p, code, out, args, attrs, src)
+        for tid in frees:
+            info = c.tensors.pop(tid, None)
+            for w in info.layout.workers if info is not None else (home,):
+                p.free_later(w, tid)
+        p.finish()
+        c.next_tag, c.next_tmp = p.next_tag, p.next_tmp
+        if any(w != home for w in p.parts) or any(w != home for w in p.frees):
+            c.placed = True
+        return p
+
+    def _set(
+        self,
+        c: ClientPlacement,
+        p: Program,
+        tid: int,
+        shape: Shape | None,
+        dtype: str,
+        lay: Layout,
+        src: int,
+    ) -> TensorInfo:
+        old = c.tensors.get(tid)
+        if old is not None:
+            for w in old.layout.workers:
+                if w not in lay.workers:
+                    p.free_now(w, [tid], src)
+        info = c.tensors[tid] = TensorInfo(shape, dtype, lay)
+        return info
+
+    def _one(
+        self,
+        c: ClientPlacement,
+        p: Program,
+        code: int,
+        out: int,
+        args: list,
+        attrs: Any,
+        src: int,
+        sid: int,
+        alive: list[int],
+    ) -> None:
+        home = c.home
+        tensors = c.tensors
+        if code == _FETCH:
+            self._fetch(c, p, out, args, attrs, src)
+            return
+        if code == _MARK:
+            p.add(home, code, out, args, attrs, src)
+            return
+        name, rule = self._rule(c, sid) if sid else (None, None)
+        if code == _PLACE:
+            self._place(c, p, out, attrs, src, name, rule, alive)
+            return
+        shape = infer(code, args, attrs, _Shapes(tensors))
+        dtype = infer_dtype(
+            code,
+            args,
+            attrs,
+            {a: tensors[a].dtype for a in args if type(a) is int and a in tensors},
+        )
+        if code in _CREATE or code == _UPLOAD:
+            self._create(c, p, code, out, args, attrs, src, shape, dtype, name, rule, alive)
+            return
+        ops: list[rules.Operand] = []
+        known = shape is not None
+        for a in args:
+            if type(a) is int:
+                info = tensors.get(a)
+                if info is None or info.shape is None:
+                    known = False
+                    ops.append(rules.Operand(a, (), info.layout if info else local(home)))
+                else:
+                    ops.append(
+                        rules.Operand(a, info.shape, info.layout, nbytes(info.shape, info.dtype))
+                    )
+            else:
+                ops.append(rules.Operand(None, (), None))
+        if not known:
+            self._fallback(c, p, code, out, args, attrs, src, shape, dtype)
+            return
+        if rule is None and all(o.tid is None or o.layout == local(home) for o in ops):
+            p.add(home, code, out, args, attrs, src)  # the common case: nothing placed, no rule
+            self._set(c, p, out, shape, dtype, local(home), src)
+            return
+        target = self._target(rule, shape, alive, False)
+        choice = rules.choose(code, ops, attrs, shape, nbytes(shape, dtype), target, home)
+        per_arg = self._gather_operands(c, p, ops, choice.needs, src)
+        for i, w in enumerate(choice.out.workers):
+            wargs = [a if ids is None else ids[w] for a, ids in zip(args, per_arg)]
+            p.add(w, code, out, wargs, choice.attrs(i) if choice.attrs else attrs, src)
+        info = self._set(c, p, out, shape, dtype, choice.out, src)
+        if target is not None and not satisfies(choice.out, target):
+            info.layout, _ = move(
+                p, out, choice.out, target, nbytes(shape, dtype), src, True, exact=True
+            )
+
+    def _gather_operands(
+        self,
+        c: ClientPlacement,
+        p: Program,
+        ops: list[rules.Operand],
+        needs: list[Layout | None],
+        src: int,
+    ) -> list[dict[int, int] | None]:
+        """Move each operand to the layout it is needed in; the ids to use on each worker."""
+        per_arg: list[dict[int, int] | None] = []
+        done: dict[tuple[int, Layout], dict[int, int]] = {}
+        for o, need in zip(ops, needs):
+            if need is None or o.tid is None:
+                per_arg.append(None)
+                continue
+            key = (o.tid, need)
+            if key not in done:
+                info = c.tensors.get(o.tid)
+                have = info.layout if info is not None else local(c.home)
+                lay, ids = move(p, o.tid, have, need, o.nbytes, src, keeps_in_place(have, need))
+                if info is not None:
+                    info.layout = lay
+                done[key] = ids
+            per_arg.append(done[key])
+        return per_arg
+
+    def _fallback(
+        self,
+        c: ClientPlacement,
+        p: Program,
+        code: int,
+        out: int,
+        args: list,
+        attrs: Any,
+        src: int,
+        shape: Shape | None = None,
+        dtype: str = "float32",
+    ) -> None:
+        """Run one instruction whole on the home worker, gathering placed operands there first."""
+        home = c.home
+        ops = []
+        for a in args:
+            info = c.tensors.get(a) if type(a) is int else None
+            nb = nbytes(info.shape, info.dtype) if info is not None else 0
+            ops.append(
+                rules.Operand(
+                    a if type(a) is int else None, (), info.layout if info else local(home), nb
+                )
+            )
+        per_arg = self._gather_operands(
+            c, p, ops, [local(home) if o.tid is not None else None for o in ops], src
+        )
+        wargs = [a if ids is None else ids[home] for a, ids in zip(args, per_arg)]
+        p.add(home, code, out, wargs, attrs, src)
+        if type(out) is int and code != _FETCH:
+            self._set(c, p, out, shape, dtype, local(home), src)
+
+    # ------------------------------------------------------------------ special instructions
+    def _create(
+        self,
+        c: ClientPlacement,
+        p: Program,
+        code: int,
+        out: int,
+        args: list,
+        attrs: Any,
+        src: int,
+        shape: Shape | None,
+        dtype: str,
+        name: str | None,
+        rule: dict | None,
+        alive: list[int],
+    ) -> None:
+        target = None
+        if shape is not None:
+            if rule is not None:
+                try:
+                    target = self._target(rule, shape, alive, True)
+                except ValueError as exc:
+                    p.errors.append(
+                        [f"signal {name!r}: {exc}; the tensor stays on one worker", code, src]
+                    )
+            elif name is None or name not in self.config["signals"]:
+                target = self._auto(shape, dtype, alive)
+        home = c.home
+        if code == _UPLOAD or target is None or target == local(home):
+            p.add(home, code, out, args, attrs, src)
+            info = self._set(c, p, out, shape, dtype, local(home), src)
+            if target is not None and target != local(home):
+                info.layout, _ = move(
+                    p, out, local(home), target, nbytes(shape, dtype), src, True, exact=True
+                )
+            return
+        if target.kind in (LOCAL, REPL):
+            for w in target.workers:
+                p.add(w, code, out, args, attrs, src)
+        else:
+            starts = target.starts()
+            for i, w in enumerate(target.workers):
+                if code == _FULL:
+                    s = list(shape)
+                    s[target.axis] = target.sizes[i]
+                    p.add(w, code, out, args, {**attrs, "shape": s}, src)
+                else:  # draw the whole tensor from the same seed, keep this worker's block
+                    tmp = p.tmp()
+                    p.add(w, code, tmp, args, attrs, src)
+                    p.add(
+                        w,
+                        _CHUNK,
+                        out,
+                        [tmp],
+                        {
+                            "axis": target.axis,
+                            "start": starts[i],
+                            "stop": starts[i] + target.sizes[i],
+                        },
+                        src,
+                    )
+                    p.free_now(w, [tmp], src)
+            p.moves["chunk"] += len(target.workers)
+        self._set(c, p, out, shape, dtype, target, src)
+
+    def _place(
+        self,
+        c: ClientPlacement,
+        p: Program,
+        tid: int,
+        attrs: Any,
+        src: int,
+        name: str | None,
+        rule: dict | None,
+        alive: list[int],
+    ) -> None:
+        info = c.tensors.get(tid)
+        if info is None:
+            shape = (
+                tuple(attrs["shape"])
+                if type(attrs) is dict and type(attrs.get("shape")) is list
+                else None
+            )
+            dtype = attrs.get("dtype", "float32") if type(attrs) is dict else "float32"
+            info = c.tensors[tid] = TensorInfo(shape, dtype, local(c.home))
+        elif info.shape is None and type(attrs) is dict and type(attrs.get("shape")) is list:
+            info.shape = tuple(attrs["shape"])
+        if rule is None or info.shape is None:
+            return
+        try:
+            target = self._target(rule, info.shape, alive, True)
+        except ValueError as exc:
+            p.errors.append([f"gt.signal.tensor(..., {name!r}): {exc}", _PLACE, src])
+            return
+        if target is not None and not satisfies(info.layout, target):
+            info.layout, _ = move(
+                p, tid, info.layout, target, nbytes(info.shape, info.dtype), src, True, exact=True
+            )
+
+    def _fetch(
+        self, c: ClientPlacement, p: Program, req: int, args: list, attrs: Any, src: int
+    ) -> None:
+        home = c.home
+        tid = args[0] if args else None
+        info = c.tensors.get(tid) if type(tid) is int else None
+        if info is None or info.layout == local(home):
+            p.add(home, _FETCH, req, args, attrs, src)
+            return
+        lay = info.layout
+        nb = nbytes(info.shape, info.dtype)
+        if lay.kind == PARTIAL:
+            lay, _ = move(p, tid, lay, Layout(REPL, lay.workers), nb, src, True)
+            info.layout = lay
+        if lay.kind in (LOCAL, REPL):
+            w = home if home in lay.workers else lay.workers[0]
+            p.add(w, _FETCH, req, [tid], attrs, src)
+            return
+        assert lay.kind == SHARD
+        _, ids = move(p, tid, lay, local(home), nb, src, False)
+        p.add(home, _FETCH, req, [ids[home]], attrs, src)
