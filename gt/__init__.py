@@ -6,8 +6,9 @@ dispatcher with ``$GT_WORKERS`` workers (default 1) in the background.
 
 from __future__ import annotations
 
-from gt import nn, optim
+from gt import config, nn, optim, signal
 from gt.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from gt.config import load_config
 from gt.errors import DispatcherLost, GTError, GTTimeout, ShapeError, WorkerError, WorkerLost
 from gt.factories import (
     arange,
@@ -58,6 +59,9 @@ __version__ = "0.1.0"
 __all__ = [
     *_functional_names,
     "bool",
+    "config",
+    "load_config",
+    "signal",
     "empty",
     "empty_like",
     "enable_grad",
