@@ -24,15 +24,15 @@ import json
 import os
 import time
 
-import numpy as np
-
 # The same BLAS thread count here and in the worker: $GT_BLAS_THREADS, 1 by default (on a small
 # shared machine, spinning BLAS threads in two processes make both timings noisy).
 _THREADS = os.environ.setdefault("GT_BLAS_THREADS", "1")
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = _THREADS
 
-import gt  # noqa: E402 - after the BLAS settings
+import numpy as np  # noqa: E402 - after the BLAS settings
+
+import gt  # noqa: E402
 
 IN, OUT = 784, 10
 

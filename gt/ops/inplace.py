@@ -106,6 +106,35 @@ def apply_inplace(x: Tensor, name: str, compute: Callable[[Tensor], Tensor]) -> 
     return x
 
 
+def _direct(x: Tensor, opcode: int, other: Any) -> Tensor | None:
+    """``x op= other`` as one instruction that updates the worker's array in place when it can.
+
+    Only when nothing is recorded (grad mode off, or neither operand requires grad) and ``other``
+    is a number or a tensor that needs no broadcasting of ``x``; returns ``None`` otherwise.
+    """
+    other_grad = getattr(other, "requires_grad", False)
+    if _mode.enabled and (x.requires_grad or other_grad):
+        return None
+    if hasattr(other, "_conn"):
+        if other._conn is not x._conn:
+            return None
+        arg: Any = (other if other.dtype == x.dtype else other.to(x.dtype)).id
+    elif isinstance(other, (bool, int, float, np.number)):
+        if x.dtype in S.FLOAT_DTYPES:
+            arg = float(other)
+        elif x.dtype == "bool":
+            return None
+        else:
+            arg = [int(other)]
+    else:
+        return None
+    if opcode == _OP["div"] and x.dtype not in S.FLOAT_DTYPES:
+        return None
+    x._conn.emit(opcode, x.id, [x.id, arg], {"inplace": True})
+    x._version += 1
+    return x
+
+
 def _result_dtype(x: Tensor, other: Any, name: str, true_div: bool = False) -> None:
     if hasattr(other, "dtype") and hasattr(other, "_conn"):
         dt = S.promote_operands(x.dtype, x.ndim, other.dtype, other.ndim)
@@ -135,22 +164,32 @@ class InplaceOps:
     def add_(self, other: Any, alpha: Any = 1) -> Tensor:
         """``self += alpha * other`` in place."""
         _result_dtype(self, other, "add_")
-        return apply_inplace(self, "add_", lambda x: x.add(other, alpha))
+        other = other if alpha == 1 else other * alpha
+        if _direct(self, _OP["add"], other) is None:
+            apply_inplace(self, "add_", lambda x: x + other)
+        return self
 
     def sub_(self, other: Any, alpha: Any = 1) -> Tensor:
         """``self -= alpha * other`` in place."""
         _result_dtype(self, other, "sub_")
-        return apply_inplace(self, "sub_", lambda x: x.sub(other, alpha))
+        other = other if alpha == 1 else other * alpha
+        if _direct(self, _OP["sub"], other) is None:
+            apply_inplace(self, "sub_", lambda x: x - other)
+        return self
 
     def mul_(self, other: Any) -> Tensor:
         """``self *= other`` in place."""
         _result_dtype(self, other, "mul_")
-        return apply_inplace(self, "mul_", lambda x: x * other)
+        if _direct(self, _OP["mul"], other) is None:
+            apply_inplace(self, "mul_", lambda x: x * other)
+        return self
 
     def div_(self, other: Any) -> Tensor:
         """``self /= other`` in place."""
         _result_dtype(self, other, "div_", true_div=True)
-        return apply_inplace(self, "div_", lambda x: x / other)
+        if _direct(self, _OP["div"], other) is None:
+            apply_inplace(self, "div_", lambda x: x / other)
+        return self
 
     def pow_(self, exponent: Any) -> Tensor:
         """``self **= exponent`` in place."""

@@ -172,3 +172,35 @@ def test_worker_writes_setitem_in_place_only_when_nothing_else_sees_the_array():
     assert id(table[1]) != arr_id and view[0] == 0.0 and table[1][0] == 6.0
     table[2] = handler([table[1], 7.0], {"key": [["i", 0]]})  # not in place: a new tensor
     assert table[1][0] == 6.0 and table[2][0] == 7.0
+
+
+def test_worker_masking_keeps_where_semantics_for_non_finite_values():
+    """where(c, a, 0.0) may be computed as a product, but never turns a masked-out nan into nan."""
+    from gt.runtime import protocol as P
+    from gt.runtime.backend import load_backend
+
+    handler = load_backend("numpy").handlers[P.OPCODE["where"]]
+    c = np.array([True, False, True, False])
+    a = np.array([1.5, np.nan, -2.0, np.inf], np.float32)
+    np.testing.assert_array_equal(
+        handler([c, a, 0.0], {"dtype": "float32"}), np.where(c, a, np.float32(0))
+    )
+    finite = np.array([1.5, 3.0, -2.0, 4.0], np.float32)
+    got = handler([c[:, None], finite, 0.0], {"dtype": "float32"})  # broadcasting like np.where
+    np.testing.assert_array_equal(got, np.where(c[:, None], finite, np.float32(0)))
+    assert got.dtype == np.float32
+
+
+def test_worker_inplace_arithmetic_reuses_private_arrays_only():
+    from gt.runtime import protocol as P
+    from gt.runtime.backend import load_backend
+
+    add = load_backend("numpy").handlers[P.OPCODE["add"]]
+    table = {1: np.zeros(3), 2: np.ones(3)}
+    arr_id = id(table[1])
+    table[1] = add([table[1], table[2]], {"inplace": True})
+    assert id(table[1]) == arr_id and table[1].tolist() == [1.0, 1.0, 1.0]
+    view = table[1][:2]
+    table[1] = add([table[1], 1.0], {"inplace": True})
+    assert id(table[1]) != arr_id and view.tolist() == [1.0, 1.0] and table[1].tolist() == [2.0] * 3
+    assert add([table[1], table[1]], None).tolist() == [4.0] * 3  # the plain form is untouched
