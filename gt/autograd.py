@@ -151,6 +151,17 @@ class Node:
         return f"<{self.name()}>"
 
 
+class Past:
+    """What a rule returns for an input made by a layout-only op (a transpose) when it computed the
+    gradient of that op's own input directly; the engine delivers it there and skips the op's rule.
+    """
+
+    __slots__ = ("grad",)
+
+    def __init__(self, grad: Tensor):
+        self.grad = grad
+
+
 def record(
     out: Tensor, op: str, inputs: tuple, ctx: Any = None, saved: tuple | None = None
 ) -> Tensor:
@@ -301,6 +312,10 @@ def backward(root: Tensor, gradient: Any = None, retain_graph: bool | None = Non
             for p, pg in zip(node.parents, in_grads):
                 if p is None or pg is None:
                     continue
+                if type(pg) is Past:  # already the gradient of that input's own input
+                    p, pg = p.parents[0], pg.grad
+                    if p is None:
+                        continue
                 if type(p) is Node:
                     prev = grads.get(p)
                     grads[p] = pg if prev is None else prev + pg
@@ -312,6 +327,7 @@ def backward(root: Tensor, gradient: Any = None, retain_graph: bool | None = Non
 
 __all__ = [
     "Node",
+    "Past",
     "backward",
     "enable_grad",
     "is_grad_enabled",

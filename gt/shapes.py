@@ -81,7 +81,12 @@ def broadcast(a: Shape, b: Shape, op: str = "op") -> Shape:
     """
     if a == b:
         return a
-    n = max(len(a), len(b))
+    la, lb = len(a), len(b)
+    if la > lb and a[la - lb :] == b:  # the common cases: a bias, a scalar, a row
+        return a
+    if lb > la and b[lb - la :] == a:
+        return b
+    n = max(la, lb)
     pa = (1,) * (n - len(a)) + a
     pb = (1,) * (n - len(b)) + b
     out = []

@@ -117,7 +117,7 @@ class ShapeOps:
         shape = tuple([self.shape[p] for p in perm])
         out = self._emit(_TRANSPOSE, [self.id], shape, self.dtype, {"perm": perm})
         if self.requires_grad and _mode.enabled:
-            record(out, "transpose", (self,), ctx=perm)
+            record(out, "transpose", (self,), ctx=perm, saved=(self,))
         return out
 
     def transpose(self, dim0: int = -2, dim1: int = -1) -> Tensor:
