@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gt import shapes as S
 from gt.autograd import _mode, record
+from gt.errors import ShapeError
 from gt.runtime import protocol as P
 
 if TYPE_CHECKING:
@@ -335,6 +336,41 @@ class ArithmeticOps:
     def minimum(self, other: Any) -> Tensor:
         """Elementwise minimum (ties split the gradient evenly)."""
         return self._binary(_OP["minimum"], other, "minimum")
+
+    def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
+        """``value`` where the bool ``mask`` (broadcast to this shape) is true, else ``self``."""
+        out = where(mask, value, self)
+        if out.shape != self.shape:
+            raise ShapeError(
+                f"masked_fill: mask of shape {list(mask.shape)} does not broadcast to {list(self.shape)}"
+            )
+        return out.to(self.dtype)
+
+    def masked_fill_(self, mask: Tensor, value: Any) -> Tensor:
+        """In-place :meth:`masked_fill`."""
+        from gt.ops.inplace import apply_inplace  # noqa: PLC0415
+
+        return apply_inplace(self, "masked_fill_", lambda x: x.masked_fill(mask, value))
+
+    def tril(self, diagonal: int = 0) -> Tensor:
+        """Zero the elements above the ``diagonal``-th diagonal of the last two dimensions."""
+        return self._triangle(diagonal, lower=True)
+
+    def triu(self, diagonal: int = 0) -> Tensor:
+        """Zero the elements below the ``diagonal``-th diagonal of the last two dimensions."""
+        return self._triangle(diagonal, lower=False)
+
+    def _triangle(self, k: int, lower: bool) -> Tensor:
+        from gt.factories import arange  # noqa: PLC0415
+
+        if len(self.shape) < 2:
+            raise ShapeError(
+                f"{'tril' if lower else 'triu'}: input must have at least 2 dimensions, got shape {list(self.shape)}"
+            )
+        rows, cols = self.shape[-2:]
+        diff = arange(cols).reshape(1, cols) - arange(rows).reshape(rows, 1)
+        keep = diff <= k if lower else diff >= k
+        return where(keep, self, 0 if self.dtype not in S.FLOAT_DTYPES else 0.0).to(self.dtype)
 
     def where(self, condition: Tensor, other: Any) -> Tensor:
         """``self`` where ``condition`` holds, else ``other``."""

@@ -249,6 +249,50 @@ class ShapeOps:
         lead = (slice(None),) * d
         return tuple(self[lead + (i,)] for i in range(self.shape[d]))
 
+    # ------------------------------------------------------------------ selection by index tensors
+    def index_select(self, dim: int, index: Any) -> Tensor:
+        """The entries of ``index`` (a 1-d integer tensor or list) along ``dim``."""
+        d = S.normalize_axis(dim, len(self.shape), "index_select")
+        if getattr(index, "ndim", 1) != 1:
+            raise IndexError(f"index_select: index must be 1-d, got shape {list(index.shape)}")
+        return self[(slice(None),) * d + (index,)]
+
+    def gather(self, dim: int, index: Tensor) -> Tensor:
+        """``out[i][j] = self[i][index[i][j]]`` for ``dim=1`` (and likewise for any ``dim``)."""
+        from gt.factories import arange  # noqa: PLC0415
+
+        nd = len(self.shape)
+        d = S.normalize_axis(dim, nd, "gather")
+        if len(index.shape) != nd or index.dtype not in S.INT_DTYPES:
+            raise IndexError(
+                f"gather: index must be an integer tensor with {nd} dimensions like the input "
+                f"(got {index.dtype} of shape {list(index.shape)} for input of shape {list(self.shape)})"
+            )
+        for i, (n, m) in enumerate(zip(self.shape, index.shape)):
+            if i != d and m > n:
+                raise IndexError(
+                    f"gather: index shape {list(index.shape)} is larger than input shape "
+                    f"{list(self.shape)} in dimension {i}"
+                )
+        key = []
+        for i in range(nd):
+            if i == d:
+                key.append(index)
+            else:
+                shape = [1] * nd
+                shape[i] = index.shape[i]
+                key.append(arange(index.shape[i]).reshape(shape))
+        return self[tuple(key)]
+
+    def flip(self, *dims: Any) -> Tensor:
+        """Reverse the order of elements along ``dims``."""
+        out = self
+        for d in _dims(dims):
+            ax = S.normalize_axis(d, len(self.shape), "flip")
+            n = self.shape[ax]
+            out = out[(slice(None),) * ax + (list(range(n - 1, -1, -1)),)] if n > 1 else out
+        return out
+
 
 def cat(tensors: Sequence[Tensor], dim: int = 0, *, axis: int | None = None) -> Tensor:
     """Concatenate tensors along an existing dimension (dtypes are promoted).

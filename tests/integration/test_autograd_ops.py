@@ -139,6 +139,15 @@ CASES = [
         lambda a: a[gt.tensor([[True, False], [True, True], [False, True]])],
         [_r(3, 2)],
     ),
+    ("index_select", lambda a: a.index_select(0, gt.tensor([2, 0, 2])), [_r(3, 2)]),
+    ("gather", lambda a: a.gather(1, gt.tensor([[0, 0], [2, 1]])), [_r(2, 3)]),
+    ("flip", lambda a: a.flip(1) * _c(2, 3), [_r(2, 3)]),
+    (
+        "masked_fill_causal",
+        lambda a: a.masked_fill(gt.ones(3, 3, dtype="bool").triu(1), -1e9).softmax(-1),
+        [_r(3, 3)],
+    ),
+    ("tril", lambda a: a.tril(), [_r(3, 3)]),
     # in-place updates recorded for autograd
     ("setitem_value_and_base", lambda a, v: _set(a * 1.0, (1,), v), [_r(3, 2), _r(2, seed=1)]),
     (

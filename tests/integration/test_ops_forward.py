@@ -337,6 +337,34 @@ CASES = [
     ("index_bool_mask", M34, lambda a: a[a > 0], lambda a: a[a > 0]),
     ("index_bool_rows", [("f", (3, 4)), ("b", (3,))], lambda a, m: a[m], lambda a, m: a[m]),
     ("index_scalar_of_vector", [("f", (5,))], lambda a: a[3], lambda a: a[3]),
+    (
+        "index_select",
+        [("f", (3, 4)), ("n", (5,))],
+        lambda a, i: a.index_select(1, i),
+        lambda a, i: a[:, i],
+    ),
+    (
+        "gather_dim1",
+        [("f", (3, 4)), ("n", (3, 2))],
+        lambda a, i: a.gather(1, i),
+        lambda a, i: np.take_along_axis(a, i, 1),
+    ),
+    (
+        "gather_dim0",
+        [("f", (4, 3)), ("n", (2, 3))],
+        lambda a, i: gt.gather(a, 0, i),
+        lambda a, i: np.take_along_axis(a, i, 0),
+    ),
+    ("flip", T3, lambda a: a.flip(0, -1), lambda a: np.flip(a, (0, -1))),
+    (
+        "masked_fill",
+        [("f", (3, 4)), ("b", (4,))],
+        lambda a, m: a.masked_fill(m, -1e9),
+        lambda a, m: np.where(m, F32(-1e9), a),
+    ),
+    ("tril", [("f", (3, 4))], lambda a: a.tril(), np.tril),
+    ("triu_offset", [("f", (2, 3, 4))], lambda a: a.triu(1), lambda a: np.triu(a, 1)),
+    ("tril_int", [("i", (3, 3))], lambda a: a.tril(-1), lambda a: np.tril(a, -1)),
 ]
 
 GPU_CASES = {
