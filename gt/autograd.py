@@ -95,7 +95,14 @@ class no_grad(set_grad_enabled):
         ...     w -= 0.1 * w.grad
     """
 
-    def __init__(self) -> None:
+    def __new__(cls, fn: Callable | None = None) -> Any:
+        self = object.__new__(cls)
+        if fn is None:
+            return self
+        self.__init__()  # used as @gt.no_grad, without parentheses: decorate fn now
+        return self(fn)
+
+    def __init__(self, fn: Callable | None = None) -> None:
         self.prev = _mode.enabled
         self.mode = False
 

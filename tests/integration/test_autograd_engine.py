@@ -161,3 +161,12 @@ def test_zero_grad_set_to_none_false_keeps_zero_tensors(conn):
     assert w.grad.tolist() == [0.0, 0.0]
     opt.zero_grad()
     assert w.grad is None
+
+
+def test_no_grad_works_as_a_bare_decorator(conn):
+    @gt.no_grad
+    def infer(v):
+        assert not gt.is_grad_enabled()
+        return v * 2
+
+    assert not infer(gt.ones(1, requires_grad=True)).requires_grad and gt.is_grad_enabled()
