@@ -66,8 +66,10 @@ class PeerFailure(Exception):
         self.err = list(err[:3])
 
 
-def _block(x: np.ndarray, axis: int, start: int, stop: int) -> np.ndarray:
-    return np.ascontiguousarray(x[(slice(None),) * axis + (slice(start, stop),)])
+def _block(x: np.ndarray, axis: int, start: int, stop: int, copy: bool = False) -> np.ndarray:
+    """Block ``start:stop`` along ``axis``, contiguous; a copy when it must outlive ``x``."""
+    b = x[(slice(None),) * axis + (slice(start, stop),)]
+    return np.array(b, order="C", copy=True) if copy else np.ascontiguousarray(b)
 
 
 def _starts(sizes: list[int]) -> list[int]:
@@ -315,7 +317,7 @@ def _scatter(run: _Run, x: Any, at: dict) -> Any:
         for i, w in enumerate(ws):
             blk = None if x is None else _block(x, axis, starts[i], starts[i] + sizes[i])
             if w == root:
-                mine = blk
+                mine = None if blk is None else np.array(blk, copy=True)  # x itself may be freed
             else:
                 run.send(w, 0, blk)
         return mine if root in ws else None
@@ -398,7 +400,7 @@ def _reduce_scatter(run: _Run, x: Any, at: dict) -> Any:
 
 
 def _chunk(run: _Run, x: Any, at: dict) -> Any:
-    return None if x is None else _block(x, at["axis"], at["start"], at["stop"])
+    return None if x is None else _block(x, at["axis"], at["start"], at["stop"], copy=True)
 
 
 _ALGOS = {

@@ -1,0 +1,221 @@
+"""Sharding in the running system: events, live configs, auto-shard, errors, pipelines, lost peers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import zmq
+
+import gt
+from gt.runtime import protocol as P
+from gt.runtime.control import ControlError, request
+from gt.runtime.launch import LocalCluster
+from gt.trace import events as E
+
+pytestmark = pytest.mark.timeout(120)
+DP = {"rows": {"shard": {"axis": 0}}, "params": {"replicate": {}}}
+
+
+def start(n: int) -> LocalCluster:
+    cl = LocalCluster(workers=n)
+    deadline = time.monotonic() + 30
+    while sum(w["alive"] for w in request(cl.address, "stats")["workers"]) < n:
+        if time.monotonic() > deadline:
+            cl.stop()
+            raise RuntimeError(f"{n} workers did not register in 30s")
+        time.sleep(0.05)
+    return cl
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    cl = start(2)
+    yield cl
+    cl.stop()
+
+
+@pytest.fixture
+def conn(cluster):
+    c = gt.connect(cluster.address, timeout=30)
+    gt.config.clear()
+    try:
+        yield c
+    finally:
+        gt.disconnect()
+
+
+class Bus:
+    """A subscriber to the cluster's event bus."""
+
+    def __init__(self, cluster: LocalCluster):
+        self.sock = zmq.Context.instance().socket(zmq.SUB)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.connect(cluster.endpoints["events"])
+        self.sock.setsockopt(zmq.SUBSCRIBE, b"")
+        time.sleep(0.3)  # the subscription must reach the bus before the events we want
+
+    def collect(self, seconds: float = 1.0) -> list[tuple[str, str, dict]]:
+        out = []
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.sock.poll(100):
+                _topic, data = self.sock.recv_multipart()
+                source, _seq, events = E.unpack_batch(data)
+                out += [(source, kind, f) for kind, _t, f in events]
+        self.sock.close()
+        return out
+
+
+def test_transfers_and_rewrites_are_in_the_event_stream(cluster, conn):
+    bus = Bus(cluster)
+    gt.load_config(DP)
+    gt.manual_seed(1)
+    with gt.signal.context("rows"):
+        x = gt.randn(64, 32)
+    with gt.signal.context("params"):
+        w = gt.randn(32, 16).requires_grad_()
+    with gt.signal.context("rows"):
+        loss = (x @ w).relu().sum()
+    loss.backward()
+    g = w.grad.numpy()  # partial sums of the two workers, all-reduced
+    events = bus.collect(1.0)
+    xfers = [f for s, k, f in events if k == E.TRANSFER]
+    assert {f["worker"] for f in xfers} == {0, 1}
+    assert {f["direction"] for f in xfers} == {"send", "recv"}
+    assert any(f["what"] == "all_reduce" and f["bytes"] > 0 for f in xfers)
+    moves = [f["rewrite"]["moves"] for s, k, f in events if k == E.DISPATCHED and f["rewrite"]]
+    assert any("all_reduce" in m for m in moves)
+    xs, ws = x.numpy(), w.numpy()
+    np.testing.assert_allclose(g, xs.T @ (xs @ ws > 0).astype(np.float32), rtol=1e-4, atol=1e-4)
+
+
+def test_config_applied_live_through_the_control_endpoint(cluster, conn):
+    bus = Bus(cluster)
+    after = request(cluster.endpoints["control"], "config_apply", {"config": DP, "by": "editor"})
+    assert after["signals"]["rows"]["kind"] == "shard"
+    assert gt.config.current() == {"rows": {"shard": {"axis": 0, "workers": "all"}},
+                                   "params": {"replicate": {"workers": "all"}}}  # fmt: skip
+    with pytest.raises(ControlError, match="worker 9 does not exist"):
+        request(cluster.endpoints["control"], "config_apply", {"config": {"a": {"workers": [9]}}})
+    with gt.signal.context("rows"):
+        x = gt.arange(20).reshape(10, 2)
+    gt.sync()
+    layouts = request(cluster.address, "placement")[conn.client_no]
+    assert layouts[x.id] == "shard(axis=0, [0, 1], [5, 5])"
+    np.testing.assert_array_equal(x.numpy(), np.arange(20).reshape(10, 2))
+    configs = [f for s, k, f in bus.collect(0.5) if k == E.CONFIG and f["by"] == "editor"]
+    assert configs[0]["after"]["rows"]["shard"]["axis"] == 0 and configs[0]["before"] == {}
+
+
+def test_config_errors_raise_at_the_users_line(conn):
+    with pytest.raises(gt.config.ConfigError, match="layer1: unknown key 'shrad'"):
+        gt.load_config({"layer1": {"shrad": {"axis": 0}}})
+    with pytest.raises(gt.config.ConfigError, match="worker 5 does not exist"):
+        gt.load_config({"layer1": {"shard": {"axis": 0, "workers": [0, 5]}}})
+    gt.load_config({"deep": {"shard": {"axis": 2}}})
+    x = gt.zeros(4, 4)
+    gt.signal.tensor(x, "deep")
+    with pytest.raises(
+        gt.WorkerError, match="axis 2 is out of range for a tensor of shape \\[4, 4\\]"
+    ):
+        gt.sync()
+
+
+def test_auto_shard_without_yaml(cluster, conn):
+    gt.config.set({"auto_shard": True, "auto_shard_min_bytes": 4096})
+    gt.manual_seed(3)
+    big = gt.randn(100, 30)
+    small = gt.randn(3, 3)
+    y = (big * 2).sum(0)
+    gt.sync()
+    layouts = request(cluster.address, "placement")[conn.client_no]
+    assert layouts[big.id].startswith("shard(axis=0, [0, 1]") and layouts[small.id] == "local(0)"
+    ref = big.numpy()
+    np.testing.assert_allclose(y.numpy(), (ref * 2).sum(0), rtol=1e-5)
+
+
+def test_auto_shard_from_the_environment(cluster, monkeypatch):
+    monkeypatch.setenv("GT_AUTO_SHARD", "1")
+    gt.connect(cluster.address, timeout=30)
+    try:
+        assert gt.config.current()["auto_shard"] is True
+    finally:
+        gt.config.clear()
+        gt.disconnect()
+
+
+def test_a_failure_on_one_worker_fails_its_peers_fast_with_the_original_error(conn):
+    gt.load_config(DP)
+    with gt.signal.context("rows"):
+        x = gt.ones(8, 3)
+    idx = gt.tensor([100])
+    bad = x[idx]  # out of range: fails on the worker that gathers x
+    with gt.signal.context("rows"):
+        y = gt.ones(8, 3) + bad.sum()  # the failure travels to both shards
+    t0 = time.monotonic()
+    with pytest.raises(gt.WorkerError) as info:
+        y.numpy()
+    assert time.monotonic() - t0 < 10
+    assert info.value.op == "getitem" and "out of bounds" in str(info.value)
+    np.testing.assert_array_equal(x.numpy(), np.ones((8, 3), np.float32))  # the rest still works
+
+
+def test_pipeline_stages_work_on_different_micro_batches_at_once(cluster, conn):
+    bus = Bus(cluster)
+    gt.load_config({"s1": {"workers": [0]}, "s2": {"workers": [1]}})
+    gt.manual_seed(0)
+    with gt.signal.context("s1"):
+        w1 = gt.randn(384, 384) * 0.05
+    with gt.signal.context("s2"):
+        w2 = gt.randn(384, 384) * 0.05
+    outs = []
+    for _ in range(6):
+        with gt.signal.context("s1"):
+            h = gt.randn(384, 384)
+            for _ in range(3):
+                h = (h @ w1).tanh()
+        with gt.signal.context("s2"):
+            for _ in range(3):
+                h = (h @ w2).tanh()
+        outs.append(h.sum())
+    gt.sync()
+    spans: dict[int, list[tuple[int, int]]] = {0: [], 1: []}
+    mm = P.OPCODE["matmul"]
+    for _s, kind, f in bus.collect(1.0):
+        if kind == E.EXEC and f["durs"]:
+            t = f["t0"]
+            for op, d in zip(f["ops"], f["durs"]):
+                if op == mm:
+                    spans[f["worker"]].append((t, t + d))
+                t += d
+    assert len(spans[0]) == len(spans[1]) == 18
+    both = sum(max(0, min(b0, b1) - max(a0, a1)) for a0, b0 in spans[0] for a1, b1 in spans[1])
+    busy = min(sum(b - a for a, b in spans[0]), sum(b - a for a, b in spans[1]))
+    assert both > 0.2 * busy, f"the stages overlapped for {both / busy:.0%} of their matmul time"
+    assert all(np.isfinite(o.item()) for o in outs)
+
+
+def test_a_lost_peer_is_an_error_not_a_hang():
+    cl = start(2)
+    try:
+        gt.connect(cl.address, timeout=30)
+        gt.load_config(DP)
+        with gt.signal.context("rows"):
+            x = gt.ones(64, 4)
+        gt.sync()
+        pid = next(w["pid"] for w in request(cl.address, "stats")["workers"] if w["id"] == 1)
+        os.kill(pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        with pytest.raises((gt.WorkerLost, gt.WorkerError)):
+            for _ in range(100):
+                (x * 2).sum().item()
+                time.sleep(0.1)
+        assert time.monotonic() - t0 < 30
+    finally:
+        gt.disconnect()
+        cl.stop()
