@@ -33,6 +33,7 @@ _OP = P.OPCODE
 _RESHAPE = _OP["reshape"]
 _SCALARS = (int, float, bool)
 _FLOATS = S.FLOAT_DTYPES
+_FLOAT_SET = frozenset(_FLOATS)
 
 
 class Tensor(ArithmeticOps, ReductionOps, ShapeOps, InplaceOps):
@@ -190,7 +191,21 @@ class Tensor(ArithmeticOps, ReductionOps, ShapeOps, InplaceOps):
         self, opcode: int, other: Any, name: str, reflected: bool = False, true_div: bool = False
     ) -> Tensor:
         """Queue ``self <op> other`` (or ``other <op> self``) with broadcasting and promotion."""
-        if type(other) is Tensor or isinstance(other, Tensor):
+        kind = type(other)
+        if kind is float or kind is int:  # the hot path: tensor <op> Python number
+            dtype = self.dtype
+            if dtype in _FLOAT_SET:
+                imm: Any = float(other)
+                a = self
+            else:
+                return self._binary_scalar(opcode, other, name, reflected, true_div)
+            conn = self._conn
+            out = Tensor(conn, conn.new_id(), a.shape, dtype)
+            conn.emit(opcode, out.id, [imm, a.id] if reflected else [a.id, imm])
+            if a.requires_grad and _mode.enabled:
+                record(out, name, (imm, a) if reflected else (a, imm))
+            return out
+        if kind is Tensor or isinstance(other, Tensor):
             if other._conn is not self._conn:
                 raise ValueError(f"{name}: tensors belong to different GT connections")
             shape = (
@@ -215,27 +230,33 @@ class Tensor(ArithmeticOps, ReductionOps, ShapeOps, InplaceOps):
                 record(out, name, (b, a) if reflected else (a, b))
             return out
         if isinstance(other, _SCALARS) or isinstance(other, numbers.Number):
-            dtype = self.dtype if self.dtype in _FLOATS else S.promote_scalar(self.dtype, other)
-            if true_div and dtype not in _FLOATS:
-                dtype = S.DEFAULT_FLOAT
-            a = self if self.dtype == dtype else self.to(dtype)
-            if dtype in _FLOATS:
-                imm: Any = float(other)
-            elif dtype == "bool":
-                imm = bool(other)
-            else:
-                imm = [int(other)]
-            conn = self._conn
-            out = Tensor(conn, conn.new_id(), a.shape, dtype)
-            conn.emit(opcode, out.id, [imm, a.id] if reflected else [a.id, imm])
-            if a.requires_grad and _mode.enabled:
-                record(out, name, (imm, a) if reflected else (a, imm))
-            return out
+            return self._binary_scalar(opcode, other, name, reflected, true_div)
         if isinstance(other, np.ndarray):
             from gt.factories import tensor  # noqa: PLC0415 - avoid an import cycle
 
             return self._binary(opcode, tensor(other), name, reflected, true_div)
         return NotImplemented
+
+    def _binary_scalar(
+        self, opcode: int, other: Any, name: str, reflected: bool, true_div: bool
+    ) -> Tensor:
+        """``self <op> number`` for every dtype (PyTorch's promotion of Python scalars)."""
+        dtype = self.dtype if self.dtype in _FLOATS else S.promote_scalar(self.dtype, other)
+        if true_div and dtype not in _FLOATS:
+            dtype = S.DEFAULT_FLOAT
+        a = self if self.dtype == dtype else self.to(dtype)
+        if dtype in _FLOATS:
+            imm: Any = float(other)
+        elif dtype == "bool":
+            imm = bool(other)
+        else:
+            imm = [int(other)]
+        conn = self._conn
+        out = Tensor(conn, conn.new_id(), a.shape, dtype)
+        conn.emit(opcode, out.id, [imm, a.id] if reflected else [a.id, imm])
+        if a.requires_grad and _mode.enabled:
+            record(out, name, (imm, a) if reflected else (a, imm))
+        return out
 
     def _compare(self, opcode: int, other: Any, name: str) -> Tensor:
         """Queue an elementwise comparison; the result is a bool tensor and never requires grad."""
