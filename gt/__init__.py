@@ -7,7 +7,13 @@ dispatcher with ``$GT_WORKERS`` workers (default 1) in the background.
 from __future__ import annotations
 
 from gt import config, nn, optim, signal
-from gt.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from gt.autograd import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from gt.config import load_config
 from gt.errors import DispatcherLost, GTError, GTTimeout, ShapeError, WorkerError, WorkerLost
 from gt.factories import (
@@ -65,6 +71,7 @@ __all__ = [
     "empty",
     "empty_like",
     "enable_grad",
+    "inference_mode",
     "is_grad_enabled",
     "linspace",
     "nn",

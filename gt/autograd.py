@@ -111,6 +111,10 @@ class no_grad(set_grad_enabled):
         _mode.enabled = False
 
 
+class inference_mode(no_grad):
+    """PyTorch's ``inference_mode``: in GT, the same as :class:`no_grad`."""
+
+
 class enable_grad(set_grad_enabled):
     """Context manager (or decorator) that turns recording back on inside :class:`no_grad`."""
 
@@ -337,6 +341,7 @@ __all__ = [
     "Past",
     "backward",
     "enable_grad",
+    "inference_mode",
     "is_grad_enabled",
     "no_grad",
     "record",
