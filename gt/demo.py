@@ -1,10 +1,31 @@
-"""``gt demo``: a real local cluster running a small training-style workload."""
+"""``gt demo``: a real local cluster running a small training-style workload.
+
+With more than one worker the demo runs data-parallel under a shard config: the samples are split
+over the workers (each computes its rows of the predictions and its part of the gradient), the
+weights are replicated, and the gradient's partial sums are all-reduced over direct worker links
+every step -- so ``gt top`` shows every worker computing and the transfers between them.
+"""
 
 from __future__ import annotations
 
 import time
 
 import numpy as np
+
+#: The demo's shard config: the data split by rows over every worker, the parameters replicated.
+DEMO_CONFIG = {"data": {"shard": {"axis": 0}}, "params": {"replicate": {}}}
+
+
+def _wait_for_workers(conn: object, n: int, timeout: float = 30.0) -> int:
+    """Wait until ``n`` workers have registered (so the config spreads over all of them)."""
+    deadline = time.monotonic() + timeout
+    alive = 0
+    while time.monotonic() < deadline:
+        alive = sum(1 for w in conn.control("stats")["workers"] if w["alive"])
+        if alive >= n:
+            break
+        time.sleep(0.05)
+    return alive
 
 
 def run_demo(workers: int = 2, steps: int = 200) -> int:
@@ -14,25 +35,40 @@ def run_demo(workers: int = 2, steps: int = 200) -> int:
     gt.gpu_workers(workers)
     t0 = time.perf_counter()
     conn = gt.session.get_connection()
-    print(f"started a local cluster: dispatcher {conn.address}, {workers} worker(s) "
-          f"({', '.join(w['device'] for w in conn.workers)})")
+    alive = _wait_for_workers(conn, workers)
+    print(f"started a local cluster: dispatcher {conn.address}, {alive} worker(s) "
+          f"({', '.join(w['device'] for w in conn.control('stats')['workers'])})")  # fmt: skip
+    if alive > 1:
+        gt.load_config(DEMO_CONFIG)
+        print(f"shard config: samples split by rows over {alive} workers, weights replicated, "
+              "gradients all-reduced between the workers")  # fmt: skip
     gt.manual_seed(0)
-    x = gt.randn(256, 64)
-    w_true = gt.randn(64, 1)
-    y = x @ w_true
-    w = gt.zeros(64, 1)
+    n, d, k = 2048, 256, 16
+    with gt.signal.context("data"):
+        x = gt.randn(n, d)
+    with gt.signal.context("params"):
+        w_true = gt.randn(d, k)
+        w = gt.zeros(d, k)
+    with gt.signal.context("data"):
+        y = x @ w_true
     lr = 0.1
     for step in range(steps):
-        err = x @ w - y
-        grad = x.T @ err * (2.0 / 256)
+        with gt.signal.context("data"):
+            err = x @ w - y  # each worker: its rows
+        grad = x.T @ err * (2.0 / n)  # per-worker partial sums, combined where the update needs them
         w = w - grad * lr
         if step % max(1, steps // 5) == 0 or step == steps - 1:
             loss = (err * err).mean().item()
             print(f"step {step:4d}  loss {loss:.6f}")
     gt.sync()
     dt = time.perf_counter() - t0
-    final = float(((x @ w - y) ** 2).mean())
-    print(f"{conn.sent_instructions} instructions in {conn.sent_batches} batches, {dt:.2f}s; final loss {final:.2e}")
+    with gt.signal.context("data"):
+        final = float(((x @ w - y) ** 2).mean())
+    if alive > 1:
+        where = conn.control("placement").get(conn.client_no, {})
+        print(f"where the data lives: x {where.get(x.id, '?')}, w {where.get(w.id, '?')}")
+    print(f"{conn.sent_instructions} instructions in {conn.sent_batches} batches, {dt:.2f}s; "
+          f"final loss {final:.2e}")  # fmt: skip
     ok = final < 1e-3 and np.isfinite(final)
     print("demo finished" if ok else "demo did not converge")
     gt.disconnect()
