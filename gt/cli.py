@@ -167,6 +167,16 @@ def build_parser() -> argparse.ArgumentParser:
     dm.add_argument("--workers", type=int, default=2, help="workers (default 2)")
     dm.add_argument("--steps", type=int, default=200, help="training steps (default 200)")
     dm.set_defaults(func=cmd_demo)
+    from gt import tui_cli
+
+    top = sub.add_parser("top", help="the live dashboard of a running cluster (htop-style)")
+    tui_cli.add_top_arguments(top)
+    top.set_defaults(func=tui_cli.cmd_top)
+
+    rp = sub.add_parser("replay", help="the dashboard, driven by a recorded .gtrace")
+    tui_cli.add_replay_arguments(rp)
+    rp.set_defaults(func=tui_cli.cmd_replay)
+
     r = sub.add_parser("run", help="run a script as a client of a local cluster (dashboard alongside)")
     from gt.runner import add_run_arguments
 

@@ -43,7 +43,7 @@ class Backend:
         """Return a C-contiguous NumPy array with the same contents (a copy only where needed)."""
         if self.name == "cupy":
             return self.xp.asnumpy(arr)
-        return np.ascontiguousarray(arr)
+        return np.asarray(arr, order="C")
 
     def from_host(self, arr: np.ndarray) -> Any:
         """Move a host array to the device (no copy on NumPy)."""

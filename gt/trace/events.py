@@ -61,13 +61,37 @@ FIELDS: dict[str, tuple[str, ...]] = {
     # worker: a batch ran from t0 to t1 (ns). Columns, one entry per instruction: ops (opcodes),
     # outs (output ids), srcs (source-location ids), durs (ns; empty at the "summary" level).
     # hot: the batch ran as a compiled hot path. queue: batches still waiting on this worker.
-    EXEC: ("worker", "client", "batch", "t0", "t1", "n", "ops", "outs", "srcs", "durs", "hot", "queue", "errors"),
+    EXEC: (
+        "worker",
+        "client",
+        "batch",
+        "t0",
+        "t1",
+        "n",
+        "ops",
+        "outs",
+        "srcs",
+        "durs",
+        "hot",
+        "queue",
+        "errors",
+    ),
     # worker: bytes moved to/from a peer ("send"/"recv"), from t0 to t1
     TRANSFER: ("worker", "peer", "bytes", "t0", "t1", "direction", "what", "client", "batch"),
     # worker: memory pool sample in bytes
     MEMORY: ("worker", "used", "reserved", "limit", "spilled", "tensors"),
     # worker: NVML device sample (None where the device offers no such counter)
-    DEVICE: ("worker", "util", "mem_used", "mem_total", "temp", "power", "pcie_tx", "pcie_rx", "name"),
+    DEVICE: (
+        "worker",
+        "util",
+        "mem_used",
+        "mem_total",
+        "temp",
+        "power",
+        "pcie_tx",
+        "pcie_rx",
+        "name",
+    ),
     # dispatcher: a shard config was applied
     CONFIG: ("before", "after", "by"),
     # anyone: an op failed (message, op name, user's file:line)
@@ -110,7 +134,13 @@ def unpack_batch(data: Any) -> tuple[str, int, list]:
     if type(source) is not str or type(first_seq) is not int or type(events) is not list:
         raise EventFormatError("event batch is not [source, first_seq, events]")
     for ev in events:
-        if type(ev) is not list or len(ev) != 3 or type(ev[0]) is not str or type(ev[1]) is not int or type(ev[2]) is not dict:
+        if (
+            type(ev) is not list
+            or len(ev) != 3
+            or type(ev[0]) is not str
+            or type(ev[1]) is not int
+            or type(ev[2]) is not dict
+        ):
             raise EventFormatError(f"malformed event in batch from {source}")
     return source, first_seq, events
 
