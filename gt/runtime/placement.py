@@ -70,6 +70,10 @@ class ClientPlacement:
     next_tag: int = 1
     next_tmp: int = -1
     placed: bool = False  # some tensor left the home worker: every later batch is planned
+    home_lay: Layout = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.home_lay = local(self.home)  # one object: the fast path compares by identity
 
 
 class _Shapes:
@@ -83,6 +87,10 @@ class _Shapes:
     def get(self, tid: int) -> Shape | None:
         info = self.t.get(tid)
         return None if info is None else info.shape
+
+    def dtype(self, tid: int) -> str | None:
+        info = self.t.get(tid)
+        return None if info is None else info.dtype
 
 
 class Placement:
@@ -247,6 +255,8 @@ class Placement:
             for w in old.layout.workers:
                 if w not in lay.workers:
                     p.free_now(w, [tid], src)
+        if lay == c.home_lay:
+            lay = c.home_lay
         info = c.tensors[tid] = TensorInfo(shape, dtype, lay)
         return info
 
@@ -275,12 +285,22 @@ class Placement:
             self._place(c, p, out, attrs, src, name, rule, alive)
             return
         shape = infer(code, args, attrs, _Shapes(tensors))
-        dtype = infer_dtype(
-            code,
-            args,
-            attrs,
-            {a: tensors[a].dtype for a in args if type(a) is int and a in tensors},
-        )
+        dtype = infer_dtype(code, args, attrs, _Shapes(tensors).dtype)
+        if rule is None and (code not in _CREATE or not self.config["settings"]["auto_shard"]):
+            hl = c.home_lay
+            for a in args:
+                if type(a) is int:
+                    info = tensors.get(a)
+                    if info is not None and info.layout is not hl:
+                        break
+            else:  # the common case: no rule, every operand on the home worker
+                p.add(home, code, out, args, attrs, src)
+                old = tensors.get(out)
+                if old is not None and old.layout is not hl:
+                    self._set(c, p, out, shape, dtype, hl, src)
+                else:
+                    tensors[out] = TensorInfo(shape, dtype, hl)
+                return
         if code in _CREATE or code == _UPLOAD:
             self._create(c, p, code, out, args, attrs, src, shape, dtype, name, rule, alive)
             return
@@ -300,10 +320,6 @@ class Placement:
                 ops.append(rules.Operand(None, (), None))
         if not known:
             self._fallback(c, p, code, out, args, attrs, src, shape, dtype)
-            return
-        if rule is None and all(o.tid is None or o.layout == local(home) for o in ops):
-            p.add(home, code, out, args, attrs, src)  # the common case: nothing placed, no rule
-            self._set(c, p, out, shape, dtype, local(home), src)
             return
         target = self._target(rule, shape, alive, False)
         choice = rules.choose(code, ops, attrs, shape, nbytes(shape, dtype), target, home)

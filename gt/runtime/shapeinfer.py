@@ -9,6 +9,7 @@ the planner treats as "keep it on one worker": the worker reports the real error
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -136,7 +137,7 @@ def _infer(code: int, args: list, attrs: Any, shapes: dict[int, Shape | None]) -
     return None
 
 
-def infer_dtype(code: int, args: list, attrs: Any, dtypes: dict[int, str]) -> str:
+def infer_dtype(code: int, args: list, attrs: Any, dtype_of: Callable[[int], str | None]) -> str:
     """The result dtype as far as the planner cares (for byte counts); a best guess."""
     if type(attrs) is dict and type(attrs.get("dtype")) is str:
         return attrs["dtype"]
@@ -145,8 +146,10 @@ def infer_dtype(code: int, args: list, attrs: Any, dtypes: dict[int, str]) -> st
     if code in (_OP["argmax"], _OP["argmin"]):
         return "int64"
     for a in args:
-        if type(a) is int and a in dtypes:
-            return dtypes[a]
+        if type(a) is int:
+            d = dtype_of(a)
+            if d is not None:
+                return d
     return "float32"
 
 
