@@ -390,6 +390,27 @@ class Reader:
     # -- summary -------------------------------------------------------------------------------
 
     @property
+    def t_last(self) -> int | None:
+        """The latest event (or keyframe) time (ns) from the record heads, without a scan."""
+        s = self._summary
+        if s is not None and s.get("t_last") is not None:
+            return s.get("t_last")
+        return self._prefmax[-1] if self._prefmax else None
+
+    def offset_for(self, t_ns: int) -> int:
+        """The offset of the first record that may hold an event at or after ``t_ns``."""
+        return self._range(t_ns, None)[0]
+
+    def chunk_start_before(self, offset: int, chunks: int = 1) -> int:
+        """The start of the ``chunks``-th index chunk before the record at ``offset``.
+
+        Every record between the result and ``offset`` is whole. A keyframe starts a chunk, so
+        ``chunk_start_before(keyframe_offset)`` finds the records written just before it.
+        """
+        i = bisect_left(self._offsets, offset) - max(1, chunks)
+        return self._offsets[i] if i >= 0 else self.data_start
+
+    @property
     def t_first(self) -> int | None:
         """The earliest event time (ns), or ``None`` for a trace without events."""
         s = self._summary

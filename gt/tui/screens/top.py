@@ -11,12 +11,14 @@ from textual.widgets import DataTable, Footer, Input
 
 from gt.trace.state import ClusterState
 from gt.tui import tables as T
+from gt.tui.screens.replay_keys import REPLAY_ACTIONS, REPLAY_BINDINGS, ReplayKeys
 from gt.tui.widgets import (
     ClientsTable,
     ClusterHeader,
     EventLog,
     OutputPane,
     RowTable,
+    TimeBar,
     TimelineView,
     WorkersTable,
 )
@@ -26,23 +28,21 @@ ZOOMS_NS = tuple(
 )
 
 
-class TopScreen(Screen):
-    """Everything at once. Enter on a worker opens its detail."""
+class TopScreen(ReplayKeys, Screen):
+    """Everything at once. Enter on a worker opens its detail; a replay adds a time bar."""
 
     BINDINGS = [
-        Binding("space", "pause", "pause"),
+        Binding("space", "pause", "play/pause"),
+        Binding("c", "app.config", "config"),
         Binding("plus,equals_sign", "zoom_in", "zoom in", key_display="+"),
         Binding("minus", "zoom_out", "zoom out", key_display="-"),
         Binding("s", "sort", "sort"),
         Binding("slash", "filter", "filter", key_display="/"),
         Binding("escape", "clear_filter", "clear filter", show=False),
         Binding("enter", "open_worker", "detail", show=False),
-        Binding("right_square_bracket", "replay_speed(2.0)", "replay faster", key_display="]"),
-        Binding("left_square_bracket", "replay_speed(0.5)", "replay slower", key_display="["),
-        Binding("full_stop", "replay_step(5)", "replay +5s", key_display="."),
-        Binding("comma", "replay_step(-5)", "replay -5s", key_display=","),
+        *REPLAY_BINDINGS,
     ]
-    REPLAY_ACTIONS = frozenset({"replay_speed", "replay_step"})
+    REPLAY_ACTIONS = REPLAY_ACTIONS
 
     def __init__(self, with_output: bool = False) -> None:
         super().__init__()
@@ -50,6 +50,8 @@ class TopScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield ClusterHeader(id="header")
+        if self.replay is not None:
+            yield TimeBar(id="timebar")
         yield WorkersTable(id="workers")
         with Vertical(id="timeline-box"):
             yield TimelineView(id="timeline")
@@ -59,6 +61,8 @@ class TopScreen(Screen):
         if self.with_output:
             yield OutputPane(self.app.output, id="output")
         yield Input(placeholder="filter rows (esc clears)", id="filter")
+        if self.replay is not None:
+            yield Input(placeholder="go to: 42s, 1m30s, +5s, -250ms, 50%  (enter jumps, esc closes)", id="goto")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -83,31 +87,26 @@ class TopScreen(Screen):
         self.query_one(EventLog).show(state)
         if self.with_output:
             self.query_one(OutputPane).pump()
+        bar = self.bar_state()
+        if bar is not None:
+            self.query_one(TimeBar).show(bar)
 
     # ------------------------------------------------------------------ actions
     def action_pause(self) -> None:
         """Freeze (or resume) the timeline's scrolling."""
         app = self.app
-        app.paused = not app.paused
-        app.source.set_view(paused=app.paused)
+        if self.replay is not None:
+            app.paused = self.replay.toggle_play()
+        else:
+            app.paused = not app.paused
+            app.source.set_view(paused=app.paused)
         app.tick()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Replay keys exist only when the source is a replay."""
         if action in self.REPLAY_ACTIONS:
-            return hasattr(self.app.source, "clock")
+            return self.replay is not None
         return True
-
-    def action_replay_speed(self, factor: float) -> None:
-        """Play the replay faster or slower."""
-        clock = self.app.source.clock
-        clock.set_speed(min(64.0, max(1 / 16, clock.speed * factor)))
-        self.app.tick()
-
-    def action_replay_step(self, seconds: float) -> None:
-        """Jump the replay forward or back."""
-        self.app.source.step(seconds)
-        self.app.tick()
 
     def _zoom(self, step: int) -> None:
         src = self.app.source
@@ -140,7 +139,9 @@ class TopScreen(Screen):
         box.focus()
 
     def action_clear_filter(self) -> None:
-        """Hide the filter box and show every row."""
+        """Hide the filter (and go-to) box and show every row."""
+        if self.replay is not None:
+            self.query_one("#goto", Input).display = False
         box = self.query_one("#filter", Input)
         box.value = ""
         box.display = False
@@ -161,6 +162,12 @@ class TopScreen(Screen):
         if not event.value:
             event.input.display = False
         self.query_one(WorkersTable).focus()
+
+    @on(Input.Submitted, "#goto")
+    def _goto_done(self, event: Input.Submitted) -> None:
+        if self.goto(event.value):
+            event.input.display = False
+            self.query_one(WorkersTable).focus()
 
     def action_open_worker(self) -> None:
         """Open the detail screen of the worker under the cursor."""

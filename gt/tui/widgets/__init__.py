@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gt.tui.widgets.panels import ClusterHeader, EventLog, OutputPane, TimelineView
 from gt.tui.widgets.tables import ClientsTable, RowTable, WorkersTable
+from gt.tui.widgets.timebar import TimeBar
 
 __all__ = [
     "ClientsTable",
@@ -12,6 +13,7 @@ __all__ = [
     "EventLog",
     "OutputPane",
     "RowTable",
+    "TimeBar",
     "TimelineView",
     "WorkersTable",
 ]

@@ -1,0 +1,215 @@
+"""Model keyframes: the cluster model's state as plain data, so a replay can start anywhere.
+
+A ``.gtrace`` keyframe holds whatever its recorder's ``keyframe_fn`` returned. With
+:class:`ModelKeyframer` as that function (and its :meth:`~ModelKeyframer.on_batch` fed every
+recorded batch) a keyframe holds the :class:`~gt.trace.model.ClusterModel` itself: every counter,
+histogram, membership fact, source line, mark, config change and log line, but not the span
+history behind the timeline lanes and the windowed rates (that is bounded, and a replay rebuilds
+it by folding the events just before the target time). :func:`restore_model` turns it back into a
+model that folds on exactly as the original would.
+
+Pure: no files, no sockets. ``msgpack`` carries everything here (tuples come back as lists).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from gt.trace import events as E
+from gt.trace.model import WINDOW_NS, ClusterModel
+from gt.trace.records import ClientRecord, WorkerRecord
+from gt.trace.state import ConfigChange, LogEntry, Mark
+
+#: ``keyframe["kind"]`` of a model keyframe (a recorder's own compact keyframe has no ``kind``).
+KIND = "gt.model"
+VERSION = 1
+#: Log lines kept in a keyframe (the log panel shows the newest few dozen).
+LOG_KEEP = 200
+
+_W_SCALARS = ("device", "backend", "host", "pid", "alive", "reason", "last_ops", "last_srcs",
+              "last_client", "queue", "instructions", "batches", "errors", "hot", "memory",
+              "device_stats", "in_flight", "n_xfers")  # fmt: skip
+_C_SCALARS = ("host", "pid", "argv", "home", "alive", "reason", "queued", "last_batch",
+              "done_batch", "errors", "snap_in_flight")  # fmt: skip
+_M_SCALARS = ("events", "instructions", "batches", "transfer_bytes", "errors", "bad_events",
+              "t_first", "t_last", "snapshots")  # fmt: skip
+
+
+def snapshot_model(model: ClusterModel) -> dict:
+    """The model as plain data (no span history; see the module docstring)."""
+    workers = []
+    for w in model.workers.values():
+        d: dict[str, Any] = {k: getattr(w, k) for k in _W_SCALARS}
+        d["wid"] = w.wid
+        d["counts"] = list(w.counts.items())
+        d["times"] = list(w.times.items())
+        d["mem_hist"] = list(w.mem_hist)
+        d["snaps"] = list(w.snaps)
+        workers.append(d)
+    clients = []
+    for c in model.clients.values():
+        d = {k: getattr(c, k) for k in _C_SCALARS}
+        d["cno"] = c.cno
+        clients.append(d)
+    out: dict[str, Any] = {k: getattr(model, k) for k in _M_SCALARS}
+    out.update(
+        workers=workers,
+        clients=clients,
+        srclocs=[[c, i, s] for (c, i), s in model.srclocs.items()],
+        next_seq=dict(model.next_seq),
+        drops=dict(model.drops),
+        marks=[[m.t_ns, m.label, m.client] for m in model.marks],
+        configs=[[c.t_ns, c.before, c.after, c.by] for c in model.configs],
+        log=[[e.t_ns, e.kind, e.source, e.text] for e in list(model.log)[-LOG_KEEP:]],
+        counters=dict(model.counters),
+        uptime=list(model.uptime) if model.uptime is not None else None,
+    )
+    return out
+
+
+def restore_model(snap: dict, op_names: Sequence[str] | None = None, *, window_ns: int = WINDOW_NS,
+                  count_gaps: bool = False) -> ClusterModel:  # fmt: skip
+    """A model that continues from :func:`snapshot_model` 's data.
+
+    Raises:
+        ValueError: the data is not a model snapshot.
+    """
+    try:
+        return _restore(snap, op_names, window_ns, count_gaps)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"not a model snapshot: {type(exc).__name__}: {exc}") from None
+
+
+def _restore(snap: dict, op_names, window_ns: int, count_gaps: bool) -> ClusterModel:
+    m = ClusterModel(op_names, window_ns=window_ns, count_gaps=count_gaps)
+    for k in _M_SCALARS:
+        setattr(m, k, snap[k])
+    for d in snap["workers"]:
+        w = WorkerRecord(d["wid"])
+        for k in _W_SCALARS:
+            setattr(w, k, d.get(k, getattr(w, k)))
+        if w.memory is not None:
+            w.memory = tuple(w.memory)
+        w.counts = Counter(dict(_pairs(d["counts"])))
+        w.times = Counter(dict(_pairs(d["times"])))
+        w.mem_hist.extend(d["mem_hist"])
+        w.snaps.extend(tuple(s) for s in d["snaps"])
+        m.workers[w.wid] = w
+    for d in snap["clients"]:
+        c = ClientRecord(d["cno"])
+        for k in _C_SCALARS:
+            setattr(c, k, d.get(k, getattr(c, k)))
+        c.argv = tuple(c.argv or ())
+        m.clients[c.cno] = c
+    m.srclocs = {(c, i): s for c, i, s in snap["srclocs"]}
+    m.next_seq = dict(snap["next_seq"])
+    m.drops = Counter(snap["drops"])
+    m.marks.extend(Mark(*x) for x in snap["marks"])
+    m.configs.extend(ConfigChange(*x) for x in snap["configs"])
+    m.log.extend(LogEntry(*x) for x in snap["log"])
+    m.counters = dict(snap["counters"])
+    m.uptime = tuple(snap["uptime"]) if snap.get("uptime") is not None else None
+    return m
+
+
+def _pairs(items: Any) -> list[tuple[Any, Any]]:
+    return [(k, v) for k, v in items]
+
+
+def is_model_keyframe(state: Any) -> bool:
+    """Whether a keyframe's state is a model keyframe written by :class:`ModelKeyframer`."""
+    return isinstance(state, dict) and state.get("kind") == KIND and isinstance(state.get("model"), dict)
+
+
+class ModelKeyframer:
+    """Folds recorded batches into a model and hands the recorder model keyframes.
+
+    Use it as both ``Recorder(keyframe_fn=k)`` and ``record_from_bus(on_batch=k.on_batch)``. A
+    recorder calls ``keyframe_fn`` right after writing a batch, possibly before ``on_batch`` saw
+    it: a keyframe names what its model folded (``applied``, per source the next sequence number)
+    and a replay folds whatever came before the keyframe and is not in it.
+
+    Args:
+        op_names: opcode -> name (only for display; keyframes hold opcodes).
+        config: the shard config in force when recording started.
+    """
+
+    def __init__(self, op_names: Sequence[str] | None = None, config: Any = None) -> None:
+        self.model = ClusterModel(op_names, count_gaps=True)
+        self.counts: dict[str, int] = {}
+        self.config = config
+
+    def on_batch(self, source: str, first_seq: int, events: list) -> None:
+        """Fold one recorded batch."""
+        counts = self.counts
+        for ev in events:
+            kind = ev[0]
+            counts[kind] = counts.get(kind, 0) + 1
+            if kind == E.CONFIG and isinstance(ev[2], dict):
+                self.config = ev[2].get("after")
+        self.model.apply_batch(source, first_seq, events)
+
+    def __call__(self) -> dict:
+        """The keyframe: the model, plus the counts per kind and the config in force."""
+        m = self.model
+        return {
+            "kind": KIND,
+            "version": VERSION,
+            "counts": dict(self.counts),
+            "drops": dict(m.drops),
+            "config": self.config,
+            "applied": dict(m.next_seq),
+            "model": snapshot_model(m),
+        }
+
+
+def model_from_compact(state: dict, *, seq: dict | None = None, t_ns: int | None = None,
+                       t_first: int | None = None, op_names: Sequence[str] | None = None,
+                       window_ns: int = WINDOW_NS, earlier: Sequence[tuple[str, int, str, dict]] = ()
+                       ) -> ClusterModel:  # fmt: skip
+    """A model from a recorder's compact keyframe (membership, memory, device, counts, drops).
+
+    What the compact state lacks (instruction and byte totals, op histograms) starts from zero,
+    so those totals cover only what is folded after it. ``earlier`` are ``(kind, t, source,
+    fields)`` events from before the keyframe that the model should still know: source lines,
+    marks, config changes and errors.
+    """
+    m = ClusterModel(op_names, window_ns=window_ns, count_gaps=False)
+    for wid, info in (state.get("workers") or {}).items():
+        if type(wid) is not int or not isinstance(info, dict):
+            continue
+        w = m.workers[wid] = WorkerRecord(wid)
+        for k in ("device", "backend", "host", "pid"):
+            setattr(w, k, info.get(k))
+        w.alive = bool(info.get("alive", True))
+    for wid, f in (state.get("memory") or {}).items():
+        if wid in m.workers and isinstance(f, dict):
+            m._memory(t_ns or 0, f, "keyframe")
+    for wid, f in (state.get("device") or {}).items():
+        if wid in m.workers and isinstance(f, dict):
+            m.workers[wid].device_stats = f
+    for cno, info in (state.get("clients") or {}).items():
+        if type(cno) is not int or not isinstance(info, dict):
+            continue
+        c = m.clients[cno] = ClientRecord(cno)
+        c.host, c.pid, c.home = info.get("host"), info.get("pid"), info.get("home")
+        argv = info.get("argv")
+        c.argv = tuple(str(a) for a in argv) if isinstance(argv, (list, tuple)) else ()
+        c.alive = bool(info.get("alive", True))
+    for kind, t, source, f in earlier:
+        handler = m._handlers.get(kind)
+        if handler is not None:
+            try:
+                handler(t, f, source)
+            except (TypeError, ValueError, KeyError, AttributeError):
+                pass
+    counts = {k: v for k, v in (state.get("counts") or {}).items() if type(v) is int}
+    m.events = sum(counts.values())
+    m.batches = counts.get(E.EXEC, 0)
+    m.errors = counts.get(E.ERROR, 0)
+    m.drops = Counter({str(k): v for k, v in (state.get("drops") or {}).items() if type(v) is int})
+    m.next_seq = dict(seq or {})
+    m.t_first, m.t_last = t_first, t_ns
+    return m
