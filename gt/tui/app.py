@@ -11,7 +11,8 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 
 from gt.trace.state import ClusterState
-from gt.tui.screens import HelpScreen, TopScreen, WorkerScreen
+from gt.tui.screens import ConfigScreen, HelpScreen, TopScreen, WorkerScreen
+from gt.tui.screens.replay_keys import REPLAY_BINDINGS
 from gt.tui.sources import Source
 
 DARK, LIGHT = "textual-dark", "textual-light"
@@ -33,9 +34,10 @@ class GTApp(App):
     ]
 
     def __init__(self, source: Source, *, hz: float = 8, readonly: bool = False, title: str | None = None,
-                 output: queue.Queue | None = None) -> None:  # fmt: skip
+                 output: queue.Queue | None = None, token: str | None = None) -> None:  # fmt: skip
         super().__init__()
         self.source = source
+        self.token = token
         self.hz = hz
         self.readonly = readonly
         self.paused = False
@@ -49,6 +51,9 @@ class GTApp(App):
         self.source.start()
         self.push_screen(TopScreen(with_output=self.output is not None))
         self.set_interval(1.0 / max(0.5, self.hz), self.tick)
+        warning = getattr(self.source, "warning", None)
+        if warning:  # e.g. a truncated recording: it plays up to its last whole record
+            self.notify(warning, title="recording", severity="warning", timeout=10)
 
     def on_unmount(self) -> None:
         self.source.stop()
@@ -56,6 +61,8 @@ class GTApp(App):
     def tick(self) -> None:
         """Take the source's newest state and draw it on the active screen."""
         self.state = self.source.snapshot()
+        if getattr(self.source, "replay", False):
+            self.paused = self.source.clock.paused
         screen = self.screen
         show = getattr(screen, "show", None)
         if show is None or not screen.is_mounted:
@@ -74,9 +81,16 @@ class GTApp(App):
         if isinstance(self.screen, HelpScreen):
             self.pop_screen()
             return
-        self.push_screen(HelpScreen([("everywhere", list(self.BINDINGS)),
-                                     ("top view", list(TopScreen.BINDINGS)),
-                                     ("worker detail", list(WorkerScreen.BINDINGS))]))  # fmt: skip
+        replay = getattr(self.source, "replay", False)
+        top = [b for b in TopScreen.BINDINGS if replay or b not in REPLAY_BINDINGS]
+        self.push_screen(HelpScreen([("everywhere", list(self.BINDINGS)), ("top view", top),
+                                     ("worker detail", list(WorkerScreen.BINDINGS)),
+                                     ("config editor", list(ConfigScreen.BINDINGS))]))  # fmt: skip
+
+    def action_config(self) -> None:
+        """Open the shard-config editor (read-only in a replay or with ``--readonly``)."""
+        if not isinstance(self.screen, ConfigScreen):
+            self.push_screen(ConfigScreen())
 
     def action_toggle_theme(self) -> None:
         """Switch between the dark and the light theme."""
@@ -101,7 +115,7 @@ def lines_queue(lines: queue.Queue | Iterable[str] | None) -> queue.Queue | None
 
 
 def make_app(source: Source, *, hz: float = 8, readonly: bool = False, title: str | None = None,
-             output: queue.Queue | Iterable[str] | None = None) -> GTApp:  # fmt: skip
+             output: queue.Queue | Iterable[str] | None = None, token: str | None = None) -> GTApp:  # fmt: skip
     """The one way to build the monitor app (``gt top``, ``gt run``, ``gt replay``, tests).
 
     Args:
@@ -111,5 +125,6 @@ def make_app(source: Source, *, hz: float = 8, readonly: bool = False, title: st
         title: the terminal title.
         output: a child process's output lines (a queue, or an iterable read on a thread; ``None``
             ends it) shown in an extra pane.
+        token: the control endpoint's credentials, needed to apply configs to a remote dispatcher.
     """
-    return GTApp(source, hz=hz, readonly=readonly, title=title, output=lines_queue(output))
+    return GTApp(source, hz=hz, readonly=readonly, title=title, output=lines_queue(output), token=token)

@@ -3,9 +3,10 @@
 A ``.gtrace`` keyframe holds whatever its recorder's ``keyframe_fn`` returned. With
 :class:`ModelKeyframer` as that function (and its :meth:`~ModelKeyframer.on_batch` fed every
 recorded batch) a keyframe holds the :class:`~gt.trace.model.ClusterModel` itself: every counter,
-histogram, membership fact, source line, mark, config change and log line, but not the span
-history behind the timeline lanes and the windowed rates (that is bounded, and a replay rebuilds
-it by folding the events just before the target time). :func:`restore_model` turns it back into a
+histogram, membership fact, source line, mark, config change and log line, but of the span
+history behind the timeline lanes and the windowed rates only each worker's last batch and
+transfer (the history is bounded, and a replay rebuilds it by folding the events before the
+target time). :func:`restore_model` turns it back into a
 model that folds on exactly as the original would.
 
 Pure: no files, no sockets. ``msgpack`` carries everything here (tuples come back as lists).
@@ -47,6 +48,8 @@ def snapshot_model(model: ClusterModel) -> dict:
         d["times"] = list(w.times.items())
         d["mem_hist"] = list(w.mem_hist)
         d["snaps"] = list(w.snaps)
+        d["last_exec"] = list(w.execs[-1]) if w.execs else None  # keeps "has run" and its span
+        d["last_xfer"] = list(w.xfers[-1]) if w.xfers else None
         workers.append(d)
     clients = []
     for c in model.clients.values():
@@ -96,6 +99,10 @@ def _restore(snap: dict, op_names, window_ns: int, count_gaps: bool) -> ClusterM
         w.times = Counter(dict(_pairs(d["times"])))
         w.mem_hist.extend(d["mem_hist"])
         w.snaps.extend(tuple(s) for s in d["snaps"])
+        if d.get("last_exec"):
+            w.execs.append(tuple(d["last_exec"]))
+        if d.get("last_xfer"):
+            w.xfers.append(tuple(d["last_xfer"]))
         m.workers[w.wid] = w
     for d in snap["clients"]:
         c = ClientRecord(d["cno"])
@@ -149,7 +156,12 @@ class ModelKeyframer:
             counts[kind] = counts.get(kind, 0) + 1
             if kind == E.CONFIG and isinstance(ev[2], dict):
                 self.config = ev[2].get("after")
-        self.model.apply_batch(source, first_seq, events)
+        m = self.model
+        dropped = sum(m.drops.values())
+        m.apply_batch(source, first_seq, events)
+        if sum(m.drops.values()) > dropped:  # the recorder wrote this gap as one drop event
+            m.events += 1
+            counts[E.DROP] = counts.get(E.DROP, 0) + 1
 
     def __call__(self) -> dict:
         """The keyframe: the model, plus the counts per kind and the config in force."""

@@ -177,8 +177,9 @@ class TraceIndex:
         here = self.keyframes[k_t].counts
         enough = SPAN_HISTORY * max(1, workers)
         k = k_t
-        while k > k_h and k > 0 and here is not None:
-            cur, before = self.keyframes[k].counts, self.keyframes[k - 1].counts
+        while k > k_h and here is not None:
+            cur = self.keyframes[k].counts
+            before = self.keyframes[k - 1].counts if k > 0 else {}  # k = -1: the start of the file
             if cur is None or before is None or here.get(E.EXEC, 0) - cur.get(E.EXEC, 0) >= enough:
                 break
             if sum(here.values()) - sum(before.values()) > WARM_EVENTS:

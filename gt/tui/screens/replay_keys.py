@@ -28,8 +28,8 @@ REPLAY_BINDINGS = [
     Binding("E", "replay_jump('error', -1)", "previous error", show=False),
     Binding("k", "replay_jump('config', 1)", "next config change", show=False),
     Binding("K", "replay_jump('config', -1)", "previous config change", show=False),
-    Binding("home", "replay_home", "to the start", show=False),
-    Binding("end", "replay_end", "to the end", show=False),
+    Binding("home,0", "replay_home", "to the start", key_display="0", show=False),
+    Binding("end,dollar_sign", "replay_end", "to the end", key_display="$", show=False),
     Binding("v", "replay_window", "window"),
     Binding("x", "replay_export", "export"),
 ]

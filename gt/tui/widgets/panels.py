@@ -9,7 +9,7 @@ from textual import events
 from textual.widget import Widget
 from textual.widgets import RichLog, Static
 
-from gt.trace.state import ClusterState, empty_state
+from gt.trace.state import ClusterState, Mark, empty_state
 from gt.tui import render as R
 from gt.tui import tables as T
 
@@ -41,8 +41,9 @@ class TimelineView(Widget):
     def render(self) -> Text:
         s = self.state
         width = max(10, self.size.width)
+        configs = tuple(Mark(c.t_ns, "config", None) for c in s.configs if c.t_ns <= s.now_ns)
         text = R.timeline(
-            s.lanes, s.timeline_start_ns, s.timeline_end_ns, width, s.marks, paused=self.paused
+            s.lanes, s.timeline_start_ns, s.timeline_end_ns, width, s.marks + configs, paused=self.paused
         )
         text.append("\n")
         text.append_text(R.timeline_legend(s.lanes, s.timeline_start_ns, s.timeline_end_ns))

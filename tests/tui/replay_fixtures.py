@@ -1,0 +1,33 @@
+"""Recorded sample traces for the replay tests (model or compact keyframes, every few hundred events)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gt.runtime.protocol import OPS
+from gt.trace.recorder import Recorder
+from gt.tui.keyframes import ModelKeyframer
+from gt.tui.sample import sample_batches
+
+S = 1_000_000_000
+
+
+class FakeWall:
+    """A wall clock that moves only when the test says so."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def write_sample(path: Path, *, model: bool = True, every: int = 400) -> Path:
+    """The sample run recorded as ``gt record`` does (the model folds each batch after it is written)."""
+    kf = ModelKeyframer(OPS) if model else None
+    with Recorder(path, start_ns=0, op_names=OPS, keyframe_fn=kf, keyframe_every_events=every) as rec:
+        for source, first, events in sample_batches():
+            rec.write_batch(source, first, events)
+            if kf is not None:
+                kf.on_batch(source, first, events)
+    return path
