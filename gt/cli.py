@@ -177,6 +177,11 @@ def build_parser() -> argparse.ArgumentParser:
     tui_cli.add_replay_arguments(rp)
     rp.set_defaults(func=tui_cli.cmd_replay)
 
+    from gt import config_cli
+
+    cf = sub.add_parser("config", help="show, validate or apply the shard config of a live dispatcher")
+    config_cli.add_config_arguments(cf)
+
     r = sub.add_parser("run", help="run a script as a client of a local cluster (dashboard alongside)")
     from gt.runner import add_run_arguments
 

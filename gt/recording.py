@@ -10,6 +10,7 @@ from typing import Any
 from gt.runtime import protocol as P
 from gt.runtime.control import ControlError, request
 from gt.trace.recorder import record_from_bus
+from gt.tui.keyframes import ModelKeyframer
 
 
 def record(address: str, path: str, *, duration: float | None = None, ready_line: bool = False,
@@ -37,9 +38,16 @@ def record(address: str, path: str, *, duration: float | None = None, ready_line
                 sys.stdout.flush()
 
     workers = [{k: w.get(k) for k in ("id", "host", "pid", "device", "backend")} for w in snap.get("workers", [])]
+    # keyframes hold the monitor's cluster model, so `gt replay` can start anywhere exactly
+    keyframer = ModelKeyframer(P.OPS, config=snap.get("config") or {}, workers=workers)
+
+    def fold(source: str, first_seq: int, events: list) -> None:
+        keyframer.on_batch(source, first_seq, events)
+        on_batch(source, first_seq, events)
+
     stats: dict[str, Any] = record_from_bus(
-        snap["endpoints"]["events"], path, duration=duration, stop_event=stop, on_batch=on_batch,
-        workers=workers, config=snap.get("config") or {}, op_names=list(P.OPS),
+        snap["endpoints"]["events"], path, duration=duration, stop_event=stop, on_batch=fold,
+        keyframe_fn=keyframer, workers=workers, config=snap.get("config") or {}, op_names=list(P.OPS),
         meta={"dispatcher": address, "trace_level": snap.get("trace")},
     )
     if not quiet:

@@ -7,8 +7,8 @@ Public surface (wired into :mod:`gt.cli` by the lead):
 * :func:`run_dashboard`: the live app against known endpoints, blocking, optionally with a pane of a
   child process's output; :func:`run_with_dashboard`: ``gt run`` 's child plus that dashboard
   (:func:`process_lines` turns a ``Popen``'s pipes into the pane's queue);
-* :func:`add_replay_arguments` / :func:`cmd_replay`: ``gt replay FILE [--speed X] [--at S] [--once]
-  [--json]``;
+* :func:`add_replay_arguments` / :func:`cmd_replay`: ``gt replay FILE [--speed X] [--at TIME]
+  [--window FROM:TO] [--paused] [--once] [--json]``;
 * :func:`find_endpoints`: the newest live dispatcher, or the one at a front address;
 * :func:`main_top`: ``gt top`` as a standalone entry point (``python -m gt.tui_cli``).
 
@@ -47,6 +47,9 @@ def add_top_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hz", type=float, default=8.0, help="repaints per second (default 8)")
     parser.add_argument(
         "--readonly", action="store_true", help="never change the cluster (no config edits)"
+    )
+    parser.add_argument(
+        "--token", help="control credentials for config edits on a remote dispatcher ($GT_CONTROL_TOKEN)"
     )
     parser.add_argument(
         "--wait", type=float, default=1.0, help=argparse.SUPPRESS
@@ -142,7 +145,8 @@ def cmd_top(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         return 0
     return run_dashboard(
-        endpoints, hz=args.hz, readonly=args.readonly, resolve=_resolver(args.connect)
+        endpoints, hz=args.hz, readonly=args.readonly, resolve=_resolver(args.connect),
+        token=getattr(args, "token", None),
     )
 
 
@@ -155,6 +159,7 @@ def run_dashboard(
     output: queue.Queue | Iterable[str] | None = None,
     title: str | None = None,
     resolve: Callable[[], dict | None] | None = None,
+    token: str | None = None,
 ) -> int:
     """Run the monitor against a live dispatcher until the user quits (blocking).
 
@@ -167,6 +172,7 @@ def run_dashboard(
             the queue marks the end of the output.
         title: the terminal title (default ``gt top — <address>``).
         resolve: finds the dispatcher again after it went away (default: by its front address).
+        token: the control endpoint's credentials (config edits on a remote dispatcher).
     """
     from gt.tui.app import make_app
     from gt.tui.sources import LiveSource
@@ -181,6 +187,7 @@ def run_dashboard(
         readonly=readonly,
         title=title or f"gt top — {front or 'dispatcher'}",
         output=output,
+        token=token,
     )
     try:
         app.run()
@@ -288,23 +295,39 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--speed", type=float, default=1.0, help="playback speed (default 1)")
     parser.add_argument(
         "--at",
-        type=float,
         default=None,
-        metavar="SECONDS",
-        help="start this far into the recording",
+        metavar="TIME",
+        help="start this far into the recording (42, 42s, 1m30s)",
     )
     parser.add_argument(
         "--once", action="store_true", help="print the state at --at (default: the end) and exit"
     )
     parser.add_argument("--json", action="store_true", help="print that state as JSON and exit")
     parser.add_argument("--hz", type=float, default=8.0, help="repaints per second (default 8)")
+    parser.add_argument("--window", metavar="FROM:TO",
+                        help="select a window to export (x in the app), e.g. 10s:20s, 1.5s:, :500ms")  # fmt: skip
+    parser.add_argument("--paused", action="store_true", help="start paused")
+
+
+def _seconds(text: str | float) -> int:
+    """``--at``: seconds (``42``, ``1.5``) or a duration (``42s``, ``1m30s``) -> ns."""
+    from gt.tui.timebar import parse_duration
+
+    return parse_duration(str(text))
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    """Run ``gt replay FILE``: the monitor over a recording (space pauses, [ ] speed, , . seek)."""
+    """Run ``gt replay FILE``: the monitor over a recording, with a time bar (``?`` lists the keys)."""
+    from gt.trace.commands import parse_window
     from gt.trace.reader import TraceFormatError
     from gt.tui.replay import ReplaySource
 
+    try:
+        at = None if args.at is None else _seconds(args.at)
+        window = parse_window(args.window) if getattr(args, "window", None) else None
+    except ValueError as exc:
+        print(f"gt replay: {exc}", file=sys.stderr)
+        return 2
     try:
         src = ReplaySource.from_file(args.file, speed=args.speed)
     except (OSError, TraceFormatError) as exc:
@@ -313,22 +336,32 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if src.warning:
         print(f"gt replay: {src.warning}", file=sys.stderr)
     clock = src.clock
+    if window is not None:
+        src.set_window(*window)
     if args.once or args.json:
-        src.seek(clock.t_end if args.at is None else clock.t_start + int(args.at * 1e9))
-        clock.pause()
-        state = src.snapshot()
-        sys.stdout.write(
-            format_json(state, src.status()) + "\n"
-            if args.json
-            else format_once(state, src.status())
-        )
+        try:
+            src.seek(clock.t_end if at is None else clock.t_start + at)
+            clock.pause()
+            state = src.snapshot()
+            sys.stdout.write(
+                format_json(state, src.status()) + "\n"
+                if args.json
+                else format_once(state, src.status())
+            )
+        finally:
+            src.stop()
         return 0
-    if args.at is not None:
-        src.seek(clock.t_start + int(args.at * 1e9))
+    if at is not None:
+        src.seek(clock.t_start + at)
+    if getattr(args, "paused", False):
+        clock.pause(True)
     from gt.tui.app import make_app
 
     app = make_app(src, hz=args.hz, readonly=True, title=f"gt replay {src.address}")
-    app.run()
+    try:
+        app.run()
+    finally:
+        src.stop()
     return int(app.return_code or 0)
 
 

@@ -130,6 +130,13 @@ def is_model_keyframe(state: Any) -> bool:
     return isinstance(state, dict) and state.get("kind") == KIND and isinstance(state.get("model"), dict)
 
 
+def attach(model: ClusterModel, workers: Sequence[dict] | None) -> None:
+    """Tell a fresh model about the workers a recording's header lists (they joined before it)."""
+    ws = [w for w in workers or () if isinstance(w, dict) and type(w.get("id")) is int]
+    if ws:
+        model.apply_snapshot({"workers": ws}, t_ns=0)
+
+
 class ModelKeyframer:
     """Folds recorded batches into a model and hands the recorder model keyframes.
 
@@ -141,10 +148,13 @@ class ModelKeyframer:
     Args:
         op_names: opcode -> name (only for display; keyframes hold opcodes).
         config: the shard config in force when recording started.
+        workers: the workers the recording's header lists (those that joined before it started).
     """
 
-    def __init__(self, op_names: Sequence[str] | None = None, config: Any = None) -> None:
+    def __init__(self, op_names: Sequence[str] | None = None, config: Any = None,
+                 workers: Sequence[dict] | None = None) -> None:  # fmt: skip
         self.model = ClusterModel(op_names, count_gaps=True)
+        attach(self.model, workers)
         self.counts: dict[str, int] = {}
         self.config = config
 

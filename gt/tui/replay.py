@@ -147,6 +147,7 @@ class ReplaySource(Source):
         self.approximate = False
         if k < 0:
             model = ClusterModel(names, count_gaps=False, **opts)
+            K.attach(model, r.header.get("workers"))
             start = r.data_start
         else:
             kf, st = idx.keyframe_state(k)

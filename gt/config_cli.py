@@ -1,0 +1,108 @@
+"""``gt config show | validate FILE | apply FILE``: the editor's checks and apply, from a shell.
+
+``show`` prints the running config as YAML; ``validate`` checks a file against the schema and,
+when a dispatcher answers, against its live workers (every problem with its line; exit 1 if any);
+``apply`` validates, applies for new instructions and prints what the dispatcher installed, or its
+precise refusal (exit 1; the running config stays in force).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+NO_DISPATCHER = "no GT dispatcher is running; start one with `gt dispatcher` or try `gt demo`"
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``gt config`` 's subcommands to ``parser``."""
+    sub = parser.add_subparsers(dest="config_command", metavar="show|validate|apply", required=True)
+    for name, text in (("show", "print the running shard config as YAML"),
+                       ("validate", "check a config file (schema, live workers); each problem with its line"),
+                       ("apply", "validate a config file and apply it for new instructions")):  # fmt: skip
+        p = sub.add_parser(name, help=text)
+        if name != "show":
+            p.add_argument("file", help="a YAML shard config ('-' reads standard input)")
+        p.add_argument("--connect", metavar="ADDR", help="a dispatcher's address (default: the newest local one)")
+        p.add_argument("--token", help="the control endpoint's credentials (or $GT_CONTROL_TOKEN)")
+        p.add_argument("--json", action="store_true", help="print JSON")
+        if name == "validate":
+            p.add_argument("--offline", action="store_true", help="check the schema only (no dispatcher)")
+    parser.set_defaults(func=cmd_config)
+
+
+def _control(args: argparse.Namespace, *, required: bool) -> Any:
+    from gt.tui.config_control import ConfigControl
+    from gt.tui_cli import find_endpoints
+
+    eps = find_endpoints(args.connect)
+    if eps is None or not eps.get("control"):
+        if required:
+            where = f"no GT dispatcher answered at {args.connect}" if args.connect else NO_DISPATCHER
+            print(f"gt config: {where}", file=sys.stderr)
+        return None
+    return ConfigControl(eps["control"], token=args.token, by="gt config")
+
+
+def _read(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    """Run ``gt config show|validate|apply``; returns the exit status."""
+    import json
+
+    from gt.tui import config_edit as CE
+    from gt.tui.sources import ControlError
+
+    cmd = args.config_command
+    offline = getattr(args, "offline", False)
+    control = None if offline else _control(args, required=cmd != "validate")
+    if control is None and cmd != "validate":
+        return 1
+    try:
+        if cmd == "show":
+            cfg = CE.normal_yaml(control.get())
+            sys.stdout.write(json.dumps(cfg) + "\n" if args.json else CE.to_text(cfg))
+            return 0
+        try:
+            text = _read(args.file)
+        except OSError as exc:
+            print(f"gt config: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
+            return 1
+        ids = control.workers() if control is not None else None
+        checked = CE.check_text(text, ids)
+        if not checked.ok:
+            if args.json:
+                print(json.dumps({"ok": False, "problems": [{"line": p.line, "message": p.message}
+                                                            for p in checked.problems]}))  # fmt: skip
+            for p in checked.problems:
+                print(f"{args.file}:{p.line or 1}: {p.message}", file=sys.stderr)
+            return 1
+        if cmd == "validate":
+            where = f"the live workers {ids}" if ids is not None else "the schema (no dispatcher to check workers)"
+            print(json.dumps({"ok": True, "config": checked.normal}) if args.json else f"{args.file}: valid for {where}")
+            return 0
+        after = control.apply(checked.raw)
+    except ControlError as exc:
+        print(f"gt config: {exc}", file=sys.stderr)
+        return 1
+    cfg = CE.normal_yaml(after)
+    sys.stdout.write(json.dumps(cfg) + "\n" if args.json else "applied; new instructions follow:\n" + CE.to_text(cfg))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``gt config`` as a standalone command."""
+    parser = argparse.ArgumentParser(prog="gt config", description="the shard config of a live dispatcher")
+    add_config_arguments(parser)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
