@@ -284,9 +284,15 @@ class Dispatcher:
 
     def _plan_batch(self, c: Any, seq: int, frames: list, signals: list | None) -> None:
         """Rewrite one client batch with the placement planner and queue its per-worker parts."""
-        instrs, frees = P.parse_body(frames[2].buffer)
-        alive = [w.wid for w in self.planner.alive_workers()]
-        prog = self.placement.plan(c.cno, c.home, instrs, frees, alive, signals)
+        try:
+            instrs, frees = P.parse_body(frames[2].buffer)
+            alive = [w.wid for w in self.planner.alive_workers()]
+            prog = self.placement.plan(c.cno, c.home, instrs, frees, alive, signals)
+        except Exception as exc:  # never leave a batch unanswered: the client would wait for it
+            self.bad_messages += 1
+            err = [f"the dispatcher could not plan this batch: {type(exc).__name__}: {exc}", -1, 0]
+            self.front.send_multipart([c.ident, P.header(P.ACK, seq, [err])])
+            return
         self.batches_planned += 1
         targets = set(prog.parts) | set(prog.frees) or {c.home}
         rewrite = {"moves": dict(prog.moves), "parts": {w: len(prog.parts.get(w, ())) for w in targets},

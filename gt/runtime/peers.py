@@ -344,20 +344,31 @@ def _all_gather(run: _Run, x: Any, at: dict) -> Any:
     return None if run.err else np.concatenate([have[i] for i in range(n)], axis=axis)
 
 
-def _ring_reduce_scatter(run: _Run, ws: list[int], blocks: list, op: Any, shift: int) -> dict:
+def _ring_reduce_scatter(
+    run: _Run, ws: list[int], blocks: list, op: Any, shift: int, into: list | None = None
+) -> dict:
     """Ring reduce-scatter over ``blocks``; rank r ends holding the reduced block ``(r + shift) % n``.
 
     At step s rank r sends block ``(r - s + shift - 1) % n`` (raw at step 0, else what it summed at
-    step s - 1) and adds what its predecessor sends to block ``(r - s + shift - 2) % n``.
+    step s - 1) and adds what its predecessor sends to block ``(r - s + shift - 2) % n``, writing
+    the sum into ``into[i]`` when given (else a new array).
     """
     n, r = len(ws), ws.index(run.me)
     nxt, prv = ws[(r + 1) % n], ws[(r - 1) % n]
     acc: dict[int, Any] = {}
     for s in range(n - 1):
         si, ri = (r - s + shift - 1) % n, (r - s + shift - 2) % n
-        run.send(nxt, s, acc.get(si, blocks[si]))
+        out = acc.get(si)
+        if out is not None and into is not None and n > 2:
+            out = out.copy()  # into[si] is written again later; a zero-copy send must not see that
+        run.send(nxt, s, blocks[si] if out is None else out)
         got = run.recv(prv, s)
-        acc[ri] = None if got is None else op(blocks[ri], got)
+        if got is None or blocks[ri] is None:
+            acc[ri] = None
+        elif into is not None:
+            acc[ri] = op(blocks[ri], got, out=into[ri])
+        else:
+            acc[ri] = op(blocks[ri], got)
     return acc
 
 
@@ -367,20 +378,22 @@ def _all_reduce(run: _Run, x: Any, at: dict) -> Any:
     op = _REDUCE[at.get("op", "sum")]
     if n == 1:
         return None if x is None else x.copy()
-    shape = None if x is None else x.shape
     flat = None if x is None else np.ascontiguousarray(x).reshape(-1)
     size = 0 if flat is None else flat.size
     bounds = [size * i // n for i in range(n + 1)]
     blocks = [None if flat is None else flat[bounds[i] : bounds[i + 1]] for i in range(n)]
-    acc = _ring_reduce_scatter(run, ws, blocks, op, 1)  # rank r holds block (r + 1) % n
+    res = None if flat is None else np.empty_like(flat)  # the result, written piece by piece
+    pieces = None if res is None else [res[bounds[i] : bounds[i + 1]] for i in range(n)]
+    acc = _ring_reduce_scatter(run, ws, blocks, op, 1, pieces)  # rank r holds block (r + 1) % n
     nxt, prv = ws[(r + 1) % n], ws[(r - 1) % n]
-    final = {(r + 1) % n: acc.get((r + 1) % n)}
     for s in range(n - 1):
-        run.send(nxt, n - 1 + s, final[(r + 1 - s) % n])
-        final[(r - s) % n] = run.recv(prv, n - 1 + s)
-    if run.err:
+        run.send(nxt, n - 1 + s, None if res is None else pieces[(r + 1 - s) % n])
+        got = run.recv(prv, n - 1 + s)
+        if got is not None and pieces is not None:
+            pieces[(r - s) % n][...] = got
+    if run.err or res is None or acc.get((r + 1) % n) is None:
         return None
-    return np.concatenate([final[i] for i in range(n)]).reshape(shape)
+    return res.reshape(x.shape)
 
 
 def _reduce_scatter(run: _Run, x: Any, at: dict) -> Any:

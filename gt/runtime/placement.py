@@ -229,7 +229,10 @@ class Placement:
                 self._one(c, p, code, out, args, attrs, src, sid, alive)
             except Exception as exc:  # a rule failed: say so, and run it whole on the home worker
                 p.errors.append([f"placement: {type(exc).__name__}: {exc}", code, src])
-                self._fallback(c, p, code, out, args, attrs, src)
+                try:
+                    self._fallback(c, p, code, out, args, attrs, src)
+                except Exception:
+                    p.parts.setdefault(home, []).append([code, out, args, attrs, src])
         for tid in frees:
             info = c.tensors.pop(tid, None)
             for w in info.layout.workers if info is not None else (home,):
