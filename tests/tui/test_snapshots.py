@@ -36,3 +36,34 @@ def test_zoomed_in_paused_timeline_snapshot(snap_compare):
     assert snap_compare(
         sample_app(), terminal_size=SIZE, press=["plus", "plus", "plus", "plus", "space"]
     )
+
+
+def replay_app(tmp_path_factory):
+    """The sample recorded to a trace, replayed paused at 6.6 s with a window selected."""
+    from replay_fixtures import S, FakeWall, write_sample
+
+    from gt.tui.replay import ReplaySource
+
+    path = write_sample(tmp_path_factory.mktemp("replay") / "sample.gtrace")
+    src = ReplaySource.from_file(path, wall=FakeWall())
+    src.clock.pause(True)
+    src.seek(src.clock.t_start + 5 * S)
+    src.mark_window()
+    src.seek(src.clock.t_start + 6_600_000_000)
+    src.mark_window()
+    return make_app(src, readonly=True, title="gt replay sample.gtrace")
+
+
+def test_replay_screen_snapshot(snap_compare, tmp_path_factory):
+    assert snap_compare(replay_app(tmp_path_factory), terminal_size=SIZE)
+
+
+def test_config_editor_snapshot(snap_compare):
+    # the sample's config change (at 5 s) in the history, an edit with an error, the diff
+    async def edit(pilot):
+        await pilot.press("c")
+        await pilot.pause()
+        pilot.app.screen.load("layer1:\n  shard: {axis: 0, workers: [0, 2]}\nlayer2:\n  replicate: {workers: [0, 9]}\n")
+        await pilot.pause()
+
+    assert snap_compare(sample_app(), terminal_size=SIZE, run_before=edit)

@@ -62,9 +62,11 @@ def test_replay_clock_plays_pauses_speeds_up_and_seeks():
     assert clock.position() == 10 * S  # clamped to the recording
 
 
-def test_replay_source_folds_up_to_the_clock_and_refolds_on_a_backward_seek():
+def test_replay_source_folds_up_to_the_clock_and_refolds_on_a_backward_seek(tmp_path):
+    from replay_fixtures import write_sample
+
     wall = FakeWall()
-    src = ReplaySource(sample_batches(), wall=wall, speed=1.0)
+    src = ReplaySource.from_file(write_sample(tmp_path / "s.gtrace"), wall=wall, speed=1.0)
     start = src.clock.t_start
     wall.t += 5
     mid = src.snapshot()
@@ -77,6 +79,7 @@ def test_replay_source_folds_up_to_the_clock_and_refolds_on_a_backward_seek():
     early = src.snapshot()
     assert early.totals.events < mid.totals.events
     assert "replay" in src.status().detail
+    src.stop()
 
 
 def test_events_in_batches_with_unknown_kinds_do_not_break_a_source():
