@@ -39,7 +39,9 @@ def write(path: Path, packed: list[bytes], model: bool, every: int = 20_000) -> 
     """Write the trace as ``gt record`` does (fold after write), with model or compact keyframes."""
     kf = ModelKeyframer(OP_NAMES) if model else None
     workers = [{"id": w, "device": f"cpu:{w}"} for w in range(WORKERS)]
-    with Recorder(path, op_names=OP_NAMES, workers=workers, keyframe_fn=kf, keyframe_every_events=every) as rec:
+    with Recorder(
+        path, op_names=OP_NAMES, workers=workers, keyframe_fn=kf, keyframe_every_events=every
+    ) as rec:
         for i, data in enumerate(packed):
             batch = rec.write_packed(data)
             if kf is not None:
@@ -82,7 +84,9 @@ def from_start(path: Path) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--seeks", type=int, default=40)
     args = ap.parse_args(argv)

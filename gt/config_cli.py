@@ -24,11 +24,17 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         p = sub.add_parser(name, help=text)
         if name != "show":
             p.add_argument("file", help="a YAML shard config ('-' reads standard input)")
-        p.add_argument("--connect", metavar="ADDR", help="a dispatcher's address (default: the newest local one)")
+        p.add_argument(
+            "--connect",
+            metavar="ADDR",
+            help="a dispatcher's address (default: the newest local one)",
+        )
         p.add_argument("--token", help="the control endpoint's credentials (or $GT_CONTROL_TOKEN)")
         p.add_argument("--json", action="store_true", help="print JSON")
         if name == "validate":
-            p.add_argument("--offline", action="store_true", help="check the schema only (no dispatcher)")
+            p.add_argument(
+                "--offline", action="store_true", help="check the schema only (no dispatcher)"
+            )
     parser.set_defaults(func=cmd_config)
 
 
@@ -39,7 +45,9 @@ def _control(args: argparse.Namespace, *, required: bool) -> Any:
     eps = find_endpoints(args.connect)
     if eps is None or not eps.get("control"):
         if required:
-            where = f"no GT dispatcher answered at {args.connect}" if args.connect else NO_DISPATCHER
+            where = (
+                f"no GT dispatcher answered at {args.connect}" if args.connect else NO_DISPATCHER
+            )
             print(f"gt config: {where}", file=sys.stderr)
         return None
     return ConfigControl(eps["control"], token=args.token, by="gt config")
@@ -84,21 +92,35 @@ def cmd_config(args: argparse.Namespace) -> int:
                 print(f"{args.file}:{p.line or 1}: {p.message}", file=sys.stderr)
             return 1
         if cmd == "validate":
-            where = f"the live workers {ids}" if ids is not None else "the schema (no dispatcher to check workers)"
-            print(json.dumps({"ok": True, "config": checked.normal}) if args.json else f"{args.file}: valid for {where}")
+            where = (
+                f"the live workers {ids}"
+                if ids is not None
+                else "the schema (no dispatcher to check workers)"
+            )
+            print(
+                json.dumps({"ok": True, "config": checked.normal})
+                if args.json
+                else f"{args.file}: valid for {where}"
+            )
             return 0
         after = control.apply(checked.raw)
     except ControlError as exc:
         print(f"gt config: {exc}", file=sys.stderr)
         return 1
     cfg = CE.normal_yaml(after)
-    sys.stdout.write(json.dumps(cfg) + "\n" if args.json else "applied; new instructions follow:\n" + CE.to_text(cfg))
+    sys.stdout.write(
+        json.dumps(cfg) + "\n"
+        if args.json
+        else "applied; new instructions follow:\n" + CE.to_text(cfg)
+    )
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """``gt config`` as a standalone command."""
-    parser = argparse.ArgumentParser(prog="gt config", description="the shard config of a live dispatcher")
+    parser = argparse.ArgumentParser(
+        prog="gt config", description="the shard config of a live dispatcher"
+    )
     add_config_arguments(parser)
     args = parser.parse_args(argv)
     return args.func(args)

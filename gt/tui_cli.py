@@ -49,7 +49,8 @@ def add_top_arguments(parser: argparse.ArgumentParser) -> None:
         "--readonly", action="store_true", help="never change the cluster (no config edits)"
     )
     parser.add_argument(
-        "--token", help="control credentials for config edits on a remote dispatcher ($GT_CONTROL_TOKEN)"
+        "--token",
+        help="control credentials for config edits on a remote dispatcher ($GT_CONTROL_TOKEN)",
     )
     parser.add_argument(
         "--wait", type=float, default=1.0, help=argparse.SUPPRESS
@@ -145,7 +146,10 @@ def cmd_top(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         return 0
     return run_dashboard(
-        endpoints, hz=args.hz, readonly=args.readonly, resolve=_resolver(args.connect),
+        endpoints,
+        hz=args.hz,
+        readonly=args.readonly,
+        resolve=_resolver(args.connect),
         token=getattr(args, "token", None),
     )
 

@@ -59,7 +59,9 @@ async def shoot(name: str, keys: list[str], out: Path, size: tuple[int, int]) ->
             source = replay_source(Path(tmp))
         else:
             source = ListSource(sample_batches(), now_ns=T_END, address="sample.gtrace")
-        app = make_app(source, title="gt replay" if name == "replay" else "gt top", readonly=name == "replay")
+        app = make_app(
+            source, title="gt replay" if name == "replay" else "gt top", readonly=name == "replay"
+        )
         async with app.run_test(size=size) as pilot:
             await pilot.pause()
             if keys:

@@ -127,4 +127,6 @@ def make_app(source: Source, *, hz: float = 8, readonly: bool = False, title: st
             ends it) shown in an extra pane.
         token: the control endpoint's credentials, needed to apply configs to a remote dispatcher.
     """
-    return GTApp(source, hz=hz, readonly=readonly, title=title, output=lines_queue(output), token=token)
+    return GTApp(
+        source, hz=hz, readonly=readonly, title=title, output=lines_queue(output), token=token
+    )

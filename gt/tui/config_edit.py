@@ -141,7 +141,9 @@ def to_text(cfg: Mapping | None) -> str:
 
 
 def _flow(v: Any) -> str:
-    return yaml.safe_dump(v, default_flow_style=True, width=1000).strip().removesuffix("\n...").strip()
+    return (
+        yaml.safe_dump(v, default_flow_style=True, width=1000).strip().removesuffix("\n...").strip()
+    )
 
 
 def _scalar(v: Any) -> str:
@@ -166,7 +168,15 @@ def diff_text(running: str, edited: str) -> Text:
     if not body:
         return Text("no changes: the editor holds the running config", style="dim")
     for line in body[2:]:
-        style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim" if line.startswith("@@") else ""
+        style = (
+            "green"
+            if line.startswith("+")
+            else "red"
+            if line.startswith("-")
+            else "dim"
+            if line.startswith("@@")
+            else ""
+        )
         out.append(line + "\n", style=style)
     return out
 

@@ -62,7 +62,9 @@ def collect(source: Any, lo: int, hi: int) -> tuple[dict[int, list], list[int], 
                 marks.append(ev.t_ns)
             elif type(f.get("worker")) is int:
                 n = f.get("n") if type(f.get("n")) is int else len(f.get("ops") or ())
-                execs.setdefault(f["worker"], []).append((f.get("t0", ev.t_ns), f.get("t1", ev.t_ns), n))
+                execs.setdefault(f["worker"], []).append(
+                    (f.get("t0", ev.t_ns), f.get("t1", ev.t_ns), n)
+                )
         return execs, marks, source.clock.t_end
     with source._lock:
         model = source.model
@@ -92,10 +94,16 @@ def impact_text(source: Any, change: ConfigChange, signal: str | None = None) ->
                       _pair(b.batch_ns, a.batch_ns, _ms, lower_is_better=True))  # fmt: skip
     sb, sa = step_time(marks, lo, tc), step_time(marks, tc, hi)
     step = Text("step (between marks): ")
-    step.append_text(_pair(sb, sa, _ms, lower_is_better=True) if sb or sa else Text("N/A (no marks)", style="dim"))
+    step.append_text(
+        _pair(sb, sa, _ms, lower_is_better=True)
+        if sb or sa
+        else Text("N/A (no marks)", style="dim")
+    )
     note = Text()
     if signal:
-        note.append(f"\n{signal}: workers {sorted(starred) or 'none'} after the change (*)", style="cyan")
+        note.append(
+            f"\n{signal}: workers {sorted(starred) or 'none'} after the change (*)", style="cyan"
+        )
     return _group(table, step, note)
 
 
@@ -132,5 +140,7 @@ def _pair(before: float | None, after: float | None, fmt, *, lower_is_better: bo
     if before and after is not None and before != after:
         better = after < before if lower_is_better else after > before
         style = "green" if better else "red"
-    t.append("N/A" if after is None else fmt(after), style=style or ("dim" if after is None else ""))
+    t.append(
+        "N/A" if after is None else fmt(after), style=style or ("dim" if after is None else "")
+    )
     return t

@@ -127,7 +127,11 @@ def _pairs(items: Any) -> list[tuple[Any, Any]]:
 
 def is_model_keyframe(state: Any) -> bool:
     """Whether a keyframe's state is a model keyframe written by :class:`ModelKeyframer`."""
-    return isinstance(state, dict) and state.get("kind") == KIND and isinstance(state.get("model"), dict)
+    return (
+        isinstance(state, dict)
+        and state.get("kind") == KIND
+        and isinstance(state.get("model"), dict)
+    )
 
 
 def attach(model: ClusterModel, workers: Sequence[dict] | None) -> None:

@@ -224,7 +224,9 @@ class ReplaySource(Source):
         state = "paused" if c.paused else f"x{c.speed:g}"
         pos, length = (self.now() - c.t_start) / 1e9, (c.t_end - c.t_start) / 1e9
         approx = "  ≈totals" if self.approximate else ""
-        return Status(self.kind, self.address, True, f"replay {state} {pos:.3f}s/{length:.3f}s{approx}")
+        return Status(
+            self.kind, self.address, True, f"replay {state} {pos:.3f}s/{length:.3f}s{approx}"
+        )
 
     def snapshot(self) -> ClusterState:
         with self._lock:

@@ -81,14 +81,21 @@ def _priority(kind: str) -> int:
 def status_line(b: BarState) -> Text:
     """``▶ x4  0:42.000 / 1:30.000  step 1s  window 0:10.000–0:20.000`` and the legend."""
     t = Text()
-    t.append("⏸ paused" if b.paused else "▶ playing", style="bold yellow" if b.paused else "bold green")
+    t.append(
+        "⏸ paused" if b.paused else "▶ playing", style="bold yellow" if b.paused else "bold green"
+    )
     t.append(f"  x{b.speed:g}", style="bold")
-    t.append(f"  {fmt_time(b.pos - b.t_start)} / {fmt_time(b.t_end - b.t_start)}", style="bold cyan")
+    t.append(
+        f"  {fmt_time(b.pos - b.t_start)} / {fmt_time(b.t_end - b.t_start)}", style="bold cyan"
+    )
     t.append(f"  step {human_span(b.interval_ns)}")
     if b.selection is not None:
         a, z = (x - b.t_start for x in b.selection)
         t.append("  window ", style="")
-        t.append(f"{fmt_time(a)}–{fmt_time(z)}" if z > a else f"from {fmt_time(a)}…", style="black on yellow")
+        t.append(
+            f"{fmt_time(a)}–{fmt_time(z)}" if z > a else f"from {fmt_time(a)}…",
+            style="black on yellow",
+        )
     t.append("   ")
     for kind, name in ((E.MARK, "mark"), (E.ERROR, "error"), (E.CONFIG, "config")):
         t.append(MOMENT_CHARS[kind], style=MOMENT_STYLES[kind])

@@ -128,7 +128,9 @@ class TraceIndex:
 
     # -- moments --------------------------------------------------------------------------------
 
-    def next_moment(self, t_ns: int, kind: str | None = None, *, forward: bool = True) -> Moment | None:
+    def next_moment(
+        self, t_ns: int, kind: str | None = None, *, forward: bool = True
+    ) -> Moment | None:
         """The first moment (of ``kind``, or any) strictly after ``t_ns`` (before it: ``forward=False``)."""
         times = self._all if kind is None else self._times.get(kind, [])
         pool = self.moments if kind is None else [m for m in self.moments if m.kind == kind]

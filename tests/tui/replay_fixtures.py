@@ -25,7 +25,9 @@ class FakeWall:
 def write_sample(path: Path, *, model: bool = True, every: int = 400) -> Path:
     """The sample run recorded as ``gt record`` does (the model folds each batch after it is written)."""
     kf = ModelKeyframer(OPS) if model else None
-    with Recorder(path, start_ns=0, op_names=OPS, keyframe_fn=kf, keyframe_every_events=every) as rec:
+    with Recorder(
+        path, start_ns=0, op_names=OPS, keyframe_fn=kf, keyframe_every_events=every
+    ) as rec:
         for source, first, events in sample_batches():
             rec.write_batch(source, first, events)
             if kf is not None:

@@ -154,7 +154,9 @@ async def test_a_valid_change_is_applied_and_the_next_instructions_follow_it(clu
             await pilot.press("ctrl+t")
             await wait_async(pilot, lambda: len(screen.history) >= 2)
             assert request(cluster.endpoints["control"], "config_get")["signals"] == {}
-            await pilot.press("escape", "escape")  # the first leaves the editor, the second the screen
+            await pilot.press(
+                "escape", "escape"
+            )  # the first leaves the editor, the second the screen
             await pilot.pause(0.2)
             assert "▼config" in str(app.screen.query_one("TimelineView").render())
     finally:
@@ -191,4 +193,6 @@ def test_gt_config_show_validate_apply(cluster, tmp_path, capsys):
     empty = tmp_path / "empty.yaml"
     empty.write_text("{}\n")
     assert main(["apply", str(empty), *addr]) == 0
-    assert main(["validate", str(bad), "--offline"]) == 0  # the schema alone cannot know the workers
+    assert (
+        main(["validate", str(bad), "--offline"]) == 0
+    )  # the schema alone cannot know the workers

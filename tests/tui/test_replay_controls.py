@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from replay_fixtures import S, FakeWall, write_sample
+from replay_fixtures import FakeWall, S, write_sample
 
 from gt.tui.app import make_app
 from gt.tui.replay import SPEEDS, ReplaySource
@@ -125,9 +125,13 @@ async def test_go_to_a_typed_time(replay):
         await pilot.press("g", *"-1s", "enter")
         assert at(src) == pytest.approx(6.25)
         await pilot.press("g", *"50%", "enter")
-        assert src.clock.position() == src.clock.t_start + (src.clock.t_end - src.clock.t_start) // 2
+        assert (
+            src.clock.position() == src.clock.t_start + (src.clock.t_end - src.clock.t_start) // 2
+        )
         await pilot.press("g", *"soon", "enter")  # not a time: a notice, the position stays
-        assert src.clock.position() == src.clock.t_start + (src.clock.t_end - src.clock.t_start) // 2
+        assert (
+            src.clock.position() == src.clock.t_start + (src.clock.t_end - src.clock.t_start) // 2
+        )
 
 
 async def test_clicking_the_time_bar_seeks_there(replay):
@@ -138,9 +142,10 @@ async def test_clicking_the_time_bar_seeks_there(replay):
         bar = app.screen.query_one(TimeBar)
         width = bar.content_size.width
         await pilot.click(TimeBar, offset=(1 + width // 2, 0))
-        assert abs(src.clock.position() - (src.clock.t_start + src.clock.t_end) // 2) < (
-            src.clock.t_end - src.clock.t_start
-        ) / width * 2
+        assert (
+            abs(src.clock.position() - (src.clock.t_start + src.clock.t_end) // 2)
+            < (src.clock.t_end - src.clock.t_start) / width * 2
+        )
 
 
 async def test_select_a_window_and_export_it_to_chrome_json(replay, tmp_path):

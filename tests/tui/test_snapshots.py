@@ -40,7 +40,7 @@ def test_zoomed_in_paused_timeline_snapshot(snap_compare):
 
 def replay_app(tmp_path_factory):
     """The sample recorded to a trace, replayed paused at 6.6 s with a window selected."""
-    from replay_fixtures import S, FakeWall, write_sample
+    from replay_fixtures import FakeWall, S, write_sample
 
     from gt.tui.replay import ReplaySource
 
@@ -63,7 +63,9 @@ def test_config_editor_snapshot(snap_compare):
     async def edit(pilot):
         await pilot.press("c")
         await pilot.pause()
-        pilot.app.screen.load("layer1:\n  shard: {axis: 0, workers: [0, 2]}\nlayer2:\n  replicate: {workers: [0, 9]}\n")
+        pilot.app.screen.load(
+            "layer1:\n  shard: {axis: 0, workers: [0, 2]}\nlayer2:\n  replicate: {workers: [0, 9]}\n"
+        )
         await pilot.pause()
 
     assert snap_compare(sample_app(), terminal_size=SIZE, run_before=edit)

@@ -23,7 +23,9 @@ S = 1_000_000_000
 
 def record(path, *, model: bool, every: int = 300, fold_first: bool = False):
     kf = ModelKeyframer(OPS) if model else None
-    with Recorder(path, start_ns=0, op_names=OPS, keyframe_fn=kf, keyframe_every_events=every) as rec:
+    with Recorder(
+        path, start_ns=0, op_names=OPS, keyframe_fn=kf, keyframe_every_events=every
+    ) as rec:
         for source, first, events in sample_batches():
             if kf is not None and fold_first:
                 kf.on_batch(source, first, events)
@@ -66,7 +68,9 @@ def test_model_keyframes_restore_exactly_at_any_time(tmp_path, fold_first, timel
 
 def test_compact_keyframes_restore_membership_moments_and_counts(tmp_path):
     src = ReplaySource.from_file(record(tmp_path / "c.gtrace", model=False), wall=lambda: 0.0)
-    src.set_view(timeline_ns=S)  # 3 s of history (timeline + rate window) to rebuild, not the whole run
+    src.set_view(
+        timeline_ns=S
+    )  # 3 s of history (timeline + rate window) to rebuild, not the whole run
     assert not any(k.model for k in src.index.keyframes)
     got = replay_state(src, 10 * S)
     want = folded(10 * S)
@@ -128,7 +132,9 @@ def test_index_finds_moments_without_decoding_every_stretch(tmp_path, monkeypatc
         total = r.summary()["batches"]
     assert [(m.kind, m.t_ns) for m in idx.moments] == [
         (E.MARK, 4 * S), (E.CONFIG, 5 * S), (E.ERROR, 6_500 * 1_000_000), (E.MARK, 9 * S)]  # fmt: skip
-    assert len(decoded) < total // 2 + total // 4  # only the stretches with moments or source lines (+ summary)
+    assert (
+        len(decoded) < total // 2 + total // 4
+    )  # only the stretches with moments or source lines (+ summary)
 
 
 def test_reader_seek_helpers(tmp_path):

@@ -73,7 +73,9 @@ class ConfigScreen(Screen):
 
     def on_mount(self) -> None:
         app = self.app
-        self.query_one("#editor").border_title = "shard config (YAML)" + ("  read-only" if self.readonly else "")
+        self.query_one("#editor").border_title = "shard config (YAML)" + (
+            "  read-only" if self.readonly else ""
+        )
         self.query_one("#problems").border_title = "checks"
         self.query_one("#diff-box").border_title = "diff against the running config"
         self.query_one("#history").border_title = "history (enter loads, ctrl+t reverts)"
@@ -264,7 +266,9 @@ class ConfigScreen(Screen):
         try:
             cfg, ids = self.control.get(), self.control.workers()
         except ControlError as exc:
-            self.app.call_from_thread(self.notify, f"cannot read the running config: {exc}", severity="warning")
+            self.app.call_from_thread(
+                self.notify, f"cannot read the running config: {exc}", severity="warning"
+            )
             return
         self.app.call_from_thread(self._fetched, CE.normal_yaml(cfg), ids)
 

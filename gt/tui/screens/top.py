@@ -62,7 +62,10 @@ class TopScreen(ReplayKeys, Screen):
             yield OutputPane(self.app.output, id="output")
         yield Input(placeholder="filter rows (esc clears)", id="filter")
         if self.replay is not None:
-            yield Input(placeholder="go to: 42s, 1m30s, +5s, -250ms, 50%  (enter jumps, esc closes)", id="goto")
+            yield Input(
+                placeholder="go to: 42s, 1m30s, +5s, -250ms, 50%  (enter jumps, esc closes)",
+                id="goto",
+            )
         yield Footer()
 
     def on_mount(self) -> None:

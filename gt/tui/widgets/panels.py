@@ -43,7 +43,12 @@ class TimelineView(Widget):
         width = max(10, self.size.width)
         configs = tuple(Mark(c.t_ns, "config", None) for c in s.configs if c.t_ns <= s.now_ns)
         text = R.timeline(
-            s.lanes, s.timeline_start_ns, s.timeline_end_ns, width, s.marks + configs, paused=self.paused
+            s.lanes,
+            s.timeline_start_ns,
+            s.timeline_end_ns,
+            width,
+            s.marks + configs,
+            paused=self.paused,
         )
         text.append("\n")
         text.append_text(R.timeline_legend(s.lanes, s.timeline_start_ns, s.timeline_end_ns))
