@@ -355,10 +355,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         finally:
             src.stop()
         return 0
-    if at is not None:
-        src.seek(clock.t_start + at)
     if getattr(args, "paused", False):
         clock.pause(True)
+    if at is not None:
+        src.seek(clock.t_start + at)
     from gt.tui.app import make_app
 
     app = make_app(src, hz=args.hz, readonly=True, title=f"gt replay {src.address}")

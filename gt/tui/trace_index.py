@@ -97,11 +97,13 @@ class TraceIndex:
     def _scan_moments(self) -> None:
         """Decode only the stretches between keyframes where a moment or a source line was written."""
         r = self.reader
+        # model keyframes carry their source lines: only compact ones need srcloc events found
+        wanted = _SCANNED if not all(k.model for k in self.keyframes) else frozenset(MOMENT_KINDS)
         lo, prev = r.data_start, {}
         stretches: list[tuple[int, int | None]] = []
         for k in self.keyframes:
             counts = k.counts
-            if counts is None or any(counts.get(x, 0) > prev.get(x, 0) for x in _SCANNED):
+            if counts is None or any(counts.get(x, 0) > prev.get(x, 0) for x in wanted):
                 stretches.append((lo, k.offset))
             lo, prev = k.offset, counts or {}
         stretches.append((lo, None))

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+import time
 
 import pytest
 from replay_fixtures import FakeWall, S, write_sample
@@ -185,3 +190,51 @@ async def test_a_truncated_trace_replays_up_to_its_last_whole_record(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("0", "m", "dollar_sign")
         assert "replay" in str(app.screen.query_one(ClusterHeader).render())
+
+
+@pytest.mark.skipif(not shutil.which("tmux"), reason="needs tmux")
+def test_gt_replay_in_a_real_terminal(tmp_path):
+    """End to end: ``gt replay FILE --at 4s --paused`` in tmux; ``m`` jumps to the next mark; q quits."""
+    path = write_sample(tmp_path / "sample.gtrace")
+    session = f"gt-replay-test-{os.getpid()}"
+    cmd = f"exec {sys.executable} -m gt replay {path} --at 4.5s --paused --hz 10"
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", session, "-x", "140", "-y", "45", cmd],
+        check=True,
+        timeout=10,
+    )
+
+    def screen() -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True,
+                              timeout=10).stdout  # fmt: skip
+
+    def wait_screen(text: str) -> str:
+        deadline = time.monotonic() + 30
+        last = ""
+        while time.monotonic() < deadline:
+            last = screen()
+            if text in last:
+                return last
+            time.sleep(0.2)
+        raise AssertionError(f"never showed {text!r}; last screen:\n{last}")
+
+    try:
+        shown = wait_screen("0:04.500 /")
+        assert "paused" in shown and "w2" in shown
+        subprocess.run(["tmux", "send-keys", "-t", session, "m"], check=True, timeout=10)
+        wait_screen("0:09.000 /")
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True, timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if (
+                subprocess.run(
+                    ["tmux", "has-session", "-t", session], capture_output=True
+                ).returncode
+                != 0
+            ):
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("gt replay did not quit on q")
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True, timeout=10)
