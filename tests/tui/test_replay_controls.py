@@ -222,7 +222,7 @@ def test_gt_replay_in_a_real_terminal(tmp_path):
         shown = wait_screen("0:04.500 /")
         assert "paused" in shown and "w2" in shown
         subprocess.run(["tmux", "send-keys", "-t", session, "m"], check=True, timeout=10)
-        wait_screen("0:09.000 /")
+        wait_screen("0:08.990 /")  # the mark at 9 s; the recording starts at 10 ms
         subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True, timeout=10)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
