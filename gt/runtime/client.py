@@ -40,6 +40,11 @@ SIGNAL: contextvars.ContextVar[tuple | None] = contextvars.ContextVar("gt_signal
 SIGNAL_DEPTH = 0
 
 
+def raw_bytes(array: np.ndarray) -> Any:
+    """The bytes of a C-contiguous array without a copy (empty arrays have none to view)."""
+    return memoryview(array.reshape(-1)).cast("B") if array.size else b""
+
+
 def _env_float(name: str, default: float) -> float:
     try:
         return float(os.environ.get(name, default))
@@ -92,6 +97,9 @@ class Connection:
         self._bufs: list[Any] = []
         self._new_srclocs: list[list] = []
         self._srcloc_ids: dict[tuple, int] = {}
+        self._srcloc_at: dict[tuple, int] = {}
+        self._gt_code: dict[Any, bool] = {}
+        self._wake = threading.Event()
         self.srclocs: dict[int, str] = {0: "?"}
         self._signal_ids: dict[tuple, int] = {}
         self._new_signals: list[list] = []
@@ -165,20 +173,35 @@ class Connection:
         return next(self._ids)
 
     def srcloc(self) -> int:
-        """Intern the first stack frame outside the ``gt`` package as a small id."""
+        """Intern the first stack frame outside the ``gt`` package as a small id.
+
+        Runs for every op, so both lookups are cached: whether a code object is GT's own, and the
+        id of each (code, bytecode offset) seen before (cheaper to read than the line number).
+        """
         f = sys._getframe(2)
-        while f is not None and f.f_code.co_filename.startswith(_GT_DIR):
+        inside = self._gt_code
+        while f is not None:
+            code = f.f_code
+            own = inside.get(code)
+            if own is None:
+                own = inside[code] = code.co_filename.startswith(_GT_DIR)
+            if not own:
+                break
             f = f.f_back
         if f is None:
             return 0
-        key = (f.f_code, f.f_lineno)
-        sid = self._srcloc_ids.get(key)
+        key = (code, f.f_lasti)
+        sid = self._srcloc_at.get(key)
         if sid is None:
-            sid = len(self._srcloc_ids) + 1
-            self._srcloc_ids[key] = sid
-            text = f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
-            self.srclocs[sid] = text
-            self._new_srclocs.append([sid, text])
+            line = (code, f.f_lineno)
+            sid = self._srcloc_ids.get(line)
+            if sid is None:
+                sid = len(self._srcloc_ids) + 1
+                self._srcloc_ids[line] = sid
+                text = f"{os.path.basename(code.co_filename)}:{f.f_lineno}"
+                self.srclocs[sid] = text
+                self._new_srclocs.append([sid, text])
+            self._srcloc_at[key] = sid
         return sid
 
     def emit(self, opcode: int, out: int, args: list, attrs: Any = None) -> None:
@@ -195,6 +218,7 @@ class Connection:
         with self._lock:
             if not self._instrs:
                 self._first_pending = time.monotonic()
+                self._wake.set()
             self._instrs.append(ins)
             if len(self._instrs) >= self.batch_limit:
                 self._flush_locked()
@@ -225,7 +249,7 @@ class Connection:
             if self._direct is not None and array.nbytes >= DIRECT_MIN_BYTES:
                 tok = next(self._reqs)
                 self._direct.send(P.header(P.UPLOAD, tok), zmq.SNDMORE)
-                self._direct.send(memoryview(array).cast("B"), copy=False)
+                self._direct.send(raw_bytes(array), copy=False)
                 attrs["tok"] = tok
             else:
                 attrs["buf"] = len(self._bufs)
@@ -276,8 +300,8 @@ class Connection:
         if bufs:
             sock.send(body, zmq.SNDMORE)
             for b in bufs[:-1]:
-                sock.send(memoryview(b).cast("B"), zmq.SNDMORE, copy=False)
-            sock.send(memoryview(bufs[-1]).cast("B"), copy=False)
+                sock.send(raw_bytes(b), zmq.SNDMORE, copy=False)
+            sock.send(raw_bytes(bufs[-1]), copy=False)
         else:
             sock.send(body)
         ev = self.events
@@ -373,6 +397,12 @@ class Connection:
                 self.close()
                 raise
 
+    def stats(self) -> dict:
+        """The dispatcher's stats: workers (with tensors and bytes held), clients, counters."""
+        from gt.runtime.control import request  # noqa: PLC0415
+
+        return request(self.address, "stats", ctx=self._ctx)
+
     def worker_error(self, err: list) -> WorkerError:
         """Build the user-facing exception from a worker's ``[message, opcode, src]``."""
         msg, opcode, src = err[0], err[1], err[2]
@@ -390,21 +420,16 @@ class Connection:
             self._sock.send(P.header(P.HEARTBEAT))
             self._last_sent = now
         events = dict(self._poller.poll(int(wait * 1000)))
+        # Drain by asking the socket whether more is waiting: cheaper than catching zmq.Again.
         if self._sock in events:
-            while True:
-                try:
-                    frames = self._sock.recv_multipart(zmq.NOBLOCK, copy=False)
-                except zmq.Again:
-                    break
-                self._last_heard = time.monotonic()
-                self._handle(frames)
+            sock = self._sock
+            while sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                self._handle(sock.recv_multipart(copy=False))
+            self._last_heard = time.monotonic()
         if self._direct is not None and self._direct in events:
-            while True:
-                try:
-                    frames = self._direct.recv_multipart(zmq.NOBLOCK, copy=False)
-                except zmq.Again:
-                    break
-                self._handle(frames)
+            direct = self._direct
+            while direct.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                self._handle(direct.recv_multipart(copy=False))
         if time.monotonic() - self._last_heard > self.liveness:
             self._broken = DispatcherLost(
                 f"the dispatcher at {self.address} has not answered for {self.liveness:.0f}s"
@@ -432,7 +457,14 @@ class Connection:
                 self._broken = DispatcherLost(f"dispatcher error ({code}): {text}")
 
     def _timer_loop(self) -> None:
-        while not self._stop.wait(self.flush_interval):
+        idle_wait = min(0.25, self.heartbeat_interval / 2)
+        while not self._stop.is_set():
+            if not self._instrs:
+                # Nothing queued: sleep until an op arrives (or a heartbeat is due), not every 2 ms.
+                self._wake.wait(idle_wait)
+                self._wake.clear()
+            if self._stop.wait(self.flush_interval):
+                return
             self.events.tick()
             if self._instrs or self._frees:
                 if time.monotonic() - self._first_pending < self.flush_interval and self._instrs:
@@ -473,6 +505,7 @@ class Connection:
             return
         self.closed = True
         self._stop.set()
+        self._wake.set()
         if self._timer.is_alive() and self._timer is not threading.current_thread():
             self._timer.join(timeout=1)
         with self._lock:

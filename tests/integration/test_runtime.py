@@ -138,3 +138,14 @@ def test_clients_spread_over_both_workers(cluster):
     finally:
         for c in conns:
             c.close()
+
+
+def test_empty_arrays_upload_and_fetch(conn):
+    t = gt.Tensor(conn, conn.new_id(), (0, 3), "float32")
+    conn.upload(t.id, np.zeros((0, 3), np.float32))
+    assert conn.fetch(t.id).shape == (0, 3)
+
+
+def test_connection_stats_reports_this_client(conn):
+    stats = conn.stats()
+    assert conn.client_no in [c["id"] for c in stats["clients"]]
