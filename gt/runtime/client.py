@@ -31,6 +31,8 @@ _FETCH = P.OPCODE["fetch"]
 _UPLOAD = P.OPCODE["upload"]
 _GT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+_POS_SPAN = 1 << 24  # a free is packed as id * _POS_SPAN + its position in the pending batch
+
 #: Arrays at least this large go over the direct client->worker data socket when one exists.
 DIRECT_MIN_BYTES = 64 * 1024
 
@@ -258,7 +260,9 @@ class Connection:
 
     def free(self, tid: int) -> None:
         """Called from ``Tensor.__del__``: the id rides along in the next batch."""
-        self._frees.append(tid)
+        # One append (atomic under the GIL, from any thread): the id and how many instructions of
+        # the pending batch came before its death. A stale count only frees it later, never early.
+        self._frees.append(tid * _POS_SPAN + min(len(self._instrs), _POS_SPAN - 1))
 
     def mark(self, label: str) -> None:
         """Publish a named mark (shown on every timeline and kept in recordings)."""
@@ -284,11 +288,13 @@ class Connection:
             if time.monotonic() > deadline:
                 raise GTTimeout(f"the dispatcher accepted no batch for {self.timeout:.0f}s (GT_TIMEOUT)")
         instrs, self._instrs = self._instrs, []
-        frees, self._frees = self._frees, []
+        packed, self._frees = self._frees, []
+        frees = [k // _POS_SPAN for k in packed]
+        free_at = [k % _POS_SPAN for k in packed]
         bufs, self._bufs = self._bufs, []
         srclocs, self._new_srclocs = self._new_srclocs, []
         self._batch_seq += 1
-        body = P.packb([instrs, frees])
+        body = P.packb([instrs, frees, free_at] if frees else [instrs, frees])
         sock = self._sock
         if self._annotated or self._new_signals:
             signals, self._new_signals = self._new_signals, []

@@ -231,15 +231,27 @@ def check_shape(shape: Any) -> tuple[int, ...]:
 
 
 def parse_body(frame: Any) -> tuple[list, list]:
-    """Decode a batch body ``[instructions, frees]`` and check its outer structure.
+    """Decode a batch body and return ``(instructions, frees)`` (see :func:`parse_body_ordered`)."""
+    instrs, frees, _ = parse_body_ordered(frame)
+    return instrs, frees
 
+
+def parse_body_ordered(frame: Any) -> tuple[list, list, list | None]:
+    """Decode a batch body ``[instructions, frees]`` or ``[instructions, frees, free_at]``.
+
+    ``free_at[i]``, when present, is how many of the batch's instructions precede the free of
+    ``frees[i]``, so a worker can drop a tensor as soon as the program did, not at the end of the
+    batch (a batch of 20 large matmuls then reuses memory instead of holding 20 results).
     Individual instructions are validated by the worker as it executes them, so a malformed one
     fails alone, with an error reported for its output.
     """
     body = unpackb(frame)
-    if type(body) is not list or len(body) != 2:
-        raise ProtocolError("batch body is not [instructions, frees]")
-    instrs, frees = body
+    if type(body) is not list or len(body) not in (2, 3):
+        raise ProtocolError("batch body is not [instructions, frees(, free_at)]")
+    instrs, frees = body[0], body[1]
+    free_at = body[2] if len(body) == 3 else None
     if type(instrs) is not list or type(frees) is not list:
-        raise ProtocolError("batch body is not [instructions, frees]")
-    return instrs, frees
+        raise ProtocolError("batch body is not [instructions, frees(, free_at)]")
+    if free_at is not None and (type(free_at) is not list or len(free_at) != len(frees)):
+        raise ProtocolError("free_at must list one position per free")
+    return instrs, frees, free_at
