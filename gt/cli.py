@@ -92,7 +92,16 @@ def cmd_ps(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from gt.demo import run_demo
 
-    return run_demo(workers=args.workers, steps=args.steps)
+    if args.no_tui or not sys.stdout.isatty():
+        if args.record and not os.environ.get("GT_DISPATCHER"):
+            os.environ["GT_RECORD"] = args.record
+        return run_demo(workers=args.workers, steps=args.steps or 200)
+    from gt.runner import run_command
+
+    # The dashboard runs here; the workload is a client process of the same local cluster.
+    child = [sys.executable, "-m", "gt", "demo", "--no-tui", "--workers", str(args.workers),
+             "--steps", str(args.steps or 20000)]
+    return run_command(child, workers=args.workers, record=args.record, tui=True, hz=args.hz)
 
 
 def cmd_record(args: argparse.Namespace) -> int:
@@ -163,9 +172,12 @@ def build_parser() -> argparse.ArgumentParser:
     ps.add_argument("--json", action="store_true", help="print JSON")
     ps.set_defaults(func=cmd_ps)
 
-    dm = sub.add_parser("demo", help="start a local cluster and run a sample training workload")
+    dm = sub.add_parser("demo", help="a local cluster running a sample sharded training workload, dashboard live")
     dm.add_argument("--workers", type=int, default=2, help="workers (default 2)")
-    dm.add_argument("--steps", type=int, default=200, help="training steps (default 200)")
+    dm.add_argument("--steps", type=int, default=None, help="training steps (default 20000 with the dashboard, 200 without)")
+    dm.add_argument("--no-tui", action="store_true", help="no dashboard: print progress (the default when not in a terminal)")
+    dm.add_argument("--record", metavar="FILE", help="also record the run to FILE (.gtrace) for `gt replay`")
+    dm.add_argument("--hz", type=float, default=8.0, help="dashboard refresh rate (default 8)")
     dm.set_defaults(func=cmd_demo)
     from gt import tui_cli
 

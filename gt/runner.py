@@ -26,6 +26,13 @@ def run_script(script: str, args: list[str], *, workers: int = 1, config: str | 
     if not os.path.exists(script):
         print(f"gt run: {script}: no such file", file=sys.stderr)
         return 2
+    return run_command([sys.executable, script, *args], workers=workers, config=config, record=record,
+                       tui=tui, hz=hz, readonly=readonly)
+
+
+def run_command(cmd: list[str], *, workers: int = 1, config: str | None = None, record: str | None = None,
+                tui: bool = False, hz: float = 8.0, readonly: bool = False) -> int:
+    """Like :func:`run_script`, for any command that acts as a GT client (``$GT_DISPATCHER``)."""
     cluster = None
     recorder = None
     address = os.environ.get("GT_DISPATCHER")
@@ -42,8 +49,8 @@ def run_script(script: str, args: list[str], *, workers: int = 1, config: str | 
         if tui:
             from gt.tui_cli import run_with_dashboard  # noqa: PLC0415 - textual only when asked
 
-            return run_with_dashboard(address, [sys.executable, script, *args], env=env, hz=hz, readonly=readonly)
-        proc = subprocess.Popen([sys.executable, script, *args], env=env)
+            return run_with_dashboard(address, cmd, env=env, hz=hz, readonly=readonly)
+        proc = subprocess.Popen(cmd, env=env)
         # Ctrl-C reaches the script through the terminal; we wait for it to finish and report.
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
