@@ -258,6 +258,53 @@ class Peers:
             return vals[0]
         return self.backend.from_host(result)
 
+    def start(self, code: int, vals: list, attrs: dict) -> Pending:
+        """Begin an all-reduce without waiting: its first sends leave now (ZeroMQ's I/O thread
+        moves the bytes while the worker computes); :meth:`finish` completes it."""
+        if code != ALL_REDUCE:
+            raise ValueError(f"{P.OPS[code]} cannot run asynchronously")
+        run = _Run(self, attrs.get("tag", 0), P.OPS[code], None)
+        host = self.backend.to_host(vals[0])
+        steps = _all_reduce_steps(run, host, attrs)
+        pend = Pending(run, steps, self.cno, self.batch)
+        try:
+            next(steps)
+        except StopIteration as stop:
+            pend.result = stop.value
+            pend.done = True
+        return pend
+
+    def finish(self, pend: Pending) -> Any:
+        """Complete an all-reduce begun by :meth:`start`; returns its value (raises like :meth:`run`)."""
+        if not pend.done:
+            cno, batch = self.cno, self.batch
+            self.cno, self.batch = pend.cno, pend.batch
+            try:
+                while True:
+                    next(pend.steps)
+            except StopIteration as stop:
+                pend.result = stop.value
+            finally:
+                self.cno, self.batch = cno, batch
+            pend.done = True
+        run = pend.run
+        if run.err is not None:
+            if run.local:
+                raise TimeoutError(run.err[0].removeprefix("TimeoutError: "))
+            raise PeerFailure(run.err)
+        return self.backend.from_host(pend.result)
+
+
+class Pending:
+    """An all-reduce in flight (see :meth:`Peers.start`)."""
+
+    __slots__ = ("run", "steps", "cno", "batch", "result", "done")
+
+    def __init__(self, run: _Run, steps: Any, cno: int, batch: int):
+        self.run, self.steps, self.cno, self.batch = run, steps, cno, batch
+        self.result: Any = None
+        self.done = False
+
 
 class _Run:
     """One execution of a transfer instruction: tracks a failure and keeps the message pattern."""
@@ -345,8 +392,14 @@ def _all_gather(run: _Run, x: Any, at: dict) -> Any:
 
 
 def _ring_reduce_scatter(
-    run: _Run, ws: list[int], blocks: list, op: Any, shift: int, into: list | None = None
-) -> dict:
+    run: _Run,
+    ws: list[int],
+    blocks: list,
+    op: Any,
+    shift: int,
+    into: list | None = None,
+    pausable: bool = True,
+) -> Any:
     """Ring reduce-scatter over ``blocks``; rank r ends holding the reduced block ``(r + shift) % n``.
 
     At step s rank r sends block ``(r - s + shift - 1) % n`` (raw at step 0, else what it summed at
@@ -362,6 +415,8 @@ def _ring_reduce_scatter(
         if out is not None and into is not None and n > 2:
             out = out.copy()  # into[si] is written again later; a zero-copy send must not see that
         run.send(nxt, s, blocks[si] if out is None else out)
+        if s == 0 and pausable:
+            yield  # the first block is on its way; the caller may compute meanwhile
         got = run.recv(prv, s)
         if got is None or blocks[ri] is None:
             acc[ri] = None
@@ -373,6 +428,16 @@ def _ring_reduce_scatter(
 
 
 def _all_reduce(run: _Run, x: Any, at: dict) -> Any:
+    steps = _all_reduce_steps(run, x, at)
+    try:
+        while True:
+            next(steps)
+    except StopIteration as stop:
+        return stop.value
+
+
+def _all_reduce_steps(run: _Run, x: Any, at: dict) -> Any:
+    """Ring all-reduce as a generator: it pauses once, after its first send, before it waits."""
     ws = list(at["workers"])
     n, r = len(ws), ws.index(run.me)
     op = _REDUCE[at.get("op", "sum")]
@@ -384,7 +449,9 @@ def _all_reduce(run: _Run, x: Any, at: dict) -> Any:
     blocks = [None if flat is None else flat[bounds[i] : bounds[i + 1]] for i in range(n)]
     res = None if flat is None else np.empty_like(flat)  # the result, written piece by piece
     pieces = None if res is None else [res[bounds[i] : bounds[i + 1]] for i in range(n)]
-    acc = _ring_reduce_scatter(run, ws, blocks, op, 1, pieces)  # rank r holds block (r + 1) % n
+    acc = yield from _ring_reduce_scatter(
+        run, ws, blocks, op, 1, pieces
+    )  # rank r: block (r + 1) % n
     nxt, prv = ws[(r + 1) % n], ws[(r - 1) % n]
     for s in range(n - 1):
         run.send(nxt, n - 1 + s, None if res is None else pieces[(r + 1 - s) % n])
@@ -408,7 +475,12 @@ def _reduce_scatter(run: _Run, x: Any, at: dict) -> Any:
     ]
     if len(ws) == 1:
         return blocks[0]
-    acc = _ring_reduce_scatter(run, ws, blocks, op, 0)  # rank r holds block r
+    try:  # run the generator to its end: nothing to overlap here
+        steps = _ring_reduce_scatter(run, ws, blocks, op, 0, None, False)
+        while True:
+            next(steps)
+    except StopIteration as stop:
+        acc = stop.value  # rank r holds block r
     return None if run.err else acc[r]
 
 

@@ -46,6 +46,7 @@ _FETCH, _UPLOAD, _MARK, _PLACE, _CHUNK, _FULL = (
     _OP[n] for n in ("fetch", "upload", "mark", "place", "chunk", "full")
 )
 _CREATE = frozenset(_OP[n] for n in ("full", "randn", "rand", "randint", "arange", "eye"))
+_MATMUL = _OP["matmul"]
 
 Shape = tuple[int, ...]
 
@@ -335,6 +336,13 @@ class Placement:
             info.layout, _ = move(
                 p, out, choice.out, target, nbytes(shape, dtype), src, True, exact=True
             )
+        elif target is None and choice.out.kind == PARTIAL and code == _MATMUL:
+            # A product's partial sums are needed whole almost always (gradients, activations):
+            # combine them at once, in the background, while the workers go on computing (the
+            # next gradient, say). Partial results of reductions stay partial until used.
+            whole = Layout(REPL, choice.out.workers)
+            info.layout, _ = move(p, out, choice.out, whole, nbytes(shape, dtype), src, True,
+                                  background=True)  # fmt: skip
 
     def _gather_operands(
         self,

@@ -48,11 +48,12 @@ COPY_BW = _env("GT_PLAN_COPY_BW", 8e9)
 class _Mover:
     """Runs the re-layout steps, emitting instructions (``prog``) or only adding up their cost."""
 
-    def __init__(self, prog: Program | None, src: int, nbytes: int):
+    def __init__(self, prog: Program | None, src: int, nbytes: int, background: bool = False):
         self.p = prog
         self.src = src
         self.nb = nbytes
         self.seconds = 0.0
+        self.background = background
 
     def out(self, tid: int, in_place: bool) -> int:
         if self.p is None:
@@ -124,6 +125,8 @@ class _Mover:
 
     def all_reduce(self, have: Layout, ids: dict[int, int], out: int) -> None:
         attrs = {"workers": list(have.workers), "op": have.op, "tag": self.tag(ALL_REDUCE)}
+        if self.background:
+            attrs["async"] = True  # the workers start it and go on computing; a use waits for it
         for w in have.workers:
             self._emit(w, ALL_REDUCE, out, [ids[w]], attrs)
         n = len(have.workers)
@@ -245,6 +248,7 @@ def move(
     src: int,
     in_place: bool,
     exact: bool = False,
+    background: bool = False,
 ) -> tuple[Layout, dict[int, int]]:
     """Emit the instructions that make ``tid`` usable as ``want``.
 
@@ -252,12 +256,14 @@ def move(
         in_place: change the tensor itself (else work on temporary copies).
         exact: (in place only) leave the tensor exactly as ``want``, dropping copies elsewhere;
             otherwise extra replicas that the moves made along the way are kept.
+        background: let the workers run an all-reduce while they compute what follows (they
+            wait for it where its result is used, or at the end of the batch).
 
     Returns:
         The layout ``tid`` has afterwards when moved in place (else ``have``), and the id to use
         on each worker of ``want`` (``tid`` itself, or a temporary freed after the batch).
     """
-    m = _Mover(prog, src, nbytes)
+    m = _Mover(prog, src, nbytes, background)
     lay, ids = _run(m, tid, have, want, in_place)
     if in_place and exact and lay != want:  # lay holds extra replicas: drop them
         for w in lay.workers:

@@ -426,6 +426,8 @@ def choose(
             cost += R.cost(o.layout, need, o.nbytes)
         if target is not None:
             cost += R.cost(c.out, target, out_nbytes)
+        elif c.out.kind == PARTIAL and code == _MATMUL:  # combined at once, in the background
+            cost += 0.5 * R.cost(c.out, Layout(REPL, c.out.workers), out_nbytes)
         if best is None or cost < best_cost - 1e-12:
             best, best_cost = c, cost
     assert best is not None  # candidates always include local(home)

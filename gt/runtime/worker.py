@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import threading
 import time
 from typing import Any
@@ -24,7 +25,7 @@ from gt.runtime import discovery
 from gt.runtime import protocol as P
 from gt.runtime.backend import Backend, load_backend
 from gt.runtime.device_monitor import DeviceMonitor
-from gt.runtime.peers import COMM_OPS, PeerFailure, Peers
+from gt.runtime.peers import ALL_REDUCE, COMM_OPS, PeerFailure, Peers
 from gt.trace import events as E
 from gt.trace.emit import Emitter
 
@@ -35,6 +36,30 @@ _FREE = P.OPCODE["free"]
 _PLACE = P.OPCODE["place"]
 MAX_ERRORS_PER_BATCH = 64
 UPLOAD_WAIT_S = 30.0
+_NEVER = 1 << 62
+
+
+def keep_freed_memory() -> bool:
+    """Make glibc keep freed memory in the process instead of returning it to the OS.
+
+    A worker frees and allocates arrays of the same large sizes every step; handing them back to
+    the kernel (big blocks are ``mmap``-ed and ``munmap``-ed) makes every step page-fault them in
+    again, which in a virtual machine can cost more than the arithmetic. ``$GT_WORKER_KEEP_MEMORY=0``
+    turns this off. Returns whether it was applied.
+    """
+    if os.environ.get("GT_WORKER_KEEP_MEMORY", "1") == "0" or not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes  # noqa: PLC0415
+
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_max, m_arena_max = -1, -4, -8
+        ok = libc.mallopt(m_arena_max, 1)  # ZeroMQ's I/O threads allocate receive buffers too
+        ok &= libc.mallopt(m_mmap_max, 0)
+        ok &= libc.mallopt(m_trim_threshold, 1 << 62)
+        return bool(ok)
+    except (OSError, AttributeError):
+        return False
 
 
 class Worker:
@@ -47,6 +72,7 @@ class Worker:
     """
 
     def __init__(self, connect: str, *, backend: Backend | None = None, register_timeout: float = 30.0):
+        self.keeps_memory = keep_freed_memory()
         self.backend = backend or load_backend()
         self.handlers = self.backend.handlers
         self.ctx = zmq.Context()
@@ -91,6 +117,7 @@ class Worker:
         self.peers = Peers(self.wid, self.ctx, self.data, self._drain_data, self.events, self.backend,
                            self._stop.is_set)
         self._cur_cno, self._cur_token, self._cur_seq = 0, None, 0
+        self.pending: dict[int, tuple] = {}  # out id -> (all-reduce in flight, src), oldest first
         self._hb = threading.Thread(target=self._heartbeat_loop, name="gt-heartbeat", daemon=True)
         self._hb.start()
 
@@ -173,10 +200,20 @@ class Worker:
         t0 = time.perf_counter_ns()
         errors: list = []
         try:
-            instrs, frees = P.parse_body(frames[1].buffer)
+            instrs, frees, free_at = P.parse_body_ordered(frames[1].buffer)
         except P.ProtocolError as exc:
-            instrs, frees = [], []
+            instrs, frees, free_at = [], [], None
             errors.append([str(exc), -1, 0])
+        # Frees the client made between instructions are applied at that point of the batch.
+        early: list = []
+        if free_at:
+            try:
+                early = sorted(zip(free_at, frees))
+            except TypeError:
+                early = []
+            frees = []
+        next_free = early[0][0] if early else _NEVER
+        fi = 0
         tbl = self.tables.setdefault(cno, {})
         failed = self.failed.setdefault(cno, {})
         bufs = frames[2:]
@@ -187,7 +224,13 @@ class Worker:
         stamp = stamps.append
         clock = time.monotonic_ns
         t_start = clock()
-        for ins in instrs:
+        for idx, ins in enumerate(instrs):
+            if next_free <= idx:
+                while fi < len(early) and early[fi][0] <= idx:
+                    if tbl.pop(early[fi][1], None) is None:
+                        failed.pop(early[fi][1], None)
+                    fi += 1
+                next_free = early[fi][0] if fi < len(early) else _NEVER
             if full:
                 stamp(clock())
             try:
@@ -195,6 +238,14 @@ class Worker:
                 try:
                     vals = [tbl[a] if type(a) is int else (a[0] if type(a) is list else a) for a in args]
                 except KeyError:
+                    vals = None
+                    if self.pending:  # an input is an all-reduce in flight: complete it first
+                        self._complete_pending(tbl, failed, errors)
+                        try:
+                            vals = [tbl[a] if type(a) is int else (a[0] if type(a) is list else a) for a in args]
+                        except KeyError:
+                            vals = None
+                if vals is None:
                     err = self._input_error(ins, tbl, failed)
                     if code in COMM_OPS and err is not None:
                         self._comm_failed(code, out, attrs, err, tbl, failed)
@@ -212,8 +263,17 @@ class Worker:
                 elif code == _MARK:
                     pass
                 elif code in COMM_OPS:
-                    tbl[out] = self.peers.run(code, vals, attrs)
+                    if self.pending:  # keep every worker's collectives in one order
+                        self._complete_pending(tbl, failed, errors)
+                    if code == ALL_REDUCE and attrs.get("async"):
+                        tbl.pop(out, None)  # until it completes, a use of out waits for it
+                        failed.pop(out, None)
+                        self.pending[out] = (self.peers.start(code, vals, attrs), src)
+                    else:
+                        tbl[out] = self.peers.run(code, vals, attrs)
                 elif code == _FREE:
+                    if self.pending:
+                        self._complete_pending(tbl, failed, errors)
                     for f in attrs["ids"]:
                         if tbl.pop(f, None) is None:
                             failed.pop(f, None)
@@ -234,7 +294,9 @@ class Worker:
                     failed[out] = err
                 if len(errors) < MAX_ERRORS_PER_BATCH:
                     errors.append(err[:3])
-        for f in frees:
+        if self.pending:  # nothing stays in flight past the batch: peers may wait for it
+            self._complete_pending(tbl, failed, errors)
+        for f in frees + [f for _, f in early[fi:]]:
             if tbl.pop(f, None) is None:
                 failed.pop(f, None)
         t_end = clock()
@@ -265,6 +327,19 @@ class Worker:
         for msg, opcode, src in errors[:8]:
             op = P.OPS[opcode] if type(opcode) is int and 0 <= opcode < len(P.OPS) else str(opcode)
             ev.emit(E.ERROR, {"client": cno, "worker": self.wid, "message": msg, "op": op, "source": src})
+
+    def _complete_pending(self, tbl: dict, failed: dict, errors: list) -> None:
+        """Finish every all-reduce in flight, oldest first (the order all participants use)."""
+        pending, self.pending = self.pending, {}
+        for out, (pend, src) in pending.items():
+            try:
+                tbl[out] = self.peers.finish(pend)
+            except PeerFailure as exc:
+                failed[out] = [*exc.err, False]
+            except Exception as exc:
+                failed[out] = [f"{type(exc).__name__}: {exc}", ALL_REDUCE, src, False]
+                if len(errors) < MAX_ERRORS_PER_BATCH:
+                    errors.append(failed[out][:3])
 
     def _comm_failed(self, code: int, out: Any, attrs: Any, err: list, tbl: dict, failed: dict) -> None:
         """A transfer's input had failed: send error markers so the peers fail too, not wait."""

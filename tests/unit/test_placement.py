@@ -79,17 +79,19 @@ def test_replicated_times_column_sharded_stays_column_sharded():
     check(c, out)
 
 
-def test_contraction_sharded_matmul_leaves_partial_sums_combined_on_use():
+def test_contraction_sharded_matmul_all_reduces_its_partial_sums_in_the_background():
     c = client({"k": {"shard": {"axis": 1}}, "kt": {"shard": {"axis": 0}}}, n=2)
     a, b = c.upload(rand(3, 8)), c.upload(rand(8, 2))
     c.place(a, "k")
     c.place(b, "kt")
-    out = c.op("matmul", [a, b])
     c.flush()
-    assert c.layout(out) == "partial(sum, [0, 1])"
-    y = c.op("relu", [out])  # not linear: the partial sums are all-reduced first
+    out = c.op("matmul", [a, b])
+    y = c.op("relu", [out])
     prog = c.flush()
     assert prog.moves["all_reduce"] == 1
+    (ar,) = [i for i in prog.parts[0] if i[0] == OP["all_reduce"]]
+    assert ar[3]["async"] is True and prog.parts[0][-1][0] == OP["relu"]
+    assert c.layout(out) == "repl([0, 1])"
     check(c, y)
 
 
@@ -137,17 +139,19 @@ def test_elementwise_on_co_sharded_operands_and_a_broadcast_bias():
 
 
 def test_partial_sums_pass_through_linear_ops_only():
-    c = client({"k": {"shard": {"axis": 1}}, "kt": {"shard": {"axis": 0}}}, n=2)
-    a, b, d = c.upload(rand(3, 4)), c.upload(rand(4, 2)), c.upload(rand(4, 2))
-    for t, s in ((a, "k"), (b, "kt"), (d, "kt")):
-        c.place(t, s)
-    p1, p2 = c.op("matmul", [a, b]), c.op("matmul", [a, d])
+    c = client({"rows": {"shard": {"axis": 0}}}, n=2)
+    a, b = c.upload(rand(6, 2)), c.upload(rand(6, 2))
+    c.place(a, "rows")
+    c.place(b, "rows")
+    p1 = c.op("sum", [a], {"axis": [0], "keepdims": False})
+    p2 = c.op("sum", [b], {"axis": [0], "keepdims": False})
     q = c.op("mul", [c.op("sub", [p1, p2]), 0.5])
     r = c.op("neg", [q])
-    c.flush()
-    assert c.layout(r) == "partial(sum, [0, 1])"
-    check(c, r)
-    assert c.layout(r) == "repl([0, 1])"  # fetching combined it in place
+    prog = c.flush()
+    assert c.layout(r) == "partial(sum, [0, 1])" and not prog.moves["all_reduce"]
+    s = c.op("exp", [r])  # not linear: combined first
+    check(c, s)
+    assert c.layout(r) == "repl([0, 1])"
 
 
 # ----------------------------------------------------------------------------- reductions
