@@ -219,3 +219,55 @@ def test_a_lost_peer_is_an_error_not_a_hang():
     finally:
         gt.disconnect()
         cl.stop()
+
+
+CLIENT = """
+import sys, numpy as np, gt
+gt.connect(sys.argv[1], timeout=60)
+gt.load_config({"rows": {"shard": {"axis": 0}}, "params": {"replicate": {}}})
+gt.manual_seed(int(sys.argv[2]))
+with gt.signal.context("rows"):
+    x = gt.randn(96, 48)
+with gt.signal.context("params"):
+    w = (gt.randn(48, 24) * 0.1).requires_grad_()
+xs, w0 = x.numpy(), w.numpy()
+for _ in range(20):
+    with gt.signal.context("rows"):
+        loss = ((x @ w).tanh() ** 2).mean()
+    loss.backward()
+    with gt.no_grad():
+        w -= 0.1 * w.grad
+    w.grad = None
+ref = w0.copy()
+for _ in range(20):
+    h = np.tanh(xs @ ref)
+    ref -= 0.1 * xs.T @ (2 * h * (1 - h**2) / h.size)
+np.testing.assert_allclose(w.numpy(), ref, rtol=1e-3, atol=1e-4)
+print("ok")
+"""
+
+
+def test_two_clients_shard_over_the_same_workers_at_once(cluster, tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "client.py"
+    script.write_text(CLIENT)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), cluster.address, str(seed)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+        for seed in (1, 2)
+    ]
+    try:
+        outs = [p.communicate(timeout=90)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert all(o.strip().endswith("ok") for o in outs), outs
