@@ -316,15 +316,12 @@ def shape_op(code: int, ops: list[Operand], attrs: Any, oshape: Shape) -> list[C
         o = Layout(SHARD, lay.workers, b, sizes)
         return [Choice(o, [lay], _with_shape(attrs, oshape, b, sizes), len(lay.workers))]
     if code == _GETITEM:
-        oa = _getitem_axis(attrs["key"], len(x.shape), lay.axis)
-        if oa is None:
-            return []
-        return [Choice(Layout(SHARD, lay.workers, oa, lay.sizes), [lay], par=len(lay.workers))]
+        return _getitem(attrs, x.shape, lay)
     return []
 
 
-def _getitem_axis(key: list, nd: int, axis: int) -> int | None:
-    """The result axis of input ``axis`` when the key takes it whole (basic indexing only)."""
+def _expand_key(key: list, nd: int) -> list:
+    """The key with its Ellipsis spelled out and missing trailing axes taken whole."""
     n_index = sum(1 for it in key if it[0] in ("i", "s"))
     items: list = []
     for it in key:
@@ -333,19 +330,52 @@ def _getitem_axis(key: list, nd: int, axis: int) -> int | None:
         else:
             items.append(it)
     items.extend([["s", None, None, None]] * (nd - sum(1 for it in items if it[0] in ("i", "s"))))
-    dim = out = 0
-    for it in items:
-        tag = it[0]
-        if tag == "n":
-            out += 1
+    return items
+
+
+def _getitem(attrs: dict, shape: Shape, lay: Layout) -> list[Choice]:
+    """Basic indexing of a sharded tensor: each worker indexes its own block.
+
+    A slice (step 1) along the sharded axis keeps the blocks that overlap it, cut down; an int
+    there picks the one worker that holds it. Other axes may be indexed freely.
+    """
+    items = _expand_key(attrs["key"], len(shape))
+    dim = oa = 0
+    pos = -1
+    for k, it in enumerate(items):
+        if it[0] == "n":
+            oa += 1
             continue
-        if dim == axis:
-            full = tag == "s" and it[1] in (None, 0) and it[2] is None and it[3] in (None, 1)
-            return out if full else None
+        if dim == lay.axis:
+            pos = k
+            break
         dim += 1
-        if tag == "s":
-            out += 1
-    return None
+        oa += it[0] == "s"
+    if pos < 0:
+        return []
+    it = items[pos]
+    starts = lay.starts()
+    if it[0] == "i":
+        i = it[1] + shape[lay.axis] if it[1] < 0 else it[1]
+        for b, (lo, n) in enumerate(zip(starts, lay.sizes)):
+            if lo <= i < lo + n:
+                key = [*items[:pos], ["i", i - lo], *items[pos + 1 :]]
+                return [Choice(local(lay.workers[b]), [lay], lambda _i, k=key: {**attrs, "key": k})]
+        return []
+    if it[3] not in (None, 1):
+        return []
+    a, b, _ = slice(it[1], it[2]).indices(shape[lay.axis])
+    ws, sizes, keys = [], [], []
+    for w, lo, n in zip(lay.workers, starts, lay.sizes):
+        s0, s1 = max(a, lo), min(b, lo + n)
+        if s1 > s0:
+            ws.append(w)
+            sizes.append(s1 - s0)
+            keys.append([*items[:pos], ["s", s0 - lo, s1 - lo, None], *items[pos + 1 :]])
+    if not ws:
+        return []
+    out = shard(oa, ws, tuple(sizes))
+    return [Choice(out, [lay], lambda i, ks=keys: {**attrs, "key": ks[i]}, len(ws))]
 
 
 # ----------------------------------------------------------------------------- choosing

@@ -215,6 +215,27 @@ def test_a_layout_that_does_not_survive_a_reshape_is_re_laid_out_explicitly():
     check(c, i)
 
 
+def test_slices_and_ints_along_the_sharded_axis_index_each_block():
+    c = client({"rows": {"shard": {"axis": 0}}}, n=3)
+    x = c.upload(rand(8, 4))
+    c.place(x, "rows")
+    c.flush()
+    mid = c.op("getitem", [x], {"key": [["s", 2, 7, None]]})
+    tail = c.op("getitem", [x], {"key": [["s", -3, None, None], ["i", 1]]})
+    one = c.op("getitem", [x], {"key": [["i", -1], ["s", 1, 3, None]]})
+    inner = c.op("getitem", [x], {"key": [["s", 3, 5, None]]})
+    prog = c.flush()
+    assert not prog.moves
+    assert c.layout(mid) == "shard(axis=0, [0, 1, 2], [1, 3, 1])"
+    assert c.layout(tail) == "shard(axis=0, [1, 2], [1, 2])"
+    assert c.layout(one) == "local(2)" and c.layout(inner) == "local(1)"
+    for t in (mid, tail, one, inner):
+        check(c, t)
+    strided = c.op("getitem", [x], {"key": [["s", 0, 8, 2]]})  # a step: the blocks are gathered
+    assert c.flush().moves
+    check(c, strided)
+
+
 def test_concat_along_another_axis_keeps_the_sharding():
     c = client({"rows": {"shard": {"axis": 0}}}, n=2)
     a, b = c.upload(rand(4, 2)), c.upload(rand(4, 3))
