@@ -152,3 +152,29 @@ class Program:
         for w, t in self.temps:
             self.frees.setdefault(w, []).append(t)
         self.temps.clear()
+
+
+@dataclass
+class TensorInfo:
+    """What the planner knows about one tensor."""
+
+    shape: tuple[int, ...] | None
+    dtype: str
+    layout: Layout
+
+
+@dataclass
+class ClientPlacement:
+    """One client's placement table and counters."""
+
+    cno: int
+    home: int
+    tensors: dict[int, TensorInfo] = field(default_factory=dict)
+    signals: dict[int, tuple] = field(default_factory=dict)
+    next_tag: int = 1
+    next_tmp: int = -1
+    placed: bool = False  # some tensor left the home worker: every later batch is planned
+    home_lay: Layout = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.home_lay = local(self.home)  # one object: the fast path compares by identity

@@ -6,13 +6,13 @@ instructions (see :mod:`gt.runtime.relayout`). The decisions:
 
 * **creation** (``full``, ``randn``, ``arange`` ..., ``upload``) lands where the signal's rule says
   (``shard``/``replicate``/stage ``workers``), where auto-shard says (large tensors split on axis 0
-  over all workers), or on the client's home worker. A sharded random tensor is drawn whole from
-  the same seed on each worker and cut, so values never depend on the layout.
+  over all workers), or on the client's home worker (see :mod:`gt.runtime.special`, which also
+  handles ``gt.signal.tensor`` and ``fetch``).
 * **compute** follows :mod:`gt.runtime.rules`: the cheapest way to run given where the operands
-  are; a signal's rule adds the cost of moving the result to the layout the rule asks for.
-* ``gt.signal.tensor`` (``place``) moves an existing tensor to its signal's layout.
-* ``fetch`` of a sharded tensor gathers it on the home worker first (into a temporary); partial
-  sums are all-reduced.
+  are. Under a signal's rule the work runs on the rule's workers and the result is moved to the
+  rule's layout (partial sums reduce-scattered or all-reduced); without one, a matmul's partial
+  sums are all-reduced at once in the background, and other results stay where they were made.
+* instructions that touch nothing placed, under no rule, go to the home worker unchanged.
 * frees go to every worker that holds a part.
 
 Nothing here touches a socket; :class:`Placement` is driven by the dispatcher and unit-tested alone.
@@ -20,61 +20,31 @@ Nothing here touches a socket; :class:`Placement` is driven by the dispatcher an
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from gt.config import resolve_workers, validate
+from gt.config import validate
 from gt.runtime import protocol as P
 from gt.runtime import rules
 from gt.runtime.layout import (
-    LOCAL,
     PARTIAL,
     REPL,
-    SHARD,
+    ClientPlacement,
     Layout,
     Program,
+    TensorInfo,
     local,
-    repl,
     satisfies,
-    shard_even,
 )
 from gt.runtime.relayout import keeps_in_place, move
 from gt.runtime.shapeinfer import infer, infer_dtype, nbytes
+from gt.runtime.special import SpecialOps, rule_for, rule_layout
 
 _OP = P.OPCODE
-_FETCH, _UPLOAD, _MARK, _PLACE, _CHUNK, _FULL = (
-    _OP[n] for n in ("fetch", "upload", "mark", "place", "chunk", "full")
-)
+_FETCH, _UPLOAD, _MARK, _PLACE = (_OP[n] for n in ("fetch", "upload", "mark", "place"))
 _CREATE = frozenset(_OP[n] for n in ("full", "randn", "rand", "randint", "arange", "eye"))
 _MATMUL = _OP["matmul"]
 
 Shape = tuple[int, ...]
-
-
-@dataclass
-class TensorInfo:
-    """What the planner knows about one tensor."""
-
-    shape: Shape | None
-    dtype: str
-    layout: Layout
-
-
-@dataclass
-class ClientPlacement:
-    """One client's placement table and counters."""
-
-    cno: int
-    home: int
-    tensors: dict[int, TensorInfo] = field(default_factory=dict)
-    signals: dict[int, tuple] = field(default_factory=dict)
-    next_tag: int = 1
-    next_tmp: int = -1
-    placed: bool = False  # some tensor left the home worker: every later batch is planned
-    home_lay: Layout = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.home_lay = local(self.home)  # one object: the fast path compares by identity
 
 
 class _Shapes:
@@ -94,7 +64,7 @@ class _Shapes:
         return None if info is None else info.dtype
 
 
-class Placement:
+class Placement(SpecialOps):
     """The active config and every client's table; :meth:`plan` rewrites one batch."""
 
     def __init__(self) -> None:
@@ -142,50 +112,6 @@ class Placement:
             for c in self.clients.values()
             if any(wid in i.layout.workers for i in c.tensors.values())
         ]
-
-    # ------------------------------------------------------------------ rules
-    def _rule(self, c: ClientPlacement, sid: int) -> tuple[str | None, dict | None]:
-        key = c.signals.get(sid)
-        if key is None:
-            return None, None
-        sigs = self.config["signals"]
-        name, bwd, is_bwd = key[0], key[1], key[2]
-        if is_bwd:
-            name = bwd or (sigs.get(name) or {}).get("backward")
-            if name is None:
-                return None, None
-        return name, sigs.get(name)
-
-    @staticmethod
-    def _target(rule: dict | None, shape: Shape, alive: list[int], strict: bool) -> Layout | None:
-        """The layout a rule asks for a tensor of ``shape`` (``None``: no opinion)."""
-        if rule is None or rule["kind"] == "none":
-            return None
-        ws = resolve_workers(rule["workers"], alive)
-        if not ws:
-            return None
-        nd = len(shape)
-        if rule["kind"] == "replicate":
-            return repl(ws)
-        if rule["kind"] == "stage" and len(ws) == 1:
-            return local(ws[0])
-        axis = rule["axis"] if rule["kind"] == "shard" else 0
-        if not -nd <= axis < nd:
-            if strict:
-                raise ValueError(f"axis {axis} is out of range for a tensor of shape {list(shape)}")
-            return None
-        axis %= nd
-        if len(ws) == 1 or shape[axis] < 2:
-            return repl(ws) if shape[axis] <= 1 else local(ws[0])
-        return shard_even(shape, axis, ws)
-
-    def _auto(self, shape: Shape | None, dtype: str, alive: list[int]) -> Layout | None:
-        st = self.config["settings"]
-        if not st["auto_shard"] or shape is None or not shape or shape[0] < 2 or len(alive) < 2:
-            return None
-        if nbytes(shape, dtype) < st["auto_shard_min_bytes"]:
-            return None
-        return shard_even(shape, 0, tuple(sorted(alive)))
 
     # ------------------------------------------------------------------ planning
     def plan(
@@ -284,7 +210,7 @@ class Placement:
         if code == _MARK:
             p.add(home, code, out, args, attrs, src)
             return
-        name, rule = self._rule(c, sid) if sid else (None, None)
+        name, rule = rule_for(self.config["signals"], c.signals.get(sid)) if sid else (None, None)
         if code == _PLACE:
             self._place(c, p, out, attrs, src, name, rule, alive)
             return
@@ -325,7 +251,7 @@ class Placement:
         if not known:
             self._fallback(c, p, code, out, args, attrs, src, shape, dtype)
             return
-        target = self._target(rule, shape, alive, False)
+        target = rule_layout(rule, shape, alive, False)
         choice = rules.choose(code, ops, attrs, shape, nbytes(shape, dtype), target, home)
         per_arg = self._gather_operands(c, p, ops, choice.needs, src)
         for i, w in enumerate(choice.out.workers):
@@ -400,124 +326,3 @@ class Placement:
         p.add(home, code, out, wargs, attrs, src)
         if type(out) is int and code != _FETCH:
             self._set(c, p, out, shape, dtype, local(home), src)
-
-    # ------------------------------------------------------------------ special instructions
-    def _create(
-        self,
-        c: ClientPlacement,
-        p: Program,
-        code: int,
-        out: int,
-        args: list,
-        attrs: Any,
-        src: int,
-        shape: Shape | None,
-        dtype: str,
-        name: str | None,
-        rule: dict | None,
-        alive: list[int],
-    ) -> None:
-        target = None
-        if shape is not None:
-            if rule is not None:
-                try:
-                    target = self._target(rule, shape, alive, True)
-                except ValueError as exc:
-                    p.errors.append(
-                        [f"signal {name!r}: {exc}; the tensor stays on one worker", code, src]
-                    )
-            elif name is None or name not in self.config["signals"]:
-                target = self._auto(shape, dtype, alive)
-        home = c.home
-        if code == _UPLOAD or target is None or target == local(home):
-            p.add(home, code, out, args, attrs, src)
-            info = self._set(c, p, out, shape, dtype, local(home), src)
-            if target is not None and target != local(home):
-                info.layout, _ = move(
-                    p, out, local(home), target, nbytes(shape, dtype), src, True, exact=True
-                )
-            return
-        if target.kind in (LOCAL, REPL):
-            for w in target.workers:
-                p.add(w, code, out, args, attrs, src)
-        else:
-            starts = target.starts()
-            for i, w in enumerate(target.workers):
-                if code == _FULL:
-                    s = list(shape)
-                    s[target.axis] = target.sizes[i]
-                    p.add(w, code, out, args, {**attrs, "shape": s}, src)
-                else:  # draw the whole tensor from the same seed, keep this worker's block
-                    tmp = p.tmp()
-                    p.add(w, code, tmp, args, attrs, src)
-                    p.add(
-                        w,
-                        _CHUNK,
-                        out,
-                        [tmp],
-                        {
-                            "axis": target.axis,
-                            "start": starts[i],
-                            "stop": starts[i] + target.sizes[i],
-                        },
-                        src,
-                    )
-                    p.free_now(w, [tmp], src)
-            p.moves["chunk"] += len(target.workers)
-        self._set(c, p, out, shape, dtype, target, src)
-
-    def _place(
-        self,
-        c: ClientPlacement,
-        p: Program,
-        tid: int,
-        attrs: Any,
-        src: int,
-        name: str | None,
-        rule: dict | None,
-        alive: list[int],
-    ) -> None:
-        info = c.tensors.get(tid)
-        if info is None:
-            shape = (
-                tuple(attrs["shape"])
-                if type(attrs) is dict and type(attrs.get("shape")) is list
-                else None
-            )
-            dtype = attrs.get("dtype", "float32") if type(attrs) is dict else "float32"
-            info = c.tensors[tid] = TensorInfo(shape, dtype, local(c.home))
-        elif info.shape is None and type(attrs) is dict and type(attrs.get("shape")) is list:
-            info.shape = tuple(attrs["shape"])
-        if rule is None or info.shape is None:
-            return
-        try:
-            target = self._target(rule, info.shape, alive, True)
-        except ValueError as exc:
-            p.errors.append([f"gt.signal.tensor(..., {name!r}): {exc}", _PLACE, src])
-            return
-        if target is not None and not satisfies(info.layout, target):
-            info.layout, _ = move(
-                p, tid, info.layout, target, nbytes(info.shape, info.dtype), src, True, exact=True
-            )
-
-    def _fetch(
-        self, c: ClientPlacement, p: Program, req: int, args: list, attrs: Any, src: int
-    ) -> None:
-        home = c.home
-        tid = args[0] if args else None
-        info = c.tensors.get(tid) if type(tid) is int else None
-        if info is None or info.layout == local(home):
-            p.add(home, _FETCH, req, args, attrs, src)
-            return
-        lay = info.layout
-        nb = nbytes(info.shape, info.dtype)
-        if lay.kind == PARTIAL:
-            lay, _ = move(p, tid, lay, Layout(REPL, lay.workers), nb, src, True)
-            info.layout = lay
-        if lay.kind in (LOCAL, REPL):
-            w = home if home in lay.workers else lay.workers[0]
-            p.add(w, _FETCH, req, [tid], attrs, src)
-            return
-        assert lay.kind == SHARD
-        _, ids = move(p, tid, lay, local(home), nb, src, False)
-        p.add(home, _FETCH, req, [ids[home]], attrs, src)

@@ -1,0 +1,217 @@
+"""Instructions the placement planner treats specially, and how a signal's rule becomes a layout.
+
+* creation (``full``, ``randn`` ..., ``upload``) lands where the signal's rule, or auto-shard, says;
+  a sharded random tensor is drawn whole from the same seed on each worker and cut, so its values
+  never depend on the layout;
+* ``place`` (``gt.signal.tensor``) moves an existing tensor to its signal's layout;
+* ``fetch`` of a sharded tensor gathers it on the home worker (into a temporary) first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gt.config import resolve_workers
+from gt.runtime import protocol as P
+from gt.runtime.layout import (
+    LOCAL,
+    PARTIAL,
+    REPL,
+    SHARD,
+    ClientPlacement,
+    Layout,
+    Program,
+    TensorInfo,
+    local,
+    repl,
+    satisfies,
+    shard_even,
+)
+from gt.runtime.relayout import move
+from gt.runtime.shapeinfer import nbytes
+
+_OP = P.OPCODE
+_FETCH, _UPLOAD, _PLACE, _CHUNK, _FULL = (
+    _OP[n] for n in ("fetch", "upload", "place", "chunk", "full")
+)
+Shape = tuple[int, ...]
+
+
+def rule_for(signals: dict, key: tuple | None) -> tuple[str | None, dict | None]:
+    """The signal name and config rule for an interned signal key ``(name, backward, is_bwd)``.
+
+    Forward keys use their own rule; backward keys use the context's ``backward=`` name, else the
+    config's ``backward`` entry for the forward signal, else none (gradients follow their inputs).
+    """
+    if key is None:
+        return None, None
+    name, bwd, is_bwd = key[0], key[1], key[2]
+    if is_bwd:
+        name = bwd or (signals.get(name) or {}).get("backward")
+        if name is None:
+            return None, None
+    return name, signals.get(name)
+
+
+def rule_layout(rule: dict | None, shape: Shape, alive: list[int], strict: bool) -> Layout | None:
+    """The layout a rule asks for a tensor of ``shape`` (``None``: no opinion).
+
+    Raises:
+        ValueError: (``strict`` only) the rule shards an axis the tensor does not have.
+    """
+    if rule is None or rule["kind"] == "none":
+        return None
+    ws = resolve_workers(rule["workers"], alive)
+    if not ws:
+        return None
+    nd = len(shape)
+    if rule["kind"] == "replicate":
+        return repl(ws)
+    if rule["kind"] == "stage" and len(ws) == 1:
+        return local(ws[0])
+    axis = rule["axis"] if rule["kind"] == "shard" else 0
+    if not -nd <= axis < nd:
+        if strict:
+            raise ValueError(f"axis {axis} is out of range for a tensor of shape {list(shape)}")
+        return None
+    axis %= nd
+    if len(ws) == 1 or shape[axis] < 2:
+        return repl(ws) if shape[axis] <= 1 else local(ws[0])
+    return shard_even(shape, axis, ws)
+
+
+def auto_target(settings: dict, shape: Shape | None, dtype: str, alive: list[int]) -> Layout | None:
+    """Auto-shard: a large new tensor is split on axis 0 over every live worker."""
+    if not settings["auto_shard"] or shape is None or not shape or shape[0] < 2 or len(alive) < 2:
+        return None
+    if nbytes(shape, dtype) < settings["auto_shard_min_bytes"]:
+        return None
+    return shard_even(shape, 0, tuple(sorted(alive)))
+
+
+class SpecialOps:
+    """Creation, ``gt.signal.tensor`` and ``fetch``: a mixin of :class:`Placement`."""
+
+    config: dict
+    _set: Callable[..., TensorInfo]
+
+    def _create(
+        self,
+        c: ClientPlacement,
+        p: Program,
+        code: int,
+        out: int,
+        args: list,
+        attrs: Any,
+        src: int,
+        shape: Shape | None,
+        dtype: str,
+        name: str | None,
+        rule: dict | None,
+        alive: list[int],
+    ) -> None:
+        target = None
+        if shape is not None:
+            if rule is not None:
+                try:
+                    target = rule_layout(rule, shape, alive, True)
+                except ValueError as exc:
+                    p.errors.append(
+                        [f"signal {name!r}: {exc}; the tensor stays on one worker", code, src]
+                    )
+            elif name is None or name not in self.config["signals"]:
+                target = auto_target(self.config["settings"], shape, dtype, alive)
+        home = c.home
+        if code == _UPLOAD or target is None or target == local(home):
+            p.add(home, code, out, args, attrs, src)
+            info = self._set(c, p, out, shape, dtype, local(home), src)
+            if target is not None and target != local(home):
+                info.layout, _ = move(
+                    p, out, local(home), target, nbytes(shape, dtype), src, True, exact=True
+                )
+            return
+        if target.kind in (LOCAL, REPL):
+            for w in target.workers:
+                p.add(w, code, out, args, attrs, src)
+        else:
+            starts = target.starts()
+            for i, w in enumerate(target.workers):
+                if code == _FULL:
+                    s = list(shape)
+                    s[target.axis] = target.sizes[i]
+                    p.add(w, code, out, args, {**attrs, "shape": s}, src)
+                else:  # draw the whole tensor from the same seed, keep this worker's block
+                    tmp = p.tmp()
+                    p.add(w, code, tmp, args, attrs, src)
+                    p.add(
+                        w,
+                        _CHUNK,
+                        out,
+                        [tmp],
+                        {
+                            "axis": target.axis,
+                            "start": starts[i],
+                            "stop": starts[i] + target.sizes[i],
+                        },
+                        src,
+                    )
+                    p.free_now(w, [tmp], src)
+            p.moves["chunk"] += len(target.workers)
+        self._set(c, p, out, shape, dtype, target, src)
+
+    def _place(
+        self,
+        c: ClientPlacement,
+        p: Program,
+        tid: int,
+        attrs: Any,
+        src: int,
+        name: str | None,
+        rule: dict | None,
+        alive: list[int],
+    ) -> None:
+        info = c.tensors.get(tid)
+        if info is None:
+            shape = (
+                tuple(attrs["shape"])
+                if type(attrs) is dict and type(attrs.get("shape")) is list
+                else None
+            )
+            dtype = attrs.get("dtype", "float32") if type(attrs) is dict else "float32"
+            info = c.tensors[tid] = TensorInfo(shape, dtype, local(c.home))
+        elif info.shape is None and type(attrs) is dict and type(attrs.get("shape")) is list:
+            info.shape = tuple(attrs["shape"])
+        if rule is None or info.shape is None:
+            return
+        try:
+            target = rule_layout(rule, info.shape, alive, True)
+        except ValueError as exc:
+            p.errors.append([f"gt.signal.tensor(..., {name!r}): {exc}", _PLACE, src])
+            return
+        if target is not None and not satisfies(info.layout, target):
+            info.layout, _ = move(
+                p, tid, info.layout, target, nbytes(info.shape, info.dtype), src, True, exact=True
+            )
+
+    def _fetch(
+        self, c: ClientPlacement, p: Program, req: int, args: list, attrs: Any, src: int
+    ) -> None:
+        home = c.home
+        tid = args[0] if args else None
+        info = c.tensors.get(tid) if type(tid) is int else None
+        if info is None or info.layout == local(home):
+            p.add(home, _FETCH, req, args, attrs, src)
+            return
+        lay = info.layout
+        nb = nbytes(info.shape, info.dtype)
+        if lay.kind == PARTIAL:
+            lay, _ = move(p, tid, lay, Layout(REPL, lay.workers), nb, src, True)
+            info.layout = lay
+        if lay.kind in (LOCAL, REPL):
+            w = home if home in lay.workers else lay.workers[0]
+            p.add(w, _FETCH, req, [tid], attrs, src)
+            return
+        assert lay.kind == SHARD
+        _, ids = move(p, tid, lay, local(home), nb, src, False)
+        p.add(home, _FETCH, req, [ids[home]], attrs, src)
