@@ -294,19 +294,7 @@ class Dispatcher:
             self.front.send_multipart([c.ident, P.header(P.ACK, seq, [err])])
             return
         self.batches_planned += 1
-        targets = set(prog.parts) | set(prog.frees) or {c.home}
-        rewrite = {"moves": dict(prog.moves), "parts": {w: len(prog.parts.get(w, ())) for w in targets},
-                   "client_n": len(instrs)} if prog.moves or targets != {c.home} else None
-        parts = {}
-        for w in sorted(targets):
-            ins = prog.parts.get(w, [])
-            body = P.packb([ins, prog.frees.get(w, [])])
-            rest = [body, *frames[3:]] if w == c.home else [body]
-            parts[w] = (seq, len(ins), rest, rewrite)
-        if len(parts) == 1 and c.home in parts and not prog.errors:
-            batch: Any = parts[c.home]
-        else:
-            batch = MultiBatch(seq, parts, prog.errors)
+        batch = MultiBatch.from_program(prog, seq, c.home, frames[3:], len(instrs))
         if prog.errors:
             c.errors += len(prog.errors)
         self._send_batches(self.planner.submit(c.cno, batch))

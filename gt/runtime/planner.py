@@ -18,6 +18,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from gt.runtime import protocol as P
+
 
 @dataclass
 class MultiBatch:
@@ -32,6 +34,27 @@ class MultiBatch:
     seq: int
     parts: dict[int, Any]
     errors: list = field(default_factory=list)
+
+    @staticmethod
+    def from_program(prog: Any, seq: int, home: int, bufs: list, n_client: int) -> Any:
+        """Encode a planned batch (:class:`gt.runtime.layout.Program`) into per-worker payloads.
+
+        The home worker's part carries the client's upload buffers. A plan that is one part on the
+        home worker with no planner errors comes back as a plain single-worker batch.
+        """
+        targets = set(prog.parts) | set(prog.frees) or {home}
+        rewrite = None
+        if prog.moves or targets != {home}:
+            rewrite = {"moves": dict(prog.moves), "client_n": n_client,
+                       "parts": {w: len(prog.parts.get(w, ())) for w in targets}}  # fmt: skip
+        parts = {}
+        for w in sorted(targets):
+            ins = prog.parts.get(w, [])
+            body = P.packb([ins, prog.frees.get(w, [])])
+            parts[w] = (seq, len(ins), [body, *bufs] if w == home else [body], rewrite)
+        if len(parts) == 1 and home in parts and not prog.errors:
+            return parts[home]
+        return MultiBatch(seq, parts, prog.errors)
 
 
 @dataclass
