@@ -365,3 +365,24 @@ def test_costs_prefer_cheaper_collectives():
 
 def test_opcodes_of_the_planner_exist():
     assert {"send", "recv", "all_reduce", "free", "chunk"} <= {k for k in OP}
+
+
+def test_gradient_ops_follow_the_backward_signal():
+    from gt.config import validate
+    from gt.runtime.special import rule_for
+
+    sigs = validate({"l2": {"workers": [1], "backward": "l2b"}, "l2b": {"workers": [0]}, "l3": {}})[
+        "signals"
+    ]
+    assert rule_for(sigs, ("l2", None, False))[0] == "l2"
+    assert rule_for(sigs, ("l2", None, True))[0] == "l2b"  # the config's backward entry
+    assert rule_for(sigs, ("l2", "l3", True))[0] == "l3"  # the context's backward= wins
+    assert rule_for(sigs, ("l3", None, True)) == (None, None)  # gradients follow their inputs
+    c = client({"l2": {"workers": [1], "backward": "l2b"}, "l2b": {"workers": [0]}}, n=2, home=1)
+    x = c.upload(rand(3, 3))
+    c.signals.append([9, "l2", None, True])
+    y = c.op("exp", [x])
+    c.instrs[-1].append(9)
+    fwd = c.op("exp", [x], sig="l2")
+    c.flush()
+    assert c.layout(y) == "local(0)" and c.layout(fwd) == "local(1)"
