@@ -387,7 +387,10 @@ class Connection:
 
     def apply_config(self, raw: Any) -> dict:
         """Replace the dispatcher's shard config; instructions sent after this call follow it."""
-        return self.control("config_apply", {"config": raw, "by": f"client:{self.client_no}"})
+        args = {"config": raw, "by": f"client:{self.client_no}"}
+        if os.environ.get("GT_CONTROL_TOKEN"):
+            args["token"] = os.environ["GT_CONTROL_TOKEN"]
+        return self.control("config_apply", args)
 
     def _apply_env_config(self) -> None:
         """Apply ``$GT_CONFIG`` / ``$GT_AUTO_SHARD`` when they are set."""

@@ -18,6 +18,7 @@ A malformed message is counted and dropped; it never stops the loop.
 
 from __future__ import annotations
 
+import hmac
 import os
 import socket
 import subprocess
@@ -70,6 +71,7 @@ class Dispatcher:
         self.client_liveness = client_liveness or _env_float("GT_CLIENT_TIMEOUT", 15.0)
         self.planner = Planner(max_in_flight)
         self.placement = Placement()
+        self.control_token = os.environ.get("GT_CONTROL_TOKEN") or None
         self.ctx = zmq.Context()
         self.front = self._bind(zmq.ROUTER, host, port)
         self.back = self._bind(zmq.ROUTER, host, 0)
@@ -447,11 +449,22 @@ class Dispatcher:
         raise ValueError(f"unknown control request {request!r}")
 
     def apply_config(self, args: Any) -> dict:
-        """Validate and apply a shard config (``{"config": raw, "by": who}`` or a raw config)."""
-        if isinstance(args, dict) and set(args) <= {"config", "by"} and "config" in args:
-            raw, by = args.get("config"), args.get("by")
-        else:
-            raw, by = args, None
+        """Validate and apply a shard config: ``{"config": raw, "by": who, "token": secret}``.
+
+        With ``$GT_CONTROL_TOKEN`` set in the dispatcher's environment, the request must carry
+        that token (tools on other hosts); without it, anyone who can reach the endpoint may apply.
+
+        Raises:
+            ValueError: a missing or wrong token, or a malformed config (the message says which
+                key is wrong); the running config then stays in force.
+        """
+        if not (isinstance(args, dict) and "config" in args and set(args) <= {"config", "by", "token"}):
+            args = {"config": args}
+        if self.control_token and not hmac.compare_digest(
+            str(args.get("token") or "").encode(), self.control_token.encode()
+        ):
+            raise ValueError("config_apply: this dispatcher needs its control token (GT_CONTROL_TOKEN)")
+        raw, by = args.get("config"), args.get("by")
         alive = [w.wid for w in self.planner.alive_workers()]
         before, after = self.placement.apply_config(raw, alive)
         self.events.emit(E.CONFIG, {"before": shard_config.to_yaml_dict(before),

@@ -271,3 +271,20 @@ def test_two_clients_shard_over_the_same_workers_at_once(cluster, tmp_path):
                 p.wait()
     assert [p.returncode for p in procs] == [0, 0], outs
     assert all(o.strip().endswith("ok") for o in outs), outs
+
+
+def test_config_apply_accepts_the_editors_request_and_checks_a_token(monkeypatch):
+    monkeypatch.setenv("GT_CONTROL_TOKEN", "s3cret")
+    cl = LocalCluster(workers=1)
+    try:
+        ep = cl.endpoints["control"]
+        with pytest.raises(ControlError, match="control token"):
+            request(ep, "config_apply", {"config": DP, "by": "gt top"})
+        got = request(ep, "config_apply", {"config": DP, "by": "gt top", "token": "s3cret"})
+        assert got["signals"]["params"]["kind"] == "replicate"
+        assert request(ep, "config_get")["signals"]["rows"]["axis"] == 0
+        gt.connect(cl.address, timeout=30)  # a client with the token in its environment may too
+        assert gt.load_config({"a": {"replicate": {}}})["signals"]["a"]["kind"] == "replicate"
+    finally:
+        gt.disconnect()
+        cl.stop()
