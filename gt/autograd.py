@@ -18,6 +18,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from gt import signal as _signal
+
 if TYPE_CHECKING:
     from gt.tensor import Tensor
 
@@ -140,7 +142,7 @@ class Node:
         ctx: op attributes the rule needs (axes, permutation, index key, ...).
     """
 
-    __slots__ = ("op", "parents", "saved", "versions", "shapes", "ctx")
+    __slots__ = ("op", "parents", "saved", "versions", "shapes", "ctx", "signal")
 
     def __init__(self, op: str, parents: tuple, saved: tuple, shapes: tuple, ctx: Any):
         self.op = op
@@ -149,6 +151,7 @@ class Node:
         self.versions = tuple(getattr(t, "_version", 0) for t in saved)
         self.shapes = shapes
         self.ctx = ctx
+        self.signal = _signal.capture()  # its gradient ops run under the signal's backward rule
 
     def needs(self, i: int) -> bool:
         """Whether input ``i`` wants a gradient."""
@@ -319,7 +322,11 @@ def backward(root: Tensor, gradient: Any = None, retain_graph: bool | None = Non
                     "need to backward through the graph a second time."
                 )
             _check_versions(node)
-            in_grads = RULES[node.op](node, g)
+            if node.signal is None:
+                in_grads = RULES[node.op](node, g)
+            else:
+                with _signal.backward_context(node.signal):
+                    in_grads = RULES[node.op](node, g)
             for p, pg in zip(node.parents, in_grads):
                 if p is None or pg is None:
                     continue
