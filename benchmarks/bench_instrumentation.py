@@ -125,7 +125,9 @@ def run_config(name: str, n_ops: int, trace_dir: str) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--ops", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
@@ -142,7 +144,9 @@ def main() -> int:
                     extra.setdefault("lost", []).append(res.get("lost"))
                     extra.setdefault("bytes", []).append(res.get("trace_bytes_per_instr"))
     ref = statistics.median(results["off"])
-    print(f"pipelined tiny ops, {args.ops} ops x {args.rounds} rounds (median ops/s); python {sys.version.split()[0]}")
+    print(
+        f"pipelined tiny ops, {args.ops} ops x {args.rounds} rounds (median ops/s); python {sys.version.split()[0]}"
+    )
     print(f"{'config':10} {'ops/s':>10} {'slowdown':>9} {'target':>8}")
     print(f"{'off':10} {ref:10.0f} {'1.000x':>9} {'ref':>8}")
     ok = True
@@ -152,8 +156,10 @@ def main() -> int:
         passed = slow <= TARGETS[n]
         ok &= passed
         print(f"{n:10} {med:10.0f} {slow:8.3f}x {TARGETS[n]:7.2f}x {'PASS' if passed else 'FAIL'}")
-    print(f"recorder: lost events per run {extra.get('lost')}, trace bytes/instruction "
-          f"{statistics.median([b for b in extra.get('bytes', []) if b is not None] or [0]):.1f}")
+    print(
+        f"recorder: lost events per run {extra.get('lost')}, trace bytes/instruction "
+        f"{statistics.median([b for b in extra.get('bytes', []) if b is not None] or [0]):.1f}"
+    )
     return 0 if ok else 1
 
 

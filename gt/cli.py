@@ -35,7 +35,9 @@ def cmd_dispatcher(args: argparse.Namespace) -> int:
     d = Dispatcher(args.host, args.port, max_in_flight=args.max_in_flight)
     _install_stop_signals(d.stop)
     for _ in range(args.workers):
-        d.children.append(spawn_worker(d.endpoints["back"], parent_pid=os.getpid(), n_workers=args.workers))
+        d.children.append(
+            spawn_worker(d.endpoints["back"], parent_pid=os.getpid(), n_workers=args.workers)
+        )
     if args.ready_json:
         sys.stdout.write(json.dumps(d.endpoints) + "\n")
         sys.stdout.flush()
@@ -44,7 +46,9 @@ def cmd_dispatcher(args: argparse.Namespace) -> int:
         print(f"  clients connect to:  {d.address}")
         print(f"    GT_DISPATCHER={d.address} python train.py")
         print(f"  add a worker:        gt worker --connect {d.address}")
-        print(f"  watch it:            gt top   (control {d.endpoints['control']}, events {d.endpoints['events']})")
+        print(
+            f"  watch it:            gt top   (control {d.endpoints['control']}, events {d.endpoints['events']})"
+        )
         print("Ctrl-C stops it.", flush=True)
     d.run(parent_pid=args.parent_pid)
     return 0
@@ -56,7 +60,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     back = args.back
     if back is None:
         if args.connect is None:
-            raise SystemExit("gt worker: give --connect ADDRESS (the address `gt dispatcher` printed)")
+            raise SystemExit(
+                "gt worker: give --connect ADDRESS (the address `gt dispatcher` printed)"
+            )
         back = resolve_endpoints(args.connect)["back"]
     if args.backend:
         os.environ["GT_BACKEND"] = args.backend
@@ -67,7 +73,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return 1
     _install_stop_signals(w._stop.set)
     if args.back is None:
-        print(f"GT worker {w.wid} on {w.backend.device} ({w.backend.name}) serving {args.connect}", flush=True)
+        print(
+            f"GT worker {w.wid} on {w.backend.device} ({w.backend.name}) serving {args.connect}",
+            flush=True,
+        )
     reason = w.run(parent_pid=args.parent_pid)
     if args.back is None:
         print(f"worker stopped: {reason or 'signal'}")
@@ -85,7 +94,9 @@ def cmd_ps(args: argparse.Namespace) -> int:
         print("no live GT dispatchers")
         return 1
     for info in found:
-        print(f"pid {info['pid']:>7}  {info['front']:<28} control {info['control']}  events {info['events']}")
+        print(
+            f"pid {info['pid']:>7}  {info['front']:<28} control {info['control']}  events {info['events']}"
+        )
     return 0
 
 
@@ -99,8 +110,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from gt.runner import run_command
 
     # The dashboard runs here; the workload is a client process of the same local cluster.
-    child = [sys.executable, "-m", "gt", "demo", "--no-tui", "--workers", str(args.workers),
-             "--steps", str(args.steps or 20000)]
+    child = [
+        sys.executable,
+        "-m",
+        "gt",
+        "demo",
+        "--no-tui",
+        "--workers",
+        str(args.workers),
+        "--steps",
+        str(args.steps or 20000),
+    ]
     return run_command(child, workers=args.workers, record=args.record, tui=True, hz=args.hz)
 
 
@@ -110,7 +130,9 @@ def cmd_record(args: argparse.Namespace) -> int:
     address = args.connect or _newest_dispatcher()
     if address is None:
         return 1
-    return record(address, args.output, duration=args.duration, ready_line=args.ready_line, quiet=args.quiet)
+    return record(
+        address, args.output, duration=args.duration, ready_line=args.ready_line, quiet=args.quiet
+    )
 
 
 def _newest_dispatcher() -> str | None:
@@ -118,7 +140,10 @@ def _newest_dispatcher() -> str | None:
 
     found = live_dispatchers()
     if not found:
-        print("gt: no GT dispatcher is running; start one with `gt dispatcher` or try `gt demo`", file=sys.stderr)
+        print(
+            "gt: no GT dispatcher is running; start one with `gt dispatcher` or try `gt demo`",
+            file=sys.stderr,
+        )
         return None
     return found[0]["front"]
 
@@ -126,8 +151,16 @@ def _newest_dispatcher() -> str | None:
 def cmd_run(args: argparse.Namespace) -> int:
     from gt.runner import run_script
 
-    return run_script(args.script, args.args, workers=args.workers, config=args.config, record=args.record,
-                      tui=not args.no_tui and sys.stdout.isatty(), hz=args.hz, readonly=args.readonly)
+    return run_script(
+        args.script,
+        args.args,
+        workers=args.workers,
+        config=args.config,
+        record=args.record,
+        tui=not args.no_tui and sys.stdout.isatty(),
+        hz=args.hz,
+        readonly=args.readonly,
+    )
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
@@ -153,17 +186,32 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     d = sub.add_parser("dispatcher", help="run a dispatcher (and local workers) for many clients")
-    d.add_argument("--host", default="127.0.0.1", help="interface to bind (0.0.0.0 to serve a network; default 127.0.0.1)")
+    d.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="interface to bind (0.0.0.0 to serve a network; default 127.0.0.1)",
+    )
     d.add_argument("--port", type=int, default=0, help="client port (default: a free one)")
-    d.add_argument("--workers", type=int, default=1, help="local workers to start (default 1; 0 = wait for `gt worker`)")
-    d.add_argument("--max-in-flight", type=int, default=4, help="batches in flight per worker (default 4)")
+    d.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="local workers to start (default 1; 0 = wait for `gt worker`)",
+    )
+    d.add_argument(
+        "--max-in-flight", type=int, default=4, help="batches in flight per worker (default 4)"
+    )
     d.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
     d.add_argument("--ready-json", action="store_true", help=argparse.SUPPRESS)
     d.set_defaults(func=cmd_dispatcher)
 
     w = sub.add_parser("worker", help="add a worker to a running dispatcher")
     w.add_argument("--connect", help="the dispatcher address printed by `gt dispatcher`")
-    w.add_argument("--backend", choices=["auto", "numpy", "cupy"], help="array backend (default auto: CuPy if a GPU is present)")
+    w.add_argument(
+        "--backend",
+        choices=["auto", "numpy", "cupy"],
+        help="array backend (default auto: CuPy if a GPU is present)",
+    )
     w.add_argument("--back", help=argparse.SUPPRESS)
     w.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
     w.set_defaults(func=cmd_worker)
@@ -172,11 +220,24 @@ def build_parser() -> argparse.ArgumentParser:
     ps.add_argument("--json", action="store_true", help="print JSON")
     ps.set_defaults(func=cmd_ps)
 
-    dm = sub.add_parser("demo", help="a local cluster running a sample sharded training workload, dashboard live")
+    dm = sub.add_parser(
+        "demo", help="a local cluster running a sample sharded training workload, dashboard live"
+    )
     dm.add_argument("--workers", type=int, default=2, help="workers (default 2)")
-    dm.add_argument("--steps", type=int, default=None, help="training steps (default 20000 with the dashboard, 200 without)")
-    dm.add_argument("--no-tui", action="store_true", help="no dashboard: print progress (the default when not in a terminal)")
-    dm.add_argument("--record", metavar="FILE", help="also record the run to FILE (.gtrace) for `gt replay`")
+    dm.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="training steps (default 20000 with the dashboard, 200 without)",
+    )
+    dm.add_argument(
+        "--no-tui",
+        action="store_true",
+        help="no dashboard: print progress (the default when not in a terminal)",
+    )
+    dm.add_argument(
+        "--record", metavar="FILE", help="also record the run to FILE (.gtrace) for `gt replay`"
+    )
     dm.add_argument("--hz", type=float, default=8.0, help="dashboard refresh rate (default 8)")
     dm.set_defaults(func=cmd_demo)
     from gt import tui_cli
@@ -191,10 +252,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     from gt import config_cli
 
-    cf = sub.add_parser("config", help="show, validate or apply the shard config of a live dispatcher")
+    cf = sub.add_parser(
+        "config", help="show, validate or apply the shard config of a live dispatcher"
+    )
     config_cli.add_config_arguments(cf)
 
-    r = sub.add_parser("run", help="run a script as a client of a local cluster (dashboard alongside)")
+    r = sub.add_parser(
+        "run", help="run a script as a client of a local cluster (dashboard alongside)"
+    )
     from gt.runner import add_run_arguments
 
     add_run_arguments(r)
@@ -210,8 +275,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     tr = sub.add_parser("trace", help="summaries of a recorded trace")
     tsub = tr.add_subparsers(dest="trace_command", metavar="info|stats", required=True)
-    for name, text in (("info", "run id, duration, workers, devices, event counts, drops"),
-                       ("stats", "per worker: compute / comm / idle share, top ops, bytes moved")):
+    for name, text in (
+        ("info", "run id, duration, workers, devices, event counts, drops"),
+        ("stats", "per worker: compute / comm / idle share, top ops, bytes moved"),
+    ):
         t = tsub.add_parser(name, help=text)
         t.add_argument("file", help="a .gtrace file")
         t.add_argument("--json", action="store_true", help="print JSON")

@@ -55,7 +55,9 @@ def run_demo(workers: int = 2, steps: int = 200) -> int:
     for step in range(steps):
         with gt.signal.context("data"):
             err = x @ w - y  # each worker: its rows
-        grad = x.T @ err * (2.0 / n)  # per-worker partial sums, combined where the update needs them
+        grad = (
+            x.T @ err * (2.0 / n)
+        )  # per-worker partial sums, combined where the update needs them
         w = w - grad * lr
         if step % max(1, steps // 5) == 0 or step == steps - 1:
             loss = (err * err).mean().item()

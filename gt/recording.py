@@ -13,8 +13,14 @@ from gt.trace.recorder import record_from_bus
 from gt.tui.keyframes import ModelKeyframer
 
 
-def record(address: str, path: str, *, duration: float | None = None, ready_line: bool = False,
-           quiet: bool = False) -> int:
+def record(
+    address: str,
+    path: str,
+    *,
+    duration: float | None = None,
+    ready_line: bool = False,
+    quiet: bool = False,
+) -> int:
     """Record the dispatcher at front ``address`` until Ctrl-C, SIGTERM or ``duration``.
 
     Returns:
@@ -37,7 +43,10 @@ def record(address: str, path: str, *, duration: float | None = None, ready_line
                 sys.stdout.write("ready\n")
                 sys.stdout.flush()
 
-    workers = [{k: w.get(k) for k in ("id", "host", "pid", "device", "backend")} for w in snap.get("workers", [])]
+    workers = [
+        {k: w.get(k) for k in ("id", "host", "pid", "device", "backend")}
+        for w in snap.get("workers", [])
+    ]
     # keyframes hold the monitor's cluster model, so `gt replay` can start anywhere exactly
     keyframer = ModelKeyframer(P.OPS, config=snap.get("config") or {}, workers=workers)
 
@@ -46,12 +55,25 @@ def record(address: str, path: str, *, duration: float | None = None, ready_line
         on_batch(source, first_seq, events)
 
     stats: dict[str, Any] = record_from_bus(
-        snap["endpoints"]["events"], path, duration=duration, stop_event=stop, on_batch=fold,
-        keyframe_fn=keyframer, workers=workers, config=snap.get("config") or {}, op_names=list(P.OPS),
+        snap["endpoints"]["events"],
+        path,
+        duration=duration,
+        stop_event=stop,
+        on_batch=fold,
+        keyframe_fn=keyframer,
+        workers=workers,
+        config=snap.get("config") or {},
+        op_names=list(P.OPS),
         meta={"dispatcher": address, "trace_level": snap.get("trace")},
     )
     if not quiet:
-        lost = sum(stats.get("drops", {}).values()) if isinstance(stats.get("drops"), dict) else stats.get("drops", 0)
-        print(f"recorded {stats.get('events', 0)} events to {path} in {stats.get('elapsed_s', 0):.1f}s"
-              f" ({lost} lost)")
+        lost = (
+            sum(stats.get("drops", {}).values())
+            if isinstance(stats.get("drops"), dict)
+            else stats.get("drops", 0)
+        )
+        print(
+            f"recorded {stats.get('events', 0)} events to {path} in {stats.get('elapsed_s', 0):.1f}s"
+            f" ({lost} lost)"
+        )
     return 0

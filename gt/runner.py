@@ -16,8 +16,17 @@ def exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def run_script(script: str, args: list[str], *, workers: int = 1, config: str | None = None,
-               record: str | None = None, tui: bool = False, hz: float = 8.0, readonly: bool = False) -> int:
+def run_script(
+    script: str,
+    args: list[str],
+    *,
+    workers: int = 1,
+    config: str | None = None,
+    record: str | None = None,
+    tui: bool = False,
+    hz: float = 8.0,
+    readonly: bool = False,
+) -> int:
     """Start a cluster (unless ``$GT_DISPATCHER`` names one), run ``script`` as a client, clean up.
 
     Returns:
@@ -26,12 +35,27 @@ def run_script(script: str, args: list[str], *, workers: int = 1, config: str | 
     if not os.path.exists(script):
         print(f"gt run: {script}: no such file", file=sys.stderr)
         return 2
-    return run_command([sys.executable, script, *args], workers=workers, config=config, record=record,
-                       tui=tui, hz=hz, readonly=readonly)
+    return run_command(
+        [sys.executable, script, *args],
+        workers=workers,
+        config=config,
+        record=record,
+        tui=tui,
+        hz=hz,
+        readonly=readonly,
+    )
 
 
-def run_command(cmd: list[str], *, workers: int = 1, config: str | None = None, record: str | None = None,
-                tui: bool = False, hz: float = 8.0, readonly: bool = False) -> int:
+def run_command(
+    cmd: list[str],
+    *,
+    workers: int = 1,
+    config: str | None = None,
+    record: str | None = None,
+    tui: bool = False,
+    hz: float = 8.0,
+    readonly: bool = False,
+) -> int:
     """Like :func:`run_script`, for any command that acts as a GT client (``$GT_DISPATCHER``)."""
     cluster = None
     recorder = None
@@ -67,10 +91,17 @@ def run_command(cmd: list[str], *, workers: int = 1, config: str | None = None, 
 
 def add_run_arguments(p: Any) -> None:
     """Arguments of ``gt run``."""
-    p.add_argument("--workers", type=int, default=int(os.environ.get("GT_WORKERS", "2")), help="local workers (default 2, or $GT_WORKERS)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=int(os.environ.get("GT_WORKERS", "2")),
+        help="local workers (default 2, or $GT_WORKERS)",
+    )
     p.add_argument("--config", help="shard config YAML for the script (sets GT_CONFIG)")
     p.add_argument("--record", metavar="FILE", help="record the run's events to FILE (.gtrace)")
-    p.add_argument("--no-tui", action="store_true", help="no dashboard: plain output, for CI and scripts")
+    p.add_argument(
+        "--no-tui", action="store_true", help="no dashboard: plain output, for CI and scripts"
+    )
     p.add_argument("--hz", type=float, default=8.0, help="dashboard refresh rate (default 8)")
     p.add_argument("--readonly", action="store_true", help="dashboard cannot change the config")
     p.add_argument("script", help="the Python script to run")

@@ -95,7 +95,9 @@ def gpu_workers(n: int) -> None:
     if n < 1:
         raise ValueError("gpu_workers needs n >= 1")
     if current() is not None and current().cluster is not None:
-        raise RuntimeError("gpu_workers() must be called before the first op starts the local cluster")
+        raise RuntimeError(
+            "gpu_workers() must be called before the first op starts the local cluster"
+        )
     _requested_workers = n
 
 

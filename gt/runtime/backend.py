@@ -113,7 +113,9 @@ def load_backend(prefer: str | None = None) -> Backend:
                 raise RuntimeError("GT_BACKEND=cupy but no CUDA device is visible")
         except ImportError:
             if prefer == "cupy":
-                raise RuntimeError("GT_BACKEND=cupy but CuPy is not installed (pip install 'gt-multiplex[gpu]')") from None
+                raise RuntimeError(
+                    "GT_BACKEND=cupy but CuPy is not installed (pip install 'gt-multiplex[gpu]')"
+                ) from None
         except Exception:
             if prefer == "cupy":
                 raise
@@ -249,7 +251,9 @@ def _make_handlers(xp: ModuleType) -> dict[str, Handler]:
         def h(v: list, at: dict | None) -> Any:
             if at is None:
                 return xp.asarray(fn(v[0]))
-            return xp.asarray(fn(v[0], axis=_axis(at.get("axis")), keepdims=at.get("keepdims", False)))
+            return xp.asarray(
+                fn(v[0], axis=_axis(at.get("axis")), keepdims=at.get("keepdims", False))
+            )
 
         return h
 
@@ -290,7 +294,13 @@ def _make_handlers(xp: ModuleType) -> dict[str, Handler]:
 
     def where(v: list, at: Any) -> Any:
         c, a, b = v
-        if xp is np and type(b) is float and b == 0.0 and type(a) is np.ndarray and a.dtype.kind == "f":
+        if (
+            xp is np
+            and type(b) is float
+            and b == 0.0
+            and type(a) is np.ndarray
+            and a.dtype.kind == "f"
+        ):
             # Masking (relu's gradient, ...): a product with the mask is several times faster than
             # np.where, and the same unless a holds inf/nan where the mask is False.
             if np.isfinite(a).all():

@@ -142,13 +142,17 @@ class Connection:
         self._sock.send(P.header(P.HELLO, info))
         if not self._sock.poll(int(connect_timeout * 1000)):
             self._sock.close(0)
-            raise DispatcherLost(f"no dispatcher answered at {self.address} within {connect_timeout:.0f}s")
+            raise DispatcherLost(
+                f"no dispatcher answered at {self.address} within {connect_timeout:.0f}s"
+            )
         msg = P.parse_header(self._sock.recv_multipart()[0])
         if msg[1] == P.ERROR:
             self._sock.close(0)
             raise DispatcherLost(f"dispatcher at {self.address} refused the connection: {msg[3]}")
         if msg[1] != P.WELCOME:
-            raise DispatcherLost(f"unexpected answer {P.KIND_NAMES.get(msg[1])} from {self.address}")
+            raise DispatcherLost(
+                f"unexpected answer {P.KIND_NAMES.get(msg[1])} from {self.address}"
+            )
         self.client_no, self.home_worker, self.workers, settings = msg[2], msg[3], msg[4], msg[5]
         self.heartbeat_interval = float(settings.get("heartbeat", 1.0))
         self.liveness = float(settings.get("liveness", 5.0))
@@ -286,7 +290,9 @@ class Connection:
             if self._broken is not None:
                 raise self._broken
             if time.monotonic() > deadline:
-                raise GTTimeout(f"the dispatcher accepted no batch for {self.timeout:.0f}s (GT_TIMEOUT)")
+                raise GTTimeout(
+                    f"the dispatcher accepted no batch for {self.timeout:.0f}s (GT_TIMEOUT)"
+                )
         instrs, self._instrs = self._instrs, []
         packed, self._frees = self._frees, []
         frees = [k // _POS_SPAN for k in packed]
@@ -317,8 +323,16 @@ class Connection:
             ops: dict[int, int] = {}
             for ins in instrs:
                 ops[ins[0]] = ops.get(ins[0], 0) + 1
-            ev.emit(E.QUEUED, {"client": self.client_no, "batch": self._batch_seq, "n": len(instrs),
-                               "ops": ops, "first_id": instrs[0][1] if instrs else None})
+            ev.emit(
+                E.QUEUED,
+                {
+                    "client": self.client_no,
+                    "batch": self._batch_seq,
+                    "n": len(instrs),
+                    "ops": ops,
+                    "first_id": instrs[0][1] if instrs else None,
+                },
+            )
         self._in_flight += 1
         self.sent_batches += 1
         self.sent_instructions += len(instrs)
@@ -335,12 +349,18 @@ class Connection:
                 if self._broken is not None:
                     raise self._broken
                 if time.monotonic() > deadline:
-                    raise GTTimeout(f"no result for tensor {tid} within {self.timeout:.0f}s (GT_TIMEOUT)")
+                    raise GTTimeout(
+                        f"no result for tensor {tid} within {self.timeout:.0f}s (GT_TIMEOUT)"
+                    )
                 self._pump(self._wait_slice())
             dtype, shape, err, frame = self._replies.pop(req)
         if err is not None:
             raise self.worker_error(err)
-        arr = np.frombuffer(frame, dtype=dtype) if frame is not None and len(frame) else np.empty(0, dtype=dtype)
+        arr = (
+            np.frombuffer(frame, dtype=dtype)
+            if frame is not None and len(frame)
+            else np.empty(0, dtype=dtype)
+        )
         return arr.reshape(shape)
 
     def sync(self) -> None:
@@ -382,7 +402,11 @@ class Connection:
             ok, payload = self._control_reply
             self._control_reply = None
         if not ok:
-            raise ConfigError(str(payload)) if request.startswith("config") else ValueError(str(payload))
+            raise (
+                ConfigError(str(payload))
+                if request.startswith("config")
+                else ValueError(str(payload))
+            )
         return payload
 
     def apply_config(self, raw: Any) -> dict:
@@ -455,7 +479,12 @@ class Connection:
             if msg[3]:
                 self._errors.extend(msg[3])
         elif kind == P.DATA:
-            self._replies[msg[2]] = (msg[3], msg[4], msg[5], frames[1].buffer if len(frames) > 1 else None)
+            self._replies[msg[2]] = (
+                msg[3],
+                msg[4],
+                msg[5],
+                frames[1].buffer if len(frames) > 1 else None,
+            )
         elif kind == P.REPLY:
             self._control_reply = (msg[2], msg[3])
         elif kind == P.ERROR:

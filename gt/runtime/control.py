@@ -17,8 +17,14 @@ class ControlError(RuntimeError):
     """The dispatcher did not answer, or answered with an error."""
 
 
-def request(endpoint: str, what: str, args: Any = None, *, timeout: float = 5.0,
-            ctx: zmq.Context | None = None) -> Any:
+def request(
+    endpoint: str,
+    what: str,
+    args: Any = None,
+    *,
+    timeout: float = 5.0,
+    ctx: zmq.Context | None = None,
+) -> Any:
     """Send one control request and return the reply's payload.
 
     Raises:

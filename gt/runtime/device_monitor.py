@@ -68,8 +68,12 @@ class DeviceMonitor:
             "mem_total": getattr(mem, "total", None),
             "temp": get(nv.nvmlDeviceGetTemperature, getattr(nv, "NVML_TEMPERATURE_GPU", 0)),
             "power": power / 1000.0 if power is not None else None,
-            "pcie_tx": get(nv.nvmlDeviceGetPcieThroughput, getattr(nv, "NVML_PCIE_UTIL_TX_BYTES", 0)),
-            "pcie_rx": get(nv.nvmlDeviceGetPcieThroughput, getattr(nv, "NVML_PCIE_UTIL_RX_BYTES", 1)),
+            "pcie_tx": get(
+                nv.nvmlDeviceGetPcieThroughput, getattr(nv, "NVML_PCIE_UTIL_TX_BYTES", 0)
+            ),
+            "pcie_rx": get(
+                nv.nvmlDeviceGetPcieThroughput, getattr(nv, "NVML_PCIE_UTIL_RX_BYTES", 1)
+            ),
             "name": name.decode() if isinstance(name, bytes) else name,
         }
 

@@ -106,7 +106,12 @@ class Dispatcher:
         self.discovery_file = None
         if write_discovery:
             self.discovery_file = discovery.write(
-                {"pid": os.getpid(), "host": socket.gethostname(), "started": self.started, **self.endpoints}
+                {
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "started": self.started,
+                    **self.endpoints,
+                }
             )
 
     # ------------------------------------------------------------------ setup
@@ -211,7 +216,9 @@ class Dispatcher:
         cno = self._client_by_ident.get(ident)
         if kind == P.BATCH:
             if cno is None:
-                self.front.send_multipart([ident, P.header(P.ERROR, P.E_UNKNOWN_CLIENT, "unknown client: reconnect")])
+                self.front.send_multipart(
+                    [ident, P.header(P.ERROR, P.E_UNKNOWN_CLIENT, "unknown client: reconnect")]
+                )
                 return
             c = self.planner.clients[cno]
             c.last_seen = time.monotonic()
@@ -265,10 +272,22 @@ class Dispatcher:
             }
             for w in self.planner.alive_workers()
         ]
-        settings = {**self._settings(), "heartbeat": self.heartbeat * 2, "liveness": max(5.0, self.worker_liveness + 2)}
+        settings = {
+            **self._settings(),
+            "heartbeat": self.heartbeat * 2,
+            "liveness": max(5.0, self.worker_liveness + 2),
+        }
         self.front.send_multipart([ident, P.header(P.WELCOME, c.cno, c.home, workers, settings)])
-        self.events.emit(E.CLIENT_JOINED, {"client": c.cno, "home": c.home, "host": info.get("host"),
-                                           "pid": info.get("pid"), "argv": info.get("argv")})
+        self.events.emit(
+            E.CLIENT_JOINED,
+            {
+                "client": c.cno,
+                "home": c.home,
+                "host": info.get("host"),
+                "pid": info.get("pid"),
+                "argv": info.get("argv"),
+            },
+        )
 
     def _drop_client(self, cno: int, reason: str = "bye") -> None:
         c = self.planner.remove_client(cno)
@@ -308,8 +327,17 @@ class Dispatcher:
             seq, n, rest = payload[0], payload[1], payload[2]
             self.batches_routed += 1
             if ev.enabled:
-                ev.emit(E.DISPATCHED, {"client": c.cno, "batch": seq, "workers": [w.wid], "n": n,
-                                       "rewrite": payload[3] if len(payload) > 3 else None, "queued_ns": None})
+                ev.emit(
+                    E.DISPATCHED,
+                    {
+                        "client": c.cno,
+                        "batch": seq,
+                        "workers": [w.wid],
+                        "n": n,
+                        "rewrite": payload[3] if len(payload) > 3 else None,
+                        "queued_ns": None,
+                    },
+                )
             back.send(w.ident, zmq.SNDMORE)
             back.send(P.header(P.BATCH, c.cno, seq, n, c.info.get("token")), zmq.SNDMORE)
             last = len(rest) - 1
@@ -329,7 +357,9 @@ class Dispatcher:
             n = msg[5] if len(msg) > 5 else 0
             w = self.planner.workers[wid]
             w.last_seen = time.monotonic()
-            sends, ack = self.planner.finish(wid, cno, seq, n, errors if type(errors) is list else [])
+            sends, ack = self.planner.finish(
+                wid, cno, seq, n, errors if type(errors) is list else []
+            )
             c = self.planner.clients.get(cno)
             if c is not None:
                 if errors:
@@ -360,8 +390,16 @@ class Dispatcher:
             wid = self.planner.add_worker(ident, info, time.monotonic())
             self._worker_by_ident[ident] = wid
             self.back.send_multipart([ident, P.header(P.REGISTERED, wid, self._settings())])
-            self.events.emit(E.WORKER_JOINED, {"worker": wid, "host": info.get("host"), "pid": info.get("pid"),
-                                               "device": info.get("device"), "backend": info.get("backend")})
+            self.events.emit(
+                E.WORKER_JOINED,
+                {
+                    "worker": wid,
+                    "host": info.get("host"),
+                    "pid": info.get("pid"),
+                    "device": info.get("device"),
+                    "backend": info.get("backend"),
+                },
+            )
             self._send_peers()
             pending, self._pending_hellos = self._pending_hellos, []
             for c_ident, c_info, _t in pending:
@@ -436,8 +474,10 @@ class Dispatcher:
         if request == "config_apply":
             return self.apply_config(args)
         if request == "placement":
-            return {cno: {tid: info.layout.describe() for tid, info in c.tensors.items()}
-                    for cno, c in self.placement.clients.items()}
+            return {
+                cno: {tid: info.layout.describe() for tid, info in c.tensors.items()}
+                for cno, c in self.placement.clients.items()
+            }
         if request == "ping":
             return {"pid": os.getpid(), "uptime": time.time() - self.started}
         if request == "endpoints":
@@ -458,30 +498,45 @@ class Dispatcher:
             ValueError: a missing or wrong token, or a malformed config (the message says which
                 key is wrong); the running config then stays in force.
         """
-        if not (isinstance(args, dict) and "config" in args and set(args) <= {"config", "by", "token"}):
+        if not (
+            isinstance(args, dict) and "config" in args and set(args) <= {"config", "by", "token"}
+        ):
             args = {"config": args}
         if self.control_token and not hmac.compare_digest(
             str(args.get("token") or "").encode(), self.control_token.encode()
         ):
-            raise ValueError("config_apply: this dispatcher needs its control token (GT_CONTROL_TOKEN)")
+            raise ValueError(
+                "config_apply: this dispatcher needs its control token (GT_CONTROL_TOKEN)"
+            )
         raw, by = args.get("config"), args.get("by")
         alive = [w.wid for w in self.planner.alive_workers()]
         before, after = self.placement.apply_config(raw, alive)
-        self.events.emit(E.CONFIG, {"before": shard_config.to_yaml_dict(before),
-                                    "after": shard_config.to_yaml_dict(after), "by": str(by or "control")})
+        self.events.emit(
+            E.CONFIG,
+            {
+                "before": shard_config.to_yaml_dict(before),
+                "after": shard_config.to_yaml_dict(after),
+                "by": str(by or "control"),
+            },
+        )
         return after
 
     def _emit_stats(self) -> None:
         p = self.planner
-        self.events.emit(E.STATS, {"counters": {
-            "batches": self.batches_routed,
-            "planned": self.batches_planned,
-            "bad_messages": self.bad_messages,
-            "clients": len(p.clients),
-            "workers": len(p.alive_workers()),
-            "in_flight": {w.wid: w.in_flight for w in p.workers.values() if w.alive},
-            "queued": {c.cno: len(c.queue) for c in p.clients.values() if c.queue},
-        }})
+        self.events.emit(
+            E.STATS,
+            {
+                "counters": {
+                    "batches": self.batches_routed,
+                    "planned": self.batches_planned,
+                    "bad_messages": self.bad_messages,
+                    "clients": len(p.clients),
+                    "workers": len(p.alive_workers()),
+                    "in_flight": {w.wid: w.in_flight for w in p.workers.values() if w.alive},
+                    "queued": {c.cno: len(c.queue) for c in p.clients.values() if c.queue},
+                }
+            },
+        )
 
     def snapshot(self) -> dict:
         """The current state for a monitor that joins late: stats, source lines, event sequence.
@@ -542,7 +597,10 @@ class Dispatcher:
             return
         for c in list(self.planner.clients.values()):
             try:
-                self.front.send_multipart([c.ident, P.header(P.ERROR, P.E_SHUTDOWN, "the dispatcher shut down")], zmq.NOBLOCK)
+                self.front.send_multipart(
+                    [c.ident, P.header(P.ERROR, P.E_SHUTDOWN, "the dispatcher shut down")],
+                    zmq.NOBLOCK,
+                )
             except zmq.ZMQError:
                 pass
         for w in self.planner.alive_workers():

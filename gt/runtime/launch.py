@@ -31,7 +31,9 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 
 def blas_threads_per_worker(n_workers: int) -> int:
     """Split the machine's cores between workers so their BLAS pools do not oversubscribe it."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
     return max(1, cores // max(1, n_workers))
 
 
@@ -44,9 +46,21 @@ def worker_env(n_workers: int) -> dict[str, str]:
     return env
 
 
-def spawn_worker(back: str, *, parent_pid: int, n_workers: int = 1, extra: list[str] | None = None) -> subprocess.Popen:
+def spawn_worker(
+    back: str, *, parent_pid: int, n_workers: int = 1, extra: list[str] | None = None
+) -> subprocess.Popen:
     """Start ``gt worker`` connected straight to a dispatcher's back endpoint."""
-    cmd = [sys.executable, "-m", "gt", "worker", "--back", back, "--parent-pid", str(parent_pid), *(extra or [])]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gt",
+        "worker",
+        "--back",
+        back,
+        "--parent-pid",
+        str(parent_pid),
+        *(extra or []),
+    ]
     return subprocess.Popen(
         cmd,
         env=worker_env(n_workers),
@@ -65,14 +79,21 @@ class LocalCluster:
         extra_args: more ``gt dispatcher`` arguments (e.g. ``["--max-in-flight", "8"]``).
     """
 
-    def __init__(self, workers: int = 1, *, start_timeout: float = 30.0, extra_args: list[str] | None = None):
+    def __init__(
+        self, workers: int = 1, *, start_timeout: float = 30.0, extra_args: list[str] | None = None
+    ):
         if workers < 1:
             raise ValueError("a local cluster needs at least one worker")
         self.workers = workers
         cmd = [
-            sys.executable, "-m", "gt", "dispatcher",
-            "--workers", str(workers),
-            "--parent-pid", str(os.getpid()),
+            sys.executable,
+            "-m",
+            "gt",
+            "dispatcher",
+            "--workers",
+            str(workers),
+            "--parent-pid",
+            str(os.getpid()),
             "--ready-json",
             *(extra_args or []),
         ]
@@ -95,7 +116,11 @@ class LocalCluster:
             if left <= 0 or self.proc.poll() is not None:
                 code = self.proc.poll()
                 self.stop()
-                why = f"exited with code {code}" if code is not None else f"did not start within {timeout:.0f}s"
+                why = (
+                    f"exited with code {code}"
+                    if code is not None
+                    else f"did not start within {timeout:.0f}s"
+                )
                 raise RuntimeError(f"the local GT dispatcher {why}")
             ready, _, _ = select.select([fd], [], [], min(left, 0.5))
             if ready:
@@ -133,7 +158,18 @@ class RecorderProcess:
 
     def __init__(self, address: str, path: str, *, start_timeout: float = 20.0):
         self.path = path
-        cmd = [sys.executable, "-m", "gt", "record", "-o", str(path), "--connect", address, "--ready-line", "--quiet"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "gt",
+            "record",
+            "-o",
+            str(path),
+            "--connect",
+            address,
+            "--ready-line",
+            "--quiet",
+        ]
         self.proc = subprocess.Popen(
             cmd,
             stdin=subprocess.DEVNULL,
@@ -146,7 +182,9 @@ class RecorderProcess:
         line = os.read(fd, 4096) if ready else b""
         if b"ready" not in line:
             self.stop()
-            raise RuntimeError(f"the recorder for {path} did not start (exit code {self.proc.poll()})")
+            raise RuntimeError(
+                f"the recorder for {path} did not start (exit code {self.proc.poll()})"
+            )
 
     def stop(self, timeout: float = 10.0) -> int | None:
         """Stop recording; returns the recorder's exit code."""

@@ -205,12 +205,15 @@ class Planner:
             sends.append((w, c, payload))
         return sends
 
-    def done(self, wid: int, cno: int, n_instructions: int) -> list[tuple[WorkerState, ClientState, Any]]:
+    def done(
+        self, wid: int, cno: int, n_instructions: int
+    ) -> list[tuple[WorkerState, ClientState, Any]]:
         """A worker finished a (single-worker) batch; returns the sends this frees up."""
         return self.finish(wid, cno, None, n_instructions, [])[0]
 
-    def finish(self, wid: int, cno: int, seq: int | None, n_instructions: int,
-               errors: list) -> tuple[list[tuple[WorkerState, ClientState, Any]], list | None]:
+    def finish(
+        self, wid: int, cno: int, seq: int | None, n_instructions: int, errors: list
+    ) -> tuple[list[tuple[WorkerState, ClientState, Any]], list | None]:
         """A worker finished a batch or a part of one.
 
         Returns:

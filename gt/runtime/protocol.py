@@ -143,7 +143,16 @@ OPS: tuple[str, ...] = (
 OPCODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
 
 # Dtypes travel as short names; the set is closed so a peer never builds arbitrary dtypes.
-DTYPES: tuple[str, ...] = ("float32", "float64", "float16", "int32", "int64", "bool", "uint8", "int8")
+DTYPES: tuple[str, ...] = (
+    "float32",
+    "float64",
+    "float16",
+    "int32",
+    "int64",
+    "bool",
+    "uint8",
+    "int8",
+)
 DTYPE_SET = frozenset(DTYPES)
 
 _packer = msgpack.Packer(use_bin_type=True)

@@ -71,7 +71,9 @@ class Worker:
         register_timeout: seconds to wait for the dispatcher to accept us.
     """
 
-    def __init__(self, connect: str, *, backend: Backend | None = None, register_timeout: float = 30.0):
+    def __init__(
+        self, connect: str, *, backend: Backend | None = None, register_timeout: float = 30.0
+    ):
         self.keeps_memory = keep_freed_memory()
         self.backend = backend or load_backend()
         self.handlers = self.backend.handlers
@@ -102,7 +104,9 @@ class Worker:
         self.sock.send(P.header(P.REGISTER, self.info))
         if not self.sock.poll(int(register_timeout * 1000)):
             self.close()
-            raise RuntimeError(f"no dispatcher answered at {connect} within {register_timeout:.0f}s")
+            raise RuntimeError(
+                f"no dispatcher answered at {connect} within {register_timeout:.0f}s"
+            )
         msg = P.parse_header(self.sock.recv_multipart()[0])
         if msg[1] != P.REGISTERED:
             self.close()
@@ -112,10 +116,19 @@ class Worker:
         self.heartbeat = float(settings.get("heartbeat", 0.5))
         clock = settings.get("clock")
         offset = clock - time.monotonic_ns() if isinstance(clock, int) else 0
-        self.events = Emitter(self.ctx, settings.get("events_in"), f"worker:{self.wid}", clock_offset_ns=offset)
+        self.events = Emitter(
+            self.ctx, settings.get("events_in"), f"worker:{self.wid}", clock_offset_ns=offset
+        )
         self.device_monitor = DeviceMonitor(self.events, self.wid) if self.events.enabled else None
-        self.peers = Peers(self.wid, self.ctx, self.data, self._drain_data, self.events, self.backend,
-                           self._stop.is_set)
+        self.peers = Peers(
+            self.wid,
+            self.ctx,
+            self.data,
+            self._drain_data,
+            self.events,
+            self.backend,
+            self._stop.is_set,
+        )
         self._cur_cno, self._cur_token, self._cur_seq = 0, None, 0
         self.pending: dict[int, tuple] = {}  # out id -> (all-reduce in flight, src), oldest first
         self._hb = threading.Thread(target=self._heartbeat_loop, name="gt-heartbeat", daemon=True)
@@ -146,8 +159,17 @@ class Worker:
                     next_stats = now + 0.5
                     st = self.stats()
                     self.sock.send(P.header(P.STATS, st))
-                    self.events.emit(E.MEMORY, {"worker": self.wid, "used": st["bytes"], "reserved": st["reserved"],
-                                                "limit": None, "spilled": 0, "tensors": st["tensors"]})
+                    self.events.emit(
+                        E.MEMORY,
+                        {
+                            "worker": self.wid,
+                            "used": st["bytes"],
+                            "reserved": st["reserved"],
+                            "limit": None,
+                            "spilled": 0,
+                            "tensors": st["tensors"],
+                        },
+                    )
                     if parent_pid is not None and not discovery.pid_alive(parent_pid):
                         self.stop_reason = "parent process exited"
                         break
@@ -236,13 +258,18 @@ class Worker:
             try:
                 code, out, args, attrs, src = ins
                 try:
-                    vals = [tbl[a] if type(a) is int else (a[0] if type(a) is list else a) for a in args]
+                    vals = [
+                        tbl[a] if type(a) is int else (a[0] if type(a) is list else a) for a in args
+                    ]
                 except KeyError:
                     vals = None
                     if self.pending:  # an input is an all-reduce in flight: complete it first
                         self._complete_pending(tbl, failed, errors)
                         try:
-                            vals = [tbl[a] if type(a) is int else (a[0] if type(a) is list else a) for a in args]
+                            vals = [
+                                tbl[a] if type(a) is int else (a[0] if type(a) is list else a)
+                                for a in args
+                            ]
                         except KeyError:
                             vals = None
                 if vals is None:
@@ -285,8 +312,12 @@ class Worker:
                 tbl.pop(ins[1], None)
                 failed[ins[1]] = [*exc.err, False]
             except Exception as exc:  # an op failed: record it against its output
-                err = [f"{type(exc).__name__}: {exc}", ins[0] if type(ins) is list and ins else -1,
-                       ins[4] if type(ins) is list and len(ins) > 4 else 0, False]
+                err = [
+                    f"{type(exc).__name__}: {exc}",
+                    ins[0] if type(ins) is list and ins else -1,
+                    ins[4] if type(ins) is list and len(ins) > 4 else 0,
+                    False,
+                ]
                 out = ins[1] if type(ins) is list and len(ins) > 1 else None
                 if type(ins) is list and ins and ins[0] == _FETCH:
                     self._reply(cno, token, out, None, err[:3])
@@ -308,7 +339,9 @@ class Worker:
         if self.events.enabled:
             self._emit_exec(cno, seq, instrs, stamps, t_start, t_end, errors)
 
-    def _emit_exec(self, cno: int, seq: int, instrs: list, stamps: list, t0: int, t1: int, errors: list) -> None:
+    def _emit_exec(
+        self, cno: int, seq: int, instrs: list, stamps: list, t0: int, t1: int, errors: list
+    ) -> None:
         ev = self.events
         off = ev.offset
         try:
@@ -321,12 +354,31 @@ class Worker:
         if stamps:
             stamps.append(t1)
             durs = [b - a for a, b in zip(stamps, stamps[1:])]
-        ev.emit(E.EXEC, {"worker": self.wid, "client": cno, "batch": seq, "t0": t0 + off, "t1": t1 + off,
-                         "n": len(instrs), "ops": ops, "outs": outs, "srcs": srcs, "durs": durs,
-                         "hot": False, "queue": None, "errors": len(errors)}, t0 + off)
+        ev.emit(
+            E.EXEC,
+            {
+                "worker": self.wid,
+                "client": cno,
+                "batch": seq,
+                "t0": t0 + off,
+                "t1": t1 + off,
+                "n": len(instrs),
+                "ops": ops,
+                "outs": outs,
+                "srcs": srcs,
+                "durs": durs,
+                "hot": False,
+                "queue": None,
+                "errors": len(errors),
+            },
+            t0 + off,
+        )
         for msg, opcode, src in errors[:8]:
             op = P.OPS[opcode] if type(opcode) is int and 0 <= opcode < len(P.OPS) else str(opcode)
-            ev.emit(E.ERROR, {"client": cno, "worker": self.wid, "message": msg, "op": op, "source": src})
+            ev.emit(
+                E.ERROR,
+                {"client": cno, "worker": self.wid, "message": msg, "op": op, "source": src},
+            )
 
     def _complete_pending(self, tbl: dict, failed: dict, errors: list) -> None:
         """Finish every all-reduce in flight, oldest first (the order all participants use)."""
@@ -341,7 +393,9 @@ class Worker:
                 if len(errors) < MAX_ERRORS_PER_BATCH:
                     errors.append(failed[out][:3])
 
-    def _comm_failed(self, code: int, out: Any, attrs: Any, err: list, tbl: dict, failed: dict) -> None:
+    def _comm_failed(
+        self, code: int, out: Any, attrs: Any, err: list, tbl: dict, failed: dict
+    ) -> None:
         """A transfer's input had failed: send error markers so the peers fail too, not wait."""
         try:
             self.peers.run(code, [None], attrs, err[:3])
@@ -364,8 +418,12 @@ class Worker:
             if type(a) is int and a not in tbl:
                 err = failed.get(a)
                 if err is None:
-                    err = [f"tensor {a} does not exist on this worker (freed, or never created)", code,
-                           ins[4] if len(ins) > 4 else 0, True]
+                    err = [
+                        f"tensor {a} does not exist on this worker (freed, or never created)",
+                        code,
+                        ins[4] if len(ins) > 4 else 0,
+                        True,
+                    ]
                 break
         if err is None:
             return None
@@ -394,7 +452,9 @@ class Worker:
         for d in shape:
             expect *= d
         if arr.size != expect:
-            raise ValueError(f"upload carries {arr.size} elements, shape {list(shape)} needs {expect}")
+            raise ValueError(
+                f"upload carries {arr.size} elements, shape {list(shape)} needs {expect}"
+            )
         return self.backend.from_host(arr.reshape(shape))
 
     def _reply(self, cno: int, token: Any, req: int, arr: Any, err: list | None) -> None:
@@ -469,7 +529,16 @@ class Worker:
         if getattr(self, "device_monitor", None) is not None:
             self.device_monitor.stop()
         if getattr(self, "events", None) is not None:
-            self.events.emit(E.MEMORY, {"worker": self.wid, "used": 0, "reserved": 0, "limit": None,
-                                        "spilled": 0, "tensors": 0})
+            self.events.emit(
+                E.MEMORY,
+                {
+                    "worker": self.wid,
+                    "used": 0,
+                    "reserved": 0,
+                    "limit": None,
+                    "spilled": 0,
+                    "tensors": 0,
+                },
+            )
             self.events.close()
         self.ctx.destroy(linger=0)

@@ -20,7 +20,9 @@ def gt_cmd(*args):
 @pytest.fixture
 def dispatcher_proc(tmp_path):
     env = {**os.environ, "GT_RUNTIME_DIR": str(tmp_path / "run")}
-    proc = subprocess.Popen(gt_cmd("dispatcher", "--workers", "1"), stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        gt_cmd("dispatcher", "--workers", "1"), stdout=subprocess.PIPE, text=True, env=env
+    )
     try:
         lines = [proc.stdout.readline() for _ in range(3)]
         match = re.search(r"clients connect to:\s+(\S+)", "".join(lines))
@@ -40,11 +42,18 @@ def test_shared_dispatcher_serves_a_client_and_accepts_another_worker(dispatcher
     address, env = dispatcher_proc
     script = tmp_path / "train.py"
     script.write_text("import gt\nx = gt.ones(10)\nprint(int((x * 3).sum().item()))\n")
-    out = subprocess.run([sys.executable, str(script)], env={**env, "GT_DISPATCHER": address},
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, str(script)],
+        env={**env, "GT_DISPATCHER": address},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "30"
-    worker = subprocess.Popen(gt_cmd("worker", "--connect", address), stdout=subprocess.PIPE, text=True, env=env)
+    worker = subprocess.Popen(
+        gt_cmd("worker", "--connect", address), stdout=subprocess.PIPE, text=True, env=env
+    )
     try:
         assert "GT worker 1" in worker.stdout.readline()
         deadline = time.monotonic() + 20
@@ -74,7 +83,12 @@ def test_gt_ps_without_dispatchers_says_so(tmp_path):
 
 
 def test_worker_without_a_dispatcher_fails_with_one_line():
-    out = subprocess.run(gt_cmd("worker", "--connect", "tcp://127.0.0.1:9"), capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        gt_cmd("worker", "--connect", "tcp://127.0.0.1:9"),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode != 0
     assert "no GT dispatcher answered" in out.stderr
     assert "Traceback" not in out.stderr

@@ -57,15 +57,22 @@ def test_killing_a_worker_raises_worker_lost_quickly(fresh_cluster):
 
 def test_killing_a_remote_worker_is_found_by_heartbeat(fresh_cluster, tmp_path):
     # a worker added from "another terminal" is not the dispatcher's child: only heartbeats tell
-    extra = subprocess.Popen([sys.executable, "-m", "gt", "worker", "--connect", fresh_cluster.address],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    extra = subprocess.Popen(
+        [sys.executable, "-m", "gt", "worker", "--connect", fresh_cluster.address],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         wait_for(lambda: len(request(fresh_cluster.address, "stats")["workers"]) == 3, timeout=20)
         extra.kill()
         extra.wait(timeout=5)
 
         def extra_alive():
-            return [w["alive"] for w in request(fresh_cluster.address, "stats")["workers"] if w["pid"] == extra.pid]
+            return [
+                w["alive"]
+                for w in request(fresh_cluster.address, "stats")["workers"]
+                if w["pid"] == extra.pid
+            ]
 
         wait_for(lambda: extra_alive() == [False], timeout=10)
     finally:
@@ -77,20 +84,25 @@ def test_killing_a_remote_worker_is_found_by_heartbeat(fresh_cluster, tmp_path):
 
 def test_a_killed_client_leaves_no_tensors_behind(fresh_cluster, tmp_path):
     script = tmp_path / "victim.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import gt, sys, time
         gt.connect({fresh_cluster.address!r})
         keep = [gt.randn(100, 100) for _ in range(20)]
         gt.sync()
         print("ready", flush=True)
         time.sleep(60)
-    """))
+    """)
+    )
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "ready"
 
         def held():
-            return sum(w["stats"].get("tensors", 0) for w in request(fresh_cluster.address, "stats")["workers"])
+            return sum(
+                w["stats"].get("tensors", 0)
+                for w in request(fresh_cluster.address, "stats")["workers"]
+            )
 
         wait_for(lambda: held() == 20)
         proc.kill()
@@ -123,21 +135,32 @@ def test_garbage_on_every_socket_is_counted_and_ignored(fresh_cluster):
     rng = np.random.default_rng(0)
     socks = []
     try:
-        for ep, kind in [(eps["front"], zmq.DEALER), (eps["back"], zmq.DEALER), (eps["control"], zmq.DEALER),
-                         (data_ep, zmq.DEALER), (eps["events_in"], zmq.PUSH)]:
+        for ep, kind in [
+            (eps["front"], zmq.DEALER),
+            (eps["back"], zmq.DEALER),
+            (eps["control"], zmq.DEALER),
+            (data_ep, zmq.DEALER),
+            (eps["events_in"], zmq.PUSH),
+        ]:
             s = ctx.socket(kind)
             s.setsockopt(zmq.LINGER, 0)
             s.connect(ep)
             socks.append(s)
         time.sleep(0.2)
         for s in socks:
-            for n in range(30):
-                frames = [rng.bytes(int(rng.integers(0, 64))) for _ in range(int(rng.integers(1, 4)))]
+            for _ in range(30):
+                frames = [
+                    rng.bytes(int(rng.integers(0, 64))) for _ in range(int(rng.integers(1, 4)))
+                ]
                 s.send_multipart(frames)
             # well-formed msgpack that is not a GT message, and a GT header with bad fields
             s.send_multipart([gt.runtime.protocol.packb({"hello": 1})])
-            s.send_multipart([gt.runtime.protocol.header(gt.runtime.protocol.DONE, "x", None, None)])
-            s.send_multipart([gt.runtime.protocol.header(gt.runtime.protocol.BATCH, 1, "n", None), b"\x93"])
+            s.send_multipart(
+                [gt.runtime.protocol.header(gt.runtime.protocol.DONE, "x", None, None)]
+            )
+            s.send_multipart(
+                [gt.runtime.protocol.header(gt.runtime.protocol.BATCH, 1, "n", None), b"\x93"]
+            )
         time.sleep(0.5)
         # the legitimate client carries on, and the dispatcher is still answering
         np.testing.assert_array_equal((x * 2).numpy(), np.arange(10) * 2)

@@ -31,8 +31,13 @@ def _run_and_get_dispatcher(tmp_path, *args):
     script.write_text(EXAMPLE)
     env = {**os.environ, "GT_RUNTIME_DIR": str(tmp_path / "run")}
     env.pop("GT_DISPATCHER", None)
-    return subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, str(script), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def _wait_gone(pid, timeout=10.0):

@@ -33,8 +33,12 @@ def test_four_clients_interleave_with_exact_results(cluster, tmp_path):
     script = tmp_path / "client.py"
     script.write_text(CLIENT)
     procs = [
-        subprocess.Popen([sys.executable, str(script), str(k), cluster.address],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, str(script), str(k), cluster.address],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for k in range(4)
     ]
     outs = []

@@ -50,7 +50,8 @@ def test_every_sent_instruction_is_recorded_as_executed_once(cluster, tmp_path):
                     locs[f["client"]].setdefault(out, src)
         elif ev.kind == "srcloc":
             locs.setdefault(("text", ev.fields["client"]), {}).update(
-                {int(k): v for k, v in ev.fields["locs"].items()})
+                {int(k): v for k, v in ev.fields["locs"].items()}
+            )
         elif ev.kind == "mark":
             marks.append(ev.fields["label"])
     assert workers_seen == {home for _, home, _ in conns}
@@ -64,14 +65,22 @@ def test_every_sent_instruction_is_recorded_as_executed_once(cluster, tmp_path):
         lines = {texts[src] for out, src in locs[cno].items()}
         assert any(t.startswith("test_recording.py:") for t in lines)
     info = reader.info()
-    assert sum(info.get("drops", {}).values()) == 0 if isinstance(info.get("drops"), dict) else not info.get("drops")
+    assert (
+        sum(info.get("drops", {}).values()) == 0
+        if isinstance(info.get("drops"), dict)
+        else not info.get("drops")
+    )
 
 
 def test_gt_run_passes_the_exit_code_through(tmp_path):
     script = tmp_path / "fails.py"
     script.write_text("import gt, sys\nprint(int(gt.ones(2).sum().item()))\nsys.exit(3)\n")
-    out = subprocess.run([sys.executable, "-m", "gt", "run", "--no-tui", "--workers", "1", str(script)],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "gt", "run", "--no-tui", "--workers", "1", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 3, out.stderr
     assert out.stdout.strip() == "2"
 
@@ -79,12 +88,32 @@ def test_gt_run_passes_the_exit_code_through(tmp_path):
 def test_a_recorded_example_exports_a_valid_perfetto_trace(tmp_path):
     trace = tmp_path / "t.gtrace"
     example = Path(__file__).resolve().parents[2] / "examples" / "train_mlp.py"
-    out = subprocess.run([sys.executable, "-m", "gt", "run", "--no-tui", "--workers", "2", "--record", str(trace),
-                          str(example), "30"], capture_output=True, text=True, timeout=90)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gt",
+            "run",
+            "--no-tui",
+            "--workers",
+            "2",
+            "--record",
+            str(trace),
+            str(example),
+            "30",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     assert out.returncode == 0, out.stderr
     assert "final loss" in out.stdout
-    exp = subprocess.run([sys.executable, "-m", "gt", "export", str(trace), "-o", str(tmp_path / "t.json")],
-                         capture_output=True, text=True, timeout=60)
+    exp = subprocess.run(
+        [sys.executable, "-m", "gt", "export", str(trace), "-o", str(tmp_path / "t.json")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert exp.returncode == 0, exp.stderr
     counts = validate_chrome_trace(tmp_path / "t.json")
     assert counts["X"] > 30 and counts["i"] >= 2  # instruction slices, marks

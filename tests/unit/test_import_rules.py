@@ -50,18 +50,32 @@ def test_trace_never_imports_the_runtime():
 
 
 def test_tui_never_imports_dispatcher_worker_or_backend():
-    forbidden = ("gt.runtime.dispatcher", "gt.runtime.worker", "gt.runtime.backend", "gt.runtime.planner",
-                 "gt.runtime.launch")
+    forbidden = (
+        "gt.runtime.dispatcher",
+        "gt.runtime.worker",
+        "gt.runtime.backend",
+        "gt.runtime.planner",
+        "gt.runtime.launch",
+    )
     assert violations(modules("tui/**/*.py"), forbidden) == []
 
 
 def test_only_the_backend_imports_cupy():
-    users = [p for p in modules("**/*.py") if any(n == "cupy" or n.startswith("cupy") for n in imports_of(p))]
+    users = [
+        p
+        for p in modules("**/*.py")
+        if any(n == "cupy" or n.startswith("cupy") for n in imports_of(p))
+    ]
     assert [p.relative_to(ROOT).as_posix() for p in users] in ([], ["runtime/backend.py"])
 
 
 def test_client_side_never_imports_the_servers():
     client_side = [p for p in modules("*.py") if p.name not in ("cli.py", "__main__.py", "demo.py")]
     client_side += modules("nn/**/*.py")
-    forbidden = ("gt.runtime.dispatcher", "gt.runtime.worker", "gt.runtime.backend", "gt.runtime.planner")
+    forbidden = (
+        "gt.runtime.dispatcher",
+        "gt.runtime.worker",
+        "gt.runtime.backend",
+        "gt.runtime.planner",
+    )
     assert violations(client_side, forbidden) == []

@@ -38,7 +38,9 @@ def test_malformed_headers_raise_protocol_error(frame):
         P.parse_header(frame)
 
 
-@pytest.mark.parametrize("body", [b"\x00\x01", msgpack.packb([1, 2, 3]), msgpack.packb([[], 5]), msgpack.packb("x")])
+@pytest.mark.parametrize(
+    "body", [b"\x00\x01", msgpack.packb([1, 2, 3]), msgpack.packb([[], 5]), msgpack.packb("x")]
+)
 def test_malformed_bodies_raise_protocol_error(body):
     with pytest.raises(P.ProtocolError):
         P.parse_body(body)
