@@ -320,16 +320,15 @@ class Connection:
         if ev.enabled:
             if srclocs:
                 ev.emit(E.SRCLOC, {"client": self.client_no, "locs": dict(srclocs)})
-            ops: dict[int, int] = {}
-            for ins in instrs:
-                ops[ins[0]] = ops.get(ins[0], 0) + 1
+            # No per-instruction work here: the client is the pipeline's busiest process, and the
+            # worker's exec event already carries every opcode.
             ev.emit(
                 E.QUEUED,
                 {
                     "client": self.client_no,
                     "batch": self._batch_seq,
                     "n": len(instrs),
-                    "ops": ops,
+                    "ops": None,
                     "first_id": instrs[0][1] if instrs else None,
                 },
             )

@@ -5,8 +5,8 @@ All decisions are made by :class:`gt.runtime.planner.Planner`; this shell owns t
 * ``front`` (ROUTER): clients connect here;
 * ``back`` (ROUTER): workers register, receive batches and report completion;
 * ``control`` (ROUTER): request/reply for monitors and tools (ping, stats, snapshot, config);
-* ``events``: a PULL/XPUB proxy (``zmq.proxy`` in C, on its own thread): every component pushes
-  instrumentation batches in, monitors subscribe on the XPUB side.
+* ``events``: a PULL/PUB proxy (``zmq.proxy`` in C, on its own thread): every component pushes
+  instrumentation batches in, monitors subscribe on the PUB side.
 
 Batches without signal annotations, from clients with nothing placed while no shard config is in
 force, are forwarded whole to the client's home worker without being decoded (the fast path).
@@ -78,8 +78,12 @@ class Dispatcher:
         self.control = self._bind(zmq.ROUTER, host, 0)
         self._xsub = self._bind(zmq.PULL, host, 0)  # publishers PUSH event batches here
         self._xsub.setsockopt(zmq.RCVHWM, 100_000)
-        self._xpub = self._bind(zmq.XPUB, host, 0)
-        self._xpub.setsockopt(zmq.SNDHWM, 100_000)
+        # PUB, not XPUB: an XPUB hands subscriptions to the proxy, which cannot forward them to a
+        # PULL socket and then spins at 100% CPU; a PUB filters subscriptions itself.
+        self._xpub = self._bind(zmq.PUB, host, 0)
+        # A stalled subscriber may hold this many batches here before it loses events (counted as
+        # gaps); more would only cost the dispatcher memory.
+        self._xpub.setsockopt(zmq.SNDHWM, 2_000)
         self.endpoints = {
             "front": self._endpoint(self.front, host),
             "back": self._endpoint(self.back, host),

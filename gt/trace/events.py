@@ -52,7 +52,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     WORKER_JOINED: ("worker", "host", "pid", "device", "backend"),
     # dispatcher: a worker left or died
     WORKER_LEFT: ("worker", "reason"),
-    # client: a batch of n instructions was sent; ops = opcode histogram {opcode: count}
+    # client: a batch of n instructions was sent (ops: reserved, None; exec events carry opcodes)
     QUEUED: ("client", "batch", "n", "ops", "first_id"),
     # client: new interned source locations {id: "file.py:12"}
     SRCLOC: ("client", "locs"),

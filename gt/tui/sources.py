@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 import zmq
 
 from gt.runtime import protocol as P
+from gt.runtime.control import ControlError as ControlError  # re-exported for the screens
+from gt.runtime.control import request
 from gt.trace import events as E
 from gt.trace.model import TIMELINE_NS, WINDOW_NS, ClusterModel
 from gt.trace.state import ClusterState
@@ -30,37 +32,17 @@ from gt.tui.tables import Status
 Batch = tuple[str, int, list]
 
 
-class ControlError(RuntimeError):
-    """A dispatcher did not answer a control request, or refused it."""
-
-
 def control_request(
     endpoint: str, what: str, args: object = None, *, timeout: float = 3.0
 ) -> object:
-    """One blocking control request (``ping``, ``stats``, ``snapshot``, ``endpoints``).
+    """One blocking control request (``ping``, ``stats``, ``snapshot``, ``endpoints``, ...).
 
     Works against the control endpoint and the front endpoint alike. Not for the UI thread.
 
     Raises:
         ControlError: no answer within ``timeout`` seconds, a malformed answer, or a refusal.
     """
-    ctx = zmq.Context.instance()
-    s = ctx.socket(zmq.DEALER)
-    s.setsockopt(zmq.LINGER, 0)
-    try:
-        s.connect(endpoint)
-        s.send(P.header(P.CONTROL, what, args))
-        if not s.poll(int(timeout * 1000)):
-            raise ControlError(f"no GT dispatcher answered at {endpoint} within {timeout:g}s")
-        try:
-            msg = P.parse_header(s.recv_multipart()[-1])
-        except P.ProtocolError as exc:
-            raise ControlError(f"{endpoint} answered with a malformed message: {exc}") from None
-        if msg[1] != P.REPLY or not msg[2]:
-            raise ControlError(f"{endpoint} refused {what!r}: {msg[3] if len(msg) > 3 else msg}")
-        return msg[3]
-    finally:
-        s.close(0)
+    return request(endpoint, what, args, timeout=timeout)
 
 
 class Source:
