@@ -6,6 +6,7 @@ Runs ``x = x + 1`` N times then one sync, on a fresh local cluster per configura
 * ``on``          GT_TRACE=full, nobody subscribed
 * ``watched``     GT_TRACE=full, a subscriber that decodes every batch + a recorder writing a trace
 * ``stalled``     GT_TRACE=full, a subscriber that never reads
+* ``top``         GT_TRACE=full, ``gt top`` attached in a pseudo-terminal (its CPU use is reported)
 
 Configurations are interleaved over several rounds and the median of each is compared, because
 this machine is shared and noisy. Also reports the recorder's lost events and trace bytes per
@@ -26,7 +27,13 @@ import time
 
 import zmq
 
-TARGETS = {"on": 1.05, "watched": 1.10, "stalled": 1.02}
+TARGETS = {"on": 1.05, "watched": 1.10, "stalled": 1.02, "top": 1.10}
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _decoding_subscriber(endpoint: str, stop: mp.Event, counts: mp.Array) -> None:
@@ -83,6 +90,13 @@ def run_config(name: str, n_ops: int, trace_dir: str) -> dict:
             p.start()
             extras.append(p)
             recorder = RecorderProcess(cluster.address, path)
+        elif name == "top":
+            import pexpect
+
+            tui = pexpect.spawn(sys.executable, ["-m", "gt", "top", "--connect", cluster.address],
+                                dimensions=(40, 140), timeout=10)
+            extras.append(tui)
+            time.sleep(2.0)  # the app starts and attaches
         elif name == "stalled":
             p = mp.Process(target=_stalled_subscriber, args=(events_ep, stop), daemon=True)
             p.start()
@@ -93,14 +107,17 @@ def run_config(name: str, n_ops: int, trace_dir: str) -> dict:
         for _ in range(2000):  # warm up
             x = x + 1
         x.numpy()
+        tui_pid = extras[0].pid if name == "top" else None
+        tui_cpu0 = _cpu_seconds(tui_pid) if tui_pid else 0.0
         t0 = time.perf_counter()
         for _ in range(n_ops):
             x = x + 1
         x.numpy()
         dt = time.perf_counter() - t0
+        tui_share = (_cpu_seconds(tui_pid) - tui_cpu0) / dt if tui_pid else None
         sent = conn.sent_instructions
         gt.disconnect()
-        out = {"ops_per_s": n_ops / dt, "instructions": sent}
+        out = {"ops_per_s": n_ops / dt, "instructions": sent, "tui_share": tui_share}
         if recorder is not None:
             recorder.stop()
             recorder = None
@@ -115,6 +132,9 @@ def run_config(name: str, n_ops: int, trace_dir: str) -> dict:
     finally:
         stop.set()
         for p in extras:
+            if hasattr(p, "terminate") and not hasattr(p, "join"):  # the pexpect child
+                p.terminate(force=True)
+                continue
             p.join(timeout=5)
             if p.is_alive():
                 p.terminate()
@@ -132,7 +152,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument(
         "--configs",
-        default="off,on,watched,stalled",
+        default="off,on,watched,stalled,top",
         help="comma-separated subset (off is the reference)",
     )
     args = ap.parse_args()
@@ -145,6 +165,8 @@ def main() -> int:
             for n in order:
                 res = run_config(n, args.ops, d)
                 results[n].append(res["ops_per_s"])
+                if n == "top":
+                    extra.setdefault("tui", []).append(res.get("tui_share"))
                 if n == "watched":
                     extra.setdefault("lost", []).append(res.get("lost"))
                     extra.setdefault("bytes", []).append(res.get("trace_bytes_per_instr"))
@@ -161,6 +183,10 @@ def main() -> int:
         passed = slow <= TARGETS[n]
         ok &= passed
         print(f"{n:10} {med:10.0f} {slow:8.3f}x {TARGETS[n]:7.2f}x {'PASS' if passed else 'FAIL'}")
+    if extra.get("tui"):
+        shares = [x for x in extra["tui"] if x is not None]
+        print(f"gt top CPU while attached: {', '.join(f'{x:.0%}' for x in shares)} of one core (target <= 50%)")
+        ok &= max(shares) <= 0.5
     if "watched" not in names:
         return 0 if ok else 1
     print(
