@@ -379,7 +379,9 @@ class Dispatcher:
                 out = [c.ident, P.header(P.DATA, *msg[2:6]), *frames[2:3]]
                 self.front.send_multipart(out, copy=False)
         elif kind == P.HEARTBEAT:
-            hb_wid = msg[2] if len(msg) > 2 else wid
+            hb_wid = self._hb_idents.get(
+                ident, wid
+            )  # by identity, never by what the message claims
             w = self.planner.workers.get(hb_wid) if type(hb_wid) is int else None
             if w is not None and w.alive:
                 w.last_seen = time.monotonic()
@@ -393,6 +395,8 @@ class Dispatcher:
             info = msg[2] if isinstance(msg[2], dict) else {}
             wid = self.planner.add_worker(ident, info, time.monotonic())
             self._worker_by_ident[ident] = wid
+            if isinstance(info.get("hb"), bytes):
+                self._hb_idents[info.pop("hb")] = wid
             self.back.send_multipart([ident, P.header(P.REGISTERED, wid, self._settings())])
             self.events.emit(
                 E.WORKER_JOINED,
@@ -432,6 +436,7 @@ class Dispatcher:
         for c in lost:
             self.front.send_multipart([c.ident, P.header(P.ERROR, P.E_WORKER_LOST, text)])
         self._worker_by_ident.pop(w.ident, None)
+        self._hb_idents = {k: v for k, v in self._hb_idents.items() if v != wid}
 
     # ------------------------------------------------------------------ housekeeping
     def _housekeeping(self, now: float) -> None:

@@ -16,6 +16,7 @@ import socket
 import sys
 import threading
 import time
+import uuid
 from typing import Any
 
 import numpy as np
@@ -80,6 +81,10 @@ class Worker:
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
+        # Our identities, registered with the dispatcher: only our own heartbeat socket can keep
+        # this worker alive there (not, say, a stale worker that reconnects to a reused port).
+        self.ident = uuid.uuid4().bytes
+        self.sock.setsockopt(zmq.IDENTITY, self.ident)
         self.sock.connect(connect)
         self.data = self.ctx.socket(zmq.ROUTER)
         self.data.setsockopt(zmq.LINGER, 0)
@@ -100,6 +105,7 @@ class Worker:
             "device": self.backend.device,
             "backend": self.backend.name,
             "data": self.data.getsockopt(zmq.LAST_ENDPOINT).decode(),
+            "hb": self.ident + b"/hb",
         }
         self.sock.send(P.header(P.REGISTER, self.info))
         if not self.sock.poll(int(register_timeout * 1000)):
@@ -495,6 +501,7 @@ class Worker:
     def _heartbeat_loop(self) -> None:
         s = self.ctx.socket(zmq.DEALER)
         s.setsockopt(zmq.LINGER, 0)
+        s.setsockopt(zmq.IDENTITY, self.ident + b"/hb")
         s.connect(self.connect_to)
         liveness = max(3.0, self.heartbeat * 6)
         last_reply = time.monotonic()

@@ -64,8 +64,21 @@ def test_killing_a_remote_worker_is_found_by_heartbeat(fresh_cluster, tmp_path):
     )
     try:
         wait_for(lambda: len(request(fresh_cluster.address, "stats")["workers"]) == 3, timeout=20)
+        extra_wid = [
+            w["id"]
+            for w in request(fresh_cluster.address, "stats")["workers"]
+            if w["pid"] == extra.pid
+        ][0]
         extra.kill()
         extra.wait(timeout=5)
+        # a heartbeat from another socket that names the dead worker's id must not keep it alive
+        forger = zmq.Context.instance().socket(zmq.DEALER)
+        forger.setsockopt(zmq.LINGER, 0)
+        forger.connect(request(fresh_cluster.address, "endpoints")["back"])
+        for _ in range(110):  # longer than the 3 s liveness limit
+            forger.send(gt.runtime.protocol.header(gt.runtime.protocol.HEARTBEAT, extra_wid))
+            time.sleep(0.05)
+        forger.close(0)
 
         def extra_alive():
             return [
@@ -74,7 +87,7 @@ def test_killing_a_remote_worker_is_found_by_heartbeat(fresh_cluster, tmp_path):
                 if w["pid"] == extra.pid
             ]
 
-        wait_for(lambda: extra_alive() == [False], timeout=10)
+        wait_for(lambda: extra_alive() == [False], timeout=1)
     finally:
         if extra.poll() is None:
             extra.kill()
