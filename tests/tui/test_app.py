@@ -75,13 +75,16 @@ async def test_clicking_a_worker_row_opens_its_detail():
     app = sample_app()
     async with app.run_test(size=SIZE) as pilot:
         table = app.screen.query_one(WorkersTable)
-        await pilot.click(
-            WorkersTable, offset=(5, 2)
-        )  # header row is y=1, w0 is y=2 inside the border
-        await pilot.pause()
-        if not isinstance(app.screen, WorkerScreen):  # the first click may only move the cursor
+        for _ in range(50):  # the rows appear on the first repaint, later on a loaded machine
+            if table.row_count:
+                break
+            await pilot.pause(0.05)
+        for _ in range(3):  # the first click may only move the cursor
+            # header row is y=1, w0 is y=2 inside the border
             await pilot.click(WorkersTable, offset=(5, 2))
             await pilot.pause()
+            if isinstance(app.screen, WorkerScreen):
+                break
         assert isinstance(app.screen, WorkerScreen)
         assert app.screen.wid == int(table.selected_key())
 
