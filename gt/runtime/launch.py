@@ -70,6 +70,20 @@ def spawn_worker(
     )
 
 
+def stop_process(proc: subprocess.Popen, sig: int, timeout: float) -> int | None:
+    """Ask a child to stop with ``sig``, kill it after ``timeout`` s; close its stdout pipe."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+    return proc.returncode
+
+
 class LocalCluster:
     """A private dispatcher with ``workers`` workers, owned by this process.
 
@@ -132,15 +146,7 @@ class LocalCluster:
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the dispatcher (which stops its workers); kill it if it does not go in time."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        stop_process(self.proc, signal.SIGTERM, timeout)
 
     def __enter__(self) -> LocalCluster:
         return self
@@ -187,14 +193,5 @@ class RecorderProcess:
             )
 
     def stop(self, timeout: float = 10.0) -> int | None:
-        """Stop recording; returns the recorder's exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        return self.proc.returncode
+        """Stop recording (the file gets its index); returns the recorder's exit code."""
+        return stop_process(self.proc, signal.SIGINT, timeout)

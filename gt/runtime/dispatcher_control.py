@@ -1,0 +1,148 @@
+"""The dispatcher's answers to control requests (ping, stats, snapshot, config, placement).
+
+A mixin of :class:`gt.runtime.dispatcher.Dispatcher`, kept apart so the poll loop's file stays about
+moving bytes. Everything here reads the dispatcher's state and returns plain data.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import time
+from typing import Any
+
+from gt import config as shard_config
+from gt.trace import events as E
+
+
+class ControlRequests:
+    """Control requests, answered from the dispatcher's planner, placement and counters."""
+
+    def answer(self, request: str, args: Any) -> Any:
+        """Answer one control request.
+
+        Requests: ``ping``, ``endpoints``, ``stats``, ``snapshot``, ``config_get`` (the shard
+        config in normal form), ``config_apply`` (``{"config": raw, "by": who}``: validate and
+        apply for new instructions; answers the normal form; raises ``ValueError`` on a bad
+        config), ``placement`` (per client: tensor id -> layout, for tools and tests).
+        """
+        if request == "config_get":
+            return self.placement.config
+        if request == "config_apply":
+            return self.apply_config(args)
+        if request == "placement":
+            return {
+                cno: {tid: info.layout.describe() for tid, info in c.tensors.items()}
+                for cno, c in self.placement.clients.items()
+            }
+        if request == "ping":
+            return {"pid": os.getpid(), "uptime": time.time() - self.started}
+        if request == "endpoints":
+            return self.endpoints
+        if request == "stats":
+            return self.stats()
+        if request == "snapshot":
+            return self.snapshot()
+        raise ValueError(f"unknown control request {request!r}")
+
+    def apply_config(self, args: Any) -> dict:
+        """Validate and apply a shard config: ``{"config": raw, "by": who, "token": secret}``.
+
+        With ``$GT_CONTROL_TOKEN`` set in the dispatcher's environment, the request must carry
+        that token (tools on other hosts); without it, anyone who can reach the endpoint may apply.
+
+        Raises:
+            ValueError: a missing or wrong token, or a malformed config (the message says which
+                key is wrong); the running config then stays in force.
+        """
+        if not (
+            isinstance(args, dict) and "config" in args and set(args) <= {"config", "by", "token"}
+        ):
+            args = {"config": args}
+        if self.control_token and not hmac.compare_digest(
+            str(args.get("token") or "").encode(), self.control_token.encode()
+        ):
+            raise ValueError(
+                "config_apply: this dispatcher needs its control token (GT_CONTROL_TOKEN)"
+            )
+        raw, by = args.get("config"), args.get("by")
+        alive = [w.wid for w in self.planner.alive_workers()]
+        before, after = self.placement.apply_config(raw, alive)
+        self.events.emit(
+            E.CONFIG,
+            {
+                "before": shard_config.to_yaml_dict(before),
+                "after": shard_config.to_yaml_dict(after),
+                "by": str(by or "control"),
+            },
+        )
+        return after
+
+    def _emit_stats(self) -> None:
+        p = self.planner
+        self.events.emit(
+            E.STATS,
+            {
+                "counters": {
+                    "batches": self.batches_routed,
+                    "planned": self.batches_planned,
+                    "bad_messages": self.bad_messages,
+                    "clients": len(p.clients),
+                    "workers": len(p.alive_workers()),
+                    "in_flight": {w.wid: w.in_flight for w in p.workers.values() if w.alive},
+                    "queued": {c.cno: len(c.queue) for c in p.clients.values() if c.queue},
+                }
+            },
+        )
+
+    def snapshot(self) -> dict:
+        """The current state for a monitor that joins late: stats, source lines, event sequence.
+
+        A monitor subscribes to the bus first, then asks for this; membership facts here are
+        idempotent, so events that arrive twice (in the snapshot and on the bus) do no harm.
+        """
+        self.events.flush()
+        return {
+            **self.stats(),
+            "srclocs": {cno: dict(locs) for cno, locs in self._srclocs.items()},
+            "config": shard_config.to_yaml_dict(self.placement.config),
+            "seq": {"dispatcher": self.events.seq},
+            "clock": time.monotonic_ns(),
+            "trace": self.events.level,
+        }
+
+    def stats(self) -> dict:
+        """A plain-data summary of workers, clients and counters."""
+        p = self.planner
+        return {
+            "uptime": time.time() - self.started,
+            "bad_messages": self.bad_messages,
+            "endpoints": self.endpoints,
+            "workers": [
+                {
+                    "id": w.wid,
+                    "alive": w.alive,
+                    "in_flight": w.in_flight,
+                    "clients": sorted(w.clients),
+                    "batches": w.batches_done,
+                    "instructions": w.instructions_done,
+                    "stats": w.stats,
+                    **{k: w.info.get(k) for k in ("host", "pid", "device", "backend")},
+                }
+                for w in p.workers.values()
+            ],
+            "clients": [
+                {
+                    "id": c.cno,
+                    "home": c.home,
+                    "queued": len(c.queue),
+                    "in_flight": c.in_flight,
+                    "batches": c.batches,
+                    "instructions": c.instructions,
+                    "errors": c.errors,
+                    "broken": c.broken,
+                    **{k: c.info.get(k) for k in ("host", "pid", "argv")},
+                }
+                for c in p.clients.values()
+            ],
+        }
