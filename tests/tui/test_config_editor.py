@@ -157,8 +157,9 @@ async def test_a_valid_change_is_applied_and_the_next_instructions_follow_it(clu
             await pilot.press(
                 "escape", "escape"
             )  # the first leaves the editor, the second the screen
-            await pilot.pause(0.2)
-            assert "▼config" in str(app.screen.query_one("TimelineView").render())
+            await wait_async(
+                pilot, lambda: "▼config" in str(app.screen.query_one("TimelineView").render())
+            )
     finally:
         gt.disconnect()
         del conn
