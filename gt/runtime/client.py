@@ -136,7 +136,10 @@ class Connection:
         info = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
-            "argv": " ".join(sys.argv[:3])[:200],
+            "argv": [
+                os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python",
+                *(a[:80] for a in sys.argv[1:4]),
+            ],
             "token": self.token,
         }
         self._sock.send(P.header(P.HELLO, info))
