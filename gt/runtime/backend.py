@@ -63,32 +63,6 @@ class Backend:
             self.xp.cuda.get_current_stream().synchronize()
 
 
-# glibc's malloc tunables (mallopt): below these sizes freed host memory stays in the heap for reuse.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-_HOST_KEEP_BYTES = 1 << 30
-
-
-def tune_host_allocator() -> bool:
-    """Keep freed host memory for reuse instead of handing it back to the OS at once.
-
-    Every op makes a fresh result array. With glibc's defaults, large ones are mapped and unmapped
-    each time, and touching a fresh mapping costs a page fault per 4 KiB: a training step of a
-    512-wide MLP took twice as long as the same NumPy code in one process. Raising the mmap and trim
-    thresholds lets the worker reuse its own freed memory, as a caching allocator would. Set
-    ``GT_HOST_MALLOC=default`` to keep glibc's behaviour. Returns whether the tuning applied.
-    """
-    if os.environ.get("GT_HOST_MALLOC", "") == "default" or not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes  # noqa: PLC0415
-
-        libc = ctypes.CDLL("libc.so.6")
-        ok = libc.mallopt(_M_MMAP_THRESHOLD, _HOST_KEEP_BYTES // 4) == 1
-        return bool(libc.mallopt(_M_TRIM_THRESHOLD, _HOST_KEEP_BYTES) == 1 and ok)
-    except (OSError, AttributeError):  # not glibc
-        return False
-
-
 def load_backend(prefer: str | None = None) -> Backend:
     """Pick CuPy when a GPU and CuPy are present, else NumPy.
 
@@ -121,7 +95,6 @@ def load_backend(prefer: str | None = None) -> Backend:
                 raise
     import platform
 
-    tune_host_allocator()
     return Backend(np, f"cpu ({platform.processor() or platform.machine()})")
 
 
