@@ -182,6 +182,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="gt",
         description="GT: a multiplexing tensor runtime for shared GPUs, with a live monitor.",
+        epilog=(
+            "examples:\n"
+            "  gt demo                                  a sample sharded workload with the dashboard\n"
+            "  gt run --record run.gtrace train.py      run a script on a local cluster, recorded\n"
+            "  gt dispatcher --workers 4                serve many clients (prints the address)\n"
+            "  GT_DISPATCHER=ADDR python train.py       a client of that dispatcher\n"
+            "  gt top                                   watch the newest live dispatcher\n"
+            "  gt replay run.gtrace --at 42s            scrub through a recording\n"
+            "  gt export run.gtrace -o run.json         open it in Perfetto\n"
+            "Every command has --help."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
