@@ -32,6 +32,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_runtime_dir(tmp_path_factory):
+    """Discovery files of the suite's dispatchers go to a temp dir, not the user's runtime dir
+    (tests kill dispatchers with SIGKILL, which leaves their files behind)."""
+    old = os.environ.get("GT_RUNTIME_DIR")
+    os.environ["GT_RUNTIME_DIR"] = str(tmp_path_factory.mktemp("gt-run"))
+    yield
+    if old is None:
+        os.environ.pop("GT_RUNTIME_DIR", None)
+    else:
+        os.environ["GT_RUNTIME_DIR"] = old
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """A dispatcher with 2 workers, shared by the tests of one module."""
