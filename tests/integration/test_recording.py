@@ -117,3 +117,16 @@ def test_a_recorded_example_exports_a_valid_perfetto_trace(tmp_path):
     assert exp.returncode == 0, exp.stderr
     counts = validate_chrome_trace(tmp_path / "t.json")
     assert counts["X"] > 30 and counts["i"] >= 2  # instruction slices, marks
+
+
+def test_the_nn_example_trains_under_gt_run(tmp_path):
+    example = Path(__file__).resolve().parents[2] / "examples" / "train_nn.py"
+    out = subprocess.run(
+        [sys.executable, "-m", "gt", "run", "--no-tui", "--workers", "1", str(example), "150"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    accuracy = float(out.stdout.strip().rsplit("accuracy", 1)[1])
+    assert accuracy > 0.9
