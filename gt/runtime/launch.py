@@ -117,8 +117,30 @@ class LocalCluster:
             stdout=subprocess.PIPE,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
+        deadline = time.monotonic() + start_timeout
         self.endpoints = self._read_ready(start_timeout)
         self.address: str = self.endpoints["front"]
+        self._wait_for_workers(deadline)
+
+    def _wait_for_workers(self, deadline: float) -> None:
+        """Return once every worker has registered, so the first clients spread over all of them."""
+        from gt.runtime.control import ControlError, request  # noqa: PLC0415
+
+        while True:
+            try:
+                alive = sum(
+                    w["alive"] for w in request(self.address, "stats", timeout=2.0)["workers"]
+                )
+            except ControlError:
+                alive = -1
+            if alive >= self.workers:
+                return
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.stop()
+                raise RuntimeError(
+                    f"the local GT cluster's {self.workers} worker(s) did not all start"
+                )
+            time.sleep(0.02)
 
     def _read_ready(self, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout

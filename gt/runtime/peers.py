@@ -27,25 +27,19 @@ import numpy as np
 import zmq
 
 from gt.runtime import protocol as P
+from gt.runtime.protocol import (
+    ALL_GATHER,
+    ALL_REDUCE,
+    BCAST,
+    CHUNK,
+    GATHER,
+    RECV,
+    REDUCE_SCATTER,
+    SCATTER,
+    SEND,
+)
 from gt.trace import events as E
 
-_OP = P.OPCODE
-SEND, RECV, BCAST, SCATTER, GATHER = (
-    _OP["send"],
-    _OP["recv"],
-    _OP["bcast"],
-    _OP["scatter"],
-    _OP["gather"],
-)
-ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, CHUNK = (
-    _OP["all_gather"],
-    _OP["all_reduce"],
-    _OP["reduce_scatter"],
-    _OP["chunk"],
-)
-COMM_OPS = frozenset(
-    (SEND, RECV, BCAST, SCATTER, GATHER, ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, CHUNK)
-)
 ZERO_COPY_MIN = 64 * 1024
 _REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
 
@@ -328,7 +322,7 @@ class _Run:
             return None
         except TimeoutError as exc:
             if self.err is None:
-                self.err, self.local = [f"TimeoutError: {exc}", _OP[self.what], 0], True
+                self.err, self.local = [f"TimeoutError: {exc}", P.OPCODE[self.what], 0], True
             return None
         return None if self.err else got
 

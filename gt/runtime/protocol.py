@@ -142,6 +142,17 @@ OPS: tuple[str, ...] = (
 )
 OPCODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
 
+# Transfers and collectives: instructions the planner inserts and workers run over peer links.
+SEND, RECV, BCAST, SCATTER, GATHER = (
+    OPCODE[n] for n in ("send", "recv", "bcast", "scatter", "gather")
+)
+ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, CHUNK = (
+    OPCODE[n] for n in ("all_gather", "all_reduce", "reduce_scatter", "chunk")
+)
+COMM_OPS = frozenset(
+    (SEND, RECV, BCAST, SCATTER, GATHER, ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, CHUNK)
+)
+
 # Dtypes travel as short names; the set is closed so a peer never builds arbitrary dtypes.
 DTYPES: tuple[str, ...] = (
     "float32",

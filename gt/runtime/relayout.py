@@ -15,20 +15,16 @@ import os
 
 from gt.runtime import protocol as P
 from gt.runtime.layout import LOCAL, PARTIAL, REPL, SHARD, Layout, Program, local, repl, satisfies
-
-_OP = P.OPCODE
-SEND, RECV, BCAST, SCATTER, GATHER = (
-    _OP["send"],
-    _OP["recv"],
-    _OP["bcast"],
-    _OP["scatter"],
-    _OP["gather"],
-)
-ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, CHUNK = (
-    _OP["all_gather"],
-    _OP["all_reduce"],
-    _OP["reduce_scatter"],
-    _OP["chunk"],
+from gt.runtime.protocol import (
+    ALL_GATHER,
+    ALL_REDUCE,
+    BCAST,
+    CHUNK,
+    GATHER,
+    RECV,
+    REDUCE_SCATTER,
+    SCATTER,
+    SEND,
 )
 
 

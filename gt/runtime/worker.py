@@ -26,7 +26,8 @@ from gt.runtime import discovery
 from gt.runtime import protocol as P
 from gt.runtime.backend import Backend, load_backend
 from gt.runtime.device_monitor import DeviceMonitor
-from gt.runtime.peers import ALL_REDUCE, COMM_OPS, PeerFailure, Peers
+from gt.runtime.peers import PeerFailure, Peers
+from gt.runtime.protocol import ALL_REDUCE, COMM_OPS
 from gt.trace import events as E
 from gt.trace.emit import Emitter
 

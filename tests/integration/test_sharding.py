@@ -7,7 +7,6 @@ are uneven. Its tensors are annotated with the signals the configs in ``configs/
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -25,15 +24,8 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def start(n: int) -> LocalCluster:
-    """A cluster whose ``n`` workers have all registered (so ``all`` means all of them)."""
-    cl = LocalCluster(workers=n)
-    deadline = time.monotonic() + 30
-    while sum(w["alive"] for w in request(cl.address, "stats")["workers"]) < n:
-        if time.monotonic() > deadline:
-            cl.stop()
-            raise RuntimeError(f"{n} workers did not register in 30s")
-        time.sleep(0.05)
-    return cl
+    """A cluster whose ``n`` workers have all registered (LocalCluster waits for them)."""
+    return LocalCluster(workers=n)
 
 
 @pytest.fixture(scope="module")
