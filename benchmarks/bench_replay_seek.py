@@ -3,7 +3,7 @@
 Run ``python benchmarks/bench_replay_seek.py [--events N] [--seeks K]``. It writes a synthetic
 trace of N events (default 1,000,000; the event mix of ``bench_trace.py``: 4 workers, 8-instruction
 ``exec`` batches, memory samples, a mark every 50,000 events) twice -- with model keyframes
-(:class:`~gt.tui.keyframes.ModelKeyframer`, what ``gt record`` writes) and with the recorder's
+(:class:`~gt.trace.keyframes.ModelKeyframer`, what ``gt record`` writes) and with the recorder's
 compact keyframes -- then for each:
 
 * ``open``: :class:`~gt.tui.replay.ReplaySource` construction (reads keyframes and moments);
@@ -31,7 +31,7 @@ from gt.trace import events as E  # noqa: E402
 from gt.trace.model import ClusterModel  # noqa: E402
 from gt.trace.reader import Reader  # noqa: E402
 from gt.trace.recorder import Recorder  # noqa: E402
-from gt.tui.keyframes import ModelKeyframer  # noqa: E402
+from gt.trace.keyframes import ModelKeyframer  # noqa: E402
 from gt.tui.replay import ReplaySource  # noqa: E402
 
 

@@ -11,7 +11,7 @@ import atexit
 import os
 import threading
 
-from gt.runtime.client import Connection
+from gt.runtime.client.connection import Connection
 
 _current: Connection | None = None
 _lock = threading.Lock()

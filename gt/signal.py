@@ -16,8 +16,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from gt.runtime import client as _client
 from gt.runtime import protocol as P
+from gt.runtime.client import connection as _client
 
 _PLACE = P.OPCODE["place"]
 _depth_lock = threading.Lock()

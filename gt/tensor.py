@@ -26,7 +26,7 @@ from gt.ops.inplace import InplaceOps
 from gt.ops.reduce import ReductionOps
 from gt.ops.shaping import ShapeOps
 from gt.runtime import protocol as P
-from gt.runtime.client import Connection
+from gt.runtime.client.connection import Connection
 from gt.session import get_connection
 
 _OP = P.OPCODE

@@ -122,7 +122,7 @@ def main() -> int:
     )
     server.start()
     session = f"gt-bench-{os.getpid()}"
-    cmd = f"{sys.executable} -m gt.tui_cli --connect {eps['front']} --hz {args.hz}"
+    cmd = f"{sys.executable} -m gt.cli.dashboard --connect {eps['front']} --hz {args.hz}"
     subprocess.run(
         ["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "48", f"exec {cmd}"],
         check=True,

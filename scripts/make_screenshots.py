@@ -16,7 +16,7 @@ from pathlib import Path
 from gt.runtime.protocol import OPS
 from gt.trace.recorder import Recorder
 from gt.tui.app import make_app
-from gt.tui.keyframes import ModelKeyframer
+from gt.trace.keyframes import ModelKeyframer
 from gt.tui.replay import ReplaySource
 from gt.tui.sample import T_END, sample_batches
 from gt.tui.sources import ListSource

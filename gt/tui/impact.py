@@ -14,7 +14,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from gt import config as C
+from gt.runtime.sharding import config as C
 from gt.trace import events as E
 from gt.trace.records import union_length
 from gt.trace.state import ConfigChange

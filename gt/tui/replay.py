@@ -3,9 +3,9 @@
 :class:`ReplaySource` reads the trace lazily (the file is memory-mapped, nothing is loaded up
 front) and folds its batches into the same :class:`~gt.trace.model.ClusterModel` a live monitor
 uses, up to the :class:`ReplayClock` 's position. A seek backwards, or far forwards, restores the
-model from the trace's keyframes (:class:`~gt.tui.trace_index.TraceIndex` picks one) and folds
+model from the trace's keyframes (:class:`~gt.trace.index.TraceIndex` picks one) and folds
 only the events between it and the target: a model keyframe (written with
-:class:`~gt.tui.keyframes.ModelKeyframer`) restores exactly; a recorder's compact keyframe
+:class:`~gt.trace.keyframes.ModelKeyframer`) restores exactly; a recorder's compact keyframe
 restores membership, memory, devices, counts and moments, and totals that it lacks are marked
 approximate (``≈`` in the header).
 """
@@ -17,14 +17,14 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from gt.trace import keyframes as K
+from gt.trace.index import Moment, TraceIndex
 from gt.trace.model import ClusterModel
 from gt.trace.reader import Batch, Reader
 from gt.trace.recorder import RECORDER_SOURCE
 from gt.trace.state import ClusterState
-from gt.tui import keyframes as K
 from gt.tui.sources import Source
 from gt.tui.tables import Status
-from gt.tui.trace_index import Moment, TraceIndex
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 INTERVALS_NS = tuple(int(x * 1e9) for x in (0.001, 0.01, 0.1, 1, 5, 10, 60))

@@ -112,7 +112,7 @@ def time_bar(b: BarState, width: int) -> Text:
 
 
 def moments_of(items: Iterable) -> tuple[tuple[int, str], ...]:
-    """``(t_ns, kind)`` pairs from :class:`~gt.tui.trace_index.Moment` s."""
+    """``(t_ns, kind)`` pairs from :class:`~gt.trace.index.Moment` s."""
     return tuple((m.t_ns, m.kind) for m in items)
 
 

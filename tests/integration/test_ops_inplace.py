@@ -158,7 +158,7 @@ def test_optimizer_style_update_under_no_grad_keeps_leaf_identity(conn):
 def test_worker_writes_setitem_in_place_only_when_nothing_else_sees_the_array():
     """The worker's setitem reuses the array when no view or other entry refers to it."""
     from gt.runtime import protocol as P
-    from gt.runtime.backend import load_backend
+    from gt.runtime.worker.backend import load_backend
 
     handler = load_backend("numpy").handlers[P.OPCODE["setitem"]]
     attrs = {"key": [["i", 0]], "inplace": True}
@@ -177,7 +177,7 @@ def test_worker_writes_setitem_in_place_only_when_nothing_else_sees_the_array():
 def test_worker_masking_keeps_where_semantics_for_non_finite_values():
     """where(c, a, 0.0) may be computed as a product, but never turns a masked-out nan into nan."""
     from gt.runtime import protocol as P
-    from gt.runtime.backend import load_backend
+    from gt.runtime.worker.backend import load_backend
 
     handler = load_backend("numpy").handlers[P.OPCODE["where"]]
     c = np.array([True, False, True, False])
@@ -193,7 +193,7 @@ def test_worker_masking_keeps_where_semantics_for_non_finite_values():
 
 def test_worker_inplace_arithmetic_reuses_private_arrays_only():
     from gt.runtime import protocol as P
-    from gt.runtime.backend import load_backend
+    from gt.runtime.worker.backend import load_backend
 
     add = load_backend("numpy").handlers[P.OPCODE["add"]]
     table = {1: np.zeros(3), 2: np.ones(3)}

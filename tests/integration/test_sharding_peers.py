@@ -10,8 +10,8 @@ import pytest
 import zmq
 
 from gt.runtime import protocol as P
-from gt.runtime.backend import Backend
-from gt.runtime.peers import PeerFailure, Peers
+from gt.runtime.worker.backend import Backend
+from gt.runtime.worker.peers import PeerFailure, Peers
 
 pytestmark = pytest.mark.timeout(60)
 OP = P.OPCODE

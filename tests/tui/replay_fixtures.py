@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from gt.runtime.protocol import OPS
+from gt.trace.keyframes import ModelKeyframer
 from gt.trace.recorder import Recorder
-from gt.tui.keyframes import ModelKeyframer
 from gt.tui.sample import sample_batches
 
 S = 1_000_000_000

@@ -7,10 +7,10 @@ import time
 import pytest
 
 import gt
-from gt.runtime.control import request
-from gt.tui import config_edit as CE
+from gt.runtime.control import ConfigControl, is_remote, request
+from gt.runtime.sharding import config_text as CE
+from gt.tui import config_view as CV
 from gt.tui.app import make_app
-from gt.tui.config_control import ConfigControl, is_remote
 from gt.tui.sample import T_END, sample_batches
 from gt.tui.screens import ConfigScreen, TopScreen
 from gt.tui.sources import ListSource, LiveSource
@@ -61,7 +61,7 @@ def test_text_round_trip_and_diff():
     assert CE.check_text(text, [0, 1]).ok
     assert CE.normal_yaml(CE.check_text(text).normal) == {"rows": {"shard": {"axis": 0, "workers": [0, 1]}},
                                                         "auto_shard": True}  # fmt: skip
-    diff = CE.diff_text(CE.to_text({}), text).plain
+    diff = CV.diff_text(CE.to_text({}), text).plain
     assert "+rows:" in diff and "+  shard: {axis: 0, workers: [0, 1]}" in diff
 
 
@@ -177,7 +177,7 @@ async def test_readonly_monitor_cannot_apply(cluster):
 
 
 def test_gt_config_show_validate_apply(cluster, tmp_path, capsys):
-    from gt.config_cli import main
+    from gt.cli.config import main
 
     good = tmp_path / "good.yaml"
     good.write_text("rows:\n  shard: {axis: 0}\n")

@@ -11,9 +11,9 @@ import time
 import pytest
 
 import gt
+from gt.cli.dashboard import find_endpoints, main_top
 from gt.runtime.launch import LocalCluster
 from gt.tui.sources import LiveSource
-from gt.tui_cli import find_endpoints, main_top
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -61,7 +61,7 @@ def test_live_source_sees_workers_clients_and_exec_events(cluster):
 
 
 def test_top_json_and_once_print_the_cluster_and_exit(cluster):
-    cmd = [sys.executable, "-m", "gt.tui_cli", "--connect", cluster.address, "--wait", "0.3"]
+    cmd = [sys.executable, "-m", "gt.cli.dashboard", "--connect", cluster.address, "--wait", "0.3"]
     out = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
@@ -123,7 +123,7 @@ def test_live_source_shows_disconnected_and_follows_a_restarted_dispatcher(tmp_p
 def test_gt_top_in_a_real_terminal_shows_the_workers(cluster, tmp_path):
     """End to end: the app in a pseudo-terminal (tmux) against the cluster, then q quits it."""
     session = f"gt-top-test-{os.getpid()}"
-    cmd = f"exec {sys.executable} -m gt.tui_cli --connect {cluster.address} --hz 10"
+    cmd = f"exec {sys.executable} -m gt.cli.dashboard --connect {cluster.address} --hz 10"
     subprocess.run(
         ["tmux", "new-session", "-d", "-s", session, "-x", "140", "-y", "40", cmd],
         check=True,
@@ -181,7 +181,7 @@ def test_run_with_dashboard_shows_the_childs_output_and_returns_its_status(clust
     script = tmp_path / "run_dashboard.py"
     script.write_text(
         "import sys\n"
-        "from gt.tui_cli import run_with_dashboard\n"
+        "from gt.cli.dashboard import run_with_dashboard\n"
         f"rc = run_with_dashboard({cluster.address!r}, [sys.executable, '-c', {child!r}], hz=10)\n"
         f"open({str(rc_file)!r}, 'w').write(str(rc))\n"
     )

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
+from gt.cli.dashboard import add_replay_arguments, cmd_replay
 from gt.runtime.protocol import OPS
 from gt.trace.recorder import Recorder
 from gt.tui.app import make_app
 from gt.tui.replay import ReplaySource
 from gt.tui.sample import sample_batches
-from gt.tui_cli import add_replay_arguments, cmd_replay
 
 pytestmark = pytest.mark.timeout(60)
 S = 1_000_000_000

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from gt.config import ConfigError, from_env, parse, resolve_workers, to_yaml_dict, validate
+from gt.runtime.sharding.config import (
+    ConfigError,
+    from_env,
+    parse,
+    resolve_workers,
+    to_yaml_dict,
+    validate,
+)
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
 

@@ -66,7 +66,7 @@ def test_only_the_backend_imports_cupy():
         for p in modules("**/*.py")
         if any(n == "cupy" or n.startswith("cupy") for n in imports_of(p))
     ]
-    assert [p.relative_to(ROOT).as_posix() for p in users] in ([], ["runtime/backend.py"])
+    assert [p.relative_to(ROOT).as_posix() for p in users] in ([], ["runtime/worker/backend.py"])
 
 
 def test_client_side_never_imports_the_servers():

@@ -9,8 +9,8 @@ import pytest
 from test_placement_sim import OP, Client, Sim
 
 from gt.config import ConfigError
-from gt.runtime import relayout as R
-from gt.runtime.layout import (
+from gt.runtime.sharding import relayout as R
+from gt.runtime.sharding.layout import (
     LOCAL,
     PARTIAL,
     REPL,
@@ -22,7 +22,7 @@ from gt.runtime.layout import (
     repl,
     shard,
 )
-from gt.runtime.placement import Placement
+from gt.runtime.sharding.placement import Placement
 
 RNG = np.random.default_rng(0)
 
@@ -369,7 +369,7 @@ def test_opcodes_of_the_planner_exist():
 
 def test_gradient_ops_follow_the_backward_signal():
     from gt.config import validate
-    from gt.runtime.special import rule_for
+    from gt.runtime.sharding.special import rule_for
 
     sigs = validate({"l2": {"workers": [1], "backward": "l2b"}, "l2b": {"workers": [0]}, "l3": {}})[
         "signals"

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from gt.runtime import protocol as P
-from gt.runtime.backend import Backend
-from gt.runtime.placement import Placement
+from gt.runtime.sharding.placement import Placement
+from gt.runtime.worker.backend import Backend
 
 OP = P.OPCODE
 BACKEND = Backend(np, "cpu")

@@ -1,6 +1,6 @@
 """The dispatcher's pure planner: placement, fairness, backpressure, failures (no sockets)."""
 
-from gt.runtime.planner import Planner
+from gt.runtime.dispatcher.planner import Planner
 
 
 def make(n_workers=1, max_in_flight=2):

@@ -8,14 +8,14 @@ import pytest
 
 from gt.runtime.protocol import OPS
 from gt.trace import events as E
+from gt.trace.index import TraceIndex
+from gt.trace.keyframes import ModelKeyframer, restore_model, snapshot_model
 from gt.trace.reader import Reader
 from gt.trace.recorder import Recorder
 from gt.trace.state import state_to_dict
-from gt.tui.keyframes import ModelKeyframer, restore_model, snapshot_model
 from gt.tui.replay import ReplaySource
 from gt.tui.sample import sample_batches
 from gt.tui.sources import ListSource
-from gt.tui.trace_index import TraceIndex
 
 pytestmark = pytest.mark.timeout(60)
 S = 1_000_000_000

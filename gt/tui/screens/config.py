@@ -17,10 +17,11 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TextArea
 
+from gt.runtime.control import ConfigControl
+from gt.runtime.sharding import config_text as CE
 from gt.trace.state import ClusterState, ConfigChange
-from gt.tui import config_edit as CE
+from gt.tui import config_view as CV
 from gt.tui import tables as T
-from gt.tui.config_control import ConfigControl
 from gt.tui.impact import impact_text
 from gt.tui.sources import ControlError
 from gt.tui.timebar import fmt_time
@@ -127,8 +128,8 @@ class ConfigScreen(Screen):
         self.checked = CE.check_text(self.text, self.worker_ids)
         lines = frozenset(p.line for p in self.checked.problems if p.line)
         self.query_one("#editor", YamlArea).mark_lines(lines)
-        self.query_one("#problems", Static).update(CE.problems_text(self.checked, self.worker_ids))
-        self.query_one("#diff", Static).update(CE.diff_text(self.running_text, self.text))
+        self.query_one("#problems", Static).update(CV.problems_text(self.checked, self.worker_ids))
+        self.query_one("#diff", Static).update(CV.diff_text(self.running_text, self.text))
 
     def show(self, state: ClusterState, status: T.Status) -> None:
         """Follow the cluster: live workers for validation, history of applied configs."""

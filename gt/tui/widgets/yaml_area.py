@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.style import Style
 from textual.widgets import TextArea
 
-from gt.tui.config_edit import highlight_spans
+from gt.runtime.sharding.config_text import highlight_spans
 
 ERROR_HIGHLIGHT = "gt.error"
 

@@ -29,7 +29,7 @@ def resolve_endpoints(address: str, timeout: float = 5.0) -> dict[str, str]:
 
 
 def cmd_dispatcher(args: argparse.Namespace) -> int:
-    from gt.runtime.dispatcher import Dispatcher
+    from gt.runtime.dispatcher.loop import Dispatcher
     from gt.runtime.launch import spawn_worker
 
     d = Dispatcher(args.host, args.port, max_in_flight=args.max_in_flight)
@@ -55,7 +55,7 @@ def cmd_dispatcher(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from gt.runtime.worker import Worker
+    from gt.runtime.worker.loop import Worker
 
     back = args.back
     if back is None:
@@ -101,13 +101,13 @@ def cmd_ps(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from gt.demo import run_demo
+    from gt.cli.demo import run_demo
 
     if args.no_tui or not sys.stdout.isatty():
         if args.record and not os.environ.get("GT_DISPATCHER"):
             os.environ["GT_RECORD"] = args.record
         return run_demo(workers=args.workers, steps=args.steps or 200)
-    from gt.runner import run_command
+    from gt.cli.run import run_command
 
     # The dashboard runs here; the workload is a client process of the same local cluster.
     child = [
@@ -125,7 +125,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from gt.recording import record
+    from gt.cli.record import record
 
     address = args.connect or _newest_dispatcher()
     if address is None:
@@ -149,7 +149,7 @@ def _newest_dispatcher() -> str | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from gt.runner import run_script
+    from gt.cli.run import run_script
 
     return run_script(
         args.script,
@@ -252,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dm.add_argument("--hz", type=float, default=8.0, help="dashboard refresh rate (default 8)")
     dm.set_defaults(func=cmd_demo)
-    from gt import tui_cli
+    from gt.cli import dashboard as tui_cli
 
     top = sub.add_parser("top", help="the live dashboard of a running cluster (htop-style)")
     tui_cli.add_top_arguments(top)
@@ -262,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     tui_cli.add_replay_arguments(rp)
     rp.set_defaults(func=tui_cli.cmd_replay)
 
-    from gt import config_cli
+    from gt.cli import config as config_cli
 
     cf = sub.add_parser(
         "config", help="show, validate or apply the shard config of a live dispatcher"
@@ -272,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser(
         "run", help="run a script as a client of a local cluster (dashboard alongside)"
     )
-    from gt.runner import add_run_arguments
+    from gt.cli.run import add_run_arguments
 
     add_run_arguments(r)
     r.set_defaults(func=cmd_run)

@@ -2,23 +2,21 @@
 against the running config, highlighting spans, and what a change did to the workers' times.
 
 :func:`check_text` parses YAML keeping node positions, validates each top-level entry on its own
-with :func:`gt.config.validate` (so every broken signal is reported, not only the first) against
+with :func:`gt.runtime.sharding.config.validate` (so every broken signal is reported, not only the first) against
 the live workers, adds checks the schema cannot know (axes out of range), and maps each message's
 key path (``layer1.shard.axis``) back to its line.
 """
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from rich.text import Text
 
-from gt import config as C
+from gt.runtime.sharding import config as C
 
 #: Axes a shard rule may name (GT tensors have at most this many dimensions).
 MAX_AXES = 8
@@ -158,43 +156,6 @@ def normal_yaml(cfg: Any) -> dict:
         return C.to_yaml_dict(C.validate(cfg))
     except C.ConfigError:
         return dict(cfg) if isinstance(cfg, Mapping) else {}
-
-
-def diff_text(running: str, edited: str) -> Text:
-    """A coloured unified diff of the running config's text against the edited text."""
-    a, b = running.splitlines(), edited.splitlines()
-    out = Text()
-    body = list(difflib.unified_diff(a, b, "running", "edited", lineterm="", n=1))
-    if not body:
-        return Text("no changes: the editor holds the running config", style="dim")
-    for line in body[2:]:
-        style = (
-            "green"
-            if line.startswith("+")
-            else "red"
-            if line.startswith("-")
-            else "dim"
-            if line.startswith("@@")
-            else ""
-        )
-        out.append(line + "\n", style=style)
-    return out
-
-
-def problems_text(checked: Checked, worker_ids: Sequence[int] | None) -> Text:
-    """The problems list, or a line saying the config is valid for these workers."""
-    if checked.ok:
-        ws = ", ".join(map(str, worker_ids)) if worker_ids is not None else "any workers"
-        return Text(f"✓ valid for workers {ws}", style="bold green")
-    t = Text()
-    for i, p in enumerate(checked.problems):
-        if i:
-            t.append("\n")
-        t.append("✗ ", style="bold red")
-        if p.line:
-            t.append(f"line {p.line}: ", style="bold")
-        t.append(p.message)
-    return t
 
 
 # ---------------------------------------------------------------------- highlighting

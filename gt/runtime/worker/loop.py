@@ -24,10 +24,10 @@ import zmq
 
 from gt.runtime import discovery
 from gt.runtime import protocol as P
-from gt.runtime.backend import Backend, load_backend
-from gt.runtime.device_monitor import DeviceMonitor
-from gt.runtime.peers import PeerFailure, Peers
 from gt.runtime.protocol import ALL_REDUCE, COMM_OPS
+from gt.runtime.worker.backend import Backend, load_backend
+from gt.runtime.worker.device_monitor import DeviceMonitor
+from gt.runtime.worker.peers import PeerFailure, Peers
 from gt.trace import events as E
 from gt.trace.emit import Emitter
 

@@ -2,13 +2,13 @@
 
 For every client it keeps a table ``tensor id -> (shape, dtype, layout)`` and, given the active
 shard config, turns each client instruction into per-worker instructions plus explicit re-layout
-instructions (see :mod:`gt.runtime.relayout`). The decisions:
+instructions (see :mod:`gt.runtime.sharding.relayout`). The decisions:
 
 * **creation** (``full``, ``randn``, ``arange`` ..., ``upload``) lands where the signal's rule says
   (``shard``/``replicate``/stage ``workers``), where auto-shard says (large tensors split on axis 0
-  over all workers), or on the client's home worker (see :mod:`gt.runtime.special`, which also
+  over all workers), or on the client's home worker (see :mod:`gt.runtime.sharding.special`, which also
   handles ``gt.signal.tensor`` and ``fetch``).
-* **compute** follows :mod:`gt.runtime.rules`: the cheapest way to run given where the operands
+* **compute** follows :mod:`gt.runtime.sharding.rules`: the cheapest way to run given where the operands
   are. Under a signal's rule the work runs on the rule's workers and the result is moved to the
   rule's layout (partial sums reduce-scattered or all-reduced); without one, a matmul's partial
   sums are all-reduced at once in the background, and other results stay where they were made.
@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gt.config import validate
 from gt.runtime import protocol as P
-from gt.runtime import rules
-from gt.runtime.layout import (
+from gt.runtime.sharding import rules
+from gt.runtime.sharding.config import validate
+from gt.runtime.sharding.layout import (
     PARTIAL,
     REPL,
     ClientPlacement,
@@ -35,9 +35,9 @@ from gt.runtime.layout import (
     local,
     satisfies,
 )
-from gt.runtime.relayout import keeps_in_place, move
-from gt.runtime.shapeinfer import infer, infer_dtype, nbytes
-from gt.runtime.special import SpecialOps, rule_for, rule_layout
+from gt.runtime.sharding.relayout import keeps_in_place, move
+from gt.runtime.sharding.shapeinfer import infer, infer_dtype, nbytes
+from gt.runtime.sharding.special import SpecialOps, rule_for, rule_layout
 
 _OP = P.OPCODE
 _FETCH, _UPLOAD, _MARK, _PLACE = (_OP[n] for n in ("fetch", "upload", "mark", "place"))
@@ -81,7 +81,7 @@ class Placement(SpecialOps):
         """Validate and install a config for new instructions; returns ``(before, after)``.
 
         Raises:
-            gt.config.ConfigError: the config is malformed or names workers that do not exist.
+            gt.runtime.sharding.config.ConfigError: the config is malformed or names workers that do not exist.
         """
         new = validate(raw, alive)
         before, self.config = self.config, new

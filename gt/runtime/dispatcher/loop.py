@@ -1,6 +1,6 @@
 """The dispatcher: one poll loop that moves bytes between clients and workers.
 
-All decisions are made by :class:`gt.runtime.planner.Planner`; this shell owns the sockets:
+All decisions are made by :class:`gt.runtime.dispatcher.planner.Planner`; this shell owns the sockets:
 
 * ``front`` (ROUTER): clients connect here;
 * ``back`` (ROUTER): workers register, receive batches and report completion;
@@ -10,7 +10,7 @@ All decisions are made by :class:`gt.runtime.planner.Planner`; this shell owns t
 
 Batches without signal annotations, from clients with nothing placed while no shard config is in
 force, are forwarded whole to the client's home worker without being decoded (the fast path).
-Everything else goes through :class:`gt.runtime.placement.Placement`, which rewrites the batch
+Everything else goes through :class:`gt.runtime.sharding.placement.Placement`, which rewrites the batch
 into per-worker parts with explicit transfer instructions.
 
 A malformed message is counted and dropped; it never stops the loop.
@@ -27,12 +27,12 @@ from typing import Any
 
 import zmq
 
-from gt import config as shard_config
 from gt.runtime import discovery
 from gt.runtime import protocol as P
-from gt.runtime.dispatcher_control import ControlRequests
-from gt.runtime.placement import Placement
-from gt.runtime.planner import MultiBatch, Planner
+from gt.runtime.dispatcher.control import ControlRequests
+from gt.runtime.dispatcher.planner import MultiBatch, Planner
+from gt.runtime.sharding import config as shard_config
+from gt.runtime.sharding.placement import Placement
 from gt.trace import events as E
 from gt.trace.emit import Emitter
 

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,8 @@ from gt.trace.emit import Emitter
 
 _FETCH = P.OPCODE["fetch"]
 _UPLOAD = P.OPCODE["upload"]
-_GT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The gt package itself (gt/runtime/client/connection.py -> gt/): frames inside it are not the user's.
+_GT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 
 _POS_SPAN = 1 << 24  # a free is packed as id * _POS_SPAN + its position in the pending batch
 
@@ -45,6 +47,17 @@ SIGNAL_DEPTH = 0
 def raw_bytes(array: np.ndarray) -> Any:
     """The bytes of a C-contiguous array without a copy (empty arrays have none to view)."""
     return memoryview(array.reshape(-1)).cast("B") if array.size else b""
+
+
+def _drain(q: deque) -> list:
+    """Everything in ``q`` now, removed from it; what another thread appends meanwhile stays."""
+    out = []
+    pop = q.popleft
+    try:
+        while True:
+            out.append(pop())
+    except IndexError:
+        return out
 
 
 def _env_float(name: str, default: float) -> float:
@@ -95,7 +108,9 @@ class Connection:
         self._reqs = itertools.count(1)
         self._batch_seq = 0
         self._instrs: list[list] = []
-        self._frees: list[int] = []
+        # Appended by Tensor.__del__ from any thread without the lock: a deque, whose append and
+        # popleft are atomic, so a free that races with a flush lands in this batch or the next.
+        self._frees: deque[int] = deque()
         self._bufs: list[Any] = []
         self._new_srclocs: list[list] = []
         self._srcloc_ids: dict[tuple, int] = {}
@@ -297,7 +312,7 @@ class Connection:
                     f"the dispatcher accepted no batch for {self.timeout:.0f}s (GT_TIMEOUT)"
                 )
         instrs, self._instrs = self._instrs, []
-        packed, self._frees = self._frees, []
+        packed = _drain(self._frees)
         frees = [k // _POS_SPAN for k in packed]
         free_at = [k % _POS_SPAN for k in packed]
         bufs, self._bufs = self._bufs, []
@@ -387,7 +402,7 @@ class Connection:
         Raises:
             ValueError: the dispatcher refused the request (its message says why).
         """
-        from gt.config import ConfigError  # noqa: PLC0415 - the client-side error type
+        from gt.runtime.sharding.config import ConfigError  # noqa: PLC0415
 
         with self._lock:
             self._flush_locked()
@@ -422,7 +437,7 @@ class Connection:
         """Apply ``$GT_CONFIG`` / ``$GT_AUTO_SHARD`` when they are set."""
         if not (os.environ.get("GT_CONFIG") or os.environ.get("GT_AUTO_SHARD")):
             return
-        from gt.config import from_env  # noqa: PLC0415 - only with the env vars set
+        from gt.runtime.sharding.config import from_env  # noqa: PLC0415
 
         raw = from_env()
         if raw is not None:

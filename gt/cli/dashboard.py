@@ -10,7 +10,7 @@ Public surface (wired into :mod:`gt.cli` by the lead):
 * :func:`add_replay_arguments` / :func:`cmd_replay`: ``gt replay FILE [--speed X] [--at TIME]
   [--window FROM:TO] [--paused] [--once] [--json]``;
 * :func:`find_endpoints`: the newest live dispatcher, or the one at a front address;
-* :func:`main_top`: ``gt top`` as a standalone entry point (``python -m gt.tui_cli``).
+* :func:`main_top`: ``gt top`` as a standalone entry point (``python -m gt.cli.dashboard``).
 
 This module never imports the dispatcher or the worker; it talks to them over ZeroMQ.
 """

@@ -39,8 +39,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _control(args: argparse.Namespace, *, required: bool) -> Any:
-    from gt.tui.config_control import ConfigControl
-    from gt.tui_cli import find_endpoints
+    from gt.cli.dashboard import find_endpoints
+    from gt.runtime.control import ConfigControl
 
     eps = find_endpoints(args.connect)
     if eps is None or not eps.get("control"):
@@ -64,7 +64,7 @@ def cmd_config(args: argparse.Namespace) -> int:
     """Run ``gt config show|validate|apply``; returns the exit status."""
     import json
 
-    from gt.tui import config_edit as CE
+    from gt.runtime.sharding import config_text as CE
     from gt.tui.sources import ControlError
 
     cmd = args.config_command

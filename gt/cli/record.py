@@ -9,8 +9,8 @@ from typing import Any
 
 from gt.runtime import protocol as P
 from gt.runtime.control import ControlError, request
+from gt.trace.keyframes import ModelKeyframer
 from gt.trace.recorder import record_from_bus
-from gt.tui.keyframes import ModelKeyframer
 
 
 def record(

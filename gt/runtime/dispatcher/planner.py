@@ -37,7 +37,7 @@ class MultiBatch:
 
     @staticmethod
     def from_program(prog: Any, seq: int, home: int, bufs: list, n_client: int) -> Any:
-        """Encode a planned batch (:class:`gt.runtime.layout.Program`) into per-worker payloads.
+        """Encode a planned batch (:class:`gt.runtime.sharding.layout.Program`) into per-worker payloads.
 
         The home worker's part carries the client's upload buffers. A plan that is one part on the
         home worker with no planner errors comes back as a plain single-worker batch.

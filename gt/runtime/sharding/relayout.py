@@ -14,7 +14,6 @@ import math
 import os
 
 from gt.runtime import protocol as P
-from gt.runtime.layout import LOCAL, PARTIAL, REPL, SHARD, Layout, Program, local, repl, satisfies
 from gt.runtime.protocol import (
     ALL_GATHER,
     ALL_REDUCE,
@@ -25,6 +24,17 @@ from gt.runtime.protocol import (
     REDUCE_SCATTER,
     SCATTER,
     SEND,
+)
+from gt.runtime.sharding.layout import (
+    LOCAL,
+    PARTIAL,
+    REPL,
+    SHARD,
+    Layout,
+    Program,
+    local,
+    repl,
+    satisfies,
 )
 
 

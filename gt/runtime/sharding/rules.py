@@ -30,8 +30,8 @@ from typing import Any
 
 from gt import shapes as S
 from gt.runtime import protocol as P
-from gt.runtime import relayout as R
-from gt.runtime.layout import (
+from gt.runtime.sharding import relayout as R
+from gt.runtime.sharding.layout import (
     LOCAL,
     PARTIAL,
     REPL,
@@ -43,7 +43,7 @@ from gt.runtime.layout import (
     shard,
     split_sizes,
 )
-from gt.runtime.shapeinfer import _BINARY, _UNARY, reduce_axes
+from gt.runtime.sharding.shapeinfer import _BINARY, _UNARY, reduce_axes
 
 _OP = P.OPCODE
 FLOPS = float(os.environ.get("GT_PLAN_FLOPS", 3e10))

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from gt.trace import events as E
+from gt.trace.keyframes import is_model_keyframe
 from gt.trace.reader import Batch, Reader
 from gt.trace.records import SPAN_HISTORY
-from gt.tui.keyframes import is_model_keyframe
 
 #: Kinds the timeline shows as moments (and can jump to).
 MOMENT_KINDS = (E.MARK, E.ERROR, E.CONFIG)

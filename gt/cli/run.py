@@ -71,7 +71,7 @@ def run_command(
         if config:
             env["GT_CONFIG"] = os.path.abspath(config)
         if tui:
-            from gt.tui_cli import run_with_dashboard  # noqa: PLC0415 - textual only when asked
+            from gt.cli.dashboard import run_with_dashboard  # noqa: PLC0415 - textual only when asked
 
             return run_with_dashboard(address, cmd, env=env, hz=hz, readonly=readonly)
         proc = subprocess.Popen(cmd, env=env)

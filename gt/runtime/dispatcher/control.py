@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any
 
-from gt import config as shard_config
+from gt.runtime.sharding import config as shard_config
 from gt.trace import events as E
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gt.config import resolve_workers
 from gt.runtime import protocol as P
-from gt.runtime.layout import (
+from gt.runtime.sharding.config import resolve_workers
+from gt.runtime.sharding.layout import (
     LOCAL,
     PARTIAL,
     REPL,
@@ -28,8 +28,8 @@ from gt.runtime.layout import (
     satisfies,
     shard_even,
 )
-from gt.runtime.relayout import move
-from gt.runtime.shapeinfer import nbytes
+from gt.runtime.sharding.relayout import move
+from gt.runtime.sharding.shapeinfer import nbytes
 
 _OP = P.OPCODE
 _FETCH, _UPLOAD, _PLACE, _CHUNK, _FULL = (
