@@ -93,8 +93,12 @@ def run_config(name: str, n_ops: int, trace_dir: str) -> dict:
         elif name == "top":
             import pexpect
 
-            tui = pexpect.spawn(sys.executable, ["-m", "gt", "top", "--connect", cluster.address],
-                                dimensions=(40, 140), timeout=10)
+            tui = pexpect.spawn(
+                sys.executable,
+                ["-m", "gt", "top", "--connect", cluster.address],
+                dimensions=(40, 140),
+                timeout=10,
+            )
             extras.append(tui)
             time.sleep(2.0)  # the app starts and attaches
         elif name == "stalled":
@@ -185,7 +189,9 @@ def main() -> int:
         print(f"{n:10} {med:10.0f} {slow:8.3f}x {TARGETS[n]:7.2f}x {'PASS' if passed else 'FAIL'}")
     if extra.get("tui"):
         shares = [x for x in extra["tui"] if x is not None]
-        print(f"gt top CPU while attached: {', '.join(f'{x:.0%}' for x in shares)} of one core (target <= 50%)")
+        print(
+            f"gt top CPU while attached: {', '.join(f'{x:.0%}' for x in shares)} of one core (target <= 50%)"
+        )
         ok &= max(shares) <= 0.5
     if "watched" not in names:
         return 0 if ok else 1

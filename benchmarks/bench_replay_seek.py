@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_trace import OP_NAMES, WORKERS, synthetic_packed  # noqa: E402
 
 from gt.trace import events as E  # noqa: E402
+from gt.trace.keyframes import ModelKeyframer  # noqa: E402
 from gt.trace.model import ClusterModel  # noqa: E402
 from gt.trace.reader import Reader  # noqa: E402
 from gt.trace.recorder import Recorder  # noqa: E402
-from gt.trace.keyframes import ModelKeyframer  # noqa: E402
 from gt.tui.replay import ReplaySource  # noqa: E402
 
 

@@ -59,13 +59,14 @@ from common import (
 )
 
 import gt
+from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime.launch import LocalCluster
 
 # The reference chain speaks GT's instruction layout ([opcode, out, args, attrs, src]) and opcodes.
-OP_FULL = P.OPCODE["full"]
-OP_ADD = P.OPCODE["add"]
-OP_FETCH = P.OPCODE["fetch"]
+OP_FULL = O.OPCODE["full"]
+OP_ADD = O.OPCODE["add"]
+OP_FETCH = O.OPCODE["fetch"]
 ID_SHIFT = 40  # the forwarder namespaces tensor ids as (client_no << 40) | id
 RECV_TIMEOUT_MS = 30_000  # no receive in the parent waits longer than this
 POLL_MS = 100  # child loops wake at least this often to check for stop / a dead parent
@@ -568,13 +569,13 @@ def worker_blas_env(cluster: LocalCluster) -> list[dict[str, str]]:
     sock.setsockopt(zmq.RCVTIMEO, 5000)
     try:
         sock.connect(cluster.endpoints["control"])
-        sock.send(P.header(P.CONTROL, "stats", None))
-        reply = P.parse_header(sock.recv())
+        sock.send(P.encode(P.Control("stats")))
+        reply = P.parse(sock.recv())
     finally:
         sock.close(0)
         ctx.term()
     envs = []
-    for w in reply[3]["workers"]:
+    for w in reply.payload["workers"]:
         env = process_env(w["pid"])
         envs.append(
             {"pid": str(w["pid"]), **{k: env.get(k, "-") for k in BLAS_VARS + BLAS_INFO_VARS}}

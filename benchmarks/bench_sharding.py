@@ -129,7 +129,7 @@ def bench_allreduce(nbytes: int, repeats: int) -> list[float]:
     import zmq  # noqa: PLC0415
 
     import gt  # noqa: PLC0415
-    from gt.runtime import protocol as P  # noqa: PLC0415
+    from gt.runtime import ops as O  # noqa: PLC0415
     from gt.trace import events as E  # noqa: PLC0415
 
     cl = _cluster(2)
@@ -139,7 +139,7 @@ def bench_allreduce(nbytes: int, repeats: int) -> list[float]:
     sub.connect(cl.endpoints["events"])
     sub.setsockopt(zmq.SUBSCRIBE, b"")
     time.sleep(0.3)  # let the subscription reach the bus
-    code = P.OPCODE["all_reduce"]
+    code = O.OPCODE["all_reduce"]
     spans: list[tuple[str, int, int]] = []
     try:
         n = nbytes // 4

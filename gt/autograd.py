@@ -3,7 +3,7 @@
 Every op whose inputs require grad attaches a :class:`Node` to its output: the primitive's name,
 edges to the inputs' nodes (or to leaf tensors, whose ``.grad`` receives the result), the tensors
 the derivative needs, and small attributes. :func:`backward` sorts the nodes topologically and
-walks them in reverse, calling one derivative rule per primitive (``gt/ops/derivatives.py``). Each
+walks them in reverse, calling one derivative rule per primitive (the op registry's ``grad``, :mod:`gt.runtime.ops`). Each
 rule is written with ordinary tensor ops, so the backward pass is just more instructions for the
 workers. Gradients of a tensor used several times are summed; gradients of leaves accumulate
 across calls until they are reset.
@@ -19,32 +19,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gt import signal as _signal
+from gt.runtime import ops as O
+from gt.runtime.ops import Past, sum_to
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
 
 FLOAT_DTYPES = ("float16", "float32", "float64")
-
-# Primitives whose derivative needs the input tensors themselves (not only their shapes).
-_SAVES_INPUTS = frozenset(
-    {
-        "mul",
-        "div",
-        "pow",
-        "maximum",
-        "minimum",
-        "where",
-        "abs",
-        "log",
-        "sin",
-        "cos",
-        "relu",
-        "matmul",
-        "clip",
-        "erf",
-        "remainder",
-    }
-)
 
 
 class _GradMode(threading.local):
@@ -133,29 +114,42 @@ class Node:
     """One recorded op: how to send the output's gradient back to its inputs.
 
     Attributes:
-        op: the primitive's name (the key into the derivative table).
+        op: the primitive's name (its registry entry holds the derivative rule).
         parents: per input, the input's :class:`Node`, the leaf tensor itself, or ``None`` when
             that input needs no gradient (a constant, an integer tensor, a Python number).
-        saved: the inputs (or other tensors) the rule reads; ``None`` once the graph is freed.
+        saved: the tensors the rule reads; ``None`` once the graph is freed.
         versions: ``_version`` of each saved tensor when recorded, to detect in-place changes.
         shapes: the shape of every input (``()`` for Python numbers).
-        ctx: op attributes the rule needs (axes, permutation, index key, ...).
+        dtypes: the dtype of every input (``None`` for Python numbers).
+        attrs: the instruction's attributes (axes, permutation, index key, ...).
     """
 
-    __slots__ = ("op", "parents", "saved", "versions", "shapes", "ctx", "signal")
+    __slots__ = ("op", "parents", "saved", "versions", "shapes", "dtypes", "attrs", "signal")
 
-    def __init__(self, op: str, parents: tuple, saved: tuple, shapes: tuple, ctx: Any):
+    def __init__(self, op: str, parents: tuple, saved: tuple, inputs: tuple, attrs: Any):
         self.op = op
         self.parents = parents
         self.saved = saved
         self.versions = tuple(getattr(t, "_version", 0) for t in saved)
-        self.shapes = shapes
-        self.ctx = ctx
+        self.shapes = tuple(getattr(t, "shape", ()) for t in inputs)
+        self.dtypes = tuple(getattr(t, "dtype", None) for t in inputs)
+        self.attrs = attrs
         self.signal = _signal.capture()  # its gradient ops run under the signal's backward rule
 
     def needs(self, i: int) -> bool:
         """Whether input ``i`` wants a gradient."""
         return self.parents[i] is not None
+
+    def check_versions(self) -> None:
+        """Raise if a tensor this node saved was changed in place since it was recorded."""
+        for t, v in zip(self.saved, self.versions):
+            now = getattr(t, "_version", 0)
+            if now != v:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by an "
+                    f"inplace operation: [gt.{t.dtype} {list(t.shape)}] is at version {now}; "
+                    f"expected version {v} instead (in {self.name()})"
+                )
 
     def name(self) -> str:
         """PyTorch-style name, e.g. ``MulBackward0``."""
@@ -165,28 +159,17 @@ class Node:
         return f"<{self.name()}>"
 
 
-class Past:
-    """What a rule returns for an input made by a layout-only op (a transpose) when it computed the
-    gradient of that op's own input directly; the engine delivers it there and skips the op's rule.
-    """
-
-    __slots__ = ("grad",)
-
-    def __init__(self, grad: Tensor):
-        self.grad = grad
-
-
 def record(
-    out: Tensor, op: str, inputs: tuple, ctx: Any = None, saved: tuple | None = None
+    out: Tensor, op: str, inputs: tuple, attrs: Any = None, saved: tuple | None = None
 ) -> Tensor:
     """Attach a backward node for primitive ``op`` to ``out`` when grad mode is on.
 
     Args:
         out: the op's result.
-        op: the primitive's name.
+        op: the primitive's name (an entry of the op registry).
         inputs: the op's operands in order (tensors or Python numbers).
-        ctx: attributes for the derivative rule.
-        saved: tensors the rule reads; default: ``inputs`` for ops that need them, else none.
+        attrs: the instruction's attributes (the derivative rule reads them).
+        saved: tensors the rule reads; default: what the registry entry's ``saves`` says.
 
     Returns:
         ``out``, now requiring grad if any input does.
@@ -204,24 +187,10 @@ def record(
     if not wanted:
         return out
     if saved is None:
-        saved = inputs if op in _SAVES_INPUTS else ()
-    shapes = tuple(getattr(t, "shape", ()) for t in inputs)
-    out._node = Node(op, tuple(parents), tuple(saved), shapes, ctx)
+        saved = O.BY_NAME[op].saved(inputs, out)
+    out._node = Node(op, tuple(parents), tuple(saved), inputs, attrs)
     out.requires_grad = True
     return out
-
-
-def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
-    """Sum a broadcast gradient back down to ``shape`` (the inverse of broadcasting)."""
-    if g.shape == shape:
-        return g
-    lead = g.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1
-    )
-    if axes:
-        g = g.sum(axes, keepdims=True)
-    return g.reshape(shape)
 
 
 def _topo_order(root: Node) -> list[Node]:
@@ -243,17 +212,6 @@ def _topo_order(root: Node) -> list[Node]:
                 stack.append((p, False))
     order.reverse()
     return order
-
-
-def _check_versions(node: Node) -> None:
-    for t, v in zip(node.saved, node.versions):
-        now = getattr(t, "_version", 0)
-        if now != v:
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified by an "
-                f"inplace operation: [gt.{t.dtype} {list(t.shape)}] is at version {now}; expected "
-                f"version {v} instead (in {node.name()})"
-            )
 
 
 def _accumulate(leaf: Tensor, g: Tensor, handed: set[int]) -> None:
@@ -280,67 +238,71 @@ def backward(root: Tensor, gradient: Any = None, retain_graph: bool | None = Non
         RuntimeError: ``root`` does not require grad, ``gradient`` is missing or has the wrong
             shape, the graph was already freed, or a saved tensor was modified in place.
     """
-    from gt.ops.derivatives import RULES  # noqa: PLC0415 - rules import the tensor module
-
     if not root.requires_grad:
         raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
     handed: set[int] = set()
     with no_grad():
-        if gradient is None:
-            if root.numel() != 1:
-                raise RuntimeError(
-                    f"grad can be implicitly created only for scalar outputs (got shape {list(root.shape)})"
-                )
-            from gt.factories import ones  # noqa: PLC0415
-
-            gradient = ones(root.shape, dtype=root.dtype)
-        else:
-            from gt.factories import tensor  # noqa: PLC0415
-
-            if not hasattr(gradient, "_conn"):
-                gradient = tensor(gradient, dtype=root.dtype)
-            if tuple(gradient.shape) != root.shape:
-                raise RuntimeError(
-                    f"backward: mismatch in shape: gradient has a shape of {list(gradient.shape)} "
-                    f"and output has a shape of {list(root.shape)}"
-                )
-            if gradient.dtype != root.dtype:
-                gradient = gradient.to(root.dtype)
-            handed.add(id(gradient))
+        gradient = _seed(root, gradient, handed)
         if root._node is None:
             _accumulate(root, gradient, handed)
             return
         grads: dict[Node, Tensor] = {root._node: gradient}
         for node in _topo_order(root._node):
             g = grads.pop(node, None)
-            if g is None:
+            if g is not None:
+                _propagate(node, g, grads, handed)
+                if not retain_graph:
+                    node.saved = None
+
+
+def _seed(root: Tensor, gradient: Any, handed: set[int]) -> Tensor:
+    """The gradient backward starts from: ones for a scalar, else the one given, checked."""
+    if gradient is None:
+        if root.numel() != 1:
+            raise RuntimeError(
+                f"grad can be implicitly created only for scalar outputs (got shape {list(root.shape)})"
+            )
+        return root.new_ones(root.shape)
+    if not hasattr(gradient, "_conn"):
+        gradient = root.new_tensor(gradient, dtype=root.dtype)
+    if tuple(gradient.shape) != root.shape:
+        raise RuntimeError(
+            f"backward: mismatch in shape: gradient has a shape of {list(gradient.shape)} "
+            f"and output has a shape of {list(root.shape)}"
+        )
+    if gradient.dtype != root.dtype:
+        gradient = gradient.to(root.dtype)
+    handed.add(id(gradient))
+    return gradient
+
+
+def _propagate(node: Node, g: Tensor, grads: dict, handed: set[int]) -> None:
+    """Run ``node``'s derivative rule and hand each input its gradient."""
+    if node.saved is None:
+        raise RuntimeError(
+            "Trying to backward through the graph a second time (or directly access saved "
+            "tensors after they have already been freed). Specify retain_graph=True if you "
+            "need to backward through the graph a second time."
+        )
+    node.check_versions()
+    rule = O.BY_NAME[node.op].grad
+    if node.signal is None:
+        in_grads = rule(node, g)
+    else:
+        with _signal.backward_context(node.signal):
+            in_grads = rule(node, g)
+    for p, pg in zip(node.parents, in_grads):
+        if p is None or pg is None:
+            continue
+        if type(pg) is Past:  # already the gradient of that input's own input
+            p, pg = p.parents[0], pg.grad
+            if p is None:
                 continue
-            if node.saved is None:
-                raise RuntimeError(
-                    "Trying to backward through the graph a second time (or directly access saved "
-                    "tensors after they have already been freed). Specify retain_graph=True if you "
-                    "need to backward through the graph a second time."
-                )
-            _check_versions(node)
-            if node.signal is None:
-                in_grads = RULES[node.op](node, g)
-            else:
-                with _signal.backward_context(node.signal):
-                    in_grads = RULES[node.op](node, g)
-            for p, pg in zip(node.parents, in_grads):
-                if p is None or pg is None:
-                    continue
-                if type(pg) is Past:  # already the gradient of that input's own input
-                    p, pg = p.parents[0], pg.grad
-                    if p is None:
-                        continue
-                if type(p) is Node:
-                    prev = grads.get(p)
-                    grads[p] = pg if prev is None else prev + pg
-                else:
-                    _accumulate(p, pg, handed)
-            if not retain_graph:
-                node.saved = None
+        if type(p) is Node:
+            prev = grads.get(p)
+            grads[p] = pg if prev is None else prev + pg
+        else:
+            _accumulate(p, pg, handed)
 
 
 __all__ = [

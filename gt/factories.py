@@ -6,32 +6,15 @@ program reproducible no matter which worker runs it.
 
 from __future__ import annotations
 
-import itertools
-import random
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from gt import shapes as S
-from gt.runtime import protocol as P
+from gt.ops.random import next_seed, random_attrs
 from gt.session import get_connection
-from gt.tensor import Tensor
-
-_OP = P.OPCODE
-_seed_base = random.SystemRandom().getrandbits(40)
-_seed_counter = itertools.count()
-
-
-def manual_seed(seed: int) -> None:
-    """Make the random factories reproducible from this point on."""
-    global _seed_base, _seed_counter
-    _seed_base = int(seed) & ((1 << 40) - 1)
-    _seed_counter = itertools.count()
-
-
-def _next_seed() -> int:
-    return (_seed_base << 22) + next(_seed_counter)
+from gt.tensor import Tensor, create, host_array, upload
 
 
 def _shape(shape: Sequence[Any]) -> tuple[int, ...]:
@@ -43,17 +26,8 @@ def _shape(shape: Sequence[Any]) -> tuple[int, ...]:
     return out
 
 
-def _make(
-    opcode: int,
-    args: list,
-    shape: tuple[int, ...],
-    dtype: str,
-    attrs: Any,
-    requires_grad: bool = False,
-) -> Tensor:
-    conn = get_connection()
-    t = Tensor(conn, conn.new_id(), shape, dtype)
-    conn.emit(opcode, t.id, args, attrs)
+def _make(name: str, args: list, attrs: dict, requires_grad: bool = False) -> Tensor:
+    t = create(get_connection(), name, args, attrs)
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -70,16 +44,9 @@ def from_numpy(array: np.ndarray, requires_grad: bool = False) -> Tensor:
     """Upload a NumPy array (the array must not be changed until the next sync point)."""
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy expects an ndarray, got {type(array).__name__}")
-    dtype = S.canonical_dtype(array.dtype)
     if not array.flags.c_contiguous:
-        array = np.ascontiguousarray(array).reshape(
-            array.shape
-        )  # (ascontiguousarray makes 0-d 1-d)
-    if array.size == 0:  # nothing to send (and memoryview cannot cast a zero-length shape)
-        return full(array.shape, 0, dtype, requires_grad)
-    conn = get_connection()
-    t = Tensor(conn, conn.new_id(), tuple(array.shape), dtype)
-    conn.upload(t.id, array)
+        array = np.ascontiguousarray(array).reshape(array.shape)  # (it makes 0-d arrays 1-d)
+    t = upload(get_connection(), array)
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -95,14 +62,7 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, device: An
         return out.requires_grad_(True) if requires_grad else out
     if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(data)):
         return tensor([_plain(v) for v in data], dtype, requires_grad)
-    arr = np.array(data)
-    if dtype is not None:
-        arr = arr.astype(S.canonical_dtype(dtype))
-    elif arr.dtype == np.float64 and not isinstance(data, np.ndarray):
-        arr = arr.astype(np.float32)
-    elif arr.dtype.kind in "iu" and arr.dtype != np.int32 and not isinstance(data, np.ndarray):
-        arr = arr.astype(np.int64)
-    return from_numpy(arr.copy(), requires_grad=requires_grad)
+    return from_numpy(host_array(data, dtype), requires_grad=requires_grad)
 
 
 def _flat(data: Any) -> Any:
@@ -140,11 +100,9 @@ def full(
     value: Any = (
         bool(fill_value)
         if dtype == "bool"
-        else (float(fill_value) if dtype in S.FLOAT_DTYPES else [int(fill_value)])
+        else (float(fill_value) if dtype in S.FLOAT_DTYPES else int(fill_value))
     )
-    return _make(
-        _OP["full"], [value], shape, dtype, {"shape": list(shape), "dtype": dtype}, requires_grad
-    )
+    return _make("full", [value], {"shape": list(shape), "dtype": dtype}, requires_grad)
 
 
 def zeros(
@@ -171,27 +129,13 @@ def randn(
 ) -> Tensor:
     """Standard normal samples."""
     shp, dt = _shape(shape), _float_dtype(dtype, "randn")
-    return _make(
-        _OP["randn"],
-        [],
-        shp,
-        dt,
-        {"shape": list(shp), "dtype": dt, "seed": _next_seed()},
-        requires_grad,
-    )
+    return _make("randn", [], random_attrs(shp, dt), requires_grad)
 
 
 def rand(*shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """Uniform samples in [0, 1)."""
     shp, dt = _shape(shape), _float_dtype(dtype, "rand")
-    return _make(
-        _OP["rand"],
-        [],
-        shp,
-        dt,
-        {"shape": list(shp), "dtype": dt, "seed": _next_seed()},
-        requires_grad,
-    )
+    return _make("rand", [], random_attrs(shp, dt), requires_grad)
 
 
 def randint(
@@ -207,18 +151,12 @@ def randint(
     if high <= low:
         raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
     shp, dt = _shape(tuple(size)), S.canonical_dtype(dtype)
-    return _make(
-        _OP["randint"],
-        [],
-        shp,
-        dt,
-        {"shape": list(shp), "dtype": dt, "low": int(low), "high": int(high), "seed": _next_seed()},
-    )
+    return _make("randint", [], random_attrs(shp, dt, low=int(low), high=int(high)))
 
 
 def randperm(n: int, dtype: Any = "int64", device: Any = None) -> Tensor:
     """A random permutation of ``0..n-1`` (drawn on the client from the GT seed)."""
-    rng = np.random.default_rng(_next_seed())
+    rng = np.random.default_rng(next_seed())
     return from_numpy(rng.permutation(int(n)).astype(S.canonical_dtype(dtype)))
 
 
@@ -242,15 +180,8 @@ def arange(
             else S.DEFAULT_FLOAT
         )
     dtype = S.canonical_dtype(dtype)
-    n = max(0, int(np.ceil((end - start) / step)))
-    return _make(
-        _OP["arange"],
-        [],
-        (n,),
-        dtype,
-        {"start": start, "stop": end, "step": step, "dtype": dtype},
-        requires_grad,
-    )
+    return _make("arange", [], {"start": start, "stop": end, "step": step, "dtype": dtype},
+                 requires_grad)  # fmt: skip
 
 
 def linspace(
@@ -278,9 +209,7 @@ def eye(
     if n < 0 or m < 0:
         raise ValueError(f"eye: n and m must be non-negative, got {n} and {m}")
     dt = S.canonical_dtype(dtype)
-    return _make(
-        _OP["eye"], [], (int(n), int(m)), dt, {"n": int(n), "m": int(m), "dtype": dt}, requires_grad
-    )
+    return _make("eye", [], {"n": int(n), "m": int(m), "dtype": dt}, requires_grad)
 
 
 def zeros_like(

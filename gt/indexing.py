@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gt import shapes as S
+from gt.ops.base import TensorBase
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -22,8 +23,6 @@ def encode_key(x: Tensor, key: Any, op: str = "getitem") -> tuple[list, list, tu
     Raises:
         IndexError: an int out of range, too many indices, or a bad item type.
     """
-    from gt.tensor import Tensor  # noqa: PLC0415 - cycle
-
     if not isinstance(key, tuple):
         key = (key,)
     wire: list = []
@@ -34,7 +33,7 @@ def encode_key(x: Tensor, key: Any, op: str = "getitem") -> tuple[list, list, tu
         if isinstance(item, bool):
             raise IndexError(f"{op}: a bare bool index is not supported")
         if (
-            isinstance(item, Tensor)
+            isinstance(item, TensorBase)
             and item.dtype == "bool"
             or (isinstance(item, (list, np.ndarray)) and np.asarray(item).dtype == bool)
         ):
@@ -60,7 +59,7 @@ def encode_key(x: Tensor, key: Any, op: str = "getitem") -> tuple[list, list, tu
         elif item is Ellipsis:
             wire.append(["e"])
             stand_in.append(Ellipsis)
-        elif isinstance(item, Tensor):
+        elif isinstance(item, TensorBase):
             if item.dtype == "bool":
                 idx = np.nonzero(item.numpy())
                 for axis_idx in idx:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from gt.autograd import no_grad
+from gt.autograd import enable_grad, no_grad
+from gt.factories import zeros_like
 from gt.tensor import Tensor
 
 
@@ -69,8 +70,6 @@ class Optimizer:
         """Update every parameter that has a gradient; returns ``closure()`` when given."""
         loss = None
         if closure is not None:
-            from gt.autograd import enable_grad  # noqa: PLC0415
-
             with enable_grad():
                 loss = closure()
         with no_grad():
@@ -182,8 +181,6 @@ class Adam(Optimizer):
         )
 
     def _update(self, p: Tensor, g: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
-        from gt.factories import zeros_like  # noqa: PLC0415
-
         if group["maximize"]:
             g = -g
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]

@@ -11,6 +11,7 @@ import atexit
 import os
 import threading
 
+from gt.runtime import launch
 from gt.runtime.client.connection import Connection
 
 _current: Connection | None = None
@@ -38,8 +39,6 @@ def connect(address: str | None = None, **kwargs) -> Connection:
 
 
 def _open(address: str | None, **kwargs) -> Connection:
-    from gt.runtime import launch  # noqa: PLC0415 - only when starting something
-
     cluster = None
     recorder = None
     try:

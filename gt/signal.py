@@ -16,10 +16,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from gt.runtime import protocol as P
+from gt.runtime import ops as O
 from gt.runtime.client import connection as _client
 
-_PLACE = P.OPCODE["place"]
+_PLACE = O.OPCODE["place"]
 _depth_lock = threading.Lock()
 
 #: A signal key as it travels: ``(name, backward_name_or_None, is_backward)``.

@@ -20,23 +20,24 @@ from typing import Any
 import numpy as np
 
 from gt import shapes as S
-from gt.autograd import _mode, record
+from gt.autograd import _mode, backward, record
 from gt.ops.arith import ArithmeticOps
-from gt.ops.inplace import InplaceOps
+from gt.ops.base import TensorBase, immediate
+from gt.ops.format import tensor_repr
+from gt.ops.inplace import InplaceOps, take_value
 from gt.ops.reduce import ReductionOps
 from gt.ops.shaping import ShapeOps
-from gt.runtime import protocol as P
-from gt.runtime.client.connection import Connection
-from gt.session import get_connection
+from gt.runtime import ops as O
+from gt.runtime.client import Connection
 
-_OP = P.OPCODE
+_OP = O.OPCODE
 _RESHAPE = _OP["reshape"]
 _SCALARS = (int, float, bool)
 _FLOATS = S.FLOAT_DTYPES
 _FLOAT_SET = frozenset(_FLOATS)
 
 
-class Tensor(ArithmeticOps, ReductionOps, ShapeOps, InplaceOps):
+class Tensor(TensorBase, ArithmeticOps, ReductionOps, ShapeOps, InplaceOps):
     """A tensor whose data lives on a GT worker.
 
     Create tensors with the factories (:func:`gt.randn`, :func:`gt.tensor`, ...), not directly.
@@ -166,14 +167,86 @@ class Tensor(ArithmeticOps, ReductionOps, ShapeOps, InplaceOps):
         return format(str(self), spec)
 
     def __repr__(self) -> str:
-        from gt.ops.format import tensor_repr  # noqa: PLC0415 - only needed when printing
-
         return tensor_repr(self)
 
     # ------------------------------------------------------------------ op plumbing
     def _new(self, shape: tuple[int, ...], dtype: str) -> Tensor:
         conn = self._conn
         return Tensor(conn, conn.new_id(), shape, dtype)
+
+    def _handle(self) -> Tensor:
+        """A second handle on this tensor's worker id (it owns nothing until given the id)."""
+        return Tensor(self._conn, None, self.shape, self.dtype)
+
+    def _apply(
+        self, name: str, inputs: list, attrs: Any = None, shape: Any = None, grad: bool = True
+    ) -> Tensor:
+        """Queue primitive ``name`` of the op registry on ``inputs`` (tensors and Python numbers).
+
+        The registry's rules give the result's shape (unless the caller computed it, ``shape``)
+        and dtype; the op is recorded for autograd when it has a derivative and an input wants
+        one (and ``grad``). This is the one path every op without a hand-tuned fast path takes.
+        """
+        op = O.BY_NAME[name]
+        shapes = [t.shape if isinstance(t, TensorBase) else () for t in inputs]
+        dtypes = [t.dtype if isinstance(t, TensorBase) else None for t in inputs]
+        if shape is None:
+            shape = op.shape(shapes, attrs)
+        args = [t.id if isinstance(t, TensorBase) else immediate(t) for t in inputs]
+        conn = self._conn
+        out = Tensor(conn, conn.new_id(), tuple(shape), op.dtype(dtypes, attrs))
+        conn.emit(op.code, out.id, args, attrs)
+        if grad and op.grad is not None and _mode.enabled:
+            if any(getattr(t, "requires_grad", False) for t in inputs):
+                record(out, name, tuple(inputs), attrs)
+        return out
+
+    def _apply_(self, name: str, inputs: list, attrs: Any = None) -> Tensor:
+        """Queue primitive ``name`` with this tensor as its output, in place (never recorded)."""
+        args = [t.id if isinstance(t, TensorBase) else immediate(t) for t in inputs]
+        self._conn.emit(_OP[name], self.id, args, attrs)
+        self._version += 1
+        return self
+
+    def _create(self, name: str, args: list, attrs: dict) -> Tensor:
+        """A tensor made by creation primitive ``name`` on this tensor's connection."""
+        return create(self._conn, name, args, attrs)
+
+    def _arange(self, n: int) -> Tensor:
+        """``0 .. n-1`` (int64) on this tensor's connection."""
+        return self._create("arange", [], {"start": 0, "stop": int(n), "step": 1, "dtype": "int64"})
+
+    def new_tensor(self, data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+        """A tensor holding a copy of ``data`` on this tensor's connection (PyTorch's spelling)."""
+        if isinstance(data, TensorBase):
+            out = data.detach().to(dtype) if dtype is not None else data.detach()
+        else:
+            out = upload(self._conn, host_array(data, dtype))
+        return out.requires_grad_(True) if requires_grad else out
+
+    def new_full(
+        self, size: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = False
+    ) -> Tensor:
+        """A tensor of ``size`` filled with ``fill_value`` (default dtype: this tensor's)."""
+        dt = S.canonical_dtype(dtype) if dtype is not None else self.dtype
+        shape = (size,) if isinstance(size, int) else tuple(int(d) for d in size)
+        value = (
+            bool(fill_value)
+            if dt == "bool"
+            else (float(fill_value) if dt in _FLOAT_SET else int(fill_value))
+        )
+        out = self._create("full", [value], {"shape": list(shape), "dtype": dt})
+        return out.requires_grad_(True) if requires_grad else out
+
+    def new_zeros(self, *size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+        """Zeros of ``size`` (default dtype: this tensor's)."""
+        shape = size[0] if len(size) == 1 and not isinstance(size[0], int) else size
+        return self.new_full(shape, 0, dtype, requires_grad)
+
+    def new_ones(self, *size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+        """Ones of ``size`` (default dtype: this tensor's)."""
+        shape = size[0] if len(size) == 1 and not isinstance(size[0], int) else size
+        return self.new_full(shape, 1, dtype, requires_grad)
 
     def _emit(
         self, opcode: int, args: list, shape: tuple[int, ...], dtype: str, attrs: Any = None
@@ -232,9 +305,7 @@ class Tensor(ArithmeticOps, ReductionOps, ShapeOps, InplaceOps):
         if isinstance(other, _SCALARS) or isinstance(other, numbers.Number):
             return self._binary_scalar(opcode, other, name, reflected, true_div)
         if isinstance(other, np.ndarray):
-            from gt.factories import tensor  # noqa: PLC0415 - avoid an import cycle
-
-            return self._binary(opcode, tensor(other), name, reflected, true_div)
+            return self._binary(opcode, self.new_tensor(other), name, reflected, true_div)
         return NotImplemented
 
     def _binary_scalar(
@@ -266,14 +337,14 @@ class Tensor(ArithmeticOps, ReductionOps, ShapeOps, InplaceOps):
             out.dtype = "bool"
         return out
 
-    def _unary(self, name: str, float_only: bool = False, save_out: bool = False) -> Tensor:
+    def _unary(self, name: str, float_only: bool = False) -> Tensor:
         """Queue an elementwise primitive of one tensor (ints become float32 if ``float_only``)."""
         x = self.to(S.DEFAULT_FLOAT) if float_only and self.dtype not in _FLOATS else self
         conn = x._conn
         out = Tensor(conn, conn.new_id(), x.shape, x.dtype)
         conn.emit(_OP[name], out.id, [x.id])
         if x.requires_grad and _mode.enabled:
-            record(out, name, (x,), saved=(out._alias(),) if save_out else None)
+            record(out, name, (x,))
         return out
 
     # ------------------------------------------------------------------ dtype conversion
@@ -296,10 +367,7 @@ class Tensor(ArithmeticOps, ReductionOps, ShapeOps, InplaceOps):
         dtype = S.canonical_dtype(dtype)
         if dtype == self.dtype:
             return self
-        out = self._emit(_OP["cast"], [self.id], self.shape, dtype, {"dtype": dtype})
-        if self.requires_grad and _mode.enabled:
-            record(out, "cast", (self,), ctx=self.dtype)
-        return out
+        return self._apply("cast", [self], {"dtype": dtype})
 
     def type(self, dtype: Any = None) -> Any:
         """The dtype's name, or a copy converted to ``dtype``."""
@@ -374,8 +442,6 @@ class Tensor(ArithmeticOps, ReductionOps, ShapeOps, InplaceOps):
             raise NotImplementedError(
                 "backward(create_graph=True): higher-order gradients are not supported"
             )
-        from gt.autograd import backward  # noqa: PLC0415
-
         backward(self, gradient, retain_graph)
 
     def detach(self) -> Tensor:
@@ -400,8 +466,6 @@ class Tensor(ArithmeticOps, ReductionOps, ShapeOps, InplaceOps):
 
     @data.setter
     def data(self, value: Tensor) -> None:
-        from gt.ops.inplace import take_value  # noqa: PLC0415
-
         if not isinstance(value, Tensor):
             raise TypeError(f"data must be set to a Tensor, not {type(value).__name__}")
         take_value(self, value._alias(), keep_graph=False)
@@ -420,4 +484,48 @@ class _NoRecord:
         _mode.enabled = self.prev
 
 
-__all__ = ["Tensor", "get_connection"]
+# Methods that op-registry entries bring (``x.cumsum(dim)``): a new primitive reaches users
+# without an edit of this class.
+for _op in O.REGISTRY:
+    for _name in _op.methods:
+        if _name in Tensor.__dict__:
+            raise TypeError(f"registry op {_op.name} would replace Tensor.{_name}")
+        setattr(Tensor, _name, _op.api)
+
+
+def host_array(data: Any, dtype: Any = None) -> np.ndarray:
+    """A C-contiguous copy of ``data`` with PyTorch's dtypes: Python floats become float32 and
+    Python ints int64 (an ndarray keeps its own dtype)."""
+    arr = np.array(data)
+    if dtype is not None:
+        arr = arr.astype(S.canonical_dtype(dtype))
+    elif arr.dtype == np.float64 and not isinstance(data, np.ndarray):
+        arr = arr.astype(np.float32)
+    elif arr.dtype.kind in "iu" and arr.dtype != np.int32 and not isinstance(data, np.ndarray):
+        arr = arr.astype(np.int64)
+    return np.ascontiguousarray(arr).reshape(arr.shape)
+
+
+def upload(conn: Connection, array: np.ndarray) -> Tensor:
+    """A tensor holding a C-contiguous host array, uploaded on ``conn``."""
+    dtype = S.canonical_dtype(array.dtype)
+    if array.size == 0:  # nothing to send (and memoryview cannot cast a zero-length shape)
+        shape = list(array.shape)
+        out = Tensor(conn, conn.new_id(), tuple(shape), dtype)
+        value = False if dtype == "bool" else (0.0 if dtype in _FLOAT_SET else [0])
+        conn.emit(_OP["full"], out.id, [value], {"shape": shape, "dtype": dtype})
+        return out
+    out = Tensor(conn, conn.new_id(), tuple(array.shape), dtype)
+    conn.upload(out.id, array)
+    return out
+
+
+def create(conn: Connection, name: str, args: list, attrs: dict) -> Tensor:
+    """A tensor made by creation primitive ``name`` on ``conn`` (what the factories call)."""
+    op = O.BY_NAME[name]
+    out = Tensor(conn, conn.new_id(), op.shape([], attrs), op.dtype([], attrs))
+    conn.emit(op.code, out.id, [immediate(a) for a in args], attrs)
+    return out
+
+
+__all__ = ["Tensor", "create", "host_array", "upload"]

@@ -20,6 +20,7 @@ import time
 
 import zmq
 
+from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.trace import events as E
 
@@ -30,8 +31,7 @@ def serve_control(sock: zmq.Socket, eps: dict, workers: int, stop: threading.Eve
         if not sock.poll(100):
             continue
         frames = sock.recv_multipart()
-        msg = P.parse_header(frames[-1])
-        what = msg[2]
+        what = P.parse(frames[-1]).request
         if what == "snapshot":
             payload = {"uptime": 1.0, "clock": time.monotonic_ns(),
                        "workers": [{"id": w, "alive": True, "device": f"cuda:{w}", "backend": "cupy", "host": "bench",
@@ -41,13 +41,13 @@ def serve_control(sock: zmq.Socket, eps: dict, workers: int, stop: threading.Eve
             payload = eps
         else:
             payload = {"pid": os.getpid(), "uptime": 1.0}
-        sock.send_multipart([*frames[:-1], P.header(P.REPLY, True, payload)])
+        sock.send_multipart([*frames[:-1], P.encode(P.Reply(True, payload))])
 
 
 def publish(pub: zmq.Socket, workers: int, exec_rate: float, ops: int, seconds: float) -> int:
     """Publish exec (and memory) events at ``exec_rate`` per second in total; returns events sent."""
     rng = random.Random(0)
-    codes = [P.OPCODE[n] for n in ("matmul", "add", "mul", "tanh", "sum", "exp")]
+    codes = [O.OPCODE[n] for n in ("matmul", "add", "mul", "tanh", "sum", "exp")]
     seqs = [0] * workers
     batch_no = [0] * workers
     flush_every = 0.005
@@ -122,7 +122,7 @@ def main() -> int:
     )
     server.start()
     session = f"gt-bench-{os.getpid()}"
-    cmd = f"{sys.executable} -m gt.cli.dashboard --connect {eps['front']} --hz {args.hz}"
+    cmd = f"{sys.executable} -m gt top --connect {eps['front']} --hz {args.hz}"
     subprocess.run(
         ["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "48", f"exec {cmd}"],
         check=True,

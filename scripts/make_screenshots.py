@@ -13,10 +13,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gt.runtime.protocol import OPS
+from gt.runtime.ops import OPS
+from gt.trace.keyframes import ModelKeyframer
 from gt.trace.recorder import Recorder
 from gt.tui.app import make_app
-from gt.trace.keyframes import ModelKeyframer
 from gt.tui.replay import ReplaySource
 from gt.tui.sample import T_END, sample_batches
 from gt.tui.sources import ListSource

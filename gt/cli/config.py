@@ -9,18 +9,25 @@ precise refusal (exit 1; the running config stays in force).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
-NO_DISPATCHER = "no GT dispatcher is running; start one with `gt dispatcher` or try `gt demo`"
+from gt.cli.common import NO_DISPATCHER, Subparsers
+from gt.cli.dashboard import find_endpoints
 
 
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``gt config`` 's subcommands to ``parser``."""
+def add_parser(subparsers: Subparsers) -> None:
+    """Register ``gt config`` and its ``show``, ``validate`` and ``apply`` subcommands."""
+    parser = subparsers.add_parser(
+        "config", help="show, validate or apply the shard config of a live dispatcher"
+    )
     sub = parser.add_subparsers(dest="config_command", metavar="show|validate|apply", required=True)
-    for name, text in (("show", "print the running shard config as YAML"),
-                       ("validate", "check a config file (schema, live workers); each problem with its line"),
-                       ("apply", "validate a config file and apply it for new instructions")):  # fmt: skip
+    for name, text in (
+        ("show", "print the running shard config as YAML"),
+        ("validate", "check a config file (schema, live workers); each problem with its line"),
+        ("apply", "validate a config file and apply it for new instructions"),
+    ):
         p = sub.add_parser(name, help=text)
         if name != "show":
             p.add_argument("file", help="a YAML shard config ('-' reads standard input)")
@@ -35,11 +42,10 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
             p.add_argument(
                 "--offline", action="store_true", help="check the schema only (no dispatcher)"
             )
-    parser.set_defaults(func=cmd_config)
+    parser.set_defaults(func=run)
 
 
 def _control(args: argparse.Namespace, *, required: bool) -> Any:
-    from gt.cli.dashboard import find_endpoints
     from gt.runtime.control import ConfigControl
 
     eps = find_endpoints(args.connect)
@@ -60,10 +66,8 @@ def _read(path: str) -> str:
         return f.read()
 
 
-def cmd_config(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run ``gt config show|validate|apply``; returns the exit status."""
-    import json
-
     from gt.runtime.sharding import config_text as CE
     from gt.tui.sources import ControlError
 
@@ -86,8 +90,8 @@ def cmd_config(args: argparse.Namespace) -> int:
         checked = CE.check_text(text, ids)
         if not checked.ok:
             if args.json:
-                print(json.dumps({"ok": False, "problems": [{"line": p.line, "message": p.message}
-                                                            for p in checked.problems]}))  # fmt: skip
+                problems = [{"line": p.line, "message": p.message} for p in checked.problems]
+                print(json.dumps({"ok": False, "problems": problems}))
             for p in checked.problems:
                 print(f"{args.file}:{p.line or 1}: {p.message}", file=sys.stderr)
             return 1
@@ -114,17 +118,3 @@ def cmd_config(args: argparse.Namespace) -> int:
         else "applied; new instructions follow:\n" + CE.to_text(cfg)
     )
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``gt config`` as a standalone command."""
-    parser = argparse.ArgumentParser(
-        prog="gt config", description="the shard config of a live dispatcher"
-    )
-    add_config_arguments(parser)
-    args = parser.parse_args(argv)
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,23 +1,18 @@
-"""What the ``gt`` command line calls for the monitor: ``gt top`` and the dashboard of ``gt run``.
+"""Dashboard helpers shared by ``gt top``, ``gt replay``, ``gt run`` and ``gt demo``.
 
-Public surface (wired into :mod:`gt.cli` by the lead):
-
-* :func:`add_top_arguments` / :func:`cmd_top`: ``gt top [--connect ADDR] [--once] [--json] [--hz N]
-  [--readonly]``;
+* :func:`find_endpoints`: the newest live dispatcher, or the one at a front address;
 * :func:`run_dashboard`: the live app against known endpoints, blocking, optionally with a pane of a
   child process's output; :func:`run_with_dashboard`: ``gt run`` 's child plus that dashboard
-  (:func:`process_lines` turns a ``Popen``'s pipes into the pane's queue);
-* :func:`add_replay_arguments` / :func:`cmd_replay`: ``gt replay FILE [--speed X] [--at TIME]
-  [--window FROM:TO] [--paused] [--once] [--json]``;
-* :func:`find_endpoints`: the newest live dispatcher, or the one at a front address;
-* :func:`main_top`: ``gt top`` as a standalone entry point (``python -m gt.cli.dashboard``).
+  (:func:`process_lines` turns a ``Popen``'s pipes into the pane's queue; :func:`stop_child`);
+* :func:`collect_state`, :func:`format_once`, :func:`format_json`: one look at a cluster, as text
+  tables or JSON (``gt top --once`` / ``--json``, ``gt replay --once`` / ``--json``).
 
-This module never imports the dispatcher or the worker; it talks to them over ZeroMQ.
+This module never imports the dispatcher or the worker; it talks to them over ZeroMQ. Textual is
+imported only when a dashboard actually runs.
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import os
@@ -30,31 +25,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-NO_DISPATCHER = "no GT dispatcher is running; start one with `gt dispatcher` or try `gt demo`"
-
-
-def add_top_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``gt top`` 's options to ``parser``."""
-    parser.add_argument(
-        "--connect", metavar="ADDR", help="a dispatcher's address (default: the newest local one)"
-    )
-    parser.add_argument(
-        "--once", action="store_true", help="print the current state as tables and exit"
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="print the current state as JSON and exit"
-    )
-    parser.add_argument("--hz", type=float, default=8.0, help="repaints per second (default 8)")
-    parser.add_argument(
-        "--readonly", action="store_true", help="never change the cluster (no config edits)"
-    )
-    parser.add_argument(
-        "--token",
-        help="control credentials for config edits on a remote dispatcher ($GT_CONTROL_TOKEN)",
-    )
-    parser.add_argument(
-        "--wait", type=float, default=1.0, help=argparse.SUPPRESS
-    )  # --once: seconds of events
+from gt.cli.common import exit_status
 
 
 def find_endpoints(connect: str | None = None, *, timeout: float = 3.0) -> dict[str, Any] | None:
@@ -75,11 +46,14 @@ def find_endpoints(connect: str | None = None, *, timeout: float = 3.0) -> dict[
     return found[0] if found else None
 
 
-def _resolver(connect: str | None) -> Callable[[], dict | None]:
+def resolver(connect: str | None) -> Callable[[], dict | None]:
+    """A quick :func:`find_endpoints` of ``connect`` (to find a dispatcher that went away again)."""
     return lambda: find_endpoints(connect, timeout=0.5)
 
 
-def collect_state(endpoints: dict, *, wait: float = 1.0, timeout: float = 5.0):
+def collect_state(
+    endpoints: dict, *, wait: float = 1.0, timeout: float = 5.0
+) -> tuple[Any, Any] | None:
     """Attach, take the dispatcher's snapshot, gather ``wait`` seconds of events, detach.
 
     Returns ``(state, status)``, or ``None`` when the dispatcher does not answer within ``timeout``.
@@ -124,36 +98,6 @@ def format_json(state: Any, status: Any) -> str:
     return json.dumps({"source": asdict(status), **state_to_dict(state)})
 
 
-def cmd_top(args: argparse.Namespace) -> int:
-    """Run ``gt top`` with parsed arguments; returns the exit status."""
-    endpoints = find_endpoints(args.connect)
-    if endpoints is None:
-        where = f"no GT dispatcher answered at {args.connect}" if args.connect else NO_DISPATCHER
-        print(f"gt top: {where}", file=sys.stderr)
-        return 1
-    if args.once or args.json:
-        got = collect_state(endpoints, wait=getattr(args, "wait", 1.0))
-        if got is None:
-            print(
-                f"gt top: the dispatcher at {endpoints.get('front')} did not answer",
-                file=sys.stderr,
-            )
-            return 1
-        state, status = got
-        sys.stdout.write(
-            format_json(state, status) + "\n" if args.json else format_once(state, status)
-        )
-        sys.stdout.flush()
-        return 0
-    return run_dashboard(
-        endpoints,
-        hz=args.hz,
-        readonly=args.readonly,
-        resolve=_resolver(args.connect),
-        token=getattr(args, "token", None),
-    )
-
-
 def run_dashboard(
     endpoints: dict,
     *,
@@ -183,7 +127,7 @@ def run_dashboard(
 
     front = endpoints.get("front")
     if resolve is None and front:
-        resolve = _resolver(front)
+        resolve = resolver(front)
     source = LiveSource(endpoints, hz=hz, resolve=resolve)
     app = make_app(
         source,
@@ -239,11 +183,6 @@ def process_lines(proc: subprocess.Popen) -> queue.Queue:
     return q
 
 
-def exit_status(returncode: int) -> int:
-    """A child's exit status as a shell reports it (``128 + N`` when killed by signal N)."""
-    return 128 - returncode if returncode < 0 else returncode
-
-
 def stop_child(proc: subprocess.Popen, grace: float = 3.0) -> None:
     """Interrupt a child (SIGINT, as Ctrl-C would), then terminate, then kill; always reaps it."""
     for sig, wait in ((signal.SIGINT, grace), (signal.SIGTERM, 2.0)):
@@ -285,96 +224,21 @@ def run_with_dashboard(
         print(f"gt run: no GT dispatcher answered at {address}", file=sys.stderr)
         return 1
     child_env = {**(env if env is not None else os.environ), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(cmd, env=child_env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        cmd,
+        env=child_env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     name = " ".join(os.path.basename(c) for c in cmd[1:2]) or cmd[0]
-    run_dashboard(endpoints, hz=hz, readonly=readonly, output=process_lines(proc),
-                  on_exit=lambda: stop_child(proc), title=f"gt run {name}")  # fmt: skip
+    run_dashboard(
+        endpoints,
+        hz=hz,
+        readonly=readonly,
+        output=process_lines(proc),
+        on_exit=lambda: stop_child(proc),
+        title=f"gt run {name}",
+    )
     return exit_status(proc.wait())
-
-
-def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``gt replay`` 's options to ``parser``."""
-    parser.add_argument("file", help="a .gtrace recording")
-    parser.add_argument("--speed", type=float, default=1.0, help="playback speed (default 1)")
-    parser.add_argument(
-        "--at",
-        default=None,
-        metavar="TIME",
-        help="start this far into the recording (42, 42s, 1m30s)",
-    )
-    parser.add_argument(
-        "--once", action="store_true", help="print the state at --at (default: the end) and exit"
-    )
-    parser.add_argument("--json", action="store_true", help="print that state as JSON and exit")
-    parser.add_argument("--hz", type=float, default=8.0, help="repaints per second (default 8)")
-    parser.add_argument("--window", metavar="FROM:TO",
-                        help="select a window to export (x in the app), e.g. 10s:20s, 1.5s:, :500ms")  # fmt: skip
-    parser.add_argument("--paused", action="store_true", help="start paused")
-
-
-def _seconds(text: str | float) -> int:
-    """``--at``: seconds (``42``, ``1.5``) or a duration (``42s``, ``1m30s``) -> ns."""
-    from gt.tui.timebar import parse_duration
-
-    return parse_duration(str(text))
-
-
-def cmd_replay(args: argparse.Namespace) -> int:
-    """Run ``gt replay FILE``: the monitor over a recording, with a time bar (``?`` lists the keys)."""
-    from gt.trace.commands import parse_window
-    from gt.trace.reader import TraceFormatError
-    from gt.tui.replay import ReplaySource
-
-    try:
-        at = None if args.at is None else _seconds(args.at)
-        window = parse_window(args.window) if getattr(args, "window", None) else None
-    except ValueError as exc:
-        print(f"gt replay: {exc}", file=sys.stderr)
-        return 2
-    try:
-        src = ReplaySource.from_file(args.file, speed=args.speed)
-    except (OSError, TraceFormatError) as exc:
-        print(f"gt replay: {exc}", file=sys.stderr)
-        return 1
-    if src.warning:
-        print(f"gt replay: {src.warning}", file=sys.stderr)
-    clock = src.clock
-    if window is not None:
-        src.set_window(*window)
-    if args.once or args.json:
-        try:
-            src.seek(clock.t_end if at is None else clock.t_start + at)
-            clock.pause()
-            state = src.snapshot()
-            sys.stdout.write(
-                format_json(state, src.status()) + "\n"
-                if args.json
-                else format_once(state, src.status())
-            )
-        finally:
-            src.stop()
-        return 0
-    if getattr(args, "paused", False):
-        clock.pause(True)
-    if at is not None:
-        src.seek(clock.t_start + at)
-    from gt.tui.app import make_app
-
-    app = make_app(src, hz=args.hz, readonly=True, title=f"gt replay {src.address}")
-    try:
-        app.run()
-    finally:
-        src.stop()
-    return int(app.return_code or 0)
-
-
-def main_top(argv: list[str] | None = None) -> int:
-    """``gt top`` as a standalone command."""
-    parser = argparse.ArgumentParser(prog="gt top", description="watch a GT cluster live")
-    add_top_arguments(parser)
-    return cmd_top(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main_top())

@@ -4,16 +4,70 @@ With more than one worker the demo runs data-parallel under a shard config: the 
 over the workers (each computes its rows of the predictions and its part of the gradient), the
 weights are replicated, and the gradient's partial sums are all-reduced over direct worker links
 every step -- so ``gt top`` shows every worker computing and the transfers between them.
+
+In a terminal the dashboard runs in this process and the workload (:func:`run_demo`) in a client
+process (``gt demo --no-tui``) of the same local cluster.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import sys
 import time
 
 import numpy as np
 
+from gt.cli.common import Subparsers
+from gt.cli.run import run_command
+
 #: The demo's shard config: the data split by rows over every worker, the parameters replicated.
 DEMO_CONFIG = {"data": {"shard": {"axis": 0}}, "params": {"replicate": {}}}
+
+
+def add_parser(subparsers: Subparsers) -> None:
+    """Register ``gt demo``."""
+    p = subparsers.add_parser(
+        "demo", help="a local cluster running a sample sharded training workload, dashboard live"
+    )
+    p.add_argument("--workers", type=int, default=2, help="workers (default 2)")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="training steps (default 20000 with the dashboard, 200 without)",
+    )
+    p.add_argument(
+        "--no-tui",
+        action="store_true",
+        help="no dashboard: print progress (the default when not in a terminal)",
+    )
+    p.add_argument(
+        "--record", metavar="FILE", help="also record the run to FILE (.gtrace) for `gt replay`"
+    )
+    p.add_argument("--hz", type=float, default=8.0, help="dashboard refresh rate (default 8)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``gt demo``; returns the workload's exit status (0 when the fit converged)."""
+    if args.no_tui or not sys.stdout.isatty():
+        if args.record and not os.environ.get("GT_DISPATCHER"):
+            os.environ["GT_RECORD"] = args.record
+        return run_demo(workers=args.workers, steps=args.steps or 200)
+    # The dashboard runs here; the workload is a client process of the same local cluster.
+    child = [
+        sys.executable,
+        "-m",
+        "gt",
+        "demo",
+        "--no-tui",
+        "--workers",
+        str(args.workers),
+        "--steps",
+        str(args.steps or 20000),
+    ]
+    return run_command(child, workers=args.workers, record=args.record, tui=True, hz=args.hz)
 
 
 def _wait_for_workers(conn: object, n: int, timeout: float = 30.0) -> int:

@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
-import signal
+import argparse
 import sys
 import threading
 from typing import Any
 
-from gt.runtime import protocol as P
-from gt.runtime.control import ControlError, request
-from gt.trace.keyframes import ModelKeyframer
-from gt.trace.recorder import record_from_bus
+from gt.cli.common import Subparsers, install_stop_signals, newest_dispatcher
+
+
+def add_parser(subparsers: Subparsers) -> None:
+    """Register ``gt record``."""
+    p = subparsers.add_parser("record", help="attach to a running dispatcher and record its events")
+    p.add_argument("-o", "--output", required=True, help="the .gtrace file to write")
+    p.add_argument("--connect", help="dispatcher address (default: the newest live one)")
+    p.add_argument("--duration", type=float, help="seconds to record (default: until Ctrl-C)")
+    p.add_argument("--ready-line", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--quiet", action="store_true", help="print nothing when done")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``gt record``; returns 1 when there is no dispatcher to record."""
+    address = args.connect or newest_dispatcher()
+    if address is None:
+        return 1
+    return record(
+        address, args.output, duration=args.duration, ready_line=args.ready_line, quiet=args.quiet
+    )
 
 
 def record(
@@ -26,14 +44,19 @@ def record(
     Returns:
         0 on success, 1 when the dispatcher cannot be reached.
     """
+    # imported here, not at the top: `gt --help` and the other commands need none of it
+    from gt.runtime import ops as O
+    from gt.runtime.control import ControlError, request
+    from gt.trace.keyframes import ModelKeyframer
+    from gt.trace.recorder import record_from_bus
+
     try:
         snap = request(address, "snapshot")
     except ControlError as exc:
         print(f"gt record: {exc}", file=sys.stderr)
         return 1
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    install_stop_signals(stop.set)
     first = threading.Event()
 
     def on_batch(source: str, first_seq: int, events: list) -> None:
@@ -48,7 +71,7 @@ def record(
         for w in snap.get("workers", [])
     ]
     # keyframes hold the monitor's cluster model, so `gt replay` can start anywhere exactly
-    keyframer = ModelKeyframer(P.OPS, config=snap.get("config") or {}, workers=workers)
+    keyframer = ModelKeyframer(O.OPS, config=snap.get("config") or {}, workers=workers)
 
     def fold(source: str, first_seq: int, events: list) -> None:
         keyframer.on_batch(source, first_seq, events)
@@ -63,7 +86,7 @@ def record(
         keyframe_fn=keyframer,
         workers=workers,
         config=snap.get("config") or {},
-        op_names=list(P.OPS),
+        op_names=list(O.OPS),
         meta={"dispatcher": address, "trace_level": snap.get("trace")},
     )
     if not quiet:
@@ -72,8 +95,6 @@ def record(
             if isinstance(stats.get("drops"), dict)
             else stats.get("drops", 0)
         )
-        print(
-            f"recorded {stats.get('events', 0)} events to {path} in {stats.get('elapsed_s', 0):.1f}s"
-            f" ({lost} lost)"
-        )
+        events, elapsed = stats.get("events", 0), stats.get("elapsed_s", 0)
+        print(f"recorded {events} events to {path} in {elapsed:.1f}s ({lost} lost)")
     return 0

@@ -2,18 +2,52 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import subprocess
 import sys
-from typing import Any
 
+from gt.cli.common import Subparsers, exit_status
+from gt.cli.dashboard import run_with_dashboard
 from gt.runtime.launch import LocalCluster, RecorderProcess
 
 
-def exit_code(returncode: int) -> int:
-    """A child's exit status as a shell reports it (128 + signal for a killed child)."""
-    return 128 - returncode if returncode < 0 else returncode
+def add_parser(subparsers: Subparsers) -> None:
+    """Register ``gt run``."""
+    p = subparsers.add_parser(
+        "run", help="run a script as a client of a local cluster (dashboard alongside)"
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=int(os.environ.get("GT_WORKERS", "2")),
+        help="local workers (default 2, or $GT_WORKERS)",
+    )
+    p.add_argument("--config", help="shard config YAML for the script (sets GT_CONFIG)")
+    p.add_argument("--record", metavar="FILE", help="record the run's events to FILE (.gtrace)")
+    p.add_argument(
+        "--no-tui", action="store_true", help="no dashboard: plain output, for CI and scripts"
+    )
+    p.add_argument("--hz", type=float, default=8.0, help="dashboard refresh rate (default 8)")
+    p.add_argument("--readonly", action="store_true", help="dashboard cannot change the config")
+    p.add_argument("script", help="the Python script to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``gt run``; returns the script's exit status (2 when the script does not exist)."""
+    return run_script(
+        args.script,
+        args.args,
+        workers=args.workers,
+        config=args.config,
+        record=args.record,
+        tui=not args.no_tui and sys.stdout.isatty(),
+        hz=args.hz,
+        readonly=args.readonly,
+    )
 
 
 def run_script(
@@ -71,14 +105,12 @@ def run_command(
         if config:
             env["GT_CONFIG"] = os.path.abspath(config)
         if tui:
-            from gt.cli.dashboard import run_with_dashboard  # noqa: PLC0415 - textual only when asked
-
             return run_with_dashboard(address, cmd, env=env, hz=hz, readonly=readonly)
         proc = subprocess.Popen(cmd, env=env)
         # Ctrl-C reaches the script through the terminal; we wait for it to finish and report.
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
-            return exit_code(proc.wait())
+            return exit_status(proc.wait())
         finally:
             signal.signal(signal.SIGINT, old)
     finally:
@@ -87,28 +119,3 @@ def run_command(
             print(f"gt run: trace written to {record}", file=sys.stderr)
         if cluster is not None:
             cluster.stop()
-
-
-def add_run_arguments(p: Any) -> None:
-    """Arguments of ``gt run``."""
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=int(os.environ.get("GT_WORKERS", "2")),
-        help="local workers (default 2, or $GT_WORKERS)",
-    )
-    p.add_argument("--config", help="shard config YAML for the script (sets GT_CONFIG)")
-    p.add_argument("--record", metavar="FILE", help="record the run's events to FILE (.gtrace)")
-    p.add_argument(
-        "--no-tui", action="store_true", help="no dashboard: plain output, for CI and scripts"
-    )
-    p.add_argument("--hz", type=float, default=8.0, help="dashboard refresh rate (default 8)")
-    p.add_argument("--readonly", action="store_true", help="dashboard cannot change the config")
-    p.add_argument("script", help="the Python script to run")
-    p.add_argument("args", nargs=argparse_remainder(), help="arguments for the script")
-
-
-def argparse_remainder() -> str:
-    import argparse  # noqa: PLC0415
-
-    return argparse.REMAINDER

@@ -13,6 +13,8 @@ from typing import Any
 
 from gt import shapes as S
 from gt.errors import ShapeError
+from gt.factories import arange, rand
+from gt.ops.arith import where
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names (input, ...)
@@ -99,8 +101,6 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         return input
     if p == 1.0:
         return input * 0.0
-    from gt.factories import rand  # noqa: PLC0415
-
     keep = (rand(input.shape, dtype=input.dtype) >= p).to(input.dtype)
     return input * keep * (1.0 / (1.0 - p))
 
@@ -140,8 +140,6 @@ def embedding(input: Tensor, weight: Tensor) -> Tensor:
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """``int64`` one-hot encoding along a new last dimension."""
-    from gt.factories import arange  # noqa: PLC0415
-
     if tensor.dtype not in S.INT_DTYPES:
         raise TypeError(f"one_hot: expected an integer tensor, got {tensor.dtype}")
     if num_classes < 0:
@@ -198,9 +196,6 @@ def nll_loss(
 
     Targets equal to ``ignore_index`` contribute nothing (and are not counted by the mean).
     """
-    from gt.factories import arange  # noqa: PLC0415
-    from gt.ops.arith import where  # noqa: PLC0415
-
     _check_target(input, target, "nll_loss")
     out_shape = target.shape
     x, t = _class_last(input, target, "nll_loss")

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 
 from gt.autograd import no_grad
+from gt.factories import zeros
+from gt.ops.inplace import take_value
 from gt.tensor import Tensor
 
 #: What :meth:`Module.load_state_dict` returns, as in PyTorch.
@@ -27,8 +29,6 @@ class Parameter(Tensor):
 
     def __init__(self, data: Tensor | None = None, requires_grad: bool = True):
         if data is None:
-            from gt.factories import zeros  # noqa: PLC0415
-
             data = zeros(0)
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter expects a Tensor, got {type(data).__name__}")
@@ -247,8 +247,6 @@ class Module:
 
     def to(self, *args: Any, **kwargs: Any) -> Module:
         """Convert floating-point parameters and buffers to a dtype, in place (devices are ignored)."""
-        from gt.ops.inplace import take_value  # noqa: PLC0415
-
         for t in list(self.parameters()) + list(self.buffers()):
             if t.dtype not in ("float16", "float32", "float64"):
                 continue

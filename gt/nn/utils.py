@@ -6,6 +6,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from gt.autograd import no_grad
+from gt.factories import zeros
+from gt.ops.shaping import stack
 from gt.tensor import Tensor
 
 
@@ -22,9 +24,6 @@ def clip_grad_norm_(
 
     Runs without a sync point: the norm and the scale stay on the worker.
     """
-    from gt.factories import zeros  # noqa: PLC0415
-    from gt.ops.shaping import stack  # noqa: PLC0415
-
     grads = _grads(parameters)
     with no_grad():
         if not grads:

@@ -12,14 +12,14 @@ import numbers
 from typing import TYPE_CHECKING, Any
 
 from gt import shapes as S
-from gt.autograd import _mode, record
 from gt.errors import ShapeError
-from gt.runtime import protocol as P
+from gt.ops.base import TensorBase
+from gt.runtime import ops as O
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
 
-_OP = P.OPCODE
+_OP = O.OPCODE
 _ADD, _SUB, _MUL, _DIV, _POW = _OP["add"], _OP["sub"], _OP["mul"], _OP["div"], _OP["pow"]
 _LT, _LE, _GT, _GE, _EQ, _NE = _OP["lt"], _OP["le"], _OP["gt"], _OP["ge"], _OP["eq"], _OP["ne"]
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -205,8 +205,7 @@ class ArithmeticOps:
 
     def logical_not(self) -> Tensor:
         """Elementwise not (the result is bool)."""
-        out = self._emit(_OP["logical_not"], [self.id], self.shape, "bool")
-        return out
+        return self._apply("logical_not", [self])
 
     def logical_and(self, o: Tensor) -> Tensor:
         """Elementwise and of two bool tensors."""
@@ -223,11 +222,11 @@ class ArithmeticOps:
 
     def sign(self) -> Tensor:
         """Elementwise sign (-1, 0 or 1); not differentiable (its gradient is zero)."""
-        return self._emit(_OP["sign"], [self.id], self.shape, self.dtype)
+        return self._apply("sign", [self])
 
     def exp(self) -> Tensor:
         """Elementwise exponential."""
-        return self._unary("exp", True, save_out=True)
+        return self._unary("exp", True)
 
     def log(self) -> Tensor:
         """Elementwise natural logarithm."""
@@ -243,7 +242,7 @@ class ArithmeticOps:
 
     def sqrt(self) -> Tensor:
         """Elementwise square root."""
-        return self._unary("sqrt", True, save_out=True)
+        return self._unary("sqrt", True)
 
     def rsqrt(self) -> Tensor:
         """Elementwise ``1 / sqrt(self)``."""
@@ -264,11 +263,11 @@ class ArithmeticOps:
     # ------------------------------------------------------------------ activations
     def tanh(self) -> Tensor:
         """Elementwise hyperbolic tangent."""
-        return self._unary("tanh", True, save_out=True)
+        return self._unary("tanh", True)
 
     def sigmoid(self) -> Tensor:
         """Elementwise logistic sigmoid."""
-        return self._unary("sigmoid", True, save_out=True)
+        return self._unary("sigmoid", True)
 
     def relu(self) -> Tensor:
         """Elementwise ``max(self, 0)``."""
@@ -310,14 +309,11 @@ class ArithmeticOps:
             if b is not None:
                 dtype = S.promote_scalar(dtype, b)
         x = self.to(dtype)
-        imm = [
-            None if b is None else (float(b) if dtype in S.FLOAT_DTYPES else [int(b)])
+        lo, hi = (
+            None if b is None else (float(b) if dtype in S.FLOAT_DTYPES else int(b))
             for b in (min, max)
-        ]
-        out = x._emit(_OP["clip"], [x.id, *imm], x.shape, dtype)
-        if x.requires_grad and _mode.enabled:
-            record(out, "clip", (x, imm[0], imm[1]))
-        return out
+        )
+        return x._apply("clip", [x, lo, hi])
 
     clip = clamp
 
@@ -346,12 +342,6 @@ class ArithmeticOps:
             )
         return out.to(self.dtype)
 
-    def masked_fill_(self, mask: Tensor, value: Any) -> Tensor:
-        """In-place :meth:`masked_fill`."""
-        from gt.ops.inplace import apply_inplace  # noqa: PLC0415
-
-        return apply_inplace(self, "masked_fill_", lambda x: x.masked_fill(mask, value))
-
     def tril(self, diagonal: int = 0) -> Tensor:
         """Zero the elements above the ``diagonal``-th diagonal of the last two dimensions."""
         return self._triangle(diagonal, lower=True)
@@ -361,14 +351,12 @@ class ArithmeticOps:
         return self._triangle(diagonal, lower=False)
 
     def _triangle(self, k: int, lower: bool) -> Tensor:
-        from gt.factories import arange  # noqa: PLC0415
-
         if len(self.shape) < 2:
             raise ShapeError(
                 f"{'tril' if lower else 'triu'}: input must have at least 2 dimensions, got shape {list(self.shape)}"
             )
         rows, cols = self.shape[-2:]
-        diff = arange(cols).reshape(1, cols) - arange(rows).reshape(rows, 1)
+        diff = self._arange(cols).reshape(1, cols) - self._arange(rows).reshape(rows, 1)
         keep = diff <= k if lower else diff >= k
         return where(keep, self, 0 if self.dtype not in S.FLOAT_DTYPES else 0.0).to(self.dtype)
 
@@ -389,12 +377,10 @@ def where(condition: Tensor, input: Any, other: Any) -> Tensor:  # noqa: A002 - 
         TypeError: ``condition`` is not a bool tensor.
         ShapeError: the three shapes do not broadcast.
     """
-    from gt.tensor import Tensor  # noqa: PLC0415 - cycle
-
-    if not isinstance(condition, Tensor) or condition.dtype != "bool":
-        got = condition.dtype if isinstance(condition, Tensor) else type(condition).__name__
+    if not isinstance(condition, TensorBase) or condition.dtype != "bool":
+        got = condition.dtype if isinstance(condition, TensorBase) else type(condition).__name__
         raise TypeError(f"where: expected condition to be a bool tensor, but got {got}")
-    tensors = [v for v in (input, other) if isinstance(v, Tensor)]
+    tensors = [v for v in (input, other) if isinstance(v, TensorBase)]
     shape = condition.shape
     for t in tensors:
         shape = S.broadcast(shape, t.shape, "where")
@@ -406,17 +392,12 @@ def where(condition: Tensor, input: Any, other: Any) -> Tensor:  # noqa: A002 - 
         dtype = S.promote_scalar(t.dtype, s)
     else:
         dtype = S.DEFAULT_FLOAT if any(isinstance(v, float) for v in (input, other)) else "int64"
-    args: list = [condition.id]
     inputs: list = [condition]
     for v in (input, other):
-        if isinstance(v, Tensor):
-            v = v.to(dtype)
-            args.append(v.id)
+        if isinstance(v, TensorBase):
+            inputs.append(v.to(dtype))
         else:
-            v = float(v) if dtype in S.FLOAT_DTYPES else (bool(v) if dtype == "bool" else [int(v)])
-            args.append(v)
-        inputs.append(v)
-    out = condition._emit(_OP["where"], args, shape, dtype, {"dtype": dtype})
-    if any(getattr(v, "requires_grad", False) for v in inputs) and _mode.enabled:
-        record(out, "where", tuple(inputs))
-    return out
+            inputs.append(
+                float(v) if dtype in S.FLOAT_DTYPES else (bool(v) if dtype == "bool" else int(v))
+            )
+    return condition._apply("where", inputs, {"dtype": dtype}, shape=shape)

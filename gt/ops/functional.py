@@ -10,7 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 from gt.ops.arith import where
+from gt.ops.base import is_tensor
 from gt.ops.shaping import cat, stack
+from gt.runtime import ops as O
 
 # ruff: noqa: A001 - PyTorch's names shadow builtins here on purpose
 
@@ -107,6 +109,12 @@ triu = _method("triu")
 concatenate = cat
 concat = cat
 
+#: Primitives whose registry entries bring their own methods (``x.cumsum(d)``) get the same
+#: ``gt.cumsum(x, d)`` spelling here, so a new primitive needs no edit of this module.
+_REGISTRY_METHODS = sorted({m for op in O.REGISTRY for m in op.methods})
+for _name in _REGISTRY_METHODS:
+    globals()[_name] = _method(_name)
+
 __all__ = [
     "abs",
     "add",
@@ -139,6 +147,7 @@ __all__ = [
     "ge",
     "gt",
     "index_select",
+    "is_tensor",
     "le",
     "log",
     "log1p",
@@ -192,4 +201,5 @@ __all__ = [
     "unsqueeze",
     "var",
     "where",
+    *_REGISTRY_METHODS,
 ]

@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gt import shapes as S
-from gt.autograd import _mode, record
+from gt.autograd import _mode
 from gt.errors import ShapeError
-from gt.runtime import protocol as P
+from gt.indexing import encode_key
+from gt.ops.arith import where
+from gt.ops.base import TensorBase
+from gt.ops.random import random_attrs
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
-
-_OP = P.OPCODE
-_SETITEM = _OP["setitem"]
 
 
 def take_value(dst: Tensor, src: Tensor, keep_graph: bool = True) -> None:
@@ -73,8 +73,6 @@ def apply_inplace(x: Tensor, name: str, compute: Callable[[Tensor], Tensor]) -> 
     ``compute`` receives a separate handle on ``x``'s current value (so a backward node that saves
     it keeps the old value) and must return a tensor of ``x``'s shape.
     """
-    from gt.tensor import Tensor  # noqa: PLC0415 - cycle
-
     if not _mode.enabled:  # nothing is recorded: compute from x itself, then take the result over
         new = compute(x)
         if new.shape != x.shape:
@@ -86,7 +84,8 @@ def apply_inplace(x: Tensor, name: str, compute: Callable[[Tensor], Tensor]) -> 
         take_value(x, new if new is not x else x._alias())
         return x
     _check_leaf(x, name)
-    old = Tensor(x._conn, x.id, x.shape, x.dtype)
+    old = x._handle()
+    old.id = x.id
     old.requires_grad, old._node, old._version = x.requires_grad, x._node, x._version
     x.id = None  # the handle owns the old value now
     try:
@@ -106,7 +105,7 @@ def apply_inplace(x: Tensor, name: str, compute: Callable[[Tensor], Tensor]) -> 
     return x
 
 
-def _direct(x: Tensor, opcode: int, other: Any) -> Tensor | None:
+def _direct(x: Tensor, name: str, other: Any) -> Tensor | None:
     """``x op= other`` as one instruction that updates the worker's array in place when it can.
 
     Only when nothing is recorded (grad mode off, or neither operand requires grad) and ``other``
@@ -115,24 +114,22 @@ def _direct(x: Tensor, opcode: int, other: Any) -> Tensor | None:
     other_grad = getattr(other, "requires_grad", False)
     if _mode.enabled and (x.requires_grad or other_grad):
         return None
-    if hasattr(other, "_conn"):
+    if isinstance(other, TensorBase):
         if other._conn is not x._conn:
             return None
-        arg: Any = (other if other.dtype == x.dtype else other.to(x.dtype)).id
+        arg: Any = other if other.dtype == x.dtype else other.to(x.dtype)
     elif isinstance(other, (bool, int, float, np.number)):
         if x.dtype in S.FLOAT_DTYPES:
             arg = float(other)
         elif x.dtype == "bool":
             return None
         else:
-            arg = [int(other)]
+            arg = int(other)
     else:
         return None
-    if opcode == _OP["div"] and x.dtype not in S.FLOAT_DTYPES:
+    if name == "div" and x.dtype not in S.FLOAT_DTYPES:
         return None
-    x._conn.emit(opcode, x.id, [x.id, arg], {"inplace": True})
-    x._version += 1
-    return x
+    return x._apply_(name, [x, arg], {"inplace": True})
 
 
 def _result_dtype(x: Tensor, other: Any, name: str, true_div: bool = False) -> None:
@@ -165,7 +162,7 @@ class InplaceOps:
         """``self += alpha * other`` in place."""
         _result_dtype(self, other, "add_")
         other = other if alpha == 1 else other * alpha
-        if _direct(self, _OP["add"], other) is None:
+        if _direct(self, "add", other) is None:
             apply_inplace(self, "add_", lambda x: x + other)
         return self
 
@@ -173,21 +170,21 @@ class InplaceOps:
         """``self -= alpha * other`` in place."""
         _result_dtype(self, other, "sub_")
         other = other if alpha == 1 else other * alpha
-        if _direct(self, _OP["sub"], other) is None:
+        if _direct(self, "sub", other) is None:
             apply_inplace(self, "sub_", lambda x: x - other)
         return self
 
     def mul_(self, other: Any) -> Tensor:
         """``self *= other`` in place."""
         _result_dtype(self, other, "mul_")
-        if _direct(self, _OP["mul"], other) is None:
+        if _direct(self, "mul", other) is None:
             apply_inplace(self, "mul_", lambda x: x * other)
         return self
 
     def div_(self, other: Any) -> Tensor:
         """``self /= other`` in place."""
         _result_dtype(self, other, "div_", true_div=True)
-        if _direct(self, _OP["div"], other) is None:
+        if _direct(self, "div", other) is None:
             apply_inplace(self, "div_", lambda x: x / other)
         return self
 
@@ -225,18 +222,14 @@ class InplaceOps:
 
     def fill_(self, value: Any) -> Tensor:
         """Set every element to ``value``, in place."""
-        from gt.factories import full  # noqa: PLC0415
-
-        if hasattr(value, "_conn"):
+        if isinstance(value, TensorBase):
             return self.copy_(value.reshape(()) if value.numel() == 1 else value)
-        return apply_inplace(self, "fill_", lambda x: full(x.shape, value, dtype=x.dtype))
+        return apply_inplace(self, "fill_", lambda x: x.new_full(x.shape, value))
 
     def copy_(self, src: Any) -> Tensor:
         """Copy ``src``'s values (broadcast to this shape, cast to this dtype) into ``self``."""
-        from gt.factories import tensor  # noqa: PLC0415
-
-        if not hasattr(src, "_conn"):
-            src = tensor(np.asarray(src))
+        if not isinstance(src, TensorBase):
+            src = self.new_tensor(np.asarray(src))
         if src.shape != self.shape and not _broadcasts_to(src.shape, self.shape):
             raise ShapeError(
                 f"copy_: source of shape {list(src.shape)} cannot be broadcast to {list(self.shape)}"
@@ -246,82 +239,68 @@ class InplaceOps:
 
     def uniform_(self, a: float = 0.0, b: float = 1.0) -> Tensor:
         """Fill with samples uniform in ``[a, b)``, in place."""
-        from gt.factories import rand  # noqa: PLC0415
 
-        return apply_inplace(self, "uniform_", lambda x: rand(x.shape, dtype=x.dtype) * (b - a) + a)
+        def draw(x: Tensor) -> Tensor:
+            return x._create("rand", [], random_attrs(x.shape, x.dtype)) * (b - a) + a
+
+        return apply_inplace(self, "uniform_", draw)
 
     def normal_(self, mean: float = 0.0, std: float = 1.0) -> Tensor:
         """Fill with normal samples, in place."""
-        from gt.factories import randn  # noqa: PLC0415
 
-        return apply_inplace(self, "normal_", lambda x: randn(x.shape, dtype=x.dtype) * std + mean)
+        def draw(x: Tensor) -> Tensor:
+            return x._create("randn", [], random_attrs(x.shape, x.dtype)) * std + mean
+
+        return apply_inplace(self, "normal_", draw)
+
+    def masked_fill_(self, mask: Tensor, value: Any) -> Tensor:
+        """In-place :meth:`masked_fill`."""
+        return apply_inplace(self, "masked_fill_", lambda x: x.masked_fill(mask, value))
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        from gt.indexing import encode_key  # noqa: PLC0415
-        from gt.tensor import Tensor  # noqa: PLC0415
-
         if isinstance(value, np.ndarray):
-            from gt.factories import tensor  # noqa: PLC0415
-
-            value = tensor(value)
-        if isinstance(value, Tensor) and value._conn is not self._conn:
+            value = self.new_tensor(value)
+        if isinstance(value, TensorBase) and value._conn is not self._conn:
             raise ValueError("setitem: tensors belong to different GT connections")
-        if isinstance(key, Tensor) and key.dtype == "bool" and key.shape == self.shape:
+        if isinstance(key, TensorBase) and key.dtype == "bool" and key.shape == self.shape:
             # x[mask] = v with a full-shape mask needs no sync: it is a where().
-            if isinstance(value, Tensor) and value.numel() != 1:
-                pass  # the masked elements are filled in order: needs the real indices
-            else:
-                from gt.ops.arith import where  # noqa: PLC0415
-
-                v = value.reshape(()) if isinstance(value, Tensor) else value
+            if not (isinstance(value, TensorBase) and value.numel() != 1):
+                v = value.reshape(()) if isinstance(value, TensorBase) else value
                 _check_leaf(self, "setitem")
                 apply_inplace(self, "setitem", lambda x: where(key, v, x))
                 return
+            # else: the masked elements are filled in order, which needs the real indices
         wire, tensors, shape = encode_key(self, key, "setitem")
-        if isinstance(value, Tensor):
-            if value.shape != shape and not _broadcasts_to(value.shape, shape):
-                raise ShapeError(
-                    f"setitem: shape mismatch: value tensor of shape {list(value.shape)} cannot be "
-                    f"broadcast to indexing result of shape {list(shape)}"
-                )
-            if S.category(value.dtype) > S.category(self.dtype):
-                raise TypeError(
-                    f"setitem: value of dtype {value.dtype} can't be cast to the tensor's dtype {self.dtype}"
-                )
-            value = value.to(self.dtype)
-            imm: Any = value.id
-        elif isinstance(value, (int, float, bool, np.number)):
-            if S.category(S.promote_scalar(self.dtype, value)) > S.category(self.dtype):
-                raise TypeError(
-                    f"setitem: value {value!r} can't be cast to the tensor's dtype {self.dtype}"
-                )
-            imm = (
-                float(value)
-                if self.dtype in S.FLOAT_DTYPES
-                else (bool(value) if self.dtype == "bool" else [int(value)])
-            )
-            value = imm
-        else:
-            raise TypeError(f"setitem: can't assign a {type(value).__name__} to a tensor")
+        value = _setitem_value(self, value, shape)
         _check_leaf(self, "setitem")
-        grad = _mode.enabled and (self.requires_grad or getattr(value, "requires_grad", False))
-        if not grad:
+        attrs = {"key": wire}
+        if not (_mode.enabled and (self.requires_grad or getattr(value, "requires_grad", False))):
             # Nothing to record: one instruction that writes into the worker's array.
-            self._conn.emit(
-                _SETITEM,
-                self.id,
-                [self.id, imm, *(t.id for t in tensors)],
-                {"key": wire, "inplace": True},
-            )
-            self._version += 1
+            self._apply_("setitem", [self, value, *tensors], {**attrs, "inplace": True})
             return
+        apply_inplace(self, "setitem", lambda x: x._apply("setitem", [x, value, *tensors], attrs))
 
-        def compute(x: Tensor) -> Tensor:
-            out = x._emit(
-                _SETITEM, [x.id, imm, *(t.id for t in tensors)], x.shape, x.dtype, {"key": wire}
-            )
-            return record(
-                out, "setitem", (x, value, *tensors), ctx=(wire, shape), saved=tuple(tensors)
-            )
 
-        apply_inplace(self, "setitem", compute)
+def _setitem_value(x: Tensor, value: Any, shape: tuple[int, ...]) -> Any:
+    """``value`` checked for ``x[key] = value`` (``shape``: the indexed part's) and cast to x's
+    dtype: a tensor, or a Python number of the right kind."""
+    if isinstance(value, TensorBase):
+        if value.shape != shape and not _broadcasts_to(value.shape, shape):
+            raise ShapeError(
+                f"setitem: shape mismatch: value tensor of shape {list(value.shape)} cannot be "
+                f"broadcast to indexing result of shape {list(shape)}"
+            )
+        if S.category(value.dtype) > S.category(x.dtype):
+            raise TypeError(
+                f"setitem: value of dtype {value.dtype} can't be cast to the tensor's dtype {x.dtype}"
+            )
+        return value.to(x.dtype)
+    if isinstance(value, (int, float, bool, np.number)):
+        if S.category(S.promote_scalar(x.dtype, value)) > S.category(x.dtype):
+            raise TypeError(
+                f"setitem: value {value!r} can't be cast to the tensor's dtype {x.dtype}"
+            )
+        if x.dtype in S.FLOAT_DTYPES:
+            return float(value)
+        return bool(value) if x.dtype == "bool" else int(value)
+    raise TypeError(f"setitem: can't assign a {type(value).__name__} to a tensor")

@@ -10,16 +10,14 @@ from __future__ import annotations
 from collections import namedtuple
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from gt import shapes as S
-from gt.autograd import _mode, record
 from gt.errors import ShapeError
-from gt.runtime import protocol as P
+from gt.ops.base import TensorBase
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
-
-_OP = P.OPCODE
-_MATMUL = _OP["matmul"]
 
 #: What ``x.max(dim)`` / ``x.min(dim)`` return, as in PyTorch.
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
@@ -40,15 +38,9 @@ class ReductionOps:
 
     # ------------------------------------------------------------------ matmul
     def __matmul__(self, other: Any) -> Tensor:
-        from gt.tensor import Tensor  # noqa: PLC0415 - cycle
-
-        if not isinstance(other, Tensor):
-            import numpy as np  # noqa: PLC0415
-
+        if not isinstance(other, TensorBase):
             if isinstance(other, np.ndarray):
-                from gt.factories import tensor  # noqa: PLC0415
-
-                return self @ tensor(other)
+                return self @ self.new_tensor(other)
             return NotImplemented
         shape = S.matmul(self.shape, other.shape)
         if self.dtype != other.dtype:
@@ -63,18 +55,12 @@ class ReductionOps:
         a = self.reshape(1, self.shape[0]) if self.ndim == 1 else self
         b = other.reshape(other.shape[0], 1) if other.ndim == 1 else other
         full = S.matmul(a.shape, b.shape)
-        out = a._emit(_MATMUL, [a.id, b.id], full, a.dtype)
-        if (a.requires_grad or b.requires_grad) and _mode.enabled:
-            record(out, "matmul", (a, b))
+        out = a._apply("matmul", [a, b], None, shape=full)
         return out.reshape(shape) if full != shape else out
 
     def __rmatmul__(self, other: Any) -> Tensor:
-        import numpy as np  # noqa: PLC0415
-
         if isinstance(other, np.ndarray):
-            from gt.factories import tensor  # noqa: PLC0415
-
-            return tensor(other) @ self
+            return self.new_tensor(other) @ self
         return NotImplemented
 
     def matmul(self, other: Tensor) -> Tensor:
@@ -99,7 +85,7 @@ class ReductionOps:
 
     # ------------------------------------------------------------------ reductions
     def _reduce(
-        self, name: str, axes: tuple[int, ...] | None, keepdims: bool, dtype: str
+        self, name: str, axes: tuple[int, ...] | None, keepdims: bool, grad: bool = True
     ) -> Tensor:
         if not self.shape:
             axes = None  # a 0-d tensor accepts dim 0 / -1, as in PyTorch
@@ -109,7 +95,7 @@ class ReductionOps:
             if axes is None and not keepdims
             else {"axis": list(axes) if axes is not None else None, "keepdims": keepdims}
         )
-        return self._emit(_OP[name], [self.id], shape, dtype, attrs)
+        return self._apply(name, [self], attrs, shape=shape, grad=grad)
 
     def sum(
         self,
@@ -124,11 +110,7 @@ class ReductionOps:
         x = self if dtype is None else self.to(dtype)
         axes = S.normalize_axes(_pick(axis, dim), x.ndim, "sum")
         keep = _keep(keepdims, keepdim)
-        out_dtype = "int64" if x.dtype in ("bool", "int8", "uint8", "int32") else x.dtype
-        out = x._reduce("sum", axes, keep, out_dtype)
-        if x.requires_grad and _mode.enabled:
-            record(out, "sum", (x,), ctx=(axes, keep))
-        return out
+        return x._reduce("sum", axes, keep)
 
     def mean(
         self,
@@ -148,19 +130,15 @@ class ReductionOps:
         return x.sum(axes, _keep(keepdims, keepdim)) * (1.0 / n if n else float("nan"))
 
     def _extreme(self, name: str, axis: Any, dim: Any, keepdims: bool, keepdim: bool | None) -> Any:
-        from gt.tensor import Tensor  # noqa: PLC0415
-
-        if isinstance(dim, Tensor) or isinstance(axis, Tensor):
-            other = dim if isinstance(dim, Tensor) else axis
+        if isinstance(dim, TensorBase) or isinstance(axis, TensorBase):
+            other = dim if isinstance(dim, TensorBase) else axis
             return self.maximum(other) if name == "max" else self.minimum(other)
         d = _pick(axis, dim)
         axes = S.normalize_axes(d, self.ndim, name)
         keep = _keep(keepdims, keepdim)
         if self.numel() == 0:
             raise RuntimeError(f"{name}: cannot reduce an empty tensor of shape {list(self.shape)}")
-        values = self._reduce(name, axes, keep, self.dtype)
-        if self.requires_grad and _mode.enabled:
-            record(values, name, (self,), ctx=(axes, keep), saved=(self, values._alias()))
+        values = self._reduce(name, axes, keep)
         if dim is not None and isinstance(dim, int) and axis is None:
             arg = self.argmax(dim, keep) if name == "max" else self.argmin(dim, keep)
             return ValuesIndices(values, arg)
@@ -212,7 +190,7 @@ class ReductionOps:
             ax = S.normalize_axis(d, self.ndim, name)
             shape = S.reduce(self.shape, (ax,), keep) if self.ndim else ()
             attrs = {"axis": ax if self.ndim else None, "keepdims": keep}
-        return self._emit(_OP[name], [self.id], shape, "int64", attrs)
+        return self._apply(name, [self], attrs, shape=shape)
 
     def argmax(
         self, dim: Any = None, keepdim: bool = False, *, axis: Any = None, keepdims: bool = False
@@ -293,15 +271,12 @@ class ReductionOps:
         ax = S.normalize_axis(dim, len(x.shape), "log_softmax")
         if not x.shape or x.numel() == 0:
             return x - x if x.shape else x * 0.0  # one element (log 1 = 0), or nothing to do
-        out = x._emit(_OP["log_softmax"], [x.id], x.shape, x.dtype, {"axis": ax})
-        if x.requires_grad and _mode.enabled:
-            record(out, "log_softmax", (x,), ctx=ax, saved=(out._alias(),))
-        return out
+        return x._apply("log_softmax", [x], {"axis": ax}, shape=x.shape)
 
     def logsumexp(self, dim: Any = -1, keepdim: bool = False) -> Tensor:
         """``log(sum(exp(x)))`` over ``dim``, computed without overflow."""
         x = self if self.dtype in S.FLOAT_DTYPES else self.to(S.DEFAULT_FLOAT)
         axes = S.normalize_axes(dim, x.ndim, "logsumexp")
-        m = x._reduce("max", axes, True, x.dtype)
+        m = x._reduce("max", axes, True, grad=False)  # a constant shift: no gradient through it
         out = (x - m).exp().sum(axes, keepdims=True).log() + m
         return out if keepdim else out.reshape(S.reduce(x.shape, axes, False))

@@ -11,15 +11,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gt import shapes as S
-from gt.autograd import _mode, record
 from gt.errors import ShapeError
-from gt.runtime import protocol as P
+from gt.indexing import encode_key
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
-
-_OP = P.OPCODE
-_RESHAPE, _TRANSPOSE, _EXPAND = _OP["reshape"], _OP["transpose"], _OP["expand"]
 
 
 def _dims(args: tuple) -> tuple:
@@ -39,10 +35,7 @@ class ShapeOps:
         new = S.reshape(self.shape, _dims(shape))
         if new == self.shape:
             return self
-        out = self._emit(_RESHAPE, [self.id], new, self.dtype, {"shape": list(new)})
-        if self.requires_grad and _mode.enabled:
-            record(out, "reshape", (self,))
-        return out
+        return self._apply("reshape", [self], {"shape": list(new)}, shape=new)
 
     def view(self, *shape: Any) -> Tensor:
         """Same as :meth:`reshape` (GT tensors never share memory; see ``gt.tensor``'s docs)."""
@@ -115,10 +108,7 @@ class ShapeOps:
         if perm == sorted(perm):
             return self
         shape = tuple([self.shape[p] for p in perm])
-        out = self._emit(_TRANSPOSE, [self.id], shape, self.dtype, {"perm": perm})
-        if self.requires_grad and _mode.enabled:
-            record(out, "transpose", (self,), ctx=perm, saved=(self,))
-        return out
+        return self._apply("transpose", [self], {"perm": perm}, shape=shape)
 
     def transpose(self, dim0: int = -2, dim1: int = -1) -> Tensor:
         """Swap two dimensions (with no arguments: the last two, as in the GT prototype)."""
@@ -162,10 +152,7 @@ class ShapeOps:
         shape = S.expand(self.shape, _dims(sizes))
         if shape == self.shape:
             return self
-        out = self._emit(_EXPAND, [self.id], shape, self.dtype, {"shape": list(shape)})
-        if self.requires_grad and _mode.enabled:
-            record(out, "expand", (self,))
-        return out
+        return self._apply("expand", [self], {"shape": list(shape)}, shape=shape)
 
     def expand_as(self, other: Tensor) -> Tensor:
         """Broadcast to ``other``'s shape."""
@@ -189,15 +176,8 @@ class ShapeOps:
 
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, key: Any) -> Tensor:
-        from gt.indexing import encode_key  # noqa: PLC0415
-
         wire, tensors, shape = encode_key(self, key)
-        out = self._emit(
-            _OP["getitem"], [self.id, *(t.id for t in tensors)], shape, self.dtype, {"key": wire}
-        )
-        if self.requires_grad and _mode.enabled:
-            record(out, "getitem", (self, *tensors), ctx=wire, saved=tuple(tensors))
-        return out
+        return self._apply("getitem", [self, *tensors], {"key": wire}, shape=shape)
 
     def narrow(self, dim: int, start: int, length: int) -> Tensor:
         """``length`` elements of ``dim`` starting at ``start``."""
@@ -259,8 +239,6 @@ class ShapeOps:
 
     def gather(self, dim: int, index: Tensor) -> Tensor:
         """``out[i][j] = self[i][index[i][j]]`` for ``dim=1`` (and likewise for any ``dim``)."""
-        from gt.factories import arange  # noqa: PLC0415
-
         nd = len(self.shape)
         d = S.normalize_axis(dim, nd, "gather")
         if len(index.shape) != nd or index.dtype not in S.INT_DTYPES:
@@ -281,7 +259,7 @@ class ShapeOps:
             else:
                 shape = [1] * nd
                 shape[i] = index.shape[i]
-                key.append(arange(index.shape[i]).reshape(shape))
+                key.append(self._arange(index.shape[i]).reshape(shape))
         return self[tuple(key)]
 
     def flip(self, *dims: Any) -> Tensor:
@@ -317,10 +295,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0, *, axis: int | None = None) -> 
     for t in tensors[1:]:
         dtype = S.promote(dtype, t.dtype)
     ts = [t.to(dtype) for t in tensors]
-    out = first._emit(_OP["concat"], [t.id for t in ts], shape, dtype, {"axis": d})
-    if any(t.requires_grad for t in ts) and _mode.enabled:
-        record(out, "concat", tuple(ts), ctx=d)
-    return out
+    return first._apply("concat", ts, {"axis": d}, shape=shape)
 
 
 def stack(tensors: Sequence[Tensor], dim: int = 0, *, axis: int | None = None) -> Tensor:

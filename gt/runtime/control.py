@@ -39,18 +39,18 @@ def request(
     s.setsockopt(zmq.LINGER, 0)
     try:
         s.connect(endpoint)
-        s.send(P.header(P.CONTROL, what, args))
+        s.send(P.encode(P.Control(what, args)))
         if not s.poll(int(timeout * 1000)):
             raise ControlError(f"no GT dispatcher answered at {endpoint} within {timeout:g}s")
         try:
-            msg = P.parse_header(s.recv_multipart()[-1])
+            msg = P.parse(s.recv_multipart()[-1])
         except P.ProtocolError as exc:
             raise ControlError(f"{endpoint} answered with a malformed message: {exc}") from None
-        if msg[1] != P.REPLY:
-            raise ControlError(f"{endpoint} answered {P.KIND_NAMES.get(msg[1])} instead of a reply")
-        if not msg[2]:
-            raise ControlError(f"{what}: {msg[3]}")
-        return msg[3]
+        if type(msg) is not P.Reply:
+            raise ControlError(f"{endpoint} answered {type(msg).__name__} instead of a reply")
+        if not msg.ok:
+            raise ControlError(f"{what}: {msg.payload}")
+        return msg.payload
     finally:
         s.close()
 

@@ -16,6 +16,8 @@ import sys
 import time
 from typing import Any
 
+from gt.runtime.control import ControlError, request
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -124,8 +126,6 @@ class LocalCluster:
 
     def _wait_for_workers(self, deadline: float) -> None:
         """Return once every worker has registered, so the first clients spread over all of them."""
-        from gt.runtime.control import ControlError, request  # noqa: PLC0415
-
         while True:
             try:
                 alive = sum(

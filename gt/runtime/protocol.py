@@ -1,159 +1,72 @@
-"""The GT wire protocol: the one module every peer imports.
+"""The GT wire protocol: every message kind, defined once, used by every peer (a leaf module).
 
-Every message is a ZeroMQ multipart message whose first frame (after any ROUTER identity) is a
-msgpack *header*: a positional list ``[VERSION, kind, *fields]``. Batches carry a second frame, the
-msgpack *body* (the instruction list), and array data travels as further raw frames that are sent
+A message is a ZeroMQ multipart message whose first frame (after any ROUTER identity) is a msgpack
+*header*, the list ``[VERSION, kind, *fields]``. Each kind below is a :class:`~typing.NamedTuple`:
+its fields are named once, :func:`encode` writes them in order and :func:`parse` reads them back,
+checking the version, the kind and the type of every field in one place. Batches carry a second
+frame, the msgpack *body* (:func:`parse_body`), and array data travels as further raw frames, sent
 with ``copy=False`` and wrapped without copying on the other side. Nothing on the wire is
 executable: msgpack only ever yields lists, dicts, strings, numbers and bytes.
 
-An instruction is a flat list ``[opcode, out, args, attrs, src]``:
+An instruction in a body is a flat list ``[opcode, out, args, attrs, src]`` (indices
+:data:`I_OP` ...): ``opcode`` is an entry of the op registry (:mod:`gt.runtime.ops`); ``out`` the
+client-made id of the result (or a request id for ``fetch``); ``args`` tensor ids (``int``) and
+immediates (``float``/``bool``/``None``, or ``[v]`` for an integer scalar, since a bare ``int`` is a
+tensor id); ``attrs`` ``None`` or a small dict; ``src`` the client's interned id of the user's
+``file:line``; an optional sixth element, the interned id of the active ``gt.signal`` (only in
+batches whose header carries a signal table; the planner removes it before a worker sees it).
+Positional lists rather than dicts keep per-instruction work small on the hot path.
 
-* ``opcode`` indexes :data:`OPS`;
-* ``out`` is the client-made id of the result (or a request id for ``fetch``);
-* ``args`` holds tensor ids (``int``) and immediates (``float``/``bool``/``None``, or a one-element
-  list ``[v]`` for an integer scalar, since a bare ``int`` is a tensor id);
-* ``attrs`` is ``None`` or a small dict (axis, keepdims, shape, dtype, slice key ...);
-* ``src`` is the client's interned id for the user's ``file:line``;
-* an optional sixth element, the interned id of the active ``gt.signal`` (only in batches whose
-  header carries a signal table; the dispatcher's planner removes it before a worker sees it).
+Who sends what:
 
-Positional lists rather than dicts keep per-message Python work small, which matters on the hot path.
+=============  ===========================  =======================================================
+kind           from -> to                   frames after the header
+=============  ===========================  =======================================================
+Hello          client -> dispatcher front
+Welcome        dispatcher -> client
+Batch          client -> dispatcher         body, then upload buffers
+Run            dispatcher -> worker         body, then upload buffers
+Done           worker -> dispatcher
+Ack            dispatcher -> client
+Data           worker -> client (direct)    the array's bytes
+Relay          worker -> dispatcher         the array's bytes (a Data for a client without a
+                                            direct link; the dispatcher forwards it as Data)
+Heartbeat      both ways
+Bye            client -> dispatcher
+Error          dispatcher -> client
+Register       worker -> dispatcher back
+Registered     dispatcher -> worker
+DropClient     dispatcher -> worker
+Stop           dispatcher -> worker
+Upload         client -> worker data        the array's bytes
+Control        tool -> dispatcher           (on the control or the front socket)
+Reply          dispatcher -> tool
+Stats          worker -> dispatcher
+Peers          dispatcher -> worker
+Peer           worker -> worker data        the array's bytes
+=============  ===========================  =======================================================
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import msgpack
 
-VERSION = 1
+VERSION = 2
 
-# Message kinds (the second header field).
-HELLO = 1  # client -> dispatcher: [V, HELLO, info]
-WELCOME = 2  # dispatcher -> client: [V, WELCOME, client_no, home_worker, workers, settings]
-BATCH = 3  # client -> dispatcher: [V, BATCH, seq, n_instr, srclocs(, signals)]  + body + buffers
-#            (signals: new [id, name, backward, is_backward] entries; present only in annotated batches)
-#            dispatcher -> worker: [V, BATCH, client_no, seq, n_instr] + body + buffers
-DONE = 4  # worker -> dispatcher: [V, DONE, client_no, seq, errors, exec_ns]
-ACK = 5  # dispatcher -> client: [V, ACK, seq, errors]
-DATA = 6  # worker -> client (direct) [V, DATA, req, dtype, shape, error] + buffer
-#           worker -> dispatcher [V, DATA, req, dtype, shape, error, client_no] + buffer
-HEARTBEAT = 7  # both ways: [V, HEARTBEAT]
-BYE = 8  # client -> dispatcher: [V, BYE]
-ERROR = 9  # dispatcher -> client: [V, ERROR, code, message]
-REGISTER = 10  # worker -> dispatcher: [V, REGISTER, info]
-REGISTERED = 11  # dispatcher -> worker: [V, REGISTERED, worker_id, settings]
-DROP_CLIENT = 12  # dispatcher -> worker: [V, DROP_CLIENT, client_no]
-STOP = 13  # dispatcher -> worker: [V, STOP]
-UPLOAD = 14  # client -> worker data socket: [V, UPLOAD, token] + buffer
-CONTROL = 15  # tool -> dispatcher control socket: [V, CONTROL, request, args]
-REPLY = 16  # dispatcher -> tool: [V, REPLY, ok, payload]
-STATS = 17  # worker -> dispatcher: [V, STATS, stats]
-PEERS = 18  # dispatcher -> worker: [V, PEERS, {worker_id: data_endpoint}]
-PEER = 19  # worker -> worker data socket: [V, PEER, client_no, tag, step, dtype, shape, error] + buffer
-
-KIND_NAMES = {
-    v: k
-    for k, v in dict(globals()).items()
-    if k.isupper() and isinstance(v, int) and k not in ("VERSION",)
-}
-
-# Error codes carried by ERROR messages.
+# Error codes carried by Error messages.
 E_WORKER_LOST = "worker_lost"
 E_PROTOCOL = "protocol"
 E_UNKNOWN_CLIENT = "unknown_client"
 E_NO_WORKERS = "no_workers"
 E_SHUTDOWN = "shutdown"
 
-# The primitive instruction set that workers execute. Everything else is composed on the client.
-OPS: tuple[str, ...] = (
-    # data movement and creation
-    "upload",
-    "fetch",
-    "full",
-    "arange",
-    "eye",
-    "randn",
-    "rand",
-    "randint",
-    "copy",
-    # elementwise binary
-    "add",
-    "sub",
-    "mul",
-    "div",
-    "pow",
-    "maximum",
-    "minimum",
-    "lt",
-    "le",
-    "gt",
-    "ge",
-    "eq",
-    "ne",
-    "where",
-    # elementwise unary
-    "neg",
-    "abs",
-    "exp",
-    "log",
-    "sqrt",
-    "sin",
-    "cos",
-    "tanh",
-    "sigmoid",
-    "relu",
-    "sign",
-    "cast",
-    # linear algebra and reductions
-    "matmul",
-    "sum",
-    "max",
-    "min",
-    "argmax",
-    "argmin",
-    # shape and indexing
-    "reshape",
-    "transpose",
-    "expand",
-    "getitem",
-    "setitem",
-    "concat",
-    "index_add",
-    "clip",
-    "floor_divide",
-    "remainder",
-    "logical_not",
-    "mark",
-    "erf",
-    # placement and worker-to-worker movement (planned by the dispatcher; see gt/runtime/peers.py)
-    "place",
-    "chunk",
-    "send",
-    "recv",
-    "bcast",
-    "scatter",
-    "gather",
-    "all_gather",
-    "all_reduce",
-    "reduce_scatter",
-    "free",
-    "log_softmax",
-)
-OPCODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
+# Positions in an instruction list (see the module docstring).
+I_OP, I_OUT, I_ARGS, I_ATTRS, I_SRC, I_SIGNAL = range(6)
 
-# Transfers and collectives: instructions the planner inserts and workers run over peer links.
-SEND, RECV, BCAST, SCATTER, GATHER = (
-    OPCODE[n] for n in ("send", "recv", "bcast", "scatter", "gather")
-)
-ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, CHUNK = (
-    OPCODE[n] for n in ("all_gather", "all_reduce", "reduce_scatter", "chunk")
-)
-COMM_OPS = frozenset(
-    (SEND, RECV, BCAST, SCATTER, GATHER, ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, CHUNK)
-)
-
-# Dtypes travel as short names; the set is closed so a peer never builds arbitrary dtypes.
+#: Dtypes travel as short names; the set is closed so a peer never builds arbitrary dtypes.
 DTYPES: tuple[str, ...] = (
     "float32",
     "float64",
@@ -166,12 +79,305 @@ DTYPES: tuple[str, ...] = (
 )
 DTYPE_SET = frozenset(DTYPES)
 
-_packer = msgpack.Packer(use_bin_type=True)
-pack = _packer.pack
-
 
 class ProtocolError(ValueError):
     """Raised when a frame is not a well-formed GT message."""
+
+
+# ----------------------------------------------------------------------------- field checks
+Check = Callable[[Any], bool]
+
+
+def _int(v: Any) -> bool:
+    return type(v) is int
+
+
+def _str(v: Any) -> bool:
+    return type(v) is str
+
+
+def _bool(v: Any) -> bool:
+    return type(v) is bool
+
+
+def _bytes(v: Any) -> bool:
+    return type(v) is bytes
+
+
+def _dict(v: Any) -> bool:
+    return type(v) is dict
+
+
+def _list(v: Any) -> bool:
+    return type(v) is list
+
+
+def _any(v: Any) -> bool:
+    return True
+
+
+def _opt(check: Check) -> Check:
+    return lambda v: v is None or check(v)
+
+
+def _dtype(v: Any) -> bool:
+    return v in DTYPE_SET if type(v) is str else False
+
+
+def _shape(v: Any) -> bool:
+    return type(v) is list and all(type(d) is int and d >= 0 for d in v)
+
+
+def _error(v: Any) -> bool:
+    """A worker error: ``[message, opcode, src]``."""
+    return type(v) is list and len(v) == 3 and type(v[0]) is str and _int(v[1]) and _int(v[2])
+
+
+def _errors(v: Any) -> bool:
+    return type(v) is list and all(_error(e) for e in v)
+
+
+def _str_list(v: Any) -> bool:
+    return type(v) is list and all(type(s) is str for s in v)
+
+
+def _srclocs(v: Any) -> bool:
+    """New source lines: ``[[id, "file.py:12"], ...]``."""
+    return type(v) is list and all(
+        type(e) is list and len(e) == 2 and type(e[0]) is int and type(e[1]) is str for e in v
+    )
+
+
+def _signals(v: Any) -> bool:
+    """New signal-table entries: ``[[id, name, backward or None, is_backward], ...]``."""
+    return type(v) is list and all(
+        type(e) is list
+        and len(e) == 4
+        and type(e[0]) is int
+        and type(e[1]) is str
+        and (e[2] is None or type(e[2]) is str)
+        and type(e[3]) is bool
+        for e in v
+    )
+
+
+def _endpoints(v: Any) -> bool:
+    return type(v) is dict and all(type(k) is int and type(e) is str for k, e in v.items())
+
+
+_KINDS: dict[int, type] = {}
+
+
+def _kind(kind: int, /, **checks: Check) -> Callable[[type], type]:
+    """Register a message class under wire kind ``kind`` with a check per field."""
+
+    def deco(cls: type) -> type:
+        fields = cls._fields  # type: ignore[attr-defined]
+        if set(checks) != set(fields):
+            raise TypeError(f"{cls.__name__}: checks {sorted(checks)} != fields {fields}")
+        cls.KIND = kind  # type: ignore[attr-defined]
+        cls._checks = tuple(checks[f] for f in fields)  # type: ignore[attr-defined]
+        cls._required = len(fields) - len(cls._field_defaults)  # type: ignore[attr-defined]
+        _KINDS[kind] = cls
+        return cls
+
+    return deco
+
+
+# ----------------------------------------------------------------------------- message kinds
+@_kind(1, pid=_int, host=_str, argv=_str_list, token=_bytes)
+class Hello(NamedTuple):
+    """A client introduces itself; ``token`` is the identity of its direct data sockets."""
+
+    pid: int
+    host: str
+    argv: list
+    token: bytes
+
+
+@_kind(2, client=_int, home=_int, workers=_list, settings=_dict)
+class Welcome(NamedTuple):
+    """The dispatcher accepts a client: its number, home worker, the workers, timing settings."""
+
+    client: int
+    home: int
+    workers: list
+    settings: dict
+
+
+@_kind(3, seq=_int, n=_int, srclocs=_opt(_srclocs), signals=_opt(_signals))
+class Batch(NamedTuple):
+    """A client's batch of ``n`` instructions; new source lines ``[[id, text]]`` and new signal
+    table entries ``[[id, name, backward, is_backward]]`` ride along."""
+
+    seq: int
+    n: int
+    srclocs: list | None = None
+    signals: list | None = None
+
+
+@_kind(4, client=_int, seq=_int, n=_int, token=_opt(_bytes))
+class Run(NamedTuple):
+    """The dispatcher hands a worker a client's batch (or this worker's part of a planned one);
+    ``token`` identifies the client's direct data socket, if it has one."""
+
+    client: int
+    seq: int
+    n: int
+    token: bytes | None
+
+
+@_kind(5, client=_int, seq=_int, errors=_errors, n=_int, exec_ns=_int)
+class Done(NamedTuple):
+    """A worker ran a batch: the errors (``[message, opcode, src]``), instructions, nanoseconds."""
+
+    client: int
+    seq: int
+    errors: list
+    n: int
+    exec_ns: int
+
+
+@_kind(6, seq=_int, errors=_errors)
+class Ack(NamedTuple):
+    """The dispatcher tells a client that batch ``seq`` ran everywhere, with its errors."""
+
+    seq: int
+    errors: list
+
+
+@_kind(7, req=_int, dtype=_opt(_dtype), shape=_opt(_shape), error=_opt(_error))
+class Data(NamedTuple):
+    """A fetched array (in the next frame) for request ``req``, or the error that replaced it."""
+
+    req: int
+    dtype: str | None
+    shape: list | None
+    error: list | None
+
+
+@_kind(8, client=_int, req=_int, dtype=_opt(_dtype), shape=_opt(_shape), error=_opt(_error))
+class Relay(NamedTuple):
+    """A :class:`Data` for client ``client``, sent through the dispatcher."""
+
+    client: int
+    req: int
+    dtype: str | None
+    shape: list | None
+    error: list | None
+
+    def data(self) -> Data:
+        """The :class:`Data` message the client receives."""
+        return Data(self.req, self.dtype, self.shape, self.error)
+
+
+@_kind(9)
+class Heartbeat(NamedTuple):
+    """I am alive (both ways, on every link that has a liveness timeout)."""
+
+
+@_kind(10)
+class Bye(NamedTuple):
+    """A client leaves; the dispatcher frees its tensors."""
+
+
+@_kind(11, code=_str, message=_str)
+class Error(NamedTuple):
+    """The dispatcher tells a client something is broken (codes ``E_*``)."""
+
+    code: str
+    message: str
+
+
+@_kind(12, host=_str, pid=_int, device=_str, backend=_str, data=_str, hb=_bytes)
+class Register(NamedTuple):
+    """A worker asks to join: where it runs, its data endpoint, its heartbeat socket's identity."""
+
+    host: str
+    pid: int
+    device: str
+    backend: str
+    data: str
+    hb: bytes
+
+
+@_kind(13, worker=_int, settings=_dict)
+class Registered(NamedTuple):
+    """The dispatcher accepts a worker under id ``worker``."""
+
+    worker: int
+    settings: dict
+
+
+@_kind(14, client=_int)
+class DropClient(NamedTuple):
+    """A client is gone: drop its tensors."""
+
+    client: int
+
+
+@_kind(15)
+class Stop(NamedTuple):
+    """Stop now (to a worker), or: you are unknown here (to a heartbeat)."""
+
+
+@_kind(16, tok=_int)
+class Upload(NamedTuple):
+    """A client's large array (next frame) for the upload instruction with the same ``tok``."""
+
+    tok: int
+
+
+@_kind(17, request=_str, args=_any)
+class Control(NamedTuple):
+    """A control request (``ping``, ``stats``, ``snapshot``, ``config_apply`` ...)."""
+
+    request: str
+    args: Any = None
+
+
+@_kind(18, ok=_bool, payload=_any)
+class Reply(NamedTuple):
+    """The answer to a :class:`Control`: ``ok`` and the payload, or the refusal's message."""
+
+    ok: bool
+    payload: Any
+
+
+@_kind(19, stats=_dict)
+class Stats(NamedTuple):
+    """A worker's counters (tensors, bytes, batches ...), every half second."""
+
+    stats: dict
+
+
+@_kind(20, endpoints=_endpoints)
+class Peers(NamedTuple):
+    """Where every worker's data socket is: ``{worker_id: endpoint}``."""
+
+    endpoints: dict
+
+
+@_kind(21, client=_int, tag=_int, step=_int, dtype=_opt(_dtype), shape=_opt(_shape),
+       error=_opt(_error))  # fmt: skip
+class Peer(NamedTuple):
+    """Step ``step`` of transfer ``tag`` for client ``client``: an array (next frame) or an
+    error marker, so a collective's participants fail together instead of waiting."""
+
+    client: int
+    tag: int
+    step: int
+    dtype: str | None
+    shape: list | None
+    error: list | None
+
+
+#: Every message kind, in wire-kind order.
+KINDS: tuple[type, ...] = tuple(_KINDS[k] for k in sorted(_KINDS))
+KIND_NAMES: dict[int, str] = {code: cls.__name__ for code, cls in _KINDS.items()}
+
+# ----------------------------------------------------------------------------- encoding
+_packer = msgpack.Packer(use_bin_type=True)
 
 
 def packb(obj: Any) -> bytes:
@@ -187,83 +393,57 @@ def unpackb(data: Any) -> Any:
         raise ProtocolError(f"undecodable frame: {type(exc).__name__}") from None
 
 
-def header(kind: int, *fields: Any) -> bytes:
-    """Build a header frame ``[VERSION, kind, *fields]``."""
-    return msgpack.packb([VERSION, kind, *fields], use_bin_type=True)
+def encode(msg: Any) -> bytes:
+    """The header frame of a message (an instance of one of the kinds above)."""
+    return msgpack.packb([VERSION, msg.KIND, *msg], use_bin_type=True)
 
 
-# Minimum number of header fields (after version and kind) per message kind.
-_MIN_FIELDS = {
-    HELLO: 1,
-    WELCOME: 4,
-    BATCH: 2,
-    DONE: 3,
-    ACK: 2,
-    DATA: 4,
-    HEARTBEAT: 0,
-    BYE: 0,
-    ERROR: 2,
-    REGISTER: 1,
-    REGISTERED: 2,
-    DROP_CLIENT: 1,
-    STOP: 0,
-    UPLOAD: 1,
-    CONTROL: 2,
-    REPLY: 2,
-    STATS: 1,
-    PEERS: 1,
-    PEER: 6,
-}
-
-
-def parse_header(frame: Any) -> list:
-    """Decode and validate a header frame, returning ``[VERSION, kind, *fields]``.
+def parse(frame: Any) -> Any:
+    """Decode and validate a header frame into its message.
 
     Raises:
-        ProtocolError: the frame is not msgpack, not a list, has the wrong version, an unknown kind,
-            or too few fields for its kind.
+        ProtocolError: the frame is not msgpack, not ``[VERSION, kind, *fields]``, has another
+            version, an unknown kind, too few or too many fields, or a field of the wrong type.
     """
     msg = unpackb(frame)
     if type(msg) is not list or len(msg) < 2:
         raise ProtocolError("header is not a list [version, kind, ...]")
-    if msg[0] != VERSION:
-        raise ProtocolError(f"protocol version {msg[0]!r} is not {VERSION}")
-    need = _MIN_FIELDS.get(msg[1])
-    if need is None:
-        raise ProtocolError(f"unknown message kind {msg[1]!r}")
-    if len(msg) - 2 < need:
-        raise ProtocolError(f"{KIND_NAMES[msg[1]]} needs {need} fields, got {len(msg) - 2}")
-    return msg
+    version, kind = msg[0], msg[1]
+    if type(version) is not int or version != VERSION:
+        raise ProtocolError(f"protocol version {version!r} is not {VERSION}")
+    cls = _KINDS.get(kind) if type(kind) is int else None
+    if cls is None:
+        raise ProtocolError(f"unknown message kind {kind!r}")
+    values = msg[2:]
+    n = len(values)
+    if not cls._required <= n <= len(cls._fields):
+        raise ProtocolError(
+            f"{cls.__name__} has {len(cls._fields)} fields ({cls._required} required), got {n}"
+        )
+    for name, check, v in zip(cls._fields, cls._checks, values):
+        if not check(v):
+            raise ProtocolError(f"{cls.__name__}.{name} is malformed: {_excerpt(v)}")
+    return cls(*values)
 
 
-def check_dtype(name: Any) -> str:
-    """Return ``name`` if it is a dtype GT transports, else raise :class:`ProtocolError`."""
-    if name not in DTYPE_SET:
-        raise ProtocolError(f"unsupported dtype {name!r}")
-    return name
+def _excerpt(v: Any, limit: int = 60) -> str:
+    """A short, safe rendering of a bad value for an error message (never the whole thing)."""
+    text = f"{type(v).__name__} {v!r}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def check_shape(shape: Any) -> tuple[int, ...]:
-    """Validate a shape from the wire: a list of non-negative ints."""
-    if type(shape) is not list or not all(type(d) is int and d >= 0 for d in shape):
-        raise ProtocolError(f"bad shape {shape!r}")
-    return tuple(shape)
-
-
-def parse_body(frame: Any) -> tuple[list, list]:
-    """Decode a batch body and return ``(instructions, frees)`` (see :func:`parse_body_ordered`)."""
-    instrs, frees, _ = parse_body_ordered(frame)
-    return instrs, frees
-
-
-def parse_body_ordered(frame: Any) -> tuple[list, list, list | None]:
+# ----------------------------------------------------------------------------- bodies and arrays
+def parse_body(frame: Any) -> tuple[list, list, list | None]:
     """Decode a batch body ``[instructions, frees]`` or ``[instructions, frees, free_at]``.
 
     ``free_at[i]``, when present, is how many of the batch's instructions precede the free of
-    ``frees[i]``, so a worker can drop a tensor as soon as the program did, not at the end of the
-    batch (a batch of 20 large matmuls then reuses memory instead of holding 20 results).
-    Individual instructions are validated by the worker as it executes them, so a malformed one
-    fails alone, with an error reported for its output.
+    ``frees[i]``, so a worker drops a tensor where the program did, not at the end of the batch (a
+    batch of 20 large matmuls then reuses memory instead of holding 20 results). Frees and their
+    positions are checked here; each instruction is checked by the worker as it runs it
+    (:func:`check_instruction`), so a malformed one fails alone.
+
+    Raises:
+        ProtocolError: not that shape, or a free that is not an int.
     """
     body = unpackb(frame)
     if type(body) is not list or len(body) not in (2, 3):
@@ -272,6 +452,47 @@ def parse_body_ordered(frame: Any) -> tuple[list, list, list | None]:
     free_at = body[2] if len(body) == 3 else None
     if type(instrs) is not list or type(frees) is not list:
         raise ProtocolError("batch body is not [instructions, frees(, free_at)]")
-    if free_at is not None and (type(free_at) is not list or len(free_at) != len(frees)):
-        raise ProtocolError("free_at must list one position per free")
+    if not all(type(f) is int for f in frees):
+        raise ProtocolError("frees must be tensor ids (ints)")
+    if free_at is not None and (
+        type(free_at) is not list
+        or len(free_at) != len(frees)
+        or not all(type(k) is int and k >= 0 for k in free_at)
+    ):
+        raise ProtocolError("free_at must list one position (an int >= 0) per free")
     return instrs, frees, free_at
+
+
+def encode_body(instrs: list, frees: list, free_at: list | None = None) -> bytes:
+    """The body frame of a batch (see :func:`parse_body`)."""
+    return packb([instrs, frees, free_at] if free_at else [instrs, frees])
+
+
+def check_instruction(ins: Any) -> tuple[int, int, list, Any, int]:
+    """``(opcode, out, args, attrs, src)`` of a well-formed instruction.
+
+    Raises:
+        ProtocolError: the instruction is not ``[int, int, list, dict|None, int(, int)]``.
+    """
+    if type(ins) is not list or not 5 <= len(ins) <= 6:
+        raise ProtocolError("an instruction is [opcode, out, args, attrs, src]")
+    code, out, args, attrs, src = ins[0], ins[1], ins[2], ins[3], ins[4]
+    if type(code) is not int or type(out) is not int or type(src) is not int:
+        raise ProtocolError("an instruction's opcode, out and src are ints")
+    if type(args) is not list or not (attrs is None or type(attrs) is dict):
+        raise ProtocolError("an instruction's args is a list and attrs a dict or None")
+    return code, out, args, attrs, src
+
+
+def check_dtype(name: Any) -> str:
+    """Return ``name`` if it is a dtype GT transports, else raise :class:`ProtocolError`."""
+    if not _dtype(name):
+        raise ProtocolError(f"unsupported dtype {_excerpt(name)}")
+    return name
+
+
+def check_shape(shape: Any) -> tuple[int, ...]:
+    """Validate a shape from the wire: a list of non-negative ints."""
+    if not _shape(shape):
+        raise ProtocolError(f"bad shape {_excerpt(shape)}")
+    return tuple(shape)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from gt.trace import keyframes as K
+from gt.trace.export import export_chrome
 from gt.trace.index import Moment, TraceIndex
 from gt.trace.model import ClusterModel
 from gt.trace.reader import Batch, Reader
@@ -325,8 +326,6 @@ class ReplaySource(Source):
 
     def export_window(self, out: str | os.PathLike[str]) -> dict:
         """Write the selected window (or the whole trace) as Chrome trace JSON; returns counts."""
-        from gt.trace.export import export_chrome
-
         window = None
         if self.selection is not None and self.selection[1] > self.selection[0]:
             origin = self.index.t_start

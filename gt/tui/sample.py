@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from gt.runtime import protocol as P
+from gt.runtime import ops as O
 from gt.trace import events as E
 
 MS = 1_000_000
@@ -18,7 +18,7 @@ S = 1_000_000_000
 T_END = 12 * S  # the sample's "now"
 
 _ADD, _MUL, _EXP, _RELU, _MATMUL, _SUM, _TRANSPOSE = (
-    P.OPCODE[name] for name in ("add", "mul", "exp", "relu", "matmul", "sum", "transpose")
+    O.OPCODE[name] for name in ("add", "mul", "exp", "relu", "matmul", "sum", "transpose")
 )
 
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 
 import zmq
 
+from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime.control import ControlError as ControlError  # re-exported for the screens
 from gt.runtime.control import request
@@ -49,7 +50,7 @@ class Source:
     """The interface the app uses (and the shared view handling: zoom and pause).
 
     Args:
-        op_names: opcode -> name for the model (default ``gt.runtime.protocol.OPS``).
+        op_names: opcode -> name for the model (default ``gt.runtime.ops.OPS``).
         window_ns: the model's window for shares and rates.
         count_gaps: count sequence gaps as drops (see :class:`~gt.trace.model.ClusterModel`).
     """
@@ -58,7 +59,7 @@ class Source:
 
     def __init__(self, op_names: Sequence[str] | None = None, *, window_ns: int = WINDOW_NS,
                  count_gaps: bool = True):  # fmt: skip
-        self.model = ClusterModel(P.OPS if op_names is None else op_names, window_ns=window_ns,
+        self.model = ClusterModel(O.OPS if op_names is None else op_names, window_ns=window_ns,
                                   count_gaps=count_gaps)  # fmt: skip
         self.timeline_ns = TIMELINE_NS
         self.frozen_end: int | None = None  # the timeline's right edge while paused
@@ -236,7 +237,7 @@ class _Collector:
 
     def _send(self, what: str) -> None:
         try:
-            self.dealer.send(P.header(P.CONTROL, what, None), zmq.NOBLOCK)
+            self.dealer.send(P.encode(P.Control(what, None)), zmq.NOBLOCK)
             self.pending = (what, time.monotonic())
         except zmq.ZMQError:
             self.pending = None
@@ -292,15 +293,15 @@ class _Collector:
     def _on_reply(self) -> None:
         src = self.src
         try:
-            msg = P.parse_header(self.dealer.recv_multipart()[-1])
+            msg = P.parse(self.dealer.recv_multipart()[-1])
         except P.ProtocolError:
             return
         what = self.pending[0] if self.pending else None
         self.pending = None
         self.last_reply = time.monotonic()
-        if msg[1] != P.REPLY or not msg[2]:
+        if type(msg) is not P.Reply or not msg.ok:
             return
-        payload = msg[3]
+        payload = msg.payload
         if what == "ping" and isinstance(payload, dict):
             pid = payload.get("pid")
             if src.dispatcher_pid is not None and pid != src.dispatcher_pid:

@@ -157,10 +157,10 @@ def test_optimizer_style_update_under_no_grad_keeps_leaf_identity(conn):
 
 def test_worker_writes_setitem_in_place_only_when_nothing_else_sees_the_array():
     """The worker's setitem reuses the array when no view or other entry refers to it."""
-    from gt.runtime import protocol as P
+    from gt.runtime import ops as O
     from gt.runtime.worker.backend import load_backend
 
-    handler = load_backend("numpy").handlers[P.OPCODE["setitem"]]
+    handler = load_backend("numpy").handlers[O.OPCODE["setitem"]]
     attrs = {"key": [["i", 0]], "inplace": True}
     table = {1: np.zeros(4)}
     arr_id = id(table[1])
@@ -176,10 +176,10 @@ def test_worker_writes_setitem_in_place_only_when_nothing_else_sees_the_array():
 
 def test_worker_masking_keeps_where_semantics_for_non_finite_values():
     """where(c, a, 0.0) may be computed as a product, but never turns a masked-out nan into nan."""
-    from gt.runtime import protocol as P
+    from gt.runtime import ops as O
     from gt.runtime.worker.backend import load_backend
 
-    handler = load_backend("numpy").handlers[P.OPCODE["where"]]
+    handler = load_backend("numpy").handlers[O.OPCODE["where"]]
     c = np.array([True, False, True, False])
     a = np.array([1.5, np.nan, -2.0, np.inf], np.float32)
     np.testing.assert_array_equal(
@@ -192,10 +192,10 @@ def test_worker_masking_keeps_where_semantics_for_non_finite_values():
 
 
 def test_worker_inplace_arithmetic_reuses_private_arrays_only():
-    from gt.runtime import protocol as P
+    from gt.runtime import ops as O
     from gt.runtime.worker.backend import load_backend
 
-    add = load_backend("numpy").handlers[P.OPCODE["add"]]
+    add = load_backend("numpy").handlers[O.OPCODE["add"]]
     table = {1: np.zeros(3), 2: np.ones(3)}
     arr_id = id(table[1])
     table[1] = add([table[1], table[2]], {"inplace": True})

@@ -167,11 +167,11 @@ def _worker_tensors(address: str) -> int:
     s.setsockopt(zmq.LINGER, 0)
     try:
         s.connect(address)
-        s.send(P.header(P.CONTROL, "stats", None))
+        s.send(P.encode(P.Control("stats")))
         assert s.poll(5000), "the dispatcher did not answer a stats request"
-        msg = P.parse_header(s.recv_multipart()[-1])
-        assert msg[1] == P.REPLY and msg[2], msg
-        return sum(w.get("stats", {}).get("tensors", 0) for w in msg[3]["workers"])
+        msg = P.parse(s.recv_multipart()[-1])
+        assert type(msg) is P.Reply and msg.ok, msg
+        return sum(w.get("stats", {}).get("tensors", 0) for w in msg.payload["workers"])
     finally:
         s.close()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 import gt
-from gt.runtime import protocol as P
+from gt.runtime import ops as O
 from gt.runtime.launch import RecorderProcess
 from gt.trace.reader import Reader
 
@@ -45,7 +45,7 @@ def test_every_sent_instruction_is_recorded_as_executed_once(cluster, tmp_path):
             workers_seen.add(f["worker"])
             assert len(f["ops"]) == len(f["outs"]) == len(f["srcs"]) == f["n"]
             for op, out, src in zip(f["ops"], f["outs"], f["srcs"]):
-                if op != P.OPCODE["fetch"]:
+                if op != O.OPCODE["fetch"]:
                     executed[(f["client"], out)] += 1
                     locs[f["client"]].setdefault(out, src)
         elif ev.kind == "srcloc":

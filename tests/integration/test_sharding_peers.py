@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 import zmq
 
+from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime.worker.backend import Backend
 from gt.runtime.worker.peers import PeerFailure, Peers
 
 pytestmark = pytest.mark.timeout(60)
-OP = P.OPCODE
+OP = O.OPCODE
 
 
 class Node:
@@ -33,7 +34,7 @@ class Node:
                 frames = self.data.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
-            msg = P.parse_header(frames[1].buffer)
+            msg = P.parse(frames[1].buffer)
             self.peers.accept(frames[0].bytes, msg, frames[2])
 
 

@@ -12,7 +12,7 @@ import pytest
 import zmq
 
 import gt
-from gt.runtime import protocol as P
+from gt.runtime import ops as O
 from gt.runtime.control import ControlError, request
 from gt.runtime.launch import LocalCluster
 from gt.trace import events as E
@@ -179,7 +179,7 @@ def test_pipeline_stages_work_on_different_micro_batches_at_once(cluster, conn):
         outs.append(h.sum())
     gt.sync()
     spans: dict[int, list[tuple[int, int]]] = {0: [], 1: []}
-    mm = P.OPCODE["matmul"]
+    mm = O.OPCODE["matmul"]
     for _s, kind, f in bus.collect(1.0):
         if kind == E.EXEC and f["durs"]:
             t = f["t0"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gt.runtime.protocol import OPS
+from gt.runtime.ops import OPS
 from gt.trace.keyframes import ModelKeyframer
 from gt.trace.recorder import Recorder
 from gt.tui.sample import sample_batches

@@ -177,7 +177,10 @@ async def test_readonly_monitor_cannot_apply(cluster):
 
 
 def test_gt_config_show_validate_apply(cluster, tmp_path, capsys):
-    from gt.cli.config import main
+    from gt.cli import main as gt_main
+
+    def main(argv: list[str]) -> int:
+        return gt_main(["config", *argv])
 
     good = tmp_path / "good.yaml"
     good.write_text("rows:\n  shard: {axis: 0}\n")

@@ -11,7 +11,8 @@ import time
 import pytest
 
 import gt
-from gt.cli.dashboard import find_endpoints, main_top
+from gt.cli import main
+from gt.cli.dashboard import find_endpoints
 from gt.runtime.launch import LocalCluster
 from gt.tui.sources import LiveSource
 
@@ -61,7 +62,7 @@ def test_live_source_sees_workers_clients_and_exec_events(cluster):
 
 
 def test_top_json_and_once_print_the_cluster_and_exit(cluster):
-    cmd = [sys.executable, "-m", "gt.cli.dashboard", "--connect", cluster.address, "--wait", "0.3"]
+    cmd = [sys.executable, "-m", "gt", "top", "--connect", cluster.address, "--wait", "0.3"]
     out = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
@@ -80,13 +81,13 @@ def test_find_endpoints_by_front_address(cluster):
 
 def test_top_without_a_dispatcher_says_so_and_exits_1(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("GT_RUNTIME_DIR", str(tmp_path))
-    assert main_top([]) == 1
+    assert main(["top"]) == 1
     err = capsys.readouterr().err
     assert "no GT dispatcher is running" in err and err.count("\n") == 1
 
 
 def test_top_with_an_address_nobody_answers_exits_1(capsys):
-    assert main_top(["--connect", "tcp://127.0.0.1:9", "--once"]) == 1
+    assert main(["top", "--connect", "tcp://127.0.0.1:9", "--once"]) == 1
     assert "no GT dispatcher answered" in capsys.readouterr().err
 
 
@@ -123,7 +124,7 @@ def test_live_source_shows_disconnected_and_follows_a_restarted_dispatcher(tmp_p
 def test_gt_top_in_a_real_terminal_shows_the_workers(cluster, tmp_path):
     """End to end: the app in a pseudo-terminal (tmux) against the cluster, then q quits it."""
     session = f"gt-top-test-{os.getpid()}"
-    cmd = f"exec {sys.executable} -m gt.cli.dashboard --connect {cluster.address} --hz 10"
+    cmd = f"exec {sys.executable} -m gt top --connect {cluster.address} --hz 10"
     subprocess.run(
         ["tmux", "new-session", "-d", "-s", session, "-x", "140", "-y", "40", cmd],
         check=True,

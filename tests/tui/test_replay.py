@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import pytest
 
-from gt.cli.dashboard import add_replay_arguments, cmd_replay
-from gt.runtime.protocol import OPS
+from gt.cli import main
+from gt.runtime.ops import OPS
 from gt.trace.recorder import Recorder
 from gt.tui.app import make_app
 from gt.tui.replay import ReplaySource
@@ -78,9 +77,7 @@ async def test_replay_keys_are_off_for_other_sources():
 
 
 def test_gt_replay_json_at_a_time(trace, capsys):
-    ap = argparse.ArgumentParser()
-    add_replay_arguments(ap)
-    assert cmd_replay(ap.parse_args([str(trace), "--json", "--at", "5"])) == 0
+    assert main(["replay", str(trace), "--json", "--at", "5"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["source"]["kind"] == "replay"
     assert [m["label"] for m in data["marks"]] == ["epoch 1"]  # epoch 2 is at 9s
@@ -90,7 +87,5 @@ def test_gt_replay_json_at_a_time(trace, capsys):
 def test_gt_replay_rejects_a_file_that_is_not_a_trace(tmp_path, capsys):
     bad = tmp_path / "x.gtrace"
     bad.write_bytes(b"not a trace at all")
-    ap = argparse.ArgumentParser()
-    add_replay_arguments(ap)
-    assert cmd_replay(ap.parse_args([str(bad), "--once"])) == 1
+    assert main(["replay", str(bad), "--once"]) == 1
     assert "gt replay:" in capsys.readouterr().err

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from gt.runtime import protocol as P
+from gt.runtime import ops as O
 from gt.runtime.sharding.placement import Placement
 from gt.runtime.worker.backend import Backend
 
-OP = P.OPCODE
+OP = O.OPCODE
 BACKEND = Backend(np, "cpu")
 _COMM = {
     OP[n]
@@ -90,7 +90,7 @@ class Sim:
         code, out, args, attrs, _src = ins
         tbl = self.tables[w]
         vals = [tbl[a] if type(a) is int else (a[0] if type(a) is list else a) for a in args]
-        name = P.OPS[code]
+        name = O.OPS[code]
         if name == "upload":
             tbl[out] = bufs[attrs["buf"]].copy()
         elif name == "fetch":
@@ -107,7 +107,7 @@ class Sim:
             tbl[out] = BACKEND.handlers[code](vals, attrs)
 
     def _collective(self, code: int, by_worker: dict[int, list]) -> None:
-        name = P.OPS[code]
+        name = O.OPS[code]
         t = self.tables
         first = next(iter(by_worker.values()))
         at = first[3]

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from gt.runtime.protocol import OPS
+from gt.runtime.ops import OPS
 from gt.trace import events as E
 from gt.trace.index import TraceIndex
 from gt.trace.keyframes import ModelKeyframer, restore_model, snapshot_model

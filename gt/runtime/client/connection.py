@@ -24,12 +24,16 @@ import numpy as np
 import zmq
 
 from gt.errors import DispatcherLost, GTTimeout, WorkerError, WorkerLost
+from gt.runtime import ops as O
 from gt.runtime import protocol as P
+from gt.runtime.control import request
+from gt.runtime.sharding.config import ConfigError, from_env
 from gt.trace import events as E
 from gt.trace.emit import Emitter
 
-_FETCH = P.OPCODE["fetch"]
-_UPLOAD = P.OPCODE["upload"]
+_FETCH = O.OPCODE["fetch"]
+_UPLOAD = O.OPCODE["upload"]
+_HEARTBEAT = P.encode(P.Heartbeat())
 # The gt package itself (gt/runtime/client/connection.py -> gt/): frames inside it are not the user's.
 _GT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 
@@ -148,30 +152,33 @@ class Connection:
 
     # ----------------------------------------------------------------------------- setup
     def _welcome(self, connect_timeout: float) -> None:
-        info = {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "argv": [
-                os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python",
-                *(a[:80] for a in sys.argv[1:4]),
-            ],
-            "token": self.token,
-        }
-        self._sock.send(P.header(P.HELLO, info))
+        argv = [
+            os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python",
+            *(str(a)[:80] for a in sys.argv[1:4]),
+        ]
+        self._sock.send(P.encode(P.Hello(os.getpid(), socket.gethostname(), argv, self.token)))
         if not self._sock.poll(int(connect_timeout * 1000)):
             self._sock.close(0)
             raise DispatcherLost(
                 f"no dispatcher answered at {self.address} within {connect_timeout:.0f}s"
             )
-        msg = P.parse_header(self._sock.recv_multipart()[0])
-        if msg[1] == P.ERROR:
+        try:
+            msg = P.parse(self._sock.recv_multipart()[0])
+        except P.ProtocolError as exc:
             self._sock.close(0)
-            raise DispatcherLost(f"dispatcher at {self.address} refused the connection: {msg[3]}")
-        if msg[1] != P.WELCOME:
             raise DispatcherLost(
-                f"unexpected answer {P.KIND_NAMES.get(msg[1])} from {self.address}"
+                f"{self.address} answered with a malformed message: {exc}"
+            ) from None
+        if type(msg) is P.Error:
+            self._sock.close(0)
+            raise DispatcherLost(
+                f"dispatcher at {self.address} refused the connection: {msg.message}"
             )
-        self.client_no, self.home_worker, self.workers, settings = msg[2], msg[3], msg[4], msg[5]
+        if type(msg) is not P.Welcome:
+            self._sock.close(0)
+            raise DispatcherLost(f"unexpected answer {type(msg).__name__} from {self.address}")
+        self.client_no, self.home_worker, self.workers = msg.client, msg.home, msg.workers
+        settings = msg.settings
         self.heartbeat_interval = float(settings.get("heartbeat", 1.0))
         self.liveness = float(settings.get("liveness", 5.0))
         self.bus = settings.get("events_in")
@@ -272,7 +279,7 @@ class Connection:
         with self._lock:
             if self._direct is not None and array.nbytes >= DIRECT_MIN_BYTES:
                 tok = next(self._reqs)
-                self._direct.send(P.header(P.UPLOAD, tok), zmq.SNDMORE)
+                self._direct.send(P.encode(P.Upload(tok)), zmq.SNDMORE)
                 self._direct.send(raw_bytes(array), copy=False)
                 attrs["tok"] = tok
             else:
@@ -318,14 +325,14 @@ class Connection:
         bufs, self._bufs = self._bufs, []
         srclocs, self._new_srclocs = self._new_srclocs, []
         self._batch_seq += 1
-        body = P.packb([instrs, frees, free_at] if frees else [instrs, frees])
+        body = P.encode_body(instrs, frees, free_at)
         sock = self._sock
         if self._annotated or self._new_signals:
             signals, self._new_signals = self._new_signals, []
             self._annotated = False
-            hdr = P.header(P.BATCH, self._batch_seq, len(instrs), srclocs or None, signals)
+            hdr = P.encode(P.Batch(self._batch_seq, len(instrs), srclocs or None, signals))
         else:
-            hdr = P.header(P.BATCH, self._batch_seq, len(instrs), srclocs or None)
+            hdr = P.encode(P.Batch(self._batch_seq, len(instrs), srclocs or None))
         sock.send(hdr, zmq.SNDMORE)
         if bufs:
             sock.send(body, zmq.SNDMORE)
@@ -402,12 +409,10 @@ class Connection:
         Raises:
             ValueError: the dispatcher refused the request (its message says why).
         """
-        from gt.runtime.sharding.config import ConfigError  # noqa: PLC0415
-
         with self._lock:
             self._flush_locked()
             self._control_reply = None
-            self._sock.send(P.header(P.CONTROL, request, args))
+            self._sock.send(P.encode(P.Control(request, args)))
             self._last_sent = time.monotonic()
             deadline = time.monotonic() + (timeout or min(self.timeout, 60.0))
             while self._control_reply is None:
@@ -437,8 +442,6 @@ class Connection:
         """Apply ``$GT_CONFIG`` / ``$GT_AUTO_SHARD`` when they are set."""
         if not (os.environ.get("GT_CONFIG") or os.environ.get("GT_AUTO_SHARD")):
             return
-        from gt.runtime.sharding.config import from_env  # noqa: PLC0415
-
         raw = from_env()
         if raw is not None:
             try:
@@ -449,14 +452,12 @@ class Connection:
 
     def stats(self) -> dict:
         """The dispatcher's stats: workers (with tensors and bytes held), clients, counters."""
-        from gt.runtime.control import request  # noqa: PLC0415
-
         return request(self.address, "stats", ctx=self._ctx)
 
     def worker_error(self, err: list) -> WorkerError:
         """Build the user-facing exception from a worker's ``[message, opcode, src]``."""
         msg, opcode, src = err[0], err[1], err[2]
-        op = P.OPS[opcode] if isinstance(opcode, int) and 0 <= opcode < len(P.OPS) else str(opcode)
+        op = O.op_name(opcode)
         return WorkerError(msg, op, self.srclocs.get(src, "?"))
 
     # ----------------------------------------------------------------------------- receiving
@@ -467,7 +468,7 @@ class Connection:
         """Handle whatever arrives within ``wait`` seconds; detect a silent dispatcher."""
         now = time.monotonic()
         if now - self._last_sent >= self.heartbeat_interval:
-            self._sock.send(P.header(P.HEARTBEAT))
+            self._sock.send(_HEARTBEAT)
             self._last_sent = now
         events = dict(self._poller.poll(int(wait * 1000)))
         # Drain by asking the socket whether more is waiting: cheaper than catching zmq.Again.
@@ -487,29 +488,24 @@ class Connection:
 
     def _handle(self, frames: list) -> None:
         try:
-            msg = P.parse_header(frames[0].buffer)
+            msg = P.parse(frames[0].buffer)
         except P.ProtocolError:
             return  # nothing legitimate sends us garbage; ignore rather than die
-        kind = msg[1]
-        if kind == P.ACK:
+        kind = type(msg)
+        if kind is P.Ack:
             self._in_flight -= 1
-            if msg[3]:
-                self._errors.extend(msg[3])
-        elif kind == P.DATA:
-            self._replies[msg[2]] = (
-                msg[3],
-                msg[4],
-                msg[5],
-                frames[1].buffer if len(frames) > 1 else None,
-            )
-        elif kind == P.REPLY:
-            self._control_reply = (msg[2], msg[3])
-        elif kind == P.ERROR:
-            code, text = msg[2], msg[3]
-            if code == P.E_WORKER_LOST:
-                self._broken = WorkerLost(text)
+            if msg.errors:
+                self._errors.extend(msg.errors)
+        elif kind is P.Data:
+            buf = frames[1].buffer if len(frames) > 1 else None
+            self._replies[msg.req] = (msg.dtype, msg.shape, msg.error, buf)
+        elif kind is P.Reply:
+            self._control_reply = (msg.ok, msg.payload)
+        elif kind is P.Error:
+            if msg.code == P.E_WORKER_LOST:
+                self._broken = WorkerLost(msg.message)
             else:
-                self._broken = DispatcherLost(f"dispatcher error ({code}): {text}")
+                self._broken = DispatcherLost(f"dispatcher error ({msg.code}): {msg.message}")
 
     def _timer_loop(self) -> None:
         idle_wait = min(0.25, self.heartbeat_interval / 2)
@@ -535,7 +531,7 @@ class Connection:
             elif time.monotonic() - self._last_sent >= self.heartbeat_interval:
                 if self._lock.acquire(blocking=False):
                     try:
-                        self._sock.send(P.header(P.HEARTBEAT), zmq.NOBLOCK)
+                        self._sock.send(_HEARTBEAT, zmq.NOBLOCK)
                         self._last_sent = time.monotonic()
                         self._drain_locked()
                     except zmq.ZMQError:
@@ -568,7 +564,7 @@ class Connection:
                 if self._broken is None:
                     self._instrs.clear()
                     self._frees.clear()
-                    self._sock.send(P.header(P.BYE), zmq.NOBLOCK)
+                    self._sock.send(P.encode(P.Bye()), zmq.NOBLOCK)
             except zmq.ZMQError:
                 pass
             self.events.close()

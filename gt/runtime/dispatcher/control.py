@@ -87,6 +87,7 @@ class ControlRequests:
                     "batches": self.batches_routed,
                     "planned": self.batches_planned,
                     "bad_messages": self.bad_messages,
+                    "internal_errors": self.internal_errors,
                     "clients": len(p.clients),
                     "workers": len(p.alive_workers()),
                     "in_flight": {w.wid: w.in_flight for w in p.workers.values() if w.alive},
@@ -117,6 +118,7 @@ class ControlRequests:
         return {
             "uptime": time.time() - self.started,
             "bad_messages": self.bad_messages,
+            "internal_errors": self.internal_errors,
             "endpoints": self.endpoints,
             "workers": [
                 {

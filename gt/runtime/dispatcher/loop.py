@@ -18,6 +18,7 @@ A malformed message is counted and dropped; it never stops the loop.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import subprocess
@@ -35,6 +36,10 @@ from gt.runtime.sharding import config as shard_config
 from gt.runtime.sharding.placement import Placement
 from gt.trace import events as E
 from gt.trace.emit import Emitter
+
+log = logging.getLogger("gt.dispatcher")
+_HEARTBEAT = P.encode(P.Heartbeat())
+_STOP = P.encode(P.Stop())
 
 
 def _env_float(name: str, default: float) -> float:
@@ -95,7 +100,8 @@ class Dispatcher(ControlRequests):
         self._proxy.start()
         self.started = time.time()
         self.events = Emitter(self.ctx, self.endpoints["events_in"], "dispatcher")
-        self.bad_messages = 0
+        self.bad_messages = 0  # malformed or hostile input, dropped
+        self.internal_errors = 0  # exceptions from GT's own code (bugs), logged with tracebacks
         self.children: list[subprocess.Popen] = []
         self._pending_hellos: list[tuple[bytes, dict, float]] = []
         self._hb_idents: dict[bytes, int] = {}
@@ -207,56 +213,65 @@ class Dispatcher(ControlRequests):
                 return
             try:
                 handler(frames)
-            except (P.ProtocolError, KeyError, IndexError, TypeError, ValueError, AttributeError):
+            except P.ProtocolError:
                 self.bad_messages += 1
+            except Exception:  # a bug in GT, not bad input: say so loudly, keep serving
+                self._internal_error("handling a message")
+
+    def _internal_error(self, doing: str, tb: str | None = None) -> None:
+        """Count and log a bug in GT's own code (with its traceback); it shows in ``gt top``."""
+        self.internal_errors += 1
+        if tb is None:
+            log.exception("internal error while %s (a bug in GT)", doing)
+        else:
+            log.error("internal error while %s (a bug in GT):\n%s", doing, tb)
 
     # ------------------------------------------------------------------ clients
     def _on_client(self, frames: list) -> None:
         ident = frames[0].bytes
         if len(frames) < 2:
             raise P.ProtocolError("empty message")
-        msg = P.parse_header(frames[1].buffer)
-        kind = msg[1]
+        msg = P.parse(frames[1].buffer)
+        kind = type(msg)
         cno = self._client_by_ident.get(ident)
-        if kind == P.BATCH:
+        if kind is P.Batch:
             if cno is None:
-                self.front.send_multipart(
-                    [ident, P.header(P.ERROR, P.E_UNKNOWN_CLIENT, "unknown client: reconnect")]
-                )
+                err = P.Error(P.E_UNKNOWN_CLIENT, "unknown client: reconnect")
+                self.front.send_multipart([ident, P.encode(err)])
                 return
             c = self.planner.clients[cno]
             c.last_seen = time.monotonic()
             if c.broken is not None:
-                self.front.send_multipart([ident, P.header(P.ERROR, P.E_WORKER_LOST, c.broken)])
+                self.front.send_multipart([ident, P.encode(P.Error(P.E_WORKER_LOST, c.broken))])
                 return
-            seq, n, srclocs = msg[2], msg[3], msg[4] if len(msg) > 4 else None
-            if len(frames) < 3 or type(n) is not int:
+            if len(frames) < 3:
                 raise P.ProtocolError("batch without a body")
-            if srclocs:
-                self._srclocs.setdefault(cno, {}).update((int(k), str(v)) for k, v in srclocs)
-            signals = msg[5] if len(msg) > 5 else None
-            if signals is None and not self.placement.wants(cno):
-                self._send_batches(self.planner.submit(cno, (seq, n, frames[2:])))
+            if msg.srclocs:
+                self._srclocs.setdefault(cno, {}).update(msg.srclocs)
+            if msg.signals is None and not self.placement.wants(cno):
+                self._send_batches(self.planner.submit(cno, (msg.seq, msg.n, frames[2:])))
             else:
-                self._plan_batch(c, seq, frames, signals if type(signals) is list else None)
-        elif kind == P.HEARTBEAT:
+                self._plan_batch(c, msg.seq, frames, msg.signals)
+        elif kind is P.Heartbeat:
             if cno is not None:
                 self.planner.clients[cno].last_seen = time.monotonic()
-            self.front.send_multipart([ident, P.header(P.HEARTBEAT)])
-        elif kind == P.HELLO:
-            info = msg[2] if isinstance(msg[2], dict) else {}
+            self.front.send_multipart([ident, _HEARTBEAT])
+        elif kind is P.Hello:
+            info = {"pid": msg.pid, "host": msg.host, "argv": msg.argv, "token": msg.token}
             self._hello(ident, info)
-        elif kind == P.CONTROL:
-            try:
-                reply = P.header(P.REPLY, True, self.answer(str(msg[2]), msg[3]))
-            except ValueError as exc:
-                reply = P.header(P.REPLY, False, str(exc))
-            self.front.send_multipart([ident, reply])
-        elif kind == P.BYE:
+        elif kind is P.Control:
+            self.front.send_multipart([ident, P.encode(self._answer(msg))])
+        elif kind is P.Bye:
             if cno is not None:
                 self._drop_client(cno)
         else:
-            raise P.ProtocolError(f"unexpected {P.KIND_NAMES[kind]} from a client")
+            raise P.ProtocolError(f"unexpected {kind.__name__} from a client")
+
+    def _answer(self, msg: P.Control) -> P.Reply:
+        try:
+            return P.Reply(True, self.answer(msg.request, msg.args))
+        except ValueError as exc:  # a refused request (unknown, bad config, wrong token)
+            return P.Reply(False, str(exc))
 
     def _hello(self, ident: bytes, info: dict) -> None:
         if ident in self._client_by_ident:
@@ -281,7 +296,7 @@ class Dispatcher(ControlRequests):
             "heartbeat": self.heartbeat * 2,
             "liveness": max(5.0, self.worker_liveness + 2),
         }
-        self.front.send_multipart([ident, P.header(P.WELCOME, c.cno, c.home, workers, settings)])
+        self.front.send_multipart([ident, P.encode(P.Welcome(c.cno, c.home, workers, settings))])
         self.events.emit(
             E.CLIENT_JOINED,
             {
@@ -305,19 +320,26 @@ class Dispatcher(ControlRequests):
         self.placement.drop(cno)
         for w in self.planner.alive_workers():
             if w.wid == c.home or everywhere:
-                self.back.send_multipart([w.ident, P.header(P.DROP_CLIENT, cno)])
+                self.back.send_multipart([w.ident, P.encode(P.DropClient(cno))])
 
     def _plan_batch(self, c: Any, seq: int, frames: list, signals: list | None) -> None:
         """Rewrite one client batch with the placement planner and queue its per-worker parts."""
+        # Never leave a batch unanswered (the client would wait for it): a malformed body is bad
+        # input, anything else that escapes the planner is a bug in GT.
         try:
-            instrs, frees = P.parse_body(frames[2].buffer)
+            instrs, frees, _ = P.parse_body(frames[2].buffer)
             alive = [w.wid for w in self.planner.alive_workers()]
             prog = self.placement.plan(c.cno, c.home, instrs, frees, alive, signals)
-        except Exception as exc:  # never leave a batch unanswered: the client would wait for it
-            self.bad_messages += 1
+        except Exception as exc:
+            if isinstance(exc, P.ProtocolError):
+                self.bad_messages += 1
+            else:
+                self._internal_error("planning a batch")
             err = [f"the dispatcher could not plan this batch: {type(exc).__name__}: {exc}", -1, 0]
-            self.front.send_multipart([c.ident, P.header(P.ACK, seq, [err])])
+            self.front.send_multipart([c.ident, P.encode(P.Ack(seq, [err]))])
             return
+        for tb in prog.internal:
+            self._internal_error("placing an instruction", tb)
         self.batches_planned += 1
         batch = MultiBatch.from_program(prog, seq, c.home, frames[3:], len(instrs))
         if prog.errors:
@@ -343,7 +365,7 @@ class Dispatcher(ControlRequests):
                     },
                 )
             back.send(w.ident, zmq.SNDMORE)
-            back.send(P.header(P.BATCH, c.cno, seq, n, c.info.get("token")), zmq.SNDMORE)
+            back.send(P.encode(P.Run(c.cno, seq, n, c.info.get("token"))), zmq.SNDMORE)
             last = len(rest) - 1
             for i, f in enumerate(rest):
                 back.send(f, zmq.SNDMORE if i < last else 0, copy=False)
@@ -351,76 +373,71 @@ class Dispatcher(ControlRequests):
     # ------------------------------------------------------------------ workers
     def _on_worker(self, frames: list) -> None:
         ident = frames[0].bytes
-        msg = P.parse_header(frames[1].buffer)
-        kind = msg[1]
+        if len(frames) < 2:
+            raise P.ProtocolError("empty message")
+        msg = P.parse(frames[1].buffer)
+        kind = type(msg)
         wid = self._worker_by_ident.get(ident)
-        if kind == P.DONE:
+        if kind is P.Done:
             if wid is None:
-                raise P.ProtocolError("DONE from an unregistered worker")
-            cno, seq, errors = msg[2], msg[3], msg[4]
-            n = msg[5] if len(msg) > 5 else 0
-            w = self.planner.workers[wid]
-            w.last_seen = time.monotonic()
-            sends, ack = self.planner.finish(
-                wid, cno, seq, n, errors if type(errors) is list else []
-            )
-            c = self.planner.clients.get(cno)
+                raise P.ProtocolError("Done from an unregistered worker")
+            self._done(wid, msg)
+        elif kind is P.Relay:
+            c = self.planner.clients.get(msg.client)
             if c is not None:
-                if errors:
-                    c.errors += len(errors)
-                if ack is not None:
-                    self.front.send_multipart([c.ident, P.header(P.ACK, seq, ack)])
-            if sends:
-                self._send_batches(sends)
-        elif kind == P.DATA:
-            cno = msg[6]
-            c = self.planner.clients.get(cno)
-            if c is not None:
-                out = [c.ident, P.header(P.DATA, *msg[2:6]), *frames[2:3]]
+                out = [c.ident, P.encode(msg.data()), *frames[2:3]]
                 self.front.send_multipart(out, copy=False)
-        elif kind == P.HEARTBEAT:
-            hb_wid = self._hb_idents.get(
-                ident, wid
-            )  # by identity, never by what the message claims
-            w = self.planner.workers.get(hb_wid) if type(hb_wid) is int else None
+        elif kind is P.Heartbeat:
+            hb_wid = self._hb_idents.get(ident, wid)  # by identity, never by what a message claims
+            w = self.planner.workers.get(hb_wid) if hb_wid is not None else None
             if w is not None and w.alive:
                 w.last_seen = time.monotonic()
-                self.back.send_multipart([ident, P.header(P.HEARTBEAT)])
+                self.back.send_multipart([ident, _HEARTBEAT])
             else:
-                self.back.send_multipart([ident, P.header(P.STOP)])
-        elif kind == P.STATS:
+                self.back.send_multipart([ident, _STOP])
+        elif kind is P.Stats:
             if wid is not None:
-                self.planner.workers[wid].stats = msg[2] if isinstance(msg[2], dict) else {}
-        elif kind == P.REGISTER:
-            info = msg[2] if isinstance(msg[2], dict) else {}
-            wid = self.planner.add_worker(ident, info, time.monotonic())
-            self._worker_by_ident[ident] = wid
-            if isinstance(info.get("hb"), bytes):
-                self._hb_idents[info.pop("hb")] = wid
-            self.back.send_multipart([ident, P.header(P.REGISTERED, wid, self._settings())])
-            self.events.emit(
-                E.WORKER_JOINED,
-                {
-                    "worker": wid,
-                    "host": info.get("host"),
-                    "pid": info.get("pid"),
-                    "device": info.get("device"),
-                    "backend": info.get("backend"),
-                },
-            )
-            self._send_peers()
-            pending, self._pending_hellos = self._pending_hellos, []
-            for c_ident, c_info, _t in pending:
-                self._hello(c_ident, c_info)
+                self.planner.workers[wid].stats = msg.stats
+        elif kind is P.Register:
+            self._register(ident, msg)
         else:
-            raise P.ProtocolError(f"unexpected {P.KIND_NAMES[kind]} from a worker")
+            raise P.ProtocolError(f"unexpected {kind.__name__} from a worker")
+
+    def _done(self, wid: int, msg: P.Done) -> None:
+        w = self.planner.workers[wid]
+        w.last_seen = time.monotonic()
+        sends, ack = self.planner.finish(wid, msg.client, msg.seq, msg.n, msg.errors)
+        c = self.planner.clients.get(msg.client)
+        if c is not None:
+            if msg.errors:
+                c.errors += len(msg.errors)
+            if ack is not None:
+                self.front.send_multipart([c.ident, P.encode(P.Ack(msg.seq, ack))])
+        if sends:
+            self._send_batches(sends)
+
+    def _register(self, ident: bytes, msg: P.Register) -> None:
+        info = {"host": msg.host, "pid": msg.pid, "device": msg.device, "backend": msg.backend,
+                "data": msg.data}  # fmt: skip
+        wid = self.planner.add_worker(ident, info, time.monotonic())
+        self._worker_by_ident[ident] = wid
+        self._hb_idents[msg.hb] = wid
+        self.back.send_multipart([ident, P.encode(P.Registered(wid, self._settings()))])
+        self.events.emit(
+            E.WORKER_JOINED,
+            {"worker": wid, **{k: info[k] for k in ("host", "pid", "device", "backend")}},
+        )
+        self._send_peers()
+        pending, self._pending_hellos = self._pending_hellos, []
+        for c_ident, c_info, _t in pending:
+            self._hello(c_ident, c_info)
 
     def _send_peers(self) -> None:
         """Tell every worker where its peers' data sockets are (for direct transfers)."""
         alive = self.planner.alive_workers()
         table = {w.wid: w.info.get("data") for w in alive if w.info.get("data")}
         for w in alive:
-            self.back.send_multipart([w.ident, P.header(P.PEERS, table)])
+            self.back.send_multipart([w.ident, P.encode(P.Peers(table))])
 
     def _worker_lost(self, wid: int, reason: str) -> None:
         w = self.planner.workers[wid]
@@ -434,7 +451,7 @@ class Dispatcher(ControlRequests):
                 c.queue.clear()
                 lost.append(c)
         for c in lost:
-            self.front.send_multipart([c.ident, P.header(P.ERROR, P.E_WORKER_LOST, text)])
+            self.front.send_multipart([c.ident, P.encode(P.Error(P.E_WORKER_LOST, text))])
         self._worker_by_ident.pop(w.ident, None)
         self._hb_idents = {k: v for k, v in self._hb_idents.items() if v != wid}
 
@@ -459,16 +476,14 @@ class Dispatcher(ControlRequests):
     def _on_control(self, frames: list) -> None:
         ident = frames[0].bytes
         try:
-            msg = P.parse_header(frames[-1].buffer)
-            if msg[1] != P.CONTROL:
-                raise P.ProtocolError("control socket expects CONTROL requests")
-            ok, payload = True, self.answer(str(msg[2]), msg[3])
+            msg = P.parse(frames[-1].buffer)
+            if type(msg) is not P.Control:
+                raise P.ProtocolError("the control socket takes Control requests")
+            reply = self._answer(msg)
         except P.ProtocolError as exc:
             self.bad_messages += 1
-            ok, payload = False, str(exc)
-        except ValueError as exc:
-            ok, payload = False, str(exc)
-        self.control.send_multipart([ident, *frames[1:-1], P.header(P.REPLY, ok, payload)])
+            reply = P.Reply(False, str(exc))
+        self.control.send_multipart([ident, *frames[1:-1], P.encode(reply)])
 
     # ------------------------------------------------------------------ teardown
     def close(self) -> None:
@@ -478,14 +493,14 @@ class Dispatcher(ControlRequests):
         for c in list(self.planner.clients.values()):
             try:
                 self.front.send_multipart(
-                    [c.ident, P.header(P.ERROR, P.E_SHUTDOWN, "the dispatcher shut down")],
+                    [c.ident, P.encode(P.Error(P.E_SHUTDOWN, "the dispatcher shut down"))],
                     zmq.NOBLOCK,
                 )
             except zmq.ZMQError:
                 pass
         for w in self.planner.alive_workers():
             try:
-                self.back.send_multipart([w.ident, P.header(P.STOP)], zmq.NOBLOCK)
+                self.back.send_multipart([w.ident, _STOP], zmq.NOBLOCK)
             except zmq.ZMQError:
                 pass
         deadline = time.monotonic() + 2.0

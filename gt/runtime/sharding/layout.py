@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
-from gt.runtime import protocol as P
+from gt.runtime import ops as O
 
 LOCAL, REPL, SHARD, PARTIAL = "local", "repl", "shard", "partial"
-_FREE = P.OPCODE["free"]
+_FREE = O.OPCODE["free"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,8 @@ class Program:
         frees: worker id -> ids freed after the batch (temporaries and the client's frees).
         moves: how many of each re-layout instruction were added (for the ``dispatched`` event).
         errors: ``[message, opcode, src]`` for instructions the planner could not place.
+        internal: tracebacks of bugs in the planner's own code met while planning (the
+            instructions ran whole on the home worker instead).
     """
 
     next_tag: int = 1
@@ -119,6 +122,7 @@ class Program:
     moves: Counter = field(default_factory=Counter)
     errors: list = field(default_factory=list)
     temps: list = field(default_factory=list)
+    internal: list = field(default_factory=list)
 
     def add(self, w: int, code: int, out: int, args: list, attrs: object, src: int) -> None:
         """Append one instruction to worker ``w``'s list."""
@@ -178,3 +182,22 @@ class ClientPlacement:
 
     def __post_init__(self) -> None:
         self.home_lay = local(self.home)  # one object: the fast path compares by identity
+
+
+@dataclass(slots=True)
+class Step:
+    """One client instruction while the planner places it, and what it has learned about it."""
+
+    c: ClientPlacement
+    p: Program
+    code: int
+    out: int
+    args: list
+    attrs: Any
+    src: int
+    op: O.Op | None = None
+    shape: tuple[int, ...] | None = None
+    dtype: str = "float32"
+    name: str | None = None  # the signal the instruction was made under
+    rule: dict | None = None  # the config's rule for that signal
+    alive: list[int] = field(default_factory=list)

@@ -20,9 +20,10 @@ Nothing here touches a socket; :class:`Placement` is driven by the dispatcher an
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
-from gt.runtime import protocol as P
+from gt.runtime import ops as O
 from gt.runtime.sharding import rules
 from gt.runtime.sharding.config import validate
 from gt.runtime.sharding.layout import (
@@ -31,6 +32,7 @@ from gt.runtime.sharding.layout import (
     ClientPlacement,
     Layout,
     Program,
+    Step,
     TensorInfo,
     local,
     satisfies,
@@ -39,10 +41,7 @@ from gt.runtime.sharding.relayout import keeps_in_place, move
 from gt.runtime.sharding.shapeinfer import infer, infer_dtype, nbytes
 from gt.runtime.sharding.special import SpecialOps, rule_for, rule_layout
 
-_OP = P.OPCODE
-_FETCH, _UPLOAD, _MARK, _PLACE = (_OP[n] for n in ("fetch", "upload", "mark", "place"))
-_CREATE = frozenset(_OP[n] for n in ("full", "randn", "rand", "randint", "arange", "eye"))
-_MATMUL = _OP["matmul"]
+_FETCH, _MARK, _PLACE = (O.OPCODE[n] for n in ("fetch", "mark", "place"))
 
 Shape = tuple[int, ...]
 
@@ -125,6 +124,10 @@ class Placement(SpecialOps):
     ) -> Program:
         """Rewrite one client batch into per-worker instruction lists.
 
+        A rule that raises is a bug in GT, not bad input: the instruction then runs whole on the
+        home worker (results stay right) and the traceback is kept in ``Program.internal`` for the
+        dispatcher to log and count.
+
         Args:
             cno: the client; ``home``: its home worker; ``alive``: ids of the live workers.
             instrs: the batch's instructions (with the optional sixth element, the signal id).
@@ -132,34 +135,24 @@ class Placement(SpecialOps):
             signals: new signal table entries ``[id, name, backward, is_backward]`` from the header.
         """
         c = self.client(cno, home)
-        for entry in signals or ():
-            try:
-                c.signals[int(entry[0])] = (
-                    str(entry[1]),
-                    entry[2] if isinstance(entry[2], str) else None,
-                    bool(entry[3]),
-                )
-            except (TypeError, ValueError, IndexError):
-                continue
+        for sid, name, backward, is_backward in signals or ():
+            c.signals[sid] = (name, backward, is_backward)
         p = Program(next_tag=c.next_tag, next_tmp=c.next_tmp)
         alive = sorted(alive)
         for ins in instrs:
-            try:
-                code, out, args, attrs, src = ins[0], ins[1], ins[2], ins[3], ins[4]
-                sid = ins[5] if len(ins) > 5 else 0
-                if type(args) is not list:
-                    raise TypeError
-            except (TypeError, IndexError, KeyError):
+            if not _well_formed(ins):  # the worker reports what is wrong with it
                 p.parts.setdefault(home, []).append(ins[:5] if type(ins) is list else ins)
                 continue
+            s = Step(c, p, ins[0], ins[1], ins[2], ins[3], ins[4], alive=alive)
             try:
-                self._one(c, p, code, out, args, attrs, src, sid, alive)
-            except Exception as exc:  # a rule failed: say so, and run it whole on the home worker
-                p.errors.append([f"placement: {type(exc).__name__}: {exc}", code, src])
+                self._one(s, ins[5] if len(ins) > 5 else 0)
+            except Exception:
+                p.internal.append(traceback.format_exc())
                 try:
-                    self._fallback(c, p, code, out, args, attrs, src)
+                    self._fallback(s)
                 except Exception:
-                    p.parts.setdefault(home, []).append([code, out, args, attrs, src])
+                    p.internal.append(traceback.format_exc())
+                    p.parts.setdefault(home, []).append(ins[:5])
         for tid in frees:
             info = c.tensors.pop(tid, None)
             for w in info.layout.workers if info is not None else (home,):
@@ -170,78 +163,74 @@ class Placement(SpecialOps):
             c.placed = True
         return p
 
-    def _set(
-        self,
-        c: ClientPlacement,
-        p: Program,
-        tid: int,
-        shape: Shape | None,
-        dtype: str,
-        lay: Layout,
-        src: int,
-    ) -> TensorInfo:
+    def _set(self, s: Step, tid: int, lay: Layout) -> TensorInfo:
+        """Record ``tid``'s new layout (with the step's shape and dtype), freeing old copies."""
+        c = s.c
         old = c.tensors.get(tid)
         if old is not None:
             for w in old.layout.workers:
                 if w not in lay.workers:
-                    p.free_now(w, [tid], src)
+                    s.p.free_now(w, [tid], s.src)
         if lay == c.home_lay:
             lay = c.home_lay
-        info = c.tensors[tid] = TensorInfo(shape, dtype, lay)
+        info = c.tensors[tid] = TensorInfo(s.shape, s.dtype, lay)
         return info
 
-    def _one(
-        self,
-        c: ClientPlacement,
-        p: Program,
-        code: int,
-        out: int,
-        args: list,
-        attrs: Any,
-        src: int,
-        sid: int,
-        alive: list[int],
-    ) -> None:
-        home = c.home
-        tensors = c.tensors
+    def _one(self, s: Step, sid: int) -> None:
+        c, p, code = s.c, s.p, s.code
         if code == _FETCH:
-            self._fetch(c, p, out, args, attrs, src)
+            self._fetch(s)
             return
         if code == _MARK:
-            p.add(home, code, out, args, attrs, src)
+            p.add(c.home, code, s.out, s.args, s.attrs, s.src)
             return
-        name, rule = rule_for(self.config["signals"], c.signals.get(sid)) if sid else (None, None)
+        if sid:
+            s.name, s.rule = rule_for(self.config["signals"], c.signals.get(sid))
         if code == _PLACE:
-            self._place(c, p, out, attrs, src, name, rule, alive)
+            self._place(s)
             return
-        shape = infer(code, args, attrs, _Shapes(tensors))
-        dtype = infer_dtype(code, args, attrs, _Shapes(tensors).dtype)
-        if rule is None and (code not in _CREATE or not self.config["settings"]["auto_shard"]):
-            hl = c.home_lay
-            for a in args:
-                if type(a) is int:
-                    info = tensors.get(a)
-                    if info is not None and info.layout is not hl:
-                        break
-            else:  # the common case: no rule, every operand on the home worker
-                p.add(home, code, out, args, attrs, src)
-                old = tensors.get(out)
-                if old is not None and old.layout is not hl:
-                    self._set(c, p, out, shape, dtype, hl, src)
-                else:
-                    tensors[out] = TensorInfo(shape, dtype, hl)
+        s.op = O.REGISTRY[code] if 0 <= code < len(O.REGISTRY) else None
+        shapes = _Shapes(c.tensors)
+        s.shape = infer(code, s.args, s.attrs, shapes)
+        s.dtype = infer_dtype(code, s.args, s.attrs, shapes.dtype)
+        creates = s.op is not None and s.op.kind == "create"
+        if s.rule is None and not (creates and self.config["settings"]["auto_shard"]):
+            if self._all_home(s):
                 return
-        if code in _CREATE or code == _UPLOAD:
-            self._create(c, p, code, out, args, attrs, src, shape, dtype, name, rule, alive)
+        if s.op is not None and (creates or s.op.name == "upload"):
+            self._create(s)
             return
-        ops: list[rules.Operand] = []
-        known = shape is not None
-        for a in args:
+        self._compute(s)
+
+    def _all_home(self, s: Step) -> bool:
+        """The common case: no rule and every operand on the home worker. Plans it; True if so."""
+        c = s.c
+        hl = c.home_lay
+        tensors = c.tensors
+        for a in s.args:
             if type(a) is int:
                 info = tensors.get(a)
+                if info is not None and info.layout is not hl:
+                    return False
+        s.p.add(c.home, s.code, s.out, s.args, s.attrs, s.src)
+        old = tensors.get(s.out)
+        if old is not None and old.layout is not hl:
+            self._set(s, s.out, hl)
+        else:
+            tensors[s.out] = TensorInfo(s.shape, s.dtype, hl)
+        return True
+
+    def _compute(self, s: Step) -> None:
+        """A compute instruction under a rule, or with placed operands: the cheapest choice."""
+        c, p = s.c, s.p
+        ops: list[rules.Operand] = []
+        known = s.shape is not None and s.op is not None
+        for a in s.args:
+            if type(a) is int:
+                info = c.tensors.get(a)
                 if info is None or info.shape is None:
                     known = False
-                    ops.append(rules.Operand(a, (), info.layout if info else local(home)))
+                    ops.append(rules.Operand(a, (), info.layout if info else local(c.home)))
                 else:
                     ops.append(
                         rules.Operand(a, info.shape, info.layout, nbytes(info.shape, info.dtype))
@@ -249,36 +238,30 @@ class Placement(SpecialOps):
             else:
                 ops.append(rules.Operand(None, (), None))
         if not known:
-            self._fallback(c, p, code, out, args, attrs, src, shape, dtype)
+            self._fallback(s)
             return
-        target = rule_layout(rule, shape, alive, False)
-        choice = rules.choose(code, ops, attrs, shape, nbytes(shape, dtype), target, home)
-        per_arg = self._gather_operands(c, p, ops, choice.needs, src)
+        size = nbytes(s.shape, s.dtype)
+        target = rule_layout(s.rule, s.shape, s.alive, False)
+        choice = rules.choose(s.op, ops, s.attrs, s.shape, size, target, c.home)
+        per_arg = self._gather_operands(s, ops, choice.needs)
         for i, w in enumerate(choice.out.workers):
-            wargs = [a if ids is None else ids[w] for a, ids in zip(args, per_arg)]
-            p.add(w, code, out, wargs, choice.attrs(i) if choice.attrs else attrs, src)
-        info = self._set(c, p, out, shape, dtype, choice.out, src)
+            wargs = [a if ids is None else ids[w] for a, ids in zip(s.args, per_arg)]
+            p.add(w, s.code, s.out, wargs, choice.attrs(i) if choice.attrs else s.attrs, s.src)
+        info = self._set(s, s.out, choice.out)
         if target is not None and not satisfies(choice.out, target):
-            info.layout, _ = move(
-                p, out, choice.out, target, nbytes(shape, dtype), src, True, exact=True
-            )
-        elif target is None and choice.out.kind == PARTIAL and code == _MATMUL:
+            info.layout, _ = move(p, s.out, choice.out, target, size, s.src, True, exact=True)
+        elif target is None and choice.out.kind == PARTIAL and s.op.shard == "matmul":
             # A product's partial sums are needed whole almost always (gradients, activations):
             # combine them at once, in the background, while the workers go on computing (the
             # next gradient, say). Partial results of reductions stay partial until used.
             whole = Layout(REPL, choice.out.workers)
-            info.layout, _ = move(p, out, choice.out, whole, nbytes(shape, dtype), src, True,
-                                  background=True)  # fmt: skip
+            info.layout, _ = move(p, s.out, choice.out, whole, size, s.src, True, background=True)
 
     def _gather_operands(
-        self,
-        c: ClientPlacement,
-        p: Program,
-        ops: list[rules.Operand],
-        needs: list[Layout | None],
-        src: int,
+        self, s: Step, ops: list[rules.Operand], needs: list[Layout | None]
     ) -> list[dict[int, int] | None]:
         """Move each operand to the layout it is needed in; the ids to use on each worker."""
+        c = s.c
         per_arg: list[dict[int, int] | None] = []
         done: dict[tuple[int, Layout], dict[int, int]] = {}
         for o, need in zip(ops, needs):
@@ -289,40 +272,40 @@ class Placement(SpecialOps):
             if key not in done:
                 info = c.tensors.get(o.tid)
                 have = info.layout if info is not None else local(c.home)
-                lay, ids = move(p, o.tid, have, need, o.nbytes, src, keeps_in_place(have, need))
+                lay, ids = move(s.p, o.tid, have, need, o.nbytes, s.src, keeps_in_place(have, need))
                 if info is not None:
                     info.layout = lay
                 done[key] = ids
             per_arg.append(done[key])
         return per_arg
 
-    def _fallback(
-        self,
-        c: ClientPlacement,
-        p: Program,
-        code: int,
-        out: int,
-        args: list,
-        attrs: Any,
-        src: int,
-        shape: Shape | None = None,
-        dtype: str = "float32",
-    ) -> None:
+    def _fallback(self, s: Step) -> None:
         """Run one instruction whole on the home worker, gathering placed operands there first."""
+        c = s.c
         home = c.home
         ops = []
-        for a in args:
+        for a in s.args:
             info = c.tensors.get(a) if type(a) is int else None
             nb = nbytes(info.shape, info.dtype) if info is not None else 0
-            ops.append(
-                rules.Operand(
-                    a if type(a) is int else None, (), info.layout if info else local(home), nb
-                )
-            )
+            lay = info.layout if info else local(home)
+            ops.append(rules.Operand(a if type(a) is int else None, (), lay, nb))
         per_arg = self._gather_operands(
-            c, p, ops, [local(home) if o.tid is not None else None for o in ops], src
+            s, ops, [local(home) if o.tid is not None else None for o in ops]
         )
-        wargs = [a if ids is None else ids[home] for a, ids in zip(args, per_arg)]
-        p.add(home, code, out, wargs, attrs, src)
-        if type(out) is int and code != _FETCH:
-            self._set(c, p, out, shape, dtype, local(home), src)
+        wargs = [a if ids is None else ids[home] for a, ids in zip(s.args, per_arg)]
+        s.p.add(home, s.code, s.out, wargs, s.attrs, s.src)
+        if type(s.out) is int and s.code != _FETCH:
+            self._set(s, s.out, local(home))
+
+
+def _well_formed(ins: Any) -> bool:
+    """``[int, int, list, attrs, int(, int)]``: what the planner can read (see the protocol)."""
+    return (
+        type(ins) is list
+        and 5 <= len(ins) <= 6
+        and type(ins[0]) is int
+        and type(ins[1]) is int
+        and type(ins[2]) is list
+        and type(ins[4]) is int
+        and (len(ins) == 5 or type(ins[5]) is int)
+    )

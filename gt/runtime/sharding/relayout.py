@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 import os
 
-from gt.runtime import protocol as P
-from gt.runtime.protocol import (
+from gt.runtime import ops as O
+from gt.runtime.ops import (
     ALL_GATHER,
     ALL_REDUCE,
     BCAST,
@@ -76,7 +76,7 @@ class _Mover:
     def _tag(self) -> int:
         if self.p is None:
             return 0
-        self.p.moves[P.OPS[self._code]] += 1
+        self.p.moves[O.OPS[self._code]] += 1
         return self.p.tag()
 
     def tag(self, code: int) -> int:

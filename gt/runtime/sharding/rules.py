@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gt import shapes as S
-from gt.runtime import protocol as P
+from gt.runtime.ops import Op
+from gt.runtime.ops.reduce import reduce_axes
 from gt.runtime.sharding import relayout as R
 from gt.runtime.sharding.layout import (
     LOCAL,
@@ -43,25 +44,9 @@ from gt.runtime.sharding.layout import (
     shard,
     split_sizes,
 )
-from gt.runtime.sharding.shapeinfer import _BINARY, _UNARY, reduce_axes
 
-_OP = P.OPCODE
 FLOPS = float(os.environ.get("GT_PLAN_FLOPS", 3e10))
 ELEMS = float(os.environ.get("GT_PLAN_ELEMS", 1e9))
-
-_ADD, _SUB, _MUL, _DIV, _NEG, _COPY, _CAST = (
-    _OP[n] for n in ("add", "sub", "mul", "div", "neg", "copy", "cast")
-)
-_MATMUL, _RESHAPE, _TRANSPOSE, _EXPAND = (
-    _OP["matmul"],
-    _OP["reshape"],
-    _OP["transpose"],
-    _OP["expand"],
-)
-_GETITEM, _CONCAT = _OP["getitem"], _OP["concat"]
-_SUM, _MAX, _MIN = _OP["sum"], _OP["max"], _OP["min"]
-_REDUCE_OP = {_SUM: "sum", _MAX: "max", _MIN: "min"}
-_ARGRED = frozenset((_OP["argmax"], _OP["argmin"]))
 _FLOAT = ("float16", "float32", "float64")
 
 Shape = tuple[int, ...]
@@ -119,22 +104,23 @@ def _ew_from(lay: Layout, shp: Shape, oshape: Shape) -> Layout | None:
     return lay if lay.kind in (LOCAL, REPL) else None
 
 
-def _ew_partial(code: int, ops: list[Operand], attrs: Any) -> Choice | None:
-    """Partial sums pass through ops that are linear in them."""
+def _ew_partial(op: Op, ops: list[Operand], attrs: Any) -> Choice | None:
+    """Partial results pass through ops that are linear in them (the registry's ``partial``)."""
+    rule = op.partial
     ts = [o for o in ops if o.tid is not None]
     parts = [o for o in ts if o.layout.kind == PARTIAL]
-    if not parts:
+    if rule is None or not parts:
         return None
     p = parts[0].layout
-    if code in (_NEG, _COPY, _CAST) and p.op == "sum" or code == _COPY:
-        if code == _CAST and not (type(attrs) is dict and attrs.get("dtype") in _FLOAT):
-            return None
+    if rule == "copy" or rule == "unary" and p.op == "sum" and len(ts) == 1:
+        if type(attrs) is dict and "dtype" in attrs and attrs["dtype"] not in _FLOAT:
+            return None  # a partial sum cast to integers is not the integers' sum
         return Choice(p, [p], par=len(p.workers))
     if p.op != "sum":
         return None
-    if code in (_ADD, _SUB) and len(ts) == 2 and all(o.layout == p for o in ts):
+    if rule == "sum" and len(ts) == 2 and all(o.layout == p for o in ts):
         return Choice(p, [p, p], par=len(p.workers))
-    if code in (_MUL, _DIV) and len(parts) == 1 and (code == _MUL or ops[0].layout == p):
+    if rule in ("mul", "div") and len(parts) == 1 and (rule == "mul" or ops[0].layout == p):
         return Choice(
             p,
             [p if o.layout == p else (None if o.tid is None else repl(p.workers)) for o in ops],
@@ -144,11 +130,11 @@ def _ew_partial(code: int, ops: list[Operand], attrs: Any) -> Choice | None:
 
 
 def elementwise(
-    code: int, ops: list[Operand], attrs: Any, oshape: Shape, extra: list[Layout]
+    op: Op, ops: list[Operand], attrs: Any, oshape: Shape, extra: list[Layout]
 ) -> list[Choice]:
     """Choices for an elementwise op (``extra``: more result layouts to consider)."""
     out: list[Choice] = []
-    pc = _ew_partial(code, ops, attrs)
+    pc = _ew_partial(op, ops, attrs)
     if pc is not None:
         out.append(pc)
     seen: set[Layout] = set()
@@ -238,7 +224,7 @@ def matmul(
 
 # ----------------------------------------------------------------------------- reductions
 def reduction(
-    code: int, ops: list[Operand], attrs: Any, oshape: Shape, extra: list[Layout]
+    op: Op, ops: list[Operand], attrs: Any, oshape: Shape, extra: list[Layout]
 ) -> list[Choice]:
     """Choices for ``sum``/``max``/``min``/``argmax``/``argmin``."""
     x = ops[0]
@@ -253,9 +239,9 @@ def reduction(
             oa = lay.axis if keep else kept.index(lay.axis)
             o = Layout(SHARD, lay.workers, oa, lay.sizes)
             out.append(Choice(o, [lay], par=len(lay.workers)))
-        elif code in _REDUCE_OP:
-            out.append(Choice(partial(lay.workers, _REDUCE_OP[code]), [lay], par=len(lay.workers)))
-    elif lay.kind == PARTIAL and code in _REDUCE_OP and _REDUCE_OP[code] == lay.op:
+        elif op.reduce is not None:
+            out.append(Choice(partial(lay.workers, op.reduce), [lay], par=len(lay.workers)))
+    elif lay.kind == PARTIAL and op.reduce is not None and op.reduce == lay.op:
         out.append(Choice(lay, [lay], par=len(lay.workers)))
     elif lay.kind in (LOCAL, REPL):
         out.append(Choice(lay, [lay]))
@@ -266,6 +252,22 @@ def reduction(
                 out.append(Choice(o, [Layout(SHARD, o.workers, xa, o.sizes)], par=len(o.workers)))
         elif o.kind in (LOCAL, REPL):
             out.append(Choice(o, [o]))
+    return out
+
+
+# ----------------------------------------------------------------------------- along one axis
+def along_axis(ops: list[Operand], attrs: Any, oshape: Shape, extra: list[Layout]) -> list[Choice]:
+    """Ops along ``attrs["axis"]`` that keep the shape (``log_softmax``, ``cumsum``): a tensor
+    sharded on another axis runs them per shard; sharded along the axis, it is gathered first."""
+    x = ops[0]
+    lay = x.layout
+    ax = attrs["axis"] % max(len(oshape), 1)
+    out: list[Choice] = []
+    if lay.kind in (LOCAL, REPL) or lay.kind == SHARD and lay.axis != ax:
+        out.append(Choice(lay, [lay], par=_par(lay)))
+    for o in extra:
+        if o.kind in (LOCAL, REPL) or o.kind == SHARD and o.axis != ax:
+            out.append(Choice(o, [o], par=_par(o)))
     return out
 
 
@@ -285,37 +287,38 @@ def _reshape_axis(old: Shape, new: Shape, lay: Layout) -> tuple[int, tuple[int, 
     return None
 
 
-def shape_op(code: int, ops: list[Operand], attrs: Any, oshape: Shape) -> list[Choice]:
+def shape_op(op: Op, ops: list[Operand], attrs: Any, oshape: Shape) -> list[Choice]:
     """Choices for ``reshape``, ``transpose``, ``expand``, ``getitem`` and ``concat``."""
     x = ops[0]
     lay = x.layout
     if lay.kind in (LOCAL, REPL):
         return [Choice(lay, [lay if o.tid is not None else None for o in ops])]
-    if code == _CONCAT:
+    family = op.shard
+    if family == "concat":
         ax = attrs["axis"] % len(oshape)
         if lay.kind == SHARD and lay.axis != ax and all(o.layout == lay for o in ops):
             return [Choice(lay, [lay] * len(ops), par=len(lay.workers))]
         return []
-    if code == _GETITEM and (len(ops) > 1 or any(it[0] in ("l", "t") for it in attrs["key"])):
+    if family == "getitem" and (len(ops) > 1 or any(it[0] in ("l", "t") for it in attrs["key"])):
         return []
     if lay.kind == PARTIAL:
         return [Choice(lay, [lay], par=len(lay.workers))]
-    if code == _TRANSPOSE:
+    if family == "transpose":
         perm = list(attrs["perm"])
         o = Layout(SHARD, lay.workers, perm.index(lay.axis), lay.sizes)
         return [Choice(o, [lay], par=len(lay.workers))]
-    if code == _EXPAND:
+    if family == "expand":
         oa = lay.axis + len(oshape) - len(x.shape)
         o = Layout(SHARD, lay.workers, oa, lay.sizes)
         return [Choice(o, [lay], _with_shape(attrs, oshape, oa, lay.sizes), len(lay.workers))]
-    if code == _RESHAPE:
+    if family == "reshape":
         hit = _reshape_axis(x.shape, oshape, lay)
         if hit is None:
             return []
         b, sizes = hit
         o = Layout(SHARD, lay.workers, b, sizes)
         return [Choice(o, [lay], _with_shape(attrs, oshape, b, sizes), len(lay.workers))]
-    if code == _GETITEM:
+    if family == "getitem":
         return _getitem(attrs, x.shape, lay)
     return []
 
@@ -379,16 +382,16 @@ def _getitem(attrs: dict, shape: Shape, lay: Layout) -> list[Choice]:
 
 
 # ----------------------------------------------------------------------------- choosing
-def compute_seconds(code: int, ops: list[Operand], oshape: Shape) -> float:
+def compute_seconds(op: Op, ops: list[Operand], oshape: Shape) -> float:
     """A rough compute time, used only to compare choices."""
     n = S.prod(oshape)
-    if code == _MATMUL:
+    if op.shard == "matmul":
         return 2.0 * n * ops[0].shape[-1] / FLOPS
     return max(n, max((S.prod(o.shape) for o in ops if o.tid is not None), default=0)) / ELEMS
 
 
 def candidates(
-    code: int, ops: list[Operand], attrs: Any, oshape: Shape, target: Layout | None, home: int
+    op: Op, ops: list[Operand], attrs: Any, oshape: Shape, target: Layout | None, home: int
 ) -> list[Choice]:
     """Every choice the rules offer for one instruction, natural ones first, one-worker ones last."""
     sets = sorted({o.layout.workers for o in ops if o.tid is not None and o.layout.kind != LOCAL})
@@ -400,14 +403,17 @@ def candidates(
     for ws in sets:
         extra.append(repl(ws))
     out: list[Choice] = []
-    if code in _BINARY or code in _UNARY:
-        out = elementwise(code, ops, attrs, oshape, extra)
-    elif code == _MATMUL:
+    family = op.shard
+    if family == "elementwise":
+        out = elementwise(op, ops, attrs, oshape, extra)
+    elif family == "matmul":
         out = matmul(ops, oshape, sets, extra)
-    elif code in _REDUCE_OP or code in _ARGRED:
-        out = reduction(code, ops, attrs, oshape, extra)
-    elif code in (_RESHAPE, _TRANSPOSE, _EXPAND, _GETITEM, _CONCAT):
-        out = shape_op(code, ops, attrs, oshape)
+    elif family == "reduce":
+        out = reduction(op, ops, attrs, oshape, extra)
+    elif family == "along_axis":
+        out = along_axis(ops, attrs, oshape, extra)
+    elif family is not None:
+        out = shape_op(op, ops, attrs, oshape)
     if (
         target is not None
         and target.kind in (LOCAL, REPL)
@@ -425,7 +431,7 @@ def candidates(
 
 
 def choose(
-    code: int,
+    op: Op,
     ops: list[Operand],
     attrs: Any,
     oshape: Shape,
@@ -439,10 +445,10 @@ def choose(
     whose result lives on exactly those workers compete (the result is then moved, e.g. partial
     sums reduce-scattered, to the target layout).
     """
-    work = compute_seconds(code, ops, oshape)
+    work = compute_seconds(op, ops, oshape)
     best: Choice | None = None
     best_cost = 0.0
-    cands = candidates(code, ops, attrs, oshape, target, home)
+    cands = candidates(op, ops, attrs, oshape, target, home)
     if target is not None:
         on_target = [c for c in cands if set(c.out.workers) == set(target.workers)]
         cands = on_target or cands
@@ -456,7 +462,7 @@ def choose(
             cost += R.cost(o.layout, need, o.nbytes)
         if target is not None:
             cost += R.cost(c.out, target, out_nbytes)
-        elif c.out.kind == PARTIAL and code == _MATMUL:  # combined at once, in the background
+        elif c.out.kind == PARTIAL and op.shard == "matmul":  # combined at once, in the background
             cost += 0.5 * R.cost(c.out, Layout(REPL, c.out.workers), out_nbytes)
         if best is None or cost < best_cost - 1e-12:
             best, best_cost = c, cost

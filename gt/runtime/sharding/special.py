@@ -10,18 +10,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from gt.runtime import protocol as P
+from gt.runtime import ops as O
 from gt.runtime.sharding.config import resolve_workers
 from gt.runtime.sharding.layout import (
     LOCAL,
     PARTIAL,
     REPL,
-    SHARD,
-    ClientPlacement,
     Layout,
-    Program,
+    Step,
     TensorInfo,
     local,
     repl,
@@ -31,9 +28,8 @@ from gt.runtime.sharding.layout import (
 from gt.runtime.sharding.relayout import move
 from gt.runtime.sharding.shapeinfer import nbytes
 
-_OP = P.OPCODE
 _FETCH, _UPLOAD, _PLACE, _CHUNK, _FULL = (
-    _OP[n] for n in ("fetch", "upload", "place", "chunk", "full")
+    O.OPCODE[n] for n in ("fetch", "upload", "place", "chunk", "full")
 )
 Shape = tuple[int, ...]
 
@@ -96,107 +92,84 @@ class SpecialOps:
     config: dict
     _set: Callable[..., TensorInfo]
 
-    def _create(
-        self,
-        c: ClientPlacement,
-        p: Program,
-        code: int,
-        out: int,
-        args: list,
-        attrs: Any,
-        src: int,
-        shape: Shape | None,
-        dtype: str,
-        name: str | None,
-        rule: dict | None,
-        alive: list[int],
-    ) -> None:
+    def _create(self, s: Step) -> None:
+        """A new tensor: where its signal's rule (or auto-shard) says, else on the home worker."""
+        p, code, attrs, src, shape = s.p, s.code, s.attrs, s.src, s.shape
         target = None
         if shape is not None:
-            if rule is not None:
+            if s.rule is not None:
                 try:
-                    target = rule_layout(rule, shape, alive, True)
+                    target = rule_layout(s.rule, shape, s.alive, True)
                 except ValueError as exc:
                     p.errors.append(
-                        [f"signal {name!r}: {exc}; the tensor stays on one worker", code, src]
+                        [f"signal {s.name!r}: {exc}; the tensor stays on one worker", code, src]
                     )
-            elif name is None or name not in self.config["signals"]:
-                target = auto_target(self.config["settings"], shape, dtype, alive)
-        home = c.home
+            elif s.name is None or s.name not in self.config["signals"]:
+                target = auto_target(self.config["settings"], shape, s.dtype, s.alive)
+        home = s.c.home
         if code == _UPLOAD or target is None or target == local(home):
-            p.add(home, code, out, args, attrs, src)
-            info = self._set(c, p, out, shape, dtype, local(home), src)
+            p.add(home, code, s.out, s.args, attrs, src)
+            info = self._set(s, s.out, local(home))
             if target is not None and target != local(home):
-                info.layout, _ = move(
-                    p, out, local(home), target, nbytes(shape, dtype), src, True, exact=True
-                )
+                size = nbytes(shape, s.dtype)
+                info.layout, _ = move(p, s.out, local(home), target, size, src, True, exact=True)
             return
         if target.kind in (LOCAL, REPL):
             for w in target.workers:
-                p.add(w, code, out, args, attrs, src)
+                p.add(w, code, s.out, s.args, attrs, src)
         else:
-            starts = target.starts()
-            for i, w in enumerate(target.workers):
-                if code == _FULL:
-                    s = list(shape)
-                    s[target.axis] = target.sizes[i]
-                    p.add(w, code, out, args, {**attrs, "shape": s}, src)
-                else:  # draw the whole tensor from the same seed, keep this worker's block
-                    tmp = p.tmp()
-                    p.add(w, code, tmp, args, attrs, src)
-                    p.add(
-                        w,
-                        _CHUNK,
-                        out,
-                        [tmp],
-                        {
-                            "axis": target.axis,
-                            "start": starts[i],
-                            "stop": starts[i] + target.sizes[i],
-                        },
-                        src,
-                    )
-                    p.free_now(w, [tmp], src)
-            p.moves["chunk"] += len(target.workers)
-        self._set(c, p, out, shape, dtype, target, src)
+            self._create_sharded(s, target)
+        self._set(s, s.out, target)
 
-    def _place(
-        self,
-        c: ClientPlacement,
-        p: Program,
-        tid: int,
-        attrs: Any,
-        src: int,
-        name: str | None,
-        rule: dict | None,
-        alive: list[int],
-    ) -> None:
+    @staticmethod
+    def _create_sharded(s: Step, target: Layout) -> None:
+        p, code, attrs, src = s.p, s.code, s.attrs, s.src
+        starts = target.starts()
+        for i, w in enumerate(target.workers):
+            if code == _FULL:
+                shape = list(s.shape)
+                shape[target.axis] = target.sizes[i]
+                p.add(w, code, s.out, s.args, {**attrs, "shape": shape}, src)
+            else:  # draw the whole tensor from the same seed, keep this worker's block
+                tmp = p.tmp()
+                p.add(w, code, tmp, s.args, attrs, src)
+                block = {
+                    "axis": target.axis,
+                    "start": starts[i],
+                    "stop": starts[i] + target.sizes[i],
+                }
+                p.add(w, _CHUNK, s.out, [tmp], block, src)
+                p.free_now(w, [tmp], src)
+        p.moves["chunk"] += len(target.workers)
+
+    def _place(self, s: Step) -> None:
+        """``gt.signal.tensor(t, name)``: move an existing tensor to its signal's layout."""
+        c, p, tid, attrs = s.c, s.p, s.out, s.attrs
         info = c.tensors.get(tid)
+        given = (
+            tuple(attrs["shape"])
+            if type(attrs) is dict and type(attrs.get("shape")) is list
+            else None
+        )
         if info is None:
-            shape = (
-                tuple(attrs["shape"])
-                if type(attrs) is dict and type(attrs.get("shape")) is list
-                else None
-            )
             dtype = attrs.get("dtype", "float32") if type(attrs) is dict else "float32"
-            info = c.tensors[tid] = TensorInfo(shape, dtype, local(c.home))
-        elif info.shape is None and type(attrs) is dict and type(attrs.get("shape")) is list:
-            info.shape = tuple(attrs["shape"])
-        if rule is None or info.shape is None:
+            info = c.tensors[tid] = TensorInfo(given, dtype, local(c.home))
+        elif info.shape is None and given is not None:
+            info.shape = given
+        if s.rule is None or info.shape is None:
             return
         try:
-            target = rule_layout(rule, info.shape, alive, True)
+            target = rule_layout(s.rule, info.shape, s.alive, True)
         except ValueError as exc:
-            p.errors.append([f"gt.signal.tensor(..., {name!r}): {exc}", _PLACE, src])
+            p.errors.append([f"gt.signal.tensor(..., {s.name!r}): {exc}", _PLACE, s.src])
             return
         if target is not None and not satisfies(info.layout, target):
-            info.layout, _ = move(
-                p, tid, info.layout, target, nbytes(info.shape, info.dtype), src, True, exact=True
-            )
+            size = nbytes(info.shape, info.dtype)
+            info.layout, _ = move(p, tid, info.layout, target, size, s.src, True, exact=True)
 
-    def _fetch(
-        self, c: ClientPlacement, p: Program, req: int, args: list, attrs: Any, src: int
-    ) -> None:
+    def _fetch(self, s: Step) -> None:
+        """A fetch of a placed tensor: combined or gathered on the home worker first."""
+        c, p, req, args, attrs, src = s.c, s.p, s.out, s.args, s.attrs, s.src
         home = c.home
         tid = args[0] if args else None
         info = c.tensors.get(tid) if type(tid) is int else None
@@ -212,6 +185,5 @@ class SpecialOps:
             w = home if home in lay.workers else lay.workers[0]
             p.add(w, _FETCH, req, [tid], attrs, src)
             return
-        assert lay.kind == SHARD
         _, ids = move(p, tid, lay, local(home), nb, src, False)
         p.add(home, _FETCH, req, [ids[home]], attrs, src)

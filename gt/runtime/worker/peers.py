@@ -1,8 +1,8 @@
 """Worker-to-worker transfers and the collectives built on them (never through the dispatcher).
 
 Every worker binds a ROUTER data socket; to talk to a peer it connects a DEALER (identity
-``w<id>``) to the peer's data socket. A message is ``[V, PEER, client_no, tag, step, dtype, shape,
-error]`` plus one raw buffer frame, sent with ``copy=False`` and wrapped on arrival without a copy.
+``w<id>``) to the peer's data socket. A message is a :class:`~gt.runtime.protocol.Peer` header
+plus one raw buffer frame, sent with ``copy=False`` and wrapped on arrival without a copy.
 Messages that arrive before the instruction that wants them wait in a stash keyed by
 ``(client, tag, sender, step)``; a receive waits for its key at most ``$GT_PEER_TIMEOUT`` seconds
 (default 120), so a lost peer is an error, never a hang.
@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 import zmq
 
+from gt.runtime import ops as O
 from gt.runtime import protocol as P
-from gt.runtime.protocol import (
+from gt.runtime.ops import (
     ALL_GATHER,
     ALL_REDUCE,
     BCAST,
@@ -138,7 +139,7 @@ class Peers:
             self.socks[peer] = s
         return s
 
-    def accept(self, ident: bytes, msg: list, frame: Any) -> None:
+    def accept(self, ident: bytes, msg: P.Peer, frame: Any) -> None:
         """File one PEER message from the data socket under its key."""
         if not ident.startswith(b"w"):
             return
@@ -146,7 +147,7 @@ class Peers:
             src = int(ident[1:])
         except ValueError:
             return
-        self.stash[(msg[2], msg[3], src, msg[4])] = (msg, frame)
+        self.stash[(msg.client, msg.tag, src, msg.step)] = (msg, frame)
 
     def drop(self, cno: int) -> None:
         """Forget stashed messages of a departed client."""
@@ -180,14 +181,14 @@ class Peers:
         """Send a host array (or an error marker) to ``peer``; never blocks."""
         t0 = time.monotonic_ns()
         if err is not None or arr is None:
-            hdr = P.header(
-                P.PEER, self.cno, tag, step, None, None, err or ["peer input missing", -1, 0]
+            hdr = P.encode(
+                P.Peer(self.cno, tag, step, None, None, err or ["peer input missing", -1, 0])
             )
             self._sock(peer).send_multipart([hdr, b""])
             self._event(peer, 0, t0, time.monotonic_ns(), "send", what)
             return
         arr = np.ascontiguousarray(arr)
-        hdr = P.header(P.PEER, self.cno, tag, step, arr.dtype.name, list(arr.shape), None)
+        hdr = P.encode(P.Peer(self.cno, tag, step, arr.dtype.name, list(arr.shape), None))
         payload = memoryview(arr.reshape(-1)).cast("B") if arr.size else b""
         self._sock(peer).send_multipart([hdr, payload], copy=arr.nbytes < ZERO_COPY_MIN)
         self.bytes_sent += arr.nbytes
@@ -216,10 +217,9 @@ class Peers:
                 )
             self.data.poll(int(min(left, 0.2) * 1000) + 1)
         msg, frame = stash.pop(key)
-        err = msg[7] if len(msg) > 7 else None
-        if err is not None:
-            raise PeerFailure(err)
-        dtype, shape = P.check_dtype(msg[5]), P.check_shape(msg[6])
+        if msg.error is not None:
+            raise PeerFailure(msg.error)
+        dtype, shape = P.check_dtype(msg.dtype), P.check_shape(msg.shape)
         buf = frame.buffer if hasattr(frame, "buffer") else frame
         arr = (
             np.frombuffer(buf, dtype=dtype).reshape(shape)
@@ -237,7 +237,7 @@ class Peers:
         ``err`` (set when an input had failed) makes this participant send error markers in place
         of data, so its peers fail fast; it then raises :class:`PeerFailure`.
         """
-        run = _Run(self, attrs.get("tag", 0), P.OPS[code], err)
+        run = _Run(self, attrs.get("tag", 0), O.OPS[code], err)
         host = None
         if vals and vals[0] is not None and err is None:
             host = self.backend.to_host(vals[0])
@@ -256,8 +256,8 @@ class Peers:
         """Begin an all-reduce without waiting: its first sends leave now (ZeroMQ's I/O thread
         moves the bytes while the worker computes); :meth:`finish` completes it."""
         if code != ALL_REDUCE:
-            raise ValueError(f"{P.OPS[code]} cannot run asynchronously")
-        run = _Run(self, attrs.get("tag", 0), P.OPS[code], None)
+            raise ValueError(f"{O.OPS[code]} cannot run asynchronously")
+        run = _Run(self, attrs.get("tag", 0), O.OPS[code], None)
         host = self.backend.to_host(vals[0])
         steps = _all_reduce_steps(run, host, attrs)
         pend = Pending(run, steps, self.cno, self.batch)
@@ -322,7 +322,7 @@ class _Run:
             return None
         except TimeoutError as exc:
             if self.err is None:
-                self.err, self.local = [f"TimeoutError: {exc}", P.OPCODE[self.what], 0], True
+                self.err, self.local = [f"TimeoutError: {exc}", O.OPCODE[self.what], 0], True
             return None
         return None if self.err else got
 

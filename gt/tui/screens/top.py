@@ -11,6 +11,7 @@ from textual.widgets import DataTable, Footer, Input
 
 from gt.trace.state import ClusterState
 from gt.tui import tables as T
+from gt.tui.render import human_span
 from gt.tui.screens.replay_keys import REPLAY_ACTIONS, REPLAY_BINDINGS, ReplayKeys
 from gt.tui.widgets import (
     ClientsTable,
@@ -185,6 +186,4 @@ class TopScreen(ReplayKeys, Screen):
 
 
 def _span(state: ClusterState) -> str:
-    from gt.tui.render import human_span
-
     return human_span(state.timeline_end_ns - state.timeline_start_ns)

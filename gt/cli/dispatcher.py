@@ -1,0 +1,64 @@
+"""``gt dispatcher``: serve many clients, with local workers (or ones added by ``gt worker``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from gt.cli.common import Subparsers, install_stop_signals
+
+
+def add_parser(subparsers: Subparsers) -> None:
+    """Register ``gt dispatcher``."""
+    p = subparsers.add_parser(
+        "dispatcher", help="run a dispatcher (and local workers) for many clients"
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="interface to bind (0.0.0.0 to serve a network; default 127.0.0.1)",
+    )
+    p.add_argument("--port", type=int, default=0, help="client port (default: a free one)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="local workers to start (default 1; 0 = wait for `gt worker`)",
+    )
+    p.add_argument(
+        "--max-in-flight", type=int, default=4, help="batches in flight per worker (default 4)"
+    )
+    # used by LocalCluster: die with the parent, and print the endpoints as one JSON line
+    p.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--ready-json", action="store_true", help=argparse.SUPPRESS)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a dispatcher until SIGTERM, Ctrl-C or the death of ``--parent-pid``."""
+    from gt.runtime.dispatcher.loop import Dispatcher
+    from gt.runtime.launch import spawn_worker
+
+    d = Dispatcher(args.host, args.port, max_in_flight=args.max_in_flight)
+    install_stop_signals(d.stop)
+    for _ in range(args.workers):
+        d.children.append(
+            spawn_worker(d.endpoints["back"], parent_pid=os.getpid(), n_workers=args.workers)
+        )
+    if args.ready_json:
+        sys.stdout.write(json.dumps(d.endpoints) + "\n")
+        sys.stdout.flush()
+    else:
+        print(f"GT dispatcher (pid {os.getpid()}) with {args.workers} local worker(s)")
+        print(f"  clients connect to:  {d.address}")
+        print(f"    GT_DISPATCHER={d.address} python train.py")
+        print(f"  add a worker:        gt worker --connect {d.address}")
+        print(
+            f"  watch it:            gt top   (control {d.endpoints['control']},"
+            f" events {d.endpoints['events']})"
+        )
+        print("Ctrl-C stops it.", flush=True)
+    d.run(parent_pid=args.parent_pid)
+    return 0

@@ -1,0 +1,342 @@
+"""Registry entries: elementwise primitives (arithmetic, comparisons, math, activations, where).
+
+Every binary op broadcasts its operands (the client has already promoted them to one dtype; an
+immediate is a Python number). Kernels take ``{"inplace": True}`` when the client wrote ``x op= y``
+with the output id equal to ``x``'s: the worker then writes into ``x``'s array if nothing else can
+see it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from gt import shapes as S
+from gt.runtime.ops.base import (
+    Op,
+    Shape,
+    bool_dtype,
+    first_dtype,
+    private,
+    same_shape,
+    sum_to,
+    unbroadcast,
+)
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+# ----------------------------------------------------------------------------- rules
+def broadcast_rule(name: str) -> Callable[[list, Any], Shape]:
+    """The shape rule of an elementwise op of any arity: its operands broadcast together."""
+
+    def rule(shapes: list, attrs: Any) -> Shape:
+        out: Shape = ()
+        for s in shapes:
+            out = s if out == s else S.broadcast(out, s, name)
+        return out
+
+    return rule
+
+
+def _binary_kernel(ufunc: str) -> Callable[[Any], Any]:
+    def make(be: Any) -> Any:
+        xp = be.xp
+        fn = getattr(xp, ufunc)
+
+        def h(v: list, at: Any) -> Any:
+            if at is None:
+                return fn(v[0], v[1])
+            x = v.pop(0)  # so the argument list no longer refers to it (see private())
+            return fn(x, v[0], out=x) if at.get("inplace") and private(x) else fn(x, v[0])
+
+        return h
+
+    return make
+
+
+def _unary_kernel(ufunc: str) -> Callable[[Any], Any]:
+    def make(be: Any) -> Any:
+        xp = be.xp
+        fn = getattr(xp, ufunc)
+        return lambda v, at: fn(v[0])
+
+    return make
+
+
+def _where(cond: Any, a: Any, b: Any) -> Any:
+    """``where(cond, a, b)`` as a primitive, from any tensor among the arguments."""
+    t = next(x for x in (cond, a, b) if hasattr(x, "_apply"))
+    dtype = next(x.dtype for x in (a, b) if hasattr(x, "dtype"))
+    return t._apply("where", [cond, a, b], {"dtype": dtype})
+
+
+# ----------------------------------------------------------------------------- derivatives
+def _d_add(n: Any, g: Any) -> tuple:
+    return unbroadcast(n, 0, g), unbroadcast(n, 1, g)
+
+
+def _d_sub(n: Any, g: Any) -> tuple:
+    return unbroadcast(n, 0, g), (sum_to(-g, n.shapes[1]) if n.needs(1) else None)
+
+
+def _d_mul(n: Any, g: Any) -> tuple:
+    a, b = n.saved
+    return (
+        sum_to(g * b, n.shapes[0]) if n.needs(0) else None,
+        sum_to(g * a, n.shapes[1]) if n.needs(1) else None,
+    )
+
+
+def _d_div(n: Any, g: Any) -> tuple:
+    a, b = n.saved
+    ga = g / b
+    gb = sum_to(-(ga * (a / b)), n.shapes[1]) if n.needs(1) else None
+    return (sum_to(ga, n.shapes[0]) if n.needs(0) else None), gb
+
+
+def _d_pow(n: Any, g: Any) -> tuple:
+    a, b = n.saved
+    ga = gb = None
+    if n.needs(0):
+        if isinstance(b, float) and b == 2.0:
+            ga = g * (a * 2.0)
+        elif isinstance(b, float) and b == 1.0:
+            ga = g
+        else:
+            ga = sum_to(g * (b * a ** (b - 1.0)), n.shapes[0])
+    if n.needs(1):
+        log_a = a.log() if hasattr(a, "log") else math.log(a)
+        gb = sum_to(g * (a**b) * log_a, n.shapes[1])
+    return ga, gb
+
+
+def _d_extreme2(pick: str) -> Callable[[Any, Any], tuple]:
+    """maximum/minimum: the gradient goes to the chosen input; ties split it evenly."""
+
+    def rule(n: Any, g: Any) -> tuple:
+        a, b = n.saved
+        win = (a > b) if pick == "max" else (a < b)
+        dt = g.dtype
+        wa = win.to(dt) + (a == b).to(dt) * 0.5
+        ga = sum_to(g * wa, n.shapes[0]) if n.needs(0) else None
+        gb = sum_to(g * (1.0 - wa), n.shapes[1]) if n.needs(1) else None
+        return ga, gb
+
+    return rule
+
+
+def _d_where(n: Any, g: Any) -> tuple:
+    cond = n.saved[0]
+    ga = sum_to(_where(cond, g, 0.0), n.shapes[1]) if n.needs(1) else None
+    gb = sum_to(_where(cond, 0.0, g), n.shapes[2]) if n.needs(2) else None
+    return None, ga, gb
+
+
+def _d_clip(n: Any, g: Any) -> tuple:
+    x, lo, hi = n.saved
+    mask = None
+    if lo is not None:
+        mask = x >= lo
+    if hi is not None:
+        m2 = x <= hi
+        mask = m2 if mask is None else mask & m2
+    return _where(mask, g, 0.0), None, None
+
+
+def _d_remainder(n: Any, g: Any) -> tuple:
+    a, b = n.saved
+    ga = sum_to(g, n.shapes[0]) if n.needs(0) else None
+    gb = sum_to(-g * ((a - a % b) / b), n.shapes[1]) if n.needs(1) else None
+    return ga, gb
+
+
+# ----------------------------------------------------------------------------- special kernels
+def _k_where(be: Any) -> Any:
+    xp = be.xp
+
+    def h(v: list, at: Any) -> Any:
+        c, a, b = v
+        if (
+            xp is np
+            and type(b) is float
+            and b == 0.0
+            and type(a) is np.ndarray
+            and a.dtype.kind == "f"
+        ):
+            # Masking (relu's gradient, ...): a product with the mask is several times faster than
+            # np.where, and the same unless a holds inf/nan where the mask is False.
+            if np.isfinite(a).all():
+                r = a * c
+                return r.astype(at["dtype"], copy=False) if at else r
+        r = xp.where(c, a, b)
+        return r.astype(at["dtype"], copy=False) if at else r
+
+    return h
+
+
+def _k_sigmoid(be: Any) -> Any:
+
+    xp = be.xp
+
+    def h(v: list, at: Any) -> Any:
+        x = v[0]
+        e = xp.exp(-xp.abs(x))  # split by sign so neither branch overflows in exp
+        return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+    return h
+
+
+def _k_relu(be: Any) -> Any:
+
+    xp = be.xp
+    return lambda v, at: xp.maximum(v[0], xp.zeros((), dtype=v[0].dtype))
+
+
+def _k_erf(be: Any) -> Any:
+    erf = be.erf  # SciPy's or CuPy's, found by the backend
+    return lambda v, at: erf(v[0])
+
+
+def _k_cast(be: Any) -> Any:
+
+    xp = be.xp
+    return lambda v, at: v[0].astype(at["dtype"])
+
+
+def _k_copy(be: Any) -> Any:
+
+    xp = be.xp
+    return lambda v, at: xp.array(v[0], copy=True)
+
+
+def _k_clip(be: Any) -> Any:
+
+    xp = be.xp
+    return lambda v, at: xp.clip(v[0], v[1], v[2])
+
+
+# ----------------------------------------------------------------------------- the entries
+def _binary(name: str, code: int, ufunc: str, **kw: Any) -> Op:
+    kw.setdefault("dtype", first_dtype)
+    return Op(name, code, arity=2, shape=broadcast_rule(name), kernel=_binary_kernel(ufunc),
+              shard="elementwise", **kw)  # fmt: skip
+
+
+def _unary(name: str, code: int, ufunc: str | None = None, **kw: Any) -> Op:
+    kw.setdefault("dtype", first_dtype)
+    kw.setdefault("kernel", _unary_kernel(ufunc or name))
+    return Op(name, code, shape=same_shape, shard="elementwise", **kw)
+
+
+def _compare(name: str, code: int, ufunc: str) -> Op:
+    return _binary(name, code, ufunc, dtype=bool_dtype, doc=f"elementwise {ufunc} (bool result)")
+
+
+ENTRIES: list[Op] = [
+    _binary("add", 9, "add", grad=_d_add, partial="sum", doc="a + b"),
+    _binary("sub", 10, "subtract", grad=_d_sub, partial="sum", doc="a - b"),
+    _binary("mul", 11, "multiply", grad=_d_mul, saves="inputs", partial="mul", doc="a * b"),
+    _binary("div", 12, "true_divide", grad=_d_div, saves="inputs", partial="div", doc="a / b"),
+    _binary("pow", 13, "power", grad=_d_pow, saves="inputs", doc="a ** b"),
+    _binary(
+        "maximum",
+        14,
+        "maximum",
+        grad=_d_extreme2("max"),
+        saves="inputs",
+        doc="elementwise maximum (ties split the gradient)",
+    ),  # fmt: skip
+    _binary(
+        "minimum",
+        15,
+        "minimum",
+        grad=_d_extreme2("min"),
+        saves="inputs",
+        doc="elementwise minimum (ties split the gradient)",
+    ),  # fmt: skip
+    _compare("lt", 16, "less"),
+    _compare("le", 17, "less_equal"),
+    _compare("gt", 18, "greater"),
+    _compare("ge", 19, "greater_equal"),
+    _compare("eq", 20, "equal"),
+    _compare("ne", 21, "not_equal"),
+    _binary("floor_divide", 49, "floor_divide", doc="a // b (not differentiable)"),
+    _binary("remainder", 50, "remainder", grad=_d_remainder, saves="inputs", doc="a % b"),
+    Op(
+        "where",
+        22,
+        arity=3,
+        shape=broadcast_rule("where"),
+        dtype=first_dtype,
+        kernel=_k_where,
+        grad=_d_where,
+        saves=lambda ins, out: ins[:1],
+        shard="elementwise",
+        doc="where(cond, a, b); attrs: dtype",
+    ),  # fmt: skip
+    Op(
+        "clip",
+        48,
+        arity=3,
+        shape=same_shape,
+        dtype=first_dtype,
+        kernel=_k_clip,
+        grad=_d_clip,
+        saves="inputs",
+        shard="elementwise",
+        doc="clip(x, lo, hi); either bound may be None",
+    ),  # fmt: skip
+    _unary("neg", 23, "negative", grad=lambda n, g: (-g,), partial="unary", doc="-x"),
+    _unary("abs", 24, grad=lambda n, g: (g * n.saved[0].sign(),), saves="inputs", doc="|x|"),
+    _unary("exp", 25, grad=lambda n, g: (g * n.saved[0],), saves="output", doc="e ** x"),
+    _unary("log", 26, grad=lambda n, g: (g / n.saved[0],), saves="inputs", doc="natural log"),
+    _unary("sqrt", 27, grad=lambda n, g: ((g / n.saved[0]) * 0.5,), saves="output", doc="sqrt"),
+    _unary("sin", 28, grad=lambda n, g: (g * n.saved[0].cos(),), saves="inputs", doc="sine"),
+    _unary("cos", 29, grad=lambda n, g: (-(g * n.saved[0].sin()),), saves="inputs", doc="cosine"),
+    _unary(
+        "tanh",
+        30,
+        grad=lambda n, g: (g * (1.0 - n.saved[0] * n.saved[0]),),
+        saves="output",
+        doc="hyperbolic tangent",
+    ),  # fmt: skip
+    _unary(
+        "sigmoid",
+        31,
+        kernel=_k_sigmoid,
+        saves="output",
+        grad=lambda n, g: (g * (n.saved[0] * (1.0 - n.saved[0])),),
+        doc="1 / (1 + e ** -x)",
+    ),  # fmt: skip
+    _unary(
+        "relu",
+        32,
+        kernel=_k_relu,
+        saves="inputs",
+        grad=lambda n, g: (_where(n.saved[0] > 0, g, 0.0),),
+        doc="max(x, 0)",
+    ),  # fmt: skip
+    _unary("sign", 33, doc="-1, 0 or 1 (not differentiable)"),
+    _unary("logical_not", 51, dtype=bool_dtype, doc="not x (bool result)"),
+    _unary(
+        "erf",
+        53,
+        kernel=_k_erf,
+        saves="inputs",
+        doc="the error function",
+        grad=lambda n, g: (g * ((-(n.saved[0] * n.saved[0])).exp() * _TWO_OVER_SQRT_PI),),
+    ),  # fmt: skip
+    _unary(
+        "cast",
+        34,
+        kernel=_k_cast,
+        partial="unary",
+        grad=lambda n, g: (g.to(n.dtypes[0]),),
+        doc="x converted to attrs.dtype",
+    ),  # fmt: skip
+    _unary("copy", 8, kernel=_k_copy, partial="copy", grad=lambda n, g: (g,), doc="a copy of x"),
+]

@@ -1,0 +1,274 @@
+"""Registry entries: matrix products, reductions and ops along one axis.
+
+Reductions take ``attrs = {"axis": [axes] | int | None, "keepdims": bool}`` (``None`` attrs: every
+axis, no kept dims). Ops along an axis (``log_softmax``, ``cumsum``) take ``{"axis": int}`` and keep
+the shape, so a tensor sharded on another axis runs them per shard.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gt import shapes as S
+from gt.runtime.ops.base import Op, Past, Shape, axis_arg, first_dtype, int64_dtype, sum_to
+
+
+def reduce_axes(attrs: Any, ndim: int) -> tuple[tuple[int, ...] | None, bool]:
+    """The normalized axes (``None`` = all) and keepdims of a reduction's attributes."""
+    if not attrs:
+        return None, False
+    axis = attrs.get("axis")
+    keep = bool(attrs.get("keepdims", False))
+    if axis is None:
+        return None, keep
+    axes = (axis,) if type(axis) is int else tuple(axis)
+    return tuple(sorted({a % max(ndim, 1) for a in axes})), keep
+
+
+def _reduce_shape(shapes: list, attrs: Any) -> Shape:
+    axes, keep = reduce_axes(attrs, len(shapes[0]))
+    return S.reduce(shapes[0], axes if shapes[0] else None, keep)
+
+
+def _sum_dtype(dtypes: list, attrs: Any) -> str:
+    d = first_dtype(dtypes, attrs)
+    return "int64" if d in ("bool", "int8", "uint8", "int32") else d
+
+
+def _kept_dims(n: Any) -> tuple[tuple[int, ...] | None, bool, Shape, Shape]:
+    """``(axes, keepdims, input shape, the result's shape with reduced axes kept as 1)``."""
+    shape = n.shapes[0]
+    axes, keep = reduce_axes(n.attrs, len(shape))
+    kd = tuple(1 if axes is None or i in axes else d for i, d in enumerate(shape))
+    return axes, keep, shape, kd
+
+
+def _d_sum(n: Any, g: Any) -> tuple:
+    axes, keep, shape, kd = _kept_dims(n)
+    if not keep and shape:
+        g = g.reshape(kd)
+    return (g.expand(shape),)
+
+
+def _d_extreme(n: Any, g: Any) -> tuple:
+    """max/min over axes: the gradient is split evenly among the elements equal to the result."""
+    axes, keep, shape, kd = _kept_dims(n)
+    x, out = n.saved
+    mask = (x == out.reshape(kd)).to(g.dtype)
+    count = mask.sum(axes, keepdims=True)
+    return (g.reshape(kd) * (mask / count),)
+
+
+def _swaps_last_two(parent: Any) -> bool:
+    """Whether an input was made by swapping its last two dimensions (``W.T`` in ``x @ W.T``)."""
+    if getattr(parent, "op", None) != "transpose":
+        return False
+    perm = parent.attrs["perm"]
+    k = len(perm)
+    return k >= 2 and list(perm[:-2]) == list(range(k - 2)) and list(perm[-2:]) == [k - 1, k - 2]
+
+
+def _unswapped(parent: Any, t: Any) -> Any:
+    """``t.mT``, free when ``t`` was itself made by swapping the last two dimensions of a tensor."""
+    if _swaps_last_two(parent) and parent.saved:
+        parent.check_versions()
+        return parent.saved[0]
+    return t.mT
+
+
+def _d_matmul(n: Any, g: Any) -> tuple:
+    # When an input is a transposed view (W.T in Linear), its gradient goes straight to the tensor
+    # it was made from, already in that tensor's layout: (a.mT @ g).mT is computed as g.mT @ a. That
+    # saves three instructions per layer, and a weight gradient laid out like its weight keeps the
+    # optimizer's elementwise updates fast.
+    a, b = n.saved
+    pa, pb = n.parents
+    ga = gb = None
+    if n.needs(0):
+        if _swaps_last_two(pa):
+            ga = Past(sum_to(b @ g.mT, pa.shapes[0]))
+        else:
+            ga = sum_to(g @ _unswapped(pb, b), n.shapes[0])
+    if n.needs(1):
+        if _swaps_last_two(pb):
+            gb = Past(sum_to(g.mT @ a, pb.shapes[0]))
+        else:
+            gb = sum_to(_unswapped(pa, a) @ g, n.shapes[1])
+    return ga, gb
+
+
+def _k_matmul(be: Any) -> Any:
+
+    xp = be.xp
+    return lambda v, at: xp.matmul(v[0], v[1])
+
+
+def _k_reduce(fn: str) -> Any:
+    def make(be: Any) -> Any:
+        xp = be.xp
+        f = getattr(xp, fn)
+
+        def h(v: list, at: Any) -> Any:
+            if at is None:
+                return xp.asarray(f(v[0]))
+            return xp.asarray(
+                f(v[0], axis=axis_arg(at.get("axis")), keepdims=at.get("keepdims", False))
+            )
+
+        return h
+
+    return make
+
+
+def _k_argreduce(fn: str) -> Any:
+    def make(be: Any) -> Any:
+        xp = be.xp
+        f = getattr(xp, fn)
+
+        def h(v: list, at: Any) -> Any:
+            at = at or {}
+            r = f(v[0], axis=at.get("axis"), keepdims=at.get("keepdims", False))
+            return xp.asarray(r).astype(xp.int64, copy=False)
+
+        return h
+
+    return make
+
+
+def _k_log_softmax(be: Any) -> Any:
+
+    xp = be.xp
+
+    def h(v: list, at: Any) -> Any:
+        x, axis = v[0], at["axis"]
+        s = x - x.max(axis=axis, keepdims=True)
+        return s - xp.log(xp.exp(s).sum(axis=axis, keepdims=True))
+
+    return h
+
+
+def _d_log_softmax(n: Any, g: Any) -> tuple:
+    out = n.saved[0]
+    return (g - out.exp() * g.sum(n.attrs["axis"], keepdims=True),)
+
+
+def _same_shape_axis(shapes: list, attrs: Any) -> Shape:
+    shape = shapes[0]
+    S.normalize_axis(attrs["axis"], len(shape), "axis")
+    return shape
+
+
+# ----------------------------------------------------------------------------- cumsum
+def _k_cumsum(be: Any) -> Any:
+    xp = be.xp
+    return lambda v, at: xp.cumsum(v[0], axis=at["axis"], dtype=at.get("dtype"))
+
+
+def _d_cumsum(n: Any, g: Any) -> tuple:
+    # d(out_j)/d(x_i) = 1 for j >= i: the gradient is g summed from the right, which is the total
+    # minus the running sum up to i, plus g_i itself (no flip needed).
+    ax = n.attrs["axis"]
+    return (g.sum(ax, keepdims=True) - g.cumsum(ax) + g,)
+
+
+def _cumsum_api(x: Any, dim: int, *, dtype: Any = None) -> Any:
+    """Running sums along ``dim`` (integer and bool inputs sum in int64, as in PyTorch)."""
+    ax = S.normalize_axis(dim, x.ndim, "cumsum")
+    if dtype is not None:
+        x = x.to(dtype)
+    attrs: dict = {"axis": ax}
+    if x.dtype not in S.FLOAT_DTYPES and x.dtype != "int64":
+        attrs["dtype"] = "int64"
+    return x._apply("cumsum", [x], attrs)
+
+
+ENTRIES: list[Op] = [
+    Op(
+        "matmul",
+        35,
+        arity=2,
+        shape=lambda s, a: S.matmul(s[0], s[1]),
+        dtype=first_dtype,
+        kernel=_k_matmul,
+        grad=_d_matmul,
+        saves="inputs",
+        shard="matmul",
+        doc="a @ b with batch broadcasting (both at least 2-d)",
+    ),  # fmt: skip
+    Op(
+        "sum",
+        36,
+        shape=_reduce_shape,
+        dtype=_sum_dtype,
+        kernel=_k_reduce("sum"),
+        grad=_d_sum,
+        shard="reduce",
+        reduce="sum",
+        doc="sum over attrs.axis",
+    ),  # fmt: skip
+    Op(
+        "max",
+        37,
+        shape=_reduce_shape,
+        dtype=first_dtype,
+        kernel=_k_reduce("max"),
+        grad=_d_extreme,
+        saves=lambda ins, out: (ins[0], out._alias()),
+        shard="reduce",
+        reduce="max",
+        doc="largest value over attrs.axis (ties share the gradient)",
+    ),  # fmt: skip
+    Op(
+        "min",
+        38,
+        shape=_reduce_shape,
+        dtype=first_dtype,
+        kernel=_k_reduce("min"),
+        grad=_d_extreme,
+        saves=lambda ins, out: (ins[0], out._alias()),
+        shard="reduce",
+        reduce="min",
+        doc="smallest value over attrs.axis (ties share the gradient)",
+    ),  # fmt: skip
+    Op(
+        "argmax",
+        39,
+        shape=_reduce_shape,
+        dtype=int64_dtype,
+        kernel=_k_argreduce("argmax"),
+        shard="reduce",
+        doc="index of the largest value",
+    ),  # fmt: skip
+    Op(
+        "argmin",
+        40,
+        shape=_reduce_shape,
+        dtype=int64_dtype,
+        kernel=_k_argreduce("argmin"),
+        shard="reduce",
+        doc="index of the smallest value",
+    ),  # fmt: skip
+    Op(
+        "log_softmax",
+        65,
+        shape=_same_shape_axis,
+        dtype=first_dtype,
+        kernel=_k_log_softmax,
+        grad=_d_log_softmax,
+        saves="output",
+        shard="along_axis",
+        doc="log(softmax(x)) along attrs.axis, stable",
+    ),  # fmt: skip
+    Op(
+        "cumsum",
+        66,
+        shape=_same_shape_axis,
+        dtype=first_dtype,
+        kernel=_k_cumsum,
+        grad=_d_cumsum,
+        shard="along_axis",
+        methods=("cumsum",),
+        api=_cumsum_api,
+        doc="running sums along attrs.axis",
+    ),  # fmt: skip
+]

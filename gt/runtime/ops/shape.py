@@ -1,0 +1,243 @@
+"""Registry entries: reshaping, permuting, broadcasting, indexing and joining.
+
+Index keys travel as lists of items (see :func:`gt.runtime.ops.base.build_key`); index tensors
+are extra arguments after the indexed tensor (and, for ``setitem``, after the value).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gt import shapes as S
+from gt.runtime.ops.base import (
+    Op,
+    Shape,
+    build_key,
+    first_dtype,
+    has_advanced,
+    private,
+    same_shape,
+    sum_to,
+)
+
+
+def key_items(key: list, index_shapes: list) -> tuple:
+    """A NumPy index standing in for a wire key (index tensors become zero arrays of their shape)."""
+    out: list = []
+    for item in key:
+        tag = item[0]
+        if tag == "s":
+            out.append(slice(item[1], item[2], item[3]))
+        elif tag == "i":
+            out.append(int(item[1]))
+        elif tag == "n":
+            out.append(None)
+        elif tag == "e":
+            out.append(Ellipsis)
+        elif tag == "l":
+            out.append(np.asarray(item[1], dtype=np.int64))
+        elif tag == "t":
+            out.append(np.zeros(index_shapes[item[1]], dtype=np.int64))
+        else:
+            raise ValueError(f"bad index item {item!r}")
+    return tuple(out)
+
+
+def _getitem_shape(shapes: list, attrs: Any) -> Shape:
+    return S.index_shape(shapes[0], key_items(attrs["key"], shapes[1:]))
+
+
+def _transpose_shape(shapes: list, attrs: Any) -> Shape:
+    return tuple(shapes[0][p] for p in attrs["perm"])
+
+
+def _concat_shape(shapes: list, attrs: Any) -> Shape:
+    return S.concat(shapes, attrs["axis"] % len(shapes[0]))
+
+
+def _reshape_shape(shapes: list, attrs: Any) -> Shape:
+    return S.reshape(shapes[0], attrs["shape"])
+
+
+def _expand_shape(shapes: list, attrs: Any) -> Shape:
+    return S.expand(shapes[0], attrs["shape"])
+
+
+# ----------------------------------------------------------------------------- derivatives
+def _d_transpose(n: Any, g: Any) -> tuple:
+    perm = n.attrs["perm"]
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return (g.permute(inv),)
+
+
+def _d_getitem(n: Any, g: Any) -> tuple:
+    idx = n.saved
+    z = g.new_zeros(n.shapes[0])
+    # Into the fresh zeros, in place (the output id is z's own), so the worker writes into them.
+    z._apply_("index_add", [z, g, *idx], {"key": n.attrs["key"], "inplace": True})
+    return (z,) + (None,) * len(idx)
+
+
+def _d_setitem(n: Any, g: Any) -> tuple:
+    idx = n.saved
+    key = n.attrs["key"]
+    gx = g._apply("setitem", [g, 0.0, *idx], {"key": key}) if n.needs(0) else None
+    gv = sum_to(g._apply("getitem", [g, *idx], {"key": key}), n.shapes[1]) if n.needs(1) else None
+    return (gx, gv) + (None,) * len(idx)
+
+
+def _d_concat(n: Any, g: Any) -> tuple:
+    axis = n.attrs["axis"] % len(n.shapes[0])
+    out = []
+    start = 0
+    lead = (slice(None),) * axis
+    for i, s in enumerate(n.shapes):
+        size = s[axis]
+        out.append(g[lead + (slice(start, start + size),)] if n.needs(i) else None)
+        start += size
+    return tuple(out)
+
+
+# ----------------------------------------------------------------------------- kernels
+def _k_reshape(be: Any) -> Any:
+    xp = be.xp
+    return lambda v, at: xp.reshape(v[0], tuple(at["shape"]))
+
+
+def _k_transpose(be: Any) -> Any:
+
+    xp = be.xp
+    return lambda v, at: xp.transpose(v[0], tuple(at["perm"]))
+
+
+def _k_expand(be: Any) -> Any:
+
+    xp = be.xp
+    return lambda v, at: xp.broadcast_to(v[0], tuple(at["shape"]))
+
+
+def _k_getitem(be: Any) -> Any:
+
+    xp = be.xp
+    return lambda v, at: v[0][build_key(at["key"], v[1:])]
+
+
+def _k_setitem(be: Any) -> Any:
+
+    xp = be.xp
+
+    def h(v: list, at: dict) -> Any:
+        # Write into the array only when the client asked for it (out id == input id) and no other
+        # tensor can observe it; otherwise work on a copy, so tensors never share values.
+        x = v.pop(0)  # so the argument list no longer refers to it
+        if not (at.get("inplace") and private(x)):
+            x = x.copy()
+        x[build_key(at["key"], v[1:])] = v[0]
+        return x
+
+    return h
+
+
+def _k_index_add(be: Any) -> Any:
+    scatter_add = be.scatter_add
+
+    def h(v: list, at: dict) -> Any:
+        out = v.pop(0)
+        if not (at.get("inplace") and private(out)):
+            out = out.copy()
+        key = build_key(at["key"], v[1:])
+        if not has_advanced(at["key"]):
+            out[key] += v[0]  # basic indexing selects each element once
+        else:  # repeated indices accumulate
+            scatter_add(out, key, v[0])
+        return out
+
+    return h
+
+
+def _k_concat(be: Any) -> Any:
+
+    xp = be.xp
+    return lambda v, at: xp.concatenate(v, axis=at["axis"])
+
+
+ENTRIES: list[Op] = [
+    Op(
+        "reshape",
+        41,
+        shape=_reshape_shape,
+        dtype=first_dtype,
+        kernel=_k_reshape,
+        grad=lambda n, g: (g.reshape(n.shapes[0]),),
+        shard="reshape",
+        doc="the same values in attrs.shape",
+    ),  # fmt: skip
+    Op(
+        "transpose",
+        42,
+        shape=_transpose_shape,
+        dtype=first_dtype,
+        kernel=_k_transpose,
+        grad=_d_transpose,
+        saves="inputs",
+        shard="transpose",
+        doc="axes permuted by attrs.perm",
+    ),  # fmt: skip
+    Op(
+        "expand",
+        43,
+        shape=_expand_shape,
+        dtype=first_dtype,
+        kernel=_k_expand,
+        grad=lambda n, g: (sum_to(g, n.shapes[0]),),
+        shard="expand",
+        doc="broadcast to attrs.shape (no copy)",
+    ),  # fmt: skip
+    Op(
+        "getitem",
+        44,
+        arity=None,
+        shape=_getitem_shape,
+        dtype=first_dtype,
+        kernel=_k_getitem,
+        grad=_d_getitem,
+        saves=lambda ins, out: ins[1:],
+        shard="getitem",
+        doc="x[attrs.key]; index tensors follow x",
+    ),  # fmt: skip
+    Op(
+        "setitem",
+        45,
+        arity=None,
+        shape=same_shape,
+        dtype=first_dtype,
+        kernel=_k_setitem,
+        grad=_d_setitem,
+        saves=lambda ins, out: ins[2:],
+        doc="x with x[attrs.key] = v; index tensors follow v",
+    ),  # fmt: skip
+    Op(
+        "concat",
+        46,
+        arity=None,
+        shape=_concat_shape,
+        dtype=first_dtype,
+        kernel=_k_concat,
+        grad=_d_concat,
+        shard="concat",
+        doc="inputs joined along attrs.axis",
+    ),  # fmt: skip
+    Op(
+        "index_add",
+        47,
+        arity=None,
+        shape=same_shape,
+        dtype=first_dtype,
+        kernel=_k_index_add,
+        doc="x with v added at x[attrs.key] (repeated indices accumulate)",
+    ),  # fmt: skip
+]

@@ -1,0 +1,301 @@
+"""The worker's executor: runs one batch of instructions in order and says what happened.
+
+It owns the tensor tables (one per client, so ids never collide and a departed client's tensors go
+in one step) and nothing else: no sockets. What needs the outside world goes through two objects
+the worker's socket shell hands in: ``io`` (the data of a direct upload, a fetch reply) and
+``peers`` (transfers and collectives with other workers). :meth:`Executor.run` returns a
+:class:`BatchResult` -- errors, timings and the columns of the ``exec`` event -- which the shell
+reports.
+
+An instruction that fails marks its output failed with ``[message, opcode, src]``; anything
+computed from a failed tensor fails with the same message, and the error is reported once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gt.runtime import ops as O
+from gt.runtime import protocol as P
+from gt.runtime.worker.backend import Backend
+from gt.runtime.worker.peers import PeerFailure
+
+MAX_ERRORS_PER_BATCH = 64
+_NEVER = 1 << 62
+_UPLOAD, _FETCH, _MARK, _FREE, _PLACE = (
+    O.OPCODE[n] for n in ("upload", "fetch", "mark", "free", "place")
+)
+_ALL_REDUCE = O.ALL_REDUCE
+_COMM = O.COMM_OPS
+
+
+class ExecutorIO(Protocol):
+    """What the executor asks of the worker's sockets."""
+
+    def upload(self, token: bytes | None, tok: int) -> Any:
+        """The frame a client sent on the data socket for upload ``tok`` (waits, bounded)."""
+
+    def reply(self, client: int, token: bytes | None, req: int, arr: Any, err: list | None) -> None:
+        """Send a fetch's array (or its error) to the client."""
+
+
+@dataclass
+class BatchResult:
+    """What one batch did: its errors, its instructions, and when each ran.
+
+    Attributes:
+        errors: ``[message, opcode, src]`` of each newly failed instruction (at most 64).
+        instrs: the batch's instructions (the event columns come from them).
+        t0, t1: monotonic ns around the whole batch.
+        durs: per-instruction ns (empty unless per-instruction timing was asked for).
+        busy_ns: the batch's duration (``t1 - t0``).
+    """
+
+    errors: list = field(default_factory=list)
+    instrs: list = field(default_factory=list)
+    t0: int = 0
+    t1: int = 0
+    durs: list = field(default_factory=list)
+
+    @property
+    def busy_ns(self) -> int:
+        """Nanoseconds the batch took."""
+        return self.t1 - self.t0
+
+
+def _resolve(tbl: dict, args: list) -> list:
+    """Argument values: tensors from the table, immediates as they are (``[v]`` is an int)."""
+    return [tbl[a] if type(a) is int else (a[0] if type(a) is list else a) for a in args]
+
+
+class _Batch:
+    """The state of one batch while it runs."""
+
+    __slots__ = ("cno", "seq", "token", "tbl", "failed", "bufs", "errors")
+
+    def __init__(self, cno: int, seq: int, token: Any, tbl: dict, failed: dict, bufs: list):
+        self.cno, self.seq, self.token = cno, seq, token
+        self.tbl, self.failed, self.bufs = tbl, failed, bufs
+        self.errors: list = []
+
+    def report(self, err: list) -> None:
+        if len(self.errors) < MAX_ERRORS_PER_BATCH:
+            self.errors.append(err[:3])
+
+
+class Executor:
+    """Per-client tensor tables and the loop that runs batches against them.
+
+    Args:
+        backend: the array backend (its handler table runs compute and create ops).
+        peers: the worker's peer links (``run``, ``start``, ``finish``; ``cno``/``batch`` are set
+            to the running batch so transfers are tagged with it).
+        io: the socket shell's :class:`ExecutorIO`.
+    """
+
+    def __init__(self, backend: Backend, peers: Any, io: ExecutorIO):
+        self.backend = backend
+        self.handlers = backend.handlers
+        self.peers = peers
+        self.io = io
+        self.tables: dict[int, dict[int, Any]] = {}
+        self.failed: dict[int, dict[int, list]] = {}
+        self.pending: dict[int, tuple] = {}  # out id -> (all-reduce in flight, src), oldest first
+        self.batches = 0
+        self.instructions = 0
+        self.busy_ns = 0
+
+    # ------------------------------------------------------------------ clients
+    def drop_client(self, cno: int) -> None:
+        """Forget every tensor of a client that left."""
+        self.tables.pop(cno, None)
+        self.failed.pop(cno, None)
+
+    def holdings(self) -> tuple[int, int]:
+        """``(tensors, bytes)`` held over all clients."""
+        n = nbytes = 0
+        for tbl in self.tables.values():
+            n += len(tbl)
+            for a in tbl.values():
+                nbytes += getattr(a, "nbytes", 0)
+        return n, nbytes
+
+    # ------------------------------------------------------------------ batches
+    def run(
+        self, cno: int, seq: int, token: Any, body: Any, bufs: list, timed: bool
+    ) -> BatchResult:
+        """Run one batch for client ``cno``.
+
+        Args:
+            body: the batch's body frame (instructions and frees, see :func:`P.parse_body`).
+            bufs: the upload frames that came with it.
+            timed: also time every instruction (``durs``).
+        """
+        res = BatchResult()
+        b = _Batch(cno, seq, token, self.tables.setdefault(cno, {}),
+                   self.failed.setdefault(cno, {}), bufs)  # fmt: skip
+        self.peers.cno, self.peers.batch = cno, seq
+        try:
+            instrs, frees, free_at = P.parse_body(body)
+        except P.ProtocolError as exc:
+            instrs, frees, free_at = [], [], None
+            b.report([str(exc), -1, 0])
+        # Frees the client made between instructions are applied at that point of the batch.
+        early = sorted(zip(free_at, frees)) if free_at else []
+        late = [] if free_at else frees
+        clock = time.monotonic_ns
+        stamps: list[int] = []
+        res.t0 = clock()
+        self._loop(b, instrs, early, stamps.append if timed else None)
+        if self.pending:  # nothing stays in flight past the batch: peers may wait for it
+            self._complete_pending(b)
+        for f in late:
+            self._free(b, f)
+        res.t1 = clock()
+        if stamps:
+            stamps.append(res.t1)
+            res.durs = [y - x for x, y in zip(stamps, stamps[1:])]
+        res.errors, res.instrs = b.errors, instrs
+        self.batches += 1
+        self.instructions += len(instrs)
+        self.busy_ns += res.busy_ns
+        return res
+
+    def _loop(self, b: _Batch, instrs: list, early: list, stamp: Any) -> None:
+        """The hot loop: frees due at each position, then the instruction."""
+        next_free = early[0][0] if early else _NEVER
+        fi = 0
+        for idx, ins in enumerate(instrs):
+            if next_free <= idx:
+                while fi < len(early) and early[fi][0] <= idx:
+                    self._free(b, early[fi][1])
+                    fi += 1
+                next_free = early[fi][0] if fi < len(early) else _NEVER
+            if stamp is not None:
+                stamp(time.monotonic_ns())
+            try:
+                self._one(b, ins)
+            except PeerFailure as exc:  # an input failed on another worker, which reported it
+                out = ins[P.I_OUT]
+                b.tbl.pop(out, None)
+                b.failed[out] = [*exc.err, False]
+            except Exception as exc:  # the op failed: record it against its output
+                self._op_failed(b, ins, exc)
+        for _, f in early[fi:]:
+            self._free(b, f)
+
+    def _one(self, b: _Batch, ins: Any) -> None:
+        code, out, args, attrs, src = ins  # (a malformed one raises here and fails alone)
+        tbl = b.tbl
+        try:
+            vals = _resolve(tbl, args)
+        except KeyError:
+            vals = None
+            if self.pending:  # an input is an all-reduce in flight: complete it first
+                self._complete_pending(b)
+                try:
+                    vals = _resolve(tbl, args)
+                except KeyError:
+                    pass
+        if vals is None:
+            self._input_missing(b, code, out, args, attrs, src)
+            return
+        h = self.handlers[code] if type(code) is int and 0 <= code < len(self.handlers) else None
+        if h is not None:
+            tbl[out] = h(vals, attrs)
+        elif code in _COMM:
+            self._comm(b, code, out, vals, attrs, src)
+        elif code == _UPLOAD:
+            tbl[out] = self._upload(b, attrs)
+        elif code == _FETCH:
+            self.io.reply(b.cno, b.token, out, vals[0], None)
+        elif code == _FREE:
+            if self.pending:
+                self._complete_pending(b)
+            for f in attrs["ids"]:
+                self._free(b, f)
+        elif code == _PLACE:
+            tbl[out] = vals[0]
+        elif code != _MARK:
+            raise P.ProtocolError(f"unknown opcode {code!r}")
+
+    # ------------------------------------------------------------------ pieces
+    @staticmethod
+    def _free(b: _Batch, tid: int) -> None:
+        if b.tbl.pop(tid, None) is None:
+            b.failed.pop(tid, None)
+
+    def _op_failed(self, b: _Batch, ins: Any, exc: Exception) -> None:
+        ok = type(ins) is list
+        code = ins[P.I_OP] if ok and ins else -1
+        src = ins[P.I_SRC] if ok and len(ins) > P.I_SRC else 0
+        out = ins[P.I_OUT] if ok and len(ins) > P.I_OUT else None
+        err = [f"{type(exc).__name__}: {exc}", code, src if type(src) is int else 0, False]
+        if code == _FETCH and type(out) is int:
+            self.io.reply(b.cno, b.token, out, None, err[:3])
+        elif type(out) is int:
+            b.failed[out] = err
+        b.report(err)
+
+    def _input_missing(
+        self, b: _Batch, code: int, out: Any, args: list, attrs: Any, src: int
+    ) -> None:
+        """An input is missing: its failure (or "does not exist") becomes the output's."""
+        err = None
+        for a in args:
+            if type(a) is int and a not in b.tbl:
+                err = b.failed.get(a)
+                if err is None:  # never made (or freed): the client must hear about it
+                    msg = f"tensor {a} does not exist on this worker (freed, or never created)"
+                    err = [msg, code, src, True]
+                break
+        if err is None:
+            return
+        if code == _FETCH:
+            self.io.reply(b.cno, b.token, out, None, err[:3])
+        elif type(out) is int:
+            b.failed[out] = err
+        if code in _COMM:  # send error markers, so the peers fail too instead of waiting
+            self._comm_failed(b, code, out, attrs, err)
+        if err[3]:
+            err[3] = False
+            b.report(err)
+
+    def _comm(self, b: _Batch, code: int, out: int, vals: list, attrs: Any, src: int) -> None:
+        if self.pending:  # keep every worker's collectives in one order
+            self._complete_pending(b)
+        if code == _ALL_REDUCE and attrs.get("async"):
+            b.tbl.pop(out, None)  # until it completes, a use of out waits for it
+            b.failed.pop(out, None)
+            self.pending[out] = (self.peers.start(code, vals, attrs), src)
+        else:
+            b.tbl[out] = self.peers.run(code, vals, attrs)
+
+    def _complete_pending(self, b: _Batch) -> None:
+        """Finish every all-reduce in flight, oldest first (the order all participants use)."""
+        pending, self.pending = self.pending, {}
+        for out, (pend, src) in pending.items():
+            try:
+                b.tbl[out] = self.peers.finish(pend)
+            except PeerFailure as exc:
+                b.failed[out] = [*exc.err, False]
+            except Exception as exc:
+                b.failed[out] = [f"{type(exc).__name__}: {exc}", _ALL_REDUCE, src, False]
+                b.report(b.failed[out])
+
+    def _comm_failed(self, b: _Batch, code: int, out: Any, attrs: Any, err: list) -> None:
+        try:
+            self.peers.run(code, [None], attrs, err[:3])
+        except Exception:  # PeerFailure, or malformed attrs: the peers then time out instead
+            pass
+        if type(out) is int:
+            b.tbl.pop(out, None)
+            b.failed[out] = [*err[:3], False]
+
+    def _upload(self, b: _Batch, attrs: dict) -> Any:
+        dtype = P.check_dtype(attrs["dtype"])
+        shape = P.check_shape(attrs["shape"])
+        frame = self.io.upload(b.token, attrs["tok"]) if "tok" in attrs else b.bufs[attrs["buf"]]
+        return self.backend.from_frame(frame, dtype, shape)
