@@ -22,19 +22,16 @@ def _eye_shape(shapes: list, attrs: Any) -> Shape:
 
 
 def _k_full(be: Any) -> Any:
-
     xp = be.xp
     return lambda v, at: xp.full(tuple(at["shape"]), v[0], dtype=at["dtype"])
 
 
 def _k_arange(be: Any) -> Any:
-
     xp = be.xp
     return lambda v, at: xp.arange(at["start"], at["stop"], at["step"], dtype=at["dtype"])
 
 
 def _k_eye(be: Any) -> Any:
-
     xp = be.xp
     return lambda v, at: xp.eye(at["n"], at["m"], dtype=at["dtype"])
 

@@ -179,7 +179,6 @@ def _k_where(be: Any) -> Any:
 
 
 def _k_sigmoid(be: Any) -> Any:
-
     xp = be.xp
 
     def h(v: list, at: Any) -> Any:
@@ -191,7 +190,6 @@ def _k_sigmoid(be: Any) -> Any:
 
 
 def _k_relu(be: Any) -> Any:
-
     xp = be.xp
     return lambda v, at: xp.maximum(v[0], xp.zeros((), dtype=v[0].dtype))
 
@@ -202,19 +200,15 @@ def _k_erf(be: Any) -> Any:
 
 
 def _k_cast(be: Any) -> Any:
-
-    xp = be.xp
     return lambda v, at: v[0].astype(at["dtype"])
 
 
 def _k_copy(be: Any) -> Any:
-
     xp = be.xp
     return lambda v, at: xp.array(v[0], copy=True)
 
 
 def _k_clip(be: Any) -> Any:
-
     xp = be.xp
     return lambda v, at: xp.clip(v[0], v[1], v[2])
 

@@ -98,7 +98,6 @@ def _d_matmul(n: Any, g: Any) -> tuple:
 
 
 def _k_matmul(be: Any) -> Any:
-
     xp = be.xp
     return lambda v, at: xp.matmul(v[0], v[1])
 
@@ -136,7 +135,6 @@ def _k_argreduce(fn: str) -> Any:
 
 
 def _k_log_softmax(be: Any) -> Any:
-
     xp = be.xp
 
     def h(v: list, at: Any) -> Any:

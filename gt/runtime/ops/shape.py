@@ -109,27 +109,20 @@ def _k_reshape(be: Any) -> Any:
 
 
 def _k_transpose(be: Any) -> Any:
-
     xp = be.xp
     return lambda v, at: xp.transpose(v[0], tuple(at["perm"]))
 
 
 def _k_expand(be: Any) -> Any:
-
     xp = be.xp
     return lambda v, at: xp.broadcast_to(v[0], tuple(at["shape"]))
 
 
 def _k_getitem(be: Any) -> Any:
-
-    xp = be.xp
     return lambda v, at: v[0][build_key(at["key"], v[1:])]
 
 
 def _k_setitem(be: Any) -> Any:
-
-    xp = be.xp
-
     def h(v: list, at: dict) -> Any:
         # Write into the array only when the client asked for it (out id == input id) and no other
         # tensor can observe it; otherwise work on a copy, so tensors never share values.
@@ -160,7 +153,6 @@ def _k_index_add(be: Any) -> Any:
 
 
 def _k_concat(be: Any) -> Any:
-
     xp = be.xp
     return lambda v, at: xp.concatenate(v, axis=at["axis"])
 
