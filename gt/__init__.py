@@ -25,7 +25,6 @@ from gt.factories import (
     full,
     full_like,
     linspace,
-    manual_seed,
     ones,
     ones_like,
     rand,
@@ -42,6 +41,7 @@ from gt.factories import (
 )
 from gt.ops.functional import *  # noqa: F403 - gt.exp(x), gt.cat([...]), ... (see its __all__)
 from gt.ops.functional import __all__ as _functional_names
+from gt.ops.random import manual_seed
 from gt.session import connect, disconnect, gpu_workers, mark
 from gt.tensor import Tensor
 
