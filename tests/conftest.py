@@ -8,6 +8,7 @@ import os
 import pytest
 
 import gt
+from gt.runtime.control import ControlError, request
 from gt.runtime.launch import LocalCluster
 
 # Keep BLAS single-threaded in tests: 2-core CI machines, several processes.
@@ -43,6 +44,37 @@ def private_runtime_dir(tmp_path_factory):
         os.environ.pop("GT_RUNTIME_DIR", None)
     else:
         os.environ["GT_RUNTIME_DIR"] = old
+
+
+#: Dispatchers that reported bugs in GT's own code (internal_errors) when the suite stopped them.
+INTERNAL_ERRORS: list[str] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def dispatchers_report_no_internal_errors():
+    """Every local cluster the suite stops is asked first whether GT's own code raised (a bug,
+    logged with its traceback by the dispatcher); any such bug fails the run."""
+    original = LocalCluster.stop
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self.proc.poll() is None:
+            try:
+                n = request(self.address, "stats", timeout=2.0).get("internal_errors", 0)
+            except ControlError:
+                n = 0  # a dispatcher a test stopped on purpose, or too busy: nothing to check
+            if n:
+                INTERNAL_ERRORS.append(f"dispatcher {self.address}: {n} internal error(s)")
+        original(self, timeout)
+
+    LocalCluster.stop = stop
+    yield
+    LocalCluster.stop = original
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if INTERNAL_ERRORS and exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        print("\nbugs in GT's own code were logged by:\n  " + "\n  ".join(INTERNAL_ERRORS))
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
-"""Publishing events: a small, never-blocking batcher in front of a PUB socket.
+"""Publishing events: a small, never-blocking batcher in front of a PUSH socket.
 
 ``GT_TRACE`` picks the level: ``off`` (nothing is published), ``summary`` (per-batch events
 without per-instruction durations) or ``full`` (the default; per-instruction columns included).
-Batches go to the dispatcher's bus over a PUSH socket; the bus's XPUB side drops them when no
+Batches go to the dispatcher's bus over a PUSH socket; the bus's PUB side drops them when no
 subscriber is attached, so an unwatched run pays for building and sending batches only.
 """
 
@@ -62,7 +62,7 @@ class Emitter:
         if self.enabled:
             # PUSH, not PUB: a PUB drops everything until the bus's subscription reaches it, so a
             # new client's first events would be lost; PUSH queues them until connected. The
-            # bus's XPUB side drops for absent subscribers, in C, on the dispatcher's proxy thread.
+            # bus's PUB side drops for absent subscribers, in C, on the dispatcher's proxy thread.
             s = ctx.socket(zmq.PUSH)
             s.setsockopt(zmq.LINGER, 200)
             s.setsockopt(zmq.SNDHWM, 10_000)

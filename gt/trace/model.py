@@ -385,8 +385,10 @@ class ClusterModel:
             uptime = self.uptime[0] + (now - self.uptime[1]) / 1e9
         elif self.t_first is not None:
             uptime = (now - self.t_first) / 1e9
+        disp = self.counters.get("dispatcher") or {}
         totals = Totals(self.events, self.instructions, self.batches, self.transfer_bytes,
-                        self.errors, sum(self.drops.values()), self.bad_events)  # fmt: skip
+                        self.errors, sum(self.drops.values()), self.bad_events,
+                        _count(disp.get("bad_messages")), _count(disp.get("internal_errors")))  # fmt: skip
         return ClusterState(
             now_ns=now, window_ns=self.window_ns, timeline_start_ns=start, timeline_end_ns=end,
             uptime_s=uptime, workers=workers, clients=clients, lanes=lanes,
@@ -466,3 +468,8 @@ class ClusterModel:
     def _lane(self, w: WorkerRecord, start: int, end: int, width_ns: int) -> Lane:
         spans = lane_spans(w, start, end, width_ns, self.op_name)
         return Lane(worker=w.wid, alive=w.alive, spans=tuple(spans))
+
+
+def _count(v: object) -> int:
+    """A counter from an event (0 when absent or not a count)."""
+    return v if type(v) is int and v >= 0 else 0

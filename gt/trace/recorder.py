@@ -416,7 +416,7 @@ def record_from_bus(
     sequence numbers is written as a ``drop`` event and counted in the returned stats.
 
     Args:
-        events_endpoint: the bus's XPUB endpoint (``tcp://host:port`` or ``ipc://...``).
+        events_endpoint: the bus's subscriber endpoint (``tcp://host:port`` or ``ipc://...``).
         path: the ``.gtrace`` file to write.
         duration: seconds to record (``None``: until stopped).
         stop_event: set it to stop recording.
@@ -445,25 +445,8 @@ def record_from_bus(
         if ready is not None:
             ready.set()
         deadline = None if duration is None else started + duration
-        end = None  # once stopping: keep recording until then, for events still on their way
         try:
-            while True:
-                now = time.monotonic()
-                stopping = stop_event is not None and stop_event.is_set()
-                if end is None and (stopping or (deadline is not None and now >= deadline)):
-                    end = now + linger_s
-                if end is not None and now >= end:
-                    break
-                limit = end if end is not None else deadline
-                wait = (
-                    poll_ms
-                    if limit is None
-                    else max(1, min(poll_ms, int((limit - now) * 1000) + 1))
-                )
-                if sock.poll(wait):
-                    _drain(sock, rec, on_batch, 4096)
-                else:
-                    rec.flush()
+            _record_until(sock, rec, on_batch, deadline, stop_event, poll_ms, linger_s)
         except KeyboardInterrupt:
             pass
         _drain(sock, rec, on_batch, 100_000)  # what had arrived when we stopped
@@ -478,6 +461,32 @@ def record_from_bus(
     stats["elapsed_s"] = elapsed
     stats["events_per_s"] = stats["events"] / elapsed if elapsed > 0 else 0.0
     return stats
+
+
+def _record_until(
+    sock: zmq.Socket,
+    rec: Recorder,
+    on_batch: Callable | None,
+    deadline: float | None,
+    stop_event: threading.Event | None,
+    poll_ms: int,
+    linger_s: float,
+) -> None:
+    """Record until ``deadline`` or ``stop_event``, then ``linger_s`` more (events on their way)."""
+    end = None
+    while True:
+        now = time.monotonic()
+        stopping = stop_event is not None and stop_event.is_set()
+        if end is None and (stopping or (deadline is not None and now >= deadline)):
+            end = now + linger_s
+        if end is not None and now >= end:
+            return
+        limit = end if end is not None else deadline
+        wait = poll_ms if limit is None else max(1, min(poll_ms, int((limit - now) * 1000) + 1))
+        if sock.poll(wait):
+            _drain(sock, rec, on_batch, 4096)
+        else:
+            rec.flush()
 
 
 def _drain(sock: zmq.Socket, rec: Recorder, on_batch: Callable | None, limit: int) -> None:

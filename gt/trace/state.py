@@ -156,6 +156,8 @@ class Totals:
     errors: int = 0
     dropped: int = 0
     bad_events: int = 0
+    bad_messages: int = 0  # malformed or hostile messages the dispatcher dropped
+    internal_errors: int = 0  # bugs in GT's own code the dispatcher met (logged with tracebacks)
 
 
 @dataclass(frozen=True)

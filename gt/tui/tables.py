@@ -70,6 +70,10 @@ def header_text(
     t.append(f"dropped {tot.dropped}", style="bold yellow" if tot.dropped else "")
     if tot.bad_events:
         t.append(f"  malformed {tot.bad_events}", style="yellow")
+    if tot.bad_messages:
+        t.append(f"  rejected {tot.bad_messages}", style="yellow")
+    if tot.internal_errors:
+        t.append(f"  GT bugs {tot.internal_errors} (see the dispatcher's log)", style="bold red")
     if paused:
         t.append("  [timeline paused]", style="bold yellow")
     if readonly:

@@ -112,6 +112,8 @@ CASES = [
     ("softmax_dim0", lambda a: gt.softmax(a, 0), [_r(3, 4)]),
     ("log_softmax", lambda a: a.log_softmax(1), [_r(3, 4)]),
     ("logsumexp", lambda a: a.logsumexp((0, 1)), [_r(3, 4)]),
+    ("cumsum", lambda a: a.cumsum(1), [_r(3, 4)]),
+    ("cumsum_then_square", lambda a: (a.cumsum(0) ** 2).sum(1), [_r(4, 2)]),
     # shapes
     ("reshape", lambda a: a.reshape(3, 2) * _c(3, 2), [_r(2, 3)]),
     ("flatten", lambda a: a.flatten(1), [_r(2, 3, 2)]),

@@ -6,9 +6,9 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 import pytest
+from helpers import wait_for
 
 from gt.runtime.control import request
 
@@ -56,10 +56,7 @@ def test_shared_dispatcher_serves_a_client_and_accepts_another_worker(dispatcher
     )
     try:
         assert "GT worker 1" in worker.stdout.readline()
-        deadline = time.monotonic() + 20
-        while len(request(address, "stats")["workers"]) < 2:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        wait_for(lambda: len(request(address, "stats")["workers"]) >= 2, timeout=20)
         ps = subprocess.run(gt_cmd("ps"), env=env, capture_output=True, text=True, timeout=30)
         assert address in ps.stdout
     finally:

@@ -13,22 +13,12 @@ import msgpack
 import numpy as np
 import pytest
 import zmq
+from helpers import wait_for
 
 import gt
 from gt.runtime import protocol as P
 from gt.runtime.control import request
 from gt.runtime.launch import LocalCluster
-
-
-def wait_for(predicate, timeout=10.0, interval=0.05):
-    deadline = time.monotonic() + timeout
-    value = None
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met in {timeout}s (last value {value!r})")
 
 
 @pytest.fixture
@@ -156,7 +146,6 @@ def test_garbage_on_every_socket_is_counted_and_ignored(fresh_cluster):
             s.setsockopt(zmq.LINGER, 0)
             s.connect(ep)
             socks.append(s)
-        time.sleep(0.2)
         for s in socks:
             for _ in range(30):
                 frames = [

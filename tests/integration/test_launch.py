@@ -7,7 +7,8 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
+
+from helpers import wait_for
 
 from gt.runtime.discovery import pid_alive
 
@@ -41,10 +42,7 @@ def _run_and_get_dispatcher(tmp_path, *args):
 
 
 def _wait_gone(pid, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while pid_alive(pid):
-        assert time.monotonic() < deadline, f"process {pid} is still alive"
-        time.sleep(0.05)
+    wait_for(lambda: not pid_alive(pid), timeout=timeout)
 
 
 def _read_until(proc, marker):

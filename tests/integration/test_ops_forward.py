@@ -253,6 +253,9 @@ CASES = [
     ),
     ("log_softmax", T3, lambda a: a.log_softmax(1), lambda a: _log_softmax(a, 1)),
     ("logsumexp", T3, lambda a: a.logsumexp(2), lambda a: np.log(np.exp(a).sum(2))),
+    ("cumsum", T3, lambda a: a.cumsum(1), lambda a: np.cumsum(a, 1)),
+    ("cumsum_function_last", T3, lambda a: gt.cumsum(a, -1), lambda a: np.cumsum(a, -1)),
+    ("cumsum_ints", [("i", (3, 4))], lambda a: a.cumsum(0), lambda a: np.cumsum(a, 0)),
     ("any_all", [("b", (3, 4))], lambda a: a.any(1) & ~a.all(1), lambda a: a.any(1) & ~a.all(1)),
     # ---------------------------------------------------------------- shapes
     ("reshape_infer", T3, lambda a: a.reshape(4, -1), lambda a: a.reshape(4, -1)),

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
+from helpers import wait_for
 
 import gt
 from gt.runtime.control import request
@@ -13,16 +12,6 @@ from gt.runtime.control import request
 
 def worker_stats(address: str) -> list[dict]:
     return request(address, "stats")["workers"]
-
-
-def wait_for(predicate, timeout=10.0, interval=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met in {timeout}s (last value {value!r})")
 
 
 def test_pipelined_ops_arrive_in_order(conn):

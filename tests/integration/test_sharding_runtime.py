@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import zmq
+from helpers import wait_for
 
 import gt
 from gt.runtime import ops as O
@@ -51,7 +52,9 @@ class Bus:
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.connect(cluster.endpoints["events"])
         self.sock.setsockopt(zmq.SUBSCRIBE, b"")
-        time.sleep(0.3)  # the subscription must reach the bus before the events we want
+        # The dispatcher publishes stats every 0.1 s: once one arrives, the subscription is in
+        # effect and nothing we do from now on can be missed.
+        wait_for(lambda: self.sock.poll(100), timeout=10)
 
     def collect(self, seconds: float = 1.0) -> list[tuple[str, str, dict]]:
         out = []

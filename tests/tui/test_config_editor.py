@@ -19,16 +19,6 @@ pytestmark = pytest.mark.timeout(90)
 SIZE = (140, 45)
 
 
-def wait_for(predicate, timeout: float = 15.0, step: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"condition not met within {timeout}s")
-
-
 async def wait_async(pilot, predicate, timeout: float = 15.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

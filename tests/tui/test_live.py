@@ -6,9 +6,9 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
+from helpers import wait_for
 
 import gt
 from gt.cli import main
@@ -17,17 +17,6 @@ from gt.runtime.launch import LocalCluster
 from gt.tui.sources import LiveSource
 
 pytestmark = pytest.mark.timeout(90)
-
-
-def wait_for(predicate, timeout: float = 15.0, step: float = 0.05):
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"condition not met within {timeout}s")
 
 
 def run_some_ops(address: str) -> None:
@@ -144,7 +133,7 @@ def test_gt_top_in_a_real_terminal_shows_the_workers(cluster, tmp_path):
             return text if "workers 2/2" in text and "connected" in text else None
 
         try:
-            text = wait_for(ready, timeout=30, step=0.2)
+            text = wait_for(ready, timeout=30, interval=0.2)
         except AssertionError:
             raise AssertionError(
                 f"gt top never showed both workers; last screen:\n{last['screen']}"
@@ -201,7 +190,7 @@ def test_run_with_dashboard_shows_the_childs_output_and_returns_its_status(clust
             )
 
         try:
-            wait_for(shown, timeout=30, step=0.2)
+            wait_for(shown, timeout=30, interval=0.2)
         except AssertionError:
             raise AssertionError(
                 f"no child output on the dashboard; last screen:\n{last['screen']}"

@@ -148,3 +148,15 @@ def test_binned_span_draws_by_its_busy_share():
     assert R.timeline_lane(lane, 0, 100, 4).plain == "▌▌▌▌"
     full = Lane(0, True, (Span(0, 100, "add", COMPUTE, busy=90),))
     assert R.timeline_lane(full, 0, 100, 4).plain == "████"
+
+
+def test_header_shows_rejected_messages_and_bugs_in_gt_from_the_dispatchers_counters():
+    from gt.trace import events as E
+    from gt.trace.model import ClusterModel
+
+    m = ClusterModel(["add"])
+    m.apply_batch("dispatcher", 0, [E.event(E.STATS, 10, counters={"bad_messages": 3})])
+    text = T.header_text(m.state(20), T.Status("live", "tcp://h:1", True)).plain
+    assert "rejected 3" in text and "GT bugs" not in text
+    m.apply_batch("dispatcher", 1, [E.event(E.STATS, 30, counters={"internal_errors": 2})])
+    assert "GT bugs 2" in T.header_text(m.state(40), T.Status("live", "tcp://h:1", True)).plain

@@ -7,9 +7,9 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 import pytest
+from helpers import wait_for
 from replay_fixtures import FakeWall, S, write_sample
 
 from gt.tui.app import make_app
@@ -209,14 +209,9 @@ def test_gt_replay_in_a_real_terminal(tmp_path):
                               timeout=10).stdout  # fmt: skip
 
     def wait_screen(text: str) -> str:
-        deadline = time.monotonic() + 30
-        last = ""
-        while time.monotonic() < deadline:
-            last = screen()
-            if text in last:
-                return last
-            time.sleep(0.2)
-        raise AssertionError(f"never showed {text!r}; last screen:\n{last}")
+        return wait_for(
+            lambda: (lambda s: s if text in s else None)(screen()), timeout=30, interval=0.2
+        )
 
     try:
         shown = wait_screen("0:04.500 /")
@@ -224,17 +219,11 @@ def test_gt_replay_in_a_real_terminal(tmp_path):
         subprocess.run(["tmux", "send-keys", "-t", session, "m"], check=True, timeout=10)
         wait_screen("0:08.990 /")  # the mark at 9 s; the recording starts at 10 ms
         subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True, timeout=10)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if (
-                subprocess.run(
-                    ["tmux", "has-session", "-t", session], capture_output=True
-                ).returncode
-                != 0
-            ):
-                break
-            time.sleep(0.1)
-        else:
-            raise AssertionError("gt replay did not quit on q")
+
+        def gone() -> bool:
+            has = subprocess.run(["tmux", "has-session", "-t", session], capture_output=True)
+            return has.returncode != 0
+
+        wait_for(gone, timeout=10, interval=0.1)  # gt replay quits on q
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True, timeout=10)

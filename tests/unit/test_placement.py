@@ -170,6 +170,22 @@ def test_reductions_over_the_sharded_axis_combine_across_workers(name):
         check(c, t)
 
 
+@pytest.mark.parametrize("name", ["cumsum", "log_softmax"])
+def test_ops_along_an_axis_run_per_shard_unless_it_is_the_sharded_axis(name):
+    c = client({"rows": {"shard": {"axis": 0}}}, n=2)
+    x = c.upload(rand(6, 5))
+    c.place(x, "rows")
+    c.flush()
+    across = c.op(name, [x], {"axis": 1})  # each worker has whole rows
+    prog = c.flush()
+    assert c.layout(across) == "shard(axis=0, [0, 1], [3, 3])" and not prog.moves
+    down = c.op(name, [x], {"axis": 0})  # needs whole columns: the blocks are joined first
+    prog = c.flush()
+    assert prog.moves["gather"] + prog.moves["all_gather"] == 1
+    check(c, across)
+    check(c, down)
+
+
 def test_argmax_over_the_sharded_axis_needs_the_whole_axis():
     c = client({"rows": {"shard": {"axis": 0}}}, n=2)
     x = c.upload(rand(6, 3))

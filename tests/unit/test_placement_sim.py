@@ -19,19 +19,7 @@ from gt.runtime.worker.backend import Backend
 
 OP = O.OPCODE
 BACKEND = Backend(np, "cpu")
-_COMM = {
-    OP[n]
-    for n in (
-        "send",
-        "recv",
-        "bcast",
-        "scatter",
-        "gather",
-        "all_gather",
-        "all_reduce",
-        "reduce_scatter",
-    )
-}
+_COMM = O.COMM_OPS - {O.CHUNK}  # chunk is a local cut: the simulator runs it like a kernel
 _RED = {"sum": np.add, "max": np.maximum, "min": np.minimum}
 
 

@@ -81,20 +81,20 @@ class Dispatcher(ControlRequests):
         self.front = self._bind(zmq.ROUTER, host, port)
         self.back = self._bind(zmq.ROUTER, host, 0)
         self.control = self._bind(zmq.ROUTER, host, 0)
-        self._xsub = self._bind(zmq.PULL, host, 0)  # publishers PUSH event batches here
-        self._xsub.setsockopt(zmq.RCVHWM, 100_000)
+        self._bus_in = self._bind(zmq.PULL, host, 0)  # publishers PUSH event batches here
+        self._bus_in.setsockopt(zmq.RCVHWM, 100_000)
         # PUB, not XPUB: an XPUB hands subscriptions to the proxy, which cannot forward them to a
         # PULL socket and then spins at 100% CPU; a PUB filters subscriptions itself.
-        self._xpub = self._bind(zmq.PUB, host, 0)
+        self._bus_out = self._bind(zmq.PUB, host, 0)
         # A stalled subscriber may hold this many batches here before it loses events (counted as
         # gaps); more would only cost the dispatcher memory.
-        self._xpub.setsockopt(zmq.SNDHWM, 2_000)
+        self._bus_out.setsockopt(zmq.SNDHWM, 2_000)
         self.endpoints = {
             "front": self._endpoint(self.front, host),
             "back": self._endpoint(self.back, host),
             "control": self._endpoint(self.control, host),
-            "events_in": self._endpoint(self._xsub, host),
-            "events": self._endpoint(self._xpub, host),
+            "events_in": self._endpoint(self._bus_in, host),
+            "events": self._endpoint(self._bus_out, host),
         }
         self._proxy = threading.Thread(target=self._run_proxy, name="gt-event-bus", daemon=True)
         self._proxy.start()
@@ -145,12 +145,12 @@ class Dispatcher(ControlRequests):
 
     def _run_proxy(self) -> None:
         try:
-            zmq.proxy(self._xsub, self._xpub)
+            zmq.proxy(self._bus_in, self._bus_out)
         except zmq.ZMQError:
             pass  # the context was terminated at shutdown
         finally:
-            self._xsub.close(0)
-            self._xpub.close(0)
+            self._bus_in.close(0)
+            self._bus_out.close(0)
 
     def _settings(self) -> dict:
         """What every peer needs to know at join: heartbeat, event bus, the run's clock."""

@@ -1,0 +1,123 @@
+"""The worker's executor on its own: batches in, results, errors and replies out (no sockets)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gt.runtime import ops as O
+from gt.runtime import protocol as P
+from gt.runtime.worker.backend import Backend
+from gt.runtime.worker.executor import Executor
+
+OP = O.OPCODE
+
+
+class FakeIO:
+    """Records fetch replies; hands out uploads that 'arrived' on the data socket."""
+
+    def __init__(self) -> None:
+        self.replies: dict[int, tuple] = {}
+        self.arrived: dict[tuple, bytes] = {}
+
+    def upload(self, token, tok):
+        return self.arrived.pop((token, tok))
+
+    def reply(self, client, token, req, arr, err):
+        self.replies[req] = (None if arr is None else np.array(arr), err)
+
+
+class NoPeers:
+    cno = batch = 0
+
+    def run(self, *a):
+        raise AssertionError("no transfer expected")
+
+    start = finish = run
+
+
+@pytest.fixture
+def ex():
+    return Executor(Backend(np, "cpu"), NoPeers(), FakeIO())
+
+
+def run(ex, instrs, frees=(), free_at=None, bufs=(), timed=False, cno=1):
+    body = P.encode_body(list(instrs), list(frees), free_at)
+    return ex.run(cno, 1, b"tok", body, list(bufs), timed)
+
+
+def ins(op, out, args, attrs=None, src=3):
+    return [OP[op], out, args, attrs, src]
+
+
+def test_a_batch_computes_and_fetches(ex):
+    a = np.arange(6, dtype=np.float32)
+    res = run(ex, [
+        ins("upload", 1, [], {"shape": [2, 3], "dtype": "float32", "buf": 0}),
+        ins("mul", 2, [1, 2.0]),
+        ins("sum", 3, [2], {"axis": [1], "keepdims": False}),
+        ins("fetch", 100, [3]),
+    ], bufs=[a.tobytes()], timed=True)  # fmt: skip
+    assert res.errors == [] and len(res.instrs) == 4 and len(res.durs) == 4
+    np.testing.assert_array_equal(ex.io.replies[100][0], [6.0, 24.0])
+    assert ex.holdings() == (3, 24 + 24 + 8)
+    assert ex.instructions == 4 and ex.batches == 1
+
+
+def test_a_failure_is_reported_once_and_spreads_to_what_depends_on_it(ex):
+    res = run(ex, [
+        ins("full", 1, [1.0], {"shape": [2, 3], "dtype": "float32"}),
+        ins("matmul", 2, [1, 1], src=7),  # (2,3) @ (2,3) fails
+        ins("exp", 3, [2]),
+        ins("fetch", 101, [3]),
+    ])  # fmt: skip
+    assert len(res.errors) == 1
+    msg, code, src = res.errors[0]
+    assert code == OP["matmul"] and src == 7 and "matmul" in msg
+    arr, err = ex.io.replies[101]
+    assert arr is None and err == res.errors[0]  # the fetch carries the original error
+
+
+def test_a_tensor_that_never_existed_is_an_error(ex):
+    res = run(ex, [ins("neg", 2, [41]), ins("fetch", 102, [2])])
+    assert len(res.errors) == 1 and "tensor 41 does not exist" in res.errors[0][0]
+    assert ex.io.replies[102][1][0] == res.errors[0][0]
+
+
+def test_frees_happen_where_the_program_made_them(ex):
+    res = run(
+        ex,
+        [
+            ins("full", 1, [1.0], {"shape": [2], "dtype": "float32"}),
+            ins("neg", 2, [1]),
+            ins("neg", 3, [1]),
+        ],  # fmt: skip
+        frees=[1],
+        free_at=[2],  # after two instructions: the third one no longer finds tensor 1
+    )
+    assert [e[1] for e in res.errors] == [OP["neg"]] and "does not exist" in res.errors[0][0]
+    assert set(ex.tables[1]) == {2}
+
+
+def test_a_direct_upload_waits_for_its_data(ex):
+    ex.io.arrived[(b"tok", 9)] = np.ones(4, np.int64).tobytes()
+    res = run(ex, [ins("upload", 1, [], {"shape": [4], "dtype": "int64", "tok": 9}),
+                   ins("fetch", 103, [1])])  # fmt: skip
+    assert res.errors == [] and ex.io.replies[103][0].tolist() == [1, 1, 1, 1]
+
+
+def test_malformed_bodies_and_instructions_fail_without_stopping_the_batch(ex):
+    bad = ex.run(1, 1, None, b"\x93not a body", [], False)
+    assert len(bad.errors) == 1 and bad.errors[0][1] == -1
+    res = run(ex, [["not", "an", "instruction"], [OP["neg"], 5, [], None, 0, 1, 2],
+                   [999, 6, [], None, 0], ins("full", 7, [0.5], {"shape": [1], "dtype": "float32"})])  # fmt: skip
+    assert len(res.errors) == 3
+    assert 7 in ex.tables[1]
+
+
+def test_clients_are_kept_apart_and_dropped_whole(ex):
+    run(ex, [ins("full", 1, [1.0], {"shape": [1], "dtype": "float32"})], cno=1)
+    run(ex, [ins("full", 1, [2.0], {"shape": [1], "dtype": "float32"})], cno=2)
+    assert ex.tables[1][1][0] == 1.0 and ex.tables[2][1][0] == 2.0
+    ex.drop_client(1)
+    assert 1 not in ex.tables and ex.holdings()[0] == 1
