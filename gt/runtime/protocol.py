@@ -49,6 +49,7 @@ Peer           worker -> worker data        the array's bytes
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -85,39 +86,22 @@ class ProtocolError(ValueError):
 
 
 # ----------------------------------------------------------------------------- field checks
-Check = Callable[[Any], bool]
+#: A field's check: a type (the value must be exactly of it: ``True`` is not an ``int``), a
+#: function that says whether a value is well formed, :data:`ANY`, or :func:`_opt` of a check.
+Check = Any
+ANY = object()
 
 
-def _int(v: Any) -> bool:
-    return type(v) is int
+class _Opt:
+    __slots__ = ("check",)
+
+    def __init__(self, check: Check):
+        self.check = check
 
 
-def _str(v: Any) -> bool:
-    return type(v) is str
-
-
-def _bool(v: Any) -> bool:
-    return type(v) is bool
-
-
-def _bytes(v: Any) -> bool:
-    return type(v) is bytes
-
-
-def _dict(v: Any) -> bool:
-    return type(v) is dict
-
-
-def _list(v: Any) -> bool:
-    return type(v) is list
-
-
-def _any(v: Any) -> bool:
-    return True
-
-
-def _opt(check: Check) -> Check:
-    return lambda v: v is None or check(v)
+def _opt(check: Check) -> _Opt:
+    """``None``, or a value that passes ``check``."""
+    return _Opt(check)
 
 
 def _dtype(v: Any) -> bool:
@@ -130,11 +114,17 @@ def _shape(v: Any) -> bool:
 
 def _error(v: Any) -> bool:
     """A worker error: ``[message, opcode, src]``."""
-    return type(v) is list and len(v) == 3 and type(v[0]) is str and _int(v[1]) and _int(v[2])
+    return (
+        type(v) is list
+        and len(v) == 3
+        and type(v[0]) is str
+        and type(v[1]) is int
+        and type(v[2]) is int
+    )
 
 
 def _errors(v: Any) -> bool:
-    return type(v) is list and all(_error(e) for e in v)
+    return type(v) is list and (not v or all(_error(e) for e in v))
 
 
 def _str_list(v: Any) -> bool:
@@ -165,6 +155,39 @@ def _endpoints(v: Any) -> bool:
     return type(v) is dict and all(type(k) is int and type(e) is str for k, e in v.items())
 
 
+def _test(check: Check, value: str, env: dict) -> str:
+    """Python source that is true when ``value`` passes ``check`` (names go into ``env``)."""
+    if check is ANY:
+        return "True"
+    if isinstance(check, _Opt):
+        return f"({value} is None or {_test(check.check, value, env)})"
+    name = f"_c{len(env)}"
+    env[name] = check
+    if isinstance(check, type):
+        return f"type({value}) is {name}"
+    return f"{name}({value})"
+
+
+def _validator(fields: tuple[str, ...], checks: dict[str, Check]) -> Callable[[list], bool]:
+    """One function that checks every field of a value list at once.
+
+    Messages are parsed on every hop of the hot path, so the checks of a kind are compiled into a
+    single expression (a call per message instead of one per field); on failure,
+    :func:`_bad_field` finds which field it was, slowly, for the error message.
+    """
+    env: dict = {}
+    expr = " and ".join(_test(checks[f], f"v[{i}]", env) for i, f in enumerate(fields)) or "True"
+    exec(f"def ok(v):\n    return {expr}\n", env)  # noqa: S102 - built from the checks above
+    return env["ok"]
+
+
+def _bad_field(cls: type, values: list) -> str:
+    for name, v in zip(cls._fields, values):  # type: ignore[attr-defined]
+        if not cls._check_one[name]([v]):  # type: ignore[attr-defined]
+            return name
+    return "?"
+
+
 _KINDS: dict[int, type] = {}
 
 
@@ -176,8 +199,10 @@ def _kind(kind: int, /, **checks: Check) -> Callable[[type], type]:
         if set(checks) != set(fields):
             raise TypeError(f"{cls.__name__}: checks {sorted(checks)} != fields {fields}")
         cls.KIND = kind  # type: ignore[attr-defined]
-        cls._checks = tuple(checks[f] for f in fields)  # type: ignore[attr-defined]
+        cls._ok = _validator(fields, checks)  # type: ignore[attr-defined]
+        cls._check_one = {f: _validator(("x",), {"x": checks[f]}) for f in fields}  # type: ignore[attr-defined]
         cls._required = len(fields) - len(cls._field_defaults)  # type: ignore[attr-defined]
+        cls._defaults = tuple(cls._field_defaults[f] for f in fields[cls._required :])  # type: ignore[attr-defined]
         _KINDS[kind] = cls
         return cls
 
@@ -185,7 +210,7 @@ def _kind(kind: int, /, **checks: Check) -> Callable[[type], type]:
 
 
 # ----------------------------------------------------------------------------- message kinds
-@_kind(1, pid=_int, host=_str, argv=_str_list, token=_bytes)
+@_kind(1, pid=int, host=str, argv=_str_list, token=bytes)
 class Hello(NamedTuple):
     """A client introduces itself; ``token`` is the identity of its direct data sockets."""
 
@@ -195,7 +220,7 @@ class Hello(NamedTuple):
     token: bytes
 
 
-@_kind(2, client=_int, home=_int, workers=_list, settings=_dict)
+@_kind(2, client=int, home=int, workers=list, settings=dict)
 class Welcome(NamedTuple):
     """The dispatcher accepts a client: its number, home worker, the workers, timing settings."""
 
@@ -205,7 +230,7 @@ class Welcome(NamedTuple):
     settings: dict
 
 
-@_kind(3, seq=_int, n=_int, srclocs=_opt(_srclocs), signals=_opt(_signals))
+@_kind(3, seq=int, n=int, srclocs=_opt(_srclocs), signals=_opt(_signals))
 class Batch(NamedTuple):
     """A client's batch of ``n`` instructions; new source lines ``[[id, text]]`` and new signal
     table entries ``[[id, name, backward, is_backward]]`` ride along."""
@@ -216,7 +241,7 @@ class Batch(NamedTuple):
     signals: list | None = None
 
 
-@_kind(4, client=_int, seq=_int, n=_int, token=_opt(_bytes))
+@_kind(4, client=int, seq=int, n=int, token=_opt(bytes))
 class Run(NamedTuple):
     """The dispatcher hands a worker a client's batch (or this worker's part of a planned one);
     ``token`` identifies the client's direct data socket, if it has one."""
@@ -227,7 +252,7 @@ class Run(NamedTuple):
     token: bytes | None
 
 
-@_kind(5, client=_int, seq=_int, errors=_errors, n=_int, exec_ns=_int)
+@_kind(5, client=int, seq=int, errors=_errors, n=int, exec_ns=int)
 class Done(NamedTuple):
     """A worker ran a batch: the errors (``[message, opcode, src]``), instructions, nanoseconds."""
 
@@ -238,7 +263,7 @@ class Done(NamedTuple):
     exec_ns: int
 
 
-@_kind(6, seq=_int, errors=_errors)
+@_kind(6, seq=int, errors=_errors)
 class Ack(NamedTuple):
     """The dispatcher tells a client that batch ``seq`` ran everywhere, with its errors."""
 
@@ -246,7 +271,7 @@ class Ack(NamedTuple):
     errors: list
 
 
-@_kind(7, req=_int, dtype=_opt(_dtype), shape=_opt(_shape), error=_opt(_error))
+@_kind(7, req=int, dtype=_opt(_dtype), shape=_opt(_shape), error=_opt(_error))
 class Data(NamedTuple):
     """A fetched array (in the next frame) for request ``req``, or the error that replaced it."""
 
@@ -256,7 +281,7 @@ class Data(NamedTuple):
     error: list | None
 
 
-@_kind(8, client=_int, req=_int, dtype=_opt(_dtype), shape=_opt(_shape), error=_opt(_error))
+@_kind(8, client=int, req=int, dtype=_opt(_dtype), shape=_opt(_shape), error=_opt(_error))
 class Relay(NamedTuple):
     """A :class:`Data` for client ``client``, sent through the dispatcher."""
 
@@ -281,7 +306,7 @@ class Bye(NamedTuple):
     """A client leaves; the dispatcher frees its tensors."""
 
 
-@_kind(11, code=_str, message=_str)
+@_kind(11, code=str, message=str)
 class Error(NamedTuple):
     """The dispatcher tells a client something is broken (codes ``E_*``)."""
 
@@ -289,7 +314,7 @@ class Error(NamedTuple):
     message: str
 
 
-@_kind(12, host=_str, pid=_int, device=_str, backend=_str, data=_str, hb=_bytes)
+@_kind(12, host=str, pid=int, device=str, backend=str, data=str, hb=bytes)
 class Register(NamedTuple):
     """A worker asks to join: where it runs, its data endpoint, its heartbeat socket's identity."""
 
@@ -301,7 +326,7 @@ class Register(NamedTuple):
     hb: bytes
 
 
-@_kind(13, worker=_int, settings=_dict)
+@_kind(13, worker=int, settings=dict)
 class Registered(NamedTuple):
     """The dispatcher accepts a worker under id ``worker``."""
 
@@ -309,7 +334,7 @@ class Registered(NamedTuple):
     settings: dict
 
 
-@_kind(14, client=_int)
+@_kind(14, client=int)
 class DropClient(NamedTuple):
     """A client is gone: drop its tensors."""
 
@@ -321,14 +346,14 @@ class Stop(NamedTuple):
     """Stop now (to a worker), or: you are unknown here (to a heartbeat)."""
 
 
-@_kind(16, tok=_int)
+@_kind(16, tok=int)
 class Upload(NamedTuple):
     """A client's large array (next frame) for the upload instruction with the same ``tok``."""
 
     tok: int
 
 
-@_kind(17, request=_str, args=_any)
+@_kind(17, request=str, args=ANY)
 class Control(NamedTuple):
     """A control request (``ping``, ``stats``, ``snapshot``, ``config_apply`` ...)."""
 
@@ -336,7 +361,7 @@ class Control(NamedTuple):
     args: Any = None
 
 
-@_kind(18, ok=_bool, payload=_any)
+@_kind(18, ok=bool, payload=ANY)
 class Reply(NamedTuple):
     """The answer to a :class:`Control`: ``ok`` and the payload, or the refusal's message."""
 
@@ -344,7 +369,7 @@ class Reply(NamedTuple):
     payload: Any
 
 
-@_kind(19, stats=_dict)
+@_kind(19, stats=dict)
 class Stats(NamedTuple):
     """A worker's counters (tensors, bytes, batches ...), every half second."""
 
@@ -358,7 +383,7 @@ class Peers(NamedTuple):
     endpoints: dict
 
 
-@_kind(21, client=_int, tag=_int, step=_int, dtype=_opt(_dtype), shape=_opt(_shape),
+@_kind(21, client=int, tag=int, step=int, dtype=_opt(_dtype), shape=_opt(_shape),
        error=_opt(_error))  # fmt: skip
 class Peer(NamedTuple):
     """Step ``step`` of transfer ``tag`` for client ``client``: an array (next frame) or an
@@ -376,10 +401,8 @@ class Peer(NamedTuple):
 KINDS: tuple[type, ...] = tuple(_KINDS[k] for k in sorted(_KINDS))
 KIND_NAMES: dict[int, str] = {code: cls.__name__ for code, cls in _KINDS.items()}
 
+
 # ----------------------------------------------------------------------------- encoding
-_packer = msgpack.Packer(use_bin_type=True)
-
-
 def packb(obj: Any) -> bytes:
     """Encode one header or body with msgpack (no pickle, no extension types)."""
     return msgpack.packb(obj, use_bin_type=True)
@@ -393,9 +416,16 @@ def unpackb(data: Any) -> Any:
         raise ProtocolError(f"undecodable frame: {type(exc).__name__}") from None
 
 
+_local = threading.local()
+
+
 def encode(msg: Any) -> bytes:
     """The header frame of a message (an instance of one of the kinds above)."""
-    return msgpack.packb([VERSION, msg.KIND, *msg], use_bin_type=True)
+    try:
+        pack = _local.pack
+    except AttributeError:  # one Packer per thread: a Packer is not thread-safe, and making
+        pack = _local.pack = msgpack.Packer(use_bin_type=True).pack  # one per call costs a lot
+    return pack([VERSION, msg.KIND, *msg])
 
 
 def parse(frame: Any) -> Any:
@@ -416,14 +446,18 @@ def parse(frame: Any) -> Any:
         raise ProtocolError(f"unknown message kind {kind!r}")
     values = msg[2:]
     n = len(values)
-    if not cls._required <= n <= len(cls._fields):
-        raise ProtocolError(
-            f"{cls.__name__} has {len(cls._fields)} fields ({cls._required} required), got {n}"
-        )
-    for name, check, v in zip(cls._fields, cls._checks, values):
-        if not check(v):
-            raise ProtocolError(f"{cls.__name__}.{name} is malformed: {_excerpt(v)}")
-    return cls(*values)
+    total = len(cls._fields)
+    if n != total:
+        if not cls._required <= n <= total:
+            raise ProtocolError(
+                f"{cls.__name__} has {total} fields ({cls._required} required), got {n}"
+            )
+        values.extend(cls._defaults[n - cls._required :])
+    if not cls._ok(values):
+        name = _bad_field(cls, values)
+        v = values[cls._fields.index(name)] if name != "?" else None
+        raise ProtocolError(f"{cls.__name__}.{name} is malformed: {_excerpt(v)}")
+    return tuple.__new__(cls, values)
 
 
 def _excerpt(v: Any, limit: int = 60) -> str:
