@@ -10,6 +10,8 @@ start fast.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from gt.cli import (
     config,
@@ -63,4 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except BrokenPipeError:
+        # The reader of our output went away (`gt trace stats F | head`): that is how pipes end,
+        # not an error. Point stdout at /dev/null so the interpreter's final flush stays quiet.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

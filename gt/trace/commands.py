@@ -12,13 +12,15 @@ import os
 import re
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
-from gt.trace import events as E
 from gt.trace.export import export_chrome
+from gt.trace.keyframes import attach
+from gt.trace.model import ClusterModel
 from gt.trace.reader import Reader, TraceFormatError
+from gt.trace.timeshare import KINDS, shares
 
 _UNITS = {
     "ns": 1,
@@ -95,6 +97,8 @@ def _guard(path: str | os.PathLike[str], fn: Callable[[], int]) -> int:
         return _fail(f"{path}: no such file")
     except IsADirectoryError:
         return _fail(f"{path}: is a directory, not a trace")
+    except BrokenPipeError:
+        raise  # our reader went away (`gt trace stats F | head`): not a problem of the file
     except OSError as exc:
         return _fail(f"{exc.filename or path}: {exc.strerror or exc}")
 
@@ -179,134 +183,53 @@ def _warn_info(info: dict) -> None:
 # -- stats -------------------------------------------------------------------------------------
 
 
-class _Intervals:
-    """A union of time intervals, merged as they arrive (mostly in order)."""
-
-    def __init__(self) -> None:
-        self.spans: list[list[int]] = []
-        self.sorted = True
-
-    def add(self, t0: int, t1: int) -> None:
-        s = self.spans
-        if s and t0 <= s[-1][1]:
-            if t0 >= s[-1][0]:
-                s[-1][1] = max(s[-1][1], t1)
-                return
-            self.sorted = False
-        s.append([t0, t1])
-
-    def merged(self) -> list[list[int]]:
-        if self.sorted:
-            return self.spans
-        out: list[list[int]] = []
-        for t0, t1 in sorted(self.spans):
-            if out and t0 <= out[-1][1]:
-                out[-1][1] = max(out[-1][1], t1)
-            else:
-                out.append([t0, t1])
-        return out
-
-    def total(self) -> int:
-        return sum(b - a for a, b in self.merged())
-
-    def union(self, other: _Intervals) -> int:
-        both = _Intervals()
-        for t0, t1 in sorted(self.merged() + other.merged()):
-            both.add(t0, t1)
-        return both.total()
-
-
 def trace_stats(reader: Reader, op_names: list[str] | None = None) -> dict:
-    """Per worker compute/comm/idle time, batches, bytes moved, and the top ops (pure; no printing).
+    """Per worker: compute, communication, waiting and idle time, batches, bytes moved, top ops.
 
-    Shares are of the whole trace's span. Op times need per-instruction durations (``GT_TRACE=full``).
+    The trace is folded into the same cluster model ``gt top`` uses, so the numbers are the
+    model's: the four shares of a worker add up to 100 % of the trace's span (see
+    :mod:`gt.trace.timeshare`). Op times need per-instruction durations (``GT_TRACE=full``).
     """
     names = list(op_names or reader.header.get("op_names") or [])
-    per: dict[Any, dict] = {}
-    op_time: dict[Any, int] = {}
-    op_count: dict[Any, int] = {}
-    compute: dict[Any, _Intervals] = {}
-    comm: dict[Any, _Intervals] = {}
-
-    def worker(w: Any) -> dict:
-        if w not in per:
-            per[w] = {
-                "batches": 0,
-                "instructions": 0,
-                "hot": 0,
-                "errors": 0,
-                "sent": 0,
-                "recv": 0,
-                "op_time": {},
-            }
-            compute[w], comm[w] = _Intervals(), _Intervals()
-        return per[w]
-
-    for w in reader.workers():  # workers that never ran anything still get a row
-        if isinstance(w.get("id"), int):
-            worker(w["id"])
+    model = ClusterModel(names, count_gaps=False)
+    attach(model, reader.workers())  # workers that never ran anything still get a row
     for b in reader.batches():
-        for kind, _, f in b.events:
-            if kind == E.EXEC:
-                w = f.get("worker")
-                s = worker(w)
-                s["batches"] += 1
-                s["hot"] += bool(f.get("hot"))
-                s["errors"] += int(f.get("errors") or 0)
-                t0, t1 = f.get("t0"), f.get("t1")
-                if isinstance(t0, int) and isinstance(t1, int) and t1 >= t0:
-                    compute[w].add(t0, t1)
-                ops = f.get("ops") or []
-                s["instructions"] += len(ops)
-                durs = f.get("durs") or []
-                for i, code in enumerate(ops):
-                    op_count[code] = op_count.get(code, 0) + 1
-                    if i < len(durs) and isinstance(durs[i], int):
-                        op_time[code] = op_time.get(code, 0) + durs[i]
-                        s["op_time"][code] = s["op_time"].get(code, 0) + durs[i]
-            elif kind == E.TRANSFER:
-                w = f.get("worker")
-                s = worker(w)
-                t0, t1 = f.get("t0"), f.get("t1")
-                if isinstance(t0, int) and isinstance(t1, int) and t1 >= t0:
-                    comm[w].add(t0, t1)
-                key = "sent" if f.get("direction") == "send" else "recv"
-                s[key] += int(f.get("bytes") or 0)
-
-    def name(code: Any) -> str:
-        return names[code] if isinstance(code, int) and 0 <= code < len(names) else f"op{code}"
-
+        model.apply_batch(b.source, b.first_seq, b.events)
     summary = reader.summary()
-    span = max(0, (summary.get("t_last") or 0) - (summary.get("t_first") or 0))
+    t_first, t_last = summary.get("t_first") or 0, summary.get("t_last") or 0
+    span = max(0, t_last - t_first)
+    state = model.state(t_last)
+    op_time: Counter = Counter()
+    op_count: Counter = Counter()
     workers_out = {}
-    for w, s in per.items():
-        c, m = compute[w].total(), comm[w].total()
-        busy = compute[w].union(comm[w])
-        top = sorted(s.pop("op_time").items(), key=lambda kv: -kv[1])[:5]
-        workers_out[w] = {
-            **s,
-            "compute_ns": c,
-            "comm_ns": m,
-            "busy_ns": busy,
-            "compute": c / span if span else None,
-            "comm": m / span if span else None,
-            "idle": max(0.0, 1 - busy / span) if span else None,
-            "top_ops": [[name(k), v] for k, v in top],
-        }
-    total_time = sum(op_time.values())
+    for w in state.workers:
+        rec = model.workers[w.id]
+        op_time.update(rec.times)
+        op_count.update(rec.counts)
+        parts = rec.time.totals()
+        sh = shares(parts, span) or {}
+        top = sorted(rec.times.items(), key=lambda kv: -kv[1])[:5]
+        workers_out[w.id] = {
+            "batches": w.batches, "instructions": w.instructions, "hot": w.hot, "errors": w.errors,
+            "sent": w.sent_bytes, "recv": w.received_bytes,
+            **{f"{k}_ns": parts[k] for k in KINDS},
+            **{k: sh.get(k) for k in (*KINDS, "idle")},
+            "top_ops": [[model.op_name(k), v] for k, v in top],
+        }  # fmt: skip
+    durations = any(w.ops and sum(o.time_ns for o in w.ops) for w in state.workers)
     return {
         "span_ns": span,
         "workers": workers_out,
-        "has_durations": bool(op_time),
-        "top_by_time": [
-            [name(k), v, op_count.get(k, 0)]
-            for k, v in sorted(op_time.items(), key=lambda kv: -kv[1])[:10]
-        ],
-        "top_by_count": [
-            [name(k), n] for k, n in sorted(op_count.items(), key=lambda kv: -kv[1])[:10]
-        ],
-        "op_time_ns": total_time,
-    }
+        "has_durations": bool(durations) and _has_durs(model),
+        "top_by_time": [[model.op_name(k), v, op_count.get(k, 0)] for k, v in op_time.most_common(10)],
+        "top_by_count": [[model.op_name(k), n] for k, n in op_count.most_common(10)],
+        "op_time_ns": sum(op_time.values()),
+    }  # fmt: skip
+
+
+def _has_durs(model: ClusterModel) -> bool:
+    """Whether any recorded batch carried per-instruction durations."""
+    return any(rec[5] for w in model.workers.values() for rec in w.execs)
 
 
 def _pct(x: float | None) -> str:
@@ -314,7 +237,7 @@ def _pct(x: float | None) -> str:
 
 
 def cmd_trace_stats(path: str | os.PathLike[str], json: bool = False) -> int:
-    """Print per-worker compute/comm/idle shares, bytes moved and the top ops of a trace.
+    """Print per-worker compute/comm/wait/idle shares, bytes moved and the top ops of a trace.
 
     Args:
         path: the ``.gtrace`` file.
@@ -332,16 +255,18 @@ def cmd_trace_stats(path: str | os.PathLike[str], json: bool = False) -> int:
         print(f"{path}: {fmt_ns(st['span_ns'])}, {len(st['workers'])} workers")
         print()
         print(
-            f"{'worker':<8}{'device':<16}{'compute':>8}{'comm':>8}{'idle':>8}{'batches':>10}"
-            f"{'instrs':>10}{'sent':>12}{'recv':>12}"
+            f"{'worker':<8}{'device':<16}{'compute':>8}{'comm':>8}{'wait':>8}{'idle':>8}"
+            f"{'batches':>10}{'instrs':>10}{'sent':>12}{'recv':>12}"
         )
         for w in sorted(st["workers"], key=lambda x: (str(type(x)), x)):
             s = st["workers"][w]
             dev = str(workers.get(w, {}).get("device") or "N/A")[:15]
+            shares_ = "".join(f"{_pct(s[k]):>8}" for k in ("compute", "comm", "wait", "idle"))
             print(
-                f"{w!s:<8}{dev:<16}{_pct(s['compute']):>8}{_pct(s['comm']):>8}{_pct(s['idle']):>8}"
-                f"{s['batches']:>10,}{s['instructions']:>10,}{fmt_bytes(s['sent']):>12}{fmt_bytes(s['recv']):>12}"
+                f"{w!s:<8}{dev:<16}{shares_}{s['batches']:>10,}{s['instructions']:>10,}"
+                f"{fmt_bytes(s['sent']):>12}{fmt_bytes(s['recv']):>12}"
             )
+        print("(shares of the whole trace; they add up to 100 % per worker)")
         print()
         if not st["top_by_count"]:
             print("top ops: none (no instructions recorded)")

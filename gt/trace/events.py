@@ -13,6 +13,13 @@ dispatcher's), ``fields`` a dict whose keys are listed per kind in :data:`FIELDS
 
 Per-instruction facts travel in per-batch events (``exec`` carries columns of opcodes, output
 ids, source-line ids and durations) so that instrumentation costs little enough to stay on.
+
+Time. A worker's wall time splits into four parts that add up to 100 %: *compute* (inside an
+``exec`` batch and not in a transfer), *communication* (a ``transfer`` with direction ``send`` or
+``recv``: bytes moving to or from a peer or client), *waiting* (a ``transfer`` with direction
+``wait``: blocked on data that has not arrived) and *idle* (no batch). Where they overlap, waiting
+wins over communication and communication over compute. :mod:`gt.trace.timeshare` computes it,
+once, for every tool. An instruction's ``durs`` entry excludes the waits inside it.
 """
 
 from __future__ import annotations
@@ -76,7 +83,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
         "queue",
         "errors",
     ),
-    # worker: bytes moved to/from a peer ("send"/"recv"), from t0 to t1
+    # worker: bytes moved to/from a peer ("send"/"recv"), or blocked on data that had not arrived
+    # ("wait"; bytes 0; peer None for a client's upload), from t0 to t1
     TRANSFER: ("worker", "peer", "bytes", "t0", "t1", "direction", "what", "client", "batch"),
     # worker: memory pool sample in bytes
     MEMORY: ("worker", "used", "reserved", "limit", "spilled", "tensors"),

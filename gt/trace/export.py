@@ -21,6 +21,7 @@ from typing import Any
 
 from gt.trace import events as E
 from gt.trace.reader import Reader
+from gt.trace.timeshare import TimeAccount, shares
 
 CLIENTS_PID = 100_000
 DISPATCHER_PID = 100_001
@@ -96,6 +97,7 @@ class _Exporter:
         self.buf: list[str] = []
         self.sep = ""
         self.counts = {"slices": 0, "flows": 0, "counters": 0, "instants": 0, "events_in": 0}
+        self.time: dict[int, TimeAccount] = {}  # the one definition of time, per worker
         self.compute: dict[int, _Lanes] = {}
         self.comm: dict[int, _Lanes] = {}
         self.seen_workers: set[int] = set()
@@ -225,6 +227,7 @@ class _Exporter:
             return
         t0, t1 = int(t0), int(max(t0, t1))
         pid = w + 1
+        self._account(w).batch(t0, t1)
         tid = self.compute.setdefault(w, _Lanes(COMPUTE_TID)).place(t0, t1)
         client, batch = f.get("client"), f.get("batch")
         ops = f.get("ops") or []
@@ -311,8 +314,9 @@ class _Exporter:
             return
         t0, t1 = int(t0), int(max(t0, t1))
         pid = w + 1
-        tid = self.comm.setdefault(w, _Lanes(COMM_TID)).place(t0, t1)
         direction = f.get("direction")
+        self._account(w).transfer(t0, t1, direction == "wait")
+        tid = self.comm.setdefault(w, _Lanes(COMM_TID)).place(t0, t1)
         nbytes = f.get("bytes")
         name = f"{direction or 'transfer'} {f.get('what') or ''}".strip()
         args = {"peer": peer, "bytes": nbytes, "client": f.get("client"), "batch": f.get("batch")}
@@ -392,13 +396,31 @@ class _Exporter:
         else:
             self.instant(t, kind.replace("_", " "), f)
 
+    def _account(self, w: int) -> TimeAccount:
+        acc = self.time.get(w)
+        if acc is None:
+            acc = self.time[w] = TimeAccount(keep=1)  # totals only: the export streams
+        return acc
+
+    def _shares_label(self, w: int) -> str:
+        """The model's shares of the exported span (the same numbers as ``gt trace stats``)."""
+        acc = self.time.get(w)
+        lo = self.w_lo if self.w_lo is not None else self.origin
+        hi = self.w_hi if self.w_hi is not None else (self.r.summary().get("t_last") or lo)
+        sh = shares(acc.totals(), hi - lo) if acc is not None else None
+        if not sh:
+            return ""
+        return " · " + " ".join(
+            f"{k} {100 * sh[k]:.0f}%" for k in ("compute", "comm", "wait", "idle")
+        )
+
     def metadata(self) -> None:
         devices = {w.get("id"): w for w in self.r.workers()}
         meta = []
         for w in sorted(self.seen_workers | set(self.compute) | set(self.comm)):
             info = devices.get(w, {})
             label = f"worker {w}" + (f" ({info['device']})" if info.get("device") else "")
-            meta.append((w + 1, 0, "process_name", {"name": label}))
+            meta.append((w + 1, 0, "process_name", {"name": label + self._shares_label(w)}))
             meta.append((w + 1, 0, "process_sort_index", {"sort_index": w}))
             for lanes, what in ((self.compute.get(w), "compute"), (self.comm.get(w), "comm")):
                 for i in range(len(lanes.ends) if lanes else 0):

@@ -31,7 +31,7 @@ LOG_KEEP = 200
 
 _W_SCALARS = ("device", "backend", "host", "pid", "alive", "reason", "last_ops", "last_srcs",
               "last_client", "queue", "instructions", "batches", "errors", "hot", "memory",
-              "device_stats", "in_flight", "n_xfers")  # fmt: skip
+              "device_stats", "in_flight", "n_xfers", "sent", "received")  # fmt: skip
 _C_SCALARS = ("host", "pid", "argv", "home", "alive", "reason", "queued", "last_batch",
               "done_batch", "errors", "snap_in_flight")  # fmt: skip
 _M_SCALARS = ("events", "instructions", "batches", "transfer_bytes", "errors", "bad_events",
@@ -50,6 +50,7 @@ def snapshot_model(model: ClusterModel) -> dict:
         d["snaps"] = list(w.snaps)
         d["last_exec"] = list(w.execs[-1]) if w.execs else None  # keeps "has run" and its span
         d["last_xfer"] = list(w.xfers[-1]) if w.xfers else None
+        d["time"] = [w.time.total, w.time.first, w.time.last, w.seen, w.time.pending()]
         workers.append(d)
     clients = []
     for c in model.clients.values():
@@ -103,6 +104,11 @@ def _restore(snap: dict, op_names, window_ns: int, count_gaps: bool) -> ClusterM
             w.execs.append(tuple(d["last_exec"]))
         if d.get("last_xfer"):
             w.xfers.append(tuple(d["last_xfer"]))
+        if d.get("time"):  # the totals; the segments behind windows are rebuilt by warming up
+            total, w.time.first, w.time.last, w.seen, pending = d["time"]
+            w.time.total.update(total)
+            for t0, t1, part in pending:  # transfers of a batch that had not ended yet
+                w.time.transfer(t0, t1, part == "wait")
         m.workers[w.wid] = w
     for d in snap["clients"]:
         c = ClientRecord(d["cno"])

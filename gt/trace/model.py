@@ -28,7 +28,6 @@ from gt.trace.records import (
     as_int,
     as_num,
     lane_spans,
-    union_length,
 )
 from gt.trace.state import (
     ClientState,
@@ -43,6 +42,7 @@ from gt.trace.state import (
     Totals,
     WorkerState,
 )
+from gt.trace.timeshare import COMM, COMPUTE, WAIT, shares
 
 WINDOW_NS = 2_000_000_000
 TIMELINE_NS = 10_000_000_000
@@ -81,6 +81,7 @@ class ClusterModel:
         self.t_last: int | None = None
         self.uptime: tuple[float, int] | None = None  # (uptime_s, at t_ns) from a snapshot
         self.snapshots = 0
+        self._now: int | None = None  # the time of the event being applied
         self._handlers = {
             E.EXEC: self._exec, E.TRANSFER: self._transfer, E.QUEUED: self._queued,
             E.MEMORY: self._memory, E.DEVICE: self._device, E.SRCLOC: self._srcloc,
@@ -112,6 +113,7 @@ class ClusterModel:
                     self.t_first = t
                 if self.t_last is None or t > self.t_last:
                     self.t_last = t
+                self._now = t
                 h = handlers.get(kind)
                 if h is not None:
                     h(t, f, source)
@@ -132,6 +134,7 @@ class ClusterModel:
             if type(wid) is not int:
                 raise TypeError("worker id")
             w = self.workers[wid] = WorkerRecord(wid)
+            w.seen = self._now
         return w
 
     def _client(self, cno: Any) -> ClientRecord:
@@ -167,6 +170,8 @@ class ClusterModel:
         else:
             top = None
         w.execs.append((t0, t1, n, top, ops, durs))
+        if type(t0) is int and type(t1) is int:
+            w.time.batch(t0, t1)
         cno = f.get("client")
         if ops:  # a batch of frees only leaves the current op as it was
             w.last_ops, w.last_srcs, w.last_client = ops, f.get("srcs"), cno
@@ -188,8 +193,15 @@ class ClusterModel:
     def _transfer(self, t: int, f: dict, source: str) -> None:
         w = self._worker(f["worker"])
         nbytes = as_int(f.get("bytes")) or 0
-        w.xfers.append((f.get("t0", t), f.get("t1", t), f.get("peer"), nbytes, f.get("direction")))
+        t0, t1, direction = f.get("t0", t), f.get("t1", t), f.get("direction")
+        w.xfers.append((t0, t1, f.get("peer"), nbytes, direction))
         w.n_xfers += 1
+        if type(t0) is int and type(t1) is int:
+            w.time.transfer(t0, t1, direction == "wait")
+        if direction == "send":
+            w.sent += nbytes
+        elif direction == "recv":
+            w.received += nbytes
         self.transfer_bytes += nbytes
 
     def _queued(self, t: int, f: dict, source: str) -> None:
@@ -399,28 +411,25 @@ class ClusterModel:
     def _worker_state(self, w: WorkerRecord, now: int) -> WorkerState:
         lo = now - self.window_ns
         win = self.window_ns or 1
-        compute_iv, n_recent = [], 0
+        n_recent = 0
         for t0, t1, n, *_ in reversed(w.execs):
             if t1 < lo:
                 break
-            if t0 <= now:
-                compute_iv.append((max(t0, lo), min(t1, now)))
-                if t1 <= now:
-                    n_recent += n
-        comm_iv, moved = [], 0
+            if t0 <= now and t1 <= now:
+                n_recent += n
+        moved = 0
         for t0, t1, _peer, nbytes, _d in reversed(w.xfers):
             if t1 < lo:
                 break
             if t0 <= now:
-                comm_iv.append((max(t0, lo), min(t1, now)))
                 moved += nbytes
-        busy = union_length(compute_iv)
-        either = union_length(compute_iv + comm_iv)
-        seen = bool(w.execs or w.xfers)
-        compute = busy / win if seen else None
-        comm = (either - busy) / win if seen else None
-        idle = max(0.0, 1.0 - either / win) if seen else None
+        # Shares over the window, or over the part of it since the worker was first seen.
+        known = [t for t in (w.seen, w.time.start()) if t is not None]
+        since = max(lo, min(known)) if known else lo
+        parts = shares(w.time.window(since, now), now - since) if (w.execs or w.xfers) else None
         rate = n_recent / (win / 1e9) if w.execs else None
+        tot = w.time.totals()
+        since_ever = min(known) if known else None
         if rate is None and len(w.snaps) == 2 and w.snaps[1][0] > w.snaps[0][0]:
             (ta, ia), (tb, ib) = w.snaps
             rate = (ib - ia) / ((tb - ta) / 1e9)
@@ -440,11 +449,15 @@ class ClusterModel:
         )  # fmt: skip
         return WorkerState(
             id=w.wid, device=w.device, backend=w.backend, host=w.host, pid=w.pid, alive=w.alive,
-            reason=w.reason, current_op=current, current_source=src, compute=compute, comm=comm,
-            idle=idle, queue=w.queue, in_flight=w.in_flight, instr_rate=rate,
+            reason=w.reason, current_op=current, current_source=src,
+            compute=parts and parts[COMPUTE], comm=parts and parts[COMM],
+            wait=parts and parts[WAIT], idle=parts and parts["idle"], queue=w.queue, in_flight=w.in_flight, instr_rate=rate,
             comm_rate=moved / (win / 1e9) if w.xfers else None, instructions=w.instructions,
             batches=w.batches, errors=w.errors, hot=w.hot, ops=ops,
             memory=MemoryState(*m, history=tuple(w.mem_hist)), device_stats=dev,
+            compute_ns=tot[COMPUTE], comm_ns=tot[COMM], wait_ns=tot[WAIT], sent_bytes=w.sent,
+            received_bytes=w.received,
+            seen_ns=max(0, now - since_ever) if since_ever is not None else 0,
         )  # fmt: skip
 
     def _client_state(self, c: ClientRecord, now: int) -> ClientState:

@@ -8,7 +8,8 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
-from gt.trace.state import COMM, COMPUTE, Span
+from gt.trace.state import COMM, COMPUTE, WAIT, Span
+from gt.trace.timeshare import TimeAccount
 
 SPAN_HISTORY = 4096  # exec batches (and transfers) kept per worker for windows and timelines
 MEM_HISTORY = 120
@@ -21,7 +22,7 @@ class WorkerRecord:
         "wid", "device", "backend", "host", "pid", "alive", "reason", "execs", "xfers",
         "counts", "times", "last_ops", "last_srcs", "last_client", "queue", "instructions",
         "batches", "errors", "hot", "memory", "mem_hist", "device_stats", "in_flight", "snaps",
-        "n_xfers", "lane",
+        "n_xfers", "lane", "time", "seen", "sent", "received",
     )  # fmt: skip
 
     def __init__(self, wid: int):
@@ -47,6 +48,9 @@ class WorkerRecord:
         self.snaps: deque[tuple[int, int]] = deque(maxlen=2)  # (t_ns, instructions) from stats
         self.n_xfers = 0  # transfers ever appended (execs: ``batches``)
         self.lane: tuple[LaneBins, LaneBins] | None = None  # (compute, comm) bins for the timeline
+        self.time = TimeAccount()  # compute / comm / wait, one definition (gt.trace.timeshare)
+        self.seen: int | None = None  # when the model first heard of this worker (run clock)
+        self.sent = self.received = 0  # bytes to and from peers
 
 
 class LaneBins:
@@ -195,7 +199,8 @@ def lane_spans(
     _fill(comp, w.execs, w.batches, lambda r: (r[0], r[1], r[3]))
     _fill(comm, w.xfers, w.n_xfers, lambda r: (r[0], r[1], (r[4], r[2])))
     spans = comp.spans(start, end, COMPUTE, lambda top: _exec_name(top, op_name))
-    spans += comm.spans(start, end, COMM, _xfer_name)
+    spans += [s._replace(kind=WAIT) if s.name.startswith("wait") else s
+              for s in comm.spans(start, end, COMM, _xfer_name)]  # fmt: skip
     spans.sort(key=lambda s: s.t0)
     return spans
 
@@ -235,7 +240,8 @@ def _expanded(
         else:
             spans.append(Span(t0, t1, _exec_name(top, op_name), COMPUTE))
     spans = merge_spans(spans, 0)
-    spans += [Span(x[0], x[1], _xfer_name((x[4], x[2])), COMM) for x in reversed(xfers)]
+    spans += [Span(x[0], x[1], _xfer_name((x[4], x[2])), WAIT if x[4] == "wait" else COMM)
+              for x in reversed(xfers)]  # fmt: skip
     spans.sort(key=lambda s: s.t0)
     return spans
 
@@ -254,5 +260,7 @@ def _fill(bins: LaneBins, records: deque, total: int, key: Callable[[tuple], tup
 
 def _xfer_name(key: tuple) -> str:
     direction, peer = key
+    if direction == "wait":
+        return f"wait w{peer}" if peer is not None else "wait"
     arrow = "→" if direction == "send" else "←"
     return f"{arrow}w{peer}" if peer is not None else "xfer"

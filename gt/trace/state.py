@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 COMPUTE = "compute"
 COMM = "comm"
+WAIT = "wait"  # blocked on a transfer or an input that has not arrived (gt.trace.timeshare)
 
 
 class Span(NamedTuple):
@@ -25,7 +26,7 @@ class Span(NamedTuple):
     t0: int
     t1: int
     name: str
-    kind: str  # COMPUTE or COMM
+    kind: str  # COMPUTE, COMM or WAIT
     busy: int | None = None
 
 
@@ -63,7 +64,12 @@ class DeviceState:
 
 @dataclass(frozen=True)
 class WorkerState:
-    """One worker as the monitor sees it. Shares are fractions of the model's window."""
+    """One worker as the monitor sees it.
+
+    ``compute``, ``comm``, ``wait`` and ``idle`` are fractions of the model's window (or of the
+    part of it since the worker was first seen) and add up to 1; the ``*_ns`` totals count since
+    the monitor first saw the worker (see :mod:`gt.trace.timeshare` for the one definition).
+    """
 
     id: int
     device: str | None
@@ -76,6 +82,7 @@ class WorkerState:
     current_source: str | None
     compute: float | None
     comm: float | None
+    wait: float | None
     idle: float | None
     queue: int | None
     in_flight: int | None
@@ -88,6 +95,12 @@ class WorkerState:
     ops: tuple[OpStat, ...]
     memory: MemoryState
     device_stats: DeviceState
+    compute_ns: int = 0
+    comm_ns: int = 0
+    wait_ns: int = 0
+    seen_ns: int = 0  # time since the monitor first saw the worker (the totals' span)
+    sent_bytes: int = 0  # to peers, since the monitor first saw the worker
+    received_bytes: int = 0
 
 
 @dataclass(frozen=True)

@@ -89,3 +89,26 @@ def test_worker_without_a_dispatcher_fails_with_one_line():
     assert out.returncode != 0
     assert "no GT dispatcher answered" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_closed_pipe_ends_gt_trace_quietly(tmp_path):
+    """`gt trace stats F | head -1`: the reader leaves early; that is not an error of the file."""
+    from gt.trace import events as E
+    from gt.trace.recorder import write_trace
+
+    ex = dict(client=1, n=1, outs=[1], srcs=[0], hot=False, queue=0, errors=0, durs=[5])
+    evs = [E.event(E.EXEC, t, worker=w, batch=t, t0=t, t1=t + 5, ops=[t % 40], **ex)
+           for t in range(0, 4000, 10) for w in range(40)]  # fmt: skip
+    path = tmp_path / "t.gtrace"
+    write_trace(path, [("worker:0", 0, evs)])
+    proc = subprocess.Popen(gt_cmd("trace", "stats", str(path)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        proc.stdout.close()  # hang up before it writes anything, like a `head` that has had enough
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 0, err
+        assert "Broken pipe" not in err and "Traceback" not in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stderr.close()

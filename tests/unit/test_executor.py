@@ -28,7 +28,7 @@ class FakeIO:
 
 
 class NoPeers:
-    cno = batch = 0
+    cno = batch = waited_ns = 0
 
     def run(self, *a):
         raise AssertionError("no transfer expected")

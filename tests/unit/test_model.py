@@ -38,29 +38,55 @@ def model_with(events: list, window_ns: int = 1 * S) -> ClusterModel:
     return m
 
 
-def test_compute_comm_idle_shares_are_exact_for_known_spans():
-    # window [1s, 2s]: exec 100ms + 200ms, transfer 300ms of which 100ms overlaps compute
+def test_compute_comm_wait_idle_shares_are_exact_for_known_spans():
+    # window [1s, 2s]; a worker publishes a batch's transfers before the batch itself
     m = model_with([
-        exec_ev(1_100 * MS, 1_200 * MS, [2, 3]),
-        exec_ev(1_500 * MS, 1_700 * MS, [4]),
-        xfer_ev(1_600 * MS, 1_900 * MS),
+        ev(E.WORKER_JOINED, 0, worker=0, host="h", pid=1, device="cpu", backend="numpy"),
+        exec_ev(1_100 * MS, 1_200 * MS, [2, 3]),  # 100 ms of compute
+        xfer_ev(1_550 * MS, 1_600 * MS, direction="wait"),  # blocked 50 ms on a peer
+        xfer_ev(1_600 * MS, 1_650 * MS, direction="recv"),  # then 50 ms moving its bytes
+        exec_ev(1_500 * MS, 1_700 * MS, [4]),  # the batch around them: 100 ms of compute left
+        xfer_ev(1_800 * MS, 1_900 * MS),  # 100 ms of sending outside any batch
     ])  # fmt: skip
     w = m.state(2 * S).workers[0]
-    assert w.compute == pytest.approx(0.3)
-    assert w.comm == pytest.approx(0.2)  # transfer time not hidden under compute
-    assert w.idle == pytest.approx(0.5)
+    assert w.compute == pytest.approx(0.2)
+    assert w.wait == pytest.approx(0.05)
+    assert w.comm == pytest.approx(0.15)
+    assert w.idle == pytest.approx(0.6)
+    assert w.compute + w.comm + w.wait + w.idle == pytest.approx(1.0)
+    assert (w.compute_ns, w.comm_ns, w.wait_ns) == (200 * MS, 150 * MS, 50 * MS)
+
+
+def test_waiting_wins_over_moving_and_moving_over_compute_where_they_overlap():
+    m = model_with([
+        xfer_ev(1_100 * MS, 1_400 * MS, direction="recv"),
+        xfer_ev(1_200 * MS, 1_300 * MS, direction="wait"),
+        exec_ev(1_000 * MS, 2_000 * MS, [4]),
+    ])  # fmt: skip
+    w = m.state(2 * S).workers[0]
+    assert (w.compute, w.comm, w.wait, w.idle) == pytest.approx((0.7, 0.2, 0.1, 0.0))
 
 
 def test_shares_clip_spans_to_the_window():
-    m = model_with([exec_ev(500 * MS, 1_500 * MS, [2])])
+    m = model_with([exec_ev(0, 100 * MS, [2]), exec_ev(500 * MS, 1_500 * MS, [2])])
     w = m.state(2 * S).workers[0]
     assert w.compute == pytest.approx(0.5)
-    assert w.comm == pytest.approx(0.0)
+    assert w.comm == pytest.approx(0.0) and w.wait == pytest.approx(0.0)
     assert w.idle == pytest.approx(0.5)
 
 
+def test_shares_cover_only_the_time_since_the_worker_was_first_seen():
+    m = model_with([exec_ev(1_500 * MS, 1_750 * MS, [2])])
+    w = m.state(2 * S).workers[0]  # seen from 1.5 s: half of the 0.5 s since then is compute
+    assert w.compute == pytest.approx(0.5) and w.idle == pytest.approx(0.5)
+
+
 def test_overlapping_exec_spans_count_once():
-    m = model_with([exec_ev(1_000 * MS, 1_400 * MS, [2]), exec_ev(1_200 * MS, 1_600 * MS, [3])])
+    m = model_with([
+        exec_ev(0, 100 * MS, [2]),
+        exec_ev(1_000 * MS, 1_400 * MS, [2]),
+        exec_ev(1_200 * MS, 1_600 * MS, [3]),
+    ])  # fmt: skip
     assert m.state(2 * S).workers[0].compute == pytest.approx(0.6)
 
 

@@ -106,9 +106,7 @@ def test_stats_shares_from_exec_and_transfer_spans(tmp_path, capsys):
             0,
             [
                 E.event(E.EXEC, 0, **ex, batch=0, t0=0, t1=30, ops=[1, 2], durs=[10, 20]),
-                E.event(
-                    E.EXEC, 20, **ex, batch=1, t0=20, t1=40, ops=[2, 2], durs=[5, 5]
-                ),  # overlaps: counted once
+                # published during batch 1, so before its exec event; it outlasts the batch
                 E.event(
                     E.TRANSFER,
                     50,
@@ -121,7 +119,10 @@ def test_stats_shares_from_exec_and_transfer_spans(tmp_path, capsys):
                     what="x",
                     client=1,
                     batch=1,
-                ),
+                ),  # fmt: skip
+                E.event(
+                    E.EXEC, 20, **ex, batch=1, t0=20, t1=40, ops=[2, 2], durs=[5, 5]
+                ),  # overlaps batch 0: counted once
                 E.event(E.MARK, 100, client=1, label="end"),
             ],
         ),
@@ -151,15 +152,18 @@ def test_stats_shares_from_exec_and_transfer_spans(tmp_path, capsys):
         st = trace_stats(r)
     w0, w1 = st["workers"][0], st["workers"][1]
     assert st["span_ns"] == 100
-    assert w0["compute"] == pytest.approx(0.40) and w0["comm"] == pytest.approx(0.25)
-    assert w0["idle"] == pytest.approx(0.40)  # busy 0..60
+    # compute 0..35 (the batches, less the transfer), comm 35..60, idle 60..100
+    assert w0["compute"] == pytest.approx(0.35) and w0["comm"] == pytest.approx(0.25)
+    assert w0["wait"] == 0 and w0["idle"] == pytest.approx(0.40)
+    for w in (w0, w1):
+        assert w["compute"] + w["comm"] + w["wait"] + w["idle"] == pytest.approx(1.0)
     assert w0["sent"] == 1000 and w1["recv"] == 1000 and w1["compute"] == 0
     assert w0["batches"] == 2 and w0["instructions"] == 4
     assert st["top_by_time"][0] == ["c", 30, 3]
     assert st["top_by_count"][0] == ["c", 3]
     assert cmd_trace_stats(path) == 0
     out = capsys.readouterr().out
-    assert "40.0%" in out and "top ops by time" in out and "1000 B" in out
+    assert "35.0%" in out and "top ops by time" in out and "1000 B" in out
 
 
 def test_stats_without_durations_says_so(tmp_path, capsys):

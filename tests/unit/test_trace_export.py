@@ -41,8 +41,11 @@ def test_export_is_valid_and_names_processes_and_lanes(trace, tmp_path):
     v = validate_chrome_trace(out)
     doc = json.loads(out.read_text())
     assert doc["displayTimeUnit"] == "ns"
-    assert v["names"]["process"][1] == "worker 0 (cpu:0)"  # worker_joined is newer than the header
-    assert v["names"]["process"][2] == "worker 1 (cpu:1)"
+    # worker_joined is newer than the header; the model's shares of the span follow the name
+    assert v["names"]["process"][1].startswith("worker 0 (cpu:0) · compute ")
+    assert v["names"]["process"][2].startswith("worker 1 (cpu:1) · compute ")
+    shares = [int(x.split()[1][:-1]) for x in v["names"]["process"][1].split(" · ")[1:2]]
+    assert shares and 0 <= shares[0] <= 100
     assert v["names"]["process"][CLIENTS_PID] == "clients"
     lanes = set(v["names"]["thread"].values())
     assert {"compute", "comm", "client 1", "client 2"} <= lanes
@@ -183,7 +186,7 @@ def test_overlapping_spans_go_to_separate_lanes_and_missing_names_fall_back(tmp_
     out = tmp_path / "overlap.json"
     export_chrome(path, out)
     v = validate_chrome_trace(out)
-    assert v["names"]["process"][1] == "worker 0 (cuda:0 H200)"  # known from the header only
+    assert v["names"]["process"][1].startswith("worker 0 (cuda:0 H200) ·")  # from the header only
     assert v["names"]["thread"][(1, 2)] == "compute 2"
     names = [e["name"] for e in _events(out) if e["ph"] == "X"]
     assert "op0" in names and "op99" in names  # no op names anywhere: op<code>
@@ -231,3 +234,18 @@ def test_validator_catches_broken_traces(tmp_path, bad, problem):
     out.write_text(json.dumps({"traceEvents": bad}))
     with pytest.raises(AssertionError, match=problem):
         validate_chrome_trace(out)
+
+
+def test_the_exports_shares_are_the_same_numbers_as_trace_stats(trace, tmp_path):
+    from gt.trace.commands import trace_stats
+    from gt.trace.reader import Reader
+
+    out = tmp_path / "run.json"
+    export_chrome(trace, out)
+    names = validate_chrome_trace(out)["names"]["process"]
+    with Reader(trace) as r:
+        st = trace_stats(r)
+    for wid, s in st["workers"].items():
+        label = names[wid + 1]
+        want = " ".join(f"{k} {100 * s[k]:.0f}%" for k in ("compute", "comm", "wait", "idle"))
+        assert label.endswith(want), (label, want)

@@ -147,8 +147,9 @@ class Executor:
         late = [] if free_at else frees
         clock = time.monotonic_ns
         stamps: list[int] = []
+        waits: list[int] = []
         res.t0 = clock()
-        self._loop(b, instrs, early, stamps.append if timed else None)
+        self._loop(b, instrs, early, (stamps.append, waits.append) if timed else None)
         if self.pending:  # nothing stays in flight past the batch: peers may wait for it
             self._complete_pending(b)
         for f in late:
@@ -156,7 +157,13 @@ class Executor:
         res.t1 = clock()
         if stamps:
             stamps.append(res.t1)
-            res.durs = [y - x for x, y in zip(stamps, stamps[1:])]
+            waits.append(self.peers.waited_ns)
+            # An instruction's time excludes what it spent waiting for data (shown as a wait slice
+            # of its own): an op that needs an all-reduce's result is not charged for the all-reduce.
+            res.durs = [
+                (t1 - t0) - (w1 - w0)
+                for t0, t1, w0, w1 in zip(stamps, stamps[1:], waits, waits[1:])
+            ]
         res.errors, res.instrs = b.errors, instrs
         self.batches += 1
         self.instructions += len(instrs)
@@ -164,7 +171,13 @@ class Executor:
         return res
 
     def _loop(self, b: _Batch, instrs: list, early: list, stamp: Any) -> None:
-        """The hot loop: frees due at each position, then the instruction."""
+        """The hot loop: frees due at each position, then the instruction.
+
+        ``stamp``: ``None``, or two appenders for the time before each instruction and the
+        worker's total wait so far (per-instruction timing).
+        """
+        peers = self.peers
+        stamp_t, stamp_w = stamp if stamp is not None else (None, None)
         next_free = early[0][0] if early else _NEVER
         fi = 0
         for idx, ins in enumerate(instrs):
@@ -173,8 +186,9 @@ class Executor:
                     self._free(b, early[fi][1])
                     fi += 1
                 next_free = early[fi][0] if fi < len(early) else _NEVER
-            if stamp is not None:
-                stamp(time.monotonic_ns())
+            if stamp_t is not None:
+                stamp_t(time.monotonic_ns())
+                stamp_w(peers.waited_ns)
             try:
                 self._one(b, ins)
             except PeerFailure as exc:  # an input failed on another worker, which reported it

@@ -178,12 +178,16 @@ class Worker:
     def upload(self, token: bytes | None, tok: int) -> Any:
         """The data of direct upload ``tok`` (waits up to ``UPLOAD_WAIT_S`` for it to arrive)."""
         key = (token, tok)
+        if key not in self.pending_uploads:
+            self._drain_data()
+        t0 = time.monotonic_ns()
         deadline = time.monotonic() + UPLOAD_WAIT_S
         while key not in self.pending_uploads:
             if time.monotonic() > deadline:
                 raise TimeoutError("the upload's data never arrived on the direct data socket")
             if self.data.poll(50):
                 self._drain_data()
+        self.peers.waited(None, t0, time.monotonic_ns(), "upload")
         return self.pending_uploads.pop(key)
 
     def reply(self, client: int, token: bytes | None, req: int, arr: Any, err: list | None) -> None:

@@ -42,6 +42,8 @@ from gt.runtime.ops import (
 from gt.trace import events as E
 
 ZERO_COPY_MIN = 64 * 1024
+#: Waits shorter than this are not reported as their own slice (the message was on its way).
+WAIT_MIN_NS = 20_000
 _REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
 
 
@@ -113,6 +115,7 @@ class Peers:
         self.batch = 0
         self.bytes_sent = 0
         self.bytes_received = 0
+        self.waited_ns = 0  # time blocked on peers (and, via the worker, on uploads)
 
     # ------------------------------------------------------------------ links
     def set_endpoints(self, endpoints: dict) -> None:
@@ -205,6 +208,8 @@ class Peers:
         t0 = time.monotonic_ns()
         deadline = time.monotonic() + self.timeout
         stash = self.stash
+        if key not in stash:
+            self.drain()
         while key not in stash:
             self.drain()
             if key in stash:
@@ -216,6 +221,8 @@ class Peers:
                     " (GT_PEER_TIMEOUT)"
                 )
             self.data.poll(int(min(left, 0.2) * 1000) + 1)
+        t_arrived = time.monotonic_ns()
+        self.waited(peer, t0, t_arrived, what)
         msg, frame = stash.pop(key)
         if msg.error is not None:
             raise PeerFailure(msg.error)
@@ -227,8 +234,16 @@ class Peers:
             else np.empty(shape, dtype=dtype)
         )
         self.bytes_received += arr.nbytes
-        self._event(peer, arr.nbytes, t0, time.monotonic_ns(), "recv", what)
+        self._event(peer, arr.nbytes, max(t0, t_arrived), time.monotonic_ns(), "recv", what)
         return arr
+
+    def waited(self, peer: int | None, t0: int, t1: int, what: str) -> None:
+        """Account time blocked on data that had not arrived: its own ``wait`` slice on the
+        timeline (not part of the op that needed it), and :attr:`waited_ns` for the executor."""
+        if t1 - t0 < WAIT_MIN_NS:
+            return  # a message that was already there: no wait worth a slice
+        self.waited_ns += t1 - t0
+        self._event(peer, 0, t0, t1, "wait", what)
 
     # ------------------------------------------------------------------ instructions
     def run(self, code: int, vals: list, attrs: dict, err: list | None = None) -> Any:
