@@ -39,14 +39,10 @@ def add_parser(subparsers: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run a dispatcher until SIGTERM, Ctrl-C or the death of ``--parent-pid``."""
     from gt.runtime.dispatcher.loop import Dispatcher
-    from gt.runtime.launch import spawn_worker
 
     d = Dispatcher(args.host, args.port, max_in_flight=args.max_in_flight)
     install_stop_signals(d.stop)
-    for _ in range(args.workers):
-        d.children.append(
-            spawn_worker(d.endpoints["back"], parent_pid=os.getpid(), n_workers=args.workers)
-        )
+    d.start_local_workers(args.workers)
     if args.ready_json:
         sys.stdout.write(json.dumps(d.endpoints) + "\n")
         sys.stdout.flush()
@@ -61,4 +57,7 @@ def run(args: argparse.Namespace) -> int:
         )
         print("Ctrl-C stops it.", flush=True)
     d.run(parent_pid=args.parent_pid)
+    if d.shutdown_reason:
+        print(f"gt dispatcher: {d.shutdown_reason}", file=sys.stderr)
+        return 1
     return 0

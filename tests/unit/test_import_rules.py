@@ -26,6 +26,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "gt.runtime.protocol": (),
     "gt.runtime.ops": ("gt.runtime.ops", "gt.shapes", "gt.errors"),
     "gt.runtime.discovery": (),
+    "gt.runtime.liveness": (),
     "gt.runtime.control": ("gt.runtime.protocol",),
     "gt.runtime.launch": ("gt.runtime.control",),
     "gt.runtime.sharding": ("gt.runtime.sharding", "gt.runtime.ops", "gt.shapes", "gt.errors"),
@@ -36,23 +37,27 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "gt.runtime.control",
         "gt.runtime.sharding.config",
         "gt.errors",
+        "gt.runtime.liveness",
         *TRACE_OUT,
-    ),  # fmt: skip
+    ),
     "gt.runtime.dispatcher": (
         "gt.runtime.dispatcher",
         "gt.runtime.protocol",
         "gt.runtime.ops",
         "gt.runtime.sharding",
         "gt.runtime.discovery",
+        "gt.runtime.launch",
+        "gt.runtime.liveness",
         *TRACE_OUT,
-    ),  # fmt: skip
+    ),
     "gt.runtime.worker": (
         "gt.runtime.worker",
         "gt.runtime.protocol",
         "gt.runtime.ops",
         "gt.runtime.discovery",
+        "gt.runtime.liveness",
         *TRACE_OUT,
-    ),  # fmt: skip
+    ),
     "gt.runtime": (),  # the package's own __init__
     "gt.trace": ("gt.trace",),
     "gt.tui": (
@@ -64,7 +69,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "gt.runtime.discovery",
         "gt.runtime.sharding.config",
         "gt.runtime.sharding.config_text",
-    ),  # fmt: skip
+    ),
     "gt.cli": ("gt",),  # the command line may use everything
     "gt.__main__": ("gt.cli",),
     **{
@@ -76,7 +81,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
             "gt.runtime.sharding.config",
         )
         for m in USER_API
-    },  # fmt: skip
+    },
     "gt": (*USER_API, "gt.runtime.ops"),  # gt/__init__.py re-exports the user API
 }
 

@@ -64,11 +64,3 @@ def test_removed_client_drops_its_queue():
     assert p.remove_client(c.cno).cno == c.cno
     assert p.done(0, c.cno, 1) == []
     assert p.remove_client(c.cno) is None
-
-
-def test_silence_detection():
-    p = make(1)
-    p.add_client(b"c", {}, 0.0)
-    assert p.silent_workers(2.0, 3.0) == []
-    assert p.silent_workers(4.0, 3.0) == [0]
-    assert p.silent_clients(20.0, 15.0) == [1]

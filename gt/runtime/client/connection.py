@@ -27,6 +27,15 @@ from gt.errors import DispatcherLost, GTTimeout, WorkerError, WorkerLost
 from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime.control import request
+from gt.runtime.liveness import (
+    DEFAULT_RECONNECT_GRACE,
+    DEFAULT_TIMEOUT,
+    RunningClock,
+    env_seconds,
+    heartbeat_options,
+    read_event,
+    watch_disconnects,
+)
 from gt.runtime.sharding.config import ConfigError, from_env
 from gt.trace import events as E
 from gt.trace.emit import Emitter
@@ -106,6 +115,12 @@ class Connection:
         self._ctx = zmq.Context.instance()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 0)
+        # Liveness (gt.runtime.liveness): libzmq's own heartbeats on the link, its disconnect
+        # events, and silence counted on a clock that stands still while this process does not run.
+        heartbeat_options(self._sock, env_seconds("GT_CLIENT_TIMEOUT", DEFAULT_TIMEOUT))
+        self._monitor = watch_disconnects(self._sock)
+        self._clock = RunningClock(period=0.5, stall=2.0)
+        self._cut_at: float | None = None  # running time the dispatcher's connection closed
         self._sock.connect(address)
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
@@ -131,7 +146,7 @@ class Connection:
         self._replies: dict[int, tuple] = {}
         self._errors: list[tuple] = []  # worker errors not yet raised by gt.sync()
         self._broken: Exception | None = None
-        self._last_heard = time.monotonic()
+        self._last_heard = self._clock.now()
         self._last_sent = time.monotonic()
         self.sent_instructions = 0
         self.sent_batches = 0
@@ -158,32 +173,37 @@ class Connection:
         ]
         self._sock.send(P.encode(P.Hello(os.getpid(), socket.gethostname(), argv, self.token)))
         if not self._sock.poll(int(connect_timeout * 1000)):
-            self._sock.close(0)
+            self._abandon()
             raise DispatcherLost(
                 f"no dispatcher answered at {self.address} within {connect_timeout:.0f}s"
             )
         try:
             msg = P.parse(self._sock.recv_multipart()[0])
         except P.ProtocolError as exc:
-            self._sock.close(0)
+            self._abandon()
             raise DispatcherLost(
                 f"{self.address} answered with a malformed message: {exc}"
             ) from None
         if type(msg) is P.Error:
-            self._sock.close(0)
+            self._abandon()
             raise DispatcherLost(
                 f"dispatcher at {self.address} refused the connection: {msg.message}"
             )
         if type(msg) is not P.Welcome:
-            self._sock.close(0)
+            self._abandon()
             raise DispatcherLost(f"unexpected answer {type(msg).__name__} from {self.address}")
         self.client_no, self.home_worker, self.workers = msg.client, msg.home, msg.workers
         settings = msg.settings
         self.heartbeat_interval = float(settings.get("heartbeat", 1.0))
-        self.liveness = float(settings.get("liveness", 5.0))
+        self.liveness = float(settings.get("liveness", DEFAULT_TIMEOUT))
         self.bus = settings.get("events_in")
         clock = settings.get("clock")
         self.clock_offset = clock - time.monotonic_ns() if isinstance(clock, int) else 0
+
+    def _abandon(self) -> None:
+        """Close the sockets of a connection that never got going."""
+        self._sock.close(0)
+        self._monitor.close(0)
 
     def _open_direct(self) -> None:
         """Connect straight to the home worker's data socket when it runs on this host."""
@@ -472,19 +492,42 @@ class Connection:
             self._last_sent = now
         events = dict(self._poller.poll(int(wait * 1000)))
         # Drain by asking the socket whether more is waiting: cheaper than catching zmq.Again.
+        running = self._clock.tick()
         if self._sock in events:
             sock = self._sock
             while sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
                 self._handle(sock.recv_multipart(copy=False))
-            self._last_heard = time.monotonic()
+            self._last_heard = running
         if self._direct is not None and self._direct in events:
             direct = self._direct
             while direct.getsockopt(zmq.EVENTS) & zmq.POLLIN:
                 self._handle(direct.recv_multipart(copy=False))
-        if time.monotonic() - self._last_heard > self.liveness:
-            self._broken = DispatcherLost(
+        if self._broken is None:
+            self._broken = self._lost(running)
+
+    def _lost(self, running: float) -> Exception | None:
+        """Whether the dispatcher is gone: its process ended (a cluster we started), its
+        connection closed and did not come back, or it was silent for ``liveness`` seconds."""
+        cluster = self.cluster
+        if cluster is not None and cluster.proc.poll() is not None:
+            return DispatcherLost(
+                f"the local cluster's dispatcher exited with code {cluster.proc.returncode}"
+            )
+        while (ev := read_event(self._monitor)) is not None:
+            if ev[0] == zmq.EVENT_DISCONNECTED:
+                self._cut_at = self._cut_at if self._cut_at is not None else running
+            elif ev[0] == zmq.EVENT_CONNECTED:
+                self._cut_at = None
+        if self._cut_at is not None and running - self._cut_at > DEFAULT_RECONNECT_GRACE:
+            return DispatcherLost(
+                f"the dispatcher at {self.address} closed the connection and did not come back "
+                f"within {DEFAULT_RECONNECT_GRACE:g}s (it stopped or crashed)"
+            )
+        if running - self._last_heard > self.liveness:
+            return DispatcherLost(
                 f"the dispatcher at {self.address} has not answered for {self.liveness:.0f}s"
             )
+        return None
 
     def _handle(self, frames: list) -> None:
         try:
@@ -546,7 +589,7 @@ class Connection:
                 frames = self._sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
-            self._last_heard = time.monotonic()
+            self._last_heard = self._clock.now()
             self._handle(frames)
 
     # ----------------------------------------------------------------------------- teardown
@@ -569,6 +612,7 @@ class Connection:
                 pass
             self.events.close()
             self._sock.close(linger=200)
+            self._monitor.close(0)
             if self._direct is not None:
                 self._direct.close(0)
         if self.recorder is not None:

@@ -31,7 +31,9 @@ import zmq
 from gt.runtime import discovery
 from gt.runtime import protocol as P
 from gt.runtime.dispatcher.control import ControlRequests
+from gt.runtime.dispatcher.keeping import PeerKeeping
 from gt.runtime.dispatcher.planner import MultiBatch, Planner
+from gt.runtime.liveness import env_seconds
 from gt.runtime.sharding import config as shard_config
 from gt.runtime.sharding.placement import Placement
 from gt.trace import events as E
@@ -42,21 +44,17 @@ _HEARTBEAT = P.encode(P.Heartbeat())
 _STOP = P.encode(P.Stop())
 
 
-def _env_float(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
-
-
-class Dispatcher(ControlRequests):
+class Dispatcher(ControlRequests, PeerKeeping):
     """A GT dispatcher bound to four endpoints.
 
     Args:
         host: interface to bind (``127.0.0.1`` keeps it local; ``0.0.0.0`` serves a network).
         port: front port (0 picks a free one). The other endpoints always use free ports.
         max_in_flight: batches in flight per worker (see :class:`Planner`).
-        heartbeat: seconds between heartbeats; peers silent for the liveness times are dead.
+        heartbeat: seconds between application heartbeats.
+        worker_timeout, client_timeout: seconds of silence (on the running clock) after which a
+            remote worker or a client is lost (default ``$GT_WORKER_TIMEOUT`` /
+            ``$GT_CLIENT_TIMEOUT``, else 60); local workers are watched through the OS instead.
         write_discovery: write a discovery file so ``gt top`` finds this dispatcher.
     """
 
@@ -67,13 +65,11 @@ class Dispatcher(ControlRequests):
         *,
         max_in_flight: int = 4,
         heartbeat: float | None = None,
-        worker_liveness: float | None = None,
-        client_liveness: float | None = None,
+        worker_timeout: float | None = None,
+        client_timeout: float | None = None,
         write_discovery: bool = True,
     ):
-        self.heartbeat = heartbeat or _env_float("GT_HEARTBEAT", 0.5)
-        self.worker_liveness = worker_liveness or _env_float("GT_WORKER_TIMEOUT", 3.0)
-        self.client_liveness = client_liveness or _env_float("GT_CLIENT_TIMEOUT", 15.0)
+        self.heartbeat = heartbeat or env_seconds("GT_HEARTBEAT", 1.0)
         self.planner = Planner(max_in_flight)
         self.placement = Placement()
         self.control_token = os.environ.get("GT_CONTROL_TOKEN") or None
@@ -89,6 +85,7 @@ class Dispatcher(ControlRequests):
         # A stalled subscriber may hold this many batches here before it loses events (counted as
         # gaps); more would only cost the dispatcher memory.
         self._bus_out.setsockopt(zmq.SNDHWM, 2_000)
+        self._init_keeping(worker_timeout, client_timeout)
         self.endpoints = {
             "front": self._endpoint(self.front, host),
             "back": self._endpoint(self.back, host),
@@ -156,6 +153,7 @@ class Dispatcher(ControlRequests):
         """What every peer needs to know at join: heartbeat, event bus, the run's clock."""
         return {
             "heartbeat": self.heartbeat,
+            "liveness": self.worker_timeout,
             "events_in": self.endpoints["events_in"],
             "clock": time.monotonic_ns(),
             "trace": self.events.level,
@@ -186,6 +184,8 @@ class Dispatcher(ControlRequests):
         poller.register(self.back, zmq.POLLIN)
         poller.register(self.front, zmq.POLLIN)
         poller.register(self.control, zmq.POLLIN)
+        for mon in self.monitors.values():
+            poller.register(mon, zmq.POLLIN)
         next_house = 0.0
         try:
             while not self._stop.is_set():
@@ -196,6 +196,8 @@ class Dispatcher(ControlRequests):
                     self._drain(self.front, self._on_client)
                 if self.control in events:
                     self._drain(self.control, self._on_control)
+                if len(events) > 3 or any(m in events for m in self.monitors.values()):
+                    self.on_monitor_events()
                 now = time.monotonic()
                 if now >= next_house:
                     next_house = now + 0.1
@@ -234,13 +236,15 @@ class Dispatcher(ControlRequests):
         msg = P.parse(frames[1].buffer)
         kind = type(msg)
         cno = self._client_by_ident.get(ident)
+        if cno is not None:
+            self.planner.clients[cno].last_seen = self.clock.now()
+            self.heard("client", cno, frames[1], "front")
         if kind is P.Batch:
             if cno is None:
                 err = P.Error(P.E_UNKNOWN_CLIENT, "unknown client: reconnect")
                 self.front.send_multipart([ident, P.encode(err)])
                 return
             c = self.planner.clients[cno]
-            c.last_seen = time.monotonic()
             if c.broken is not None:
                 self.front.send_multipart([ident, P.encode(P.Error(P.E_WORKER_LOST, c.broken))])
                 return
@@ -253,8 +257,6 @@ class Dispatcher(ControlRequests):
             else:
                 self._plan_batch(c, msg.seq, frames, msg.signals)
         elif kind is P.Heartbeat:
-            if cno is not None:
-                self.planner.clients[cno].last_seen = time.monotonic()
             self.front.send_multipart([ident, _HEARTBEAT])
         elif kind is P.Hello:
             info = {"pid": msg.pid, "host": msg.host, "argv": msg.argv, "token": msg.token}
@@ -276,9 +278,13 @@ class Dispatcher(ControlRequests):
     def _hello(self, ident: bytes, info: dict) -> None:
         if ident in self._client_by_ident:
             self._drop_client(self._client_by_ident[ident], "reconnected")
-        c = self.planner.add_client(ident, info, time.monotonic())
-        if c is None:
-            self._pending_hellos.append((ident, info, time.monotonic()))
+        c = self.planner.add_client(ident, info, self.clock.now())
+        if c is None:  # no worker: wait for one that is starting, else say so at once
+            if self.can_wait_for_a_worker():
+                self._pending_hellos.append((ident, info, self.clock.now()))
+            else:
+                err = P.Error(P.E_NO_WORKERS, self.no_workers_text())
+                self.front.send_multipart([ident, P.encode(err)])
             return
         self._client_by_ident[ident] = c.cno
         workers = [
@@ -291,11 +297,7 @@ class Dispatcher(ControlRequests):
             }
             for w in self.planner.alive_workers()
         ]
-        settings = {
-            **self._settings(),
-            "heartbeat": self.heartbeat * 2,
-            "liveness": max(5.0, self.worker_liveness + 2),
-        }
+        settings = {**self._settings(), "liveness": self.client_timeout}
         self.front.send_multipart([ident, P.encode(P.Welcome(c.cno, c.home, workers, settings))])
         self.events.emit(
             E.CLIENT_JOINED,
@@ -378,6 +380,9 @@ class Dispatcher(ControlRequests):
         msg = P.parse(frames[1].buffer)
         kind = type(msg)
         wid = self._worker_by_ident.get(ident)
+        if wid is not None:  # any message is a sign of life, on a connection we now know
+            self.planner.workers[wid].last_seen = self.clock.now()
+            self.heard("worker", wid, frames[1], "back")
         if kind is P.Done:
             if wid is None:
                 raise P.ProtocolError("Done from an unregistered worker")
@@ -391,7 +396,8 @@ class Dispatcher(ControlRequests):
             hb_wid = self._hb_idents.get(ident, wid)  # by identity, never by what a message claims
             w = self.planner.workers.get(hb_wid) if hb_wid is not None else None
             if w is not None and w.alive:
-                w.last_seen = time.monotonic()
+                w.last_seen = self.clock.now()
+                self.heard("worker", w.wid, frames[1], "back")
                 self.back.send_multipart([ident, _HEARTBEAT])
             else:
                 self.back.send_multipart([ident, _STOP])
@@ -399,13 +405,11 @@ class Dispatcher(ControlRequests):
             if wid is not None:
                 self.planner.workers[wid].stats = msg.stats
         elif kind is P.Register:
-            self._register(ident, msg)
+            self._register(ident, msg, frames[1])
         else:
             raise P.ProtocolError(f"unexpected {kind.__name__} from a worker")
 
     def _done(self, wid: int, msg: P.Done) -> None:
-        w = self.planner.workers[wid]
-        w.last_seen = time.monotonic()
         sends, ack = self.planner.finish(wid, msg.client, msg.seq, msg.n, msg.errors)
         c = self.planner.clients.get(msg.client)
         if c is not None:
@@ -416,12 +420,14 @@ class Dispatcher(ControlRequests):
         if sends:
             self._send_batches(sends)
 
-    def _register(self, ident: bytes, msg: P.Register) -> None:
+    def _register(self, ident: bytes, msg: P.Register, frame: Any) -> None:
         info = {"host": msg.host, "pid": msg.pid, "device": msg.device, "backend": msg.backend,
                 "data": msg.data}  # fmt: skip
-        wid = self.planner.add_worker(ident, info, time.monotonic())
+        wid = self.planner.add_worker(ident, info, self.clock.now())
+        self.planner.workers[wid].local = self.is_local(info)
         self._worker_by_ident[ident] = wid
         self._hb_idents[msg.hb] = wid
+        self.heard("worker", wid, frame, "back")
         self.back.send_multipart([ident, P.encode(P.Registered(wid, self._settings()))])
         self.events.emit(
             E.WORKER_JOINED,
@@ -457,20 +463,11 @@ class Dispatcher(ControlRequests):
 
     # ------------------------------------------------------------------ housekeeping
     def _housekeeping(self, now: float) -> None:
-        for proc in self.children:
-            if proc.poll() is not None:
-                for w in self.planner.workers.values():
-                    if w.alive and w.info.get("pid") == proc.pid:
-                        self._worker_lost(w.wid, f"exited with code {proc.returncode}")
-        for wid in self.planner.silent_workers(now, self.worker_liveness):
-            self._worker_lost(wid, f"sent no heartbeat for {self.worker_liveness:.0f}s")
-        for cno in self.planner.silent_clients(now, self.client_liveness):
-            self._drop_client(cno, f"silent for {self.client_liveness:.0f}s")
+        self.check_peers()
         if now >= self._next_stats:
             self._next_stats = now + 0.1
             self._emit_stats()
         self.events.tick()
-        self.children = [p for p in self.children if p.poll() is None]
 
     # ------------------------------------------------------------------ control
     def _on_control(self, frames: list) -> None:
@@ -490,12 +487,11 @@ class Dispatcher(ControlRequests):
         """Stop workers we started, tell clients, remove the discovery file, close sockets."""
         if self.ctx.closed:
             return
-        for c in list(self.planner.clients.values()):
+        bye = P.encode(P.Error(P.E_SHUTDOWN, self.shutdown_reason or "the dispatcher shut down"))
+        waiting = [ident for ident, _info, _t in self._pending_hellos]
+        for ident in [c.ident for c in self.planner.clients.values()] + waiting:
             try:
-                self.front.send_multipart(
-                    [c.ident, P.encode(P.Error(P.E_SHUTDOWN, "the dispatcher shut down"))],
-                    zmq.NOBLOCK,
-                )
+                self.front.send_multipart([ident, bye], zmq.NOBLOCK)
             except zmq.ZMQError:
                 pass
         for w in self.planner.alive_workers():
@@ -516,6 +512,6 @@ class Dispatcher(ControlRequests):
                 os.unlink(self.discovery_file)
             except OSError:
                 pass
-        for s in (self.front, self.back, self.control):
+        for s in (self.front, self.back, self.control, *self.monitors.values()):
             s.close(0)
         self.ctx.term()  # ends zmq.proxy on its thread, which then closes the bus sockets

@@ -64,9 +64,10 @@ class WorkerState:
     wid: int
     ident: bytes
     info: dict
-    last_seen: float
+    last_seen: float  # on the dispatcher's running clock (gt.runtime.liveness)
     in_flight: int = 0
     alive: bool = True
+    local: bool = False  # our own child process: watched through the OS, never timed out
     clients: set[int] = field(default_factory=set)
     batches_done: int = 0
     instructions_done: int = 0
@@ -266,12 +267,3 @@ class Planner:
                     waiting.append(cno)
             self._rr = deque(waiting + served)
         return sends
-
-    # ------------------------------------------------------------------ liveness
-    def silent_workers(self, now: float, liveness: float) -> list[int]:
-        """Ids of alive workers not heard from for ``liveness`` seconds."""
-        return [w.wid for w in self.workers.values() if w.alive and now - w.last_seen > liveness]
-
-    def silent_clients(self, now: float, liveness: float) -> list[int]:
-        """Clients not heard from for ``liveness`` seconds."""
-        return [c.cno for c in self.clients.values() if now - c.last_seen > liveness]

@@ -20,6 +20,14 @@ import zmq
 from gt.runtime import discovery
 from gt.runtime import ops as O
 from gt.runtime import protocol as P
+from gt.runtime.liveness import (
+    DEFAULT_RECONNECT_GRACE,
+    DEFAULT_TIMEOUT,
+    RunningClock,
+    heartbeat_options,
+    read_event,
+    watch_disconnects,
+)
 from gt.runtime.worker.backend import Backend, load_backend
 from gt.runtime.worker.device_monitor import DeviceMonitor
 from gt.runtime.worker.executor import BatchResult, Executor
@@ -53,6 +61,7 @@ class Worker:
         # this worker alive there (not, say, a stale worker that reconnects to a reused port).
         self.ident = uuid.uuid4().bytes
         self.sock.setsockopt(zmq.IDENTITY, self.ident)
+        heartbeat_options(self.sock, DEFAULT_TIMEOUT)  # libzmq watches the link (liveness.py)
         self.sock.connect(connect)
         self.data = self.ctx.socket(zmq.ROUTER)
         self.data.setsockopt(zmq.LINGER, 0)
@@ -73,7 +82,8 @@ class Worker:
         reg = self._register(connect, register_timeout)
         self.wid = reg.worker
         settings = reg.settings
-        self.heartbeat = float(settings.get("heartbeat", 0.5))
+        self.heartbeat = float(settings.get("heartbeat", 1.0))
+        self.liveness = float(settings.get("liveness", DEFAULT_TIMEOUT))
         clock = settings.get("clock")
         offset = clock - time.monotonic_ns() if isinstance(clock, int) else 0
         self.events = Emitter(
@@ -249,12 +259,18 @@ class Worker:
                                     "tensors": st["tensors"]})  # fmt: skip
 
     def _heartbeat_loop(self) -> None:
+        """Heartbeats to the dispatcher, from a thread of their own (a long kernel does not stop
+        them). The dispatcher is given up on only when its connection closed and did not come
+        back, or it answered nothing for ``liveness`` seconds of this process's running time."""
         s = self.ctx.socket(zmq.DEALER)
         s.setsockopt(zmq.LINGER, 0)
         s.setsockopt(zmq.IDENTITY, self.ident + b"/hb")
+        heartbeat_options(s, self.liveness)
+        monitor = watch_disconnects(s)
         s.connect(self.connect_to)
-        liveness = max(3.0, self.heartbeat * 6)
-        last_reply = time.monotonic()
+        clock = RunningClock(period=self.heartbeat, stall=max(1.0, 3 * self.heartbeat))
+        last_reply = clock.now()
+        cut_at: float | None = None
         try:
             while not self._stop.is_set():
                 s.send(_HEARTBEAT)
@@ -263,15 +279,25 @@ class Worker:
                         msg = P.parse(s.recv())
                     except P.ProtocolError:
                         continue
-                    last_reply = time.monotonic()
+                    last_reply = clock.tick()
                     if type(msg) is P.Stop:
                         self.stop_reason = "the dispatcher no longer knows this worker"
                         self._stop.set()
                     self._stop.wait(self.heartbeat)
-                elif time.monotonic() - last_reply > liveness:
-                    self.stop_reason = f"the dispatcher sent no heartbeat for {liveness:.0f}s"
+                now = clock.tick()
+                while (ev := read_event(monitor)) is not None:
+                    if ev[0] == zmq.EVENT_DISCONNECTED and cut_at is None:
+                        cut_at = now
+                    elif ev[0] == zmq.EVENT_CONNECTED:
+                        cut_at = None
+                if cut_at is not None and now - cut_at > DEFAULT_RECONNECT_GRACE:
+                    self.stop_reason = "the dispatcher closed the connection and did not come back"
+                    self._stop.set()
+                elif now - last_reply > self.liveness:
+                    self.stop_reason = f"the dispatcher answered nothing for {self.liveness:.0f}s"
                     self._stop.set()
         finally:
+            monitor.close(0)
             s.close(0)
 
     def close(self) -> None:

@@ -1,0 +1,185 @@
+"""The dispatcher's watch over its peers: who is alive, who is lost, and local workers' lives.
+
+A mixin of :class:`gt.runtime.dispatcher.loop.Dispatcher` (see :mod:`gt.runtime.liveness` for the
+rules): local worker processes are watched through the OS and never timed out; a remote peer is
+lost when its connection closes and it does not come back within a short grace, or when it stays
+silent for the (long) timeout on the dispatcher's running clock. When the last worker is gone, a
+dispatcher that started local workers starts them again (a few times), and otherwise says so to
+every client that asks, instead of queueing them forever.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections import deque
+from typing import Any
+
+import zmq
+
+from gt.runtime import protocol as P
+from gt.runtime.launch import spawn_worker
+from gt.runtime.liveness import (
+    DEFAULT_RECONNECT_GRACE,
+    DEFAULT_TIMEOUT,
+    RunningClock,
+    env_seconds,
+    heartbeat_options,
+    read_event,
+    source_fd,
+    watch_disconnects,
+)
+
+#: Local worker restarts allowed per :data:`RESTART_WINDOW_S` once every worker is gone.
+RESTARTS = 2
+RESTART_WINDOW_S = 60.0
+#: Clients waiting for a worker to register at most (more are refused at once).
+MAX_PENDING_HELLOS = 1000
+
+
+class PeerKeeping:
+    """Liveness and local workers, for the dispatcher (a mixin; see the module docstring)."""
+
+    back: zmq.Socket
+    front: zmq.Socket
+    planner: Any
+    children: list[subprocess.Popen]
+    endpoints: dict
+    _pending_hellos: list
+    _stop: Any
+
+    def _init_keeping(self, worker_timeout: float | None, client_timeout: float | None) -> None:
+        self.worker_timeout = worker_timeout or env_seconds("GT_WORKER_TIMEOUT", DEFAULT_TIMEOUT)
+        self.client_timeout = client_timeout or env_seconds("GT_CLIENT_TIMEOUT", DEFAULT_TIMEOUT)
+        self.reconnect_grace = env_seconds("GT_RECONNECT_GRACE", DEFAULT_RECONNECT_GRACE)
+        self.clock = RunningClock(period=0.1, stall=1.0)
+        heartbeat_options(self.back, self.worker_timeout)
+        heartbeat_options(self.front, self.client_timeout)
+        self.monitors = {
+            "back": watch_disconnects(self.back),
+            "front": watch_disconnects(self.front),
+        }
+        self._fd_owner: dict[tuple[str, int], tuple[str, int]] = {}
+        self._cut: dict[tuple[str, int], float] = {}  # peer -> running time its connection closed
+        self.local_workers = 0
+        self._local_pids: set[int] = set()
+        self._restarts: deque[float] = deque()
+        self.shutdown_reason: str | None = None
+
+    # ------------------------------------------------------------------ hearing from peers
+    def heard(self, kind: str, pid: int, frame: Any, sock_name: str) -> None:
+        """A message arrived from worker or client ``pid`` (``kind``): it is alive, and the
+        connection it came on is its own."""
+        fd = source_fd(frame)
+        if fd is not None:
+            self._fd_owner[(sock_name, fd)] = (kind, pid)
+        self._cut.pop((kind, pid), None)
+
+    def on_monitor_events(self) -> None:
+        """Note connections that closed (read from the front and back monitor sockets)."""
+        for name, mon in self.monitors.items():
+            while (ev := read_event(mon)) is not None:
+                event, fd = ev
+                if event == zmq.EVENT_DISCONNECTED:
+                    owner = self._fd_owner.pop((name, fd), None)
+                    if owner is not None:
+                        self._cut.setdefault(owner, self.clock.now())
+
+    # ------------------------------------------------------------------ local workers
+    def start_local_workers(self, n: int) -> None:
+        """Start ``n`` worker processes connected to our back endpoint (they die with us)."""
+        self.local_workers = max(self.local_workers, n)
+        for _ in range(n):
+            proc = spawn_worker(self.endpoints["back"], parent_pid=os.getpid(), n_workers=n)
+            self.children.append(proc)
+            self._local_pids.add(proc.pid)
+
+    def is_local(self, info: dict) -> bool:
+        """Whether a registering worker is one of our own child processes."""
+        return info.get("pid") in self._local_pids
+
+    def starting(self) -> int:
+        """Local workers started but not registered yet (and still running)."""
+        registered = {w.info.get("pid") for w in self.planner.workers.values()}
+        return sum(1 for p in self.children if p.poll() is None and p.pid not in registered)
+
+    # ------------------------------------------------------------------ the checks
+    def check_peers(self) -> None:
+        """Run from the loop's housekeeping: find lost workers and clients."""
+        now = self.clock.tick()
+        for proc in self.children:
+            code = proc.poll()
+            if code is not None:
+                for w in self.planner.workers.values():
+                    if w.alive and w.info.get("pid") == proc.pid:
+                        self._worker_lost(w.wid, f"exited with code {code}")
+        self.children = [p for p in self.children if p.poll() is None]
+        self.on_monitor_events()
+        for (kind, pid), at in list(self._cut.items()):
+            if now - at > self.reconnect_grace:
+                del self._cut[(kind, pid)]
+                why = (
+                    f"closed its connection and did not come back within {self.reconnect_grace:g}s"
+                )
+                self._lose(kind, pid, why)
+        for w in list(self.planner.workers.values()):
+            if w.alive and not w.local and now - w.last_seen > self.worker_timeout:
+                self._worker_lost(w.wid, f"sent nothing for {self.worker_timeout:g}s")
+        for c in list(self.planner.clients.values()):
+            if now - c.last_seen > self.client_timeout:
+                self._drop_client(c.cno, f"silent for {self.client_timeout:g}s")
+        if not self.planner.alive_workers():
+            self._no_workers(now)
+
+    def _lose(self, kind: str, pid: int, why: str) -> None:
+        if kind == "worker":
+            w = self.planner.workers.get(pid)
+            if w is not None and w.alive:
+                self._worker_lost(pid, why)
+        elif pid in self.planner.clients:
+            self._drop_client(pid, why)
+
+    def _no_workers(self, now: float) -> None:
+        """Every worker is gone: start local ones again, or tell waiting clients and exit."""
+        if self.starting():
+            return
+        if self.local_workers and self.planner.workers:  # we had workers, and they all died
+            while self._restarts and now - self._restarts[0] > RESTART_WINDOW_S:
+                self._restarts.popleft()
+            if len(self._restarts) < RESTARTS:
+                self._restarts.append(now)
+                self.start_local_workers(self.local_workers)
+                return
+            self.shutdown_reason = (
+                f"all {self.local_workers} local worker(s) died {RESTARTS + 1} times within "
+                f"{RESTART_WINDOW_S:g}s; the dispatcher stops"
+            )
+            self._stop.set()
+            return
+        self.refuse_pending_hellos()
+
+    def refuse_pending_hellos(self) -> None:
+        """Answer clients waiting for a worker that will not come: no workers, and why."""
+        if not self._pending_hellos:
+            return
+        text = self.no_workers_text()
+        for ident, _info, _t in self._pending_hellos:
+            self.front.send_multipart([ident, P.encode(P.Error(P.E_NO_WORKERS, text))])
+        self._pending_hellos.clear()
+
+    def no_workers_text(self) -> str:
+        lost = [w for w in self.planner.workers.values() if not w.alive]
+        why = f" ({len(lost)} lost)" if lost else ""
+        return (
+            f"the dispatcher at {self.endpoints['front']} has no workers{why}; add one with "
+            f"`gt worker --connect {self.endpoints['front']}`"
+        )
+
+    def can_wait_for_a_worker(self) -> bool:
+        """Whether a client that arrives while no worker is alive should wait (one is starting)."""
+        return bool(self.starting()) and len(self._pending_hellos) < MAX_PENDING_HELLOS
+
+    # implemented by the dispatcher
+    def _worker_lost(self, wid: int, reason: str) -> None: ...
+
+    def _drop_client(self, cno: int, reason: str = "bye") -> None: ...

@@ -1,0 +1,110 @@
+"""Telling slow from dead: the clocks and socket settings every process watches its peers with.
+
+GT runs on shared machines, where a process is routinely descheduled for seconds (a loaded CPU, a
+long GC pause, a ``SIGSTOP``). Being slow must never be taken for being dead, so:
+
+* a local child process is watched through the OS (its exit is seen at once) and never timed out;
+* a remote peer is watched by ZeroMQ itself: ZMTP heartbeats (:func:`heartbeat_options`) run in
+  libzmq's I/O thread, so a busy Python loop cannot starve them, and a closed connection (a killed
+  process, a broken link) shows as a disconnect event at once; on top of that an application
+  timeout of tens of seconds (:data:`DEFAULT_TIMEOUT`);
+* silence is counted on a :class:`RunningClock`, which does not advance while the watching process
+  itself was not running, so a process never gives up on its peers because *it* was paused.
+
+The pure parts (the clock) are here; the sockets stay in each process's shell.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import zmq
+
+#: Seconds a peer may stay silent (on the running clock) before it is declared lost.
+DEFAULT_TIMEOUT = 60.0
+#: Seconds a peer whose connection closed has to reconnect before it is declared lost.
+DEFAULT_RECONNECT_GRACE = 3.0
+#: ZMTP heartbeat period on every TCP connection, in seconds.
+ZMTP_HEARTBEAT_S = 2.0
+
+
+def env_seconds(name: str, default: float) -> float:
+    """A duration in seconds from the environment (``default`` when unset or malformed)."""
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+class RunningClock:
+    """Monotonic time that stands still while this process was not running.
+
+    Call :meth:`tick` from the process's loop (it runs at least every ``period`` seconds). A gap
+    longer than ``stall`` between two ticks means the process itself was descheduled, stopped or
+    stuck in one long step; the excess is not counted, so a peer's silence over that gap is not
+    held against it.
+
+    Args:
+        period: how often the owner's loop ticks, at most.
+        stall: a gap between ticks longer than this is not counted (beyond ``period``).
+    """
+
+    def __init__(self, period: float = 0.1, stall: float = 1.0, now: float | None = None):
+        self.period = period
+        self.stall = max(stall, period)
+        self._last = time.monotonic() if now is None else now
+        self.stalled = 0.0  # seconds not counted so far
+
+    def tick(self, now: float | None = None) -> float:
+        """Advance; returns the running time."""
+        t = time.monotonic() if now is None else now
+        gap = t - self._last
+        if gap > self.stall:
+            self.stalled += gap - self.period
+        self._last = t
+        return t - self.stalled
+
+    def now(self, now: float | None = None) -> float:
+        """The running time (seconds, monotonic, less every stall seen by :meth:`tick`)."""
+        t = time.monotonic() if now is None else now
+        return t - self.stalled
+
+
+def heartbeat_options(sock: zmq.Socket, timeout: float) -> None:
+    """Turn on ZMTP heartbeats: libzmq pings the peer every :data:`ZMTP_HEARTBEAT_S` and drops the
+    connection when no traffic came back for ``timeout`` seconds (a half-open TCP link, a host
+    that vanished). Only TCP connections carry them; options for IPC or inproc do nothing."""
+    sock.setsockopt(zmq.HEARTBEAT_IVL, int(ZMTP_HEARTBEAT_S * 1000))
+    sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, int(timeout * 1000))
+    sock.setsockopt(zmq.HEARTBEAT_TTL, int(timeout * 1000))
+
+
+def watch_disconnects(sock: zmq.Socket) -> zmq.Socket:
+    """A monitor socket that receives ``EVENT_ACCEPTED``/``EVENT_CONNECTED`` and
+    ``EVENT_DISCONNECTED`` for ``sock`` (read it with :func:`read_event`)."""
+    events = zmq.EVENT_ACCEPTED | zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED
+    return sock.get_monitor_socket(events)
+
+
+def read_event(monitor: zmq.Socket) -> tuple[int, int] | None:
+    """One pending monitor event as ``(event, fd)``, or ``None`` when none is waiting."""
+    try:
+        frames = monitor.recv_multipart(zmq.NOBLOCK)
+    except zmq.Again:
+        return None
+    if not frames or len(frames[0]) < 6:
+        return None
+    event = int.from_bytes(frames[0][:2], "little")
+    value = int.from_bytes(frames[0][2:6], "little")
+    return event, value
+
+
+def source_fd(frame: Any) -> int | None:
+    """The file descriptor of the connection a received frame came on (``None`` if unknown)."""
+    try:
+        return int(frame.get(zmq.SRCFD))
+    except (zmq.ZMQError, AttributeError, TypeError, ValueError):
+        return None
