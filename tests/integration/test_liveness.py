@@ -1,0 +1,120 @@
+"""Slow is not dead: paused peers survive, dead ones are found fast, and a dispatcher without
+workers says so. (The pauses here are the tests' input, SIGSTOP for a few seconds; every wait for
+an outcome is on a condition.)"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from helpers import wait_for
+
+import gt
+from gt.runtime.control import ControlError, request
+from gt.runtime.launch import LocalCluster
+
+
+def _workers(address: str) -> list[dict]:
+    return request(address, "stats", timeout=5.0)["workers"]
+
+
+def _pause(pid: int, seconds: float) -> None:
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+@pytest.fixture
+def cluster():
+    with LocalCluster(workers=2) as c:
+        yield c
+
+
+def test_a_worker_paused_for_seconds_is_not_taken_for_dead(cluster, monkeypatch):
+    monkeypatch.setenv("GT_WORKER_TIMEOUT", "60")
+    conn = gt.connect(cluster.address, timeout=60)
+    try:
+        x = gt.arange(6, dtype=gt.float32)
+        assert x.sum().item() == 15.0
+        home = next(w for w in _workers(cluster.address) if w["id"] == conn.home_worker)
+        _pause(home["pid"], 6.0)  # longer than any old 3 s limit
+        assert (x * 2).sum().item() == 30.0  # its tensors are still there
+        assert all(w["alive"] for w in _workers(cluster.address))
+    finally:
+        gt.disconnect()
+
+
+def test_a_paused_dispatcher_loses_neither_workers_nor_clients(cluster):
+    conn = gt.connect(cluster.address, timeout=60)
+    try:
+        x = gt.tensor([1.0, 2.0, 3.0])
+        assert x.sum().item() == 6.0
+        _pause(cluster.proc.pid, 5.0)
+        np.testing.assert_allclose((x + 1).numpy(), [2.0, 3.0, 4.0])
+        assert [w["alive"] for w in _workers(cluster.address)] == [True, True]
+        assert conn.control("stats")["clients"][0]["broken"] is None
+    finally:
+        gt.disconnect()
+
+
+def test_a_killed_local_worker_is_reported_within_a_second(cluster):
+    pid = _workers(cluster.address)[0]["pid"]
+    os.kill(pid, signal.SIGKILL)
+    t0 = time.monotonic()
+    wait_for(lambda: not _workers(cluster.address)[0]["alive"], timeout=5, interval=0.02)
+    assert time.monotonic() - t0 < 1.0
+
+
+def test_a_dispatcher_whose_workers_all_died_starts_new_local_ones(cluster):
+    for w in _workers(cluster.address):
+        os.kill(w["pid"], signal.SIGKILL)
+    wait_for(lambda: sum(w["alive"] for w in _workers(cluster.address)) == 2, timeout=30)
+    gt.connect(cluster.address, timeout=30)
+    try:
+        assert gt.tensor([4.0]).item() == 4.0
+    finally:
+        gt.disconnect()
+
+
+def test_a_dispatcher_with_no_workers_refuses_clients_with_the_reason(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gt", "dispatcher", "--workers", "0", "--ready-json"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        import json
+
+        address = json.loads(proc.stdout.readline())["front"]
+        t0 = time.monotonic()
+        with pytest.raises(gt.DispatcherLost, match="has no workers.*gt worker --connect"):
+            gt.connect(address, timeout=10)
+        assert time.monotonic() - t0 < 5  # at once, not after a connect timeout
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        proc.stdout.close()
+
+
+def test_a_killed_dispatcher_is_found_by_its_client_within_seconds(cluster):
+    conn = gt.connect(cluster.address, timeout=60)
+    try:
+        x = gt.tensor([1.0])
+        assert x.item() == 1.0
+        os.kill(cluster.proc.pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        with pytest.raises(gt.DispatcherLost):
+            for _ in range(200):
+                (x + 1).item()
+        assert time.monotonic() - t0 < 8
+        with pytest.raises(ControlError):
+            request(conn.address, "ping", timeout=1.0)
+    finally:
+        gt.disconnect()
