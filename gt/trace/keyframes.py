@@ -144,7 +144,7 @@ def attach(model: ClusterModel, workers: Sequence[dict] | None) -> None:
     """Tell a fresh model about the workers a recording's header lists (they joined before it)."""
     ws = [w for w in workers or () if isinstance(w, dict) and type(w.get("id")) is int]
     if ws:
-        model.apply_snapshot({"workers": ws}, t_ns=0)
+        model.apply_snapshot({"workers": ws})  # dated by the recording's first event
 
 
 class ModelKeyframer:

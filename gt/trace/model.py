@@ -82,6 +82,7 @@ class ClusterModel:
         self.uptime: tuple[float, int] | None = None  # (uptime_s, at t_ns) from a snapshot
         self.snapshots = 0
         self._now: int | None = None  # the time of the event being applied
+        self._undated_attach: str | None = None  # logged at the first event's time
         self._handlers = {
             E.EXEC: self._exec, E.TRANSFER: self._transfer, E.QUEUED: self._queued,
             E.MEMORY: self._memory, E.DEVICE: self._device, E.SRCLOC: self._srcloc,
@@ -111,6 +112,9 @@ class ClusterModel:
                 kind, t, f = ev
                 if self.t_first is None:
                     self.t_first = t
+                    if self._undated_attach is not None:
+                        self.log.append(LogEntry(t, "attach", "snapshot", self._undated_attach))
+                        self._undated_attach = None
                 if self.t_last is None or t > self.t_last:
                     self.t_last = t
                 self._now = t
@@ -317,6 +321,7 @@ class ClusterModel:
         """
         if t_ns is None:
             t_ns = snap["clock"] if type(snap.get("clock")) is int else self.t_last
+        undated = t_ns is None  # a recording's header, before any event: date it by the first
         t = t_ns or 0
         if as_num(snap.get("uptime")) is not None:
             self.uptime = (float(snap["uptime"]), t)
@@ -358,9 +363,11 @@ class ClusterModel:
                     self._srcloc(t, {"client": int(cno), "locs": locs}, "snapshot")
         if not self.snapshots:
             n_w, n_c = len(snap.get("workers") or ()), len(snap.get("clients") or ())
-            self.log.append(
-                LogEntry(t, "attach", "snapshot", f"attached: {n_w} worker(s), {n_c} client(s)")
-            )
+            text = f"attached: {n_w} worker(s), {n_c} client(s)"
+            if undated:
+                self._undated_attach = text
+            else:
+                self.log.append(LogEntry(t, "attach", "snapshot", text))
         self.snapshots += 1
 
     # ------------------------------------------------------------------ reading

@@ -341,3 +341,13 @@ def test_zoomed_out_lanes_are_binned_and_keep_busy_time():
     ]
     m.apply_batch("worker:0", m.next_seq["worker:0"], more)  # bins fill incrementally
     assert m.state(13 * S, timeline_ns=10 * S).lanes[0].spans[-1].name == "matmul"
+
+
+def test_a_recordings_workers_attach_at_its_first_event_not_at_clock_zero():
+    from gt.trace.keyframes import attach
+
+    m = ClusterModel(OPS)
+    attach(m, [{"id": 0, "device": "cpu"}])
+    m.apply_batch("worker:0", 0, [exec_ev(5 * S, 5 * S + 10, [2])])
+    attach_entries = [e for e in m.state(6 * S).log if e.kind == "attach"]
+    assert [e.t_ns for e in attach_entries] == [5 * S + 10]
