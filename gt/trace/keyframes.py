@@ -68,6 +68,7 @@ def snapshot_model(model: ClusterModel) -> dict:
         configs=[[c.t_ns, c.before, c.after, c.by] for c in model.configs],
         log=[[e.t_ns, e.kind, e.source, e.text] for e in list(model.log)[-LOG_KEEP:]],
         counters=dict(model.counters),
+        base=dict(model.base),
         uptime=list(model.uptime) if model.uptime is not None else None,
     )
     return out
@@ -123,6 +124,7 @@ def _restore(snap: dict, op_names, window_ns: int, count_gaps: bool) -> ClusterM
     m.configs.extend(ConfigChange(*x) for x in snap["configs"])
     m.log.extend(LogEntry(*x) for x in snap["log"])
     m.counters = dict(snap["counters"])
+    m.base = dict(snap.get("base") or {})
     m.uptime = tuple(snap["uptime"]) if snap.get("uptime") is not None else None
     return m
 

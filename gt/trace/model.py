@@ -83,6 +83,9 @@ class ClusterModel:
         self.snapshots = 0
         self._now: int | None = None  # the time of the event being applied
         self._undated_attach: str | None = None  # logged at the first event's time
+        # What the dispatcher counted before we attached (from its snapshots), so totals are
+        # since it started, not since this monitor did.
+        self.base: dict[str, int] = {}
         self._handlers = {
             E.EXEC: self._exec, E.TRANSFER: self._transfer, E.QUEUED: self._queued,
             E.MEMORY: self._memory, E.DEVICE: self._device, E.SRCLOC: self._srcloc,
@@ -325,6 +328,7 @@ class ClusterModel:
         t = t_ns or 0
         if as_num(snap.get("uptime")) is not None:
             self.uptime = (float(snap["uptime"]), t)
+        self._rebase(snap)
         for info in snap.get("workers") or ():
             if not isinstance(info, dict) or type(info.get("id")) is not int:
                 continue
@@ -370,6 +374,20 @@ class ClusterModel:
                 self.log.append(LogEntry(t, "attach", "snapshot", text))
         self.snapshots += 1
 
+    def _rebase(self, snap: dict) -> None:
+        """Totals since the dispatcher started: what its snapshot counted beyond our events."""
+        workers = [w for w in snap.get("workers") or () if isinstance(w, dict)]
+        counted = {
+            "instructions": (self.instructions, sum(as_int(w.get("instructions")) or 0 for w in workers)),
+            "batches": (self.batches, sum(as_int(w.get("batches")) or 0 for w in workers)),
+            "transfer_bytes": (self.transfer_bytes, sum(
+                (as_int((w.get("stats") or {}).get("sent")) or 0) for w in workers)),
+            "errors": (self.errors, sum(as_int(c.get("errors")) or 0
+                                        for c in snap.get("clients") or () if isinstance(c, dict))),
+        }  # fmt: skip
+        for key, (seen, total) in counted.items():
+            self.base[key] = max(self.base.get(key, 0), total - seen)
+
     # ------------------------------------------------------------------ reading
     def op_name(self, op: Any) -> str:
         """The display name of an opcode."""
@@ -405,8 +423,11 @@ class ClusterModel:
         elif self.t_first is not None:
             uptime = (now - self.t_first) / 1e9
         disp = self.counters.get("dispatcher") or {}
-        totals = Totals(self.events, self.instructions, self.batches, self.transfer_bytes,
-                        self.errors, sum(self.drops.values()), self.bad_events,
+        base = self.base
+        totals = Totals(self.events, self.instructions + base.get("instructions", 0),
+                        self.batches + base.get("batches", 0),
+                        self.transfer_bytes + base.get("transfer_bytes", 0),
+                        self.errors + base.get("errors", 0), sum(self.drops.values()), self.bad_events,
                         _count(disp.get("bad_messages")), _count(disp.get("internal_errors")))  # fmt: skip
         return ClusterState(
             now_ns=now, window_ns=self.window_ns, timeline_start_ns=start, timeline_end_ns=end,

@@ -160,7 +160,8 @@ class LogEntry:
 
 @dataclass(frozen=True)
 class Totals:
-    """Cluster-wide counters since the monitor attached."""
+    """Cluster-wide counters: since the dispatcher started where its snapshot says (instructions,
+    batches, bytes moved, errors), else since the monitor attached (events, drops)."""
 
     events: int = 0
     instructions: int = 0

@@ -351,3 +351,15 @@ def test_a_recordings_workers_attach_at_its_first_event_not_at_clock_zero():
     m.apply_batch("worker:0", 0, [exec_ev(5 * S, 5 * S + 10, [2])])
     attach_entries = [e for e in m.state(6 * S).log if e.kind == "attach"]
     assert [e.t_ns for e in attach_entries] == [5 * S + 10]
+
+
+def test_totals_count_from_the_dispatchers_start_not_from_the_monitors():
+    m = ClusterModel(OPS)
+    m.apply_batch("worker:0", 0, [exec_ev(10, 20, [2, 2])])  # 2 instructions seen here
+    m.apply_snapshot({"clock": 30, "workers": [
+        {"id": 0, "instructions": 18_002, "batches": 901, "stats": {"sent": 4096}},
+    ], "clients": [{"id": 1, "errors": 3}]})  # fmt: skip
+    m.apply_batch("worker:0", 1, [exec_ev(40, 50, [2] * 3)])  # 3 more after the snapshot
+    tot = m.state(60).totals
+    assert (tot.instructions, tot.batches) == (18_005, 902)
+    assert tot.transfer_bytes == 4096 and tot.errors == 3

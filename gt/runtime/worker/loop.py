@@ -249,6 +249,8 @@ class Worker:
             "batches": ex.batches,
             "instructions": ex.instructions,
             "busy_ns": ex.busy_ns,
+            "sent": self.peers.bytes_sent,  # to other workers, since the worker started
+            "received": self.peers.bytes_received,
         }
 
     def _report_stats(self) -> None:
