@@ -130,3 +130,21 @@ def test_the_nn_example_trains_under_gt_run(tmp_path):
     assert out.returncode == 0, out.stderr
     accuracy = float(out.stdout.strip().rsplit("accuracy", 1)[1])
     assert accuracy > 0.9
+
+
+def test_gt_demo_records_its_own_lines_as_the_source_of_its_ops(tmp_path):
+    """`python -m gt demo`: ops come from demo.py's lines, not from runpy's frozen frames."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "demo.gtrace"
+    done = subprocess.run(
+        [sys.executable, "-m", "gt", "demo", "--no-tui", "--steps", "200", "--record", str(path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    with Reader(path) as r:
+        texts = {
+            v for ev in r.events() if ev.kind == "srcloc" for v in ev.fields["locs"].values()
+        }
+    assert texts and all(t.startswith("demo.py:") for t in texts), texts

@@ -45,6 +45,7 @@ _UPLOAD = O.OPCODE["upload"]
 _HEARTBEAT = P.encode(P.Heartbeat())
 # The gt package itself (gt/runtime/client/connection.py -> gt/): frames inside it are not the user's.
 _GT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+_GT_CLI_DIR = os.path.join(_GT_DIR, "cli") + os.sep
 
 _POS_SPAN = 1 << 24  # a free is packed as id * _POS_SPAN + its position in the pending batch
 
@@ -60,6 +61,14 @@ SIGNAL_DEPTH = 0
 def raw_bytes(array: np.ndarray) -> Any:
     """The bytes of a C-contiguous array without a copy (empty arrays have none to view)."""
     return memoryview(array.reshape(-1)).cast("B") if array.size else b""
+
+
+def _not_the_users(filename: str) -> bool:
+    """Frames to look past for the user's line: GT's own (but not the workloads of ``gt/cli``,
+    such as ``gt demo``'s) and the interpreter's frozen modules (``runpy`` under ``python -m``)."""
+    if filename.startswith(_GT_DIR):
+        return not filename.startswith(_GT_CLI_DIR)
+    return filename.startswith("<frozen ")
 
 
 def _drain(q: deque) -> list:
@@ -235,7 +244,7 @@ class Connection:
             code = f.f_code
             own = inside.get(code)
             if own is None:
-                own = inside[code] = code.co_filename.startswith(_GT_DIR)
+                own = inside[code] = _not_the_users(code.co_filename)
             if not own:
                 break
             f = f.f_back
