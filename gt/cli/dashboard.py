@@ -2,8 +2,8 @@
 
 * :func:`find_endpoints`: the newest live dispatcher, or the one at a front address;
 * :func:`run_dashboard`: the live app against known endpoints, blocking, optionally with a pane of a
-  child process's output; :func:`run_with_dashboard`: ``gt run`` 's child plus that dashboard
-  (:func:`process_lines` turns a ``Popen``'s pipes into the pane's queue; :func:`stop_child`);
+  child process's output; :func:`run_with_dashboard`: ``gt run`` 's child (on a pseudo-terminal,
+  :mod:`gt.cli.child_output`) plus that dashboard, then the end of its output on the terminal;
 * :func:`collect_state`, :func:`format_once`, :func:`format_json`: one look at a cluster, as text
   tables or JSON (``gt top --once`` / ``--json``, ``gt replay --once`` / ``--json``).
 
@@ -17,14 +17,15 @@ import io
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from gt.cli.child_output import ChildOutput
 from gt.cli.common import exit_status
 
 
@@ -146,43 +147,6 @@ def run_dashboard(
     return int(app.return_code or 0)
 
 
-def process_lines(proc: subprocess.Popen) -> queue.Queue:
-    """A queue of a child's output lines (its stdout and stderr pipes, text or bytes).
-
-    When both pipes close, the child is waited for, a last line gives its exit status, and ``None``
-    marks the end.
-    """
-    q: queue.Queue = queue.Queue(maxsize=10_000)
-    pipes = [p for p in (proc.stdout, proc.stderr) if p is not None]
-    left = [len(pipes)]
-    lock = threading.Lock()
-
-    def finish() -> None:
-        code = proc.wait()
-        q.put(f"[exited with code {exit_status(code)}]")
-        q.put(None)
-
-    def read(pipe: Any) -> None:
-        try:
-            for line in iter(pipe.readline, "" if isinstance(pipe, io.TextIOBase) else b""):
-                text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
-                q.put(text.rstrip("\n"))
-        except (OSError, ValueError):
-            pass
-        finally:
-            with lock:
-                left[0] -= 1
-                last = left[0] == 0
-            if last:
-                finish()
-
-    for pipe in pipes:
-        threading.Thread(target=read, args=(pipe,), name="gt-run-output", daemon=True).start()
-    if not pipes:
-        threading.Thread(target=finish, name="gt-run-wait", daemon=True).start()
-    return q
-
-
 def stop_child(proc: subprocess.Popen, grace: float = 3.0) -> None:
     """Interrupt a child (SIGINT, as Ctrl-C would), then terminate, then kill; always reaps it."""
     for sig, wait in ((signal.SIGINT, grace), (signal.SIGTERM, 2.0)):
@@ -223,22 +187,17 @@ def run_with_dashboard(
     if endpoints is None:
         print(f"gt run: no GT dispatcher answered at {address}", file=sys.stderr)
         return 1
-    child_env = {**(env if env is not None else os.environ), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        cmd,
-        env=child_env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    size = shutil.get_terminal_size()
+    child_env = dict(env if env is not None else os.environ)
+    child = ChildOutput(cmd, env=child_env, cwd=cwd, columns=size.columns)
     name = " ".join(os.path.basename(c) for c in cmd[1:2]) or cmd[0]
-    run_dashboard(
-        endpoints,
-        hz=hz,
-        readonly=readonly,
-        output=process_lines(proc),
-        on_exit=lambda: stop_child(proc),
-        title=f"gt run {name}",
-    )
-    return exit_status(proc.wait())
+    try:
+        run_dashboard(endpoints, hz=hz, readonly=readonly, output=child.lines,
+                      on_exit=lambda: stop_child(child.proc), title=f"gt run {name}")  # fmt: skip
+    finally:
+        # The dashboard is gone: show the end of the script's output where it ran, as a terminal
+        # would have (a crashed script's traceback included).
+        for line in child.tail(max(1, size.lines - 2)):
+            print(line)
+        sys.stdout.flush()
+    return exit_status(child.proc.wait())
