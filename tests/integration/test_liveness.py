@@ -118,3 +118,17 @@ def test_a_killed_dispatcher_is_found_by_its_client_within_seconds(cluster):
             request(conn.address, "ping", timeout=1.0)
     finally:
         gt.disconnect()
+
+
+def test_gt_ps_says_how_each_dispatcher_is_and_which_does_not_answer(cluster):
+    def ps() -> str:
+        done = subprocess.run([sys.executable, "-m", "gt", "ps"], capture_output=True, text=True,
+                              timeout=30)  # fmt: skip
+        return next(line for line in done.stdout.splitlines() if cluster.address in line)
+
+    assert "2 worker(s), 0 client(s)" in ps()
+    os.kill(cluster.proc.pid, signal.SIGSTOP)
+    try:
+        assert "NOT ANSWERING" in ps()
+    finally:
+        os.kill(cluster.proc.pid, signal.SIGCONT)
