@@ -133,3 +133,19 @@ def test_environment_variables(monkeypatch, tmp_path):
     monkeypatch.setenv("GT_CONFIG", str(f))
     monkeypatch.setenv("GT_AUTO_SHARD", "1")
     assert from_env() == {"p": {"replicate": {}}, "auto_shard": True}
+
+
+def test_huge_or_repetitive_configs_are_refused_quickly_with_a_short_message():
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match="listed twice"):
+        validate({"a": {"workers": [*range(4095), 7]}})
+    with pytest.raises(ConfigError, match="100000 worker ids; at most 4096"):
+        validate({"a": {"workers": list(range(100_000))}})
+    with pytest.raises(ConfigError, match="at most 4096 signals"):
+        validate({f"s{i}": {"replicate": {}} for i in range(5000)})
+    with pytest.raises(ConfigError) as info:
+        validate({"a": {"workers": "x" * 100_000}})
+    assert len(str(info.value)) < 300
+    assert time.perf_counter() - t0 < 2.0  # was minutes for a long list with a duplicate

@@ -41,6 +41,9 @@ from gt.trace.emit import Emitter
 
 log = logging.getLogger("gt.dispatcher")
 _HEARTBEAT = P.encode(P.Heartbeat())
+#: Source lines kept per client (and their length): every monitor's snapshot carries them.
+MAX_SRCLOCS = 20_000
+MAX_SRCLOC_TEXT = 200
 _STOP = P.encode(P.Stop())
 
 
@@ -251,7 +254,10 @@ class Dispatcher(ControlRequests, PeerKeeping):
             if len(frames) < 3:
                 raise P.ProtocolError("batch without a body")
             if msg.srclocs:
-                self._srclocs.setdefault(cno, {}).update(msg.srclocs)
+                locs = self._srclocs.setdefault(cno, {})
+                room = MAX_SRCLOCS - len(locs)  # a snapshot carries them all: keep them bounded
+                if room > 0:
+                    locs.update((k, v[:MAX_SRCLOC_TEXT]) for k, v in msg.srclocs[:room])
             if msg.signals is None and not self.placement.wants(cno):
                 self._send_batches(self.planner.submit(cno, (msg.seq, msg.n, frames[2:])))
             else:

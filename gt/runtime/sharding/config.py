@@ -37,6 +37,12 @@ _SHARD_KEYS = ("axis", "workers")
 _REPLICATE_KEYS = ("workers",)
 
 
+#: Bounds that keep validating (and applying) any config to a fraction of a second, so the
+#: dispatcher's loop is never held up by one: signals per config, worker ids per list.
+MAX_SIGNALS = 4096
+MAX_WORKERS = 4096
+
+
 class ConfigError(ValueError):
     """A shard config is malformed, or names workers, signals or axes that do not exist."""
 
@@ -70,24 +76,33 @@ def _worker_spec(where: str, spec: Any, worker_ids: Iterable[int] | None) -> Any
         spec = [spec]
     if not isinstance(spec, (list, tuple)) or not spec:
         raise ConfigError(
-            f"{where} must be a non-empty list of worker ids, 'all', or {{part: i, of: n}}; got {spec!r}"
+            f"{where} must be a non-empty list of worker ids, 'all', or {{part: i, of: n}}; "
+            f"got {_short(spec)}"
         )
+    if len(spec) > MAX_WORKERS:
+        raise ConfigError(f"{where}: {len(spec)} worker ids; at most {MAX_WORKERS} are allowed")
     ids = []
+    seen: set[int] = set()
     for w in spec:
         if type(w) is not int or w < 0:
-            raise ConfigError(f"{where}: worker ids are non-negative integers, got {w!r}")
+            raise ConfigError(f"{where}: worker ids are non-negative integers, got {_short(w)}")
+        if w in seen:
+            raise ConfigError(f"{where}: worker {w} is listed twice")
+        seen.add(w)
         ids.append(w)
-    if len(frozenset(ids)) != len(ids):
-        raise ConfigError(
-            f"{where}: worker {next(w for w in ids if ids.count(w) > 1)} is listed twice"
-        )
     if worker_ids is not None:
-        known = sorted(worker_ids)
+        known = set(worker_ids)
         for w in ids:
             if w not in known:
-                have = ", ".join(map(str, known)) or "none"
+                have = ", ".join(map(str, sorted(known))) or "none"
                 raise ConfigError(f"{where}: worker {w} does not exist (workers: {have})")
     return ids
+
+
+def _short(v: Any, limit: int = 60) -> str:
+    """A value for an error message, cut short (a config may be large, or hostile)."""
+    text = repr(v)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _signal(name: str, rule: Any, worker_ids: Iterable[int] | None) -> dict:
@@ -172,6 +187,8 @@ def validate(raw: Any, worker_ids: Iterable[int] | None = None) -> dict:
     settings = dict(SETTINGS)
     signals: dict[str, dict] = {}
     ids = None if worker_ids is None else builtins.list(worker_ids)
+    if len(raw) > MAX_SIGNALS:
+        raise ConfigError(f"a config holds at most {MAX_SIGNALS} signals, this one {len(raw)}")
     for key, value in raw.items():
         if key == "auto_shard":
             if not isinstance(value, bool):
