@@ -241,15 +241,18 @@ class Batch(NamedTuple):
     signals: list | None = None
 
 
-@_kind(4, client=int, seq=int, n=int, token=_opt(bytes))
+@_kind(4, client=int, seq=int, n=int, token=_opt(bytes), planned=bool)
 class Run(NamedTuple):
     """The dispatcher hands a worker a client's batch (or this worker's part of a planned one);
-    ``token`` identifies the client's direct data socket, if it has one."""
+    ``token`` identifies the client's direct data socket, if it has one. Only a batch the
+    dispatcher's planner wrote (``planned``) may hold transfers between workers: a client's own
+    batch, forwarded unread, may not."""
 
     client: int
     seq: int
     n: int
     token: bytes | None
+    planned: bool = False
 
 
 @_kind(5, client=int, seq=int, errors=_errors, n=int, exec_ns=int)

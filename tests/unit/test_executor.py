@@ -121,3 +121,30 @@ def test_clients_are_kept_apart_and_dropped_whole(ex):
     assert ex.tables[1][1][0] == 1.0 and ex.tables[2][1][0] == 2.0
     ex.drop_client(1)
     assert 1 not in ex.tables and ex.holdings()[0] == 1
+
+
+def test_transfers_and_frees_are_refused_in_a_clients_own_batch(ex):
+    res = run(ex, [ins("recv", 5, [], {"peer": 1, "tag": 1}), ins("free", 0, [], {"ids": [1]})])
+    assert [e[1] for e in res.errors] == [OP["recv"], OP["free"]]
+    assert all("may only come from the dispatcher's planner" in e[0] for e in res.errors)
+
+
+def test_immediates_and_dtypes_that_could_make_python_objects_are_refused(ex):
+    res = run(ex, [
+        ins("full", 1, ["a string"], {"shape": [2], "dtype": "float32"}),
+        ins("full", 2, [[[1, 2]]], {"shape": [2], "dtype": "int64"}),
+        ins("full", 3, [1.0], {"shape": [2], "dtype": "object"}),
+        ins("full", 5, [[7]], {"shape": [2], "dtype": "int64"}),
+    ])  # fmt: skip
+    assert len(res.errors) == 3 and set(ex.tables[1]) == {5}
+    assert "unsupported dtype 'object'" in res.errors[2][0]
+
+
+def test_ops_too_large_for_any_worker_are_refused_before_they_run(ex):
+    res = run(ex, [
+        ins("full", 1, [0.0], {"shape": [1], "dtype": "float32"}),
+        ins("expand", 2, [1], {"shape": [1 << 20, 1 << 20]}),  # a tera-element view
+        ins("full", 3, [0.0], {"shape": [1 << 40], "dtype": "float32"}),
+    ])  # fmt: skip
+    assert [e[1] for e in res.errors] == [OP["expand"], OP["full"]]
+    assert all("over the limit" in e[0] for e in res.errors)

@@ -15,7 +15,7 @@ SAMPLES = {
     P.Hello: P.Hello(41, "host-a", ["train.py", "--lr", "0.1"], b"\x01" * 16),
     P.Welcome: P.Welcome(3, 0, [{"id": 0, "host": "h", "data": "tcp://x:1"}], {"heartbeat": 1.0}),
     P.Batch: P.Batch(7, 2, [[1, "a.py:3"]], [[1, "layer1", None, False]]),
-    P.Run: P.Run(3, 7, 2, b"\x02" * 16),
+    P.Run: P.Run(3, 7, 2, b"\x02" * 16, True),
     P.Done: P.Done(3, 7, [ERR], 2, 12_345),
     P.Ack: P.Ack(7, [ERR]),
     P.Data: P.Data(5, "float32", [2, 3], None),
@@ -43,7 +43,7 @@ WRONG = {
     "exec_ns": 1.5, "req": "5", "dtype": "object", "shape": [-1], "error": ["msg"],
     "code": 7, "message": b"bytes", "device": None, "backend": 1, "data": None, "hb": "str",
     "worker": "0", "tok": [1], "request": 5, "ok": 1, "stats": [], "endpoints": {"0": "x"},
-    "tag": 1.0, "step": None, "args": object(), "payload": object(),
+    "tag": 1.0, "step": None, "args": object(), "payload": object(), "planned": 1,
 }  # fmt: skip
 
 

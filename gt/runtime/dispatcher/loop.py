@@ -373,7 +373,8 @@ class Dispatcher(ControlRequests, PeerKeeping):
                     },
                 )
             back.send(w.ident, zmq.SNDMORE)
-            back.send(P.encode(P.Run(c.cno, seq, n, c.info.get("token"))), zmq.SNDMORE)
+            planned = len(payload) > 3  # a part the planner wrote (a forwarded batch has 3)
+            back.send(P.encode(P.Run(c.cno, seq, n, c.info.get("token"), planned)), zmq.SNDMORE)
             last = len(rest) - 1
             for i, f in enumerate(rest):
                 back.send(f, zmq.SNDMORE if i < last else 0, copy=False)

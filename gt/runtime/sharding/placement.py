@@ -42,6 +42,7 @@ from gt.runtime.sharding.shapeinfer import infer, infer_dtype, nbytes
 from gt.runtime.sharding.special import SpecialOps, rule_for, rule_layout
 
 _FETCH, _MARK, _PLACE = (O.OPCODE[n] for n in ("fetch", "mark", "place"))
+_PLANNER_ONLY = frozenset((*O.COMM_OPS, O.OPCODE["free"]))
 
 Shape = tuple[int, ...]
 
@@ -142,6 +143,10 @@ class Placement(SpecialOps):
         for ins in instrs:
             if not _well_formed(ins):  # the worker reports what is wrong with it
                 p.parts.setdefault(home, []).append(ins[:5] if type(ins) is list else ins)
+                continue
+            if ins[0] in _PLANNER_ONLY:  # transfers are the planner's to write, never a client's
+                p.errors.append([f"{O.op_name(ins[0])} may only come from the dispatcher's planner",
+                                 ins[0], ins[4]])  # fmt: skip
                 continue
             s = Step(c, p, ins[0], ins[1], ins[2], ins[3], ins[4], alive=alive)
             try:

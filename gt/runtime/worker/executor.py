@@ -13,6 +13,7 @@ computed from a failed tensor fails with the same message, and the error is repo
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -24,8 +25,8 @@ from gt.runtime.worker.peers import PeerFailure
 
 MAX_ERRORS_PER_BATCH = 64
 _NEVER = 1 << 62
-_UPLOAD, _FETCH, _MARK, _FREE, _PLACE = (
-    O.OPCODE[n] for n in ("upload", "fetch", "mark", "free", "place")
+_UPLOAD, _FETCH, _MARK, _FREE, _PLACE, _EXPAND = (
+    O.OPCODE[n] for n in ("upload", "fetch", "mark", "free", "place", "expand")
 )
 _ALL_REDUCE = O.ALL_REDUCE
 _COMM = O.COMM_OPS
@@ -66,18 +67,65 @@ class BatchResult:
 
 
 def _resolve(tbl: dict, args: list) -> list:
-    """Argument values: tensors from the table, immediates as they are (``[v]`` is an int)."""
-    return [tbl[a] if type(a) is int else (a[0] if type(a) is list else a) for a in args]
+    """Argument values: tensors from the table (a bare int is a tensor id), immediates as they are.
+
+    Raises:
+        KeyError: a tensor is not in the table.
+        ProtocolError: an immediate that no client makes (a string, a nested list ...).
+    """
+    return [tbl[a] if type(a) is int else (a if type(a) is float else _immediate(a)) for a in args]
+
+
+def _immediate(a: Any) -> Any:
+    """A bool, ``None``, or an integer immediate ``[v]``; anything else is refused (it could make
+    arrays of Python objects, whose arithmetic has no bound)."""
+    if a is None or type(a) is bool:
+        return a
+    if type(a) is list and len(a) == 1 and type(a[0]) is int and -(1 << 63) <= a[0] < 1 << 64:
+        return a[0]
+    raise P.ProtocolError(
+        f"an argument is a tensor id, a float, a bool, None or [int], not {a!r:.40}"
+    )
+
+
+#: The most elements any one op may make or read through a broadcast view: a bound on its time
+#: and memory that a client cannot lift (``$GT_MAX_ELEMENTS``).
+MAX_ELEMENTS = int(os.environ.get("GT_MAX_ELEMENTS", 1 << 32))
+_PLANNER_ONLY = frozenset((*O.COMM_OPS, O.OPCODE["free"]))
+_SIZED = frozenset(op.code for op in O.REGISTRY if op.kind == "create" or op.name == "expand")
+
+
+_GUARDED = _PLANNER_ONLY | _SIZED
+
+
+def _check_guarded(code: int, attrs: Any, planned: bool) -> None:
+    """The rules for the few opcodes that need them (kept off the common path)."""
+    if code in _PLANNER_ONLY and not planned:
+        raise P.ProtocolError(
+            f"{O.op_name(code)} may only come from the dispatcher's planner, not from a client"
+        )
+    if code in _SIZED:
+        shape = O.REGISTRY[code].shape([], attrs) if code != _EXPAND else attrs["shape"]
+        n = 1
+        for d in shape:
+            n *= int(d)
+        if n > MAX_ELEMENTS:
+            raise MemoryError(
+                f"{O.op_name(code)} of shape {list(shape)} ({n:,} elements) is over the limit of "
+                f"{MAX_ELEMENTS:,} elements per op (GT_MAX_ELEMENTS)"
+            )
 
 
 class _Batch:
     """The state of one batch while it runs."""
 
-    __slots__ = ("cno", "seq", "token", "tbl", "failed", "bufs", "errors")
+    __slots__ = ("cno", "seq", "token", "tbl", "failed", "bufs", "errors", "planned")
 
-    def __init__(self, cno: int, seq: int, token: Any, tbl: dict, failed: dict, bufs: list):
+    def __init__(self, cno: int, seq: int, token: Any, tbl: dict, failed: dict, bufs: list,
+                 planned: bool) -> None:  # fmt: skip
         self.cno, self.seq, self.token = cno, seq, token
         self.tbl, self.failed, self.bufs = tbl, failed, bufs
+        self.planned = planned
         self.errors: list = []
 
     def report(self, err: list) -> None:
@@ -124,18 +172,20 @@ class Executor:
 
     # ------------------------------------------------------------------ batches
     def run(
-        self, cno: int, seq: int, token: Any, body: Any, bufs: list, timed: bool
-    ) -> BatchResult:
+        self, cno: int, seq: int, token: Any, body: Any, bufs: list, timed: bool,
+        planned: bool = False,
+    ) -> BatchResult:  # fmt: skip
         """Run one batch for client ``cno``.
 
         Args:
             body: the batch's body frame (instructions and frees, see :func:`P.parse_body`).
             bufs: the upload frames that came with it.
             timed: also time every instruction (``durs``).
+            planned: the dispatcher's planner wrote it (transfers between workers are allowed).
         """
         res = BatchResult()
         b = _Batch(cno, seq, token, self.tables.setdefault(cno, {}),
-                   self.failed.setdefault(cno, {}), bufs)  # fmt: skip
+                   self.failed.setdefault(cno, {}), bufs, planned)  # fmt: skip
         self.peers.cno, self.peers.batch = cno, seq
         try:
             instrs, frees, free_at = P.parse_body(body)
@@ -202,6 +252,15 @@ class Executor:
 
     def _one(self, b: _Batch, ins: Any) -> None:
         code, out, args, attrs, src = ins  # (a malformed one raises here and fails alone)
+        if type(code) is not int or type(out) is not int or type(args) is not list:
+            raise P.ProtocolError("an instruction is [opcode, out, args, attrs, src]")
+        if attrs is not None:
+            if type(attrs) is not dict:
+                raise P.ProtocolError("an instruction's attrs are a dict or None")
+            if "dtype" in attrs and attrs["dtype"] not in P.DTYPE_SET:
+                raise P.ProtocolError(f"unsupported dtype {attrs['dtype']!r:.40}")
+        if code in _GUARDED:
+            _check_guarded(code, attrs, b.planned)
         tbl = b.tbl
         try:
             vals = _resolve(tbl, args)

@@ -152,7 +152,7 @@ class Worker:
             if len(frames) < 2:
                 return
             res = self.executor.run(msg.client, msg.seq, msg.token, frames[1].buffer, frames[2:],
-                                    self.events.full)  # fmt: skip
+                                    self.events.full, msg.planned)  # fmt: skip
             self.sock.send(
                 P.encode(P.Done(msg.client, msg.seq, res.errors, len(res.instrs), res.busy_ns))
             )
