@@ -165,3 +165,34 @@ def test_garbage_on_every_socket_is_counted_and_ignored(fresh_cluster):
     finally:
         for s in socks:
             s.close(0)
+
+
+def test_garbage_and_unclaimed_uploads_on_a_workers_data_socket_are_counted_and_bounded(
+    monkeypatch,
+):
+    monkeypatch.setenv("GT_UNCLAIMED_MAX_BYTES", str(3 << 20))
+    with LocalCluster(workers=1) as cl:
+        worker = request(cl.address, "stats")["workers"][0]
+        data_ep = [w for w in request(cl.address, "stats")["workers"]][0]
+        conn = gt.connect(cl.address, timeout=30)
+        try:
+            data_ep = next(w["data"] for w in conn.workers if w["id"] == worker["id"])
+            s = zmq.Context.instance().socket(zmq.DEALER)
+            s.setsockopt(zmq.LINGER, 0)
+            s.connect(data_ep)
+            try:
+                for tok in range(20):  # 20 MiB nobody will ever claim
+                    s.send_multipart([P.encode(P.Upload(10_000 + tok)), b"\0" * (1 << 20)])
+                s.send_multipart([b"not a header", b""])
+                s.send_multipart([P.encode(P.Heartbeat()), b""])  # well formed, wrong socket
+
+                def worker_stats() -> dict:
+                    return request(cl.address, "stats")["workers"][0]["stats"]
+
+                wait_for(lambda: worker_stats().get("bad_messages") == 2, timeout=20)
+                wait_for(lambda: 0 < worker_stats().get("unclaimed", 0) <= 3 << 20, timeout=20)
+            finally:
+                s.close(0)
+            np.testing.assert_array_equal(gt.arange(4).numpy(), [0, 1, 2, 3])  # still serving
+        finally:
+            gt.disconnect()

@@ -36,7 +36,12 @@ from gt.runtime.worker.peers import Peers
 from gt.trace import events as E
 from gt.trace.emit import Emitter
 
-UPLOAD_WAIT_S = 30.0
+#: Seconds an upload instruction waits for its data (sent before it on the direct socket).
+UPLOAD_WAIT_S = 10.0
+#: Data that arrived and that nothing claimed is dropped after this long, or beyond this many bytes
+#: (oldest first): a client, or anyone who can reach the socket, cannot fill the worker's memory.
+UNCLAIMED_KEEP_S = float(os.environ.get("GT_UNCLAIMED_KEEP_S", 60.0))
+UNCLAIMED_MAX_BYTES = int(os.environ.get("GT_UNCLAIMED_MAX_BYTES", 1 << 30))
 _HEARTBEAT = P.encode(P.Heartbeat())
 
 
@@ -68,7 +73,8 @@ class Worker:
         self.data.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.data.bind_to_random_port("tcp://127.0.0.1")
         self.connect_to = connect
-        self.pending_uploads: dict[tuple[Any, int], Any] = {}
+        self.pending_uploads: dict[tuple[Any, int], tuple[Any, float]] = {}  # -> (frame, arrived)
+        self.bad_messages = 0  # malformed or unexpected messages on the data socket, dropped
         self._stop = threading.Event()
         self.stop_reason = ""
         self.info = P.Register(
@@ -173,16 +179,29 @@ class Worker:
                 frames = self.data.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
-            if len(frames) != 3:
-                continue
             try:
+                if len(frames) != 3:
+                    raise P.ProtocolError("a data message is [identity, header, payload]")
                 msg = P.parse(frames[1].buffer)
+                if type(msg) is P.Upload:
+                    self.pending_uploads[(frames[0].bytes, msg.tok)] = (frames[2], time.monotonic())
+                elif type(msg) is P.Peer:
+                    self.peers.accept(frames[0].bytes, msg, frames[2])
+                else:
+                    raise P.ProtocolError(f"unexpected {type(msg).__name__} on the data socket")
             except P.ProtocolError:
-                continue
-            if type(msg) is P.Upload:
-                self.pending_uploads[(frames[0].bytes, msg.tok)] = frames[2]
-            elif type(msg) is P.Peer:
-                self.peers.accept(frames[0].bytes, msg, frames[2])
+                self.bad_messages += 1
+
+    def _expire_unclaimed(self) -> None:
+        """Drop uploads nobody claimed in time, and the oldest beyond the byte budget."""
+        now = time.monotonic()
+        kept = sorted(self.pending_uploads.items(), key=lambda kv: kv[1][1], reverse=True)
+        total = 0
+        for key, (frame, arrived) in kept:
+            total += len(frame.buffer)
+            if now - arrived > UNCLAIMED_KEEP_S or total > UNCLAIMED_MAX_BYTES:
+                del self.pending_uploads[key]
+        self.peers.expire(UNCLAIMED_KEEP_S, UNCLAIMED_MAX_BYTES)
 
     # ------------------------------------------------------------------ ExecutorIO
     def upload(self, token: bytes | None, tok: int) -> Any:
@@ -198,7 +217,7 @@ class Worker:
             if self.data.poll(50):
                 self._drain_data()
         self.peers.waited(None, t0, time.monotonic_ns(), "upload")
-        return self.pending_uploads.pop(key)
+        return self.pending_uploads.pop(key)[0]
 
     def reply(self, client: int, token: bytes | None, req: int, arr: Any, err: list | None) -> None:
         """Send a fetched array (or its error): straight to the client, else via the dispatcher."""
@@ -249,11 +268,14 @@ class Worker:
             "batches": ex.batches,
             "instructions": ex.instructions,
             "busy_ns": ex.busy_ns,
+            "bad_messages": self.bad_messages,
+            "unclaimed": sum(len(f.buffer) for f, _ in self.pending_uploads.values()),
             "sent": self.peers.bytes_sent,  # to other workers, since the worker started
             "received": self.peers.bytes_received,
         }
 
     def _report_stats(self) -> None:
+        self._expire_unclaimed()
         st = self.stats()
         self.sock.send(P.encode(P.Stats(st)))
         self.events.emit(E.MEMORY, {"worker": self.wid, "used": st["bytes"],

@@ -110,7 +110,7 @@ class Peers:
         self.timeout = peer_timeout()
         self.endpoints: dict[int, str] = {}
         self.socks: dict[int, zmq.Socket] = {}
-        self.stash: dict[tuple, tuple[list, Any]] = {}
+        self.stash: dict[tuple, tuple[Any, Any, float]] = {}  # -> (message, frame, arrived)
         self.cno = 0
         self.batch = 0
         self.bytes_sent = 0
@@ -150,7 +150,17 @@ class Peers:
             src = int(ident[1:])
         except ValueError:
             return
-        self.stash[(msg.client, msg.tag, src, msg.step)] = (msg, frame)
+        self.stash[(msg.client, msg.tag, src, msg.step)] = (msg, frame, time.monotonic())
+
+    def expire(self, keep_s: float, max_bytes: int) -> None:
+        """Drop early messages no transfer claimed within ``keep_s``, and the oldest beyond
+        ``max_bytes`` (a peer that vanished, or a stranger writing to our data socket)."""
+        now = time.monotonic()
+        total = 0
+        for key, (_msg, frame, arrived) in sorted(self.stash.items(), key=lambda kv: -kv[1][2]):
+            total += len(frame.buffer) if hasattr(frame, "buffer") else len(frame)
+            if now - arrived > keep_s or total > max_bytes:
+                del self.stash[key]
 
     def drop(self, cno: int) -> None:
         """Forget stashed messages of a departed client."""
@@ -223,7 +233,7 @@ class Peers:
             self.data.poll(int(min(left, 0.2) * 1000) + 1)
         t_arrived = time.monotonic_ns()
         self.waited(peer, t0, t_arrived, what)
-        msg, frame = stash.pop(key)
+        msg, frame, _ = stash.pop(key)
         if msg.error is not None:
             raise PeerFailure(msg.error)
         dtype, shape = P.check_dtype(msg.dtype), P.check_shape(msg.shape)
