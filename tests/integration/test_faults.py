@@ -173,7 +173,6 @@ def test_garbage_and_unclaimed_uploads_on_a_workers_data_socket_are_counted_and_
     monkeypatch.setenv("GT_UNCLAIMED_MAX_BYTES", str(3 << 20))
     with LocalCluster(workers=1) as cl:
         worker = request(cl.address, "stats")["workers"][0]
-        data_ep = [w for w in request(cl.address, "stats")["workers"]][0]
         conn = gt.connect(cl.address, timeout=30)
         try:
             data_ep = next(w["data"] for w in conn.workers if w["id"] == worker["id"])
