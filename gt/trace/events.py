@@ -117,6 +117,10 @@ KINDS = tuple(FIELDS)
 SPAN_KINDS = frozenset({EXEC, TRANSFER})
 
 
+#: Sequence numbers and times stay well inside 64 bits, so sums and indexes of them always fit.
+_LIMIT = 1 << 62
+
+
 class EventFormatError(ValueError):
     """An event batch is not well formed."""
 
@@ -141,15 +145,18 @@ def unpack_batch(data: Any) -> tuple[str, int, list]:
     source, first_seq, events = msg
     if type(source) is not str or type(first_seq) is not int or type(events) is not list:
         raise EventFormatError("event batch is not [source, first_seq, events]")
+    if not 0 <= first_seq < _LIMIT or len(source) > 200:
+        raise EventFormatError("event batch has a sequence number or a source out of range")
     for ev in events:
         if (
             type(ev) is not list
             or len(ev) != 3
             or type(ev[0]) is not str
             or type(ev[1]) is not int
+            or not -_LIMIT < ev[1] < _LIMIT
             or type(ev[2]) is not dict
         ):
-            raise EventFormatError(f"malformed event in batch from {source}")
+            raise EventFormatError(f"malformed event in batch from {source[:40]}")
     return source, first_seq, events
 
 

@@ -236,28 +236,38 @@ class Recorder:
             self._t_last = hi
 
     def _observe(self, kind: str, f: dict) -> None:
-        """Fold one event into the compact state (the default keyframe)."""
+        """Fold one event into the compact state (the default keyframe). An event whose ids are
+        not ids is still recorded as it came, but changes nothing here (and counts as bad)."""
         if kind == E.DROP:
-            src = str(f.get("source"))
-            self._drops[src] = self._drops.get(src, 0) + int(f.get("missing") or 0)
-        elif kind == E.MEMORY:
-            self._memory[f.get("worker")] = f
-        elif kind == E.DEVICE:
-            self._device[f.get("worker")] = f
-        elif kind == E.WORKER_JOINED:
-            w = f.get("worker")
-            self._joined_source(f"worker:{w}")
-            self._workers[w] = {"id": w, **f, "alive": True}
-        elif kind == E.WORKER_LEFT:
-            self._workers.setdefault(f.get("worker"), {"id": f.get("worker")})["alive"] = False
-        elif kind == E.CLIENT_JOINED:
-            c = f.get("client")
-            self._joined_source(f"client:{c}")
-            self._clients[c] = {"id": c, **f, "alive": True}
-        elif kind == E.CLIENT_LEFT:
-            self._clients.setdefault(f.get("client"), {"id": f.get("client")})["alive"] = False
-        elif kind == E.CONFIG:
+            missing = f.get("missing")
+            if type(missing) is not int or not 0 <= missing < 1 << 62:
+                self.note_bad()
+                return
+            src = str(f.get("source"))[:200]
+            self._drops[src] = min(1 << 62, self._drops.get(src, 0) + missing)
+            return
+        if kind == E.CONFIG:
             self._config = f.get("after")
+            return
+        key = "worker" if kind in (E.MEMORY, E.DEVICE, E.WORKER_JOINED, E.WORKER_LEFT) else "client"
+        who = f.get(key)
+        if type(who) is not int:
+            self.note_bad()
+            return
+        if kind == E.MEMORY:
+            self._memory[who] = f
+        elif kind == E.DEVICE:
+            self._device[who] = f
+        elif kind == E.WORKER_JOINED:
+            self._joined_source(f"worker:{who}")
+            self._workers[who] = {"id": who, **f, "alive": True}
+        elif kind == E.WORKER_LEFT:
+            self._workers.setdefault(who, {"id": who})["alive"] = False
+        elif kind == E.CLIENT_JOINED:
+            self._joined_source(f"client:{who}")
+            self._clients[who] = {"id": who, **f, "alive": True}
+        elif kind == E.CLIENT_LEFT:
+            self._clients.setdefault(who, {"id": who})["alive"] = False
 
     def _write_record(
         self, rtype: int, payload: bytes, t0: int, t1: int, *, index: bool = True
