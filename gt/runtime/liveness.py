@@ -16,6 +16,7 @@ The pure parts (the clock) are here; the sockets stay in each process's shell.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from typing import Any
@@ -86,7 +87,17 @@ def watch_disconnects(sock: zmq.Socket) -> zmq.Socket:
     """A monitor socket that receives ``EVENT_ACCEPTED``/``EVENT_CONNECTED`` and
     ``EVENT_DISCONNECTED`` for ``sock`` (read it with :func:`read_event`)."""
     events = zmq.EVENT_ACCEPTED | zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED
-    return sock.get_monitor_socket(events)
+    # A name of our own: pyzmq's default names the socket's fd, and a closed socket's monitor
+    # endpoint is unbound only when libzmq reaps it, so a new socket with the same fd could
+    # collide with it ("Address already in use").
+    addr = f"inproc://gt-monitor-{os.getpid()}-{next(_monitor_ids)}"
+    sock.monitor(addr, events)
+    mon = sock.context.socket(zmq.PAIR)
+    mon.connect(addr)
+    return mon
+
+
+_monitor_ids = itertools.count()
 
 
 def read_event(monitor: zmq.Socket) -> tuple[int, int] | None:

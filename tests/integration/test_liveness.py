@@ -73,9 +73,13 @@ def test_a_killed_local_worker_is_reported_within_a_second(cluster):
 
 
 def test_a_dispatcher_whose_workers_all_died_starts_new_local_ones(cluster):
-    for w in _workers(cluster.address):
-        os.kill(w["pid"], signal.SIGKILL)
-    wait_for(lambda: sum(w["alive"] for w in _workers(cluster.address)) == 2, timeout=30)
+    killed = {w["pid"] for w in _workers(cluster.address)}
+    for pid in killed:
+        os.kill(pid, signal.SIGKILL)
+    wait_for(
+        lambda: sum(w["alive"] and w["pid"] not in killed for w in _workers(cluster.address)) == 2,
+        timeout=30,
+    )
     gt.connect(cluster.address, timeout=30)
     try:
         assert gt.tensor([4.0]).item() == 4.0
