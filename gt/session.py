@@ -43,7 +43,8 @@ def _open(address: str | None, **kwargs) -> Connection:
     recorder = None
     try:
         if address is None:
-            n = _requested_workers or int(os.environ.get("GT_WORKERS", "1"))
+            env = os.environ.get("GT_WORKERS")
+            n = _requested_workers or (int(env) if env else None)  # None: one per GPU, else 1
             cluster = launch.LocalCluster(workers=n)
             address = cluster.address
         if os.environ.get("GT_RECORD"):

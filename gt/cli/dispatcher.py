@@ -8,6 +8,7 @@ import os
 import sys
 
 from gt.cli.common import Subparsers, install_stop_signals
+from gt.cli.memory_flags import add_memory_flags, memory_from_args
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -23,31 +24,50 @@ def add_parser(subparsers: Subparsers) -> None:
     p.add_argument("--port", type=int, default=0, help="client port (default: a free one)")
     p.add_argument(
         "--workers",
-        type=int,
-        default=1,
-        help="local workers to start (default 1; 0 = wait for `gt worker`)",
+        type=_worker_count,
+        default="auto",
+        help="local workers to start (default auto: one per usable GPU, several per GPU allowed, "
+        "else 1; 0 = wait for `gt worker`)",
     )
     p.add_argument(
         "--max-in-flight", type=int, default=4, help="batches in flight per worker (default 4)"
     )
+    add_memory_flags(p, for_dispatcher=True)
     # used by LocalCluster: die with the parent, and print the endpoints as one JSON line
     p.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--ready-json", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
 
+def _worker_count(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', not {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError("the number of workers cannot be negative")
+    return n
+
+
 def run(args: argparse.Namespace) -> int:
     """Run a dispatcher until SIGTERM, Ctrl-C or the death of ``--parent-pid``."""
     from gt.runtime.dispatcher.loop import Dispatcher
+    from gt.runtime.launch import local_gpus
 
-    d = Dispatcher(args.host, args.port, max_in_flight=args.max_in_flight)
+    gpus = local_gpus() if args.workers == "auto" else []
+    workers = max(1, len(gpus)) if args.workers == "auto" else args.workers
+    memory = memory_from_args(args)
+    d = Dispatcher(args.host, args.port, max_in_flight=args.max_in_flight, memory=memory)
     install_stop_signals(d.stop)
-    d.start_local_workers(args.workers)
+    d.start_local_workers(workers)
     if args.ready_json:
-        sys.stdout.write(json.dumps(d.endpoints) + "\n")
+        sys.stdout.write(json.dumps({**d.endpoints, "local_workers": workers}) + "\n")
         sys.stdout.flush()
     else:
-        print(f"GT dispatcher (pid {os.getpid()}) with {args.workers} local worker(s)")
+        on = f", one per GPU ({len(gpus)})" if gpus else ""
+        print(f"GT dispatcher (pid {os.getpid()}) with {workers} local worker(s){on}")
         print(f"  clients connect to:  {d.address}")
         print(f"    GT_DISPATCHER={d.address} python train.py")
         print(f"  add a worker:        gt worker --connect {d.address}")

@@ -1,12 +1,19 @@
-"""``gt worker --connect ADDR``: add a worker (this machine's GPU, or NumPy) to a dispatcher."""
+"""``gt worker --connect ADDR``: add a worker (this machine's GPU, or NumPy) to a dispatcher.
+
+``--device N`` pins it to CUDA device ``N`` (CuPy's numbering: after ``CUDA_VISIBLE_DEVICES``);
+a dispatcher's own workers get ``--slot K`` and take device ``K % devices``, so several workers may
+share a GPU. ``--list-devices [--json]`` prints the GPUs a worker would use and exits.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
 from gt.cli.common import Subparsers, install_stop_signals, resolve_endpoints
+from gt.cli.memory_flags import add_memory_flags, memory_from_args
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -16,18 +23,52 @@ def add_parser(subparsers: Subparsers) -> None:
     p.add_argument(
         "--backend",
         choices=["auto", "numpy", "cupy"],
-        help="array backend (default auto: CuPy if a GPU is present)",
+        help="array backend (default auto: CuPy if a GPU runs a test kernel)",
     )
-    # used by the dispatcher's own workers: its back endpoint, and die with the dispatcher
+    p.add_argument(
+        "--device",
+        type=int,
+        default=None,
+        help="CUDA device index to run on (default: 0, or the dispatcher's choice)",
+    )
+    p.add_argument(
+        "--list-devices",
+        action="store_true",
+        help="print the GPUs a worker would use (name, index, UUID, PCI bus id) and exit",
+    )
+    p.add_argument("--json", action="store_true", help="with --list-devices: as JSON")
+    add_memory_flags(p)
+    # used by the dispatcher's own workers: its back endpoint, the worker's slot (its GPU is
+    # slot % devices), and die with the dispatcher
     p.add_argument("--back", help=argparse.SUPPRESS)
+    p.add_argument("--slot", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
 
+def _list_devices(args: argparse.Namespace) -> int:
+    from gt.runtime.worker.backend import list_devices
+
+    devices = list_devices(args.backend)
+    if args.json:
+        print(json.dumps(devices))
+    elif not devices:
+        print("no usable GPU: workers here run NumPy")
+    else:
+        for d in devices:
+            uuid = d.get("nvml_uuid") or "?"
+            print(f"cuda:{d['index']}  {d['name']}  {d.get('pci_bus_id') or '?'}  {uuid}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Run a worker until its dispatcher goes away, SIGTERM or Ctrl-C; 1 if it cannot start."""
+    if args.list_devices:
+        return _list_devices(args)
+    from gt.runtime.worker.backend import device_count, load_backend
     from gt.runtime.worker.loop import Worker
 
+    memory = memory_from_args(args)
     back = args.back
     if back is None:
         if args.connect is None:
@@ -37,9 +78,13 @@ def run(args: argparse.Namespace) -> int:
         back = resolve_endpoints(args.connect)["back"]
     if args.backend:
         os.environ["GT_BACKEND"] = args.backend
+    device = args.device
+    if device is None and args.slot is not None:
+        n = device_count()
+        device = args.slot % n if n else None
     try:
-        w = Worker(back)
-    except RuntimeError as exc:
+        w = Worker(back, backend=load_backend(device=device), memory=memory)
+    except (RuntimeError, ValueError) as exc:
         print(f"gt worker: {exc}", file=sys.stderr)
         return 1
     install_stop_signals(w._stop.set)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from typing import Any
 
 _seed_base = random.SystemRandom().getrandbits(40)
 _seed_counter = itertools.count()
@@ -25,6 +26,55 @@ def next_seed() -> int:
     return (_seed_base << 22) + next(_seed_counter)
 
 
-def random_attrs(shape: tuple[int, ...], dtype: str, **extra: object) -> dict:
-    """The attributes of a random creation op (``randn``, ``rand``, ``randint``)."""
-    return {"shape": list(shape), "dtype": dtype, "seed": next_seed(), **extra}
+def random_attrs(
+    shape: tuple[int, ...], dtype: str, generator: Any = None, **extra: object
+) -> dict:
+    """The attributes of a random creation op (``randn``, ``rand``, ``randint``), with a seed from
+    ``generator`` (a :class:`Generator`) or else from the global one."""
+    seed = next_seed() if generator is None else generator.next_seed()
+    return {"shape": list(shape), "dtype": dtype, "seed": seed, **extra}
+
+
+class Generator:
+    """A source of random seeds of its own, as ``torch.Generator``: pass it as ``generator=`` to
+    the random factories, ``multinomial``, ``randperm`` and ``DataLoader``.
+
+    Example:
+        >>> g = gt.Generator().manual_seed(42)
+        >>> x = gt.randn(3, generator=g)
+    """
+
+    def __init__(self, device: Any = None):
+        self._initial = random.SystemRandom().getrandbits(40)
+        self._counter = itertools.count()
+
+    def manual_seed(self, seed: int) -> Generator:
+        """Restart the stream from ``seed``; returns the generator."""
+        self._initial = int(seed) & ((1 << 40) - 1)
+        self._counter = itertools.count()
+        return self
+
+    def seed(self) -> int:
+        """Reseed from the operating system's randomness; returns the new seed."""
+        self.manual_seed(random.SystemRandom().getrandbits(40))
+        return self._initial
+
+    def initial_seed(self) -> int:
+        """The seed this stream started from."""
+        return self._initial
+
+    def next_seed(self) -> int:
+        """The seed of the next random op drawn from this generator."""
+        return (self._initial << 22) + next(self._counter) + (1 << 62)
+
+    def get_state(self) -> tuple[int, int]:
+        """The stream's position, for :meth:`set_state`."""
+        pos = next(self._counter)
+        self._counter = itertools.count(pos)
+        return (self._initial, pos)
+
+    def set_state(self, state: tuple[int, int]) -> Generator:
+        """Go back to a position returned by :meth:`get_state`."""
+        self._initial, pos = int(state[0]), int(state[1])
+        self._counter = itertools.count(pos)
+        return self

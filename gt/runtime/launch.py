@@ -3,10 +3,15 @@
 Every process started here dies with its parent: on Linux the kernel sends it SIGTERM when the
 parent exits (``PR_SET_PDEATHSIG``), and each also polls its parent's pid as a portable fallback.
 Nothing binds a fixed port and nothing is left on disk.
+
+GPUs: a cluster started without a worker count gets one worker per GPU that CuPy can use (counted
+by a ``gt worker --list-devices`` child, so no CuPy is ever imported here), else one NumPy worker.
+Local worker ``k`` is started with ``--slot k`` and pins itself to CUDA device ``k % devices``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import select
@@ -48,10 +53,54 @@ def worker_env(n_workers: int) -> dict[str, str]:
     return env
 
 
+#: Local workers started so far per back endpoint (their slots, hence their GPUs).
+_spawned: dict[str, int] = {}
+GPU_PROBE_TIMEOUT_S = 120.0
+
+
+def local_gpus(timeout: float = GPU_PROBE_TIMEOUT_S) -> list[dict[str, Any]]:
+    """The GPUs a local worker would use (``gt worker --list-devices --json`` in a child process:
+    each passed a test kernel); empty without CuPy, with ``GT_BACKEND=numpy``, or on any failure.
+    """
+    if os.environ.get("GT_BACKEND") == "numpy" or importlib.util.find_spec("cupy") is None:
+        return []
+    cmd = [sys.executable, "-m", "gt", "worker", "--list-devices", "--json"]
+    try:
+        out = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout,
+                             check=False).stdout  # fmt: skip
+        found = json.loads(out.decode() or "[]")
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return []
+    return found if isinstance(found, list) else []
+
+
+def default_workers() -> int:
+    """One worker per usable local GPU, else 1."""
+    return max(1, len(local_gpus()))
+
+
+def next_slot(back: str, n_workers: int) -> int:
+    """The slot of the next local worker of the dispatcher at ``back``: ``0..n_workers-1`` in
+    turn (a dispatcher restarting all its workers starts again at 0)."""
+    k = _spawned.get(back, 0)
+    _spawned[back] = k + 1
+    return k % max(1, n_workers)
+
+
 def spawn_worker(
-    back: str, *, parent_pid: int, n_workers: int = 1, extra: list[str] | None = None
+    back: str,
+    *,
+    parent_pid: int,
+    n_workers: int = 1,
+    extra: list[str] | None = None,
+    slot: int | None = None,
 ) -> subprocess.Popen:
-    """Start ``gt worker`` connected straight to a dispatcher's back endpoint."""
+    """Start ``gt worker`` connected straight to a dispatcher's back endpoint.
+
+    ``slot`` (default: the next one, see :func:`next_slot`) picks its GPU: ``slot % devices``.
+    """
+    if slot is None:
+        slot = next_slot(back, n_workers)
     cmd = [
         sys.executable,
         "-m",
@@ -61,6 +110,8 @@ def spawn_worker(
         back,
         "--parent-pid",
         str(parent_pid),
+        "--slot",
+        str(slot),
         *(extra or []),
     ]
     return subprocess.Popen(
@@ -90,24 +141,30 @@ class LocalCluster:
     """A private dispatcher with ``workers`` workers, owned by this process.
 
     Args:
-        workers: number of workers to start.
+        workers: number of workers to start (``None``: one per usable GPU, else 1).
         start_timeout: seconds to wait for the dispatcher to report its endpoints.
         extra_args: more ``gt dispatcher`` arguments (e.g. ``["--max-in-flight", "8"]``).
     """
 
     def __init__(
-        self, workers: int = 1, *, start_timeout: float = 30.0, extra_args: list[str] | None = None
+        self,
+        workers: int | None = 1,
+        *,
+        start_timeout: float = 30.0,
+        extra_args: list[str] | None = None,
     ):
-        if workers < 1:
+        if workers is not None and workers < 1:
             raise ValueError("a local cluster needs at least one worker")
-        self.workers = workers
+        if workers is None:
+            start_timeout += GPU_PROBE_TIMEOUT_S  # the dispatcher counts GPUs first
+        self.workers = workers or 0
         cmd = [
             sys.executable,
             "-m",
             "gt",
             "dispatcher",
             "--workers",
-            str(workers),
+            "auto" if workers is None else str(workers),
             "--parent-pid",
             str(os.getpid()),
             "--ready-json",
@@ -121,6 +178,9 @@ class LocalCluster:
         )
         deadline = time.monotonic() + start_timeout
         self.endpoints = self._read_ready(start_timeout)
+        started = self.endpoints.pop("local_workers", None)
+        if workers is None:
+            self.workers = started if isinstance(started, int) and started > 0 else 1
         self.address: str = self.endpoints["front"]
         self._wait_for_workers(deadline)
 

@@ -77,6 +77,7 @@ DTYPES: tuple[str, ...] = (
     "bool",
     "uint8",
     "int8",
+    "bfloat16",  # only CuPy workers that compute in it accept it (see worker/backend.py)
 )
 DTYPE_SET = frozenset(DTYPES)
 
@@ -317,9 +318,10 @@ class Error(NamedTuple):
     message: str
 
 
-@_kind(12, host=str, pid=int, device=str, backend=str, data=str, hb=bytes)
+@_kind(12, host=str, pid=int, device=str, backend=str, data=str, hb=bytes, gpu=_opt(dict))
 class Register(NamedTuple):
-    """A worker asks to join: where it runs, its data endpoint, its heartbeat socket's identity."""
+    """A worker asks to join: where it runs, its data endpoint, its heartbeat socket's identity,
+    and its GPU (``index``, ``name``, ``uuid``, ``pci_bus_id`` ...; ``None`` on NumPy)."""
 
     host: str
     pid: int
@@ -327,6 +329,7 @@ class Register(NamedTuple):
     backend: str
     data: str
     hb: bytes
+    gpu: dict | None = None
 
 
 @_kind(13, worker=int, settings=dict)
@@ -398,6 +401,14 @@ class Peer(NamedTuple):
     dtype: str | None
     shape: list | None
     error: list | None
+
+
+@_kind(22, memory=dict)
+class Configure(NamedTuple):
+    """Settings that change while workers run (to a worker): ``memory`` is the memory settings
+    (:mod:`gt.runtime.memory_settings`) the dispatcher was given, merged over its flags."""
+
+    memory: dict
 
 
 #: Every message kind, in wire-kind order.

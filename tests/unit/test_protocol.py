@@ -23,7 +23,15 @@ SAMPLES = {
     P.Heartbeat: P.Heartbeat(),
     P.Bye: P.Bye(),
     P.Error: P.Error(P.E_WORKER_LOST, "worker 0 died"),
-    P.Register: P.Register("host-b", 99, "cpu (x86_64)", "numpy", "tcp://127.0.0.1:5", b"id/hb"),
+    P.Register: P.Register(
+        "host-b",
+        99,
+        "cuda:0 NVIDIA H200",
+        "cupy",
+        "tcp://127.0.0.1:5",
+        b"id/hb",
+        {"index": 0, "uuid": "8f3a0000-0000-0000-0000-000000000001"},
+    ),
     P.Registered: P.Registered(0, {"heartbeat": 0.5}),
     P.DropClient: P.DropClient(3),
     P.Stop: P.Stop(),
@@ -33,6 +41,7 @@ SAMPLES = {
     P.Stats: P.Stats({"tensors": 4}),
     P.Peers: P.Peers({0: "tcp://127.0.0.1:1", 1: "tcp://127.0.0.1:2"}),
     P.Peer: P.Peer(3, 1, 0, "float64", [4], None),
+    P.Configure: P.Configure({"memory_limit": 1000000, "spill_threshold": 0.8}),
 }
 
 #: A wrong value for every field of every kind (the protocol must refuse each one).
@@ -44,6 +53,7 @@ WRONG = {
     "code": 7, "message": b"bytes", "device": None, "backend": 1, "data": None, "hb": "str",
     "worker": "0", "tok": [1], "request": 5, "ok": 1, "stats": [], "endpoints": {"0": "x"},
     "tag": 1.0, "step": None, "args": object(), "payload": object(), "planned": 1,
+    "gpu": [0], "memory": [1],
 }  # fmt: skip
 
 

@@ -2,13 +2,24 @@
 
 The kernels themselves are in the op registry (:mod:`gt.runtime.ops`), written once against
 ``xp``; :class:`Backend` binds them to one array module and moves arrays to and from the host.
+
+Choosing: ``GT_BACKEND=numpy`` or ``cupy`` is obeyed (``cupy`` fails loudly when it cannot run);
+``auto`` (the default) takes CuPy only after a tiny kernel, a reduction and a matrix product ran on
+the device, and otherwise says once, on stderr, why it fell back to NumPy. Whatever CuPy wheel is
+installed (``cupy-cuda12x``, ``cupy-cuda13x`` ...) is used as it is.
+
+``GT_CUPY_DOUBLE=1`` is a test tool: ``cupy`` then means ``cupy_double``, a strict NumPy-backed
+stand-in that the test suite puts on the import path (``tests/support``); it refuses what CuPy
+refuses, so CI exercises the CuPy code paths without a GPU. It validates nothing about GPUs.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import platform
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -17,58 +28,217 @@ import numpy as np
 
 from gt.runtime import ops as O
 from gt.runtime.ops.base import Handler
+from gt.runtime.worker.devices import DeviceIdentity, format_uuid, normalize_bus_id, visible_entry
+
+#: The test suite's switch for the CuPy test double (read here and nowhere else).
+CUPY_DOUBLE_ENV = "GT_CUPY_DOUBLE"
+#: The double's module name (on ``PYTHONPATH`` in the tests that use it).
+CUPY_DOUBLE_MODULE = "cupy_double"
+BF16 = "bfloat16"
+
+_said_fallback = False
 
 
-def _erf(xp: ModuleType) -> Callable[[Any], Any]:
-    """The error function on ``xp``: SciPy's or CuPy's, else the exact (slow) ``math.erf``."""
+class CupyUnavailable(RuntimeError):
+    """CuPy cannot run here (not installed, no device, or a kernel failed); the message says why.
+
+    Attributes:
+        installed: whether CuPy is installed at all (a missing CuPy is the ordinary CPU case).
+    """
+
+    def __init__(self, message: str, installed: bool = True):
+        super().__init__(message)
+        self.installed = installed
+
+
+def _import_cupy() -> tuple[ModuleType, Any]:
+    """``(cupy, cupyx)`` or the test double and its ``cupyx``; ``cupyx`` may be ``None`` until
+    first needed (its import is slow)."""
+    if os.environ.get(CUPY_DOUBLE_ENV, "") not in ("", "0"):
+        double = importlib.import_module(CUPY_DOUBLE_MODULE)
+        return double, double.cupyx
+    import cupy  # noqa: PLC0415 - lazy: the gpu extras are optional
+
+    return cupy, None
+
+
+def _cupyx(be: Backend) -> Any:
+    if be._cupyx is None:
+        import cupyx  # noqa: PLC0415 - CuPy workers only
+        import cupyx.scipy.special  # noqa: F401, PLC0415 - erf lives here
+
+        be._cupyx = cupyx
+    return be._cupyx
+
+
+def _erf_numpy() -> Callable[[Any], Any]:
+    """SciPy's error function, else the exact (slow) ``math.erf``."""
+    try:
+        from scipy.special import erf  # noqa: PLC0415 - optional dependency
+
+        return erf
+    except ImportError:
+        vec = np.vectorize(math.erf, otypes=[np.float64])
+        return lambda x: vec(x).astype(x.dtype, copy=False)
+
+
+def _device_count(cp: Any) -> tuple[int, str]:
+    """CUDA devices visible to CuPy, and why there are none. Real CuPy raises
+    ``CUDARuntimeError`` (no driver, no device, driver too old) where one might expect 0."""
+    try:
+        n = int(cp.cuda.runtime.getDeviceCount())
+    except Exception as exc:  # CUDARuntimeError, or a missing libcudart
+        return 0, f"CUDA reports no usable device ({type(exc).__name__}: {exc})"
+    return n, "" if n > 0 else "CUDA sees no device"
+
+
+def _probe(cp: Any, index: int) -> None:
+    """Run a tiny elementwise kernel (compiled by NVRTC), a reduction and a matrix product (cuBLAS)
+    on device ``index`` and read the result back: what fails when CuPy's CUDA libraries are
+    missing or do not match the driver.
+
+    Raises:
+        CupyUnavailable: any of it failed, or gave a wrong answer.
+    """
+    try:
+        with cp.cuda.Device(index):
+            x = cp.arange(4, dtype=cp.float32)
+            y = x * 2 + 1  # 1 3 5 7
+            m = y.reshape(2, 2)
+            got = float((m @ m).sum()) + float(y.sum())  # [[10,18],[42,74]] -> 144, + 16
+    except Exception as exc:
+        raise CupyUnavailable(
+            f"a test kernel failed on CUDA device {index}: {type(exc).__name__}: {exc}"
+        ) from None
+    if got != 160.0:
+        raise CupyUnavailable(f"a test kernel on CUDA device {index} computed {got}, not 160")
+
+
+def read_identity(cp: Any, index: int) -> DeviceIdentity:
+    """Device ``index``'s name, UUID and PCI bus id, as CUDA reports them."""
+    props = cp.cuda.runtime.getDeviceProperties(index)
+    name = props.get("name", b"?")
+    name = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
+    try:
+        bus = normalize_bus_id(cp.cuda.runtime.deviceGetPCIBusId(index))
+    except Exception:
+        bus = None
+    return DeviceIdentity(index, name, format_uuid(props.get("uuid")), bus, visible_entry(index))
+
+
+def _say_fallback(reason: str) -> None:
+    """Tell the user, once per process, why ``auto`` chose NumPy although CuPy is installed."""
+    global _said_fallback
+    if not _said_fallback:
+        _said_fallback = True
+        print(f"gt worker: using NumPy, not CuPy: {reason}", file=sys.stderr, flush=True)
+
+
+def _bf16_dtype(xp: Any) -> Any:
+    """The bfloat16 dtype if ``xp`` can compute in it (CuPy 14+ with ``ml_dtypes``), else None."""
     if xp is np:
-        try:
-            from scipy.special import erf  # noqa: PLC0415 - optional dependency
+        return None
+    try:
+        import ml_dtypes  # noqa: PLC0415 - optional; CuPy's own bfloat16 support needs it
 
-            return erf
-        except ImportError:
-            vec = np.vectorize(math.erf, otypes=[np.float64])
-            return lambda x: vec(x).astype(x.dtype, copy=False)
-    from cupyx.scipy.special import erf as cupy_erf  # noqa: PLC0415 - CuPy workers only
-
-    return cupy_erf
-
-
-def _scatter_add(xp: ModuleType) -> Callable[[Any, Any, Any], None]:
-    """``a[key] += v`` where repeated indices accumulate (``np.add.at`` / ``cupyx.scatter_add``)."""
-    if xp is np:
-        return np.add.at
-    import cupyx  # noqa: PLC0415 - CuPy workers only
-
-    return cupyx.scatter_add
+        dt = np.dtype(ml_dtypes.bfloat16)
+        a = xp.ones((2, 2), dtype=dt)
+        if float((a @ a).astype(xp.float32).sum()) != 8.0:
+            return None
+        return dt
+    except Exception:
+        return None
 
 
 class Backend:
     """An array module plus the handler table that executes primitives on it (a
     :class:`~gt.runtime.ops.base.KernelEnv` for the registry's kernels).
 
+    Args:
+        xp: ``numpy``, ``cupy`` or the CuPy test double.
+        device: a description (``"cpu (x86_64)"``), or a CUDA device index to pin this process
+            to (CuPy only: ``cupy.cuda.Device(device).use()``; the description and
+            :attr:`identity` are then read from CUDA), or ``None``.
+        name: ``"numpy"`` or ``"cupy"`` (default: from ``xp``; the double is ``"cupy"``).
+        cupyx: CuPy's companion module (imported on first need when ``None``).
+
     Attributes:
-        xp: ``numpy`` or ``cupy``.
+        xp: the array module.
         name: ``"numpy"`` or ``"cupy"``.
-        device: a human-readable device description.
+        device: a human-readable device description (``"cuda:0 NVIDIA H200 (…)"``).
+        identity: the pinned CUDA device (:class:`DeviceIdentity`), ``None`` on NumPy.
         handlers: ``handlers[opcode]`` runs one compute or create primitive (``None`` for the ops
             the worker handles itself: uploads, fetches, frees, transfers ...).
     """
 
-    def __init__(self, xp: ModuleType, device: str):
+    def __init__(
+        self,
+        xp: ModuleType,
+        device: str | int | None = None,
+        *,
+        name: str | None = None,
+        cupyx: Any = None,
+    ):
         self.xp = xp
-        self.name = xp.__name__
-        self.device = device
-        self.erf = _erf(xp)
-        self.scatter_add = _scatter_add(xp)
+        self.name = name or ("numpy" if xp is np else "cupy")
+        self._cupyx = cupyx
+        self.identity: DeviceIdentity | None = None
+        if isinstance(device, int) and not isinstance(device, bool):
+            if self.name != "cupy":
+                raise ValueError("only a CuPy backend can be pinned to a CUDA device")
+            xp.cuda.Device(device).use()
+            self.identity = read_identity(xp, device)
+            device = self.identity.describe()
+        self.device = device or (
+            "cuda:?"
+            if self.name == "cupy"
+            else f"cpu ({platform.processor() or platform.machine()})"
+        )
+        self._bf16: Any = False  # not probed yet
+        if self.name == "numpy":
+            self.erf = _erf_numpy()
+            self.scatter_add: Callable[[Any, Any, Any], None] = np.add.at
+        else:
+            self.erf = lambda x: _cupyx(self).scipy.special.erf(x)
+            self.scatter_add = lambda a, key, v: _cupyx(self).scatter_add(a, key, v)
         self.handlers: list[Handler | None] = [
             op.kernel(self) if op.kernel is not None else None for op in O.REGISTRY
         ]
 
+    # ------------------------------------------------------------------ dtypes
+    @property
+    def bf16(self) -> Any:
+        """The bfloat16 dtype when this backend computes in it, else ``None`` (probed once)."""
+        if self._bf16 is False:
+            self._bf16 = _bf16_dtype(self.xp)
+        return self._bf16
+
+    def dtype(self, name: str) -> Any:
+        """The array dtype for GT's dtype ``name``.
+
+        Raises:
+            TypeError: ``bfloat16`` on a backend that cannot compute in it, saying what would.
+        """
+        if name != BF16:
+            return name
+        dt = self.bf16
+        if dt is None:
+            if self.name == "numpy":
+                why = "this worker runs NumPy, which does not compute in bfloat16"
+            else:
+                version = getattr(self.xp, "__version__", "?")
+                why = f"this worker's CuPy ({version}) cannot (is ml_dtypes installed?)"
+            raise TypeError(
+                "bfloat16 needs a CuPy worker that computes in it (CuPy 14 or later with the "
+                f"ml_dtypes package and NumPy 2.1.2 or later); {why}"
+            )
+        return dt
+
+    # ------------------------------------------------------------------ host <-> device
     def to_host(self, arr: Any) -> np.ndarray:
         """Return a C-contiguous NumPy array with the same contents (a copy only where needed)."""
         if self.name == "cupy":
-            return self.xp.asnumpy(arr)
+            return np.asarray(self.xp.asnumpy(arr), order="C")  # (asnumpy's order is C already)
         return np.asarray(arr, order="C")
 
     def from_host(self, arr: np.ndarray) -> Any:
@@ -82,8 +252,10 @@ class Backend:
 
         Raises:
             ValueError: the frame holds another number of elements than ``shape`` needs.
+            TypeError: ``dtype`` is one this backend cannot hold (bfloat16 on NumPy).
         """
-        arr = np.frombuffer(frame.buffer if hasattr(frame, "buffer") else frame, dtype=dtype)
+        buf = frame.buffer if hasattr(frame, "buffer") else frame
+        arr = np.frombuffer(buf, dtype=self.dtype(dtype))
         expect = 1
         for d in shape:
             expect *= d
@@ -93,6 +265,7 @@ class Backend:
             )
         return self.from_host(arr.reshape(shape))
 
+    # ------------------------------------------------------------------ device
     def reserved_bytes(self, used: int) -> int:
         """Bytes the allocator holds (CuPy's memory pool); equal to ``used`` on NumPy."""
         if self.name == "cupy":
@@ -105,34 +278,107 @@ class Backend:
             self.xp.cuda.get_current_stream().synchronize()
 
 
-def load_backend(prefer: str | None = None) -> Backend:
-    """Pick CuPy when a GPU and CuPy are present, else NumPy.
+# ---------------------------------------------------------------------------- choosing
+def cupy_backend(device: int | None = None, *, probe: bool = True) -> Backend:
+    """A CuPy backend pinned to CUDA device ``device`` (default: the current one, normally 0).
+
+    Raises:
+        CupyUnavailable: CuPy is not installed, no device is visible, ``device`` is not one of
+            them, or (with ``probe``) a test kernel failed.
+    """
+    try:
+        cp, cupyx = _import_cupy()
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("cupy", CUPY_DOUBLE_MODULE):
+            raise CupyUnavailable(f"CuPy does not import: {exc}") from None
+        raise CupyUnavailable(
+            "CuPy is not installed (pip install 'gt-multiplex[gpu-cuda12]' or '[gpu-cuda13]', "
+            "matching your driver's CUDA)",
+            installed=False,
+        ) from None
+    except Exception as exc:  # a broken install: libraries that do not load
+        raise CupyUnavailable(f"CuPy does not import: {type(exc).__name__}: {exc}") from None
+    n, why = _device_count(cp)
+    if n == 0:
+        raise CupyUnavailable(why)
+    index = 0 if device is None else device
+    if not 0 <= index < n:
+        raise CupyUnavailable(f"CUDA device {index} does not exist: {n} visible (0..{n - 1})")
+    if probe:
+        _probe(cp, index)
+    try:
+        return Backend(cp, index, name="cupy", cupyx=cupyx)
+    except Exception as exc:
+        raise CupyUnavailable(
+            f"CUDA device {index} could not be used: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def numpy_backend() -> Backend:
+    """The NumPy backend."""
+    return Backend(np)
+
+
+def load_backend(prefer: str | None = None, device: int | None = None) -> Backend:
+    """Pick CuPy when it is installed and runs a test kernel on a GPU, else NumPy.
 
     Args:
         prefer: ``"numpy"``, ``"cupy"`` or ``"auto"`` (default: ``$GT_BACKEND`` or ``auto``).
-            ``"cupy"`` raises if CuPy or a GPU is missing; ``"auto"`` falls back quietly.
+            ``"cupy"`` raises if CuPy cannot run; ``"auto"`` falls back to NumPy, saying once on
+            stderr why when CuPy is installed but unusable.
+        device: the CUDA device to pin to (CuPy only; default: device 0). ``auto`` with a device
+            that does not exist falls back like any other failure.
+
+    Raises:
+        ValueError: an unknown ``prefer``.
+        RuntimeError: ``prefer="cupy"`` and CuPy cannot run (:class:`CupyUnavailable`).
     """
     prefer = prefer or os.environ.get("GT_BACKEND", "auto")
     if prefer not in ("auto", "numpy", "cupy"):
         raise ValueError(f"GT_BACKEND must be auto, numpy or cupy, not {prefer!r}")
-    if prefer in ("auto", "cupy"):
-        try:
-            import cupy  # noqa: PLC0415 - lazy: the gpu extra is optional
+    if prefer == "numpy":
+        return numpy_backend()
+    try:
+        return cupy_backend(device)
+    except CupyUnavailable as exc:
+        if prefer == "cupy":
+            raise CupyUnavailable(f"GT_BACKEND=cupy, but {exc}") from None
+        if exc.installed:  # no CuPy at all is the ordinary CPU case: nothing to say
+            _say_fallback(str(exc))
+        return numpy_backend()
 
-            n = cupy.cuda.runtime.getDeviceCount()
-            if n > 0:
-                dev = cupy.cuda.Device()
-                props = cupy.cuda.runtime.getDeviceProperties(dev.id)
-                name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-                return Backend(cupy, f"{name} (cuda:{dev.id})")
-            if prefer == "cupy":
-                raise RuntimeError("GT_BACKEND=cupy but no CUDA device is visible")
-        except ImportError:
-            if prefer == "cupy":
-                raise RuntimeError(
-                    "GT_BACKEND=cupy but CuPy is not installed (pip install 'gt-multiplex[gpu]')"
-                ) from None
-        except Exception:
-            if prefer == "cupy":
-                raise
-    return Backend(np, f"cpu ({platform.processor() or platform.machine()})")
+
+def list_devices(prefer: str | None = None) -> list[dict[str, Any]]:
+    """The CUDA devices a worker would use, as plain data (empty when it would use NumPy).
+
+    What ``gt worker --list-devices --json`` prints, and how a local cluster counts its GPUs
+    without importing CuPy into the dispatcher. Each device must pass the test kernel.
+    """
+    prefer = prefer or os.environ.get("GT_BACKEND", "auto")
+    if prefer == "numpy":
+        return []
+    try:
+        cp, _ = _import_cupy()
+    except Exception:
+        return []
+    n, _why = _device_count(cp)
+    out = []
+    for i in range(n):
+        try:
+            _probe(cp, i)
+            out.append(read_identity(cp, i).as_dict())
+        except Exception as exc:
+            if prefer == "auto":
+                _say_fallback(str(exc))
+    return out
+
+
+def device_count(prefer: str | None = None) -> int:
+    """CUDA devices CuPy sees (no test kernel; 0 without CuPy, or with ``GT_BACKEND=numpy``)."""
+    if (prefer or os.environ.get("GT_BACKEND", "auto")) == "numpy":
+        return 0
+    try:
+        cp, _ = _import_cupy()
+    except Exception:
+        return 0
+    return _device_count(cp)[0]

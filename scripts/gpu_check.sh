@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# GT's GPU check: one command, under 9 minutes, results in a folder.
+#
+#   bash scripts/gpu_check.sh              # on a machine with a CUDA GPU and CuPy
+#   bash scripts/gpu_check.sh --dry-run    # anywhere: the same steps on the CuPy test double
+#   bash scripts/gpu_check.sh --plan       # print the steps and exit
+#
+# Results go to $OUT when it is set, else ./gpu-results (five files): summary.txt (one line per
+# step, PASS or FAIL with its exit code and seconds), steps.log (every step's output, in order),
+# bench_gpu.json, top.json and top_check.txt. What the machine lacks (pyzmq, textual and their dependencies) is installed from
+# the wheels in .whl/ (carried in the working tree; no network) into a private folder put first
+# on PYTHONPATH; nothing is installed into the machine's own Python.
+#
+# Steps (each with its own time limit; a failing step does not stop the others):
+#   1. install    pip --no-index --no-deps --target $SITE .whl/*.whl, then import zmq, textual
+#   2. env        nvidia-smi -L, Python, NumPy, CuPy, NVML, `gt worker --list-devices`
+#   3. gpu-tests  pytest -m gpu (backend choice, pinning, NVML identity, random numbers, bounds
+#                 checks, bfloat16, the double vs real CuPy, one worker per GPU)
+#   4. op-suites  the forward, backward, in-place and sharding suites on CuPy workers
+#                 (GT_BACKEND=cupy)
+#   5. bench      benchmarks/bench_gpu.py: matmul 4096/8192 f32/f16/bf16 vs CuPy direct, tiny-op
+#                 rate, 2-worker sharded matmul, 2-worker all-reduce
+#   6. top        scripts/gpu_top_check.py: `gt top --once --json` during load, NVML fields
+#
+# --dry-run runs steps 3-6 on the CuPy test double (tests/support/cupy_double) with small sizes:
+# it checks this script and the code around the GPU, not the GPU.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+ROOT=$PWD
+MODE=${1:-run}
+PY=${PYTHON:-python3}
+RESULTS=${OUT:-$ROOT/gpu-results}
+SITE=${GT_CHECK_SITE:-/tmp/gt-gpu-site}
+WHEELS=${GT_CHECK_WHEELS:-$ROOT/.whl}
+FAILED=0
+START=$SECONDS
+
+STEPS=(install env gpu-tests op-suites bench top)
+LIMITS=(40 30 90 170 140 40)  # seconds: with 5 s of grace each, 9 minutes at the very most
+
+if [ "$MODE" = "--plan" ]; then
+  for i in "${!STEPS[@]}"; do echo "${STEPS[$i]} (${LIMITS[$i]} s)"; done
+  exit 0
+fi
+if [ "$MODE" != "run" ] && [ "$MODE" != "--dry-run" ] && [ "$MODE" != "--install-only" ]; then
+  echo "usage: bash scripts/gpu_check.sh [--dry-run | --plan | --install-only]" >&2
+  exit 2
+fi
+
+mkdir -p "$RESULTS"
+: >"$RESULTS/summary.txt"
+: >"$RESULTS/steps.log"
+
+note() { echo "[gpu_check +$((SECONDS - START))s] $*"; }
+
+# step NAME LIMIT COMMAND...: run it with a time limit, append its output to steps.log, record
+# the verdict
+# (a shell function of this script runs in a child bash: `timeout` runs programs only).
+step() {
+  local name=$1 limit=$2 t0=$SECONDS rc log
+  shift 2
+  log=$(mktemp)
+  note "$name: $*"
+  if [ "$(type -t "$1")" = function ]; then
+    timeout --kill-after=5 "$limit" bash -c "$1" >"$log" 2>&1
+  else
+    timeout --kill-after=5 "$limit" "$@" >"$log" 2>&1
+  fi
+  rc=$?
+  local verdict=PASS
+  [ $rc -ne 0 ] && verdict=FAIL && FAILED=$((FAILED + 1))
+  [ $rc -eq 124 ] && verdict="FAIL (timed out after ${limit}s)"
+  { echo "===== $name: $* (rc=$rc)"; cat "$log"; } >>"$RESULTS/steps.log"
+  printf '%-10s %s rc=%s %ss\n' "$name" "$verdict" "$rc" "$((SECONDS - t0))" | tee -a "$RESULTS/summary.txt"
+  tail -n 5 "$log" | sed 's/^/    /'
+  rm -f "$log"
+}
+
+install_wheels() {
+  if ! ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+    echo "no wheels in $WHEELS: using what the machine has"
+  else
+    # GT_CHECK_PYVER: install for another Python than this one (a dry run elsewhere)
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target "$SITE" ${GT_CHECK_PYVER:+--python-version "$GT_CHECK_PYVER" --only-binary=:all:} \
+      "$WHEELS"/*.whl || return 1
+    echo "installed into $SITE: $(ls "$SITE" | grep -v -e '\.dist-info$' -e '^bin$' | tr '\n' ' ')"
+  fi
+  if [ -n "${GT_CHECK_PYVER:-}" ]; then
+    echo "(installed for Python $GT_CHECK_PYVER, so not imported by this one)"
+    return 0
+  fi
+  PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" "$PY" -c 'import zmq, textual, msgpack, yaml, rich, numpy
+print("zmq", zmq.__version__, "libzmq", zmq.zmq_version(), "textual", textual.__version__)'
+}
+
+env_report() {
+  nvidia-smi -L 2>&1 || echo "nvidia-smi: not available"
+  "$PY" - <<'EOF'
+import platform, sys
+import numpy
+print("python", sys.version.split()[0], platform.platform(), "numpy", numpy.__version__)
+for mod in ("cupy", "pynvml", "ml_dtypes", "cupy_double"):
+    try:
+        m = __import__(mod)
+        print(mod, getattr(m, "__version__", "?"))
+    except Exception as exc:
+        print(mod, "missing:", exc)
+EOF
+  "$PY" -m gt worker --list-devices
+}
+
+if [ "$MODE" = "--dry-run" ] && [ -z "${GT_CHECK_PYVER:-}" ] &&
+  ! "$PY" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))'; then
+  GT_CHECK_PYVER=3.12  # the wheels are the GPU machine's (Python 3.12): install, don't import
+fi
+export PY SITE WHEELS GT_CHECK_PYVER
+export -f install_wheels env_report
+
+if [ "$MODE" = "--install-only" ]; then
+  step install "${LIMITS[0]}" install_wheels
+  exit $FAILED
+fi
+
+if [ -z "${GT_CHECK_PYVER:-}" ]; then
+  export PYTHONPATH="$SITE:$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+else
+  export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONUNBUFFERED=1
+export GT_BACKEND=cupy
+PYTEST=("$PY" -m pytest -q -p no:cacheprovider -o addopts= --timeout 120)
+SUITES=(tests/integration/test_ops_forward.py tests/integration/test_autograd_ops.py
+  tests/integration/test_ops_inplace.py tests/integration/test_sharding.py)
+BENCH=("$PY" benchmarks/bench_gpu.py --json "$RESULTS/bench_gpu.json")
+TOP=("$PY" scripts/gpu_top_check.py --out "$RESULTS")
+if [ "$MODE" = "--dry-run" ]; then
+  export GT_CUPY_DOUBLE=1 PYTHONPATH="$ROOT/tests/support:$PYTHONPATH"
+  SUITES=(tests/integration/test_cupy_double.py -k "forward or matches_numpy or config_matrix")
+  BENCH+=(--quick --test-double --repeats 1)
+  TOP+=(--expect-na --size 256)
+fi
+
+step install "${LIMITS[0]}" install_wheels
+step env "${LIMITS[1]}" env_report
+step gpu-tests "${LIMITS[2]}" "${PYTEST[@]}" -m gpu -rs tests/integration/test_gpu.py \
+  tests/integration/test_ops_forward.py
+step op-suites "${LIMITS[3]}" "${PYTEST[@]}" "${SUITES[@]}"
+step bench "${LIMITS[4]}" "${BENCH[@]}"
+step top "${LIMITS[5]}" "${TOP[@]}"
+
+note "done in $((SECONDS - START))s: $FAILED step(s) failed; results in $RESULTS"
+echo "total ${SECONDS}s, failed steps: $FAILED" >>"$RESULTS/summary.txt"
+exit $((FAILED > 0))

@@ -1,0 +1,136 @@
+"""What only a real GPU can check (``gpu``-marked: skipped without CuPy and a CUDA device), and the
+CPU default of a cluster started without a worker count.
+
+On a GPU: ``auto`` picks CuPy, workers pin themselves one per GPU, their identity matches NVML's,
+random numbers equal NumPy's, index tensors are bounds-checked, bfloat16 computes (or is refused
+clearly), and the CuPy test double refuses what the real CuPy refuses.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gt.runtime import ops as O
+from gt.runtime.control import request
+from gt.runtime.launch import LocalCluster
+from gt.runtime.ops import creation as C
+from gt.runtime.worker import backend as B
+from gt.runtime.worker.device_monitor import DeviceMonitor, find_handle
+
+SUPPORT = str(Path(__file__).resolve().parents[1] / "support")
+
+
+def test_a_cluster_without_a_count_starts_one_numpy_worker_without_gpus(monkeypatch):
+    monkeypatch.setenv("GT_BACKEND", "numpy")
+    with LocalCluster(workers=None) as c:
+        assert c.workers == 1 and "local_workers" not in c.endpoints
+
+
+@pytest.fixture(scope="module")
+def cupy_be():
+    be = B.load_backend("auto")
+    assert be.name == "cupy", "auto did not choose CuPy on a GPU machine"
+    return be
+
+
+@pytest.mark.gpu
+def test_every_device_is_pinned_and_identified(cupy_be):
+    cp = cupy_be.xp
+    for i in range(cp.cuda.runtime.getDeviceCount()):
+        be = B.Backend(cp, i)
+        assert cp.cuda.runtime.getDevice() == i
+        ident = be.identity
+        assert ident.index == i and ident.uuid and ident.pci_bus_id, ident
+        assert be.device.startswith(f"cuda:{i} ")
+    B.Backend(cp, 0)
+
+
+@pytest.mark.gpu
+def test_the_identity_is_the_device_nvml_samples(cupy_be):
+    pynvml = pytest.importorskip("pynvml")
+    pynvml.nvmlInit()
+    ident = cupy_be.identity
+    h, how = find_handle(pynvml, ident)
+    assert h is not None and how in ("uuid", "visible"), how
+    mon = DeviceMonitor(None, 0, ident, nvml=pynvml)
+    mon.stop()
+    s = mon.sample()
+    assert s["mem_total"] and s["name"] and s["uuid"].endswith(ident.uuid)
+    if not s["mig"]:
+        assert s["util"] is not None and s["temp"] is not None and s["power"] is not None, s
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_random_numbers_on_cupy_equal_numpys(cupy_be, dtype):
+    n, seed = 100_003, 424242
+    np.testing.assert_array_equal(C.random_words(cupy_be.xp, n, seed).get(),
+                                  C.random_words(np, n, seed))  # fmt: skip
+    got = C.draw_rand(cupy_be.xp, n, seed, dtype, np.dtype(dtype)).get()
+    np.testing.assert_array_equal(got, C.draw_rand(np, n, seed, dtype, np.dtype(dtype)))
+    got = C.draw_randint(cupy_be.xp, n, seed, -7, 2**40, np.int64).get()
+    np.testing.assert_array_equal(got, C.draw_randint(np, n, seed, -7, 2**40, np.int64))
+    # log/sin/cos round differently in CUDA and NumPy: the last bit or two may differ
+    z = C.draw_randn(cupy_be.xp, n, seed, dtype, np.dtype(dtype)).get()
+    tol = {"float16": 2e-3, "float32": 2e-6, "float64": 1e-13}[dtype]
+    np.testing.assert_allclose(z, C.draw_randn(np, n, seed, dtype, np.dtype(dtype)), rtol=tol,
+                               atol=tol)  # fmt: skip
+
+
+@pytest.mark.gpu
+def test_index_tensors_are_bounds_checked_on_cupy(cupy_be):
+    cp = cupy_be.xp
+    get = cupy_be.handlers[O.OPCODE["getitem"]]
+    with pytest.raises(IndexError, match="index 7 is out of bounds for axis 0 with size 3"):
+        get([cp.arange(3.0), cp.asarray([0, 7])], {"key": [["t", 0]]})
+    assert get([cp.arange(3.0), cp.asarray([-1])], {"key": [["t", 0]]}).get().tolist() == [2.0]
+    put = cupy_be.handlers[O.OPCODE["setitem"]]
+    with pytest.raises(IndexError, match="out of bounds"):
+        put([cp.zeros(3), 1.0, cp.asarray([3])], {"key": [["t", 0]]})
+
+
+@pytest.mark.gpu
+def test_bfloat16_computes_on_cupy_or_is_refused_clearly(cupy_be):
+    if cupy_be.bf16 is None:
+        with pytest.raises(TypeError, match="bfloat16"):
+            cupy_be.dtype("bfloat16")
+        pytest.skip("this CuPy cannot compute in bfloat16 (needs CuPy 14+ and ml_dtypes)")
+    x = cupy_be.handlers[O.OPCODE["randn"]]([], {"shape": [64, 64], "seed": 1,
+                                                 "dtype": "bfloat16"})  # fmt: skip
+    assert x.dtype == cupy_be.bf16
+    y = (x @ x).astype(cupy_be.xp.float32).get()
+    ref = x.astype(cupy_be.xp.float32).get()
+    np.testing.assert_allclose(y, ref @ ref, rtol=0.05, atol=0.5)
+
+
+@pytest.mark.gpu
+def test_the_test_double_refuses_what_cupy_refuses(cupy_be, monkeypatch):
+    monkeypatch.syspath_prepend(SUPPORT)
+    import cupy_double
+
+    for mod in (cupy_be.xp, cupy_double):
+        d = mod.arange(3, dtype=mod.float32)
+        with pytest.raises(TypeError) as info:
+            np.asarray(d)
+        assert "Implicit conversion to a NumPy array is not allowed" in str(info.value)
+        with pytest.raises(TypeError):
+            d + np.ones(3, dtype=np.float32)
+        wrapped = d[mod.asarray([4, -5])]  # out of range: both wrap around
+        assert mod.asnumpy(wrapped).tolist() == [1.0, 1.0]
+        assert type(np.add(d, 1)) is mod.ndarray
+    assert "cupy_double" in sys.modules
+
+
+@pytest.mark.gpu
+def test_a_cluster_starts_one_worker_per_gpu(monkeypatch):
+    monkeypatch.delenv("GT_BACKEND", raising=False)
+    n = len(B.list_devices("cupy"))
+    with LocalCluster(workers=None) as c:
+        assert c.workers == n
+        workers = request(c.address, "stats", timeout=5.0)["workers"]
+    assert sorted(w["device"].split(" ")[0] for w in workers) == [f"cuda:{i}" for i in range(n)]
+    assert all(w["backend"] == "cupy" for w in workers)

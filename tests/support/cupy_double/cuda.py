@@ -1,0 +1,160 @@
+"""``cupy.cuda`` of the CuPy test double: devices, streams, events, pinned memory, the runtime.
+
+Devices are pretend: ``CUPY_DOUBLE_DEVICES`` of them (default 1), named "CuPy test double", each
+with a fixed UUID and PCI bus id, so the code that maps CUDA devices to NVML can be exercised.
+With ``CUPY_DOUBLE_DEVICES=0``, ``getDeviceCount`` raises, as real CuPy does without a device.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import types
+from typing import Any
+
+from . import _streams
+from ._streams import CUDARuntimeError, Event, Stream, get_elapsed_time
+
+_local = threading.local()
+
+
+def _count() -> int:
+    return int(os.environ.get("CUPY_DOUBLE_DEVICES", "1"))
+
+
+def _check(index: int) -> None:
+    n = _count()
+    if not 0 <= index < n:
+        raise CUDARuntimeError(101, "cudaErrorInvalidDevice: invalid device ordinal")
+
+
+class _Runtime(types.ModuleType):
+    """``cupy.cuda.runtime``."""
+
+    CUDARuntimeError = CUDARuntimeError
+    cudaErrorNoDevice = 100
+
+    def __init__(self) -> None:
+        super().__init__("cupy_double.cuda.runtime")
+
+    def getDeviceCount(self) -> int:  # noqa: N802 - CUDA's name
+        n = _count()
+        if n <= 0:
+            raise CUDARuntimeError(100, "cudaErrorNoDevice: no CUDA-capable device is detected")
+        return n
+
+    def getDeviceProperties(self, index: int) -> dict[str, Any]:  # noqa: N802
+        _check(index)
+        return {
+            "name": b"CuPy test double",
+            "uuid": bytes([0xD0, 0x0B, 0x1E, index]) + bytes(range(1, 13)),
+            "pciBusID": 0x10 + index,
+            "pciDeviceID": 0,
+            "pciDomainID": 0,
+            "totalGlobalMem": 1 << 30,
+            "major": 9,
+            "minor": 0,
+            "multiProcessorCount": 1,
+        }
+
+    def deviceGetPCIBusId(self, index: int) -> str:  # noqa: N802
+        _check(index)
+        return f"0000:{0x10 + index:02X}:00.0"
+
+    def getDevice(self) -> int:  # noqa: N802
+        return getattr(_local, "device", 0)
+
+    def setDevice(self, index: int) -> None:  # noqa: N802
+        _check(index)
+        _local.device = index
+
+    def deviceSynchronize(self) -> None:  # noqa: N802
+        _streams.synchronize_all()
+
+    def runtimeGetVersion(self) -> int:  # noqa: N802
+        return 13000
+
+    def driverGetVersion(self) -> int:  # noqa: N802
+        return 13000
+
+
+runtime = _Runtime()
+
+
+class Device:
+    """A CUDA device of the double (``use()``, ``with Device(i):``, ``synchronize()``)."""
+
+    def __init__(self, device: int | None = None):
+        self.id = runtime.getDevice() if device is None else int(device)
+        self._prev: list[int] = []
+
+    def use(self) -> None:
+        runtime.setDevice(self.id)
+
+    def __enter__(self) -> Device:
+        self._prev.append(runtime.getDevice())
+        runtime.setDevice(self.id)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        runtime.setDevice(self._prev.pop())
+
+    def synchronize(self) -> None:
+        _streams.synchronize_all()
+
+    @property
+    def pci_bus_id(self) -> str:
+        return runtime.deviceGetPCIBusId(self.id)
+
+    @property
+    def compute_capability(self) -> str:
+        return "90"
+
+    def __repr__(self) -> str:
+        return f"<CUDA Device {self.id} (double)>"
+
+
+def get_current_stream() -> Stream:
+    """This thread's current stream."""
+    return _streams.current_stream()
+
+
+def get_device_id() -> int:
+    return runtime.getDevice()
+
+
+class PinnedMemoryPointer(bytearray):
+    """Page-locked host memory (``numpy.frombuffer(mem, dtype, count)`` views it)."""
+
+    @property
+    def ptr(self) -> int:
+        return id(self)
+
+    @property
+    def size(self) -> int:
+        return len(self)
+
+
+def alloc_pinned_memory(nbytes: int) -> PinnedMemoryPointer:
+    """Host memory a device copy may read asynchronously (plain memory in the double)."""
+    return PinnedMemoryPointer(int(nbytes))
+
+
+def is_available() -> bool:
+    try:
+        return runtime.getDeviceCount() > 0
+    except CUDARuntimeError:
+        return False
+
+
+__all__ = [
+    "CUDARuntimeError",
+    "Device",
+    "Event",
+    "PinnedMemoryPointer",
+    "Stream",
+    "alloc_pinned_memory",
+    "get_current_stream",
+    "get_elapsed_time",
+    "runtime",
+]

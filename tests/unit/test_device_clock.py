@@ -1,0 +1,119 @@
+"""Device-true timing and device errors in the executor, with a stand-in for CuPy's events and
+stream (the logic of recording, fencing and attributing; the GPU check runs it on a real GPU)."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+
+from gt.runtime import protocol as P
+from gt.runtime.worker.backend import Backend
+from gt.runtime.worker.clock import CudaClock, HostClock, clock_for
+from gt.runtime.worker.executor import Executor
+from tests.unit.test_executor import FakeIO, NoPeers, ins
+
+
+class FakeCuda:
+    """Events stamped by a fake device timeline that advances 5 ms per op; the stream can be told
+    to fail at its next synchronisation (once, or for good)."""
+
+    def __init__(self) -> None:
+        self.device_ms = 0.0
+        self.fail: str | None = None
+        self.sticky = False
+        self.syncs = 0
+        outer = self
+
+        class Event:
+            def __init__(self) -> None:
+                self.at: float | None = None
+
+            def record(self) -> None:
+                self.at = outer.device_ms
+                outer.device_ms += 5.0
+
+            def synchronize(self) -> None:
+                outer.syncs += 1
+
+        class Stream:
+            def synchronize(self) -> None:
+                outer.syncs += 1
+                if outer.fail:
+                    msg = outer.fail
+                    if not outer.sticky:
+                        outer.fail = None
+                    raise RuntimeError(msg)
+
+        self.cuda = types.SimpleNamespace(
+            Event=Event,
+            get_elapsed_time=lambda a, b: b.at - a.at,
+            get_current_stream=lambda: Stream(),
+        )
+
+
+def _executor(fake: FakeCuda) -> Executor:
+    ex = Executor(Backend(np, "cpu"), NoPeers(), FakeIO())
+    ex.clock = CudaClock(fake)
+    return ex
+
+
+def _run(ex, instrs, timed=True):
+    return ex.run(1, 1, b"tok", P.encode_body(instrs, [], None), [], timed)
+
+
+def test_numpy_workers_time_ops_with_the_host_clock():
+    assert isinstance(clock_for(Backend(np, "cpu")), HostClock)
+
+
+def test_op_times_are_the_differences_between_device_events():
+    fake = FakeCuda()
+    ex = _executor(fake)
+    res = _run(ex, [ins("full", 1, [1.0], {"shape": [4], "dtype": "float32"}),
+                    ins("neg", 2, [1]), ins("exp", 3, [2])])  # fmt: skip
+    assert res.errors == []
+    assert res.durs == [5_000_000, 5_000_000, 5_000_000]  # 5 ms apart on the device's timeline
+    assert fake.syncs >= 1  # the batch was fenced before it was reported done
+
+
+def test_a_device_error_at_the_fence_fails_the_batchs_outputs_and_says_how_to_pin_it():
+    fake = FakeCuda()
+    ex = _executor(fake)
+    fake.fail = "cudaErrorLaunchFailure: unspecified launch failure"
+    res = _run(ex, [ins("full", 1, [1.0], {"shape": [4], "dtype": "float32"}),
+                    ins("neg", 2, [1], src=9), ins("fetch", 3, [2])], timed=False)  # fmt: skip
+    assert len(res.errors) == 1 and "launch failure" in res.errors[0][0]
+    assert "GT_CUDA_SYNC_EACH_OP=1" in res.errors[0][0]
+    assert 2 in ex.failed[1] and 2 not in ex.tables[1]
+    assert ex.sticky_error is None  # the device answered again: the worker goes on
+    res = _run(ex, [ins("full", 4, [2.0], {"shape": [2], "dtype": "float32"})], timed=False)
+    assert res.errors == [] and 4 in ex.tables[1]
+
+
+def test_an_error_that_stays_is_sticky_and_stops_the_worker():
+    fake = FakeCuda()
+    ex = _executor(fake)
+    fake.fail, fake.sticky = "cudaErrorIllegalAddress: an illegal memory access", True
+    _run(ex, [ins("full", 1, [1.0], {"shape": [4], "dtype": "float32"})], timed=False)
+    assert ex.sticky_error is not None and "illegal memory access" in ex.sticky_error
+
+
+def test_sync_each_op_puts_a_device_error_on_the_op_that_caused_it():
+    fake = FakeCuda()
+    ex = _executor(fake)
+    ex.sync_each_op = True
+    ops = [ins("full", 1, [1.0], {"shape": [4], "dtype": "float32"}, src=1),
+           ins("neg", 2, [1], src=2), ins("exp", 3, [2], src=3)]  # fmt: skip
+    calls = {"n": 0}
+    real = ex.clock.fence
+
+    def fence():  # the second op's kernel fails
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("cudaErrorLaunchFailure")
+        real()
+
+    ex.clock.fence = fence
+    res = _run(ex, ops, timed=False)
+    assert [e[2] for e in res.errors] == [2]  # src 2: the neg, not the batch's last op
+    assert 1 in ex.tables[1] and 2 in ex.failed[1] and 3 in ex.failed[1]
