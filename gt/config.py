@@ -7,6 +7,7 @@ schema, which this module re-exports)::
     gt.config.set({"auto_shard": True})          # change some of its top-level keys
     gt.config.current()                          # read it back (YAML form)
     gt.config.clear()                            # no rules: every tensor stays on its home worker
+    gt.config.set(memory_limit="8GB")            # the workers' memory settings (see set)
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gt.runtime import memory_settings as MS
 from gt.runtime.sharding.config import (
     ConfigError,
     parse,
@@ -41,8 +43,42 @@ def load_config(source: Any) -> dict:
     return get_connection().apply_config(raw)
 
 
-def set(values: Mapping) -> dict:  # noqa: A001 - gt.config.set reads naturally
-    """Change some top-level keys of the current config (e.g. ``{"auto_shard": True}``)."""
+def set(values: Mapping | None = None, /, **memory: Any) -> dict:  # noqa: A001 - reads naturally
+    """Change some top-level keys of the shard config, or the workers' memory settings.
+
+    ::
+
+        gt.config.set({"auto_shard": True})                  # shard config keys: a mapping
+        gt.config.set(memory_limit="8GB", spill_threshold=0.8, prefetch="1GB")
+        gt.config.set(client_memory_limit=0.25)              # a quarter of each device's memory
+
+    Memory settings (see :mod:`gt.runtime.memory_settings`) apply to every worker at once and win
+    over the flags the workers and dispatcher started with; ``None`` removes a limit.
+
+    Returns:
+        The shard config in normal form; with memory settings only, the workers' memory settings
+        (``{"flags": ..., "runtime": ...}``).
+
+    Raises:
+        ConfigError: an unknown key or a value out of range (raised here, at your line).
+    """
+    unknown = sorted(k for k in memory if k not in MS.DEFAULTS)
+    if unknown:
+        raise ConfigError(
+            f"config.set: unknown setting {unknown[0]!r}; memory settings are "
+            f"{', '.join(MS.KEYS)} (shard config keys go in a mapping: set({{'key': value}}))"
+        )
+    if values is None and not memory:
+        raise ConfigError("config.set needs a mapping of shard config keys or memory settings")
+    result: dict = {}
+    if memory:
+        try:
+            MS.normalize(memory)
+        except MS.SettingError as exc:
+            raise ConfigError(str(exc)) from None
+        result = get_connection().set_memory(memory)
+    if values is None:
+        return result
     if not isinstance(values, Mapping):
         raise ConfigError(f"config.set expects a mapping, got {type(values).__name__}")
     conn = get_connection()
@@ -50,6 +86,12 @@ def set(values: Mapping) -> dict:  # noqa: A001 - gt.config.set reads naturally
     merged.update(values)
     validate(merged)
     return conn.apply_config(merged)
+
+
+def memory() -> dict:
+    """The workers' memory settings: ``{"flags": ..., "runtime": ...}`` (the dispatcher's flags,
+    and what programs set since; a worker's own flags win over the dispatcher's)."""
+    return get_connection().control("memory_get")
 
 
 def current() -> dict:
@@ -67,6 +109,7 @@ __all__ = [
     "clear",
     "current",
     "load_config",
+    "memory",
     "parse",
     "resolve_workers",
     "set",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class GTError(RuntimeError):
     """Base class of every GT error."""
@@ -25,6 +27,22 @@ class WorkerError(GTError):
         self.source = source
         self.worker_message = message
         super().__init__(f"{op} failed on a worker: {message} (from {source})")
+
+
+class OutOfMemory(WorkerError, MemoryError):
+    """An op's result did not fit under a worker's memory limit or the client's quota, even after
+    spilling; the worker and every other tensor are fine.
+
+    Attributes:
+        requested: bytes the result needed (``None`` if the message did not say).
+        limit: the limit it ran into, in bytes (``None`` if the message did not say).
+    """
+
+    def __init__(self, message: str, op: str = "?", source: str = "?"):
+        super().__init__(message, op, source)
+        sizes = [int(m) for m in re.findall(r"\((\d+) B\)", message)]
+        self.requested = sizes[0] if sizes else None
+        self.limit = sizes[1] if len(sizes) > 1 else None
 
 
 class WorkerLost(GTError):

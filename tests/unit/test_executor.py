@@ -60,7 +60,7 @@ def test_a_batch_computes_and_fetches(ex):
     ], bufs=[a.tobytes()], timed=True)  # fmt: skip
     assert res.errors == [] and len(res.instrs) == 4 and len(res.durs) == 4
     np.testing.assert_array_equal(ex.io.replies[100][0], [6.0, 24.0])
-    assert ex.holdings() == (3, 24 + 24 + 8)
+    assert ex.holdings() == (3, 24 + 24 + 8, {1: 24 + 24 + 8})
     assert ex.instructions == 4 and ex.batches == 1
 
 

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2] / "gt"
 
 USER_API = ("gt.errors", "gt.shapes", "gt.ops", "gt.indexing", "gt.autograd", "gt.signal",
             "gt.tensor", "gt.factories", "gt.session", "gt.config", "gt.optim", "gt.nn",
-            "gt.client")  # fmt: skip
+            "gt.client", "gt.serialization", "gt.utils", "gt.cuda", "gt.backends", "gt.amp")  # fmt: skip
 TRACE_OUT = ("gt.trace.events", "gt.trace.emit")
 
 #: The layer a module belongs to (the longest matching prefix) -> what it may import from gt.
@@ -27,6 +27,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "gt.runtime.ops": ("gt.runtime.ops", "gt.shapes", "gt.errors"),
     "gt.runtime.discovery": (),
     "gt.runtime.liveness": (),
+    "gt.runtime.memory_settings": (),
     "gt.runtime.control": ("gt.runtime.protocol",),
     "gt.runtime.launch": ("gt.runtime.control",),
     "gt.runtime.sharding": ("gt.runtime.sharding", "gt.runtime.ops", "gt.shapes", "gt.errors"),
@@ -48,6 +49,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "gt.runtime.discovery",
         "gt.runtime.launch",
         "gt.runtime.liveness",
+        "gt.runtime.memory_settings",
         *TRACE_OUT,
     ),
     "gt.runtime.worker": (
@@ -56,6 +58,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "gt.runtime.ops",
         "gt.runtime.discovery",
         "gt.runtime.liveness",
+        "gt.runtime.memory_settings",
         *TRACE_OUT,
     ),
     "gt.runtime": (),  # the package's own __init__
@@ -79,6 +82,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
             "gt.runtime.ops",
             "gt.runtime.launch",
             "gt.runtime.sharding.config",
+            "gt.runtime.memory_settings",
         )
         for m in USER_API
     },

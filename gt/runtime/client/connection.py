@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import zmq
 
-from gt.errors import DispatcherLost, GTTimeout, WorkerError, WorkerLost
+from gt.errors import DispatcherLost, GTTimeout, OutOfMemory, WorkerError, WorkerLost
 from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime.control import request
@@ -314,7 +314,9 @@ class Connection:
             else:
                 attrs["buf"] = len(self._bufs)
                 self._bufs.append(array)
-        self.emit(_UPLOAD, out, [], attrs)
+            # Still under the (reentrant) lock: a timer flush between adding the buffer and
+            # queueing its instruction would send the buffer in a batch that does not name it.
+            self.emit(_UPLOAD, out, [], attrs)
 
     def free(self, tid: int) -> None:
         """Called from ``Tensor.__del__``: the id rides along in the next batch."""
@@ -467,6 +469,14 @@ class Connection:
             args["token"] = os.environ["GT_CONTROL_TOKEN"]
         return self.control("config_apply", args)
 
+    def set_memory(self, settings: dict) -> dict:
+        """Change the workers' memory settings (:mod:`gt.runtime.memory_settings`); answers the
+        dispatcher's layers ``{"flags": ..., "runtime": ...}``."""
+        args = {"settings": settings, "by": f"client:{self.client_no}"}
+        if os.environ.get("GT_CONTROL_TOKEN"):
+            args["token"] = os.environ["GT_CONTROL_TOKEN"]
+        return self.control("memory_set", args)
+
     def _apply_env_config(self) -> None:
         """Apply ``$GT_CONFIG`` / ``$GT_AUTO_SHARD`` when they are set."""
         if not (os.environ.get("GT_CONFIG") or os.environ.get("GT_AUTO_SHARD")):
@@ -487,7 +497,10 @@ class Connection:
         """Build the user-facing exception from a worker's ``[message, opcode, src]``."""
         msg, opcode, src = err[0], err[1], err[2]
         op = O.op_name(opcode)
-        return WorkerError(msg, op, self.srclocs.get(src, "?"))
+        cls = (
+            OutOfMemory if isinstance(msg, str) and msg.startswith("OutOfMemory:") else WorkerError
+        )
+        return cls(msg, op, self.srclocs.get(src, "?"))
 
     # ----------------------------------------------------------------------------- receiving
     def _wait_slice(self) -> float:

@@ -11,6 +11,8 @@ import os
 import time
 from typing import Any
 
+from gt.runtime import memory_settings as MS
+from gt.runtime import protocol as P
 from gt.runtime.sharding import config as shard_config
 from gt.trace import events as E
 
@@ -21,29 +23,42 @@ class ControlRequests:
     def answer(self, request: str, args: Any) -> Any:
         """Answer one control request.
 
-        Requests: ``ping``, ``endpoints``, ``stats``, ``snapshot``, ``config_get`` (the shard
+        Requests: ``ping`` and ``endpoints`` (both with the dispatcher's ``pid``, ``uid`` and
+        ``started``, a Unix time), ``stats``, ``snapshot``, ``config_get`` (the shard
         config in normal form), ``config_apply`` (``{"config": raw, "by": who}``: validate and
         apply for new instructions; answers the normal form; raises ``ValueError`` on a bad
-        config), ``placement`` (per client: tensor id -> layout, for tools and tests).
+        config), ``placement`` (per client: tensor id -> layout, for tools and tests),
+        ``memory_get`` (the workers' memory settings: ``flags``, ``runtime``), ``memory_set``
+        (``{"settings": {...}, "by": who}``: change them on every worker; raises ``ValueError``
+        on an unknown setting or a bad size).
         """
         if request == "config_get":
             return self.placement.config
         if request == "config_apply":
             return self.apply_config(args)
+        if request == "memory_get":
+            return self.memory_layers()
+        if request == "memory_set":
+            return self.set_memory(args)
         if request == "placement":
             return {
                 cno: {tid: info.layout.describe() for tid, info in c.tensors.items()}
                 for cno, c in self.placement.clients.items()
             }
         if request == "ping":
-            return {"pid": os.getpid(), "uptime": time.time() - self.started}
+            return {"pid": os.getpid(), "uptime": time.time() - self.started, **self._owner()}
         if request == "endpoints":
-            return self.endpoints
+            return {**self.endpoints, "pid": os.getpid(), **self._owner()}
         if request == "stats":
             return self.stats()
         if request == "snapshot":
             return self.snapshot()
         raise ValueError(f"unknown control request {request!r}")
+
+    def _owner(self) -> dict:
+        """Who started this dispatcher and when, so a tool can say whom it talks to (and refuse
+        to change another user's dispatcher)."""
+        return {"uid": os.getuid(), "started": self.started}
 
     def apply_config(self, args: Any) -> dict:
         """Validate and apply a shard config: ``{"config": raw, "by": who, "token": secret}``.
@@ -77,6 +92,39 @@ class ControlRequests:
             },
         )
         return after
+
+    def memory_layers(self) -> dict:
+        """The memory settings workers get: the dispatcher's flags, and what programs set since."""
+        return {"flags": dict(self.memory_flags), "runtime": dict(self.memory_runtime)}
+
+    def set_memory(self, args: Any) -> dict:
+        """Change memory settings on every worker: ``{"settings": {...}, "by": who, "token": t}``.
+
+        Raises:
+            ValueError: a missing or wrong control token, an unknown setting or a bad value.
+        """
+        if not (isinstance(args, dict) and isinstance(args.get("settings"), dict)):
+            raise ValueError("memory_set takes {'settings': {name: value}}")
+        self._check_token(args, "memory_set")
+        try:
+            new = MS.normalize(args["settings"])
+        except MS.SettingError as exc:
+            raise ValueError(str(exc)) from None
+        self.memory_runtime.update(new)
+        self.broadcast_memory()
+        return self.memory_layers()
+
+    def broadcast_memory(self) -> None:
+        """Send the memory settings to every worker."""
+        msg = P.encode(P.Configure(self.memory_layers()))
+        for w in self.planner.alive_workers():
+            self.back.send_multipart([w.ident, msg])
+
+    def _check_token(self, args: dict, what: str) -> None:
+        if self.control_token and not hmac.compare_digest(
+            str(args.get("token") or "").encode(), self.control_token.encode()
+        ):
+            raise ValueError(f"{what}: this dispatcher needs its control token (GT_CONTROL_TOKEN)")
 
     def _emit_stats(self) -> None:
         p = self.planner

@@ -24,11 +24,13 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import zmq
 
 from gt.runtime import discovery
+from gt.runtime import memory_settings as MS
 from gt.runtime import protocol as P
 from gt.runtime.dispatcher.control import ControlRequests
 from gt.runtime.dispatcher.keeping import PeerKeeping
@@ -71,9 +73,13 @@ class Dispatcher(ControlRequests, PeerKeeping):
         worker_timeout: float | None = None,
         client_timeout: float | None = None,
         write_discovery: bool = True,
+        memory: Mapping | None = None,
     ):
         self.heartbeat = heartbeat or env_seconds("GT_HEARTBEAT", 1.0)
         self.planner = Planner(max_in_flight)
+        # Memory settings for the workers: this dispatcher's flags, and what programs set since.
+        self.memory_flags = MS.normalize(memory or {})
+        self.memory_runtime: dict = {}
         self.placement = Placement()
         self.control_token = os.environ.get("GT_CONTROL_TOKEN") or None
         self.ctx = zmq.Context()
@@ -160,6 +166,7 @@ class Dispatcher(ControlRequests, PeerKeeping):
             "events_in": self.endpoints["events_in"],
             "clock": time.monotonic_ns(),
             "trace": self.events.level,
+            "memory": self.memory_layers(),
         }
 
     def _apply_env_config(self) -> None:
@@ -429,7 +436,7 @@ class Dispatcher(ControlRequests, PeerKeeping):
 
     def _register(self, ident: bytes, msg: P.Register, frame: Any) -> None:
         info = {"host": msg.host, "pid": msg.pid, "device": msg.device, "backend": msg.backend,
-                "data": msg.data}  # fmt: skip
+                "data": msg.data, "gpu": msg.gpu}  # fmt: skip
         wid = self.planner.add_worker(ident, info, self.clock.now())
         self.planner.workers[wid].local = self.is_local(info)
         self._worker_by_ident[ident] = wid

@@ -21,7 +21,11 @@ from typing import Any, Protocol
 from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime.worker.backend import Backend
+from gt.runtime.worker.clock import SYNC_EACH_OP, clock_for
+from gt.runtime.worker.memory import release_cached
 from gt.runtime.worker.peers import PeerFailure
+from gt.runtime.worker.pool import MemoryPool
+from gt.runtime.worker.spill import root_of
 
 MAX_ERRORS_PER_BATCH = 64
 _NEVER = 1 << 62
@@ -149,6 +153,10 @@ class Executor:
         self.peers = peers
         self.io = io
         self.tables: dict[int, dict[int, Any]] = {}
+        self.pool: MemoryPool | None = None  # set once a memory limit or quota is
+        self.clock = clock_for(backend)  # CUDA events on a GPU: op times are device times
+        self.sync_each_op = SYNC_EACH_OP and self.clock.device
+        self.sticky_error: str | None = None  # the device failed for good (the worker must stop)
         self.failed: dict[int, dict[int, list]] = {}
         self.pending: dict[int, tuple] = {}  # out id -> (all-reduce in flight, src), oldest first
         self.batches = 0
@@ -156,24 +164,52 @@ class Executor:
         self.busy_ns = 0
 
     # ------------------------------------------------------------------ clients
+    def use_pool(self, pool: MemoryPool) -> None:
+        """Keep the books of ``pool`` from now on (the tensors already held are counted)."""
+        self.pool = pool
+        for cno, tbl in list(self.tables.items()):
+            self.tables[cno] = pool.table(cno, tbl)
+
+    def _table(self, cno: int) -> dict:
+        tbl = self.tables.get(cno)
+        if tbl is None:
+            tbl = self.tables[cno] = {} if self.pool is None else self.pool.table(cno)
+        return tbl
+
     def drop_client(self, cno: int) -> None:
         """Forget every tensor of a client that left."""
         self.tables.pop(cno, None)
         self.failed.pop(cno, None)
+        if self.pool is not None:
+            self.pool.drop_client(cno)
+        release_cached(self.backend)  # a shared device gets the departed client's memory back
 
-    def holdings(self) -> tuple[int, int]:
-        """``(tensors, bytes)`` held over all clients."""
+    def holdings(self) -> tuple[int, int, dict[int, int]]:
+        """``(tensors, bytes, {client: bytes})`` held, each buffer counted once however many
+        tensors view it (a broadcast view of one element is one element)."""
+        pool = self.pool
+        if pool is not None:
+            n = sum(len(t) for t in self.tables.values())
+            return n, pool.used, dict(pool.client_used)
         n = nbytes = 0
-        for tbl in self.tables.values():
-            n += len(tbl)
-            for a in tbl.values():
-                nbytes += getattr(a, "nbytes", 0)
-        return n, nbytes
+        per: dict[int, int] = {}
+        seen: set[int] = set()
+        for cno, tbl in list(self.tables.items()):
+            mine = 0
+            for a in list(tbl.values()):
+                n += 1
+                r = root_of(a)
+                if r is not None and r[0] not in seen:
+                    seen.add(r[0])
+                    mine += r[2]
+            per[cno] = mine
+            nbytes += mine
+        return n, nbytes, per
 
     # ------------------------------------------------------------------ batches
     def run(
         self, cno: int, seq: int, token: Any, body: Any, bufs: list, timed: bool,
-        planned: bool = False,
+        planned: bool = False, lookahead: Any = (),
     ) -> BatchResult:  # fmt: skip
         """Run one batch for client ``cno``.
 
@@ -182,37 +218,52 @@ class Executor:
             bufs: the upload frames that came with it.
             timed: also time every instruction (``durs``).
             planned: the dispatcher's planner wrote it (transfers between workers are allowed).
+            lookahead: ``(client, instructions, frees)`` of the batches queued after this one
+                (the memory pool spills what they need last, prefetches it, and does not spill
+                what they free).
+
+        ``body`` may also be :func:`P.parse_body`'s result, when the caller already parsed it.
         """
         res = BatchResult()
-        b = _Batch(cno, seq, token, self.tables.setdefault(cno, {}),
-                   self.failed.setdefault(cno, {}), bufs, planned)  # fmt: skip
+        b = _Batch(cno, seq, token, self._table(cno), self.failed.setdefault(cno, {}), bufs,
+                   planned)  # fmt: skip
         self.peers.cno, self.peers.batch = cno, seq
         try:
-            instrs, frees, free_at = P.parse_body(body)
+            instrs, frees, free_at = body if type(body) is tuple else P.parse_body(body)
         except P.ProtocolError as exc:
             instrs, frees, free_at = [], [], None
             b.report([str(exc), -1, 0])
+        if self.pool is not None:
+            self.pool.plan([(cno, instrs, frees), *lookahead])
         # Frees the client made between instructions are applied at that point of the batch.
         early = sorted(zip(free_at, frees)) if free_at else []
         late = [] if free_at else frees
-        clock = time.monotonic_ns
-        stamps: list[int] = []
+        dclock = self.clock
+        marks: list = []
         waits: list[int] = []
-        res.t0 = clock()
-        self._loop(b, instrs, early, (stamps.append, waits.append) if timed else None)
+        res.t0 = time.monotonic_ns()
+        self._loop(b, instrs, early, (marks, waits) if timed else None)
         if self.pending:  # nothing stays in flight past the batch: peers may wait for it
             self._complete_pending(b)
         for f in late:
             self._free(b, f)
-        res.t1 = clock()
-        if stamps:
-            stamps.append(res.t1)
+        if dclock.device:  # the batch is done when the device has done it
+            if marks:
+                marks.append(dclock.mark())
+            try:
+                dclock.fence()
+            except Exception as exc:
+                self._device_failed(b, instrs, exc)
+        res.t1 = time.monotonic_ns()
+        if marks:
+            if not dclock.device:
+                marks.append(res.t1)
             waits.append(self.peers.waited_ns)
             # An instruction's time excludes what it spent waiting for data (shown as a wait slice
             # of its own): an op that needs an all-reduce's result is not charged for the all-reduce.
             res.durs = [
-                (t1 - t0) - (w1 - w0)
-                for t0, t1, w0, w1 in zip(stamps, stamps[1:], waits, waits[1:])
+                max(0, d - (w1 - w0))
+                for d, w0, w1 in zip(dclock.durations(marks), waits, waits[1:])
             ]
         res.errors, res.instrs = b.errors, instrs
         self.batches += 1
@@ -223,11 +274,13 @@ class Executor:
     def _loop(self, b: _Batch, instrs: list, early: list, stamp: Any) -> None:
         """The hot loop: frees due at each position, then the instruction.
 
-        ``stamp``: ``None``, or two appenders for the time before each instruction and the
+        ``stamp``: ``None``, or two lists for the clock's mark before each instruction and the
         worker's total wait so far (per-instruction timing).
         """
         peers = self.peers
-        stamp_t, stamp_w = stamp if stamp is not None else (None, None)
+        stamp_t, stamp_w = (stamp[0].append, stamp[1].append) if stamp is not None else (None, None)
+        mark = self.clock.mark
+        sync_each = self.sync_each_op
         next_free = early[0][0] if early else _NEVER
         fi = 0
         for idx, ins in enumerate(instrs):
@@ -237,10 +290,12 @@ class Executor:
                     fi += 1
                 next_free = early[fi][0] if fi < len(early) else _NEVER
             if stamp_t is not None:
-                stamp_t(time.monotonic_ns())
+                stamp_t(mark())
                 stamp_w(peers.waited_ns)
             try:
                 self._one(b, ins)
+                if sync_each:  # a device error then lands on the op that caused it
+                    self.clock.fence()
             except PeerFailure as exc:  # an input failed on another worker, which reported it
                 out = ins[P.I_OUT]
                 b.tbl.pop(out, None)
@@ -261,6 +316,8 @@ class Executor:
                 raise P.ProtocolError(f"unsupported dtype {attrs['dtype']!r:.40}")
         if code in _GUARDED:
             _check_guarded(code, attrs, b.planned)
+        if self.pool is not None:
+            self.pool.step(b.cno, args, code)
         tbl = b.tbl
         try:
             vals = _resolve(tbl, args)
@@ -277,7 +334,14 @@ class Executor:
             return
         h = self.handlers[code] if type(code) is int and 0 <= code < len(self.handlers) else None
         if h is not None:
-            tbl[out] = h(vals, attrs)
+            try:
+                r = h(vals, attrs)
+            except MemoryError:  # the allocator refused: spill what we may, then once more
+                if self.pool is None or not self.pool.make_room():
+                    raise
+                release_cached(self.backend)
+                r = h(vals, attrs)
+            tbl[out] = r
         elif code in _COMM:
             self._comm(b, code, out, vals, attrs, src)
         elif code == _UPLOAD:
@@ -294,6 +358,23 @@ class Executor:
         elif code != _MARK:
             raise P.ProtocolError(f"unknown opcode {code!r}")
 
+    def _device_failed(self, b: _Batch, instrs: list, exc: Exception) -> None:
+        """The device raised at the batch's fence: some op of this batch caused it. Its outputs
+        are failed; if the device still fails, the error is sticky and the worker must stop."""
+        last = instrs[-1] if instrs and type(instrs[-1]) is list else [-1, None, None, None, 0]
+        msg = (f"{type(exc).__name__}: {exc} (raised by the GPU while it ran this batch; "
+               "GT_CUDA_SYNC_EACH_OP=1 names the exact op)")  # fmt: skip
+        err = [msg, last[P.I_OP], last[P.I_SRC] if type(last[P.I_SRC]) is int else 0, False]
+        for ins in instrs:
+            if type(ins) is list and len(ins) > P.I_OUT and type(ins[P.I_OUT]) is int:
+                b.tbl.pop(ins[P.I_OUT], None)
+                b.failed[ins[P.I_OUT]] = err
+        b.report(err)
+        try:
+            self.clock.fence()
+        except Exception as again:  # e.g. an illegal address: every later call fails too
+            self.sticky_error = f"{type(again).__name__}: {again}"
+
     # ------------------------------------------------------------------ pieces
     @staticmethod
     def _free(b: _Batch, tid: int) -> None:
@@ -309,6 +390,7 @@ class Executor:
         if code == _FETCH and type(out) is int:
             self.io.reply(b.cno, b.token, out, None, err[:3])
         elif type(out) is int:
+            b.tbl.pop(out, None)  # (set if the op ran and its device failed afterwards)
             b.failed[out] = err
         b.report(err)
 

@@ -13,6 +13,8 @@ import socket
 import threading
 import time
 import uuid
+from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 import zmq
@@ -32,6 +34,7 @@ from gt.runtime.worker.backend import Backend, load_backend
 from gt.runtime.worker.device_monitor import DeviceMonitor
 from gt.runtime.worker.executor import BatchResult, Executor
 from gt.runtime.worker.memory import keep_freed_memory
+from gt.runtime.worker.memory_keeper import WorkerMemory
 from gt.runtime.worker.peers import Peers
 from gt.trace import events as E
 from gt.trace.emit import Emitter
@@ -43,6 +46,9 @@ UPLOAD_WAIT_S = 10.0
 UNCLAIMED_KEEP_S = float(os.environ.get("GT_UNCLAIMED_KEEP_S", 60.0))
 UNCLAIMED_MAX_BYTES = int(os.environ.get("GT_UNCLAIMED_MAX_BYTES", 1 << 30))
 _HEARTBEAT = P.encode(P.Heartbeat())
+#: Messages taken off the dispatcher's socket ahead of running them (the memory pool looks at the
+#: queued batches to prefetch what they need and to spill what they do not).
+INBOX_MAX = 64
 
 
 class Worker:
@@ -52,11 +58,14 @@ class Worker:
         connect: the dispatcher's back endpoint.
         backend: an array backend (default: :func:`load_backend`).
         register_timeout: seconds to wait for the dispatcher to accept us.
+        memory: this worker's own memory settings (``memory_limit``, ``client_memory_limit``,
+            ``spill_threshold``, ``prefetch``; see :mod:`gt.runtime.memory_settings`).
     """
 
     def __init__(
-        self, connect: str, *, backend: Backend | None = None, register_timeout: float = 30.0
-    ):
+        self, connect: str, *, backend: Backend | None = None, register_timeout: float = 30.0,
+        memory: Mapping | None = None,
+    ):  # fmt: skip
         self.keeps_memory = keep_freed_memory()
         self.backend = backend or load_backend()
         self.ctx = zmq.Context()
@@ -84,6 +93,7 @@ class Worker:
             backend=self.backend.name,
             data=self.data.getsockopt(zmq.LAST_ENDPOINT).decode(),
             hb=self.ident + b"/hb",
+            gpu=self.backend.identity.as_dict() if self.backend.identity is not None else None,
         )
         reg = self._register(connect, register_timeout)
         self.wid = reg.worker
@@ -95,10 +105,17 @@ class Worker:
         self.events = Emitter(
             self.ctx, settings.get("events_in"), f"worker:{self.wid}", clock_offset_ns=offset
         )
-        self.device_monitor = DeviceMonitor(self.events, self.wid) if self.events.enabled else None
+        self.device_monitor = (
+            DeviceMonitor(self.events, self.wid, self.backend.identity)
+            if self.events.enabled
+            else None
+        )
         self.peers = Peers(self.wid, self.ctx, self.data, self._drain_data, self.events,
                            self.backend, self._stop.is_set)  # fmt: skip
         self.executor = Executor(self.backend, self.peers, self)
+        self.memory = WorkerMemory(self.backend, self.executor, memory, self._pool_transfer)
+        self.memory.configure(settings.get("memory"))
+        self.inbox: deque[list] = deque()  # [frames, parsed header, parsed body]
         self._hb = threading.Thread(target=self._heartbeat_loop, name="gt-heartbeat", daemon=True)
         self._hb.start()
 
@@ -129,17 +146,18 @@ class Worker:
                 events = dict(poller.poll(100))
                 if self.data in events:
                     self._drain_data()
-                if self.sock in events:
-                    for _ in range(64):
-                        try:
-                            frames = self.sock.recv_multipart(zmq.NOBLOCK, copy=False)
-                        except zmq.Again:
+                if self.sock in events or self.inbox:
+                    self._take_messages()
+                    for _ in range(INBOX_MAX):
+                        if not self.inbox:
                             break
-                        self._on_message(frames)
-                now = time.monotonic()
+                        self._on_message(self.inbox.popleft())
+                        self._take_messages()
+                        if time.monotonic() >= next_stats:  # stats stay fresh under a full inbox
+                            break
                 self.events.tick()
-                if now >= next_stats:
-                    next_stats = now + 0.5
+                if time.monotonic() >= next_stats:
+                    next_stats = time.monotonic() + 0.5
                     self._report_stats()
                     if parent_pid is not None and not discovery.pid_alive(parent_pid):
                         self.stop_reason = "parent process exited"
@@ -148,17 +166,58 @@ class Worker:
             self.close()
         return self.stop_reason
 
-    def _on_message(self, frames: list) -> None:
-        try:
-            msg = P.parse(frames[0].buffer)
-        except P.ProtocolError:
+    def _take_messages(self) -> None:
+        """Move what the dispatcher sent into the inbox (up to ``INBOX_MAX`` waiting)."""
+        while len(self.inbox) < INBOX_MAX:
+            try:
+                frames = self.sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            self.inbox.append([frames, None, None])
+
+    @staticmethod
+    def _parsed(item: list) -> Any:
+        """An inbox item's header (parsed once); ``None`` if malformed."""
+        if item[1] is None:
+            try:
+                item[1] = P.parse(item[0][0].buffer)
+            except P.ProtocolError:
+                item[1] = False
+        # (``is False``, not truthiness: a kind with no fields, such as Stop, is an empty tuple)
+        return None if item[1] is False else item[1]
+
+    def _lookahead(self) -> list:
+        """``(client, instructions, frees)`` of the batches waiting in the inbox (for the memory pool)."""
+        out = []
+        for item in self.inbox:
+            msg = self._parsed(item)
+            if type(msg) is P.Run and len(item[0]) >= 2:
+                if item[2] is None:
+                    try:
+                        item[2] = P.parse_body(item[0][1].buffer)
+                    except P.ProtocolError:
+                        item[2] = False
+                if item[2]:
+                    out.append((msg.client, item[2][0], item[2][1]))
+        return out
+
+    def _on_message(self, item: list) -> None:
+        msg = self._parsed(item)
+        if msg is None:
             return
+        frames = item[0]
         kind = type(msg)
         if kind is P.Run:
             if len(frames) < 2:
                 return
-            res = self.executor.run(msg.client, msg.seq, msg.token, frames[1].buffer, frames[2:],
-                                    self.events.full, msg.planned)  # fmt: skip
+            ahead = self._lookahead() if self.executor.pool is not None else ()
+            body = item[2] or frames[1].buffer
+            res = self.executor.run(msg.client, msg.seq, msg.token, body, frames[2:],
+                                    self.events.full, msg.planned, ahead)  # fmt: skip
+            self.memory.active()
+            if self.executor.sticky_error is not None:  # the GPU is unusable: say so and go
+                self.stop_reason = f"the GPU failed: {self.executor.sticky_error}"
+                self._stop.set()
             self.sock.send(
                 P.encode(P.Done(msg.client, msg.seq, res.errors, len(res.instrs), res.busy_ns))
             )
@@ -169,6 +228,8 @@ class Worker:
             self.peers.drop(msg.client)
         elif kind is P.Peers:
             self.peers.set_endpoints(msg.endpoints)
+        elif kind is P.Configure:
+            self.memory.configure(msg.memory)
         elif kind is P.Stop:
             self.stop_reason = "stopped by the dispatcher"
             self._stop.set()
@@ -256,14 +317,44 @@ class Worker:
             ev.emit(E.ERROR, {"client": run.client, "worker": self.wid, "message": msg,
                               "op": O.op_name(opcode), "source": src})  # fmt: skip
 
-    def stats(self) -> dict:
+    def _pool_transfer(self, direction: str, t0: int, t1: int, nbytes: int, cno: int) -> None:
+        """Spill traffic: on the timeline, and (spills and reads on demand) a wait of the batch."""
+        if direction != "prefetch":
+            self.peers.waited_ns += t1 - t0  # not charged to the op that was running
+        ev = self.events
+        if ev.enabled:
+            off = ev.offset
+            ev.emit(E.TRANSFER, {"worker": self.wid, "peer": None, "bytes": nbytes, "t0": t0 + off,
+                                 "t1": t1 + off, "direction": direction, "what": "",
+                                 "client": cno, "batch": self.peers.batch}, t0 + off)  # fmt: skip
+
+    def stats(self, memory: dict | None = None) -> dict:
         """Plain-data counters: tensors and bytes held, batches and instructions run."""
         ex = self.executor
-        n, nbytes = ex.holdings()
+        mem = memory if memory is not None else self.memory.report()
         return {
-            "tensors": n,
-            "bytes": nbytes,
-            "reserved": self.backend.reserved_bytes(nbytes),
+            "tensors": mem["tensors"],
+            "bytes": mem["used"],
+            "reserved": mem["reserved"],
+            "limit": mem["limit"],
+            "spilled": mem["spilled"],
+            "memory": {
+                k: mem.get(k)
+                for k in (
+                    "cached",
+                    "client_limit",
+                    "peak",
+                    "spill_out",
+                    "spill_in",
+                    "prefetched",
+                    "prefetch_hits",
+                    "oom",
+                )
+            },
+            "memory_clients": {
+                c: [b, (mem.get("clients_spilled") or {}).get(c, 0)]
+                for c, b in mem["clients"].items()
+            },
             "clients": len(ex.tables),
             "batches": ex.batches,
             "instructions": ex.instructions,
@@ -276,11 +367,10 @@ class Worker:
 
     def _report_stats(self) -> None:
         self._expire_unclaimed()
-        st = self.stats()
-        self.sock.send(P.encode(P.Stats(st)))
-        self.events.emit(E.MEMORY, {"worker": self.wid, "used": st["bytes"],
-                                    "reserved": st["reserved"], "limit": None, "spilled": 0,
-                                    "tensors": st["tensors"]})  # fmt: skip
+        self.memory.tick()
+        mem = self.memory.report()
+        self.sock.send(P.encode(P.Stats(self.stats(mem))))
+        self.events.emit(E.MEMORY, {"worker": self.wid, **mem})
 
     def _heartbeat_loop(self) -> None:
         """Heartbeats to the dispatcher, from a thread of their own (a long kernel does not stop
@@ -332,12 +422,14 @@ class Worker:
             hb.join(timeout=2)
         if getattr(self, "executor", None) is not None:
             self.executor.tables.clear()
+        if getattr(self, "memory", None) is not None:
+            self.memory.close()
         if getattr(self, "peers", None) is not None:
             self.peers.close()
         if getattr(self, "device_monitor", None) is not None:
             self.device_monitor.stop()
         if getattr(self, "events", None) is not None:
-            self.events.emit(E.MEMORY, {"worker": self.wid, "used": 0, "reserved": 0, "limit": None,
-                                        "spilled": 0, "tensors": 0})  # fmt: skip
+            self.events.emit(E.MEMORY, {"worker": self.wid, "used": 0, "reserved": 0, "cached": 0,
+                                        "limit": None, "spilled": 0, "tensors": 0})  # fmt: skip
             self.events.close()
         self.ctx.destroy(linger=0)

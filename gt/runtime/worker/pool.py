@@ -1,0 +1,612 @@
+"""A worker's memory pool: a limit that holds, spilling, prefetch and per-client quotas.
+
+The executor keeps each client's tensors in a table ``id -> array``. Once a limit is set, those
+tables are :class:`TrackedTable` s, which tell the :class:`MemoryPool` what is stored and dropped:
+
+* **Counting.** Bytes are counted once per *buffer* (see :func:`~gt.runtime.worker.spill.root_of`):
+  a transpose or a broadcast view adds nothing; the buffer goes when its last tensor does.
+* **Spilling.** When what is held passes ``spill_threshold × limit`` (or a client's quota times the
+  threshold), buffers move to the spill tier until it is back under: first those no queued
+  instruction needs, least recently used first; else the one needed furthest ahead (the worker can
+  see its queue). The inputs of the running instruction are never spilled.
+* **Unspilling.** A spilled tensor is not in the table; reading it (``table[id]``) brings its buffer
+  back, with every view over it, and that time is a *wait* on the timeline.
+* **Prefetch.** A thread walks the queued instructions ahead of the executor and brings back the
+  spilled buffers they need, up to ``prefetch`` bytes and the headroom under the limit; a read that
+  finds its buffer already back is a prefetch hit.
+* **Out of memory.** A result that does not fit even after spilling everything else it may spill
+  fails its op with :class:`OutOfMemory`; nothing else is affected and the worker keeps running.
+
+On NumPy workers the result of an op exists for a moment before it is refused (the limit is checked
+as results are stored); on CuPy the pool's own limit refuses the allocation, and the executor
+spills and retries once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from gt.runtime import ops as O
+from gt.runtime.memory_settings import human
+from gt.runtime.worker.spill import SpillStore, root_of, spillable, view_of
+
+#: Buffers smaller than this are never spilled (moving them costs more than they hold).
+SPILL_MIN_BYTES = 4096
+#: Candidates looked at (oldest first) when choosing what to spill.
+VICTIM_SCAN = 64
+#: Instructions ahead that the prefetch thread and the spill choice look at.
+LOOKAHEAD = 2048
+_FAR = 1 << 62
+#: How long a read waits for the prefetch thread's copy of the same buffer before reading it itself.
+LOADING_WAIT_S = 30.0
+
+
+class OutOfMemory(MemoryError):
+    """A result does not fit under a worker's memory limit (or a client's quota), even after
+    spilling. The message names the sizes; :attr:`requested` and :attr:`limit` are bytes."""
+
+    def __init__(self, message: str, requested: int, limit: int):
+        super().__init__(message)
+        self.requested = requested
+        self.limit = limit
+
+
+class _Buf:
+    """A buffer held in the pool: its owner, size, client, and the tensors over it."""
+
+    __slots__ = ("root", "nbytes", "cno", "refs")
+
+    def __init__(self, root: Any, nbytes: int, cno: int) -> None:
+        self.root, self.nbytes, self.cno = root, nbytes, cno
+        self.refs: set[int] = set()
+
+
+class _Spilled:
+    """A buffer in the spill tier: its handle, size and the views to rebuild.
+
+    ``state``: ``"out"`` (in the tier), ``"loading"`` (the prefetch thread is reading it),
+    ``"ready"`` (read back, waiting in ``data`` to be claimed), ``"gone"`` (freed).
+    """
+
+    __slots__ = ("cno", "nbytes", "handle", "views", "state", "data")
+
+    def __init__(self, cno: int, nbytes: int, handle: Any, views: dict) -> None:
+        self.cno, self.nbytes, self.handle, self.views = cno, nbytes, handle, views
+        self.state = "out"
+        self.data: Any = None
+
+
+class TrackedTable(dict):
+    """A client's tensor table that keeps the pool's books (and reads spilled tensors back)."""
+
+    __slots__ = ("pool", "cno")
+
+    def __init__(self, pool: MemoryPool, cno: int) -> None:
+        super().__init__()
+        self.pool, self.cno = pool, cno
+
+    def __setitem__(self, tid: int, arr: Any) -> None:
+        pool = self.pool
+        if dict.__contains__(self, tid):
+            pool.unref(self.cno, tid)
+        else:
+            pool.forget_spilled(self.cno, tid)
+        dict.__setitem__(self, tid, arr)
+        try:
+            pool.ref(self.cno, tid, arr)
+        except OutOfMemory:
+            dict.pop(self, tid, None)
+            pool.unref(self.cno, tid)
+            raise
+
+    def __missing__(self, tid: int) -> Any:
+        return self.pool.unspill(self.cno, tid)
+
+    def pop(self, tid: int, *default: Any) -> Any:
+        if dict.__contains__(self, tid):
+            arr = dict.pop(self, tid)
+            self.pool.unref(self.cno, tid)
+            return arr
+        if self.pool.forget_spilled(self.cno, tid):
+            return True  # it was spilled: gone now
+        if default:
+            return default[0]
+        raise KeyError(tid)
+
+    def __delitem__(self, tid: int) -> None:
+        self.pop(tid)
+
+    def holds(self, tid: int) -> bool:
+        """Whether the tensor exists here, resident or spilled."""
+        return dict.__contains__(self, tid) or (self.cno, tid) in self.pool.spilled
+
+
+class MemoryPool:
+    """The books of one worker's memory, and the spill tier and prefetch thread behind them.
+
+    Args:
+        limit: bytes the worker may hold (``None``: no limit).
+        client_limit: bytes each client may hold on this worker (``None``: no quota).
+        threshold: spill when above ``threshold × limit`` (keeping the rest free for results and
+            prefetches).
+        prefetch: bytes the prefetch thread may bring back ahead of need (0: no prefetch).
+        store: the spill tier.
+        transfer: ``transfer(direction, t0, t1, nbytes, cno)``, told of every spill (``"spill"``),
+            read back on demand (``"unspill"``) and prefetch (``"prefetch"``).
+    """
+
+    def __init__(
+        self,
+        *,
+        limit: int | None = None,
+        client_limit: int | None = None,
+        threshold: float = 0.8,
+        prefetch: int = 0,
+        store: SpillStore | None = None,
+        transfer: Callable[[str, int, int, int, int], None] | None = None,
+    ) -> None:
+        self.limit, self.client_limit, self.threshold = limit, client_limit, threshold
+        self.prefetch = prefetch
+        self.store = store or SpillStore()
+        self.transfer = transfer
+        self.tables: dict[int, TrackedTable] = {}
+        self.bufs: OrderedDict[int, _Buf] = OrderedDict()  # least recently used first
+        self.where: dict[tuple[int, int], int] = {}  # (client, tensor) -> buffer key
+        self.spilled: dict[tuple[int, int], _Spilled] = {}
+        self.used = 0
+        self.client_used: dict[int, int] = {}
+        self.peak = 0
+        self.spilled_bytes = 0
+        self.ready_bytes = 0  # prefetched, not yet claimed (counts against the limit)
+        self.loading_bytes = 0
+        self.counters = dict.fromkeys(
+            ("spill_out", "spill_in", "prefetched", "prefetch_hits", "prefetch_misses", "oom"), 0
+        )
+        self.op = -1  # opcode of the running instruction (named in out-of-memory errors)
+        self.cursor = 0  # index into upcoming of the running instruction
+        self.upcoming: list[tuple] = []  # per queued instruction: the (client, tensor) it reads
+        self.positions: dict[tuple[int, int], list[int]] = {}
+        self.dying: set[tuple[int, int]] = set()  # freed by a queued batch: never worth spilling
+        self._current: tuple = ()
+        self.lock = threading.Condition()
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        if prefetch:
+            self._start_prefetch()
+
+    # ------------------------------------------------------------------ settings
+    def configure(self, *, limit: Any = ..., client_limit: Any = ..., threshold: Any = ...,
+                  prefetch: Any = ...) -> None:  # fmt: skip
+        """Change settings while running (``...``: unchanged); a lower limit spills at once."""
+        if limit is not ...:
+            self.limit = limit
+        if client_limit is not ...:
+            self.client_limit = client_limit
+        if threshold is not ...:
+            self.threshold = threshold
+        if prefetch is not ...:
+            self.prefetch = prefetch
+            if prefetch and self._thread is None:
+                self._start_prefetch()
+        self.relieve()
+
+    def table(self, cno: int, existing: dict | None = None) -> TrackedTable:
+        """The tracked table of client ``cno`` (taking over the tensors of ``existing``)."""
+        t = TrackedTable(self, cno)
+        self.tables[cno] = t
+        for tid, arr in (existing or {}).items():
+            dict.__setitem__(t, tid, arr)
+            self.ref(cno, tid, arr, check=False)
+        return t
+
+    # ------------------------------------------------------------------ books
+    def ref(self, cno: int, tid: int, arr: Any, check: bool = True) -> None:
+        """Tensor ``tid`` of ``cno`` now holds ``arr`` (spills or raises if it does not fit)."""
+        r = root_of(arr)
+        if r is None:
+            return
+        key, root, nbytes = r
+        buf = self.bufs.get(key)
+        if buf is None:
+            buf = self.bufs[key] = _Buf(root, nbytes, cno)
+            self.used += nbytes
+            self.client_used[cno] = self.client_used.get(cno, 0) + nbytes
+            if check:
+                buf.refs.add(tid)
+                self.where[(cno, tid)] = key
+                self._fit(cno, key, nbytes)
+                if self.used > self.peak:  # (what is held once a result is in; see the module doc)
+                    self.peak = self.used
+                return
+        else:
+            self.bufs.move_to_end(key)
+        buf.refs.add(tid)
+        self.where[(cno, tid)] = key
+
+    def unref(self, cno: int, tid: int) -> None:
+        """Tensor ``tid`` of ``cno`` no longer holds its array."""
+        key = self.where.pop((cno, tid), None)
+        if key is None:
+            return
+        buf = self.bufs.get(key)
+        if buf is None:
+            return
+        buf.refs.discard(tid)
+        if not buf.refs:
+            del self.bufs[key]
+            self._uncount(buf)
+
+    def _uncount(self, buf: _Buf) -> None:
+        self.used -= buf.nbytes
+        left = self.client_used.get(buf.cno, 0) - buf.nbytes
+        if left > 0:
+            self.client_used[buf.cno] = left
+        else:
+            self.client_used.pop(buf.cno, None)
+
+    def step(self, cno: int, args: list, op: int) -> None:
+        """The executor is about to run an instruction reading ``args``: they are now the most
+        recently used, and never spilled while it runs."""
+        self.op = op
+        self.cursor += 1
+        cur = []
+        where, bufs = self.where, self.bufs
+        for a in args:
+            if type(a) is int:
+                k = where.get((cno, a))
+                if k is not None:
+                    bufs.move_to_end(k)
+                    cur.append(k)
+        self._current = tuple(cur)
+
+    def plan(self, batches: list[tuple]) -> None:
+        """The instructions queued, in the order they will run: ``[(client, instrs, frees), ...]``
+        (the running batch first; ``frees`` may be left out). Spill choices and prefetches look at
+        them, and what a queued batch frees is not worth spilling (it is about to go)."""
+        upcoming: list[tuple] = []
+        positions: dict[tuple[int, int], list[int]] = {}
+        dying: set[tuple[int, int]] = set()
+        for cno, instrs, *rest in batches:
+            for tid in (rest[0] if rest else ()) or ():
+                if type(tid) is int:
+                    dying.add((cno, tid))
+            for ins in instrs:
+                if len(upcoming) >= LOOKAHEAD:
+                    break
+                try:
+                    args = ins[2]
+                    keys = tuple((cno, a) for a in args if type(a) is int)
+                except (TypeError, IndexError):
+                    keys = ()
+                for k in keys:
+                    positions.setdefault(k, []).append(len(upcoming))
+                upcoming.append(keys)
+        with self.lock:
+            self.upcoming, self.positions, self.cursor = upcoming, positions, -1
+            self.dying = dying
+            if self.spilled:
+                self.lock.notify_all()
+
+    def _next_use(self, cno: int, tids: set[int]) -> int:
+        best = _FAR
+        cur = self.cursor
+        for t in tids:
+            for p in self.positions.get((cno, t), ()):
+                if p > cur:
+                    best = min(best, p)
+                    break
+        return best
+
+    # ------------------------------------------------------------------ pressure
+    def _fit(self, cno: int, protect: int, requested: int) -> None:
+        """Spill until under the thresholds; raise :class:`OutOfMemory` if over a limit after."""
+        cl = self.client_limit
+        if cl is not None and self.client_used.get(cno, 0) > cl * self.threshold:
+            self._spill_down(lambda: self.client_used.get(cno, 0) <= cl * self.threshold,
+                             cno, protect)  # fmt: skip
+            if self.client_used.get(cno, 0) > cl:
+                self._oom(cno, requested, cl, f"client {cno}'s quota of {human(cl)} on this "
+                          "worker (--client-memory-limit)")  # fmt: skip
+        lim = self.limit
+        if lim is not None and self.used > lim * self.threshold:
+            # Prefetched buffers do not count here: they were read into the headroom between the
+            # threshold and the limit, and spilling to make room for them would undo the prefetch.
+            self._spill_down(lambda: self.used <= lim * self.threshold, None, protect)
+            if self.used + self.ready_bytes > lim:
+                self._drop_ready()
+            if self.used > lim:
+                self._oom(cno, requested, lim, f"this worker's memory limit of {human(lim)} "
+                          "(--memory-limit, GT_MEMORY_LIMIT)")  # fmt: skip
+
+    def relieve(self) -> None:
+        """Spill down to the thresholds now (after a setting changed, or the device ran out)."""
+        if self.limit is not None and self.used > self.limit * self.threshold:
+            self._spill_down(lambda: self.used <= self.limit * self.threshold, None, None)
+        if self.client_limit is not None:
+            for cno in [c for c, u in self.client_used.items() if u > self.client_limit]:
+                self._spill_down(
+                    lambda c=cno: self.client_used.get(c, 0) <= self.client_limit * self.threshold,
+                    cno, None,
+                )  # fmt: skip
+
+    def make_room(self) -> bool:
+        """The device refused an allocation: spill a quarter of what is held (least needed
+        first). Returns whether anything was spilled."""
+        before = self.used
+        goal = before * 3 // 4
+        self._spill_down(lambda: self.used <= goal, None, None)
+        return self.used < before
+
+    def _spill_down(self, done: Callable[[], bool], cno: int | None, protect: int | None) -> None:
+        while not done():
+            key = None
+            if cno is None and self.client_limit is not None:  # over-quota clients go first
+                for c, u in self.client_used.items():
+                    if u > self.client_limit * self.threshold:
+                        key = self._victim(c, protect)
+                        if key is not None:
+                            break
+            if key is None:
+                key = self._victim(cno, protect)
+            if key is None:
+                return
+            self._spill(key)
+
+    def _victim(self, cno: int | None, protect: int | None) -> int | None:
+        """What to spill: unneeded and least recently used first, else needed furthest ahead.
+
+        A buffer a queued batch frees is spilled only when nothing else can go: writing it out
+        would be wasted I/O."""
+        best, best_use, seen, doomed = None, -1, 0, None
+        current, dying = self._current, self.dying
+        for key, buf in self.bufs.items():
+            if seen >= VICTIM_SCAN:
+                break
+            if (key == protect or buf.nbytes < SPILL_MIN_BYTES or key in current
+                    or (cno is not None and buf.cno != cno) or not spillable(buf.root)):  # fmt: skip
+                continue
+            seen += 1
+            if dying and all((buf.cno, t) in dying for t in buf.refs):
+                doomed = doomed if doomed is not None else key
+                continue
+            use = self._next_use(buf.cno, buf.refs)
+            if use == _FAR:
+                return key
+            if use > best_use:
+                best, best_use = key, use
+        return best if best is not None else doomed
+
+    def _spill(self, key: int) -> None:
+        buf = self.bufs.pop(key)
+        table = self.tables[buf.cno]
+        views = {tid: view_of(dict.__getitem__(table, tid), buf.root) for tid in buf.refs}
+        t0 = time.monotonic_ns()
+        handle = self.store.put(buf.root)
+        t1 = time.monotonic_ns()
+        for tid in buf.refs:
+            dict.pop(table, tid, None)
+            self.where.pop((buf.cno, tid), None)
+        rec = _Spilled(buf.cno, buf.nbytes, handle, views)
+        with self.lock:
+            for tid in views:
+                self.spilled[(buf.cno, tid)] = rec
+            self.spilled_bytes += buf.nbytes
+            self.lock.notify_all()
+        self._uncount(buf)
+        self.counters["spill_out"] += buf.nbytes
+        if self.transfer is not None:
+            self.transfer("spill", t0, t1, buf.nbytes, buf.cno)
+
+    def _drop_ready(self) -> None:
+        """Give back prefetched buffers nobody has claimed yet (they stay in the spill tier)."""
+        with self.lock:
+            for rec in set(self.spilled.values()):
+                if rec.state == "ready":
+                    rec.state, rec.data = "out", None
+                    self.ready_bytes -= rec.nbytes
+
+    def _oom(self, cno: int, requested: int, limit: int, what: str) -> None:
+        self.counters["oom"] += 1
+        held = self.client_used.get(cno, 0) if what.startswith("client") else self.used
+        raise OutOfMemory(
+            f"{O.op_name(self.op)}'s result of {human(requested)} ({requested} B) does not fit under "
+            f"{what} ({limit} B): {human(held)} is held by tensors that cannot be spilled now "
+            f"(inputs of this op, or too small); {human(self.spilled_bytes)} is spilled. "
+            "Free tensors, or raise the limit with gt.config.set(memory_limit=...)",
+            requested,
+            limit,
+        )
+
+    # ------------------------------------------------------------------ back from the tier
+    def unspill(self, cno: int, tid: int) -> Any:
+        """Bring a spilled tensor back (with every view over its buffer); ``KeyError`` if it is
+        not spilled."""
+        key = (cno, tid)
+        with self.lock:
+            rec = self.spilled.get(key)
+            if rec is None:
+                raise KeyError(tid)
+            t0 = time.monotonic_ns()
+            waited = rec.state == "loading"
+            deadline = time.monotonic() + LOADING_WAIT_S
+            while rec.state == "loading" and time.monotonic() < deadline:
+                self.lock.wait(0.5)
+            raw = None
+            if rec.state == "ready":
+                raw, rec.data = rec.data, None
+                self.ready_bytes -= rec.nbytes
+                self.counters["prefetch_hits"] += 1
+            rec.state = "gone"
+            for t in rec.views:
+                self.spilled.pop((rec.cno, t), None)
+            self.spilled_bytes -= rec.nbytes
+        if raw is None:
+            self.counters["prefetch_misses"] += 1
+            raw = self.store.get(rec.handle, rec.nbytes)
+        self.store.drop(rec.handle)
+        t1 = time.monotonic_ns()
+        if (waited or t1 - t0 > 50_000) and self.transfer is not None:
+            self.transfer("unspill", t0, t1, rec.nbytes, cno)
+        self.counters["spill_in"] += rec.nbytes
+        table = self.tables[cno]
+        r = root_of(raw)
+        if r is not None:
+            self._current += (r[0],)  # an input of the running instruction: never spilled under it
+        out = None
+        for t, view in rec.views.items():
+            arr = self.store.rebuild(raw, view)
+            dict.__setitem__(table, t, arr)
+            self.ref(cno, t, arr, check=False)
+            if t == tid:
+                out = arr
+        self._fit_quietly(cno, r[0] if r else None)
+        self.peak = max(self.peak, self.used)
+        return out
+
+    def _fit_quietly(self, cno: int, protect: int | None) -> None:
+        try:
+            self._fit(cno, protect, 0)
+        except OutOfMemory:
+            self.counters["oom"] -= 1  # inputs must be resident; the result's check decides
+
+    def forget_spilled(self, cno: int, tid: int) -> bool:
+        """Free a spilled tensor; whether it was spilled."""
+        with self.lock:
+            rec = self.spilled.pop((cno, tid), None)
+            if rec is None:
+                return False
+            rec.views.pop(tid, None)
+            if not rec.views:
+                self._discard(rec)
+        return True
+
+    def _discard(self, rec: _Spilled) -> None:
+        """(Under the lock.) The last tensor of a spilled buffer is gone."""
+        if rec.state == "ready":
+            self.ready_bytes -= rec.nbytes
+        self.spilled_bytes -= rec.nbytes
+        rec.state, rec.data = "gone", None
+        self.store.drop(rec.handle)
+
+    def drop_client(self, cno: int) -> None:
+        """Forget everything of a client that left (resident and spilled)."""
+        self.tables.pop(cno, None)
+        for key in [k for k, b in self.bufs.items() if b.cno == cno]:
+            self._uncount(self.bufs.pop(key))
+        for k in [k for k in self.where if k[0] == cno]:
+            del self.where[k]
+        with self.lock:
+            recs = {id(r): r for k, r in self.spilled.items() if k[0] == cno}
+            for k in [k for k in self.spilled if k[0] == cno]:
+                del self.spilled[k]
+            for rec in recs.values():
+                self._discard(rec)
+        self.client_used.pop(cno, None)
+
+    # ------------------------------------------------------------------ prefetch
+    def _start_prefetch(self) -> None:
+        self._thread = threading.Thread(target=self._prefetch_loop, name="gt-prefetch",
+                                        daemon=True)  # fmt: skip
+        self._thread.start()
+
+    def _next_prefetch(self) -> _Spilled | None:
+        """(Under the lock.) The first spilled buffer the queue needs, if it fits the budget."""
+        if not self.spilled or not self.prefetch:
+            return None
+        upcoming = self.upcoming
+        pending = self.ready_bytes + self.loading_bytes
+        room = self.prefetch - pending
+        if self.limit is not None:  # only into the headroom the threshold keeps under the limit
+            room = min(room, self.limit - self.used - pending)
+        for i in range(max(0, self.cursor), len(upcoming)):
+            for k in upcoming[i]:
+                rec = self.spilled.get(k)
+                if rec is not None and rec.state == "out":
+                    return rec if rec.nbytes <= min(room, self._client_room(rec.cno)) else None
+        return None
+
+    def _client_room(self, cno: int) -> float:
+        """(Under the lock.) What a client's quota leaves for prefetching its buffers."""
+        if self.client_limit is None:
+            return float("inf")
+        pending = sum(r.nbytes for r in set(self.spilled.values())
+                      if r.cno == cno and r.state in ("ready", "loading"))  # fmt: skip
+        return self.client_limit - self.client_used.get(cno, 0) - pending
+
+    def _prefetch_loop(self) -> None:
+        while True:
+            with self.lock:
+                rec = None
+                while not self._stop:
+                    rec = self._next_prefetch()
+                    if rec is not None:
+                        break
+                    self.lock.wait(0.05 if self.spilled else None)
+                if self._stop:
+                    return
+                rec.state = "loading"
+                self.loading_bytes += rec.nbytes
+            t0 = time.monotonic_ns()
+            try:
+                raw = self.store.get(rec.handle, rec.nbytes, self._stream())
+            except Exception:  # freed meanwhile (file gone), or the device refused: read on demand
+                raw = None
+            t1 = time.monotonic_ns()
+            with self.lock:
+                self.loading_bytes -= rec.nbytes
+                if rec.state == "loading" and raw is not None:
+                    rec.state, rec.data = "ready", raw
+                    self.ready_bytes += rec.nbytes
+                    self.counters["prefetched"] += rec.nbytes
+                elif rec.state == "loading":
+                    rec.state = "out"
+                self.lock.notify_all()
+            if raw is not None and self.transfer is not None:
+                self.transfer("prefetch", t0, t1, rec.nbytes, rec.cno)
+
+    def _stream(self) -> Any:
+        """The prefetch thread's own CUDA stream (``None`` on NumPy)."""
+        xp = self.store.xp
+        if xp is None or not hasattr(xp, "cuda"):
+            return None
+        s = getattr(self, "_cuda_stream", None)
+        if s is None:
+            if self.store.device is not None:
+                xp.cuda.Device(self.store.device).use()
+            s = self._cuda_stream = xp.cuda.Stream(non_blocking=True)
+        return s
+
+    # ------------------------------------------------------------------ reporting
+    def client_spilled(self) -> dict[int, int]:
+        """Bytes in the spill tier per client."""
+        out: dict[int, int] = {}
+        with self.lock:
+            for rec in {id(r): r for r in self.spilled.values()}.values():
+                out[rec.cno] = out.get(rec.cno, 0) + rec.nbytes
+        return out
+
+    def snapshot(self) -> dict:
+        """The numbers a memory event carries."""
+        return {
+            "used": self.used,
+            "limit": self.limit,
+            "client_limit": self.client_limit,
+            "spilled": self.spilled_bytes,
+            "prefetched_ready": self.ready_bytes,
+            "peak": self.peak,
+            "clients": {c: [u, 0] for c, u in self.client_used.items()},
+            **self.counters,
+        }
+
+    def close(self) -> None:
+        """Stop the prefetch thread and remove the spill tier."""
+        with self.lock:
+            self._stop = True
+            self.lock.notify_all()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        self.store.close()
