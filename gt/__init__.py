@@ -6,7 +6,10 @@ dispatcher with ``$GT_WORKERS`` workers (default 1) in the background.
 
 from __future__ import annotations
 
-from gt import config, nn, optim, signal
+import math as _math
+
+from gt import amp, backends, config, cuda, nn, optim, signal, utils
+from gt.amp import autocast
 from gt.autograd import (
     enable_grad,
     inference_mode,
@@ -15,9 +18,18 @@ from gt.autograd import (
     set_grad_enabled,
 )
 from gt.config import load_config
-from gt.errors import DispatcherLost, GTError, GTTimeout, ShapeError, WorkerError, WorkerLost
+from gt.errors import (
+    DispatcherLost,
+    GTError,
+    GTTimeout,
+    OutOfMemory,
+    ShapeError,
+    WorkerError,
+    WorkerLost,
+)
 from gt.factories import (
     arange,
+    bernoulli,
     empty,
     empty_like,
     eye,
@@ -25,6 +37,7 @@ from gt.factories import (
     full,
     full_like,
     linspace,
+    normal,
     ones,
     ones_like,
     rand,
@@ -39,9 +52,12 @@ from gt.factories import (
     zeros,
     zeros_like,
 )
+from gt.ops.device import device
 from gt.ops.functional import *  # noqa: F403 - gt.exp(x), gt.cat([...]), ... (see its __all__)
 from gt.ops.functional import __all__ as _functional_names
-from gt.ops.random import manual_seed
+from gt.ops.random import Generator, manual_seed
+from gt.ops.typeinfo import Size, finfo, get_default_dtype, iinfo
+from gt.serialization import load, save
 from gt.session import connect, disconnect, gpu_workers, mark
 from gt.tensor import Tensor
 
@@ -60,10 +76,34 @@ half = float16
 int = int32  # noqa: A001
 bool = "bool"  # noqa: A001 - the prototype's spelling (gt.bool_ is kept too)
 
+inf = _math.inf
+nan = _math.nan
+pi = _math.pi
+e = _math.e
+
 __version__ = "0.1.0"
 
 __all__ = [
     *_functional_names,
+    "Generator",
+    "amp",
+    "autocast",
+    "bernoulli",
+    "normal",
+    "Size",
+    "backends",
+    "cuda",
+    "device",
+    "e",
+    "finfo",
+    "get_default_dtype",
+    "iinfo",
+    "inf",
+    "load",
+    "nan",
+    "pi",
+    "save",
+    "utils",
     "bool",
     "config",
     "load_config",
@@ -85,6 +125,7 @@ __all__ = [
     "GTTimeout",
     "ShapeError",
     "Tensor",
+    "OutOfMemory",
     "WorkerError",
     "WorkerLost",
     "arange",

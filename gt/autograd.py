@@ -122,9 +122,21 @@ class Node:
         shapes: the shape of every input (``()`` for Python numbers).
         dtypes: the dtype of every input (``None`` for Python numbers).
         attrs: the instruction's attributes (axes, permutation, index key, ...).
+        retain: a weak reference to the output tensor when it asked for its gradient
+            (``retain_grad()``), else ``None``.
     """
 
-    __slots__ = ("op", "parents", "saved", "versions", "shapes", "dtypes", "attrs", "signal")
+    __slots__ = (
+        "op",
+        "parents",
+        "saved",
+        "versions",
+        "shapes",
+        "dtypes",
+        "attrs",
+        "signal",
+        "retain",
+    )
 
     def __init__(self, op: str, parents: tuple, saved: tuple, inputs: tuple, attrs: Any):
         self.op = op
@@ -135,6 +147,7 @@ class Node:
         self.dtypes = tuple(getattr(t, "dtype", None) for t in inputs)
         self.attrs = attrs
         self.signal = _signal.capture()  # its gradient ops run under the signal's backward rule
+        self.retain = None  # a weak reference to the output, once it called retain_grad()
 
     def needs(self, i: int) -> bool:
         """Whether input ``i`` wants a gradient."""
@@ -179,7 +192,7 @@ def record(
     parents = []
     wanted = False
     for t in inputs:
-        if getattr(t, "requires_grad", False):
+        if getattr(t, "_rg", False):
             parents.append(t if t._node is None else t._node)
             wanted = True
         else:
@@ -189,7 +202,7 @@ def record(
     if saved is None:
         saved = O.BY_NAME[op].saved(inputs, out)
     out._node = Node(op, tuple(parents), tuple(saved), inputs, attrs)
-    out.requires_grad = True
+    out._rg = True
     return out
 
 
@@ -250,9 +263,23 @@ def backward(root: Tensor, gradient: Any = None, retain_graph: bool | None = Non
         for node in _topo_order(root._node):
             g = grads.pop(node, None)
             if g is not None:
+                if node.retain is not None:
+                    _retain(node, g, handed)
                 _propagate(node, g, grads, handed)
                 if not retain_graph:
                     node.saved = None
+
+
+def _retain(node: Node, g: Tensor, handed: set[int]) -> None:
+    """Give a computed tensor that called ``retain_grad()`` its gradient."""
+    out = node.retain()
+    if out is None:
+        return
+    if out.grad is None:
+        out.grad = g.detach() if id(g) in handed else g
+        handed.add(id(out.grad))
+    else:
+        out.grad = out.grad + g
 
 
 def _seed(root: Tensor, gradient: Any, handed: set[int]) -> Tensor:

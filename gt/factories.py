@@ -125,38 +125,76 @@ def empty(
 
 
 def randn(
-    *shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None
+    *shape: Any,
+    generator: Any = None,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
 ) -> Tensor:
-    """Standard normal samples."""
+    """Standard normal samples (from ``generator``'s stream when given)."""
     shp, dt = _shape(shape), _float_dtype(dtype, "randn")
-    return _make("randn", [], random_attrs(shp, dt), requires_grad)
+    return _make("randn", [], random_attrs(shp, dt, generator), requires_grad)
 
 
-def rand(*shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
-    """Uniform samples in [0, 1)."""
+def rand(
+    *shape: Any,
+    generator: Any = None,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+) -> Tensor:
+    """Uniform samples in [0, 1) (from ``generator``'s stream when given)."""
     shp, dt = _shape(shape), _float_dtype(dtype, "rand")
-    return _make("rand", [], random_attrs(shp, dt), requires_grad)
+    return _make("rand", [], random_attrs(shp, dt, generator), requires_grad)
+
+
+def normal(
+    mean: Any, std: Any = 1.0, size: Any = None, *, generator: Any = None, dtype: Any = None
+) -> Tensor:
+    """Normal samples: ``mean``/``std`` numbers with a ``size``, or tensors (broadcast)."""
+    if size is None:
+        shape = tuple(getattr(mean, "shape", ())) or tuple(getattr(std, "shape", ()))
+        if hasattr(mean, "shape") and hasattr(std, "shape"):
+            shape = S.broadcast(tuple(mean.shape), tuple(std.shape), "normal")
+    else:
+        shape = _shape(size if isinstance(size, (tuple, list)) else (size,))
+    return randn(*shape, generator=generator, dtype=dtype) * std + mean
+
+
+def bernoulli(input: Tensor, p: float | None = None, *, generator: Any = None) -> Tensor:  # noqa: A002
+    """1 with probability ``input`` (or ``p``), else 0, elementwise (``input``'s dtype)."""
+    u = rand(
+        *input.shape, generator=generator, dtype=input.dtype if input.is_floating_point() else None
+    )
+    return (u < (input if p is None else p)).to(input.dtype)
 
 
 def randint(
     low: int,
     high: int | None = None,
     size: Sequence[int] = (),
+    *,
+    generator: Any = None,
     dtype: Any = "int64",
     device: Any = None,
+    requires_grad: bool = False,
 ) -> Tensor:
-    """Integers uniform in [low, high) (``randint(high, size=...)`` starts at 0)."""
+    """Integers uniform in [low, high) (``randint(high, size)`` starts at 0)."""
+    if isinstance(high, (tuple, list)):  # randint(high, size), PyTorch's other overload
+        low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
     if high <= low:
         raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
     shp, dt = _shape(tuple(size)), S.canonical_dtype(dtype)
-    return _make("randint", [], random_attrs(shp, dt, low=int(low), high=int(high)))
+    return _make("randint", [], random_attrs(shp, dt, generator, low=int(low), high=int(high)))
 
 
-def randperm(n: int, dtype: Any = "int64", device: Any = None) -> Tensor:
+def randperm(
+    n: int, *, generator: Any = None, dtype: Any = "int64", device: Any = None, **_: Any
+) -> Tensor:
     """A random permutation of ``0..n-1`` (drawn on the client from the GT seed)."""
-    rng = np.random.default_rng(next_seed())
+    rng = np.random.default_rng(next_seed() if generator is None else generator.next_seed())
     return from_numpy(rng.permutation(int(n)).astype(S.canonical_dtype(dtype)))
 
 

@@ -16,7 +16,7 @@ from gt.errors import ShapeError
 
 Shape = tuple[int, ...]
 
-FLOAT_DTYPES = ("float16", "float32", "float64")
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 INT_DTYPES = ("uint8", "int8", "int32", "int64")
 DEFAULT_FLOAT = "float32"
 
@@ -28,6 +28,7 @@ _RANK = {
     "int32": 2,
     "int64": 3,
     "float16": 4,
+    "bfloat16": 4,  # computes only on CuPy workers that support it (worker/backend.py)
     "float32": 5,
     "float64": 6,
 }
@@ -50,7 +51,18 @@ def canonical_dtype(dtype: Any) -> str:
         name = getattr(dtype, "name", None) or np.dtype(dtype).name
     if name not in _RANK:
         raise TypeError(f"unsupported dtype {dtype!r}; GT supports {', '.join(_RANK)}")
+    if name == "bfloat16":
+        _numpy_knows_bfloat16()
     return name
+
+
+def _numpy_knows_bfloat16() -> None:
+    """Let NumPy name bfloat16 in this process (``ml_dtypes`` registers it), so fetched bfloat16
+    values can be held; without ml_dtypes only the workers can hold them."""
+    try:
+        import ml_dtypes  # noqa: F401, PLC0415 - optional, from the gpu extras
+    except ImportError:
+        pass
 
 
 def promote(a: str, b: str) -> str:
@@ -59,6 +71,8 @@ def promote(a: str, b: str) -> str:
         return a
     if {a, b} == {"uint8", "int8"}:
         return "int32"
+    if {a, b} == {"float16", "bfloat16"}:  # as in PyTorch: neither holds the other
+        return "float32"
     return a if _RANK[a] >= _RANK[b] else b
 
 

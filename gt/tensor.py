@@ -14,21 +14,30 @@ GT's tensors may live on different workers, so they do not.)
 
 from __future__ import annotations
 
+import copy
 import numbers
 from typing import Any
 
 import numpy as np
 
 from gt import shapes as S
-from gt.autograd import _mode, backward, record
+from gt.autograd import _mode, record
 from gt.ops.arith import ArithmeticOps
+from gt.ops.autograd_api import AutogradOps
 from gt.ops.base import TensorBase, immediate
-from gt.ops.format import tensor_repr
+from gt.ops.conversion import ConversionOps, host_array
 from gt.ops.inplace import InplaceOps, take_value
+from gt.ops.mathops import MathOps
+from gt.ops.metadata import MetadataOps
+from gt.ops.more_inplace import MoreInplaceOps
+from gt.ops.ordering import OrderingOps
 from gt.ops.reduce import ReductionOps
+from gt.ops.selection import SelectionOps
 from gt.ops.shaping import ShapeOps
+from gt.ops.typeinfo import Size
 from gt.runtime import ops as O
 from gt.runtime.client import Connection
+from gt.session import get_connection
 
 _OP = O.OPCODE
 _RESHAPE = _OP["reshape"]
@@ -37,10 +46,24 @@ _FLOATS = S.FLOAT_DTYPES
 _FLOAT_SET = frozenset(_FLOATS)
 
 
-class Tensor(TensorBase, ArithmeticOps, ReductionOps, ShapeOps, InplaceOps):
+class Tensor(
+    TensorBase,
+    MetadataOps,
+    AutogradOps,
+    ArithmeticOps,
+    MathOps,
+    ReductionOps,
+    ShapeOps,
+    InplaceOps,
+    MoreInplaceOps,
+    ConversionOps,
+    OrderingOps,
+    SelectionOps,
+):
     """A tensor whose data lives on a GT worker.
 
-    Create tensors with the factories (:func:`gt.randn`, :func:`gt.tensor`, ...), not directly.
+    Create tensors with the factories (:func:`gt.randn`, :func:`gt.tensor`, ...). PyTorch's legacy
+    constructor works too: ``gt.Tensor([1, 2])`` (float32 data), ``gt.Tensor(2, 3)`` (a shape).
 
     Attributes:
         shape: the shape, a tuple of ints.
@@ -54,7 +77,7 @@ class Tensor(TensorBase, ArithmeticOps, ReductionOps, ShapeOps, InplaceOps):
         "id",
         "shape",
         "dtype",
-        "requires_grad",
+        "_rg",  # requires_grad (a property, so that setting it can be checked)
         "grad",
         "_node",
         "_version",
@@ -62,112 +85,83 @@ class Tensor(TensorBase, ArithmeticOps, ReductionOps, ShapeOps, InplaceOps):
     )
     __array_priority__ = 1000  # so ndarray + Tensor defers to Tensor.__radd__
 
-    def __init__(self, conn: Connection, tid: int, shape: tuple[int, ...], dtype: str):
+    def __init__(
+        self,
+        conn: Any = None,
+        tid: Any = None,
+        shape: Any = None,
+        dtype: Any = None,
+        *more: Any,
+    ):
+        if type(dtype) is not str:  # PyTorch's legacy constructor, not GT's own calls
+            self._legacy_init(conn, tid, shape, dtype, *more)
+            return
         self._conn = conn
         self.id = tid
         self.shape = shape
         self.dtype = dtype
-        self.requires_grad = False
+        self._rg = False
         self.grad = None
         self._node = None
         self._version = 0
 
+    def _legacy_init(self, *args: Any) -> None:
+        """``Tensor(data)`` (float32) or ``Tensor(*sizes)`` (uninitialised: zeros in GT)."""
+        args = tuple(a for a in args if a is not None)
+        conn = get_connection()
+        if (
+            not args
+            or isinstance(args[0], Size)
+            or all(isinstance(a, (int, np.integer)) for a in args)
+        ):
+            shape = (
+                (0,)
+                if not args
+                else tuple(int(d) for d in (args[0] if isinstance(args[0], Size) else args))
+            )
+            made = create(conn, "full", [0.0], {"shape": list(shape), "dtype": "float32"})
+        else:
+            data = args[0]
+            arr = data.numpy() if isinstance(data, TensorBase) else data
+            made = upload(conn, host_array(arr, "float32"))
+        self._conn, self.id, self.shape, self.dtype = conn, made.id, made.shape, made.dtype
+        made.id = None
+        self._rg, self.grad, self._node, self._version = False, None, None, 0
+
     def __del__(self) -> None:
-        tid = self.id
-        if tid is not None:
-            try:
+        try:
+            tid = self.id
+            if tid is not None:
                 self._conn.free(tid)
-            except Exception:  # interpreter shutdown: the connection may be gone already
-                pass
+        except Exception:  # half-built, or interpreter shutdown: nothing (left) to free
+            pass
 
-    # ------------------------------------------------------------------ metadata
-    @property
-    def ndim(self) -> int:
-        """Number of dimensions."""
-        return len(self.shape)
+    # ------------------------------------------------------------------ copying and pickling
+    def __deepcopy__(self, memo: dict) -> Tensor:
+        """A copy with its own value, ``requires_grad`` and ``grad`` (graph leaves only)."""
+        if self._node is not None:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
+                "protocol at the moment.  If you were attempting to deepcopy a module, this may "
+                "be because of a torch.nn.utils.weight_norm usage, see "
+                "https://github.com/pytorch/pytorch/pull/103001"
+            )
+        out = self._alias()
+        cls = Tensor if isinstance(self, DataView) else type(self)
+        if cls is not Tensor:
+            out.__class__ = cls  # (subclasses such as Parameter add no slots)
+        out._rg = self._rg
+        memo[id(self)] = out
+        if self.grad is not None:
+            out.grad = copy.deepcopy(self.grad, memo)
+        return out
 
-    def dim(self) -> int:
-        """Number of dimensions (PyTorch spelling)."""
-        return len(self.shape)
-
-    def size(self, dim: int | None = None) -> Any:
-        """The shape, or one dimension of it."""
-        if dim is None:
-            return self.shape
-        return self.shape[S.normalize_axis(dim, self.ndim, "size")]
-
-    def numel(self) -> int:
-        """Number of elements."""
-        return S.prod(self.shape)
-
-    def element_size(self) -> int:
-        """Bytes per element."""
-        return np.dtype(self.dtype).itemsize
-
-    @property
-    def device(self) -> str:
-        """Where the data lives: always ``"gt"`` (placement is the cluster's business)."""
-        return "gt"
-
-    def is_floating_point(self) -> bool:
-        """Whether the dtype is a floating-point type."""
-        return self.dtype in _FLOATS
-
-    def __len__(self) -> int:
-        if not self.shape:
-            raise TypeError("len() of a 0-d tensor")
-        return self.shape[0]
-
-    def __iter__(self) -> Any:
-        if not self.shape:
-            raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(self.shape[0]))
-
-    def __hash__(self) -> int:
-        return id(self)
-
-    # ------------------------------------------------------------------ sync points
-    def numpy(self) -> np.ndarray:
-        """Wait for the data and return it as a NumPy array (a sync point)."""
-        return self._conn.fetch(self.id)
-
-    def item(self) -> Any:
-        """The single value of a one-element tensor as a Python number (a sync point)."""
-        if self.numel() != 1:
-            raise ValueError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
-        return self.numpy().reshape(()).item()
-
-    def tolist(self) -> Any:
-        """The data as nested Python lists (a sync point)."""
-        return self.numpy().tolist()
-
-    def __float__(self) -> float:
-        return float(self.item())
-
-    def __int__(self) -> int:
-        return int(self.item())
-
-    def __bool__(self) -> bool:
-        if self.numel() != 1:
-            raise RuntimeError(f"Boolean value of Tensor with {self.numel()} elements is ambiguous")
-        return bool(self.item())
-
-    def __index__(self) -> int:
-        if self.dtype not in S.INT_DTYPES or self.numel() != 1:
-            raise TypeError("only integer tensors of a single element can be converted to an index")
-        return int(self.item())
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        a = self.numpy()
-        return a.astype(dtype) if dtype is not None else a
-
-    def __format__(self, spec: str) -> str:
-        if spec and self.numel() == 1:
-            return format(self.item(), spec)
-        return format(str(self), spec)
-
-    def __repr__(self) -> str:
-        return tensor_repr(self)
+    def __reduce_ex__(self, protocol: Any) -> tuple:
+        """Pickle as the data (a sync point), dtype, shape, class and ``requires_grad``; unpickling
+        uploads the data to the current connection."""
+        cls = Tensor if isinstance(self, DataView) else type(self)
+        data = np.ascontiguousarray(self.numpy()).tobytes()
+        return (rebuild_tensor, (cls, data, self.dtype, tuple(self.shape), bool(self._rg)))
 
     # ------------------------------------------------------------------ op plumbing
     def _new(self, shape: tuple[int, ...], dtype: str) -> Tensor:
@@ -197,7 +191,7 @@ class Tensor(TensorBase, ArithmeticOps, ReductionOps, ShapeOps, InplaceOps):
         out = Tensor(conn, conn.new_id(), tuple(shape), op.dtype(dtypes, attrs))
         conn.emit(op.code, out.id, args, attrs)
         if grad and op.grad is not None and _mode.enabled:
-            if any(getattr(t, "requires_grad", False) for t in inputs):
+            if any(isinstance(t, TensorBase) and t._rg for t in inputs):
                 record(out, name, tuple(inputs), attrs)
         return out
 
@@ -216,37 +210,9 @@ class Tensor(TensorBase, ArithmeticOps, ReductionOps, ShapeOps, InplaceOps):
         """``0 .. n-1`` (int64) on this tensor's connection."""
         return self._create("arange", [], {"start": 0, "stop": int(n), "step": 1, "dtype": "int64"})
 
-    def new_tensor(self, data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-        """A tensor holding a copy of ``data`` on this tensor's connection (PyTorch's spelling)."""
-        if isinstance(data, TensorBase):
-            out = data.detach().to(dtype) if dtype is not None else data.detach()
-        else:
-            out = upload(self._conn, host_array(data, dtype))
-        return out.requires_grad_(True) if requires_grad else out
-
-    def new_full(
-        self, size: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = False
-    ) -> Tensor:
-        """A tensor of ``size`` filled with ``fill_value`` (default dtype: this tensor's)."""
-        dt = S.canonical_dtype(dtype) if dtype is not None else self.dtype
-        shape = (size,) if isinstance(size, int) else tuple(int(d) for d in size)
-        value = (
-            bool(fill_value)
-            if dt == "bool"
-            else (float(fill_value) if dt in _FLOAT_SET else int(fill_value))
-        )
-        out = self._create("full", [value], {"shape": list(shape), "dtype": dt})
-        return out.requires_grad_(True) if requires_grad else out
-
-    def new_zeros(self, *size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-        """Zeros of ``size`` (default dtype: this tensor's)."""
-        shape = size[0] if len(size) == 1 and not isinstance(size[0], int) else size
-        return self.new_full(shape, 0, dtype, requires_grad)
-
-    def new_ones(self, *size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-        """Ones of ``size`` (default dtype: this tensor's)."""
-        shape = size[0] if len(size) == 1 and not isinstance(size[0], int) else size
-        return self.new_full(shape, 1, dtype, requires_grad)
+    def _upload(self, array: np.ndarray) -> Tensor:
+        """A tensor holding a C-contiguous host array, on this tensor's connection."""
+        return upload(self._conn, array)
 
     def _emit(
         self, opcode: int, args: list, shape: tuple[int, ...], dtype: str, attrs: Any = None
@@ -275,7 +241,7 @@ class Tensor(TensorBase, ArithmeticOps, ReductionOps, ShapeOps, InplaceOps):
             conn = self._conn
             out = Tensor(conn, conn.new_id(), a.shape, dtype)
             conn.emit(opcode, out.id, [imm, a.id] if reflected else [a.id, imm])
-            if a.requires_grad and _mode.enabled:
+            if a._rg and _mode.enabled:
                 record(out, name, (imm, a) if reflected else (a, imm))
             return out
         if kind is Tensor or isinstance(other, Tensor):
@@ -299,13 +265,13 @@ class Tensor(TensorBase, ArithmeticOps, ReductionOps, ShapeOps, InplaceOps):
             conn = self._conn
             out = Tensor(conn, conn.new_id(), shape, dtype)
             conn.emit(opcode, out.id, [b.id, a.id] if reflected else [a.id, b.id])
-            if (a.requires_grad or b.requires_grad) and _mode.enabled:
+            if (a._rg or b._rg) and _mode.enabled:
                 record(out, name, (b, a) if reflected else (a, b))
             return out
         if isinstance(other, _SCALARS) or isinstance(other, numbers.Number):
             return self._binary_scalar(opcode, other, name, reflected, true_div)
         if isinstance(other, np.ndarray):
-            return self._binary(opcode, self.new_tensor(other), name, reflected, true_div)
+            return self._binary(opcode, self._upload(host_array(other)), name, reflected, true_div)
         return NotImplemented
 
     def _binary_scalar(
@@ -325,7 +291,7 @@ class Tensor(TensorBase, ArithmeticOps, ReductionOps, ShapeOps, InplaceOps):
         conn = self._conn
         out = Tensor(conn, conn.new_id(), a.shape, dtype)
         conn.emit(opcode, out.id, [imm, a.id] if reflected else [a.id, imm])
-        if a.requires_grad and _mode.enabled:
+        if a._rg and _mode.enabled:
             record(out, name, (imm, a) if reflected else (a, imm))
         return out
 
@@ -343,126 +309,27 @@ class Tensor(TensorBase, ArithmeticOps, ReductionOps, ShapeOps, InplaceOps):
         conn = x._conn
         out = Tensor(conn, conn.new_id(), x.shape, x.dtype)
         conn.emit(_OP[name], out.id, [x.id])
-        if x.requires_grad and _mode.enabled:
+        if x._rg and _mode.enabled:
             record(out, name, (x,))
         return out
 
-    # ------------------------------------------------------------------ dtype conversion
-    def to(self, *args: Any, **kwargs: Any) -> Tensor:
-        """A copy converted to a dtype (the tensor itself when it already has that dtype).
-
-        Accepts ``to(dtype)``, ``to(dtype=...)``, ``to(other_tensor)`` and, for ported PyTorch code,
-        device strings (``"cpu"``, ``"cuda"``), which change nothing.
-        """
-        dtype = kwargs.get("dtype")
-        for a in args:
-            if isinstance(a, Tensor):
-                dtype = a.dtype
-            elif isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda", "gt", "mps"):
-                continue
-            elif a is not None:
-                dtype = a
-        if dtype is None:
-            return self
-        dtype = S.canonical_dtype(dtype)
-        if dtype == self.dtype:
-            return self
-        return self._apply("cast", [self], {"dtype": dtype})
-
-    def type(self, dtype: Any = None) -> Any:
-        """The dtype's name, or a copy converted to ``dtype``."""
-        return self.dtype if dtype is None else self.to(dtype)
-
-    def float(self) -> Tensor:
-        """Convert to float32."""
-        return self.to("float32")
-
-    def double(self) -> Tensor:
-        """Convert to float64."""
-        return self.to("float64")
-
-    def half(self) -> Tensor:
-        """Convert to float16."""
-        return self.to("float16")
-
-    def long(self) -> Tensor:
-        """Convert to int64."""
-        return self.to("int64")
-
-    def int(self) -> Tensor:
-        """Convert to int32."""
-        return self.to("int32")
-
-    def bool(self) -> Tensor:
-        """Convert to bool."""
-        return self.to("bool")
-
-    def cpu(self) -> Tensor:
-        """The tensor itself (for ported PyTorch code: data moves only at sync points)."""
-        return self
-
-    def cuda(self, *args: Any, **kwargs: Any) -> Tensor:
-        """The tensor itself (placement on GPUs is the cluster's business)."""
-        return self
-
-    def contiguous(self) -> Tensor:
-        """The tensor itself (layout is the worker's business)."""
-        return self
-
+    # ------------------------------------------------------------------ autograd
     def clone(self) -> Tensor:
         """A copy that is recorded for autograd (gradients flow back to ``self``)."""
         out = self._alias()
-        if self.requires_grad and _mode.enabled:
+        if self._rg and _mode.enabled:
             record(out, "copy", (self,))
         return out
 
-    # ------------------------------------------------------------------ autograd
-    @property
-    def is_leaf(self) -> bool:
-        """True unless this tensor was computed by a recorded op."""
-        return self._node is None
-
-    @property
-    def grad_fn(self) -> Any:
-        """The backward node that made this tensor, or ``None`` for leaves."""
-        return self._node
-
-    def backward(
-        self, gradient: Any = None, retain_graph: bool | None = None, create_graph: bool = False
-    ) -> None:
-        """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
-
-        Args:
-            gradient: the gradient of some scalar with respect to ``self``; defaults to 1 for a
-                one-element tensor.
-            retain_graph: keep the graph so ``backward`` can run through it again.
-            create_graph: not supported (no higher-order gradients).
-        """
-        if create_graph:
-            raise NotImplementedError(
-                "backward(create_graph=True): higher-order gradients are not supported"
-            )
-        backward(self, gradient, retain_graph)
-
-    def detach(self) -> Tensor:
-        """A tensor with the same value that is not part of any graph."""
-        return self._alias()
-
-    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
-        """Set ``requires_grad`` on a leaf, in place; returns ``self``."""
-        if requires_grad and self.dtype not in _FLOATS:
-            raise TypeError(
-                f"only tensors of floating point dtype can require gradients (got {self.dtype})"
-            )
-        if not requires_grad and self._node is not None:
-            raise RuntimeError("you can only change requires_grad flags of leaf variables")
-        self.requires_grad = bool(requires_grad)
-        return self
-
     @property
     def data(self) -> Tensor:
-        """The value without autograd history (``x.data.numpy()`` as in the prototype)."""
-        return self._alias()
+        """This tensor's value without autograd history, *sharing* it as in PyTorch.
+
+        ``p.data.fill_(0)``, ``p.data.add_(g, alpha=-lr)`` and ``p.data[0] = 1`` change ``p``;
+        the view also sees later changes of ``p``. (This is the one GT tensor that shares a value:
+        see :class:`DataView`. ``detach()`` and slices are copies.)
+        """
+        return DataView(self)
 
     @data.setter
     def data(self, value: Tensor) -> None:
@@ -484,6 +351,65 @@ class _NoRecord:
         _mode.enabled = self.prev
 
 
+class DataView(Tensor):
+    """What ``t.data`` returns: a handle on ``t``'s current value, outside autograd.
+
+    It reads (and in-place ops through it replace) the value of its owner, whatever worker id
+    that value has now, so ``p.data.add_(...)`` updates the parameter ``p``. It owns nothing (its
+    ``__del__`` frees nothing), never requires grad, and keeps its own version counter: as in
+    PyTorch, changes made through ``.data`` are invisible to autograd's in-place checks.
+    """
+
+    __slots__ = ("_owner",)
+
+    def __init__(self, owner: Tensor):
+        while isinstance(owner, DataView):
+            owner = owner._owner
+        self._owner = owner
+        self._conn = owner._conn
+        self._rg = False
+        self.grad = None
+        self._node = None
+        self._version = 0
+
+    def __del__(self) -> None:
+        pass  # the owner frees the value
+
+    @property  # type: ignore[override]
+    def id(self) -> Any:
+        return self._owner.id
+
+    @id.setter
+    def id(self, value: Any) -> None:
+        self._owner.id = value
+
+    @property  # type: ignore[override]
+    def shape(self) -> tuple[int, ...]:
+        return self._owner.shape
+
+    @shape.setter
+    def shape(self, value: tuple[int, ...]) -> None:
+        self._owner.shape = value
+
+    @property  # type: ignore[override]
+    def dtype(self) -> str:
+        return self._owner.dtype
+
+    @dtype.setter
+    def dtype(self, value: str) -> None:
+        self._owner.dtype = value
+
+
+def rebuild_tensor(cls: type, data: bytes, dtype: str, shape: tuple, requires_grad: bool) -> Tensor:
+    """Unpickle a tensor: upload ``data`` to the current connection as an instance of ``cls``."""
+    arr = np.frombuffer(data, dtype=S.canonical_dtype(dtype)).reshape(shape).copy()
+    t = upload(get_connection(), arr)
+    if cls is not Tensor:
+        t.__class__ = cls  # Parameter and other slot-less subclasses
+    t._rg = bool(requires_grad)
+    return t
+
+
 # Methods that op-registry entries bring (``x.cumsum(dim)``): a new primitive reaches users
 # without an edit of this class.
 for _op in O.REGISTRY:
@@ -491,19 +417,6 @@ for _op in O.REGISTRY:
         if _name in Tensor.__dict__:
             raise TypeError(f"registry op {_op.name} would replace Tensor.{_name}")
         setattr(Tensor, _name, _op.api)
-
-
-def host_array(data: Any, dtype: Any = None) -> np.ndarray:
-    """A C-contiguous copy of ``data`` with PyTorch's dtypes: Python floats become float32 and
-    Python ints int64 (an ndarray keeps its own dtype)."""
-    arr = np.array(data)
-    if dtype is not None:
-        arr = arr.astype(S.canonical_dtype(dtype))
-    elif arr.dtype == np.float64 and not isinstance(data, np.ndarray):
-        arr = arr.astype(np.float32)
-    elif arr.dtype.kind in "iu" and arr.dtype != np.int32 and not isinstance(data, np.ndarray):
-        arr = arr.astype(np.int64)
-    return np.ascontiguousarray(arr).reshape(arr.shape)
 
 
 def upload(conn: Connection, array: np.ndarray) -> Tensor:
@@ -528,4 +441,4 @@ def create(conn: Connection, name: str, args: list, attrs: dict) -> Tensor:
     return out
 
 
-__all__ = ["Tensor", "create", "host_array", "upload"]
+__all__ = ["DataView", "Tensor", "create", "host_array", "rebuild_tensor", "upload"]

@@ -1,8 +1,12 @@
 """``gt.nn.functional``: activations, layers and losses as functions (PyTorch's names).
 
-Everything here is composed from tensor ops, so gradients come from the primitives' rules.
-Target values (class indices) live on the workers, so an out-of-range class index is reported by
-the worker at the next sync point, as on a GPU in PyTorch.
+Activations, ``linear``, ``dropout``, ``embedding``, ``pad`` and friends are here; losses are in
+:mod:`gt.nn.losses`, convolutions and pooling in :mod:`gt.nn.convolution`, normalizations in
+:mod:`gt.nn.normalization`, attention in :mod:`gt.nn.attention_fn`; this module re-exports them.
+Everything is composed from tensor ops (and the registry's primitives), so gradients come from the
+primitives' rules. Where PyTorch's derivative at a kink differs from what a naive composition
+gives, the composition is chosen to match it (``hardtanh`` and ``relu6`` pass no gradient at their
+edges, ``leaky_relu`` and ``elu`` take the negative side's slope at 0).
 """
 
 from __future__ import annotations
@@ -14,36 +18,146 @@ from typing import Any
 from gt import shapes as S
 from gt.errors import ShapeError
 from gt.factories import arange, rand
+from gt.nn.attention_fn import scaled_dot_product_attention
+from gt.nn.convolution import (
+    adaptive_avg_pool1d,
+    adaptive_avg_pool2d,
+    adaptive_max_pool1d,
+    adaptive_max_pool2d,
+    avg_pool1d,
+    avg_pool2d,
+    conv1d,
+    conv2d,
+    conv_transpose1d,
+    conv_transpose2d,
+    fold,
+    interpolate,
+    max_pool1d,
+    max_pool2d,
+    pad,
+    unfold,
+)
+from gt.nn.losses import (
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    cosine_embedding_loss,
+    cross_entropy,
+    huber_loss,
+    kl_div,
+    l1_loss,
+    margin_ranking_loss,
+    mse_loss,
+    nll_loss,
+    smooth_l1_loss,
+)
+from gt.nn.normalization import (
+    batch_norm,
+    group_norm,
+    instance_norm,
+    local_response_norm,
+    rms_norm,
+)
 from gt.ops.arith import where
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names (input, ...)
 
-_REDUCTIONS = ("mean", "sum", "none")
-
-
-def _reduce(loss: Tensor, reduction: str, op: str) -> Tensor:
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "none":
-        return loss
-    raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS}, not {reduction!r}")
-
-
-def _same_shape(input: Tensor, target: Tensor, op: str) -> None:
-    if input.shape != target.shape:
-        raise ShapeError(
-            f"{op}: using a target size ({list(target.shape)}) that is different to the input size "
-            f"({list(input.shape)}) is not supported"
-        )
-
 
 # ------------------------------------------------------------------ activations
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
-    """``max(x, 0)``."""
-    return input.relu()
+    """``max(x, 0)`` (in place with ``inplace=True``)."""
+    return input.relu_() if inplace else input.relu()
+
+
+def relu_(input: Tensor) -> Tensor:
+    """``relu`` in place."""
+    return input.relu_()
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    """``min(max(x, 0), 6)``; no gradient at 0 and 6 (as in PyTorch)."""
+    return hardtanh(input, 0.0, 6.0)
+
+
+def hardtanh(
+    input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False
+) -> Tensor:
+    """``x`` clamped to ``[min_val, max_val]``; the gradient is 1 strictly inside, else 0."""
+    inside = (input > min_val) & (input < max_val)
+    return where(inside, input, input.clamp(min_val, max_val).detach())
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """``x`` for ``x > 0``, else ``negative_slope * x``."""
+    return where(input > 0, input, input * negative_slope)
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``."""
+    return where(input > 0, input, input.clamp(max=0.0).expm1() * alpha)
+
+
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """``x`` for ``x > 0``, else ``alpha * (exp(x / alpha) - 1)``."""
+    return where(input > 0, input, (input.clamp(max=0.0) * (1.0 / alpha)).expm1() * alpha)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    """Scaled ELU with the self-normalizing constants."""
+    return elu(input, _SELU_ALPHA) * _SELU_SCALE
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """``x`` for ``x > 0``, else ``weight * x`` (one weight, or one per channel, dimension 1)."""
+    w = weight
+    if weight.numel() > 1 and input.ndim >= 2:
+        w = weight.reshape((1, -1) + (1,) * (input.ndim - 2))
+    return where(input > 0, input, input * w)
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    """``log(sigmoid(x))``, without overflow."""
+    return -((-input).softplus())
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x * tanh(softplus(x))``."""
+    return input * input.softplus().tanh()
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    """``relu6(x + 3) / 6``."""
+    return hardtanh(input + 3.0, 0.0, 6.0) * (1.0 / 6.0)
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x * relu6(x + 3) / 6``."""
+    return input * hardsigmoid(input)
+
+
+def softsign(input: Tensor) -> Tensor:
+    """``x / (1 + |x|)``."""
+    return input / (input.abs() + 1.0)
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    """``x - tanh(x)``."""
+    return input - input.tanh()
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """``x`` where ``x > threshold``, else ``value``."""
+    return where(input > threshold, input, value)
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """``a * sigmoid(b)`` for the two halves ``a``, ``b`` of ``dim``."""
+    a, b = input.chunk(2, dim)
+    return a * b.sigmoid()
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
@@ -66,9 +180,9 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
     return input.silu()
 
 
-def softplus(input: Tensor, beta: float = 1.0) -> Tensor:
-    """``log(1 + exp(beta * x)) / beta``."""
-    return input.softplus(beta)
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """``log(1 + exp(beta * x)) / beta`` (``x`` above ``threshold``); derivative ``sigmoid``."""
+    return input.softplus(beta, threshold)
 
 
 def softmax(input: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
@@ -79,6 +193,30 @@ def softmax(input: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
 def log_softmax(input: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
     """Log-softmax over ``dim``."""
     return (input if dtype is None else input.to(dtype)).log_softmax(dim)
+
+
+def softmin(input: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
+    """Softmax of ``-x`` over ``dim``."""
+    return (-(input if dtype is None else input.to(dtype))).softmax(dim)
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """``x / max(||x||_p, eps)`` over ``dim``."""
+    return input / input.norm(p, dim, keepdim=True).clamp(min=eps)
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """Cosine of the angle between ``x1`` and ``x2`` along ``dim`` (norms clamped at ``eps``)."""
+    n1 = x1.norm(2, dim, keepdim=True).clamp(min=eps)
+    n2 = x2.norm(2, dim, keepdim=True).clamp(min=eps)
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
+
+
+def pairwise_distance(
+    x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False
+) -> Tensor:
+    """``||x1 - x2 + eps||_p`` along the last dimension."""
+    return (x1 - x2 + eps).norm(p, -1, keepdim)
 
 
 # ------------------------------------------------------------------ layers
@@ -95,13 +233,31 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)`` (when training)."""
+    return _dropout(input, p, training, input.shape)
+
+
+def dropout1d(
+    input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
+) -> Tensor:
+    """Zero whole channels (dimension 1 of ``[N, C, L]``) with probability ``p``."""
+    return _dropout(input, p, training, input.shape[:-1] + (1,))
+
+
+def dropout2d(
+    input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
+) -> Tensor:
+    """Zero whole channels (dimension 1 of ``[N, C, H, W]``) with probability ``p``."""
+    return _dropout(input, p, training, input.shape[:-2] + (1, 1))
+
+
+def _dropout(input: Tensor, p: float, training: bool, mask_shape: tuple[int, ...]) -> Tensor:
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
     if p == 1.0:
         return input * 0.0
-    keep = (rand(input.shape, dtype=input.dtype) >= p).to(input.dtype)
+    keep = (rand(mask_shape, dtype=input.dtype) >= p).to(input.dtype)
     return input * keep * (1.0 / (1.0 - p))
 
 
@@ -131,11 +287,29 @@ def layer_norm(
     return out
 
 
-def embedding(input: Tensor, weight: Tensor) -> Tensor:
-    """Rows of ``weight`` picked by the integer tensor ``input``."""
+def embedding(
+    input: Tensor,
+    weight: Tensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> Tensor:
+    """Rows of ``weight`` picked by the integer tensor ``input``; rows at ``padding_idx`` get no
+    gradient (as in PyTorch)."""
     if input.dtype not in S.INT_DTYPES:
-        raise TypeError(f"embedding: expected an integer index tensor, got {input.dtype}")
-    return weight[input]
+        raise RuntimeError(
+            f"embedding: expected an integer index tensor (Long or Int), got {input.dtype}"
+        )
+    if max_norm is not None or scale_grad_by_freq:
+        raise NotImplementedError("embedding: max_norm and scale_grad_by_freq are not supported")
+    rows = weight[input]
+    if padding_idx is None or not rows.requires_grad:
+        return rows
+    pad = padding_idx % weight.shape[0]
+    # The same values; only the gradient of the padding positions is cut off.
+    return where((input != pad).unsqueeze(-1), rows, rows.detach())
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
@@ -147,151 +321,28 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     return (tensor.unsqueeze(-1) == arange(num_classes)).long()
 
 
-# ------------------------------------------------------------------ losses
-def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    """Mean squared error (``target`` broadcasts against ``input``)."""
-    d = input - target
-    return _reduce(d * d, reduction, "mse_loss")
-
-
-def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    """Mean absolute error."""
-    return _reduce((input - target).abs(), reduction, "l1_loss")
-
-
-def _class_last(input: Tensor, target: Tensor, op: str) -> tuple[Tensor, Tensor]:
-    """Bring ``[N, C, d1, ...]`` inputs to ``[N*d1*..., C]`` and targets to ``[N*d1*...]``."""
-    if input.ndim == 1:
-        return input.reshape(1, -1), target.reshape(
-            1
-        ) if target.dtype in S.INT_DTYPES else target.reshape(1, -1)
-    if input.ndim == 2:
-        return input, target
-    perm = [0, *range(2, input.ndim), 1]
-    x = input.permute(perm).reshape(-1, input.shape[1])
-    if target.dtype in S.INT_DTYPES:
-        return x, target.reshape(-1)
-    return x, target.permute(perm).reshape(-1, input.shape[1])
-
-
-def _check_target(input: Tensor, target: Tensor, op: str) -> None:
-    if target.dtype not in S.INT_DTYPES:
-        raise TypeError(f"{op}: expected an integer target tensor, got {target.dtype}")
-    expect = input.shape[:1] + input.shape[2:] if input.ndim >= 2 else ()
-    if target.shape != expect:
-        raise ShapeError(
-            f"{op}: expected target of shape {list(expect)} for input of shape {list(input.shape)}, "
-            f"got {list(target.shape)}"
-        )
-
-
-def nll_loss(
-    input: Tensor,
-    target: Tensor,
-    weight: Tensor | None = None,
-    ignore_index: int = -100,
-    reduction: str = "mean",
-) -> Tensor:
-    """Negative log-likelihood of integer class targets given log-probabilities ``[N, C]``.
-
-    Targets equal to ``ignore_index`` contribute nothing (and are not counted by the mean).
-    """
-    _check_target(input, target, "nll_loss")
-    out_shape = target.shape
-    x, t = _class_last(input, target, "nll_loss")
-    keep = t != ignore_index
-    safe = where(keep, t, 0)
-    picked = x[arange(x.shape[0]), safe]
-    w = keep.to(x.dtype)
-    if weight is not None:
-        if weight.shape != (x.shape[1],):
-            raise ShapeError(
-                f"nll_loss: weight of shape {list(weight.shape)} should have one value per class ({x.shape[1]})"
-            )
-        w = w * weight[safe]
-    loss = -(picked * w)
-    if reduction == "mean":
-        return loss.sum() / w.sum()
-    return _reduce(loss.reshape(out_shape), reduction, "nll_loss")
-
-
-def cross_entropy(
-    input: Tensor,
-    target: Tensor,
-    weight: Tensor | None = None,
-    ignore_index: int = -100,
-    reduction: str = "mean",
-    label_smoothing: float = 0.0,
-) -> Tensor:
-    """Cross entropy of logits ``[N, C]`` (or ``[N, C, d1, ...]`` / ``[C]``) and targets.
-
-    Targets are class indices (an integer tensor of shape ``[N]``) or class probabilities (a float
-    tensor shaped like ``input``).
-    """
-    if input.ndim == 0:
-        raise ShapeError("cross_entropy: input must have at least one dimension (the classes)")
-    cdim = 0 if input.ndim == 1 else 1
-    if target.dtype in S.FLOAT_DTYPES:
-        _same_shape(input, target, "cross_entropy")
-    else:
-        _check_target(input, target, "cross_entropy")
-    logp = input.log_softmax(cdim)
-    if target.dtype in S.FLOAT_DTYPES:
-        x, t = _class_last(logp, target, "cross_entropy")
-        if label_smoothing:
-            t = t * (1.0 - label_smoothing) + label_smoothing / x.shape[1]
-        per = -(x * (t if weight is None else t * weight)).sum(1)
-        return _reduce(
-            per.reshape(target.shape[:1] + target.shape[2:] if input.ndim > 1 else ()),
-            reduction,
-            "cross_entropy",
-        )
-    loss = nll_loss(logp, target, weight, ignore_index, reduction)
-    if not label_smoothing:
-        return loss
-    x, t = _class_last(logp, target, "cross_entropy")
-    keep = (t != ignore_index).to(x.dtype)
-    smooth = -(x.mean(1) * keep)
-    if reduction == "mean":
-        smooth = smooth.sum() / keep.sum()
-    else:
-        smooth = _reduce(smooth.reshape(target.shape), reduction, "cross_entropy")
-    return loss * (1.0 - label_smoothing) + smooth * label_smoothing
-
-
-def binary_cross_entropy(
-    input: Tensor, target: Tensor, weight: Tensor | None = None, reduction: str = "mean"
-) -> Tensor:
-    """Binary cross entropy of probabilities (logs are clamped at -100, as in PyTorch)."""
-    _same_shape(input, target, "binary_cross_entropy")
-    loss = -(
-        target * input.log().clamp(min=-100.0)
-        + (1.0 - target) * (1.0 - input).log().clamp(min=-100.0)
-    )
-    if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, reduction, "binary_cross_entropy")
-
-
-def binary_cross_entropy_with_logits(
-    input: Tensor,
-    target: Tensor,
-    weight: Tensor | None = None,
-    reduction: str = "mean",
-    pos_weight: Tensor | None = None,
-) -> Tensor:
-    """Binary cross entropy of logits, computed without overflow."""
-    _same_shape(input, target, "binary_cross_entropy_with_logits")
-    log1p_exp = (-input.abs()).exp().log1p() + (-input).relu()  # log(1 + exp(-x)), stably
-    if pos_weight is None:
-        loss = (1.0 - target) * input + log1p_exp
-    else:
-        loss = (1.0 - target) * input + (1.0 + (pos_weight - 1.0) * target) * log1p_exp
-    if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
-
-
 def kaiming_bound(fan_in: int) -> float:
     """PyTorch's default bound for Linear weights and biases: ``1/sqrt(fan_in)``."""
     return 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+
+
+def upsample(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
+             align_corners: bool | None = None) -> Tensor:  # fmt: skip
+    """The deprecated spelling of :func:`interpolate`."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+__all__ = [
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+    "avg_pool1d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "celu", "conv1d", "conv2d", "conv_transpose1d",
+    "conv_transpose2d", "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout",
+    "dropout1d", "dropout2d", "elu", "embedding", "fold", "gelu", "glu", "group_norm",
+    "hardsigmoid", "hardswish", "hardtanh", "huber_loss", "instance_norm", "interpolate",
+    "kaiming_bound", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear",
+    "local_response_norm", "log_softmax", "logsigmoid", "margin_ranking_loss", "max_pool1d",
+    "max_pool2d", "mish", "mse_loss", "nll_loss", "normalize", "one_hot", "pad",
+    "pairwise_distance", "prelu", "relu", "relu6", "relu_", "rms_norm",
+    "scaled_dot_product_attention", "selu", "sigmoid", "silu", "smooth_l1_loss", "softmax",
+    "softmin", "softplus", "softsign", "tanh", "tanhshrink", "threshold", "unfold", "upsample",
+]  # fmt: skip

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import math
+from typing import Any
+
+import numpy as np
 
 from gt.autograd import no_grad
+from gt.ops.random import next_seed
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names
@@ -32,7 +36,67 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
         return math.sqrt(2.0 / (1 + slope**2))
     if nonlinearity == "selu":
         return 3.0 / 4
+    if nonlinearity in ("conv_transpose1d", "conv_transpose2d", "conv_transpose3d"):
+        return 1.0
     raise ValueError(f"unsupported nonlinearity {nonlinearity!r}")
+
+
+def _host_rng(generator: Any) -> np.random.Generator:
+    """A NumPy generator seeded from GT's seed stream (for initializers drawn on the client)."""
+    return np.random.default_rng(next_seed() if generator is None else generator.next_seed())
+
+
+def _assign(tensor: Tensor, values: np.ndarray) -> Tensor:
+    with no_grad():
+        return tensor.copy_(values.astype(np.dtype(tensor.dtype)))
+
+
+def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
+                  b: float = 2.0, generator: Any = None) -> Tensor:  # fmt: skip
+    """Fill with normal samples of ``mean``/``std`` redrawn until they lie in ``[a, b]``
+    (absolute bounds, as in PyTorch)."""
+    rng = _host_rng(generator)
+    out = rng.normal(mean, std, tensor.shape)
+    bad = (out < a) | (out > b)
+    while bad.any():  # redraw the outliers: exactly the truncated distribution
+        out[bad] = rng.normal(mean, std, int(bad.sum()))
+        bad = (out < a) | (out > b)
+    return _assign(tensor, out)
+
+
+def orthogonal_(tensor: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
+    """Fill with a (semi-)orthogonal matrix scaled by ``gain`` (rows or columns orthonormal)."""
+    if tensor.ndim < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    flat = _host_rng(generator).normal(0.0, 1.0, (rows, cols))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q *= np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return _assign(tensor, (gain * q).reshape(tensor.shape))
+
+
+def eye_(tensor: Tensor) -> Tensor:
+    """Fill a matrix with the identity."""
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    return _assign(tensor, np.eye(*tensor.shape))
+
+
+def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
+    """Fill a convolution weight so the convolution passes its input through (per group)."""
+    shape = tensor.shape
+    out = np.zeros(shape)
+    per = shape[0] // groups
+    centre = tuple(k // 2 for k in shape[2:])
+    for g in range(groups):
+        for d in range(min(per, shape[1])):
+            out[(g * per + d, d) + centre] = 1.0
+    return _assign(tensor, out)
 
 
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:

@@ -1,4 +1,9 @@
-"""Layers and loss modules: ``Linear``, ``LayerNorm``, ``Embedding``, ``Dropout``, activations, losses."""
+"""Layers: ``Linear``, ``LayerNorm``, ``Embedding``, ``Dropout``, ``Flatten``, ``Identity`` ...
+
+Activations are in :mod:`gt.nn.activation_layers`, losses in :mod:`gt.nn.loss_layers`,
+convolutions and pooling in :mod:`gt.nn.conv_layers`, other normalizations in
+:mod:`gt.nn.norm_layers`. Every ``repr`` shows the arguments PyTorch's shows.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,18 @@ from gt.autograd import no_grad
 from gt.nn import functional as fn
 from gt.nn.module import Module, Parameter
 from gt.tensor import Tensor
+
+__all__ = [
+    "Dropout",
+    "Dropout1d",
+    "Dropout2d",
+    "Embedding",
+    "Flatten",
+    "Identity",
+    "LayerNorm",
+    "Linear",
+    "Unflatten",
+]
 
 
 def _uniform(shape: tuple[int, ...], bound: float, dtype: Any) -> Parameter:
@@ -67,71 +84,6 @@ class Identity(Module):
         return x
 
 
-class _Activation(Module):
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__()
-
-
-class ReLU(_Activation):
-    """``max(x, 0)``."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x.relu()
-
-
-class GELU(Module):
-    """Gaussian error linear unit (``approximate="tanh"`` for the tanh form)."""
-
-    def __init__(self, approximate: str = "none"):
-        super().__init__()
-        self.approximate = approximate
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x.gelu(self.approximate)
-
-    def extra_repr(self) -> str:
-        return f"approximate={self.approximate!r}"
-
-
-class Tanh(_Activation):
-    """Hyperbolic tangent."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x.tanh()
-
-
-class Sigmoid(_Activation):
-    """Logistic sigmoid."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x.sigmoid()
-
-
-class SiLU(_Activation):
-    """``x * sigmoid(x)``."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x.silu()
-
-
-class Softmax(Module):
-    """Softmax over ``dim``."""
-
-    def __init__(self, dim: int = -1):
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x.softmax(self.dim)
-
-
-class LogSoftmax(Softmax):
-    """Log-softmax over ``dim``."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x.log_softmax(self.dim)
-
-
 class Flatten(Module):
     """Flatten dimensions ``start_dim..end_dim`` (by default all but the batch dimension)."""
 
@@ -142,6 +94,23 @@ class Flatten(Module):
     def forward(self, x: Tensor) -> Tensor:
         return x.flatten(self.start_dim, self.end_dim)
 
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """Split dimension ``dim`` into ``unflattened_size``."""
+
+    def __init__(self, dim: int, unflattened_size: Sequence[int]):
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.unflatten(self.dim, self.unflattened_size)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
 
 class Dropout(Module):
     """Zero elements with probability ``p`` while training; the identity in eval mode."""
@@ -150,13 +119,27 @@ class Dropout(Module):
         super().__init__()
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-        self.p = p
+        self.p, self.inplace = p, inplace
 
     def forward(self, x: Tensor) -> Tensor:
         return fn.dropout(x, self.p, self.training)
 
     def extra_repr(self) -> str:
-        return f"p={self.p}"
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout1d(Dropout):
+    """Zero whole channels of ``[N, C, L]`` with probability ``p`` while training."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fn.dropout1d(x, self.p, self.training)
+
+
+class Dropout2d(Dropout):
+    """Zero whole channels of ``[N, C, H, W]`` with probability ``p`` while training."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fn.dropout2d(x, self.p, self.training)
 
 
 class LayerNorm(Module):
@@ -200,103 +183,51 @@ class LayerNorm(Module):
 
     def extra_repr(self) -> str:
         return (
-            f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+            f"{self.normalized_shape}, eps={self.eps}, "
+            f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}"
         )
 
 
 class Embedding(Module):
-    """A lookup table of ``num_embeddings`` vectors of size ``embedding_dim`` (initialized N(0, 1))."""
+    """A lookup table of ``num_embeddings`` vectors of size ``embedding_dim`` (initialized N(0, 1)).
 
-    def __init__(
-        self, num_embeddings: int, embedding_dim: int, device: Any = None, dtype: Any = None
-    ):
+    Args:
+        padding_idx: a row that starts at zeros and never receives a gradient.
+        _weight: an initial table (``Embedding.from_pretrained`` uses it).
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
+                 max_norm: float | None = None, norm_type: float = 2.0,
+                 scale_grad_by_freq: bool = False, sparse: bool = False,
+                 _weight: Tensor | None = None, _freeze: bool = False, device: Any = None,
+                 dtype: Any = None):  # fmt: skip
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.weight = Parameter(F.randn(num_embeddings, embedding_dim, dtype=dtype))
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise AssertionError("Padding_idx must be within num_embeddings")
+            padding_idx %= num_embeddings
+        self.padding_idx, self.max_norm = padding_idx, max_norm
+        if _weight is None:
+            self.weight = Parameter(F.randn(num_embeddings, embedding_dim, dtype=dtype))
+            if padding_idx is not None:
+                with no_grad():
+                    self.weight[padding_idx] = 0.0
+        else:
+            self.weight = Parameter(_weight, requires_grad=not _freeze)
+
+    @classmethod
+    def from_pretrained(cls, embeddings: Tensor, freeze: bool = True,
+                        padding_idx: int | None = None, **kwargs: Any) -> Embedding:  # fmt: skip
+        """An embedding whose table is a copy of ``embeddings`` (frozen by default)."""
+        rows, dim = embeddings.shape
+        return cls(rows, dim, padding_idx, _weight=embeddings, _freeze=freeze, **kwargs)
 
     def forward(self, idx: Tensor) -> Tensor:
-        return fn.embedding(idx, self.weight)
+        return fn.embedding(idx, self.weight, self.padding_idx)
 
     def extra_repr(self) -> str:
-        return f"{self.num_embeddings}, {self.embedding_dim}"
-
-
-class _Loss(Module):
-    def __init__(self, reduction: str = "mean"):
-        super().__init__()
-        self.reduction = reduction
-
-
-class MSELoss(_Loss):
-    """Mean squared error."""
-
-    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return fn.mse_loss(input, target, self.reduction)
-
-
-class L1Loss(_Loss):
-    """Mean absolute error."""
-
-    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return fn.l1_loss(input, target, self.reduction)
-
-
-class CrossEntropyLoss(_Loss):
-    """Cross entropy of logits and class targets (see :func:`gt.nn.functional.cross_entropy`)."""
-
-    def __init__(
-        self,
-        weight: Tensor | None = None,
-        ignore_index: int = -100,
-        reduction: str = "mean",
-        label_smoothing: float = 0.0,
-    ):
-        super().__init__(reduction)
-        self.weight, self.ignore_index, self.label_smoothing = weight, ignore_index, label_smoothing
-
-    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return fn.cross_entropy(
-            input, target, self.weight, self.ignore_index, self.reduction, self.label_smoothing
-        )
-
-
-class NLLLoss(_Loss):
-    """Negative log-likelihood of log-probabilities and class targets."""
-
-    def __init__(
-        self, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = "mean"
-    ):
-        super().__init__(reduction)
-        self.weight, self.ignore_index = weight, ignore_index
-
-    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return fn.nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
-
-
-class BCELoss(_Loss):
-    """Binary cross entropy of probabilities."""
-
-    def __init__(self, weight: Tensor | None = None, reduction: str = "mean"):
-        super().__init__(reduction)
-        self.weight = weight
-
-    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return fn.binary_cross_entropy(input, target, self.weight, self.reduction)
-
-
-class BCEWithLogitsLoss(_Loss):
-    """Binary cross entropy of logits."""
-
-    def __init__(
-        self,
-        weight: Tensor | None = None,
-        reduction: str = "mean",
-        pos_weight: Tensor | None = None,
-    ):
-        super().__init__(reduction)
-        self.weight, self.pos_weight = weight, pos_weight
-
-    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return fn.binary_cross_entropy_with_logits(
-            input, target, self.weight, self.reduction, self.pos_weight
-        )
+        text = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.padding_idx is not None:
+            text += f", padding_idx={self.padding_idx}"
+        return text

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import namedtuple
+from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -52,6 +52,7 @@ class Module:
         object.__setattr__(self, "_parameters", {})
         object.__setattr__(self, "_buffers", {})
         object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "training", True)
 
     # ------------------------------------------------------------------ attributes
@@ -59,15 +60,37 @@ class Module:
         if "_parameters" not in self.__dict__:
             raise AttributeError("cannot assign to a Module before Module.__init__() is called")
         params, bufs, mods = self._parameters, self._buffers, self._modules
-        for d in (params, bufs, mods):
-            d.pop(name, None)
+        # PyTorch's rules: a Parameter or Module registers (replacing whatever had the name); a
+        # registered name keeps its kind (a parameter takes a Parameter or None, a buffer a tensor
+        # or None, a submodule a Module or None); anything else is a plain attribute.
         if isinstance(value, Parameter):
-            self.__dict__.pop(name, None)
+            for d in (self.__dict__, bufs, mods):
+                d.pop(name, None)
             params[name] = value
+        elif name in params:
+            if value is not None:
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as parameter '{name}' "
+                    "(gt.nn.Parameter or None expected)"
+                )
+            params[name] = None
         elif isinstance(value, Module):
-            self.__dict__.pop(name, None)
+            for d in (self.__dict__, params, bufs):
+                d.pop(name, None)
             mods[name] = value
-        elif name in bufs and (value is None or isinstance(value, Tensor)):
+        elif name in mods:
+            if value is not None:
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as child module '{name}' "
+                    "(gt.nn.Module or None expected)"
+                )
+            mods[name] = None
+        elif name in bufs:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                    "(gt.Tensor or None expected)"
+                )
             bufs[name] = value
         else:
             object.__setattr__(self, name, value)
@@ -93,14 +116,31 @@ class Module:
         else:
             setattr(self, name, param)
 
-    def register_buffer(self, name: str, tensor: Tensor | None) -> None:
-        """Register a tensor that is state but not a parameter (saved in ``state_dict``)."""
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """Register a tensor that is state but not a parameter (in ``state_dict`` unless not
+        ``persistent``)."""
         self.__dict__.pop(name, None)
         self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent.discard(name)
+        else:
+            self._non_persistent.add(name)
 
     def add_module(self, name: str, module: Module | None) -> None:
         """Register a submodule under ``name``."""
+        self.__dict__.pop(name, None)
         self._modules[name] = module
+
+    register_module = add_module
+
+    def get_submodule(self, target: str) -> Module:
+        """The submodule at dotted path ``target`` (``""`` is this module)."""
+        m: Module = self
+        for part in target.split(".") if target else ():
+            if part not in m._modules:
+                raise AttributeError(f"{m._get_name()} has no attribute `{part}`")
+            m = m._modules[part]
+        return m
 
     # ------------------------------------------------------------------ calling
     def forward(self, *args: Any, **kwargs: Any) -> Any:
@@ -198,21 +238,35 @@ class Module:
                 with no_grad():
                     p.grad.zero_()
 
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """Parameters and buffers as NumPy arrays, keyed by dotted name (a sync point)."""
-        out = {}
-        for name, t in list(self.named_parameters()) + list(self.named_buffers()):
-            out[name] = np.array(t.numpy(), copy=True)
+    def state_dict(
+        self, *args: Any, destination: Any = None, prefix: str = "", keep_vars: bool = False
+    ) -> OrderedDict[str, Tensor]:
+        """Parameters and persistent buffers keyed by dotted name, in registration order.
+
+        As in PyTorch the values are the tensors' ``.data`` (without autograd history) and share
+        the tensors' values: they follow later updates of the model (``.clone()`` them, or
+        ``copy.deepcopy`` the dict, for a snapshot). ``keep_vars=True`` gives the tensors
+        themselves. No sync point.
+        """
+        out: OrderedDict[str, Tensor] = OrderedDict() if destination is None else destination
+        for name, p in self._parameters.items():
+            if p is not None:
+                out[prefix + name] = p if keep_vars else p.data
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent:
+                out[prefix + name] = b if keep_vars else b.data
+        for name, m in self._modules.items():  # a module registered twice appears twice
+            if m is not None:
+                m.state_dict(destination=out, prefix=f"{prefix}{name}.", keep_vars=keep_vars)
         return out
 
     def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> IncompatibleKeys:
-        """Copy values (NumPy arrays or tensors) into the parameters and buffers, in place.
+        """Copy values (tensors or NumPy arrays) into the parameters and buffers, in place.
 
         Raises:
             RuntimeError: with ``strict``, names are missing or unexpected, or a shape differs.
         """
-        own = dict(self.named_parameters())
-        own.update(self.named_buffers())
+        own = dict(self.state_dict(keep_vars=True))
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         errors = []
@@ -246,7 +300,8 @@ class Module:
         return self
 
     def to(self, *args: Any, **kwargs: Any) -> Module:
-        """Convert floating-point parameters and buffers to a dtype, in place (devices are ignored)."""
+        """Convert floating-point parameters and buffers to a dtype, in place (devices, such as
+        ``gt.device("cuda")``, are accepted and ignored)."""
         for t in list(self.parameters()) + list(self.buffers()):
             if t.dtype not in ("float16", "float32", "float64"):
                 continue
@@ -255,6 +310,14 @@ class Module:
                 with no_grad():
                     take_value(t, new.detach(), keep_graph=False)
                 t.grad = None
+        return self
+
+    def type(self, dst_type: Any) -> Module:
+        """Convert floating-point parameters and buffers to ``dst_type``."""
+        return self.to(dst_type)
+
+    def share_memory(self) -> Module:
+        """This module (a no-op in GT)."""
         return self
 
     def float(self) -> Module:
@@ -282,114 +345,32 @@ class Module:
         """The text inside this module's parentheses in ``repr``."""
         return ""
 
+    def _get_name(self) -> str:
+        return type(self).__name__
+
     def __repr__(self) -> str:
-        lines = []
-        for name, m in self._modules.items():
-            sub = repr(m).replace("\n", "\n  ")
-            lines.append(f"({name}): {sub}")
-        head = f"{type(self).__name__}({self.extra_repr()}"
-        if not lines:
-            return head + ")"
-        return head + "\n  " + "\n  ".join(lines) + "\n)"
+        # PyTorch's layout: extra_repr's lines, then one "(name): repr" per child, indented.
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({k}): {indent(repr(m), 2)}" for k, m in self._modules.items()]
+        lines = extra_lines + child_lines
+        text = self._get_name() + "("
+        if lines:
+            if len(extra_lines) == 1 and not child_lines:
+                text += extra_lines[0]
+            else:
+                text += "\n  " + "\n  ".join(lines) + "\n"
+        return text + ")"
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_non_persistent", set())
 
 
-class Sequential(Module):
-    """Modules applied one after the other.
-
-    Args:
-        *modules: the modules, or one ``dict`` of name -> module.
-    """
-
-    def __init__(self, *modules: Any):
-        super().__init__()
-        if len(modules) == 1 and isinstance(modules[0], dict):
-            for name, m in modules[0].items():
-                self.add_module(name, m)
-        else:
-            for i, m in enumerate(modules):
-                self.add_module(str(i), m)
-
-    def forward(self, x: Any) -> Any:
-        for m in self._modules.values():
-            x = m(x)
-        return x
-
-    def __getitem__(self, idx: Any) -> Any:
-        mods = list(self._modules.values())
-        if isinstance(idx, slice):
-            return Sequential(*mods[idx])
-        return mods[idx]
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
-    def append(self, module: Module) -> Sequential:
-        """Add a module at the end."""
-        self.add_module(str(len(self._modules)), module)
-        return self
-
-
-class ModuleList(Module):
-    """A list of modules whose parameters are registered."""
-
-    def __init__(self, modules: Any = None):
-        super().__init__()
-        for m in modules or ():
-            self.append(m)
-
-    def append(self, module: Module) -> ModuleList:
-        """Add a module at the end."""
-        self.add_module(str(len(self._modules)), module)
-        return self
-
-    def extend(self, modules: Any) -> ModuleList:
-        """Add several modules at the end."""
-        for m in modules:
-            self.append(m)
-        return self
-
-    def __getitem__(self, idx: Any) -> Any:
-        mods = list(self._modules.values())
-        return ModuleList(mods[idx]) if isinstance(idx, slice) else mods[idx]
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
-
-class ModuleDict(Module):
-    """A dict of modules whose parameters are registered."""
-
-    def __init__(self, modules: dict[str, Module] | None = None):
-        super().__init__()
-        for k, m in (modules or {}).items():
-            self.add_module(k, m)
-
-    def __getitem__(self, key: str) -> Module:
-        return self._modules[key]
-
-    def __setitem__(self, key: str, module: Module) -> None:
-        self.add_module(key, module)
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._modules)
-
-    def keys(self) -> Any:
-        """The names."""
-        return self._modules.keys()
-
-    def values(self) -> Any:
-        """The modules."""
-        return self._modules.values()
-
-    def items(self) -> Any:
-        """(name, module) pairs."""
-        return self._modules.items()
+def indent(text: str, spaces: int) -> str:
+    """Indent every line of ``text`` but the first (blank lines stay blank), as PyTorch's reprs."""
+    lines = text.split("\n")
+    if len(lines) == 1:
+        return text
+    pad = " " * spaces
+    return lines[0] + "\n" + "\n".join(pad + ln if ln.strip() else "" for ln in lines[1:])

@@ -233,12 +233,12 @@ class ArithmeticOps:
         return self._unary("log", True)
 
     def log1p(self) -> Tensor:
-        """Elementwise ``log(1 + self)``."""
-        return (self + 1.0).log()
+        """Elementwise ``log(1 + self)``, exact for tiny values."""
+        return self._unary("log1p", True)
 
     def expm1(self) -> Tensor:
-        """Elementwise ``exp(self) - 1``."""
-        return self.exp() - 1.0
+        """Elementwise ``exp(self) - 1``, exact for tiny values."""
+        return self._unary("expm1", True)
 
     def sqrt(self) -> Tensor:
         """Elementwise square root."""
@@ -286,11 +286,16 @@ class ArithmeticOps:
         """``x * sigmoid(x)``."""
         return self * self.sigmoid()
 
-    def softplus(self, beta: float = 1.0) -> Tensor:
-        """``log(1 + exp(beta * x)) / beta``, computed without overflow."""
-        z = self * beta if beta != 1 else self
-        out = z.relu() + (-z.abs()).exp().log1p()
-        return out / beta if beta != 1 else out
+    def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+        """``log(1 + exp(beta * x)) / beta`` (``x`` itself where ``beta * x > threshold``), without
+        overflow; its derivative is ``sigmoid(beta * x)`` everywhere, 0 included."""
+        x = self if self.dtype in S.FLOAT_DTYPES else self.to(S.DEFAULT_FLOAT)
+        attrs = (
+            None
+            if beta == 1 and threshold == 20
+            else {"beta": float(beta), "threshold": float(threshold)}
+        )
+        return x._apply("softplus", [x], attrs)
 
     # ------------------------------------------------------------------ selection
     def clamp(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - PyTorch's names

@@ -1,8 +1,9 @@
 """``repr`` of tensors in PyTorch's style: ``tensor([[ 0.1234, -1.2345]], requires_grad=True)``.
 
-Floats print with 4 decimals in a common width (``1.`` when every value is whole, scientific when
-the magnitudes span too much), long tensors are summarized with ``...``, and the suffixes name a
-non-default dtype, an empty tensor's size, and the autograd state. Pure functions of a NumPy array,
+Floats print with 4 decimals in a common width taken from the nonzero finite values (``1.`` when
+every value is whole, scientific when the magnitudes span too much), long tensors are summarized
+with ``...``, and the suffixes name a non-default dtype, an empty tensor's size, and the autograd
+state, wrapped past the line width: PyTorch's rules, so printed output matches. Pure functions of a NumPy array,
 so they are tested without a cluster.
 """
 
@@ -19,30 +20,52 @@ if TYPE_CHECKING:
 LINEWIDTH = 80
 THRESHOLD = 1000
 EDGEITEMS = 3
+PRECISION = 4
 _DEFAULT_DTYPES = ("float32", "int64", "bool")
 
 
-def _float_formatter(values: np.ndarray) -> Any:
-    finite = values[np.isfinite(values)].astype(np.float64)
-    nonzero = np.abs(finite[finite != 0])
-    if nonzero.size == 0:
-        return lambda v: _special(v) or "0."
-    lo, hi = float(nonzero.min()), float(nonzero.max())
-    if np.all(np.ceil(finite) == finite):
-        if hi > 1e8:
-            return lambda v: _special(v) or f"{v:.4e}"
-        return lambda v: _special(v) or f"{v:.0f}."
-    if hi / lo > 1000.0 or hi > 1e8 or lo < 1e-4:
-        return lambda v: _special(v) or f"{v:.4e}"
-    return lambda v: _special(v) or f"{v:.4f}"
+class _Formatter:
+    """PyTorch's element formatter: one width for all elements, taken from the nonzero finite
+    values (so ``nan`` and ``inf`` do not widen the others), in integer, fixed or scientific mode.
+    """
 
+    def __init__(self, values: np.ndarray):
+        self.floating = values.dtype.kind == "f"
+        self.int_mode = True
+        self.sci_mode = False
+        self.max_width = 1
+        if not self.floating:
+            for v in values.tolist():
+                self.max_width = max(self.max_width, len(str(v)))
+            return
+        shown = values[np.isfinite(values) & (values != 0)]
+        if shown.size == 0:
+            return
+        mag = np.abs(shown.astype(np.float64))
+        lo, hi = float(mag.min()), float(mag.max())
+        items = shown.tolist()
+        self.int_mode = all(v == math.ceil(v) for v in items)
+        self.sci_mode = hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4
+        if self.sci_mode:
+            width = max(len(f"{v:.{PRECISION}e}") for v in items)
+        elif self.int_mode:
+            width = max(len(f"{v:.0f}") + 1 for v in items)
+        else:
+            width = max(len(f"{v:.{PRECISION}f}") for v in items)
+        self.max_width = max(self.max_width, width)
 
-def _special(v: float) -> str:
-    if math.isnan(v):
-        return "nan"
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return ""
+    def __call__(self, v: Any) -> str:
+        if not self.floating:
+            ret = str(v)
+        elif self.sci_mode:
+            ret = f"{v:{self.max_width}.{PRECISION}e}"
+        elif self.int_mode:
+            ret = f"{v:.0f}"
+            if not (math.isinf(v) or math.isnan(v)):
+                ret += "."
+        else:
+            ret = f"{v:.{PRECISION}f}"
+        return (self.max_width - len(ret)) * " " + ret
 
 
 def _summarized(a: np.ndarray) -> np.ndarray:
@@ -59,28 +82,26 @@ def _summarized(a: np.ndarray) -> np.ndarray:
     )
 
 
-def _format_body(a: np.ndarray, fmt: Any, width: int, indent: int, summarize: bool) -> str:
+def _format_body(a: np.ndarray, fmt: _Formatter, indent: int, summarize: bool) -> str:
     if a.ndim == 0:
-        return fmt(a.item()).rjust(width)
+        return fmt(a.item())
     if a.ndim == 1:
         n = a.shape[0]
         if summarize and n > 2 * EDGEITEMS:
-            items = [fmt(v).rjust(width) for v in a[:EDGEITEMS].tolist()] + [" ..."]
-            items += [fmt(v).rjust(width) for v in a[-EDGEITEMS:].tolist()]
+            items = [fmt(v) for v in a[:EDGEITEMS].tolist()] + [" ..."]
+            items += [fmt(v) for v in a[-EDGEITEMS:].tolist()]
         else:
-            items = [fmt(v).rjust(width) for v in a.tolist()]
-        per_line = max(1, (LINEWIDTH - indent) // (width + 2))
+            items = [fmt(v) for v in a.tolist()]
+        per_line = max(1, (LINEWIDTH - indent) // (fmt.max_width + 2))
         lines = [", ".join(items[i : i + per_line]) for i in range(0, len(items), per_line)]
         return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
     n = a.shape[0]
     if summarize and n > 2 * EDGEITEMS:
-        rows = [_format_body(a[i], fmt, width, indent + 1, summarize) for i in range(EDGEITEMS)]
+        rows = [_format_body(a[i], fmt, indent + 1, summarize) for i in range(EDGEITEMS)]
         rows.append("...")
-        rows += [
-            _format_body(a[i], fmt, width, indent + 1, summarize) for i in range(n - EDGEITEMS, n)
-        ]
+        rows += [_format_body(a[i], fmt, indent + 1, summarize) for i in range(n - EDGEITEMS, n)]
     else:
-        rows = [_format_body(a[i], fmt, width, indent + 1, summarize) for i in range(n)]
+        rows = [_format_body(a[i], fmt, indent + 1, summarize) for i in range(n)]
     sep = "," + "\n" * (a.ndim - 1) + " " * (indent + 1)
     return "[" + sep.join(rows) + "]"
 
@@ -91,14 +112,7 @@ def format_array(a: np.ndarray, indent: int = 7) -> str:
         return "[]"
     summarize = a.size > THRESHOLD
     shown = _summarized(a) if summarize else a.reshape(-1)
-    if a.dtype == np.bool_:
-        fmt: Any = lambda v: "True" if v else "False"  # noqa: E731
-    elif a.dtype.kind in "iu":
-        fmt = lambda v: str(int(v))  # noqa: E731
-    else:
-        fmt = _float_formatter(shown)
-    width = max(len(fmt(v)) for v in shown.tolist())
-    return _format_body(a, fmt, width, indent, summarize)
+    return _format_body(a, _Formatter(shown), indent, summarize)
 
 
 def format_tensor(
@@ -115,8 +129,21 @@ def format_tensor(
     elif dtype not in _DEFAULT_DTYPES:
         suffixes.append(f"dtype=gt.{dtype}")
     suffixes += extra or []
-    tail = "".join(", " + s for s in suffixes)
-    return f"{prefix}{body}{tail})"
+    return _add_suffixes(prefix + body, suffixes, len(prefix))
+
+
+def _add_suffixes(text: str, suffixes: list[str], indent: int) -> str:
+    """Append ``, suffix`` items, wrapping to a new line past the line width (as PyTorch does)."""
+    parts = [text]
+    last_line_len = len(text) - text.rfind("\n") + 1
+    for suffix in suffixes:
+        if last_line_len + len(suffix) + 2 > LINEWIDTH:
+            parts.append(",\n" + " " * indent + suffix)
+            last_line_len = indent + len(suffix)
+        else:
+            parts.append(", " + suffix)
+            last_line_len += len(suffix) + 2
+    return "".join(parts) + ")"
 
 
 def tensor_repr(t: Tensor) -> str:

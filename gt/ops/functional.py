@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gt.ops.arith import where
+from gt import shapes as S
 from gt.ops.base import is_tensor
+from gt.ops.einsum import einsum
+from gt.ops.mathops import where_or_nonzero as where
 from gt.ops.shaping import cat, stack
 from gt.runtime import ops as O
 
@@ -105,6 +107,121 @@ flip = _method("flip")
 masked_fill = _method("masked_fill")
 tril = _method("tril")
 triu = _method("triu")
+
+floor = _method("floor")
+ceil = _method("ceil")
+round = _method("round")
+trunc = _method("trunc")
+fix = _method("fix")
+frac = _method("frac")
+log2 = _method("log2")
+log10 = _method("log10")
+exp2 = _method("exp2")
+sinh = _method("sinh")
+cosh = _method("cosh")
+tan = _method("tan")
+logaddexp = _method("logaddexp")
+logit = _method("logit")
+isnan = _method("isnan")
+isinf = _method("isinf")
+isfinite = _method("isfinite")
+isclose = _method("isclose")
+allclose = _method("allclose")
+equal = _method("equal")
+lerp = _method("lerp")
+addcmul = _method("addcmul")
+addcdiv = _method("addcdiv")
+addmm = _method("addmm")
+outer = _method("outer")
+ger = _method("ger")
+dot = _method("dot")
+diag = _method("diag")
+diagonal = _method("diagonal")
+trace = _method("trace")
+sort = _method("sort")
+argsort = _method("argsort")
+msort = _method("msort")
+topk = _method("topk")
+kthvalue = _method("kthvalue")
+median = _method("median")
+prod = _method("prod")
+cumprod = _method("cumprod")
+roll = _method("roll")
+repeat_interleave = _method("repeat_interleave")
+scatter = _method("scatter")
+scatter_add = _method("scatter_add")
+scatter_reduce = _method("scatter_reduce")
+index_add = _method("index_add")
+index_fill = _method("index_fill")
+take_along_dim = _method("take_along_dim")
+nonzero = _method("nonzero")
+argwhere = _method("argwhere")
+count_nonzero = _method("count_nonzero")
+masked_select = _method("masked_select")
+multinomial = _method("multinomial")
+is_floating_point = _method("is_floating_point")
+
+
+def broadcast_tensors(*tensors: Any) -> tuple:
+    """The tensors expanded to their common broadcast shape."""
+    shape: tuple = ()
+    for t in tensors:
+        shape = S.broadcast(shape, t.shape, "broadcast_tensors")
+    return tuple(t.expand(shape) for t in tensors)
+
+
+def broadcast_shapes(*shapes: Any) -> tuple:
+    """The shape that ``shapes`` broadcast to."""
+    out: tuple = ()
+    for s in shapes:
+        out = S.broadcast(out, (s,) if isinstance(s, int) else tuple(s), "broadcast_shapes")
+    return out
+
+
+def meshgrid(*tensors: Any, indexing: str = "ij") -> tuple:
+    """Coordinate grids from 1-d tensors (``indexing="ij"``, or ``"xy"`` for the first two swapped)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', not {indexing!r}")
+    ts = list(tensors)
+    swap = indexing == "xy" and len(ts) >= 2
+    if swap:
+        ts[0], ts[1] = ts[1], ts[0]
+    shape = tuple(t.shape[0] for t in ts)
+    out = []
+    for i, t in enumerate(ts):
+        view = [1] * len(ts)
+        view[i] = t.shape[0]
+        out.append(t.reshape(view).expand(shape))
+    if swap:
+        out = [o.transpose(0, 1) for o in out]
+        out[0], out[1] = out[1], out[0]
+    return tuple(out)
+
+
+def cdist(x1: Any, x2: Any, p: float = 2.0) -> Any:
+    """Pairwise ``p``-norm distances between the rows of ``x1`` and ``x2``."""
+    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    return diff.norm(p, dim=-1)
+
+
+def tensordot(a: Any, b: Any, dims: Any = 2) -> Any:
+    """Sum over the last ``dims`` dimensions of ``a`` and the first of ``b`` (or given lists)."""
+    if isinstance(dims, int):
+        da, db = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        da, db = (list(d) if not isinstance(d, int) else [d] for d in dims)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    ta = list(letters[: a.ndim])
+    tb = list(letters[a.ndim : a.ndim + b.ndim])
+    for i, j in zip(da, db):
+        tb[j] = ta[i]
+    out = [c for i, c in enumerate(ta) if i not in da] + [
+        c for j, c in enumerate(tb) if j not in db
+    ]
+    return einsum(f"{''.join(ta)},{''.join(tb)}->{''.join(out)}", a, b)
+
 
 concatenate = cat
 concat = cat
@@ -201,5 +318,63 @@ __all__ = [
     "unsqueeze",
     "var",
     "where",
+    "broadcast_shapes",
+    "broadcast_tensors",
+    "cdist",
+    "einsum",
+    "is_floating_point",
+    "meshgrid",
+    "tensordot",
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "fix",
+    "frac",
+    "log2",
+    "log10",
+    "exp2",
+    "sinh",
+    "cosh",
+    "tan",
+    "logaddexp",
+    "logit",
+    "isnan",
+    "isinf",
+    "isfinite",
+    "isclose",
+    "allclose",
+    "equal",
+    "lerp",
+    "addcmul",
+    "addcdiv",
+    "addmm",
+    "outer",
+    "ger",
+    "dot",
+    "diag",
+    "diagonal",
+    "trace",
+    "sort",
+    "argsort",
+    "msort",
+    "topk",
+    "kthvalue",
+    "median",
+    "prod",
+    "cumprod",
+    "roll",
+    "repeat_interleave",
+    "scatter",
+    "scatter_add",
+    "scatter_reduce",
+    "index_add",
+    "index_fill",
+    "take_along_dim",
+    "nonzero",
+    "argwhere",
+    "count_nonzero",
+    "masked_select",
+    "multinomial",
     *_REGISTRY_METHODS,
 ]

@@ -49,7 +49,7 @@ def take_value(dst: Tensor, src: Tensor, keep_graph: bool = True) -> None:
     dst._version += 1
     if keep_graph and _mode.enabled:
         dst._node = src._node
-        dst.requires_grad = src.requires_grad
+        dst._rg = src._rg
 
 
 def _broadcasts_to(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
@@ -85,9 +85,8 @@ def apply_inplace(x: Tensor, name: str, compute: Callable[[Tensor], Tensor]) -> 
         return x
     _check_leaf(x, name)
     old = x._handle()
-    old.id = x.id
-    old.requires_grad, old._node, old._version = x.requires_grad, x._node, x._version
-    x.id = None  # the handle owns the old value now
+    old.id = x.id  # both refer to the value while compute runs (it may read x itself)
+    old._rg, old._node, old._version = x._rg, x._node, x._version
     try:
         new = compute(old)
         if new.shape != x.shape:
@@ -99,8 +98,9 @@ def apply_inplace(x: Tensor, name: str, compute: Callable[[Tensor], Tensor]) -> 
         if new.id == old.id:  # compute returned the handle itself: nothing changes
             new = old._alias()
     except BaseException:
-        x.id, old.id = old.id, None
+        old.id = None  # x still owns its value
         raise
+    x.id = None  # the handle owns the old value now (a backward node may keep it)
     take_value(x, new)
     return x
 

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gt import shapes as S
+from gt.autograd import is_grad_enabled
 from gt.errors import ShapeError
+from gt.ops.arith import where
 from gt.ops.base import TensorBase
 
 if TYPE_CHECKING:
@@ -44,7 +46,7 @@ class ReductionOps:
             return NotImplemented
         shape = S.matmul(self.shape, other.shape)
         if self.dtype != other.dtype:
-            raise TypeError(
+            raise RuntimeError(
                 f"matmul: expected both operands to have the same dtype, but got {self.dtype} and "
                 f"{other.dtype} (shapes {list(self.shape)} and {list(other.shape)})"
             )
@@ -138,11 +140,18 @@ class ReductionOps:
         keep = _keep(keepdims, keepdim)
         if self.numel() == 0:
             raise RuntimeError(f"{name}: cannot reduce an empty tensor of shape {list(self.shape)}")
-        values = self._reduce(name, axes, keep)
         if dim is not None and isinstance(dim, int) and axis is None:
-            arg = self.argmax(dim, keep) if name == "max" else self.argmin(dim, keep)
+            arg = self.argmax(dim, True) if name == "max" else self.argmin(dim, True)
+            if self._rg and is_grad_enabled():
+                # PyTorch sends the gradient to the index it returns (the first of tied values),
+                # not evenly to every tie as max() over all elements and amax() do.
+                values = self.gather(axes[0], arg) if self.ndim else self
+            else:
+                values = self._reduce(name, axes, True)
+            if not keep and self.ndim:
+                values, arg = values.squeeze(axes[0]), arg.squeeze(axes[0])
             return ValuesIndices(values, arg)
-        return values
+        return self._reduce(name, axes, keep)
 
     def max(
         self,
@@ -227,6 +236,14 @@ class ReductionOps:
         denom = n - correction
         return (d * d).sum(axes, keep) * (1.0 / denom if denom > 0 else float("nan"))
 
+    def _sqrt_zero_grad(self) -> Tensor:
+        """``sqrt`` whose gradient is 0 (not NaN) where the value is 0, as PyTorch's ``norm`` and
+        ``std`` backward are: the square root is taken of 1 there and the result masked."""
+        if not (self._rg and is_grad_enabled()):
+            return self.sqrt()
+        pos = self > 0
+        return where(pos, self, 1.0).sqrt() * pos.to(self.dtype)
+
     def std(
         self,
         dim: Any = None,
@@ -240,17 +257,26 @@ class ReductionOps:
         """Standard deviation over ``dim`` (see :meth:`var`)."""
         return self.var(
             dim, unbiased, keepdim, correction=correction, axis=axis, keepdims=keepdims
-        ).sqrt()
+        )._sqrt_zero_grad()
 
     def norm(self, p: Any = 2, dim: Any = None, keepdim: bool = False) -> Tensor:
         """The ``p``-norm (2 by default) over ``dim`` (all elements when None)."""
-        if p == 2 or p == "fro":
-            return (self * self).sum(dim, keepdim).sqrt()
+        x = self if self.dtype in S.FLOAT_DTYPES else self.to(S.DEFAULT_FLOAT)
+        if p is None or p == 2 or p == "fro":
+            return (x * x).sum(dim, keepdim)._sqrt_zero_grad()
         if p == 1:
-            return self.abs().sum(dim, keepdim)
+            return x.abs().sum(dim, keepdim)
         if p == float("inf"):
-            return self.abs().amax(dim, keepdim)
-        return (self.abs() ** p).sum(dim, keepdim) ** (1.0 / p)
+            return x.abs().amax(dim, keepdim)
+        if p == float("-inf"):
+            return x.abs().amin(dim, keepdim)
+        if p == 0:
+            return (x != 0).to(x.dtype).sum(dim, keepdim)
+        s = (x.abs() ** p).sum(dim, keepdim)
+        if not (s._rg and is_grad_enabled()):
+            return s ** (1.0 / p)
+        pos = s > 0  # a zero norm has a zero gradient, as in PyTorch
+        return (where(pos, s, 1.0) ** (1.0 / p)) * pos.to(s.dtype)
 
     def any(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """Whether any element (over ``dim``) is nonzero."""

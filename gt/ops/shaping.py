@@ -174,6 +174,28 @@ class ShapeOps:
         big = tuple(x for pair in zip(sizes, shape) for x in pair)
         return self.reshape(inter).expand(big).reshape(tuple(r * d for r, d in zip(sizes, shape)))
 
+    def repeat_interleave(self, repeats: Any, dim: int | None = None, *,
+                          output_size: int | None = None) -> Tensor:  # fmt: skip
+        """Repeat each element ``repeats`` times along ``dim`` (the flattened tensor when None);
+        ``repeats`` may be per element (a list or tensor: a sync point for a tensor)."""
+        x = self.reshape(-1) if dim is None else self
+        d = 0 if dim is None else S.normalize_axis(dim, x.ndim, "repeat_interleave")
+        n = x.shape[d]
+        if isinstance(repeats, int) or (
+            hasattr(repeats, "numel") and repeats.numel() == 1 and repeats.ndim == 0
+        ):
+            r = int(repeats)
+            shape = x.shape
+            big = shape[: d + 1] + (r,) + shape[d + 1 :]
+            return x.unsqueeze(d + 1).expand(big).reshape(shape[:d] + (n * r,) + shape[d + 1 :])
+        counts = [int(c) for c in (repeats.tolist() if hasattr(repeats, "tolist") else repeats)]
+        if len(counts) != n:
+            raise ShapeError(
+                f"repeat_interleave: repeats must have {n} elements, got {len(counts)}"
+            )
+        idx = [i for i, c in enumerate(counts) for _ in range(c)]
+        return x[(slice(None),) * d + (idx,)]
+
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, key: Any) -> Tensor:
         wire, tensors, shape = encode_key(self, key)

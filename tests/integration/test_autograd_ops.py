@@ -28,12 +28,19 @@ def gradcheck(
     (out * w).sum().backward()
     evals = []
     with gt.no_grad():
+        # Every perturbed copy of an input goes up in one stacked upload (few, large messages).
+        moved_sets = [[] for _ in arrays]
         for i, a in enumerate(arrays):
             for j in range(a.size):
                 for sign in (1.0, -1.0):
-                    moved = [x.copy() for x in arrays]
-                    moved[i].flat[j] += sign * EPS
-                    evals.append((fn(*[gt.tensor(m) for m in moved]) * w).sum())
+                    for k, x in enumerate(arrays):
+                        m = x.copy()
+                        if k == i:
+                            m.flat[j] += sign * EPS
+                        moved_sets[k].append(m)
+        stacks = [gt.tensor(np.stack(ms)) for ms in moved_sets] if moved_sets[0] else []
+        for e in range(len(moved_sets[0])):
+            evals.append((fn(*[st[e] for st in stacks]) * w).sum())
         numeric = gt.stack(evals).numpy() if evals else np.zeros(0)
     k = 0
     for i, (a, t) in enumerate(zip(arrays, inputs)):
@@ -213,6 +220,113 @@ CASES = [
         [_r(4) * 3, _r(4, seed=1, low=0.0) / 2],
     ),
     ("embedding", lambda w: F.embedding(gt.tensor([[1, 0], [1, 2]]), w), [_r(3, 2)]),
+    # primitives for stable math, products, sorting, windows, scatter
+    ("expm1", lambda a: a.expm1(), [_r(2, 3)]),
+    ("softplus_threshold", lambda a: F.softplus(a * 3.0, beta=0.5, threshold=2.0), [_r(2, 3)]),
+    ("rounding_has_zero_gradient", lambda a: a.floor() + a.round() * a, [_r(2, 3)]),
+    ("prod_all", lambda a: a.prod(), [_r(2, 3)]),
+    ("prod_dim_keepdim", lambda a: a.prod(1, keepdim=True), [_r(3, 4)]),
+    (
+        "prod_with_a_zero",
+        lambda a: (a * gt.tensor([1.0, 0.0, 1.0], dtype="float64")).prod(),
+        [_r(3)],
+    ),
+    ("cumprod", lambda a: a.cumprod(1), [_r(2, 4)]),
+    (
+        "cumprod_through_zero",
+        lambda a: (a * gt.tensor([1.0, 0.0, 1.0, 1.0], dtype="float64")).cumprod(0),
+        [_r(4)],
+    ),
+    ("sort_values", lambda a: a.sort(dim=1, descending=True).values * _c(3, 4), [_r(3, 4)]),
+    ("topk_values", lambda a: a.topk(2, dim=0).values, [_r(4, 3)]),
+    ("median_dim", lambda a: a.median(dim=1).values, [_r(3, 5)]),
+    ("max_dim_routes_to_index", lambda a: a.max(dim=1).values, [_r(3, 4)]),
+    (
+        "einsum_contraction",
+        lambda a, b: gt.einsum("bij,jk->bik", a, b),
+        [_r(2, 2, 3), _r(3, 2, seed=1)],
+    ),
+    ("einsum_trace_outer", lambda a, b: gt.einsum("ii,j->j", a, b), [_r(3, 3), _r(2, seed=1)]),
+    ("roll", lambda a: a.roll(1, 1) * _c(2, 3), [_r(2, 3)]),
+    (
+        "scatter_add_source",
+        lambda a, s: a.scatter_add(1, gt.tensor([[0, 0], [2, 1]]), s),
+        [_r(2, 3), _r(2, 2, seed=1)],
+    ),  # fmt: skip
+    ("scatter_overwrite", lambda a: a.scatter(0, gt.tensor([[1, 0]]), 0.5) * _c(2, 2), [_r(2, 2)]),
+    (
+        "index_add",
+        lambda a, s: a.index_add(0, gt.tensor([2, 0, 2]), s),
+        [_r(3, 2), _r(3, 2, seed=1)],
+    ),
+    (
+        "conv2d",
+        lambda x, w, b: F.conv2d(x, w, b, padding=1),
+        [_r(1, 2, 4, 3), _r(3, 2, 3, 2, seed=1), _r(3, seed=2)],
+    ),
+    (
+        "conv2d_groups_stride_dilation",
+        lambda x, w: F.conv2d(x, w, stride=2, dilation=(2, 1), groups=2),
+        [_r(1, 4, 6, 5), _r(2, 2, 2, 2, seed=1)],
+    ),  # fmt: skip
+    (
+        "conv_transpose2d",
+        lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1),
+        [_r(1, 2, 3, 2), _r(2, 1, 3, 3, seed=1)],
+    ),  # fmt: skip
+    ("conv1d", lambda x, w: F.conv1d(x, w, padding="same"), [_r(1, 2, 5), _r(2, 2, 4, seed=1)]),
+    ("max_pool2d_padded", lambda x: F.max_pool2d(x, 3, stride=2, padding=1), [_r(1, 2, 5, 4)]),
+    (
+        "avg_pool2d_excluding_padding",
+        lambda x: F.avg_pool2d(x, 2, padding=1, count_include_pad=False),
+        [_r(1, 1, 3, 4)],
+    ),  # fmt: skip
+    ("adaptive_avg_pool2d", lambda x: F.adaptive_avg_pool2d(x, (2, 3)), [_r(1, 1, 5, 4)]),
+    (
+        "unfold_fold",
+        lambda x: F.fold(F.unfold(x, 2, padding=1), (3, 4), 2, padding=1) * _c(1, 1, 3, 4),
+        [_r(1, 1, 3, 4)],
+    ),  # fmt: skip
+    (
+        "interpolate_bilinear",
+        lambda x: F.interpolate(x, size=(4, 5), mode="bilinear"),
+        [_r(1, 1, 2, 3)],
+    ),
+    ("pad_reflect", lambda x: F.pad(x, (2, 1), mode="reflect") * _c(2, 6), [_r(2, 3)]),
+    (
+        "batch_norm_training",
+        lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+        [_r(4, 3), _r(3, seed=1), _r(3, seed=2)],
+    ),  # fmt: skip
+    ("group_norm", lambda x, w: F.group_norm(x, 2, w), [_r(2, 4, 3), _r(4, seed=1)]),
+    ("rms_norm", lambda x, w: F.rms_norm(x, (4,), w), [_r(3, 4), _r(4, seed=1)]),
+    ("std_then_norm", lambda x: x.std(1) + x.norm(dim=0).sum(), [_r(3, 4)]),
+    ("normalize", lambda x: F.normalize(x, dim=1), [_r(3, 4)]),
+    (
+        "bce_probabilities_and_targets",
+        lambda p, t: F.binary_cross_entropy(p.sigmoid(), t.sigmoid()),
+        [_r(4), _r(4, seed=1)],
+    ),  # fmt: skip
+    (
+        "leaky_relu_elu_hardtanh",
+        lambda x: F.leaky_relu(x, 0.2) + F.elu(x) + F.hardtanh(x * 2),
+        [_r(2, 4)],
+    ),
+    (
+        "sdpa_causal",
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        [_r(1, 3, 2), _r(1, 3, 2, seed=1), _r(1, 3, 2, seed=2)],
+    ),  # fmt: skip
+    (
+        "smooth_l1_huber",
+        lambda x, y: F.smooth_l1_loss(x, y, beta=0.5) + F.huber_loss(x, y, delta=0.7),
+        [_r(3, 2), _r(3, 2, seed=1)],
+    ),  # fmt: skip
+    (
+        "kl_div",
+        lambda a, b: F.kl_div(a.log_softmax(1), b.softmax(1), reduction="batchmean"),
+        [_r(2, 3), _r(2, 3, seed=1)],
+    ),  # fmt: skip
 ]
 
 
@@ -247,7 +361,8 @@ def test_every_differentiable_primitive_has_a_derivative_rule():
     differentiable = set(
         "add sub mul div pow maximum minimum where clip remainder neg abs exp log sqrt "
         "sin cos tanh sigmoid relu erf cast copy matmul sum max min reshape transpose expand getitem "
-        "setitem concat log_softmax cumsum".split()
+        "setitem concat log_softmax cumsum log1p expm1 softplus floor ceil round trunc "
+        "binary_cross_entropy prod cumprod im2col col2im scatter_add".split()
     )
     assert differentiable <= set(BY_NAME)
     assert {n for n in differentiable if BY_NAME[n].grad is None} == set()

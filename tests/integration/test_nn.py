@@ -66,20 +66,23 @@ def test_module_registry_names_and_modes(conn):
     assert "(head): Linear(in_features=4, out_features=2, bias=True)" in repr(net)
 
 
-def test_state_dict_round_trips_through_numpy_and_keeps_parameter_objects(conn):
+def test_state_dict_holds_tensors_and_round_trips_keeping_parameter_objects(conn):
     a = nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4))
     b = nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4))
-    sd = a.state_dict()
+    sd = {k: v.clone() for k, v in a.state_dict().items()}  # PyTorch's snapshot idiom
     assert list(sd) == ["0.weight", "0.bias", "1.weight", "1.bias"]
-    assert all(isinstance(v, np.ndarray) for v in sd.values())
+    assert all(isinstance(v, gt.Tensor) and not v.requires_grad for v in sd.values())
     w_obj = b[0].weight
     result = b.load_state_dict(sd)
     assert result.missing_keys == [] and result.unexpected_keys == []
     assert b[0].weight is w_obj and b[0].weight.requires_grad and b[0].weight.is_leaf
     for k, v in b.state_dict().items():
-        np.testing.assert_array_equal(v, sd[k])
-    sd["0.weight"][0, 0] = 123.0  # the returned arrays are copies
-    assert b.state_dict()["0.weight"][0, 0] != 123.0
+        np.testing.assert_array_equal(v.numpy(), sd[k].numpy())
+    live = b.state_dict()["0.weight"]  # as in PyTorch, state dict values follow the model
+    with gt.no_grad():
+        b[0].weight.fill_(123.0)
+    assert live[0, 0].item() == 123.0 and sd["0.weight"][0, 0].item() != 123.0
+    sd = {k: v.numpy() for k, v in sd.items()}  # NumPy arrays load too
     with pytest.raises(RuntimeError, match="missing keys: \\['1.bias'\\]"):
         b.load_state_dict({k: v for k, v in sd.items() if k != "1.bias"})
     with pytest.raises(RuntimeError, match=r"size mismatch for 0.bias: .*\[5\].*\[4\]"):

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import gt
+import gt.nn.functional as F
 from gt.runtime.launch import LocalCluster
 
 F32, F64, I64 = np.float32, np.float64, np.int64
@@ -368,7 +369,158 @@ CASES = [
     ("tril", [("f", (3, 4))], lambda a: a.tril(), np.tril),
     ("triu_offset", [("f", (2, 3, 4))], lambda a: a.triu(1), lambda a: np.triu(a, 1)),
     ("tril_int", [("i", (3, 3))], lambda a: a.tril(-1), lambda a: np.tril(a, -1)),
+    # ---------------------------------------------------------------- stable math and rounding
+    ("log1p_tiny", M, lambda a: (a * 1e-9).log1p(), lambda a: np.log1p(a * F32(1e-9))),
+    ("expm1_tiny", M, lambda a: gt.expm1(a * 1e-9), lambda a: np.expm1(a * F32(1e-9))),
+    (
+        "softplus_large_values",
+        M,
+        lambda a: (a * 30).softplus(),
+        lambda a: np.logaddexp(F32(0), a * F32(30)),
+    ),
+    (
+        "softplus_beta",
+        M,
+        lambda a: a.softplus(beta=2.0),
+        lambda a: np.logaddexp(F32(0), 2 * a) / F32(2),
+    ),
+    (
+        "floor_ceil",
+        M,
+        lambda a: (a * 3).floor() + (a * 3).ceil(),
+        lambda a: np.floor(a * 3) + np.ceil(a * 3),
+    ),
+    ("round_half_even", M, lambda a: (a * 4).round(), lambda a: np.rint(a * 4)),
+    ("round_decimals", M, lambda a: a.round(decimals=2), lambda a: np.round(a, 2)),
+    ("trunc", M, lambda a: (a * 3).trunc(), lambda a: np.trunc(a * 3)),
+    ("round_int_is_identity", [("i", (4,))], lambda a: a.round(), lambda a: a),
+    # ---------------------------------------------------------------- products, sorting
+    ("prod_dim", T3, lambda a: a.prod(1), lambda a: np.prod(a, 1)),
+    ("prod_all_keepdim", M, lambda a: a.prod(keepdim=True), lambda a: np.prod(a, keepdims=True)),
+    ("prod_int_is_int64", [("j", (2, 3))], lambda a: a.prod(1), lambda a: np.prod(a, 1, dtype=I64)),
+    ("cumprod", T3, lambda a: a.cumprod(-1), lambda a: np.cumprod(a, -1)),
+    (
+        "sort_values_indices",
+        M34,
+        lambda a: tuple(a.sort(dim=1)),
+        lambda a: (np.sort(a, 1), np.argsort(a, 1, kind="stable")),
+    ),
+    (
+        "argsort_descending",
+        T3,
+        lambda a: a.argsort(dim=0, descending=True),
+        lambda a: np.argsort(-a, 0, kind="stable"),
+    ),
+    (
+        "topk",
+        M34,
+        lambda a: tuple(a.topk(2)),
+        lambda a: (-np.sort(-a, 1)[:, :2], np.argsort(-a, 1, kind="stable")[:, :2]),
+    ),
+    ("median", [("f", (3, 5))], lambda a: a.median(), lambda a: np.sort(a.ravel())[7]),
+    ("roll", T3, lambda a: a.roll((1, -2), (0, 2)), lambda a: np.roll(a, (1, -2), (0, 2))),
+    (
+        "einsum_batched",
+        [("f", (2, 3, 4)), ("f", (2, 4, 5))],
+        lambda a, b: gt.einsum("bij,bjk->bki", a, b),
+        lambda a, b: np.einsum("bij,bjk->bki", a, b),
+    ),
+    (
+        "einsum_diag_and_outer",
+        [("f", (3, 3)), ("f", (4,))],
+        lambda a, b: gt.einsum("ii,j->ij", a, b),
+        lambda a, b: np.einsum("ii,j->ij", a, b),
+    ),
+    (
+        "scatter_add",
+        [("f", (3, 4)), ("n", (3, 4))],
+        lambda a, i: gt.zeros(3, 4).scatter_add(1, i, a),
+        lambda a, i: _scatter_add_np(np.zeros((3, 4), F32), i, a),
+    ),
+    (
+        "index_add",
+        [("f", (3, 4)), ("n", (3,))],
+        lambda a, i: gt.zeros(4, 4).index_add(0, i, a),
+        lambda a, i: _index_add_np(np.zeros((4, 4), F32), i, a),
+    ),
+    ("nonzero", [("b", (3, 4))], lambda a: a.nonzero(), lambda a: np.argwhere(a)),
+    (
+        "masked_select",
+        [("f", (3, 4)), ("b", (4,))],
+        lambda a, m: a.masked_select(m),
+        lambda a, m: a[np.broadcast_to(m, a.shape)],
+    ),  # fmt: skip
+    # ---------------------------------------------------------------- convolution and pooling
+    (
+        "conv2d_padded",
+        [("f", (2, 3, 6, 5)), ("f", (4, 3, 3, 3))],
+        lambda x, w: F.conv2d(x, w, padding=1),
+        lambda x, w: _conv2d_np(x, w, padding=1),
+    ),
+    (
+        "conv2d_stride_dilation_groups",
+        [("f", (1, 4, 9, 8)), ("f", (6, 2, 2, 3))],
+        lambda x, w: F.conv2d(x, w, stride=(2, 1), dilation=(1, 2), groups=2),
+        lambda x, w: _conv2d_np(x, w, stride=(2, 1), dilation=(1, 2), groups=2),
+    ),
+    (
+        "conv1d",
+        [("f", (2, 3, 7)), ("f", (2, 3, 3))],
+        lambda x, w: F.conv1d(x, w, stride=2),
+        lambda x, w: _conv2d_np(x[:, :, None], w[:, :, None], stride=(1, 2))[:, :, 0],
+    ),
+    (
+        "max_pool2d",
+        [("f", (2, 3, 6, 7))],
+        lambda x: F.max_pool2d(x, 2),
+        lambda x: x[:, :, :6, :6].reshape(2, 3, 3, 2, 3, 2).max((3, 5)),
+    ),
+    (
+        "avg_pool2d",
+        [("f", (2, 3, 6, 6))],
+        lambda x: F.avg_pool2d(x, 3),
+        lambda x: x.reshape(2, 3, 2, 3, 2, 3).mean((3, 5)),
+    ),
+    (
+        "interpolate_nearest",
+        [("f", (1, 2, 3, 4))],
+        lambda x: F.interpolate(x, scale_factor=2),
+        lambda x: x.repeat(2, 2).repeat(2, 3),
+    ),
 ]
+
+
+def _scatter_add_np(out, idx, src):
+    for i in range(idx.shape[0]):
+        for j in range(idx.shape[1]):
+            out[i, idx[i, j]] += src[i, j]
+    return out
+
+
+def _index_add_np(out, idx, src):
+    np.add.at(out, idx, src)
+    return out
+
+
+def _conv2d_np(x, w, stride=1, padding=0, dilation=1, groups=1):
+    """A direct loop over output positions (the oracle for the im2col composition)."""
+    sh, sw = (stride, stride) if isinstance(stride, int) else stride
+    dh, dw = (dilation, dilation) if isinstance(dilation, int) else dilation
+    x = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (wd - dw * (kw - 1) - 1) // sw + 1
+    out = np.zeros((n, o, oh, ow), x.dtype)
+    per = o // groups
+    for oc in range(o):
+        g = oc // per
+        for r in range(oh):
+            for q in range(ow):
+                patch = x[:, g * cg : (g + 1) * cg, r * sh : r * sh + dh * (kh - 1) + 1 : dh,
+                          q * sw : q * sw + dw * (kw - 1) + 1 : dw]  # fmt: skip
+                out[:, oc, r, q] = (patch * w[oc]).sum((1, 2, 3))
+    return out
+
 
 GPU_CASES = {
     "add_broadcast_both",
@@ -379,6 +531,12 @@ GPU_CASES = {
     "index_two_tensors",
     "sum_axis_tuple_keepdims",
     "where_tensors",
+    "conv2d_stride_dilation_groups",
+    "sort_values_indices",
+    "argsort_descending",
+    "softplus_large_values",
+    "cumprod",
+    "scatter_add",
 }
 
 

@@ -77,6 +77,36 @@ SAMPLES: dict[str, tuple[list, object]] = {
         [np.zeros((3, 4), np.float32), np.ones((3, 4), np.float32), IDX],
         {"key": [["t", 0]]},
     ),  # fmt: skip
+    "log1p": ([POS], None),
+    "expm1": ([A], None),
+    "softplus": ([A], {"beta": 2.0, "threshold": 20.0}),
+    "floor": ([A], None),
+    "ceil": ([A], None),
+    "round": ([A], {"decimals": 1}),
+    "trunc": ([A], None),
+    "binary_cross_entropy": ([POS / 3.0, (A > 0).astype(np.float32)], None),
+    "prod": ([A], {"axis": 1, "keepdims": True}),
+    "cumprod": ([A], {"axis": 0}),
+    "cumprod_grad": ([A, B], {"axis": 1}),
+    "argsort": ([A], {"axis": 1, "descending": True}),
+    "im2col": (
+        [rng.standard_normal((2, 3, 5, 4)).astype(np.float32)],
+        {"kernel": [3, 2], "dilation": [1, 1], "padding": [1, 0], "stride": [2, 1]},
+    ),
+    "col2im": (
+        [rng.standard_normal((2, 18, 9)).astype(np.float32)],
+        {
+            "kernel": [3, 2],
+            "dilation": [1, 1],
+            "padding": [1, 0],
+            "stride": [2, 1],
+            "output_size": [5, 4],
+        },
+    ),  # fmt: skip
+    "scatter_add": (
+        [np.zeros((3, 4), np.float32), np.ones((3, 4), np.float32), IDX],
+        {"key": [["t", 0]]},
+    ),  # fmt: skip
 }
 
 
@@ -143,3 +173,80 @@ def test_methods_named_by_entries_exist_on_tensors_and_as_functions():
         for m in op.methods:
             assert getattr(gt.Tensor, m) is op.api
             assert callable(getattr(gt, m))
+
+
+def _h(name):
+    return BACKEND.handlers[O.OPCODE[name]]
+
+
+def test_log1p_and_expm1_keep_tiny_values():
+    tiny = np.array([1e-10, -1e-12], np.float32)
+    np.testing.assert_allclose(_h("log1p")([tiny], None), tiny, rtol=1e-6)
+    np.testing.assert_allclose(_h("expm1")([tiny], None), tiny, rtol=1e-6)
+
+
+def test_softplus_kernel_is_stable_and_returns_x_above_the_threshold():
+    x = np.array([-100.0, 0.0, 30.0, 1000.0], np.float32)
+    got = _h("softplus")([x], None)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, [0.0, np.log(2.0), 30.0, 1000.0], rtol=1e-6, atol=1e-30)
+    np.testing.assert_allclose(
+        _h("softplus")([x[:2]], {"beta": 2.0, "threshold": 20.0}), [0.0, np.log(2.0) / 2]
+    )
+
+
+def test_round_is_half_to_even_like_pytorch():
+    x = np.array([0.5, 1.5, 2.5, -0.5, 1.25], np.float32)
+    assert _h("round")([x], None).tolist() == [0.0, 2.0, 2.0, -0.0, 1.0]
+    np.testing.assert_allclose(_h("round")([x], {"decimals": 1}), [0.5, 1.5, 2.5, -0.5, 1.2])
+
+
+def test_bce_kernel_clamps_its_logs_at_minus_100():
+    p = np.array([0.0, 1.0, 0.5], np.float32)
+    t = np.array([1.0, 0.0, 1.0], np.float32)
+    np.testing.assert_allclose(_h("binary_cross_entropy")([p, t], None), [100.0, 100.0, np.log(2)])
+
+
+def test_prod_and_cumprod_kernels_match_numpy_and_promote_small_ints():
+    np.testing.assert_allclose(_h("prod")([A], None), np.prod(A), rtol=1e-5)
+    ints = np.array([[1, 2], [3, 4]], np.int32)
+    got = _h("cumprod")([ints], {"axis": 1})
+    assert got.dtype == np.int64 and got.tolist() == [[1, 2], [3, 12]]
+
+
+def test_cumprod_grad_is_exact_at_zeros():
+    x = np.array([2.0, 0.0, 3.0, 0.0, 5.0])
+    g = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    # brute force: d/dx_i sum_j g_j prod_{k<=j} x_k
+    want = [sum(g[j] * np.prod([x[k] for k in range(j + 1) if k != i]) for j in range(i, 5))
+            for i in range(5)]  # fmt: skip
+    np.testing.assert_allclose(_h("cumprod_grad")([x, g], {"axis": 0}), want)
+
+
+def test_argsort_is_stable_both_ways_with_nan_largest():
+    x = np.array([2.0, 1.0, 2.0, np.nan, 1.0])
+    assert _h("argsort")([x], {"axis": 0}).tolist() == [1, 4, 0, 2, 3]
+    assert _h("argsort")([x], {"axis": 0, "descending": True}).tolist() == [3, 0, 2, 1, 4]
+
+
+def test_im2col_matches_a_direct_window_loop_and_col2im_is_its_adjoint():
+    x = rng.standard_normal((2, 3, 5, 4))
+    at = {"kernel": [3, 2], "dilation": [2, 1], "padding": [2, 1], "stride": [1, 2]}
+    cols = _h("im2col")([x], at)
+    padded = np.pad(x, ((0, 0), (0, 0), (2, 2), (1, 1)))
+    oh, ow = 5, 3
+    want = np.empty((2, 3, 3, 2, oh, ow))
+    for i in range(3):
+        for j in range(2):
+            for r in range(oh):
+                for c in range(ow):
+                    want[:, :, i, j, r, c] = padded[:, :, r + 2 * i, 2 * c + j]
+    np.testing.assert_allclose(cols, want.reshape(2, 18, oh * ow))
+    y = rng.standard_normal(cols.shape)  # <im2col(x), y> == <x, col2im(y)>
+    back = _h("col2im")([y], {**at, "output_size": [5, 4]})
+    np.testing.assert_allclose((cols * y).sum(), (x * back).sum(), rtol=1e-10)
+
+
+def test_scatter_add_accumulates_repeated_indices():
+    out = _h("scatter_add")([np.zeros(3), np.ones(4), np.array([0, 2, 2, 2])], {"key": [["t", 0]]})
+    assert out.tolist() == [1.0, 0.0, 3.0]

@@ -170,7 +170,7 @@ def test_reductions_over_the_sharded_axis_combine_across_workers(name):
         check(c, t)
 
 
-@pytest.mark.parametrize("name", ["cumsum", "log_softmax"])
+@pytest.mark.parametrize("name", ["cumsum", "log_softmax", "cumprod", "argsort"])
 def test_ops_along_an_axis_run_per_shard_unless_it_is_the_sharded_axis(name):
     c = client({"rows": {"shard": {"axis": 0}}}, n=2)
     x = c.upload(rand(6, 5))

@@ -43,7 +43,11 @@ def test_repr_of_empty_tensors_shows_size_and_non_float_dtype():
 
 def test_repr_summarizes_large_tensors_with_ellipsis():
     text = format_tensor(np.arange(2000, dtype=np.float32), "float32")
-    assert text == "tensor([   0.,    1.,    2.,  ..., 1997., 1998., 1999.])"
+    # PyTorch's own output (the range of magnitudes, 1 to 1999 with a 0, is scientific there too)
+    assert text == (
+        "tensor([0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 1.9970e+03, 1.9980e+03,\n"
+        "        1.9990e+03])"
+    )
 
 
 def test_repr_appends_autograd_suffixes():
@@ -55,3 +59,12 @@ def test_repr_wraps_long_rows_at_80_columns():
     text = format_tensor(np.arange(30, dtype=np.float32) / 7, "float32")
     assert all(len(line) <= 80 for line in text.splitlines())
     assert text.count("\n") >= 2
+
+
+def test_repr_pads_to_the_finite_values_only_like_pytorch():
+    assert format_tensor(np.array([np.nan, np.inf, 1.0], np.float32), "float32") == (
+        "tensor([nan, inf, 1.])"
+    )
+    assert format_tensor(np.array([np.nan, -np.inf, 1.5], np.float32), "float32") == (
+        "tensor([   nan,   -inf, 1.5000])"
+    )

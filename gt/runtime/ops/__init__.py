@@ -6,12 +6,25 @@ the sharding family), the worker (the kernel, written once against ``xp``) and t
 names). Adding a primitive means adding an :class:`~gt.runtime.ops.base.Op` to one of the family
 modules below (and its tests); see the README's "Adding a primitive".
 
-Families: :mod:`.elementwise`, :mod:`.reduce`, :mod:`.shape`, :mod:`.creation`, :mod:`.movement`.
+Families: :mod:`.elementwise`, :mod:`.reduce`, :mod:`.shape`, :mod:`.creation`, :mod:`.movement`,
+:mod:`.mathfn` (stable math, rounding, BCE), :mod:`.scan` (products), :mod:`.sort`, :mod:`.conv`
+(sliding windows), :mod:`.index` (scatter).
 """
 
 from __future__ import annotations
 
-from gt.runtime.ops import creation, elementwise, movement, reduce, shape
+from gt.runtime.ops import (
+    conv,
+    creation,
+    elementwise,
+    index,
+    mathfn,
+    movement,
+    reduce,
+    scan,
+    shape,
+    sort,
+)
 from gt.runtime.ops.base import Op, Past, sum_to
 
 
@@ -35,7 +48,18 @@ def _build(entries: list[Op]) -> tuple[tuple[Op, ...], dict[str, Op]]:
 
 #: Every entry, indexed by opcode.
 REGISTRY, BY_NAME = _build(
-    [*movement.ENTRIES, *creation.ENTRIES, *elementwise.ENTRIES, *reduce.ENTRIES, *shape.ENTRIES]
+    [
+        *movement.ENTRIES,
+        *creation.ENTRIES,
+        *elementwise.ENTRIES,
+        *reduce.ENTRIES,
+        *shape.ENTRIES,
+        *mathfn.ENTRIES,
+        *scan.ENTRIES,
+        *sort.ENTRIES,
+        *conv.ENTRIES,
+        *index.ENTRIES,
+    ]
 )
 #: Op names by opcode (what traces carry in their header).
 OPS: tuple[str, ...] = tuple(op.name for op in REGISTRY)

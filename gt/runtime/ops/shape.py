@@ -118,15 +118,107 @@ def _k_expand(be: Any) -> Any:
     return lambda v, at: xp.broadcast_to(v[0], tuple(at["shape"]))
 
 
+# ----------------------------------------------------------------------------- bounds checks
+def index_arrays(key: list, tensors: list, ndim: int) -> list[tuple[int, Any, bool]]:
+    """``(axis, index, on_host)`` for every integer index array of a wire key: an int list
+    (``on_host``) or an integer index tensor, with the axis of the indexed array it selects
+    along (a boolean mask spans as many axes as it has dimensions; ``...`` the rest)."""
+    consumed = 0
+    for item in key:
+        if item[0] == "t":
+            t = tensors[item[1]]
+            consumed += t.ndim if t.dtype.kind == "b" else 1
+        elif item[0] in ("s", "i", "l"):
+            consumed += 1
+    out: list[tuple[int, Any, bool]] = []
+    axis = 0
+    for item in key:
+        tag = item[0]
+        if tag == "e":
+            axis += ndim - consumed
+        elif tag == "t":
+            t = tensors[item[1]]
+            if t.dtype.kind == "b":
+                axis += t.ndim
+                continue
+            out.append((axis, t, False))
+            axis += 1
+        elif tag == "l":
+            out.append((axis, item[1], True))
+            axis += 1
+        elif tag in ("s", "i"):
+            axis += 1
+    return out
+
+
+def _out_of_range(axis: int, dim: int, value: Any) -> IndexError:
+    return IndexError(f"index {int(value)} is out of bounds for axis {axis} with size {dim}")
+
+
+def bounds_check(be: Any) -> Any:
+    """A check that every integer index array of a key is in range for the indexed shape, raising
+    ``IndexError`` as NumPy does; ``None`` on NumPy, which raises by itself.
+
+    CuPy wraps out-of-range indices around instead (documented behaviour), so ``x[[7]] = 1`` on a
+    3-vector would write ``x[1]``. The check runs on the device: one fused comparison and
+    reduction per index tensor, and one read of the result (a stream synchronization, the price
+    of raising at the op that did it); int lists are checked on the host, at no device cost.
+    """
+    if be.name == "numpy":
+        return None
+    xp = be.xp
+
+    def check(key: list, tensors: list, shape: tuple) -> None:
+        bad_any = None
+        found = index_arrays(key, tensors, len(shape))
+        for axis, idx, on_host in found:
+            if axis >= len(shape):
+                continue  # too many indices: the indexing itself raises
+            dim = shape[axis]
+            if on_host:
+                a = np.asarray(idx, dtype=np.int64).reshape(-1)
+                bad_host = (a < -dim) | (a >= dim)
+                if bad_host.any():
+                    raise _out_of_range(axis, dim, a[bad_host][0])
+                continue
+            if idx.size == 0:
+                continue
+            bad = xp.any((idx < -dim) | (idx >= dim))
+            bad_any = bad if bad_any is None else bad_any | bad
+        if bad_any is not None and bool(bad_any):  # one synchronization for every index tensor
+            for axis, idx, on_host in found:
+                if on_host or axis >= len(shape) or idx.size == 0:
+                    continue
+                dim = shape[axis]
+                mask = (idx < -dim) | (idx >= dim)
+                if bool(xp.any(mask)):
+                    raise _out_of_range(axis, dim, idx[mask].reshape(-1)[0])
+
+    return check
+
+
+# ----------------------------------------------------------------------------- indexing kernels
 def _k_getitem(be: Any) -> Any:
-    return lambda v, at: v[0][build_key(at["key"], v[1:])]
+    check = bounds_check(be)
+    if check is None:
+        return lambda v, at: v[0][build_key(at["key"], v[1:])]
+
+    def h(v: list, at: dict) -> Any:
+        check(at["key"], v[1:], v[0].shape)
+        return v[0][build_key(at["key"], v[1:])]
+
+    return h
 
 
 def _k_setitem(be: Any) -> Any:
+    check = bounds_check(be)
+
     def h(v: list, at: dict) -> Any:
         # Write into the array only when the client asked for it (out id == input id) and no other
         # tensor can observe it; otherwise work on a copy, so tensors never share values.
         x = v.pop(0)  # so the argument list no longer refers to it
+        if check is not None:
+            check(at["key"], v[1:], x.shape)
         if not (at.get("inplace") and private(x)):
             x = x.copy()
         x[build_key(at["key"], v[1:])] = v[0]
@@ -137,9 +229,12 @@ def _k_setitem(be: Any) -> Any:
 
 def _k_index_add(be: Any) -> Any:
     scatter_add = be.scatter_add
+    check = bounds_check(be)
 
     def h(v: list, at: dict) -> Any:
         out = v.pop(0)
+        if check is not None:
+            check(at["key"], v[1:], out.shape)
         if not (at.get("inplace") and private(out)):
             out = out.copy()
         key = build_key(at["key"], v[1:])

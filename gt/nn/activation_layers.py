@@ -1,0 +1,274 @@
+"""Activation modules (``ReLU``, ``GELU``, ``LeakyReLU`` ...), printed with PyTorch's arguments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gt import factories as F
+from gt.nn import functional as fn
+from gt.nn.module import Module, Parameter
+from gt.tensor import Tensor
+
+
+class _Activation(Module):
+    """An activation without arguments (``inplace`` is accepted, as in PyTorch)."""
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+
+class ReLU(_Activation):
+    """``max(x, 0)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fn.relu(x, self.inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
+
+
+class ReLU6(_Activation):
+    """``min(max(x, 0), 6)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fn.relu6(x)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
+
+
+class Tanh(_Activation):
+    """Hyperbolic tangent."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.tanh()
+
+
+class Sigmoid(_Activation):
+    """Logistic sigmoid."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.sigmoid()
+
+
+class SiLU(_Activation):
+    """``x * sigmoid(x)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.silu()
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
+
+
+class Mish(_Activation):
+    """``x * tanh(softplus(x))``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fn.mish(x)
+
+
+class Hardswish(_Activation):
+    """``x * relu6(x + 3) / 6``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fn.hardswish(x)
+
+
+class Hardsigmoid(_Activation):
+    """``relu6(x + 3) / 6``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fn.hardsigmoid(x)
+
+
+class Softsign(_Activation):
+    """``x / (1 + |x|)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fn.softsign(x)
+
+
+class LogSigmoid(_Activation):
+    """``log(sigmoid(x))``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fn.logsigmoid(x)
+
+
+class Tanhshrink(_Activation):
+    """``x - tanh(x)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fn.tanhshrink(x)
+
+
+class SELU(_Activation):
+    """Scaled ELU."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fn.selu(x)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
+
+
+class GELU(Module):
+    """Gaussian error linear unit (``approximate="tanh"`` for the tanh form)."""
+
+    def __init__(self, approximate: str = "none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.gelu(self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class LeakyReLU(Module):
+    """``x`` for positive ``x``, else ``negative_slope * x``."""
+
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
+        super().__init__()
+        self.negative_slope, self.inplace = negative_slope, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fn.leaky_relu(x, self.negative_slope)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+
+
+class ELU(Module):
+    """``x`` for positive ``x``, else ``alpha * (exp(x) - 1)``."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        super().__init__()
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fn.elu(x, self.alpha)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class CELU(ELU):
+    """``x`` for positive ``x``, else ``alpha * (exp(x / alpha) - 1)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fn.celu(x, self.alpha)
+
+
+class Hardtanh(Module):
+    """``x`` clamped to ``[min_val, max_val]``."""
+
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+        super().__init__()
+        self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fn.hardtanh(x, self.min_val, self.max_val)
+
+    def extra_repr(self) -> str:
+        return f"min_val={self.min_val}, max_val={self.max_val}" + (
+            ", inplace=True" if self.inplace else ""
+        )
+
+
+class Softplus(Module):
+    """``log(1 + exp(beta * x)) / beta``."""
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0):
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fn.softplus(x, self.beta, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"beta={float(self.beta)}, threshold={float(self.threshold)}"
+
+
+class Threshold(Module):
+    """``x`` where ``x > threshold``, else ``value``."""
+
+    def __init__(self, threshold: float, value: float, inplace: bool = False):
+        super().__init__()
+        self.threshold, self.value, self.inplace = threshold, value, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fn.threshold(x, self.threshold, self.value)
+
+    def extra_repr(self) -> str:
+        return f"threshold={self.threshold}, value={self.value}" + (
+            ", inplace=True" if self.inplace else ""
+        )
+
+
+class PReLU(Module):
+    """Leaky ReLU with a learned slope (one, or one per channel)."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device: Any = None,
+                 dtype: Any = None):  # fmt: skip
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.weight = Parameter(F.full((num_parameters,), init, dtype=dtype or "float32"))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fn.prelu(x, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
+
+
+class GLU(Module):
+    """``a * sigmoid(b)`` for the two halves of ``dim``."""
+
+    def __init__(self, dim: int = -1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fn.glu(x, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+def _implicit_dim(x: Tensor, dim: int | None) -> int:
+    """PyTorch's legacy choice when no ``dim`` is given: 0 for 0-, 1- and 3-d inputs, else 1."""
+    if dim is not None:
+        return dim
+    return 0 if x.ndim in (0, 1, 3) else 1
+
+
+class Softmax(Module):
+    """Softmax over ``dim``."""
+
+    def __init__(self, dim: int | None = None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.softmax(_implicit_dim(x, self.dim))
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Softmax):
+    """Log-softmax over ``dim``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.log_softmax(_implicit_dim(x, self.dim))
+
+
+class Softmin(Softmax):
+    """Softmax of ``-x`` over ``dim``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fn.softmin(x, _implicit_dim(x, self.dim))

@@ -1,0 +1,278 @@
+"""Loss functions of ``gt.nn.functional`` (PyTorch's names, arguments and formulas).
+
+Composed from tensor ops, except ``binary_cross_entropy``, a primitive (see
+:mod:`gt.runtime.ops.mathfn`). Class targets live on the workers, so an out-of-range class index is
+reported by the worker at the next sync point, as on a GPU in PyTorch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gt import shapes as S
+from gt.errors import ShapeError
+from gt.factories import arange
+from gt.ops.arith import where
+from gt.tensor import Tensor
+
+# ruff: noqa: A002 - PyTorch's parameter names (input, ...)
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _reduce(loss: Tensor, reduction: str, op: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS}, not {reduction!r}")
+
+
+def _same_shape(input: Tensor, target: Tensor, op: str) -> None:
+    if input.shape != target.shape:
+        raise ShapeError(
+            f"{op}: using a target size ({list(target.shape)}) that is different to the input size "
+            f"({list(input.shape)}) is not supported"
+        )
+
+
+# ------------------------------------------------------------------ losses
+def mse_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,
+             reduction: str = "mean") -> Tensor:  # fmt: skip
+    """Mean squared error (``target`` broadcasts against ``input``)."""
+    d = input - target
+    return _reduce(d * d, _legacy_reduction(size_average, reduce, reduction), "mse_loss")
+
+
+def l1_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,
+            reduction: str = "mean") -> Tensor:  # fmt: skip
+    """Mean absolute error."""
+    red = _legacy_reduction(size_average, reduce, reduction)
+    return _reduce((input - target).abs(), red, "l1_loss")
+
+
+def _class_last(input: Tensor, target: Tensor, op: str) -> tuple[Tensor, Tensor]:
+    """Bring ``[N, C, d1, ...]`` inputs to ``[N*d1*..., C]`` and targets to ``[N*d1*...]``."""
+    if input.ndim == 1:
+        return input.reshape(1, -1), target.reshape(
+            1
+        ) if target.dtype in S.INT_DTYPES else target.reshape(1, -1)
+    if input.ndim == 2:
+        return input, target
+    perm = [0, *range(2, input.ndim), 1]
+    x = input.permute(perm).reshape(-1, input.shape[1])
+    if target.dtype in S.INT_DTYPES:
+        return x, target.reshape(-1)
+    return x, target.permute(perm).reshape(-1, input.shape[1])
+
+
+def _check_target(input: Tensor, target: Tensor, op: str) -> None:
+    if target.dtype not in S.INT_DTYPES:
+        raise TypeError(f"{op}: expected an integer target tensor, got {target.dtype}")
+    expect = input.shape[:1] + input.shape[2:] if input.ndim >= 2 else ()
+    if target.shape != expect:
+        raise ShapeError(
+            f"{op}: expected target of shape {list(expect)} for input of shape {list(input.shape)}, "
+            f"got {list(target.shape)}"
+        )
+
+
+def nll_loss(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average: Any = None,
+    ignore_index: int = -100,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """Negative log-likelihood of integer class targets given log-probabilities ``[N, C]``.
+
+    Targets equal to ``ignore_index`` contribute nothing (and are not counted by the mean).
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_target(input, target, "nll_loss")
+    out_shape = target.shape
+    x, t = _class_last(input, target, "nll_loss")
+    keep = t != ignore_index
+    safe = where(keep, t, 0)
+    picked = x[arange(x.shape[0]), safe]
+    w = keep.to(x.dtype)
+    if weight is not None:
+        if weight.shape != (x.shape[1],):
+            raise ShapeError(
+                f"nll_loss: weight of shape {list(weight.shape)} should have one value per class ({x.shape[1]})"
+            )
+        w = w * weight[safe]
+    loss = -(picked * w)
+    if reduction == "mean":
+        return loss.sum() / w.sum()
+    return _reduce(loss.reshape(out_shape), reduction, "nll_loss")
+
+
+def cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average: Any = None,
+    ignore_index: int = -100,
+    reduce: Any = None,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
+    """Cross entropy of logits ``[N, C]`` (or ``[N, C, d1, ...]`` / ``[C]``) and targets.
+
+    Targets are class indices (an integer tensor of shape ``[N]``) or class probabilities (a float
+    tensor shaped like ``input``).
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if input.ndim == 0:
+        raise ShapeError("cross_entropy: input must have at least one dimension (the classes)")
+    cdim = 0 if input.ndim == 1 else 1
+    if target.dtype in S.FLOAT_DTYPES:
+        _same_shape(input, target, "cross_entropy")
+    else:
+        _check_target(input, target, "cross_entropy")
+    logp = input.log_softmax(cdim)
+    if target.dtype in S.FLOAT_DTYPES:
+        x, t = _class_last(logp, target, "cross_entropy")
+        if label_smoothing:
+            t = t * (1.0 - label_smoothing) + label_smoothing / x.shape[1]
+        per = -(x * (t if weight is None else t * weight)).sum(1)
+        return _reduce(
+            per.reshape(target.shape[:1] + target.shape[2:] if input.ndim > 1 else ()),
+            reduction,
+            "cross_entropy",
+        )
+    loss = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
+    if not label_smoothing:
+        return loss
+    # PyTorch's smoothing term: the (class-weighted) sum of -log p over the classes, averaged like
+    # the NLL term (over the targets' weights), times label_smoothing / C.
+    x, t = _class_last(logp, target, "cross_entropy")
+    keep = (t != ignore_index).to(x.dtype)
+    per = -((x * weight).sum(1) if weight is not None else x.sum(1)) * keep
+    if reduction == "mean":
+        if weight is not None:
+            smooth = per.sum() / (weight[where(t != ignore_index, t, 0)] * keep).sum()
+        else:
+            smooth = per.sum() / keep.sum()
+    else:
+        smooth = _reduce(per.reshape(target.shape), reduction, "cross_entropy")
+    return loss * (1.0 - label_smoothing) + smooth * (label_smoothing / x.shape[1])
+
+
+def binary_cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """Binary cross entropy of probabilities (logs clamped at -100, as in PyTorch).
+
+    One primitive with PyTorch's derivative ``(p - t) / max(p (1 - p), 1e-12)``, which stays finite
+    when a sigmoid before it saturates to exactly 0 or 1.
+    """
+    _same_shape(input, target, "binary_cross_entropy")
+    loss = input._apply("binary_cross_entropy", [input, target.to(input.dtype)])
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, _legacy_reduction(size_average, reduce, reduction), "binary_cross_entropy")
+
+
+def binary_cross_entropy_with_logits(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+    pos_weight: Tensor | None = None,
+) -> Tensor:
+    """Binary cross entropy of logits, without overflow: ``(1 - t) x + softplus(-x)`` (weighted by
+    ``1 + (pos_weight - 1) t``), whose derivative ``sigmoid(x) - t`` is right at 0 too."""
+    _same_shape(input, target, "binary_cross_entropy_with_logits")
+    log1p_exp = (-input).softplus()  # log(1 + exp(-x))
+    if pos_weight is None:
+        loss = (1.0 - target) * input + log1p_exp
+    else:
+        loss = (1.0 - target) * input + (1.0 + (pos_weight - 1.0) * target) * log1p_exp
+    if weight is not None:
+        loss = loss * weight
+    red = _legacy_reduction(size_average, reduce, reduction)
+    return _reduce(loss, red, "binary_cross_entropy_with_logits")
+
+
+def smooth_l1_loss(
+    input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,
+    reduction: str = "mean", beta: float = 1.0,
+) -> Tensor:  # fmt: skip
+    """Squared error below ``beta`` (halved, over ``beta``), absolute error above."""
+    d = input - target
+    if beta == 0:
+        loss = d.abs()
+    else:
+        a = d.abs()
+        loss = where(a < beta, d * d * (0.5 / beta), a - 0.5 * beta)
+    return _reduce(loss, _legacy_reduction(size_average, reduce, reduction), "smooth_l1_loss")
+
+
+def huber_loss(
+    input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0
+) -> Tensor:
+    """Squared error below ``delta`` (halved), ``delta`` times the absolute error above."""
+    d = input - target
+    a = d.abs()
+    loss = where(a < delta, d * d * 0.5, (a - 0.5 * delta) * delta)
+    return _reduce(loss, reduction, "huber_loss")
+
+
+def kl_div(
+    input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,
+    reduction: str = "mean", log_target: bool = False,
+) -> Tensor:  # fmt: skip
+    """KL divergence of log-probabilities ``input`` from ``target`` (probabilities, or log ones
+    with ``log_target``); ``reduction="batchmean"`` divides the sum by the batch size."""
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        # target * log(target), taken as 0 where target is 0 (xlogy)
+        safe = where(target > 0, target, 1.0)
+        loss = target * safe.log() - target * input
+    red = _legacy_reduction(size_average, reduce, reduction)
+    if red == "batchmean":
+        return loss.sum() / (input.shape[0] if input.ndim else 1)
+    return _reduce(loss, red, "kl_div")
+
+
+def margin_ranking_loss(
+    input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, reduction: str = "mean"
+) -> Tensor:
+    """``max(0, -target * (input1 - input2) + margin)``."""
+    loss = (-target * (input1 - input2) + margin).clamp(min=0.0)
+    return _reduce(loss, reduction, "margin_ranking_loss")
+
+
+def cosine_embedding_loss(
+    input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, reduction: str = "mean"
+) -> Tensor:
+    """``1 - cos`` for similar pairs (target 1), ``max(0, cos - margin)`` for dissimilar (-1)."""
+    eps = 1e-12
+    prod = (input1 * input2).sum(-1)
+    mag = ((input1 * input1).sum(-1) + eps) * ((input2 * input2).sum(-1) + eps)
+    cos = prod / mag.sqrt()
+    loss = where(target == 1, 1.0 - cos, (cos - margin).clamp(min=0.0))
+    return _reduce(loss, reduction, "cosine_embedding_loss")
+
+
+def _legacy_reduction(size_average: Any, reduce: Any, reduction: str) -> str:
+    """PyTorch's deprecated ``size_average``/``reduce`` flags, mapped to ``reduction``."""
+    if size_average is None and reduce is None:
+        return reduction
+    if reduce is False:
+        return "none"
+    return "sum" if size_average is False else "mean"

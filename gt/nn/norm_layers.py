@@ -1,0 +1,218 @@
+"""Normalization modules: ``BatchNorm1d/2d/3d``, ``GroupNorm``, ``InstanceNorm1d/2d``, ``RMSNorm``,
+``LocalResponseNorm`` (``LayerNorm`` is in :mod:`gt.nn.layers`), with PyTorch's buffers, state dict
+keys and ``repr``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gt import factories as F
+from gt.autograd import no_grad
+from gt.errors import ShapeError
+from gt.nn import normalization as N
+from gt.nn.module import Module, Parameter
+from gt.tensor import Tensor
+
+
+class _BatchNorm(Module):
+    """Batch normalization over dimension 1, with running statistics for evaluation.
+
+    Args:
+        num_features: channels (dimension 1 of the input).
+        eps: added to the variance.
+        momentum: weight of the newest batch in the running statistics (``None``: a cumulative
+            average over the batches seen).
+        affine: learn ``weight`` (ones) and ``bias`` (zeros).
+        track_running_stats: keep ``running_mean``, ``running_var`` and ``num_batches_tracked``.
+    """
+
+    _expected_dims: tuple[int, ...] = ()
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, device: Any = None,
+                 dtype: Any = None):  # fmt: skip
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = Parameter(F.ones(num_features, dtype=dtype))
+            self.bias = Parameter(F.zeros(num_features, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", F.zeros(num_features, dtype=dtype))
+            self.register_buffer("running_var", F.ones(num_features, dtype=dtype))
+            self.register_buffer("num_batches_tracked", F.zeros((), dtype="int64"))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+
+    def reset_running_stats(self) -> None:
+        """Running mean 0, variance 1, no batches seen."""
+        if self.track_running_stats:
+            with no_grad():
+                self.running_mean.zero_()
+                self.running_var.fill_(1.0)
+                self.num_batches_tracked.zero_()
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self._expected_dims and x.ndim not in self._expected_dims:
+            raise ValueError(
+                f"expected {' or '.join(f'{d}D' for d in self._expected_dims)} input (got {x.ndim}D input)"
+            )
+        momentum = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            with no_grad():
+                self.num_batches_tracked.add_(1)
+            if self.momentum is None:  # cumulative moving average
+                momentum = 1.0 / float(self.num_batches_tracked.item())
+        use_batch = self.training or not self.track_running_stats
+        return N.batch_norm(
+            x,
+            self.running_mean if not self.training or self.track_running_stats else None,
+            self.running_var if not self.training or self.track_running_stats else None,
+            self.weight,
+            self.bias,
+            use_batch,
+            momentum,
+            self.eps,
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+            f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}"
+        )
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalization of ``[N, C]`` or ``[N, C, L]``."""
+
+    _expected_dims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalization of ``[N, C, H, W]``."""
+
+    _expected_dims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalization of ``[N, C, D, H, W]``."""
+
+    _expected_dims = (5,)
+
+
+class GroupNorm(Module):
+    """Normalize groups of channels of each sample, then scale and shift per channel."""
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
+                 device: Any = None, dtype: Any = None):  # fmt: skip
+        super().__init__()
+        if num_channels % num_groups:
+            raise ValueError("num_channels must be divisible by num_groups")
+        self.num_groups, self.num_channels, self.eps, self.affine = (
+            num_groups,
+            num_channels,
+            eps,
+            affine,
+        )
+        if affine:
+            self.weight = Parameter(F.ones(num_channels, dtype=dtype))
+            self.bias = Parameter(F.zeros(num_channels, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return N.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+            f"bias={self.bias is not None}"
+        )
+
+
+class _InstanceNorm(Module):
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+                 affine: bool = False, track_running_stats: bool = False, device: Any = None,
+                 dtype: Any = None):  # fmt: skip
+        super().__init__()
+        if track_running_stats:
+            raise NotImplementedError("InstanceNorm: track_running_stats=True is not supported")
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = Parameter(F.ones(num_features, dtype=dtype))
+            self.bias = Parameter(F.zeros(num_features, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, x: Tensor) -> Tensor:
+        unbatched = x.ndim == self._unbatched_dims
+        out = N.instance_norm(x.unsqueeze(0) if unbatched else x, weight=self.weight,
+                              bias=self.bias, eps=self.eps)  # fmt: skip
+        return out.squeeze(0) if unbatched else out
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+            f"track_running_stats={self.track_running_stats}"
+        )
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Normalize each channel of each sample of ``[N, C, L]`` over ``L``."""
+
+    _unbatched_dims = 2
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Normalize each channel of each sample of ``[N, C, H, W]`` over ``H, W``."""
+
+    _unbatched_dims = 3
+
+
+class RMSNorm(Module):
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing ``normalized_shape``."""
+
+    def __init__(self, normalized_shape: int | Sequence[int], eps: float | None = None,
+                 elementwise_affine: bool = True, device: Any = None, dtype: Any = None):  # fmt: skip
+        super().__init__()
+        shape = (
+            (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        )
+        self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(F.ones(shape, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return N.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+        )
+
+
+class LocalResponseNorm(Module):
+    """Normalize by the sum of squares over neighbouring channels."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim < 3:
+            raise ShapeError(f"LocalResponseNorm: expected 3-d or more input, got {x.ndim}-d")
+        return N.local_response_norm(x, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

@@ -1,0 +1,153 @@
+"""Normalizations as functions: ``batch_norm``, ``group_norm``, ``instance_norm``, ``rms_norm``.
+
+Composed from reductions and elementwise ops with PyTorch's formulas: batch statistics use the
+biased variance for normalizing and the unbiased one for the running estimate, which is updated in
+place (without autograd) when training. ``layer_norm`` lives in :mod:`gt.nn.functional`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from gt.autograd import no_grad
+from gt.errors import ShapeError
+from gt.tensor import Tensor
+
+# ruff: noqa: A002 - PyTorch's parameter names (input, ...)
+
+
+def _channel_shape(x: Tensor) -> tuple[int, ...]:
+    return (1, x.shape[1]) + (1,) * (x.ndim - 2)
+
+
+def batch_norm(
+    input: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Normalize each channel (dimension 1) by batch statistics (training, or no running
+    statistics) or by the running ones; update the running ones in place when training."""
+    if input.ndim < 2:
+        raise ShapeError(f"batch_norm: expected at least 2-d input, got shape {list(input.shape)}")
+    dims = (0,) + tuple(range(2, input.ndim))
+    cs = _channel_shape(input)
+    if training or running_mean is None or running_var is None:
+        n = input.numel() // input.shape[1]
+        if training and n <= 1:
+            raise ValueError(
+                f"Expected more than 1 value per channel when training, got input size {list(input.shape)}"
+            )
+        mean = input.mean(dims, keepdim=True)
+        d = input - mean
+        var = (d * d).mean(dims, keepdim=True)
+        if training and running_mean is not None and running_var is not None:
+            with no_grad():
+                m = momentum
+                running_mean.mul_(1.0 - m).add_(mean.reshape(-1).to(running_mean.dtype) * m)
+                unbiased = var.reshape(-1) * (n / (n - 1))
+                running_var.mul_(1.0 - m).add_(unbiased.to(running_var.dtype) * m)
+        out = d * (var + eps).rsqrt()
+    else:
+        out = (input - running_mean.reshape(cs)) * (running_var.reshape(cs) + eps).rsqrt()
+    if weight is not None:
+        out = out * weight.reshape(cs)
+    if bias is not None:
+        out = out + bias.reshape(cs)
+    return out
+
+
+def instance_norm(
+    input: Tensor,
+    running_mean: Tensor | None = None,
+    running_var: Tensor | None = None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Normalize each sample's channels over their spatial dimensions."""
+    dims = tuple(range(2, input.ndim))
+    mean = input.mean(dims, keepdim=True)
+    d = input - mean
+    out = d * ((d * d).mean(dims, keepdim=True) + eps).rsqrt()
+    cs = _channel_shape(input)
+    if weight is not None:
+        out = out * weight.reshape(cs)
+    if bias is not None:
+        out = out + bias.reshape(cs)
+    return out
+
+
+def group_norm(
+    input: Tensor,
+    num_groups: int,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Normalize each group of ``C / num_groups`` channels of each sample."""
+    n, c = input.shape[:2]
+    if c % num_groups:
+        raise ShapeError(f"group_norm: {c} channels cannot be split into {num_groups} groups")
+    x = input.reshape(n, num_groups, -1)
+    mean = x.mean(-1, keepdim=True)
+    d = x - mean
+    out = (d * ((d * d).mean(-1, keepdim=True) + eps).rsqrt()).reshape(input.shape)
+    cs = _channel_shape(input)
+    if weight is not None:
+        out = out * weight.reshape(cs)
+    if bias is not None:
+        out = out + bias.reshape(cs)
+    return out
+
+
+def rms_norm(
+    input: Tensor,
+    normalized_shape: int | Sequence[int],
+    weight: Tensor | None = None,
+    eps: float | None = None,
+) -> Tensor:
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing ``normalized_shape`` dimensions
+    (``eps`` defaults to the dtype's machine epsilon, as in PyTorch)."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if tuple(input.shape[input.ndim - len(shape) :]) != shape:
+        raise ShapeError(
+            f"rms_norm: input of shape {list(input.shape)} does not end with {list(shape)}"
+        )
+    if eps is None:
+        eps = float(np.finfo(np.dtype(input.dtype)).eps)
+    dims = tuple(range(input.ndim - len(shape), input.ndim))
+    out = input * ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
+    return out * weight if weight is not None else out
+
+
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75,
+                        k: float = 1.0) -> Tensor:  # fmt: skip
+    """Normalize by the sum of squares over ``size`` neighbouring channels."""
+    sq = input * input
+    pad_front, pad_back = size // 2, (size - 1) // 2
+    zeros_front = sq.new_zeros((sq.shape[0], pad_front) + tuple(sq.shape[2:]))
+    zeros_back = sq.new_zeros((sq.shape[0], pad_back) + tuple(sq.shape[2:]))
+    padded = sq._apply("concat", [zeros_front, sq, zeros_back], {"axis": 1}) if size > 1 else sq
+    total = padded.narrow(1, 0, input.shape[1])
+    for i in range(1, size):
+        total = total + padded.narrow(1, i, input.shape[1])
+    return input / (total * (alpha / size) + k) ** beta
+
+
+__all__: list[Any] = [
+    "batch_norm",
+    "group_norm",
+    "instance_norm",
+    "local_response_norm",
+    "rms_norm",
+]

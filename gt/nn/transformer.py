@@ -1,0 +1,161 @@
+"""``TransformerEncoderLayer``/``TransformerEncoder`` and the decoder pair, as PyTorch's (same
+submodule names and order, so state dicts and ``repr`` match): post-norm by default,
+``norm_first=True`` for pre-norm."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from gt.nn import functional as fn
+from gt.nn.attention import MultiheadAttention
+from gt.nn.containers import ModuleList
+from gt.nn.layers import Dropout, LayerNorm, Linear
+from gt.nn.module import Module
+from gt.tensor import Tensor
+
+
+def _activation(activation: str | Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
+    if callable(activation):
+        return activation
+    if activation == "relu":
+        return fn.relu
+    if activation == "gelu":
+        return fn.gelu
+    raise RuntimeError(f"activation should be relu/gelu, not {activation}")
+
+
+class TransformerEncoderLayer(Module):
+    """Self-attention and a feed-forward block, each with a residual connection and LayerNorm."""
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
+                 dropout: float = 0.1, activation: Any = "relu", layer_norm_eps: float = 1e-5,
+                 batch_first: bool = False, norm_first: bool = False, bias: bool = True,
+                 device: Any = None, dtype: Any = None):  # fmt: skip
+        super().__init__()
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias, batch_first=batch_first,
+                                            dtype=dtype)  # fmt: skip
+        self.linear1 = Linear(d_model, dim_feedforward, bias, dtype=dtype)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias, dtype=dtype)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype)
+        self.norm2 = LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.activation = _activation(activation)
+
+    def forward(self, src: Tensor, src_mask: Tensor | None = None,
+                src_key_padding_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:  # fmt: skip
+        x = src
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            x = x + self._ff_block(self.norm2(x))
+        else:
+            x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
+            x = self.norm2(x + self._ff_block(x))
+        return x
+
+    def _sa_block(self, x: Tensor, mask: Tensor | None, pad: Tensor | None,
+                  is_causal: bool) -> Tensor:  # fmt: skip
+        out = self.self_attn(x, x, x, attn_mask=mask, key_padding_mask=pad, need_weights=False,
+                             is_causal=is_causal)[0]  # fmt: skip
+        return self.dropout1(out)
+
+    def _ff_block(self, x: Tensor) -> Tensor:
+        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerDecoderLayer(Module):
+    """Self-attention, attention over the encoder's output, and a feed-forward block."""
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
+                 dropout: float = 0.1, activation: Any = "relu", layer_norm_eps: float = 1e-5,
+                 batch_first: bool = False, norm_first: bool = False, bias: bool = True,
+                 device: Any = None, dtype: Any = None):  # fmt: skip
+        super().__init__()
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias, batch_first=batch_first,
+                                            dtype=dtype)  # fmt: skip
+        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout, bias,
+                                                 batch_first=batch_first, dtype=dtype)  # fmt: skip
+        self.linear1 = Linear(d_model, dim_feedforward, bias, dtype=dtype)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias, dtype=dtype)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype)
+        self.norm2 = LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype)
+        self.norm3 = LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.dropout3 = Dropout(dropout)
+        self.activation = _activation(activation)
+
+    def forward(self, tgt: Tensor, memory: Tensor, tgt_mask: Tensor | None = None,
+                memory_mask: Tensor | None = None, tgt_key_padding_mask: Tensor | None = None,
+                memory_key_padding_mask: Tensor | None = None, tgt_is_causal: bool = False,
+                memory_is_causal: bool = False) -> Tensor:  # fmt: skip
+        x = tgt
+        if self.norm_first:
+            x = x + self._sa(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
+            x = x + self._mha(self.norm2(x), memory, memory_mask, memory_key_padding_mask,
+                              memory_is_causal)  # fmt: skip
+            x = x + self._ff(self.norm3(x))
+        else:
+            x = self.norm1(x + self._sa(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
+            x = self.norm2(x + self._mha(x, memory, memory_mask, memory_key_padding_mask,
+                                         memory_is_causal))  # fmt: skip
+            x = self.norm3(x + self._ff(x))
+        return x
+
+    def _sa(self, x: Tensor, mask: Any, pad: Any, causal: bool) -> Tensor:
+        return self.dropout1(self.self_attn(x, x, x, attn_mask=mask, key_padding_mask=pad,
+                                            need_weights=False, is_causal=causal)[0])  # fmt: skip
+
+    def _mha(self, x: Tensor, mem: Tensor, mask: Any, pad: Any, causal: bool) -> Tensor:
+        return self.dropout2(self.multihead_attn(x, mem, mem, attn_mask=mask, key_padding_mask=pad,
+                                                 need_weights=False, is_causal=causal)[0])  # fmt: skip
+
+    def _ff(self, x: Tensor) -> Tensor:
+        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerEncoder(Module):
+    """``num_layers`` copies of an encoder layer, then an optional norm."""
+
+    def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int,
+                 norm: Module | None = None, enable_nested_tensor: bool = True,
+                 mask_check: bool = True):  # fmt: skip
+        super().__init__()
+        self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(self, src: Tensor, mask: Tensor | None = None,
+                src_key_padding_mask: Tensor | None = None, is_causal: bool | None = None) -> Tensor:  # fmt: skip
+        out = src
+        for layer in self.layers:
+            out = layer(out, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
+                        is_causal=bool(is_causal))  # fmt: skip
+        return self.norm(out) if self.norm is not None else out
+
+
+class TransformerDecoder(Module):
+    """``num_layers`` copies of a decoder layer, then an optional norm."""
+
+    def __init__(self, decoder_layer: TransformerDecoderLayer, num_layers: int,
+                 norm: Module | None = None):  # fmt: skip
+        super().__init__()
+        self.layers = ModuleList([copy.deepcopy(decoder_layer) for _ in range(num_layers)])
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(self, tgt: Tensor, memory: Tensor, tgt_mask: Tensor | None = None,
+                memory_mask: Tensor | None = None, tgt_key_padding_mask: Tensor | None = None,
+                memory_key_padding_mask: Tensor | None = None, tgt_is_causal: bool | None = None,
+                memory_is_causal: bool = False) -> Tensor:  # fmt: skip
+        out = tgt
+        for layer in self.layers:
+            out = layer(out, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                        memory_key_padding_mask, bool(tgt_is_causal), memory_is_causal)  # fmt: skip
+        return self.norm(out) if self.norm is not None else out

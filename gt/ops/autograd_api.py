@@ -1,0 +1,98 @@
+"""Autograd on a tensor: ``requires_grad`` (checked as PyTorch checks it), ``backward``,
+``detach``, ``retain_grad``, ``is_leaf``, ``grad_fn`` (a :class:`Tensor` mixin)."""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from gt import shapes as S
+from gt.autograd import backward
+
+if TYPE_CHECKING:
+    from gt.tensor import Tensor
+
+_FLOATS = frozenset(S.FLOAT_DTYPES)
+
+
+class AutogradOps:
+    """Autograd flags and entry points of :class:`gt.Tensor`."""
+
+    __slots__ = ()
+
+    @property
+    def requires_grad(self) -> bool:
+        """Whether ops on this tensor are recorded for :meth:`backward`."""
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if self._node is not None:
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use a "
+                "computed variable in a subgraph that doesn't require differentiation use "
+                "var_no_grad = var.detach()."
+            )
+        if value and self.dtype not in _FLOATS:
+            raise RuntimeError(
+                f"only Tensors of floating point and complex dtype can require gradients "
+                f"(got {self.dtype})"
+            )
+        self._rg = bool(value)
+
+    @property
+    def is_leaf(self) -> bool:
+        """True unless this tensor was computed by a recorded op."""
+        return self._node is None
+
+    @property
+    def grad_fn(self) -> Any:
+        """The backward node that made this tensor, or ``None`` for leaves."""
+        return self._node
+
+    def backward(
+        self, gradient: Any = None, retain_graph: bool | None = None, create_graph: bool = False
+    ) -> None:
+        """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
+
+        Args:
+            gradient: the gradient of some scalar with respect to ``self``; defaults to 1 for a
+                one-element tensor.
+            retain_graph: keep the graph so ``backward`` can run through it again.
+            create_graph: not supported (no higher-order gradients).
+        """
+        if create_graph:
+            raise NotImplementedError(
+                "backward(create_graph=True): higher-order gradients are not supported"
+            )
+        backward(self, gradient, retain_graph)
+
+    def detach(self) -> Tensor:
+        """A tensor with the same value that is not part of any graph."""
+        return self._alias()
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set ``requires_grad`` on a leaf, in place; returns ``self``."""
+        if requires_grad and self.dtype not in _FLOATS:
+            raise RuntimeError(
+                f"only Tensors of floating point dtype can require gradients (got {self.dtype})"
+            )
+        if self._node is not None:
+            if not requires_grad:
+                raise RuntimeError("you can only change requires_grad flags of leaf variables")
+            return self  # a computed tensor that requires grad already: nothing to change
+        self._rg = bool(requires_grad)
+        return self
+
+    def retain_grad(self) -> None:
+        """Keep this computed tensor's gradient in ``.grad`` when ``backward`` passes it."""
+        if self._node is None:
+            if not self._rg:
+                raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+            return  # a leaf gets its .grad anyway
+        self._node.retain = weakref.ref(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        """Whether :meth:`retain_grad` was called on this computed tensor."""
+        return self._node is not None and self._node.retain is not None

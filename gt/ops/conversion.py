@@ -1,0 +1,176 @@
+"""Dtype conversion, devices and ``new_*`` constructors (a :class:`Tensor` mixin).
+
+Devices are accepted for ported PyTorch code and change nothing: where a tensor's data lives is
+the cluster's business (see :class:`gt.ops.device.device`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gt import shapes as S
+from gt.ops.base import TensorBase
+from gt.ops.device import device as Device
+
+if TYPE_CHECKING:
+    from gt.tensor import Tensor
+
+_FLOATS = frozenset(S.FLOAT_DTYPES)
+_DEVICE_NAMES = ("cpu", "cuda", "gt", "mps", "meta")
+
+
+def host_array(data: Any, dtype: Any = None) -> np.ndarray:
+    """A C-contiguous copy of ``data`` with PyTorch's dtypes: Python floats become float32 and
+    Python ints int64 (an ndarray keeps its own dtype)."""
+    arr = np.array(data)
+    if dtype is not None:
+        arr = arr.astype(S.canonical_dtype(dtype))
+    elif arr.dtype == np.float64 and not isinstance(data, np.ndarray):
+        arr = arr.astype(np.float32)
+    elif arr.dtype.kind in "iu" and arr.dtype != np.int32 and not isinstance(data, np.ndarray):
+        arr = arr.astype(np.int64)
+    return np.ascontiguousarray(arr).reshape(arr.shape)
+
+
+def is_device(a: Any) -> bool:
+    """Whether ``a`` names a device (``"cuda:0"``, ``gt.device("cpu")``) rather than a dtype."""
+    if isinstance(a, Device):
+        return True
+    return isinstance(a, str) and a.split(":")[0] in _DEVICE_NAMES
+
+
+def _size(size: tuple) -> tuple[int, ...]:
+    shape = size[0] if len(size) == 1 and not isinstance(size[0], int) else size
+    return tuple(int(d) for d in shape)
+
+
+class ConversionOps:
+    """Dtype conversion and ``new_*`` constructors of :class:`gt.Tensor`."""
+
+    __slots__ = ()
+
+    def to(self, *args: Any, **kwargs: Any) -> Tensor:
+        """A copy converted to a dtype (the tensor itself when it already has that dtype).
+
+        Accepts ``to(dtype)``, ``to(dtype=...)``, ``to(other_tensor)`` and, for ported PyTorch code,
+        devices (``"cuda"``, ``gt.device("cpu")``, ``device=...``, ``non_blocking=``), which change
+        nothing.
+        """
+        dtype = kwargs.get("dtype")
+        for a in args:
+            if isinstance(a, TensorBase):
+                dtype = a.dtype
+            elif is_device(a):
+                continue
+            elif a is not None:
+                dtype = a
+        if dtype is None:
+            return self
+        dtype = S.canonical_dtype(dtype)
+        if dtype == self.dtype:
+            return self
+        return self._apply("cast", [self], {"dtype": dtype})
+
+    def type(self, dtype: Any = None) -> Any:
+        """The dtype's name, or a copy converted to ``dtype``."""
+        return self.dtype if dtype is None else self.to(dtype)
+
+    def type_as(self, other: Tensor) -> Tensor:
+        """A copy converted to ``other``'s dtype."""
+        return self.to(other.dtype)
+
+    def float(self) -> Tensor:
+        """Convert to float32."""
+        return self.to("float32")
+
+    def double(self) -> Tensor:
+        """Convert to float64."""
+        return self.to("float64")
+
+    def half(self) -> Tensor:
+        """Convert to float16."""
+        return self.to("float16")
+
+    def long(self) -> Tensor:
+        """Convert to int64."""
+        return self.to("int64")
+
+    def int(self) -> Tensor:
+        """Convert to int32."""
+        return self.to("int32")
+
+    def bool(self) -> Tensor:
+        """Convert to bool."""
+        return self.to("bool")
+
+    def cpu(self) -> Tensor:
+        """The tensor itself (for ported PyTorch code: data moves only at sync points)."""
+        return self
+
+    def cuda(self, *args: Any, **kwargs: Any) -> Tensor:
+        """The tensor itself (placement on GPUs is the cluster's business)."""
+        return self
+
+    def contiguous(self, *args: Any, **kwargs: Any) -> Tensor:
+        """The tensor itself (layout is the worker's business)."""
+        return self
+
+    def pin_memory(self) -> Tensor:
+        """The tensor itself."""
+        return self
+
+    @property
+    def device(self) -> Device:
+        """Where the data lives, as PyTorch code asks: ``gt`` (placement is the cluster's)."""
+        return Device("gt")
+
+    @property
+    def is_cuda(self) -> bool:
+        """False: GT tensors are not CUDA tensors of this process (workers may run on GPUs)."""
+        return False
+
+    # ------------------------------------------------------------------ new_* constructors
+    def new_tensor(
+        self, data: Any, dtype: Any = None, requires_grad: bool = False, **_: Any
+    ) -> Tensor:
+        """A copy of ``data`` on this tensor's connection, with this tensor's dtype by default."""
+        dt = self.dtype if dtype is None else dtype  # PyTorch: this tensor's dtype by default
+        if isinstance(data, TensorBase):
+            out = data.detach().to(dt)
+        else:
+            out = self._upload(host_array(data, dt))
+        return out.requires_grad_(True) if requires_grad else out
+
+    def new_full(
+        self, size: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = False, **_: Any
+    ) -> Tensor:
+        """A tensor of ``size`` filled with ``fill_value`` (default dtype: this tensor's)."""
+        dt = S.canonical_dtype(dtype) if dtype is not None else self.dtype
+        shape = (size,) if isinstance(size, int) else tuple(int(d) for d in size)
+        value = (
+            bool(fill_value)
+            if dt == "bool"
+            else (float(fill_value) if dt in _FLOATS else int(fill_value))
+        )
+        out = self._create("full", [value], {"shape": list(shape), "dtype": dt})
+        return out.requires_grad_(True) if requires_grad else out
+
+    def new_zeros(
+        self, *size: Any, dtype: Any = None, requires_grad: bool = False, **_: Any
+    ) -> Tensor:
+        """Zeros of ``size`` (default dtype: this tensor's)."""
+        return self.new_full(_size(size), 0, dtype, requires_grad)
+
+    def new_ones(
+        self, *size: Any, dtype: Any = None, requires_grad: bool = False, **_: Any
+    ) -> Tensor:
+        """Ones of ``size`` (default dtype: this tensor's)."""
+        return self.new_full(_size(size), 1, dtype, requires_grad)
+
+    def new_empty(
+        self, *size: Any, dtype: Any = None, requires_grad: bool = False, **_: Any
+    ) -> Tensor:
+        """An uninitialised tensor of ``size`` (GT fills it with zeros)."""
+        return self.new_full(_size(size), 0, dtype, requires_grad)

@@ -1,0 +1,213 @@
+"""More elementwise math, predicates and small products (a :class:`Tensor` mixin).
+
+Rounding (``floor``, ``ceil``, ``round``, ``trunc``) is a primitive each, with PyTorch's zero
+derivative; everything else here is composed: ``lerp``/``addcmul``/``addcdiv`` (what hand-written
+optimizers and EMA updates use), ``isclose``/``allclose``/``equal``, ``isnan``/``isinf``,
+``outer``/``dot``/``diag``/``trace``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from gt import shapes as S
+from gt.errors import ShapeError
+from gt.ops.arith import where
+from gt.ops.base import TensorBase
+
+if TYPE_CHECKING:
+    from gt.tensor import Tensor
+
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+
+
+class MathOps:
+    """Rounding, predicates, interpolation and small products of :class:`gt.Tensor`."""
+
+    __slots__ = ()
+
+    # ------------------------------------------------------------------ rounding
+    def _rounding(self, name: str, attrs: Any = None) -> Tensor:
+        if self.dtype not in S.FLOAT_DTYPES:
+            return self  # integers are already whole, as in PyTorch
+        return self._apply(name, [self], attrs)
+
+    def floor(self) -> Tensor:
+        """Round down, elementwise (zero gradient)."""
+        return self._rounding("floor")
+
+    def ceil(self) -> Tensor:
+        """Round up, elementwise (zero gradient)."""
+        return self._rounding("ceil")
+
+    def round(self, decimals: int = 0) -> Tensor:
+        """Round half to even (to ``decimals`` places), elementwise (zero gradient)."""
+        return self._rounding("round", {"decimals": int(decimals)} if decimals else None)
+
+    def trunc(self) -> Tensor:
+        """Round toward zero, elementwise (zero gradient)."""
+        return self._rounding("trunc")
+
+    fix = trunc
+
+    def frac(self) -> Tensor:
+        """The fractional part ``x - trunc(x)`` (gradient 1)."""
+        return self - self.trunc()
+
+    # ------------------------------------------------------------------ more math
+    def log2(self) -> Tensor:
+        """Elementwise base-2 logarithm."""
+        return self.log() * (1.0 / _LN2)
+
+    def log10(self) -> Tensor:
+        """Elementwise base-10 logarithm."""
+        return self.log() * (1.0 / _LN10)
+
+    def exp2(self) -> Tensor:
+        """Elementwise ``2 ** x``."""
+        return (self * _LN2).exp()
+
+    def sinh(self) -> Tensor:
+        """Elementwise hyperbolic sine."""
+        return (self.exp() - (-self).exp()) * 0.5
+
+    def cosh(self) -> Tensor:
+        """Elementwise hyperbolic cosine."""
+        return (self.exp() + (-self).exp()) * 0.5
+
+    def tan(self) -> Tensor:
+        """Elementwise tangent."""
+        return self.sin() / self.cos()
+
+    def logaddexp(self, other: Any) -> Tensor:
+        """``log(exp(self) + exp(other))`` without overflow."""
+        m = self.maximum(other).detach()
+        return m + ((self - m).exp() + (other - m).exp()).log()
+
+    def logit(self, eps: float | None = None) -> Tensor:
+        """``log(p / (1 - p))`` (``p`` clamped to ``[eps, 1 - eps]`` when given)."""
+        p = self if eps is None else self.clamp(eps, 1.0 - eps)
+        return p.log() - (-p).log1p()
+
+    # ------------------------------------------------------------------ predicates
+    def isnan(self) -> Tensor:
+        """Where the value is NaN (bool)."""
+        return self != self
+
+    def isinf(self) -> Tensor:
+        """Where the value is +inf or -inf (bool)."""
+        if self.dtype not in S.FLOAT_DTYPES:
+            return self != self
+        return self.abs() == math.inf
+
+    def isfinite(self) -> Tensor:
+        """Where the value is neither NaN nor infinite (bool)."""
+        if self.dtype not in S.FLOAT_DTYPES:
+            return self == self
+        return self.abs() < math.inf
+
+    def isclose(
+        self, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False
+    ) -> Tensor:
+        """``|self - other| <= atol + rtol * |other|`` elementwise (infinities equal themselves)."""
+        other_abs = other.abs() if isinstance(other, TensorBase) else abs(other)
+        close = ((self - other).abs() <= atol + rtol * other_abs) | (self == other)
+        if equal_nan:
+            other_nan = other.isnan() if isinstance(other, TensorBase) else other != other
+            close = close | (self.isnan() & other_nan)
+        return close
+
+    def allclose(
+        self, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False
+    ) -> bool:
+        """Whether every element is close to ``other`` (a sync point)."""
+        return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
+
+    def equal(self, other: Tensor) -> bool:
+        """Whether ``other`` has the same shape and values (a sync point)."""
+        if tuple(self.shape) != tuple(other.shape):
+            return False
+        return bool((self == other).all().item())
+
+    # ------------------------------------------------------------------ interpolation
+    def lerp(self, end: Any, weight: Any) -> Tensor:
+        """``self + weight * (end - self)``."""
+        return self + (end - self) * weight
+
+    def addcmul(self, tensor1: Tensor, tensor2: Tensor, value: float = 1) -> Tensor:
+        """``self + value * tensor1 * tensor2``."""
+        prod = tensor1 * tensor2
+        return self + (prod if value == 1 else prod * value)
+
+    def addcdiv(self, tensor1: Tensor, tensor2: Tensor, value: float = 1) -> Tensor:
+        """``self + value * tensor1 / tensor2``."""
+        q = tensor1 / tensor2
+        return self + (q if value == 1 else q * value)
+
+    def addmm(self, mat1: Tensor, mat2: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
+        """``beta * self + alpha * (mat1 @ mat2)``."""
+        prod = mat1 @ mat2
+        prod = prod if alpha == 1 else prod * alpha
+        return (self if beta == 1 else self * beta) + prod
+
+    # ------------------------------------------------------------------ small products
+    def outer(self, other: Tensor) -> Tensor:
+        """Outer product of two vectors."""
+        if self.ndim != 1 or other.ndim != 1:
+            raise ShapeError(
+                f"outer: expected two 1-d tensors, got shapes {list(self.shape)} and {list(other.shape)}"
+            )
+        return self.reshape(-1, 1) * other.reshape(1, -1)
+
+    ger = outer
+
+    def dot(self, other: Tensor) -> Tensor:
+        """Inner product of two vectors."""
+        if self.ndim != 1 or other.ndim != 1:
+            raise ShapeError(
+                f"dot: 1D tensors expected, but got {self.ndim}D and {other.ndim}D tensors"
+            )
+        return (self * other).sum()
+
+    def diag(self, diagonal: int = 0) -> Tensor:
+        """A vector's diagonal matrix, or a matrix's ``diagonal``-th diagonal."""
+        if self.ndim == 1:
+            n = self.shape[0] + abs(diagonal)
+            out = self.new_zeros(n, n)
+            rows = [i + max(0, -diagonal) for i in range(self.shape[0])]
+            cols = [i + max(0, diagonal) for i in range(self.shape[0])]
+            out[rows, cols] = self
+            return out
+        if self.ndim != 2:
+            raise ShapeError(f"diag: expected a 1-d or 2-d tensor, got shape {list(self.shape)}")
+        return self.diagonal(diagonal)
+
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+        """The ``offset``-th diagonal over ``dim1`` and ``dim2`` (as the last dimension)."""
+        d1 = S.normalize_axis(dim1, self.ndim, "diagonal")
+        d2 = S.normalize_axis(dim2, self.ndim, "diagonal")
+        rest = [i for i in range(self.ndim) if i not in (d1, d2)]
+        x = self.permute(*rest, d1, d2)
+        r0, c0 = max(0, -offset), max(0, offset)
+        n = max(0, min(x.shape[-2] - r0, x.shape[-1] - c0))
+        rows = list(range(r0, r0 + n))
+        cols = list(range(c0, c0 + n))
+        lead = (slice(None),) * len(rest)
+        if not n:
+            return x.reshape(*x.shape[:-2], -1)[lead + (slice(0, 0),)]
+        return x[lead + (rows, cols)]
+
+    def trace(self) -> Tensor:
+        """Sum of a matrix's diagonal."""
+        if self.ndim != 2:
+            raise ShapeError(f"trace: expected a matrix, got shape {list(self.shape)}")
+        return self.diagonal().sum()
+
+
+def where_or_nonzero(condition: Tensor, input: Any = None, other: Any = None) -> Any:  # noqa: A002
+    """``gt.where(cond, a, b)``; ``gt.where(cond)`` alone is ``cond.nonzero(as_tuple=True)``."""
+    if input is None and other is None:
+        return condition.nonzero(as_tuple=True)
+    return where(condition, input, other)

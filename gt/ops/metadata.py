@@ -1,0 +1,117 @@
+"""Shape queries and sync points of :class:`gt.Tensor` (a mixin).
+
+The sync points (``numpy()``, ``item()``, ``tolist()``, ``float()``, ``bool()``, ``repr`` ...) are
+where the client waits for a worker; everything else here is answered from the client's metadata.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gt import shapes as S
+from gt.ops.format import tensor_repr
+from gt.ops.typeinfo import Size
+
+if TYPE_CHECKING:
+    pass
+
+_FLOATS = S.FLOAT_DTYPES
+
+
+class MetadataOps:
+    """Metadata and sync points of :class:`gt.Tensor`."""
+
+    __slots__ = ()
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    def dim(self) -> int:
+        """Number of dimensions (PyTorch spelling)."""
+        return len(self.shape)
+
+    def size(self, dim: int | None = None) -> Any:
+        """The shape (a :class:`gt.Size`), or one dimension of it."""
+        if dim is None:
+            return Size(self.shape)
+        return self.shape[S.normalize_axis(dim, self.ndim, "size")]
+
+    def numel(self) -> int:
+        """Number of elements."""
+        return S.prod(self.shape)
+
+    nelement = numel
+
+    def ndimension(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    def element_size(self) -> int:
+        """Bytes per element."""
+        return np.dtype(self.dtype).itemsize
+
+    def is_floating_point(self) -> bool:
+        """Whether the dtype is a floating-point type."""
+        return self.dtype in _FLOATS
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self) -> Any:
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    # ------------------------------------------------------------------ sync points
+    def numpy(self) -> np.ndarray:
+        """Wait for the data and return it as a NumPy array (a sync point)."""
+        return self._conn.fetch(self.id)
+
+    def item(self) -> Any:
+        """The single value of a one-element tensor as a Python number (a sync point)."""
+        if self.numel() != 1:
+            raise RuntimeError(
+                f"a Tensor with {self.numel()} elements cannot be converted to Scalar"
+            )
+        return self.numpy().reshape(()).item()
+
+    def tolist(self) -> Any:
+        """The data as nested Python lists (a sync point)."""
+        return self.numpy().tolist()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {self.numel()} elements is ambiguous")
+        return bool(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype not in S.INT_DTYPES or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = self.numpy()
+        return a.astype(dtype) if dtype is not None else a
+
+    def __format__(self, spec: str) -> str:
+        if spec and self.numel() == 1:
+            return format(self.item(), spec)
+        return format(str(self), spec)
+
+    def __repr__(self) -> str:
+        return tensor_repr(self)

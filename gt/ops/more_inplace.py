@@ -1,0 +1,130 @@
+"""The in-place forms of common ops: ``relu_``, ``sigmoid_``, ``lerp_``, ``scatter_`` ... (a mixin).
+
+Each is ``apply_inplace`` around the out-of-place op (see :mod:`gt.ops.inplace`): the tensor keeps
+its identity and takes the new value, recorded for autograd like any op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from gt.ops.inplace import apply_inplace, take_value
+from gt.ops.random import random_attrs
+
+if TYPE_CHECKING:
+    from gt.tensor import Tensor
+
+
+def _inplace(name: str) -> Callable[..., Any]:
+    """``x.<name>_(*args)``: ``x`` takes the value of ``x.<name>(*args)``."""
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        return apply_inplace(self, name + "_", lambda x: getattr(x, name)(*args, **kwargs))
+
+    method.__name__ = method.__qualname__ = name + "_"
+    method.__doc__ = f"In-place :meth:`{name}`."
+    return method
+
+
+class MoreInplaceOps:
+    """In-place forms of :class:`gt.Tensor` ops."""
+
+    __slots__ = ()
+
+    relu_ = _inplace("relu")
+    sigmoid_ = _inplace("sigmoid")
+    tanh_ = _inplace("tanh")
+    exp_ = _inplace("exp")
+    log_ = _inplace("log")
+    log1p_ = _inplace("log1p")
+    sqrt_ = _inplace("sqrt")
+    rsqrt_ = _inplace("rsqrt")
+    abs_ = _inplace("abs")
+    sign_ = _inplace("sign")
+    square_ = _inplace("square")
+    reciprocal_ = _inplace("reciprocal")
+    sin_ = _inplace("sin")
+    cos_ = _inplace("cos")
+    floor_ = _inplace("floor")
+    ceil_ = _inplace("ceil")
+    round_ = _inplace("round")
+    trunc_ = _inplace("trunc")
+    clamp_min_ = _inplace("clamp_min")
+    clamp_max_ = _inplace("clamp_max")
+    lerp_ = _inplace("lerp")
+    addcmul_ = _inplace("addcmul")
+    addcdiv_ = _inplace("addcdiv")
+    addmm_ = _inplace("addmm")
+    scatter_ = _inplace("scatter")
+    scatter_add_ = _inplace("scatter_add")
+    scatter_reduce_ = _inplace("scatter_reduce")
+    index_add_ = _inplace("index_add")
+    index_fill_ = _inplace("index_fill")
+    tril_ = _inplace("tril")
+    triu_ = _inplace("triu")
+    cumsum_ = _inplace("cumsum")
+
+    def clip_(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - PyTorch's names
+        """In-place :meth:`clamp`."""
+        return self.clamp_(min, max)
+
+    def t_(self) -> Tensor:
+        """Transpose a matrix in place (the shape changes)."""
+        return self._reshape_in_place(self.t())
+
+    def unsqueeze_(self, dim: int) -> Tensor:
+        """Insert a size-1 dimension, in place."""
+        return self._reshape_in_place(self.unsqueeze(dim))
+
+    def squeeze_(self, dim: Any = None) -> Tensor:
+        """Remove size-1 dimensions, in place."""
+        return self._reshape_in_place(self.squeeze(dim))
+
+    def _reshape_in_place(self, new: Tensor) -> Tensor:
+        if new is self:
+            return self
+        take_value(self, new if new.id is not None else new._alias())
+        return self
+
+    def detach_(self) -> Tensor:
+        """Cut this tensor out of the graph: it becomes a leaf that does not require grad."""
+        self._node = None
+        self._rg = False
+        return self
+
+    def bernoulli_(self, p: float = 0.5) -> Tensor:
+        """Fill with 1 (probability ``p``) or 0, in place."""
+
+        def draw(x: Tensor) -> Tensor:
+            u = x._create("rand", [], random_attrs(x.shape, "float32"))
+            return (u < p).to(x.dtype)
+
+        return apply_inplace(self, "bernoulli_", draw)
+
+    def exponential_(self, lambd: float = 1.0) -> Tensor:
+        """Fill with exponential samples of rate ``lambd``, in place."""
+
+        def draw(x: Tensor) -> Tensor:
+            u = x._create("rand", [], random_attrs(x.shape, x.dtype))
+            return -((-u).log1p()) / lambd
+
+        return apply_inplace(self, "exponential_", draw)
+
+    def random_(self, low: int = 0, high: int | None = None) -> Tensor:
+        """Fill with integers uniform in ``[low, high)``, in place."""
+        if high is None:
+            low, high = 0, low
+
+        def draw(x: Tensor) -> Tensor:
+            attrs = random_attrs(x.shape, "int64", low=int(low), high=int(high))
+            return x._create("randint", [], attrs).to(x.dtype)
+
+        return apply_inplace(self, "random_", draw)
+
+    def fill_diagonal_(self, fill_value: Any, wrap: bool = False) -> Tensor:
+        """Set the main diagonal of a matrix to ``fill_value``, in place."""
+        n = min(self.shape[0], self.shape[1]) if self.ndim >= 2 else 0
+        idx = list(range(n))
+        self[tuple([idx] * self.ndim)] = fill_value
+        return self

@@ -1,0 +1,155 @@
+"""Sorting, products and rotations along a dimension (a :class:`Tensor` mixin).
+
+``argsort``, ``prod`` and ``cumprod`` are primitives; ``sort``, ``topk``, ``median`` and
+``kthvalue`` take ``argsort``'s indices and ``gather`` the values, so gradients go to the picked
+elements as in PyTorch. ``roll`` is two slices joined.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from typing import TYPE_CHECKING, Any
+
+from gt import shapes as S
+from gt.errors import ShapeError
+from gt.ops.random import random_attrs
+from gt.ops.shaping import cat
+
+if TYPE_CHECKING:
+    from gt.tensor import Tensor
+
+#: What ``sort``, ``topk``, ``median(dim)`` and ``kthvalue`` return, as in PyTorch.
+SortResult = namedtuple("SortResult", ["values", "indices"])
+
+
+class OrderingOps:
+    """Sorting, products and ``roll`` of :class:`gt.Tensor`."""
+
+    __slots__ = ()
+
+    # ------------------------------------------------------------------ sorting
+    def argsort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
+        """Indices that sort ``self`` along ``dim`` (stable; NaN counts as the largest value)."""
+        if self.ndim == 0:
+            return self._apply("argsort", [self], {"axis": 0, "descending": bool(descending)})
+        ax = S.normalize_axis(dim, self.ndim, "argsort")
+        return self._apply("argsort", [self], {"axis": ax, "descending": bool(descending)})
+
+    def sort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> SortResult:
+        """``(values, indices)`` sorted along ``dim``; gradients go back to the sorted elements."""
+        idx = self.argsort(dim, descending)
+        if self.ndim == 0:
+            return SortResult(self, idx)
+        return SortResult(self.gather(dim, idx), idx)
+
+    def msort(self) -> Tensor:
+        """Values sorted along the first dimension."""
+        return self.sort(0).values
+
+    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> SortResult:  # noqa: A002
+        """The ``k`` largest (or smallest) values along ``dim`` with their indices, in order."""
+        if self.ndim == 0:
+            if k > 1:
+                raise RuntimeError("topk: selected index k out of range")
+            return self.sort()
+        ax = S.normalize_axis(dim, self.ndim, "topk")
+        n = self.shape[ax]
+        if not 0 <= k <= n:
+            raise RuntimeError(
+                f"topk: selected index k ({k}) out of range for dimension {ax} of size {n}"
+            )
+        idx = self.argsort(ax, descending=largest).narrow(ax, 0, k)
+        return SortResult(self.gather(ax, idx), idx)
+
+    def kthvalue(self, k: int, dim: int = -1, keepdim: bool = False) -> SortResult:
+        """The ``k``-th smallest value along ``dim`` (1-based) and its index."""
+        ax = S.normalize_axis(dim, max(self.ndim, 1), "kthvalue")
+        return self._pick_sorted(k - 1, ax, keepdim)
+
+    def median(self, dim: Any = None, keepdim: bool = False) -> Any:
+        """The lower median; with ``dim``, ``(values, indices)`` as in PyTorch."""
+        if dim is None:
+            flat = self.reshape(-1)
+            return flat._pick_sorted((flat.shape[0] - 1) // 2, 0, False).values
+        ax = S.normalize_axis(dim, max(self.ndim, 1), "median")
+        return self._pick_sorted((self.shape[ax] - 1) // 2, ax, keepdim)
+
+    def _pick_sorted(self, k: int, ax: int, keepdim: bool) -> SortResult:
+        if self.ndim == 0:
+            return SortResult(self, self.argsort())
+        n = self.shape[ax]
+        if not 0 <= k < n:
+            raise RuntimeError(f"kthvalue: k ({k + 1}) out of range for dimension of size {n}")
+        idx = self.argsort(ax).narrow(ax, k, 1)
+        values = self.gather(ax, idx)
+        if not keepdim:
+            values, idx = values.squeeze(ax), idx.squeeze(ax)
+        return SortResult(values, idx)
+
+    # ------------------------------------------------------------------ sampling
+    def multinomial(
+        self, num_samples: int, replacement: bool = False, *, generator: Any = None
+    ) -> Tensor:
+        """Draw ``num_samples`` category indices per row from the weights in the last dimension.
+
+        With replacement: inverse CDF of uniform draws. Without: the Gumbel top-k trick (the
+        ``num_samples`` largest ``log(p) + Gumbel noise``). Runs on the workers, no sync point.
+        """
+        if self.ndim not in (1, 2):
+            raise RuntimeError(f"multinomial: prob_dist must be 1 or 2 dim, got {self.ndim}")
+        n = self.shape[-1]
+        if not replacement and num_samples > n:
+            raise RuntimeError(
+                "multinomial: cannot sample n_sample > prob_dist.size(-1) samples without replacement"
+            )
+        p = self.to("float32") if self.dtype != "float64" else self
+        p = p / p.sum(-1, keepdim=True)
+        lead = self.shape[:-1]
+        if replacement:
+            u = self._create("rand", [], random_attrs(lead + (num_samples,), p.dtype, generator))
+            cdf = p.cumsum(-1)
+            idx = (u.unsqueeze(-1) >= cdf.unsqueeze(-2)).sum(-1)
+            return idx.clamp(max=n - 1)
+        u = self._create("rand", [], random_attrs(lead + (n,), p.dtype, generator))
+        gumbel = -((-(u.clamp(min=1e-20)).log()).log())
+        return (p.log() + gumbel).topk(num_samples, -1).indices
+
+    # ------------------------------------------------------------------ products
+    def prod(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+        """Product over ``dim`` (one dimension, or all); the gradient is exact where factors are 0."""
+        x = self if dtype is None else self.to(dtype)
+        if dim is None:
+            attrs: Any = {"axis": None, "keepdims": bool(keepdim)} if keepdim else None
+        else:
+            if not isinstance(dim, int):
+                raise TypeError(f"prod: dim must be an int, not {type(dim).__name__}")
+            ax = S.normalize_axis(dim, max(x.ndim, 1), "prod")
+            attrs = {"axis": ax if x.ndim else None, "keepdims": bool(keepdim)}
+        return x._apply("prod", [x], attrs)
+
+    def cumprod(self, dim: int, *, dtype: Any = None) -> Tensor:
+        """Running products along ``dim`` (integers multiply in int64, as in PyTorch)."""
+        x = self if dtype is None else self.to(dtype)
+        if x.ndim == 0:
+            return x._apply("cumprod", [x.reshape(1)], {"axis": 0}).reshape(())
+        return x._apply("cumprod", [x], {"axis": S.normalize_axis(dim, x.ndim, "cumprod")})
+
+    # ------------------------------------------------------------------ rotation
+    def roll(self, shifts: Any, dims: Any = None) -> Tensor:
+        """Rotate elements by ``shifts`` along ``dims`` (the flattened tensor when None)."""
+        if dims is None:
+            if not isinstance(shifts, int):
+                (shifts,) = shifts
+            return self.reshape(-1).roll(shifts, 0).reshape(self.shape)
+        shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+        dims = (dims,) if isinstance(dims, int) else tuple(dims)
+        if len(shifts) != len(dims):
+            raise ShapeError(f"roll: shifts {shifts} and dims {dims} must have the same length")
+        out = self
+        for s, d in zip(shifts, dims):
+            ax = S.normalize_axis(d, self.ndim, "roll")
+            n = self.shape[ax]
+            s = s % n if n else 0
+            if s:
+                out = cat([out.narrow(ax, n - s, s), out.narrow(ax, 0, n - s)], ax)
+        return out

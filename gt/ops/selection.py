@@ -1,0 +1,155 @@
+"""Scatter, index updates and data-dependent selection (a :class:`Tensor` mixin).
+
+``scatter`` is a ``setitem`` and ``scatter_add``/``index_add`` the ``scatter_add`` primitive, each
+at an index built like ``gather``'s (the index tensor along ``dim``, ``arange`` along the others),
+so all are differentiable. ``nonzero`` and ``masked_select`` have result shapes that depend on the
+data, so they are sync points (as on a GPU in PyTorch).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gt import shapes as S
+from gt.errors import ShapeError
+from gt.indexing import encode_key
+from gt.ops.base import TensorBase
+
+if TYPE_CHECKING:
+    from gt.tensor import Tensor
+
+
+def _along(x: Tensor, d: int, index: Tensor, op: str) -> tuple:
+    """The index tuple that addresses ``x`` at ``index`` along ``d`` (``gather``'s positions)."""
+    if index.ndim != x.ndim or index.dtype not in S.INT_DTYPES:
+        raise RuntimeError(
+            f"{op}: index must be an integer tensor with as many dimensions as the input "
+            f"(got {index.dtype} of shape {list(index.shape)} for shape {list(x.shape)})"
+        )
+    key = []
+    for i in range(x.ndim):
+        if i == d:
+            key.append(index)
+        else:
+            shape = [1] * x.ndim
+            shape[i] = index.shape[i]
+            key.append(x._arange(index.shape[i]).reshape(shape))
+    return tuple(key)
+
+
+def _without(shape: tuple[int, ...], d: int) -> tuple[int, ...]:
+    return shape[:d] + shape[d + 1 :]
+
+
+def _source(src: Any, index: Tensor) -> Any:
+    """``src`` cut to ``index``'s shape (PyTorch reads only that corner of a larger source)."""
+    if not isinstance(src, TensorBase) or src.shape == index.shape:
+        return src
+    return src[tuple(slice(0, n) for n in index.shape)]
+
+
+class SelectionOps:
+    """Scatter and selection ops of :class:`gt.Tensor`."""
+
+    __slots__ = ()
+
+    # ------------------------------------------------------------------ scatter
+    def scatter(self, dim: int, index: Tensor, src: Any = None, *, value: Any = None,
+                reduce: str | None = None) -> Tensor:  # fmt: skip
+        """A copy with ``out[index[i][j]][j] = src[i][j]`` for ``dim=0`` (and so on for any
+        ``dim``); ``src`` may be a number. ``reduce="add"`` adds instead."""
+        v = value if src is None else src
+        d = S.normalize_axis(dim, self.ndim, "scatter")
+        if reduce in ("add", "sum"):
+            if not isinstance(v, TensorBase):
+                v = index.new_full(index.shape, v, dtype=self.dtype)
+            return self.scatter_add(d, index, v)
+        if reduce is not None:
+            raise NotImplementedError(f"scatter: reduce={reduce!r} is not supported (use 'add')")
+        out = self.clone()
+        out[_along(self, d, index, "scatter")] = _source(v, index)
+        return out
+
+    def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
+        """A copy with ``src`` added at ``index`` along ``dim`` (repeated indices accumulate)."""
+        d = S.normalize_axis(dim, self.ndim, "scatter_add")
+        return self._scatter_add_at(_along(self, d, index, "scatter_add"), _source(src, index))
+
+    def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str,
+                       include_self: bool = True) -> Tensor:  # fmt: skip
+        """``reduce="sum"`` or ``"mean"`` of ``src`` into ``self`` at ``index`` along ``dim``."""
+        if reduce == "sum":
+            base = self if include_self else self._zeroed_at(dim, index)
+            return base.scatter_add(dim, index, src)
+        if reduce == "mean":
+            total = self.scatter_reduce(dim, index, src, "sum", include_self)
+            ones = index.new_ones(index.shape, dtype=self.dtype)
+            start = self.new_ones(self.shape) if include_self else self.new_zeros(self.shape)
+            count = start.scatter_add(dim, index, ones)
+            return total / count.clamp(min=1.0)
+        raise NotImplementedError(f"scatter_reduce: reduce={reduce!r} is not supported")
+
+    def _zeroed_at(self, dim: int, index: Tensor) -> Tensor:
+        """``self`` with the positions ``index`` addresses along ``dim`` set to zero."""
+        d = S.normalize_axis(dim, self.ndim, "scatter_reduce")
+        return self.scatter(d, index, 0.0 if self.dtype in S.FLOAT_DTYPES else 0)
+
+    def index_add(self, dim: int, index: Tensor, source: Tensor, *, alpha: Any = 1) -> Tensor:
+        """A copy with ``alpha * source`` added at the entries ``index`` of ``dim``."""
+        d = S.normalize_axis(dim, self.ndim, "index_add")
+        src = source if alpha == 1 else source * alpha
+        return self._scatter_add_at((slice(None),) * d + (index,), src)
+
+    def index_fill(self, dim: int, index: Tensor, value: Any) -> Tensor:
+        """A copy with the entries ``index`` of ``dim`` set to ``value``."""
+        d = S.normalize_axis(dim, self.ndim, "index_fill")
+        out = self.clone()
+        out[(slice(None),) * d + (index,)] = value
+        return out
+
+    def _scatter_add_at(self, key: tuple, src: Tensor) -> Tensor:
+        wire, tensors, shape = encode_key(self, key, "scatter_add")
+        if not isinstance(src, TensorBase):
+            src = self.new_full(shape, src)
+        if src.shape != shape:
+            try:
+                src = src.expand(shape)
+            except ShapeError:
+                raise ShapeError(
+                    f"scatter_add: source of shape {list(src.shape)} does not fit the indexed "
+                    f"shape {list(shape)}"
+                ) from None
+        return self._apply("scatter_add", [self, src.to(self.dtype), *tensors], {"key": wire})
+
+    def take_along_dim(self, indices: Tensor, dim: int) -> Tensor:
+        """``gather`` with ``indices`` broadcast against ``self`` outside ``dim``."""
+        d = S.normalize_axis(dim, self.ndim, "take_along_dim")
+        outer = list(
+            S.broadcast(_without(self.shape, d), _without(indices.shape, d), "take_along_dim")
+        )
+        x_shape = outer[:d] + [self.shape[d]] + outer[d:]
+        idx_shape = outer[:d] + [indices.shape[d]] + outer[d:]
+        return self.expand(x_shape).gather(d, indices.expand(idx_shape))
+
+    # ------------------------------------------------------------------ data-dependent shapes
+    def nonzero(self, *, as_tuple: bool = False) -> Any:
+        """Indices of the nonzero elements (a sync point: the count depends on the data)."""
+        found = np.nonzero(self.numpy().reshape(self.shape or (1,)))
+        if as_tuple:
+            return tuple(self._upload(np.ascontiguousarray(i, dtype=np.int64)) for i in found)
+        stacked = np.stack(found, axis=1) if found else np.zeros((0, 0), np.int64)
+        return self._upload(np.ascontiguousarray(stacked, dtype=np.int64))
+
+    argwhere = nonzero
+
+    def count_nonzero(self, dim: Any = None) -> Tensor:
+        """Number of nonzero elements (over ``dim``)."""
+        return (self != 0).sum(dim)
+
+    def masked_select(self, mask: Tensor) -> Tensor:
+        """The elements where ``mask`` (broadcast with ``self``) is true, as a 1-d tensor (a sync
+        point)."""
+        shape = S.broadcast(self.shape, mask.shape, "masked_select")
+        return self.expand(shape)[mask.expand(shape)]

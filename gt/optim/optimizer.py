@@ -1,0 +1,155 @@
+"""The optimizer base class: parameter groups, per-parameter state, ``zero_grad``, ``step``, and
+``state_dict``/``load_state_dict`` in PyTorch's layout (so checkpoints look the same).
+
+A step updates each parameter in place (the parameter stays the same Python object) with ordinary
+tensor ops under ``no_grad``, so it runs on the workers, needs no sync point, and leaves nothing
+behind: optimizer state is also updated in place, and every temporary is freed as soon as the step
+moves on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from gt.autograd import enable_grad, no_grad
+from gt.tensor import Tensor
+
+
+class Optimizer:
+    """Base class: parameter groups, per-parameter state, ``zero_grad``.
+
+    Args:
+        params: tensors, or dicts with a ``"params"`` list and per-group hyperparameters.
+        defaults: hyperparameters for groups that do not set them.
+    """
+
+    def __init__(self, params: Iterable[Any], defaults: dict[str, Any]):
+        if isinstance(params, Tensor):
+            raise TypeError(
+                "params argument given to the optimizer should be an iterable of Tensors or dicts"
+            )
+        self.defaults = dict(defaults)
+        self.state: dict[Tensor, dict[str, Any]] = {}
+        self.param_groups: list[dict[str, Any]] = []
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def add_param_group(self, group: dict[str, Any]) -> None:
+        """Add a group of parameters with its own hyperparameters."""
+        params = group["params"]
+        params = [params] if isinstance(params, Tensor) else list(params)
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, got {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        full = dict(self.defaults)
+        full.update(group)
+        full["params"] = params
+        self.param_groups.append(full)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset gradients: to ``None`` (default), or to zeros in place."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    with no_grad():
+                        p.grad.zero_()
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """Update every parameter that has a gradient; returns ``closure()`` when given."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        self._update(p, p.grad, group, self.state.setdefault(p, {}))
+        return loss
+
+    def _update(self, p: Tensor, g: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """The optimizer's state in PyTorch's layout: ``{"state": {index: {...}},
+        "param_groups": [{..., "params": [index, ...]}]}``, parameters numbered in group order.
+
+        The state's tensors are the optimizer's own (as in PyTorch): save or clone them for a
+        snapshot.
+        """
+        index: dict[int, int] = {}
+        groups = []
+        for g in self.param_groups:
+            packed = {k: v for k, v in g.items() if k != "params"}
+            for p in g["params"]:
+                index.setdefault(id(p), len(index))
+            packed["params"] = [index[id(p)] for p in g["params"]]
+            groups.append(packed)
+        state = {index[id(p)]: s for p, s in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore state from :meth:`state_dict` (tensors cast to each parameter's dtype, shared
+        when they have it already, as in PyTorch; hyperparameters come from the saved groups).
+
+        Raises:
+            ValueError: the saved groups do not match this optimizer's in number or size.
+        """
+        saved_groups = state_dict["param_groups"]
+        if len(saved_groups) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        for g, sg in zip(self.param_groups, saved_groups):
+            if len(g["params"]) != len(sg["params"]):
+                raise ValueError(
+                    "loaded state dict contains a parameter group that doesn't match the size of "
+                    "optimizer's group"
+                )
+        ids = {
+            i: p
+            for g, sg in zip(self.param_groups, saved_groups)
+            for i, p in zip(sg["params"], g["params"])
+        }
+        self.state = {}
+        for key, st in state_dict["state"].items():
+            p = ids.get(int(key))
+            if p is None:
+                continue
+            self.state[p] = {k: _copy_state(v, p) for k, v in st.items()}
+        for g, sg in zip(self.param_groups, saved_groups):
+            params = g["params"]
+            g.clear()
+            g.update({k: v for k, v in sg.items() if k != "params"})
+            g["params"] = params
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {k}: {v}" for k, v in sorted(g.items()) if k != "params"]
+        return "\n".join(lines) + "\n)"
+
+
+def _copy_state(value: Any, param: Tensor) -> Any:
+    """A loaded state value. As in PyTorch, floating tensors are cast to the parameter's dtype,
+    which keeps the very tensor when it already has it (the loaded state then shares it with the
+    state dict it came from)."""
+    if isinstance(value, Tensor):
+        if value.is_floating_point() and param.is_floating_point():
+            return value.to(param.dtype)
+        return value
+    if isinstance(value, dict):
+        return {k: _copy_state(v, param) for k, v in value.items()}
+    return value

@@ -1,0 +1,63 @@
+"""``SGD``: stochastic gradient descent with momentum, dampening, weight decay and Nesterov."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from gt.optim.optimizer import Optimizer
+from gt.tensor import Tensor
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent, optionally with momentum, weight decay and Nesterov momentum.
+
+    For each parameter ``p`` with gradient ``g`` (PyTorch's formulation):
+    ``g += weight_decay * p``; ``buf = momentum * buf + (1 - dampening) * g`` (``buf = g`` at the
+    first step); ``g = g + momentum * buf`` with Nesterov, else ``g = buf``; ``p -= lr * g``.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-3,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+        *,
+        maximize: bool = False,
+    ):
+        if lr < 0 or momentum < 0 or weight_decay < 0:
+            raise ValueError(
+                f"SGD: invalid hyperparameters lr={lr}, momentum={momentum}, weight_decay={weight_decay}"
+            )
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                momentum=momentum,
+                dampening=dampening,
+                weight_decay=weight_decay,
+                nesterov=nesterov,
+                maximize=maximize,
+            ),
+        )
+
+    def _update(self, p: Tensor, g: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
+        if group["maximize"]:
+            g = -g
+        wd, mom = group["weight_decay"], group["momentum"]
+        if wd:
+            g = g + p * wd
+        if mom:
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = state["momentum_buffer"] = g.clone()
+            else:
+                damp = 1.0 - group["dampening"]
+                buf.mul_(mom).add_(g if damp == 1.0 else g * damp)
+            g = g + buf * mom if group["nesterov"] else buf
+        p.sub_(g * group["lr"])

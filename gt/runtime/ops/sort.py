@@ -1,0 +1,58 @@
+"""Registry entries: ordering along an axis.
+
+``argsort`` is the one primitive: ``sort`` and ``topk`` take its indices and pick the values with
+``gather`` on the client, so their gradients flow back to the picked positions through ``getitem``'s
+derivative (as PyTorch's do). The sort is stable, ascending or descending, with NaN ordered as the
+largest value (as in PyTorch).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gt.runtime.ops.base import Op, Shape, int64_dtype
+from gt.runtime.ops.scan import axis_shape
+
+
+def _stable_argsort(xp: Any, x: Any, axis: int) -> Any:
+    if xp.__name__ == "numpy":
+        return xp.argsort(x, axis=axis, kind="stable")
+    return xp.argsort(x, axis=axis)  # CuPy's sort is a stable radix sort
+
+
+def _k_argsort(be: Any) -> Any:
+    xp = be.xp
+
+    def h(v: list, at: Any) -> Any:
+        x, axis = v[0], at["axis"]
+        if x.ndim == 0:
+            return xp.zeros((), dtype=xp.int64)
+        if not at.get("descending"):
+            return _stable_argsort(xp, x, axis).astype(xp.int64, copy=False)
+        # Descending and still stable: sort the reversed array ascending, read the order backwards
+        # and map positions back (ties keep their original order).
+        n = x.shape[axis]
+        rev = xp.flip(x, axis)
+        idx = xp.flip(_stable_argsort(xp, rev, axis), axis)
+        return (n - 1 - idx).astype(xp.int64, copy=False)
+
+    return h
+
+
+def _argsort_shape(shapes: list, attrs: Any) -> Shape:
+    if not shapes[0]:
+        return ()
+    return axis_shape(shapes, attrs)
+
+
+ENTRIES: list[Op] = [
+    Op(
+        "argsort",
+        78,
+        shape=_argsort_shape,
+        dtype=int64_dtype,
+        kernel=_k_argsort,
+        shard="along_axis",
+        doc="indices that sort x along attrs.axis (stable; attrs.descending)",
+    ),
+]
