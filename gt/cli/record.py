@@ -23,7 +23,7 @@ def add_parser(subparsers: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gt record``; returns 1 when there is no dispatcher to record."""
-    address = args.connect or newest_dispatcher()
+    address = args.connect or newest_dispatcher("gt record")
     if address is None:
         return 1
     return record(

@@ -17,9 +17,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from gt.trace.export import export_chrome
+from gt.trace.facts import plain
 from gt.trace.keyframes import attach
 from gt.trace.model import ClusterModel
 from gt.trace.reader import Reader, TraceFormatError
+from gt.trace.records import as_text
 from gt.trace.timeshare import KINDS, shares
 
 _UNITS = {
@@ -144,23 +146,21 @@ def cmd_trace_info(path: str | os.PathLike[str], json: bool = False) -> int:
         with Reader(path) as r:
             info = r.info()
         if json:
-            print(_json.dumps(info, indent=2, default=str))
+            print(_json.dumps(plain(info), indent=2))
             return 0
         _warn_info(info)
         state = "clean" if info["clean"] else ("truncated" if info["truncated"] else "no index")
         print(f"trace     {info['path']}  ({fmt_bytes(info['size'])}, {state})")
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["wall_time"] or 0))
-        print(f"run       {info['run_id']}  recorded {started}")
+        print(f"run       {as_text(info['run_id'], 80)}  recorded {started}")
         print(
             f"span      {fmt_ns(info['duration_ns'])}  ·  {info['events']:,} events in "
             f"{info['batches']:,} batches  ·  {info['keyframes']} keyframes"
         )
         print(f"workers   {len(info['workers'])}")
-        for w in info["workers"]:
-            print(
-                f"  {w.get('id')!s:>4}  {w.get('device') or 'N/A':<14} {w.get('host') or 'N/A'}"
-                f"  pid {w.get('pid') or 'N/A'}"
-            )
+        for w in info["workers"]:  # the fields are as recorded: anything, shown short
+            dev, host, pid = (as_text(w.get(k), 60) or "N/A" for k in ("device", "host", "pid"))
+            print(f"  {w['id']!s:>4}  {dev:<14} {host}  pid {pid}")
         print(
             "events    "
             + ("  ".join(f"{k} {v:,}" for k, v in sorted(info["counts"].items())) or "none")
@@ -250,7 +250,7 @@ def cmd_trace_stats(path: str | os.PathLike[str], json: bool = False) -> int:
             st = trace_stats(r)
             workers = {w.get("id"): w for w in r.workers()}
         if json:
-            print(_json.dumps(st, indent=2, default=str))
+            print(_json.dumps(plain(st), indent=2))
             return 0
         print(f"{path}: {fmt_ns(st['span_ns'])}, {len(st['workers'])} workers")
         print()

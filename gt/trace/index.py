@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from gt.trace import events as E
+from gt.trace.checks import TraceFormatError, check_model_snapshot, is_count, is_int, map_of, short
 from gt.trace.keyframes import is_model_keyframe
 from gt.trace.reader import Batch, Reader
 from gt.trace.records import SPAN_HISTORY
@@ -40,13 +41,13 @@ class Moment(NamedTuple):
     @property
     def label(self) -> str:
         """A short description for the time bar and notices."""
-        f = self.fields
+        f = self.fields  # free-form: whatever a field holds, a label stays short
         if self.kind == E.MARK:
-            return f"mark {f.get('label', '')!r}"
+            return f"mark {short(f.get('label', ''))}"
         if self.kind == E.ERROR:
-            return f"error: {f.get('message') or '?'}"
+            return f"error: {_text(f.get('message') or '?')}"
         if self.kind == E.CONFIG:
-            return f"config applied by {f.get('by') or '?'}"
+            return f"config applied by {_text(f.get('by') or '?')}"
         return self.kind
 
 
@@ -69,6 +70,7 @@ class TraceIndex:
 
     def __init__(self, reader: Reader) -> None:
         self.reader = reader
+        self.skipped = 0  # damaged keyframes left out
         first = reader.t_first
         self.t_start = first if first is not None else int(reader.header.get("start_ns") or 0)
         last = reader.t_last
@@ -82,16 +84,26 @@ class TraceIndex:
         self._all = [m.t_ns for m in self.moments]
 
     def _read_keyframes(self) -> list[KeyframeInfo]:
-        out = []
+        """The usable keyframes; a damaged one is skipped (a seek uses an earlier one)."""
+        out, first = [], None
         for t, offset in self.reader.keyframes:
             try:
                 kf = self.reader.read_keyframe(offset)
-            except ValueError:
+                st = kf["state"]
+                model = is_model_keyframe(st)
+                if model:  # checked now, so that a replay can restore it without surprises
+                    if not map_of(_is_str, is_int)(st.get("applied") or {}):
+                        raise TraceFormatError(f"applied is {short(st.get('applied'))}")
+                    check_model_snapshot(st["model"])
+            except TraceFormatError as exc:
+                self.skipped += 1
+                first = first or str(exc).removeprefix(f"{self.reader.path}: ")
                 continue
-            st = kf.get("state")
             counts = st.get("counts") if isinstance(st, dict) else None
-            ok = isinstance(counts, dict) and all(type(v) is int for v in counts.values())
-            out.append(KeyframeInfo(int(t), offset, counts if ok else None, is_model_keyframe(st)))
+            ok = map_of(_is_str, is_count)(counts)
+            out.append(KeyframeInfo(t, offset, counts if ok else None, model))
+        if self.skipped:
+            self.reader.note(f"skipped {self.skipped} damaged keyframe(s); the first: {first}")
         return out
 
     def _scan_moments(self) -> None:
@@ -199,3 +211,12 @@ class TraceIndex:
         """Keyframe ``k`` as read from the file: ``(record, state)``."""
         kf = self.reader.read_keyframe(self.keyframes[k].offset)
         return kf, kf.get("state")
+
+
+def _is_str(v: Any) -> bool:
+    return type(v) is str
+
+
+def _text(v: Any) -> str:
+    """A free-form field as a short line."""
+    return v[:120] if type(v) is str else short(v)

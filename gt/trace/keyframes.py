@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gt.trace import events as E
+from gt.trace.checks import TraceFormatError, check_model_snapshot, is_int, map_of
 from gt.trace.model import WINDOW_NS, ClusterModel
 from gt.trace.records import ClientRecord, WorkerRecord
 from gt.trace.state import ConfigChange, LogEntry, Mark
@@ -78,13 +79,17 @@ def restore_model(snap: dict, op_names: Sequence[str] | None = None, *, window_n
                   count_gaps: bool = False) -> ClusterModel:  # fmt: skip
     """A model that continues from :func:`snapshot_model` 's data.
 
+    Every field's type is checked first (a keyframe comes from a file), so a model restored here
+    folds on and draws like any other.
+
     Raises:
-        ValueError: the data is not a model snapshot.
+        TraceFormatError: (a ``ValueError``) the data is not a model snapshot.
     """
     try:
-        return _restore(snap, op_names, window_ns, count_gaps)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ValueError(f"not a model snapshot: {type(exc).__name__}: {exc}") from None
+        check_model_snapshot(snap)
+    except TraceFormatError as exc:
+        raise TraceFormatError(f"not a model snapshot: {exc}") from None
+    return _restore(snap, op_names, window_ns, count_gaps)
 
 
 def _restore(snap: dict, op_names, window_ns: int, count_gaps: bool) -> ClusterModel:
@@ -144,7 +149,8 @@ def is_model_keyframe(state: Any) -> bool:
 
 def attach(model: ClusterModel, workers: Sequence[dict] | None) -> None:
     """Tell a fresh model about the workers a recording's header lists (they joined before it)."""
-    ws = [w for w in workers or () if isinstance(w, dict) and type(w.get("id")) is int]
+    ws = [w for w in workers if isinstance(w, dict) and is_int(w.get("id"))] if isinstance(
+        workers, (list, tuple)) else []  # fmt: skip
     if ws:
         model.apply_snapshot({"workers": ws})  # dated by the recording's first event
 
@@ -210,40 +216,53 @@ def model_from_compact(state: dict, *, seq: dict | None = None, t_ns: int | None
     fields)`` events from before the keyframe that the model should still know: source lines,
     marks, config changes and errors.
     """
+    state = state if isinstance(state, dict) else {}
     m = ClusterModel(op_names, window_ns=window_ns, count_gaps=False)
-    for wid, info in (state.get("workers") or {}).items():
-        if type(wid) is not int or not isinstance(info, dict):
-            continue
-        w = m.workers[wid] = WorkerRecord(wid)
-        for k in ("device", "backend", "host", "pid"):
-            setattr(w, k, info.get(k))
-        w.alive = bool(info.get("alive", True))
-    for wid, f in (state.get("memory") or {}).items():
+    for wid, info in _items(state.get("workers")):  # a keyframe comes from a file: skip nonsense
+        if is_int(wid) and isinstance(info, dict):
+            w = m.workers[wid] = WorkerRecord(wid)
+            w.device, w.backend, w.host = (_str(info.get(k)) for k in ("device", "backend", "host"))
+            w.pid = info.get("pid") if is_int(info.get("pid")) else None
+            w.alive = bool(info.get("alive", True))
+    for wid, f in _items(state.get("memory")):
         if wid in m.workers and isinstance(f, dict):
-            m._memory(t_ns or 0, f, "keyframe")
-    for wid, f in (state.get("device") or {}).items():
+            m._memory(t_ns or 0, {**f, "worker": wid}, "keyframe")
+    for wid, f in _items(state.get("device")):
         if wid in m.workers and isinstance(f, dict):
             m.workers[wid].device_stats = f
-    for cno, info in (state.get("clients") or {}).items():
-        if type(cno) is not int or not isinstance(info, dict):
-            continue
-        c = m.clients[cno] = ClientRecord(cno)
-        c.host, c.pid, c.home = info.get("host"), info.get("pid"), info.get("home")
-        argv = info.get("argv")
-        c.argv = tuple(str(a) for a in argv) if isinstance(argv, (list, tuple)) else ()
-        c.alive = bool(info.get("alive", True))
+    for cno, info in _items(state.get("clients")):
+        if is_int(cno) and isinstance(info, dict):
+            c = m.clients[cno] = ClientRecord(cno)
+            c.host = _str(info.get("host"))
+            c.pid, c.home = (info.get(k) if is_int(info.get(k)) else None for k in ("pid", "home"))
+            argv = info.get("argv")
+            c.argv = tuple(str(a)[:200] for a in argv) if isinstance(argv, list) else ()
+            c.alive = bool(info.get("alive", True))
     for kind, t, source, f in earlier:
         handler = m._handlers.get(kind)
         if handler is not None:
             try:
                 handler(t, f, source)
-            except (TypeError, ValueError, KeyError, AttributeError):
+            except Exception:  # noqa: BLE001 - a senseless event is skipped, as when folding
                 pass
-    counts = {k: v for k, v in (state.get("counts") or {}).items() if type(v) is int}
+    counts = {k: v for k, v in _items(state.get("counts")) if is_int(v) and v >= 0}
     m.events = sum(counts.values())
     m.batches = counts.get(E.EXEC, 0)
     m.errors = counts.get(E.ERROR, 0)
-    m.drops = Counter({str(k): v for k, v in (state.get("drops") or {}).items() if type(v) is int})
-    m.next_seq = dict(seq or {})
+    m.drops = Counter({str(k)[:200]: v for k, v in _items(state.get("drops")) if is_int(v)})
+    m.next_seq = dict(seq) if map_of(_is_str, is_int)(seq) else {}
     m.t_first, m.t_last = t_first, t_ns
     return m
+
+
+def _items(d: Any) -> Any:
+    """A dict's items, or none for anything else."""
+    return d.items() if isinstance(d, dict) else ()
+
+
+def _is_str(v: Any) -> bool:
+    return type(v) is str
+
+
+def _str(v: Any) -> str | None:
+    return v if type(v) is str else None

@@ -21,6 +21,8 @@ from typing import Any, NamedTuple
 import msgpack
 
 from gt.trace import events as E
+from gt.trace.checks import TraceFormatError, check_header, check_index, check_keyframe
+from gt.trace.facts import merge_workers, reader_info, scan_summary
 from gt.trace.recorder import (
     FORMAT_VERSION,
     MAGIC,
@@ -34,10 +36,7 @@ from gt.trace.recorder import (
 )
 
 _HS = REC.size
-
-
-class TraceFormatError(ValueError):
-    """A file is not a readable ``.gtrace`` trace (foreign, corrupt, or cut inside its header)."""
+__all__ = ["Batch", "Reader", "Seek", "TraceEvent", "TraceFormatError"]
 
 
 class TraceEvent(NamedTuple):
@@ -91,6 +90,9 @@ class Reader:
 
     Args:
         path: the trace file.
+        skip_damaged: pass over a batch record that is corrupt or holds no event batch (noted in
+            :attr:`damaged`, said in :attr:`warning`) instead of raising when it is read: a
+            replay goes on past it; the commands report it.
 
     Raises:
         TraceFormatError: not a trace, an unsupported format version, or a damaged header.
@@ -103,8 +105,10 @@ class Reader:
         warning: a one-line description of what is missing, or ``None``.
     """
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: str | os.PathLike[str], *, skip_damaged: bool = False):
         self.path = Path(path)
+        self.skip_damaged = skip_damaged
+        self.damaged: set[int] = set()  # offsets of records passed over (``skip_damaged``)
         self.clean = False
         self.truncated = False
         self.warning: str | None = None
@@ -151,10 +155,10 @@ class Reader:
             header = _unpack(payload)
         except Exception:
             raise self._error("corrupt header record (not msgpack)") from None
-        if not isinstance(header, dict) or "format" not in header:
-            raise self._error("corrupt header record (not a header)")
-        if header["format"] != FORMAT_VERSION:
-            raise self._error(f"unsupported .gtrace format version {header['format']!r}")
+        try:
+            header = check_header(header, FORMAT_VERSION)
+        except TraceFormatError as exc:
+            raise self._error(str(exc)) from None
         self.data_start = end
         return header
 
@@ -176,10 +180,8 @@ class Reader:
             payload = mm[offset + _HS : end]
             if zlib.crc32(payload) != crc:
                 raise ValueError("checksum mismatch")
-            index = _unpack(payload)
-            chunks = [(int(o), int(a), int(b)) for o, a, b in index["chunks"]]
-            keyframes = [(int(t), int(o)) for t, o in index["keyframes"]]
-            summary = dict(index["summary"])
+            chunks, keyframes, summary = check_index(_unpack(payload))
+            self._check_offsets(chunks, keyframes, offset)
         except Exception:
             self.warning = "the index is damaged; scanned the file instead"
             return False
@@ -189,6 +191,23 @@ class Reader:
         self._summary = summary
         self.clean = True
         return True
+
+    def _check_offsets(self, chunks: list, keyframes: list, end: int) -> None:
+        """The index's offsets name, in order, whole records before ``end`` (a seek starts there)."""
+        prev = self.data_start - 1
+        kinds: dict[int, int] = {}
+        for o, _, _ in chunks:
+            if not prev < o <= end - _HS:
+                raise ValueError("chunk offset out of order or range")
+            n, rtype, *_ = REC.unpack_from(self._mm, o)
+            if rtype not in (R_BATCH, R_KEYFRAME) or o + _HS + n > end:
+                raise ValueError("no record at a chunk offset")
+            kinds[o], prev = rtype, o
+        if chunks and chunks[0][0] != self.data_start:
+            raise ValueError("the first chunk does not start the data")
+        offsets = [o for _, o in keyframes]
+        if offsets != sorted(set(offsets)) or any(kinds.get(o) != R_KEYFRAME for o in offsets):
+            raise ValueError("a keyframe offset names no keyframe")
 
     def _scan(self) -> None:
         """Find every whole record by walking the record heads (no index at the end)."""
@@ -246,6 +265,7 @@ class Reader:
         self._prefmax = prefmax  # nondecreasing: bisect finds the first chunk reaching a time
         self._sufmin = sufmin  # nondecreasing: bisect finds the first chunk wholly after a time
         self._kf_offsets = [o for _, o in self._keyframes]
+        self._kf_set = frozenset(self._kf_offsets)
 
     # -- records -------------------------------------------------------------------------------
 
@@ -260,9 +280,23 @@ class Reader:
                 raise self._error(f"corrupt record at byte {pos} (length runs past the end)")
             payload = mm[pos + _HS : end]
             if zlib.crc32(payload) != crc:
-                raise self._error(f"corrupt record at byte {pos} (checksum mismatch)")
-            yield pos, rtype, t0, t1, payload
+                self._damaged(pos, self._error(f"corrupt record at byte {pos} (checksum mismatch)"))
+            else:
+                yield pos, rtype, t0, t1, payload
             pos = end
+
+    def _damaged(self, pos: int, exc: TraceFormatError) -> None:
+        """Raise ``exc``, or (``skip_damaged``) note the record and say so in :attr:`warning`."""
+        if not self.skip_damaged:
+            raise exc
+        if not self.damaged:
+            self.note(str(exc).removeprefix(f"{self.path}: ") + "; skipped")
+        self.damaged.add(pos)
+
+    @property
+    def skipped(self) -> int:
+        """How many damaged records were passed over so far (with ``skip_damaged``)."""
+        return len(self.damaged)
 
     def _range(self, t_start: int | None, t_end: int | None) -> tuple[int, int]:
         """Byte range holding every record that may have events in ``[t_start, t_end]``."""
@@ -276,12 +310,10 @@ class Reader:
         return start, max(start, stop)
 
     def _decode_batch(self, offset: int, payload: bytes, t0: int, t1: int) -> Batch:
-        try:
-            source, first_seq, events = _unpack(payload)
-            if type(source) is not str or type(first_seq) is not int or type(events) is not list:
-                raise ValueError
-        except Exception:
-            raise self._error(f"corrupt record at byte {offset} (not an event batch)") from None
+        try:  # the bus's own check: [str, int, [[str kind, int time, dict fields], ...]]
+            source, first_seq, events = E.unpack_batch(payload)
+        except E.EventFormatError as exc:
+            raise self._error(f"corrupt record at byte {offset} ({exc})") from None
         return Batch(source, first_seq, events, t0, t1, offset)
 
     def batches(
@@ -302,7 +334,12 @@ class Reader:
                 continue
             if (t_start is not None and t1 < t_start) or (t_end is not None and t0 > t_end):
                 continue
-            yield self._decode_batch(offset, payload, t0, t1)
+            try:
+                batch = self._decode_batch(offset, payload, t0, t1)
+            except TraceFormatError as exc:
+                self._damaged(offset, exc)
+                continue
+            yield batch
 
     def events(
         self,
@@ -334,13 +371,7 @@ class Reader:
             if src_set is not None and b.source not in src_set:
                 continue
             seq = b.first_seq
-            for ev in b.events:
-                try:
-                    kind, t, fields = ev
-                except (TypeError, ValueError):
-                    raise self._error(
-                        f"corrupt record at byte {b.offset} (malformed event)"
-                    ) from None
+            for kind, t, fields in b.events:  # checked when the batch was decoded
                 if lo <= t <= hi and (kind_set is None or kind in kind_set):
                     yield TraceEvent(b.source, seq, kind, t, fields)
                 seq += 1
@@ -353,18 +384,30 @@ class Reader:
         return list(self._keyframes)
 
     def read_keyframe(self, offset: int) -> dict:
-        """The keyframe record at ``offset``: ``{"t_ns", "seq", "source", "state"}``."""
-        for pos, rtype, _, _, payload in self._records(offset, self._end):
-            if pos != offset or rtype != R_KEYFRAME:
-                break
+        """The keyframe record at ``offset``: ``{"t_ns", "seq", "source", "state"}``.
+
+        Raises:
+            TraceFormatError: no keyframe there, or one of the wrong shape.
+        """
+        if offset not in self._kf_set:
+            raise self._error(f"no keyframe at byte {offset}")
+        why: Any = "checksum mismatch"  # skip_damaged passed over it: the next record is another
+        for pos, _, _, _, payload in self._records(offset, self._end):
             try:
-                kf = _unpack(payload)
-            except Exception:
-                break
-            if isinstance(kf, dict):
-                return kf
+                if pos == offset:
+                    kf = check_keyframe(_unpack(payload))
+                    return {**kf, "seq": kf.get("seq") or {}}
+            except Exception as exc:
+                why = exc if isinstance(exc, TraceFormatError) else "not msgpack"
             break
-        raise self._error(f"no keyframe at byte {offset}")
+        raise self._error(f"corrupt keyframe at byte {offset} ({why})")
+
+    def note(self, what: str) -> None:
+        """Add ``what`` to :attr:`warning` (a part of the file was skipped)."""
+        if self.warning is None:
+            self.warning = what
+        elif what not in self.warning and len(self.warning) < 300:
+            self.warning += f"; {what}"
 
     def seek(self, t_ns: int) -> Seek:
         """Jump near ``t_ns`` without reading from the start.
@@ -373,19 +416,17 @@ class Reader:
         state with an iterator over every event recorded after it.
         """
         start, _ = self._range(t_ns, None)
-        k = bisect_right(self._kf_offsets, start) - 1
-        if k < 0:
-            return Seek(t_ns, None, None, {}, self._events(self.batches(start=self.data_start)))
-        offset = self._kf_offsets[k]
-        kf = self.read_keyframe(offset)
-        after = offset + _HS + REC.unpack_from(self._mm, offset)[0]
-        return Seek(
-            t_ns,
-            kf.get("state"),
-            kf.get("t_ns"),
-            dict(kf.get("seq") or {}),
-            self._events(self.batches(start=after)),
-        )
+        for k in range(bisect_right(self._kf_offsets, start) - 1, -1, -1):
+            offset = self._kf_offsets[k]
+            try:
+                kf = self.read_keyframe(offset)
+            except TraceFormatError:  # an earlier keyframe does too, with more to fold
+                self.note(f"skipped a damaged keyframe at byte {offset}")
+                continue
+            after = offset + _HS + REC.unpack_from(self._mm, offset)[0]
+            events = self._events(self.batches(start=after))
+            return Seek(t_ns, kf["state"], kf["t_ns"], dict(kf["seq"]), events)
+        return Seek(t_ns, None, None, {}, self._events(self.batches(start=self.data_start)))
 
     # -- summary -------------------------------------------------------------------------------
 
@@ -421,80 +462,16 @@ class Reader:
     def summary(self) -> dict:
         """Event counts per kind, drops per source, time range, workers seen (scans if no index)."""
         if self._summary is None:
-            self._summary = self._scan_summary()
+            self._summary = scan_summary(self.batches())
         return self._summary
-
-    def _scan_summary(self) -> dict:
-        counts: dict[str, int] = {}
-        drops: dict[str, int] = {}
-        workers: dict[Any, dict] = {}
-        sources: dict[str, list[int]] = {}
-        n_events = n_batches = 0
-        t_first = t_last = None
-        for b in self.batches():
-            n_batches += 1
-            n_events += len(b.events)
-            t_first = b.t0 if t_first is None or b.t0 < t_first else t_first
-            t_last = b.t1 if t_last is None or b.t1 > t_last else t_last
-            span = sources.setdefault(b.source, [b.first_seq, b.first_seq])
-            span[1] = b.first_seq + len(b.events)
-            for kind, _, f in b.events:
-                counts[kind] = counts.get(kind, 0) + 1
-                if kind == E.DROP:
-                    src = str(f.get("source"))
-                    drops[src] = drops.get(src, 0) + int(f.get("missing") or 0)
-                elif kind == E.WORKER_JOINED:
-                    w = f.get("worker")
-                    workers[w] = {"id": w, **{k: v for k, v in f.items() if k != "worker"}}
-        return {
-            "events": n_events,
-            "batches": n_batches,
-            "t_first": t_first,
-            "t_last": t_last,
-            "counts": counts,
-            "drops": drops,
-            "dropped": sum(drops.values()),
-            "workers": list(workers.values()),
-            "sources": sources,
-        }
 
     def workers(self) -> list[dict]:
         """Workers from the header merged with those that joined during the recording."""
-        merged: dict[Any, dict] = {}
-        for w in list(self.header.get("workers") or []) + list(self.summary().get("workers") or []):
-            if isinstance(w, dict):
-                merged.setdefault(w.get("id"), {}).update(
-                    {k: v for k, v in w.items() if v is not None}
-                )
-        return [merged[k] for k in sorted(merged, key=lambda x: (str(type(x)), x))]
+        return merge_workers(self.header["workers"], self.summary()["workers"])
 
     def info(self) -> dict:
         """Run id, time range, workers, devices, event counts per kind, drops, file facts."""
-        s = self.summary()
-        workers = self.workers()
-        t0, t1 = s.get("t_first"), s.get("t_last")
-        return {
-            "path": str(self.path),
-            "size": self.size,
-            "run_id": self.header.get("run_id"),
-            "wall_time": self.header.get("wall_time"),
-            "start_ns": self.header.get("start_ns"),
-            "t_first": t0,
-            "t_last": t1,
-            "duration_ns": (t1 - t0) if t0 is not None and t1 is not None else 0,
-            "workers": workers,
-            "devices": [w.get("device") for w in workers if w.get("device") is not None],
-            "events": s.get("events", 0),
-            "batches": s.get("batches", 0),
-            "counts": dict(s.get("counts") or {}),
-            "drops": dict(s.get("drops") or {}),
-            "dropped": s.get("dropped", 0),
-            "keyframes": len(self._keyframes),
-            "config": self.header.get("config"),
-            "clean": self.clean,
-            "truncated": self.truncated,
-            "warning": self.warning,
-        }
+        return reader_info(self)
 
     # -- lifetime ------------------------------------------------------------------------------
 

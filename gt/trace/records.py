@@ -8,6 +8,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
+from gt.trace.checks import is_count, is_int, is_key, is_num, short
 from gt.trace.state import COMM, COMPUTE, WAIT, Span
 from gt.trace.timeshare import TimeAccount
 
@@ -131,17 +132,68 @@ class ClientRecord:
         self.snap_in_flight: int | None = None
 
 
+def as_text(v: Any, limit: int = 200) -> str | None:
+    """A free-form field as a short string (``None`` stays ``None``)."""
+    if v is None or type(v) is str:
+        return v if v is None or len(v) <= limit else v[:limit]
+    return short(v, limit)
+
+
+def span_times(f: dict, t: int) -> tuple[int, int]:
+    """An ``exec`` or ``transfer`` event's ``(t0, t1)``, the event's time where absent.
+
+    Raises:
+        TypeError: a time that is not an integer (the event is bad; nothing was changed).
+    """
+    t0, t1 = f.get("t0"), f.get("t1")
+    t0, t1 = t if t0 is None else t0, t if t1 is None else t1
+    if not (is_int(t0) and is_int(t1)):
+        raise TypeError("t0 or t1")
+    return t0, max(t0, t1)
+
+
+def exec_columns(f: dict) -> tuple[list, list, int]:
+    """An ``exec`` event's ``(ops, durs, n)``: opcodes, per-instruction durations (empty when
+    absent or not durations), instruction count.
+
+    Raises:
+        TypeError: ``ops`` is not a list of opcodes.
+    """
+    ops = f.get("ops") or []
+    if not isinstance(ops, (list, tuple)) or not all(is_key(o) for o in ops):
+        raise TypeError("ops")
+    durs = f.get("durs") or []
+    if not isinstance(durs, (list, tuple)) or not all(is_num(d) and d >= 0 for d in durs):
+        durs = []
+    n = f.get("n")
+    return list(ops), list(durs), n if is_count(n) else len(ops)
+
+
+def key_list(v: Any) -> list | None:
+    """A column of ids (``srcs``, say) as a list, or ``None`` when it is not one."""
+    return list(v) if isinstance(v, (list, tuple)) and all(is_key(x) for x in v) else None
+
+
+def set_facts(w: WorkerRecord, info: dict) -> None:
+    """Take a worker's device, backend, host and pid from an event or a snapshot (if typed)."""
+    for k in ("device", "backend", "host"):
+        if type(info.get(k)) is str:
+            setattr(w, k, info[k][:200])
+    if is_int(info.get("pid")):
+        w.pid = info["pid"]
+
+
 def as_int(v: Any) -> int | None:
-    return v if type(v) is int else None
+    return v if is_int(v) else None
 
 
 def as_num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    return float(v) if is_num(v) else None
 
 
 def as_count(v: Any) -> int:
     """An ``errors`` field may be a count or a list of errors."""
-    if type(v) is int:
+    if is_count(v):
         return v
     return len(v) if isinstance(v, (list, tuple, dict)) else 0
 
@@ -199,7 +251,7 @@ def lane_spans(
     _fill(comp, w.execs, w.batches, lambda r: (r[0], r[1], r[3]))
     _fill(comm, w.xfers, w.n_xfers, lambda r: (r[0], r[1], (r[4], r[2])))
     spans = comp.spans(start, end, COMPUTE, lambda top: _exec_name(top, op_name))
-    spans += [s._replace(kind=WAIT) if s.name.startswith("wait") else s
+    spans += [s._replace(kind=WAIT) if s.name.startswith(("wait", "spill", "unspill")) else s
               for s in comm.spans(start, end, COMM, _xfer_name)]  # fmt: skip
     spans.sort(key=lambda s: s.t0)
     return spans
@@ -240,7 +292,8 @@ def _expanded(
         else:
             spans.append(Span(t0, t1, _exec_name(top, op_name), COMPUTE))
     spans = merge_spans(spans, 0)
-    spans += [Span(x[0], x[1], _xfer_name((x[4], x[2])), WAIT if x[4] == "wait" else COMM)
+    spans += [Span(x[0], x[1], _xfer_name((x[4], x[2])),
+                   WAIT if x[4] in ("wait", "spill", "unspill") else COMM)
               for x in reversed(xfers)]  # fmt: skip
     spans.sort(key=lambda s: s.t0)
     return spans
@@ -260,6 +313,8 @@ def _fill(bins: LaneBins, records: deque, total: int, key: Callable[[tuple], tup
 
 def _xfer_name(key: tuple) -> str:
     direction, peer = key
+    if direction in ("spill", "unspill"):  # the memory pool, to or from its spill tier
+        return direction
     if direction == "wait":
         return f"wait w{peer}" if peer is not None else "wait"
     arrow = "→" if direction == "send" else "←"

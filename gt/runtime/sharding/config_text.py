@@ -48,28 +48,32 @@ class Checked:
 
 
 def check_text(text: str, worker_ids: Iterable[int] | None = None) -> Checked:
-    """Parse and validate editor text; every problem carries its line."""
+    """Parse and validate editor text; every problem carries its line.
+
+    The text is read within the bounds of :func:`gt.runtime.sharding.config.load_yaml` (size,
+    nesting, aliases, duplicate keys). An empty text is a problem: clearing every rule is
+    explicit (``{}``).
+    """
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        raw = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else None
-        what = exc.problem or str(exc)
-        return Checked(problems=[Problem(line, f"YAML: {what}")])
-    except yaml.YAMLError as exc:
-        return Checked(problems=[Problem(None, f"YAML: {exc}")])
+        raw, node = C.load_yaml(text)
+    except C.ConfigError as exc:
+        return Checked(problems=[Problem(exc.line, exc.reason)])
     ids = None if worker_ids is None else sorted(worker_ids)
     out = Checked(raw=raw)
-    if raw is not None and not isinstance(raw, Mapping):
+    if raw is None:
+        out.problems.append(Problem(None, C.EMPTY))
+        return out
+    if not isinstance(raw, Mapping):
         out.problems.append(Problem(1, "a config is a mapping of signal names to rules"))
         return out
-    raw = raw or {}
-    signals = [k for k in raw if k not in C.SETTINGS]
-    for key, value in raw.items():
-        alone = {**{s: None for s in signals if s != key}, key: value}
+    if len(raw) > C.MAX_SIGNALS:  # one problem, not one per signal
+        out.problems.append(Problem(None, f"a config holds at most {C.MAX_SIGNALS} signals, "
+                                          f"this one {len(raw)}"))  # fmt: skip
+        return out
+    names = frozenset(k for k in raw if k not in C.SETTINGS)
+    for key, value in raw.items():  # each entry on its own: every broken signal is reported
         try:
-            C.validate(alone, ids)
+            C.validate_entry(key, value, ids, names)
         except C.ConfigError as exc:
             out.problems.append(Problem(line_of(node, str(exc), key), str(exc)))
             continue
@@ -124,9 +128,12 @@ def line_of(root: Any, message: str, hint: Any = None) -> int | None:
 
 
 def to_text(cfg: Mapping | None) -> str:
-    """A config (YAML form) as editor text: one block per signal, small values in flow style."""
+    """A config (YAML form) as editor text: one block per signal, small values in flow style.
+
+    No config is ``{}``, said explicitly (an empty text is not a config).
+    """
     if not cfg:
-        return "# no shard config: every tensor stays on its client's home worker\n"
+        return "# no shard config: every tensor stays on its client's home worker\n{}\n"
     lines = []
     for key, value in cfg.items():
         if isinstance(value, Mapping) and value:
