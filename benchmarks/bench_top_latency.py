@@ -1,47 +1,70 @@
 """Key press to repaint in ``gt top`` while the runtime runs the pipelined tiny-op benchmark.
 
-Starts a 1-worker local cluster, a client thread that keeps ``x = x + 1`` going at full rate, and
+Starts a 1-worker local cluster, a client process that keeps ``x = x + 1`` going at full rate, and
 ``gt top`` in a pseudo-terminal; then presses ``?`` (help) and ``escape`` in turn and times how
-long until the terminal shows the change. Target: < 200 ms.
+long until the terminal shows the change. Target: p99 <= 100 ms.
 
-    python benchmarks/bench_top_latency.py [--presses 10]
+The load runs in its own process, so this one (which reads the terminal) is not slowed by it. For
+each press it also reads, from ``/proc``, how much CPU ``gt top`` 's main thread used and how long
+it sat runnable waiting for a CPU: on a machine busier than its cores, that wait is most of the
+slow presses, and no change to the app can remove it.
+
+    python benchmarks/bench_top_latency.py [--presses 30]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
 import sys
-import threading
 import time
 
 import pexpect
+
+LOAD = """
+import sys, gt
+gt.connect(sys.argv[1])
+x = gt.zeros(4)
+n = 0
+while True:
+    for _ in range(10_000):
+        x = x + 1
+    x.numpy()
+    n += 10_000
+    print(n, flush=True)
+"""
+
+
+def thread_times(pid: int) -> tuple[float, float]:
+    """``(cpu, run-queue wait)`` seconds so far of the process's main thread."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    with open(f"/proc/{pid}/schedstat") as f:
+        waited = int(f.read().split()[1]) / 1e9
+    import os
+
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), waited
+
+
+def pct(values: list[float], q: float) -> float:
+    """The ``q`` quantile (nearest rank)."""
+    s = sorted(values)
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--presses", type=int, default=10)
+    ap.add_argument("--presses", type=int, default=30)
     args = ap.parse_args()
-    import gt
     from gt.runtime.launch import LocalCluster
 
     cluster = LocalCluster(workers=1)
-    stop = threading.Event()
-    done = {"ops": 0}
-
-    def load() -> None:
-        gt.connect(cluster.address)
-        x = gt.zeros(4)
-        while not stop.is_set():
-            for _ in range(10_000):
-                x = x + 1
-            x.numpy()
-            done["ops"] += 10_000
-        gt.disconnect()
-
-    worker = threading.Thread(target=load, daemon=True)
+    load = subprocess.Popen(
+        [sys.executable, "-c", LOAD, cluster.address], stdout=subprocess.PIPE, text=True
+    )
     tui = pexpect.spawn(
         sys.executable,
         ["-m", "gt", "top", "--connect", cluster.address],
@@ -50,33 +73,42 @@ def main() -> int:
         encoding="utf-8",
     )
     lat: list[float] = []
+    cpu: list[float] = []
+    waited: list[float] = []
     try:
-        worker.start()
         tui.expect("workers", timeout=20)
+        load.stdout.readline()  # the load is running
         time.sleep(2.0)
-        t_start, ops0 = time.perf_counter(), done["ops"]
         for _ in range(args.presses):
             tui.read_nonblocking(1_000_000, timeout=0.2) if tui.isalive() else None
+            c0, w0 = thread_times(tui.pid)
             t0 = time.perf_counter()
             tui.send("?")
             tui.expect("everywhere", timeout=5)  # a heading of the help screen
             lat.append(time.perf_counter() - t0)
+            c1, w1 = thread_times(tui.pid)
+            cpu.append(c1 - c0)
+            waited.append(w1 - w0)
             time.sleep(0.3)
             tui.send("\x1b")
             tui.expect("timeline", timeout=5)
             time.sleep(0.5)
-        rate = (done["ops"] - ops0) / (time.perf_counter() - t_start)
     finally:
-        stop.set()
         tui.terminate(force=True)
-        worker.join(timeout=10)
+        load.kill()
+        load.wait()
         cluster.stop()
-    p50, worst = statistics.median(lat), max(lat)
+    p50, p99 = statistics.median(lat), pct(lat, 0.99)
+    ms = 1000
+    print(f"gt top's main thread per press: cpu p50 {statistics.median(cpu) * ms:.0f} ms, "
+          f"p99 {pct(cpu, 0.99) * ms:.0f} ms; waiting for a cpu p50 {statistics.median(waited) * ms:.0f} ms, "
+          f"p99 {pct(waited, 0.99) * ms:.0f} ms")  # fmt: skip
     print(
-        f"key press -> repaint in gt top under load (~{rate / 1000:.0f}k ops/s): "
-        f"median {p50 * 1000:.0f} ms, max {worst * 1000:.0f} ms over {len(lat)} presses (target < 200 ms)"
+        f"key press -> repaint in gt top under load: median {p50 * ms:.0f} ms, "
+        f"p99 {p99 * ms:.0f} ms, max {max(lat) * ms:.0f} ms over {len(lat)} presses "
+        f"(target: p99 <= 100 ms)"
     )
-    return 0 if worst < 0.2 else 1
+    return 0 if p99 <= 0.1 else 1
 
 
 if __name__ == "__main__":

@@ -1,11 +1,14 @@
-"""Helpers shared by the ``gt`` commands: stop signals, finding a dispatcher, exit statuses."""
+"""Helpers shared by the ``gt`` commands: stop signals, finding a dispatcher and saying which one,
+exit statuses."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
 
 #: What each command module's ``add_parser`` receives: ``ArgumentParser.add_subparsers()``.
@@ -34,15 +37,62 @@ def resolve_endpoints(address: str, timeout: float = 5.0) -> dict[str, str]:
         raise SystemExit(f"gt: {exc}") from None
 
 
-def newest_dispatcher() -> str | None:
-    """The front address of the newest live dispatcher; ``None`` (with a message) when none runs."""
+def newest_dispatcher(command: str = "gt") -> str | None:
+    """The front address of the newest live dispatcher, said on stderr (:func:`announce`);
+    ``None`` (with a message) when none runs."""
     from gt.runtime.discovery import live_dispatchers
 
     found = live_dispatchers()
     if not found:
-        print(f"gt: {NO_DISPATCHER}", file=sys.stderr)
+        print(f"{command}: {NO_DISPATCHER}", file=sys.stderr)
         return None
+    announce(command, found[0])
     return found[0]["front"]
+
+
+def owner_uid(info: Mapping[str, Any]) -> int | None:
+    """Who started a dispatcher: its answer's ``uid``, else the owner of its discovery file."""
+    uid = info.get("uid")
+    if type(uid) is int:
+        return uid
+    path = info.get("file")
+    if isinstance(path, str):
+        try:
+            return os.stat(path).st_uid
+        except OSError:
+            return None
+    return None
+
+
+def describe_dispatcher(info: Mapping[str, Any], *, now: float | None = None) -> str:
+    """One line naming a dispatcher: address, pid, start time, and its user when not you.
+
+    ``info`` is a discovery record or a ``ping``/``endpoints`` answer (``front``, ``pid``,
+    ``started`` as a Unix time, ``uid``); what it lacks is left out. For example
+    ``the dispatcher at tcp://127.0.0.1:5555 (pid 42, started 14:02:11, 1m30s ago)``.
+    """
+    from gt.tui.config_view import user_name
+    from gt.tui.render import human_duration
+
+    parts = []
+    if info.get("pid") is not None:
+        parts.append(f"pid {info['pid']}")
+    started = info.get("started")
+    if isinstance(started, (int, float)) and not isinstance(started, bool):
+        ago = (time.time() if now is None else now) - started
+        fmt = "%H:%M:%S" if ago < 86_400 else "%Y-%m-%d %H:%M"
+        parts.append(f"started {time.strftime(fmt, time.localtime(started))}, "
+                     f"{human_duration(ago)} ago")  # fmt: skip
+    uid = owner_uid(info)
+    if uid is not None and uid != os.getuid():
+        parts.append(f"user {user_name(uid)}, not you")
+    where = info.get("front") or info.get("control") or "?"
+    return f"the dispatcher at {where}" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def announce(command: str, info: Mapping[str, Any]) -> None:
+    """Say on stderr which dispatcher ``command`` picked by itself (stdout stays the command's)."""
+    print(f"{command}: using {describe_dispatcher(info)}", file=sys.stderr)
 
 
 def exit_status(returncode: int) -> int:

@@ -3,7 +3,8 @@
 ``show`` prints the running config as YAML; ``validate`` checks a file against the schema and,
 when a dispatcher answers, against its live workers (every problem with its line; exit 1 if any);
 ``apply`` validates, applies for new instructions and prints what the dispatcher installed, or its
-precise refusal (exit 1; the running config stays in force).
+precise refusal (exit 1; the running config stays in force). Without ``--connect`` each says on
+stderr which dispatcher it picked; ``apply`` refuses a dispatcher another user started.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 import sys
 from typing import Any
 
-from gt.cli.common import NO_DISPATCHER, Subparsers
+from gt.cli.common import NO_DISPATCHER, Subparsers, announce
 from gt.cli.dashboard import find_endpoints
 
 
@@ -56,7 +57,26 @@ def _control(args: argparse.Namespace, *, required: bool) -> Any:
             )
             print(f"gt config: {where}", file=sys.stderr)
         return None
+    if not args.connect:  # picked by itself: say which
+        announce(f"gt config {args.config_command}", eps)
     return ConfigControl(eps["control"], token=args.token, by="gt config")
+
+
+def _refusal(control: Any) -> str | None:
+    """Why ``gt config apply`` must not change this dispatcher (another user's), else ``None``.
+
+    Raises:
+        ControlError: the dispatcher does not answer.
+    """
+    from gt.runtime.control import request
+    from gt.tui.config_view import owner_refusal
+
+    why = control.refusal()
+    if why is not None:
+        return why
+    owner = request(control.endpoint, "ping", timeout=control.timeout)
+    uid = owner.get("uid") if isinstance(owner, dict) else None
+    return owner_refusal(uid, control.endpoint, control.token)
 
 
 def _read(path: str) -> str:
@@ -107,6 +127,10 @@ def run(args: argparse.Namespace) -> int:
                 else f"{args.file}: valid for {where}"
             )
             return 0
+        why = _refusal(control)
+        if why is not None:
+            print(f"gt config: not applied: {why}", file=sys.stderr)
+            return 1
         after = control.apply(checked.raw)
     except ControlError as exc:
         print(f"gt config: {exc}", file=sys.stderr)

@@ -84,10 +84,38 @@ FIELDS: dict[str, tuple[str, ...]] = {
         "errors",
     ),
     # worker: bytes moved to/from a peer ("send"/"recv"), or blocked on data that had not arrived
-    # ("wait"; bytes 0; peer None for a client's upload), from t0 to t1
+    # ("wait"; bytes 0; peer None for a client's upload), from t0 to t1. The memory pool's traffic
+    # to its spill tier has peer None: "spill" (out), "unspill" (read back when an op needed it),
+    # "prefetch" (read back ahead of need, beside compute).
     TRANSFER: ("worker", "peer", "bytes", "t0", "t1", "direction", "what", "client", "batch"),
-    # worker: memory pool sample in bytes
-    MEMORY: ("worker", "used", "reserved", "limit", "spilled", "tensors"),
+    # worker: memory pool sample in bytes. used: held by tensors, each buffer once however many
+    # views; cached: kept free by the allocator for reuse (reserved = used + cached); limit and
+    # client_limit: the pool's limit and per-client quota (None: none); capacity: the device's
+    # memory (RAM on NumPy); spilled: in the spill tier now; peak: the most ever held; clients
+    # and clients_spilled: {client: bytes}. Counters since the worker started: spill_out and
+    # spill_in (bytes to and from the spill tier), prefetched (bytes read back ahead of need),
+    # prefetch_hits / prefetch_misses (reads that found their buffer back / had to wait), oom
+    # (results refused).
+    MEMORY: (
+        "worker",
+        "used",
+        "reserved",
+        "limit",
+        "spilled",
+        "tensors",
+        "cached",
+        "client_limit",
+        "capacity",
+        "peak",
+        "clients",
+        "clients_spilled",
+        "spill_out",
+        "spill_in",
+        "prefetched",
+        "prefetch_hits",
+        "prefetch_misses",
+        "oom",
+    ),  # fmt: skip
     # worker: NVML device sample (None where the device offers no such counter)
     DEVICE: (
         "worker",

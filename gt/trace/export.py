@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from gt.trace import events as E
+from gt.trace.checks import is_int, is_key, is_num, short
 from gt.trace.reader import Reader
-from gt.trace.timeshare import TimeAccount, shares
+from gt.trace.records import as_text
+from gt.trace.timeshare import BACKGROUND, MEMORY_TRAFFIC, TimeAccount, shares
 
 CLIENTS_PID = 100_000
 DISPATCHER_PID = 100_001
@@ -49,11 +51,31 @@ def _jsonable(obj: Any) -> Any:
 
 
 def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), default=_jsonable)
+    """JSON for a value from the trace; always valid JSON, whatever a field holds."""
+    try:
+        return json.dumps(obj, separators=(",", ":"), default=_jsonable, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):  # odd keys, nan, deep nesting: say what it was
+        return json.dumps(short(obj))
 
 
-def _num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+def _time(v: Any) -> int | None:
+    """A time (or duration) field as integer ns, or ``None`` when it is none."""
+    return v if is_int(v) else int(v) if is_num(v) else None
+
+
+def _list(v: Any) -> list:
+    """A column field (``ops``, ``durs``, ...): a list, or empty when it is not one."""
+    return v if type(v) is list else []
+
+
+def _op(code: Any) -> str:
+    """JSON for an opcode without a name (or an op recorded by name)."""
+    return _dumps(code if type(code) is str else f"op{short(code)}")
+
+
+def _key(v: Any) -> Any:
+    """A field used to match events (a client, a batch): itself if an id, else its short form."""
+    return v if is_key(v) else short(v)
 
 
 class _Lanes:
@@ -145,7 +167,7 @@ class _Exporter:
         self.counts["instants"] += 1
 
     def counter(self, pid: int, t: int, name: str, values: dict) -> None:
-        vals = {k: v for k, v in values.items() if _num(v)}
+        vals = {k: v for k, v in values.items() if is_num(v)}
         if vals:
             self.emit(
                 f'{{"ph":"C","pid":{pid},"tid":0,"ts":{self.ts(t)},"name":{_dumps(name)},'
@@ -172,7 +194,7 @@ class _Exporter:
         return (self.w_lo is None or t1 >= self.w_lo) and (self.w_hi is None or t0 <= self.w_hi)
 
     def worker_ok(self, w: Any) -> bool:
-        if not isinstance(w, int):
+        if not is_int(w) or w < 0:
             return False
         if self.workers is not None and w not in self.workers:
             return False
@@ -190,16 +212,8 @@ class _Exporter:
             E.DEVICE: self.on_device,
             E.SRCLOC: self.on_srcloc,
         }
-        instants = {
-            E.MARK,
-            E.CONFIG,
-            E.ERROR,
-            E.DROP,
-            E.WORKER_JOINED,
-            E.WORKER_LEFT,
-            E.CLIENT_JOINED,
-            E.CLIENT_LEFT,
-        }
+        instants = {E.MARK, E.CONFIG, E.ERROR, E.DROP, E.WORKER_JOINED, E.WORKER_LEFT,
+                    E.CLIENT_JOINED, E.CLIENT_LEFT}  # fmt: skip
         n = 0
         for b in self.r.batches(lo, hi):
             n += len(b.events)
@@ -216,21 +230,21 @@ class _Exporter:
     def on_srcloc(self, t: int, f: dict) -> None:
         locs = f.get("locs")
         if isinstance(locs, dict):  # kept as JSON strings, ready for the instruction slices
-            self.srclocs.setdefault(f.get("client"), {}).update(
-                {k: _dumps(v) for k, v in locs.items()}
+            self.srclocs.setdefault(_key(f.get("client")), {}).update(
+                {k: _dumps(v) for k, v in locs.items() if is_key(k)}
             )
 
     def on_exec(self, t: int, f: dict) -> None:
         w = f.get("worker")
-        t0, t1 = f.get("t0"), f.get("t1")
-        if not (_num(t0) and _num(t1)) or not self.worker_ok(w) or not self.in_window(t0, t1):
+        t0, t1 = _time(f.get("t0")), _time(f.get("t1"))
+        if t0 is None or t1 is None or not self.worker_ok(w) or not self.in_window(t0, t1):
             return
-        t0, t1 = int(t0), int(max(t0, t1))
+        t1 = max(t0, t1)
         pid = w + 1
         self._account(w).batch(t0, t1)
         tid = self.compute.setdefault(w, _Lanes(COMPUTE_TID)).place(t0, t1)
-        client, batch = f.get("client"), f.get("batch")
-        ops = f.get("ops") or []
+        client, batch = _key(f.get("client")), _key(f.get("batch"))
+        ops = _list(f.get("ops"))
         args = {
             "client": client,
             "batch": batch,
@@ -240,19 +254,10 @@ class _Exporter:
             "errors": f.get("errors"),
         }
         self.slice(pid, tid, t0, t1, '"hot batch"' if f.get("hot") else '"batch"', args)
-        durs = f.get("durs") or []
+        durs = _list(f.get("durs"))
         if durs:
-            self.instructions(
-                pid,
-                tid,
-                t0,
-                t1,
-                ops,
-                durs,
-                f.get("outs") or [],
-                f.get("srcs") or [],
-                self.srclocs.get(client, {}),
-            )
+            outs, srcs = _list(f.get("outs")), _list(f.get("srcs"))
+            self.instructions(pid, tid, t0, t1, ops, durs, outs, srcs, self.srclocs.get(client, {}))
         key = (client, batch)
         end = (pid, tid, t0)
         q = self.queued.get(key)
@@ -282,18 +287,19 @@ class _Exporter:
         cur = t0
         n = 0
         for i, d in enumerate(durs):
-            if cur >= t1 or (type(d) is not int and not _num(d)):
+            d = _time(d)
+            if cur >= t1 or d is None:
                 break
-            end = cur + int(d) if d > 0 else cur
+            end = cur + d if d > 0 else cur
             if end > t1:
                 end = t1
             code = ops[i] if i < n_ops else None
-            name = op_json[code] if type(code) is int and 0 <= code < n_names else f'"op{code}"'
+            name = op_json[code] if type(code) is int and 0 <= code < n_names else _op(code)
             args = ""
             if i < n_outs:
                 out = outs[i]
                 args = f'"out":{out}' if type(out) is int else f'"out":{_dumps(out)}'
-            if i < n_srcs:
+            if i < n_srcs and is_key(srcs[i]):
                 loc = locs.get(srcs[i])
                 if loc is not None:
                     args = f'{args},"src":{loc}' if args else f'"src":{loc}'
@@ -308,18 +314,20 @@ class _Exporter:
             self.flush()
 
     def on_transfer(self, t: int, f: dict) -> None:
-        w, peer = f.get("worker"), f.get("peer")
-        t0, t1 = f.get("t0"), f.get("t1")
-        if not (_num(t0) and _num(t1)) or not self.worker_ok(w) or not self.in_window(t0, t1):
+        w, peer = f.get("worker"), _key(f.get("peer"))
+        t0, t1 = _time(f.get("t0")), _time(f.get("t1"))
+        if t0 is None or t1 is None or not self.worker_ok(w) or not self.in_window(t0, t1):
             return
-        t0, t1 = int(t0), int(max(t0, t1))
+        t1 = max(t0, t1)
         pid = w + 1
-        direction = f.get("direction")
-        self._account(w).transfer(t0, t1, direction == "wait")
+        direction = as_text(f.get("direction"), 40)
+        if direction not in BACKGROUND:  # as the model counts it (gt.trace.timeshare)
+            self._account(w).transfer(t0, t1, direction == "wait" or direction in MEMORY_TRAFFIC)
         tid = self.comm.setdefault(w, _Lanes(COMM_TID)).place(t0, t1)
-        nbytes = f.get("bytes")
-        name = f"{direction or 'transfer'} {f.get('what') or ''}".strip()
-        args = {"peer": peer, "bytes": nbytes, "client": f.get("client"), "batch": f.get("batch")}
+        nbytes, what = _key(f.get("bytes")), _key(f.get("what"))
+        client, batch = _key(f.get("client")), _key(f.get("batch"))
+        name = f"{direction or 'transfer'} {as_text(what, 80) or ''}".strip()
+        args = {"peer": peer, "bytes": nbytes, "client": client, "batch": batch}
         self.slice(pid, tid, t0, t1, _dumps(name), args)
         if direction == "send":
             key, mine, other = (w, peer), self.sends, self.recvs
@@ -327,7 +335,7 @@ class _Exporter:
             key, mine, other = (peer, w), self.recvs, self.sends
         else:
             return
-        key += (f.get("client"), f.get("batch"), f.get("what"), nbytes)
+        key += (client, batch, what, nbytes)
         pending = other.get(key)
         if pending:
             o = pending.popleft()
@@ -341,7 +349,7 @@ class _Exporter:
             mine.setdefault(key, deque()).append((pid, tid, t0, t1))
 
     def on_queued(self, t: int, f: dict) -> None:
-        client = f.get("client")
+        client = _key(f.get("client"))
         if not self.in_window(t, t):
             return
         tid = self.clients.setdefault(client, len(self.clients) + 1)
@@ -353,10 +361,10 @@ class _Exporter:
             tid,
             t0,
             t1,
-            _dumps(f"queued {f.get('n')}"),
+            _dumps(f"queued {as_text(f.get('n'), 40)}"),
             {"batch": f.get("batch"), "first_id": f.get("first_id")},
         )
-        key = (client, f.get("batch"))
+        key = (client, _key(f.get("batch")))
         start = (CLIENTS_PID, tid, t0)
         self.queued[key] = start
         if len(self.queued) > _PENDING_MAX:
@@ -370,6 +378,10 @@ class _Exporter:
             self.counter(
                 w + 1, t, "memory", {k: f.get(k) for k in ("used", "reserved", "limit", "spilled")}
             )
+            # Spill traffic as running byte counters (Perfetto draws the slope as the rate).
+            traffic = {k: f.get(k) for k in ("spill_out", "spill_in", "prefetched")}
+            if any(is_num(v) and v for v in traffic.values()):
+                self.counter(w + 1, t, "spill traffic", traffic)
 
     def on_device(self, t: int, f: dict) -> None:
         w = f.get("worker")
@@ -382,17 +394,18 @@ class _Exporter:
         if (
             kind in (E.ERROR, E.WORKER_JOINED, E.WORKER_LEFT)
             and self.workers is not None
-            and w not in self.workers
+            and not (is_int(w) and w in self.workers)
         ):
             return
         if kind == E.MARK:
-            self.instant(t, f"mark: {f.get('label')}", {"client": f.get("client")})
+            self.instant(t, f"mark: {as_text(f.get('label'))}", {"client": f.get("client")})
         elif kind == E.CONFIG:
             self.instant(t, "config applied", f)
         elif kind == E.ERROR:
-            self.instant(t, f"error: {f.get('op') or '?'}", f)
+            self.instant(t, f"error: {as_text(f.get('op')) or '?'}", f)
         elif kind == E.DROP:
-            self.instant(t, f"lost {f.get('missing')} events from {f.get('source')}", f)
+            what = f"{as_text(f.get('missing'), 40)} events from {as_text(f.get('source'))}"
+            self.instant(t, f"lost {what}", f)
         else:
             self.instant(t, kind.replace("_", " "), f)
 
@@ -419,7 +432,7 @@ class _Exporter:
         meta = []
         for w in sorted(self.seen_workers | set(self.compute) | set(self.comm)):
             info = devices.get(w, {})
-            label = f"worker {w}" + (f" ({info['device']})" if info.get("device") else "")
+            label = f"worker {w}" + (f" ({as_text(info['device'])})" if info.get("device") else "")
             meta.append((w + 1, 0, "process_name", {"name": label + self._shares_label(w)}))
             meta.append((w + 1, 0, "process_sort_index", {"sort_index": w}))
             for lanes, what in ((self.compute.get(w), "compute"), (self.comm.get(w), "comm")):

@@ -21,34 +21,34 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from gt.trace import events as E
+from gt.trace.checks import is_int
 from gt.trace.records import (
     ClientRecord,
     WorkerRecord,
     as_count,
     as_int,
     as_num,
+    as_text,
+    exec_columns,
+    key_list,
     lane_spans,
+    set_facts,
+    span_times,
 )
 from gt.trace.state import (
-    ClientState,
     ClusterState,
     ConfigChange,
-    DeviceState,
     Lane,
     LogEntry,
     Mark,
-    MemoryState,
-    OpStat,
     Totals,
-    WorkerState,
 )
-from gt.trace.timeshare import COMM, COMPUTE, WAIT, shares
+from gt.trace.timeshare import BACKGROUND, MEMORY_TRAFFIC
+from gt.trace.views import client_state, worker_state
 
 WINDOW_NS = 2_000_000_000
 TIMELINE_NS = 10_000_000_000
 LOG_SIZE = 1000
-
-_WORKER_FIELDS = ("device", "backend", "host", "pid")
 
 
 class ClusterModel:
@@ -113,6 +113,8 @@ class ClusterModel:
         for ev in events:
             try:
                 kind, t, f = ev
+                if type(t) is not int:  # checked before anything changes: no half-folded event
+                    raise TypeError("event time")
                 if self.t_first is None:
                     self.t_first = t
                     if self._undated_attach is not None:
@@ -124,7 +126,7 @@ class ClusterModel:
                 h = handlers.get(kind)
                 if h is not None:
                     h(t, f, source)
-                elif kind == E.STATS:
+                elif kind == E.STATS and isinstance(f.get("counters") or {}, dict):
                     self.counters[source] = f.get("counters") or {}
             except Exception:  # an event of the right shape with fields that make no sense
                 self.bad_events += 1
@@ -138,7 +140,7 @@ class ClusterModel:
     def _worker(self, wid: Any) -> WorkerRecord:
         w = self.workers.get(wid)
         if w is None:
-            if type(wid) is not int:
+            if not is_int(wid):
                 raise TypeError("worker id")
             w = self.workers[wid] = WorkerRecord(wid)
             w.seen = self._now
@@ -147,18 +149,15 @@ class ClusterModel:
     def _client(self, cno: Any) -> ClientRecord:
         c = self.clients.get(cno)
         if c is None:
-            if type(cno) is not int:
+            if not is_int(cno):
                 raise TypeError("client id")
             c = self.clients[cno] = ClientRecord(cno)
         return c
 
     def _exec(self, t: int, f: dict, source: str) -> None:
+        t0, t1 = span_times(f, t)  # every field is checked before the worker changes
+        ops, durs, n = exec_columns(f)
         w = self._worker(f["worker"])
-        ops = f.get("ops") or ()
-        durs = f.get("durs") or ()
-        t0, t1 = f.get("t0", t), f.get("t1", t)
-        n = f.get("n")
-        n = n if type(n) is int else len(ops)
         if durs and len(durs) == len(ops):
             per: dict = {}
             for o, d in zip(ops, durs):
@@ -177,13 +176,12 @@ class ClusterModel:
         else:
             top = None
         w.execs.append((t0, t1, n, top, ops, durs))
-        if type(t0) is int and type(t1) is int:
-            w.time.batch(t0, t1)
-        cno = f.get("client")
+        w.time.batch(t0, t1)
+        cno = as_int(f.get("client"))
         if ops:  # a batch of frees only leaves the current op as it was
-            w.last_ops, w.last_srcs, w.last_client = ops, f.get("srcs"), cno
-        q = f.get("queue")
-        if type(q) is int:
+            w.last_ops, w.last_srcs, w.last_client = ops, key_list(f.get("srcs")), cno
+        q = as_int(f.get("queue"))
+        if q is not None:
             w.queue = q
         w.instructions += n
         w.batches += 1
@@ -194,17 +192,26 @@ class ClusterModel:
         self.batches += 1
         batch = f.get("batch")
         c = self.clients.get(cno)
-        if c is not None and type(batch) is int and (c.done_batch is None or batch > c.done_batch):
+        if c is not None and is_int(batch) and (c.done_batch is None or batch > c.done_batch):
             c.done_batch = batch
 
     def _transfer(self, t: int, f: dict, source: str) -> None:
+        t0, t1 = span_times(f, t)
+        peer, direction = f.get("peer"), f.get("direction")
+        if not (peer is None or is_int(peer)) or not (direction is None or type(direction) is str):
+            raise TypeError("peer or direction")
         w = self._worker(f["worker"])
-        nbytes = as_int(f.get("bytes")) or 0
-        t0, t1, direction = f.get("t0", t), f.get("t1", t), f.get("direction")
-        w.xfers.append((t0, t1, f.get("peer"), nbytes, direction))
+        nbytes = max(0, as_int(f.get("bytes")) or 0)
+        if direction in MEMORY_TRAFFIC:  # the spill tier: not bytes between processes
+            if direction in BACKGROUND:  # a prefetch overlaps compute: no part of the worker's time
+                return
+            w.xfers.append((t0, t1, None, nbytes, direction))
+            w.n_xfers += 1
+            w.time.transfer(t0, t1, True)
+            return
+        w.xfers.append((t0, t1, peer, nbytes, direction))
         w.n_xfers += 1
-        if type(t0) is int and type(t1) is int:
-            w.time.transfer(t0, t1, direction == "wait")
+        w.time.transfer(t0, t1, direction == "wait")
         if direction == "send":
             w.sent += nbytes
         elif direction == "recv":
@@ -213,11 +220,11 @@ class ClusterModel:
 
     def _queued(self, t: int, f: dict, source: str) -> None:
         c = self._client(f["client"])
-        n = as_int(f.get("n")) or 0
+        n = max(0, as_int(f.get("n")) or 0)
         c.queued += n
         c.rate.append((t, n))
         b = f.get("batch")
-        if type(b) is int:
+        if is_int(b):
             c.last_batch = b
 
     def _memory(self, t: int, f: dict, source: str) -> None:
@@ -229,6 +236,7 @@ class ClusterModel:
             as_int(f.get("limit")),
             as_int(f.get("spilled")),
             as_int(f.get("tensors")),
+            _memory_extras(f),
         )
         if used is not None:
             w.mem_hist.append(used)
@@ -237,31 +245,32 @@ class ClusterModel:
         self._worker(f["worker"]).device_stats = f
 
     def _srcloc(self, t: int, f: dict, source: str) -> None:
-        cno = f.get("client")
-        for k, v in (f.get("locs") or {}).items():
-            self.srclocs[(cno, int(k))] = str(v)
+        cno, locs = f.get("client"), f.get("locs") or {}
+        if not (cno is None or is_int(cno)) or not isinstance(locs, dict):
+            raise TypeError("client or locs")
+        for k, v in locs.items():
+            if is_int(i := int(k)):
+                self.srclocs[(cno, i)] = as_text(v, 500)
 
     def _worker_joined(self, t: int, f: dict, source: str) -> None:
         w = self._worker(f["worker"])
-        for k in _WORKER_FIELDS:
-            if f.get(k) is not None:
-                setattr(w, k, f[k])
+        set_facts(w, f)
         w.alive, w.reason = True, None
         where = f"{w.device or '?'} on {w.host or '?'}, pid {w.pid if w.pid is not None else '?'}"
         self.log.append(LogEntry(t, E.WORKER_JOINED, source, f"worker {w.wid} joined ({where})"))
 
     def _worker_left(self, t: int, f: dict, source: str) -> None:
         w = self._worker(f["worker"])
-        w.alive, w.reason = False, f.get("reason")
+        w.alive, w.reason = False, as_text(f.get("reason"))
         self.log.append(
             LogEntry(t, E.WORKER_LEFT, source, f"worker {w.wid} left: {w.reason or 'unknown'}")
         )
 
     def _client_joined(self, t: int, f: dict, source: str) -> None:
         c = self._client(f["client"])
-        c.host, c.pid, c.home = f.get("host"), as_int(f.get("pid")), as_int(f.get("home"))
+        c.host, c.pid, c.home = as_text(f.get("host")), as_int(f.get("pid")), as_int(f.get("home"))
         argv = f.get("argv")
-        c.argv = tuple(str(a) for a in argv) if isinstance(argv, (list, tuple)) else ()
+        c.argv = tuple(as_text(a) or "" for a in argv) if isinstance(argv, (list, tuple)) else ()
         c.alive, c.reason = True, None
         script = " ".join(c.argv[:2]) or "?"
         self.log.append(
@@ -275,7 +284,7 @@ class ClusterModel:
 
     def _client_left(self, t: int, f: dict, source: str) -> None:
         c = self._client(f["client"])
-        c.alive, c.reason = False, f.get("reason")
+        c.alive, c.reason = False, as_text(f.get("reason"))
         self.log.append(
             LogEntry(t, E.CLIENT_LEFT, source, f"client {c.cno} left: {c.reason or 'unknown'}")
         )
@@ -290,9 +299,8 @@ class ClusterModel:
             c.errors += 1
         self.errors += 1
         op = f.get("op")
-        if type(op) is int:
-            op = self.op_name(op)
-        text = f"{op + ': ' if op else ''}{f.get('message') or 'error'}"
+        op = self.op_name(op) if type(op) is int else as_text(op)
+        text = f"{op + ': ' if op else ''}{as_text(f.get('message'), 500) or 'error'}"
         if where:
             text += f"  at {where}"
         wid = f.get("worker")
@@ -302,17 +310,18 @@ class ClusterModel:
         self.log.append(LogEntry(t, E.ERROR, source, f"{who}: {text}"))
 
     def _mark(self, t: int, f: dict, source: str) -> None:
-        label = str(f.get("label", ""))
+        label = as_text(f.get("label", ""), 500) or ""
         self.marks.append(Mark(t, label, as_int(f.get("client"))))
         self.log.append(LogEntry(t, E.MARK, source, f"mark {label!r}"))
 
     def _config(self, t: int, f: dict, source: str) -> None:
-        self.configs.append(ConfigChange(t, f.get("before"), f.get("after"), f.get("by")))
+        by = as_text(f.get("by"))
+        self.configs.append(ConfigChange(t, f.get("before"), f.get("after"), by))
         self.log.append(LogEntry(t, E.CONFIG, source, f"config applied by {f.get('by') or '?'}"))
 
     def _drop(self, t: int, f: dict, source: str) -> None:
-        missing = as_int(f.get("missing")) or 0
-        src = str(f.get("source") or source)
+        missing = max(0, as_int(f.get("missing")) or 0)
+        src = as_text(f.get("source") or source) or source
         self.drops[src] += missing
         self.log.append(LogEntry(t, E.DROP, src, f"lost {missing} event(s) from {src}"))
 
@@ -330,12 +339,10 @@ class ClusterModel:
             self.uptime = (float(snap["uptime"]), t)
         self._rebase(snap)
         for info in snap.get("workers") or ():
-            if not isinstance(info, dict) or type(info.get("id")) is not int:
+            if not isinstance(info, dict) or not is_int(info.get("id")):
                 continue
             w = self._worker(info["id"])
-            for k in _WORKER_FIELDS:
-                if info.get(k) is not None:
-                    setattr(w, k, info[k])
+            set_facts(w, info)
             if "alive" in info:
                 w.alive = bool(info["alive"])
             w.in_flight = as_int(info.get("in_flight"))
@@ -346,20 +353,20 @@ class ClusterModel:
             if w.memory is None and as_int(stats.get("bytes")) is not None:
                 w.memory = (stats["bytes"], None, None, None, as_int(stats.get("tensors")))
         for info in snap.get("clients") or ():
-            if not isinstance(info, dict) or type(info.get("id")) is not int:
+            if not isinstance(info, dict) or not is_int(info.get("id")):
                 continue
             c = self._client(info["id"])
-            c.host = info.get("host", c.host)
+            c.host = as_text(info.get("host", c.host))
             c.pid = as_int(info.get("pid")) if info.get("pid") is not None else c.pid
             c.home = as_int(info.get("home")) if info.get("home") is not None else c.home
             if isinstance(info.get("argv"), (list, tuple)):
-                c.argv = tuple(str(a) for a in info["argv"])
+                c.argv = tuple(as_text(a) or "" for a in info["argv"])
             c.snap_in_flight = (as_int(info.get("in_flight")) or 0) + (
                 as_int(info.get("queued")) or 0
             )
             c.errors = max(c.errors, as_int(info.get("errors")) or 0)
             if info.get("broken"):
-                c.reason = str(info["broken"])
+                c.reason = as_text(info["broken"])
         srclocs = snap.get("srclocs")
         if isinstance(srclocs, dict):
             for cno, locs in srclocs.items():
@@ -412,8 +419,10 @@ class ClusterModel:
         now = now_ns if now_ns is not None else (self.t_last or 0)
         end = timeline_end_ns if timeline_end_ns is not None else now
         start = end - timeline_ns
-        workers = tuple(self._worker_state(w, now) for _, w in sorted(self.workers.items()))
-        clients = tuple(self._client_state(c, now) for _, c in sorted(self.clients.items()))
+        workers = tuple(worker_state(self, w, now) for _, w in sorted(self.workers.items()))
+        clients = tuple(
+            client_state(c, now, self.window_ns) for _, c in sorted(self.clients.items())
+        )
         lanes = tuple(
             self._lane(w, start, end, timeline_ns) for _, w in sorted(self.workers.items())
         )
@@ -436,79 +445,36 @@ class ClusterModel:
             log=tuple(self.log), totals=totals, drops=tuple(sorted(self.drops.items())),
         )  # fmt: skip
 
-    def _worker_state(self, w: WorkerRecord, now: int) -> WorkerState:
-        lo = now - self.window_ns
-        win = self.window_ns or 1
-        n_recent = 0
-        for t0, t1, n, *_ in reversed(w.execs):
-            if t1 < lo:
-                break
-            if t0 <= now and t1 <= now:
-                n_recent += n
-        moved = 0
-        for t0, t1, _peer, nbytes, _d in reversed(w.xfers):
-            if t1 < lo:
-                break
-            if t0 <= now:
-                moved += nbytes
-        # Shares over the window, or over the part of it since the worker was first seen.
-        known = [t for t in (w.seen, w.time.start()) if t is not None]
-        since = max(lo, min(known)) if known else lo
-        parts = shares(w.time.window(since, now), now - since) if (w.execs or w.xfers) else None
-        rate = n_recent / (win / 1e9) if w.execs else None
-        tot = w.time.totals()
-        since_ever = min(known) if known else None
-        if rate is None and len(w.snaps) == 2 and w.snaps[1][0] > w.snaps[0][0]:
-            (ta, ia), (tb, ib) = w.snaps
-            rate = (ib - ia) / ((tb - ta) / 1e9)
-        current = src = None
-        if w.last_ops:
-            current = self.op_name(w.last_ops[-1])
-            if w.last_srcs:
-                src = self.srclocs.get((w.last_client, w.last_srcs[-1]))
-        ops = tuple(sorted((OpStat(self.op_name(o), k, int(w.times.get(o, 0))) for o, k in w.counts.items()),
-                           key=lambda s: (-s.time_ns, -s.count, s.name)))  # fmt: skip
-        m = w.memory or (None,) * 5
-        d = w.device_stats or {}
-        dev = DeviceState(
-            name=d.get("name") if isinstance(d.get("name"), str) else None, util=as_num(d.get("util")),
-            mem_used=as_int(d.get("mem_used")), mem_total=as_int(d.get("mem_total")),
-            temp=as_num(d.get("temp")), power=as_num(d.get("power")),
-        )  # fmt: skip
-        return WorkerState(
-            id=w.wid, device=w.device, backend=w.backend, host=w.host, pid=w.pid, alive=w.alive,
-            reason=w.reason, current_op=current, current_source=src,
-            compute=parts and parts[COMPUTE], comm=parts and parts[COMM],
-            wait=parts and parts[WAIT], idle=parts and parts["idle"], queue=w.queue, in_flight=w.in_flight, instr_rate=rate,
-            comm_rate=moved / (win / 1e9) if w.xfers else None, instructions=w.instructions,
-            batches=w.batches, errors=w.errors, hot=w.hot, ops=ops,
-            memory=MemoryState(*m, history=tuple(w.mem_hist)), device_stats=dev,
-            compute_ns=tot[COMPUTE], comm_ns=tot[COMM], wait_ns=tot[WAIT], sent_bytes=w.sent,
-            received_bytes=w.received,
-            seen_ns=max(0, now - since_ever) if since_ever is not None else 0,
-        )  # fmt: skip
-
-    def _client_state(self, c: ClientRecord, now: int) -> ClientState:
-        lo = now - self.window_ns
-        n = 0
-        for t, k in reversed(c.rate):
-            if t < lo:
-                break
-            if t <= now:
-                n += k
-        if c.last_batch is not None:
-            in_flight = max(0, c.last_batch - (c.done_batch if c.done_batch is not None else -1))
-        else:
-            in_flight = c.snap_in_flight
-        return ClientState(
-            id=c.cno, host=c.host, pid=c.pid, argv=c.argv, home=c.home, alive=c.alive,
-            reason=c.reason, ops_rate=n / (self.window_ns / 1e9) if c.rate else None,
-            in_flight=in_flight if c.alive else 0, queued=c.queued, errors=c.errors,
-        )  # fmt: skip
-
     def _lane(self, w: WorkerRecord, start: int, end: int, width_ns: int) -> Lane:
         spans = lane_spans(w, start, end, width_ns, self.op_name)
         return Lane(worker=w.wid, alive=w.alive, spans=tuple(spans))
+
+
+_MEMORY_COUNTS = ("cached", "capacity", "client_limit", "peak", "spill_out", "spill_in",
+                  "prefetched", "prefetch_hits", "prefetch_misses", "oom")  # fmt: skip
+
+
+def _memory_extras(f: dict) -> dict:
+    """The fields of a memory event beyond the first five, checked (see :class:`MemoryState`)."""
+    out: dict = {}
+    for k in _MEMORY_COUNTS:
+        v = as_int(f.get(k))
+        if v is not None and v >= 0:
+            out[k] = v
+    used, spilled = f.get("clients"), f.get("clients_spilled")
+    if isinstance(used, dict):
+        sp = spilled if isinstance(spilled, dict) else {}
+        rows = []
+        for c, b in list(used.items())[:256]:
+            c = as_int(c)
+            if c is not None:
+                rows.append((c, max(0, as_int(b) or 0), max(0, as_int(sp.get(c)) or 0)))
+        for c, b in list(sp.items())[:256]:
+            c = as_int(c)
+            if c is not None and c not in used:
+                rows.append((c, 0, max(0, as_int(b) or 0)))
+        out["clients"] = tuple(sorted(rows))
+    return out
 
 
 def _count(v: object) -> int:

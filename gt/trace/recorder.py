@@ -62,9 +62,9 @@ def _normalize_workers(workers: Iterable[Any] | Mapping[Any, Any] | None) -> lis
     """Workers as ``[{"id", "host", "pid", "device", ...}]`` from a list of dicts or an id->info map."""
     if not workers:
         return []
-    if isinstance(workers, Mapping):
-        return [{"id": k, **dict(v)} for k, v in workers.items()]
-    return [dict(w) for w in workers]
+    if isinstance(workers, Mapping):  # only integer ids: what a reader accepts (gt.trace.checks)
+        return [{"id": k, **dict(v)} for k, v in workers.items() if type(k) is int]
+    return [dict(w) for w in workers if isinstance(w, Mapping) and type(w.get("id")) is int]
 
 
 class Recorder:

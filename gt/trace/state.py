@@ -40,7 +40,14 @@ class OpStat(NamedTuple):
 
 @dataclass(frozen=True)
 class MemoryState:
-    """A worker's memory pool: the latest sample plus a short history of ``used``."""
+    """A worker's memory pool: the latest sample plus a short history of ``used`` (bytes).
+
+    ``used`` counts each buffer once however many tensors view it; ``cached`` is what the allocator
+    keeps free for reuse (``reserved = used + cached``); ``limit`` the worker's memory limit and
+    ``capacity`` the device's memory (``None`` where unknown); ``spilled`` what is in the spill
+    tier now. The counters (``spill_out`` ... ``oom``) run since the worker started. ``clients``:
+    ``(client, used, spilled)`` per client.
+    """
 
     used: int | None = None
     reserved: int | None = None
@@ -48,6 +55,17 @@ class MemoryState:
     spilled: int | None = None
     tensors: int | None = None
     history: tuple[int, ...] = ()
+    cached: int | None = None
+    capacity: int | None = None
+    client_limit: int | None = None
+    peak: int | None = None
+    spill_out: int = 0
+    spill_in: int = 0
+    prefetched: int = 0
+    prefetch_hits: int = 0
+    prefetch_misses: int = 0
+    oom: int = 0
+    clients: tuple[tuple[int, int, int], ...] = ()
 
 
 @dataclass(frozen=True)

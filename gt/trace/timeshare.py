@@ -4,7 +4,8 @@ For each worker, wall time splits into four parts that add up to 100 %:
 
 * **waiting**: the worker is blocked on something that has not arrived -- a peer's part of a
   transfer or collective, the data of a direct upload (``transfer`` events with
-  ``direction == "wait"``);
+  ``direction == "wait"``), or its memory pool moving buffers to and from the spill tier
+  (``"spill"``, ``"unspill"``; a ``"prefetch"`` runs beside compute and is no one's time);
 * **communication**: bytes move to or from a peer or a client and nothing computes (the other
   ``transfer`` events: ``send``, ``recv``), where it does not overlap waiting;
 * **compute**: the rest of the time inside instruction batches (``exec`` events, ``t0..t1``): kernels
@@ -27,6 +28,11 @@ from collections.abc import Iterable
 
 COMPUTE, COMM, WAIT = "compute", "comm", "wait"
 KINDS = (COMPUTE, COMM, WAIT)
+#: ``transfer`` directions of a worker's memory pool: buffers written to the spill tier or read
+#: back when an op needed them (both block the worker: *waiting*), and read back ahead of need by
+#: the prefetch thread (in the *background*: it overlaps compute and takes none of the worker's time).
+MEMORY_TRAFFIC = frozenset({"spill", "unspill", "prefetch"})
+BACKGROUND = frozenset({"prefetch"})
 
 #: Segments kept per worker for windows (the totals keep counting past it).
 SEGMENT_HISTORY = 16384

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from textual.app import App
 from textual.binding import Binding
 from textual.css.query import NoMatches
+from textual.message import Message
 
 from gt.trace.state import ClusterState
 from gt.tui.screens import ConfigScreen, HelpScreen, TopScreen, WorkerScreen
@@ -16,6 +17,10 @@ from gt.tui.screens.replay_keys import REPLAY_BINDINGS
 from gt.tui.sources import Source
 
 DARK, LIGHT = "textual-dark", "textual-light"
+
+
+class SourceUpdated(Message):
+    """Posted (from the source's thread) when a state worth showing at once is ready."""
 
 
 class GTApp(App):
@@ -27,10 +32,15 @@ class GTApp(App):
 
     CSS_PATH = "gt.tcss"
     TITLE = "gt top"
+    # htop has no command palette, and its key would take a place in the footer
+    ENABLE_COMMAND_PALETTE = False
     BINDINGS = [
         Binding("q", "quit", "quit"),
+        # like htop, Ctrl-C quits (Textual would otherwise only say how to quit); a priority
+        # binding, so it quits from the editor and the filter box too
+        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
         Binding("question_mark", "help", "help", key_display="?"),
-        Binding("t", "toggle_theme", "theme"),
+        Binding("t", "toggle_theme", "theme", show=False),
     ]
 
     def __init__(self, source: Source, *, hz: float = 8, readonly: bool = False, title: str | None = None,
@@ -43,49 +53,81 @@ class GTApp(App):
         self.paused = False
         self.output = output
         self.state: ClusterState | None = None
+        self.config_draft: str | None = None  # unsaved editor text, kept while the editor is closed
         if title:
             self.title = title
         self.theme = DARK
 
     def on_mount(self) -> None:
+        if hasattr(self.source, "on_update"):  # e.g. the first snapshot: draw it at once
+            self.source.on_update = lambda: self.post_message(SourceUpdated())
         self.source.start()
         self.push_screen(TopScreen(with_output=self.output is not None))
-        self.set_interval(1.0 / max(0.5, self.hz), self.tick)
+        self.set_interval(1.0 / max(0.5, self.hz), self.repaint)
         warning = getattr(self.source, "warning", None)
         if warning:  # e.g. a truncated recording: it plays up to its last whole record
             self.notify(warning, title="recording", severity="warning", timeout=10)
 
     def on_unmount(self) -> None:
+        if hasattr(self.source, "on_update"):
+            self.source.on_update = None
         self.source.stop()
 
-    def tick(self) -> None:
-        """Take the source's newest state and draw it on the active screen."""
-        self.state = self.source.snapshot()
-        if getattr(self.source, "replay", False):
-            self.paused = self.source.clock.paused
+    def on_source_updated(self, message: SourceUpdated) -> None:
+        """Draw a state the source says should not wait for the next repaint."""
+        self.tick()
+
+    def tick(self, full: bool = True) -> None:
+        """Take the source's newest state and draw it on the active screen.
+
+        Args:
+            full: redraw every panel (after a key, a new snapshot); the timer's repaints pass
+                ``False`` and the top view then redraws its tables and header at most
+                :data:`~gt.tui.screens.top.SLOW_S` apart (see :meth:`repaint`).
+        """
+        self.latest()
         screen = self.screen
         show = getattr(screen, "show", None)
         if show is None or not screen.is_mounted:
             return
         try:
-            show(self.state, self.source.status())
+            if isinstance(screen, TopScreen):
+                screen.show(self.state, self.source.status(), full=full)
+            else:
+                show(self.state, self.source.status())
         except NoMatches:
             pass  # the screen is being put together or torn down; the next tick draws it
+
+    def latest(self) -> ClusterState:
+        """The source's newest state (kept as :attr:`state`), with :attr:`paused` as a replay's
+        clock says."""
+        self.state = self.source.snapshot()
+        if getattr(self.source, "replay", False):
+            self.paused = self.source.clock.paused
+        return self.state
+
+    def repaint(self) -> None:
+        """The timer's repaint: the timeline every time, the rest when it is due."""
+        self.tick(full=False)
 
     def open_worker(self, wid: int) -> None:
         """Push the detail screen for worker ``wid``."""
         self.push_screen(WorkerScreen(wid))
 
     def action_help(self) -> None:
-        """Show every key binding."""
+        """Show what the screen means and every key binding (``?`` again closes it)."""
         if isinstance(self.screen, HelpScreen):
             self.pop_screen()
             return
-        replay = getattr(self.source, "replay", False)
-        top = [b for b in TopScreen.BINDINGS if replay or b not in REPLAY_BINDINGS]
-        self.push_screen(HelpScreen([("everywhere", list(self.BINDINGS)), ("top view", top),
-                                     ("worker detail", list(WorkerScreen.BINDINGS)),
-                                     ("config editor", list(ConfigScreen.BINDINGS))]))  # fmt: skip
+        if not self.is_screen_installed("help"):  # made once, shown again on each ?
+            replay = getattr(self.source, "replay", False)
+            top = [b for b in TopScreen.BINDINGS if replay or b not in REPLAY_BINDINGS]
+            everywhere = [b for b in self.BINDINGS if isinstance(b, Binding)]
+            groups = [("everywhere", everywhere), ("top view", top),
+                      ("worker detail", list(WorkerScreen.BINDINGS)),
+                      ("config editor", list(ConfigScreen.BINDINGS))]  # fmt: skip
+            self.install_screen(HelpScreen(groups), "help")
+        self.push_screen("help")
 
     def action_config(self) -> None:
         """Open the shard-config editor (read-only in a replay or with ``--readonly``)."""

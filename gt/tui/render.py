@@ -10,15 +10,21 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable, Sequence
 
+import numpy as np
 from rich.text import Text
 
-from gt.trace.state import COMM, Lane, Mark
+from gt.trace.state import COMM, WAIT, Lane, Mark
 
 NA = "N/A"
 NA_STYLE = "dim"
+# One glyph and one colour per part of a worker's time, the same in the share bars, the timeline
+# and the legend, so a bar can be read without colour too: █ compute, ▒ comm, ░ wait, · idle.
 COMPUTE_STYLE = "green"
 COMM_STYLE = "magenta"
+WAIT_STYLE = "yellow"
 IDLE_STYLE = "bright_black"
+COMPUTE_CHAR, COMM_CHAR, WAIT_CHAR, IDLE_CHAR = "█", "▒", "░", "·"
+MEMORY_STYLE = "cyan"
 MARK_STYLE = "bold yellow"
 DEAD_STYLE = "red"
 # Tableau 20: distinct hues that read on dark and light backgrounds.
@@ -55,6 +61,18 @@ def human_bytes(n: float | None) -> str:
     return NA  # pragma: no cover
 
 
+def short_bytes(n: float | None) -> str:
+    """Bytes in at most four characters where possible: ``512B``, ``1.5K``, ``300M``, ``12G``."""
+    if n is None:
+        return NA
+    n = float(n)
+    for unit in ("B", "K", "M", "G", "T"):
+        if abs(n) < 1024 or unit == "T":
+            return f"{n:.0f}{unit}" if unit == "B" or abs(n) >= 10 else f"{n:.1f}{unit}"
+        n /= 1024
+    return NA  # pragma: no cover
+
+
 def human_count(x: float | None) -> str:
     """A count with SI suffixes: ``950``, ``12.3k``, ``1.2M``."""
     if x is None:
@@ -87,14 +105,25 @@ def human_duration(seconds: float | None) -> str:
     return f"{d}d{h:02d}h"
 
 
-def human_span(ns: int) -> str:
-    """A time span for axis labels: ``250ms``, ``10s``, ``2m``."""
+def human_span(ns: float) -> str:
+    """A span of time with at most three significant digits: ``250ms``, ``2.31s``, ``2m19s``.
+
+    Axis labels, window lengths and "before vs after" spans all use it, so a measured span never
+    prints as ``2.31116s``.
+    """
+    ns = max(0.0, float(ns))
     if ns < 1_000_000:
-        return f"{ns / 1000:g}us"
+        return f"{ns / 1000:.3g}us"
     if ns < 1_000_000_000:
-        return f"{ns / 1_000_000:g}ms"
+        return f"{ns / 1_000_000:.3g}ms"
     s = ns / 1e9
-    return f"{s:g}s" if s < 120 else f"{s / 60:g}m"
+    if s < 60:
+        return f"{s:.3g}s"
+    m, sec = divmod(round(s), 60)
+    if m < 60:
+        return f"{m}m{sec:02d}s" if sec else f"{m}m"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m" if m else f"{h}h"
 
 
 def percent(x: float | None) -> str:
@@ -109,35 +138,72 @@ def na_text(value: str | None, style: str = "") -> Text:
 
 # ---------------------------------------------------------------------- bars
 def share_bar(
-    compute: float | None, comm: float | None, idle: float | None, width: int = 10
+    compute: float | None,
+    comm: float | None,
+    wait: float | None,
+    idle: float | None,
+    width: int = 10,
 ) -> Text:
-    """A stacked bar: compute (green █), communication (magenta ▒), idle (dim ░)."""
+    """A stacked bar of a worker's time: compute █, comm ▒, wait ░, idle · (they add up to 1).
+
+    Each part gets its rounded share of the cells; whatever rounding leaves over is idle.
+    """
     if compute is None or width <= 0:
         return Text(NA.ljust(max(width, 0)), style=NA_STYLE)
-    c = max(0, min(width, round(compute * width)))
-    m = max(0, min(width - c, round((comm or 0.0) * width)))
     text = Text()
-    text.append("█" * c, style=COMPUTE_STYLE)
-    text.append("▒" * m, style=COMM_STYLE)
-    text.append("░" * (width - c - m), style=IDLE_STYLE)
+    left = width
+    for share, char, style in ((compute, COMPUTE_CHAR, COMPUTE_STYLE), (comm, COMM_CHAR, COMM_STYLE),
+                               (wait, WAIT_CHAR, WAIT_STYLE)):  # fmt: skip
+        n = max(0, min(left, round((share or 0.0) * width)))
+        if n:
+            text.append(char * n, style=style)
+        left -= n
+    text.append(IDLE_CHAR * left, style=IDLE_STYLE)
     return text
 
 
-def memory_bar(used: int | None, reserved: int | None, limit: int | None, width: int = 10) -> Text:
-    """A memory bar: used (cyan █), reserved but free (blue ▒), free up to the limit (dim ░).
+def memory_capacity(memory: object, device_total: int | None = None) -> int | None:
+    """What a worker's used memory is measured against: its pool's limit, else the device's size
+    (the memory sample's ``capacity``, else NVML's total), else ``None``."""
+    limit = getattr(memory, "limit", None)
+    capacity = getattr(memory, "capacity", None)  # newer memory samples carry the device's size
+    return limit or capacity or device_total or None
 
-    The bar's full width is the limit, else the reserved size, else the used size.
+
+def memory_cached(memory: object) -> int | None:
+    """Bytes the allocator keeps free for reuse: the sample's ``cached``, else reserved - used."""
+    cached = getattr(memory, "cached", None)
+    if cached is not None:
+        return cached
+    used, reserved = getattr(memory, "used", None), getattr(memory, "reserved", None)
+    return None if used is None or reserved is None else max(0, reserved - used)
+
+
+def memory_bar(used: int | None, capacity: int | None, width: int = 10) -> Text:
+    """Used memory (cyan █) against the capacity (dim ·).
+
+    Without a capacity (no limit, no device size) there is nothing honest to draw a bar against:
+    the result is blank, and the caller shows the number alone. Cached blocks (reserved but free)
+    are not part of the bar: they are free for reuse, so they are shown apart.
     """
-    scale = limit or reserved or used
-    if used is None or not scale or width <= 0:
-        return Text(NA.ljust(max(width, 0)), style=NA_STYLE)
-    u = max(0, min(width, round(used / scale * width)))
-    r = max(0, min(width - u, round(((reserved or used) - used) / scale * width)))
+    if width <= 0:
+        return Text()
+    if used is None or not capacity:
+        return Text(" " * width)
+    u = max(0, min(width, round(used / capacity * width)))
+    if used > 0 and u == 0:
+        u = 1  # something is held: never draw it as empty
     text = Text()
-    text.append("█" * u, style="cyan")
-    text.append("▒" * r, style="blue")
-    text.append("░" * (width - u - r), style=IDLE_STYLE)
+    text.append("█" * u, style=MEMORY_STYLE)
+    text.append(IDLE_CHAR * (width - u), style=IDLE_STYLE)
     return text
+
+
+def memory_amount(used: int | None, capacity: int | None) -> str:
+    """``300M/2.0G`` (used of capacity), or ``300M`` when there is no capacity."""
+    if used is None:
+        return NA
+    return f"{short_bytes(used)}/{short_bytes(capacity)}" if capacity else short_bytes(used)
 
 
 def sparkline(
@@ -164,57 +230,107 @@ def op_color(name: str) -> str:
 
 
 # ---------------------------------------------------------------------- timeline
+def lane_cover(
+    lane: Lane, start: int, end: int, width: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str | None]]:
+    """How much of each of ``width`` cells over ``[start, end]`` a lane's spans cover.
+
+    Returns ``(compute, comm, wait, names)``: nanoseconds per cell of each kind, and per cell the
+    op that covers most of its compute (``None`` where nothing computes). A binned span (``busy``
+    set) spreads its busy time evenly over its extent; a zero-length span counts as a sliver of
+    its cell, so an instant still shows.
+
+    This runs for every lane on every repaint, and a zoomed-out lane holds hundreds of binned
+    spans, nearly all inside one or two cells: those are summed with ``bincount``; the few that
+    cross more cells (zoomed in) are split one by one.
+    """
+    comp, comm, wait = np.zeros(width), np.zeros(width), np.zeros(width)
+    names: list[str | None] = [None] * max(width, 0)
+    spans = lane.spans
+    if not spans or width <= 0 or end <= start:
+        return comp, comm, wait, names
+    dt = (end - start) / width
+    t0s, t1s, span_names, span_kinds, busys = zip(*spans)
+    t0 = np.array(t0s, dtype=np.float64)
+    t1 = np.array(t1s, dtype=np.float64)
+    busy = np.array([-1.0 if x is None else x for x in busys], dtype=np.float64)
+    kind = np.array([_KIND_CODE.get(k, 0) for k in span_kinds], dtype=np.int64)
+    a, b = np.maximum(t0, start), np.minimum(t1, end)
+    length = t1 - t0
+    density = np.where((busy >= 0) & (length > 0), busy / np.where(length > 0, length, 1.0), 1.0)
+    instant = (b == a) & (t0 >= start) & (t0 < end)
+    keep = (b > a) | instant
+    c0 = np.minimum(((a - start) / dt).astype(np.int64), width - 1)
+    c1 = np.minimum(((b - start) / dt).astype(np.int64), width - 1)
+    # (span, cell, ns) pieces: the part in c0, the part in c1 when that is the next cell
+    split = np.minimum(b, start + (c0 + 1) * dt)
+    first = np.where(instant, dt * 0.01, (np.where(c1 > c0, split, b) - a) * density)
+    second = np.where(c1 > c0, (b - split) * density, 0.0)
+    idx = [np.flatnonzero(keep), np.flatnonzero(keep & (c1 == c0 + 1))]
+    cells = [c0[idx[0]], c0[idx[1]] + 1]
+    amounts = [first[idx[0]], second[idx[1]]]
+    for i in np.flatnonzero(keep & (c1 > c0 + 1)).tolist():  # long spans: every cell they cross
+        lo = np.arange(c0[i] + 1, c1[i] + 1)
+        cover = (np.minimum(b[i], start + (lo + 1) * dt) - (start + lo * dt)) * density[i]
+        idx.append(np.full(len(lo), i))
+        cells.append(lo)
+        amounts.append(cover)
+    which = np.concatenate(idx)
+    cell = np.concatenate(cells)
+    amount = np.concatenate(amounts)
+    k = kind[which]
+    comp = np.bincount(cell[k == 0], amount[k == 0], minlength=width)[:width]
+    comm = np.bincount(cell[k == 1], amount[k == 1], minlength=width)[:width]
+    wait = np.bincount(cell[k == 2], amount[k == 2], minlength=width)[:width]
+    on = k == 0
+    if on.any():
+        distinct = sorted(set(span_names[i] for i in which[on].tolist()))
+        code = {n: j for j, n in enumerate(distinct)}
+        name_of = np.array([code.get(n, 0) for n in span_names], dtype=np.int64)
+        flat = cell[on] * len(distinct) + name_of[which[on]]
+        by_name = np.bincount(flat, amount[on], minlength=width * len(distinct))
+        top = by_name[: width * len(distinct)].reshape(width, len(distinct)).argmax(axis=1)
+        for c in np.flatnonzero(comp > 0).tolist():
+            names[c] = distinct[top[c]]
+    return comp, comm, wait, names
+
+
+_KIND_CODE = {COMM: 1, WAIT: 2}  # everything else computes
+
+
 def timeline_lane(lane: Lane, start: int, end: int, width: int, marks: Iterable[Mark] = ()) -> Text:
     """One worker's lane over ``[start, end]`` in ``width`` cells.
 
-    Each cell shows what filled most of its time: an op (█, coloured by op, ▌ when under half
-    busy), a transfer (▒ magenta), or nothing (· dim). Marks draw as a yellow │ over the lane.
-    A binned span (``busy`` set) spreads its busy time evenly over its extent.
+    Each cell shows what filled most of its time, as the time shares count it (waiting wins over
+    communication, communication over compute where they overlap): an op (█, coloured by op, ▌
+    when under half busy), a transfer (▒ magenta), a wait for a transfer or input (░ yellow), or
+    nothing (· dim). Marks draw as a yellow │ over the lane. See :func:`lane_cover`.
     """
     if width <= 0 or end <= start:
         return Text()
     dt = (end - start) / width
-    comp = [0.0] * width
-    comm = [0.0] * width
-    names: list[dict[str, float] | None] = [None] * width
-    for s in lane.spans:
-        a, b = max(s.t0, start), min(s.t1, end)
-        if b < a or (b == a and not start <= s.t0 < end):
-            continue
-        density = 1.0
-        if s.busy is not None and s.t1 > s.t0:
-            density = s.busy / (s.t1 - s.t0)
-        c0 = min(width - 1, int((a - start) / dt))
-        c1 = min(width - 1, int((b - start) / dt))
-        for c in range(c0, c1 + 1):
-            lo = start + c * dt
-            cover = (min(b, lo + dt) - max(a, lo)) * density if b > a else dt * 0.01
-            if cover <= 0:
-                continue
-            if s.kind == COMM:
-                comm[c] += cover
-            else:
-                comp[c] += cover
-                d = names[c]
-                if d is None:
-                    d = names[c] = {}
-                d[s.name] = d.get(s.name, 0.0) + cover
+    comp, comm, wait, names = lane_cover(lane, start, end, width)
+    # a batch's time includes the transfers and waits inside it: count them once, as theirs
+    own = (comp - comm - wait).tolist()
+    comp_l, comm_l, wait_l = comp.tolist(), comm.tolist(), wait.tolist()
     mark_cols = {
         min(width - 1, int((m.t_ns - start) / dt)) for m in marks if start <= m.t_ns <= end
     }
     dim = " dim" if not lane.alive else ""
+    half = dt * 0.5
     cells: list[tuple[str, str]] = []
     for c in range(width):
+        cp, cm, wt = comp_l[c], comm_l[c], wait_l[c]
         if c in mark_cols:
             cells.append(("│", MARK_STYLE))
-        elif comp[c] > 0 and comp[c] >= comm[c]:
-            d = names[c] or {}
-            name = max(d, key=d.__getitem__)
-            cells.append(("█" if comp[c] >= dt * 0.5 else "▌", op_color(name) + dim))
-        elif comm[c] > 0:
-            cells.append(("▒", COMM_STYLE + dim))
+        elif cp > 0 and own[c] >= cm and own[c] >= wt:
+            cells.append(("█" if cp >= half else "▌", op_color(names[c] or "batch") + dim))
+        elif wt > 0 and wt >= cm:
+            cells.append((WAIT_CHAR, WAIT_STYLE + dim))
+        elif cm > 0:
+            cells.append((COMM_CHAR, COMM_STYLE + dim))
         else:
-            cells.append(("·", IDLE_STYLE))
+            cells.append((IDLE_CHAR, IDLE_STYLE))
     return _runs(cells)
 
 
@@ -266,6 +382,39 @@ def timeline_marks_row(marks: Iterable[Mark], start: int, end: int, width: int) 
     return Text("".join(cells), style=MARK_STYLE)
 
 
+def timeline_lines(
+    lanes: Sequence[Lane],
+    start: int,
+    end: int,
+    width: int,
+    marks: Sequence[Mark] = (),
+    *,
+    paused: bool = False,
+    label_width: int = 5,
+    flags: bool = True,
+) -> list[Text]:
+    """A row of mark flags (``flags``), every lane with its label, and the time axis: one
+    ``Text`` per line."""
+    inner = max(0, width - label_width)
+    out: list[Text] = []
+    if flags:
+        row = Text(" " * label_width)
+        row.append_text(timeline_marks_row(marks, start, end, inner))
+        out.append(row)
+    for lane in lanes:
+        label = f"w{lane.worker}" + ("✗" if not lane.alive else "")
+        row = Text(
+            label[: label_width - 1].ljust(label_width),
+            style=DEAD_STYLE if not lane.alive else "bold",
+        )
+        row.append_text(timeline_lane(lane, start, end, inner, marks))
+        out.append(row)
+    axis = Text(" " * label_width)
+    axis.append_text(timeline_axis(start, end, inner, paused=paused))
+    out.append(axis)
+    return out
+
+
 def timeline(
     lanes: Sequence[Lane],
     start: int,
@@ -275,23 +424,12 @@ def timeline(
     *,
     paused: bool = False,
     label_width: int = 5,
+    flags: bool = True,
 ) -> Text:
-    """Every lane with its label, a row of mark flags above and a time axis below."""
-    inner = max(0, width - label_width)
-    out = Text()
-    out.append(" " * label_width)
-    out.append_text(timeline_marks_row(marks, start, end, inner))
-    for lane in lanes:
-        out.append("\n")
-        label = f"w{lane.worker}" + ("✗" if not lane.alive else "")
-        out.append(
-            label[: label_width - 1].ljust(label_width),
-            style=DEAD_STYLE if not lane.alive else "bold",
-        )
-        out.append_text(timeline_lane(lane, start, end, inner, marks))
-    out.append("\n" + " " * label_width)
-    out.append_text(timeline_axis(start, end, inner, paused=paused))
-    return out
+    """:func:`timeline_lines` as one ``Text``."""
+    lines = timeline_lines(lanes, start, end, width, marks, paused=paused,
+                           label_width=label_width, flags=flags)  # fmt: skip
+    return Text("\n").join(lines)
 
 
 def timeline_legend(lanes: Sequence[Lane], start: int, end: int, limit: int = 6) -> Text:
@@ -299,14 +437,16 @@ def timeline_legend(lanes: Sequence[Lane], start: int, end: int, limit: int = 6)
     totals: dict[str, int] = {}
     for lane in lanes:
         for s in lane.spans:
-            if s.kind != COMM:
+            if s.kind not in (COMM, WAIT):
                 totals[s.name] = totals.get(s.name, 0) + max(0, min(s.t1, end) - max(s.t0, start))
     text = Text()
     for name, _t in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]:
         text.append("█", style=op_color(name))
         text.append(f" {name}  ")
-    text.append("▒", style=COMM_STYLE)
+    text.append(COMM_CHAR, style=COMM_STYLE)
     text.append(" transfer  ")
+    text.append(WAIT_CHAR, style=WAIT_STYLE)
+    text.append(" wait  ")
     text.append("│", style=MARK_STYLE)
     text.append(" mark")
     return text

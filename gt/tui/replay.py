@@ -103,7 +103,6 @@ class ReplaySource(Source):
         self.index = TraceIndex(reader)
         self.clock = ReplayClock(self.index.t_start, self.index.t_end, speed=speed, wall=wall)
         self.address = address or os.path.basename(str(reader.path))
-        self.warning: str | None = reader.warning
         self.selection: tuple[int, int] | None = None
         self.interval_ns = INTERVALS_NS[4]
         self.approximate = False  # totals restored from a compact keyframe
@@ -115,6 +114,11 @@ class ReplaySource(Source):
         self._folded = self.index.t_start - 1  # the model holds every event up to here
         self._restore(self.index.t_start)
 
+    @property
+    def warning(self) -> str | None:
+        """What is wrong with the recording (cut off, damaged records passed over), or ``None``."""
+        return self.reader.warning
+
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **kw: Any) -> ReplaySource:
         """A replay of a ``.gtrace`` file.
@@ -123,7 +127,8 @@ class ReplaySource(Source):
             gt.trace.reader.TraceFormatError: the file is not a readable trace.
             OSError: the file cannot be opened.
         """
-        reader = Reader(path)
+        # A damaged batch in the middle must not end the replay: it is passed over and said.
+        reader = Reader(path, skip_damaged=True)
         try:
             return cls(reader, **kw)
         except Exception:
@@ -330,7 +335,8 @@ class ReplaySource(Source):
         if self.selection is not None and self.selection[1] > self.selection[0]:
             origin = self.index.t_start
             window = (self.selection[0] - origin, self.selection[1] - origin)
-        with Reader(self.reader.path) as r:  # its own reader: this runs on a worker thread
+        # its own reader: this runs on a worker thread
+        with Reader(self.reader.path, skip_damaged=True) as r:
             return export_chrome(r, out, window=window)
 
     def default_export_path(self) -> str:

@@ -1,8 +1,8 @@
 """A deterministic sample trace: what snapshot tests, screenshots and docs are drawn from.
 
 Three workers (a GPU with device counters, a CPU worker whose device counters are all N/A, and
-one that died), two clients, per-instruction exec spans, peer transfers, memory samples, a mark,
-a config change, an error with its source line, and one lost batch. Timestamps are fixed, so the
+one that died), two clients, per-instruction exec spans, peer transfers and waits for them, memory
+samples, a mark, a config change, an error with its source line, and one lost batch. Timestamps are fixed, so the
 same call always returns the same events.
 """
 
@@ -57,9 +57,16 @@ def sample_batches(seed: int = 7) -> list[tuple[str, int, list]]:
             t0, t1 = t, t + sum(durs)
             if t1 + 4 * MS > stop:  # leave room for a transfer: nothing after the sample's "now"
                 break
-            events = [ev(E.EXEC, t0, worker=wid, client=client, batch=batch_no[wid], t0=t0, t1=t1, n=n,
-                         ops=ops, outs=list(range(n)), srcs=[1 + i % 3 for i in range(n)], durs=durs,
-                         hot=batch_no[wid] % 5 == 4, queue=rng.randint(0, 4), errors=0)]  # fmt: skip
+            events = []
+            if wid == 0 and batch_no[0] % 6 == 1:
+                # the batch starts by waiting for worker 2's shard: a wait, on the comm lane
+                w1 = t0 + rng.randint(4, 12) * 100_000
+                events.append(ev(E.TRANSFER, t0, worker=0, peer=2, bytes=0, t0=t0, t1=w1,
+                                 direction="wait", what="shard", client=1, batch=batch_no[0]))  # fmt: skip
+                t1 += w1 - t0
+            events.append(ev(E.EXEC, t0, worker=wid, client=client, batch=batch_no[wid], t0=t0, t1=t1,
+                             n=n, ops=ops, outs=list(range(n)), srcs=[1 + i % 3 for i in range(n)],
+                             durs=durs, hot=batch_no[wid] % 5 == 4, queue=rng.randint(0, 4), errors=0))  # fmt: skip
             if wid == 0 and batch_no[0] % 6 == 3:
                 x0 = t1 + 200_000
                 x1 = x0 + rng.randint(10, 30) * 100_000

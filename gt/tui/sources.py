@@ -4,9 +4,10 @@ A *source* owns a :class:`~gt.trace.model.ClusterModel` and hands the app an imm
 :class:`~gt.trace.state.ClusterState` on request (:meth:`Source.snapshot`), plus a
 :class:`~gt.tui.tables.Status` for the header. The app never waits on a source:
 
-* :class:`LiveSource` runs a background thread that subscribes to a dispatcher's event bus, asks
-  its control endpoint for a snapshot, folds events into the model and publishes a fresh state a
-  few times per second; the UI only reads the latest reference.
+* :class:`LiveSource` runs a background thread that subscribes to a dispatcher's event bus, and
+  once the subscription is up asks its control endpoint for a snapshot (so no event falls between
+  the two), folds events into the model and publishes a fresh state a few times per second, and at
+  once when the snapshot arrives; the UI only reads the latest reference.
 * :class:`ListSource` folds an in-memory list of events once, with a fixed clock (tests,
   screenshots).
 * :class:`gt.tui.replay.ReplaySource` plays recorded batches against a clock that can pause,
@@ -20,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from gt.runtime import ops as O
 from gt.runtime import protocol as P
@@ -63,6 +65,9 @@ class Source:
                                   count_gaps=count_gaps)  # fmt: skip
         self.timeline_ns = TIMELINE_NS
         self.frozen_end: int | None = None  # the timeline's right edge while paused
+        # called (on the source's own thread) when a state should be drawn without waiting for
+        # the next repaint, e.g. the first snapshot; the app sets it
+        self.on_update: Callable[[], None] | None = None
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -146,17 +151,19 @@ class LiveSource(Source):
             ports); returns new endpoints or ``None``.
         ping_s: seconds between control requests (``stats``: liveness plus fresh queue numbers);
             ``dead_s``: silence after which it is disconnected.
+        subscribe_s: how long to wait for the event subscription before asking for the snapshot
+            anyway (an events endpoint that does not answer must not keep the screen empty).
     """
 
     kind = "live"
 
     def __init__(self, endpoints: dict, *, hz: float = 8, resolve: Callable[[], dict | None] | None = None,
-                 ping_s: float = 1.0, dead_s: float = 3.0, **kw):  # fmt: skip
+                 ping_s: float = 1.0, dead_s: float = 3.0, subscribe_s: float = 1.0, **kw):  # fmt: skip
         super().__init__(**kw)
         self.endpoints = dict(endpoints)
         self.period = 1.0 / max(0.5, hz)
         self.resolve = resolve
-        self.ping_s, self.dead_s = ping_s, dead_s
+        self.ping_s, self.dead_s, self.subscribe_s = ping_s, dead_s, subscribe_s
         self.connected = False
         self.detail = "connecting"
         self.offset: int | None = None  # run clock - local monotonic clock
@@ -165,7 +172,8 @@ class LiveSource(Source):
         self._latest = self.compute()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.ready = threading.Event()  # set after the first snapshot reply
+        self.ready = threading.Event()  # set once the first snapshot's state is published
+        self.subscribed = threading.Event()  # the event subscription is up (tests read it)
 
     def now(self) -> int:
         if self.offset is None:
@@ -207,7 +215,8 @@ class _Collector:
 
     def __init__(self, src: LiveSource, ctx: zmq.Context):
         self.src, self.ctx = src, ctx
-        self.sub = self.dealer = None
+        self.sub = self.dealer = self.monitor = None
+        self.opened = 0.0  # when the sockets were opened
         self.pending: tuple[str, float] | None = None  # (request, sent at)
         self.last_reply = self.last_event = 0.0
         self.next_ping = 0.0
@@ -216,20 +225,52 @@ class _Collector:
         self._open()
 
     def _open(self) -> None:
+        """Subscribe to the events, then (see :meth:`_subscribed`) ask for the snapshot.
+
+        Subscribing first is what makes the snapshot plus the events complete: everything the
+        dispatcher emits after answering arrives on the subscription. A ZeroMQ subscription is
+        only in place once the connection's handshake is done, so the snapshot waits for it.
+        """
         self._close()
         ep = self.src.endpoints
+        self.src.subscribed.clear()
         self.sub = self.ctx.socket(zmq.SUB)
         self.sub.setsockopt(zmq.LINGER, 0)
         self.sub.setsockopt(zmq.RCVHWM, 100_000)
         self.sub.setsockopt(zmq.SUBSCRIBE, E.TOPIC)
+        self.monitor = self.sub.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
         self.sub.connect(ep["events"])
         self.dealer = self.ctx.socket(zmq.DEALER)
         self.dealer.setsockopt(zmq.LINGER, 0)
         self.dealer.connect(ep["control"])
         self.pending = None
+        self.opened = time.monotonic()
+
+    def _subscribed(self) -> None:
+        """The subscription is up (or waiting longer would only delay the first screen)."""
+        if self.monitor is not None:
+            try:
+                self.sub.disable_monitor()
+            except zmq.ZMQError:
+                pass
+            self.monitor.close(0)
+            self.monitor = None
+        self.src.subscribed.set()
+        self.pending = None
         self._send("snapshot")
 
+    def _on_monitor(self) -> None:
+        try:
+            event = recv_monitor_message(self.monitor, zmq.NOBLOCK)
+        except zmq.ZMQError:
+            return
+        if event.get("event") == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            self._subscribed()
+
     def _close(self) -> None:
+        if self.monitor is not None:
+            self.monitor.close(0)
+            self.monitor = None
         for s in (self.sub, self.dealer):
             if s is not None:
                 s.close(0)
@@ -249,13 +290,16 @@ class _Collector:
         poller = zmq.Poller()
         try:
             while not src._stop.is_set():
-                if socks != (self.sub, self.dealer):  # sockets were replaced: poll the new ones
-                    socks = (self.sub, self.dealer)
+                if socks != (self.sub, self.dealer, self.monitor):  # new sockets: poll those
+                    socks = (self.sub, self.dealer, self.monitor)
                     poller = zmq.Poller()
-                    poller.register(self.sub, zmq.POLLIN)
-                    poller.register(self.dealer, zmq.POLLIN)
+                    for sock in socks:
+                        if sock is not None:
+                            poller.register(sock, zmq.POLLIN)
                 timeout = max(0.0, min(next_state - time.monotonic(), src.period))
                 ready = dict(poller.poll(int(timeout * 1000)))
+                if self.monitor is not None and self.monitor in ready:
+                    self._on_monitor()
                 if self.sub in ready:
                     self._drain_events()
                 if self.dealer in ready:
@@ -323,8 +367,15 @@ class _Collector:
                 self.uptime = float(payload["uptime"])
             with src._lock:
                 src.model.apply_snapshot(payload)
+            self._set_connected(True)
+            # the snapshot is the whole cluster: show it now, not at the next period
+            src._latest = src.compute()
             src.ready.set()
+            notify = src.on_update
+            if notify is not None:
+                notify()
             self._send("ping")
+            return
         self._set_connected(True)
 
     def _new_run(self, ask: bool = True) -> None:
@@ -347,6 +398,10 @@ class _Collector:
 
     def _housekeeping(self, now: float) -> None:
         src = self.src
+        if self.monitor is not None:  # still waiting for the subscription
+            if now - self.opened > src.subscribe_s:
+                self._subscribed()
+            return
         if self.pending is not None and now - self.pending[1] > src.dead_s:
             # No answer: drop the stale request (a fresh DEALER forgets it) and say so.
             self.dealer.close(0)
@@ -363,10 +418,20 @@ class _Collector:
                 found = src.resolve()
             except Exception:
                 found = None
-            if found and found.get("events") and found.get("control") and found != src.endpoints:
+            if (
+                found
+                and found.get("events")
+                and found.get("control")
+                and _where(found) != _where(src.endpoints)
+            ):
                 src.endpoints = dict(found)
                 self._new_run(ask=False)
                 self._open()  # asks for a snapshot
         if self.pending is None and now >= self.next_ping:
             self.next_ping = now + src.ping_s
             self._send("stats" if src.ready.is_set() else "snapshot")
+
+
+def _where(endpoints: dict) -> tuple:
+    """What identifies a dispatcher's sockets (discovery files and replies carry more keys)."""
+    return endpoints.get("events"), endpoints.get("control")

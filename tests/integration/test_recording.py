@@ -144,7 +144,5 @@ def test_gt_demo_records_its_own_lines_as_the_source_of_its_ops(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     with Reader(path) as r:
-        texts = {
-            v for ev in r.events() if ev.kind == "srcloc" for v in ev.fields["locs"].values()
-        }
+        texts = {v for ev in r.events() if ev.kind == "srcloc" for v in ev.fields["locs"].values()}
     assert texts and all(t.startswith("demo.py:") for t in texts), texts

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 
 import pytest
@@ -190,3 +192,116 @@ def test_gt_config_show_validate_apply(cluster, tmp_path, capsys):
     assert (
         main(["validate", str(bad), "--offline"]) == 0
     )  # the schema alone cannot know the workers
+
+
+# ---------------------------------------------------------------------- honest checks and edits
+def problems_of(screen) -> str:
+    return str(screen.query_one("#problems").render())
+
+
+def diff_of(screen) -> str:
+    return str(screen.query_one("#diff").render())
+
+
+async def test_checks_do_not_say_valid_before_the_dispatcher_said_what_runs(cluster, monkeypatch):
+    release = threading.Event()
+    real_get = ConfigControl.get
+
+    def slow_get(self):  # a dispatcher that takes its time to answer
+        release.wait(10)
+        return real_get(self)
+
+    monkeypatch.setattr(ConfigControl, "get", slow_get)
+    src = LiveSource(cluster.endpoints, hz=10)
+    app = make_app(src, hz=10)
+    async with app.run_test(size=SIZE) as pilot:
+        assert src.ready.wait(10)
+        await pilot.press("c")
+        screen = app.screen
+        await pilot.pause()
+        assert screen.loading
+        assert "valid" not in problems_of(screen) and "asking the dispatcher" in problems_of(screen)
+        await pilot.press("ctrl+s")  # nothing is applied against an unknown running config
+        await pilot.pause()
+        assert screen.last_result is None
+        release.set()
+        await wait_async(pilot, lambda: "✓ valid" in problems_of(screen))
+        assert not screen.loading
+
+
+async def test_applying_says_so_until_the_answer_and_then_the_diff_is_empty(cluster, monkeypatch):
+    release = threading.Event()
+    real_apply = ConfigControl.apply
+
+    def slow_apply(self, raw):
+        release.wait(10)
+        return real_apply(self, raw)
+
+    monkeypatch.setattr(ConfigControl, "apply", slow_apply)
+    src = LiveSource(cluster.endpoints, hz=10)
+    app = make_app(src, hz=10)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            assert src.ready.wait(10)
+            await pilot.press("c")
+            screen = app.screen
+            await wait_async(pilot, lambda: not screen.loading and screen.worker_ids == [0, 1])
+            # written shorter than the dispatcher's normal form ("workers: all" is implied)
+            screen.load("rows:\n  shard: {axis: 0}\n")
+            await pilot.pause()
+            assert "+rows:" in diff_of(screen)
+            await pilot.press("ctrl+s")
+            await pilot.pause()
+            assert "applying" in problems_of(screen) and "valid" not in problems_of(screen)
+            release.set()
+            await wait_async(pilot, lambda: screen.last_result is not None)
+            assert screen.last_result == "applied"
+            assert "no changes" in diff_of(screen)  # what the editor holds now runs
+            assert "✓ valid" in problems_of(screen)
+            assert screen.text == "rows:\n  shard: {axis: 0}\n"  # the user's text stays as written
+    finally:
+        request(cluster.endpoints["control"], "config_apply", {"config": {}, "by": "test"})
+
+
+async def test_leaving_the_editor_keeps_unsaved_edits_for_next_time(cluster):
+    src = LiveSource(cluster.endpoints, hz=10)
+    app = make_app(src, hz=10)
+    async with app.run_test(size=SIZE) as pilot:
+        assert src.ready.wait(10)
+        await pilot.press("c")
+        screen = app.screen
+        await wait_async(pilot, lambda: not screen.loading)
+        edit = "stage:\n  workers: [1]\n"
+        screen.load(edit)
+        await pilot.pause()
+        await pilot.press("escape", "escape")  # the first leaves the text, the second the editor
+        await wait_async(pilot, lambda: isinstance(app.screen, TopScreen))
+        await pilot.press("c")
+        screen = app.screen
+        await wait_async(pilot, lambda: isinstance(screen, ConfigScreen) and not screen.loading)
+        assert screen.text == edit  # nothing was dropped silently
+        await pilot.press("ctrl+r")  # the running config instead: now the draft is gone
+        await pilot.pause()
+        assert screen.text == screen.running_text
+        await pilot.press("escape", "escape")
+        await wait_async(pilot, lambda: isinstance(app.screen, TopScreen))
+        assert app.config_draft is None
+
+
+async def test_the_editor_does_not_apply_to_another_users_dispatcher(cluster, monkeypatch):
+    me = os.getuid()
+    monkeypatch.setattr(CV.os, "getuid", lambda: me + 1)  # as if we were someone else
+    src = LiveSource(cluster.endpoints, hz=10)
+    app = make_app(src, hz=10)
+    async with app.run_test(size=SIZE) as pilot:
+        assert src.ready.wait(10)
+        await pilot.press("c")
+        screen = app.screen
+        await wait_async(pilot, lambda: not screen.loading)
+        assert screen.owner_refusal and "not by you" in screen.owner_refusal
+        before = request(cluster.endpoints["control"], "config_get")
+        screen.load("rows:\n  shard: {axis: 0}\n")
+        await pilot.press("ctrl+s")
+        await pilot.pause(0.2)
+        assert screen.last_result is None
+        assert request(cluster.endpoints["control"], "config_get") == before

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from gt.trace.state import COMM, COMPUTE, ClusterState, Lane, Mark, Span
+import dataclasses
+
+from gt.trace.state import COMM, COMPUTE, WAIT, ClusterState, Lane, Mark, Span
 from gt.tui import render as R
 from gt.tui import tables as T
 from gt.tui.sample import T_END, sample_batches
@@ -35,22 +37,49 @@ def test_na_and_human_formats():
     assert R.human_span(250_000_000) == "250ms" and R.human_span(10 * 10**9) == "10s"
 
 
-def test_share_bar_stacks_compute_comm_idle():
-    bar = R.share_bar(0.5, 0.2, 0.3, 10)
-    assert bar.plain == "█████▒▒░░░"
+def test_spans_print_with_three_significant_digits_not_floats():
+    assert R.human_span(2_311_160_000) == "2.31s"  # a measured span, not "2.31116s"
+    assert R.human_span(1_234_567) == "1.23ms" and R.human_span(7_500_000_000) == "7.5s"
+    assert R.human_span(120 * 10**9) == "2m" and R.human_span(139 * 10**9) == "2m19s"
+    assert R.human_span(2 * 3600 * 10**9) == "2h"
+
+
+def test_share_bar_stacks_compute_comm_wait_idle():
+    bar = R.share_bar(0.4, 0.2, 0.1, 0.3, 10)
+    assert bar.plain == "████▒▒░···"
     st = styles_of(bar)
-    assert st[0] == R.COMPUTE_STYLE and st[5] == R.COMM_STYLE and st[9] == R.IDLE_STYLE
+    assert st[0] == R.COMPUTE_STYLE and st[4] == R.COMM_STYLE
+    assert st[6] == R.WAIT_STYLE and st[9] == R.IDLE_STYLE
+    assert len({R.COMPUTE_STYLE, R.COMM_STYLE, R.WAIT_STYLE, R.IDLE_STYLE}) == 4
 
 
 def test_share_bar_without_data_is_na():
-    assert R.share_bar(None, None, None, 10).plain.strip() == "N/A"
-    assert len(R.share_bar(None, None, None, 10).plain) == 10
+    assert R.share_bar(None, None, None, None, 10).plain.strip() == "N/A"
+    assert len(R.share_bar(None, None, None, None, 10).plain) == 10
 
 
-def test_memory_bar_scales_to_the_limit():
-    assert R.memory_bar(25, 50, 100, 8).plain == "██▒▒░░░░"
-    assert R.memory_bar(50, 100, None, 4).plain == "██▒▒"  # no limit: scaled to reserved
-    assert R.memory_bar(None, None, None, 6).plain.strip() == "N/A"
+def test_memory_bar_draws_used_against_the_capacity_not_the_reserve():
+    # 25 used of a limit of 100 (whatever is reserved): a quarter of the bar, never full
+    assert R.memory_bar(25, 100, 8).plain == "██······"
+    assert R.memory_bar(1, 10**9, 4).plain == "█···"  # something held never draws as empty
+    assert R.memory_bar(50, None, 4).plain == "    "  # no capacity: no fake bar, just room
+    assert R.memory_amount(300 << 20, 2 << 30) == "300M/2.0G"
+    assert R.memory_amount(300 << 20, None) == "300M" and R.memory_amount(None, None) == "N/A"
+    from gt.trace.state import MemoryState
+
+    assert R.memory_capacity(MemoryState(), 141 << 30) == 141 << 30  # the device without a limit
+    assert R.memory_capacity(MemoryState(limit=2 << 30), 141 << 30) == 2 << 30
+    assert R.memory_capacity(MemoryState(), None) is None
+    assert R.memory_cached(MemoryState(used=100, reserved=160)) == 60
+
+
+def test_memory_cell_of_a_worker_is_not_full_when_it_holds_a_cache():
+    from gt.trace.state import MemoryState
+
+    w = next(w for w in sample_state().workers if w.id == 0)
+    w = dataclasses.replace(w, memory=MemoryState(used=100 << 20, reserved=1 << 30, limit=2 << 30))
+    cell = T.worker_cells(w)[T.WORKER_COLUMNS.index("memory")].plain
+    assert cell.startswith("█·······") and "100M/2.0G" in cell
 
 
 def test_sparkline_scales_from_minimum_to_max():
@@ -98,7 +127,23 @@ def test_timeline_has_labels_marks_row_and_axis():
 
 def test_legend_lists_ops_by_time():
     lanes = [Lane(0, True, (Span(0, 10, "add", COMPUTE), Span(10, 60, "matmul", COMPUTE)))]
-    assert R.timeline_legend(lanes, 0, 100).plain.startswith("█ matmul  █ add")
+    legend = R.timeline_legend(lanes, 0, 100).plain
+    assert legend.startswith("█ matmul  █ add") and "░ wait" in legend and "▒ transfer" in legend
+
+
+def test_timeline_draws_waits_apart_from_transfers_and_compute():
+    lane = Lane(0, True, (Span(0, 40, "→w1", COMM), Span(40, 80, "wait w1", WAIT)))
+    text = R.timeline_lane(lane, 0, 100, 10)
+    assert text.plain == "▒▒▒▒░░░░··"
+    st = styles_of(text)
+    assert st[0] == R.COMM_STYLE and st[4] == R.WAIT_STYLE and st[8] == R.IDLE_STYLE
+
+
+def test_a_wait_inside_a_batch_shows_as_wait_not_as_the_op():
+    # the batch runs 0..100, but 0..60 of it is spent waiting for a peer's shard
+    lane = Lane(0, True, (Span(0, 100, "batch", COMPUTE), Span(0, 60, "wait w2", WAIT)))
+    text = R.timeline_lane(lane, 0, 100, 10)
+    assert text.plain.startswith("░░░░░░") and text.plain.endswith("████")
 
 
 def sample_state() -> ClusterState:
@@ -160,3 +205,40 @@ def test_header_shows_rejected_messages_and_bugs_in_gt_from_the_dispatchers_coun
     assert "rejected 3" in text and "GT bugs" not in text
     m.apply_batch("dispatcher", 1, [E.event(E.STATS, 30, counters={"internal_errors": 2})])
     assert "GT bugs 2" in T.header_text(m.state(40), T.Status("live", "tcp://h:1", True)).plain
+
+
+def naive_cover(lane: Lane, start: int, end: int, width: int):
+    """Each span's overlap with each cell, one by one: the reference for lane_cover."""
+    dt = (end - start) / width
+    out = {COMPUTE: [0.0] * width, COMM: [0.0] * width, WAIT: [0.0] * width}
+    for s in lane.spans:
+        kind = s.kind if s.kind in (COMM, WAIT) else COMPUTE
+        a, b = max(s.t0, start), min(s.t1, end)
+        density = s.busy / (s.t1 - s.t0) if s.busy is not None and s.t1 > s.t0 else 1.0
+        if b == a and start <= s.t0 < end:
+            out[kind][min(width - 1, int((a - start) / dt))] += dt * 0.01
+            continue
+        for c in range(width):
+            lo, hi = start + c * dt, start + (c + 1) * dt
+            out[kind][c] += max(0.0, min(b, hi) - max(a, lo)) * density
+    return out
+
+
+def test_lane_cover_matches_cell_by_cell_overlaps():
+    import random
+
+    rng = random.Random(3)
+    for width in (1, 7, 40, 151):
+        spans = []
+        for _ in range(300):
+            t0 = rng.randint(-200, 10_200)
+            t1 = t0 + rng.choice([0, rng.randint(1, 60), rng.randint(60, 3000)])
+            kind = rng.choice([COMPUTE, COMPUTE, COMM, WAIT])
+            busy = rng.choice([None, (t1 - t0) // 2]) if t1 > t0 else None
+            spans.append(Span(t0, t1, rng.choice(["add", "matmul"]), kind, busy))
+        lane = Lane(0, True, tuple(sorted(spans)))
+        comp, comm, wait, names = R.lane_cover(lane, 0, 10_000, width)
+        want = naive_cover(lane, 0, 10_000, width)
+        for got, kind in ((comp, COMPUTE), (comm, COMM), (wait, WAIT)):
+            assert [round(x, 6) for x in got] == [round(x, 6) for x in want[kind]]
+        assert all((n is None) == (c == 0) for n, c in zip(names, comp))

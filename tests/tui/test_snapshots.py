@@ -1,4 +1,5 @@
-"""SVG snapshots of the main views, drawn from the fixed sample trace (no wall clock anywhere).
+"""SVG snapshots of the main views, drawn from the fixed sample trace (no wall clock anywhere), at
+140×45 and at the small sizes the layout must survive: 80×24 and 120×40.
 
 Update them after an intended visual change with ``pytest tests/tui/test_snapshots.py --snapshot-update``.
 """
@@ -13,6 +14,7 @@ from gt.tui.sources import ListSource
 
 pytestmark = pytest.mark.timeout(60)
 SIZE = (140, 45)
+SMALL, MEDIUM = (80, 24), (120, 40)
 
 
 def sample_app():
@@ -21,6 +23,19 @@ def sample_app():
 
 def test_top_view_snapshot(snap_compare):
     assert snap_compare(sample_app(), terminal_size=SIZE)
+
+
+def test_top_view_at_80x24_snapshot(snap_compare):
+    # every worker column, abbreviated; the header on two lines; the timeline without legend
+    assert snap_compare(sample_app(), terminal_size=SMALL)
+
+
+def test_top_view_at_120x40_snapshot(snap_compare):
+    assert snap_compare(sample_app(), terminal_size=MEDIUM)
+
+
+def test_help_screen_at_80x24_scrolled_to_the_end_snapshot(snap_compare):
+    assert snap_compare(sample_app(), terminal_size=SMALL, press=["question_mark", "end"])
 
 
 def test_worker_detail_snapshot(snap_compare):
@@ -56,6 +71,11 @@ def replay_app(tmp_path_factory):
 
 def test_replay_screen_snapshot(snap_compare, tmp_path_factory):
     assert snap_compare(replay_app(tmp_path_factory), terminal_size=SIZE)
+
+
+def test_replay_screen_at_120x40_snapshot(snap_compare, tmp_path_factory):
+    # every footer key fits
+    assert snap_compare(replay_app(tmp_path_factory), terminal_size=MEDIUM)
 
 
 def test_config_editor_snapshot(snap_compare):

@@ -4,7 +4,12 @@ Against a live dispatcher, ``ctrl+s`` applies the edited config for new instruct
 dispatcher answers with the config it installed or a precise error (the running one stays).
 Every applied config arrives back as a ``config`` event, so the history (and every other
 monitor, and every recording) shows it. In a replay, or with ``--readonly``, the editor shows the
-config in force and its history but changes nothing.
+config in force and its history but changes nothing. A dispatcher started by another user of this
+machine is read-only too (it is theirs to change).
+
+The checks never claim more than they know: until the dispatcher has said what runs, and while an
+apply is on its way, they say so instead of "valid". Leaving the editor with unsaved edits keeps
+them for the next ``c``.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TextArea
 
-from gt.runtime.control import ConfigControl
+from gt.runtime.control import ConfigControl, request
 from gt.runtime.sharding import config_text as CE
 from gt.trace.state import ClusterState, ConfigChange
 from gt.tui import config_view as CV
@@ -33,7 +38,7 @@ class ConfigScreen(Screen):
     """Edit, check, diff and apply the shard config; escape goes back."""
 
     BINDINGS = [
-        Binding("escape", "app.pop_screen", "back"),
+        Binding("escape", "back", "back"),
         Binding("ctrl+s", "apply", "apply"),
         Binding("ctrl+r", "reload", "reload running"),
         Binding("ctrl+t", "revert", "revert to selected"),
@@ -48,6 +53,8 @@ class ConfigScreen(Screen):
         self.worker_ids: list[int] | None = None
         self.history: list[ConfigChange] = []
         self.applying = False
+        self.loading = False  # waiting for the dispatcher to say which config runs
+        self.owner_refusal: str | None = None  # set when the dispatcher is another user's
         self.last_result: str | None = None  # what the last apply said (tests read it)
 
     # -- layout ---------------------------------------------------------------------------------
@@ -64,7 +71,7 @@ class ConfigScreen(Screen):
                 yield DataTable(id="history", cursor_type="row", zebra_stripes=False)
                 with VerticalScroll(id="impact-box"):
                     yield Static(id="impact")
-        yield Footer()
+        yield Footer(compact=True)
 
     @property
     def readonly(self) -> bool:
@@ -88,8 +95,14 @@ class ConfigScreen(Screen):
         if eps and eps.get("control"):
             self.control = ConfigControl(eps["control"], token=getattr(app, "token", None))
         state = app.source.snapshot()
+        self.loading = self.control is not None
         self.set_running(self._local_running(state))
-        self.load(self.running_text)
+        draft = app.config_draft
+        self.load(draft if draft is not None else self.running_text)
+        if draft is not None:
+            self.notify(
+                "your unsaved edits are back (ctrl+r: the running config instead)", timeout=4
+            )
         self.show(state, app.source.status())
         if self.control is not None:
             self.fetch_running()
@@ -121,6 +134,12 @@ class ConfigScreen(Screen):
         """What the editor holds."""
         return self.query_one("#editor", YamlArea).text
 
+    @property
+    def edited(self) -> bool:
+        """Whether the editor holds something other than the running config (formatting and
+        comments aside)."""
+        return CV.differs(self.running_text, self.text, self.checked)
+
     def refresh_checks(self) -> None:
         """Validate the editor's text against the live workers; redraw problems and diff."""
         if not self.is_mounted:
@@ -128,8 +147,20 @@ class ConfigScreen(Screen):
         self.checked = CE.check_text(self.text, self.worker_ids)
         lines = frozenset(p.line for p in self.checked.problems if p.line)
         self.query_one("#editor", YamlArea).mark_lines(lines)
-        self.query_one("#problems", Static).update(CV.problems_text(self.checked, self.worker_ids))
-        self.query_one("#diff", Static).update(CV.diff_text(self.running_text, self.text))
+        if self.loading:
+            status: Text | None = Text("… asking the dispatcher which config runs", style="dim")
+        elif self.applying:
+            status = Text("… applying: waiting for the dispatcher's answer", style="bold yellow")
+        else:
+            status = None
+        self.query_one("#problems", Static).update(
+            status or CV.problems_text(self.checked, self.worker_ids)
+        )
+        self.query_one("#diff", Static).update(
+            Text("… the running config is not known yet", style="dim")
+            if self.loading
+            else CV.diff_text(self.running_text, self.text, self.checked)
+        )
 
     def show(self, state: ClusterState, status: T.Status) -> None:
         """Follow the cluster: live workers for validation, history of applied configs."""
@@ -207,8 +238,19 @@ class ConfigScreen(Screen):
             return not self.readonly
         return True
 
+    def action_back(self) -> None:
+        """Leave the editor; unsaved edits are kept for the next time it opens."""
+        app = self.app
+        if not self.readonly and self.edited:
+            app.config_draft = self.text
+            self.notify("unsaved edits kept: c reopens them", timeout=3)
+        else:
+            app.config_draft = None
+        app.pop_screen()
+
     def action_reload(self) -> None:
-        """Put the running config back in the editor."""
+        """Put the running config back in the editor (unsaved edits are dropped)."""
+        self.app.config_draft = None
         self.load(self.running_text)
         if self.control is not None:
             self.fetch_running()
@@ -231,12 +273,16 @@ class ConfigScreen(Screen):
             n = len(self.checked.problems)
             self.notify(f"not applied: fix {n} problem{'s' * (n != 1)} first", severity="error")
             return
-        why = self.control.refusal()
+        why = self.control.refusal() or self.owner_refusal
         if why is not None:
             self.notify(why, severity="error", timeout=6)
             return
+        if self.loading:
+            self.notify("not yet: the dispatcher has not said which config runs", timeout=3)
+            return
         if not self.applying:
             self.applying = True
+            self.refresh_checks()
             self.apply_config(self.checked.raw)
 
     @work(thread=True, exclusive=True, group="config-apply")
@@ -251,6 +297,7 @@ class ConfigScreen(Screen):
 
     def _applied(self, after: dict | None, error: str | None) -> None:
         self.applying = False
+        self.refresh_checks()
         if error is not None:
             self.last_result = f"error: {error}"
             self.query_one("#problems", Static).update(Text(f"✗ the dispatcher refused it: {error}\n"
@@ -258,23 +305,33 @@ class ConfigScreen(Screen):
             self.notify(f"not applied: {error}", severity="error", timeout=6)
             return
         self.last_result = "applied"
-        self.set_running(CE.normal_yaml(after))
+        self.app.config_draft = None
+        self.set_running(CE.normal_yaml(after))  # the diff is now empty: the edits are running
         self.notify("applied: new instructions follow it", timeout=3)
 
     @work(thread=True, exclusive=True, group="config-fetch")
     def fetch_running(self) -> None:
-        """Ask the dispatcher for its config and workers (worker thread)."""
+        """Ask the dispatcher for its config, workers and owner (worker thread)."""
         try:
             cfg, ids = self.control.get(), self.control.workers()
+            owner = request(self.control.endpoint, "ping", timeout=self.control.timeout)
         except ControlError as exc:
-            self.app.call_from_thread(
-                self.notify, f"cannot read the running config: {exc}", severity="warning"
-            )
+            self.app.call_from_thread(self._fetch_failed, str(exc))
             return
-        self.app.call_from_thread(self._fetched, CE.normal_yaml(cfg), ids)
+        uid = owner.get("uid") if isinstance(owner, dict) else None
+        self.app.call_from_thread(self._fetched, CE.normal_yaml(cfg), ids, uid)
 
-    def _fetched(self, cfg: dict, ids: list[int]) -> None:
-        editing = self.text != self.running_text
+    def _fetch_failed(self, why: str) -> None:
+        self.loading = False
+        self.refresh_checks()
+        self.notify(f"cannot read the running config: {why}", severity="warning")
+
+    def _fetched(self, cfg: dict, ids: list[int], uid: object = None) -> None:
+        editing = self.edited
+        self.loading = False
+        self.owner_refusal = CV.owner_refusal(uid, self.control.endpoint, self.control.token)
+        if self.owner_refusal is not None:
+            self.query_one("#editor").border_title = "shard config (YAML)  read-only: not yours"
         self.worker_ids = ids
         self.set_running(cfg)
         if not editing:

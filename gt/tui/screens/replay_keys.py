@@ -13,11 +13,14 @@ from gt.trace import events as E
 from gt.tui import timebar as TB
 from gt.tui.render import human_span
 
+# Pairs share one footer entry ("[] speed"), so every shown key fits at 120 columns.
+SPEED = Binding.Group("speed", compact=True)
+STEP = Binding.Group("step", compact=True)
 REPLAY_BINDINGS = [
-    Binding("right_square_bracket", "replay_speed(1)", "faster", key_display="]"),
-    Binding("left_square_bracket", "replay_speed(-1)", "slower", key_display="["),
-    Binding("full_stop", "replay_step(1)", "step ▸", key_display="."),
-    Binding("comma", "replay_step(-1)", "◂ step", key_display=","),
+    Binding("left_square_bracket", "replay_speed(-1)", "slower", key_display="[", group=SPEED),
+    Binding("right_square_bracket", "replay_speed(1)", "faster", key_display="]", group=SPEED),
+    Binding("comma", "replay_step(-1)", "step back", key_display=",", group=STEP),
+    Binding("full_stop", "replay_step(1)", "step forward", key_display=".", group=STEP),
     Binding("greater_than_sign", "replay_event(1)", "next event", key_display=">", show=False),
     Binding("less_than_sign", "replay_event(-1)", "previous event", key_display="<", show=False),
     Binding("i", "replay_interval", "step size", show=False),

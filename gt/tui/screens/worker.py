@@ -12,6 +12,7 @@ from textual.widgets import Footer, Static
 
 from gt.trace.state import ClusterState
 from gt.tui import tables as T
+from gt.tui.detail import worker_detail
 from gt.tui.widgets import ClusterHeader
 
 
@@ -32,7 +33,7 @@ class WorkerScreen(Screen):
         yield ClusterHeader(id="header")
         with VerticalScroll(id="detail-box"):
             yield Static(id="detail")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.show(self.app.source.snapshot(), self.app.source.status())
@@ -46,5 +47,6 @@ class WorkerScreen(Screen):
         if w is None:
             self.body = Text(f"worker {self.wid} is not known to this monitor", style="bold red")
         else:
-            self.body = T.worker_detail(w, max(40, self.size.width - 4))
+            self.body = worker_detail(w, max(40, self.size.width - 4), connected=status.connected,
+                                      why=status.detail)  # fmt: skip
         body.update(self.body)
