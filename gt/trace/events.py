@@ -84,7 +84,9 @@ FIELDS: dict[str, tuple[str, ...]] = {
         "errors",
     ),
     # worker: bytes moved to/from a peer ("send"/"recv"), or blocked on data that had not arrived
-    # ("wait"; bytes 0; peer None for a client's upload), from t0 to t1. The memory pool's traffic
+    # ("wait"; bytes 0; peer None for a client's upload), from t0 to t1; "reduce" (bytes 0, peer
+    # None) is the completion of a background all-reduce when an op needs its result (its own
+    # communication, not the op's). The memory pool's traffic
     # to its spill tier has peer None: "spill" (out), "unspill" (read back when an op needed it),
     # "prefetch" (read back ahead of need, beside compute).
     TRANSFER: ("worker", "peer", "bytes", "t0", "t1", "direction", "what", "client", "batch"),

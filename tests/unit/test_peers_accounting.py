@@ -1,0 +1,66 @@
+"""How a worker accounts the completion of a background all-reduce (no sockets: the collective's
+remaining steps are a stand-in generator)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from gt.runtime.worker.backend import Backend
+from gt.runtime.worker.peers import Peers, Pending, _Run
+
+
+class _Events:
+    enabled, offset = True, 0
+
+    def __init__(self) -> None:
+        self.emitted: list = []
+
+    def emit(self, kind, fields, t=None) -> None:
+        self.emitted.append((kind, fields))
+
+
+def _peers() -> Peers:
+    return Peers(0, None, None, lambda: None, _Events(), Backend(np, "cpu"), lambda: False)
+
+
+def _pending(p: Peers, busy_s: float, wait_s: float) -> Pending:
+    def steps():
+        t_end = time.monotonic() + busy_s
+        while time.monotonic() < t_end:  # reducing and sending: the collective's own work
+            pass
+        t0 = time.monotonic_ns()
+        time.sleep(wait_s)  # blocked on the peer's part
+        p.waited(1, t0, time.monotonic_ns(), "all_reduce")
+        yield
+        return np.ones(4, np.float32)
+
+    gen = steps()
+    return Pending(_Run(p, 0, "all_reduce", None), gen, 1, 7)
+
+
+def test_finishing_a_background_all_reduce_is_not_charged_to_the_op_that_needs_it():
+    p = _peers()
+    pend = _pending(p, busy_s=0.02, wait_s=0.01)
+    t0 = time.monotonic_ns()
+    out = p.finish(pend)
+    elapsed = time.monotonic_ns() - t0
+    np.testing.assert_array_equal(out, np.ones(4, np.float32))
+    # all of the completion is excluded from the running op: its waits and its own work
+    assert p.waited_ns >= 0.02e9 + 0.01e9
+    assert p.waited_ns <= elapsed
+    slices = [f for _k, f in p.events.emitted]
+    assert [f["direction"] for f in slices] == ["wait", "reduce"]
+    reduce = slices[1]
+    assert reduce["what"] == "all_reduce" and reduce["bytes"] == 0 and reduce["peer"] is None
+    assert (reduce["client"], reduce["batch"]) == (1, 7)  # tagged with the batch that began it
+    assert reduce["t1"] - reduce["t0"] >= 0.03e9  # the whole completion; the wait wins inside it
+
+
+def test_an_all_reduce_already_complete_adds_nothing():
+    p = _peers()
+    pend = _pending(p, 0, 0)
+    pend.done, pend.result = True, np.zeros(2, np.float32)
+    p.finish(pend)
+    assert p.waited_ns == 0 and p.events.emitted == []
