@@ -47,9 +47,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=200, help="demo steps (default 200)")
     args = ap.parse_args()
 
-    busy = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)
-    ]
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     demo = None
     try:
         t0 = time.monotonic()

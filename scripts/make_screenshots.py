@@ -1,28 +1,42 @@
-"""Regenerate the monitor's screenshots (SVG) in ``screenshots/`` from the fixed sample trace.
+"""Regenerate the monitor's screenshots (SVG) in ``screenshots/`` from a real recorded run.
 
-    python scripts/make_screenshots.py [--out screenshots] [--size 140x45]
+    python scripts/make_screenshots.py [--trace F] [--out screenshots] [--size 140x45]
+    python scripts/make_screenshots.py --record     # first record a fresh run into the trace
 
-Uses the same app factory and sample as the snapshot tests, so what you see is what is tested.
+The pictures are drawn from a ``.gtrace`` that ``gt demo --record`` wrote on this machine (two
+CPU workers, NumPy; a 16 MB memory limit so the memory column shows a limit): by default the one
+committed for the snapshot tests (``tests/tui/fixtures/demo.gtrace``), so what you see is what is
+tested. Each view is the dashboard as it was at :data:`AT_FRACTION` of the run: the live views from
+the events up to that moment, the replay view paused there with the last second selected.
+
+``--record`` runs :data:`RECORD` (the exact command) and replaces the trace first; the snapshot
+tests then need ``pytest tests/tui/test_snapshots.py --snapshot-update``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from gt.runtime.ops import OPS
-from gt.trace.keyframes import ModelKeyframer
-from gt.trace.recorder import Recorder
+from gt.trace.reader import Reader
 from gt.tui.app import make_app
 from gt.tui.replay import ReplaySource
-from gt.tui.sample import T_END, sample_batches
 from gt.tui.sources import ListSource
 
+ROOT = Path(__file__).resolve().parents[1]
+TRACE = ROOT / "tests" / "tui" / "fixtures" / "demo.gtrace"
+#: How the committed trace was recorded (``{trace}`` is its path); run with :data:`RECORD_ENV`.
+RECORD = [sys.executable, "-m", "gt", "demo", "--no-tui", "--steps", "600", "--record", "{trace}"]
+RECORD_ENV = {"GT_MEMORY_LIMIT": "16MB", "GT_BACKEND": "numpy"}
+#: The moment every view shows, as a fraction of the recording's span.
+AT_FRACTION = 0.75
 S = 1_000_000_000
-EDITED = "layer1:\n  shard: {axis: 0, workers: [0, 2]}\nlayer2:\n  replicate: {workers: [0, 9]}\n"
+#: The config editor's picture: an edit of the demo's config with one mistake (worker 9).
+EDITED = "data:\n  shard: {axis: 0, workers: [0, 1]}\nparams:\n  replicate: {workers: [0, 9]}\n"
 
 # name -> keys pressed before the screenshot
 VIEWS: dict[str, list[str]] = {
@@ -36,42 +50,59 @@ VIEWS: dict[str, list[str]] = {
 }
 
 
-def replay_source(tmp: Path) -> ReplaySource:
-    """The sample recorded to a trace and replayed, paused at 6.6 s with 5 s..6.6 s selected."""
-    kf = ModelKeyframer(OPS)
-    path = tmp / "sample.gtrace"
-    with Recorder(path, start_ns=0, op_names=OPS, keyframe_fn=kf, keyframe_every_events=400) as rec:
-        for batch in sample_batches():
-            rec.write_batch(*batch)
-            kf.on_batch(*batch)
-    src = ReplaySource.from_file(path, wall=lambda: 0.0)
+def moment(trace: Path, fraction: float = AT_FRACTION) -> int:
+    """The run-clock time (ns) at ``fraction`` of the recording's span."""
+    with Reader(trace) as r:
+        t0, t1 = r.t_first, r.t_last
+    if t0 is None or t1 is None:
+        raise SystemExit(f"{trace}: the recording holds no events")
+    return t0 + int((t1 - t0) * fraction)
+
+
+def live_source(trace: Path) -> ListSource:
+    """The live view of the recording at its chosen moment."""
+    return ListSource.from_trace(trace, moment(trace))
+
+
+def replay_source(trace: Path, wall=lambda: 0.0) -> ReplaySource:
+    """The recording replayed, paused at its chosen moment with the second before it selected."""
+    src = ReplaySource.from_file(trace, wall=wall)
     src.clock.pause(True)
-    for t in (5 * S, 6_600_000_000):
-        src.seek(src.clock.t_start + t)
-        src.mark_window()
+    at = moment(trace)
+    src.seek(max(src.clock.t_start, at - S))
+    src.mark_window()
+    src.seek(at)
+    src.mark_window()
     return src
 
 
-async def shoot(name: str, keys: list[str], out: Path, size: tuple[int, int]) -> Path:
-    """Run the app headless on the sample, press ``keys``, save ``out/name.svg``."""
-    with tempfile.TemporaryDirectory() as tmp:
-        if name == "replay":
-            source = replay_source(Path(tmp))
-        else:
-            source = ListSource(sample_batches(), now_ns=T_END, address="sample.gtrace")
-        app = make_app(
-            source, title="gt replay" if name == "replay" else "gt top", readonly=name == "replay"
-        )
-        async with app.run_test(size=size) as pilot:
+def record(trace: Path) -> None:
+    """Record a fresh run into ``trace`` with :data:`RECORD`."""
+    trace.parent.mkdir(parents=True, exist_ok=True)
+    tmp = trace.with_suffix(".tmp.gtrace")
+    cmd = [a.format(trace=tmp) for a in RECORD]
+    print("recording:", " ".join(f"{k}={v}" for k, v in RECORD_ENV.items()), *cmd[1:])
+    subprocess.run(cmd, env={**os.environ, **RECORD_ENV}, check=True)
+    tmp.replace(trace)
+
+
+async def shoot(name: str, keys: list[str], trace: Path, out: Path, size: tuple[int, int]) -> Path:
+    """Run the app headless on the recording, press ``keys``, save ``out/name.svg``."""
+    replay = name == "replay"
+    source = replay_source(trace) if replay else live_source(trace)
+    app = make_app(
+        source, title=f"gt {'replay' if replay else 'top'} {trace.name}", readonly=replay
+    )
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        if keys:
+            await pilot.press(*keys)
+        await pilot.pause()
+        if name == "config-editor":
+            app.screen.load(EDITED)
             await pilot.pause()
-            if keys:
-                await pilot.press(*keys)
-            await pilot.pause()
-            if name == "config-editor":
-                app.screen.load(EDITED)
-                await pilot.pause()
-            path = out / f"{name}.svg"
-            path.write_text(app.export_screenshot(title=f"gt top — {name}"))
+        path = out / f"{name}.svg"
+        path.write_text(app.export_screenshot(title=f"gt — {name} ({trace.name})"))
     return path
 
 
@@ -79,14 +110,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "screenshots"))
+    ap.add_argument("--trace", default=str(TRACE), help="the recording (default: %(default)s)")
+    ap.add_argument("--record", action="store_true", help="record a fresh run into --trace first")
+    ap.add_argument("--out", default=str(ROOT / "screenshots"))
     ap.add_argument("--size", default="140x45", help="terminal columns x rows")
     args = ap.parse_args(argv)
+    trace = Path(args.trace)
+    if args.record:
+        record(trace)
     cols, rows = (int(x) for x in args.size.lower().split("x"))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for name, keys in VIEWS.items():
-        print(asyncio.run(shoot(name, keys, out, (cols, rows))))
+        print(asyncio.run(shoot(name, keys, trace, out, (cols, rows))))
     return 0
 
 

@@ -9,13 +9,15 @@ A *source* owns a :class:`~gt.trace.model.ClusterModel` and hands the app an imm
   the two), folds events into the model and publishes a fresh state a few times per second, and at
   once when the snapshot arrives; the UI only reads the latest reference.
 * :class:`ListSource` folds an in-memory list of events once, with a fixed clock (tests,
-  screenshots).
+  screenshots); :meth:`ListSource.from_trace` takes them from a recording, as the live view
+  showed them at one moment.
 * :class:`gt.tui.replay.ReplaySource` plays recorded batches against a clock that can pause,
   change speed and seek.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -28,7 +30,9 @@ from gt.runtime import protocol as P
 from gt.runtime.control import ControlError as ControlError  # re-exported for the screens
 from gt.runtime.control import request
 from gt.trace import events as E
+from gt.trace.keyframes import attach
 from gt.trace.model import TIMELINE_NS, WINDOW_NS, ClusterModel
+from gt.trace.reader import Reader
 from gt.trace.state import ClusterState
 from gt.tui.tables import Status
 
@@ -127,6 +131,34 @@ class ListSource(Source):
         self._now = now_ns if now_ns is not None else (self.model.t_last or 0)
         self.address = address
         self._cache: tuple[tuple, ClusterState] | None = None
+
+    @classmethod
+    def from_trace(cls, path: str | os.PathLike[str], at_ns: int | None = None,
+                   **kw: object) -> ListSource:  # fmt: skip
+        """A recording as ``gt top`` showed it live at ``at_ns`` (run clock; default: its end):
+        every event up to that moment, folded once, the clock standing there.
+
+        Raises:
+            gt.trace.reader.TraceFormatError: the file is not a readable trace.
+        """
+        with Reader(path) as reader:
+            names = reader.header.get("op_names")
+            if names:
+                kw.setdefault("op_names", tuple(names))
+            kw.setdefault("count_gaps", False)  # the recorder wrote a drop event for every gap
+            at = reader.t_last if at_ns is None else at_ns
+            src = cls([], now_ns=at, address=os.path.basename(path), **kw)
+            attach(src.model, reader.header.get("workers"))  # those that joined before recording
+            for b in reader.batches(t_end=at):
+                events = []
+                for ev in b.events:  # a prefix, so the sequence numbers stay contiguous
+                    if ev[1] > at:
+                        break
+                    events.append(ev)
+                if events:
+                    src.model.apply_batch(b.source, b.first_seq, events)
+        src.kind = "recording"
+        return src
 
     def now(self) -> int:
         return self._now

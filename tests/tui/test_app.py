@@ -6,6 +6,7 @@ import io
 import queue
 
 import pytest
+from pilot_wait import wait_async
 from rich.console import Console
 
 from gt.tui.app import DARK, LIGHT, make_app
@@ -49,13 +50,15 @@ async def test_top_screen_shows_workers_dead_worker_and_na():
 async def test_question_mark_opens_help_and_escape_closes_it():
     app = sample_app()
     async with app.run_test(size=SIZE) as pilot:
+        await wait_async(pilot, lambda: isinstance(app.screen, TopScreen))
         await pilot.press("question_mark")
-        assert isinstance(app.screen, HelpScreen)
+        await wait_async(pilot, lambda: isinstance(app.screen, HelpScreen))
         await pilot.press("escape")
-        assert isinstance(app.screen, TopScreen)
+        await wait_async(pilot, lambda: isinstance(app.screen, TopScreen))
         await pilot.press("question_mark")
+        await wait_async(pilot, lambda: isinstance(app.screen, HelpScreen))
         await pilot.press("question_mark")
-        assert isinstance(app.screen, TopScreen)
+        await wait_async(pilot, lambda: isinstance(app.screen, TopScreen))
 
 
 async def test_enter_opens_worker_detail_and_escape_returns():

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
 import pytest
+from pilot_wait import wait_async
 
 import gt
 from gt.runtime.control import ConfigControl, is_remote, request
@@ -19,15 +19,6 @@ from gt.tui.sources import ListSource, LiveSource
 
 pytestmark = pytest.mark.timeout(90)
 SIZE = (140, 45)
-
-
-async def wait_async(pilot, predicate, timeout: float = 15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        await pilot.pause(0.05)
-    raise AssertionError(f"condition not met within {timeout}s")
 
 
 # ---------------------------------------------------------------------- pure

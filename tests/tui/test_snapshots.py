@@ -1,16 +1,22 @@
-"""SVG snapshots of the main views, drawn from the fixed sample trace (no wall clock anywhere), at
-140×45 and at the small sizes the layout must survive: 80×24 and 120×40.
+"""SVG snapshots of the main views, drawn from a real recorded run (``tests/tui/fixtures/demo.gtrace``,
+``gt demo`` on two CPU workers; no wall clock anywhere) exactly as ``scripts/make_screenshots.py``
+draws the README's pictures, at 140×45 and at the small sizes the layout must survive: 80×24 and
+120×40.
 
 Update them after an intended visual change with ``pytest tests/tui/test_snapshots.py --snapshot-update``.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from gt.tui.app import make_app
-from gt.tui.sample import T_END, sample_batches
-from gt.tui.sources import ListSource
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+import make_screenshots as shots  # noqa: E402 - the pictures' own sources
 
 pytestmark = pytest.mark.timeout(60)
 SIZE = (140, 45)
@@ -18,7 +24,8 @@ SMALL, MEDIUM = (80, 24), (120, 40)
 
 
 def sample_app():
-    return make_app(ListSource(sample_batches(), now_ns=T_END, address="sample.gtrace"))
+    """The live view of the recorded run, at the moment the README's pictures show."""
+    return make_app(shots.live_source(shots.TRACE))
 
 
 def test_top_view_snapshot(snap_compare):
@@ -53,39 +60,29 @@ def test_zoomed_in_paused_timeline_snapshot(snap_compare):
     )
 
 
-def replay_app(tmp_path_factory):
-    """The sample recorded to a trace, replayed paused at 6.6 s with a window selected."""
-    from replay_fixtures import FakeWall, S, write_sample
+def replay_app():
+    """The recorded run replayed, paused at that moment with the second before it selected."""
+    from replay_fixtures import FakeWall
 
-    from gt.tui.replay import ReplaySource
-
-    path = write_sample(tmp_path_factory.mktemp("replay") / "sample.gtrace")
-    src = ReplaySource.from_file(path, wall=FakeWall())
-    src.clock.pause(True)
-    src.seek(src.clock.t_start + 5 * S)
-    src.mark_window()
-    src.seek(src.clock.t_start + 6_600_000_000)
-    src.mark_window()
-    return make_app(src, readonly=True, title="gt replay sample.gtrace")
+    return make_app(shots.replay_source(shots.TRACE, FakeWall()), readonly=True,
+                    title="gt replay demo.gtrace")  # fmt: skip
 
 
-def test_replay_screen_snapshot(snap_compare, tmp_path_factory):
-    assert snap_compare(replay_app(tmp_path_factory), terminal_size=SIZE)
+def test_replay_screen_snapshot(snap_compare):
+    assert snap_compare(replay_app(), terminal_size=SIZE)
 
 
-def test_replay_screen_at_120x40_snapshot(snap_compare, tmp_path_factory):
+def test_replay_screen_at_120x40_snapshot(snap_compare):
     # every footer key fits
-    assert snap_compare(replay_app(tmp_path_factory), terminal_size=MEDIUM)
+    assert snap_compare(replay_app(), terminal_size=MEDIUM)
 
 
 def test_config_editor_snapshot(snap_compare):
-    # the sample's config change (at 5 s) in the history, an edit with an error, the diff
+    # the demo's config (applied at its start) in the history, an edit with an error, the diff
     async def edit(pilot):
         await pilot.press("c")
         await pilot.pause()
-        pilot.app.screen.load(
-            "layer1:\n  shard: {axis: 0, workers: [0, 2]}\nlayer2:\n  replicate: {workers: [0, 9]}\n"
-        )
+        pilot.app.screen.load(shots.EDITED)
         await pilot.pause()
 
     assert snap_compare(sample_app(), terminal_size=SIZE, run_before=edit)

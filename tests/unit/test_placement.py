@@ -285,6 +285,34 @@ def test_frees_reach_every_worker_that_holds_a_part():
     assert all(x not in tbl for tbl in c.sim.tables.values())
 
 
+def test_frees_and_temporaries_are_dropped_where_the_program_no_longer_needs_them():
+    # gradient steps over row-sharded data: each matmul's partial sums are combined in a
+    # temporary, and the client drops last step's tensors as it goes (as Python frees them)
+    c = client({"rows": {"shard": {"axis": 0}}, "w": {"replicate": {}}}, n=2)
+    x = c.upload(rand(6, 4), sig="rows")
+    w = c.upload(rand(4, 3), sig="w")
+    c.flush()
+    old = []
+    for _ in range(3):
+        err = c.op("matmul", [x, w], sig="rows")
+        xt = c.op("transpose", [x], {"perm": [1, 0]}, sig="rows")
+        g = c.op("matmul", [xt, err])
+        w2 = c.op("sub", [w, g], sig="w")
+        for t in old:
+            c.free(t)
+        old, w = [err, xt, g, w], w2
+    prog = c.flush()
+    check(c, w)
+    for wid, ids in prog.frees.items():
+        ends = len(prog.parts.get(wid, ()))
+        at = dict(zip(ids, prog.free_at[wid]))
+        temps = [t for t in ids if t < 0]
+        # one step's temporaries go when its matmul has run, not when the batch ends
+        assert len({at[t] for t in temps}) >= 3, (wid, at, ends)
+        assert any(at[t] < ends for t in ids if t > 0), (wid, at, ends)  # the client's, in place
+    assert sum(len(t) for t in c.sim.tables.values()) <= 2 * 6  # no step's leftovers pile up
+
+
 def test_auto_shard_splits_large_new_tensors_on_axis_0():
     c = client({"auto_shard": True, "auto_shard_min_bytes": 1000}, n=2)
     big = c.op("full", [2.0], {"shape": [300, 2], "dtype": "float32"})

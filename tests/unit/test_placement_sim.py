@@ -35,15 +35,26 @@ class Sim:
         self.fetched: dict[int, np.ndarray] = {}
 
     def run(self, prog: Any, bufs: list[np.ndarray]) -> None:
-        """Execute one planned batch (all workers), then its frees."""
+        """Execute one planned batch (all workers), each free where its worker's part says."""
         pos = {w: 0 for w in prog.parts}
         parts = prog.parts
+        done = {w: 0 for w in prog.frees}
+
+        def drop_due(w: int, upto: int) -> None:  # the frees due before instruction ``upto``
+            ids, at = prog.frees.get(w, []), prog.free_at.get(w, [])
+            assert len(ids) == len(at) and at == sorted(at)
+            while done.get(w, 0) < len(ids) and at[done[w]] <= upto:
+                self.tables[w].pop(ids[done[w]], None)
+                done[w] += 1
+
         while any(pos[w] < len(parts[w]) for w in parts):
             progress = False
             for w in parts:  # run local instructions until each worker reaches a transfer
+                drop_due(w, pos[w])
                 while pos[w] < len(parts[w]) and parts[w][pos[w]][0] not in _COMM:
                     self._local(w, parts[w][pos[w]], bufs)
                     pos[w] += 1
+                    drop_due(w, pos[w])
                     progress = True
             waiting: dict[int, dict[int, list]] = {}
             for w in parts:
@@ -60,9 +71,8 @@ class Sim:
                     progress = True
             if not progress:
                 raise AssertionError(f"deadlock: workers wait at {waiting}")
-        for w, ids in prog.frees.items():
-            for t in ids:
-                self.tables[w].pop(t, None)
+        for w in prog.frees:
+            drop_due(w, len(parts.get(w, ())))
 
     @staticmethod
     def _participants(w: int, ins: list) -> set[int]:
@@ -149,6 +159,7 @@ class Client:
         self.instrs: list[list] = []
         self.bufs: list[np.ndarray] = []
         self.frees: list[int] = []
+        self.free_at: list[int] = []
         self.signals: list[list] = []
         self._sids: dict[str, int] = {}
         self._next = 1
@@ -203,6 +214,7 @@ class Client:
 
     def free(self, tid: int) -> None:
         self.frees.append(tid)
+        self.free_at.append(len(self.instrs))  # where the program dropped it, as clients send
         self.ref.pop(tid, None)
 
     def _ins(self, code: int, out: int, args: list, attrs: Any, sig: str | None) -> list:
@@ -213,10 +225,11 @@ class Client:
 
     def flush(self) -> Any:
         """Plan and simulate the pending instructions; returns the plan."""
-        prog = self.pl.plan(self.cno, self.home, self.instrs, self.frees, self.alive, self.signals)
+        prog = self.pl.plan(self.cno, self.home, self.instrs, self.frees, self.alive, self.signals,
+                            self.free_at)  # fmt: skip
         self.signals = []
         self.sim.run(prog, self.bufs)
-        self.instrs, self.bufs, self.frees = [], [], []
+        self.instrs, self.bufs, self.frees, self.free_at = [], [], [], []
         self.last = prog
         return prog
 

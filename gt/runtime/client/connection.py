@@ -89,6 +89,16 @@ def _env_float(name: str, default: float) -> float:
         return default
 
 
+def _program_name() -> str:
+    """What monitors call this program: the script's name, or the command it ran as (``gt demo``,
+    ``python -m pkg``, not ``__main__.py``)."""
+    path = sys.argv[0] if sys.argv and sys.argv[0] else ""
+    name = os.path.basename(path)
+    if name == "__main__.py":  # python -m PKG: name the package (gt's own command is "gt")
+        return os.path.basename(os.path.dirname(path)) or "python"
+    return name or "python"
+
+
 class Connection:
     """One client's connection to a dispatcher.
 
@@ -176,10 +186,7 @@ class Connection:
 
     # ----------------------------------------------------------------------------- setup
     def _welcome(self, connect_timeout: float) -> None:
-        argv = [
-            os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python",
-            *(str(a)[:80] for a in sys.argv[1:4]),
-        ]
+        argv = [_program_name(), *(str(a)[:80] for a in sys.argv[1:4])]
         self._sock.send(P.encode(P.Hello(os.getpid(), socket.gethostname(), argv, self.token)))
         if not self._sock.poll(int(connect_timeout * 1000)):
             self._abandon()

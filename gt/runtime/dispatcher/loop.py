@@ -342,9 +342,9 @@ class Dispatcher(ControlRequests, PeerKeeping):
         # Never leave a batch unanswered (the client would wait for it): a malformed body is bad
         # input, anything else that escapes the planner is a bug in GT.
         try:
-            instrs, frees, _ = P.parse_body(frames[2].buffer)
+            instrs, frees, free_at = P.parse_body(frames[2].buffer)
             alive = [w.wid for w in self.planner.alive_workers()]
-            prog = self.placement.plan(c.cno, c.home, instrs, frees, alive, signals)
+            prog = self.placement.plan(c.cno, c.home, instrs, frees, alive, signals, free_at)
         except Exception as exc:
             if isinstance(exc, P.ProtocolError):
                 self.bad_messages += 1

@@ -50,7 +50,7 @@ class MultiBatch:
         parts = {}
         for w in sorted(targets):
             ins = prog.parts.get(w, [])
-            body = P.encode_body(ins, prog.frees.get(w, []))
+            body = P.encode_body(ins, prog.frees.get(w, []), prog.free_at.get(w))
             parts[w] = (seq, len(ins), [body, *bufs] if w == home else [body], rewrite)
         if len(parts) == 1 and home in parts and not prog.errors:
             return parts[home]

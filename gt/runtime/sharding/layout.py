@@ -108,7 +108,10 @@ class Program:
 
     Attributes:
         parts: worker id -> instructions ``[opcode, out, args, attrs, src]``.
-        frees: worker id -> ids freed after the batch (temporaries and the client's frees).
+        frees: worker id -> ids freed on that worker (the client's frees, and temporaries), each
+            where the program no longer needs it: ``free_at[w][k]`` is how many of ``parts[w]``
+            run before ``frees[w][k]`` is dropped (so memory held follows the program, not the
+            batch size).
         moves: how many of each re-layout instruction were added (for the ``dispatched`` event).
         errors: ``[message, opcode, src]`` for instructions the planner could not place.
         internal: tracebacks of bugs in the planner's own code met while planning (the
@@ -119,6 +122,7 @@ class Program:
     next_tmp: int = -1
     parts: dict[int, list] = field(default_factory=dict)
     frees: dict[int, list] = field(default_factory=dict)
+    free_at: dict[int, list] = field(default_factory=dict)
     moves: Counter = field(default_factory=Counter)
     errors: list = field(default_factory=list)
     temps: list = field(default_factory=list)
@@ -137,7 +141,8 @@ class Program:
         return t
 
     def tmp(self) -> int:
-        """A fresh temporary tensor id (negative: never a client id), freed after the batch."""
+        """A fresh temporary tensor id (negative: never a client id), freed once the client
+        instruction it was made for has run (:meth:`release_temps`)."""
         t = self.next_tmp
         self.next_tmp -= 1
         return t
@@ -147,15 +152,21 @@ class Program:
         if ids:
             self.parts.setdefault(w, []).append([_FREE, 0, [], {"ids": list(ids)}, src])
 
-    def free_later(self, w: int, tid: int) -> None:
-        """Drop ``tid`` on ``w`` once the batch has run."""
+    def free_here(self, w: int, tid: int) -> None:
+        """Drop ``tid`` on ``w`` after the instructions it has been given so far."""
         self.frees.setdefault(w, []).append(tid)
+        self.free_at.setdefault(w, []).append(len(self.parts.get(w, ())))
+
+    def release_temps(self) -> None:
+        """Free the temporaries made so far where they were made: a temporary only ever feeds
+        the client instruction it was made for, which has now been planned."""
+        for w, t in self.temps:
+            self.free_here(w, t)
+        self.temps.clear()
 
     def finish(self) -> None:
-        """Schedule every temporary for freeing at the end of the batch."""
-        for w, t in self.temps:
-            self.frees.setdefault(w, []).append(t)
-        self.temps.clear()
+        """Free what is left of the temporaries at the end of the batch."""
+        self.release_temps()
 
 
 @dataclass

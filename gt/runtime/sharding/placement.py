@@ -122,6 +122,7 @@ class Placement(SpecialOps):
         frees: list,
         alive: list[int],
         signals: list | None = None,
+        free_at: list | None = None,
     ) -> Program:
         """Rewrite one client batch into per-worker instruction lists.
 
@@ -132,7 +133,9 @@ class Placement(SpecialOps):
         Args:
             cno: the client; ``home``: its home worker; ``alive``: ids of the live workers.
             instrs: the batch's instructions (with the optional sixth element, the signal id).
-            frees: ids the client dropped.
+            frees: ids the client dropped; ``free_at``: where (how many of ``instrs`` ran before
+                each was dropped; ``None``: after the batch). Each worker drops them at the same
+                point of its own part.
             signals: new signal table entries ``[id, name, backward, is_backward]`` from the header.
         """
         c = self.client(cno, home)
@@ -140,7 +143,12 @@ class Placement(SpecialOps):
             c.signals[sid] = (name, backward, is_backward)
         p = Program(next_tag=c.next_tag, next_tmp=c.next_tmp)
         alive = sorted(alive)
-        for ins in instrs:
+        early = sorted(zip(free_at, frees)) if free_at else []
+        fi = 0
+        for i, ins in enumerate(instrs):
+            while fi < len(early) and early[fi][0] <= i:
+                self._free(c, p, home, early[fi][1])
+                fi += 1
             if not _well_formed(ins):  # the worker reports what is wrong with it
                 p.parts.setdefault(home, []).append(ins[:5] if type(ins) is list else ins)
                 continue
@@ -158,15 +166,21 @@ class Placement(SpecialOps):
                 except Exception:
                     p.internal.append(traceback.format_exc())
                     p.parts.setdefault(home, []).append(ins[:5])
-        for tid in frees:
-            info = c.tensors.pop(tid, None)
-            for w in info.layout.workers if info is not None else (home,):
-                p.free_later(w, tid)
+            p.release_temps()
+        for _pos, tid in early[fi:] if free_at else [(None, t) for t in frees]:
+            self._free(c, p, home, tid)
         p.finish()
         c.next_tag, c.next_tmp = p.next_tag, p.next_tmp
         if any(w != home for w in p.parts) or any(w != home for w in p.frees):
             c.placed = True
         return p
+
+    @staticmethod
+    def _free(c: Any, p: Program, home: int, tid: Any) -> None:
+        """The client dropped ``tid``: every worker holding a part drops it here."""
+        info = c.tensors.pop(tid, None) if type(tid) is int else None
+        for w in info.layout.workers if info is not None else (home,):
+            p.free_here(w, tid)
 
     def _set(self, s: Step, tid: int, lay: Layout) -> TensorInfo:
         """Record ``tid``'s new layout (with the step's shape and dtype), freeing old copies."""
