@@ -52,6 +52,7 @@ from gt.factories import (
     zeros,
     zeros_like,
 )
+from gt.hotpath import HotFunction, hot
 from gt.ops.device import device
 from gt.ops.functional import *  # noqa: F403 - gt.exp(x), gt.cat([...]), ... (see its __all__)
 from gt.ops.functional import __all__ as _functional_names
@@ -86,6 +87,8 @@ __version__ = "0.1.0"
 __all__ = [
     *_functional_names,
     "Generator",
+    "HotFunction",
+    "hot",
     "amp",
     "autocast",
     "bernoulli",

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from gt import guards
 from gt.autograd import no_grad
 from gt.factories import zeros
 from gt.ops.inplace import take_value
@@ -213,8 +214,12 @@ class Module:
     # ------------------------------------------------------------------ state
     def train(self, mode: bool = True) -> Module:
         """Set training mode (affects Dropout) on this module and its submodules."""
+        changed = False
         for m in self.modules():
+            changed |= getattr(m, "training", None) is not bool(mode)
             object.__setattr__(m, "training", bool(mode))
+        if changed:
+            guards.bump()  # a captured step (gt.hot) that ran in the other mode is captured again
         return self
 
     def eval(self) -> Module:

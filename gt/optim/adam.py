@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from gt.factories import zeros_like
+from gt.factories import zeros, zeros_like
 from gt.optim.optimizer import Optimizer
 from gt.tensor import Tensor
 
@@ -15,6 +15,11 @@ class Adam(Optimizer):
 
     ``m = b1*m + (1-b1)*g``; ``v = b2*v + (1-b2)*g*g``;
     ``p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)``.
+
+    ``capturable=True`` (as in PyTorch, for CUDA graphs) keeps the step count ``t`` as a tensor
+    on the worker and computes the bias corrections there, in float64, so that a step under
+    ``@gt.hot`` is the same instructions every call and can be captured; the results are the same
+    as without it. By default ``t`` is a Python number, whose corrections change every call.
     """
 
     decoupled = False
@@ -29,6 +34,7 @@ class Adam(Optimizer):
         amsgrad: bool = False,
         *,
         maximize: bool = False,
+        capturable: bool = False,
     ):
         if lr < 0 or eps < 0 or not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
             raise ValueError(
@@ -43,6 +49,7 @@ class Adam(Optimizer):
                 weight_decay=weight_decay,
                 amsgrad=amsgrad,
                 maximize=maximize,
+                capturable=capturable,
             ),
         )
 
@@ -55,13 +62,17 @@ class Adam(Optimizer):
                 p.mul_(1.0 - lr * wd)
             else:
                 g = g + p * wd
+        capturable = group.get("capturable", False)
         if not state:
-            state["step"] = 0
+            state["step"] = zeros((), dtype="float64") if capturable else 0
             state["exp_avg"] = zeros_like(p)
             state["exp_avg_sq"] = zeros_like(p)
             if group["amsgrad"]:
                 state["max_exp_avg_sq"] = zeros_like(p)
-        state["step"] += 1
+        if isinstance(state["step"], Tensor):
+            state["step"].add_(1.0)
+        else:
+            state["step"] += 1
         t = state["step"]
         m, v = state["exp_avg"], state["exp_avg_sq"]
         m.mul_(b1).add_(g * (1.0 - b1))
@@ -72,8 +83,11 @@ class Adam(Optimizer):
             v = vmax
         bc1 = 1.0 - b1**t
         bc2 = 1.0 - b2**t
-        denom = v.sqrt() * (1.0 / bc2**0.5) + eps
-        p.sub_(m / denom * (lr / bc1))
+        inv_sqrt_bc2, step_size = 1.0 / bc2**0.5, lr / bc1
+        if isinstance(t, Tensor):  # float64 on the worker, then float32 as a Python number is
+            inv_sqrt_bc2, step_size = inv_sqrt_bc2.float(), step_size.float()
+        denom = v.sqrt() * inv_sqrt_bc2 + eps
+        p.sub_(m / denom * step_size)
 
 
 class AdamW(Adam):
@@ -91,5 +105,7 @@ class AdamW(Adam):
         amsgrad: bool = False,
         *,
         maximize: bool = False,
+        capturable: bool = False,
     ):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                         capturable=capturable)  # fmt: skip

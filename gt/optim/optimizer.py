@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from gt.autograd import enable_grad, no_grad
+from gt.guards import Hyperparameters
 from gt.tensor import Tensor
 
 
@@ -49,7 +50,7 @@ class Optimizer:
                 raise TypeError(f"optimizer can only optimize Tensors, got {type(p).__name__}")
             if not p.is_leaf:
                 raise ValueError("can't optimize a non-leaf Tensor")
-        full = dict(self.defaults)
+        full = Hyperparameters(self.defaults)  # a captured step (gt.hot) sees it change
         full.update(group)
         full["params"] = params
         self.param_groups.append(full)

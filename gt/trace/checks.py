@@ -232,6 +232,7 @@ _MODEL = {
     "configs": list_of(row(_INT, _any, _any, _OSTR)), "log": list_of(row(_INT, _str, _str, _str)),
     "counters": map_of(_str, _dict), "base": opt(map_of(_str, _INT)),
     "uptime": opt(row(is_num, _INT)),
+    "hot": opt(list_of(row(_INT, _INT, _str, _INT, _str, _INT, _OINT, _OINT))),
 }  # fmt: skip
 
 
@@ -241,7 +242,8 @@ def check_model_snapshot(snap: Any) -> dict:
     Raises:
         TraceFormatError: a field is missing or of the wrong type.
     """
-    check_fields(snap, _MODEL, "model", tuple(k for k in _MODEL if k not in ("base", "uptime")))
+    check_fields(snap, _MODEL, "model",
+                 tuple(k for k in _MODEL if k not in ("base", "uptime", "hot")))  # fmt: skip
     for i, w in enumerate(snap["workers"]):
         check_fields(w, _MODEL_WORKER, f"model.workers[{i}]", ("wid", "counts", "times",
                                                                "mem_hist", "snaps"))  # fmt: skip

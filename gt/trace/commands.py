@@ -224,6 +224,9 @@ def trace_stats(reader: Reader, op_names: list[str] | None = None) -> dict:
         "top_by_time": [[model.op_name(k), v, op_count.get(k, 0)] for k, v in op_time.most_common(10)],
         "top_by_count": [[model.op_name(k), n] for k, n in op_count.most_common(10)],
         "op_time_ns": sum(op_time.values()),
+        "hot": [{"client": h.client, "name": h.name, "steps": h.steps, "state": h.state,
+                 "calls": h.calls, "eager_ns": h.eager_ns, "hot_ns": h.hot_ns,
+                 "speedup": h.speedup} for h in state.hot],
     }  # fmt: skip
 
 
@@ -286,9 +289,26 @@ def cmd_trace_stats(path: str | os.PathLike[str], json: bool = False) -> int:
         print("top ops by count")
         for name, count in st["top_by_count"]:
             print(f"  {name:<16}{count:>10,}")
+        _print_hot(st["hot"])
         return 0
 
     return _guard(path, run)
+
+
+def _print_hot(hot: list[dict]) -> None:
+    """The steps captured with ``gt.hot``: calls, and time per call eager and replayed."""
+    if not hot:
+        return
+    print("hot paths (gt.hot; time per call as the program saw it)")
+    for h in hot:
+        line = f"  c{h['client']} {h['name']:<20}{h['steps']:>6} instr{h['calls']:>10,} calls  "
+        if h["state"] != "replaying":
+            line += h["state"]
+        else:
+            line += f"{fmt_ns(h['eager_ns'])} -> {fmt_ns(h['hot_ns'])} a call"
+            if h["speedup"] is not None:
+                line += f"  ({h['speedup']:.2f}x)"
+        print(line)
 
 
 # -- export ------------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ ERROR = "error"
 MARK = "mark"
 DROP = "drop"
 STATS = "stats"
+HOT = "hot"
 
 #: The fields each kind carries (all keys of ``fields``; a value may be ``None`` = not available).
 FIELDS: dict[str, tuple[str, ...]] = {
@@ -67,7 +68,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
     DISPATCHED: ("client", "batch", "workers", "n", "rewrite", "queued_ns"),
     # worker: a batch ran from t0 to t1 (ns). Columns, one entry per instruction: ops (opcodes),
     # outs (output ids), srcs (source-location ids), durs (ns; empty at the "summary" level).
-    # hot: the batch ran as a compiled hot path. queue: batches still waiting on this worker.
+    # hot: how many captured steps (gt.hot) the batch replayed, each one "hot" instruction.
+    # queue: batches still waiting on this worker.
     EXEC: (
         "worker",
         "client",
@@ -140,6 +142,10 @@ FIELDS: dict[str, tuple[str, ...]] = {
     DROP: ("source", "missing"),
     # anyone: aggregate counters, published at a fixed rate
     STATS: ("counters",),
+    # client: a step captured by gt.hot (plan: its id on the home worker; steps: instructions per
+    # call), what it does now (state: "replaying", or "eager: <why>"), replays so far (calls) and
+    # the program's time per call, median, before capture (eager_ns) and replayed (hot_ns).
+    HOT: ("client", "plan", "name", "steps", "state", "calls", "eager_ns", "hot_ns"),
 }
 
 KINDS = tuple(FIELDS)

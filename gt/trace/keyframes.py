@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import astuple
 from typing import Any
 
 from gt.trace import events as E
 from gt.trace.checks import TraceFormatError, check_model_snapshot, is_int, map_of
 from gt.trace.model import WINDOW_NS, ClusterModel
 from gt.trace.records import ClientRecord, WorkerRecord
-from gt.trace.state import ConfigChange, LogEntry, Mark
+from gt.trace.state import ConfigChange, HotPath, LogEntry, Mark
 
 #: ``keyframe["kind"]`` of a model keyframe (a recorder's own compact keyframe has no ``kind``).
 KIND = "gt.model"
@@ -71,6 +72,7 @@ def snapshot_model(model: ClusterModel) -> dict:
         counters=dict(model.counters),
         base=dict(model.base),
         uptime=list(model.uptime) if model.uptime is not None else None,
+        hot=[list(astuple(h)) for h in model.hot.values()],
     )
     return out
 
@@ -131,6 +133,9 @@ def _restore(snap: dict, op_names, window_ns: int, count_gaps: bool) -> ClusterM
     m.counters = dict(snap["counters"])
     m.base = dict(snap.get("base") or {})
     m.uptime = tuple(snap["uptime"]) if snap.get("uptime") is not None else None
+    for row in snap.get("hot") or ():
+        h = HotPath(*row)
+        m.hot[(h.client, h.plan)] = h
     return m
 
 

@@ -38,6 +38,7 @@ from gt.trace.records import (
 from gt.trace.state import (
     ClusterState,
     ConfigChange,
+    HotPath,
     Lane,
     LogEntry,
     Mark,
@@ -73,6 +74,7 @@ class ClusterModel:
         self.drops: Counter = Counter()
         self.marks: deque[Mark] = deque(maxlen=256)
         self.configs: deque[ConfigChange] = deque(maxlen=64)
+        self.hot: dict[tuple[int, int], HotPath] = {}  # (client, plan) -> latest
         self.log: deque[LogEntry] = deque(maxlen=LOG_SIZE)
         self.counters: dict[str, dict] = {}
         self.events = self.instructions = self.batches = 0
@@ -92,6 +94,7 @@ class ClusterModel:
             E.WORKER_JOINED: self._worker_joined, E.WORKER_LEFT: self._worker_left,
             E.CLIENT_JOINED: self._client_joined, E.CLIENT_LEFT: self._client_left,
             E.ERROR: self._error, E.MARK: self._mark, E.CONFIG: self._config, E.DROP: self._drop,
+            E.HOT: self._hot,
         }  # fmt: skip
 
     # ------------------------------------------------------------------ applying
@@ -186,8 +189,9 @@ class ClusterModel:
         w.instructions += n
         w.batches += 1
         w.errors += as_count(f.get("errors"))
-        if f.get("hot"):
-            w.hot += 1
+        hot = f.get("hot")
+        if hot:  # captured steps replayed (older traces: True for a hot batch)
+            w.hot += as_count(hot) if type(hot) is int else 1
         self.instructions += n
         self.batches += 1
         batch = f.get("batch")
@@ -313,6 +317,22 @@ class ClusterModel:
         label = as_text(f.get("label", ""), 500) or ""
         self.marks.append(Mark(t, label, as_int(f.get("client"))))
         self.log.append(LogEntry(t, E.MARK, source, f"mark {label!r}"))
+
+    def _hot(self, t: int, f: dict, source: str) -> None:
+        cno, plan = as_int(f.get("client")), as_int(f.get("plan"))
+        if cno is None or plan is None:
+            raise TypeError("client or plan")
+        h = HotPath(cno, plan, as_text(f.get("name"), 80) or "?", as_count(f.get("steps")),
+                    as_text(f.get("state"), 200) or "?", as_count(f.get("calls")),
+                    as_int(f.get("eager_ns")), as_int(f.get("hot_ns")))  # fmt: skip
+        old = self.hot.get((cno, plan))
+        if old is None or old.state != h.state:
+            what = (f"captured {h.name} ({h.steps} instructions a call)"
+                    if h.state == "replaying" else f"{h.name} runs {h.state}")  # fmt: skip
+            self.log.append(LogEntry(t, E.HOT, source, f"client {cno}: {what}"))
+        self.hot[(cno, plan)] = h
+        if len(self.hot) > 256:  # bounded: the oldest go
+            del self.hot[next(iter(self.hot))]
 
     def _config(self, t: int, f: dict, source: str) -> None:
         by = as_text(f.get("by"))
@@ -443,6 +463,7 @@ class ClusterModel:
             uptime_s=uptime, workers=workers, clients=clients, lanes=lanes,
             marks=tuple(m for m in self.marks if m.t_ns <= now), configs=tuple(self.configs),
             log=tuple(self.log), totals=totals, drops=tuple(sorted(self.drops.items())),
+            hot=tuple(self.hot.values()),
         )  # fmt: skip
 
     def _lane(self, w: WorkerRecord, start: int, end: int, width_ns: int) -> Lane:

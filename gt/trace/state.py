@@ -139,6 +139,31 @@ class ClientState:
 
 
 @dataclass(frozen=True)
+class HotPath:
+    """A step a client captured with ``gt.hot``, as its latest ``hot`` event says.
+
+    ``eager_ns`` / ``hot_ns``: the program's median time per call before capture and replayed
+    (``None`` until measured); ``state`` is ``"replaying"`` or ``"eager: <why>"``.
+    """
+
+    client: int
+    plan: int
+    name: str
+    steps: int
+    state: str
+    calls: int
+    eager_ns: int | None
+    hot_ns: int | None
+
+    @property
+    def speedup(self) -> float | None:
+        """How many times faster a call is replayed than it ran eagerly."""
+        if not self.eager_ns or not self.hot_ns:
+            return None
+        return self.eager_ns / self.hot_ns
+
+
+@dataclass(frozen=True)
 class Lane:
     """One worker's timeline lane: spans overlapping the timeline window, sorted by start."""
 
@@ -209,6 +234,12 @@ class ClusterState:
     log: tuple[LogEntry, ...] = ()
     totals: Totals = Totals()
     drops: tuple[tuple[str, int], ...] = ()
+    hot: tuple[HotPath, ...] = ()
+
+    def hot_on(self, wid: int) -> tuple[HotPath, ...]:
+        """The hot paths of the clients whose home is worker ``wid`` (where their steps run)."""
+        homes = {c.id: c.home for c in self.clients}
+        return tuple(h for h in self.hot if homes.get(h.client) == wid)
 
     def worker(self, wid: int) -> WorkerState | None:
         """The worker with id ``wid``, or ``None``."""

@@ -1,4 +1,5 @@
-"""The worker detail screen's body, drawn purely: identity, time shares, memory, op histogram."""
+"""The worker detail screen's body, drawn purely: identity, time shares, memory, op histogram,
+and the hot paths (``gt.hot`` steps) of the clients it is home to."""
 
 from __future__ import annotations
 
@@ -6,12 +7,12 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from gt.trace.state import WorkerState
+from gt.trace.state import HotPath, WorkerState
 from gt.tui import render as R
 
 
 def worker_detail(w: WorkerState, width: int = 60, *, connected: bool = True,
-                  why: str = "") -> Group:  # fmt: skip
+                  why: str = "", hot: tuple[HotPath, ...] = ()) -> Group:  # fmt: skip
     """Identity, what it runs, its time shares, device, memory and memory history, op histogram.
 
     Args:
@@ -20,6 +21,7 @@ def worker_detail(w: WorkerState, width: int = 60, *, connected: bool = True,
         connected: whether the monitor still hears from the dispatcher; if not, a worker that was
             alive is shown as ``unknown`` with ``why``.
         why: the reason the monitor is disconnected (shown with ``unknown``).
+        hot: the hot paths that run on it (:meth:`ClusterState.hot_on`).
     """
     head = Text()
     head.append(f"worker {w.id}  ", style="bold")
@@ -44,7 +46,28 @@ def worker_detail(w: WorkerState, width: int = 60, *, connected: bool = True,
     head.append(f"\ndevice: {R.na(d.name)}  util {R.na(d.util, '{:.0f}%')}  mem "
                 f"{R.human_bytes(d.mem_used)}/{R.human_bytes(d.mem_total)}  temp {R.na(d.temp, '{:.0f}°C')}  "
                 f"power {R.na(d.power, '{:.0f}W')}")  # fmt: skip
-    return Group(head, memory_text(w, width), Text(""), op_histogram(w, width))
+    parts = [head, memory_text(w, width), Text("")]
+    if hot:
+        parts += [hot_text(hot), Text("")]
+    return Group(*parts, op_histogram(w, width))
+
+
+def hot_text(hot: tuple[HotPath, ...]) -> Text:
+    """One line per captured step: its client, name, calls, time per call eager and replayed."""
+    t = Text("hot paths", style="bold")
+    t.append("  (steps captured with gt.hot; time per call as the program sees it)", style="dim")
+    for h in hot:
+        t.append(f"\n  c{h.client} {h.name}", style="bold magenta")
+        t.append(f"  {h.steps} instr  {h.calls:,} calls  ")
+        if h.state != "replaying":
+            t.append(h.state, style="yellow")
+            continue
+        eager = R.human_span(h.eager_ns) if h.eager_ns else R.NA
+        replay = R.human_span(h.hot_ns) if h.hot_ns else R.NA
+        t.append(f"{eager} → {replay} a call")
+        if h.speedup is not None:
+            t.append(f"  {h.speedup:.2f}× faster", style="green" if h.speedup >= 1 else "red")
+    return t
 
 
 def shares_text(w: WorkerState, bar: int = 30) -> Text:

@@ -242,3 +242,14 @@ def test_lane_cover_matches_cell_by_cell_overlaps():
         for got, kind in ((comp, COMPUTE), (comm, COMM), (wait, WAIT)):
             assert [round(x, 6) for x in got] == [round(x, 6) for x in want[kind]]
         assert all((n is None) == (c == 0) for n, c in zip(names, comp))
+
+
+def test_hot_paths_print_calls_and_time_per_call_eager_and_replayed():
+    from gt.trace.state import HotPath
+    from gt.tui.detail import hot_text
+
+    text = hot_text((HotPath(1, 3, "train_step", 58, "replaying", 1234, 4_000_000, 2_500_000),
+                     HotPath(2, 4, "eval", 9, "eager: it runs fetch (a sync point)", 0, None,
+                             None)))  # fmt: skip
+    assert "c1 train_step  58 instr  1,234 calls  4ms → 2.5ms a call  1.60× faster" in text.plain
+    assert "c2 eval  9 instr  0 calls  eager: it runs fetch (a sync point)" in text.plain

@@ -363,3 +363,32 @@ def test_totals_count_from_the_dispatchers_start_not_from_the_monitors():
     tot = m.state(60).totals
     assert (tot.instructions, tot.batches) == (18_005, 902)
     assert tot.transfer_bytes == 4096 and tot.errors == 3
+
+
+def hot_ev(t: int, state: str = "replaying", calls: int = 0, eager=None, hot=None, plan=3):
+    return ev(E.HOT, t, client=1, plan=plan, name="train_step", steps=58, state=state,
+              calls=calls, eager_ns=eager, hot_ns=hot)  # fmt: skip
+
+
+def test_hot_paths_show_their_latest_calls_and_speedup_on_their_clients_home_worker():
+    m = ClusterModel(OPS)
+    m.apply_batch("dispatcher", 0, [ev(E.CLIENT_JOINED, 0, client=1, host="h", pid=9,
+                                       argv=["train.py"], home=1)])  # fmt: skip
+    m.apply_batch("client:1", 0, [hot_ev(1 * S), hot_ev(2 * S, calls=500, eager=4 * MS, hot=2 * MS)])
+    m.apply_batch("worker:0", 0, [exec_ev(0, 10, ["add", "mul"], hot=2)])
+    st = m.state(3 * S)
+    (h,) = st.hot
+    assert (h.name, h.calls, h.steps, h.speedup) == ("train_step", 500, 58, 2.0)
+    assert st.hot_on(1) == (h,) and st.hot_on(0) == ()
+    assert st.worker(0).hot == 2  # replays the worker ran
+    logs = [e.text for e in st.log if e.kind == E.HOT]
+    assert logs == ["client 1: captured train_step (58 instructions a call)"]  # once, not per event
+    m.apply_batch("client:1", 2, [hot_ev(4 * S, "eager: it runs fetch (a sync point)")])
+    assert m.state(5 * S).hot[0].speedup is None
+    assert m.state(5 * S).log[-1].text == "client 1: train_step runs eager: it runs fetch (a sync point)"
+
+
+def test_a_malformed_hot_event_is_counted_not_folded():
+    m = ClusterModel(OPS)
+    m.apply_batch("client:1", 0, [ev(E.HOT, 1, client="x", plan=None)])
+    assert m.state(2).hot == () and m.bad_events == 1

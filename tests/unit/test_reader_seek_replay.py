@@ -117,6 +117,17 @@ def test_snapshot_round_trip_keeps_every_counter():
         restore_model({"workers": 3})
 
 
+def test_a_keyframe_keeps_the_hot_paths():
+    kf = ModelKeyframer(OPS)
+    kf.on_batch("client:1", 0, [E.event(E.HOT, 5, client=1, plan=2, name="step", steps=7,
+                                        state="replaying", calls=9, eager_ns=None, hot_ns=30)])  # fmt: skip
+    snap = snapshot_model(kf.model)
+    assert restore_model(snap, OPS).state(6).hot == kf.model.state(6).hot != ()
+    snap["hot"] = [[1, 2, "step"]]  # a keyframe from a hostile hand
+    with pytest.raises(ValueError, match="not a model snapshot"):
+        restore_model(snap, OPS)
+
+
 def test_index_finds_moments_without_decoding_every_stretch(tmp_path, monkeypatch):
     path = record(tmp_path / "m.gtrace", model=True, every=200)
     decoded: list[int] = []

@@ -23,17 +23,17 @@ from typing import Any
 import numpy as np
 import zmq
 
-from gt.errors import DispatcherLost, GTTimeout, OutOfMemory, WorkerError, WorkerLost
+from gt.errors import DispatcherLost, GTTimeout, OutOfMemory, WorkerError
 from gt.runtime import ops as O
 from gt.runtime import protocol as P
+from gt.runtime.client.hooks import CaptureHooks
+from gt.runtime.client.receiving import Receiving
 from gt.runtime.control import request
 from gt.runtime.liveness import (
-    DEFAULT_RECONNECT_GRACE,
     DEFAULT_TIMEOUT,
     RunningClock,
     env_seconds,
     heartbeat_options,
-    read_event,
     watch_disconnects,
 )
 from gt.runtime.sharding.config import ConfigError, from_env
@@ -99,7 +99,7 @@ def _program_name() -> str:
     return name or "python"
 
 
-class Connection:
+class Connection(Receiving, CaptureHooks):
     """One client's connection to a dispatcher.
 
     Args:
@@ -143,6 +143,10 @@ class Connection:
         self._sock.connect(address)
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
+        self._watched: dict[int, Any] = {}  # id -> called when it is freed (gt.hot)
+        self._on_close: list[Any] = []  # called first thing in close()
+        self._rec_instrs: list | None = None  # recording a call of a hot function
+        self._rec_freed: set | None = None
         self._reqs = itertools.count(1)
         self._batch_seq = 0
         self._instrs: list[list] = []
@@ -276,6 +280,8 @@ class Connection:
         if self._broken is not None:
             raise self._broken
         ins = [opcode, out, args, attrs, self.srcloc()]
+        if self._rec_instrs is not None:
+            self._rec_instrs.append(ins)
         if SIGNAL_DEPTH and SIGNAL.get() is not None:
             ins.append(self._signal_id(SIGNAL.get()))
             with self._lock:
@@ -330,6 +336,12 @@ class Connection:
         # One append (atomic under the GIL, from any thread): the id and how many instructions of
         # the pending batch came before its death. A stale count only frees it later, never early.
         self._frees.append(tid * _POS_SPAN + min(len(self._instrs), _POS_SPAN - 1))
+        if self._rec_freed is not None:
+            self._rec_freed.add(tid)
+        if tid in self._watched:  # a captured step relies on it (gt.hot): it must be told
+            told = self._watched.pop(tid, None)
+            if told is not None:
+                told(tid)
 
     def mark(self, label: str) -> None:
         """Publish a named mark (shown on every timeline and kept in recordings)."""
@@ -509,123 +521,16 @@ class Connection:
         )
         return cls(msg, op, self.srclocs.get(src, "?"))
 
-    # ----------------------------------------------------------------------------- receiving
-    def _wait_slice(self) -> float:
-        return min(self.heartbeat_interval, 0.5)
-
-    def _pump(self, wait: float) -> None:
-        """Handle whatever arrives within ``wait`` seconds; detect a silent dispatcher."""
-        now = time.monotonic()
-        if now - self._last_sent >= self.heartbeat_interval:
-            self._sock.send(_HEARTBEAT)
-            self._last_sent = now
-        events = dict(self._poller.poll(int(wait * 1000)))
-        # Drain by asking the socket whether more is waiting: cheaper than catching zmq.Again.
-        running = self._clock.tick()
-        if self._sock in events:
-            sock = self._sock
-            while sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-                self._handle(sock.recv_multipart(copy=False))
-            self._last_heard = running
-        if self._direct is not None and self._direct in events:
-            direct = self._direct
-            while direct.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-                self._handle(direct.recv_multipart(copy=False))
-        if self._broken is None:
-            self._broken = self._lost(running)
-
-    def _lost(self, running: float) -> Exception | None:
-        """Whether the dispatcher is gone: its process ended (a cluster we started), its
-        connection closed and did not come back, or it was silent for ``liveness`` seconds."""
-        cluster = self.cluster
-        if cluster is not None and cluster.proc.poll() is not None:
-            return DispatcherLost(
-                f"the local cluster's dispatcher exited with code {cluster.proc.returncode}"
-            )
-        while (ev := read_event(self._monitor)) is not None:
-            if ev[0] == zmq.EVENT_DISCONNECTED:
-                self._cut_at = self._cut_at if self._cut_at is not None else running
-            elif ev[0] == zmq.EVENT_CONNECTED:
-                self._cut_at = None
-        if self._cut_at is not None and running - self._cut_at > DEFAULT_RECONNECT_GRACE:
-            return DispatcherLost(
-                f"the dispatcher at {self.address} closed the connection and did not come back "
-                f"within {DEFAULT_RECONNECT_GRACE:g}s (it stopped or crashed)"
-            )
-        if running - self._last_heard > self.liveness:
-            return DispatcherLost(
-                f"the dispatcher at {self.address} has not answered for {self.liveness:.0f}s"
-            )
-        return None
-
-    def _handle(self, frames: list) -> None:
-        try:
-            msg = P.parse(frames[0].buffer)
-        except P.ProtocolError:
-            return  # nothing legitimate sends us garbage; ignore rather than die
-        kind = type(msg)
-        if kind is P.Ack:
-            self._in_flight -= 1
-            if msg.errors:
-                self._errors.extend(msg.errors)
-        elif kind is P.Data:
-            buf = frames[1].buffer if len(frames) > 1 else None
-            self._replies[msg.req] = (msg.dtype, msg.shape, msg.error, buf)
-        elif kind is P.Reply:
-            self._control_reply = (msg.ok, msg.payload)
-        elif kind is P.Error:
-            if msg.code == P.E_WORKER_LOST:
-                self._broken = WorkerLost(msg.message)
-            else:
-                self._broken = DispatcherLost(f"dispatcher error ({msg.code}): {msg.message}")
-
-    def _timer_loop(self) -> None:
-        idle_wait = min(0.25, self.heartbeat_interval / 2)
-        while not self._stop.is_set():
-            if not self._instrs:
-                # Nothing queued: sleep until an op arrives (or a heartbeat is due), not every 2 ms.
-                self._wake.wait(idle_wait)
-                self._wake.clear()
-            if self._stop.wait(self.flush_interval):
-                return
-            self.events.tick()
-            if self._instrs or self._frees:
-                if time.monotonic() - self._first_pending < self.flush_interval and self._instrs:
-                    continue
-                if self._lock.acquire(blocking=False):
-                    try:
-                        if self._broken is None:
-                            self._flush_locked()
-                    except Exception:  # reported at the next sync point instead
-                        pass
-                    finally:
-                        self._lock.release()
-            elif time.monotonic() - self._last_sent >= self.heartbeat_interval:
-                if self._lock.acquire(blocking=False):
-                    try:
-                        self._sock.send(_HEARTBEAT, zmq.NOBLOCK)
-                        self._last_sent = time.monotonic()
-                        self._drain_locked()
-                    except zmq.ZMQError:
-                        pass
-                    finally:
-                        self._lock.release()
-
-    def _drain_locked(self) -> None:
-        """Handle already-arrived messages without waiting (acks, errors)."""
-        while True:
-            try:
-                frames = self._sock.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                return
-            self._last_heard = self._clock.now()
-            self._handle(frames)
-
     # ----------------------------------------------------------------------------- teardown
     def close(self) -> None:
         """Send what is pending, say goodbye (the dispatcher frees our tensors) and close."""
         if self.closed:
             return
+        for fn in list(self._on_close):  # e.g. captured steps say how far they got
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - closing must go on
+                pass
         self.closed = True
         self._stop.set()
         self._wake.set()

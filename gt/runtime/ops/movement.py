@@ -47,4 +47,12 @@ ENTRIES: list[Op] = [
     _comm("all_gather", 61, "the workers' blocks joined on every worker"),
     _comm("all_reduce", 62, "the workers' parts combined (attrs.op) on every worker"),
     _comm("reduce_scatter", 63, "the workers' parts combined, one block per worker"),
+    _io(
+        "hot_define",
+        82,
+        0,
+        "store a client's captured step (attrs: plan, steps, inputs, temps, "
+        "outs; gt.runtime.worker.hot)",
+    ),
+    _io("hot", 83, None, "replay captured step attrs.plan on these inputs into attrs.outs"),
 ]

@@ -22,6 +22,7 @@ from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime.worker.backend import Backend
 from gt.runtime.worker.clock import SYNC_EACH_OP, clock_for
+from gt.runtime.worker.hot import HotPlans
 from gt.runtime.worker.memory import release_cached
 from gt.runtime.worker.peers import PeerFailure
 from gt.runtime.worker.pool import MemoryPool
@@ -34,6 +35,7 @@ _UPLOAD, _FETCH, _MARK, _FREE, _PLACE, _EXPAND = (
 )
 _ALL_REDUCE = O.ALL_REDUCE
 _COMM = O.COMM_OPS
+_HOT, _HOT_DEFINE = O.OPCODE["hot"], O.OPCODE["hot_define"]
 
 
 class ExecutorIO(Protocol):
@@ -56,6 +58,7 @@ class BatchResult:
         t0, t1: monotonic ns around the whole batch.
         durs: per-instruction ns (empty unless per-instruction timing was asked for).
         busy_ns: the batch's duration (``t1 - t0``).
+        hot: how many captured steps (``hot`` instructions) it replayed.
     """
 
     errors: list = field(default_factory=list)
@@ -63,6 +66,7 @@ class BatchResult:
     t0: int = 0
     t1: int = 0
     durs: list = field(default_factory=list)
+    hot: int = 0
 
     @property
     def busy_ns(self) -> int:
@@ -99,7 +103,7 @@ _PLANNER_ONLY = frozenset((*O.COMM_OPS, O.OPCODE["free"]))
 _SIZED = frozenset(op.code for op in O.REGISTRY if op.kind == "create" or op.name == "expand")
 
 
-_GUARDED = _PLANNER_ONLY | _SIZED
+_GUARDED = _PLANNER_ONLY | _SIZED | {_HOT, _HOT_DEFINE}
 
 
 def _check_guarded(code: int, attrs: Any, planned: bool) -> None:
@@ -123,7 +127,7 @@ def _check_guarded(code: int, attrs: Any, planned: bool) -> None:
 class _Batch:
     """The state of one batch while it runs."""
 
-    __slots__ = ("cno", "seq", "token", "tbl", "failed", "bufs", "errors", "planned")
+    __slots__ = ("cno", "seq", "token", "tbl", "failed", "bufs", "errors", "planned", "hot")
 
     def __init__(self, cno: int, seq: int, token: Any, tbl: dict, failed: dict, bufs: list,
                  planned: bool) -> None:  # fmt: skip
@@ -131,6 +135,7 @@ class _Batch:
         self.tbl, self.failed, self.bufs = tbl, failed, bufs
         self.planned = planned
         self.errors: list = []
+        self.hot = 0  # captured steps replayed
 
     def report(self, err: list) -> None:
         if len(self.errors) < MAX_ERRORS_PER_BATCH:
@@ -158,6 +163,7 @@ class Executor:
         self.sync_each_op = SYNC_EACH_OP and self.clock.device
         self.sticky_error: str | None = None  # the device failed for good (the worker must stop)
         self.failed: dict[int, dict[int, list]] = {}
+        self.hot = HotPlans()
         self.pending: dict[int, tuple] = {}  # out id -> (all-reduce in flight, src), oldest first
         self.batches = 0
         self.instructions = 0
@@ -180,6 +186,7 @@ class Executor:
         """Forget every tensor of a client that left."""
         self.tables.pop(cno, None)
         self.failed.pop(cno, None)
+        self.hot.drop_client(cno)
         if self.pool is not None:
             self.pool.drop_client(cno)
         release_cached(self.backend)  # a shared device gets the departed client's memory back
@@ -265,7 +272,7 @@ class Executor:
                 max(0, d - (w1 - w0))
                 for d, w0, w1 in zip(dclock.durations(marks), waits, waits[1:])
             ]
-        res.errors, res.instrs = b.errors, instrs
+        res.errors, res.instrs, res.hot = b.errors, instrs, b.hot
         self.batches += 1
         self.instructions += len(instrs)
         self.busy_ns += res.busy_ns
@@ -315,6 +322,12 @@ class Executor:
             if "dtype" in attrs and attrs["dtype"] not in P.DTYPE_SET:
                 raise P.ProtocolError(f"unsupported dtype {attrs['dtype']!r:.40}")
         if code in _GUARDED:
+            if code == _HOT:
+                self._hot(b, args, attrs, src)
+                return
+            if code == _HOT_DEFINE:
+                self.hot.define(b.cno, attrs)
+                return
             _check_guarded(code, attrs, b.planned)
         if self.pool is not None:
             self.pool.step(b.cno, args, code)
@@ -374,6 +387,38 @@ class Executor:
             self.clock.fence()
         except Exception as again:  # e.g. an illegal address: every later call fails too
             self.sticky_error = f"{type(again).__name__}: {again}"
+
+    def _hot(self, b: _Batch, args: list, attrs: Any, src: int) -> None:
+        """Replay a captured step: bound to the kernels when it can be, else instruction by
+        instruction through :meth:`_one` (under a memory limit, so the pool keeps its books, and
+        when an input is missing, so it fails as it would eagerly); temporaries are dropped after
+        their last use."""
+        try:
+            plan, inputs, outs, seeds = self.hot.call(b.cno, args, attrs)
+        except P.ProtocolError as exc:
+            err = [f"ProtocolError: {exc}", _HOT, src, False]
+            for o in attrs.get("outs", ()) if type(attrs) is dict else ():
+                if type(o) is int:  # what the client waits for says why it never came
+                    b.failed[o] = err
+            b.report(err)
+            return
+        b.hot += 1
+        if self.pool is None and not self.sync_each_op:
+            fast = plan.compiled(self.handlers)
+            if fast is not None:
+                ran, errors = fast.run(b.tbl, b.failed, inputs, outs, seeds)
+                if ran:
+                    for e in errors:
+                        b.report(e)
+                    return
+        drop = plan.drop_after
+        for i, ins in enumerate(plan.instructions(inputs, outs, seeds)):
+            try:
+                self._one(b, ins)
+            except Exception as exc:  # the op failed: its output, and what uses it, fail
+                self._op_failed(b, ins, exc)
+            for t in drop[i]:
+                self._free(b, t)
 
     # ------------------------------------------------------------------ pieces
     @staticmethod

@@ -311,7 +311,7 @@ class Worker:
             ops, outs, srcs = [], [], []
         ev.emit(E.EXEC, {"worker": self.wid, "client": run.client, "batch": run.seq,
                          "t0": res.t0 + off, "t1": res.t1 + off, "n": len(res.instrs), "ops": ops,
-                         "outs": outs, "srcs": srcs, "durs": res.durs, "hot": False, "queue": None,
+                         "outs": outs, "srcs": srcs, "durs": res.durs, "hot": res.hot, "queue": None,
                          "errors": len(res.errors)}, res.t0 + off)  # fmt: skip
         for msg, opcode, src in res.errors[:8]:
             ev.emit(E.ERROR, {"client": run.client, "worker": self.wid, "message": msg,

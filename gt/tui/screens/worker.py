@@ -48,5 +48,5 @@ class WorkerScreen(Screen):
             self.body = Text(f"worker {self.wid} is not known to this monitor", style="bold red")
         else:
             self.body = worker_detail(w, max(40, self.size.width - 4), connected=status.connected,
-                                      why=status.detail)  # fmt: skip
+                                      why=status.detail, hot=state.hot_on(self.wid))  # fmt: skip
         body.update(self.body)

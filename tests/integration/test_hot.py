@@ -1,0 +1,191 @@
+"""Hot paths with a real cluster: a captured step gives exactly the eager results (forward,
+backward, optimizer), falls back when the step changes, survives memory spilling, and says what
+it does in the trace."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import wait_for
+
+import gt
+import gt.nn.functional as F
+from gt.runtime.launch import LocalCluster, RecorderProcess
+from gt.trace.reader import Reader
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _data(seed: int = 0, n: int = 16):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, 8)).astype(np.float32), rng.integers(0, 3, n)
+
+
+def _model(opt_name: str):
+    gt.manual_seed(1)
+    model = gt.nn.Sequential(gt.nn.Linear(8, 16), gt.nn.ReLU(), gt.nn.Linear(16, 3))
+    opt = (gt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9) if opt_name == "sgd"
+           else gt.optim.Adam(model.parameters(), lr=0.01, capturable=True))  # fmt: skip
+    return model, opt
+
+
+def _train(hot: bool, opt_name: str, steps: int = 8):
+    model, opt = _model(opt_name)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    fn = gt.hot(step) if hot else step
+    losses = []
+    for k in range(steps):
+        x, y = _data(k)
+        losses.append(fn(gt.tensor(x), gt.tensor(y)))
+    losses = [loss.item() for loss in losses]  # each call's own result, not the last one's
+    params = [p.detach().numpy() for p in model.parameters()]
+    return losses, params, (fn.state if hot else None)
+
+
+@pytest.mark.parametrize("opt_name", ["sgd", "adam"])
+def test_a_captured_training_step_gives_exactly_the_eager_results(conn, opt_name):
+    eager_losses, eager_params, _ = _train(False, opt_name)
+    hot_losses, hot_params, state = _train(True, opt_name)
+    assert hot_losses == eager_losses  # bitwise: the same instructions ran
+    for a, b in zip(hot_params, eager_params):
+        np.testing.assert_array_equal(a, b)
+    (only,) = state.values()
+    assert only["state"] == "replaying" and only["calls"] >= 4
+
+
+def test_a_new_shape_is_captured_on_its_own_and_both_stay_right(conn):
+    w = gt.tensor(np.arange(6, dtype=np.float32).reshape(3, 2))
+
+    @gt.hot
+    def f(x):
+        return (x @ w).relu().sum(0)
+
+    for n in (4, 5, 4, 5, 4, 5, 4, 5):
+        x = np.full((n, 3), 0.5, np.float32)
+        np.testing.assert_allclose(f(gt.tensor(x)).numpy(),
+                                   np.maximum(x @ w.numpy(), 0).sum(0))  # fmt: skip
+    states = [s["state"] for s in f.state.values()]
+    assert states == ["replaying", "replaying"]
+
+
+def test_a_step_whose_ops_change_runs_eagerly_and_right(conn):
+    calls = {"n": 0}
+
+    @gt.hot
+    def f(x):
+        calls["n"] += 1
+        return x * 2 if calls["n"] % 2 else x + 1  # a different op every other call
+
+    for k in range(8):
+        x = gt.tensor([float(k)])
+        assert f(x).item() == (k * 2.0 if (k + 1) % 2 else k + 1.0)
+    (only,) = f.state.values()
+    assert only["state"].startswith("eager: its instructions changed")
+    assert calls["n"] == 8  # the Python ran every time
+
+
+def test_a_sync_point_inside_the_step_keeps_it_eager_and_says_why(conn):
+    seen = []
+
+    @gt.hot
+    def f(x):
+        seen.append((x * 3).item())  # a sync point: the step's Python needs the value
+        return x + 1
+
+    for k in range(5):
+        assert f(gt.tensor([float(k)])).item() == k + 1.0
+    assert seen == [0.0, 3.0, 6.0, 9.0, 12.0]
+    (only,) = f.state.values()
+    assert "sync point" in only["state"]
+
+
+def test_results_are_new_tensors_each_call_and_inputs_are_not_changed(conn):
+    @gt.hot
+    def f(x):
+        return x * 2, x.sum()
+
+    xs = [gt.tensor([float(k), 1.0]) for k in range(6)]
+    outs = [f(x) for x in xs]
+    for k, (double, total) in enumerate(outs):  # none of them overwritten by a later replay
+        np.testing.assert_array_equal(double.numpy(), [2.0 * k, 2.0])
+        assert total.item() == k + 1.0
+        np.testing.assert_array_equal(xs[k].numpy(), [float(k), 1.0])
+
+
+def test_dropping_a_tensor_the_step_relies_on_captures_it_again(conn):
+    scale = {"t": gt.tensor([2.0])}
+
+    @gt.hot
+    def f(x):
+        return x * scale["t"]
+
+    for _ in range(4):
+        assert f(gt.tensor([3.0])).item() == 6.0
+    scale["t"] = gt.tensor([5.0])  # the old one is freed: the capture relied on it
+    for _ in range(4):
+        assert f(gt.tensor([3.0])).item() == 15.0
+    (only,) = f.state.values()
+    assert only["state"] == "replaying"
+
+
+def test_a_replay_under_a_memory_limit_spills_and_gets_the_same_results():
+    rng = np.random.default_rng(5)
+    ws = [rng.standard_normal((128, 128)).astype(np.float32) * 0.1 for _ in range(8)]
+    with LocalCluster(workers=1) as cluster:
+        gt.connect(cluster.address, timeout=60)
+        try:
+            gt.config.set(memory_limit="400kB")  # 8 x 64 kB of weights, and their activations
+            params = [gt.from_numpy(w) for w in ws]
+
+            @gt.hot
+            def forward(x):
+                for p in params:
+                    x = (x @ p).tanh()
+                return x.sum()
+
+            x = rng.standard_normal((16, 128)).astype(np.float32)
+            want = x
+            for w in ws:
+                want = np.tanh(want @ w)
+            got = [forward(gt.from_numpy(x)).item() for _ in range(6)]
+            np.testing.assert_allclose(got, [want.sum()] * 6, rtol=1e-4)
+            (only,) = forward.state.values()
+            assert only["state"] == "replaying"
+            conn = gt.session.current()
+            wait_for(lambda: conn.control("stats")["workers"][0]["stats"]["memory"]["spill_out"])
+        finally:
+            gt.disconnect()
+
+
+def test_hot_paths_are_in_the_trace(tmp_path):
+    path = tmp_path / "hot.gtrace"
+    with LocalCluster(workers=1) as cluster:
+        rec = RecorderProcess(cluster.address, str(path))
+        gt.connect(cluster.address, timeout=60)
+        try:
+
+            @gt.hot(name="double")
+            def f(x):
+                return x * 2 + 1
+
+            x = gt.tensor([1.0, 2.0])
+            for _ in range(12):
+                x = f(x)
+            x.numpy()
+        finally:
+            gt.disconnect()
+            rec.stop()
+    with Reader(path) as r:
+        events = list(r.events())
+    hot = [e.fields for e in events if e.kind == "hot"]
+    assert hot and hot[0]["name"] == "double" and hot[0]["state"] == "replaying"
+    assert hot[-1]["calls"] >= 1 and hot[0]["steps"] == 2
+    replays = sum(e.fields["hot"] for e in events if e.kind == "exec")
+    assert replays == 10  # two eager calls, then every call one hot instruction

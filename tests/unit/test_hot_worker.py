@@ -1,0 +1,162 @@
+"""Replaying a captured step on a worker's executor (no sockets): the same results as running
+its instructions eagerly, bound to the kernels or instruction by instruction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gt.runtime import protocol as P
+from gt.runtime.worker.backend import Backend
+from gt.runtime.worker.executor import Executor
+from gt.runtime.worker.hot import MAX_PLANS, TEMP_BASE
+from gt.runtime.worker.pool import MemoryPool
+from gt.runtime.worker.spill import SpillStore
+from tests.unit.test_executor import FakeIO, NoPeers, ins
+
+F32 = "float32"
+
+
+def executor(tmp_path=None, limit=None) -> Executor:
+    ex = Executor(Backend(np, "cpu"), NoPeers(), FakeIO())
+    if limit is not None:
+        ex.use_pool(MemoryPool(limit=limit, threshold=0.5, store=SpillStore(parent=str(tmp_path))))
+    return ex
+
+
+def run(ex, instrs, cno=1):
+    return ex.run(cno, 1, b"tok", P.encode_body(list(instrs), [], None), [], False, False)
+
+
+def fetched(ex, req):
+    arr, err = ex.io.replies[req]
+    assert err is None, err
+    return arr
+
+
+# a step: y = relu(x @ W) * 2 (returned), S = S + sum(y) (kept state), one temporary
+W, S, X = 1, 2, 3
+STEP = [
+    ins("matmul", 10, [X, W]),
+    ins("relu", 11, [10]),
+    ins("mul", 12, [11, 2.0]),
+    ins("sum", 13, [12], {"axis": None, "keepdims": False}),
+    ins("add", S, [S, 13]),
+]
+PLAN = {"plan": 1, "name": "step", "steps": STEP, "inputs": [X], "temps": [10, 11, 13],
+        "outs": [12]}  # fmt: skip
+
+
+def setup(ex):
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((3, 3)).astype(np.float32)
+    run(ex, [ins("full", S, [0.0], {"shape": [], "dtype": F32})])
+    ex.tables[1][W] = w
+    return w
+
+
+def inputs(ex, ids):
+    rng = np.random.default_rng(1)
+    for i in ids:
+        ex.tables[1][i] = rng.standard_normal((2, 3)).astype(np.float32)
+
+
+@pytest.mark.parametrize("limited", [False, True], ids=["bound to kernels", "through the pool"])
+def test_replays_compute_what_the_eager_instructions_compute(tmp_path, limited):
+    eager, hot = executor(), executor(tmp_path, limit=1 << 20 if limited else None)
+    setup(eager), setup(hot)
+    run(hot, [ins("hot_define", 0, [], PLAN)])
+    for call in range(3):
+        x, out = 100 + call, 200 + call
+        inputs(eager, [x]), inputs(hot, [x])
+        run(eager, [[c, out if o == 12 else o, [x if a == X else (out if a == 12 else a)
+                                                 for a in args], at, s]
+                    for c, o, args, at, s in STEP])  # fmt: skip
+        res = run(hot, [ins("hot", 0, [x], {"plan": 1, "outs": [out], "seeds": []})])
+        assert res.errors == [] and res.hot == 1
+        np.testing.assert_array_equal(hot.tables[1][out], eager.tables[1][out])
+        np.testing.assert_array_equal(hot.tables[1][S], eager.tables[1][S])
+    # temporaries never reach the table (or are dropped right after their last use)
+    assert not any(k <= TEMP_BASE for k in hot.tables[1]) and 10 not in hot.tables[1]
+    assert hot.hot.calls[(1, 1)] == 3
+
+
+def test_a_failing_step_fails_its_result_and_what_uses_it_and_the_worker_goes_on():
+    ex = executor()
+    setup(ex)
+    run(ex, [ins("hot_define", 0, [], PLAN)])
+    ex.tables[1][100] = np.ones((2, 5), np.float32)  # the wrong shape: the matmul fails
+    res = run(ex, [ins("hot", 0, [100], {"plan": 1, "outs": [200], "seeds": []}),
+                   ins("fetch", 201, [200])])  # fmt: skip
+    assert len(res.errors) == 1
+    msg = res.errors[0][0]
+    assert msg.startswith("ValueError")
+    _arr, err = ex.io.replies[201]
+    assert err is not None and err[0] == msg  # the result says why it never came
+    assert S in ex.failed[1]  # the state the step updates fails with it, as eagerly
+    inputs(ex, [101])
+    res = run(ex, [ins("hot", 0, [101], {"plan": 1, "outs": [202], "seeds": []})])
+    assert 202 in ex.tables[1] and S in ex.failed[1]  # the next call runs; S stays failed
+
+
+def test_a_missing_input_fails_the_results_as_it_would_eagerly():
+    ex = executor()
+    setup(ex)
+    run(ex, [ins("hot_define", 0, [], PLAN)])
+    res = run(ex, [ins("hot", 0, [999], {"plan": 1, "outs": [200], "seeds": []}),
+                   ins("fetch", 201, [200])])  # fmt: skip
+    _arr, err = ex.io.replies[201]
+    assert err is not None and "999 does not exist" in err[0]
+    assert len(res.errors) == 1
+
+
+def test_seeds_change_every_call_and_the_same_seed_draws_the_same_numbers():
+    ex = executor()
+    plan = {"plan": 2, "name": "noise", "inputs": [], "temps": [], "outs": [50],
+            "steps": [ins("randn", 50, [], {"shape": [3], "dtype": F32, "seed": 1})]}  # fmt: skip
+    run(ex, [ins("hot_define", 0, [], plan)])
+    run(ex, [ins("hot", 0, [], {"plan": 2, "outs": [o], "seeds": [s]})
+             for o, s in ((60, 7), (61, 8), (62, 7))])  # fmt: skip
+    t = ex.tables[1]
+    assert not np.array_equal(t[60], t[61])
+    np.testing.assert_array_equal(t[60], t[62])
+
+
+@pytest.mark.parametrize(
+    ("attrs", "why"),
+    [
+        ({**PLAN, "steps": [ins("hot", 0, [], {"plan": 1})]}, "cannot hold hot"),
+        ({**PLAN, "steps": [ins("send", 5, [1], {"peer": 1})]}, "cannot hold send"),
+        ({**PLAN, "steps": []}, "1..100000 steps"),
+        ({**PLAN, "inputs": ["x"]}, "lists of ids"),
+        ({**PLAN, "plan": "p"}, "by an int"),
+    ],
+)
+def test_malformed_plans_are_refused_and_counted_as_the_clients_error(attrs, why):
+    ex = executor()
+    res = run(ex, [ins("hot_define", 0, [], attrs)])
+    assert len(res.errors) == 1 and why in res.errors[0][0]
+    assert not ex.hot.plans.get(1)
+
+
+def test_calls_that_do_not_fit_the_plan_are_refused():
+    ex = executor()
+    setup(ex)
+    run(ex, [ins("hot_define", 0, [], PLAN)])
+    for args, attrs in (([], {"plan": 1, "outs": [200], "seeds": []}),
+                        ([100], {"plan": 1, "outs": [], "seeds": []}),
+                        ([100], {"plan": 1, "outs": [200], "seeds": [1]}),
+                        ([100], {"plan": 9, "outs": [200], "seeds": []})):  # fmt: skip
+        res = run(ex, [ins("hot", 0, args, attrs)])
+        assert len(res.errors) == 1 and res.errors[0][0].startswith("ProtocolError")
+
+
+def test_a_client_keeps_a_bounded_number_of_plans_and_loses_them_when_it_leaves():
+    ex = executor()
+    run(ex, [ins("hot_define", 0, [], {**PLAN, "plan": k}) for k in range(MAX_PLANS)])
+    res = run(ex, [ins("hot_define", 0, [], {**PLAN, "plan": MAX_PLANS})])
+    assert "256 hot plans" in res.errors[0][0]
+    run(ex, [ins("hot_define", 0, [], {"plan": 0, "steps": None})])  # dropped on request
+    assert 0 not in ex.hot.plans[1] and len(ex.hot.plans[1]) == MAX_PLANS - 1
+    ex.drop_client(1)
+    assert 1 not in ex.hot.plans
