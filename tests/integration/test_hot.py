@@ -189,3 +189,51 @@ def test_hot_paths_are_in_the_trace(tmp_path):
     assert hot[-1]["calls"] >= 1 and hot[0]["steps"] == 2
     replays = sum(e.fields["hot"] for e in events if e.kind == "exec")
     assert replays == 10  # two eager calls, then every call one hot instruction
+
+
+def test_a_learning_rate_schedule_is_followed_by_a_captured_step(conn):
+    def train(hot: bool) -> list:
+        model, opt = _model("sgd")
+        sched = gt.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        fn = gt.hot(step) if hot else step
+        x, y = _data(0)
+        gx, gy = gt.tensor(x), gt.tensor(y)
+        out = []
+        for _ in range(12):
+            out.append(fn(gx, gy))
+            sched.step()  # the lr the next step reads changes every 3 steps
+        calls = sum(s["calls"] for s in fn.state.values()) if hot else None
+        return [loss.item() for loss in out] + [p.detach().numpy().sum()
+                                                for p in model.parameters()], calls  # fmt: skip
+
+    (hot, calls), (eager, _) = train(True), train(False)
+    assert hot == eager and calls >= 3  # replayed between the changes, and followed them
+
+
+def test_switching_between_train_and_eval_is_seen_by_a_captured_step(conn):
+    gt.manual_seed(0)
+    model = gt.nn.Sequential(gt.nn.Linear(4, 4), gt.nn.Dropout(0.5))
+    x = gt.ones(2, 4)
+
+    @gt.hot
+    def f(x):
+        return model(x)
+
+    want_eval = model.eval()(x).numpy()
+    for mode in ("train", "eval", "train", "eval"):
+        getattr(model, mode)()
+        outs = [f(x).numpy() for _ in range(4)]
+        if mode == "eval":  # no dropout: the plain linear layer, every time
+            for o in outs:
+                np.testing.assert_array_equal(o, want_eval)
+        else:  # dropout: zeros somewhere, a fresh mask each call
+            assert all((o == 0).any() for o in outs)
+            assert not all(np.array_equal(outs[0], o) for o in outs[1:])
