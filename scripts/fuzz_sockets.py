@@ -173,11 +173,17 @@ def fuzz(messages: int, seed: int = 0, log: Callable[[str], None] = lambda s: No
             x = x + 1
             np.testing.assert_array_equal(x.numpy(), np.full(8, rep.checks + 1))
             rep.checks += 1
-            deadline = time.monotonic() + 10  # workers report their counters twice a second
+            # Workers report their counters twice a second, and may still be reading their data
+            # sockets: wait until the count has stopped growing for a second (or 30 s passed).
+            deadline, last, still_since = time.monotonic() + 30, -1, time.monotonic()
             while True:
                 stats = request(cluster.address, "stats", timeout=10)
-                counted = [(w.get("stats") or {}).get("bad_messages", 0) for w in stats["workers"]]
-                if sum(counted) or time.monotonic() > deadline:
+                counted = sum((w.get("stats") or {}).get("bad_messages", 0)
+                              for w in stats["workers"])  # fmt: skip
+                now = time.monotonic()
+                if counted != last:
+                    last, still_since = counted, now
+                if (counted and now - still_since > 1.0) or now > deadline:
                     break
                 time.sleep(0.2)
             rep.bad_messages = stats["bad_messages"]

@@ -46,6 +46,23 @@ def private_runtime_dir(tmp_path_factory):
         os.environ["GT_RUNTIME_DIR"] = old
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_keys(tmp_path_factory):
+    """The suite's TCP dispatchers and their peers use keys of their own, never the user's
+    (``~/.config/gt/keys``)."""
+    from gt.runtime import security
+
+    old = os.environ.get(security.KEYS_ENV)
+    path = tmp_path_factory.mktemp("gt-keys") / "keys"
+    security.create(path)
+    os.environ[security.KEYS_ENV] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop(security.KEYS_ENV, None)
+    else:
+        os.environ[security.KEYS_ENV] = old
+
+
 #: Dispatchers that reported bugs in GT's own code (internal_errors) when the suite stopped them.
 INTERNAL_ERRORS: list[str] = []
 

@@ -18,6 +18,7 @@ from gt.cli import (
     demo,
     dispatcher,
     export,
+    keys,
     ps,
     record,
     replay,
@@ -28,7 +29,7 @@ from gt.cli import (
 )
 
 # The order of the subcommands in `gt --help`.
-COMMANDS = (dispatcher, worker, ps, demo, top, replay, config, run, record, trace, export)
+COMMANDS = (dispatcher, worker, keys, ps, demo, top, replay, config, run, record, trace, export)
 
 DESCRIPTION = "GT: a multiplexing tensor runtime for shared GPUs, with a live monitor."
 EPILOG = (

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 from gt.cli.common import Subparsers, install_stop_signals
 from gt.cli.memory_flags import add_memory_flags, memory_from_args
@@ -21,7 +22,24 @@ def add_parser(subparsers: Subparsers) -> None:
         default="127.0.0.1",
         help="interface to bind (0.0.0.0 to serve a network; default 127.0.0.1)",
     )
-    p.add_argument("--port", type=int, default=0, help="client port (default: a free one)")
+    p.add_argument(
+        "--port",
+        type=int,
+        default=0,
+        help="client port; the other endpoints take the next four (default: free ports)",
+    )
+    p.add_argument(
+        "--advertise",
+        default=None,
+        help="the host name or address others reach this machine by (default: --host, or this "
+        "machine's name with 0.0.0.0)",
+    )
+    p.add_argument(
+        "--keys",
+        default=None,
+        help="the cluster's keyring (default $GT_KEYS or ~/.config/gt/keys; made on first use): "
+        "every socket uses ZeroMQ CURVE and lets in only the roles it serves",
+    )
     p.add_argument(
         "--workers",
         type=_worker_count,
@@ -36,7 +54,21 @@ def add_parser(subparsers: Subparsers) -> None:
     # used by LocalCluster: die with the parent, and print the endpoints as one JSON line
     p.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--ready-json", action="store_true", help=argparse.SUPPRESS)
+    # used by LocalCluster: serve on ipc sockets in this private directory (no keys needed)
+    p.add_argument("--ipc", default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
+
+
+def _ensure_keys(where: str | None) -> None:
+    """Make the cluster's keyring on first use (and say where, and how to share it)."""
+    from gt.runtime import security
+
+    path = Path(where) if where else security.default_dir()
+    if (path / "server.key").exists():
+        return
+    security.create(path)
+    print(f"gt dispatcher: made the cluster's keys in {path} (gt keys export --role client DIR "
+          "gives a tenant what it needs)", file=sys.stderr)  # fmt: skip
 
 
 def _worker_count(text: str) -> int | str:
@@ -53,13 +85,25 @@ def _worker_count(text: str) -> int | str:
 
 def run(args: argparse.Namespace) -> int:
     """Run a dispatcher until SIGTERM, Ctrl-C or the death of ``--parent-pid``."""
+    import zmq
+
+    from gt.runtime import security
     from gt.runtime.dispatcher.loop import Dispatcher
     from gt.runtime.launch import local_gpus
 
     gpus = local_gpus() if args.workers == "auto" else []
     workers = max(1, len(gpus)) if args.workers == "auto" else args.workers
     memory = memory_from_args(args)
-    d = Dispatcher(args.host, args.port, max_in_flight=args.max_in_flight, memory=memory)
+    if args.ipc is None:
+        _ensure_keys(args.keys)
+    try:
+        d = Dispatcher(args.host, args.port, max_in_flight=args.max_in_flight, memory=memory,
+                       ipc_dir=args.ipc, keys=args.keys, advertise=args.advertise)  # fmt: skip
+    except (security.KeysMissing, zmq.ZMQError) as exc:
+        print(f"gt dispatcher: {exc}", file=sys.stderr)
+        return 1
+    if d.keyring is not None:
+        os.environ[security.KEYS_ENV] = str(d.keyring.path)  # for the workers it starts
     install_stop_signals(d.stop)
     d.start_local_workers(workers)
     if args.ready_json:
@@ -75,6 +119,9 @@ def run(args: argparse.Namespace) -> int:
             f"  watch it:            gt top   (control {d.endpoints['control']},"
             f" events {d.endpoints['events']})"
         )
+        if d.keyring is not None:
+            print(f"  keys (CURVE):        {d.keyring.path}   (others need theirs: "
+                  "gt keys export --role client|worker|monitor DIR)")  # fmt: skip
         print("Ctrl-C stops it.", flush=True)
     d.run(parent_pid=args.parent_pid)
     if d.shutdown_reason:

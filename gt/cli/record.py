@@ -46,6 +46,7 @@ def record(
     """
     # imported here, not at the top: `gt --help` and the other commands need none of it
     from gt.runtime import ops as O
+    from gt.runtime import security
     from gt.runtime.control import ControlError, request
     from gt.trace.keyframes import ModelKeyframer
     from gt.trace.recorder import record_from_bus
@@ -88,6 +89,7 @@ def record(
         config=snap.get("config") or {},
         op_names=list(O.OPS),
         meta={"dispatcher": address, "trace_level": snap.get("trace")},
+        secure=lambda sock, ep: security.secure_connect(sock, ep, ("monitor", "admin")),
     )
     if not quiet:
         lost = (

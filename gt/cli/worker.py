@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+from typing import Any
 
 from gt.cli.common import Subparsers, install_stop_signals, resolve_endpoints
 from gt.cli.memory_flags import add_memory_flags, memory_from_args
@@ -37,6 +38,18 @@ def add_parser(subparsers: Subparsers) -> None:
         help="print the GPUs a worker would use (name, index, UUID, PCI bus id) and exit",
     )
     p.add_argument("--json", action="store_true", help="with --list-devices: as JSON")
+    p.add_argument(
+        "--bind",
+        default=None,
+        help="interface for the worker's data socket (default: the one this machine reaches the "
+        "dispatcher from; 0.0.0.0 for all)",
+    )
+    p.add_argument(
+        "--advertise",
+        default=None,
+        help="the host name or address clients and other workers reach this worker by "
+        "(default: the bound address)",
+    )
     add_memory_flags(p)
     # used by the dispatcher's own workers: its back endpoint, the worker's slot (its GPU is
     # slot % devices), and die with the dispatcher
@@ -61,10 +74,30 @@ def _list_devices(args: argparse.Namespace) -> int:
     return 0
 
 
+def pick_device(slot: int | None, slurm_localid: str | None, count: Any) -> int | None:
+    """The CUDA device of a worker given no ``--device``: its slot among a dispatcher's local
+    workers, else its task's place on the node under SLURM (``srun`` sets ``SLURM_LOCALID``, so
+    ``srun --ntasks-per-node=GPUS gt worker ...`` puts one worker on each GPU), modulo the
+    devices there are (``count()``); ``None`` on a machine without GPUs, or when neither says."""
+    k = (
+        slot
+        if slot is not None
+        else int(slurm_localid)
+        if (slurm_localid or "").isdigit()
+        else None
+    )
+    if k is None:
+        return None
+    n = count()
+    return k % n if n else None
+
+
 def run(args: argparse.Namespace) -> int:
     """Run a worker until its dispatcher goes away, SIGTERM or Ctrl-C; 1 if it cannot start."""
     if args.list_devices:
         return _list_devices(args)
+    import zmq
+
     from gt.runtime.worker.backend import device_count, load_backend
     from gt.runtime.worker.loop import Worker
 
@@ -79,12 +112,12 @@ def run(args: argparse.Namespace) -> int:
     if args.backend:
         os.environ["GT_BACKEND"] = args.backend
     device = args.device
-    if device is None and args.slot is not None:
-        n = device_count()
-        device = args.slot % n if n else None
+    if device is None:
+        device = pick_device(args.slot, os.environ.get("SLURM_LOCALID"), device_count)
     try:
-        w = Worker(back, backend=load_backend(device=device), memory=memory)
-    except (RuntimeError, ValueError) as exc:
+        w = Worker(back, backend=load_backend(device=device), memory=memory, bind=args.bind,
+                   advertise=args.advertise)  # fmt: skip
+    except (RuntimeError, ValueError, zmq.ZMQError) as exc:
         print(f"gt worker: {exc}", file=sys.stderr)
         return 1
     install_stop_signals(w._stop.set)

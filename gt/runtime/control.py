@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import zmq
 
 from gt.runtime import protocol as P
+from gt.runtime import security
 
 
 class ControlError(RuntimeError):
@@ -38,6 +39,10 @@ def request(
     s = ctx.socket(zmq.DEALER)
     s.setsockopt(zmq.LINGER, 0)
     try:
+        try:
+            security.secure_connect(s, endpoint, ("admin", "client", "monitor", "worker"))
+        except security.KeysMissing as exc:
+            raise ControlError(str(exc)) from None
         s.connect(endpoint)
         s.send(P.encode(P.Control(what, args)))
         if not s.poll(int(timeout * 1000)):

@@ -15,12 +15,15 @@ import importlib.util
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
+from gt.runtime import discovery
 from gt.runtime.control import ControlError, request
 
 _PR_SET_PDEATHSIG = 1
@@ -158,6 +161,8 @@ class LocalCluster:
         if workers is None:
             start_timeout += GPU_PROBE_TIMEOUT_S  # the dispatcher counts GPUs first
         self.workers = workers or 0
+        # ipc sockets in a private directory: only this user can connect, and nothing needs keys
+        self.ipc_dir = tempfile.mkdtemp(prefix="c-", dir=discovery.runtime_dir())
         cmd = [
             sys.executable,
             "-m",
@@ -168,6 +173,8 @@ class LocalCluster:
             "--parent-pid",
             str(os.getpid()),
             "--ready-json",
+            "--ipc",
+            self.ipc_dir,
             *(extra_args or []),
         ]
         self.proc = subprocess.Popen(
@@ -229,6 +236,7 @@ class LocalCluster:
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the dispatcher (which stops its workers); kill it if it does not go in time."""
         stop_process(self.proc, signal.SIGTERM, timeout)
+        shutil.rmtree(self.ipc_dir, ignore_errors=True)
 
     def __enter__(self) -> LocalCluster:
         return self

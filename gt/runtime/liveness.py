@@ -86,7 +86,11 @@ def heartbeat_options(sock: zmq.Socket, timeout: float) -> None:
 def watch_disconnects(sock: zmq.Socket) -> zmq.Socket:
     """A monitor socket that receives ``EVENT_ACCEPTED``/``EVENT_CONNECTED`` and
     ``EVENT_DISCONNECTED`` for ``sock`` (read it with :func:`read_event`)."""
-    events = zmq.EVENT_ACCEPTED | zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED
+    return watch(sock, zmq.EVENT_ACCEPTED | zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
+
+
+def watch(sock: zmq.Socket, events: int) -> zmq.Socket:
+    """A monitor socket receiving ``events`` (a mask of ``zmq.EVENT_*``) of ``sock``."""
     # A name of our own: pyzmq's default names the socket's fd, and a closed socket's monitor
     # endpoint is unbound only when libzmq reaps it, so a new socket with the same fd could
     # collide with it ("Address already in use").
@@ -111,6 +115,18 @@ def read_event(monitor: zmq.Socket) -> tuple[int, int] | None:
     event = int.from_bytes(frames[0][:2], "little")
     value = int.from_bytes(frames[0][2:6], "little")
     return event, value
+
+
+def wait_for_event(monitor: zmq.Socket, event: int, timeout: float) -> bool:
+    """Whether ``monitor`` reports ``event`` within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        if not monitor.poll(int(left * 1000) + 1):
+            return False
+        got = read_event(monitor)
+        if got is not None and got[0] == event:
+            return True
+    return False
 
 
 def source_fd(frame: Any) -> int | None:

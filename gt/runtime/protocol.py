@@ -156,6 +156,17 @@ def _endpoints(v: Any) -> bool:
     return type(v) is dict and all(type(k) is int and type(e) is str for k, e in v.items())
 
 
+def _keys(v: Any) -> bool:
+    """``{worker_id: CURVE public key}`` (z85, 40 bytes) of workers' data sockets."""
+    return type(v) is dict and all(
+        type(k) is int and type(e) is bytes and len(e) == 40 for k, e in v.items()
+    )
+
+
+def _key(v: Any) -> bool:
+    return type(v) is bytes and len(v) == 40
+
+
 def _test(check: Check, value: str, env: dict) -> str:
     """Python source that is true when ``value`` passes ``check`` (names go into ``env``)."""
     if check is ANY:
@@ -318,10 +329,12 @@ class Error(NamedTuple):
     message: str
 
 
-@_kind(12, host=str, pid=int, device=str, backend=str, data=str, hb=bytes, gpu=_opt(dict))
+@_kind(12, host=str, pid=int, device=str, backend=str, data=str, hb=bytes, gpu=_opt(dict),
+       data_key=_opt(_key))  # fmt: skip
 class Register(NamedTuple):
     """A worker asks to join: where it runs, its data endpoint, its heartbeat socket's identity,
-    and its GPU (``index``, ``name``, ``uuid``, ``pci_bus_id`` ...; ``None`` on NumPy)."""
+    its GPU (``index``, ``name``, ``uuid``, ``pci_bus_id`` ...; ``None`` on NumPy), and the CURVE
+    public key of its data socket (``None`` on ipc)."""
 
     host: str
     pid: int
@@ -330,6 +343,7 @@ class Register(NamedTuple):
     data: str
     hb: bytes
     gpu: dict | None = None
+    data_key: bytes | None = None
 
 
 @_kind(13, worker=int, settings=dict)
@@ -382,11 +396,13 @@ class Stats(NamedTuple):
     stats: dict
 
 
-@_kind(20, endpoints=_endpoints)
+@_kind(20, endpoints=_endpoints, keys=_opt(_keys))
 class Peers(NamedTuple):
-    """Where every worker's data socket is: ``{worker_id: endpoint}``."""
+    """Where every worker's data socket is: ``{worker_id: endpoint}``, and over TCP the CURVE
+    public key of each (``{worker_id: key}``)."""
 
     endpoints: dict
+    keys: dict | None = None
 
 
 @_kind(21, client=int, tag=int, step=int, dtype=_opt(_dtype), shape=_opt(_shape),

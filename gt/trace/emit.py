@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -36,6 +37,8 @@ class Emitter:
         endpoint: the bus's ``events_in`` endpoint (``None`` or level ``off``: emit nothing).
         source: this publisher's name, e.g. ``"worker:0"``.
         clock_offset_ns: added to local monotonic time to get the run's clock.
+        secure: ``secure(socket, endpoint)`` prepares the socket before it connects (CURVE over
+            TCP; the runtime hands in :func:`gt.runtime.security.secure_connect`).
     """
 
     def __init__(
@@ -46,6 +49,7 @@ class Emitter:
         *,
         level: str | None = None,
         clock_offset_ns: int = 0,
+        secure: Callable[[Any, str], Any] | None = None,
     ):
         self.level = level or trace_level()
         self.source = source
@@ -66,6 +70,8 @@ class Emitter:
             s = ctx.socket(zmq.PUSH)
             s.setsockopt(zmq.LINGER, 200)
             s.setsockopt(zmq.SNDHWM, 10_000)
+            if secure is not None:  # CURVE over TCP (gt.runtime.security.secure_connect)
+                secure(s, endpoint)
             s.connect(endpoint)
             self._sock = s
 

@@ -416,6 +416,7 @@ def record_from_bus(
     rcvhwm: int = 1_000_000,
     poll_ms: int = 50,
     linger_s: float = 0.3,
+    secure: Callable[[Any, str], Any] | None = None,
     **recorder_kwargs: Any,
 ) -> dict:
     """Subscribe to a live event bus and record it until stopped.
@@ -436,6 +437,7 @@ def record_from_bus(
         rcvhwm: receive high-water mark in messages.
         poll_ms: how often the stop conditions are checked.
         linger_s: how long to keep recording once asked to stop (not after a second Ctrl-C).
+        secure: ``secure(socket, endpoint)`` prepares the socket before it connects (CURVE).
         **recorder_kwargs: passed to :class:`Recorder` (run_id, workers, config, op_names, ...).
 
     Returns:
@@ -450,6 +452,8 @@ def record_from_bus(
     rec: Recorder | None = None
     started = time.monotonic()
     try:
+        if secure is not None:
+            secure(sock, events_endpoint)
         sock.connect(events_endpoint)
         rec = Recorder(path, **recorder_kwargs)
         if ready is not None:

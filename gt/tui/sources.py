@@ -27,8 +27,10 @@ from zmq.utils.monitor import recv_monitor_message
 
 from gt.runtime import ops as O
 from gt.runtime import protocol as P
+from gt.runtime import security
 from gt.runtime.control import ControlError as ControlError  # re-exported for the screens
 from gt.runtime.control import request
+from gt.runtime.liveness import watch
 from gt.trace import events as E
 from gt.trace.keyframes import attach
 from gt.trace.model import TIMELINE_NS, WINDOW_NS, ClusterModel
@@ -37,6 +39,8 @@ from gt.trace.state import ClusterState
 from gt.tui.tables import Status
 
 Batch = tuple[str, int, list]
+#: The roles a monitor connects as (an admin key also lets it apply configs).
+MONITOR_ROLES = ("admin", "monitor")
 
 
 def control_request(
@@ -270,13 +274,20 @@ class _Collector:
         self.sub.setsockopt(zmq.LINGER, 0)
         self.sub.setsockopt(zmq.RCVHWM, 100_000)
         self.sub.setsockopt(zmq.SUBSCRIBE, E.TOPIC)
-        self.monitor = self.sub.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+        self.monitor = watch(self.sub, zmq.EVENT_HANDSHAKE_SUCCEEDED)
+        security.secure_connect(self.sub, ep["events"], MONITOR_ROLES)  # CURVE over TCP
         self.sub.connect(ep["events"])
-        self.dealer = self.ctx.socket(zmq.DEALER)
-        self.dealer.setsockopt(zmq.LINGER, 0)
-        self.dealer.connect(ep["control"])
+        self.dealer = self._control_socket()
         self.pending = None
         self.opened = time.monotonic()
+
+    def _control_socket(self) -> zmq.Socket:
+        d = self.ctx.socket(zmq.DEALER)
+        d.setsockopt(zmq.LINGER, 0)
+        ep = self.src.endpoints["control"]
+        security.secure_connect(d, ep, MONITOR_ROLES)
+        d.connect(ep)
+        return d
 
     def _subscribed(self) -> None:
         """The subscription is up (or waiting longer would only delay the first screen)."""
@@ -437,9 +448,7 @@ class _Collector:
         if self.pending is not None and now - self.pending[1] > src.dead_s:
             # No answer: drop the stale request (a fresh DEALER forgets it) and say so.
             self.dealer.close(0)
-            self.dealer = self.ctx.socket(zmq.DEALER)
-            self.dealer.setsockopt(zmq.LINGER, 0)
-            self.dealer.connect(src.endpoints["control"])
+            self.dealer = self._control_socket()
             self.pending = None
             if now - self.last_event > src.dead_s:
                 self._set_connected(False, f"no answer for {src.dead_s:g}s")

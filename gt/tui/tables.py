@@ -216,11 +216,12 @@ def sort_label(label: str, key: str, sorted_key: str | None, descending: bool) -
 
 # ---------------------------------------------------------------------- workers
 def worker_cells(w: WorkerState, tier: Tier = WORKER_TIERS[0], *, connected: bool = True,
-                 device_total: int | None = None) -> tuple[Text, ...]:  # fmt: skip
+                 device_total: int | None = None, hosts: bool = False) -> tuple[Text, ...]:  # fmt: skip
     """The cells of one worker row (see :data:`WORKER_COLUMNS`).
 
     Without a connection to the dispatcher a worker that was alive is shown as ``unknown`` and
-    dimmed: the monitor cannot tell any more (the header says why).
+    dimmed: the monitor cannot tell any more (the header says why). With ``hosts`` (the cluster
+    spans machines) the device says which machine it is on: ``node2:cuda:0 ...``.
     """
     known = connected or not w.alive
     dim = "" if w.alive and known else "dim"
@@ -249,7 +250,7 @@ def worker_cells(w: WorkerState, tier: Tier = WORKER_TIERS[0], *, connected: boo
     op = w.current_op if w.alive else (w.reason or "dead")
     return (
         Text(f"w{w.id}", style="bold" if w.alive and known else "dim" if w.alive else "dim strike"),
-        R.na_text(_device_label(w, tier.short), dim),
+        R.na_text(_device_label(w, tier.short, hosts), dim),
         state_cell,
         shares,
         R.na_text(op, "red" if not w.alive else dim),
@@ -262,12 +263,18 @@ def worker_cells(w: WorkerState, tier: Tier = WORKER_TIERS[0], *, connected: boo
     )
 
 
-def _device_label(w: WorkerState, short: bool = False) -> str | None:
+def _device_label(w: WorkerState, short: bool = False, hosts: bool = False) -> str | None:
     if w.device is None and w.backend is None:
         return None
+    where = f"{(w.host or '?').split('.')[0]}:" if hosts else ""
     if short:  # "cuda:0", "cpu": the backend is in the worker's detail
-        return (w.device or w.backend or "?").split(" ")[0]
-    return f"{w.device or '?'}/{w.backend}" if w.backend else str(w.device)
+        return where + (w.device or w.backend or "?").split(" ")[0]
+    return where + (f"{w.device or '?'}/{w.backend}" if w.backend else str(w.device))
+
+
+def spans_hosts(state: ClusterState) -> bool:
+    """Whether the cluster's workers run on more than one machine."""
+    return len({w.host for w in state.workers if w.host}) > 1
 
 
 _WORKER_KEYS = {
@@ -292,7 +299,8 @@ def worker_rows(state: ClusterState, sort: str = "id", filter_text: str = "", *,
     ids ascending; ``reverse`` flips it).
     """
     st = filter_state(state, filter_text)
-    return [(w.id, worker_cells(w, tier, connected=connected))
+    hosts = spans_hosts(state)
+    return [(w.id, worker_cells(w, tier, connected=connected, hosts=hosts))
             for w in _sorted_workers(st, sort, reverse)]  # fmt: skip
 
 
@@ -302,11 +310,13 @@ def fit_workers(state: ClusterState, width: int, sort: str = "id", *, reverse: b
     ws = _sorted_workers(state, sort, reverse)
     descending = (sort != "id") != reverse
     by = sorted_column(sort, "worker")
+    hosts = spans_hosts(state)
 
     def layout(t: Tier) -> Layout:
         cols = tuple(Column(k, sort_label(lab, k, by, descending), elastic=k == "op")
                      for k, lab in zip(WORKER_COLUMNS, t.labels))  # fmt: skip
-        return Layout(t.name, cols, lambda: [(w.id, worker_cells(w, t, connected=connected))
+        return Layout(t.name, cols, lambda: [(w.id, worker_cells(w, t, connected=connected,
+                                                                 hosts=hosts))
                                              for w in ws], t.gap)  # fmt: skip
 
     return fit((layout(t) for t in WORKER_TIERS), width, floors)

@@ -15,8 +15,8 @@ from gt.runtime.dispatcher.loop import Dispatcher
 
 
 @pytest.fixture
-def dispatcher():
-    d = Dispatcher(write_discovery=False)
+def dispatcher(tmp_path):
+    d = Dispatcher(write_discovery=False, ipc_dir=str(tmp_path))  # raw sockets need no keys
     t = threading.Thread(target=d.run, name="test-dispatcher", daemon=True)
     t.start()
     try:

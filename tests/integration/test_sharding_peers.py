@@ -1,4 +1,5 @@
-"""Worker-to-worker collectives over real ZeroMQ sockets, one thread per simulated worker."""
+"""Worker-to-worker collectives over real ZeroMQ sockets, one thread per simulated worker (ipc
+sockets, as in a local cluster; TCP with CURVE is what test_multihost.py runs)."""
 
 from __future__ import annotations
 
@@ -21,10 +22,11 @@ OP = O.OPCODE
 class Node:
     """One simulated worker: a data socket, its peer links, and a drain loop."""
 
-    def __init__(self, ctx: zmq.Context, wid: int):
+    def __init__(self, ctx: zmq.Context, wid: int, where: str):
         self.data = ctx.socket(zmq.ROUTER)
         self.data.setsockopt(zmq.LINGER, 0)
-        self.endpoint = f"tcp://127.0.0.1:{self.data.bind_to_random_port('tcp://127.0.0.1')}"
+        self.endpoint = f"ipc://{where}/w{wid}"
+        self.data.bind(self.endpoint)
         self.peers = Peers(wid, ctx, self.data, self.drain, None, Backend(np, "cpu"), lambda: False)
         self.peers.timeout = 5.0
 
@@ -39,9 +41,9 @@ class Node:
 
 
 @pytest.fixture
-def nodes():
+def nodes(tmp_path):
     ctx = zmq.Context()
-    made = [Node(ctx, i) for i in range(5)]
+    made = [Node(ctx, i, str(tmp_path)) for i in range(5)]
     table = {i: n.endpoint for i, n in enumerate(made)}
     for n in made:
         n.peers.set_endpoints(table)

@@ -16,7 +16,9 @@ import bench_truth  # noqa: E402 - the benchmark's own scenario, small
 
 @pytest.mark.slow
 def test_a_workload_of_known_costs_is_attributed_as_it_happened(tmp_path):
-    n, repeats, gap = 400, 6, 0.4
+    # worker 1 computes for ~100 ms where worker 0 waits for it: long enough that worker 0 is
+    # surely waiting by then, even when a busy machine starts it late
+    n, repeats, gap = 400, 40, 0.4
     f = bench_truth.run_scenario(n, repeats, gap, str(tmp_path))
     assert f.moved_bytes == n * n * 4
     for w, idle in f.idle_s.items():  # nothing was queued in the gap: idle, whatever the load

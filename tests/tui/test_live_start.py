@@ -24,20 +24,17 @@ class LateBus:
     subscription was up loses it (a PUB drops what no subscriber has asked for yet).
     """
 
-    def __init__(self, delay: float = 0.3) -> None:
+    def __init__(self, where: str, delay: float = 0.3) -> None:
         self.ctx = zmq.Context()
         self.ctl = self.ctx.socket(zmq.ROUTER)
         self.ctl.setsockopt(zmq.LINGER, 0)
-        ctl_port = self.ctl.bind_to_random_port("tcp://127.0.0.1")
-        probe = self.ctx.socket(zmq.PUB)
-        self.bus_port = probe.bind_to_random_port("tcp://127.0.0.1")
-        probe.close(0)
+        self.ctl.bind(f"ipc://{where}/control")  # (ipc, as a local cluster: no keys needed)
+        self.bus = f"ipc://{where}/events"
         self.pub: zmq.Socket | None = None
         self.delay = delay
         self.snapshots = 0
-        self.endpoints = {"front": f"tcp://127.0.0.1:{ctl_port}",
-                          "control": f"tcp://127.0.0.1:{ctl_port}",
-                          "events": f"tcp://127.0.0.1:{self.bus_port}"}  # fmt: skip
+        self.endpoints = {"front": f"ipc://{where}/control", "control": f"ipc://{where}/control",
+                          "events": self.bus}  # fmt: skip
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.serve, daemon=True)
         self.thread.start()
@@ -49,7 +46,7 @@ class LateBus:
             if self.pub is None and time.monotonic() - start > self.delay:
                 self.pub = self.ctx.socket(zmq.PUB)
                 self.pub.setsockopt(zmq.LINGER, 0)
-                self.pub.bind(f"tcp://127.0.0.1:{self.bus_port}")
+                self.pub.bind(self.bus)
             if mark_at is not None and time.monotonic() >= mark_at:
                 mark_at = None
                 if self.pub is not None:  # no bus yet: the event is lost, as a PUB would lose it
@@ -76,8 +73,8 @@ class LateBus:
         self.ctx.term()
 
 
-def test_events_right_after_the_snapshot_are_not_lost():
-    bus = LateBus(delay=0.3)
+def test_events_right_after_the_snapshot_are_not_lost(tmp_path):
+    bus = LateBus(str(tmp_path), delay=0.3)
     src = LiveSource(bus.endpoints, hz=20, subscribe_s=5.0)
     src.start()
     try:
@@ -92,8 +89,8 @@ def test_events_right_after_the_snapshot_are_not_lost():
         bus.close()
 
 
-def test_an_events_endpoint_that_never_answers_does_not_keep_the_screen_empty():
-    bus = LateBus(delay=1_000)  # the bus never comes up
+def test_an_events_endpoint_that_never_answers_does_not_keep_the_screen_empty(tmp_path):
+    bus = LateBus(str(tmp_path), delay=1_000)  # the bus never comes up
     src = LiveSource(bus.endpoints, hz=20, subscribe_s=0.3)
     src.start()
     try:

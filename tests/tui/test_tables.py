@@ -99,3 +99,15 @@ def test_disconnected_monitor_does_not_claim_workers_are_alive():
     assert rows[0][state_col].plain == "unknown" and "dim" in str(rows[0][state_col].style)
     assert rows[2][state_col].plain == "dead"  # what is known to be dead stays dead
     assert dict(T.worker_rows(st))[0][state_col].plain == "alive"
+
+
+def test_a_cluster_on_several_machines_names_each_workers_machine():
+    import dataclasses
+
+    st = ListSource(sample_batches(), now_ns=T_END).snapshot()
+    one = tuple(dataclasses.replace(w, host="box") for w in st.workers)
+    labels = [str(c[1]) for _w, c in T.worker_rows(dataclasses.replace(st, workers=one))]
+    assert labels and not any(d.startswith("box:") for d in labels)
+    many = tuple(dataclasses.replace(w, host=f"node{w.id}.lab") for w in st.workers)
+    labels = [str(c[1]) for _w, c in T.worker_rows(dataclasses.replace(st, workers=many))]
+    assert sorted(d.split(":")[0] for d in labels) == sorted(f"node{w.id}" for w in many)

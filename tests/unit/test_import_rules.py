@@ -28,8 +28,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "gt.runtime.discovery": (),
     "gt.runtime.liveness": (),
     "gt.runtime.memory_settings": (),
-    "gt.runtime.control": ("gt.runtime.protocol",),
-    "gt.runtime.launch": ("gt.runtime.control",),
+    "gt.runtime.security": (),
+    "gt.runtime.control": ("gt.runtime.protocol", "gt.runtime.security"),
+    "gt.runtime.launch": ("gt.runtime.control", "gt.runtime.discovery"),
     "gt.runtime.sharding": ("gt.runtime.sharding", "gt.runtime.ops", "gt.shapes", "gt.errors"),
     "gt.runtime.client": (
         "gt.runtime.client",
@@ -39,6 +40,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "gt.runtime.sharding.config",
         "gt.errors",
         "gt.runtime.liveness",
+        "gt.runtime.security",
         *TRACE_OUT,
     ),
     "gt.runtime.dispatcher": (
@@ -50,6 +52,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "gt.runtime.launch",
         "gt.runtime.liveness",
         "gt.runtime.memory_settings",
+        "gt.runtime.security",
         *TRACE_OUT,
     ),
     "gt.runtime.worker": (
@@ -59,6 +62,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "gt.runtime.discovery",
         "gt.runtime.liveness",
         "gt.runtime.memory_settings",
+        "gt.runtime.security",
         *TRACE_OUT,
     ),
     "gt.runtime": (),  # the package's own __init__
@@ -70,6 +74,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "gt.runtime.ops",
         "gt.runtime.control",
         "gt.runtime.discovery",
+        "gt.runtime.liveness",
+        "gt.runtime.security",
         "gt.runtime.sharding.config",
         "gt.runtime.sharding.config_text",
     ),

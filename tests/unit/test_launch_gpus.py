@@ -63,3 +63,13 @@ def test_worker_counts_on_the_command_line():
     for bad in ("-1", "two"):
         with pytest.raises(argparse.ArgumentTypeError):
             _worker_count(bad)
+
+
+def test_a_worker_takes_its_slots_gpu_or_its_slurm_tasks():
+    from gt.cli.worker import pick_device
+
+    assert pick_device(5, None, lambda: 4) == 1  # a dispatcher's 6th local worker on 4 GPUs
+    assert pick_device(None, "3", lambda: 2) == 1  # srun: task 3 of the node, 2 GPUs
+    assert pick_device(2, "7", lambda: 8) == 2  # the dispatcher's slot wins
+    assert pick_device(None, None, lambda: 8) is None  # neither says: the default device
+    assert pick_device(None, "0", lambda: 0) is None  # no GPU: NumPy

@@ -374,7 +374,9 @@ def test_hot_paths_show_their_latest_calls_and_speedup_on_their_clients_home_wor
     m = ClusterModel(OPS)
     m.apply_batch("dispatcher", 0, [ev(E.CLIENT_JOINED, 0, client=1, host="h", pid=9,
                                        argv=["train.py"], home=1)])  # fmt: skip
-    m.apply_batch("client:1", 0, [hot_ev(1 * S), hot_ev(2 * S, calls=500, eager=4 * MS, hot=2 * MS)])
+    m.apply_batch(
+        "client:1", 0, [hot_ev(1 * S), hot_ev(2 * S, calls=500, eager=4 * MS, hot=2 * MS)]
+    )
     m.apply_batch("worker:0", 0, [exec_ev(0, 10, ["add", "mul"], hot=2)])
     st = m.state(3 * S)
     (h,) = st.hot
@@ -385,7 +387,10 @@ def test_hot_paths_show_their_latest_calls_and_speedup_on_their_clients_home_wor
     assert logs == ["client 1: captured train_step (58 instructions a call)"]  # once, not per event
     m.apply_batch("client:1", 2, [hot_ev(4 * S, "eager: it runs fetch (a sync point)")])
     assert m.state(5 * S).hot[0].speedup is None
-    assert m.state(5 * S).log[-1].text == "client 1: train_step runs eager: it runs fetch (a sync point)"
+    assert (
+        m.state(5 * S).log[-1].text
+        == "client 1: train_step runs eager: it runs fetch (a sync point)"
+    )
 
 
 def test_a_malformed_hot_event_is_counted_not_folded():

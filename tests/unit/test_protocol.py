@@ -31,6 +31,7 @@ SAMPLES = {
         "tcp://127.0.0.1:5",
         b"id/hb",
         {"index": 0, "uuid": "8f3a0000-0000-0000-0000-000000000001"},
+        b"d" * 40,
     ),
     P.Registered: P.Registered(0, {"heartbeat": 0.5}),
     P.DropClient: P.DropClient(3),
@@ -39,7 +40,7 @@ SAMPLES = {
     P.Control: P.Control("stats", {"x": 1}),
     P.Reply: P.Reply(True, {"uptime": 1.5}),
     P.Stats: P.Stats({"tensors": 4}),
-    P.Peers: P.Peers({0: "tcp://127.0.0.1:1", 1: "tcp://127.0.0.1:2"}),
+    P.Peers: P.Peers({0: "tcp://127.0.0.1:1", 1: "tcp://127.0.0.1:2"}, {0: b"k" * 40}),
     P.Peer: P.Peer(3, 1, 0, "float64", [4], None),
     P.Configure: P.Configure({"memory_limit": 1000000, "spill_threshold": 0.8}),
 }
@@ -53,7 +54,7 @@ WRONG = {
     "code": 7, "message": b"bytes", "device": None, "backend": 1, "data": None, "hb": "str",
     "worker": "0", "tok": [1], "request": 5, "ok": 1, "stats": [], "endpoints": {"0": "x"},
     "tag": 1.0, "step": None, "args": object(), "payload": object(), "planned": 1,
-    "gpu": [0], "memory": [1],
+    "gpu": [0], "memory": [1], "data_key": b"short", "keys": {0: b"not 40 bytes"},
 }  # fmt: skip
 
 

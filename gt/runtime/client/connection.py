@@ -26,6 +26,7 @@ import zmq
 from gt.errors import DispatcherLost, GTTimeout, OutOfMemory, WorkerError
 from gt.runtime import ops as O
 from gt.runtime import protocol as P
+from gt.runtime import security
 from gt.runtime.client.hooks import CaptureHooks
 from gt.runtime.client.receiving import Receiving
 from gt.runtime.control import request
@@ -34,6 +35,8 @@ from gt.runtime.liveness import (
     RunningClock,
     env_seconds,
     heartbeat_options,
+    wait_for_event,
+    watch,
     watch_disconnects,
 )
 from gt.runtime.sharding.config import ConfigError, from_env
@@ -51,6 +54,10 @@ _POS_SPAN = 1 << 24  # a free is packed as id * _POS_SPAN + its position in the 
 
 #: Arrays at least this large go over the direct client->worker data socket when one exists.
 DIRECT_MIN_BYTES = 64 * 1024
+#: Seconds a client waits to reach a worker on another host directly before it gives up on that.
+DIRECT_REACH_S = 2.0
+#: The roles a program connects as: the strongest its keys hold.
+PROGRAM_ROLES = ("admin", "client")
 
 #: The active ``gt.signal`` key (``(name, backward, is_backward)``), set by :mod:`gt.signal`.
 SIGNAL: contextvars.ContextVar[tuple | None] = contextvars.ContextVar("gt_signal", default=None)
@@ -140,6 +147,12 @@ class Connection(Receiving, CaptureHooks):
         self._monitor = watch_disconnects(self._sock)
         self._clock = RunningClock(period=0.5, stall=2.0)
         self._cut_at: float | None = None  # running time the dispatcher's connection closed
+        try:  # CURVE over TCP: this program's keys (gt.runtime.security)
+            self.role = security.secure_connect(self._sock, address, PROGRAM_ROLES)
+        except security.KeysMissing as exc:
+            self._sock.close(0)
+            self._monitor.close(0)
+            raise DispatcherLost(f"cannot connect to {address}: {exc}") from None
         self._sock.connect(address)
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
@@ -175,8 +188,9 @@ class Connection(Receiving, CaptureHooks):
         self.sent_batches = 0
         self._welcome(connect_timeout)
         self.events = Emitter(
-            self._ctx, self.bus, f"client:{self.client_no}", clock_offset_ns=self.clock_offset
-        )
+            self._ctx, self.bus, f"client:{self.client_no}", clock_offset_ns=self.clock_offset,
+            secure=lambda sock, ep: security.secure_connect(sock, ep, PROGRAM_ROLES),
+        )  # fmt: skip
         self._direct: zmq.Socket | None = None
         self._open_direct()
         self._poller = zmq.Poller()
@@ -226,16 +240,33 @@ class Connection(Receiving, CaptureHooks):
         self._monitor.close(0)
 
     def _open_direct(self) -> None:
-        """Connect straight to the home worker's data socket when it runs on this host."""
+        """Connect straight to the home worker's data socket when it can be reached from here:
+        at once on this host; on another, once the connection (and its CURVE handshake) is up
+        within :data:`DIRECT_REACH_S` -- else uploads and fetches go through the dispatcher."""
         if os.environ.get("GT_NO_DIRECT"):
             return
         home = next((w for w in self.workers if w["id"] == self.home_worker), None)
-        if home is None or not home.get("data") or home.get("host") != socket.gethostname():
+        if home is None or not home.get("data"):
             return
         s = self._ctx.socket(zmq.DEALER)
         s.setsockopt(zmq.LINGER, 0)
         s.setsockopt(zmq.IDENTITY, self.token)
+        try:
+            security.secure_connect(s, home["data"], PROGRAM_ROLES, server_key=home.get("data_key"))
+        except security.KeysMissing:
+            s.close(0)
+            return
+        local = home.get("host") == socket.gethostname()
+        mon = None if local else watch(s, zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_CONNECTED)
         s.connect(home["data"])
+        if mon is not None:
+            ok = wait_for_event(mon, zmq.EVENT_HANDSHAKE_SUCCEEDED if security.is_tcp(home["data"])
+                                else zmq.EVENT_CONNECTED, DIRECT_REACH_S)  # fmt: skip
+            s.disable_monitor()
+            mon.close(0)
+            if not ok:  # not reachable from here (another network): the dispatcher carries data
+                s.close(0)
+                return
         self._direct = s
 
     # ----------------------------------------------------------------------------- ops

@@ -20,8 +20,13 @@ from gt.trace import events as E
 class ControlRequests:
     """Control requests, answered from the dispatcher's planner, placement and counters."""
 
-    def answer(self, request: str, args: Any) -> Any:
-        """Answer one control request.
+    def answer(self, request: str, args: Any, role: str | None = None,
+               tenant: int | None = None) -> Any:  # fmt: skip
+        """Answer one control request from a peer of ``role`` (``None``: over ipc, the owner).
+
+        Changing the cluster (``config_apply``, ``memory_set``) takes the admin role; ``stats``
+        and ``snapshot`` show a tenant's command line, host and source lines only to admins and
+        to that tenant (``tenant``: the client the request came from on the front socket).
 
         Requests: ``ping`` and ``endpoints`` (both with the dispatcher's ``pid``, ``uid`` and
         ``started``, a Unix time), ``stats``, ``snapshot``, ``config_get`` (the shard
@@ -32,6 +37,9 @@ class ControlRequests:
         (``{"settings": {...}, "by": who}``: change them on every worker; raises ``ValueError``
         on an unknown setting or a bad size).
         """
+        if request in ("config_apply", "memory_set") and role not in (None, "admin"):
+            raise ValueError(f"{request} needs the admin role (this connection is {role}): use "
+                             "the admin key (gt keys export --role admin)")  # fmt: skip
         if request == "config_get":
             return self.placement.config
         if request == "config_apply":
@@ -50,10 +58,23 @@ class ControlRequests:
         if request == "endpoints":
             return {**self.endpoints, "pid": os.getpid(), **self._owner()}
         if request == "stats":
-            return self.stats()
+            return self._for(self.stats(), role, tenant)
         if request == "snapshot":
-            return self.snapshot()
+            return self._for(self.snapshot(), role, tenant)
         raise ValueError(f"unknown control request {request!r}")
+
+    @staticmethod
+    def _for(answer: dict, role: str | None, tenant: int | None) -> dict:
+        """``answer`` as a peer of ``role`` may see it: other tenants' command lines, hosts,
+        pids and source lines only for admins (and the owner, over ipc)."""
+        if role in (None, "admin"):
+            return answer
+        hidden = {"host": None, "pid": None, "argv": ["(another tenant)"]}
+        answer["clients"] = [c if c.get("id") == tenant else {**c, **hidden}
+                             for c in answer.get("clients", ())]  # fmt: skip
+        if "srclocs" in answer:
+            answer["srclocs"] = {c: v for c, v in answer["srclocs"].items() if c == tenant}
+        return answer
 
     def _owner(self) -> dict:
         """Who started this dispatcher and when, so a tool can say whom it talks to (and refuse
@@ -177,7 +198,7 @@ class ControlRequests:
                     "batches": w.batches_done,
                     "instructions": w.instructions_done,
                     "stats": w.stats,
-                    **{k: w.info.get(k) for k in ("host", "pid", "device", "backend")},
+                    **{k: w.info.get(k) for k in ("host", "pid", "device", "backend", "data")},
                 }
                 for w in p.workers.values()
             ],

@@ -29,7 +29,7 @@ from typing import Any
 
 import zmq
 
-from gt.runtime import discovery
+from gt.runtime import discovery, security
 from gt.runtime import memory_settings as MS
 from gt.runtime import protocol as P
 from gt.runtime.dispatcher.control import ControlRequests
@@ -54,13 +54,21 @@ class Dispatcher(ControlRequests, PeerKeeping):
 
     Args:
         host: interface to bind (``127.0.0.1`` keeps it local; ``0.0.0.0`` serves a network).
-        port: front port (0 picks a free one). The other endpoints always use free ports.
+        port: front port (0 picks free ports for everything). With a port, the other endpoints
+            take the next four (back, control, events_in, events: ``port+1`` .. ``port+4``), so
+            a firewall or a Kubernetes service can name them all.
         max_in_flight: batches in flight per worker (see :class:`Planner`).
         heartbeat: seconds between application heartbeats.
         worker_timeout, client_timeout: seconds of silence (on the running clock) after which a
             remote worker or a client is lost (default ``$GT_WORKER_TIMEOUT`` /
             ``$GT_CLIENT_TIMEOUT``, else 60); local workers are watched through the OS instead.
         write_discovery: write a discovery file so ``gt top`` finds this dispatcher.
+        ipc_dir: serve on ipc sockets in this private (0700) directory instead of TCP: a cluster
+            for one user, guarded by the file system (what a program's own cluster uses).
+        keys: the keyring directory for TCP (default :func:`gt.runtime.security.default_dir`);
+            every TCP socket is a CURVE server letting in only the roles it serves.
+        advertise: the host name or address peers should use (default: ``host``, or this
+            machine's name when ``host`` is ``0.0.0.0``).
     """
 
     def __init__(
@@ -74,6 +82,9 @@ class Dispatcher(ControlRequests, PeerKeeping):
         client_timeout: float | None = None,
         write_discovery: bool = True,
         memory: Mapping | None = None,
+        ipc_dir: str | None = None,
+        keys: str | None = None,
+        advertise: str | None = None,
     ):
         self.heartbeat = heartbeat or env_seconds("GT_HEARTBEAT", 1.0)
         self.planner = Planner(max_in_flight)
@@ -83,29 +94,40 @@ class Dispatcher(ControlRequests, PeerKeeping):
         self.placement = Placement()
         self.control_token = os.environ.get("GT_CONTROL_TOKEN") or None
         self.ctx = zmq.Context()
-        self.front = self._bind(zmq.ROUTER, host, port)
-        self.back = self._bind(zmq.ROUTER, host, 0)
-        self.control = self._bind(zmq.ROUTER, host, 0)
-        self._bus_in = self._bind(zmq.PULL, host, 0)  # publishers PUSH event batches here
+        self.ipc_dir = ipc_dir
+        self.keyring = None if ipc_dir else security.keyring(keys)
+        self.guard = security.Guard(self.ctx, self.keyring) if self.keyring else None
+        self.advertise = advertise
+        ports = [port + k if port else 0 for k in range(5)]
+        self.front = self._bind(zmq.ROUTER, host, ports[0], "front")
+        self.back = self._bind(zmq.ROUTER, host, ports[1], "back")
+        self.control = self._bind(zmq.ROUTER, host, ports[2], "control")
+        self._bus_in = self._bind(zmq.PULL, host, ports[3], "events_in")  # publishers PUSH here
         self._bus_in.setsockopt(zmq.RCVHWM, 100_000)
+        events_in = self._endpoint(self._bus_in, host)
+        own_bus = f"inproc://gt-bus-{id(self)}"  # our own events: in-process, no keys needed
+        self._bus_in.bind(own_bus)
         # PUB, not XPUB: an XPUB hands subscriptions to the proxy, which cannot forward them to a
         # PULL socket and then spins at 100% CPU; a PUB filters subscriptions itself.
-        self._bus_out = self._bind(zmq.PUB, host, 0)
+        self._bus_out = self._bind(zmq.PUB, host, ports[4], "events")
         # A stalled subscriber may hold this many batches here before it loses events (counted as
         # gaps); more would only cost the dispatcher memory.
         self._bus_out.setsockopt(zmq.SNDHWM, 2_000)
         self._init_keeping(worker_timeout, client_timeout)
         self.endpoints = {
-            "front": self._endpoint(self.front, host),
-            "back": self._endpoint(self.back, host),
-            "control": self._endpoint(self.control, host),
-            "events_in": self._endpoint(self._bus_in, host),
-            "events": self._endpoint(self._bus_out, host),
+            name: self._endpoint(sock, host)
+            for name, sock in (
+                ("front", self.front),
+                ("back", self.back),
+                ("control", self.control),
+                ("events", self._bus_out),
+            )  # fmt: skip
         }
+        self.endpoints["events_in"] = events_in
         self._proxy = threading.Thread(target=self._run_proxy, name="gt-event-bus", daemon=True)
         self._proxy.start()
         self.started = time.time()
-        self.events = Emitter(self.ctx, self.endpoints["events_in"], "dispatcher")
+        self.events = Emitter(self.ctx, own_bus, "dispatcher")
         self.bad_messages = 0  # malformed or hostile input, dropped
         self.internal_errors = 0  # exceptions from GT's own code (bugs), logged with tracebacks
         self.children: list[subprocess.Popen] = []
@@ -127,25 +149,33 @@ class Dispatcher(ControlRequests, PeerKeeping):
                     "host": socket.gethostname(),
                     "started": self.started,
                     **self.endpoints,
+                    **({"keys": str(self.keyring.path)} if self.keyring else {}),
                 }
             )
 
     # ------------------------------------------------------------------ setup
-    def _bind(self, kind: int, host: str, port: int) -> zmq.Socket:
+    def _bind(self, kind: int, host: str, port: int, name: str) -> zmq.Socket:
         s = self.ctx.socket(kind)
         s.setsockopt(zmq.LINGER, 0)
         if kind == zmq.ROUTER:
             s.setsockopt(zmq.SNDHWM, 0)  # acks must never be dropped at the high-water mark
+        if self.ipc_dir is not None:
+            s.bind(f"ipc://{self.ipc_dir}/{name}")
+            return s
+        self.guard.serve(s, name)  # CURVE: only the roles this socket serves get in
         if port:
             s.bind(f"tcp://{host}:{port}")
         else:
             s.bind_to_random_port(f"tcp://{host}")
         return s
 
-    @staticmethod
-    def _endpoint(s: zmq.Socket, host: str) -> str:
+    def _endpoint(self, s: zmq.Socket, host: str) -> str:
         ep = s.getsockopt(zmq.LAST_ENDPOINT).decode()
-        if host in ("0.0.0.0", "*"):
+        if self.advertise:
+            ep = ep.replace(f"//{host}:", f"//{self.advertise}:").replace(
+                "//0.0.0.0:", f"//{self.advertise}:"
+            )
+        elif host in ("0.0.0.0", "*"):
             ep = ep.replace("0.0.0.0", socket.gethostname())
         return ep
 
@@ -246,6 +276,8 @@ class Dispatcher(ControlRequests, PeerKeeping):
         msg = P.parse(frames[1].buffer)
         kind = type(msg)
         cno = self._client_by_ident.get(ident)
+        if kind is not P.Control and security.role_of(frames[1]) not in security.RUNS_PROGRAMS:
+            raise P.ProtocolError(f"a {security.role_of(frames[1])} may not run programs here")
         if cno is not None:
             self.planner.clients[cno].last_seen = self.clock.now()
             self.heard("client", cno, frames[1], "front")
@@ -275,16 +307,18 @@ class Dispatcher(ControlRequests, PeerKeeping):
             info = {"pid": msg.pid, "host": msg.host, "argv": msg.argv, "token": msg.token}
             self._hello(ident, info)
         elif kind is P.Control:
-            self.front.send_multipart([ident, P.encode(self._answer(msg))])
+            self.front.send_multipart([ident, P.encode(self._answer(msg, frames[1], cno))])
         elif kind is P.Bye:
             if cno is not None:
                 self._drop_client(cno)
         else:
             raise P.ProtocolError(f"unexpected {kind.__name__} from a client")
 
-    def _answer(self, msg: P.Control) -> P.Reply:
+    def _answer(self, msg: P.Control, frame: Any, tenant: int | None = None) -> P.Reply:
         try:
-            return P.Reply(True, self.answer(msg.request, msg.args))
+            return P.Reply(
+                True, self.answer(msg.request, msg.args, security.role_of(frame), tenant)
+            )
         except ValueError as exc:  # a refused request (unknown, bad config, wrong token)
             return P.Reply(False, str(exc))
 
@@ -305,6 +339,7 @@ class Dispatcher(ControlRequests, PeerKeeping):
                 "id": w.wid,
                 "host": w.info.get("host"),
                 "data": w.info.get("data"),
+                "data_key": w.info.get("data_key"),
                 "device": w.info.get("device"),
                 "backend": w.info.get("backend"),
             }
@@ -379,6 +414,7 @@ class Dispatcher(ControlRequests, PeerKeeping):
                         "queued_ns": None,
                     },
                 )
+            w.running[(c.cno, seq)] += 1  # its Done, and data for its client, come from w alone
             back.send(w.ident, zmq.SNDMORE)
             planned = len(payload) > 3  # a part the planner wrote (a forwarded batch has 3)
             back.send(P.encode(P.Run(c.cno, seq, n, c.info.get("token"), planned)), zmq.SNDMORE)
@@ -400,9 +436,19 @@ class Dispatcher(ControlRequests, PeerKeeping):
         if kind is P.Done:
             if wid is None:
                 raise P.ProtocolError("Done from an unregistered worker")
+            running = self.planner.workers[wid].running
+            key = (msg.client, msg.seq)
+            if not running.get(key):  # only the worker that runs a batch may say it is done
+                raise P.ProtocolError(f"worker {wid} reported a batch it does not run")
+            running[key] -= 1
+            if not running[key]:
+                del running[key]
             self._done(wid, msg)
         elif kind is P.Relay:
             c = self.planner.clients.get(msg.client)
+            w = self.planner.workers.get(wid) if wid is not None else None
+            if w is None or not any(k[0] == msg.client for k in w.running):
+                raise P.ProtocolError("data for a client whose batch that worker does not run")
             if c is not None:
                 out = [c.ident, P.encode(msg.data()), *frames[2:3]]
                 self.front.send_multipart(out, copy=False)
@@ -436,7 +482,7 @@ class Dispatcher(ControlRequests, PeerKeeping):
 
     def _register(self, ident: bytes, msg: P.Register, frame: Any) -> None:
         info = {"host": msg.host, "pid": msg.pid, "device": msg.device, "backend": msg.backend,
-                "data": msg.data, "gpu": msg.gpu}  # fmt: skip
+                "data": msg.data, "gpu": msg.gpu, "data_key": msg.data_key}  # fmt: skip
         wid = self.planner.add_worker(ident, info, self.clock.now())
         self.planner.workers[wid].local = self.is_local(info)
         self._worker_by_ident[ident] = wid
@@ -456,8 +502,9 @@ class Dispatcher(ControlRequests, PeerKeeping):
         """Tell every worker where its peers' data sockets are (for direct transfers)."""
         alive = self.planner.alive_workers()
         table = {w.wid: w.info.get("data") for w in alive if w.info.get("data")}
+        keys = {w.wid: w.info["data_key"] for w in alive if w.info.get("data_key")} or None
         for w in alive:
-            self.back.send_multipart([w.ident, P.encode(P.Peers(table))])
+            self.back.send_multipart([w.ident, P.encode(P.Peers(table, keys))])
 
     def _worker_lost(self, wid: int, reason: str) -> None:
         w = self.planner.workers[wid]
@@ -490,7 +537,7 @@ class Dispatcher(ControlRequests, PeerKeeping):
             msg = P.parse(frames[-1].buffer)
             if type(msg) is not P.Control:
                 raise P.ProtocolError("the control socket takes Control requests")
-            reply = self._answer(msg)
+            reply = self._answer(msg, frames[-1])
         except P.ProtocolError as exc:
             self.bad_messages += 1
             reply = P.Reply(False, str(exc))
@@ -528,4 +575,6 @@ class Dispatcher(ControlRequests, PeerKeeping):
                 pass
         for s in (self.front, self.back, self.control, *self.monitors.values()):
             s.close(0)
+        if self.guard is not None:
+            self.guard.close()  # its ZAP socket must go before the context can end
         self.ctx.term()  # ends zmq.proxy on its thread, which then closes the bus sockets

@@ -14,7 +14,7 @@ deadlocking) once all of those workers have room, and acknowledged once every pa
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +69,7 @@ class WorkerState:
     alive: bool = True
     local: bool = False  # our own child process: watched through the OS, never timed out
     clients: set[int] = field(default_factory=set)
+    running: Counter = field(default_factory=Counter)  # (client, seq) of the batches it holds
     batches_done: int = 0
     instructions_done: int = 0
     stats: dict = field(default_factory=dict)

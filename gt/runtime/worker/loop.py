@@ -19,7 +19,7 @@ from typing import Any
 
 import zmq
 
-from gt.runtime import discovery
+from gt.runtime import discovery, security
 from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime.liveness import (
@@ -51,6 +51,20 @@ _HEARTBEAT = P.encode(P.Heartbeat())
 INBOX_MAX = 64
 
 
+def route_to(endpoint: str) -> str:
+    """The local address this machine reaches a TCP endpoint's host from (its own interface),
+    or ``127.0.0.1`` when that cannot be told."""
+    host = endpoint.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    if host in ("127.0.0.1", "localhost", "::1"):
+        return "127.0.0.1"
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((host, 9))  # no packet is sent: the kernel only picks the route
+            return s.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"
+
+
 class Worker:
     """One worker process's sockets and loop.
 
@@ -64,11 +78,12 @@ class Worker:
 
     def __init__(
         self, connect: str, *, backend: Backend | None = None, register_timeout: float = 30.0,
-        memory: Mapping | None = None,
+        memory: Mapping | None = None, bind: str | None = None, advertise: str | None = None,
     ):  # fmt: skip
         self.keeps_memory = keep_freed_memory()
         self.backend = backend or load_backend()
         self.ctx = zmq.Context()
+        self.guard: security.Guard | None = None
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         # Our identities, registered with the dispatcher: only our own heartbeat socket can keep
@@ -76,11 +91,12 @@ class Worker:
         self.ident = uuid.uuid4().bytes
         self.sock.setsockopt(zmq.IDENTITY, self.ident)
         heartbeat_options(self.sock, DEFAULT_TIMEOUT)  # libzmq watches the link (liveness.py)
+        security.secure_connect(self.sock, connect, ("worker",))
         self.sock.connect(connect)
         self.data = self.ctx.socket(zmq.ROUTER)
         self.data.setsockopt(zmq.LINGER, 0)
         self.data.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        self.data.bind_to_random_port("tcp://127.0.0.1")
+        data_key = self._bind_data(connect, bind, advertise)
         self.connect_to = connect
         self.pending_uploads: dict[tuple[Any, int], tuple[Any, float]] = {}  # -> (frame, arrived)
         self.bad_messages = 0  # malformed or unexpected messages on the data socket, dropped
@@ -91,9 +107,10 @@ class Worker:
             pid=os.getpid(),
             device=self.backend.device,
             backend=self.backend.name,
-            data=self.data.getsockopt(zmq.LAST_ENDPOINT).decode(),
+            data=self.data_endpoint,
             hb=self.ident + b"/hb",
             gpu=self.backend.identity.as_dict() if self.backend.identity is not None else None,
+            data_key=data_key,
         )
         reg = self._register(connect, register_timeout)
         self.wid = reg.worker
@@ -103,8 +120,9 @@ class Worker:
         clock = settings.get("clock")
         offset = clock - time.monotonic_ns() if isinstance(clock, int) else 0
         self.events = Emitter(
-            self.ctx, settings.get("events_in"), f"worker:{self.wid}", clock_offset_ns=offset
-        )
+            self.ctx, settings.get("events_in"), f"worker:{self.wid}", clock_offset_ns=offset,
+            secure=lambda s, ep: security.secure_connect(s, ep, ("worker",)),
+        )  # fmt: skip
         self.device_monitor = (
             DeviceMonitor(self.events, self.wid, self.backend.identity)
             if self.events.enabled
@@ -118,6 +136,25 @@ class Worker:
         self.inbox: deque[list] = deque()  # [frames, parsed header, parsed body]
         self._hb = threading.Thread(target=self._heartbeat_loop, name="gt-heartbeat", daemon=True)
         self._hb.start()
+
+    def _bind_data(self, connect: str, bind: str | None, advertise: str | None) -> bytes | None:
+        """Bind the data socket next to the dispatcher's kind of endpoint: ipc in its private
+        directory, else TCP as a CURVE server on ``bind`` (default: the address this machine
+        reaches the dispatcher from), advertised as ``advertise``. Returns its public key."""
+        if connect.startswith("ipc://"):
+            where = os.path.dirname(connect[len("ipc://") :])
+            self.data.bind(f"ipc://{where}/w-{self.ident.hex()[:12]}")
+            self.data_endpoint = self.data.getsockopt(zmq.LAST_ENDPOINT).decode()
+            return None
+        ring = security.keyring()
+        self.guard = security.Guard(self.ctx, ring)
+        pub, sec = security.keypair()
+        self.guard.serve(self.data, "data", (pub, sec))
+        host = bind or route_to(connect)
+        port = self.data.bind_to_random_port(f"tcp://{host}")
+        shown = advertise or (socket.gethostname() if host in ("0.0.0.0", "*") else host)
+        self.data_endpoint = f"tcp://{shown}:{port}"
+        return pub
 
     def _register(self, connect: str, timeout: float) -> P.Registered:
         self.sock.send(P.encode(self.info))
@@ -227,7 +264,7 @@ class Worker:
             self.executor.drop_client(msg.client)
             self.peers.drop(msg.client)
         elif kind is P.Peers:
-            self.peers.set_endpoints(msg.endpoints)
+            self.peers.set_endpoints(msg.endpoints, msg.keys)
         elif kind is P.Configure:
             self.memory.configure(msg.memory)
         elif kind is P.Stop:
@@ -247,6 +284,8 @@ class Worker:
                 if type(msg) is P.Upload:
                     self.pending_uploads[(frames[0].bytes, msg.tok)] = (frames[2], time.monotonic())
                 elif type(msg) is P.Peer:
+                    if self.guard is not None and security.role_of(frames[1]) != "worker":
+                        raise P.ProtocolError("peer data from a connection that is no worker's")
                     self.peers.accept(frames[0].bytes, msg, frames[2])
                 else:
                     raise P.ProtocolError(f"unexpected {type(msg).__name__} on the data socket")
@@ -381,6 +420,7 @@ class Worker:
         s.setsockopt(zmq.IDENTITY, self.ident + b"/hb")
         heartbeat_options(s, self.liveness)
         monitor = watch_disconnects(s)
+        security.secure_connect(s, self.connect_to, ("worker",))
         s.connect(self.connect_to)
         clock = RunningClock(period=self.heartbeat, stall=max(1.0, 3 * self.heartbeat))
         last_reply = clock.now()
@@ -432,4 +472,6 @@ class Worker:
             self.events.emit(E.MEMORY, {"worker": self.wid, "used": 0, "reserved": 0, "cached": 0,
                                         "limit": None, "spilled": 0, "tensors": 0})  # fmt: skip
             self.events.close()
+        if getattr(self, "guard", None) is not None:
+            self.guard.close()
         self.ctx.destroy(linger=0)

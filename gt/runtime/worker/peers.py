@@ -28,6 +28,7 @@ import zmq
 
 from gt.runtime import ops as O
 from gt.runtime import protocol as P
+from gt.runtime import security
 from gt.runtime.ops import (
     ALL_GATHER,
     ALL_REDUCE,
@@ -109,6 +110,7 @@ class Peers:
         self.stopped = stopped
         self.timeout = peer_timeout()
         self.endpoints: dict[int, str] = {}
+        self.keys: dict[int, bytes] = {}  # peer -> its data socket's CURVE public key (TCP)
         self.socks: dict[int, zmq.Socket] = {}
         self.stash: dict[tuple, tuple[Any, Any, float]] = {}  # -> (message, frame, arrived)
         self.cno = 0
@@ -118,13 +120,17 @@ class Peers:
         self.waited_ns = 0  # time blocked on peers (and, via the worker, on uploads)
 
     # ------------------------------------------------------------------ links
-    def set_endpoints(self, endpoints: dict) -> None:
-        """Learn the peers' data endpoints (from the dispatcher's PEERS message)."""
+    def set_endpoints(self, endpoints: dict, keys: dict | None = None) -> None:
+        """Learn the peers' data endpoints, and over TCP their CURVE keys (from the dispatcher's
+        PEERS message)."""
         for k, v in endpoints.items():
             wid = int(k)
-            if self.endpoints.get(wid) != v and wid in self.socks:
+            key = (keys or {}).get(wid)
+            if (self.endpoints.get(wid), self.keys.get(wid)) != (v, key) and wid in self.socks:
                 self.socks.pop(wid).close(0)
             self.endpoints[wid] = str(v)
+            if key is not None:
+                self.keys[wid] = key
 
     def _sock(self, peer: int) -> zmq.Socket:
         s = self.socks.get(peer)
@@ -138,6 +144,7 @@ class Peers:
                 zmq.SNDHWM, 0
             )  # a send must never block: receivers drain in their own order
             s.setsockopt(zmq.IDENTITY, b"w%d" % self.wid)
+            security.secure_connect(s, ep, ("worker",), server_key=self.keys.get(peer))
             s.connect(ep)
             self.socks[peer] = s
         return s

@@ -1,0 +1,307 @@
+"""Who may talk to a GT cluster: ZeroMQ's own CURVE on every TCP socket, and roles.
+
+A cluster's *keyring* is a directory (mode 0700) of ZeroMQ certificates (``zmq.auth``):
+
+* ``server.key`` / ``server.key_secret``: the dispatcher's own keypair (everyone needs the public
+  half to know they talk to the real dispatcher; only the dispatcher holds the secret);
+* ``worker``, ``client``, ``monitor``, ``admin``: one keypair per role. Holding a role's secret is
+  being that role: **worker** registers workers; **client** runs programs; **monitor** reads the
+  event stream and stats (read-only); **admin** does everything, and alone applies shard configs
+  and memory settings.
+
+``gt keys`` makes one (``$GT_KEYS`` or ``~/.config/gt/keys``) and ``gt keys export --role R DIR``
+copies what one role needs. Every TCP socket a dispatcher or worker binds is a CURVE server whose
+ZAP handler (pyzmq's :class:`~zmq.auth.thread.ThreadAuthenticator`) lets in only the roles that
+socket serves, and names each peer's role as the ``User-Id`` of its messages; every socket that
+connects over TCP is a CURVE client. A worker's data socket uses a keypair the worker makes when it
+starts (its public key travels in its registration). A private local cluster (what ``gt.connect()``
+starts for one program) uses ipc sockets in the 0700 runtime directory instead: the file system is
+its guard, and nothing needs keys.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import zmq
+import zmq.auth
+from zmq.auth.thread import ThreadAuthenticator
+from zmq.utils import z85
+
+ROLES = ("worker", "client", "monitor", "admin")
+SERVER = "server"
+#: The roles that may run programs (say hello and send batches on the front socket).
+RUNS_PROGRAMS = frozenset({"client", "admin", None})  # (None: over ipc, the owner)
+KEYS_ENV = "GT_KEYS"
+#: Which roles each kind of socket lets in (the ZAP domain is the kind).
+SERVES: dict[str, tuple[str, ...]] = {
+    # every role may ask the front for the other endpoints; only clients (and admins) may run
+    # programs there (the dispatcher checks each message's role)
+    "front": ("client", "admin", "monitor", "worker"),
+    "back": ("worker",),
+    "control": ("client", "monitor", "admin", "worker"),
+    "events_in": ("worker", "client", "admin"),
+    "events": ("monitor", "admin"),
+    "data": ("client", "worker", "admin"),
+}
+
+
+class KeysMissing(RuntimeError):
+    """The keys a socket needs are missing or unreadable; the message says what to do."""
+
+
+def default_dir() -> Path:
+    """Where keys live: ``$GT_KEYS``, else ``~/.config/gt/keys``."""
+    env = os.environ.get(KEYS_ENV)
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "gt" / "keys"
+
+
+@dataclass
+class Keyring:
+    """The keys one process has: the dispatcher's public key, and per role the public keys and
+    whichever secrets this machine holds.
+
+    Attributes:
+        path: the directory they were read from.
+        server: the dispatcher's ``(public, secret)`` (``secret`` is ``None`` off its machine).
+        public: role -> public key (z85 bytes).
+        secret: role -> secret key, for the roles this process may act as.
+    """
+
+    path: Path
+    server: tuple[bytes, bytes | None]
+    public: dict[str, bytes] = field(default_factory=dict)
+    secret: dict[str, bytes] = field(default_factory=dict)
+
+    def role_of(self, key: bytes) -> str | None:
+        """The role whose public key this is (z85)."""
+        for role, pub in self.public.items():
+            if pub == key:
+                return role
+        return None
+
+    def best(self, *wanted: str) -> str:
+        """The first of ``wanted`` this keyring can act as.
+
+        Raises:
+            KeysMissing: it holds none of them.
+        """
+        for role in wanted:
+            if role in self.secret:
+                return role
+        raise KeysMissing(
+            f"the keys in {self.path} hold no {' or '.join(wanted)} secret: ask the cluster's "
+            f"admin for them (gt keys export --role {wanted[0]} DIR, then GT_KEYS=DIR)"
+        )
+
+
+def create(path: str | os.PathLike[str] | None = None, *, force: bool = False) -> Keyring:
+    """Make a new keyring (every role) in ``path`` (default :func:`default_dir`), mode 0700.
+
+    Raises:
+        FileExistsError: a keyring is there already (unless ``force``).
+    """
+    d = Path(path) if path is not None else default_dir()
+    if (d / f"{SERVER}.key").exists() and not force:
+        raise FileExistsError(f"{d} already holds GT keys (--force makes new ones)")
+    d.mkdir(parents=True, exist_ok=True)
+    os.chmod(d, 0o700)
+    for name in (SERVER, *ROLES):
+        zmq.auth.create_certificates(str(d), name)
+        os.chmod(d / f"{name}.key_secret", 0o600)
+    return load(d)
+
+
+def load(path: str | os.PathLike[str] | None = None) -> Keyring:
+    """Read a keyring (every public key there, and the secrets present).
+
+    Raises:
+        KeysMissing: no keyring there, or one readable by other users.
+    """
+    d = Path(path) if path is not None else default_dir()
+    server = d / f"{SERVER}.key"
+    if not server.exists():
+        raise KeysMissing(
+            f"no GT keys in {d}: run `gt keys` there (or set {KEYS_ENV} to where the cluster's "
+            "admin put them)"
+        )
+    for secret in d.glob("*.key_secret"):  # a secret others can read is no secret
+        if secret.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise KeysMissing(f"{secret} is readable by other users: chmod 600 {secret}")
+    pub, sec = _pair(d, SERVER)
+    ring = Keyring(d, (pub, sec))
+    for role in ROLES:
+        if (d / f"{role}.key").exists():
+            ring.public[role], s = _pair(d, role)
+            if s is not None:
+                ring.secret[role] = s
+    return ring
+
+
+def _pair(d: Path, name: str) -> tuple[bytes, bytes | None]:
+    secret = d / f"{name}.key_secret"
+    try:
+        if secret.exists():
+            pub, sec = zmq.auth.load_certificate(str(secret))
+            return pub, sec
+        pub, _ = zmq.auth.load_certificate(str(d / f"{name}.key"))
+        return pub, None
+    except (OSError, ValueError) as exc:
+        raise KeysMissing(f"cannot read GT key {d / name}: {exc}") from None
+
+
+def export(ring: Keyring, role: str, dest: str | os.PathLike[str]) -> list[Path]:
+    """Copy what a process of ``role`` needs into ``dest`` (made 0700): the dispatcher's public
+    key, every role's public key, and that role's secret. Returns the files written.
+
+    Raises:
+        KeysMissing: the keyring does not hold that role's secret.
+    """
+    if role not in ROLES:
+        raise KeysMissing(f"no role {role!r}: one of {', '.join(ROLES)}")
+    ring.best(role)
+    out = Path(dest)
+    out.mkdir(parents=True, exist_ok=True)
+    os.chmod(out, 0o700)
+    files = [
+        f"{SERVER}.key",
+        *(f"{r}.key" for r in ROLES if r in ring.public),
+        f"{role}.key_secret",
+    ]
+    written = []
+    for f in files:
+        shutil.copyfile(ring.path / f, out / f)
+        os.chmod(out / f, 0o600 if f.endswith("_secret") else 0o644)
+        written.append(out / f)
+    return written
+
+
+# ------------------------------------------------------------------------------ sockets
+class _Auth(ThreadAuthenticator):
+    """pyzmq's ZAP handler, naming each authenticated peer by its role (the ``User-Id``)."""
+
+    def __init__(self, ctx: zmq.Context, ring: Keyring, extra: dict[bytes, str]) -> None:
+        super().__init__(ctx)
+        self.ring, self.extra = ring, extra
+
+    def curve_user_id(self, client_key: bytes) -> str:
+        key = z85.encode(client_key)
+        return self.ring.role_of(key) or self.extra.get(key) or "?"
+
+
+class _Roles:
+    """A ZAP credentials provider: the peer's key must be one of these roles'."""
+
+    def __init__(self, guard: Guard, roles: Iterable[str]) -> None:
+        self.guard, self.roles = guard, frozenset(roles)
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        role = self.guard.ring.role_of(key) or self.guard.extra.get(key)
+        return role in self.roles
+
+
+class Guard:
+    """The serving side of CURVE in one process: makes sockets CURVE servers that let in the
+    roles they are for (connecting sockets use :func:`secure_connect`). One per ZeroMQ context;
+    :meth:`close` stops its ZAP thread.
+
+    Args:
+        ctx: the process's context.
+        ring: the cluster's keys.
+    """
+
+    def __init__(self, ctx: zmq.Context, ring: Keyring) -> None:
+        self.ctx, self.ring = ctx, ring
+        self.extra: dict[bytes, str] = {}  # keys this process trusts beyond the keyring's
+        self._auth: _Auth | None = None
+        self._domains: set[str] = set()
+
+    def trust(self, public: bytes, role: str) -> None:
+        """Also let in this public key, as ``role`` (e.g. the dispatcher's own event emitter)."""
+        self.extra[public] = role
+
+    def serve(
+        self, sock: zmq.Socket, kind: str, keypair: tuple[bytes, bytes] | None = None
+    ) -> None:
+        """Make ``sock`` (before it binds) a CURVE server that lets in the roles of ``kind``
+        (:data:`SERVES`), with ``keypair`` (default: the dispatcher's)."""
+        pub, sec = keypair or self.ring.server
+        if sec is None:
+            raise KeysMissing(f"the keys in {self.ring.path} hold no server secret (serve from the "
+                            "dispatcher's machine, or run gt keys there)")  # fmt: skip
+        if self._auth is None:
+            self._auth = _Auth(self.ctx, self.ring, self.extra)
+            self._auth.start()
+        if kind not in self._domains:
+            self._auth.configure_curve_callback(
+                domain=kind, credentials_provider=_Roles(self, SERVES[kind])
+            )
+            self._domains.add(kind)
+        sock.curve_secretkey, sock.curve_publickey = sec, pub
+        sock.curve_server = True
+        sock.zap_domain = kind.encode()
+
+    def close(self) -> None:
+        """Stop the ZAP thread."""
+        if self._auth is not None:
+            self._auth.stop()
+            self._auth = None
+
+
+def role_of(frame: Any) -> str | None:
+    """The role of the peer a received frame came from (``None`` on an ipc socket)."""
+    try:
+        return frame.get("User-Id")
+    except (zmq.ZMQError, AttributeError):
+        return None
+
+
+def keypair() -> tuple[bytes, bytes]:
+    """A fresh CURVE keypair (a worker's data socket, the dispatcher's own emitter)."""
+    return zmq.curve_keypair()
+
+
+_rings: dict[Path, Keyring] = {}
+
+
+def keyring(path: str | os.PathLike[str] | None = None) -> Keyring:
+    """This process's keyring (read once per directory; see :func:`load`)."""
+    d = Path(path) if path is not None else default_dir()
+    ring = _rings.get(d)
+    if ring is None:
+        ring = _rings[d] = load(d)
+    return ring
+
+
+def is_tcp(endpoint: str) -> bool:
+    """Whether an endpoint is TCP (and so needs CURVE)."""
+    return endpoint.startswith("tcp://")
+
+
+def secure_connect(sock: zmq.Socket, endpoint: str, roles: tuple[str, ...] = ("admin", "client"),
+                   server_key: bytes | None = None) -> str | None:  # fmt: skip
+    """Before ``sock`` connects to ``endpoint``: over TCP, make it a CURVE client as the first of
+    ``roles`` this process's keyring holds (``$GT_ROLE`` picks one), to the dispatcher (or to
+    ``server_key``). Returns the role, ``None`` for ipc/inproc endpoints (nothing to do).
+
+    Raises:
+        KeysMissing: TCP, and no usable keys (the message says where to get them).
+    """
+    if not is_tcp(endpoint):
+        return None
+    ring = keyring()
+    wanted = os.environ.get("GT_ROLE")
+    role = ring.best(*((wanted,) if wanted else roles))
+    sock.curve_secretkey = ring.secret[role]
+    sock.curve_publickey = ring.public[role]
+    sock.curve_serverkey = server_key or ring.server[0]
+    return role

@@ -1,0 +1,181 @@
+"""A shared dispatcher over TCP: only holders of the cluster's keys get in, each role does what it
+may and no more, and no tenant reads or forges another's results."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import zmq
+from helpers import wait_for
+
+import gt
+from gt.runtime import protocol as P
+from gt.runtime import security as S
+from gt.runtime.control import ControlError, request
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory):
+    root = tmp_path_factory.mktemp("keys")
+    ring = S.create(root / "cluster")
+    for role in ("client", "monitor", "worker"):
+        S.export(ring, role, root / role)
+    S.create(root / "stranger")  # another cluster's keys
+    return root
+
+
+@pytest.fixture(scope="module")
+def cluster(keys):
+    """``gt dispatcher`` on TCP with one local worker, using the cluster's keys."""
+    env = {**os.environ, S.KEYS_ENV: str(keys / "cluster")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gt", "dispatcher", "--workers", "1", "--ready-json"],
+        stdout=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        eps = json.loads(proc.stdout.readline())
+        old = os.environ.get(S.KEYS_ENV)
+        os.environ[S.KEYS_ENV] = str(keys / "cluster")
+        wait_for(lambda: request(eps["front"], "stats")["workers"], timeout=60)
+        yield eps
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        if old is None:
+            os.environ.pop(S.KEYS_ENV, None)
+        else:
+            os.environ[S.KEYS_ENV] = old
+
+
+@pytest.fixture
+def as_role(keys, monkeypatch):
+    """Act as a process holding only one role's keys (or a stranger's)."""
+
+    def use(who: str) -> None:
+        monkeypatch.setenv(S.KEYS_ENV, str(keys / who))
+        monkeypatch.delenv("GT_ROLE", raising=False)
+
+    return use
+
+
+def _stats(eps: dict) -> dict:
+    return request(eps["control"], "stats")
+
+
+def test_a_client_with_the_clusters_keys_runs_a_program_sharded_over_curve(cluster, as_role):
+    as_role("client")
+    conn = gt.connect(cluster["front"], timeout=30)
+    try:
+        assert conn.role == "client"
+        big = np.arange(40_000, dtype=np.float32)  # over the direct path's threshold
+        assert (gt.from_numpy(big) * 2).numpy().sum() == big.sum() * 2
+        np.testing.assert_array_equal((gt.arange(4) + 1).numpy(), [1, 2, 3, 4])
+    finally:
+        gt.disconnect()
+
+
+@pytest.mark.parametrize("who", ["stranger", "nobody"])
+def test_without_the_clusters_keys_nothing_gets_in(cluster, as_role, keys, who):
+    as_role(who)
+    if who == "nobody":
+        os.environ[S.KEYS_ENV] = str(keys / "absent")
+        with pytest.raises(gt.DispatcherLost, match="no GT keys"):
+            gt.connect(cluster["front"], timeout=3)
+        with pytest.raises(ControlError, match="no GT keys"):
+            request(cluster["control"], "stats", timeout=2)
+        return
+    with pytest.raises(gt.DispatcherLost, match="no dispatcher answered"):
+        gt.connect(cluster["front"], timeout=3)  # the handshake fails: never a welcome
+    with pytest.raises(ControlError, match="no GT dispatcher answered"):
+        request(cluster["control"], "stats", timeout=2)
+
+
+def test_a_plain_socket_is_not_answered(cluster):
+    ctx = zmq.Context()
+    s = ctx.socket(zmq.DEALER)
+    try:
+        s.connect(cluster["control"])
+        s.send(P.encode(P.Control("stats", None)))
+        assert not s.poll(1000)
+    finally:
+        s.close(0)
+        ctx.term()
+
+
+def test_only_an_admin_changes_the_cluster(cluster, as_role):
+    as_role("client")
+    with pytest.raises(ControlError, match="config_apply needs the admin role"):
+        request(cluster["front"], "config_apply", {"config": {"x": {"replicate": {}}}, "by": "t"})
+    as_role("monitor")
+    with pytest.raises(ControlError, match="memory_set needs the admin role"):
+        request(cluster["control"], "memory_set", {"settings": {"memory_limit": "1GB"}})
+    as_role("cluster")  # the owner's full keyring acts as admin
+    out = request(cluster["control"], "config_apply", {"config": {"x": {"replicate": {}}},
+                                                        "by": "test"})  # fmt: skip
+    assert "x" in out["signals"]
+    request(cluster["control"], "config_apply", {"config": {}, "by": "test"})
+
+
+def test_tenants_see_their_own_details_and_no_one_elses(cluster, as_role):
+    as_role("client")
+    conn = gt.connect(cluster["front"], timeout=30)
+    try:
+        gt.tensor([1.0]).item()
+        mine = conn.control("stats")["clients"]
+        me = next(c for c in mine if c["id"] == conn.client_no)
+        assert me["argv"] and me["argv"] != ["(another tenant)"] and me["pid"] == os.getpid()
+        as_role("monitor")
+        seen = _stats(cluster)["clients"]
+        assert all(c["argv"] == ["(another tenant)"] and c["pid"] is None for c in seen)
+        as_role("cluster")
+        full = _stats(cluster)["clients"]
+        assert any(c["pid"] == os.getpid() for c in full)
+    finally:
+        gt.disconnect()
+
+
+def test_the_event_stream_is_for_monitors(cluster, as_role):
+    def hears(role_dir: str) -> bool:
+        as_role(role_dir)
+        ctx = zmq.Context()
+        sub = ctx.socket(zmq.SUB)
+        try:
+            sub.setsockopt(zmq.SUBSCRIBE, b"")
+            S.secure_connect(sub, cluster["events"], ("monitor", "client"))
+            sub.connect(cluster["events"])
+            return bool(sub.poll(3000))  # the dispatcher publishes stats every second
+        finally:
+            sub.close(0)
+            ctx.term()
+
+    assert hears("monitor")
+    assert not hears("client")
+
+
+def test_a_worker_cannot_report_a_batch_it_does_not_run(cluster, as_role):
+    as_role("worker")
+    before = _stats(cluster)["bad_messages"]
+    ctx = zmq.Context()
+    s = ctx.socket(zmq.DEALER)
+    try:
+        S.secure_connect(s, cluster["back"], ("worker",))
+        s.connect(cluster["back"])
+        reg = P.Register(host="x", pid=1, device="cpu", backend="numpy", data="ipc:///nowhere",
+                         hb=b"fake/hb")  # fmt: skip
+        s.send(P.encode(reg))
+        assert s.poll(5000) and type(P.parse(s.recv_multipart()[0])) is P.Registered
+        s.send(P.encode(P.Done(1, 12345, [["forged", 0, 0]], 1, 10)))
+        s.send(P.encode(P.Relay(1, 7, "float32", [1], None)), zmq.SNDMORE)
+        s.send(b"\0\0\0\0")
+        as_role("cluster")
+        wait_for(lambda: _stats(cluster)["bad_messages"] >= before + 2, timeout=10)
+    finally:
+        s.close(0)
+        ctx.term()
