@@ -563,7 +563,7 @@ def bench_upload_fetch(cfg: Config) -> Result:
         target=0.8,
         higher_is_better=True,
         note=f"2 x {cfg.upload_mib} MiB / time, best of {cfg.upload_reps}; reference: ZeroMQ echo "
-        "between two processes over tcp://127.0.0.1, copy=False on both ends",
+        "between two processes over ipc (the transport of GT's local cluster), copy=False on both ends",
         samples={"gt": gt_bw, "ref": ref_bw},
     )
 

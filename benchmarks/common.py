@@ -354,10 +354,15 @@ def process_env(pid: int) -> dict[str, str]:
 
 
 # ----------------------------------------------------------------------------------------- sockets
-def bind_random(sock: Any, host: str = "127.0.0.1") -> str:
-    """Bind a ZeroMQ socket to a free TCP port on ``host``; returns the endpoint to connect to."""
-    port = sock.bind_to_random_port(f"tcp://{host}")
-    return f"tcp://{host}:{port}"
+def bind_random(sock: Any) -> str:
+    """Bind a ZeroMQ socket to a fresh ipc endpoint, the transport GT's own local clusters use
+    (so references and GT move bytes the same way); returns the endpoint to connect to."""
+    import tempfile
+    import uuid
+
+    ep = f"ipc://{tempfile.gettempdir()}/gt-bench-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    sock.bind(ep)
+    return ep
 
 
 def parent_alive(parent_pid: int) -> bool:
