@@ -30,7 +30,6 @@ from gt.trace.records import (
     as_num,
     as_text,
     exec_columns,
-    key_list,
     lane_spans,
     set_facts,
     span_times,
@@ -159,15 +158,23 @@ class ClusterModel:
 
     def _exec(self, t: int, f: dict, source: str) -> None:
         t0, t1 = span_times(f, t)  # every field is checked before the worker changes
-        ops, durs, n = exec_columns(f)
+        ops, durs, n, srcs = exec_columns(f)
         w = self._worker(f["worker"])
         if durs and len(durs) == len(ops):
-            per: dict = {}
-            for o, d in zip(ops, durs):
-                per[o] = per.get(o, 0) + d
-            w.times.update(per)
-            w.counts.update(ops)
-            top = max(per, key=per.__getitem__)
+            times, counts = w.times, w.counts
+            if len(set(ops)) == len(ops):  # the usual batch: no op twice, so no per-op sums
+                for o, d in zip(ops, durs):  # plain item updates: Counter.update is 10x slower
+                    times[o] += d
+                    counts[o] += 1
+                top = ops[durs.index(max(durs))]
+            else:
+                per: dict = {}
+                for o, d in zip(ops, durs):
+                    per[o] = per.get(o, 0) + d
+                    counts[o] += 1
+                for o, d in per.items():
+                    times[o] += d
+                top = max(per, key=per.__getitem__)
         elif ops:
             c = Counter(ops)
             w.counts.update(c)
@@ -182,7 +189,7 @@ class ClusterModel:
         w.time.batch(t0, t1)
         cno = as_int(f.get("client"))
         if ops:  # a batch of frees only leaves the current op as it was
-            w.last_ops, w.last_srcs, w.last_client = ops, key_list(f.get("srcs")), cno
+            w.last_ops, w.last_srcs, w.last_client = ops, srcs, cno
         q = as_int(f.get("queue"))
         if q is not None:
             w.queue = q

@@ -76,6 +76,13 @@ class TimeAccount:
             t0 = self.last  # a worker runs one batch at a time: time is never counted twice
         if t1 < t0:
             return
+        if not self._pending:  # the usual case: nothing to claim, the batch is all compute
+            self._add(t0, t1, COMPUTE)
+            if self.first is None or t0 < self.first:
+                self.first = t0
+            if self.last is None or t1 > self.last:
+                self.last = t1
+            return
         inside, before, after = [], [], []
         done = self.last
         for a, b, kind in self._pending:
