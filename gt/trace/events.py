@@ -69,7 +69,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
     # worker: a batch ran from t0 to t1 (ns). Columns, one entry per instruction: ops (opcodes),
     # outs (output ids), srcs (source-location ids), durs (ns; empty at the "summary" level).
     # hot: how many captured steps (gt.hot) the batch replayed, each one "hot" instruction.
-    # queue: batches still waiting on this worker.
+    # queue: batches still waiting on this worker. more: true for a slice of a batch that goes
+    # on later (the worker ran another client's batch between; the last slice has it false).
     EXEC: (
         "worker",
         "client",
@@ -84,6 +85,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
         "hot",
         "queue",
         "errors",
+        "more",
     ),
     # worker: bytes moved to/from a peer ("send"/"recv"), or blocked on data that had not arrived
     # ("wait"; bytes 0; peer None for a client's upload), from t0 to t1; "reduce" (bytes 0, peer

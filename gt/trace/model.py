@@ -194,16 +194,22 @@ class ClusterModel:
         if q is not None:
             w.queue = q
         w.instructions += n
-        w.batches += 1
+        last = not f.get("more")  # (a slice of a batch that goes on says more=True)
+        w.batches += last
         w.errors += as_count(f.get("errors"))
         hot = f.get("hot")
         if hot:  # captured steps replayed (older traces: True for a hot batch)
             w.hot += as_count(hot) if type(hot) is int else 1
         self.instructions += n
-        self.batches += 1
+        self.batches += last
         batch = f.get("batch")
         c = self.clients.get(cno)
-        if c is not None and is_int(batch) and (c.done_batch is None or batch > c.done_batch):
+        if (
+            last
+            and c is not None
+            and is_int(batch)
+            and (c.done_batch is None or batch > c.done_batch)
+        ):
             c.done_batch = batch
 
     def _transfer(self, t: int, f: dict, source: str) -> None:

@@ -148,3 +148,43 @@ def test_ops_too_large_for_any_worker_are_refused_before_they_run(ex):
     ])  # fmt: skip
     assert [e[1] for e in res.errors] == [OP["expand"], OP["full"]]
     assert all("over the limit" in e[0] for e in res.errors)
+
+
+def test_a_batch_run_in_slices_computes_what_it_computes_in_one_go():
+    import numpy as _np
+
+    from gt.runtime.worker.backend import Backend as _Backend
+    from gt.runtime.worker.executor import Executor as _Executor
+
+    def batch():
+        instrs = [ins("full", 1, [0.0], {"shape": [3], "dtype": "float32"})]
+        instrs += [ins("add", 2 + k, [1 + k, 1.0]) for k in range(40)]
+        instrs += [ins("neg", 100, [999]), ins("fetch", 7, [41])]  # one error on the way
+        frees = list(range(1, 40))
+        return P.encode_body(instrs, frees, list(range(2, 41)))  # each freed once used
+
+    whole = _Executor(_Backend(_np, "cpu"), NoPeers(), FakeIO())
+    res = whole.run(1, 1, b"t", batch(), [], True)
+    sliced = _Executor(_Backend(_np, "cpu"), NoPeers(), FakeIO())
+    job = sliced.begin(1, 1, b"t", batch(), [], True)
+    asks = {"n": 0}
+
+    def stop():  # cut after every look
+        asks["n"] += 1
+        return True
+
+    parts = []
+    while True:
+        part = sliced.step(job, stop)
+        parts.append(part)
+        if part.done:
+            break
+    assert len(parts) > 3 and asks["n"] >= len(parts) - 1
+    assert [len(p.instrs) for p in parts[:-1]] == [8] * (len(parts) - 1)  # SLICE_CHECK apart
+    assert sum(len(p.instrs) for p in parts) == len(res.instrs) == 43
+    assert sum(len(p.durs) for p in parts) == 43
+    _np.testing.assert_array_equal(sliced.io.replies[7][0], whole.io.replies[7][0])
+    assert sorted(sliced.tables[1]) == sorted(whole.tables[1]) == [40, 41]  # frees where they were
+    fresh = [e for p in parts for e in p.fresh_errors]
+    assert fresh == res.errors == parts[-1].errors and len(fresh) == 1  # reported once
+    assert sliced.batches == whole.batches == 1

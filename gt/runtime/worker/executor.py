@@ -3,9 +3,10 @@
 It owns the tensor tables (one per client, so ids never collide and a departed client's tensors go
 in one step) and nothing else: no sockets. What needs the outside world goes through two objects
 the worker's socket shell hands in: ``io`` (the data of a direct upload, a fetch reply) and
-``peers`` (transfers and collectives with other workers). :meth:`Executor.run` returns a
-:class:`BatchResult` -- errors, timings and the columns of the ``exec`` event -- which the shell
-reports.
+``peers`` (transfers and collectives with other workers). :meth:`Executor.run` runs a batch to
+its end; :meth:`Executor.begin` and :meth:`Executor.step` run it in slices, so other clients'
+batches can go between. Each returns a :class:`BatchResult` -- errors, timings and the columns of
+the ``exec`` event -- which the shell reports.
 
 An instruction that fails marks its output failed with ``[message, opcode, src]``; anything
 computed from a failed tensor fails with the same message, and the error is reported once.
@@ -13,14 +14,21 @@ computed from a failed tensor fails with the same message, and the error is repo
 
 from __future__ import annotations
 
-import os
 import time
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime.worker.backend import Backend
+from gt.runtime.worker.batch import (
+    GUARDED,
+    SLICE_CHECK,
+    BatchResult,
+    BatchState,
+    Job,
+    check_guarded,
+    resolve_args,
+)
 from gt.runtime.worker.clock import SYNC_EACH_OP, clock_for
 from gt.runtime.worker.hot import HotPlans
 from gt.runtime.worker.memory import release_cached
@@ -28,7 +36,6 @@ from gt.runtime.worker.peers import PeerFailure
 from gt.runtime.worker.pool import MemoryPool
 from gt.runtime.worker.spill import root_of
 
-MAX_ERRORS_PER_BATCH = 64
 _NEVER = 1 << 62
 _UPLOAD, _FETCH, _MARK, _FREE, _PLACE, _EXPAND = (
     O.OPCODE[n] for n in ("upload", "fetch", "mark", "free", "place", "expand")
@@ -46,100 +53,6 @@ class ExecutorIO(Protocol):
 
     def reply(self, client: int, token: bytes | None, req: int, arr: Any, err: list | None) -> None:
         """Send a fetch's array (or its error) to the client."""
-
-
-@dataclass
-class BatchResult:
-    """What one batch did: its errors, its instructions, and when each ran.
-
-    Attributes:
-        errors: ``[message, opcode, src]`` of each newly failed instruction (at most 64).
-        instrs: the batch's instructions (the event columns come from them).
-        t0, t1: monotonic ns around the whole batch.
-        durs: per-instruction ns (empty unless per-instruction timing was asked for).
-        busy_ns: the batch's duration (``t1 - t0``).
-        hot: how many captured steps (``hot`` instructions) it replayed.
-    """
-
-    errors: list = field(default_factory=list)
-    instrs: list = field(default_factory=list)
-    t0: int = 0
-    t1: int = 0
-    durs: list = field(default_factory=list)
-    hot: int = 0
-
-    @property
-    def busy_ns(self) -> int:
-        """Nanoseconds the batch took."""
-        return self.t1 - self.t0
-
-
-def _resolve(tbl: dict, args: list) -> list:
-    """Argument values: tensors from the table (a bare int is a tensor id), immediates as they are.
-
-    Raises:
-        KeyError: a tensor is not in the table.
-        ProtocolError: an immediate that no client makes (a string, a nested list ...).
-    """
-    return [tbl[a] if type(a) is int else (a if type(a) is float else _immediate(a)) for a in args]
-
-
-def _immediate(a: Any) -> Any:
-    """A bool, ``None``, or an integer immediate ``[v]``; anything else is refused (it could make
-    arrays of Python objects, whose arithmetic has no bound)."""
-    if a is None or type(a) is bool:
-        return a
-    if type(a) is list and len(a) == 1 and type(a[0]) is int and -(1 << 63) <= a[0] < 1 << 64:
-        return a[0]
-    raise P.ProtocolError(
-        f"an argument is a tensor id, a float, a bool, None or [int], not {a!r:.40}"
-    )
-
-
-#: The most elements any one op may make or read through a broadcast view: a bound on its time
-#: and memory that a client cannot lift (``$GT_MAX_ELEMENTS``).
-MAX_ELEMENTS = int(os.environ.get("GT_MAX_ELEMENTS", 1 << 32))
-_PLANNER_ONLY = frozenset((*O.COMM_OPS, O.OPCODE["free"]))
-_SIZED = frozenset(op.code for op in O.REGISTRY if op.kind == "create" or op.name == "expand")
-
-
-_GUARDED = _PLANNER_ONLY | _SIZED | {_HOT, _HOT_DEFINE}
-
-
-def _check_guarded(code: int, attrs: Any, planned: bool) -> None:
-    """The rules for the few opcodes that need them (kept off the common path)."""
-    if code in _PLANNER_ONLY and not planned:
-        raise P.ProtocolError(
-            f"{O.op_name(code)} may only come from the dispatcher's planner, not from a client"
-        )
-    if code in _SIZED:
-        shape = O.REGISTRY[code].shape([], attrs) if code != _EXPAND else attrs["shape"]
-        n = 1
-        for d in shape:
-            n *= int(d)
-        if n > MAX_ELEMENTS:
-            raise MemoryError(
-                f"{O.op_name(code)} of shape {list(shape)} ({n:,} elements) is over the limit of "
-                f"{MAX_ELEMENTS:,} elements per op (GT_MAX_ELEMENTS)"
-            )
-
-
-class _Batch:
-    """The state of one batch while it runs."""
-
-    __slots__ = ("cno", "seq", "token", "tbl", "failed", "bufs", "errors", "planned", "hot")
-
-    def __init__(self, cno: int, seq: int, token: Any, tbl: dict, failed: dict, bufs: list,
-                 planned: bool) -> None:  # fmt: skip
-        self.cno, self.seq, self.token = cno, seq, token
-        self.tbl, self.failed, self.bufs = tbl, failed, bufs
-        self.planned = planned
-        self.errors: list = []
-        self.hot = 0  # captured steps replayed
-
-    def report(self, err: list) -> None:
-        if len(self.errors) < MAX_ERRORS_PER_BATCH:
-            self.errors.append(err[:3])
 
 
 class Executor:
@@ -218,49 +131,68 @@ class Executor:
         self, cno: int, seq: int, token: Any, body: Any, bufs: list, timed: bool,
         planned: bool = False, lookahead: Any = (),
     ) -> BatchResult:  # fmt: skip
-        """Run one batch for client ``cno``.
+        """Run one batch for client ``cno`` to its end (see :meth:`begin` for the arguments)."""
+        return self.step(self.begin(cno, seq, token, body, bufs, timed, planned, lookahead))
+
+    def begin(
+        self, cno: int, seq: int, token: Any, body: Any, bufs: list, timed: bool,
+        planned: bool = False, lookahead: Any = (),
+    ) -> Job:  # fmt: skip
+        """Start one batch for client ``cno``; :meth:`step` runs it (in one go, or in slices).
 
         Args:
-            body: the batch's body frame (instructions and frees, see :func:`P.parse_body`).
+            body: the batch's body frame (instructions and frees, see :func:`P.parse_body`), or
+                :func:`P.parse_body`'s result when the caller already parsed it.
             bufs: the upload frames that came with it.
             timed: also time every instruction (``durs``).
             planned: the dispatcher's planner wrote it (transfers between workers are allowed).
             lookahead: ``(client, instructions, frees)`` of the batches queued after this one
                 (the memory pool spills what they need last, prefetches it, and does not spill
                 what they free).
-
-        ``body`` may also be :func:`P.parse_body`'s result, when the caller already parsed it.
         """
-        res = BatchResult()
-        b = _Batch(cno, seq, token, self._table(cno), self.failed.setdefault(cno, {}), bufs,
+        b = BatchState(cno, seq, token, self._table(cno), self.failed.setdefault(cno, {}), bufs,
                    planned)  # fmt: skip
-        self.peers.cno, self.peers.batch = cno, seq
         try:
             instrs, frees, free_at = body if type(body) is tuple else P.parse_body(body)
         except P.ProtocolError as exc:
             instrs, frees, free_at = [], [], None
             b.report([str(exc), -1, 0])
-        if self.pool is not None:
-            self.pool.plan([(cno, instrs, frees), *lookahead])
         # Frees the client made between instructions are applied at that point of the batch.
         early = sorted(zip(free_at, frees)) if free_at else []
-        late = [] if free_at else frees
-        dclock = self.clock
+        job = Job(b, instrs, early, [] if free_at else frees, timed)
+        if self.pool is not None:
+            self.pool.plan([(cno, instrs, frees), *lookahead])
+        return job
+
+    def step(self, job: Job, stop: Any = None) -> BatchResult:
+        """Run ``job`` until it ends, or -- with ``stop`` -- until ``stop()`` is true when asked
+        between two instructions (a *slice*: another client's work is waiting). The result
+        covers this slice (``done``: the batch has ended; ``errors``: all of the batch's so far).
+        """
+        b = job.b
+        res = BatchResult()
+        self.peers.cno, self.peers.batch = b.cno, b.seq
+        if job.started and self.pool is not None:  # resumed after another client's slice
+            self.pool.plan([(b.cno, job.instrs[job.idx :], job.late)])
+        job.started = True
+        start, dclock = job.idx, self.clock
         marks: list = []
         waits: list[int] = []
         res.t0 = time.monotonic_ns()
-        self._loop(b, instrs, early, (marks, waits) if timed else None)
-        if self.pending:  # nothing stays in flight past the batch: peers may wait for it
-            self._complete_pending(b)
-        for f in late:
-            self._free(b, f)
-        if dclock.device:  # the batch is done when the device has done it
+        job.idx = self._loop(job, (marks, waits) if job.timed else None, stop)
+        res.done = job.idx >= len(job.instrs)
+        if res.done:
+            if self.pending:  # nothing stays in flight past the batch: peers may wait for it
+                self._complete_pending(b)
+            for f in job.late:
+                self._free(b, f)
+        if dclock.device:  # a slice is done when the device has done it
             if marks:
                 marks.append(dclock.mark())
             try:
                 dclock.fence()
             except Exception as exc:
-                self._device_failed(b, instrs, exc)
+                self._device_failed(b, job.instrs[start : job.idx], exc)
         res.t1 = time.monotonic_ns()
         if marks:
             if not dclock.device:
@@ -272,25 +204,37 @@ class Executor:
                 max(0, d - (w1 - w0))
                 for d, w0, w1 in zip(dclock.durations(marks), waits, waits[1:])
             ]
-        res.errors, res.instrs, res.hot = b.errors, instrs, b.hot
-        self.batches += 1
-        self.instructions += len(instrs)
+        res.errors, res.instrs = b.errors, job.instrs[start : job.idx]
+        res.fresh_errors, job.reported = b.errors[job.reported :], len(b.errors)
+        res.hot, b.hot = b.hot, 0
+        self.instructions += len(res.instrs)
         self.busy_ns += res.busy_ns
+        if res.done:
+            self.batches += 1
         return res
 
-    def _loop(self, b: _Batch, instrs: list, early: list, stamp: Any) -> None:
-        """The hot loop: frees due at each position, then the instruction.
+    def _loop(self, job: Job, stamp: Any, stop: Any) -> int:
+        """The hot loop: frees due at each position, then the instruction; from ``job.idx`` to
+        the end, or to where ``stop()`` says (asked every :data:`SLICE_CHECK` instructions).
+        Returns where it stopped.
 
         ``stamp``: ``None``, or two lists for the clock's mark before each instruction and the
         worker's total wait so far (per-instruction timing).
         """
+        b, instrs, early = job.b, job.instrs, job.early
         peers = self.peers
         stamp_t, stamp_w = (stamp[0].append, stamp[1].append) if stamp is not None else (None, None)
         mark = self.clock.mark
         sync_each = self.sync_each_op
-        next_free = early[0][0] if early else _NEVER
-        fi = 0
-        for idx, ins in enumerate(instrs):
+        fi = job.fi
+        next_free = early[fi][0] if fi < len(early) else _NEVER
+        n = len(instrs)
+        idx = job.idx
+        first = idx
+        while idx < n:
+            if stop is not None and idx > first and not (idx - first) % SLICE_CHECK and stop():
+                break
+            ins = instrs[idx]
             if next_free <= idx:
                 while fi < len(early) and early[fi][0] <= idx:
                     self._free(b, early[fi][1])
@@ -309,10 +253,15 @@ class Executor:
                 b.failed[out] = [*exc.err, False]
             except Exception as exc:  # the op failed: record it against its output
                 self._op_failed(b, ins, exc)
-        for _, f in early[fi:]:
-            self._free(b, f)
+            idx += 1
+        if idx >= n:
+            for _, f in early[fi:]:
+                self._free(b, f)
+            fi = len(early)
+        job.fi = fi
+        return idx
 
-    def _one(self, b: _Batch, ins: Any) -> None:
+    def _one(self, b: BatchState, ins: Any) -> None:
         code, out, args, attrs, src = ins  # (a malformed one raises here and fails alone)
         if type(code) is not int or type(out) is not int or type(args) is not list:
             raise P.ProtocolError("an instruction is [opcode, out, args, attrs, src]")
@@ -321,25 +270,25 @@ class Executor:
                 raise P.ProtocolError("an instruction's attrs are a dict or None")
             if "dtype" in attrs and attrs["dtype"] not in P.DTYPE_SET:
                 raise P.ProtocolError(f"unsupported dtype {attrs['dtype']!r:.40}")
-        if code in _GUARDED:
+        if code in GUARDED:
             if code == _HOT:
                 self._hot(b, args, attrs, src)
                 return
             if code == _HOT_DEFINE:
                 self.hot.define(b.cno, attrs)
                 return
-            _check_guarded(code, attrs, b.planned)
+            check_guarded(code, attrs, b.planned)
         if self.pool is not None:
             self.pool.step(b.cno, args, code)
         tbl = b.tbl
         try:
-            vals = _resolve(tbl, args)
+            vals = resolve_args(tbl, args)
         except KeyError:
             vals = None
             if self.pending:  # an input is an all-reduce in flight: complete it first
                 self._complete_pending(b)
                 try:
-                    vals = _resolve(tbl, args)
+                    vals = resolve_args(tbl, args)
                 except KeyError:
                     pass
         if vals is None:
@@ -371,7 +320,7 @@ class Executor:
         elif code != _MARK:
             raise P.ProtocolError(f"unknown opcode {code!r}")
 
-    def _device_failed(self, b: _Batch, instrs: list, exc: Exception) -> None:
+    def _device_failed(self, b: BatchState, instrs: list, exc: Exception) -> None:
         """The device raised at the batch's fence: some op of this batch caused it. Its outputs
         are failed; if the device still fails, the error is sticky and the worker must stop."""
         last = instrs[-1] if instrs and type(instrs[-1]) is list else [-1, None, None, None, 0]
@@ -388,7 +337,7 @@ class Executor:
         except Exception as again:  # e.g. an illegal address: every later call fails too
             self.sticky_error = f"{type(again).__name__}: {again}"
 
-    def _hot(self, b: _Batch, args: list, attrs: Any, src: int) -> None:
+    def _hot(self, b: BatchState, args: list, attrs: Any, src: int) -> None:
         """Replay a captured step: bound to the kernels when it can be, else instruction by
         instruction through :meth:`_one` (under a memory limit, so the pool keeps its books, and
         when an input is missing, so it fails as it would eagerly); temporaries are dropped after
@@ -422,11 +371,11 @@ class Executor:
 
     # ------------------------------------------------------------------ pieces
     @staticmethod
-    def _free(b: _Batch, tid: int) -> None:
+    def _free(b: BatchState, tid: int) -> None:
         if b.tbl.pop(tid, None) is None:
             b.failed.pop(tid, None)
 
-    def _op_failed(self, b: _Batch, ins: Any, exc: Exception) -> None:
+    def _op_failed(self, b: BatchState, ins: Any, exc: Exception) -> None:
         ok = type(ins) is list
         code = ins[P.I_OP] if ok and ins else -1
         src = ins[P.I_SRC] if ok and len(ins) > P.I_SRC else 0
@@ -440,7 +389,7 @@ class Executor:
         b.report(err)
 
     def _input_missing(
-        self, b: _Batch, code: int, out: Any, args: list, attrs: Any, src: int
+        self, b: BatchState, code: int, out: Any, args: list, attrs: Any, src: int
     ) -> None:
         """An input is missing: its failure (or "does not exist") becomes the output's."""
         err = None
@@ -463,7 +412,7 @@ class Executor:
             err[3] = False
             b.report(err)
 
-    def _comm(self, b: _Batch, code: int, out: int, vals: list, attrs: Any, src: int) -> None:
+    def _comm(self, b: BatchState, code: int, out: int, vals: list, attrs: Any, src: int) -> None:
         if self.pending:  # keep every worker's collectives in one order
             self._complete_pending(b)
         if code == _ALL_REDUCE and attrs.get("async"):
@@ -473,7 +422,7 @@ class Executor:
         else:
             b.tbl[out] = self.peers.run(code, vals, attrs)
 
-    def _complete_pending(self, b: _Batch) -> None:
+    def _complete_pending(self, b: BatchState) -> None:
         """Finish every all-reduce in flight, oldest first (the order all participants use)."""
         pending, self.pending = self.pending, {}
         for out, (pend, src) in pending.items():
@@ -485,7 +434,7 @@ class Executor:
                 b.failed[out] = [f"{type(exc).__name__}: {exc}", _ALL_REDUCE, src, False]
                 b.report(b.failed[out])
 
-    def _comm_failed(self, b: _Batch, code: int, out: Any, attrs: Any, err: list) -> None:
+    def _comm_failed(self, b: BatchState, code: int, out: Any, attrs: Any, err: list) -> None:
         try:
             self.peers.run(code, [None], attrs, err[:3])
         except Exception:  # PeerFailure, or malformed attrs: the peers then time out instead
@@ -494,7 +443,7 @@ class Executor:
             b.tbl.pop(out, None)
             b.failed[out] = [*err[:3], False]
 
-    def _upload(self, b: _Batch, attrs: dict) -> Any:
+    def _upload(self, b: BatchState, attrs: dict) -> Any:
         dtype = P.check_dtype(attrs["dtype"])
         shape = P.check_shape(attrs["shape"])
         frame = self.io.upload(b.token, attrs["tok"]) if "tok" in attrs else b.bufs[attrs["buf"]]

@@ -31,11 +31,13 @@ from gt.runtime.liveness import (
     watch_disconnects,
 )
 from gt.runtime.worker.backend import Backend, load_backend
+from gt.runtime.worker.batch import BatchResult
 from gt.runtime.worker.device_monitor import DeviceMonitor
-from gt.runtime.worker.executor import BatchResult, Executor
+from gt.runtime.worker.executor import Executor
 from gt.runtime.worker.memory import keep_freed_memory
 from gt.runtime.worker.memory_keeper import WorkerMemory
 from gt.runtime.worker.peers import Peers
+from gt.runtime.worker.schedule import SLICE_S, Entry, Scheduler
 from gt.trace import events as E
 from gt.trace.emit import Emitter
 
@@ -134,6 +136,7 @@ class Worker:
         self.memory = WorkerMemory(self.backend, self.executor, memory, self._pool_transfer)
         self.memory.configure(settings.get("memory"))
         self.inbox: deque[list] = deque()  # [frames, parsed header, parsed body]
+        self.sched = Scheduler()  # the batches to run, per client, in turn
         self._hb = threading.Thread(target=self._heartbeat_loop, name="gt-heartbeat", daemon=True)
         self._hb.start()
 
@@ -180,18 +183,16 @@ class Worker:
         next_stats = 0.0
         try:
             while not self._stop.is_set():
-                events = dict(poller.poll(100))
+                events = dict(poller.poll(0 if self.sched.order else 100))
                 if self.data in events:
                     self._drain_data()
                 if self.sock in events or self.inbox:
                     self._take_messages()
-                    for _ in range(INBOX_MAX):
-                        if not self.inbox:
-                            break
+                    while self.inbox:  # batches go to their client's queue, the rest is done now
                         self._on_message(self.inbox.popleft())
                         self._take_messages()
-                        if time.monotonic() >= next_stats:  # stats stay fresh under a full inbox
-                            break
+                if self.sched.order and not self._stop.is_set():
+                    self._run_slice()
                 self.events.tick()
                 if time.monotonic() >= next_stats:
                     next_stats = time.monotonic() + 0.5
@@ -223,20 +224,70 @@ class Worker:
         # (``is False``, not truthiness: a kind with no fields, such as Stop, is an empty tuple)
         return None if item[1] is False else item[1]
 
-    def _lookahead(self) -> list:
-        """``(client, instructions, frees)`` of the batches waiting in the inbox (for the memory pool)."""
+    def _lookahead(self, now: Entry) -> list:
+        """``(client, instructions, frees)`` of the batches queued besides ``now`` (starting),
+        in about the order they will start (for the memory pool)."""
         out = []
-        for item in self.inbox:
-            msg = self._parsed(item)
-            if type(msg) is P.Run and len(item[0]) >= 2:
-                if item[2] is None:
-                    try:
-                        item[2] = P.parse_body(item[0][1].buffer)
-                    except P.ProtocolError:
-                        item[2] = False
-                if item[2]:
-                    out.append((msg.client, item[2][0], item[2][1]))
+        for e in self.sched.waiting():
+            if e is now:
+                continue
+            item = e.item
+            if item[2] is None:
+                try:
+                    item[2] = P.parse_body(item[0][1].buffer)
+                except P.ProtocolError:
+                    item[2] = False
+            if item[2]:
+                out.append((e.msg.client, item[2][0], item[2][1]))
         return out
+
+    def _run_slice(self) -> None:
+        """Run the next client's batch, to its end or (with another client waiting) for a slice
+        (:mod:`gt.runtime.worker.schedule`); report the slice, and the batch once it ends."""
+        e = self.sched.next()
+        msg, ex = e.msg, self.executor
+        if e.job is None:
+            ahead = self._lookahead(e) if ex.pool is not None else ()
+            frames = e.item[0]
+            e.job = ex.begin(msg.client, msg.seq, msg.token, e.item[2] or frames[1].buffer,
+                             frames[2:], self.events.full, msg.planned, ahead)  # fmt: skip
+        # a planned batch pairs its transfers with other workers': it is never cut
+        stop = None if msg.planned else self._slice_stop(msg.client)
+        res = ex.step(e.job, stop)
+        e.busy_ns += res.busy_ns
+        if self.events.enabled:
+            self._emit_exec(msg, res)
+        if not res.done:
+            self.sched.yielded()
+            return
+        self.sched.finished()
+        self.memory.active()
+        if ex.sticky_error is not None:  # the GPU is unusable: say so and go
+            self.stop_reason = f"the GPU failed: {ex.sticky_error}"
+            self._stop.set()
+        self.sock.send(
+            P.encode(P.Done(msg.client, msg.seq, res.errors, len(e.job.instrs), e.busy_ns))
+        )
+
+    def _slice_stop(self, client: int) -> Any:
+        """``stop()`` for the executor: true once the slice is over and another client's batch
+        waits (in a queue, or just arrived)."""
+        end = time.monotonic() + SLICE_S
+        sched = self.sched
+
+        def stop() -> bool:
+            if time.monotonic() < end:
+                return False
+            if sched.others_waiting(client):
+                return True
+            self._take_messages()
+            for item in self.inbox:
+                msg = self._parsed(item)
+                if type(msg) is P.Run and msg.client != client:
+                    return True
+            return False
+
+        return stop
 
     def _on_message(self, item: list) -> None:
         msg = self._parsed(item)
@@ -245,22 +296,14 @@ class Worker:
         frames = item[0]
         kind = type(msg)
         if kind is P.Run:
-            if len(frames) < 2:
-                return
-            ahead = self._lookahead() if self.executor.pool is not None else ()
-            body = item[2] or frames[1].buffer
-            res = self.executor.run(msg.client, msg.seq, msg.token, body, frames[2:],
-                                    self.events.full, msg.planned, ahead)  # fmt: skip
-            self.memory.active()
-            if self.executor.sticky_error is not None:  # the GPU is unusable: say so and go
-                self.stop_reason = f"the GPU failed: {self.executor.sticky_error}"
-                self._stop.set()
-            self.sock.send(
-                P.encode(P.Done(msg.client, msg.seq, res.errors, len(res.instrs), res.busy_ns))
-            )
-            if self.events.enabled:
-                self._emit_exec(msg, res)
+            if len(frames) >= 2:
+                self.sched.add(msg.client, Entry(item, msg, msg.planned))
         elif kind is P.DropClient:
+            # Its queued batches are nobody's now; each is still reported done (having run
+            # nothing more), or the dispatcher would count them in flight for ever.
+            for e in self.sched.drop(msg.client):
+                n = e.job.idx if e.job is not None else 0
+                self.sock.send(P.encode(P.Done(msg.client, e.msg.seq, [], n, e.busy_ns)))
             self.executor.drop_client(msg.client)
             self.peers.drop(msg.client)
         elif kind is P.Peers:
@@ -351,8 +394,9 @@ class Worker:
         ev.emit(E.EXEC, {"worker": self.wid, "client": run.client, "batch": run.seq,
                          "t0": res.t0 + off, "t1": res.t1 + off, "n": len(res.instrs), "ops": ops,
                          "outs": outs, "srcs": srcs, "durs": res.durs, "hot": res.hot, "queue": None,
-                         "errors": len(res.errors)}, res.t0 + off)  # fmt: skip
-        for msg, opcode, src in res.errors[:8]:
+                         "errors": len(res.fresh_errors), "more": not res.done},
+                res.t0 + off)  # fmt: skip
+        for msg, opcode, src in res.fresh_errors[:8]:
             ev.emit(E.ERROR, {"client": run.client, "worker": self.wid, "message": msg,
                               "op": O.op_name(opcode), "source": src})  # fmt: skip
 

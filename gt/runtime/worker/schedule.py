@@ -1,0 +1,118 @@
+"""Which batch a worker runs next (pure): each client's batches in order, clients in turn.
+
+A worker serves many clients. Their batches wait in one queue per client; the clients with work
+take turns, one batch each, so a client that sends many batches does not hold up one that sends
+few. A batch that runs long while another client waits is cut into *slices*: the executor stops
+between two instructions after :data:`SLICE_S` and the other client's batch goes first (the long
+one resumes where it stopped).
+
+Batches the dispatcher's planner wrote (``planned``) hold transfers and collectives that pair up
+with other workers' parts of the same batch. They are never cut, and they start in the order they
+arrived, whoever sent them: the dispatcher sends planned batches to every worker in one order, so
+every worker runs them in that order. Turn-taking alone could order two clients' planned batches
+differently on two workers, each then waiting for the other's part: a deadlock.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+#: Seconds a batch runs, at most, while another client's batch waits (then it yields).
+SLICE_S = 0.005
+
+
+class Entry:
+    """One queued batch: its message, the executor's job once started, its time so far."""
+
+    __slots__ = ("item", "msg", "job", "busy_ns", "planned", "n")
+
+    def __init__(self, item: Any, msg: Any, planned: bool = False) -> None:
+        self.item, self.msg, self.planned = item, msg, planned
+        self.job: Any = None
+        self.busy_ns = 0
+        self.n = 0  # arrival number, set by the scheduler
+
+
+class Scheduler:
+    """Per-client queues and the round-robin order of the clients that have work."""
+
+    def __init__(self) -> None:
+        self.queues: dict[int, deque[Entry]] = {}
+        self.order: deque[int] = deque()
+        self._planned: deque[int] = deque()  # arrival numbers of the planned batches queued
+        self._arrivals = 0
+        self._current: int | None = None
+
+    def add(self, client: int, entry: Entry) -> None:
+        """Queue a batch behind the client's earlier ones."""
+        self._arrivals += 1
+        entry.n = self._arrivals
+        if entry.planned:
+            self._planned.append(entry.n)
+        q = self.queues.setdefault(client, deque())
+        q.append(entry)
+        if len(q) == 1:
+            self.order.append(client)
+
+    def next(self) -> Entry | None:
+        """The batch to run (or resume) now: the first client in turn whose next batch may start.
+
+        There always is one when anything is queued: the oldest planned batch's client has it,
+        or an earlier batch of its own, at the head of its queue.
+        """
+        for client in self.order:
+            e = self.queues[client][0]
+            if not e.planned or e.n == self._planned[0]:
+                self._current = client
+                return e
+        return None
+
+    def others_waiting(self, client: int) -> bool:
+        """Whether a client other than ``client`` has a batch waiting."""
+        return any(c != client for c in self.order)
+
+    def finished(self) -> None:
+        """The current batch ended: its client goes to the back of the line (if it has more)."""
+        client = self._take_current()
+        q = self.queues[client]
+        if q.popleft().planned:
+            self._planned.popleft()  # planned batches end in arrival order
+        if q:
+            self.order.append(client)
+        else:
+            del self.queues[client]
+
+    def yielded(self) -> None:
+        """The current batch stopped for another client's: the others go first."""
+        self.order.append(self._take_current())
+
+    def _take_current(self) -> int:
+        client, self._current = self._current, None
+        if client is None:
+            raise RuntimeError("no batch is running: call next() first")
+        self.order.remove(client)
+        return client
+
+    def drop(self, client: int) -> list[Entry]:
+        """Forget a client's batches (it left); returns them (each still needs its Done)."""
+        q = self.queues.pop(client, None)
+        if q is None:
+            return []
+        self.order.remove(client)
+        gone = {e.n for e in q if e.planned}
+        if gone:
+            self._planned = deque(n for n in self._planned if n not in gone)
+        if self._current == client:
+            self._current = None
+        return list(q)
+
+    def waiting(self) -> list[Entry]:
+        """Every queued batch not started yet, in about the order they will start."""
+        out = []
+        for client in self.order:
+            out.extend(e for e in self.queues[client] if e.job is None)
+        return out
+
+    def __len__(self) -> int:
+        return sum(len(q) for q in self.queues.values())
