@@ -50,6 +50,13 @@ def add_parser(subparsers: Subparsers) -> None:
         help="the host name or address clients and other workers reach this worker by "
         "(default: the bound address)",
     )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long to wait for the dispatcher to answer at --connect (default 10)",
+    )
     add_memory_flags(p)
     # used by the dispatcher's own workers: its back endpoint, the worker's slot (its GPU is
     # slot % devices), and die with the dispatcher
@@ -108,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
             raise SystemExit(
                 "gt worker: give --connect ADDRESS (the address `gt dispatcher` printed)"
             )
-        back = resolve_endpoints(args.connect)["back"]
+        back = resolve_endpoints(args.connect, timeout=args.timeout)["back"]
     if args.backend:
         os.environ["GT_BACKEND"] = args.backend
     device = args.device
@@ -116,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         device = pick_device(args.slot, os.environ.get("SLURM_LOCALID"), device_count)
     try:
         w = Worker(back, backend=load_backend(device=device), memory=memory, bind=args.bind,
-                   advertise=args.advertise)  # fmt: skip
+                   advertise=args.advertise, register_timeout=max(args.timeout, 30.0))  # fmt: skip
     except (RuntimeError, ValueError, zmq.ZMQError) as exc:
         print(f"gt worker: {exc}", file=sys.stderr)
         return 1

@@ -92,7 +92,7 @@ def test_without_the_clusters_keys_nothing_gets_in(cluster, as_role, keys, who):
             request(cluster["control"], "stats", timeout=2)
         return
     with pytest.raises(gt.DispatcherLost, match="no dispatcher answered"):
-        gt.connect(cluster["front"], timeout=3)  # the handshake fails: never a welcome
+        gt.connect(cluster["front"], connect_timeout=2)  # the handshake fails: never a welcome
     with pytest.raises(ControlError, match="no GT dispatcher answered"):
         request(cluster["control"], "stats", timeout=2)
 
