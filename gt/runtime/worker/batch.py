@@ -119,10 +119,6 @@ class BatchState:
             self.errors.append(err[:3])
 
 
-#: Instructions between two looks at whether a slice should end (the look costs a clock read).
-SLICE_CHECK = 8
-
-
 class Job:
     """A batch being run (see :meth:`Executor.begin`): where it is, and what is left to free."""
 

@@ -22,7 +22,6 @@ from gt.runtime import protocol as P
 from gt.runtime.worker.backend import Backend
 from gt.runtime.worker.batch import (
     GUARDED,
-    SLICE_CHECK,
     BatchResult,
     BatchState,
     Job,
@@ -166,8 +165,10 @@ class Executor:
 
     def step(self, job: Job, stop: Any = None) -> BatchResult:
         """Run ``job`` until it ends, or -- with ``stop`` -- until ``stop()`` is true when asked
-        between two instructions (a *slice*: another client's work is waiting). The result
-        covers this slice (``done``: the batch has ended; ``errors``: all of the batch's so far).
+        between two instructions (a *slice*: another client's work is waiting). ``stop`` is asked
+        only once ``time.monotonic()`` has passed its ``deadline`` attribute (it may move the
+        deadline on), so a slice costs one clock read per instruction. The result covers this
+        slice (``done``: the batch has ended; ``errors``: all of the batch's so far).
         """
         b = job.b
         res = BatchResult()
@@ -215,7 +216,7 @@ class Executor:
 
     def _loop(self, job: Job, stamp: Any, stop: Any) -> int:
         """The hot loop: frees due at each position, then the instruction; from ``job.idx`` to
-        the end, or to where ``stop()`` says (asked every :data:`SLICE_CHECK` instructions).
+        the end, or to where ``stop()`` says (asked once past ``stop.deadline``).
         Returns where it stopped.
 
         ``stamp``: ``None``, or two lists for the clock's mark before each instruction and the
@@ -231,8 +232,9 @@ class Executor:
         n = len(instrs)
         idx = job.idx
         first = idx
+        now = time.monotonic
         while idx < n:
-            if stop is not None and idx > first and not (idx - first) % SLICE_CHECK and stop():
+            if stop is not None and idx > first and now() >= stop.deadline and stop():
                 break
             ins = instrs[idx]
             if next_free <= idx:

@@ -37,7 +37,7 @@ from gt.runtime.worker.executor import Executor
 from gt.runtime.worker.memory import keep_freed_memory
 from gt.runtime.worker.memory_keeper import WorkerMemory
 from gt.runtime.worker.peers import Peers
-from gt.runtime.worker.schedule import SLICE_S, Entry, Scheduler
+from gt.runtime.worker.schedule import RECHECK_S, SLICE_S, Entry, Scheduler
 from gt.trace import events as E
 from gt.trace.emit import Emitter
 
@@ -270,14 +270,12 @@ class Worker:
         )
 
     def _slice_stop(self, client: int) -> Any:
-        """``stop()`` for the executor: true once the slice is over and another client's batch
-        waits (in a queue, or just arrived)."""
-        end = time.monotonic() + SLICE_S
+        """``stop()`` for the executor, asked once its ``deadline`` (the slice's end) has passed:
+        true when another client's batch waits (in a queue, or just arrived); else it looks
+        again a millisecond later, so a lone client's long batch polls its socket rarely."""
         sched = self.sched
 
         def stop() -> bool:
-            if time.monotonic() < end:
-                return False
             if sched.others_waiting(client):
                 return True
             self._take_messages()
@@ -285,8 +283,10 @@ class Worker:
                 msg = self._parsed(item)
                 if type(msg) is P.Run and msg.client != client:
                     return True
+            stop.deadline = time.monotonic() + RECHECK_S
             return False
 
+        stop.deadline = time.monotonic() + SLICE_S
         return stop
 
     def _on_message(self, item: list) -> None:

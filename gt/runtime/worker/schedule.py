@@ -20,6 +20,8 @@ from typing import Any
 
 #: Seconds a batch runs, at most, while another client's batch waits (then it yields).
 SLICE_S = 0.005
+#: Seconds between two looks for a waiting client once a slice is over and none was waiting.
+RECHECK_S = 0.001
 
 
 class Entry:
