@@ -6,7 +6,7 @@ import queue
 import threading
 from collections.abc import Iterable
 
-from textual.app import App
+from textual.app import App, ScreenStackError
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.message import Message
@@ -85,8 +85,11 @@ class GTApp(App):
                 ``False`` and the top view then redraws its tables and header at most
                 :data:`~gt.tui.screens.top.SLOW_S` apart (see :meth:`repaint`).
         """
+        try:
+            screen = self.screen
+        except ScreenStackError:  # a repaint due while the app shuts down: nothing to draw on
+            return
         self.latest()
-        screen = self.screen
         show = getattr(screen, "show", None)
         if show is None or not screen.is_mounted:
             return

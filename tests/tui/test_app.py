@@ -175,3 +175,12 @@ async def test_q_quits():
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code == 0 or app.return_code is None
+
+
+def test_a_repaint_due_with_no_screen_left_draws_nothing():
+    """The repaint timer can fire while the app shuts down, after its last screen is gone (seen
+    as ScreenStackError from a replay test on a busy machine): that repaint is skipped."""
+    app = sample_app()
+    assert not app.screen_stack  # not running: no screen, as after the last one is popped
+    app.repaint()
+    app.tick()

@@ -32,6 +32,7 @@ from typing import Any
 
 from gt.runtime import ops as O
 from gt.runtime.memory_settings import human
+from gt.runtime.worker.pool_table import OutOfMemory, PoolBuffer, SpilledBuffer, TrackedTable
 from gt.runtime.worker.spill import SpillStore, root_of, spillable, view_of
 
 #: Buffers smaller than this are never spilled (moving them costs more than they hold).
@@ -43,86 +44,6 @@ LOOKAHEAD = 2048
 _FAR = 1 << 62
 #: How long a read waits for the prefetch thread's copy of the same buffer before reading it itself.
 LOADING_WAIT_S = 30.0
-
-
-class OutOfMemory(MemoryError):
-    """A result does not fit under a worker's memory limit (or a client's quota), even after
-    spilling. The message names the sizes; :attr:`requested` and :attr:`limit` are bytes."""
-
-    def __init__(self, message: str, requested: int, limit: int):
-        super().__init__(message)
-        self.requested = requested
-        self.limit = limit
-
-
-class _Buf:
-    """A buffer held in the pool: its owner, size, client, and the tensors over it."""
-
-    __slots__ = ("root", "nbytes", "cno", "refs")
-
-    def __init__(self, root: Any, nbytes: int, cno: int) -> None:
-        self.root, self.nbytes, self.cno = root, nbytes, cno
-        self.refs: set[int] = set()
-
-
-class _Spilled:
-    """A buffer in the spill tier: its handle, size and the views to rebuild.
-
-    ``state``: ``"out"`` (in the tier), ``"loading"`` (the prefetch thread is reading it),
-    ``"ready"`` (read back, waiting in ``data`` to be claimed), ``"gone"`` (freed).
-    """
-
-    __slots__ = ("cno", "nbytes", "handle", "views", "state", "data")
-
-    def __init__(self, cno: int, nbytes: int, handle: Any, views: dict) -> None:
-        self.cno, self.nbytes, self.handle, self.views = cno, nbytes, handle, views
-        self.state = "out"
-        self.data: Any = None
-
-
-class TrackedTable(dict):
-    """A client's tensor table that keeps the pool's books (and reads spilled tensors back)."""
-
-    __slots__ = ("pool", "cno")
-
-    def __init__(self, pool: MemoryPool, cno: int) -> None:
-        super().__init__()
-        self.pool, self.cno = pool, cno
-
-    def __setitem__(self, tid: int, arr: Any) -> None:
-        pool = self.pool
-        if dict.__contains__(self, tid):
-            pool.unref(self.cno, tid)
-        else:
-            pool.forget_spilled(self.cno, tid)
-        dict.__setitem__(self, tid, arr)
-        try:
-            pool.ref(self.cno, tid, arr)
-        except OutOfMemory:
-            dict.pop(self, tid, None)
-            pool.unref(self.cno, tid)
-            raise
-
-    def __missing__(self, tid: int) -> Any:
-        return self.pool.unspill(self.cno, tid)
-
-    def pop(self, tid: int, *default: Any) -> Any:
-        if dict.__contains__(self, tid):
-            arr = dict.pop(self, tid)
-            self.pool.unref(self.cno, tid)
-            return arr
-        if self.pool.forget_spilled(self.cno, tid):
-            return True  # it was spilled: gone now
-        if default:
-            return default[0]
-        raise KeyError(tid)
-
-    def __delitem__(self, tid: int) -> None:
-        self.pop(tid)
-
-    def holds(self, tid: int) -> bool:
-        """Whether the tensor exists here, resident or spilled."""
-        return dict.__contains__(self, tid) or (self.cno, tid) in self.pool.spilled
 
 
 class MemoryPool:
@@ -154,9 +75,9 @@ class MemoryPool:
         self.store = store or SpillStore()
         self.transfer = transfer
         self.tables: dict[int, TrackedTable] = {}
-        self.bufs: OrderedDict[int, _Buf] = OrderedDict()  # least recently used first
+        self.bufs: OrderedDict[int, PoolBuffer] = OrderedDict()  # least recently used first
         self.where: dict[tuple[int, int], int] = {}  # (client, tensor) -> buffer key
-        self.spilled: dict[tuple[int, int], _Spilled] = {}
+        self.spilled: dict[tuple[int, int], SpilledBuffer] = {}
         self.used = 0
         self.client_used: dict[int, int] = {}
         self.peak = 0
@@ -212,7 +133,7 @@ class MemoryPool:
         key, root, nbytes = r
         buf = self.bufs.get(key)
         if buf is None:
-            buf = self.bufs[key] = _Buf(root, nbytes, cno)
+            buf = self.bufs[key] = PoolBuffer(root, nbytes, cno)
             self.used += nbytes
             self.client_used[cno] = self.client_used.get(cno, 0) + nbytes
             if check:
@@ -240,7 +161,7 @@ class MemoryPool:
             del self.bufs[key]
             self._uncount(buf)
 
-    def _uncount(self, buf: _Buf) -> None:
+    def _uncount(self, buf: PoolBuffer) -> None:
         self.used -= buf.nbytes
         left = self.client_used.get(buf.cno, 0) - buf.nbytes
         if left > 0:
@@ -390,7 +311,7 @@ class MemoryPool:
         for tid in buf.refs:
             dict.pop(table, tid, None)
             self.where.pop((buf.cno, tid), None)
-        rec = _Spilled(buf.cno, buf.nbytes, handle, views)
+        rec = SpilledBuffer(buf.cno, buf.nbytes, handle, views)
         with self.lock:
             for tid in views:
                 self.spilled[(buf.cno, tid)] = rec
@@ -484,7 +405,7 @@ class MemoryPool:
                 self._discard(rec)
         return True
 
-    def _discard(self, rec: _Spilled) -> None:
+    def _discard(self, rec: SpilledBuffer) -> None:
         """(Under the lock.) The last tensor of a spilled buffer is gone."""
         if rec.state == "ready":
             self.ready_bytes -= rec.nbytes
@@ -513,7 +434,7 @@ class MemoryPool:
                                         daemon=True)  # fmt: skip
         self._thread.start()
 
-    def _next_prefetch(self) -> _Spilled | None:
+    def _next_prefetch(self) -> SpilledBuffer | None:
         """(Under the lock.) The first spilled buffer the queue needs, if it fits the budget."""
         if not self.spilled or not self.prefetch:
             return None

@@ -1,0 +1,89 @@
+"""The records of a worker's memory pool (:mod:`gt.runtime.worker.pool`): a client's tracked
+tensor table, the buffers it holds and the ones in the spill tier."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gt.runtime.worker.pool import MemoryPool
+
+
+class OutOfMemory(MemoryError):
+    """A result does not fit under a worker's memory limit (or a client's quota), even after
+    spilling. The message names the sizes; :attr:`requested` and :attr:`limit` are bytes."""
+
+    def __init__(self, message: str, requested: int, limit: int):
+        super().__init__(message)
+        self.requested = requested
+        self.limit = limit
+
+
+class PoolBuffer:
+    """A buffer held in the pool: its owner, size, client, and the tensors over it."""
+
+    __slots__ = ("root", "nbytes", "cno", "refs")
+
+    def __init__(self, root: Any, nbytes: int, cno: int) -> None:
+        self.root, self.nbytes, self.cno = root, nbytes, cno
+        self.refs: set[int] = set()
+
+
+class SpilledBuffer:
+    """A buffer in the spill tier: its handle, size and the views to rebuild.
+
+    ``state``: ``"out"`` (in the tier), ``"loading"`` (the prefetch thread is reading it),
+    ``"ready"`` (read back, waiting in ``data`` to be claimed), ``"gone"`` (freed).
+    """
+
+    __slots__ = ("cno", "nbytes", "handle", "views", "state", "data")
+
+    def __init__(self, cno: int, nbytes: int, handle: Any, views: dict) -> None:
+        self.cno, self.nbytes, self.handle, self.views = cno, nbytes, handle, views
+        self.state = "out"
+        self.data: Any = None
+
+
+class TrackedTable(dict):
+    """A client's tensor table that keeps the pool's books (and reads spilled tensors back)."""
+
+    __slots__ = ("pool", "cno")
+
+    def __init__(self, pool: MemoryPool, cno: int) -> None:
+        super().__init__()
+        self.pool, self.cno = pool, cno
+
+    def __setitem__(self, tid: int, arr: Any) -> None:
+        pool = self.pool
+        if dict.__contains__(self, tid):
+            pool.unref(self.cno, tid)
+        else:
+            pool.forget_spilled(self.cno, tid)
+        dict.__setitem__(self, tid, arr)
+        try:
+            pool.ref(self.cno, tid, arr)
+        except OutOfMemory:
+            dict.pop(self, tid, None)
+            pool.unref(self.cno, tid)
+            raise
+
+    def __missing__(self, tid: int) -> Any:
+        return self.pool.unspill(self.cno, tid)
+
+    def pop(self, tid: int, *default: Any) -> Any:
+        if dict.__contains__(self, tid):
+            arr = dict.pop(self, tid)
+            self.pool.unref(self.cno, tid)
+            return arr
+        if self.pool.forget_spilled(self.cno, tid):
+            return True  # it was spilled: gone now
+        if default:
+            return default[0]
+        raise KeyError(tid)
+
+    def __delitem__(self, tid: int) -> None:
+        self.pop(tid)
+
+    def holds(self, tid: int) -> bool:
+        """Whether the tensor exists here, resident or spilled."""
+        return dict.__contains__(self, tid) or (self.cno, tid) in self.pool.spilled
