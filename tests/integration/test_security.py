@@ -141,6 +141,31 @@ def test_tenants_see_their_own_details_and_no_one_elses(cluster, as_role):
         gt.disconnect()
 
 
+def test_a_tenant_sees_the_placement_of_its_own_tensors_only(cluster, as_role):
+    as_role("cluster")  # the owner's keyring acts as admin
+    request(cluster["control"], "config_apply", {"config": {"rows": {"shard": {"axis": 0}}},
+                                                 "by": "test"})  # fmt: skip
+    as_role("client")
+    conn = gt.connect(cluster["front"], timeout=30)
+    other = None
+    try:
+        with gt.signal.context("rows"):
+            x = gt.from_numpy(np.ones((4, 2), dtype=np.float32))
+        assert x.numpy().sum() == 8
+        other = gt.runtime.client.Connection(cluster["front"])  # a second tenant
+        seen = other.control("placement")
+        assert conn.client_no not in seen and set(seen) <= {other.client_no}
+        assert conn.client_no in conn.control("placement")
+        as_role("cluster")
+        assert conn.client_no in request(cluster["control"], "placement")  # admins: everyone's
+    finally:
+        if other is not None:
+            other.close()
+        gt.disconnect()
+        as_role("cluster")
+        request(cluster["control"], "config_apply", {"config": {}, "by": "test"})
+
+
 def test_the_event_stream_is_for_monitors(cluster, as_role):
     def hears(role_dir: str) -> bool:
         as_role(role_dir)

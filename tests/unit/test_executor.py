@@ -150,6 +150,24 @@ def test_ops_too_large_for_any_worker_are_refused_before_they_run(ex):
     assert all("over the limit" in e[0] for e in res.errors)
 
 
+def test_an_elementwise_op_whose_inputs_broadcast_past_the_limit_is_refused(ex, monkeypatch):
+    import gt.runtime.worker.batch as B
+
+    monkeypatch.setattr(B, "MAX_ELEMENTS", 1 << 20)
+    res = run(ex, [
+        ins("full", 1, [1.0], {"shape": [1 << 11, 1], "dtype": "float32"}),
+        ins("full", 2, [1.0], {"shape": [1, 1 << 11], "dtype": "float32"}),
+        ins("add", 3, [1, 2]),  # 4M elements from two inputs of 2k: refused before it allocates
+        ins("where", 4, [1, 2, 1]),
+        ins("add", 5, [1, 1]),  # the same shapes: fine
+        ins("mul", 6, [2, 3.0]),  # an immediate: fine
+        ins("fetch", 100, [5]),
+    ])  # fmt: skip
+    assert [e[1] for e in res.errors] == [OP["add"], OP["where"]]
+    assert all("broadcasts to 4,194,304 elements, over the limit" in e[0] for e in res.errors)
+    assert ex.io.replies[100][0].shape == (1 << 11, 1) and 6 in ex.tables[1]
+
+
 def test_a_batch_run_in_slices_computes_what_it_computes_in_one_go():
     import numpy as _np
 

@@ -99,6 +99,32 @@ def test_a_failing_step_fails_its_result_and_what_uses_it_and_the_worker_goes_on
     assert 202 in ex.tables[1] and S in ex.failed[1]  # the next call runs; S stays failed
 
 
+def test_a_replayed_step_keeps_the_size_limits(monkeypatch):
+    import gt.runtime.worker.batch as B
+
+    monkeypatch.setattr(B, "MAX_ELEMENTS", 1 << 20)
+    ex = executor()
+    plan = {"plan": 1, "name": "wide", "inputs": [1, 2], "temps": [], "outs": [3, 4],
+            "steps": [ins("add", 3, [1, 2]),  # broadcasts as wide as its inputs say
+                      ins("full", 4, [0.0], {"shape": [1 << 21], "dtype": F32})]}  # fmt: skip
+    run(ex, [ins("hot_define", 0, [], plan)])
+    ex.tables[1][10] = np.ones((4, 1), np.float32)
+    ex.tables[1][11] = np.ones((1, 4), np.float32)
+    res = run(ex, [ins("hot", 0, [10, 11], {"plan": 1, "outs": [20, 21], "seeds": []})])
+    assert 20 in ex.tables[1]  # small inputs: the add runs, and the full is refused
+    assert len(res.errors) == 1 and "full of shape [2097152]" in res.errors[0][0]
+    ex.tables[1][12] = np.ones((1 << 11, 1), np.float32)
+    ex.tables[1][13] = np.ones((1, 1 << 11), np.float32)
+    res = run(ex, [ins("hot", 0, [12, 13], {"plan": 1, "outs": [22, 23], "seeds": []})])
+    assert any("broadcasts to 4,194,304 elements" in e[0] for e in res.errors)
+    assert 22 not in ex.tables[1]
+    plan_fits = {**plan, "plan": 2, "steps": plan["steps"][:1], "outs": [3]}
+    run(ex, [ins("hot_define", 0, [], plan_fits)])  # bound to the kernels: checked there too
+    assert ex.hot.plans[1][2].compiled(ex.handlers) is not None
+    res = run(ex, [ins("hot", 0, [12, 13], {"plan": 2, "outs": [24], "seeds": []})])
+    assert any("broadcasts to 4,194,304 elements" in e[0] for e in res.errors)
+
+
 def test_a_missing_input_fails_the_results_as_it_would_eagerly():
     ex = executor()
     setup(ex)

@@ -32,7 +32,8 @@ class ControlRequests:
         ``started``, a Unix time), ``stats``, ``snapshot``, ``config_get`` (the shard
         config in normal form), ``config_apply`` (``{"config": raw, "by": who}``: validate and
         apply for new instructions; answers the normal form; raises ``ValueError`` on a bad
-        config), ``placement`` (per client: tensor id -> layout, for tools and tests),
+        config), ``placement`` (per client: tensor id -> layout, for tools and tests; a tenant's
+        own only, but for admins),
         ``memory_get`` (the workers' memory settings: ``flags``, ``runtime``), ``memory_set``
         (``{"settings": {...}, "by": who}``: change them on every worker; raises ``ValueError``
         on an unknown setting or a bad size).
@@ -48,10 +49,11 @@ class ControlRequests:
             return self.memory_layers()
         if request == "memory_set":
             return self.set_memory(args)
-        if request == "placement":
+        if request == "placement":  # a tenant sees its own tensors only (admins: everyone's)
             return {
                 cno: {tid: info.layout.describe() for tid, info in c.tensors.items()}
                 for cno, c in self.placement.clients.items()
+                if role in (None, "admin") or cno == tenant
             }
         if request == "ping":
             return {"pid": os.getpid(), "uptime": time.time() - self.started, **self._owner()}

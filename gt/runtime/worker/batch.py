@@ -81,6 +81,34 @@ _SIZED = frozenset(op.code for op in O.REGISTRY if op.kind == "create" or op.nam
 
 
 GUARDED = _PLANNER_ONLY | _SIZED | {_HOT, _HOT_DEFINE}
+#: Elementwise ops of two or more inputs: their result has the inputs' broadcast shape, which may
+#: be far larger than any input (``ones(n, 1) + ones(1, n)``).
+BROADCASTING = frozenset(
+    op.code for op in O.REGISTRY if op.shard == "elementwise" and (op.arity or 2) >= 2
+)
+
+
+def check_broadcast(code: int, vals: list) -> None:
+    """Refuse an elementwise op whose inputs broadcast to more than :data:`MAX_ELEMENTS`
+    (checked before the kernel allocates the result; inputs of one shape pass at once)."""
+    if len(vals) == 2:  # the usual case, kept cheap: it runs before every binary op
+        a, b = getattr(vals[0], "shape", None), getattr(vals[1], "shape", None)
+        if a is None or b is None or a == b:
+            return
+        shapes = [a, b]
+    else:
+        shapes = [s for v in vals if (s := getattr(v, "shape", None)) is not None]
+        if len(shapes) < 2 or shapes.count(shapes[0]) == len(shapes):
+            return
+    n = 1
+    for i in range(1, max(map(len, shapes)) + 1):  # the broadcast's size (an upper bound when
+        n *= max(int(s[-i]) if len(s) >= i else 1 for s in shapes)  # the shapes do not fit)
+    if n > MAX_ELEMENTS:
+        raise MemoryError(
+            f"{O.op_name(code)} of shapes {' and '.join(str(list(s)) for s in shapes)} "
+            f"broadcasts to {n:,} elements, over the limit of {MAX_ELEMENTS:,} elements per op "
+            "(GT_MAX_ELEMENTS)"
+        )
 
 
 def check_guarded(code: int, attrs: Any, planned: bool) -> None:

@@ -21,10 +21,12 @@ from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime.worker.backend import Backend
 from gt.runtime.worker.batch import (
+    BROADCASTING,
     GUARDED,
     BatchResult,
     BatchState,
     Job,
+    check_broadcast,
     check_guarded,
     resolve_args,
 )
@@ -298,6 +300,8 @@ class Executor:
             return
         h = self.handlers[code] if type(code) is int and 0 <= code < len(self.handlers) else None
         if h is not None:
+            if code in BROADCASTING:
+                check_broadcast(code, vals)
             try:
                 r = h(vals, attrs)
             except MemoryError:  # the allocator refused: spill what we may, then once more

@@ -23,6 +23,7 @@ from typing import Any
 
 from gt.runtime import ops as O
 from gt.runtime import protocol as P
+from gt.runtime.worker.batch import BROADCASTING, GUARDED, check_broadcast, check_guarded
 
 #: Plans one client may hold on a worker, and instructions per plan (bounds on what a client can
 #: make a worker keep).
@@ -127,6 +128,16 @@ class _Failed:
         self.err = err
 
 
+def _checking_broadcast(h: Any, code: int) -> Any:
+    """``h`` refusing inputs that broadcast past the element limit (as :meth:`Executor._one`)."""
+
+    def run(vals: list, attrs: Any) -> Any:
+        check_broadcast(code, vals)
+        return h(vals, attrs)
+
+    return run
+
+
 class Compiled:
     """A plan bound to a backend's kernels, replayed without the executor's per-instruction path.
 
@@ -157,6 +168,13 @@ class Compiled:
             h = handlers[code] if 0 <= code < len(handlers) else None
             if h is None:
                 raise ValueError(f"{O.op_name(code)} has no kernel")
+            if code in GUARDED:  # a step over the size limits runs (and fails) as eagerly
+                try:
+                    check_guarded(code, attrs, False)
+                except Exception as exc:
+                    raise ValueError(str(exc)) from None
+            elif code in BROADCASTING:  # its inputs' shapes are known only when it runs
+                h = _checking_broadcast(h, code)
             idx = tuple(
                 reg(("id", a)) if type(a) is int else reg(("c", len(base)), a) for a in args
             )
