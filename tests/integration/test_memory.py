@@ -114,8 +114,15 @@ def test_a_client_over_its_quota_spills_its_own_tensors_and_not_anothers(cluster
         mine = [gt.full((100_000,), float(i)) for i in range(8)]  # 3.2 MB against a 1 MB quota
         assert [m.sum().item() for m in mine] == [i * 100_000.0 for i in range(8)]
         me = gt.session.get_connection().client_no
-        st = _fresh_stats(cluster.address, lambda s: _clients(s).get(me, [0, 0])[1] > 0)
-        per = _clients(st)
+
+        def settled(s: dict) -> bool:  # mine spilled, and the other's last free (of its 4-byte
+            per = _clients(s)  # sum, sent by its flush timer) has reached the worker
+            return (
+                per.get(me, [0, 0])[1] > 0
+                and sum(v[0] for c, v in per.items() if c != me) <= 400_000
+            )
+
+        per = _clients(_fresh_stats(cluster.address, settled))
         assert per[me][0] <= MB and per[me][1] > 0  # mine: under the quota, the rest spilled
         others = [v for c, v in per.items() if c != me]
         assert others == [[400_000, 0]]  # the other client: all there, nothing spilled
