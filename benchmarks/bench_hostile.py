@@ -94,31 +94,6 @@ def _spawn(env: dict, *args: str) -> subprocess.Popen:
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
 
 
-def _read_line(proc: subprocess.Popen, timeout: float) -> str:
-    """The child's next line, waiting at most ``timeout`` seconds."""
-    if not select.select([proc.stdout.fileno()], [], [], timeout)[0]:
-        raise RuntimeError(f"{' '.join(map(str, proc.args[1:4]))} said nothing in {timeout:.0f} s")
-    line = proc.stdout.readline()
-    if not line:
-        raise RuntimeError(f"{' '.join(map(str, proc.args[1:4]))} exited ({proc.wait(10)})")
-    return line
-
-
-def _stop(proc: subprocess.Popen | None) -> None:
-    """Terminate a child if it still runs (then kill it), reap it, close its pipes."""
-    if proc is None:
-        return
-    proc.terminate()  # no-op if it has exited
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
-    for f in (proc.stdin, proc.stdout):
-        if f is not None:
-            f.close()
-
-
 # ============================================================================ B, the victim
 def _victim(front: str) -> int:
     rng = np.random.default_rng(7)
@@ -356,7 +331,7 @@ def run(size: Size) -> dict:
                  "--client-memory-limit", QUOTA],
                 stdout=subprocess.PIPE, stderr=log, text=True, env={**base, S.KEYS_ENV: f"{tmp}/keys"},
             )  # fmt: skip
-            eps = json.loads(_read_line(disp, 60))
+            eps = json.loads(common.read_child_line(disp, 60))
             deadline = time.monotonic() + 60
             while not request(eps["control"], "stats", timeout=10)["workers"]:
                 if time.monotonic() > deadline:
@@ -364,15 +339,17 @@ def run(size: Size) -> dict:
                 time.sleep(0.2)
             tenant = {**base, S.KEYS_ENV: f"{tmp}/client"}
             b = _spawn(tenant, "--victim", eps["front"])
-            if _read_line(b, 120).strip() != "ready":
+            if common.read_child_line(b, 120).strip() != "ready":
                 raise RuntimeError("client B did not start")
             a = _spawn(tenant, "--hostile", eps["front"], json.dumps(size.__dict__))
-            if _read_line(a, 120).strip() != "ready":
+            if common.read_child_line(a, 120).strip() != "ready":
                 raise RuntimeError("client A did not start")
-            res_a = json.loads(_read_line(a, 60 + 2 * size.blocks * (size.block_s + size.settle_s)))
+            res_a = json.loads(
+                common.read_child_line(a, 60 + 2 * size.blocks * (size.block_s + size.settle_s))
+            )
             b.stdin.write("stop\n")
             b.stdin.flush()
-            res_b = json.loads(_read_line(b, 60))
+            res_b = json.loads(common.read_child_line(b, 60))
             time.sleep(1.0)  # workers report their counters twice a second
             try:
                 stats = request(eps["control"], "stats", timeout=10)
@@ -381,9 +358,9 @@ def run(size: Size) -> dict:
             alive = {"dispatcher": disp.poll() is None}
             alive.update({f"worker {w['id']}": w["alive"] for w in stats.get("workers", [])})
         finally:
-            _stop(a)
-            _stop(b)
-            _stop(disp)
+            common.stop_child(a)
+            common.stop_child(b)
+            common.stop_child(disp)
             log.seek(0)
             tail = log.read()[-3000:]
             log.close()

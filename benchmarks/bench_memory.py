@@ -69,29 +69,6 @@ def _spawn(*args: str, stdin: bool = False) -> subprocess.Popen:
                             stdout=subprocess.PIPE)  # fmt: skip
 
 
-def _read_line(proc: subprocess.Popen, timeout: float) -> str:
-    """The child's next line, waiting at most ``timeout`` seconds."""
-    fd = proc.stdout.fileno()
-    if not select.select([fd], [], [], timeout)[0]:
-        raise RuntimeError(f"{' '.join(proc.args[2:4])} said nothing within {timeout:.0f} s")
-    line = proc.stdout.readline()
-    if not line:
-        raise RuntimeError(f"{' '.join(proc.args[2:4])} exited with code {proc.wait()}")
-    return line
-
-
-def _stop(proc: subprocess.Popen | None) -> None:
-    """Kill a child if it still runs, reap it, close its pipes."""
-    if proc is None:
-        return
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait(timeout=10)
-    for f in (proc.stdin, proc.stdout):
-        if f is not None:
-            f.close()
-
-
 # ============================================================================ 1. over the limit
 @dataclass
 class MlpSize:
@@ -248,7 +225,7 @@ class Runners:
         if cmd:
             proc.stdin.write(cmd + "\n")
             proc.stdin.flush()
-        return json.loads(_read_line(proc, timeout))
+        return json.loads(common.read_child_line(proc, timeout))
 
     def __enter__(self) -> Runners:
         return self
@@ -267,7 +244,7 @@ class Runners:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
-            _stop(proc)  # kills what is still running; its cluster dies with it
+            common.stop_child(proc)  # kills what is still running; its cluster dies with it
 
 
 def _counters_delta(before: dict, after: dict, steps: int) -> dict:
@@ -535,26 +512,26 @@ def run_neighbour(size: NeighbourSize) -> dict:
     with LocalCluster(workers=1) as cluster:
         try:
             b = _spawn("--client-b", cluster.address, str(size.b_side), stdin=True)
-            if _read_line(b, 120).strip() != "ready":
+            if common.read_child_line(b, 120).strip() != "ready":
                 raise RuntimeError("client B did not start")
             alone = (time.monotonic(), time.monotonic() + size.alone_s)
             time.sleep(size.alone_s)
             a = _spawn("--client-a", cluster.address, json.dumps(size.__dict__))
-            if _read_line(a, 120).strip() != "ready":
+            if common.read_child_line(a, 120).strip() != "ready":
                 raise RuntimeError("client A did not start")
             blocks = json.loads(
-                _read_line(a, 60 + 3 * (size.block_s + size.settle_s + 2) * size.blocks)
+                common.read_child_line(a, 60 + 3 * (size.block_s + size.settle_s + 2) * size.blocks)
             )["blocks"]
             if a.wait(timeout=30) != 0:
                 raise RuntimeError(f"client A exited with code {a.returncode}")
             b.stdin.write("stop\n")
             b.stdin.flush()
-            steps = json.loads(_read_line(b, 120))["steps"]
+            steps = json.loads(common.read_child_line(b, 120))["steps"]
             if b.wait(timeout=30) != 0:
                 raise RuntimeError(f"client B exited with code {b.returncode}")
         finally:
-            _stop(b)
-            _stop(a)
+            common.stop_child(b)
+            common.stop_child(a)
 
     def inside(t0: float, t1: float) -> list[float]:
         return [dt for s, dt in steps if s >= t0 and s + dt <= t1]

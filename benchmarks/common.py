@@ -14,6 +14,7 @@ import multiprocessing as mp
 import multiprocessing.connection as mpc
 import os
 import platform
+import select
 import statistics
 import subprocess
 import sys
@@ -494,3 +495,34 @@ def child_guard(conn: mpc.Connection) -> Iterator[None]:
 def flush_stdout() -> None:
     """Flush stdout (children share the terminal)."""
     sys.stdout.flush()
+
+
+def read_child_line(proc: subprocess.Popen, timeout: float) -> str:
+    """A child process's next line of output, waiting at most ``timeout`` seconds.
+
+    Raises:
+        RuntimeError: it said nothing in time, or it exited (with its exit code).
+    """
+    what = " ".join(map(str, proc.args[1:4])) if isinstance(proc.args, list) else str(proc.args)
+    if not select.select([proc.stdout.fileno()], [], [], timeout)[0]:
+        raise RuntimeError(f"{what} said nothing within {timeout:.0f} s")
+    line = proc.stdout.readline()
+    if not line:
+        raise RuntimeError(f"{what} exited with code {proc.wait(10)}")
+    return line
+
+
+def stop_child(proc: subprocess.Popen | None) -> None:
+    """Stop a child if it still runs (SIGTERM, then SIGKILL after 10 s), reap it, close its pipes."""
+    if proc is None:
+        return
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+    for f in (proc.stdin, proc.stdout):
+        if f is not None:
+            f.close()
