@@ -29,8 +29,8 @@ def _model(opt_name: str):
     return model, opt
 
 
-def _train(hot: bool, opt_name: str, steps: int = 8):
-    model, opt = _model(opt_name)
+def _step_of(model, opt):
+    """One training step of ``model`` with ``opt``: what ``@gt.hot`` captures."""
 
     def step(x, y):
         opt.zero_grad()
@@ -39,6 +39,12 @@ def _train(hot: bool, opt_name: str, steps: int = 8):
         opt.step()
         return loss
 
+    return step
+
+
+def _train(hot: bool, opt_name: str, steps: int = 8):
+    model, opt = _model(opt_name)
+    step = _step_of(model, opt)
     fn = gt.hot(step) if hot else step
     losses = []
     for k in range(steps):
@@ -195,14 +201,7 @@ def test_a_learning_rate_schedule_is_followed_by_a_captured_step(conn):
     def train(hot: bool) -> list:
         model, opt = _model("sgd")
         sched = gt.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-
+        step = _step_of(model, opt)
         fn = gt.hot(step) if hot else step
         x, y = _data(0)
         gx, gy = gt.tensor(x), gt.tensor(y)
