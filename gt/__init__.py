@@ -2,65 +2,27 @@
 
 ``import gt`` does no work; the first op connects to ``$GT_DISPATCHER`` or starts a local
 dispatcher with ``$GT_WORKERS`` workers (default 1) in the background.
+
+The user API (:mod:`gt._api`: tensors, factories, ``nn``, ``optim``, ...) is imported the first
+time a program asks for one of its names, all of it at once, so ``gt.ones`` and everything else
+behave as if imported eagerly. Processes that never touch it (the dispatcher, the workers, the
+``gt`` command's monitor and trace tools) start about a quarter of a second sooner for it.
 """
 
 from __future__ import annotations
 
+import importlib as _importlib
 import math as _math
+import os as _os
+import sys as _sys
+import types as _types
+from typing import TYPE_CHECKING
 
-from gt import amp, backends, config, cuda, nn, optim, signal, utils
-from gt.amp import autocast
-from gt.autograd import (
-    enable_grad,
-    inference_mode,
-    is_grad_enabled,
-    no_grad,
-    set_grad_enabled,
-)
-from gt.config import load_config
-from gt.errors import (
-    DispatcherLost,
-    GTError,
-    GTTimeout,
-    OutOfMemory,
-    ShapeError,
-    WorkerError,
-    WorkerLost,
-)
-from gt.factories import (
-    arange,
-    bernoulli,
-    empty,
-    empty_like,
-    eye,
-    from_numpy,
-    full,
-    full_like,
-    linspace,
-    normal,
-    ones,
-    ones_like,
-    rand,
-    rand_like,
-    randint,
-    randint_like,
-    randn,
-    randn_like,
-    randperm,
-    sync,
-    tensor,
-    zeros,
-    zeros_like,
-)
-from gt.hotpath import HotFunction, hot
-from gt.ops.device import device
-from gt.ops.functional import *  # noqa: F403 - gt.exp(x), gt.cat([...]), ... (see its __all__)
-from gt.ops.functional import __all__ as _functional_names
-from gt.ops.random import Generator, manual_seed
-from gt.ops.typeinfo import Size, finfo, get_default_dtype, iinfo
-from gt.serialization import load, save
-from gt.session import connect, disconnect, gpu_workers, mark
-from gt.tensor import Tensor
+if TYPE_CHECKING:  # what editors and type checkers see: the whole API, as if imported here
+    from gt._api import *  # noqa: F403
+    from gt._api import __all__ as _api_all
+
+    __all__ = [*_api_all, "bool", "e", "inf", "nan", "pi"]
 
 float16 = "float16"
 float32 = "float32"
@@ -84,72 +46,59 @@ e = _math.e
 
 __version__ = "0.1.0"
 
-__all__ = [
-    *_functional_names,
-    "Generator",
-    "HotFunction",
-    "hot",
-    "amp",
-    "autocast",
-    "bernoulli",
-    "normal",
-    "Size",
-    "backends",
-    "cuda",
-    "device",
-    "e",
-    "finfo",
-    "get_default_dtype",
-    "iinfo",
-    "inf",
-    "load",
-    "nan",
-    "pi",
-    "save",
-    "utils",
-    "bool",
-    "config",
-    "load_config",
-    "signal",
-    "empty",
-    "empty_like",
-    "enable_grad",
-    "inference_mode",
-    "is_grad_enabled",
-    "linspace",
-    "nn",
-    "no_grad",
-    "optim",
-    "randint_like",
-    "randperm",
-    "set_grad_enabled",
-    "DispatcherLost",
-    "GTError",
-    "GTTimeout",
-    "ShapeError",
-    "Tensor",
-    "OutOfMemory",
-    "WorkerError",
-    "WorkerLost",
-    "arange",
-    "connect",
-    "disconnect",
-    "eye",
-    "from_numpy",
-    "full",
-    "full_like",
-    "gpu_workers",
-    "manual_seed",
-    "mark",
-    "ones",
-    "ones_like",
-    "rand",
-    "rand_like",
-    "randint",
-    "randn",
-    "randn_like",
-    "sync",
-    "tensor",
-    "zeros",
-    "zeros_like",
-]
+
+#: Submodules, by name: ``gt.X`` for one of them imports just that module.
+_SUBMODULES = frozenset(
+    name.removesuffix(".py")
+    for name in _os.listdir(_os.path.dirname(__file__))
+    if not name.startswith("_") and (name.endswith(".py") or "." not in name)
+)
+_loading = False
+
+
+def _load_api() -> None:
+    """Import the user API and put its names here (once)."""
+    global _loading
+    if _loading or "Tensor" in globals():
+        return
+    _loading = True
+    try:
+        from gt import _api
+
+        g = globals()
+        g.update((k, v) for k, v in vars(_api).items() if not k.startswith("_"))
+        g["__all__"] = [*_api.__all__, "bool", "e", "inf", "nan", "pi"]
+    finally:
+        _loading = False
+
+
+def __getattr__(name: str):
+    # ``tensor`` is both a submodule (the Tensor class) and the factory ``gt.tensor(data)``;
+    # as attribute it has always been the factory.
+    if name in _SUBMODULES and name != "tensor":
+        return _importlib.import_module(f"gt.{name}")
+    if name.startswith("__") and name != "__all__":
+        raise AttributeError(f"module 'gt' has no attribute {name!r}")
+    _load_api()
+    try:
+        return globals()[name]
+    except KeyError:
+        raise AttributeError(f"module 'gt' has no attribute {name!r}") from None
+
+
+def __dir__() -> list[str]:
+    _load_api()
+    return sorted(globals())
+
+
+class _Package(_types.ModuleType):
+    """:mod:`gt`'s own module type: keeps ``gt.tensor`` the factory when the submodule of that
+    name is imported (the import system binds every submodule on its package)."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "tensor" and isinstance(value, _types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package

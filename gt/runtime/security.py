@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import zmq
-import zmq.auth
-from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
+
+# zmq.auth (certificates, the ZAP thread) is imported where it is used: it imports asyncio, a
+# tenth of a second that a local cluster over ipc, which uses no keys, need not pay at start.
 
 ROLES = ("worker", "client", "monitor", "admin")
 SERVER = "server"
@@ -116,6 +117,8 @@ def create(path: str | os.PathLike[str] | None = None, *, force: bool = False) -
     d.mkdir(parents=True, exist_ok=True)
     os.chmod(d, 0o700)
     for name in (SERVER, *ROLES):
+        import zmq.auth  # noqa: PLC0415 - see the imports
+
         zmq.auth.create_certificates(str(d), name)
         os.chmod(d / f"{name}.key_secret", 0o600)
     return load(d)
@@ -148,6 +151,8 @@ def load(path: str | os.PathLike[str] | None = None) -> Keyring:
 
 
 def _pair(d: Path, name: str) -> tuple[bytes, bytes | None]:
+    import zmq.auth  # noqa: PLC0415 - see the imports
+
     secret = d / f"{name}.key_secret"
     try:
         if secret.exists():
@@ -186,16 +191,16 @@ def export(ring: Keyring, role: str, dest: str | os.PathLike[str]) -> list[Path]
 
 
 # ------------------------------------------------------------------------------ sockets
-class _Auth(ThreadAuthenticator):
+def _authenticator(ctx: zmq.Context, ring: Keyring, extra: dict[bytes, str]) -> Any:
     """pyzmq's ZAP handler, naming each authenticated peer by its role (the ``User-Id``)."""
+    from zmq.auth.thread import ThreadAuthenticator  # noqa: PLC0415 - see the imports
 
-    def __init__(self, ctx: zmq.Context, ring: Keyring, extra: dict[bytes, str]) -> None:
-        super().__init__(ctx)
-        self.ring, self.extra = ring, extra
+    class Auth(ThreadAuthenticator):
+        def curve_user_id(self, client_key: bytes) -> str:
+            key = z85.encode(client_key)
+            return ring.role_of(key) or extra.get(key) or "?"
 
-    def curve_user_id(self, client_key: bytes) -> str:
-        key = z85.encode(client_key)
-        return self.ring.role_of(key) or self.extra.get(key) or "?"
+    return Auth(ctx)
 
 
 class _Roles:
@@ -222,7 +227,7 @@ class Guard:
     def __init__(self, ctx: zmq.Context, ring: Keyring) -> None:
         self.ctx, self.ring = ctx, ring
         self.extra: dict[bytes, str] = {}  # keys this process trusts beyond the keyring's
-        self._auth: _Auth | None = None
+        self._auth: Any = None  # the ZAP thread, started by the first serve()
         self._domains: set[str] = set()
 
     def trust(self, public: bytes, role: str) -> None:
@@ -239,7 +244,7 @@ class Guard:
             raise KeysMissing(f"the keys in {self.ring.path} hold no server secret (serve from the "
                             "dispatcher's machine, or run gt keys there)")  # fmt: skip
         if self._auth is None:
-            self._auth = _Auth(self.ctx, self.ring, self.extra)
+            self._auth = _authenticator(self.ctx, self.ring, self.extra)
             self._auth.start()
         if kind not in self._domains:
             self._auth.configure_curve_callback(

@@ -92,7 +92,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         )
         for m in USER_API
     },
-    "gt": (*USER_API, "gt.runtime.ops"),  # gt/__init__.py re-exports the user API
+    # gt/__init__.py re-exports the user API, which gt/_api.py imports on first use
+    "gt": (*USER_API, "gt.runtime.ops", "gt._api"),
 }
 
 

@@ -72,14 +72,22 @@ def _cupyx(be: Backend) -> Any:
 
 
 def _erf_numpy() -> Callable[[Any], Any]:
-    """SciPy's error function, else the exact (slow) ``math.erf``."""
-    try:
-        from scipy.special import erf  # noqa: PLC0415 - optional dependency
+    """SciPy's error function, else the exact (slow) ``math.erf``; SciPy is imported at the first
+    call, not when the worker starts (importing ``scipy.special`` takes most of a second)."""
+    found: list[Callable[[Any], Any]] = []
 
-        return erf
-    except ImportError:
-        vec = np.vectorize(math.erf, otypes=[np.float64])
-        return lambda x: vec(x).astype(x.dtype, copy=False)
+    def erf(x: Any) -> Any:
+        if not found:
+            try:
+                from scipy.special import erf as scipy_erf  # noqa: PLC0415 - optional dependency
+
+                found.append(scipy_erf)
+            except ImportError:
+                vec = np.vectorize(math.erf, otypes=[np.float64])
+                found.append(lambda x: vec(x).astype(x.dtype, copy=False))
+        return found[0](x)
+
+    return erf
 
 
 def _device_count(cp: Any) -> tuple[int, str]:

@@ -1,0 +1,125 @@
+"""The user API that ``import gt`` exposes, loaded on first use (see :mod:`gt`).
+
+Everything a program touches as ``gt.X`` is imported here; :mod:`gt` copies these names into its
+own namespace the first time one of them is asked for, so the dispatcher, the workers and the
+``gt`` command, which never touch them, start without paying for them.
+"""
+
+from gt import amp, backends, config, cuda, nn, optim, signal, utils
+from gt.amp import autocast
+from gt.autograd import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+from gt.config import load_config
+from gt.errors import (
+    DispatcherLost,
+    GTError,
+    GTTimeout,
+    OutOfMemory,
+    ShapeError,
+    WorkerError,
+    WorkerLost,
+)
+from gt.factories import (
+    arange,
+    bernoulli,
+    empty,
+    empty_like,
+    eye,
+    from_numpy,
+    full,
+    full_like,
+    linspace,
+    normal,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randint,
+    randint_like,
+    randn,
+    randn_like,
+    randperm,
+    sync,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from gt.hotpath import HotFunction, hot
+from gt.ops.device import device
+from gt.ops.functional import *  # noqa: F403 - gt.exp(x), gt.cat([...]), ... (see its __all__)
+from gt.ops.functional import __all__ as _functional_names
+from gt.ops.random import Generator, manual_seed
+from gt.ops.typeinfo import Size, finfo, get_default_dtype, iinfo
+from gt.serialization import load, save
+from gt.session import connect, disconnect, gpu_workers, mark
+from gt.tensor import Tensor
+
+__all__ = [
+    *_functional_names,
+    "Generator",
+    "HotFunction",
+    "hot",
+    "amp",
+    "autocast",
+    "bernoulli",
+    "normal",
+    "Size",
+    "backends",
+    "cuda",
+    "device",
+    "finfo",
+    "get_default_dtype",
+    "iinfo",
+    "load",
+    "save",
+    "utils",
+    "config",
+    "load_config",
+    "signal",
+    "empty",
+    "empty_like",
+    "enable_grad",
+    "inference_mode",
+    "is_grad_enabled",
+    "linspace",
+    "nn",
+    "no_grad",
+    "optim",
+    "randint_like",
+    "randperm",
+    "set_grad_enabled",
+    "DispatcherLost",
+    "GTError",
+    "GTTimeout",
+    "ShapeError",
+    "Tensor",
+    "OutOfMemory",
+    "WorkerError",
+    "WorkerLost",
+    "arange",
+    "connect",
+    "disconnect",
+    "eye",
+    "from_numpy",
+    "full",
+    "full_like",
+    "gpu_workers",
+    "manual_seed",
+    "mark",
+    "ones",
+    "ones_like",
+    "rand",
+    "rand_like",
+    "randint",
+    "randn",
+    "randn_like",
+    "sync",
+    "tensor",
+    "zeros",
+    "zeros_like",
+]
