@@ -195,6 +195,7 @@ class Connection(Receiving, CaptureHooks):
         self._open_direct()
         self._poller = zmq.Poller()
         self._poller.register(self._sock, zmq.POLLIN)
+        self._poller.register(self._monitor, zmq.POLLIN)  # read only when it has something
         if self._direct is not None:
             self._poller.register(self._direct, zmq.POLLIN)
         self._stop = threading.Event()

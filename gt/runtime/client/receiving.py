@@ -40,9 +40,9 @@ class Receiving:
             while direct.getsockopt(zmq.EVENTS) & zmq.POLLIN:
                 self._handle(direct.recv_multipart(copy=False))
         if self._broken is None:
-            self._broken = self._lost(running)
+            self._broken = self._lost(running, self._monitor in events)
 
-    def _lost(self, running: float) -> Exception | None:
+    def _lost(self, running: float, closed_or_opened: bool = True) -> Exception | None:
         """Whether the dispatcher is gone: its process ended (a cluster we started), its
         connection closed and did not come back, or it was silent for ``liveness`` seconds."""
         cluster = self.cluster
@@ -50,7 +50,7 @@ class Receiving:
             return DispatcherLost(
                 f"the local cluster's dispatcher exited with code {cluster.proc.returncode}"
             )
-        while (ev := read_event(self._monitor)) is not None:
+        while closed_or_opened and (ev := read_event(self._monitor)) is not None:
             if ev[0] == zmq.EVENT_DISCONNECTED:
                 self._cut_at = self._cut_at if self._cut_at is not None else running
             elif ev[0] == zmq.EVENT_CONNECTED:

@@ -59,7 +59,10 @@ class PeerKeeping:
             "back": watch_disconnects(self.back),
             "front": watch_disconnects(self.front),
         }
-        self._fd_owner: dict[tuple[str, int], tuple[str, int]] = {}
+        # (socket, fd) -> (kind, pid, routing id) of the connection; and the (socket, routing id)
+        # pairs whose fd is known, so a message on a known connection costs one set lookup
+        self._fd_owner: dict[tuple[str, int], tuple[str, int, bytes]] = {}
+        self._fd_known: set[tuple[str, bytes]] = set()
         self._cut: dict[tuple[str, int], float] = {}  # peer -> running time its connection closed
         self.local_workers = 0
         self._local_pids: set[int] = set()
@@ -67,13 +70,20 @@ class PeerKeeping:
         self.shutdown_reason: str | None = None
 
     # ------------------------------------------------------------------ hearing from peers
-    def heard(self, kind: str, pid: int, frame: Any, sock_name: str) -> None:
-        """A message arrived from worker or client ``pid`` (``kind``): it is alive, and the
-        connection it came on is its own."""
+    def heard(self, kind: str, pid: int, frame: Any, sock_name: str, ident: bytes) -> None:
+        """A message arrived from worker or client ``pid`` (``kind``) on the connection with
+        routing id ``ident``: it is alive, and that connection is its own."""
+        if self._cut:
+            self._cut.pop((kind, pid), None)
+        if (sock_name, ident) in self._fd_known:  # (forgotten when that connection closes)
+            return
         fd = source_fd(frame)
         if fd is not None:
-            self._fd_owner[(sock_name, fd)] = (kind, pid)
-        self._cut.pop((kind, pid), None)
+            old = self._fd_owner.get((sock_name, fd))
+            if old is not None:  # the OS reused the fd of a connection whose close we missed
+                self._fd_known.discard((sock_name, old[2]))
+            self._fd_owner[(sock_name, fd)] = (kind, pid, ident)
+            self._fd_known.add((sock_name, ident))
 
     def on_monitor_events(self) -> None:
         """Note connections that closed (read from the front and back monitor sockets)."""
@@ -83,7 +93,8 @@ class PeerKeeping:
                 if event == zmq.EVENT_DISCONNECTED:
                     owner = self._fd_owner.pop((name, fd), None)
                     if owner is not None:
-                        self._cut.setdefault(owner, self.clock.now())
+                        self._fd_known.discard((name, owner[2]))
+                        self._cut.setdefault(owner[:2], self.clock.now())
 
     # ------------------------------------------------------------------ local workers
     def start_local_workers(self, n: int) -> None:
