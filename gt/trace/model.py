@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Iterable, Sequence
+from itertools import compress, repeat
+from operator import eq
 from typing import Any
 
 from gt.trace import events as E
@@ -168,12 +170,10 @@ class ClusterModel:
                     counts[o] += 1
                 top = ops[durs.index(max(durs))]
             else:
-                per: dict = {}
-                for o, d in zip(ops, durs):
-                    per[o] = per.get(o, 0) + d
-                    counts[o] += 1
+                per = _time_by_op(ops, durs)
                 for o, d in per.items():
                     times[o] += d
+                    counts[o] += per.count[o]
                 top = max(per, key=per.__getitem__)
         elif ops:
             c = Counter(ops)
@@ -514,3 +514,24 @@ def _memory_extras(f: dict) -> dict:
 def _count(v: object) -> int:
     """A counter from an event (0 when absent or not a count)."""
     return v if type(v) is int and v >= 0 else 0
+
+
+class _OpTimes(dict):
+    """Op -> its summed duration in one batch, first-seen order; ``count``: op -> how many."""
+
+    count: Counter
+
+
+def _time_by_op(ops: list, durs: list) -> _OpTimes:
+    """Each op's summed duration in a batch where some op repeats (a tiny-op stream is hundreds
+    of one op): counted by :class:`~collections.Counter` and summed one op at a time by
+    ``compress``, both at C speed, when the batch holds a few distinct ops."""
+    per = _OpTimes()
+    per.count = Counter(ops)
+    if len(per.count) <= 8:
+        for o in per.count:
+            per[o] = sum(compress(durs, map(eq, ops, repeat(o))))
+    else:
+        for o, d in zip(ops, durs):
+            per[o] = per.get(o, 0) + d
+    return per

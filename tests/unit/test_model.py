@@ -187,6 +187,25 @@ def test_op_histogram_counts_and_times_by_name():
     assert ops == {"matmul": (2, 50), "add": (2, 20)}
 
 
+@pytest.mark.parametrize("distinct", [2, 12])  # a few ops (summed per op) or many (one by one)
+def test_per_op_counts_and_times_add_up_when_ops_repeat_in_a_batch(distinct):
+    import random
+
+    rng = random.Random(distinct)
+    names = [f"op{i}" for i in range(distinct)]
+    ops = [rng.randrange(distinct) for _ in range(500)]
+    durs = [rng.randrange(1, 1000) for _ in ops]
+    m = ClusterModel(names, window_ns=S)
+    m.apply_batch("worker:0", 0, [exec_ev(0, sum(durs), ops, durs)])
+    want: dict[str, list[int]] = {}
+    for o, d in zip(ops, durs):
+        got = want.setdefault(names[o], [0, 0])
+        got[0] += 1
+        got[1] += d
+    state = m.state(sum(durs), timeline_ns=sum(durs))
+    assert {o.name: [o.count, o.time_ns] for o in state.workers[0].ops} == want
+
+
 def test_summary_level_exec_is_one_block_named_by_dominant_op():
     m = model_with([exec_ev(0, 90, [2, 3, 3])])  # no durs
     st = m.state(100, timeline_ns=100)
