@@ -83,8 +83,26 @@ def _worker_count(text: str) -> int | str:
     return n
 
 
+def _ipc_back(ipc_dir: str) -> str:
+    return f"ipc://{ipc_dir}/back"
+
+
+def _start_workers_early(args: argparse.Namespace) -> list:
+    """A private local cluster (``--ipc``, a number of workers): its back endpoint is known before
+    it is bound, so its workers start first and import while the dispatcher does (ZeroMQ connects
+    them once the endpoint exists); a cluster starts about a third of a second sooner."""
+    if args.ipc is None or args.workers == "auto" or args.workers < 1:
+        return []
+    from gt.runtime.launch import spawn_worker
+
+    back = _ipc_back(args.ipc)
+    return [spawn_worker(back, parent_pid=os.getpid(), n_workers=args.workers)
+            for _ in range(args.workers)]  # fmt: skip
+
+
 def run(args: argparse.Namespace) -> int:
     """Run a dispatcher until SIGTERM, Ctrl-C or the death of ``--parent-pid``."""
+    early = _start_workers_early(args)
     import zmq
 
     from gt.runtime import security
@@ -100,12 +118,19 @@ def run(args: argparse.Namespace) -> int:
         d = Dispatcher(args.host, args.port, max_in_flight=args.max_in_flight, memory=memory,
                        ipc_dir=args.ipc, keys=args.keys, advertise=args.advertise)  # fmt: skip
     except (security.KeysMissing, zmq.ZMQError) as exc:
+        for proc in early:
+            proc.kill()
         print(f"gt dispatcher: {exc}", file=sys.stderr)
         return 1
     if d.keyring is not None:
         os.environ[security.KEYS_ENV] = str(d.keyring.path)  # for the workers it starts
     install_stop_signals(d.stop)
-    d.start_local_workers(workers)
+    if early and d.endpoints["back"] == _ipc_back(args.ipc):
+        d.adopt_local_workers(early)
+    else:
+        for proc in early:
+            proc.kill()
+        d.start_local_workers(workers)
     if args.ready_json:
         sys.stdout.write(json.dumps({**d.endpoints, "local_workers": workers}) + "\n")
         sys.stdout.flush()

@@ -92,3 +92,47 @@ def test_a_crashed_client_takes_its_cluster_down(tmp_path):
     finally:
         proc.stdout.close()
         proc.stderr.close()
+
+
+def _workers_of(back: str) -> list[int]:
+    """Pids of the ``gt worker`` processes connected to ``back``."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if b"worker" in argv and back.encode() in argv:
+                pids.append(int(entry))
+    return pids
+
+
+def test_a_private_clusters_workers_start_with_its_dispatcher_and_belong_to_it(tmp_path):
+    from gt.runtime.control import request
+    from gt.runtime.launch import LocalCluster
+
+    with LocalCluster(workers=2) as c:
+        back = c.endpoints["back"]
+        workers = request(c.address, "stats", timeout=10)["workers"]
+        assert [w["alive"] for w in workers] == [True, True]
+        pids = sorted(w["pid"] for w in workers)
+        assert sorted(_workers_of(back)) == pids  # the two it started, no more
+        for pid in pids:  # its own children, watched through the OS (killed: restarted)
+            with open(f"/proc/{pid}/stat") as f:
+                assert int(f.read().rsplit(")", 1)[1].split()[1]) == c.proc.pid
+    for pid in pids:
+        _wait_gone(pid)
+
+
+def test_workers_started_early_go_when_the_dispatcher_cannot_bind(tmp_path):
+    missing = tmp_path / "no such dir"
+    proc = subprocess.run(
+        [sys.executable, "-m", "gt", "dispatcher", "--ipc", str(missing), "--workers", "2",
+         "--ready-json"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert "gt dispatcher:" in proc.stderr
+    wait_for(lambda: not _workers_of(f"ipc://{missing}/back"), timeout=10)

@@ -99,9 +99,18 @@ class PeerKeeping:
     # ------------------------------------------------------------------ local workers
     def start_local_workers(self, n: int) -> None:
         """Start ``n`` worker processes connected to our back endpoint (they die with us)."""
-        self.local_workers = max(self.local_workers, n)
-        for _ in range(n):
-            proc = spawn_worker(self.endpoints["back"], parent_pid=os.getpid(), n_workers=n)
+        self.adopt_local_workers(
+            [
+                spawn_worker(self.endpoints["back"], parent_pid=os.getpid(), n_workers=n)
+                for _ in range(n)
+            ]  # fmt: skip
+        )
+
+    def adopt_local_workers(self, procs: list[subprocess.Popen]) -> None:
+        """Count ``procs`` (``gt worker`` children of this process, connected to our back
+        endpoint) as our local workers: watched through the OS, restarted if they all die."""
+        self.local_workers = max(self.local_workers, len(procs))
+        for proc in procs:
             self.children.append(proc)
             self._local_pids.add(proc.pid)
 

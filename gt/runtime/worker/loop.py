@@ -472,7 +472,7 @@ class Worker:
         try:
             while not self._stop.is_set():
                 s.send(_HEARTBEAT)
-                if s.poll(int(self.heartbeat * 1000)):
+                if self._poll_unless_stopped(s, self.heartbeat):
                     try:
                         msg = P.parse(s.recv())
                     except P.ProtocolError:
@@ -497,6 +497,18 @@ class Worker:
         finally:
             monitor.close(0)
             s.close(0)
+
+    def _poll_unless_stopped(self, sock: zmq.Socket, seconds: float) -> bool:
+        """Whether ``sock`` has a message within ``seconds``; gives up at once (in 0.1 s steps)
+        when the worker stops, so closing never waits a heartbeat period for this thread."""
+        deadline = time.monotonic() + seconds
+        while not self._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if sock.poll(int(min(left, 0.1) * 1000) + 1):
+                return True
+        return False
 
     def close(self) -> None:
         """Stop the heartbeat thread and close every socket."""
