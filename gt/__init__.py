@@ -15,6 +15,7 @@ import importlib as _importlib
 import math as _math
 import os as _os
 import sys as _sys
+import threading as _threading
 import types as _types
 from typing import TYPE_CHECKING
 
@@ -53,23 +54,31 @@ _SUBMODULES = frozenset(
     for name in _os.listdir(_os.path.dirname(__file__))
     if not name.startswith("_") and (name.endswith(".py") or "." not in name)
 )
-_loading = False
+_loaded = False
+_loading = False  # (only ever True inside the lock, for the thread that loads)
+_lock = _threading.RLock()
 
 
 def _load_api() -> None:
-    """Import the user API and put its names here (once)."""
-    global _loading
-    if _loading or "Tensor" in globals():
+    """Import the user API and put its names here (once). Another thread asking meanwhile waits
+    for it; the loading thread itself, asking again while the API imports, finds nothing (as
+    with any module that is still being imported)."""
+    global _loaded, _loading
+    if _loaded:
         return
-    _loading = True
-    try:
-        from gt import _api
+    with _lock:
+        if _loaded or _loading:
+            return
+        _loading = True
+        try:
+            from gt import _api
 
-        g = globals()
-        g.update((k, v) for k, v in vars(_api).items() if not k.startswith("_"))
-        g["__all__"] = [*_api.__all__, "bool", "e", "inf", "nan", "pi"]
-    finally:
-        _loading = False
+            g = globals()
+            g.update((k, v) for k, v in vars(_api).items() if not k.startswith("_"))
+            g["__all__"] = [*_api.__all__, "bool", "e", "inf", "nan", "pi"]
+            _loaded = True
+        finally:
+            _loading = False
 
 
 def __getattr__(name: str):

@@ -74,3 +74,23 @@ def test_erf_still_works_on_a_numpy_worker_and_imports_scipy_only_then():
     got = be.erf(x)
     assert got.dtype == np.float32
     assert np.allclose(got, [-0.8427008, 0.0, 0.5204999], atol=1e-6)
+
+
+def test_threads_asking_for_the_api_at_once_all_get_it():
+    got = _run(
+        "import json, threading\n"
+        "import gt\n"
+        "names = ['ones', 'Tensor', 'nn', 'exp', 'no_grad', 'randn', 'cat', 'manual_seed']\n"
+        "found, start = {}, threading.Barrier(len(names))\n"
+        "def ask(n):\n"
+        "    start.wait()\n"
+        "    try:\n"
+        "        found[n] = getattr(gt, n) is not None\n"
+        "    except AttributeError as exc:\n"
+        "        found[n] = str(exc)\n"
+        "ts = [threading.Thread(target=ask, args=(n,)) for n in names]\n"
+        "[t.start() for t in ts]; [t.join() for t in ts]\n"
+        "print(json.dumps(found))\n"
+    )
+    assert got == dict.fromkeys(["ones", "Tensor", "nn", "exp", "no_grad", "randn", "cat",
+                                 "manual_seed"], True)  # fmt: skip
