@@ -12,11 +12,10 @@ process (``gt demo --no-tui``) of the same local cluster.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
-
-import numpy as np
 
 from gt.cli.common import Subparsers
 from gt.cli.run import run_command
@@ -125,7 +124,7 @@ def run_demo(workers: int = 2, steps: int = 200) -> int:
         print(f"where the data lives: x {where.get(x.id, '?')}, w {where.get(w.id, '?')}")
     print(f"{conn.sent_instructions} instructions in {conn.sent_batches} batches, {dt:.2f}s; "
           f"final loss {final:.2e}")  # fmt: skip
-    ok = final < 1e-3 and np.isfinite(final)
+    ok = final < 1e-3 and math.isfinite(final)
     print("demo finished" if ok else "demo did not converge")
     gt.disconnect()
     return 0 if ok else 1

@@ -10,7 +10,6 @@ import sys
 
 from gt.cli.common import Subparsers, exit_status
 from gt.cli.dashboard import run_with_dashboard
-from gt.runtime.launch import LocalCluster, RecorderProcess
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -91,6 +90,8 @@ def run_command(
     readonly: bool = False,
 ) -> int:
     """Like :func:`run_script`, for any command that acts as a GT client (``$GT_DISPATCHER``)."""
+    from gt.runtime.launch import LocalCluster, RecorderProcess  # (not for every `gt` command)
+
     cluster = None
     recorder = None
     address = os.environ.get("GT_DISPATCHER")

@@ -34,6 +34,17 @@ def test_servers_and_the_command_line_start_without_the_user_api_scipy_or_asynci
     assert loaded == []
 
 
+def test_the_command_line_parses_its_arguments_without_numpy_or_the_runtime():
+    loaded = _run(
+        "import json, sys\n"
+        "import gt.cli\n"
+        "gt.cli.build_parser()\n"
+        "print(json.dumps([m for m in ('numpy', 'gt.runtime.launch', 'gt.runtime.control', 'gt._api')\n"
+        "                  if m in sys.modules]))\n"
+    )
+    assert loaded == []
+
+
 def test_the_api_loads_on_first_use_and_gt_tensor_stays_the_factory():
     got = _run(
         "import json, sys\n"
