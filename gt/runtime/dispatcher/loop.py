@@ -137,10 +137,6 @@ class Dispatcher(ControlRequests, PeerKeeping):
         self._client_by_ident: dict[bytes, int] = {}
         self._srclocs: dict[int, dict[int, str]] = {}
         self._stop = threading.Event()
-        # written by stop() (a signal handler, another thread) so the loop's poll returns at once
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
         self._next_stats = 0.0
         self.batches_routed = 0
         self.batches_planned = 0
@@ -219,12 +215,8 @@ class Dispatcher(ControlRequests, PeerKeeping):
 
     # ------------------------------------------------------------------ loop
     def stop(self) -> None:
-        """Ask :meth:`run` to return (thread-safe, and safe in a signal handler)."""
+        """Ask :meth:`run` to return (thread-safe)."""
         self._stop.set()
-        try:
-            os.write(self._wake_w, b"x")
-        except OSError:  # the pipe is full (it is woken already) or closed (it has stopped)
-            pass
 
     def run(self, parent_pid: int | None = None) -> None:
         """Serve until :meth:`stop`, a STOP signal, or the death of ``parent_pid``."""
@@ -232,7 +224,6 @@ class Dispatcher(ControlRequests, PeerKeeping):
         poller.register(self.back, zmq.POLLIN)
         poller.register(self.front, zmq.POLLIN)
         poller.register(self.control, zmq.POLLIN)
-        poller.register(self._wake_r, zmq.POLLIN)
         for mon in self.monitors.values():
             poller.register(mon, zmq.POLLIN)
         next_house = 0.0
@@ -249,9 +240,9 @@ class Dispatcher(ControlRequests, PeerKeeping):
                 if self.control in events:
                     self._drain(self.control, self._on_control)
                     handled += 1
-                if self._wake_r in events:
-                    handled += 1  # stop() was called: the loop's condition sees it
-                if len(events) > handled:  # the rest: the monitors (a connection opened or closed)
+                if (
+                    len(events) > handled
+                ):  # the rest are the monitors: a connection opened or closed
                     self.on_monitor_events()
                 now = time.monotonic()
                 if now >= next_house:
@@ -597,5 +588,3 @@ class Dispatcher(ControlRequests, PeerKeeping):
         if self.guard is not None:
             self.guard.close()  # its ZAP socket must go before the context can end
         self.ctx.term()  # ends zmq.proxy on its thread, which then closes the bus sockets
-        for fd in (self._wake_r, self._wake_w):
-            os.close(fd)
