@@ -116,9 +116,9 @@ def create(path: str | os.PathLike[str] | None = None, *, force: bool = False) -
         raise FileExistsError(f"{d} already holds GT keys (--force makes new ones)")
     d.mkdir(parents=True, exist_ok=True)
     os.chmod(d, 0o700)
-    for name in (SERVER, *ROLES):
-        import zmq.auth  # noqa: PLC0415 - see the imports
+    import zmq.auth  # noqa: PLC0415 - see the imports
 
+    for name in (SERVER, *ROLES):
         zmq.auth.create_certificates(str(d), name)
         os.chmod(d / f"{name}.key_secret", 0o600)
     return load(d)

@@ -99,11 +99,9 @@ class PeerKeeping:
     # ------------------------------------------------------------------ local workers
     def start_local_workers(self, n: int) -> None:
         """Start ``n`` worker processes connected to our back endpoint (they die with us)."""
+        back = self.endpoints["back"]
         self.adopt_local_workers(
-            [
-                spawn_worker(self.endpoints["back"], parent_pid=os.getpid(), n_workers=n)
-                for _ in range(n)
-            ]  # fmt: skip
+            [spawn_worker(back, parent_pid=os.getpid(), n_workers=n) for _ in range(n)]
         )
 
     def adopt_local_workers(self, procs: list[subprocess.Popen]) -> None:
