@@ -150,7 +150,10 @@ def quiet_stats(address: str) -> dict:
 
 def _memory_counters(st: dict) -> dict:
     m = st.get("memory") or {}
-    return {k: m.get(k) or 0 for k in ("spill_out", "spill_in", "prefetched", "prefetch_hits")}
+    return {
+        k: m.get(k) or 0
+        for k in ("spill_out", "spill_in", "prefetched", "prefetch_hits", "spill_reused")
+    }
 
 
 def _mlp_runner(config: str, limit: int, size: MlpSize, record: str | None) -> int:

@@ -49,9 +49,9 @@ def fetched(ex, req):
     return arr
 
 
-def spill_files(ex):
-    d = ex.pool.store._dir
-    return sorted(os.listdir(d)) if d else []
+def spill_extents(ex):
+    """How many buffers the spill file holds."""
+    return ex.pool.store.extents
 
 
 # --------------------------------------------------------------------------- counting
@@ -111,16 +111,46 @@ def test_spilled_tensors_come_back_and_every_result_equals_the_unlimited_run(tmp
     assert {d for d, *_ in log} >= {"spill", "unspill"}
 
 
-def test_spilled_buffers_live_as_files_in_a_private_directory_until_freed(tmp_path):
+def test_spilled_buffers_live_in_one_unnamed_file_whose_space_is_reused(tmp_path):
     ex = make(tmp_path, limit=100 * KB)
     run(ex, [full(i, i, 10 * KB) for i in range(1, 5)])  # 160 KiB into 100 KiB
-    files = spill_files(ex)
-    assert len(files) == 2 and ex.pool.spilled_bytes == 80 * KB
-    assert os.path.dirname(ex.pool.store.directory) == str(tmp_path)
-    run(ex, [], frees=[1, 2, 3, 4])
-    assert spill_files(ex) == [] and ex.pool.spilled_bytes == 0 and ex.holdings()[1] == 0
+    store = ex.pool.store
+    assert spill_extents(ex) == 2 and ex.pool.spilled_bytes == 80 * KB
+    assert os.listdir(tmp_path) == []  # nothing another process could open, nothing left behind
+    size = os.fstat(store._fd).st_size
+    assert size == 80 * KB
+    run(ex, [], frees=[1, 2])  # the two spilled ones go: their extents are free
+    assert spill_extents(ex) == 0 and store.in_use == 0 and ex.pool.spilled_bytes == 0
+    run(ex, [full(i, i, 10 * KB) for i in range(5, 7)])  # two more spill, into the same space
+    assert spill_extents(ex) == 2 and os.fstat(store._fd).st_size == size
+    run(ex, [ins("neg", 9, [3]), ins("fetch", 10, [9])])
+    assert (fetched(ex, 10) == -3).all()
+    run(ex, [], frees=[3, 4, 5, 6, 9])
+    assert spill_extents(ex) == 0 and ex.holdings()[1] == 0
     ex.pool.close()
-    assert not os.path.exists(ex.pool.store.parent + "/" + files[0])
+    assert store._fd is None
+
+
+def test_the_spill_file_reuses_freed_extents_best_fit_and_coalesces_them(tmp_path):
+    store = SpillStore(parent=str(tmp_path))
+    try:
+        bufs = [np.full(n, i, np.uint8) for i, n in enumerate([8192, 4096, 12288, 4096], 1)]
+        ext = [store.put(b) for b in bufs]
+        assert [e.offset for e in ext] == [0, 8192, 12288, 24576]
+        store.drop(ext[1])
+        store.drop(ext[0])  # 0..12288 is one free extent now
+        small = store.put(np.full(100, 9, np.uint8))  # best fit: the start of the freed run
+        assert (small.offset, small.length) == (0, 4096)
+        big = store.put(np.full(8000, 8, np.uint8))  # the rest of the run fits it exactly
+        assert big.offset == 4096 and os.fstat(store._fd).st_size == 28672
+        for e, b in zip([ext[2], ext[3]], bufs[2:]):
+            np.testing.assert_array_equal(store.get(e, b.nbytes), b)
+        assert (store.get(small, 100) == 9).all() and (store.get(big, 8000) == 8).all()
+        for e in (small, big, ext[2], ext[3]):
+            store.drop(e)
+        assert store.in_use == 0 and store._free == [] and store._end == 0
+    finally:
+        store.close()
 
 
 def test_the_least_recently_used_buffer_spills_first(tmp_path):
@@ -152,7 +182,7 @@ def test_views_spill_together_and_come_back_as_views_of_one_buffer(tmp_path):
              ins("transpose", 3, [2], {"perm": [1, 0]})])  # fmt: skip
     run(ex, [full(4, 4, 10 * KB), full(5, 5, 10 * KB)])  # pushes 1, 2, 3 out
     assert {(1, 1), (1, 2), (1, 3)} <= set(ex.pool.spilled)
-    assert len(spill_files(ex)) == 1  # one buffer, one file
+    assert spill_extents(ex) == 1  # one buffer, one extent
     run(ex, [ins("fetch", 7, [3])])
     tbl = ex.tables[1]
     assert all(dict.__contains__(tbl, t) for t in (1, 2, 3))  # the whole buffer came back
@@ -169,6 +199,43 @@ def test_a_broadcast_view_spills_its_one_element_not_its_shape(tmp_path):
     assert (1, 2) in ex.pool.spilled and ex.pool.spilled_bytes == 8 * KB
     run(ex, [ins("sum", 5, [2], {"axis": None, "keepdims": False}), ins("fetch", 6, [5])])
     assert float(fetched(ex, 6)) == 2.0 * 4096 * 2048
+
+
+def test_a_buffer_read_back_and_spilled_again_is_not_written_twice(tmp_path):
+    log: list = []
+    ex = make(tmp_path, limit=100 * KB, transfers=log)
+    run(ex, [full(1, 1, 10 * KB), full(2, 2, 10 * KB), full(3, 3, 10 * KB)])  # 1 spills
+    assert set(ex.pool.spilled) == {(1, 1)}
+    for req, t in enumerate([1, 2, 3, 1, 2, 3], 10):  # each read pushes the oldest out
+        run(ex, [ins("fetch", req, [t])])
+        assert (fetched(ex, req) == t).all()
+    writes = [n for d, _t0, _t1, n, _c in log if d == "spill"]
+    assert writes == [40 * KB] * 3  # once each: after that their extents still held them
+    assert ex.pool.counters["spill_out"] == 7 * 40 * KB
+    assert ex.pool.counters["spill_reused"] == 4 * 40 * KB
+    assert spill_extents(ex) == 3
+
+
+def test_an_in_place_op_on_a_read_back_tensor_leaves_its_spilled_copy_alone(tmp_path):
+    ex = make(tmp_path, limit=100 * KB)
+    run(ex, [full(1, 1, 10 * KB), full(2, 2, 10 * KB), full(3, 3, 10 * KB)])  # 1 spills
+    run(ex, [ins("reshape", 4, [1], {"shape": [80, 128]})])  # 1 is back; 4 views it
+    run(ex, [ins("mul", 1, [1, 5.0], {"inplace": True})])  # asked in place: must not touch 4
+    run(ex, [full(5, 5, 10 * KB), full(6, 6, 10 * KB)])  # everything old spills again
+    run(ex, [ins("fetch", 10, [1]), ins("fetch", 11, [4])])
+    assert (fetched(ex, 10) == 5).all() and (fetched(ex, 11) == 1).all()
+
+
+def test_freeing_a_read_back_tensor_frees_its_extent(tmp_path):
+    ex = make(tmp_path, limit=100 * KB)
+    run(ex, [full(1, 1, 10 * KB), full(2, 2, 10 * KB), full(3, 3, 10 * KB)])
+    run(ex, [ins("fetch", 7, [1])])  # 1 back (its extent kept), 2 out
+    assert spill_extents(ex) == 2
+    run(ex, [], frees=[1, 2])
+    assert spill_extents(ex) == 0
+    run(ex, [full(1, 4, 10 * KB), full(2, 5, 10 * KB), full(4, 6, 10 * KB)])
+    ex.drop_client(1)
+    assert spill_extents(ex) == 0 and ex.pool.used == 0
 
 
 # --------------------------------------------------------------------------- prefetch
@@ -201,6 +268,37 @@ def test_prefetched_bytes_count_against_the_limit(tmp_path):
         ex.pool.close()
 
 
+def test_prefetches_fill_only_the_headroom_above_the_threshold_and_are_not_dropped_unread(tmp_path):
+    ex = make(tmp_path, limit=100 * KB, threshold=0.5, prefetch=1 << 20)
+    try:
+        run(ex, [full(i, i, 5 * KB) for i in range(1, 6)])  # 100 KiB: down to 40 KiB resident
+        assert len(ex.pool.spilled) == 3 and ex.pool.used == 40 * KB
+        later = [ins("neg", 10, [1]), ins("neg", 11, [2]), ins("neg", 12, [3])]
+        ex.pool.plan([(1, later)])
+        wait_for(lambda: ex.pool.ready_bytes == 40 * KB)  # 100 - 50 (the threshold), not 100 - 40
+        # a result takes the pool up to its threshold: the two prefetched buffers stay
+        run(ex, [full(20, 0, 2560), *later, ins("fetch", 30, [12])])
+        assert (fetched(ex, 30) == -3).all()
+        c = ex.pool.counters
+        assert c["prefetch_hits"] >= 2 and c["prefetched"] == c["prefetch_hits"] * 20 * KB
+    finally:
+        ex.pool.close()
+
+
+def test_the_prefetch_thread_reads_only_for_the_client_whose_turn_it_is(tmp_path):
+    ex = make(tmp_path, limit=1 << 30, client_limit=60 * KB, threshold=0.5, prefetch=1 << 20)
+    ex.pool.close()  # (no thread: the choice is looked at directly)
+    run(ex, [full(i, i, 10 * KB) for i in range(1, 4)], cno=2)  # client 2 spills two of three
+    spilled = sorted(t for c, t in ex.pool.spilled if c == 2)
+    assert len(spilled) == 2
+    reads = [(2, [ins("neg", 9, [spilled[0]])])]
+    ex.pool.client_limit = None  # room to prefetch into
+    ex.pool.plan([(1, [ins("neg", 8, [1])]), *reads])  # client 1's batch runs; 2's is queued
+    assert ex.pool._next_prefetch() is None
+    ex.pool.plan(reads)  # client 2's turn
+    assert ex.pool._next_prefetch() is ex.pool.spilled[(2, spilled[0])]
+
+
 # --------------------------------------------------------------------------- limits
 def test_a_result_larger_than_the_limit_fails_its_op_and_the_worker_goes_on(tmp_path):
     ex = make(tmp_path, limit=100 * KB)
@@ -230,10 +328,10 @@ def test_a_client_that_leaves_gives_back_its_memory_and_its_spill_files(tmp_path
     ex = make(tmp_path, limit=100 * KB)
     run(ex, [full(i, i, 10 * KB) for i in range(1, 6)], cno=1)
     run(ex, [full(1, 1, 5 * KB)], cno=2)
-    assert spill_files(ex)
+    assert spill_extents(ex)
     ex.drop_client(1)
     assert ex.pool.used == 20 * KB and ex.pool.client_used == {2: 20 * KB}
-    assert spill_files(ex) == [] and ex.pool.spilled_bytes == 0
+    assert spill_extents(ex) == 0 and ex.pool.spilled_bytes == 0
 
 
 def test_lowering_the_limit_while_running_spills_at_once(tmp_path):

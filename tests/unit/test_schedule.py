@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gt.runtime.worker.schedule import Entry, Scheduler
+from gt.runtime.worker.schedule import DEBT_MAX_S, SLICE_S, Entry, Scheduler
 
 
 def _run_all(s: Scheduler, cut: set[str] = frozenset()) -> list[str]:
@@ -84,3 +84,31 @@ def test_finishing_without_a_current_batch_is_a_bug_not_a_silent_skip():
     s.add(1, Entry(None, "a"))
     with pytest.raises(RuntimeError, match="next"):
         s.finished()
+
+
+def test_a_slice_that_ran_past_its_time_shortens_its_clients_next_ones():
+    s = Scheduler()
+    s.add(1, Entry(None, "spilling"))
+    s.add(2, Entry(None, "other"))
+    assert s.budget(1) == SLICE_S
+    s.charge(1, SLICE_S + 0.002)  # its last instruction ran 2 ms past the slice
+    assert s.budget(1) == pytest.approx(SLICE_S - 0.002) and s.budget(2) == SLICE_S
+    s.charge(1, SLICE_S - 0.002 + 0.001)  # the next slice ran 1 ms past its shorter budget
+    assert s.budget(1) == pytest.approx(SLICE_S - 0.001)
+    s.charge(1, SLICE_S - 0.004)  # a short slice pays the rest back; no credit is kept
+    assert s.budget(1) == SLICE_S and 1 not in s.debt
+
+
+def test_debt_is_bounded_and_forgotten_when_the_client_goes_idle():
+    s = Scheduler()
+    s.add(1, Entry(None, "a"))
+    s.add(2, Entry(None, "b"))
+    s.charge(1, 10.0)  # one enormous instruction
+    assert s.debt[1] == DEBT_MAX_S and s.budget(1) == 0.0  # one instruction per turn, for a while
+    s.next()
+    s.finished()  # client 1 has nothing queued now
+    assert s.budget(1) == SLICE_S
+    s.add(2, Entry(None, "b2"))
+    s.charge(2, 1.0)
+    s.drop(2)
+    assert s.debt == {}

@@ -37,7 +37,7 @@ from gt.runtime.worker.executor import Executor
 from gt.runtime.worker.memory import keep_freed_memory
 from gt.runtime.worker.memory_keeper import WorkerMemory
 from gt.runtime.worker.peers import Peers
-from gt.runtime.worker.schedule import RECHECK_S, SLICE_S, Entry, Scheduler
+from gt.runtime.worker.schedule import RECHECK_S, Entry, Scheduler
 from gt.trace import events as E
 from gt.trace.emit import Emitter
 
@@ -255,6 +255,11 @@ class Worker:
         stop = None if msg.planned else self._slice_stop(msg.client)
         res = ex.step(e.job, stop)
         e.busy_ns += res.busy_ns
+        if stop is not None and (not res.done or self.sched.others_waiting(msg.client)):
+            # what of the slice another client waited for: since it began, or since the last
+            # look found nobody waiting
+            since = max(res.t0 / 1e9, stop.quiet)
+            self.sched.charge(msg.client, res.t1 / 1e9 - since)
         if self.events.enabled:
             self._emit_exec(msg, res)
         if not res.done:
@@ -283,10 +288,12 @@ class Worker:
                 msg = self._parsed(item)
                 if type(msg) is P.Run and msg.client != client:
                     return True
-            stop.deadline = time.monotonic() + RECHECK_S
+            stop.quiet = now = time.monotonic()
+            stop.deadline = now + RECHECK_S
             return False
 
-        stop.deadline = time.monotonic() + SLICE_S
+        stop.deadline = time.monotonic() + sched.budget(client)
+        stop.quiet = 0.0  # when a look last found no other client waiting
         return stop
 
     def _on_message(self, item: list) -> None:
@@ -432,6 +439,7 @@ class Worker:
                     "prefetched",
                     "prefetch_hits",
                     "oom",
+                    "spill_reused",
                 )
             },
             "memory_clients": {

@@ -139,12 +139,13 @@ class WorkerMemory:
             "prefetch_hits": 0,
             "prefetch_misses": 0,
             "oom": 0,
+            "spill_reused": 0,
         }
         if pool is not None:
             snap = pool.snapshot()
             out["spilled"] = snap["spilled"]
             for k in ("spill_out", "spill_in", "prefetched", "prefetch_hits", "prefetch_misses",
-                      "oom"):  # fmt: skip
+                      "oom", "spill_reused"):  # fmt: skip
                 out[k] = snap[k]
             out["clients_spilled"] = pool.client_spilled()
         return out

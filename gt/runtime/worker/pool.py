@@ -24,16 +24,19 @@ spills and retries once.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from gt.runtime import ops as O
 from gt.runtime.memory_settings import human
 from gt.runtime.worker.pool_table import OutOfMemory, PoolBuffer, SpilledBuffer, TrackedTable
-from gt.runtime.worker.spill import SpillStore, root_of, spillable, view_of
+from gt.runtime.worker.spill import FileExtent, SpillStore, root_of, spillable, view_of
 
 #: Buffers smaller than this are never spilled (moving them costs more than they hold).
 SPILL_MIN_BYTES = 4096
@@ -42,8 +45,8 @@ VICTIM_SCAN = 64
 #: Instructions ahead that the prefetch thread and the spill choice look at.
 LOOKAHEAD = 2048
 _FAR = 1 << 62
-#: How long a read waits for the prefetch thread's copy of the same buffer before reading it itself.
-LOADING_WAIT_S = 30.0
+#: How much nicer than the executor the prefetch thread runs (``setpriority``; 19 is the lowest).
+PREFETCH_NICE = 10
 
 
 class MemoryPool:
@@ -85,9 +88,11 @@ class MemoryPool:
         self.ready_bytes = 0  # prefetched, not yet claimed (counts against the limit)
         self.loading_bytes = 0
         self.counters = dict.fromkeys(
-            ("spill_out", "spill_in", "prefetched", "prefetch_hits", "prefetch_misses", "oom"), 0
-        )
+            ("spill_out", "spill_in", "prefetched", "prefetch_hits", "prefetch_misses", "oom",
+             "spill_reused"), 0
+        )  # fmt: skip
         self.op = -1  # opcode of the running instruction (named in out-of-memory errors)
+        self.running: int | None = None  # the client whose batch runs (or ran last)
         self.cursor = 0  # index into upcoming of the running instruction
         self.upcoming: list[tuple] = []  # per queued instruction: the (client, tensor) it reads
         self.positions: dict[tuple[int, int], list[int]] = {}
@@ -160,6 +165,8 @@ class MemoryPool:
         if not buf.refs:
             del self.bufs[key]
             self._uncount(buf)
+            if buf.clean is not None:
+                self.store.drop(buf.clean)
 
     def _uncount(self, buf: PoolBuffer) -> None:
         self.used -= buf.nbytes
@@ -209,6 +216,7 @@ class MemoryPool:
         with self.lock:
             self.upcoming, self.positions, self.cursor = upcoming, positions, -1
             self.dying = dying
+            self.running = batches[0][0] if batches else None
             if self.spilled:
                 self.lock.notify_all()
 
@@ -305,9 +313,13 @@ class MemoryPool:
         buf = self.bufs.pop(key)
         table = self.tables[buf.cno]
         views = {tid: view_of(dict.__getitem__(table, tid), buf.root) for tid in buf.refs}
-        t0 = time.monotonic_ns()
-        handle = self.store.put(buf.root)
-        t1 = time.monotonic_ns()
+        handle = buf.clean
+        if handle is None:
+            t0 = time.monotonic_ns()
+            handle = self.store.put(buf.root)
+            t1 = time.monotonic_ns()
+        else:  # its bytes are in the tier already, unchanged since they were read back
+            self.counters["spill_reused"] += buf.nbytes
         for tid in buf.refs:
             dict.pop(table, tid, None)
             self.where.pop((buf.cno, tid), None)
@@ -319,7 +331,7 @@ class MemoryPool:
             self.lock.notify_all()
         self._uncount(buf)
         self.counters["spill_out"] += buf.nbytes
-        if self.transfer is not None:
+        if self.transfer is not None and buf.clean is None:
             self.transfer("spill", t0, t1, buf.nbytes, buf.cno)
 
     def _drop_ready(self) -> None:
@@ -352,10 +364,9 @@ class MemoryPool:
             if rec is None:
                 raise KeyError(tid)
             t0 = time.monotonic_ns()
-            waited = rec.state == "loading"
-            deadline = time.monotonic() + LOADING_WAIT_S
-            while rec.state == "loading" and time.monotonic() < deadline:
-                self.lock.wait(0.5)
+            # A read the prefetch thread has begun is not waited for: that thread runs below the
+            # executor's priority and may be starved by the very work waiting on it. The executor
+            # reads the buffer itself; the thread's copy is discarded when it arrives.
             raw = None
             if rec.state == "ready":
                 raw, rec.data = rec.data, None
@@ -368,9 +379,14 @@ class MemoryPool:
         if raw is None:
             self.counters["prefetch_misses"] += 1
             raw = self.store.get(rec.handle, rec.nbytes)
-        self.store.drop(rec.handle)
+        # The extent stays as the buffer's clean copy: the views come back read-only (no kernel writes
+        # into them; an in-place op works on a copy, see ops.base.private), so spilling the buffer
+        # again needs no write. Other tiers' copies are let go.
+        keep = isinstance(rec.handle, FileExtent) and isinstance(raw, np.ndarray)
+        if not keep:
+            self.store.drop(rec.handle)
         t1 = time.monotonic_ns()
-        if (waited or t1 - t0 > 50_000) and self.transfer is not None:
+        if t1 - t0 > 50_000 and self.transfer is not None:
             self.transfer("unspill", t0, t1, rec.nbytes, cno)
         self.counters["spill_in"] += rec.nbytes
         table = self.tables[cno]
@@ -380,10 +396,18 @@ class MemoryPool:
         out = None
         for t, view in rec.views.items():
             arr = self.store.rebuild(raw, view)
+            if keep:
+                arr.flags.writeable = False
             dict.__setitem__(table, t, arr)
             self.ref(cno, t, arr, check=False)
             if t == tid:
                 out = arr
+        if keep and r is not None:
+            buf = self.bufs.get(r[0])
+            if buf is not None and buf.root is raw:
+                buf.clean = rec.handle
+            else:  # (no view was stored over it)
+                self.store.drop(rec.handle)
         self._fit_quietly(cno, r[0] if r else None)
         self.peak = max(self.peak, self.used)
         return out
@@ -417,7 +441,10 @@ class MemoryPool:
         """Forget everything of a client that left (resident and spilled)."""
         self.tables.pop(cno, None)
         for key in [k for k, b in self.bufs.items() if b.cno == cno]:
-            self._uncount(self.bufs.pop(key))
+            buf = self.bufs.pop(key)
+            self._uncount(buf)
+            if buf.clean is not None:
+                self.store.drop(buf.clean)
         for k in [k for k in self.where if k[0] == cno]:
             del self.where[k]
         with self.lock:
@@ -442,11 +469,17 @@ class MemoryPool:
         pending = self.ready_bytes + self.loading_bytes
         room = self.prefetch - pending
         if self.limit is not None:  # only into the headroom the threshold keeps under the limit
-            room = min(room, self.limit - self.used - pending)
+            # (measured from the threshold, not from what is held now: filled from below it, the
+            # prefetches would be dropped unread as results brought the pool back up to it)
+            floor = max(self.used, self.limit * self.threshold)
+            room = min(room, self.limit - floor - pending)
+        running = self.running
         for i in range(max(0, self.cursor), len(upcoming)):
             for k in upcoming[i]:
                 rec = self.spilled.get(k)
-                if rec is not None and rec.state == "out":
+                # only for the client whose turn it is: a prefetch competes for the CPU and the
+                # memory bus with the batch that runs, so it belongs to that client's turn
+                if rec is not None and rec.state == "out" and rec.cno == running:
                     return rec if rec.nbytes <= min(room, self._client_room(rec.cno)) else None
         return None
 
@@ -459,6 +492,7 @@ class MemoryPool:
         return self.client_limit - self.client_used.get(cno, 0) - pending
 
     def _prefetch_loop(self) -> None:
+        _lower_priority()
         while True:
             with self.lock:
                 rec = None
@@ -531,3 +565,12 @@ class MemoryPool:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
         self.store.close()
+
+
+def _lower_priority() -> None:
+    """Run the calling thread below the executor (Linux: a thread's own nice value), so that a
+    prefetch takes CPU the executor leaves idle rather than a share of a busy BLAS call's."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), PREFETCH_NICE)
+    except (AttributeError, OSError):  # not Linux, or not allowed: the same priority still works
+        pass

@@ -20,13 +20,19 @@ class OutOfMemory(MemoryError):
 
 
 class PoolBuffer:
-    """A buffer held in the pool: its owner, size, client, and the tensors over it."""
+    """A buffer held in the pool: its owner, size, client, and the tensors over it.
 
-    __slots__ = ("root", "nbytes", "cno", "refs")
+    ``clean``: the spill tier's handle of an identical copy of its bytes (kept when the buffer was
+    read back from a file: the worker never writes into such a buffer), so spilling it again
+    writes nothing.
+    """
+
+    __slots__ = ("root", "nbytes", "cno", "refs", "clean")
 
     def __init__(self, root: Any, nbytes: int, cno: int) -> None:
         self.root, self.nbytes, self.cno = root, nbytes, cno
         self.refs: set[int] = set()
+        self.clean: Any = None
 
 
 class SpilledBuffer:

@@ -4,7 +4,10 @@ A worker serves many clients. Their batches wait in one queue per client; the cl
 take turns, one batch each, so a client that sends many batches does not hold up one that sends
 few. A batch that runs long while another client waits is cut into *slices*: the executor stops
 between two instructions after :data:`SLICE_S` and the other client's batch goes first (the long
-one resumes where it stopped).
+one resumes where it stopped). A slice can only end between instructions, so it runs past
+:data:`SLICE_S` by part of one; what a client's slices overran is taken off its next ones (its
+*debt*), so a client whose instructions are long (spilling, say) gets the same share of the
+worker's time as one whose instructions are short.
 
 Batches the dispatcher's planner wrote (``planned``) hold transfers and collectives that pair up
 with other workers' parts of the same batch. They are never cut, and they start in the order they
@@ -22,6 +25,9 @@ from typing import Any
 SLICE_S = 0.005
 #: Seconds between two looks for a waiting client once a slice is over and none was waiting.
 RECHECK_S = 0.001
+#: The most overrun a client carries into its next slices (so a very long instruction costs its
+#: client a few short turns, not a long wait).
+DEBT_MAX_S = 4 * SLICE_S
 
 
 class Entry:
@@ -45,6 +51,21 @@ class Scheduler:
         self._planned: deque[int] = deque()  # arrival numbers of the planned batches queued
         self._arrivals = 0
         self._current: int | None = None
+        self.debt: dict[int, float] = {}  # seconds each client's slices ran past their budget
+
+    def budget(self, client: int) -> float:
+        """Seconds the client's next slice may run while another client waits (at least one
+        instruction always runs)."""
+        return max(0.0, SLICE_S - self.debt.get(client, 0.0))
+
+    def charge(self, client: int, ran_s: float) -> None:
+        """The client's slice ran ``ran_s`` seconds while another client waited: what it ran past
+        :data:`SLICE_S` (less what earlier slices left unused, never below nothing) is its debt."""
+        d = min(DEBT_MAX_S, self.debt.get(client, 0.0) + ran_s - SLICE_S)
+        if d > 0:
+            self.debt[client] = d
+        else:
+            self.debt.pop(client, None)
 
     def add(self, client: int, entry: Entry) -> None:
         """Queue a batch behind the client's earlier ones."""
@@ -84,6 +105,7 @@ class Scheduler:
             self.order.append(client)
         else:
             del self.queues[client]
+            self.debt.pop(client, None)  # idle now: its next turn starts afresh
 
     def yielded(self) -> None:
         """The current batch stopped for another client's: the others go first."""
@@ -98,6 +120,7 @@ class Scheduler:
 
     def drop(self, client: int) -> list[Entry]:
         """Forget a client's batches (it left); returns them (each still needs its Done)."""
+        self.debt.pop(client, None)
         q = self.queues.pop(client, None)
         if q is None:
             return []

@@ -7,17 +7,20 @@ allocation, so views stay views and a buffer is never counted twice.
 
 Two tiers, chosen by what the arrays are:
 
-* NumPy arrays (the pool is RAM): the bytes go to a file in a private temporary directory, as Dask's
-  workers spill to disk; reading them back allocates a fresh array. ``$GT_SPILL_DIR`` picks the
-  parent directory (default: the system's temporary directory).
+* NumPy arrays (the pool is RAM): the bytes go to disk, as Dask's workers spill, into one unnamed
+  temporary file per worker (``O_TMPFILE``: no other process can open it, and the OS frees it even
+  when the worker is killed). Buffers take page-aligned extents of it, and a freed extent is reused
+  by the next spill: overwriting pages the kernel already holds costs about a third of writing a
+  new file (measured: 0.7 against 2.0-2.6 ms per 4 MB on the 2-core VM). Reading back fills a
+  fresh array. ``$GT_SPILL_DIR`` picks the directory (default: the system's temporary directory).
 * CuPy arrays (the pool is the GPU's memory): the bytes go to pinned host memory, and come back
   with a host-to-device copy (on the prefetch thread's own stream when prefetched).
 """
 
 from __future__ import annotations
 
+import bisect
 import os
-import shutil
 import tempfile
 import threading
 from typing import Any
@@ -85,39 +88,115 @@ def _raw_numpy(root: np.ndarray) -> np.ndarray:
     return flat.view(_U8) if flat.ndim else flat.reshape(1).view(_U8)
 
 
-class SpillStore:
-    """The spill tier of one worker (files for NumPy buffers, pinned host memory for CuPy's).
+#: Extents of the spill file are whole pages (aligned copies, and room for a buffer of any size).
+PAGE = 4096
+#: Free space at the end of the spill file kept for reuse; beyond it the file is cut back.
+TAIL_KEEP = 64 << 20
 
-    Thread-safe: the prefetch thread reads while the executor writes and drops.
+
+class FileExtent:
+    """Where a spilled NumPy buffer lies in the spill file: ``offset`` and ``length`` (whole
+    pages), ``nbytes`` (the buffer's size)."""
+
+    __slots__ = ("offset", "length", "nbytes")
+
+    def __init__(self, offset: int, length: int, nbytes: int) -> None:
+        self.offset, self.length, self.nbytes = offset, length, nbytes
+
+    def __repr__(self) -> str:
+        return f"FileExtent({self.offset}, {self.length}, {self.nbytes})"
+
+
+class SpillStore:
+    """The spill tier of one worker (a file for NumPy buffers, pinned host memory for CuPy's).
+
+    Thread-safe: the prefetch thread reads while the executor writes and drops. Extents are taken
+    best fit from the free ones (coalesced as they are freed), else from the end of the file.
     """
 
     def __init__(self, xp: Any = None, parent: str | None = None) -> None:
         self.xp = xp
         self.parent = parent or os.environ.get("GT_SPILL_DIR") or None
-        self._dir: str | None = None
         self._lock = threading.Lock()
-        self._next = 0
+        self._fd: int | None = None
+        self._free: list[tuple[int, int]] = []  # (offset, length), sorted by offset, coalesced
+        self._end = 0  # the end of the last extent in use
+        self._size = 0  # the file's size
+        self.in_use = 0  # bytes of the file's extents that hold a spilled buffer
+        self.extents = 0  # how many
         self.device = None  # the CUDA device the worker is pinned to (set by the pool)
 
-    @property
-    def directory(self) -> str:
-        """The private directory the files go to (made on first use, removed by :meth:`close`)."""
-        with self._lock:
-            if self._dir is None:
-                self._dir = tempfile.mkdtemp(prefix="gt-spill-", dir=self.parent)
-            return self._dir
+    # ------------------------------------------------------------------ the file's extents
+    def _file(self) -> int:
+        if self._fd is None:
+            f = tempfile.TemporaryFile(dir=self.parent)  # (unnamed where the OS allows)
+            self._fd = os.dup(f.fileno())
+            f.close()
+        return self._fd
 
+    def _take(self, nbytes: int) -> FileExtent:
+        length = max(PAGE, -(-nbytes // PAGE) * PAGE)
+        with self._lock:
+            fd = self._file()
+            best = -1
+            for i, (_off, ln) in enumerate(self._free):
+                if ln >= length and (best < 0 or ln < self._free[best][1]):
+                    best = i
+                    if ln == length:
+                        break
+            if best >= 0:
+                off, ln = self._free.pop(best)
+                if ln > length:
+                    bisect.insort(self._free, (off + length, ln - length))
+            else:
+                off = self._end
+                self._end += length
+                if self._end > self._size:
+                    os.ftruncate(fd, self._end)
+                    self._size = self._end
+            self.in_use += length
+            self.extents += 1
+            return FileExtent(off, length, nbytes)
+
+    def _give_back(self, ext: FileExtent) -> None:
+        with self._lock:
+            off, ln = ext.offset, ext.length
+            if ln <= 0:
+                return
+            ext.length = 0  # (a second drop of the same extent is harmless)
+            self.in_use -= ln
+            self.extents -= 1
+            free = self._free
+            i = bisect.bisect_left(free, (off, ln))
+            if i < len(free) and free[i][0] == off + ln:  # merge with the next free extent
+                ln += free.pop(i)[1]
+            if i > 0 and free[i - 1][0] + free[i - 1][1] == off:  # and with the previous one
+                off, ln = free[i - 1][0], free[i - 1][1] + ln
+                free.pop(i - 1)
+                i -= 1
+            if off + ln == self._end:  # the free tail: the file may shrink
+                self._end = off
+                if self._size - off > TAIL_KEEP and self._fd is not None:
+                    self._size = off + TAIL_KEEP
+                    os.ftruncate(self._fd, self._size)
+            else:
+                free.insert(i, (off, ln))
+
+    # ------------------------------------------------------------------ buffers
     def put(self, root: Any) -> Any:
         """Copy a buffer out; returns the handle :meth:`get` takes."""
         if isinstance(root, np.ndarray):
             raw = _raw_numpy(root)
-            with self._lock:
-                self._next += 1
-                n = self._next
-            path = os.path.join(self.directory, f"{n}.bin")
-            with open(path, "wb") as f:
-                raw.tofile(f)  # writes straight from the buffer, without the GIL
-            return path
+            ext = self._take(raw.nbytes)
+            try:
+                view, off = memoryview(raw), ext.offset
+                while view.nbytes:  # (positional I/O, without the GIL: the prefetch thread reads)
+                    n = os.pwritev(self._fd, [view], off)
+                    view, off = view[n:], off + n
+            except BaseException:
+                self._give_back(ext)
+                raise
+            return ext
         cp = self.xp
         dev = cp.ndarray((int(root.size),), _U8, memptr=cp.cuda.MemoryPointer(root, 0))
         host = _pinned(cp, int(root.size))
@@ -126,10 +205,17 @@ class SpillStore:
 
     def get(self, handle: Any, nbytes: int, stream: Any = None) -> Any:
         """The bytes of a spilled buffer, in a new allocation (a uint8 array of the pool's kind)."""
-        if isinstance(handle, str):
-            raw = np.fromfile(handle, dtype=_U8)
-            if raw.size != nbytes:
-                raise OSError(f"spill file {handle} holds {raw.size} bytes, expected {nbytes}")
+        if isinstance(handle, FileExtent):
+            fd, off = self._fd, handle.offset
+            if fd is None or handle.length < nbytes or handle.nbytes != nbytes:
+                raise OSError(f"spill extent {handle} does not hold {nbytes} bytes")
+            raw = np.empty((nbytes,), dtype=_U8)
+            view = memoryview(raw)
+            while view.nbytes:
+                n = os.preadv(fd, [view], off)
+                if n <= 0:
+                    raise OSError(f"spill file ended inside {handle}")
+                view, off = view[n:], off + n
             return raw
         cp = self.xp
         if stream is None:
@@ -147,21 +233,18 @@ class SpillStore:
             return np.ndarray(shape, np.dtype(dtype), buffer=raw, offset=offset, strides=strides)
         return self.xp.ndarray(shape, np.dtype(dtype), memptr=raw.data + offset, strides=strides)
 
-    @staticmethod
-    def drop(handle: Any) -> None:
-        """Forget a spilled buffer (its file is removed)."""
-        if isinstance(handle, str):
-            try:
-                os.unlink(handle)
-            except FileNotFoundError:
-                pass
+    def drop(self, handle: Any) -> None:
+        """Forget a spilled buffer (its extent is free for the next one)."""
+        if isinstance(handle, FileExtent):
+            self._give_back(handle)
 
     def close(self) -> None:
-        """Remove the spill directory and everything in it."""
+        """Close (and so delete) the spill file."""
         with self._lock:
-            d, self._dir = self._dir, None
-        if d is not None:
-            shutil.rmtree(d, ignore_errors=True)
+            fd, self._fd = self._fd, None
+            self._free, self._end, self._size, self.in_use, self.extents = [], 0, 0, 0, 0
+        if fd is not None:
+            os.close(fd)
 
 
 def _pinned(cp: Any, n: int) -> np.ndarray:
