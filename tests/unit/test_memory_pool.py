@@ -238,6 +238,21 @@ def test_freeing_a_read_back_tensor_frees_its_extent(tmp_path):
     assert spill_extents(ex) == 0 and ex.pool.used == 0
 
 
+def test_a_read_told_to_stop_between_pieces_gives_up(tmp_path):
+    from gt.runtime.worker.spill import READ_PIECE
+
+    store = SpillStore(parent=str(tmp_path))
+    try:
+        data = np.arange(3 * READ_PIECE, dtype=np.uint8)
+        ext = store.put(data)
+        asked = []
+        assert store.get(ext, data.nbytes, go_on=lambda: asked.append(1) or len(asked) < 2) is None
+        assert len(asked) == 2  # looked once after each piece, stopped at the second look
+        np.testing.assert_array_equal(store.get(ext, data.nbytes, go_on=lambda: True), data)
+    finally:
+        store.close()
+
+
 # --------------------------------------------------------------------------- prefetch
 def test_the_prefetch_thread_brings_back_what_a_queued_batch_needs(tmp_path):
     log: list = []

@@ -507,7 +507,9 @@ class MemoryPool:
                 self.loading_bytes += rec.nbytes
             t0 = time.monotonic_ns()
             try:
-                raw = self.store.get(rec.handle, rec.nbytes, self._stream())
+                # given up (and read on demand, if need be) once another client's turn begins
+                raw = self.store.get(rec.handle, rec.nbytes, self._stream(),
+                                     lambda c=rec.cno: self.running == c)  # fmt: skip
             except Exception:  # freed meanwhile (file gone), or the device refused: read on demand
                 raw = None
             t1 = time.monotonic_ns()

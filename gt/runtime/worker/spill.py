@@ -23,6 +23,7 @@ import bisect
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -92,6 +93,8 @@ def _raw_numpy(root: np.ndarray) -> np.ndarray:
 PAGE = 4096
 #: Free space at the end of the spill file kept for reuse; beyond it the file is cut back.
 TAIL_KEEP = 64 << 20
+#: Bytes a prefetch reads between two looks at whether it should go on.
+READ_PIECE = 1 << 20
 
 
 class FileExtent:
@@ -203,16 +206,24 @@ class SpillStore:
         dev.get(out=host)
         return host
 
-    def get(self, handle: Any, nbytes: int, stream: Any = None) -> Any:
-        """The bytes of a spilled buffer, in a new allocation (a uint8 array of the pool's kind)."""
+    def get(self, handle: Any, nbytes: int, stream: Any = None,
+            go_on: Callable[[], bool] | None = None) -> Any:  # fmt: skip
+        """The bytes of a spilled buffer, in a new allocation (a uint8 array of the pool's kind).
+
+        ``go_on``: asked between pieces of a file read (of :data:`READ_PIECE` bytes); when it says
+        no, the read is given up and ``None`` returned.
+        """
         if isinstance(handle, FileExtent):
             fd, off = self._fd, handle.offset
             if fd is None or handle.length < nbytes or handle.nbytes != nbytes:
                 raise OSError(f"spill extent {handle} does not hold {nbytes} bytes")
             raw = np.empty((nbytes,), dtype=_U8)
             view = memoryview(raw)
+            piece = READ_PIECE if go_on is not None else nbytes
             while view.nbytes:
-                n = os.preadv(fd, [view], off)
+                if go_on is not None and view.nbytes < nbytes and not go_on():
+                    return None
+                n = os.preadv(fd, [view[:piece]], off)
                 if n <= 0:
                     raise OSError(f"spill file ended inside {handle}")
                 view, off = view[n:], off + n
