@@ -27,6 +27,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "gt.runtime.ops": ("gt.runtime.ops", "gt.shapes", "gt.errors"),
     "gt.runtime.discovery": (),
     "gt.runtime.liveness": (),
+    "gt.runtime.sockets": (),
     "gt.runtime.memory_settings": (),
     "gt.runtime.security": (),
     "gt.runtime.control": ("gt.runtime.protocol", "gt.runtime.security"),
@@ -41,6 +42,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "gt.errors",
         "gt.runtime.liveness",
         "gt.runtime.security",
+        "gt.runtime.sockets",
         *TRACE_OUT,
     ),
     "gt.runtime.dispatcher": (
@@ -53,6 +55,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "gt.runtime.liveness",
         "gt.runtime.memory_settings",
         "gt.runtime.security",
+        "gt.runtime.sockets",
         *TRACE_OUT,
     ),
     "gt.runtime.worker": (
@@ -63,6 +66,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "gt.runtime.liveness",
         "gt.runtime.memory_settings",
         "gt.runtime.security",
+        "gt.runtime.sockets",
         *TRACE_OUT,
     ),
     "gt.runtime": (),  # the package's own __init__

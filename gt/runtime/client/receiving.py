@@ -11,6 +11,7 @@ import zmq
 from gt.errors import DispatcherLost, WorkerLost
 from gt.runtime import protocol as P
 from gt.runtime.liveness import DEFAULT_RECONNECT_GRACE, read_event
+from gt.runtime.sockets import take
 
 _HEARTBEAT = P.encode(P.Heartbeat())
 
@@ -122,9 +123,8 @@ class Receiving:
     def _drain_locked(self) -> None:
         """Handle already-arrived messages without waiting (acks, errors)."""
         while True:
-            try:
-                frames = self._sock.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
+            frames = take(self._sock)
+            if frames is None:
                 return
             self._last_heard = self._clock.now()
             self._handle(frames)

@@ -38,6 +38,7 @@ from gt.runtime.dispatcher.planner import MultiBatch, Planner
 from gt.runtime.liveness import env_seconds
 from gt.runtime.sharding import config as shard_config
 from gt.runtime.sharding.placement import Placement
+from gt.runtime.sockets import take
 from gt.trace import events as E
 from gt.trace.emit import Emitter
 
@@ -255,9 +256,8 @@ class Dispatcher(ControlRequests, PeerKeeping):
 
     def _drain(self, sock: zmq.Socket, handler: Any) -> None:
         for _ in range(256):
-            try:
-                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
+            frames = take(sock)
+            if frames is None:
                 return
             try:
                 handler(frames)

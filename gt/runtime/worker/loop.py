@@ -30,6 +30,7 @@ from gt.runtime.liveness import (
     read_event,
     watch_disconnects,
 )
+from gt.runtime.sockets import take
 from gt.runtime.worker.backend import Backend, load_backend
 from gt.runtime.worker.batch import BatchResult
 from gt.runtime.worker.device_monitor import DeviceMonitor
@@ -207,9 +208,8 @@ class Worker:
     def _take_messages(self) -> None:
         """Move what the dispatcher sent into the inbox (up to ``INBOX_MAX`` waiting)."""
         while len(self.inbox) < INBOX_MAX:
-            try:
-                frames = self.sock.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
+            frames = take(self.sock)
+            if frames is None:
                 return
             self.inbox.append([frames, None, None])
 
@@ -323,9 +323,8 @@ class Worker:
 
     def _drain_data(self) -> None:
         while True:
-            try:
-                frames = self.data.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
+            frames = take(self.data)
+            if frames is None:
                 return
             try:
                 if len(frames) != 3:
