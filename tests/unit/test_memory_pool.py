@@ -11,7 +11,7 @@ from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime.worker.backend import Backend
 from gt.runtime.worker.executor import Executor
-from gt.runtime.worker.pool import MemoryPool
+from gt.runtime.worker.pool import SHARED_S, MemoryPool
 from gt.runtime.worker.spill import SpillStore
 from tests.helpers import wait_for
 from tests.unit.test_executor import FakeIO, NoPeers, ins
@@ -300,7 +300,7 @@ def test_prefetches_fill_only_the_headroom_above_the_threshold_and_are_not_dropp
         ex.pool.close()
 
 
-def test_the_prefetch_thread_reads_only_for_the_client_whose_turn_it_is(tmp_path):
+def test_the_prefetch_thread_reads_only_for_a_client_that_has_the_worker_to_itself(tmp_path):
     ex = make(tmp_path, limit=1 << 30, client_limit=60 * KB, threshold=0.5, prefetch=1 << 20)
     ex.pool.close()  # (no thread: the choice is looked at directly)
     run(ex, [full(i, i, 10 * KB) for i in range(1, 4)], cno=2)  # client 2 spills two of three
@@ -308,9 +308,11 @@ def test_the_prefetch_thread_reads_only_for_the_client_whose_turn_it_is(tmp_path
     assert len(spilled) == 2
     reads = [(2, [ins("neg", 9, [spilled[0]])])]
     ex.pool.client_limit = None  # room to prefetch into
-    ex.pool.plan([(1, [ins("neg", 8, [1])]), *reads])  # client 1's batch runs; 2's is queued
+    ex.pool.plan([(1, [ins("neg", 8, [1])]), *reads])  # client 1's turn; 2's batch is queued
+    assert ex.pool._next_prefetch() is None  # not in client 1's turn
+    ex.pool.plan(reads)  # client 2's turn, client 1's a moment ago: they share the worker
     assert ex.pool._next_prefetch() is None
-    ex.pool.plan(reads)  # client 2's turn
+    ex.pool._turns[1] -= 2 * SHARED_S  # client 1 has not had a turn for a while
     assert ex.pool._next_prefetch() is ex.pool.spilled[(2, spilled[0])]
 
 
