@@ -12,8 +12,12 @@ tables are :class:`TrackedTable` s, which tell the :class:`MemoryPool` what is s
 * **Unspilling.** A spilled tensor is not in the table; reading it (``table[id]``) brings its buffer
   back, with every view over it, and that time is a *wait* on the timeline.
 * **Prefetch.** A thread walks the queued instructions ahead of the executor and brings back the
-  spilled buffers they need, up to ``prefetch`` bytes and the headroom under the limit; a read that
-  finds its buffer already back is a prefetch hit.
+  spilled buffers they need, up to ``prefetch`` bytes and the headroom between the threshold and
+  the limit; a read that finds its buffer already back is a prefetch hit. It runs below the
+  executor's priority, for the running client only, and not at all while clients share the worker
+  (their reads on demand then fall in their own turns).
+* **Clean copies.** A buffer read back from the spill file keeps its extent there (its views are
+  read-only), so spilling it again writes nothing.
 * **Out of memory.** A result that does not fit even after spilling everything else it may spill
   fails its op with :class:`OutOfMemory`; nothing else is affected and the worker keeps running.
 
@@ -493,9 +497,9 @@ class MemoryPool:
         """(Under the lock.) Whether another client than the running one had a turn lately.
 
         While clients share the worker there is no prefetch: its reads would run during the other
-        clients' turns, taking CPU and memory bandwidth from them (measured: a neighbour's step
-        +8 to +16 % with it, -6 to +4 % without), whereas a read on demand is part of its own
-        client's turn, which the scheduler keeps to its share."""
+        clients' turns, taking CPU and memory bandwidth from them (``bench_memory.py``'s
+        neighbour, with the spilling client's prefetch on: +4 to +16 %; off: -6 to +4 %), whereas
+        a read on demand is part of its own client's turn, which the scheduler keeps to its share."""
         running, turns = self.running, self._turns
         if len(turns) < 2:
             return False

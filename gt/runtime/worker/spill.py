@@ -11,7 +11,7 @@ Two tiers, chosen by what the arrays are:
   temporary file per worker (``O_TMPFILE``: no other process can open it, and the OS frees it even
   when the worker is killed). Buffers take page-aligned extents of it, and a freed extent is reused
   by the next spill: overwriting pages the kernel already holds costs about a third of writing a
-  new file (measured: 0.7 against 2.0-2.6 ms per 4 MB on the 2-core VM). Reading back fills a
+  new file (measured: 0.5-0.7 against 1.4-2.6 ms per 4 MB on the 2-core VM). Reading back fills a
   fresh array. ``$GT_SPILL_DIR`` picks the directory (default: the system's temporary directory).
 * CuPy arrays (the pool is the GPU's memory): the bytes go to pinned host memory, and come back
   with a host-to-device copy (on the prefetch thread's own stream when prefetched).
