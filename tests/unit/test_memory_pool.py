@@ -11,7 +11,8 @@ from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime.worker.backend import Backend
 from gt.runtime.worker.executor import Executor
-from gt.runtime.worker.pool import SHARED_S, MemoryPool
+from gt.runtime.worker.pool import MemoryPool
+from gt.runtime.worker.prefetch import SHARED_S
 from gt.runtime.worker.spill import SpillStore
 from tests.helpers import wait_for
 from tests.unit.test_executor import FakeIO, NoPeers, ins
