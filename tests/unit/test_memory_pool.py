@@ -150,6 +150,10 @@ def test_the_spill_file_reuses_freed_extents_best_fit_and_coalesces_them(tmp_pat
         for e in (small, big, ext[2], ext[3]):
             store.drop(e)
         assert store.in_use == 0 and store._free == [] and store._end == 0
+        late = store.put(bufs[0])
+        store.close()
+        store.drop(late)  # a drop after close changes nothing
+        assert store.in_use == 0 and store.extents == 0
     finally:
         store.close()
 

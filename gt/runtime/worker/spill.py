@@ -164,9 +164,9 @@ class SpillStore:
     def _give_back(self, ext: FileExtent) -> None:
         with self._lock:
             off, ln = ext.offset, ext.length
-            if ln <= 0:
-                return
             ext.length = 0  # (a second drop of the same extent is harmless)
+            if ln <= 0 or self._fd is None:  # (after close() the file and its books are gone)
+                return
             self.in_use -= ln
             self.extents -= 1
             free = self._free
