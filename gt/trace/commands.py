@@ -22,6 +22,7 @@ from gt.trace.keyframes import attach
 from gt.trace.model import ClusterModel
 from gt.trace.reader import Reader, TraceFormatError
 from gt.trace.records import as_text
+from gt.trace.state import MemoryState
 from gt.trace.timeshare import KINDS, shares
 
 _UNITS = {
@@ -215,6 +216,7 @@ def trace_stats(reader: Reader, op_names: list[str] | None = None) -> dict:
             **{f"{k}_ns": parts[k] for k in KINDS},
             **{k: sh.get(k) for k in (*KINDS, "idle")},
             "top_ops": [[model.op_name(k), v] for k, v in top],
+            "memory": _memory_stats(w.memory),
         }  # fmt: skip
     durations = any(w.ops and sum(o.time_ns for o in w.ops) for w in state.workers)
     return {
@@ -228,6 +230,22 @@ def trace_stats(reader: Reader, op_names: list[str] | None = None) -> dict:
                  "calls": h.calls, "eager_ns": h.eager_ns, "hot_ns": h.hot_ns,
                  "speedup": h.speedup} for h in state.hot],
     }  # fmt: skip
+
+
+#: The memory pool's counters ``gt trace stats`` reports, from the worker's last memory sample.
+MEMORY_STATS = ("limit", "peak", "spill_out", "spill_in", "prefetched", "prefetch_hits",
+                "prefetch_misses", "oom")  # fmt: skip
+
+
+def _memory_stats(m: MemoryState) -> dict | None:
+    """A worker's memory pool as of its last sample (``None``: the trace holds no sample).
+
+    The counters run since the worker started, as the worker reports them, so a trace recorded
+    from a cluster's start (``gt run --record``) counts its whole run.
+    """
+    if m.used is None and m.peak is None:
+        return None
+    return {k: getattr(m, k) for k in MEMORY_STATS}
 
 
 def _has_durs(model: ClusterModel) -> bool:
@@ -289,10 +307,31 @@ def cmd_trace_stats(path: str | os.PathLike[str], json: bool = False) -> int:
         print("top ops by count")
         for name, count in st["top_by_count"]:
             print(f"  {name:<16}{count:>10,}")
+        _print_memory(st["workers"])
         _print_hot(st["hot"])
         return 0
 
     return _guard(path, run)
+
+
+def _print_memory(workers: dict) -> None:
+    """Per worker: its limit, peak, spill traffic and prefetch hits (the pool's own counters)."""
+    rows = {w: s["memory"] for w, s in workers.items() if s.get("memory")}
+    if not rows:
+        return
+    print("memory (since each worker started)")
+    print(
+        f"  {'worker':<8}{'limit':>11}{'peak':>11}{'spill out':>11}{'spill in':>11}"
+        f"{'prefetched':>12}{'hits':>7}{'misses':>8}{'oom':>5}"
+    )
+    for w in sorted(rows, key=lambda x: (str(type(x)), x)):
+        m = rows[w]
+        limit = "none" if m["limit"] is None else fmt_bytes(m["limit"])
+        print(
+            f"  {w!s:<8}{limit:>11}{fmt_bytes(m['peak']):>11}{fmt_bytes(m['spill_out']):>11}"
+            f"{fmt_bytes(m['spill_in']):>11}{fmt_bytes(m['prefetched']):>12}"
+            f"{m['prefetch_hits']:>7,}{m['prefetch_misses']:>8,}{m['oom']:>5,}"
+        )
 
 
 def _print_hot(hot: list[dict]) -> None:

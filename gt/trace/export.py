@@ -50,6 +50,10 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
+#: Clients drawn per worker in the "memory by client" counter (a bound against hostile events).
+_CLIENTS_MAX = 64
+
+
 def _dumps(obj: Any) -> str:
     """JSON for a value from the trace; always valid JSON, whatever a field holds."""
     try:
@@ -376,8 +380,13 @@ class _Exporter:
         w = f.get("worker")
         if self.worker_ok(w) and self.in_window(t, t):
             self.counter(
-                w + 1, t, "memory", {k: f.get(k) for k in ("used", "reserved", "limit", "spilled")}
-            )
+                w + 1, t, "memory",
+                {k: f.get(k) for k in ("used", "cached", "reserved", "limit", "spilled")},
+            )  # fmt: skip
+            clients = f.get("clients")
+            if isinstance(clients, dict):  # who holds it: one counter track per client
+                self.counter(w + 1, t, "memory by client",
+                             {f"client {c}": b for c, b in list(clients.items())[:_CLIENTS_MAX]})  # fmt: skip
             # Spill traffic as running byte counters (Perfetto draws the slope as the rate).
             traffic = {k: f.get(k) for k in ("spill_out", "spill_in", "prefetched")}
             if any(is_num(v) and v for v in traffic.values()):

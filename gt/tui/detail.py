@@ -1,4 +1,5 @@
-"""The worker detail screen's body, drawn purely: identity, time shares, memory, op histogram,
+"""The worker detail screen's body, drawn purely: identity, time shares, memory (its spill
+traffic and who holds it), op histogram,
 and the hot paths (``gt.hot`` steps) of the clients it is home to."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from gt.trace.state import HotPath, WorkerState
+from gt.trace.state import HotPath, MemoryState, WorkerState
 from gt.tui import render as R
 
 
@@ -105,10 +106,36 @@ def memory_text(w: WorkerState, width: int = 60) -> Text:
     cached = R.memory_cached(m)
     t.append(f"\n        cached {R.human_bytes(cached)} (held for reuse)  reserved "
              f"{R.human_bytes(m.reserved)}  spilled {R.human_bytes(m.spilled)}  tensors {R.na(m.tensors)}")  # fmt: skip
+    if m.spill_out or m.spill_in or m.prefetched or m.oom:
+        t.append(f"\n        spill out {R.human_bytes(m.spill_out)}  in {R.human_bytes(m.spill_in)}"
+                 f"  prefetched {R.human_bytes(m.prefetched)} (hits {m.prefetch_hits}, misses "
+                 f"{m.prefetch_misses})  refused {m.oom}", style="dim")  # fmt: skip
+    if m.clients:
+        t.append_text(clients_text(m))
     t.append("\nhistory: ")
     t.append_text(R.sparkline(m.history, max(10, width - 30), minimum=None))
     if m.history:
         t.append(f"  {R.human_bytes(min(m.history))}..{R.human_bytes(max(m.history))}", style="dim")
+    return t
+
+
+#: Clients listed by name in a worker's memory; the rest are summed on one line.
+CLIENTS_SHOWN = 6
+
+
+def clients_text(m: MemoryState) -> Text:
+    """Who holds the pool: one line per client (most held first), its quota where one is set."""
+    rows = sorted(m.clients, key=lambda r: (-(r[1] + r[2]), r[0]))
+    quota = f" of {R.human_bytes(m.client_limit)} quota" if m.client_limit else ""
+    t = Text("\nby client:")
+    for c, used, spilled in rows[:CLIENTS_SHOWN]:
+        t.append(
+            f"\n  c{c:<4} used {R.human_bytes(used):>7}{quota}  spilled {R.human_bytes(spilled)}"
+        )
+    if len(rows) > CLIENTS_SHOWN:
+        rest = rows[CLIENTS_SHOWN:]
+        t.append(f"\n  +{len(rest)} more: used {R.human_bytes(sum(r[1] for r in rest))}  spilled "
+                 f"{R.human_bytes(sum(r[2] for r in rest))}", style="dim")  # fmt: skip
     return t
 
 

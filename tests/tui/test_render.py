@@ -82,6 +82,35 @@ def test_memory_cell_of_a_worker_is_not_full_when_it_holds_a_cache():
     assert cell.startswith("█·······") and "100M/2.0G" in cell
 
 
+def test_worker_detail_memory_shows_spill_traffic_and_who_holds_the_pool():
+    from gt.trace.state import MemoryState
+    from gt.tui.detail import CLIENTS_SHOWN, memory_text
+
+    w = next(w for w in sample_state().workers if w.id == 0)
+    clients = tuple((c, c << 20, (10 - c) << 20) for c in range(1, CLIENTS_SHOWN + 3))
+    mem = MemoryState(used=40 << 20, reserved=48 << 20, limit=64 << 20, client_limit=16 << 20,
+                      spill_out=300 << 20, spill_in=200 << 20, prefetched=150 << 20,
+                      prefetch_hits=31, prefetch_misses=7, oom=2, clients=clients)  # fmt: skip
+    lines = memory_text(dataclasses.replace(w, memory=mem), 100).plain.splitlines()
+    assert any("spill out 300.0M  in 200.0M  prefetched 150.0M (hits 31, misses 7)  refused 2" in x
+               for x in lines)  # fmt: skip
+    at = lines.index("by client:")
+    shown = lines[at + 1 : at + 1 + CLIENTS_SHOWN]
+    # most held (used + spilled) first: every client holds 10M, so by id; the quota is named
+    assert [x.split()[0] for x in shown] == [f"c{c}" for c in range(1, CLIENTS_SHOWN + 1)]
+    assert "used    1.0M of 16.0M quota  spilled 9.0M" in shown[0]
+    assert lines[at + 1 + CLIENTS_SHOWN].strip() == "+2 more: used 15.0M  spilled 5.0M"
+
+
+def test_worker_detail_memory_without_traffic_or_clients_stays_short():
+    from gt.trace.state import MemoryState
+    from gt.tui.detail import memory_text
+
+    w = next(w for w in sample_state().workers if w.id == 0)
+    text = memory_text(dataclasses.replace(w, memory=MemoryState(used=1 << 20)), 100).plain
+    assert "spill out" not in text and "by client" not in text
+
+
 def test_sparkline_scales_from_minimum_to_max():
     assert R.sparkline([0, 4, 8], 10).plain == "▁▅█"
     assert R.sparkline([10, 20], 10, minimum=None).plain == "▁█"

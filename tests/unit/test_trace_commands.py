@@ -175,6 +175,32 @@ def test_stats_without_durations_says_so(tmp_path, capsys):
     assert "N/A" in out and "op7" in out
 
 
+def test_stats_report_each_workers_memory_pool_from_its_last_sample(tmp_path, capsys):
+    ex = dict(worker=0, client=1, batch=0, n=1, outs=[1], srcs=[0], hot=False, queue=0, errors=0)
+    mem = dict(worker=0, reserved=None, spilled=0, tensors=3, limit=20 << 20, oom=0)
+    events = [
+        E.event(E.EXEC, 0, **ex, t0=0, t1=10, ops=[1], durs=[10]),
+        E.event(E.MEMORY, 5, **mem, used=8 << 20, peak=8 << 20, spill_out=0, spill_in=0,
+                prefetched=0, prefetch_hits=0, prefetch_misses=0),
+        E.event(E.MEMORY, 9, **mem, used=4 << 20, peak=19 << 20, spill_out=300 << 20,
+                spill_in=200 << 20, prefetched=150 << 20, prefetch_hits=31, prefetch_misses=7),
+    ]  # fmt: skip
+    path = tmp_path / "mem.gtrace"
+    write_trace(path, [("worker:0", 0, events), ("worker:1", 0, [])], op_names=["a", "b"])
+    with Reader(path) as r:
+        st = trace_stats(r)
+    assert st["workers"][0]["memory"] == {
+        "limit": 20 << 20, "peak": 19 << 20, "spill_out": 300 << 20, "spill_in": 200 << 20,
+        "prefetched": 150 << 20, "prefetch_hits": 31, "prefetch_misses": 7, "oom": 0,
+    }  # fmt: skip
+    assert cmd_trace_stats(path) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = lines.index("memory (since each worker started)")
+    assert lines[head + 2].split() == ["0", "20.0", "MiB", "19.0", "MiB", "300.0", "MiB",
+                                       "200.0", "MiB", "150.0", "MiB", "31", "7", "0"]  # fmt: skip
+    assert len(lines) == head + 3  # no row for a worker that sent no memory sample
+
+
 def test_export_command_with_window_and_workers(trace, tmp_path, capsys):
     out = tmp_path / "run.json"
     assert cmd_export(trace, out, window="1ms:", workers="1") == 0

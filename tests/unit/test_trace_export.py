@@ -120,6 +120,21 @@ def test_counters_and_instants(trace, tmp_path):
     assert "error: matmul" in instants and instants.count("worker joined") == 2
 
 
+def test_memory_counters_carry_cached_spill_traffic_and_each_clients_bytes(tmp_path):
+    mem = E.event(E.MEMORY, 10, worker=0, used=300, reserved=500, limit=1000, spilled=40,
+                  tensors=2, cached=200, clients={1: 100, 2: 200}, clients_spilled={2: 40},
+                  spill_out=40, spill_in=0, prefetched=0)  # fmt: skip
+    path = tmp_path / "mem.gtrace"
+    write_trace(path, [("worker:0", 0, [mem])], op_names=["a"])
+    out = tmp_path / "mem.json"
+    export_chrome(path, out)
+    counters = {e["name"]: e["args"] for e in _events(out) if e["ph"] == "C"}
+    assert counters["memory"] == {"used": 300, "cached": 200, "reserved": 500, "limit": 1000,
+                                  "spilled": 40}  # fmt: skip
+    assert counters["memory by client"] == {"client 1": 100, "client 2": 200}
+    assert counters["spill traffic"] == {"spill_out": 40, "spill_in": 0, "prefetched": 0}
+
+
 def test_window_keeps_only_what_overlaps_it(trace, tmp_path):
     out = tmp_path / "win.json"
     lo, hi = 2_000_000, 4_000_000  # ns since the first event
