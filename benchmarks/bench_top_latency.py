@@ -72,6 +72,9 @@ def main() -> int:
         timeout=10,
         encoding="utf-8",
     )
+    # pexpect sleeps 50 ms before every send by default (for programs that drop early input):
+    # that sleep would be timed as part of every press.
+    tui.delaybeforesend = None
     lat: list[float] = []
     cpu: list[float] = []
     waited: list[float] = []

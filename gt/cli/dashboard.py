@@ -124,6 +124,7 @@ def run_dashboard(
         token: the control endpoint's credentials (config edits on a remote dispatcher).
     """
     from gt.tui.app import make_app
+    from gt.tui.gcpace import IdlePacer
     from gt.tui.sources import LiveSource
 
     front = endpoints.get("front")
@@ -137,6 +138,7 @@ def run_dashboard(
         title=title or f"gt top — {front or 'dispatcher'}",
         output=output,
         token=token,
+        gc_pacer=IdlePacer(),
     )
     try:
         app.run()

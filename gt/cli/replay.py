@@ -84,8 +84,10 @@ def run(args: argparse.Namespace) -> int:
     if at is not None:
         src.seek(clock.t_start + at)
     from gt.tui.app import make_app
+    from gt.tui.gcpace import IdlePacer
 
-    app = make_app(src, hz=args.hz, readonly=True, title=f"gt replay {src.address}")
+    app = make_app(src, hz=args.hz, readonly=True, title=f"gt replay {src.address}",
+                   gc_pacer=IdlePacer())  # fmt: skip
     try:
         app.run()
     finally:

@@ -185,7 +185,10 @@ class ClusterModel:
             durs = ()
         else:
             top = None
-        w.execs.append((t0, t1, n, top, ops, durs))
+        # Kept as tuples: a tuple of ints leaves the cyclic GC's books at its first collection,
+        # where 4,096 kept lists of up to 512 ints each made every full collection walk millions
+        # of references (70-180 ms with the GIL held: the screen froze that long).
+        w.execs.append((t0, t1, n, top, tuple(ops), tuple(durs)))
         w.time.batch(t0, t1)
         cno = as_int(f.get("client"))
         if ops:  # a batch of frees only leaves the current op as it was

@@ -6,17 +6,22 @@ import queue
 import threading
 from collections.abc import Iterable
 
+from textual import events
 from textual.app import App, ScreenStackError
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.message import Message
 
 from gt.trace.state import ClusterState
+from gt.tui.gcpace import IdlePacer
 from gt.tui.screens import ConfigScreen, HelpScreen, TopScreen, WorkerScreen
 from gt.tui.screens.replay_keys import REPLAY_BINDINGS
 from gt.tui.sources import Source
+from gt.tui.textual_leaks import unpin_styles_caches
 
 DARK, LIGHT = "textual-dark", "textual-light"
+
+unpin_styles_caches()  # before any widget renders (see gt.tui.textual_leaks)
 
 
 class SourceUpdated(Message):
@@ -44,9 +49,11 @@ class GTApp(App):
     ]
 
     def __init__(self, source: Source, *, hz: float = 8, readonly: bool = False, title: str | None = None,
-                 output: queue.Queue | None = None, token: str | None = None) -> None:  # fmt: skip
+                 output: queue.Queue | None = None, token: str | None = None,
+                 gc_pacer: IdlePacer | None = None) -> None:  # fmt: skip
         super().__init__()
         self.source = source
+        self.gc_pacer = gc_pacer
         self.token = token
         self.hz = hz
         self.readonly = readonly
@@ -58,7 +65,14 @@ class GTApp(App):
             self.title = title
         self.theme = DARK
 
+    async def on_event(self, event: events.Event) -> None:
+        if self.gc_pacer is not None and isinstance(event, (events.Key, events.MouseEvent)):
+            self.gc_pacer.saw_input()
+        await super().on_event(event)
+
     def on_mount(self) -> None:
+        if self.gc_pacer is not None:
+            self.gc_pacer.install()
         if hasattr(self.source, "on_update"):  # e.g. the first snapshot: draw it at once
             self.source.on_update = lambda: self.post_message(SourceUpdated())
         self.source.start()
@@ -69,6 +83,8 @@ class GTApp(App):
             self.notify(warning, title="recording", severity="warning", timeout=10)
 
     def on_unmount(self) -> None:
+        if self.gc_pacer is not None:
+            self.gc_pacer.uninstall()
         if hasattr(self.source, "on_update"):
             self.source.on_update = None
         self.source.stop()
@@ -110,8 +126,11 @@ class GTApp(App):
         return self.state
 
     def repaint(self) -> None:
-        """The timer's repaint: the timeline every time, the rest when it is due."""
+        """The timer's repaint: the timeline every time, the rest when it is due; then a full
+        garbage collection if the pacer says the user is not waiting (see :mod:`gt.tui.gcpace`)."""
         self.tick(full=False)
+        if self.gc_pacer is not None:
+            self.gc_pacer.tick()
 
     def open_worker(self, wid: int) -> None:
         """Push the detail screen for worker ``wid``."""
@@ -160,7 +179,8 @@ def lines_queue(lines: queue.Queue | Iterable[str] | None) -> queue.Queue | None
 
 
 def make_app(source: Source, *, hz: float = 8, readonly: bool = False, title: str | None = None,
-             output: queue.Queue | Iterable[str] | None = None, token: str | None = None) -> GTApp:  # fmt: skip
+             output: queue.Queue | Iterable[str] | None = None, token: str | None = None,
+             gc_pacer: IdlePacer | None = None) -> GTApp:  # fmt: skip
     """The one way to build the monitor app (``gt top``, ``gt run``, ``gt replay``, tests).
 
     Args:
@@ -171,7 +191,8 @@ def make_app(source: Source, *, hz: float = 8, readonly: bool = False, title: st
         output: a child process's output lines (a queue, or an iterable read on a thread; ``None``
             ends it) shown in an extra pane.
         token: the control endpoint's credentials, needed to apply configs to a remote dispatcher.
+        gc_pacer: runs full garbage collections while the user is idle (the CLI passes one; an
+            app inside a test process leaves the process's GC alone).
     """
-    return GTApp(
-        source, hz=hz, readonly=readonly, title=title, output=lines_queue(output), token=token
-    )
+    return GTApp(source, hz=hz, readonly=readonly, title=title, output=lines_queue(output),
+                 token=token, gc_pacer=gc_pacer)  # fmt: skip

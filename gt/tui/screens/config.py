@@ -20,7 +20,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static, TextArea
+from textual.widgets import DataTable, Static, TextArea
 
 from gt.runtime.control import ConfigControl, request
 from gt.runtime.sharding import config_text as CE
@@ -29,6 +29,7 @@ from gt.tui import config_view as CV
 from gt.tui import tables as T
 from gt.tui.impact import impact_text
 from gt.tui.sources import ControlError
+from gt.tui.textual_leaks import Footer
 from gt.tui.timebar import fmt_time
 from gt.tui.widgets import ClusterHeader
 from gt.tui.widgets.yaml_area import YamlArea

@@ -9,12 +9,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input
+from textual.widgets import DataTable, Input
 
 from gt.trace.state import ClusterState
 from gt.tui import tables as T
 from gt.tui.render import human_span
 from gt.tui.screens.replay_keys import REPLAY_ACTIONS, REPLAY_BINDINGS, ReplayKeys
+from gt.tui.textual_leaks import Footer
 from gt.tui.widgets import (
     ClientsTable,
     ClusterHeader,

@@ -8,11 +8,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from gt.trace.state import ClusterState
 from gt.tui import tables as T
 from gt.tui.detail import worker_detail
+from gt.tui.textual_leaks import Footer
 from gt.tui.widgets import ClusterHeader
 
 

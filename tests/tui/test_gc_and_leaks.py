@@ -1,0 +1,119 @@
+"""The dashboard's garbage-collection pacing and its remedies for Textual's leaks."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+
+from textual.app import App
+from textual.screen import Screen
+from textual.widgets._footer import FooterKey
+
+from gt.tui.gcpace import NEVER, IdlePacer
+from gt.tui.textual_leaks import Footer, unpin_styles_caches
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_pacer_collects_only_when_input_is_quiet_and_at_the_latest_after_at_most_s():
+    clock, runs = FakeClock(), []
+    p = IdlePacer(
+        every_s=2.0, idle_s=0.2, at_most_s=10.0, clock=clock, collect=lambda: runs.append(clock.t)
+    )
+    clock.t += 1.0
+    assert not p.tick()  # too soon after the last one
+    clock.t += 1.5
+    p.saw_input()
+    assert not p.tick()  # due, but a key just came
+    clock.t += 0.25
+    assert p.tick() and runs == [102.75]
+    for _ in range(120):  # someone typing without a pause: collected anyway, 10 s apart
+        clock.t += 0.1
+        p.saw_input()
+        p.tick()
+    assert len(runs) == 2 and abs(runs[1] - 112.75) < 0.11 and p.collections == 2
+
+
+def test_pacer_install_stops_full_collections_and_uninstall_restores_the_thresholds():
+    before = gc.get_threshold()
+    p = IdlePacer()
+    try:
+        p.install()
+        p.install()  # idempotent: the saved thresholds stay the first ones
+        assert gc.get_threshold() == (before[0], before[1], NEVER)
+    finally:
+        p.uninstall()
+    assert gc.get_threshold() == before
+
+
+class _Other(Screen):
+    BINDINGS = [("x", "app.pop_screen", "back")]
+
+    def compose(self):
+        yield Footer()
+
+
+class _Main(Screen):
+    BINDINGS = [("a", "app.push_screen('other')", "other"), ("b", "app.bell", "bell")]
+
+    def compose(self):
+        yield Footer()
+
+
+class _App(App):
+    SCREENS = {"other": _Other}
+
+    def on_mount(self) -> None:
+        self.push_screen(_Main())
+
+
+def _footer_keys() -> int:
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if type(o) is FooterKey)
+
+
+def test_footer_leaves_no_key_widgets_behind_across_screen_changes():
+    async def run() -> tuple[int, int]:
+        app = _App()
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            for _ in range(3):
+                await pilot.press("a")
+                await pilot.pause()
+                await pilot.press("x")
+                await pilot.pause()
+            first = _footer_keys()
+            for _ in range(15):
+                await pilot.press("a")
+                await pilot.pause()
+                await pilot.press("x")
+                await pilot.pause()
+            return first, _footer_keys()
+
+    first, after = asyncio.run(run())
+    # Textual's own Footer kept every rebuilt key: 2+ more per screen change (15 pairs: 60+)
+    assert after <= first + 4, (first, after)
+
+
+def test_styles_cache_helper_caches_by_colour_not_by_instance():
+    from textual._styles_cache import StylesCache
+    from textual.color import Color
+
+    assert unpin_styles_caches() and unpin_styles_caches()  # idempotent
+    a, b = StylesCache(), StylesCache()
+    base, bg = Color(10, 20, 30), Color(1, 2, 3, 0.5)
+    inner, outer = a.get_inner_outer(base, bg)
+    assert (inner, outer) == b.get_inner_outer(base, bg)
+    assert outer.background == base and inner.background == base + bg
+    import weakref
+
+    ref = weakref.ref(a)
+    del a
+    gc.collect()
+    assert ref() is None  # the cache does not keep the widget's styles cache alive
