@@ -17,11 +17,13 @@ from gt.tui.gcpace import IdlePacer
 from gt.tui.screens import ConfigScreen, HelpScreen, TopScreen, WorkerScreen
 from gt.tui.screens.replay_keys import REPLAY_BINDINGS
 from gt.tui.sources import Source
-from gt.tui.textual_leaks import unpin_styles_caches
+from gt.tui.textual_leaks import uncycle_strips, unpin_styles_caches
 
 DARK, LIGHT = "textual-dark", "textual-light"
 
-unpin_styles_caches()  # before any widget renders (see gt.tui.textual_leaks)
+# before any widget renders (see gt.tui.textual_leaks)
+unpin_styles_caches()
+uncycle_strips()
 
 
 class SourceUpdated(Message):
