@@ -183,6 +183,7 @@ def test_memory_events_carry_used_limit_spilled_and_the_traffic(cluster, tmp_pat
     assert max(m["spilled"] for m in mems) >= 400_000
     assert all(m["used"] <= MB for m in mems)
     directions = {e.fields["direction"] for e in events if e.kind == "transfer"}
-    assert {"spill", "unspill"} <= directions
+    # a read back is shown once: as the prefetch thread's read, or as the executor's own
+    assert "spill" in directions and directions & {"unspill", "prefetch"}
     m = model.state(model.t_last).workers[0].memory
     assert m.limit == MB and m.spill_out >= 400_000 and m.spill_in > 0 and m.peak <= MB
