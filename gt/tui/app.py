@@ -20,6 +20,9 @@ from gt.tui.sources import Source
 from gt.tui.textual_leaks import uncycle_strips, unpin_styles_caches
 
 DARK, LIGHT = "textual-dark", "textual-light"
+#: How long the source's background work waits after a key or a click while the app answers it
+#: (a press's repaint takes ~25 ms of CPU; two busy cores can stretch it past 100 ms).
+GIVE_WAY_S = 0.1
 
 # before any widget renders (see gt.tui.textual_leaks)
 unpin_styles_caches()
@@ -68,8 +71,11 @@ class GTApp(App):
         self.theme = DARK
 
     async def on_event(self, event: events.Event) -> None:
-        if self.gc_pacer is not None and isinstance(event, (events.Key, events.MouseEvent)):
-            self.gc_pacer.saw_input()
+        if isinstance(event, (events.Key, events.MouseEvent)):
+            if self.gc_pacer is not None:
+                self.gc_pacer.saw_input()
+            if not isinstance(event, events.MouseMove):  # a key or click wants an answer now
+                self.source.give_way(GIVE_WAY_S)
         await super().on_event(event)
 
     def on_mount(self) -> None:

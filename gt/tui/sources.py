@@ -41,6 +41,8 @@ from gt.tui.tables import Status
 Batch = tuple[str, int, list]
 #: The roles a monitor connects as (an admin key also lets it apply configs).
 MONITOR_ROLES = ("admin", "monitor")
+#: The longest a live source's collector waits for the app to answer one key or click.
+GIVE_WAY_MAX_S = 0.15
 
 
 def control_request(
@@ -80,6 +82,10 @@ class Source:
 
     def start(self) -> None:
         """Begin collecting (no-op for sources that need no thread)."""
+
+    def give_way(self, seconds: float) -> None:
+        """The app is answering a key or a click: collecting may wait up to ``seconds`` (no-op
+        for sources that need no thread)."""
 
     def stop(self) -> None:
         """Stop collecting and release every socket and thread."""
@@ -210,6 +216,7 @@ class LiveSource(Source):
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()  # set once the first snapshot's state is published
         self.subscribed = threading.Event()  # the event subscription is up (tests read it)
+        self.give_way_until = 0.0  # monotonic time before which the collector waits
 
     def now(self) -> int:
         if self.offset is None:
@@ -225,6 +232,14 @@ class LiveSource(Source):
     def set_view(self, *, timeline_ns: int | None = None, paused: bool | None = None) -> None:
         super().set_view(timeline_ns=timeline_ns, paused=paused)
         self._latest = self.compute()  # the new view now (under the model's lock), not next tick
+
+    def give_way(self, seconds: float) -> None:
+        # The collector folds events with the GIL held for up to 5 ms at a time (Python's switch
+        # interval), so a render that has to take the GIL back from it runs about half speed.
+        # Events wait in the socket meanwhile (the state shown is that much older, nothing lost).
+        self.give_way_until = max(
+            self.give_way_until, time.monotonic() + min(seconds, GIVE_WAY_MAX_S)
+        )
 
     def start(self) -> None:
         if self._thread is None:
@@ -333,6 +348,9 @@ class _Collector:
         poller = zmq.Poller()
         try:
             while not src._stop.is_set():
+                wait = src.give_way_until - time.monotonic()
+                if wait > 0:  # the app is answering the user; then one full turn at least
+                    src._stop.wait(min(wait, GIVE_WAY_MAX_S))
                 if socks != (self.sub, self.dealer, self.monitor):  # new sockets: poll those
                     socks = (self.sub, self.dealer, self.monitor)
                     poller = zmq.Poller()

@@ -184,3 +184,43 @@ def test_a_repaint_due_with_no_screen_left_draws_nothing():
     assert not app.screen_stack  # not running: no screen, as after the last one is popped
     app.repaint()
     app.tick()
+
+
+class _Recording(ListSource):
+    def __init__(self, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self.gave_way: list[float] = []
+
+    def give_way(self, seconds: float) -> None:
+        self.gave_way.append(seconds)
+
+
+async def test_a_key_asks_the_source_to_give_way_and_a_mouse_move_does_not():
+    from textual import events
+
+    from gt.tui.app import GIVE_WAY_S
+
+    src = _Recording(sample_batches(), now_ns=T_END, address="sample")
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_async(pilot, lambda: isinstance(app.screen, TopScreen))
+        before = len(src.gave_way)
+        await app.on_event(events.MouseMove(None, 3, 3, 0, 0, 0, False, False, False))
+        assert len(src.gave_way) == before
+        await pilot.press("t")
+        await wait_async(pilot, lambda: len(src.gave_way) > before)
+        assert src.gave_way[-1] == GIVE_WAY_S
+
+
+def test_a_live_source_gives_way_for_at_most_its_bound_and_never_less_than_asked():
+    import time
+
+    from gt.tui.sources import GIVE_WAY_MAX_S, LiveSource
+
+    src = LiveSource({"front": "ipc:///nonexistent"})  # never started: no thread, no socket
+    t0 = time.monotonic()
+    src.give_way(60.0)
+    assert t0 < src.give_way_until <= time.monotonic() + GIVE_WAY_MAX_S
+    until = src.give_way_until
+    src.give_way(0.001)  # a shorter request does not cut a longer one short
+    assert src.give_way_until == until
