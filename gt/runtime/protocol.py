@@ -427,6 +427,13 @@ class Configure(NamedTuple):
     memory: dict
 
 
+@_kind(23)
+class Events(NamedTuple):
+    """A client's event batch (the next frame, as :func:`gt.trace.events.pack_batch` makes it),
+    for the dispatcher to publish on the bus once it has checked that every event is the
+    sender's own."""
+
+
 #: Every message kind, in wire-kind order.
 KINDS: tuple[type, ...] = tuple(_KINDS[k] for k in sorted(_KINDS))
 KIND_NAMES: dict[int, str] = {code: cls.__name__ for code, cls in _KINDS.items()}

@@ -47,7 +47,7 @@ SERVES: dict[str, tuple[str, ...]] = {
     "front": ("client", "admin", "monitor", "worker"),
     "back": ("worker",),
     "control": ("client", "monitor", "admin", "worker"),
-    "events_in": ("worker", "client", "admin"),
+    "events_in": ("worker", "admin"),  # clients publish through the front socket (checked)
     "events": ("monitor", "admin"),
     "data": ("client", "worker", "admin"),
 }

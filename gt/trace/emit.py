@@ -39,6 +39,10 @@ class Emitter:
         clock_offset_ns: added to local monotonic time to get the run's clock.
         secure: ``secure(socket, endpoint)`` prepares the socket before it connects (CURVE over
             TCP; the runtime hands in :func:`gt.runtime.security.secure_connect`).
+        send: publish a packed batch with this instead of a socket of its own (a client's batches
+            go through its dispatcher connection, see :class:`gt.runtime.protocol.Events`); raises
+            ``zmq.Again`` when it cannot take one now.
+        lock: the lock that guards the batch (and ``send``'s socket, when the owner shares one).
     """
 
     def __init__(
@@ -50,20 +54,25 @@ class Emitter:
         level: str | None = None,
         clock_offset_ns: int = 0,
         secure: Callable[[Any, str], Any] | None = None,
+        send: Callable[[bytes], None] | None = None,
+        lock: Any = None,
     ):
         self.level = level or trace_level()
         self.source = source
         self.offset = clock_offset_ns
-        self.enabled = self.level != "off" and endpoint is not None and ctx is not None
+        self._send = send
+        self.enabled = self.level != "off" and (
+            send is not None or (endpoint is not None and ctx is not None)
+        )
         self.full = self.enabled and self.level == "full"
         self.seq = 0
         self.sent = 0
         self.dropped = 0
         self._buf: list = []
         self._first = 0
-        self._lock = threading.Lock()
+        self._lock = lock if lock is not None else threading.Lock()
         self._sock = None
-        if self.enabled:
+        if self.enabled and send is None:
             # PUSH, not PUB: a PUB drops everything until the bus's subscription reaches it, so a
             # new client's first events would be lost; PUSH queues them until connected. The
             # bus's PUB side drops for absent subscribers, in C, on the dispatcher's proxy thread.
@@ -92,9 +101,14 @@ class Emitter:
                 self._flush_locked()
 
     def tick(self) -> None:
-        """Publish a pending batch that has waited long enough (call from the owner's loop)."""
+        """Publish a pending batch that has waited long enough (call from the owner's loop; it
+        never waits for the lock: a busy owner publishes at its next emit or tick)."""
         if self.enabled and self._buf and self.now() - self._first >= FLUSH_NS:
-            self.flush()
+            if self._lock.acquire(blocking=False):
+                try:
+                    self._flush_locked()
+                finally:
+                    self._lock.release()
 
     def flush(self) -> None:
         """Publish whatever is pending now."""
@@ -110,20 +124,35 @@ class Emitter:
         first = self.seq
         self.seq += len(events)
         try:
-            self._sock.send_multipart(
-                [E.TOPIC, E.pack_batch(self.source, first, events)], zmq.NOBLOCK
-            )
+            batch = E.pack_batch(self.source, first, events)
+            if self._send is not None:
+                self._send(batch)
+            else:
+                self._sock.send_multipart([E.TOPIC, batch], zmq.NOBLOCK)
             self.sent += len(events)
         except zmq.Again:
             self.dropped += len(events)  # a gap in seq: subscribers see it as a drop
 
+    def forward(self, batch: bytes) -> bool:
+        """Publish another source's packed batch as it is (the dispatcher, for its clients);
+        ``False`` if the bus could not take it now."""
+        if self._sock is None:
+            return False
+        try:
+            self._sock.send_multipart([E.TOPIC, batch], zmq.NOBLOCK)
+            return True
+        except zmq.Again:
+            return False
+
     def close(self) -> None:
         """Publish what is pending and close the socket."""
+        if self._send is not None and self.enabled:
+            self.flush()
         if self._sock is not None:
             self.flush()
             self._sock.close()
             self._sock = None
-            self.enabled = False
+        self.enabled = False
 
 
 def fields_for(kind: str, **values: Any) -> dict:

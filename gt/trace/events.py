@@ -151,6 +151,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 KINDS = tuple(FIELDS)
+#: What a client publishes (through the dispatcher, which checks that each names that client).
+CLIENT_KINDS = frozenset({QUEUED, SRCLOC, MARK, HOT})
 #: Kinds that describe a span of time (t0..t1) rather than an instant.
 SPAN_KINDS = frozenset({EXEC, TRANSFER})
 
@@ -196,6 +198,29 @@ def unpack_batch(data: Any) -> tuple[str, int, list]:
         ):
             raise EventFormatError(f"malformed event in batch from {source[:40]}")
     return source, first_seq, events
+
+
+#: The largest event batch a client may hand the dispatcher to publish.
+MAX_CLIENT_BATCH = 1 << 20
+
+
+def check_client_batch(data: Any, client: int) -> None:
+    """Check that a batch a client asks the dispatcher to publish is that client's own: its
+    source is ``client:N``, every event is of a kind clients publish (:data:`CLIENT_KINDS`) and
+    names client ``N``.
+
+    Raises:
+        EventFormatError: anything else (too large, malformed, another source or client).
+    """
+    if len(data) > MAX_CLIENT_BATCH:
+        raise EventFormatError(f"a client's event batch is over {MAX_CLIENT_BATCH} bytes")
+    source, _first, events = unpack_batch(data)
+    if source != f"client:{client}":
+        raise EventFormatError(f"client {client} may not publish as {source[:40]!r}")
+    for kind, _t, fields in events:
+        if kind not in CLIENT_KINDS or fields.get("client") != client:
+            raise EventFormatError(f"client {client} may not publish a {kind[:20]!r} event "
+                                   f"for client {fields.get('client')!r:.20}")  # fmt: skip
 
 
 def event(kind: str, t_ns: int, **fields: Any) -> list:

@@ -204,3 +204,67 @@ def test_a_worker_cannot_report_a_batch_it_does_not_run(cluster, as_role):
     finally:
         s.close(0)
         ctx.term()
+
+
+def test_a_tenant_publishes_its_own_events_only(cluster, as_role):
+    from gt.trace import events as E
+
+    as_role("monitor")
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    S.secure_connect(sub, cluster["events"], ("monitor",))
+    sub.connect(cluster["events"])
+    as_role("client")
+    raw = ctx.socket(zmq.DEALER)  # a tenant speaking the protocol by hand
+    S.secure_connect(raw, cluster["front"], ("client",))
+    raw.connect(cluster["front"])
+    push = ctx.socket(zmq.PUSH)  # and straight to the bus's intake
+    push.setsockopt(zmq.LINGER, 0)
+    S.secure_connect(push, cluster["events_in"], ("client",))
+    push.connect(cluster["events_in"])
+    heard: list[tuple[str, str, dict]] = []
+
+    def hear(until) -> bool:
+        def got() -> bool:
+            while sub.poll(50):
+                source, _first, events = E.unpack_batch(sub.recv_multipart()[1])
+                heard.extend((source, kind, fields) for kind, _t, fields in events)
+            return until()
+
+        return wait_for(got, timeout=20)
+
+    try:
+        hear(lambda: any(s == "dispatcher" for s, _k, _f in heard))  # subscribed
+        raw.send(P.encode(P.Hello(os.getpid(), "x", ["evil"], b"tok-evil")))
+        assert raw.poll(10_000)
+        cno = P.parse(raw.recv_multipart()[0]).client
+        as_role("cluster")
+        before = _stats(cluster)["bad_messages"]
+        forged = [
+            E.pack_batch("worker:0", 0, [[E.MEMORY, 1, {"worker": 0, "used": 1 << 40}]]),
+            E.pack_batch(f"client:{cno}", 1, [[E.MARK, 1, {"client": cno + 1, "label": "f1"}]]),
+            E.pack_batch(f"client:{cno + 1}", 2, [[E.MARK, 1, {"client": cno + 1, "label": "f2"}]]),
+        ]
+        for batch in forged:
+            raw.send_multipart([P.encode(P.Events()), batch])
+        push.send_multipart([E.TOPIC, E.pack_batch("worker:0", 9, [[E.MARK, 1, {"label": "f3"}]])])
+        own = E.pack_batch(f"client:{cno}", 3, [[E.MARK, 1, {"client": cno, "label": "mine"}]])
+        raw.send_multipart([P.encode(P.Events()), own])
+        hear(lambda: any(f.get("label") == "mine" for _s, _k, f in heard))
+        wait_for(lambda: _stats(cluster)["bad_messages"] >= before + 3, timeout=10)
+        # a real client's events still arrive, through its connection
+        as_role("client")
+        conn = gt.connect(cluster["front"], timeout=30)
+        try:
+            conn.mark("from the api")
+            hear(lambda: any(f.get("label") == "from the api" for _s, _k, f in heard))
+        finally:
+            gt.disconnect()
+        labels = {f.get("label") for _s, k, f in heard if k == E.MARK}
+        assert {"mine", "from the api"} <= labels and not labels & {"f1", "f2", "f3"}
+        assert not any(k == E.MEMORY and f.get("used") == 1 << 40 for _s, k, f in heard)
+    finally:
+        for s in (sub, raw, push):
+            s.close(0)
+        ctx.term()

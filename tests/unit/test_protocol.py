@@ -43,6 +43,7 @@ SAMPLES = {
     P.Peers: P.Peers({0: "tcp://127.0.0.1:1", 1: "tcp://127.0.0.1:2"}, {0: b"k" * 40}),
     P.Peer: P.Peer(3, 1, 0, "float64", [4], None),
     P.Configure: P.Configure({"memory_limit": 1000000, "spill_threshold": 0.8}),
+    P.Events: P.Events(),
 }
 
 #: A wrong value for every field of every kind (the protocol must refuse each one).

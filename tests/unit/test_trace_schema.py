@@ -64,3 +64,22 @@ def test_every_kind_lists_its_fields():
     assert set(E.KINDS) == set(E.FIELDS)
     assert E.SPAN_KINDS <= set(E.KINDS)
     assert all("t0" in E.FIELDS[k] and "t1" in E.FIELDS[k] for k in E.SPAN_KINDS)
+
+
+def test_a_clients_batch_is_published_only_when_every_event_is_that_clients_own():
+    mine = [[E.MARK, 5, {"client": 3, "label": "x"}], [E.QUEUED, 6, {"client": 3, "n": 1}]]
+    E.check_client_batch(E.pack_batch("client:3", 0, mine), 3)  # its own: fine
+    refused = [
+        E.pack_batch("worker:0", 0, mine),  # another source
+        E.pack_batch("client:4", 0, mine),  # another tenant's name
+        E.pack_batch("client:3", 0, [[E.MARK, 5, {"client": 4, "label": "x"}]]),  # another's mark
+        E.pack_batch("client:3", 0, [[E.MARK, 5, {"label": "x"}]]),  # nobody's
+        E.pack_batch("client:3", 0, [[E.MEMORY, 5, {"client": 3, "used": 1}]]),  # a worker's kind
+        E.pack_batch(
+            "client:3", 0, [[E.MARK, 5, {"client": 3, "label": "x" * E.MAX_CLIENT_BATCH}]]
+        ),
+        b"\x93garbage",
+    ]
+    for batch in refused:
+        with pytest.raises(E.EventFormatError):
+            E.check_client_batch(batch, 3)

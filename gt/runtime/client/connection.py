@@ -46,6 +46,7 @@ from gt.trace.emit import Emitter
 _FETCH = O.OPCODE["fetch"]
 _UPLOAD = O.OPCODE["upload"]
 _HEARTBEAT = P.encode(P.Heartbeat())
+_EVENTS = P.encode(P.Events())
 # The gt package itself (gt/runtime/client/connection.py -> gt/): frames inside it are not the user's.
 _GT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 _GT_CLI_DIR = os.path.join(_GT_DIR, "cli") + os.sep
@@ -187,10 +188,11 @@ class Connection(Receiving, CaptureHooks):
         self.sent_instructions = 0
         self.sent_batches = 0
         self._welcome(connect_timeout)
-        self.events = Emitter(
-            self._ctx, self.bus, f"client:{self.client_no}", clock_offset_ns=self.clock_offset,
-            secure=lambda sock, ep: security.secure_connect(sock, ep, PROGRAM_ROLES),
-        )  # fmt: skip
+        # A client's events go through its dispatcher connection, which checks that each is this
+        # client's own (a tenant cannot publish on the bus as a worker or as another tenant). The
+        # emitter shares the connection's lock: its sends share the connection's socket.
+        self.events = Emitter(None, None, f"client:{self.client_no}", clock_offset_ns=self.clock_offset,
+                              send=self._send_events, lock=self._lock)  # fmt: skip
         self._direct: zmq.Socket | None = None
         self._open_direct()
         self._poller = zmq.Poller()
@@ -231,7 +233,6 @@ class Connection(Receiving, CaptureHooks):
         settings = msg.settings
         self.heartbeat_interval = float(settings.get("heartbeat", 1.0))
         self.liveness = float(settings.get("liveness", DEFAULT_TIMEOUT))
-        self.bus = settings.get("events_in")
         clock = settings.get("clock")
         self.clock_offset = clock - time.monotonic_ns() if isinstance(clock, int) else 0
 
@@ -374,6 +375,10 @@ class Connection(Receiving, CaptureHooks):
             told = self._watched.pop(tid, None)
             if told is not None:
                 told(tid)
+
+    def _send_events(self, batch: bytes) -> None:
+        # (called by self.events with self._lock held)
+        self._sock.send_multipart([_EVENTS, batch], zmq.NOBLOCK)
 
     def mark(self, label: str) -> None:
         """Publish a named mark (shown on every timeline and kept in recordings)."""
@@ -573,6 +578,7 @@ class Connection(Receiving, CaptureHooks):
                 if self._broken is None:
                     self._instrs.clear()
                     self._frees.clear()
+                    self.events.close()  # before the Bye: after it the dispatcher knows us not
                     self._sock.send(P.encode(P.Bye()), zmq.NOBLOCK)
             except zmq.ZMQError:
                 pass

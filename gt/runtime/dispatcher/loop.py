@@ -318,6 +318,14 @@ class Dispatcher(ControlRequests, PeerKeeping):
             self._hello(ident, info)
         elif kind is P.Control:
             self.front.send_multipart([ident, P.encode(self._answer(msg, frames[1], cno))])
+        elif kind is P.Events:
+            if cno is None or len(frames) < 3:
+                raise P.ProtocolError("events from an unknown client, or without a batch")
+            try:  # published only if every event is the sender's own
+                E.check_client_batch(frames[2].buffer, cno)
+            except E.EventFormatError as exc:
+                raise P.ProtocolError(str(exc)) from None
+            self.events.forward(frames[2])
         elif kind is P.Bye:
             if cno is not None:
                 self._drop_client(cno)
