@@ -31,6 +31,35 @@ DEFAULT_RECONNECT_GRACE = 3.0
 ZMTP_HEARTBEAT_S = 2.0
 
 
+def _read_boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip() or None
+    except OSError:  # not Linux: no way to tell, so clocks are always matched by a stamp
+        return None
+
+
+#: This machine's boot id (Linux): processes that share it read one ``CLOCK_MONOTONIC``.
+BOOT_ID = _read_boot_id()
+
+
+def run_clock_offset(clock: Any, boot: Any) -> int:
+    """The run's clock minus this process's monotonic clock, in ns, from a peer's ``clock`` stamp
+    (its ``time.monotonic_ns()`` when it sent it) and its ``boot`` id.
+
+    On the same machine (same boot id) the two clocks are one clock and the offset is exactly 0;
+    reading it off the stamp would add the message's delivery time, tens of milliseconds on a busy
+    machine, and shift one process's events against another's by that much. Elsewhere the stamp
+    is the estimate. (A container with its own time namespace shares the boot id but not the
+    clock; GT does not detect that.)
+    """
+    if not isinstance(clock, int) or isinstance(clock, bool):
+        return 0
+    if boot is not None and boot == BOOT_ID:
+        return 0
+    return clock - time.monotonic_ns()
+
+
 def env_seconds(name: str, default: float) -> float:
     """A duration in seconds from the environment (``default`` when unset or malformed)."""
     try:

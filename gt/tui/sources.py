@@ -30,7 +30,7 @@ from gt.runtime import protocol as P
 from gt.runtime import security
 from gt.runtime.control import ControlError as ControlError  # re-exported for the screens
 from gt.runtime.control import request
-from gt.runtime.liveness import watch
+from gt.runtime.liveness import run_clock_offset, watch
 from gt.trace import events as E
 from gt.trace.keyframes import attach
 from gt.trace.model import TIMELINE_NS, WINDOW_NS, ClusterModel
@@ -423,7 +423,7 @@ class _Collector:
                 src.model.apply_snapshot(payload, t_ns=src.now())
         elif what == "snapshot" and isinstance(payload, dict):
             if type(payload.get("clock")) is int:
-                src.offset = payload["clock"] - time.monotonic_ns()
+                src.offset = run_clock_offset(payload["clock"], payload.get("boot"))
             if isinstance(payload.get("uptime"), (int, float)):
                 self.uptime = float(payload["uptime"])
             with src._lock:

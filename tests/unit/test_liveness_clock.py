@@ -36,3 +36,16 @@ def test_durations_from_the_environment_fall_back_on_bad_values(monkeypatch):
     for bad in ("soon", "-3", "0"):
         monkeypatch.setenv("GT_TEST_S", bad)
         assert env_seconds("GT_TEST_S", 60.0) == 60.0
+
+
+def test_processes_of_one_boot_share_the_run_clock_exactly_and_others_read_the_stamp():
+    import time
+
+    from gt.runtime import liveness as L
+
+    stale = time.monotonic_ns() - 50_000_000  # a stamp delivered 50 ms late (a busy machine)
+    if L.BOOT_ID:  # Linux: the same boot, the same CLOCK_MONOTONIC: no delivery time added
+        assert L.run_clock_offset(stale, L.BOOT_ID) == 0
+    other = L.run_clock_offset(stale, "another machine's boot id")
+    assert -60_000_000 < other <= -50_000_000  # the stamp is the estimate
+    assert L.run_clock_offset(None, L.BOOT_ID) == 0 and L.run_clock_offset(True, None) == 0

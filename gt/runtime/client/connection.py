@@ -35,6 +35,7 @@ from gt.runtime.liveness import (
     RunningClock,
     env_seconds,
     heartbeat_options,
+    run_clock_offset,
     wait_for_event,
     watch,
     watch_disconnects,
@@ -233,8 +234,7 @@ class Connection(Receiving, CaptureHooks):
         settings = msg.settings
         self.heartbeat_interval = float(settings.get("heartbeat", 1.0))
         self.liveness = float(settings.get("liveness", DEFAULT_TIMEOUT))
-        clock = settings.get("clock")
-        self.clock_offset = clock - time.monotonic_ns() if isinstance(clock, int) else 0
+        self.clock_offset = run_clock_offset(settings.get("clock"), settings.get("boot"))
 
     def _abandon(self) -> None:
         """Close the sockets of a connection that never got going."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from gt.runtime import memory_settings as MS
 from gt.runtime import protocol as P
+from gt.runtime.liveness import BOOT_ID
 from gt.runtime.sharding import config as shard_config
 from gt.trace import events as E
 
@@ -180,6 +181,7 @@ class ControlRequests:
             "config": shard_config.to_yaml_dict(self.placement.config),
             "seq": {"dispatcher": self.events.seq},
             "clock": time.monotonic_ns(),
+            "boot": BOOT_ID,
             "trace": self.events.level,
         }
 

@@ -35,7 +35,7 @@ from gt.runtime import protocol as P
 from gt.runtime.dispatcher.control import ControlRequests
 from gt.runtime.dispatcher.keeping import PeerKeeping
 from gt.runtime.dispatcher.planner import MultiBatch, Planner
-from gt.runtime.liveness import env_seconds
+from gt.runtime.liveness import BOOT_ID, env_seconds
 from gt.runtime.sharding import config as shard_config
 from gt.runtime.sharding.placement import Placement
 from gt.runtime.sockets import take
@@ -196,6 +196,7 @@ class Dispatcher(ControlRequests, PeerKeeping):
             "liveness": self.worker_timeout,
             "events_in": self.endpoints["events_in"],
             "clock": time.monotonic_ns(),
+            "boot": BOOT_ID,
             "trace": self.events.level,
             "memory": self.memory_layers(),
         }

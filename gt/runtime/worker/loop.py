@@ -28,6 +28,7 @@ from gt.runtime.liveness import (
     RunningClock,
     heartbeat_options,
     read_event,
+    run_clock_offset,
     watch_disconnects,
 )
 from gt.runtime.sockets import take
@@ -120,8 +121,7 @@ class Worker:
         settings = reg.settings
         self.heartbeat = float(settings.get("heartbeat", 1.0))
         self.liveness = float(settings.get("liveness", DEFAULT_TIMEOUT))
-        clock = settings.get("clock")
-        offset = clock - time.monotonic_ns() if isinstance(clock, int) else 0
+        offset = run_clock_offset(settings.get("clock"), settings.get("boot"))
         self.events = Emitter(
             self.ctx, settings.get("events_in"), f"worker:{self.wid}", clock_offset_ns=offset,
             secure=lambda s, ep: security.secure_connect(s, ep, ("worker",)),
