@@ -2,8 +2,9 @@
 
 ``GT_TRACE`` picks the level: ``off`` (nothing is published), ``summary`` (per-batch events
 without per-instruction durations) or ``full`` (the default; per-instruction columns included).
-Batches go to the dispatcher's bus over a PUSH socket; the bus's PUB side drops them when no
-subscriber is attached, so an unwatched run pays for building and sending batches only.
+Batches go to the dispatcher's bus over a PUSH socket (a client's through its dispatcher
+connection instead, where they are checked); the bus's PUB side drops them when no subscriber is
+attached, so an unwatched run pays for building and sending batches only.
 """
 
 from __future__ import annotations
