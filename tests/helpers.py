@@ -18,3 +18,13 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: floa
             return value
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s (last value {value!r})")
+
+
+class HandClock:
+    """A clock (seconds) that a test moves by hand: ``clock.t += 1.0``."""
+
+    def __init__(self, t: float = 100.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t

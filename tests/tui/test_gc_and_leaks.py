@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 
+from helpers import HandClock
 from textual.app import App
 from textual.screen import Screen
 from textual.widgets._footer import FooterKey
@@ -13,16 +14,8 @@ from gt.tui.gcpace import NEVER, IdlePacer
 from gt.tui.textual_leaks import Footer, uncycle_strips, unpin_styles_caches
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
 def test_pacer_collects_only_when_input_is_quiet_and_at_the_latest_after_at_most_s():
-    clock, runs = FakeClock(), []
+    clock, runs = HandClock(), []
     p = IdlePacer(every_s=2.0, idle_s=0.2, at_most_s=10.0, clock=clock,
                   collect=lambda: runs.append(clock.t), freeze=lambda: None, unfreeze=lambda: None)  # fmt: skip
     clock.t += 1.0
@@ -40,7 +33,7 @@ def test_pacer_collects_only_when_input_is_quiet_and_at_the_latest_after_at_most
 
 
 def test_pacer_freezes_survivors_and_walks_everything_every_thaw_every_th_collection():
-    clock, calls = FakeClock(), []
+    clock, calls = HandClock(), []
     p = IdlePacer(every_s=1.0, idle_s=0.0, thaw_every=3, clock=clock,
                   collect=lambda: calls.append("collect"), freeze=lambda: calls.append("freeze"),
                   unfreeze=lambda: calls.append("unfreeze"))  # fmt: skip

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
+from helpers import HandClock
+
 from gt.trace import events as E
 from gt.tui.replay import ReplayClock, ReplaySource
 from gt.tui.sample import T_END, sample_batches, sample_events
 from gt.tui.sources import ListSource
 
 S = 1_000_000_000
-
-
-class FakeWall:
-    """A wall clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def test_list_source_takes_batches_or_plain_events_alike():
@@ -45,7 +37,7 @@ def test_pause_freezes_the_timeline_end_until_resumed():
 
 
 def test_replay_clock_plays_pauses_speeds_up_and_seeks():
-    wall = FakeWall()
+    wall = HandClock()
     clock = ReplayClock(0, 10 * S, wall=wall)
     wall.t += 1
     assert clock.position() == S
@@ -65,7 +57,7 @@ def test_replay_clock_plays_pauses_speeds_up_and_seeks():
 def test_replay_source_folds_up_to_the_clock_and_refolds_on_a_backward_seek(tmp_path):
     from replay_fixtures import write_sample
 
-    wall = FakeWall()
+    wall = HandClock()
     src = ReplaySource.from_file(write_sample(tmp_path / "s.gtrace"), wall=wall, speed=1.0)
     start = src.clock.t_start
     wall.t += 5
