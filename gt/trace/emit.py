@@ -146,11 +146,10 @@ class Emitter:
             return False
 
     def close(self) -> None:
-        """Publish what is pending and close the socket."""
-        if self._send is not None and self.enabled:
+        """Publish what is pending and close the socket (if it has one of its own)."""
+        if self.enabled:
             self.flush()
         if self._sock is not None:
-            self.flush()
             self._sock.close()
             self._sock = None
         self.enabled = False
