@@ -10,6 +10,7 @@ from textual import events
 from textual.app import App, ScreenStackError
 from textual.binding import Binding
 from textual.css.query import NoMatches
+from textual.driver import Driver
 from textual.message import Message
 
 from gt.trace.state import ClusterState
@@ -70,12 +71,26 @@ class GTApp(App):
             self.title = title
         self.theme = DARK
 
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's choice, except that on Linux and macOS frames are written by the thread
+        that rendered them (:mod:`gt.tui.direct_driver`: on a busy machine the writer thread's
+        own wait for a CPU was the largest part of the slowest key presses)."""
+        chosen = super().get_driver_class()
+        if chosen.__module__ == "textual.drivers.linux_driver" and chosen.__name__ == "LinuxDriver":
+            from gt.tui.direct_driver import DirectWriteDriver
+
+            return DirectWriteDriver
+        return chosen
+
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, (events.Key, events.MouseEvent)):
-            if self.gc_pacer is not None:
-                self.gc_pacer.saw_input()
+            pacer = self.gc_pacer
+            if pacer is not None:
+                pacer.saw_input()
             if not isinstance(event, events.MouseMove):  # a key or click wants an answer now
                 self.source.give_way(GIVE_WAY_S)
+                if pacer is not None:  # just after the answer: a collection if one is overdue
+                    self.set_timer(pacer.answer_s, pacer.tick)
         await super().on_event(event)
 
     def on_mount(self) -> None:

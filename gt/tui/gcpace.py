@@ -6,8 +6,10 @@ the GIL held (tens of thousands of Textual cache entries: 30-130 ms on the 2-cor
 a live ``gt top`` under load), freezing both the screen and the event fold. A key pressed then
 waits that long. :class:`IdlePacer` takes full collections off CPython's schedule (young
 collections stay as they are) and runs them itself, from the app's repaint timer, when no key
-or mouse event has come for :attr:`idle_s`; at the latest every :attr:`at_most_s`, so garbage
-cycles cannot pile up behind a user who never stops typing.
+or mouse event has come for :attr:`idle_s` (a second: the user has stopped to read). Someone who
+keeps pressing keys gets one at most :attr:`at_most_s` apart, run just after a key has been
+answered (:attr:`answer_s` after it, while they read what it showed), so garbage cycles cannot pile
+up; only if no such moment comes for :attr:`late_s` more does one run regardless.
 
 After each paced collection the survivors are frozen (:func:`gc.freeze`: moved where no
 collection looks), so the next one walks only what was made since: 20-35 ms instead of 50-70 ms
@@ -30,12 +32,21 @@ NEVER = 1 << 30
 
 class IdlePacer:
     """When to run a full collection: after ``every_s`` since the last one, once input has been
-    quiet for ``idle_s``; regardless of input after ``at_most_s``.
+    quiet for ``idle_s``; after ``at_most_s``, once the last input has been answered; after
+    ``at_most_s + late_s``, regardless of input.
 
     Args:
         every_s: the least time between two paced collections.
         idle_s: how long after the last input a collection may run.
-        at_most_s: the longest time between two collections, input or not.
+        at_most_s: the time after which a collection runs as soon as the last input has been
+            answered (``answer_s`` after it; on a busy 2-core machine an answer takes up to
+            ~0.1 s, and a person needs longer than that to react to it).
+        answer_s: how long after an input its answer is taken to be on the screen (the app
+            calls :meth:`tick` that long after each key or click, so an overdue collection
+            runs while the user reads the answer).
+        answer_window_s: how long after ``answer_s`` that moment lasts: a collection started
+            later could still be running when the next key comes.
+        late_s: how much past ``at_most_s`` a collection runs even while input keeps coming.
         thaw_every: every how many collections everything is walked (the others walk only what
             was made since the previous one; 1 = always everything).
         clock: seconds, monotonic (a test passes its own).
@@ -44,12 +55,15 @@ class IdlePacer:
             :func:`gc.freeze`, :func:`gc.unfreeze`).
     """
 
-    def __init__(self, every_s: float = 2.0, idle_s: float = 0.2, at_most_s: float = 10.0,
-                 thaw_every: int = 5, *, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, every_s: float = 2.0, idle_s: float = 1.0, at_most_s: float = 10.0,
+                 thaw_every: int = 5, *, answer_s: float = 0.15, answer_window_s: float = 0.1,
+                 late_s: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic,
                  collect: Callable[[], object] = gc.collect,
                  freeze: Callable[[], None] = gc.freeze,
                  unfreeze: Callable[[], None] = gc.unfreeze) -> None:  # fmt: skip
         self.every_s, self.idle_s, self.at_most_s = every_s, idle_s, at_most_s
+        self.answer_s, self.answer_window_s, self.late_s = answer_s, answer_window_s, late_s
         self.thaw_every = max(1, thaw_every)
         self.clock, self.collect = clock, collect
         self.freeze, self.unfreeze = freeze, unfreeze
@@ -81,10 +95,12 @@ class IdlePacer:
     def due(self) -> bool:
         """Whether a collection should run now."""
         now = self.clock()
-        since = now - self.last_full
-        if since >= self.at_most_s:
+        since, quiet = now - self.last_full, now - self.last_input
+        if since >= self.at_most_s + self.late_s:
             return True
-        return since >= self.every_s and now - self.last_input >= self.idle_s
+        if since >= self.at_most_s and 0 <= quiet - self.answer_s < self.answer_window_s:
+            return True  # overdue, and the last input has just been answered
+        return since >= self.every_s and quiet >= self.idle_s
 
     def tick(self) -> bool:
         """Run a full collection if one is :meth:`due`; returns whether it ran."""

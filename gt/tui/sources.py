@@ -348,9 +348,7 @@ class _Collector:
         poller = zmq.Poller()
         try:
             while not src._stop.is_set():
-                wait = src.give_way_until - time.monotonic()
-                if wait > 0:  # the app is answering the user; then one full turn at least
-                    src._stop.wait(min(wait, GIVE_WAY_MAX_S))
+                self._give_way()
                 if socks != (self.sub, self.dealer, self.monitor):  # new sockets: poll those
                     socks = (self.sub, self.dealer, self.monitor)
                     poller = zmq.Poller()
@@ -359,6 +357,8 @@ class _Collector:
                             poller.register(sock, zmq.POLLIN)
                 timeout = max(0.0, min(next_state - time.monotonic(), src.period))
                 ready = dict(poller.poll(int(timeout * 1000)))
+                # A key may have come while this thread slept in poll: answer it before folding.
+                self._give_way()
                 if self.monitor is not None and self.monitor in ready:
                     self._on_monitor()
                 if self.sub in ready:
@@ -373,10 +373,19 @@ class _Collector:
         finally:
             self._close()
 
+    def _give_way(self) -> None:
+        """Wait while the app answers a key or a click (see :meth:`LiveSource.give_way`)."""
+        src = self.src
+        wait = src.give_way_until - time.monotonic()
+        if wait > 0:
+            src._stop.wait(min(wait, GIVE_WAY_MAX_S))
+
     def _drain_events(self) -> None:
         src = self.src
         model = src.model
-        for _ in range(2000):  # bounded, so states still get published under a flood
+        for i in range(2000):  # bounded, so states still get published under a flood
+            if i % 16 == 15 and src.give_way_until > time.monotonic():
+                break  # a key came mid-drain: the rest waits in the socket, nothing is lost
             try:
                 frames = self.sub.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:

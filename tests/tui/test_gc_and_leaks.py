@@ -14,22 +14,52 @@ from gt.tui.gcpace import NEVER, IdlePacer
 from gt.tui.textual_leaks import Footer, uncycle_strips, unpin_styles_caches
 
 
-def test_pacer_collects_only_when_input_is_quiet_and_at_the_latest_after_at_most_s():
-    clock, runs = HandClock(), []
-    p = IdlePacer(every_s=2.0, idle_s=0.2, at_most_s=10.0, clock=clock,
-                  collect=lambda: runs.append(clock.t), freeze=lambda: None, unfreeze=lambda: None)  # fmt: skip
+def test_pacer_collects_when_input_is_quiet_then_after_an_answer_then_regardless():
+    clock, runs, quiet = HandClock(), [], []
+    p = IdlePacer(every_s=2.0, idle_s=1.0, at_most_s=10.0, answer_s=0.15, late_s=5.0,
+                  clock=clock, collect=lambda: (runs.append(round(clock.t, 2)),
+                                                quiet.append(clock.t - p.last_input)),
+                  freeze=lambda: None, unfreeze=lambda: None)  # fmt: skip
     clock.t += 1.0
     assert not p.tick()  # too soon after the last one
     clock.t += 1.5
     p.saw_input()
     assert not p.tick()  # due, but a key just came
-    clock.t += 0.25
-    assert p.tick() and runs == [102.75]
-    for _ in range(120):  # someone typing without a pause: collected anyway, 10 s apart
+    clock.t += 0.5
+    assert not p.tick()  # half a second later the user may still be pressing keys
+    clock.t += 0.5
+    assert p.tick() and runs == [103.5]
+    # Someone pressing a key every 0.5 s: never a quiet second; 10 s on, the collection runs
+    # just after a key is answered, not at any moment (which may be just before the next key).
+    for _ in range(30):
+        clock.t += 0.1
+        p.saw_input()
+        for _ in range(4):  # repaints 0.1, 0.2, 0.3, 0.4 s after the key
+            clock.t += 0.1
+            p.tick()
+    assert len(runs) == 2 and 113.5 <= runs[1] < 114.2
+    assert 0.15 <= quiet[1] < 0.25  # after the answer, not late in the pause before the next key
+    # Keys every 0.1 s (auto-repeat): no answer is ever left alone; at_most_s + late_s it runs.
+    for _ in range(200):
         clock.t += 0.1
         p.saw_input()
         p.tick()
-    assert len(runs) == 2 and abs(runs[1] - 112.75) < 0.11 and p.collections == 2
+    assert len(runs) == 3 and abs(runs[2] - (runs[1] + 15.0)) < 0.11 and p.collections == 3
+
+
+def test_an_overdue_collection_waits_for_the_next_answer_rather_than_run_late_in_a_pause():
+    clock, runs = HandClock(), []
+    p = IdlePacer(every_s=2.0, idle_s=1.0, at_most_s=10.0, answer_s=0.15, answer_window_s=0.1,
+                  clock=clock, collect=lambda: runs.append(clock.t),
+                  freeze=lambda: None, unfreeze=lambda: None)  # fmt: skip
+    clock.t += 10.0
+    p.saw_input()
+    clock.t += 0.3  # the timer meant for 0.15 s after the key came late (a busy machine)
+    assert not p.tick() and not runs  # the next key may be about to come
+    clock.t += 0.2
+    p.saw_input()
+    clock.t += 0.15
+    assert p.tick() and len(runs) == 1
 
 
 def test_pacer_freezes_survivors_and_walks_everything_every_thaw_every_th_collection():

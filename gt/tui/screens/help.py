@@ -81,6 +81,7 @@ class HelpScreen(Screen):
     def __init__(self, groups: list[tuple[str, list[Binding]]]) -> None:
         super().__init__()
         self.groups = groups
+        self._styled_for: tuple | None = None  # what the screen was last styled for
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
@@ -96,5 +97,19 @@ class HelpScreen(Screen):
 
     def on_screen_resume(self) -> None:
         box = self.query_one("#help-box", VerticalScroll)
-        box.scroll_home(animate=False)  # each ? starts at the top
-        box.focus()  # the keys scroll the box
+        if box.scroll_y:  # each ? starts at the top (a scroll repaints: only when needed)
+            box.scroll_home(animate=False)
+        if self.focused is not box:
+            box.focus()  # the keys scroll the box
+
+    def update_node_styles(self, animate: bool = True) -> None:
+        # Textual restyles a screen and everything on it each time it is shown again, which
+        # throws away every line it had rendered (half the CPU of a ``?``); the help's styles
+        # change only with what this key holds.
+        app = self.app
+        key = (app.theme, app.ansi_color, frozenset(self.classes),
+               frozenset(self.get_pseudo_classes()))  # fmt: skip
+        if key == self._styled_for:
+            return
+        self._styled_for = key
+        super().update_node_styles(animate=animate)
