@@ -76,11 +76,15 @@ class Size:
     settle_s: float
     rate: float = 1.0
     kinds: tuple[str, ...] = tuple(RATES)
+    decoy: bool = False
 
     @property
     def plan(self) -> list[str]:
-        """quiet, attack, attack, quiet, quiet, attack, ... (ABBA: drift hits both alike)."""
-        return [("quiet", "attack", "attack", "quiet")[k % 4] for k in range(self.blocks)]
+        """quiet, attack, attack, quiet, quiet, attack, ... (ABBA: drift hits both alike); with
+        ``decoy``, quiet, attack, decoy, decoy, attack, quiet, ..."""
+        cycle = ("quiet", "attack", "decoy", "decoy", "attack", "quiet") if self.decoy else (
+            "quiet", "attack", "attack", "quiet")  # fmt: skip
+        return [cycle[k % len(cycle)] for k in range(self.blocks)]
 
 
 def _label(text: str) -> str:
@@ -274,13 +278,18 @@ class Hostile:
         elif type(msg) is not P.Heartbeat:
             self.answers[kind][type(msg).__name__] += 1
 
-    def block(self, phase: str, seconds: float, rates: dict[str, float]) -> None:
-        """Attack (or idle, connected) for ``seconds``, at ``rates`` attempts per second."""
+    def block(self, phase: str, seconds: float, rates: dict[str, float], burn: float = 0.0) -> None:
+        """Attack (or idle, connected) for ``seconds``, at ``rates`` attempts per second; as a
+        ``decoy``, spin ``burn`` of each tick instead (A's own CPU, without a message to GT)."""
         credit = dict.fromkeys(rates, 0.0)
         last = now = time.monotonic()
         end = now + seconds
         while now < end:
-            if phase == "attack":
+            if phase == "decoy":
+                stop = time.thread_time() + burn * TICK_S
+                while time.thread_time() < stop:
+                    pass
+            elif phase == "attack":
                 for kind, rate in rates.items():  # at most one second of backlog per kind
                     credit[kind] = min(credit[kind] + rate * (now - last), max(1.0, rate))
                     while credit[kind] >= 1.0:
@@ -298,13 +307,16 @@ def _hostile(front: str, size: Size) -> int:
         print("ready", flush=True)
         rates = {k: r * size.rate for k, r in RATES.items() if k in size.kinds}
         blocks = []
+        burn = 0.0  # a decoy block spins as much CPU as the attack blocks used
         for phase in size.plan:
-            a.block(phase, size.settle_s, rates)
+            a.block(phase, size.settle_s, rates, burn)
             before, t0, cpu0 = Counter(a.tried), time.monotonic(), time.process_time()
-            a.block(phase, size.block_s, rates)
+            a.block(phase, size.block_s, rates, burn)
             t1 = time.monotonic()
             blocks.append({"phase": phase, "t0": t0, "t1": t1, "tried": dict(a.tried - before),
                            "cpu": (time.process_time() - cpu0) / (t1 - t0)})  # fmt: skip
+            if phase == "attack":
+                burn = common.median([b["cpu"] for b in blocks if b["phase"] == "attack"])
         a.block("quiet", 1.0, rates)  # the last answers
         out = {"blocks": blocks, "tried": a.tried, "answers": a.answers, "victim": a.victim}
         print(json.dumps(out), flush=True)
@@ -344,9 +356,13 @@ def run(size: Size) -> dict:
             a = _spawn(tenant, "--hostile", eps["front"], json.dumps(size.__dict__))
             if common.read_child_line(a, 120).strip() != "ready":
                 raise RuntimeError("client A did not start")
+            workers = common.child_pids(disp.pid)
+            cpu = common.CpuSampler({"dispatcher": disp.pid, "B": b.pid, "A": a.pid,
+                                     **{f"worker {i}": p for i, p in enumerate(workers)}}).start()  # fmt: skip
             res_a = json.loads(
                 common.read_child_line(a, 60 + 2 * size.blocks * (size.block_s + size.settle_s))
             )
+            cpu.stop()
             b.stdin.write("stop\n")
             b.stdin.flush()
             res_b = json.loads(common.read_child_line(b, 60))
@@ -364,7 +380,7 @@ def run(size: Size) -> dict:
             log.seek(0)
             tail = log.read()[-3000:]
             log.close()
-    return {"a": res_a, "b": res_b, "stats": stats, "alive": alive, "log": tail}
+    return {"a": res_a, "b": res_b, "stats": stats, "alive": alive, "log": tail, "cpu": cpu}
 
 
 def _med(samples: list[float]) -> float:
@@ -373,19 +389,43 @@ def _med(samples: list[float]) -> float:
 
 def report(res: dict) -> list[tuple[str, str, bool]]:
     """Print the blocks and A's attempts; the checks as ``(what, numbers, passed)``."""
-    steps, blocks = res["b"]["steps"], res["a"]["blocks"]
+    steps, blocks, cpu = res["b"]["steps"], res["a"]["blocks"], res["cpu"]
+    gt_procs = [n for n in cpu.pids if n == "dispatcher" or n.startswith("worker")]
     for k, blk in enumerate(blocks):
         blk["b"] = [dt for s, dt in steps if s >= blk["t0"] and s + dt <= blk["t1"]]
+        blk["gt_cpu"] = sum(cpu.rate(n, blk["t0"], blk["t1"]) for n in gt_procs)
+        blk["b_cpu"] = cpu.rate("B", blk["t0"], blk["t1"])
         tried = sum(blk["tried"].values())
         print(f"  block {k + 1} {blk['phase']:<6}  B median step {_med(blk['b']) * 1e3:6.2f} ms "
               f"({len(blk['b'])} steps); A: {tried} attempts "
-              f"({tried / (blk['t1'] - blk['t0']):.0f}/s), its CPU {blk['cpu']:.0%}",
+              f"({tried / (blk['t1'] - blk['t0']):.0f}/s), its CPU {blk['cpu']:.0%}; "
+              f"dispatcher + worker {blk['gt_cpu']:.0%}, B's client {blk['b_cpu']:.0%}",
               flush=True)  # fmt: skip
-    by = {p: [blk for blk in blocks if blk["phase"] == p] for p in ("quiet", "attack")}
+    by = {p: [blk for blk in blocks if blk["phase"] == p] for p in ("quiet", "attack", "decoy")}
     med = {p: _med([t for blk in bs for t in blk["b"]]) for p, bs in by.items()}
     pairs = [_med(x["b"]) / _med(q["b"]) - 1
              for x, q in zip(by["attack"], by["quiet"], strict=False)]  # fmt: skip
     change = _med(pairs)
+    decoy = None
+    if by["decoy"]:  # quiet attack decoy decoy attack quiet: each decoy next to an attack
+        dpairs = [_med(x["b"]) / _med(d["b"]) - 1
+                  for x, d in zip(by["attack"], by["decoy"], strict=False)]  # fmt: skip
+        qpairs = [_med(d["b"]) / _med(q["b"]) - 1
+                  for d, q in zip(by["decoy"][::2], by["quiet"][::2], strict=False)]  # fmt: skip
+        decoy = (_med(dpairs), dpairs, _med(qpairs))
+        print(f"  A's own CPU alone (decoy blocks: A spins what its attacks used, sends nothing): "
+              f"B {decoy[2]:+.1%} against quiet; attack against decoy {decoy[0]:+.1%} (pairs "
+              f"{', '.join(f'{x:+.1%}' for x in dpairs)}): what GT's handling of A costs B")  # fmt: skip
+    per_step = {p: _med([blk["gt_cpu"] * (blk["t1"] - blk["t0"]) / max(1, len(blk["b"]))
+                         for blk in bs]) for p, bs in by.items()}  # fmt: skip
+    extra = _med(
+        [x["gt_cpu"] - q["gt_cpu"] for x, q in zip(by["attack"], by["quiet"], strict=False)]
+    )
+    attempts = _med([sum(x["tried"].values()) / (x["t1"] - x["t0"]) for x in by["attack"]])
+    print(f"  GT's own CPU (dispatcher + worker), attack vs quiet: {extra * 100:+.1f} % of a core "
+          f"(median over adjacent pairs; {extra / attempts * 1e6 if attempts else float('nan'):.0f} µs "
+          f"per attempt), {per_step['attack'] * 1e6:.0f} vs {per_step['quiet'] * 1e6:.0f} µs per "
+          f"step of B")  # fmt: skip
     print("  A's attempts and how they were answered:")
     answers = res["a"]["answers"]
     for kind, n in res["a"]["tried"].items():
@@ -424,6 +464,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=float, default=1.0, help="scale A's attempt rates (default 1)")
     p.add_argument("--kinds", default=",".join(RATES),
                    help=f"the attacks A makes (default all: {','.join(RATES)})")  # fmt: skip
+    p.add_argument("--decoy", action="store_true",
+                   help="add decoy blocks (A spins the CPU its attacks used and sends nothing), to "
+                        "tell GT's cost from A's own; rounds of 6 blocks then")  # fmt: skip
     p.add_argument("--strict", action="store_true", help="exit with status 1 if a check fails")
     p.add_argument("--json", metavar="PATH", help="write every sample as JSON")
     p.add_argument("--victim", nargs=1, help=argparse.SUPPRESS)
@@ -437,8 +480,8 @@ def main(argv: list[str] | None = None) -> int:
     if set(kinds) - set(RATES):
         p.error(f"unknown --kinds {sorted(set(kinds) - set(RATES))}: from {', '.join(RATES)}")
     size = (Size(blocks=4, block_s=2.0, settle_s=0.8, rate=args.rate, kinds=kinds) if args.quick
-            else Size(blocks=4 * args.rounds, block_s=4.0, settle_s=1.0, rate=args.rate,
-                      kinds=kinds))  # fmt: skip
+            else Size(blocks=(6 if args.decoy else 4) * args.rounds, block_s=4.0, settle_s=1.0,
+                      rate=args.rate, kinds=kinds, decoy=args.decoy))  # fmt: skip
     os.environ.setdefault("GT_TIMEOUT", "120")
     info = common.machine_info()
     print("GT hostile-tenant benchmark" + (" (quick)" if args.quick else ""))

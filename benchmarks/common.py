@@ -309,6 +309,67 @@ class OtherLoad:
         return max(0.0, others / (total - self._total0))
 
 
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) used so far by every thread of process ``pid`` (None if gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def child_pids(pid: int) -> list[int]:
+    """The direct children of process ``pid`` (Linux; empty where unknown)."""
+    out: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
+                out.extend(int(x) for x in f.read().split())
+    except OSError:
+        pass
+    return out
+
+
+class CpuSampler:
+    """Samples the CPU seconds of named processes every ``period`` s on a thread of its own, so
+    a benchmark can say how much CPU each used in any time window (:meth:`rate`)."""
+
+    def __init__(self, pids: dict[str, int], period: float = 0.2) -> None:
+        import threading  # noqa: PLC0415 - only benchmarks that sample need it
+
+        self.pids, self.period = dict(pids), period
+        self.samples: list[tuple[float, dict[str, float]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> CpuSampler:
+        """Begin sampling (returns self)."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Take a last sample and stop."""
+        self._stop.set()
+        self._thread.join(5)
+
+    def _take(self) -> None:
+        cpu = {name: process_cpu_s(pid) for name, pid in self.pids.items()}
+        self.samples.append((time.monotonic(), {k: v for k, v in cpu.items() if v is not None}))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self._take()
+        self._take()
+
+    def rate(self, name: str, t0: float, t1: float) -> float:
+        """Cores ``name`` used on average between the samples nearest inside ``[t0, t1]``."""
+        inside = [(t, c[name]) for t, c in self.samples if t0 <= t <= t1 and name in c]
+        if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+            return float("nan")
+        return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+
+
 def wait_for_idle(max_wait: float, busy_below: float = 0.1, window: float = 1.0) -> float | None:
     """Wait until the machine's CPUs are less than ``busy_below`` busy over ``window`` seconds.
 
