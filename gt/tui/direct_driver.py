@@ -47,17 +47,23 @@ class Backlog:
         self.direct = 0  # writes that went straight to the descriptor, whole
         self._cv = threading.Condition()
         self._closed = False
+        self.gone = False  # the terminal went away (hung up): what is written is dropped
         self._thread = threading.Thread(target=self._run, name="gt-tty-backlog", daemon=True)
         self._thread.start()
 
     def write(self, data: bytes) -> None:
         """Write ``data`` after everything written before it."""
         with self._cv:
+            if self.gone:
+                return
             if not self._queue:
                 try:
                     n = os.write(self.fd, data)
                 except (BlockingIOError, InterruptedError):
                     n = 0
+                except OSError:  # hung up: nobody will read this (Textual's writer dies alike)
+                    self.gone = True
+                    return
                 if n == len(data):
                     self.direct += 1
                     return
@@ -95,6 +101,7 @@ class Backlog:
                 n = 0
             except OSError:  # the terminal is gone: nobody will read the rest
                 n = len(head)
+                self.gone = True
             with self._cv:
                 if n == len(head):
                     self._queue.popleft()

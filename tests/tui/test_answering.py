@@ -133,6 +133,19 @@ def test_the_backlog_holds_the_writer_back_past_its_limit_until_the_terminal_rea
     assert bytes(got) == b"".join(bytes([48 + i % 10]) * 20_000 for i in range(30))
 
 
+def test_a_terminal_that_hung_up_drops_frames_instead_of_failing_the_app():
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    os.close(r)  # nobody reads any more: writes fail with EPIPE
+    backlog = Backlog(w)
+    try:
+        backlog.write(b"a frame")
+        backlog.write(b"the next one")
+        assert backlog.gone and backlog.queued == 0
+    finally:
+        backlog.close()
+
+
 def test_the_terminal_gets_a_non_blocking_descriptor_of_its_own_and_a_file_none():
     master, slave = os.openpty()
     try:
