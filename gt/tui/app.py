@@ -157,7 +157,14 @@ class GTApp(App):
 
     def open_worker(self, wid: int) -> None:
         """Push the detail screen for worker ``wid``."""
-        self.push_screen(WorkerScreen(wid))
+        if not self.is_screen_installed("worker"):  # made once, shown again for any worker
+            self.install_screen(WorkerScreen(wid), "worker")
+        screen = self.get_screen("worker")
+        if screen.wid != wid:
+            screen.wid = wid
+            if screen.is_mounted:
+                screen.query_one("#detail-box").scroll_home(animate=False)
+        self.push_screen("worker")
 
     def action_help(self) -> None:
         """Show what the screen means and every key binding (``?`` again closes it)."""

@@ -4,19 +4,21 @@ help screen is not restyled, and frames reach the terminal from the thread that 
 from __future__ import annotations
 
 import fcntl
+import io
 import os
 import threading
 import time
 
 import pytest
 from pilot_wait import wait_async
+from rich.console import Console
 from textual.app import App
 
 from gt.trace import events as E
 from gt.tui.app import GTApp, make_app
 from gt.tui.direct_driver import Backlog, DirectWriteDriver, open_nonblocking
 from gt.tui.sample import T_END, sample_batches
-from gt.tui.screens import HelpScreen, TopScreen
+from gt.tui.screens import HelpScreen, TopScreen, WorkerScreen
 from gt.tui.sources import ListSource, LiveSource, _Collector
 
 pytestmark = pytest.mark.timeout(60)
@@ -39,6 +41,12 @@ class _QueuedSub:
         if not self.batches:
             raise zmq.Again()
         return [_Frame(E.TOPIC), _Frame(self.batches.pop(0))]
+
+
+def _text(renderable) -> str:
+    console = Console(width=140, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()
 
 
 def _collector_with(batches: list[bytes]) -> tuple[LiveSource, _Collector]:
@@ -220,3 +228,17 @@ async def test_help_opens_at_its_top_again_after_it_was_scrolled():
         await wait_async(pilot, lambda: isinstance(app.screen, HelpScreen))
         await pilot.pause()
         assert box.scroll_y == 0 and box.has_focus
+
+
+async def test_worker_detail_is_made_once_and_shown_again_for_whichever_worker():
+    app = make_app(ListSource(sample_batches(), now_ns=T_END, address="sample"))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("down", "enter")  # the cursor on w1
+        await wait_async(pilot, lambda: isinstance(app.screen, WorkerScreen))
+        first = app.screen
+        assert first.wid == 1 and "worker 1" in _text(first.body)
+        await pilot.press("escape", "up", "enter")  # now w0
+        await wait_async(pilot, lambda: isinstance(app.screen, WorkerScreen))
+        await pilot.pause()
+        assert app.screen is first and first.wid == 0
+        assert "worker 0" in _text(first.body)

@@ -16,6 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from gt.tui import render as R
+from gt.tui.screens.kept import KeptStyles
 
 
 def legend_text() -> Text:
@@ -69,7 +70,7 @@ def bindings_text(groups: list[tuple[str, list[Binding]]]) -> Text:
     return t
 
 
-class HelpScreen(Screen):
+class HelpScreen(KeptStyles, Screen):
     """What the screen shows and every key; any of escape, q, ? closes it."""
 
     BINDINGS = [
@@ -81,7 +82,6 @@ class HelpScreen(Screen):
     def __init__(self, groups: list[tuple[str, list[Binding]]]) -> None:
         super().__init__()
         self.groups = groups
-        self._styled_for: tuple | None = None  # what the screen was last styled for
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
@@ -101,15 +101,3 @@ class HelpScreen(Screen):
             box.scroll_home(animate=False)
         if self.focused is not box:
             box.focus()  # the keys scroll the box
-
-    def update_node_styles(self, animate: bool = True) -> None:
-        # Textual restyles a screen and everything on it each time it is shown again, which
-        # throws away every line it had rendered (half the CPU of a ``?``); the help's styles
-        # change only with what this key holds.
-        app = self.app
-        key = (app.theme, app.ansi_color, frozenset(self.classes),
-               frozenset(self.get_pseudo_classes()))  # fmt: skip
-        if key == self._styled_for:
-            return
-        self._styled_for = key
-        super().update_node_styles(animate=animate)

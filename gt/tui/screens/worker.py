@@ -13,12 +13,14 @@ from textual.widgets import Static
 from gt.trace.state import ClusterState
 from gt.tui import tables as T
 from gt.tui.detail import worker_detail
+from gt.tui.screens.kept import KeptStyles
 from gt.tui.textual_leaks import Footer
 from gt.tui.widgets import ClusterHeader
 
 
-class WorkerScreen(Screen):
-    """Detail of worker ``wid``, updated live; escape goes back."""
+class WorkerScreen(KeptStyles, Screen):
+    """Detail of worker ``wid``, updated live; escape goes back. Made once and shown again
+    for whichever worker :attr:`wid` names (see :meth:`gt.tui.app.GTApp.open_worker`)."""
 
     BINDINGS = [
         Binding("escape", "app.pop_screen", "back"),
@@ -37,6 +39,10 @@ class WorkerScreen(Screen):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
+        self.show(self.app.source.snapshot(), self.app.source.status())
+
+    def on_screen_resume(self) -> None:
+        # shown again, maybe for another worker: draw it before the first paint
         self.show(self.app.source.snapshot(), self.app.source.status())
 
     def show(self, state: ClusterState, status: T.Status) -> None:
