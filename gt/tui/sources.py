@@ -367,7 +367,7 @@ class _Collector:
                     self._on_reply()
                 now = time.monotonic()
                 self._housekeeping(now)
-                if now >= next_state:
+                if now >= next_state and src.give_way_until <= now:  # (not while answering)
                     next_state = now + src.period
                     src._latest = src.compute()
         finally:
