@@ -38,7 +38,7 @@ while True:
 
 def thread_times(pid: int) -> tuple[float, float]:
     """``(cpu, run-queue wait)`` seconds so far of the process's main thread."""
-    with open(f"/proc/{pid}/stat") as f:
+    with open(f"/proc/{pid}/task/{pid}/stat") as f:  # the main thread's (/proc/PID/stat: all)
         fields = f.read().rsplit(")", 1)[1].split()
     with open(f"/proc/{pid}/schedstat") as f:
         waited = int(f.read().split()[1]) / 1e9
