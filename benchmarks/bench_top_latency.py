@@ -19,8 +19,12 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pexpect
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402 - the benchmarks' shared helpers, next to this file
 
 LOAD = """
 import sys, gt
@@ -38,13 +42,9 @@ while True:
 
 def thread_times(pid: int) -> tuple[float, float]:
     """``(cpu, run-queue wait)`` seconds so far of the process's main thread."""
-    with open(f"/proc/{pid}/task/{pid}/stat") as f:  # the main thread's (/proc/PID/stat: all)
-        fields = f.read().rsplit(")", 1)[1].split()
     with open(f"/proc/{pid}/schedstat") as f:
         waited = int(f.read().split()[1]) / 1e9
-    import os
-
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), waited
+    return common.process_cpu_s(pid, pid) or 0.0, waited
 
 
 def pct(values: list[float], q: float) -> float:

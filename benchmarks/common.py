@@ -309,10 +309,12 @@ class OtherLoad:
         return max(0.0, others / (total - self._total0))
 
 
-def process_cpu_s(pid: int) -> float | None:
-    """CPU seconds (user + system) used so far by every thread of process ``pid`` (None if gone)."""
+def process_cpu_s(pid: int, tid: int | None = None) -> float | None:
+    """CPU seconds (user + system) used so far by every thread of process ``pid``, or by its
+    thread ``tid`` alone (None if gone)."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
     try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        with open(path, encoding="ascii") as f:
             fields = f.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
