@@ -1,4 +1,11 @@
-"""Small helpers for the runtime's ZeroMQ sockets."""
+"""Small helpers for the runtime's ZeroMQ sockets: receiving and sending on the hot paths.
+
+pyzmq's convenience layer (``recv_multipart``, ``send_multipart``, option reads that return
+enums) costs several microseconds per call in Python, more than the C work beneath it; on a round
+trip that crosses three processes on two cores that is most of the latency GT adds (measured with
+``benchmarks/profile_runtime.py``). These helpers call pyzmq's C-level socket methods directly,
+with plain-int flags, and keep the semantics of the calls they replace.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,24 @@ from typing import Any
 
 import zmq
 
-_EVENTS, _POLLIN, _NOBLOCK = zmq.EVENTS, zmq.POLLIN, zmq.NOBLOCK
+try:  # pyzmq's compiled socket (the base class of zmq.Socket): its methods skip the sugar
+    from zmq.backend import Socket as _Base
+
+    _recv, _send, _get = _Base.recv, _Base.send, _Base.get
+except (ImportError, AttributeError):  # pragma: no cover - another pyzmq backend
+    _recv, _send, _get = zmq.Socket.recv, zmq.Socket.send, zmq.Socket.get
+
+_EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
+_NOBLOCK, _SNDMORE = int(zmq.NOBLOCK), int(zmq.SNDMORE)
+
+#: Below this many bytes a frame is copied into the message: cheaper than tracking a buffer
+#: (pyzmq's own ``copy_threshold``).
+COPY_BELOW = 65536
+
+
+def readable(sock: zmq.Socket) -> bool:
+    """Whether a message is waiting on ``sock`` (without the enum pyzmq's ``get`` would build)."""
+    return bool(_get(sock, _EVENTS) & _POLLIN)
 
 
 def take(sock: zmq.Socket) -> Any:
@@ -14,11 +38,33 @@ def take(sock: zmq.Socket) -> Any:
 
     Asks the socket first instead of letting a non-blocking receive raise ``zmq.Again``: the
     poll loops end every drain with an empty socket, and building that exception costs about
-    twice as much as the question (measured: 7-8 µs against 4-5 µs in pyzmq 27).
+    twice as much as the question.
     """
-    if not sock.get(_EVENTS) & _POLLIN:
+    if not _get(sock, _EVENTS) & _POLLIN:
         return None
     try:
-        return sock.recv_multipart(_NOBLOCK, copy=False)
+        frame = _recv(sock, _NOBLOCK, False)
     except zmq.Again:  # (another reader took it, or the socket changed its mind)
         return None
+    parts = [frame]
+    while frame.more:  # the rest of a multipart message is already here: never blocks
+        frame = _recv(sock, 0, False)
+        parts.append(frame)
+    return parts
+
+
+def send_parts(sock: zmq.Socket, parts: list, flags: int = 0) -> None:
+    """Send ``parts`` as one multipart message, like ``send_multipart`` with ``copy=False`` for
+    large buffers: a received :class:`zmq.Frame` or a buffer of ``COPY_BELOW`` bytes or more
+    travels without a copy (the caller must not change it until ZeroMQ is done with it), smaller
+    ones are copied. ``flags`` may add ``NOBLOCK``; ``zmq.Again`` then means nothing was sent
+    only if it comes from the first part (as with ``send_multipart``)."""
+    last = len(parts) - 1
+    more = flags | _SNDMORE
+    for i, part in enumerate(parts):
+        copy = type(part) is bytes or (type(part) is not zmq.Frame and _nbytes(part) < COPY_BELOW)
+        _send(sock, part, more if i < last else flags, copy)
+
+
+def _nbytes(buf: Any) -> int:
+    return buf.nbytes if type(buf) is memoryview else memoryview(buf).nbytes

@@ -41,6 +41,7 @@ from gt.runtime.liveness import (
     watch_disconnects,
 )
 from gt.runtime.sharding.config import ConfigError, from_env
+from gt.runtime.sockets import send_parts
 from gt.trace import events as E
 from gt.trace.emit import Emitter
 
@@ -198,7 +199,9 @@ class Connection(Receiving, CaptureHooks):
         self._open_direct()
         self._poller = zmq.Poller()
         self._poller.register(self._sock, zmq.POLLIN)
-        self._poller.register(self._monitor, zmq.POLLIN)  # read only when it has something
+        # (not the monitor: each socket polled costs two system calls per wait; the monitor is
+        # read every LOOK_S instead, well within the reconnect grace)
+        self._look_due = 0.0
         if self._direct is not None:
             self._poller.register(self._direct, zmq.POLLIN)
         self._stop = threading.Event()
@@ -420,14 +423,7 @@ class Connection(Receiving, CaptureHooks):
             hdr = P.encode(P.Batch(self._batch_seq, len(instrs), srclocs or None, signals))
         else:
             hdr = P.encode(P.Batch(self._batch_seq, len(instrs), srclocs or None))
-        sock.send(hdr, zmq.SNDMORE)
-        if bufs:
-            sock.send(body, zmq.SNDMORE)
-            for b in bufs[:-1]:
-                sock.send(raw_bytes(b), zmq.SNDMORE, copy=False)
-            sock.send(raw_bytes(bufs[-1]), copy=False)
-        else:
-            sock.send(body)
+        send_parts(sock, [hdr, body, *map(raw_bytes, bufs)] if bufs else [hdr, body])
         ev = self.events
         if ev.enabled:
             if srclocs:

@@ -14,6 +14,10 @@ from gt.runtime.liveness import DEFAULT_RECONNECT_GRACE, read_event
 from gt.runtime.sockets import take
 
 _HEARTBEAT = P.encode(P.Heartbeat())
+#: How often (seconds of the running clock) a waiting client looks whether its dispatcher is gone:
+#: its process, its connection's monitor, its silence. Not at every wake: that is a system call or
+#: two on every reply, and a cut connection has a grace of seconds anyway.
+LOOK_S = 0.05
 
 
 class Receiving:
@@ -33,15 +37,16 @@ class Receiving:
         running = self._clock.tick()
         if self._sock in events:
             sock = self._sock
-            while sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-                self._handle(sock.recv_multipart(copy=False))
+            while (frames := take(sock)) is not None:
+                self._handle(frames)
             self._last_heard = running
         if self._direct is not None and self._direct in events:
             direct = self._direct
-            while direct.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-                self._handle(direct.recv_multipart(copy=False))
-        if self._broken is None:
-            self._broken = self._lost(running, self._monitor in events)
+            while (frames := take(direct)) is not None:
+                self._handle(frames)
+        if self._broken is None and running >= self._look_due:
+            self._look_due = running + LOOK_S
+            self._broken = self._lost(running)
 
     def _lost(self, running: float, closed_or_opened: bool = True) -> Exception | None:
         """Whether the dispatcher is gone: its process ended (a cluster we started), its

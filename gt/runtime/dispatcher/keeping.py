@@ -73,17 +73,19 @@ class PeerKeeping:
     def heard(self, kind: str, pid: int, frame: Any, sock_name: str, ident: bytes) -> None:
         """A message arrived from worker or client ``pid`` (``kind``) on the connection with
         routing id ``ident``: it is alive, and that connection is its own."""
+        if (sock_name, ident) not in self._fd_known:  # (forgotten when that connection closes)
+            # A new connection may have the fd of one that closed since the housekeeping last
+            # read the monitors: read them first, or that close would be taken for this one's.
+            self.on_monitor_events()
+            fd = source_fd(frame)
+            if fd is not None:
+                old = self._fd_owner.get((sock_name, fd))
+                if old is not None:  # the OS reused the fd of a connection whose close we missed
+                    self._fd_known.discard((sock_name, old[2]))
+                self._fd_owner[(sock_name, fd)] = (kind, pid, ident)
+                self._fd_known.add((sock_name, ident))
         if self._cut:
             self._cut.pop((kind, pid), None)
-        if (sock_name, ident) in self._fd_known:  # (forgotten when that connection closes)
-            return
-        fd = source_fd(frame)
-        if fd is not None:
-            old = self._fd_owner.get((sock_name, fd))
-            if old is not None:  # the OS reused the fd of a connection whose close we missed
-                self._fd_known.discard((sock_name, old[2]))
-            self._fd_owner[(sock_name, fd)] = (kind, pid, ident)
-            self._fd_known.add((sock_name, ident))
 
     def on_monitor_events(self) -> None:
         """Note connections that closed (read from the front and back monitor sockets)."""

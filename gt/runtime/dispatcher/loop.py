@@ -38,7 +38,7 @@ from gt.runtime.dispatcher.planner import MultiBatch, Planner
 from gt.runtime.liveness import BOOT_ID, env_seconds
 from gt.runtime.sharding import config as shard_config
 from gt.runtime.sharding.placement import Placement
-from gt.runtime.sockets import take
+from gt.runtime.sockets import send_parts, take
 from gt.trace import events as E
 from gt.trace.emit import Emitter
 
@@ -226,8 +226,8 @@ class Dispatcher(ControlRequests, PeerKeeping):
         poller.register(self.back, zmq.POLLIN)
         poller.register(self.front, zmq.POLLIN)
         poller.register(self.control, zmq.POLLIN)
-        for mon in self.monitors.values():
-            poller.register(mon, zmq.POLLIN)
+        # (the connection monitors are read by the housekeeping instead: each socket polled costs
+        # two system calls on every wake, and a closed connection only starts a grace period)
         next_house = 0.0
         try:
             while not self._stop.is_set():
@@ -241,14 +241,10 @@ class Dispatcher(ControlRequests, PeerKeeping):
                     handled += 1
                 if self.control in events:
                     self._drain(self.control, self._on_control)
-                    handled += 1
-                if (
-                    len(events) > handled
-                ):  # the rest are the monitors: a connection opened or closed
-                    self.on_monitor_events()
                 now = time.monotonic()
                 if now >= next_house:
                     next_house = now + 0.1
+                    self.on_monitor_events()
                     self._housekeeping(now)
                     if parent_pid is not None and not discovery.pid_alive(parent_pid):
                         break
@@ -421,7 +417,12 @@ class Dispatcher(ControlRequests, PeerKeeping):
         for w, c, payload in sends:
             seq, n, rest = payload[0], payload[1], payload[2]
             self.batches_routed += 1
-            if ev.enabled:
+            w.running[(c.cno, seq)] += 1  # its Done, and data for its client, come from w alone
+            planned = len(payload) > 3  # a part the planner wrote (a forwarded batch has 3)
+            run = P.encode(P.Run(c.cno, seq, n, c.info.get("token"), planned))
+            t = ev.now()
+            send_parts(back, [w.ident, run, *rest])
+            if ev.enabled:  # (after the send: the worker need not wait for the event)
                 ev.emit(
                     E.DISPATCHED,
                     {
@@ -429,17 +430,11 @@ class Dispatcher(ControlRequests, PeerKeeping):
                         "batch": seq,
                         "workers": [w.wid],
                         "n": n,
-                        "rewrite": payload[3] if len(payload) > 3 else None,
+                        "rewrite": payload[3] if planned else None,
                         "queued_ns": None,
                     },
+                    t,
                 )
-            w.running[(c.cno, seq)] += 1  # its Done, and data for its client, come from w alone
-            back.send(w.ident, zmq.SNDMORE)
-            planned = len(payload) > 3  # a part the planner wrote (a forwarded batch has 3)
-            back.send(P.encode(P.Run(c.cno, seq, n, c.info.get("token"), planned)), zmq.SNDMORE)
-            last = len(rest) - 1
-            for i, f in enumerate(rest):
-                back.send(f, zmq.SNDMORE if i < last else 0, copy=False)
 
     # ------------------------------------------------------------------ workers
     def _on_worker(self, frames: list) -> None:
@@ -469,8 +464,7 @@ class Dispatcher(ControlRequests, PeerKeeping):
             if w is None or not any(k[0] == msg.client for k in w.running):
                 raise P.ProtocolError("data for a client whose batch that worker does not run")
             if c is not None:
-                out = [c.ident, P.encode(msg.data()), *frames[2:3]]
-                self.front.send_multipart(out, copy=False)
+                send_parts(self.front, [c.ident, P.encode(msg.data()), *frames[2:3]])
         elif kind is P.Heartbeat:
             hb_wid = self._hb_idents.get(ident, wid)  # by identity, never by what a message claims
             w = self.planner.workers.get(hb_wid) if hb_wid is not None else None
@@ -495,7 +489,7 @@ class Dispatcher(ControlRequests, PeerKeeping):
             if msg.errors:
                 c.errors += len(msg.errors)
             if ack is not None:
-                self.front.send_multipart([c.ident, P.encode(P.Ack(msg.seq, ack))])
+                send_parts(self.front, [c.ident, P.encode(P.Ack(msg.seq, ack))])
         if sends:
             self._send_batches(sends)
 

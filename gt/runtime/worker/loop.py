@@ -31,7 +31,7 @@ from gt.runtime.liveness import (
     run_clock_offset,
     watch_disconnects,
 )
-from gt.runtime.sockets import take
+from gt.runtime.sockets import COPY_BELOW, send_parts, take
 from gt.runtime.worker.backend import Backend, load_backend
 from gt.runtime.worker.batch import BatchResult
 from gt.runtime.worker.device_monitor import DeviceMonitor
@@ -50,6 +50,16 @@ UPLOAD_WAIT_S = 10.0
 UNCLAIMED_KEEP_S = float(os.environ.get("GT_UNCLAIMED_KEEP_S", 60.0))
 UNCLAIMED_MAX_BYTES = int(os.environ.get("GT_UNCLAIMED_MAX_BYTES", 1 << 30))
 _HEARTBEAT = P.encode(P.Heartbeat())
+
+#: dtype -> its name: NumPy computes ``dtype.name`` in Python (µs a call, on every fetch's reply)
+_DTYPE_NAMES: dict[Any, str] = {}
+
+
+def _dtype_name(dt: Any) -> str:
+    name = _DTYPE_NAMES[dt] = dt.name
+    return name
+
+
 #: Messages taken off the dispatcher's socket ahead of running them (the memory pool looks at the
 #: queued batches to prefetch what they need and to spill what they do not).
 INBOX_MAX = 64
@@ -270,8 +280,9 @@ class Worker:
         if ex.sticky_error is not None:  # the GPU is unusable: say so and go
             self.stop_reason = f"the GPU failed: {ex.sticky_error}"
             self._stop.set()
-        self.sock.send(
-            P.encode(P.Done(msg.client, msg.seq, res.errors, len(e.job.instrs), e.busy_ns))
+        send_parts(
+            self.sock,
+            [P.encode(P.Done(msg.client, msg.seq, res.errors, len(e.job.instrs), e.busy_ns))],
         )
 
     def _slice_stop(self, client: int) -> Any:
@@ -375,17 +386,17 @@ class Worker:
             payload: Any = b""
         else:
             host = self.backend.to_host(arr)
-            dtype, shape, err = host.dtype.name, list(host.shape), None
-            payload = memoryview(host.reshape(-1)).cast("B") if host.size else b""
+            dt = host.dtype
+            dtype, shape, err = _DTYPE_NAMES.get(dt) or _dtype_name(dt), list(host.shape), None
+            # (small arrays are copied into the message anyway: tobytes is the cheaper copy)
+            payload = host.tobytes() if host.nbytes < COPY_BELOW else memoryview(host.reshape(-1)).cast("B")  # fmt: skip
         if token is not None:
             try:
-                hdr = P.encode(P.Data(req, dtype, shape, err))
-                self.data.send_multipart([token, hdr, payload], copy=False)
+                send_parts(self.data, [token, P.encode(P.Data(req, dtype, shape, err)), payload])
                 return
             except zmq.ZMQError:
                 pass  # the client has no direct link to us: go through the dispatcher
-        hdr = P.encode(P.Relay(client, req, dtype, shape, err))
-        self.sock.send_multipart([hdr, payload], copy=False)
+        send_parts(self.sock, [P.encode(P.Relay(client, req, dtype, shape, err)), payload])
 
     # ------------------------------------------------------------------ reporting
     def _emit_exec(self, run: P.Run, res: BatchResult) -> None:
