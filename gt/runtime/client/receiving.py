@@ -35,15 +35,19 @@ class Receiving:
         events = dict(self._poller.poll(int(wait * 1000)))
         # Drain by asking the socket whether more is waiting: cheaper than catching zmq.Again.
         running = self._clock.tick()
+        if self._direct is not None and self._direct in events:  # (a fetch waits for this)
+            direct = self._direct
+            frames = take(direct, ready=True)
+            while frames is not None:
+                self._handle(frames)
+                frames = take(direct)
         if self._sock in events:
             sock = self._sock
-            while (frames := take(sock)) is not None:
+            frames = take(sock, ready=True)
+            while frames is not None:
                 self._handle(frames)
+                frames = take(sock)
             self._last_heard = running
-        if self._direct is not None and self._direct in events:
-            direct = self._direct
-            while (frames := take(direct)) is not None:
-                self._handle(frames)
         if self._broken is None and running >= self._look_due:
             self._look_due = running + LOOK_S
             self._broken = self._lost(running)

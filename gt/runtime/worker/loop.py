@@ -198,7 +198,7 @@ class Worker:
                 if self.data in events:
                     self._drain_data()
                 if self.sock in events or self.inbox:
-                    self._take_messages()
+                    self._take_messages(self.sock in events)
                     while self.inbox:  # batches go to their client's queue, the rest is done now
                         self._on_message(self.inbox.popleft())
                         self._take_messages()
@@ -215,13 +215,15 @@ class Worker:
             self.close()
         return self.stop_reason
 
-    def _take_messages(self) -> None:
-        """Move what the dispatcher sent into the inbox (up to ``INBOX_MAX`` waiting)."""
+    def _take_messages(self, ready: bool = False) -> None:
+        """Move what the dispatcher sent into the inbox (up to ``INBOX_MAX`` waiting);
+        ``ready``: a poll has just said a message waits."""
         while len(self.inbox) < INBOX_MAX:
-            frames = take(self.sock)
+            frames = take(self.sock, ready)
             if frames is None:
                 return
             self.inbox.append([frames, None, None])
+            ready = False
 
     @staticmethod
     def _parsed(item: list) -> Any:
