@@ -85,3 +85,16 @@ def test_any_message_of_a_peer_clears_its_cut_even_on_its_other_connection(monke
     assert ("worker", 0) in k._cut
     k.heard("worker", 0, Frame(5), "back", b"main")  # its main connection is alive
     assert ("worker", 0) not in k._cut
+
+
+def test_a_close_not_yet_read_is_the_old_connections_when_a_new_one_reuses_its_fd(monkeypatch):
+    # The monitors are read by the housekeeping (0.1 s) now, not on every wake: a close may wait
+    # there while a new connection on the same fd speaks. It must cut the old peer, not the new.
+    closed: list[int] = []
+    k = _keeper(monkeypatch, closed)
+    k.heard("client", 3, Frame(11), "front", b"c3")
+    closed.append(11)  # c3 hung up; the housekeeping has not read it yet
+    k.heard("client", 4, Frame(11), "front", b"c4")  # the OS gave 11 to a new connection
+    k.on_monitor_events()  # the housekeeping comes round
+    assert list(k._cut) == [("client", 3)]
+    assert k._fd_owner == {("front", 11): ("client", 4, b"c4")}
