@@ -497,6 +497,18 @@ def parse(frame: Any) -> Any:
     return tuple.__new__(cls, values)
 
 
+def parse_routed(frames: list) -> tuple[bytes, Any]:
+    """``(routing id, message)`` of what a ROUTER socket received: ``[identity, header, ...]``
+    (frames with ``.bytes`` and ``.buffer``, as pyzmq receives them without copying).
+
+    Raises:
+        ProtocolError: no header frame, or a header :func:`parse` refuses.
+    """
+    if len(frames) < 2:
+        raise ProtocolError("empty message")
+    return frames[0].bytes, parse(frames[1].buffer)
+
+
 def _excerpt(v: Any, limit: int = 60) -> str:
     """A short, safe rendering of a bad value for an error message (never the whole thing)."""
     text = f"{type(v).__name__} {v!r}"

@@ -271,10 +271,7 @@ class Dispatcher(WorkerMessages, ControlRequests, PeerKeeping):
 
     # ------------------------------------------------------------------ clients
     def _on_client(self, frames: list) -> None:
-        ident = frames[0].bytes
-        if len(frames) < 2:
-            raise P.ProtocolError("empty message")
-        msg = P.parse(frames[1].buffer)
+        ident, msg = P.parse_routed(frames)
         kind = type(msg)
         cno = self._client_by_ident.get(ident)
         if (

@@ -31,10 +31,7 @@ class WorkerMessages:
     _pending_hellos: list
 
     def _on_worker(self, frames: list) -> None:
-        ident = frames[0].bytes
-        if len(frames) < 2:
-            raise P.ProtocolError("empty message")
-        msg = P.parse(frames[1].buffer)
+        ident, msg = P.parse_routed(frames)
         kind = type(msg)
         wid = self._worker_by_ident.get(ident)
         if wid is not None:  # any message is a sign of life, on a connection we now know
