@@ -29,7 +29,7 @@ from gt.runtime import protocol as P
 from gt.runtime import security
 from gt.runtime.client.hooks import CaptureHooks
 from gt.runtime.client.receiving import Receiving
-from gt.runtime.control import request
+from gt.runtime.client.requests import Requests
 from gt.runtime.liveness import (
     DEFAULT_TIMEOUT,
     RunningClock,
@@ -40,7 +40,6 @@ from gt.runtime.liveness import (
     watch,
     watch_disconnects,
 )
-from gt.runtime.sharding.config import ConfigError, from_env
 from gt.runtime.sockets import send_parts
 from gt.trace import events as E
 from gt.trace.emit import Emitter
@@ -109,7 +108,7 @@ def _program_name() -> str:
     return name or "python"
 
 
-class Connection(Receiving, CaptureHooks):
+class Connection(Receiving, Requests, CaptureHooks):
     """One client's connection to a dispatcher.
 
     Args:
@@ -485,65 +484,6 @@ class Connection(Receiving, CaptureHooks):
                 err = self._errors[0]
                 self._errors.clear()
                 raise self.worker_error(err)
-
-    def control(self, request: str, args: Any = None, timeout: float | None = None) -> Any:
-        """Send one control request over this connection, after everything queued before it.
-
-        Raises:
-            ValueError: the dispatcher refused the request (its message says why).
-        """
-        with self._lock:
-            self._flush_locked()
-            self._control_reply = None
-            self._sock.send(P.encode(P.Control(request, args)))
-            self._last_sent = time.monotonic()
-            deadline = time.monotonic() + (timeout or min(self.timeout, 60.0))
-            while self._control_reply is None:
-                if self._broken is not None:
-                    raise self._broken
-                if time.monotonic() > deadline:
-                    raise GTTimeout(f"the dispatcher did not answer {request!r} in time")
-                self._pump(self._wait_slice())
-            ok, payload = self._control_reply
-            self._control_reply = None
-        if not ok:
-            raise (
-                ConfigError(str(payload))
-                if request.startswith("config")
-                else ValueError(str(payload))
-            )
-        return payload
-
-    def apply_config(self, raw: Any) -> dict:
-        """Replace the dispatcher's shard config; instructions sent after this call follow it."""
-        args = {"config": raw, "by": f"client:{self.client_no}"}
-        if os.environ.get("GT_CONTROL_TOKEN"):
-            args["token"] = os.environ["GT_CONTROL_TOKEN"]
-        return self.control("config_apply", args)
-
-    def set_memory(self, settings: dict) -> dict:
-        """Change the workers' memory settings (:mod:`gt.runtime.memory_settings`); answers the
-        dispatcher's layers ``{"flags": ..., "runtime": ...}``."""
-        args = {"settings": settings, "by": f"client:{self.client_no}"}
-        if os.environ.get("GT_CONTROL_TOKEN"):
-            args["token"] = os.environ["GT_CONTROL_TOKEN"]
-        return self.control("memory_set", args)
-
-    def _apply_env_config(self) -> None:
-        """Apply ``$GT_CONFIG`` / ``$GT_AUTO_SHARD`` when they are set."""
-        if not (os.environ.get("GT_CONFIG") or os.environ.get("GT_AUTO_SHARD")):
-            return
-        raw = from_env()
-        if raw is not None:
-            try:
-                self.apply_config(raw)
-            except BaseException:
-                self.close()
-                raise
-
-    def stats(self) -> dict:
-        """The dispatcher's stats: workers (with tensors and bytes held), clients, counters."""
-        return request(self.address, "stats", ctx=self._ctx)
 
     def worker_error(self, err: list) -> WorkerError:
         """Build the user-facing exception from a worker's ``[message, opcode, src]``."""
