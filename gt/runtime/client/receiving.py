@@ -52,7 +52,7 @@ class Receiving:
             self._look_due = running + LOOK_S
             self._broken = self._lost(running)
 
-    def _lost(self, running: float, closed_or_opened: bool = True) -> Exception | None:
+    def _lost(self, running: float) -> Exception | None:
         """Whether the dispatcher is gone: its process ended (a cluster we started), its
         connection closed and did not come back, or it was silent for ``liveness`` seconds."""
         cluster = self.cluster
@@ -60,7 +60,7 @@ class Receiving:
             return DispatcherLost(
                 f"the local cluster's dispatcher exited with code {cluster.proc.returncode}"
             )
-        while closed_or_opened and (ev := read_event(self._monitor)) is not None:
+        while (ev := read_event(self._monitor)) is not None:
             if ev[0] == zmq.EVENT_DISCONNECTED:
                 self._cut_at = self._cut_at if self._cut_at is not None else running
             elif ev[0] == zmq.EVENT_CONNECTED:
