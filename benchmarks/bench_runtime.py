@@ -266,6 +266,7 @@ class ChainClient:
         self.sock.connect(front)
         self.next_id = 1
         self.direct = None
+        self.known = False  # whether the chain worker has seen our direct socket (see roundtrips)
         self.ident = os.urandom(8)
         if direct is not None:
             self.direct = _socket(ctx, zmq.DEALER)
@@ -327,13 +328,13 @@ class ChainClient:
         self.fetch(x)
         sock, packb, new_id = self.sock, msgpack.packb, self.new_id
         to = {"to": self.ident} if direct else None
-        while direct:  # until the worker's ROUTER knows us (a reply to an unknown peer is lost)
-            sock.send(packb([[[OP_FETCH, new_id(), [x], to, 1]], []]))
+        while direct and not self.known:  # until the worker's ROUTER knows us (once: a reply
+            sock.send(packb([[[OP_FETCH, new_id(), [x], to, 1]], []]))  # to a stranger is lost)
             if self.direct.poll(100):
                 self.recv_array(direct=True)
                 while self.direct.poll(50):  # replies to earlier tries
                     self.recv_array(direct=True)
-                break
+                self.known = True
         times = []
         prev: list[int] = []
         for _ in range(n):

@@ -5,7 +5,8 @@ Run ``python benchmarks/profile_runtime.py [--seconds 4] [--no-pyspy] [--keep DI
 For each workload, on GT and on the reference chain of ``bench_runtime.py``:
 
 * ``pipelined``: ``x = x + 1`` in a loop, with a fetch every 100k ops;
-* ``roundtrip``: ``(x + 1).numpy()`` (the reference: add + fetch in one message) in a loop;
+* ``roundtrip``: ``(x + 1).numpy()`` (the reference: add + fetch in one message, answered back
+  through the forwarder, then straight to the client as GT's worker does) in a loop;
 
 it prints the rate, then the CPU time that each process (client, dispatcher/forwarder, worker)
 and each of its threads (``main``, ZeroMQ's I/O thread, GT's helper threads) used per op, split
@@ -154,11 +155,11 @@ def ref_loads(client: ChainClient) -> tuple[Callable[[float], int], Callable[[fl
             ops += 100_000
         return ops
 
-    def roundtrip(seconds: float) -> int:
+    def roundtrip(seconds: float, direct: bool = False) -> int:
         n = 0
         deadline = time.perf_counter() + seconds
         while time.perf_counter() < deadline:
-            client.roundtrips(200)
+            client.roundtrips(200, direct)
             n += 200
         return n
 
@@ -287,15 +288,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             cluster.stop()
         with Children() as kids:
             front, back = kids.start(forwarder_main, name="ref-forwarder")
-            kids.start(chain_worker_main, back, name="ref-worker")
+            worker_direct = kids.start(chain_worker_main, back, name="ref-worker")
             fwd_pid, wrk_pid = kids.pids()
             ctx = zmq.Context()
-            client = ChainClient(ctx, front)
+            client = ChainClient(ctx, front, worker_direct)
             try:
                 pids = {"client": me, "forwarder": fwd_pid, "worker": wrk_pid}
                 pipelined, roundtrip = ref_loads(client)
                 measure("reference pipelined x=x+1", pipelined, "op", pids, args.seconds)
                 measure("reference roundtrip add+fetch", roundtrip, "rt", pids, args.seconds)
+                measure(  # the stronger reference: the worker replies to the client (GT's 3 hops)
+                    "reference roundtrip, same hops",
+                    lambda seconds: roundtrip(seconds, direct=True),
+                    "rt",
+                    pids,
+                    args.seconds,
+                )
             finally:
                 client.close()
                 ctx.destroy(linger=0)
