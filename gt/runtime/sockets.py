@@ -28,11 +28,6 @@ _NOBLOCK, _SNDMORE = int(zmq.NOBLOCK), int(zmq.SNDMORE)
 COPY_BELOW = 65536
 
 
-def readable(sock: zmq.Socket) -> bool:
-    """Whether a message is waiting on ``sock`` (without the enum pyzmq's ``get`` would build)."""
-    return bool(_get(sock, _EVENTS) & _POLLIN)
-
-
 def take(sock: zmq.Socket, ready: bool = False) -> Any:
     """The next message waiting on ``sock`` (frames, not copied), or ``None`` if there is none.
 
