@@ -18,16 +18,22 @@ from gt.runtime.launch import LocalCluster
 
 pytestmark = pytest.mark.timeout(120)
 
-#: Client A: one batch of heavy ops (sent whole: its timer never flushes on its own), timed.
+#: Client A: one batch of heavy ops (sent whole: its timer never flushes on its own), timed; at
+#: least argv[2] ops, more where the machine is fast enough to run those in under a second.
 LONG_BATCH = textwrap.dedent(
     """
     import sys, time, gt
     gt.connect(sys.argv[1], timeout=60, flush_interval=60.0, batch_limit=1_000_000)
     x = gt.ones(1_000_000)
     x.numpy()
+    t = time.perf_counter()       # calibrate: the batch must run about 1 s on this machine,
+    for _ in range(200):          # however fast it is today
+        x = x * 1.0000001
+    x.numpy()
+    n = min(30_000, max(int(sys.argv[2]), int(200 * 1.0 / (time.perf_counter() - t))))
     print("ready", flush=True)
     sys.stdin.readline()
-    for _ in range(int(sys.argv[2])):
+    for _ in range(n):
         x = x * 1.0000001
     t = time.time()
     x.numpy()                       # the batch goes now, whole, and this waits for its end
