@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
+
+import pytest
+
+#: Where the CuPy test double lives (``tests/support/cupy_double``).
+SUPPORT = Path(__file__).resolve().parent / "support"
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05) -> Any:
@@ -18,6 +26,18 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: floa
             return value
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s (last value {value!r})")
+
+
+@contextlib.contextmanager
+def cupy_double_environment() -> Iterator[None]:
+    """Every GT worker started inside loads the CuPy test double as its CuPy (the variables are
+    inherited by a local cluster's dispatcher and workers)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GT_CUPY_DOUBLE", "1")
+        mp.setenv("GT_BACKEND", "cupy")
+        path = os.environ.get("PYTHONPATH")
+        mp.setenv("PYTHONPATH", str(SUPPORT) + (os.pathsep + path if path else ""))
+        yield
 
 
 class HandClock:

@@ -13,11 +13,9 @@ module's ``cluster`` (workers on the double) instead of conftest's.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
+from helpers import cupy_double_environment
 from test_autograd_ops import test_gradient_matches_finite_differences  # noqa: F401
 from test_ops_forward import test_op_matches_numpy  # noqa: F401
 from test_ops_inplace import *  # noqa: F403 - re-run those cases here
@@ -27,18 +25,12 @@ import gt
 from gt.runtime.control import request
 from gt.runtime.launch import LocalCluster
 
-SUPPORT = Path(__file__).resolve().parents[1] / "support"
-
 
 @pytest.fixture(scope="module", autouse=True)
 def cupy_double_env():
     """Every worker this module starts (this module's clusters and the imported tests' own) loads
-    the double as its CuPy: the variables are inherited by the dispatcher and its workers."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("GT_CUPY_DOUBLE", "1")
-        mp.setenv("GT_BACKEND", "cupy")
-        path = os.environ.get("PYTHONPATH")
-        mp.setenv("PYTHONPATH", str(SUPPORT) + (os.pathsep + path if path else ""))
+    the double as its CuPy."""
+    with cupy_double_environment():
         yield
 
 

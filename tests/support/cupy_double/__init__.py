@@ -3,15 +3,19 @@
 GT's worker imports it instead of ``cupy`` when ``GT_CUPY_DOUBLE=1`` (see
 ``gt/runtime/worker/backend.py``), so the test suite runs the CuPy code paths on machines without
 a GPU: host<->device copies must be explicit, host arrays must not leak into device work,
-out-of-range index arrays wrap around instead of raising, and asynchronous copies on streams are
-deferred until synchronized (see :mod:`._array` and :mod:`._streams` for the exact rules).
+out-of-range index arrays wrap around instead of raising, asynchronous copies on streams are
+deferred until synchronized, device memory comes in blocks counted by a pool that refuses past its
+limit (see :mod:`._array`, :mod:`._streams` and :mod:`._memory` for the exact rules), and only what
+every supported CuPy offers can be called, with the arguments it takes (:mod:`._api`, from
+``scripts/make_cupy_api.py``).
 
 It proves nothing about GPUs: no kernel is compiled, timings are host times, numerics are
 NumPy's. What it catches are the places where GPU code would call NumPy on device data.
 
 Knobs (environment, read when used): ``CUPY_DOUBLE_DEVICES`` (default 1; 0 makes
 ``getDeviceCount`` raise CUDA's "no device" error, as real CuPy does) and
-``CUPY_DOUBLE_BROKEN=1`` (every kernel raises, like CuPy without its CUDA libraries).
+``CUPY_DOUBLE_BROKEN=1`` (every kernel raises, like CuPy without its CUDA libraries) and
+``CUPY_DOUBLE_MEMORY`` (each device's size in bytes, default 1 GiB).
 """
 
 from __future__ import annotations
@@ -23,17 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from . import _streams, cuda
+from . import _api, _memory, _streams, cuda
 from ._array import ndarray, refuse_host, unwrap, wrap, wrap_key
 from ._cupyx import make_cupyx
 
 __version__ = "14.0.0+double"
 IS_TEST_DOUBLE = True
-
-#: NumPy names CuPy does not have (so code that relies on them fails here as on a GPU).
-_MISSING = frozenset({"errstate", "seterr", "geterr", "seterrcall", "geterrcall", "frompyfunc",
-                      "set_printoptions", "get_printoptions", "printoptions", "isnat",
-                      "busday_count", "datetime_as_string", "ascontiguousarray_host"})  # fmt: skip
 
 
 def _check_kernel() -> None:
@@ -45,11 +44,18 @@ def _check_kernel() -> None:
 
 # ----------------------------------------------------------------------------- ufuncs
 class ufunc:  # noqa: N801 - CuPy's name
-    """A NumPy ufunc that runs on device arrays only (``add``, ``add.at`` ...)."""
+    """A NumPy ufunc that runs on device arrays only (``add``, ``add.at`` ...), taking only the
+    arguments CuPy's ufunc of that name takes.
 
-    def __init__(self, f: np.ufunc):
+    Args:
+        f: the NumPy ufunc.
+        space, name: where CuPy has it (``"cupy"``, ``"add"``), for the argument checks.
+    """
+
+    def __init__(self, f: np.ufunc, space: str = "cupy", name: str | None = None):
         self._f = f
         self.__name__ = f.__name__
+        self._space, self._name = space, name or f.__name__
         self.nin, self.nout = f.nin, f.nout
 
     def _run(self, call: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
@@ -67,22 +73,28 @@ class ufunc:  # noqa: N801 - CuPy's name
         return out if out is not None else wrap(r)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        _api.check_call(self._space, self._name, args, kwargs)
         return self._run(self._f, args, kwargs)
 
+    def _method(self, method: str, args: tuple, kwargs: dict) -> Any:
+        _api.check_ufunc_method(self._name, self._space, method, args, kwargs)
+        return self._run(getattr(self._f, method), args, kwargs)
+
     def reduce(self, *args: Any, **kwargs: Any) -> Any:
-        return self._run(self._f.reduce, args, kwargs)
+        return self._method("reduce", args, kwargs)
 
     def accumulate(self, *args: Any, **kwargs: Any) -> Any:
-        return self._run(self._f.accumulate, args, kwargs)
+        return self._method("accumulate", args, kwargs)
 
     def outer(self, *args: Any, **kwargs: Any) -> Any:
-        return self._run(self._f.outer, args, kwargs)
+        return self._method("outer", args, kwargs)
 
     def reduceat(self, *args: Any, **kwargs: Any) -> Any:
-        return self._run(self._f.reduceat, args, kwargs)
+        return self._method("reduceat", args, kwargs)
 
     def at(self, a: Any, indices: Any, b: Any = None) -> None:
         """Unbuffered in-place ``a[indices] op= b``; out-of-range indices wrap, as in CuPy."""
+        _api.check_ufunc_method(self._name, self._space, "at", (a, indices, b), {})
         _check_kernel()
         _streams.sync_current()
         if type(a) is not ndarray:
@@ -101,45 +113,58 @@ _UFUNCS: dict[Any, ufunc] = {}
 _FUNCS: dict[Any, Callable[..., Any]] = {}
 
 
-def ufunc_of(f: np.ufunc) -> ufunc | None:
-    """The double's version of NumPy ufunc ``f``."""
-    u = _UFUNCS.get(f)
+def ufunc_of(f: np.ufunc, space: str = "cupy", name: str | None = None) -> ufunc | None:
+    """The double's version of NumPy ufunc ``f`` (CuPy's ``space.name``, by default the ufunc's
+    own name in ``cupy``)."""
+    key = (f, space, name)
+    u = _UFUNCS.get(key)
     if u is None:
-        u = _UFUNCS[f] = ufunc(f)
+        u = _UFUNCS[key] = ufunc(f, space, name)
     return u
 
 
-def _device_function(f: Callable[..., Any]) -> Callable[..., Any]:
+def _device_function(f: Callable[..., Any], space: str | None = None,
+                     name: str | None = None) -> Callable[..., Any]:  # fmt: skip
+    """``f`` on device arrays; with ``space``, each call is checked against CuPy's
+    ``space.name`` (default: ``f``'s own name)."""
+    name = name or getattr(f, "__name__", "function")
+
     def run(*args: Any, **kwargs: Any) -> Any:
+        if space is not None:
+            _api.check_call(space, name, args, kwargs)
         _check_kernel()
         _streams.sync_current()
         return wrap(f(*unwrap(args), **{k: unwrap(v) for k, v in kwargs.items()}))
 
-    run.__name__ = getattr(f, "__name__", "function")
-    run.__doc__ = f"{run.__name__} on device arrays (the double; NumPy underneath)."
+    run.__name__ = name
+    run.__doc__ = f"{name} on device arrays (the double; NumPy underneath)."
     return run
 
 
-def function_of(f: Callable[..., Any]) -> Callable[..., Any] | None:
-    """The double's version of NumPy function ``f`` (``None`` where CuPy has none)."""
+def function_of(f: Callable[..., Any], space: str = "cupy") -> Callable[..., Any] | None:
+    """The double's version of NumPy function ``f`` (``None`` where CuPy's ``space`` has none)."""
     name = getattr(f, "__name__", "")
-    if name in _MISSING or name.startswith("_"):
+    if name.startswith("_") or not _api.has(space, name):
         return None
-    got = _FUNCS.get(f)
+    got = _FUNCS.get((f, space))
     if got is None:
-        got = _FUNCS[f] = _device_function(f)
+        got = _FUNCS[(f, space)] = _device_function(f, space)
     return got
 
 
-def _lookup(namespace: Any, name: str) -> Any:
-    if name in _MISSING or name.startswith("_"):
-        raise AttributeError(f"module 'cupy' has no attribute {name!r}")
+def _lookup(namespace: Any, name: str, space: str = "cupy") -> Any:
+    """NumPy's ``name`` as CuPy's ``space`` offers it; ``AttributeError`` where some supported
+    CuPy lacks it (the recorded API, :mod:`._api`), even though NumPy has it."""
+    if name.startswith("_") or not _api.has(space, name):
+        raise AttributeError(f"module {space!r} has no attribute {name!r}")
     obj = getattr(namespace, name)  # AttributeError as CuPy's would be
     if isinstance(obj, np.ufunc):
-        return ufunc_of(obj)
+        return ufunc_of(obj, space, name)
     if isinstance(obj, type) or not callable(obj):
         return obj  # dtypes, scalar types, constants: CuPy re-exports NumPy's
-    return function_of(obj)
+    return _FUNCS.get((obj, space)) or _FUNCS.setdefault(
+        (obj, space), _device_function(obj, space, name)
+    )
 
 
 # ----------------------------------------------------------------------------- host <-> device
@@ -207,49 +232,30 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, **_: Any) -> nd
 
 
 # ----------------------------------------------------------------------------- pools, submodules
-class _Pool:
-    """CuPy's memory pool API; the double counts nothing."""
-
-    def used_bytes(self) -> int:
-        return 0
-
-    def total_bytes(self) -> int:
-        return 0
-
-    def free_all_blocks(self) -> None:
-        return None
-
-    def set_limit(self, size: int | None = None, fraction: float | None = None) -> None:
-        return None
-
-    def n_free_blocks(self) -> int:
-        return 0
+def get_default_memory_pool() -> _memory.MemoryPool:
+    """The device memory pool every array of the double is counted in."""
+    return _memory.DEFAULT_POOL
 
 
-_POOL, _PINNED_POOL = _Pool(), _Pool()
-
-
-def get_default_memory_pool() -> _Pool:
-    return _POOL
-
-
-def get_default_pinned_memory_pool() -> _Pool:
-    return _PINNED_POOL
+def get_default_pinned_memory_pool() -> _memory.PinnedMemoryPool:
+    """The pinned host memory pool (counts nothing: the double's pinned memory is plain)."""
+    return _memory.DEFAULT_PINNED_POOL
 
 
 class _Namespace(types.ModuleType):
     """A NumPy submodule (``linalg``, ``fft``) seen through the double."""
 
-    def __init__(self, name: str, np_module: Any):
-        super().__init__(name)
+    def __init__(self, space: str, np_module: Any):
+        super().__init__(space.replace("cupy", "cupy_double", 1))
         self._np = np_module
+        self._space = space
 
     def __getattr__(self, name: str) -> Any:
-        return _lookup(self._np, name)
+        return _lookup(self._np, name, self._space)
 
 
-linalg = _Namespace("cupy_double.linalg", np.linalg)
-fft = _Namespace("cupy_double.fft", np.fft)
+linalg = _Namespace("cupy.linalg", np.linalg)
+fft = _Namespace("cupy.fft", np.fft)
 
 
 class _Random(types.ModuleType):
@@ -265,9 +271,9 @@ class _Random(types.ModuleType):
 
     def __getattr__(self, name: str) -> Any:
         f = getattr(np.random.default_rng(), name, None) if name != "seed" else None
-        if f is None:
-            raise AttributeError(name)
-        return _device_function(f)
+        if f is None or not _api.has("cupy.random", name):
+            raise AttributeError(f"module 'cupy.random' has no attribute {name!r}")
+        return _device_function(f, "cupy.random", name)
 
 
 class _WrappedGenerator:
@@ -275,11 +281,24 @@ class _WrappedGenerator:
         self._g = g
 
     def __getattr__(self, name: str) -> Any:
-        return _device_function(getattr(self._g, name))
+        if not _api.has("cupy.random.Generator", name):
+            raise AttributeError(f"'cupy.random.Generator' object has no attribute {name!r}")
+        return _device_function(getattr(self._g, name), "cupy.random.Generator", name)
 
 
 random = _Random()
 cupyx = make_cupyx()
+
+# The functions defined above take only what CuPy's take (their own signatures are looser).
+for _name in ("array", "asarray", "asanyarray", "asnumpy", "get_array_module",
+              "ascontiguousarray", "argsort", "sort", "get_default_memory_pool",
+              "get_default_pinned_memory_pool"):  # fmt: skip
+    globals()[_name] = _api.checked("cupy", _name, globals()[_name])
+random.default_rng = _api.checked("cupy.random", "default_rng", random.default_rng)
+#: What the double defines that is no CuPy name (its own machinery; ``cupyx`` is CuPy's companion
+#: module, which the backend takes from here).
+DOUBLE_ONLY = frozenset({"IS_TEST_DOUBLE", "DOUBLE_ONLY", "cupyx", "ufunc_of", "function_of",
+                         "refuse_host", "unwrap", "wrap", "wrap_key", "make_cupyx"})  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:  # module-level: every other NumPy name, through the wall

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _streams
+from . import _api, _memory, _streams
 
 IMPLICIT = (
     "Implicit conversion to a NumPy array is not allowed. "
@@ -68,11 +68,26 @@ def wrap(r: Any) -> Any:
 _owners: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
+#: NumPy arrays counted by the memory pool, by id (so wrapping one again does not count it twice).
+_counted: dict[int, weakref.ref] = {}
+
+
+def _count(a: np.ndarray) -> None:
+    """Count ``a`` (an array that owns its memory) as a device allocation, once."""
+    key = id(a)
+    ref = _counted.get(key)
+    if ref is not None and ref() is a:
+        return
+    _memory.DEFAULT_POOL.allocated(a)  # (raises OutOfMemoryError past the pool's limit)
+    _counted[key] = weakref.ref(a, lambda r, key=key: _counted.pop(key, None))
+
+
 def _new(a: np.ndarray) -> ndarray:
     obj = object.__new__(ndarray)
     obj._a = a
     root = a.base
     if root is None:
+        _count(a)
         obj._base = None
         _owners[id(a)] = obj
     else:
@@ -136,14 +151,6 @@ class _Flags:
                               "OWNDATA": "owndata"}.get(name, name))  # fmt: skip
 
 
-class MemoryPointer:
-    """What ``ndarray.data`` is on CuPy: a device address (here the host address behind it)."""
-
-    def __init__(self, a: np.ndarray):
-        self.ptr = a.__array_interface__["data"][0]
-        self.mem = None
-
-
 class ndarray:  # noqa: N801 - CuPy's name
     """A device array of the double (NumPy underneath; see the module docstring)."""
 
@@ -152,7 +159,12 @@ class ndarray:  # noqa: N801 - CuPy's name
 
     def __init__(self, shape: Any, dtype: Any = float, memptr: Any = None, strides: Any = None,
                  order: str = "C"):  # fmt: skip
+        if memptr is not None:  # a view over existing device memory
+            self._a = _memory.view(shape, dtype, memptr, strides)
+            self._base = _owners.get(id(_memory.root_of(self._a)))
+            return
         self._a = np.empty(shape, dtype=dtype, order=order)
+        _count(self._a)
         self._base = None
         _owners[id(self._a)] = self
 
@@ -192,9 +204,14 @@ class ndarray:  # noqa: N801 - CuPy's name
     itemsize = property(lambda self: self._a.itemsize)
     strides = property(lambda self: self._a.strides)
     flags = property(lambda self: _Flags(self._a))
-    data = property(lambda self: MemoryPointer(self._a))
+
+    @property
+    def data(self) -> _memory.MemoryPointer:
+        """Where the first element is: a pointer into the array's memory block."""
+        mem = _memory.block_of(self._a)
+        return _memory.MemoryPointer(mem, _memory._address(self._a) - mem.ptr)
+
     T = property(lambda self: _new(self._a.T))
-    mT = property(lambda self: _new(np.swapaxes(self._a, -1, -2)))
     real = property(lambda self: _new(self._a.real))
     imag = property(lambda self: _new(self._a.imag))
 
@@ -310,34 +327,49 @@ class ndarray:  # noqa: N801 - CuPy's name
             idx %= size
         return _new(np.asarray(np.take(self._a, idx, axis=axis)))
 
-    def argsort(self, axis: int | None = -1, kind: str | None = None) -> ndarray:
-        """Stable, as CuPy's radix sort is."""
+    def argsort(self, axis: int | None = -1) -> ndarray:
+        """Stable, as CuPy's radix sort is (CuPy 14 adds ``kind``, which 13 lacks)."""
         _streams.sync_current()
         return _new(np.argsort(self._a, axis=axis, kind="stable"))
 
-    def sort(self, axis: int = -1, kind: str | None = None) -> None:
+    def sort(self, axis: int = -1) -> None:
         """In place, stable."""
         _streams.sync_current()
         self._a.sort(axis=axis, kind="stable")
 
     # ------------------------------------------------------------------ every other method
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in _NOT_IN_CUPY:
+        # only what every supported CuPy's ndarray has (NumPy's has more: tostring, itemset ...)
+        if name.startswith("_") or not _api.has("cupy.ndarray", name):
             raise AttributeError(f"'cupy.ndarray' object has no attribute {name!r}")
         attr = getattr(self._a, name)
         if not callable(attr):
             return wrap(attr)
 
         def method(*args: Any, **kwargs: Any) -> Any:
+            _api.check_call("cupy.ndarray", name, args, kwargs)
             _streams.sync_current()
             return wrap(attr(*unwrap(args), **{k: unwrap(v) for k, v in kwargs.items()}))
 
         return method
 
 
-#: ndarray methods NumPy has and CuPy does not (so GT cannot lean on them on a GPU).
-_NOT_IN_CUPY = frozenset({"tostring", "byteswap", "ctypes", "getfield", "setfield", "itemset",
-                          "newbyteorder", "dumps", "to_device"})  # fmt: skip
+def _checked_method(name: str, f: Any) -> Any:
+    """Method ``f`` of the double's ndarray, taking only the arguments CuPy's ``name`` takes."""
+
+    def method(self: ndarray, *args: Any, **kwargs: Any) -> Any:
+        _api.check_call("cupy.ndarray", name, args, kwargs)
+        return f(self, *args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = f.__doc__
+    method.__wrapped__ = f  # type: ignore[attr-defined]
+    return method
+
+
+for _name, _f in list(vars(ndarray).items()):
+    if not _name.startswith("_") and callable(_f) and _api.has("cupy.ndarray", _name):
+        setattr(ndarray, _name, _checked_method(_name, _f))
 
 
 def _binary(name: str, reflected: bool = False, inplace: bool = False) -> Any:

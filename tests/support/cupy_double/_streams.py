@@ -36,14 +36,14 @@ class Stream:
 
     Args:
         null: the default (legacy null) stream, on which nothing is deferred.
-        non_blocking: accepted, as CuPy does.
+        non_blocking, ptds: accepted, as CuPy does (``priority`` is CuPy 14's only).
     """
 
     _counter = 0
 
-    def __init__(self, null: bool = False, non_blocking: bool = False, ptr: int | None = None):
+    def __init__(self, null: bool = False, non_blocking: bool = False, ptds: bool = False):
         Stream._counter += 1
-        self.ptr = 0 if null else (ptr or 0x5000 + Stream._counter)
+        self.ptr = 0 if null else 0x5000 + Stream._counter
         self.is_null = null
         self.non_blocking = non_blocking
         self.pending: list[Callable[[], None]] = []
@@ -175,13 +175,14 @@ class Event:
                 self._stream.flush()
 
 
-def get_elapsed_time(start: Event, end: Event) -> float:
+def get_elapsed_time(start_event: Event, end_event: Event) -> float:
     """Milliseconds between two completed events.
 
     Raises:
         CUDARuntimeError: an event has not completed (CUDA's ``cudaErrorNotReady``) or has no
             timing data.
     """
+    start, end = start_event, end_event
     for e in (start, end):
         if e.disable_timing:
             raise CUDARuntimeError(6, "cudaErrorInvalidResourceHandle: event has no timing data")

@@ -12,8 +12,10 @@ import threading
 import types
 from typing import Any
 
-from . import _streams
-from ._streams import CUDARuntimeError, Event, Stream, get_elapsed_time
+from . import _memory, _streams
+from ._memory import MemoryPointer, MemoryPool, PinnedMemoryPool
+from ._streams import CUDARuntimeError as _CUDARuntimeError
+from ._streams import Event, Stream, get_elapsed_time
 
 _local = threading.local()
 
@@ -25,14 +27,13 @@ def _count() -> int:
 def _check(index: int) -> None:
     n = _count()
     if not 0 <= index < n:
-        raise CUDARuntimeError(101, "cudaErrorInvalidDevice: invalid device ordinal")
+        raise _CUDARuntimeError(101, "cudaErrorInvalidDevice: invalid device ordinal")
 
 
 class _Runtime(types.ModuleType):
     """``cupy.cuda.runtime``."""
 
-    CUDARuntimeError = CUDARuntimeError
-    cudaErrorNoDevice = 100
+    CUDARuntimeError = _CUDARuntimeError
 
     def __init__(self) -> None:
         super().__init__("cupy_double.cuda.runtime")
@@ -40,33 +41,33 @@ class _Runtime(types.ModuleType):
     def getDeviceCount(self) -> int:  # noqa: N802 - CUDA's name
         n = _count()
         if n <= 0:
-            raise CUDARuntimeError(100, "cudaErrorNoDevice: no CUDA-capable device is detected")
+            raise _CUDARuntimeError(100, "cudaErrorNoDevice: no CUDA-capable device is detected")
         return n
 
-    def getDeviceProperties(self, index: int) -> dict[str, Any]:  # noqa: N802
-        _check(index)
+    def getDeviceProperties(self, device: int) -> dict[str, Any]:  # noqa: N802
+        _check(device)
         return {
             "name": b"CuPy test double",
-            "uuid": bytes([0xD0, 0x0B, 0x1E, index]) + bytes(range(1, 13)),
-            "pciBusID": 0x10 + index,
+            "uuid": bytes([0xD0, 0x0B, 0x1E, device]) + bytes(range(1, 13)),
+            "pciBusID": 0x10 + device,
             "pciDeviceID": 0,
             "pciDomainID": 0,
-            "totalGlobalMem": 1 << 30,
+            "totalGlobalMem": int(os.environ.get("CUPY_DOUBLE_MEMORY", 1 << 30)),
             "major": 9,
             "minor": 0,
             "multiProcessorCount": 1,
         }
 
-    def deviceGetPCIBusId(self, index: int) -> str:  # noqa: N802
-        _check(index)
-        return f"0000:{0x10 + index:02X}:00.0"
+    def deviceGetPCIBusId(self, device: int) -> str:  # noqa: N802
+        _check(device)
+        return f"0000:{0x10 + device:02X}:00.0"
 
     def getDevice(self) -> int:  # noqa: N802
         return getattr(_local, "device", 0)
 
-    def setDevice(self, index: int) -> None:  # noqa: N802
-        _check(index)
-        _local.device = index
+    def setDevice(self, device: int) -> None:  # noqa: N802
+        _check(device)
+        _local.device = device
 
     def deviceSynchronize(self) -> None:  # noqa: N802
         _streams.synchronize_all()
@@ -79,6 +80,11 @@ class _Runtime(types.ModuleType):
 
 
 runtime = _Runtime()
+#: ``cupy.cuda.memory`` (what GT may catch from it).
+memory = types.ModuleType("cupy_double.cuda.memory")
+memory.OutOfMemoryError = _memory.OutOfMemoryError  # type: ignore[attr-defined]
+memory.MemoryPointer = MemoryPointer  # type: ignore[attr-defined]
+memory.MemoryPool = MemoryPool  # type: ignore[attr-defined]
 
 
 class Device:
@@ -101,6 +107,12 @@ class Device:
 
     def synchronize(self) -> None:
         _streams.synchronize_all()
+
+    @property
+    def mem_info(self) -> tuple[int, int]:
+        """``(free, total)`` bytes: the device's size less what the pool holds."""
+        total = int(runtime.getDeviceProperties(self.id)["totalGlobalMem"])
+        return max(0, total - _memory.DEFAULT_POOL.total_bytes()), total
 
     @property
     def pci_bus_id(self) -> str:
@@ -130,27 +142,28 @@ class PinnedMemoryPointer(bytearray):
     def ptr(self) -> int:
         return id(self)
 
-    @property
-    def size(self) -> int:
+    def size(self) -> int:  # a method in CuPy, not a property
         return len(self)
 
 
-def alloc_pinned_memory(nbytes: int) -> PinnedMemoryPointer:
+def alloc_pinned_memory(size: int) -> PinnedMemoryPointer:
     """Host memory a device copy may read asynchronously (plain memory in the double)."""
-    return PinnedMemoryPointer(int(nbytes))
+    return PinnedMemoryPointer(int(size))
 
 
 def is_available() -> bool:
     try:
         return runtime.getDeviceCount() > 0
-    except CUDARuntimeError:
+    except _CUDARuntimeError:
         return False
 
 
 __all__ = [
-    "CUDARuntimeError",
     "Device",
     "Event",
+    "MemoryPointer",
+    "MemoryPool",
+    "PinnedMemoryPool",
     "PinnedMemoryPointer",
     "Stream",
     "alloc_pinned_memory",
