@@ -16,8 +16,8 @@
 #   2. env        nvidia-smi -L, Python, NumPy, CuPy, NVML, `gt worker --list-devices`
 #   3. gpu-tests  pytest -m gpu (backend choice, pinning, NVML identity, random numbers, bounds
 #                 checks, bfloat16, the double vs real CuPy, one worker per GPU)
-#   4. op-suites  the forward, backward, in-place and sharding suites on CuPy workers
-#                 (GT_BACKEND=cupy)
+#   4. op-suites  the forward, backward, in-place, sharding and memory-limit suites on CuPy
+#                 workers (GT_BACKEND=cupy; the memory suite spills to pinned host memory)
 #   5. bench      benchmarks/bench_gpu.py: matmul 4096/8192 f32/f16/bf16 vs CuPy direct, tiny-op
 #                 rate, 2-worker sharded matmul, 2-worker all-reduce
 #   6. top        scripts/gpu_top_check.py: `gt top --once --json` during load, NVML fields
@@ -131,12 +131,14 @@ export PYTHONUNBUFFERED=1
 export GT_BACKEND=cupy
 PYTEST=("$PY" -m pytest -q -p no:cacheprovider -o addopts= --timeout 120)
 SUITES=(tests/integration/test_ops_forward.py tests/integration/test_autograd_ops.py
-  tests/integration/test_ops_inplace.py tests/integration/test_sharding.py)
+  tests/integration/test_ops_inplace.py tests/integration/test_sharding.py
+  tests/integration/test_memory.py)
 BENCH=("$PY" benchmarks/bench_gpu.py --json "$RESULTS/bench_gpu.json")
 TOP=("$PY" scripts/gpu_top_check.py --out "$RESULTS")
 if [ "$MODE" = "--dry-run" ]; then
   export GT_CUPY_DOUBLE=1 PYTHONPATH="$ROOT/tests/support:$PYTHONPATH"
-  SUITES=(tests/integration/test_cupy_double.py -k "forward or matches_numpy or config_matrix")
+  SUITES=(tests/integration/test_cupy_double.py -k "forward or matches_numpy or config_matrix"
+    tests/integration/test_memory_on_cupy_double.py)
   BENCH+=(--quick --test-double --repeats 1)
   TOP+=(--expect-na --size 256)
 fi

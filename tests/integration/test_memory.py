@@ -72,7 +72,8 @@ def test_a_result_that_cannot_fit_raises_out_of_memory_and_the_program_goes_on(c
             gt.zeros(1_000_000).sum().item()  # 4 MB
         e = err.value
         assert isinstance(e, gt.WorkerError) and isinstance(e, MemoryError)
-        assert e.op == "full" and e.requested == 4 * MB and e.limit == MB
+        # (a CuPy worker's device pool refuses first, asking for whole 512-byte blocks)
+        assert e.op == "full" and 4 * MB <= e.requested < 4 * MB + 512 and e.limit == MB
         assert "test_memory.py" in e.source and "memory limit of 1.0 MB" in str(e)
         assert (small * 2).sum().item() == 2000.0  # the worker and the other tensors are fine
     finally:

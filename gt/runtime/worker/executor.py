@@ -35,6 +35,7 @@ from gt.runtime.worker.hot import HotPlans
 from gt.runtime.worker.memory import release_cached
 from gt.runtime.worker.peers import PeerFailure
 from gt.runtime.worker.pool import MemoryPool
+from gt.runtime.worker.pool_table import OutOfMemory, device_out_of_memory
 from gt.runtime.worker.spill import root_of
 
 _NEVER = 1 << 62
@@ -304,11 +305,8 @@ class Executor:
                 check_broadcast(code, vals)
             try:
                 r = h(vals, attrs)
-            except MemoryError:  # the allocator refused: spill what we may, then once more
-                if self.pool is None or not self.pool.make_room():
-                    raise
-                release_cached(self.backend)
-                r = h(vals, attrs)
+            except MemoryError:  # the allocator refused (on a GPU: the device, or its pool's limit)
+                r = self._after_refusal(code, lambda: h(vals, attrs))
             tbl[out] = r
         elif code in _COMM:
             self._comm(b, code, out, vals, attrs, src)
@@ -449,8 +447,31 @@ class Executor:
             b.tbl.pop(out, None)
             b.failed[out] = [*err[:3], False]
 
+    def _after_refusal(self, code: int, make: Any) -> Any:
+        """``make()`` again after the allocator refused it: spill what the pool may and give the
+        allocator's cached blocks back, as long as that frees something; then the refusal becomes
+        the user's :class:`OutOfMemory` (naming the op, the sizes, and what is held)."""
+        while True:
+            spilled = self.pool is not None and self.pool.make_room()
+            release_cached(self.backend)
+            try:
+                return make()
+            except OutOfMemory:
+                raise
+            except MemoryError as exc:
+                if spilled:  # something left the device: try again
+                    continue
+                if self.pool is not None:
+                    raise self.pool.device_refused(exc, code) from None
+                raise device_out_of_memory(exc, code, None, 0) from None
+
     def _upload(self, b: BatchState, attrs: dict) -> Any:
         dtype = P.check_dtype(attrs["dtype"])
         shape = P.check_shape(attrs["shape"])
         frame = self.io.upload(b.token, attrs["tok"]) if "tok" in attrs else b.bufs[attrs["buf"]]
-        return self.backend.from_frame(frame, dtype, shape)
+        try:
+            return self.backend.from_frame(frame, dtype, shape)
+        except MemoryError:  # the device refused the copy: as for any other op's result
+            return self._after_refusal(
+                _UPLOAD, lambda: self.backend.from_frame(frame, dtype, shape)
+            )

@@ -36,9 +36,16 @@ from typing import Any
 
 import numpy as np
 
-from gt.runtime import ops as O
 from gt.runtime.memory_settings import human
-from gt.runtime.worker.pool_table import OutOfMemory, PoolBuffer, SpilledBuffer, TrackedTable
+from gt.runtime.worker.pool_table import (
+    OutOfMemory,
+    PoolBuffer,
+    SpilledBuffer,
+    TrackedTable,
+    allocation_size,
+    device_out_of_memory,
+    over_limit,
+)
 from gt.runtime.worker.prefetch import Prefetcher
 from gt.runtime.worker.spill import FileExtent, SpillStore, root_of, spillable, view_of
 
@@ -49,6 +56,9 @@ VICTIM_SCAN = 64
 #: Instructions ahead that the prefetch thread and the spill choice look at.
 LOOKAHEAD = 2048
 _FAR = 1 << 62
+
+
+_LIMIT = "this worker's memory limit of {} (--memory-limit, GT_MEMORY_LIMIT)"
 
 
 class MemoryPool(Prefetcher):
@@ -253,8 +263,7 @@ class MemoryPool(Prefetcher):
             if self.used + self.ready_bytes > lim:
                 self._drop_ready()
             if self.used > lim:
-                self._oom(cno, requested, lim, f"this worker's memory limit of {human(lim)} "
-                          "(--memory-limit, GT_MEMORY_LIMIT)")  # fmt: skip
+                self._oom(cno, requested, lim, _LIMIT.format(human(lim)))
 
     def relieve(self) -> None:
         """Spill down to the thresholds now (after a setting changed, or the device ran out)."""
@@ -347,19 +356,45 @@ class MemoryPool(Prefetcher):
                     rec.state, rec.data = "out", None
                     self.ready_bytes -= rec.nbytes
 
+    def device_refused(self, exc: MemoryError, op: int) -> OutOfMemory:
+        """The error for an allocation the device refused although nothing more could be spilled.
+
+        When the allocation would pass the worker's limit, the error is the limit's, with the
+        size the allocator asked for: the device's pool holds that limit, and refuses before the
+        result exists to be counted. Otherwise the device itself is full (other processes, or
+        tensors that cannot be spilled)."""
+        self.counters["oom"] += 1
+        requested, lim = allocation_size(exc), self.limit
+        if lim is not None and requested is not None and self.used + requested > lim:
+            return over_limit(op, requested, lim, _LIMIT.format(human(lim)) + ", which the "
+                              "device's memory pool holds", self.used, self.spilled_bytes)  # fmt: skip
+        return device_out_of_memory(exc, op, self.used, self.spilled_bytes)
+
     def _oom(self, cno: int, requested: int, limit: int, what: str) -> None:
         self.counters["oom"] += 1
         held = self.client_used.get(cno, 0) if what.startswith("client") else self.used
-        raise OutOfMemory(
-            f"{O.op_name(self.op)}'s result of {human(requested)} ({requested} B) does not fit under "
-            f"{what} ({limit} B): {human(held)} is held by tensors that cannot be spilled now "
-            f"(inputs of this op, or too small); {human(self.spilled_bytes)} is spilled. "
-            "Free tensors, or raise the limit with gt.config.set(memory_limit=...)",
-            requested,
-            limit,
-        )
+        raise over_limit(self.op, requested, limit, what, held, self.spilled_bytes)
 
     # ------------------------------------------------------------------ back from the tier
+    def _read_back(self, rec: SpilledBuffer) -> Any:
+        """A spilled buffer's bytes in a new allocation. When the device refuses it (its pool's
+        limit: GT's accounting lets prefetched buffers fill the headroom), others are spilled to
+        make room; if nothing more can go, the buffer stays spilled and the op fails."""
+        while True:
+            try:
+                return self.store.get(rec.handle, rec.nbytes)
+            except OutOfMemory:
+                raise
+            except MemoryError as exc:
+                if self.make_room():
+                    continue
+                with self.lock:  # still in the tier: a later op may bring it back
+                    rec.state = "out"
+                    for t in rec.views:
+                        self.spilled[(rec.cno, t)] = rec
+                    self.spilled_bytes += rec.nbytes
+                raise self.device_refused(exc, self.op) from None
+
     def unspill(self, cno: int, tid: int) -> Any:
         """Bring a spilled tensor back (with every view over its buffer); ``KeyError`` if it is
         not spilled."""
@@ -384,7 +419,7 @@ class MemoryPool(Prefetcher):
         missed = raw is None
         if missed:
             self.counters["prefetch_misses"] += 1
-            raw = self.store.get(rec.handle, rec.nbytes)
+            raw = self._read_back(rec)
         # The extent stays as the buffer's clean copy: the views come back read-only (no kernel writes
         # into them; an in-place op works on a copy, see ops.base.private), so spilling the buffer
         # again needs no write. Other tiers' copies are let go.

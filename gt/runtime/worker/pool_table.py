@@ -3,7 +3,11 @@ tensor table, the buffers it holds and the ones in the spill tier."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
+
+from gt.runtime import ops as O
+from gt.runtime.memory_settings import human
 
 if TYPE_CHECKING:
     from gt.runtime.worker.pool import MemoryPool
@@ -17,6 +21,47 @@ class OutOfMemory(MemoryError):
         super().__init__(message)
         self.requested = requested
         self.limit = limit
+
+
+def over_limit(op: int, requested: int, limit: int, what: str, held: int,
+               spilled: int) -> OutOfMemory:  # fmt: skip
+    """:class:`OutOfMemory` for a result of ``requested`` bytes that does not fit under ``what``
+    (a limit or a quota of ``limit`` bytes) with ``held`` bytes that cannot be spilled now."""
+    return OutOfMemory(
+        f"{O.op_name(op)}'s result of {human(requested)} ({requested} B) does not fit under "
+        f"{what} ({limit} B): {human(held)} is held by tensors that cannot be spilled now "
+        f"(inputs of this op, or too small); {human(spilled)} is spilled. "
+        "Free tensors, or raise the limit with gt.config.set(memory_limit=...)",
+        requested,
+        limit,
+    )
+
+
+def allocation_size(exc: BaseException) -> int | None:
+    """The bytes an allocator's out-of-memory error says it was asked for (CuPy: "Out of memory
+    allocating 4,000,256 bytes ..."), or ``None``."""
+    m = re.search(r"allocating ([\d,]+) bytes", str(exc))
+    return int(m.group(1).replace(",", "")) if m else None
+
+
+def device_out_of_memory(exc: MemoryError, op: int, held: int | None,
+                         spilled: int) -> OutOfMemory:  # fmt: skip
+    """:class:`OutOfMemory` for an allocation the device itself refused (CuPy's
+    ``OutOfMemoryError``) after the pool spilled what it could; ``held`` is ``None`` without a
+    pool. The allocator's own message says how much was asked for."""
+
+    if held is None:
+        where = ("no memory limit is set on this worker, so nothing was spilled "
+                 "(--memory-limit or gt.config.set(memory_limit=...) lets it spill)")  # fmt: skip
+    else:
+        where = (f"{human(held)} is held by tensors that cannot be spilled now, "
+                 f"{human(spilled)} is spilled")  # fmt: skip
+    return OutOfMemory(
+        f"{O.op_name(op)}'s result does not fit in the device's memory ({exc}); {where}. Free "
+        "tensors, or leave more of the device to this worker",
+        0,
+        0,
+    )
 
 
 class PoolBuffer:
