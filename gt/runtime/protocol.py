@@ -63,6 +63,7 @@ E_PROTOCOL = "protocol"
 E_UNKNOWN_CLIENT = "unknown_client"
 E_NO_WORKERS = "no_workers"
 E_SHUTDOWN = "shutdown"
+E_REVOKED = "revoked"  # the tenant's key was removed from the cluster's keys
 
 # Positions in an instruction list (see the module docstring).
 I_OP, I_OUT, I_ARGS, I_ATTRS, I_SRC, I_SIGNAL = range(6)

@@ -9,8 +9,15 @@ A cluster's *keyring* is a directory (mode 0700) of ZeroMQ certificates (``zmq.a
   event stream and stats (read-only); **admin** does everything, and alone applies shard configs
   and memory settings.
 
+* ``tenants/NAME.key``: a keypair per *tenant* (``gt keys tenant add NAME``), for shared machines
+  where each person should hold a key of their own: a tenant's key acts as the client role, the
+  dispatcher knows the tenant by name (``gt top`` shows it; a tenant sees its own programs'
+  details, all of them), and ``gt keys tenant remove NAME`` takes one person's access away without
+  giving everyone new keys: a running dispatcher and its local workers read the change within a
+  second, refuse that key's new connections and end its programs.
+
 ``gt keys`` makes one (``$GT_KEYS`` or ``~/.config/gt/keys``) and ``gt keys export --role R DIR``
-copies what one role needs. Every TCP socket a dispatcher or worker binds is a CURVE server whose
+(or ``--tenant NAME``) copies what one role (or one tenant) needs. Every TCP socket a dispatcher or worker binds is a CURVE server whose
 ZAP handler (pyzmq's :class:`~zmq.auth.thread.ThreadAuthenticator`) lets in only the roles that
 socket serves, and names each peer's role as the ``User-Id`` of its messages; every socket that
 connects over TCP is a CURVE client. A worker's data socket uses a keypair the worker makes when it
@@ -22,6 +29,7 @@ its guard, and nothing needs keys.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 from collections.abc import Iterable
@@ -40,6 +48,9 @@ SERVER = "server"
 #: The roles that may run programs (say hello and send batches on the front socket).
 RUNS_PROGRAMS = frozenset({"client", "admin", None})  # (None: over ipc, the owner)
 KEYS_ENV = "GT_KEYS"
+#: The keyring's folder of tenants' keys, and what a tenant may be called.
+TENANTS = "tenants"
+TENANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
 #: Which roles each kind of socket lets in (the ZAP domain is the kind).
 SERVES: dict[str, tuple[str, ...]] = {
     # every role may ask the front for the other endpoints; only clients (and admins) may run
@@ -76,19 +87,43 @@ class Keyring:
         server: the dispatcher's ``(public, secret)`` (``secret`` is ``None`` off its machine).
         public: role -> public key (z85 bytes).
         secret: role -> secret key, for the roles this process may act as.
+        tenants: a tenant's public key (z85) -> its name (``tenants/NAME.key``).
     """
 
     path: Path
     server: tuple[bytes, bytes | None]
     public: dict[str, bytes] = field(default_factory=dict)
     secret: dict[str, bytes] = field(default_factory=dict)
+    tenants: dict[bytes, str] = field(default_factory=dict)
+    _tenants_seen: int | None = None  # the tenants folder's mtime when last read
 
-    def role_of(self, key: bytes) -> str | None:
-        """The role whose public key this is (z85)."""
+    def peer_of(self, key: bytes) -> str | None:
+        """Who holds this public key (z85): a role, ``client:NAME`` for a tenant's own key (what
+        sockets report as the ``User-Id``), or ``None``."""
         for role, pub in self.public.items():
             if pub == key:
                 return role
-        return None
+        name = self.tenants.get(key)
+        return f"client:{name}" if name is not None else None
+
+    def role_of(self, key: bytes) -> str | None:
+        """The role whose public key this is (z85); a tenant's key is a client's."""
+        return base_role(self.peer_of(key))
+
+    def refresh_tenants(self) -> list[str]:
+        """Read the tenants' keys again if their folder changed since; returns the names that
+        are gone (revoked). Cheap when nothing changed (one ``stat``)."""
+        d = self.path / TENANTS
+        try:
+            seen = d.stat().st_mtime_ns
+        except OSError:
+            seen = None
+        if seen == self._tenants_seen:
+            return []
+        before = set(self.tenants.values())
+        self.tenants = _read_tenants(d)  # (one assignment: the ZAP thread may be reading)
+        self._tenants_seen = seen
+        return sorted(before - set(self.tenants.values()))
 
     def best(self, *wanted: str) -> str:
         """The first of ``wanted`` this keyring can act as.
@@ -147,7 +182,71 @@ def load(path: str | os.PathLike[str] | None = None) -> Keyring:
             ring.public[role], s = _pair(d, role)
             if s is not None:
                 ring.secret[role] = s
+    ring.refresh_tenants()
     return ring
+
+
+def _read_tenants(d: Path) -> dict[bytes, str]:
+    """``tenants/*.key``: public key -> name (an unreadable one is left out, as if revoked)."""
+    import zmq.auth  # noqa: PLC0415 - see the imports
+
+    found: dict[bytes, str] = {}
+    for f in sorted(d.glob("*.key")) if d.is_dir() else ():
+        if TENANT_NAME.fullmatch(f.stem):
+            try:
+                found[zmq.auth.load_certificate(str(f))[0]] = f.stem
+            except (OSError, ValueError):
+                continue
+    return found
+
+
+def check_tenant_name(name: str) -> str:
+    """``name`` if a tenant may be called so.
+
+    Raises:
+        KeysMissing: it may not (letters, digits, ``_ . -``, 32 at most, not starting with one
+            of the last three).
+    """
+    if not TENANT_NAME.fullmatch(name or ""):
+        raise KeysMissing(
+            f"a tenant's name is letters, digits, _ . - (at most 32), not {name!r:.40}"
+        )
+    return name
+
+
+def add_tenant(path: str | os.PathLike[str], name: str) -> Path:
+    """Make tenant ``name``'s keypair in keyring ``path``; returns its public key file.
+
+    Raises:
+        KeysMissing: a bad name, or no keyring there.
+        FileExistsError: the tenant exists.
+    """
+    ring = load(path)
+    check_tenant_name(name)
+    d = ring.path / TENANTS
+    if (d / f"{name}.key").exists():
+        raise FileExistsError(f"tenant {name} already has keys in {d}")
+    d.mkdir(exist_ok=True)
+    os.chmod(d, 0o700)
+    import zmq.auth  # noqa: PLC0415 - see the imports
+
+    pub, sec = zmq.auth.create_certificates(str(d), name)
+    os.chmod(sec, 0o600)
+    return Path(pub)
+
+
+def remove_tenant(path: str | os.PathLike[str], name: str) -> None:
+    """Take tenant ``name``'s keys out of keyring ``path`` (its access ends).
+
+    Raises:
+        KeysMissing: no such tenant there.
+    """
+    d = Path(path) / TENANTS
+    check_tenant_name(name)
+    if not (d / f"{name}.key").exists():
+        raise KeysMissing(f"no tenant {name} in {d.parent}")
+    for f in (d / f"{name}.key", d / f"{name}.key_secret"):
+        f.unlink(missing_ok=True)
 
 
 def _pair(d: Path, name: str) -> tuple[bytes, bytes | None]:
@@ -164,16 +263,27 @@ def _pair(d: Path, name: str) -> tuple[bytes, bytes | None]:
         raise KeysMissing(f"cannot read GT key {d / name}: {exc}") from None
 
 
-def export(ring: Keyring, role: str, dest: str | os.PathLike[str]) -> list[Path]:
+def export(ring: Keyring, role: str, dest: str | os.PathLike[str],
+           tenant: str | None = None) -> list[Path]:  # fmt: skip
     """Copy what a process of ``role`` needs into ``dest`` (made 0700): the dispatcher's public
-    key, every role's public key, and that role's secret. Returns the files written.
+    key, every role's public key, and that role's secret; a worker also gets the tenants' public
+    keys (its data socket lets them in). With ``tenant``, the tenant's own keypair stands in for
+    the client role's. Returns the files written.
 
     Raises:
-        KeysMissing: the keyring does not hold that role's secret.
+        KeysMissing: the keyring does not hold that role's secret (or that tenant's).
     """
     if role not in ROLES:
         raise KeysMissing(f"no role {role!r}: one of {', '.join(ROLES)}")
-    ring.best(role)
+    own: dict[str, Path] = {}
+    if tenant is not None:
+        role = "client"
+        src = ring.path / TENANTS / f"{check_tenant_name(tenant)}.key"
+        if not src.with_suffix(".key_secret").exists():
+            raise KeysMissing(f"no tenant {tenant} in {ring.path} (gt keys tenant add {tenant})")
+        own = {"client.key": src, "client.key_secret": src.with_suffix(".key_secret")}
+    else:
+        ring.best(role)
     out = Path(dest)
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)
@@ -182,9 +292,13 @@ def export(ring: Keyring, role: str, dest: str | os.PathLike[str]) -> list[Path]
         *(f"{r}.key" for r in ROLES if r in ring.public),
         f"{role}.key_secret",
     ]
+    if role == "worker" and (ring.path / TENANTS).is_dir():
+        (out / TENANTS).mkdir(exist_ok=True)
+        os.chmod(out / TENANTS, 0o700)
+        files += [f"{TENANTS}/{p.name}" for p in sorted((ring.path / TENANTS).glob("*.key"))]
     written = []
     for f in files:
-        shutil.copyfile(ring.path / f, out / f)
+        shutil.copyfile(own.get(f, ring.path / f), out / f)
         os.chmod(out / f, 0o600 if f.endswith("_secret") else 0o644)
         written.append(out / f)
     return written
@@ -198,7 +312,7 @@ def _authenticator(ctx: zmq.Context, ring: Keyring, extra: dict[bytes, str]) -> 
     class Auth(ThreadAuthenticator):
         def curve_user_id(self, client_key: bytes) -> str:
             key = z85.encode(client_key)
-            return ring.role_of(key) or extra.get(key) or "?"
+            return ring.peer_of(key) or extra.get(key) or "?"
 
     return Auth(ctx)
 
@@ -210,7 +324,9 @@ class _Roles:
         self.guard, self.roles = guard, frozenset(roles)
 
     def callback(self, domain: str, key: bytes) -> bool:
-        role = self.guard.ring.role_of(key) or self.guard.extra.get(key)
+        ring = self.guard.ring
+        ring.refresh_tenants()  # a tenant added or removed a moment ago counts now
+        role = ring.role_of(key) or self.guard.extra.get(key)
         return role in self.roles
 
 
@@ -262,12 +378,27 @@ class Guard:
             self._auth = None
 
 
+def base_role(peer: str | None) -> str | None:
+    """The role in a peer's name (``client:alice`` is a client)."""
+    return peer.split(":", 1)[0] if peer else peer
+
+
 def role_of(frame: Any) -> str | None:
     """The role of the peer a received frame came from (``None`` on an ipc socket)."""
     try:
-        return frame.get("User-Id")
+        peer = frame.get("User-Id")
     except (zmq.ZMQError, AttributeError):
         return None
+    return peer.split(":", 1)[0] if peer else peer
+
+
+def tenant_of(frame: Any) -> str | None:
+    """The tenant whose own key sent a received frame (``None``: a role's key, or ipc)."""
+    try:
+        peer = frame.get("User-Id")
+    except (zmq.ZMQError, AttributeError):
+        return None
+    return peer.split(":", 1)[1] if peer and ":" in peer else None
 
 
 def keypair() -> tuple[bytes, bytes]:

@@ -52,8 +52,9 @@ HOT = "hot"
 
 #: The fields each kind carries (all keys of ``fields``; a value may be ``None`` = not available).
 FIELDS: dict[str, tuple[str, ...]] = {
-    # dispatcher: a client connected (its home worker, host, pid, command line)
-    CLIENT_JOINED: ("client", "home", "host", "pid", "argv"),
+    # dispatcher: a client connected (its home worker, host, pid, command line, and the tenant
+    # whose own key it holds: None for a role's key or over ipc)
+    CLIENT_JOINED: ("client", "home", "host", "pid", "argv", "tenant"),
     # dispatcher: a client left ("bye", "timeout", "worker lost")
     CLIENT_LEFT: ("client", "reason"),
     # dispatcher: a worker registered

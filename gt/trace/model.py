@@ -35,6 +35,7 @@ from gt.trace.records import (
     lane_spans,
     set_facts,
     span_times,
+    who,
 )
 from gt.trace.state import (
     ClusterState,
@@ -288,7 +289,8 @@ class ClusterModel:
 
     def _client_joined(self, t: int, f: dict, source: str) -> None:
         c = self._client(f["client"])
-        c.host, c.pid, c.home = as_text(f.get("host")), as_int(f.get("pid")), as_int(f.get("home"))
+        c.host = who(f.get("tenant"), f.get("host"))
+        c.pid, c.home = as_int(f.get("pid")), as_int(f.get("home"))
         argv = f.get("argv")
         c.argv = tuple(as_text(a) or "" for a in argv) if isinstance(argv, (list, tuple)) else ()
         c.alive, c.reason = True, None
@@ -392,7 +394,7 @@ class ClusterModel:
             if not isinstance(info, dict) or not is_int(info.get("id")):
                 continue
             c = self._client(info["id"])
-            c.host = as_text(info.get("host", c.host))
+            c.host = who(info.get("tenant"), info.get("host", c.host))
             c.pid = as_int(info.get("pid")) if info.get("pid") is not None else c.pid
             c.home = as_int(info.get("home")) if info.get("home") is not None else c.home
             if isinstance(info.get("argv"), (list, tuple)):

@@ -332,3 +332,11 @@ def _xfer_name(key: tuple) -> str:
         return f"wait w{peer}" if peer is not None else "wait"
     arrow = "→" if direction == "send" else "←"
     return f"{arrow}w{peer}" if peer is not None else "xfer"
+
+
+def who(tenant: object, host: object) -> str | None:
+    """Where a client runs, as the clients table shows it: ``alice@host`` when it holds tenant
+    alice's own key (``gt keys tenant``), else the host."""
+    host = as_text(host)
+    tenant = as_text(tenant, 32)
+    return f"{tenant}@{host or '?'}" if tenant else host

@@ -112,3 +112,23 @@ def test_a_closed_pipe_ends_gt_trace_quietly(tmp_path):
         if proc.poll() is None:
             proc.kill()
         proc.stderr.close()
+
+
+def test_gt_keys_adds_exports_lists_and_removes_a_tenant(tmp_path):
+    ring = tmp_path / "ring"
+
+    def keys(*args):
+        return subprocess.run(gt_cmd("keys", "--dir", str(ring), *args), capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+
+    assert keys().returncode == 0
+    made = keys("tenant", "add", "alice")
+    assert made.returncode == 0 and "gt keys export --tenant alice DIR" in made.stdout
+    assert "tenant alice" in keys().stdout
+    out = keys("export", "--tenant", "alice", str(tmp_path / "alice"))
+    assert out.returncode == 0 and (tmp_path / "alice" / "client.key_secret").exists()
+    assert keys("tenant", "add", "alice").returncode == 1  # exists
+    gone = keys("tenant", "remove", "alice")
+    assert gone.returncode == 0 and "tenant alice" not in keys().stdout
+    again = keys("tenant", "remove", "alice")
+    assert again.returncode == 1 and "no tenant alice" in again.stderr

@@ -92,3 +92,38 @@ def test_a_served_socket_lets_in_only_its_roles_and_names_them(tmp_path, monkeyp
             s.close(0)
         guard.close()
         ctx.term()
+
+
+def test_a_tenants_key_is_a_client_known_by_name_until_it_is_removed(tmp_path):
+    ring = S.create(tmp_path / "k")
+    pub = S.add_tenant(ring.path, "alice")
+    assert stat.S_IMODE(os.stat(ring.path / S.TENANTS).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(pub.with_suffix(".key_secret")).st_mode) == 0o600
+    with pytest.raises(FileExistsError):
+        S.add_tenant(ring.path, "alice")
+    for bad in ("", "a b", "-x", "../up", "x" * 33):
+        with pytest.raises(S.KeysMissing, match="a tenant's name"):
+            S.add_tenant(ring.path, bad)
+    assert ring.refresh_tenants() == []  # (the running process's ring reads the change)
+    key = next(k for k, n in ring.tenants.items() if n == "alice")
+    assert ring.peer_of(key) == "client:alice" and ring.role_of(key) == "client"
+    assert S.base_role("client:alice") == "client" and S.base_role("monitor") == "monitor"
+    S.remove_tenant(ring.path, "alice")
+    assert ring.refresh_tenants() == ["alice"] and ring.peer_of(key) is None
+    with pytest.raises(S.KeysMissing, match="no tenant alice"):
+        S.remove_tenant(ring.path, "alice")
+
+
+def test_a_tenants_export_holds_its_own_pair_as_the_client_and_a_workers_the_tenants_keys(tmp_path):
+    ring = S.create(tmp_path / "k")
+    S.add_tenant(ring.path, "bob")
+    ring.refresh_tenants()
+    S.export(ring, "client", tmp_path / "bob", tenant="bob")
+    bob = S.load(tmp_path / "bob")
+    assert set(bob.secret) == {"client"} and bob.public["client"] in ring.tenants
+    assert bob.public["client"] != ring.public["client"]
+    S.export(ring, "worker", tmp_path / "w")
+    assert S.load(tmp_path / "w").tenants == ring.tenants  # its data socket lets bob in
+    assert not list((tmp_path / "w" / S.TENANTS).glob("*_secret"))
+    with pytest.raises(S.KeysMissing, match="no tenant carol"):
+        S.export(ring, "client", tmp_path / "carol", tenant="carol")

@@ -416,3 +416,13 @@ def test_a_malformed_hot_event_is_counted_not_folded():
     m = ClusterModel(OPS)
     m.apply_batch("client:1", 0, [ev(E.HOT, 1, client="x", plan=None)])
     assert m.state(2).hot == () and m.bad_events == 1
+
+
+def test_a_client_holding_a_tenants_own_key_shows_as_tenant_at_host():
+    m = model_with([
+        ev(E.CLIENT_JOINED, 0, client=1, home=0, host="box", pid=42, argv=["a.py"], tenant="alice"),
+        ev(E.CLIENT_JOINED, 1, client=2, home=0, host="box", pid=43, argv=["b.py"], tenant=None),
+    ])  # fmt: skip
+    m.apply_snapshot({"clients": [{"id": 3, "host": "lab", "pid": 7, "tenant": "bob"}]}, t_ns=2)
+    hosts = {c.id: c.host for c in m.state(10).clients}
+    assert hosts == {1: "alice@box", 2: "box", 3: "bob@lab"}

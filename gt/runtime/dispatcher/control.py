@@ -22,12 +22,13 @@ class ControlRequests:
     """Control requests, answered from the dispatcher's planner, placement and counters."""
 
     def answer(self, request: str, args: Any, role: str | None = None,
-               tenant: int | None = None) -> Any:  # fmt: skip
+               tenant: int | None = None, tenant_name: str | None = None) -> Any:  # fmt: skip
         """Answer one control request from a peer of ``role`` (``None``: over ipc, the owner).
 
         Changing the cluster (``config_apply``, ``memory_set``) takes the admin role; ``stats``
         and ``snapshot`` show a tenant's command line, host and source lines only to admins and
-        to that tenant (``tenant``: the client the request came from on the front socket).
+        to that tenant (``tenant``: the client the request came from on the front socket;
+        ``tenant_name``: the tenant whose own key made the request, who sees all its programs).
 
         Requests: ``ping`` and ``endpoints`` (both with the dispatcher's ``pid``, ``uid`` and
         ``started``, a Unix time), ``stats``, ``snapshot``, ``config_get`` (the shard
@@ -51,32 +52,42 @@ class ControlRequests:
         if request == "memory_set":
             return self.set_memory(args)
         if request == "placement":  # a tenant sees its own tensors only (admins: everyone's)
+            own = self._own(tenant, tenant_name)
             return {
                 cno: {tid: info.layout.describe() for tid, info in c.tensors.items()}
                 for cno, c in self.placement.clients.items()
-                if role in (None, "admin") or cno == tenant
+                if role in (None, "admin") or cno in own
             }
         if request == "ping":
             return {"pid": os.getpid(), "uptime": time.time() - self.started, **self._owner()}
         if request == "endpoints":
             return {**self.endpoints, "pid": os.getpid(), **self._owner()}
         if request == "stats":
-            return self._for(self.stats(), role, tenant)
+            return self._for(self.stats(), role, self._own(tenant, tenant_name))
         if request == "snapshot":
-            return self._for(self.snapshot(), role, tenant)
+            return self._for(self.snapshot(), role, self._own(tenant, tenant_name))
         raise ValueError(f"unknown control request {request!r}")
 
+    def _own(self, tenant: int | None, tenant_name: str | None) -> set[int]:
+        """The clients whose details the asker may see: itself, and with a tenant's own key
+        every program of that tenant."""
+        own = {tenant} if tenant is not None else set()
+        if tenant_name is not None:
+            own.update(c.cno for c in self.planner.clients.values()
+                       if c.info.get("tenant") == tenant_name)  # fmt: skip
+        return own
+
     @staticmethod
-    def _for(answer: dict, role: str | None, tenant: int | None) -> dict:
+    def _for(answer: dict, role: str | None, own: set[int]) -> dict:
         """``answer`` as a peer of ``role`` may see it: other tenants' command lines, hosts,
         pids and source lines only for admins (and the owner, over ipc)."""
         if role in (None, "admin"):
             return answer
-        hidden = {"host": None, "pid": None, "argv": ["(another tenant)"]}
-        answer["clients"] = [c if c.get("id") == tenant else {**c, **hidden}
+        hidden = {"host": None, "pid": None, "argv": ["(another tenant)"], "tenant": None}
+        answer["clients"] = [c if c.get("id") in own else {**c, **hidden}
                              for c in answer.get("clients", ())]  # fmt: skip
         if "srclocs" in answer:
-            answer["srclocs"] = {c: v for c, v in answer["srclocs"].items() if c == tenant}
+            answer["srclocs"] = {c: v for c, v in answer["srclocs"].items() if c in own}
         return answer
 
     def _owner(self) -> dict:
@@ -216,7 +227,7 @@ class ControlRequests:
                     "instructions": c.instructions,
                     "errors": c.errors,
                     "broken": c.broken,
-                    **{k: c.info.get(k) for k in ("host", "pid", "argv")},
+                    **{k: c.info.get(k) for k in ("host", "pid", "argv", "tenant")},
                 }
                 for c in p.clients.values()
             ],

@@ -306,7 +306,8 @@ class Dispatcher(WorkerMessages, ControlRequests, PeerKeeping):
         elif kind is P.Heartbeat:
             self.front.send_multipart([ident, _HEARTBEAT])
         elif kind is P.Hello:
-            info = {"pid": msg.pid, "host": msg.host, "argv": msg.argv, "token": msg.token}
+            info = {"pid": msg.pid, "host": msg.host, "argv": msg.argv, "token": msg.token,
+                    "tenant": None if self.ipc_dir is not None else security.tenant_of(frames[1])}  # fmt: skip
             self._hello(ident, info)
         elif kind is P.Control:
             self.front.send_multipart([ident, P.encode(self._answer(msg, frames[1], cno))])
@@ -325,14 +326,20 @@ class Dispatcher(WorkerMessages, ControlRequests, PeerKeeping):
             raise P.ProtocolError(f"unexpected {kind.__name__} from a client")
 
     def _answer(self, msg: P.Control, frame: Any, tenant: int | None = None) -> P.Reply:
+        role, name = security.role_of(frame), security.tenant_of(frame)
         try:
-            return P.Reply(
-                True, self.answer(msg.request, msg.args, security.role_of(frame), tenant)
-            )
+            return P.Reply(True, self.answer(msg.request, msg.args, role, tenant, name))
         except ValueError as exc:  # a refused request (unknown, bad config, wrong token)
             return P.Reply(False, str(exc))
 
     def _hello(self, ident: bytes, info: dict) -> None:
+        name = info.get("tenant")
+        if name is not None and name not in self.keyring.tenants.values():
+            text = (
+                f"tenant {name}'s key was taken out of this cluster's keys (gt keys tenant remove)"
+            )
+            self.front.send_multipart([ident, P.encode(P.Error(P.E_REVOKED, text))])
+            return
         if ident in self._client_by_ident:
             self._drop_client(self._client_by_ident[ident], "reconnected")
         c = self.planner.add_client(ident, info, self.clock.now())
@@ -365,6 +372,7 @@ class Dispatcher(WorkerMessages, ControlRequests, PeerKeeping):
                 "host": info.get("host"),
                 "pid": info.get("pid"),
                 "argv": info.get("argv"),
+                "tenant": name,
             },
         )
 
@@ -434,10 +442,24 @@ class Dispatcher(WorkerMessages, ControlRequests, PeerKeeping):
     # ------------------------------------------------------------------ housekeeping
     def _housekeeping(self, now: float) -> None:
         self.check_peers()
+        if self.keyring is not None:  # a tenant removed: its programs end (one stat a turn)
+            gone = self.keyring.refresh_tenants()
+            if gone:
+                self._revoke(gone)
         if now >= self._next_stats:
             self._next_stats = now + 0.1
             self._emit_stats()
         self.events.tick()
+
+    def _revoke(self, names: list[str]) -> None:
+        """End the programs of tenants whose keys were removed (their new connections are
+        refused by the ZAP handler, which reads the same keyring)."""
+        for c in list(self.planner.clients.values()):
+            name = c.info.get("tenant")
+            if name in names:
+                text = f"tenant {name}'s key was taken out of this cluster's keys"
+                self.front.send_multipart([c.ident, P.encode(P.Error(P.E_REVOKED, text))])
+                self._drop_client(c.cno, "revoked")
 
     # ------------------------------------------------------------------ control
     def _on_control(self, frames: list) -> None:
