@@ -21,8 +21,9 @@ def add_memory_flags(p: argparse.ArgumentParser, *, for_dispatcher: bool = False
                         "used tensors spill to host memory (GPU) or disk (NumPy) "
                         "[$GT_MEMORY_LIMIT; default: no limit]")  # fmt: skip
     g.add_argument("--client-memory-limit", metavar="SIZE",
-                   help="the most one client may hold on a worker: past it, that client's tensors "
-                        "spill first, then its ops fail with gt.OutOfMemory; other clients go on "
+                   help="the most one client may hold on a worker (the programs of a tenant with a "
+                        "key of its own share one): past it, that client's tensors spill first, "
+                        "then its ops fail with gt.OutOfMemory; other clients go on "
                         "[$GT_CLIENT_MEMORY_LIMIT; default: no quota]")  # fmt: skip
     g.add_argument("--spill-threshold", metavar="FRACTION",
                    help="spill when more than this fraction of a limit is held "

@@ -164,6 +164,11 @@ def _keys(v: Any) -> bool:
     )
 
 
+def _tenant(v: Any) -> bool:
+    """A tenant's name (as the keyring allows: 1 to 32 characters)."""
+    return type(v) is str and 0 < len(v) <= 32
+
+
 def _key(v: Any) -> bool:
     return type(v) is bytes and len(v) == 40
 
@@ -254,18 +259,20 @@ class Batch(NamedTuple):
     signals: list | None = None
 
 
-@_kind(4, client=int, seq=int, n=int, token=_opt(bytes), planned=bool)
+@_kind(4, client=int, seq=int, n=int, token=_opt(bytes), planned=bool, tenant=_opt(_tenant))
 class Run(NamedTuple):
     """The dispatcher hands a worker a client's batch (or this worker's part of a planned one);
     ``token`` identifies the client's direct data socket, if it has one. Only a batch the
     dispatcher's planner wrote (``planned``) may hold transfers between workers: a client's own
-    batch, forwarded unread, may not."""
+    batch, forwarded unread, may not. ``tenant``: whose own key the client holds (its programs
+    share one memory quota), ``None`` for a role's key."""
 
     client: int
     seq: int
     n: int
     token: bytes | None
     planned: bool = False
+    tenant: str | None = None
 
 
 @_kind(5, client=int, seq=int, errors=_errors, n=int, exec_ns=int)

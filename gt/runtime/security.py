@@ -8,22 +8,23 @@ A cluster's *keyring* is a directory (mode 0700) of ZeroMQ certificates (``zmq.a
   being that role: **worker** registers workers; **client** runs programs; **monitor** reads the
   event stream and stats (read-only); **admin** does everything, and alone applies shard configs
   and memory settings.
-
 * ``tenants/NAME.key``: a keypair per *tenant* (``gt keys tenant add NAME``), for shared machines
-  where each person should hold a key of their own: a tenant's key acts as the client role, the
-  dispatcher knows the tenant by name (``gt top`` shows it; a tenant sees its own programs'
-  details, all of them), and ``gt keys tenant remove NAME`` takes one person's access away without
-  giving everyone new keys: a running dispatcher and its local workers read the change within a
-  second, refuse that key's new connections and end its programs.
+  where each person should hold a key of their own. A tenant's key acts as the client role; the
+  dispatcher knows the tenant by name (``gt top`` shows it), a tenant sees the details of all its
+  programs, and its programs share one memory quota on each worker (the dispatcher names the
+  tenant in each batch it hands a worker). ``gt keys tenant remove NAME`` takes one person's
+  access away without giving everyone new keys: a running dispatcher and its local workers read
+  the change within a second, refuse that key's new connections and end its programs.
 
 ``gt keys`` makes one (``$GT_KEYS`` or ``~/.config/gt/keys``) and ``gt keys export --role R DIR``
-(or ``--tenant NAME``) copies what one role (or one tenant) needs. Every TCP socket a dispatcher or worker binds is a CURVE server whose
-ZAP handler (pyzmq's :class:`~zmq.auth.thread.ThreadAuthenticator`) lets in only the roles that
-socket serves, and names each peer's role as the ``User-Id`` of its messages; every socket that
-connects over TCP is a CURVE client. A worker's data socket uses a keypair the worker makes when it
-starts (its public key travels in its registration). A private local cluster (what ``gt.connect()``
-starts for one program) uses ipc sockets in the 0700 runtime directory instead: the file system is
-its guard, and nothing needs keys.
+(or ``--tenant NAME``) copies what one role (or one tenant) needs. Every TCP socket a dispatcher
+or worker binds is a CURVE server whose ZAP handler (pyzmq's
+:class:`~zmq.auth.thread.ThreadAuthenticator`) lets in only the roles that socket serves, and
+names each peer's role (``client:NAME`` for a tenant) as the ``User-Id`` of its messages; every
+socket that connects over TCP is a CURVE client. A worker's data socket uses a keypair the worker
+makes when it starts (its public key travels in its registration). A private local cluster (what
+``gt.connect()`` starts for one program) uses ipc sockets in the 0700 runtime directory instead:
+the file system is its guard, and nothing needs keys.
 """
 
 from __future__ import annotations

@@ -7,10 +7,13 @@ keys go on working."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
+from helpers import wait_for
 from test_security import as_role, cluster, keys  # noqa: F401 - the shared dispatcher's fixtures
 
 import gt
@@ -91,3 +94,46 @@ def test_removing_a_tenants_key_ends_its_programs_and_refuses_it_from_then_on(
         assert (gt.tensor([2.0]) * 2).item() == 4.0
     finally:
         gt.disconnect()
+
+
+#: Another program of the same tenant: holds 600 kB, says so, waits for a line, goes.
+_SECOND_PROGRAM = """
+import sys, gt
+gt.connect(sys.argv[1], timeout=60)
+x = gt.full((150_000,), 2.0)
+print("ready", gt.session.get_connection().client_no, x.sum().item(), flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_tenants_programs_share_one_memory_quota(cluster, tenants, as_role):
+    as_role("cluster")
+    request(cluster["control"], "memory_set", {"settings": {"client_memory_limit": "1MB"}})
+    as_role("alice")
+    second = None
+    try:
+        gt.connect(cluster["front"], timeout=30)
+        mine = gt.full((150_000,), 1.0)  # 600 kB: alone, well under the quota
+        assert mine.sum().item() == 150_000.0
+        me = gt.session.get_connection().client_no
+        second = subprocess.Popen([sys.executable, "-c", _SECOND_PROGRAM, cluster["front"]],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  env=dict(os.environ))  # fmt: skip
+        ready, other, total = second.stdout.readline().split()
+        assert ready == "ready" and float(total) == 300_000.0
+        # 1.2 MB for alice's two programs against her one 1 MB quota: hers made room
+        as_role("cluster")
+        worker = wait_for(lambda: next(
+            (w for w in request(cluster["control"], "stats")["workers"]
+             if (w["stats"] or {}).get("memory", {}).get("spill_out")), None), timeout=30)  # fmt: skip
+        per = {int(c): v for c, v in worker["stats"]["memory_clients"].items()}
+        assert sum(v[0] for c, v in per.items() if c in (me, int(other))) <= 1_000_000
+        assert per[me][1] + per.get(int(other), [0, 0])[1] > 0
+        as_role("alice")
+        assert mine.sum().item() == 150_000.0  # (read back from the tier)
+    finally:
+        if second is not None:
+            second.communicate("go\n", timeout=30)
+        gt.disconnect()
+        as_role("cluster")
+        request(cluster["control"], "memory_set", {"settings": {"client_memory_limit": None}})

@@ -374,3 +374,21 @@ def test_tensors_held_before_a_limit_was_set_are_counted_when_it_is(tmp_path):
     run(ex, [full(1, 1, 10 * KB), ins("transpose", 2, [1], {"perm": [0]})])
     ex.use_pool(MemoryPool(limit=1 << 20, store=SpillStore(parent=str(tmp_path))))
     assert ex.pool.used == 40 * KB and ex.holdings() == (2, 40 * KB, {1: 40 * KB})
+
+
+def test_the_programs_of_one_tenant_share_one_quota(tmp_path):
+    ex = make(tmp_path, limit=1 << 30, client_limit=100 * KB)
+    run(ex, [full(1, 1, 10 * KB), full(2, 2, 10 * KB)], cno=1)  # alice's first program: 80 KiB
+    ex.pool.set_account(1, "alice")
+    ex.pool.set_account(2, "alice")
+    run(ex, [full(1, 1, 10 * KB)], cno=3)  # someone else: a quota of its own
+    run(ex, [full(1, 3, 10 * KB)], cno=2)  # alice's second: 120 KiB against her 100
+    assert ex.pool.account_used["alice"] <= 100 * KB  # her first program's tensor made room
+    assert {c for c, _ in ex.pool.spilled} == {1} and ex.pool.client_used[3] == 40 * KB
+    res = run(ex, [full(9, 9, 30 * KB)], cno=2)  # 120 KiB in one tensor: over hers alone
+    assert "tenant alice's (all its programs') quota" in res.errors[0][0]
+    run(ex, [full(2, 2, 20 * KB)], cno=3)  # 120 KiB for the other: spills its own, not alice's
+    assert ex.pool.client_used[3] <= 100 * KB
+    ex.drop_client(1)
+    ex.drop_client(2)
+    assert "alice" not in ex.pool.account_used and ex.pool.accounts == {}

@@ -91,7 +91,7 @@ class Receiving:
             self._replies[msg.req] = (msg.dtype, msg.shape, msg.error, buf)
         elif kind is P.Reply:
             self._control_reply = (msg.ok, msg.payload)
-        elif kind is P.Error:
+        elif kind is P.Error and self._broken is None:  # (the first says why: later ones follow)
             if msg.code == P.E_WORKER_LOST:
                 self._broken = WorkerLost(msg.message)
             else:

@@ -259,6 +259,8 @@ class Worker:
         e = self.sched.next()
         msg, ex = e.msg, self.executor
         if e.job is None:
+            if ex.pool is not None and msg.tenant is not None:  # its programs share a quota
+                ex.pool.set_account(msg.client, msg.tenant)
             ahead = self._lookahead(e) if ex.pool is not None else ()
             frames = e.item[0]
             e.job = ex.begin(msg.client, msg.seq, msg.token, e.item[2] or frames[1].buffer,

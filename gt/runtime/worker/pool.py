@@ -66,7 +66,8 @@ class MemoryPool(Prefetcher):
 
     Args:
         limit: bytes the worker may hold (``None``: no limit).
-        client_limit: bytes each client may hold on this worker (``None``: no quota).
+        client_limit: bytes each client may hold on this worker (``None``: no quota); the
+            programs of one tenant (``account``: a tenant's own key) share one quota.
         threshold: spill when above ``threshold × limit`` (keeping the rest free for results and
             prefetches).
         prefetch: bytes the prefetch thread may bring back ahead of need (0: no prefetch).
@@ -95,6 +96,8 @@ class MemoryPool(Prefetcher):
         self.spilled: dict[tuple[int, int], SpilledBuffer] = {}
         self.used = 0
         self.client_used: dict[int, int] = {}
+        self.accounts: dict[int, str] = {}  # client -> its tenant, whose programs share a quota
+        self.account_used: dict[Any, int] = {}  # per account (a tenant's name, else the client)
         self.peak = 0
         self.spilled_bytes = 0
         self.ready_bytes = 0  # prefetched, not yet claimed (counts against the limit)
@@ -154,6 +157,8 @@ class MemoryPool(Prefetcher):
             buf = self.bufs[key] = PoolBuffer(root, nbytes, cno)
             self.used += nbytes
             self.client_used[cno] = self.client_used.get(cno, 0) + nbytes
+            a = self.accounts.get(cno, cno)
+            self.account_used[a] = self.account_used.get(a, 0) + nbytes
             if check:
                 buf.refs.add(tid)
                 self.where[(cno, tid)] = key
@@ -183,11 +188,25 @@ class MemoryPool(Prefetcher):
 
     def _uncount(self, buf: PoolBuffer) -> None:
         self.used -= buf.nbytes
-        left = self.client_used.get(buf.cno, 0) - buf.nbytes
-        if left > 0:
-            self.client_used[buf.cno] = left
-        else:
-            self.client_used.pop(buf.cno, None)
+        for books, key in ((self.client_used, buf.cno),
+                           (self.account_used, self.accounts.get(buf.cno, buf.cno))):  # fmt: skip
+            left = books.get(key, 0) - buf.nbytes
+            if left > 0:
+                books[key] = left
+            else:
+                books.pop(key, None)
+
+    def set_account(self, cno: int, tenant: str | None) -> None:
+        """Client ``cno`` runs for ``tenant`` (its own key): its bytes count against the quota
+        that tenant's programs share (a client with no tenant has a quota of its own)."""
+        if tenant is None or self.accounts.get(cno) == tenant:
+            return
+        with self.lock:  # (the prefetch thread reads the accounts)
+            held = self.client_used.get(cno, 0)  # (a client's tenant never changes: first sight)
+            if held:
+                self.account_used.pop(cno, None)
+                self.account_used[tenant] = self.account_used.get(tenant, 0) + held
+            self.accounts[cno] = tenant
 
     def step(self, cno: int, args: list, op: int) -> None:
         """The executor is about to run an instruction reading ``args``: they are now the most
@@ -249,12 +268,14 @@ class MemoryPool(Prefetcher):
     def _fit(self, cno: int, protect: int, requested: int) -> None:
         """Spill until under the thresholds; raise :class:`OutOfMemory` if over a limit after."""
         cl = self.client_limit
-        if cl is not None and self.client_used.get(cno, 0) > cl * self.threshold:
-            self._spill_down(lambda: self.client_used.get(cno, 0) <= cl * self.threshold,
-                             cno, protect)  # fmt: skip
-            if self.client_used.get(cno, 0) > cl:
-                self._oom(cno, requested, cl, f"client {cno}'s quota of {human(cl)} on this "
-                          "worker (--client-memory-limit)")  # fmt: skip
+        a = self.accounts.get(cno, cno)
+        if cl is not None and self.account_used.get(a, 0) > cl * self.threshold:
+            self._spill_down(lambda: self.account_used.get(a, 0) <= cl * self.threshold,
+                             self._account_members(a), protect)  # fmt: skip
+            if self.account_used.get(a, 0) > cl:
+                whose = f"client {cno}'s" if a == cno else f"tenant {a}'s (all its programs')"
+                self._oom(cno, requested, cl, f"{whose} quota of {human(cl)} on this "
+                          "worker (--client-memory-limit)", self.account_used.get(a, 0))  # fmt: skip
         lim = self.limit
         if lim is not None and self.used > lim * self.threshold:
             # Prefetched buffers do not count here: they were read into the headroom between the
@@ -270,10 +291,10 @@ class MemoryPool(Prefetcher):
         if self.limit is not None and self.used > self.limit * self.threshold:
             self._spill_down(lambda: self.used <= self.limit * self.threshold, None, None)
         if self.client_limit is not None:
-            for cno in [c for c, u in self.client_used.items() if u > self.client_limit]:
+            for a in [a for a, u in self.account_used.items() if u > self.client_limit]:
                 self._spill_down(
-                    lambda c=cno: self.client_used.get(c, 0) <= self.client_limit * self.threshold,
-                    cno, None,
+                    lambda a=a: self.account_used.get(a, 0) <= self.client_limit * self.threshold,
+                    self._account_members(a), None,
                 )  # fmt: skip
 
     def make_room(self) -> bool:
@@ -284,22 +305,29 @@ class MemoryPool(Prefetcher):
         self._spill_down(lambda: self.used <= goal, None, None)
         return self.used < before
 
-    def _spill_down(self, done: Callable[[], bool], cno: int | None, protect: int | None) -> None:
+    def _account_members(self, a: Any) -> set[int]:
+        """The clients whose bytes count against account ``a`` (a tenant's name, or a client)."""
+        return {c for c, t in self.accounts.items() if t == a} if isinstance(a, str) else {a}
+
+    def _spill_down(self, done: Callable[[], bool], who: set[int] | None,
+                    protect: int | None) -> None:  # fmt: skip
+        """Spill buffers of the clients ``who`` (``None``: anyone's, over-quota accounts' first)
+        until ``done()``."""
         while not done():
             key = None
-            if cno is None and self.client_limit is not None:  # over-quota clients go first
-                for c, u in self.client_used.items():
+            if who is None and self.client_limit is not None:  # over-quota accounts go first
+                for a, u in self.account_used.items():
                     if u > self.client_limit * self.threshold:
-                        key = self._victim(c, protect)
+                        key = self._victim(self._account_members(a), protect)
                         if key is not None:
                             break
             if key is None:
-                key = self._victim(cno, protect)
+                key = self._victim(who, protect)
             if key is None:
                 return
             self._spill(key)
 
-    def _victim(self, cno: int | None, protect: int | None) -> int | None:
+    def _victim(self, who: set[int] | None, protect: int | None) -> int | None:
         """What to spill: unneeded and least recently used first, else needed furthest ahead.
 
         A buffer a queued batch frees is spilled only when nothing else can go: writing it out
@@ -310,7 +338,7 @@ class MemoryPool(Prefetcher):
             if seen >= VICTIM_SCAN:
                 break
             if (key == protect or buf.nbytes < SPILL_MIN_BYTES or key in current
-                    or (cno is not None and buf.cno != cno) or not spillable(buf.root)):  # fmt: skip
+                    or (who is not None and buf.cno not in who) or not spillable(buf.root)):  # fmt: skip
                 continue
             seen += 1
             if dying and all((buf.cno, t) in dying for t in buf.refs):
@@ -370,9 +398,12 @@ class MemoryPool(Prefetcher):
                               "device's memory pool holds", self.used, self.spilled_bytes)  # fmt: skip
         return device_out_of_memory(exc, op, self.used, self.spilled_bytes)
 
-    def _oom(self, cno: int, requested: int, limit: int, what: str) -> None:
+    def _oom(self, cno: int, requested: int, limit: int, what: str,
+             held: int | None = None) -> None:  # fmt: skip
+        """Raise :class:`OutOfMemory` for ``limit`` (``held``: what counts against it, by
+        default everything resident)."""
         self.counters["oom"] += 1
-        held = self.client_used.get(cno, 0) if what.startswith("client") else self.used
+        held = self.used if held is None else held
         raise over_limit(self.op, requested, limit, what, held, self.spilled_bytes)
 
     # ------------------------------------------------------------------ back from the tier
@@ -498,6 +529,9 @@ class MemoryPool(Prefetcher):
             for rec in recs.values():
                 self._discard(rec)
         self.client_used.pop(cno, None)
+        with self.lock:
+            if self.accounts.pop(cno, None) is None:
+                self.account_used.pop(cno, None)
 
     # ------------------------------------------------------------------ reporting
     def client_spilled(self) -> dict[int, int]:

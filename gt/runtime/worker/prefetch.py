@@ -69,12 +69,15 @@ class Prefetcher:
         return any(c != running for c in turns)
 
     def _client_room(self, cno: int) -> float:
-        """(Under the lock.) What a client's quota leaves for prefetching its buffers."""
+        """(Under the lock.) What a client's quota (its tenant's, shared by its programs) leaves
+        for prefetching its buffers."""
         if self.client_limit is None:
             return float("inf")
+        a = self.accounts.get(cno, cno)
+        members = self._account_members(a)
         pending = sum(r.nbytes for r in set(self.spilled.values())
-                      if r.cno == cno and r.state in ("ready", "loading"))  # fmt: skip
-        return self.client_limit - self.client_used.get(cno, 0) - pending
+                      if r.cno in members and r.state in ("ready", "loading"))  # fmt: skip
+        return self.client_limit - self.account_used.get(a, 0) - pending
 
     def _prefetch_loop(self) -> None:
         _lower_priority()
