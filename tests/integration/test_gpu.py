@@ -20,6 +20,7 @@ from gt.runtime.launch import LocalCluster
 from gt.runtime.ops import creation as C
 from gt.runtime.worker import backend as B
 from gt.runtime.worker.device_monitor import DeviceMonitor, find_handle
+from tests.unit.test_ops_registry import SAMPLES, run_sample
 
 SUPPORT = str(Path(__file__).resolve().parents[1] / "support")
 
@@ -35,6 +36,19 @@ def cupy_be():
     be = B.load_backend("auto")
     assert be.name == "cupy", "auto did not choose CuPy on a GPU machine"
     return be
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_every_registry_kernel_on_the_gpu_gives_numpys_result(cupy_be, name):
+    """Each primitive's kernel alone, on the device (the op suites test them through workers)."""
+    want = run_sample(B.numpy_backend(), name)
+    got = run_sample(cupy_be, name)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if name in ("randn", "rand", "randint"):  # one Philox stream: the same numbers
+        np.testing.assert_array_equal(got, want)
+    else:  # (the GPU's transcendental functions and sums may differ in the last bits)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, equal_nan=True)
 
 
 @pytest.mark.gpu

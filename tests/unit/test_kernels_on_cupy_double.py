@@ -11,9 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_ops_registry import SAMPLES
+from test_ops_registry import SAMPLES, run_sample
 
-from gt.runtime import ops as O
 from gt.runtime.worker.backend import Backend
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
@@ -26,18 +25,10 @@ NP = Backend(np, "cpu")
 DOUBLE = Backend(cp, name="cupy", cupyx=cp.cupyx)
 
 
-def _run(be: Backend, name: str) -> object:
-    op = O.BY_NAME[name]
-    vals, attrs = SAMPLES[name]
-    args = [be.from_host(v.copy()) if isinstance(v, np.ndarray) else v for v in vals]
-    out = be.handlers[op.code](args, attrs)
-    return be.to_host(out) if be is DOUBLE else out
-
-
 @pytest.mark.parametrize("name", sorted(SAMPLES))
 def test_kernel_on_the_cupy_double_gives_numpys_result(name):
-    want = _run(NP, name)
-    got = _run(DOUBLE, name)
+    want = run_sample(NP, name)
+    got = run_sample(DOUBLE, name)
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, equal_nan=True)
 

@@ -128,6 +128,15 @@ def test_entries_declare_known_kinds_and_families():
             assert op.code in O.COMM_OPS
 
 
+def run_sample(be: Backend, name: str) -> np.ndarray:
+    """Op ``name``'s sample run by ``be``'s kernel, inputs copied to the device, result to the host
+    (what the CuPy double and the GPU checks compare with NumPy's)."""
+    op = O.BY_NAME[name]
+    vals, attrs = SAMPLES[name]
+    args = [be.from_host(v.copy()) if isinstance(v, np.ndarray) else v for v in vals]
+    return be.to_host(be.handlers[op.code](args, attrs))
+
+
 def test_every_compute_and_create_op_has_a_sample_here():
     need = {op.name for op in O.REGISTRY if op.kind in ("compute", "create")}
     assert need == set(SAMPLES), "add a sample for each new primitive"
