@@ -97,6 +97,7 @@ class Keyring:
     secret: dict[str, bytes] = field(default_factory=dict)
     tenants: dict[bytes, str] = field(default_factory=dict)
     _tenants_seen: int | None = None  # the tenants folder's mtime when last read
+    _revoked: set[str] = field(default_factory=set)  # removed since take_revoked last asked
 
     def peer_of(self, key: bytes) -> str | None:
         """Who holds this public key (z85): a role, ``client:NAME`` for a tenant's own key (what
@@ -111,20 +112,27 @@ class Keyring:
         """The role whose public key this is (z85); a tenant's key is a client's."""
         return base_role(self.peer_of(key))
 
-    def refresh_tenants(self) -> list[str]:
-        """Read the tenants' keys again if their folder changed since; returns the names that
-        are gone (revoked). Cheap when nothing changed (one ``stat``)."""
+    def refresh_tenants(self) -> None:
+        """Read the tenants' keys again if their folder changed since (cheap when it did not:
+        one ``stat``). Both the ZAP thread (at each handshake) and the dispatcher's loop call
+        this; the names that went are kept for :meth:`take_revoked`."""
         d = self.path / TENANTS
         try:
             seen = d.stat().st_mtime_ns
         except OSError:
             seen = None
         if seen == self._tenants_seen:
-            return []
+            return
         before = set(self.tenants.values())
-        self.tenants = _read_tenants(d)  # (one assignment: the ZAP thread may be reading)
+        self.tenants = _read_tenants(d)  # (one assignment: the other thread may be reading)
         self._tenants_seen = seen
-        return sorted(before - set(self.tenants.values()))
+        self._revoked.update(before - set(self.tenants.values()))
+
+    def take_revoked(self) -> list[str]:
+        """The tenants removed since the last call (and not added again), for the dispatcher to
+        end their programs."""
+        gone, self._revoked = self._revoked, set()
+        return sorted(gone - set(self.tenants.values()))
 
     def best(self, *wanted: str) -> str:
         """The first of ``wanted`` this keyring can act as.

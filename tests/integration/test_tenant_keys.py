@@ -127,8 +127,8 @@ def test_a_tenants_programs_share_one_memory_quota(cluster, tenants, as_role):
             (w for w in request(cluster["control"], "stats")["workers"]
              if (w["stats"] or {}).get("memory", {}).get("spill_out")), None), timeout=30)  # fmt: skip
         per = {int(c): v for c, v in worker["stats"]["memory_clients"].items()}
-        assert sum(v[0] for c, v in per.items() if c in (me, int(other))) <= 1_000_000
-        assert per[me][1] + per.get(int(other), [0, 0])[1] > 0
+        hers = [per.get(c, [0, 0]) for c in (me, int(other))]  # [used, spilled] of each program
+        assert sum(u for u, _ in hers) <= 1_000_000 and sum(s for _, s in hers) > 0
         as_role("alice")
         assert mine.sum().item() == 150_000.0  # (read back from the tier)
     finally:

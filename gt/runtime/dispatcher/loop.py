@@ -306,8 +306,9 @@ class Dispatcher(WorkerMessages, ControlRequests, PeerKeeping):
         elif kind is P.Heartbeat:
             self.front.send_multipart([ident, _HEARTBEAT])
         elif kind is P.Hello:
+            tenant = None if self.ipc_dir is not None else security.tenant_of(frames[1])
             info = {"pid": msg.pid, "host": msg.host, "argv": msg.argv, "token": msg.token,
-                    "tenant": None if self.ipc_dir is not None else security.tenant_of(frames[1])}  # fmt: skip
+                    "tenant": tenant}  # fmt: skip
             self._hello(ident, info)
         elif kind is P.Control:
             self.front.send_multipart([ident, P.encode(self._answer(msg, frames[1], cno))])
@@ -443,7 +444,8 @@ class Dispatcher(WorkerMessages, ControlRequests, PeerKeeping):
     def _housekeeping(self, now: float) -> None:
         self.check_peers()
         if self.keyring is not None:  # a tenant removed: its programs end (one stat a turn)
-            gone = self.keyring.refresh_tenants()
+            self.keyring.refresh_tenants()
+            gone = self.keyring.take_revoked()
             if gone:
                 self._revoke(gone)
         if now >= self._next_stats:

@@ -436,6 +436,7 @@ class Worker:
         """Plain-data counters: tensors and bytes held, batches and instructions run."""
         ex = self.executor
         mem = memory if memory is not None else self.memory.report()
+        spilled = mem.get("clients_spilled") or {}
         return {
             "tensors": mem["tensors"],
             "bytes": mem["used"],
@@ -456,9 +457,9 @@ class Worker:
                     "spill_reused",
                 )
             },
-            "memory_clients": {
-                c: [b, (mem.get("clients_spilled") or {}).get(c, 0)]
-                for c, b in mem["clients"].items()
+            "memory_clients": {  # (a client whose tensors are all spilled is listed too)
+                c: [mem["clients"].get(c, 0), spilled.get(c, 0)]
+                for c in {*mem["clients"], *spilled}
             },
             "clients": len(ex.tables),
             "batches": ex.batches,
