@@ -383,7 +383,7 @@ def test_the_programs_of_one_tenant_share_one_quota(tmp_path):
     ex.pool.set_account(2, "alice")
     run(ex, [full(1, 1, 10 * KB)], cno=3)  # someone else: a quota of its own
     run(ex, [full(1, 3, 10 * KB)], cno=2)  # alice's second: 120 KiB against her 100
-    assert ex.pool.account_used["alice"] <= 100 * KB  # her first program's tensor made room
+    assert ex.pool.account_used("alice") <= 100 * KB  # her first program's tensor made room
     assert {c for c, _ in ex.pool.spilled} == {1} and ex.pool.client_used[3] == 40 * KB
     res = run(ex, [full(9, 9, 30 * KB)], cno=2)  # 120 KiB in one tensor: over hers alone
     assert "tenant alice's (all its programs') quota" in res.errors[0][0]
@@ -391,4 +391,4 @@ def test_the_programs_of_one_tenant_share_one_quota(tmp_path):
     assert ex.pool.client_used[3] <= 100 * KB
     ex.drop_client(1)
     ex.drop_client(2)
-    assert "alice" not in ex.pool.account_used and ex.pool.accounts == {}
+    assert ex.pool.account_used("alice") == 0 and ex.pool.accounts == {}

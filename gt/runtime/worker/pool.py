@@ -38,6 +38,7 @@ import numpy as np
 
 from gt.runtime.memory_settings import human
 from gt.runtime.worker.pool_table import (
+    Accounts,
     OutOfMemory,
     PoolBuffer,
     SpilledBuffer,
@@ -61,7 +62,7 @@ _FAR = 1 << 62
 _LIMIT = "this worker's memory limit of {} (--memory-limit, GT_MEMORY_LIMIT)"
 
 
-class MemoryPool(Prefetcher):
+class MemoryPool(Accounts, Prefetcher):
     """The books of one worker's memory, and the spill tier and prefetch thread behind them.
 
     Args:
@@ -96,8 +97,7 @@ class MemoryPool(Prefetcher):
         self.spilled: dict[tuple[int, int], SpilledBuffer] = {}
         self.used = 0
         self.client_used: dict[int, int] = {}
-        self.accounts: dict[int, str] = {}  # client -> its tenant, whose programs share a quota
-        self.account_used: dict[Any, int] = {}  # per account (a tenant's name, else the client)
+        self.accounts: dict[int, str] = {}  # client -> its tenant (see Accounts)
         self.peak = 0
         self.spilled_bytes = 0
         self.ready_bytes = 0  # prefetched, not yet claimed (counts against the limit)
@@ -157,8 +157,6 @@ class MemoryPool(Prefetcher):
             buf = self.bufs[key] = PoolBuffer(root, nbytes, cno)
             self.used += nbytes
             self.client_used[cno] = self.client_used.get(cno, 0) + nbytes
-            a = self.accounts.get(cno, cno)
-            self.account_used[a] = self.account_used.get(a, 0) + nbytes
             if check:
                 buf.refs.add(tid)
                 self.where[(cno, tid)] = key
@@ -188,25 +186,11 @@ class MemoryPool(Prefetcher):
 
     def _uncount(self, buf: PoolBuffer) -> None:
         self.used -= buf.nbytes
-        for books, key in ((self.client_used, buf.cno),
-                           (self.account_used, self.accounts.get(buf.cno, buf.cno))):  # fmt: skip
-            left = books.get(key, 0) - buf.nbytes
-            if left > 0:
-                books[key] = left
-            else:
-                books.pop(key, None)
-
-    def set_account(self, cno: int, tenant: str | None) -> None:
-        """Client ``cno`` runs for ``tenant`` (its own key): its bytes count against the quota
-        that tenant's programs share (a client with no tenant has a quota of its own)."""
-        if tenant is None or self.accounts.get(cno) == tenant:
-            return
-        with self.lock:  # (the prefetch thread reads the accounts)
-            held = self.client_used.get(cno, 0)  # (a client's tenant never changes: first sight)
-            if held:
-                self.account_used.pop(cno, None)
-                self.account_used[tenant] = self.account_used.get(tenant, 0) + held
-            self.accounts[cno] = tenant
+        left = self.client_used.get(buf.cno, 0) - buf.nbytes
+        if left > 0:
+            self.client_used[buf.cno] = left
+        else:
+            self.client_used.pop(buf.cno, None)
 
     def step(self, cno: int, args: list, op: int) -> None:
         """The executor is about to run an instruction reading ``args``: they are now the most
@@ -269,13 +253,13 @@ class MemoryPool(Prefetcher):
         """Spill until under the thresholds; raise :class:`OutOfMemory` if over a limit after."""
         cl = self.client_limit
         a = self.accounts.get(cno, cno)
-        if cl is not None and self.account_used.get(a, 0) > cl * self.threshold:
-            self._spill_down(lambda: self.account_used.get(a, 0) <= cl * self.threshold,
+        if cl is not None and self.account_used(a) > cl * self.threshold:
+            self._spill_down(lambda: self.account_used(a) <= cl * self.threshold,
                              self._account_members(a), protect)  # fmt: skip
-            if self.account_used.get(a, 0) > cl:
+            if self.account_used(a) > cl:
                 whose = f"client {cno}'s" if a == cno else f"tenant {a}'s (all its programs')"
                 self._oom(cno, requested, cl, f"{whose} quota of {human(cl)} on this "
-                          "worker (--client-memory-limit)", self.account_used.get(a, 0))  # fmt: skip
+                          "worker (--client-memory-limit)", self.account_used(a))  # fmt: skip
         lim = self.limit
         if lim is not None and self.used > lim * self.threshold:
             # Prefetched buffers do not count here: they were read into the headroom between the
@@ -291,9 +275,9 @@ class MemoryPool(Prefetcher):
         if self.limit is not None and self.used > self.limit * self.threshold:
             self._spill_down(lambda: self.used <= self.limit * self.threshold, None, None)
         if self.client_limit is not None:
-            for a in [a for a, u in self.account_used.items() if u > self.client_limit]:
+            for a in [a for a in self._accounts() if self.account_used(a) > self.client_limit]:
                 self._spill_down(
-                    lambda a=a: self.account_used.get(a, 0) <= self.client_limit * self.threshold,
+                    lambda a=a: self.account_used(a) <= self.client_limit * self.threshold,
                     self._account_members(a), None,
                 )  # fmt: skip
 
@@ -305,10 +289,6 @@ class MemoryPool(Prefetcher):
         self._spill_down(lambda: self.used <= goal, None, None)
         return self.used < before
 
-    def _account_members(self, a: Any) -> set[int]:
-        """The clients whose bytes count against account ``a`` (a tenant's name, or a client)."""
-        return {c for c, t in self.accounts.items() if t == a} if isinstance(a, str) else {a}
-
     def _spill_down(self, done: Callable[[], bool], who: set[int] | None,
                     protect: int | None) -> None:  # fmt: skip
         """Spill buffers of the clients ``who`` (``None``: anyone's, over-quota accounts' first)
@@ -316,8 +296,8 @@ class MemoryPool(Prefetcher):
         while not done():
             key = None
             if who is None and self.client_limit is not None:  # over-quota accounts go first
-                for a, u in self.account_used.items():
-                    if u > self.client_limit * self.threshold:
+                for a in self._accounts():
+                    if self.account_used(a) > self.client_limit * self.threshold:
                         key = self._victim(self._account_members(a), protect)
                         if key is not None:
                             break
@@ -530,8 +510,7 @@ class MemoryPool(Prefetcher):
                 self._discard(rec)
         self.client_used.pop(cno, None)
         with self.lock:
-            if self.accounts.pop(cno, None) is None:
-                self.account_used.pop(cno, None)
+            self.accounts.pop(cno, None)
 
     # ------------------------------------------------------------------ reporting
     def client_spilled(self) -> dict[int, int]:

@@ -64,6 +64,38 @@ def device_out_of_memory(exc: MemoryError, op: int, held: int | None,
     )
 
 
+class Accounts:
+    """Who shares a quota (a mixin of :class:`~gt.runtime.worker.pool.MemoryPool`, whose
+    ``accounts``, ``client_used`` and ``lock`` it reads): the programs of a tenant with a key of its
+    own count against one quota; any other client against its own. An *account* is a tenant's
+    name or a client's number."""
+
+    accounts: dict[int, str]
+    client_used: dict[int, int]
+    lock: Any
+
+    def set_account(self, cno: int, tenant: str | None) -> None:
+        """Client ``cno`` runs for ``tenant`` (its own key): its bytes count against the quota
+        that tenant's programs share (a client with no tenant has a quota of its own)."""
+        if tenant is not None and self.accounts.get(cno) != tenant:
+            with self.lock:  # (the prefetch thread reads the accounts)
+                self.accounts[cno] = tenant
+
+    def account_used(self, a: Any) -> int:
+        """Bytes held against account ``a``: a tenant's (all its programs'), else one client's."""
+        if isinstance(a, str):
+            return sum(self.client_used.get(c, 0) for c in self._account_members(a))
+        return self.client_used.get(a, 0)
+
+    def _account_members(self, a: Any) -> set[int]:
+        """The clients whose bytes count against account ``a`` (a tenant's name, or a client)."""
+        return {c for c, t in self.accounts.items() if t == a} if isinstance(a, str) else {a}
+
+    def _accounts(self) -> set[Any]:
+        """The accounts of the clients holding memory."""
+        return {self.accounts.get(c, c) for c in self.client_used}
+
+
 class PoolBuffer:
     """A buffer held in the pool: its owner, size, client, and the tensors over it.
 

@@ -77,7 +77,7 @@ class Prefetcher:
         members = self._account_members(a)
         pending = sum(r.nbytes for r in set(self.spilled.values())
                       if r.cno in members and r.state in ("ready", "loading"))  # fmt: skip
-        return self.client_limit - self.account_used.get(a, 0) - pending
+        return self.client_limit - self.account_used(a) - pending
 
     def _prefetch_loop(self) -> None:
         _lower_priority()
