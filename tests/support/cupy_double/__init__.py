@@ -146,10 +146,7 @@ def function_of(f: Callable[..., Any], space: str = "cupy") -> Callable[..., Any
     name = getattr(f, "__name__", "")
     if name.startswith("_") or not _api.has(space, name):
         return None
-    got = _FUNCS.get((f, space))
-    if got is None:
-        got = _FUNCS[(f, space)] = _device_function(f, space)
-    return got
+    return _named_function(f, space, name)
 
 
 def _lookup(namespace: Any, name: str, space: str = "cupy") -> Any:
@@ -162,9 +159,15 @@ def _lookup(namespace: Any, name: str, space: str = "cupy") -> Any:
         return ufunc_of(obj, space, name)
     if isinstance(obj, type) or not callable(obj):
         return obj  # dtypes, scalar types, constants: CuPy re-exports NumPy's
-    return _FUNCS.get((obj, space)) or _FUNCS.setdefault(
-        (obj, space), _device_function(obj, space, name)
-    )
+    return _named_function(obj, space, name)
+
+
+def _named_function(f: Callable[..., Any], space: str, name: str) -> Callable[..., Any]:
+    """The double's ``f`` checked as CuPy's ``space.name`` (made once per name)."""
+    got = _FUNCS.get((f, space, name))
+    if got is None:
+        got = _FUNCS[(f, space, name)] = _device_function(f, space, name)
+    return got
 
 
 # ----------------------------------------------------------------------------- host <-> device
