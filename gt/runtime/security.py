@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import stat
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,6 +99,7 @@ class Keyring:
     tenants: dict[bytes, str] = field(default_factory=dict)
     _tenants_seen: int | None = None  # the tenants folder's mtime when last read
     _revoked: set[str] = field(default_factory=set)  # removed since take_revoked last asked
+    _revoked_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def peer_of(self, key: bytes) -> str | None:
         """Who holds this public key (z85): a role, ``client:NAME`` for a tenant's own key (what
@@ -126,12 +128,14 @@ class Keyring:
         before = set(self.tenants.values())
         self.tenants = _read_tenants(d)  # (one assignment: the other thread may be reading)
         self._tenants_seen = seen
-        self._revoked.update(before - set(self.tenants.values()))
+        with self._revoked_lock:  # (the ZAP thread and the dispatcher's loop both get here)
+            self._revoked.update(before - set(self.tenants.values()))
 
     def take_revoked(self) -> list[str]:
         """The tenants removed since the last call (and not added again), for the dispatcher to
         end their programs."""
-        gone, self._revoked = self._revoked, set()
+        with self._revoked_lock:
+            gone, self._revoked = self._revoked, set()
         return sorted(gone - set(self.tenants.values()))
 
     def best(self, *wanted: str) -> str:

@@ -73,6 +73,7 @@ CASES = [
     "test_the_prefetch_thread_reads_only_for_a_client_that_has_the_worker_to_itself",
     "test_a_result_larger_than_the_limit_fails_its_op_and_the_worker_goes_on",
     "test_a_client_over_its_quota_spills_its_own_tensors_not_anothers",
+    "test_the_programs_of_one_tenant_share_one_quota",
     "test_lowering_the_limit_while_running_spills_at_once",
 ]
 
