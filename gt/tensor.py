@@ -44,6 +44,9 @@ _RESHAPE = _OP["reshape"]
 _SCALARS = (int, float, bool)
 _FLOATS = S.FLOAT_DTYPES
 _FLOAT_SET = frozenset(_FLOATS)
+#: Backward-only primitives with no derivative of their own, and the ops whose rules use them: a
+#: backward pass with ``create_graph=True`` through one raises rather than return a wrong result.
+_FIRST_ORDER_ONLY = {"cumprod_grad": "prod and cumprod"}
 
 
 class Tensor(
@@ -190,9 +193,17 @@ class Tensor(
         conn = self._conn
         out = Tensor(conn, conn.new_id(), tuple(shape), op.dtype(dtypes, attrs))
         conn.emit(op.code, out.id, args, attrs)
-        if grad and op.grad is not None and _mode.enabled:
-            if any(isinstance(t, TensorBase) and t._rg for t in inputs):
-                record(out, name, tuple(inputs), attrs)
+        if grad and _mode.enabled:
+            if op.grad is not None:
+                if any(isinstance(t, TensorBase) and t._rg for t in inputs):
+                    record(out, name, tuple(inputs), attrs)
+            elif name in _FIRST_ORDER_ONLY and any(
+                isinstance(t, TensorBase) and t._rg for t in inputs
+            ):
+                raise NotImplementedError(
+                    f"the second derivative through {_FIRST_ORDER_ONLY[name]} is not implemented "
+                    "in GT (a backward with create_graph=True reached it)"
+                )
         return out
 
     def _apply_(self, name: str, inputs: list, attrs: Any = None) -> Tensor:

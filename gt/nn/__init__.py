@@ -103,6 +103,7 @@ from gt.nn.norm_layers import (
     LocalResponseNorm,
     RMSNorm,
 )
+from gt.nn.recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from gt.nn.transformer import (
     TransformerDecoder,
     TransformerDecoderLayer,
@@ -145,6 +146,8 @@ __all__ = [
     "Fold",
     "GELU",
     "GLU",
+    "GRU",
+    "GRUCell",
     "GroupNorm",
     "Hardsigmoid",
     "Hardswish",
@@ -155,6 +158,8 @@ __all__ = [
     "InstanceNorm2d",
     "KLDivLoss",
     "L1Loss",
+    "LSTM",
+    "LSTMCell",
     "LayerNorm",
     "LeakyReLU",
     "Linear",
@@ -176,6 +181,10 @@ __all__ = [
     "ParameterDict",
     "ParameterList",
     "RMSNorm",
+    "RNN",
+    "RNNBase",
+    "RNNCell",
+    "RNNCellBase",
     "ReLU",
     "ReLU6",
     "SELU",

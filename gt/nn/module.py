@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -10,10 +11,13 @@ import numpy as np
 
 from gt import guards
 from gt.autograd import no_grad
+from gt.backprop import RemovableHandle
 from gt.factories import zeros
 from gt.ops.inplace import take_value
 from gt.tensor import Tensor
 
+#: Keys of registered forward hooks, unique in the process (a handle removes by key).
+_HOOK_KEYS = itertools.count()
 #: What :meth:`Module.load_state_dict` returns, as in PyTorch.
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -55,6 +59,8 @@ class Module:
         object.__setattr__(self, "_modules", {})
         object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_forward_pre_hooks", {})
+        object.__setattr__(self, "_forward_hooks", {})
 
     # ------------------------------------------------------------------ attributes
     def __setattr__(self, name: str, value: Any) -> None:
@@ -149,7 +155,71 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.forward(*args, **kwargs)
+        if not (self._forward_pre_hooks or self._forward_hooks):
+            return self.forward(*args, **kwargs)
+        return self._call_with_hooks(args, kwargs)
+
+    def _call_with_hooks(self, args: tuple, kwargs: dict) -> Any:
+        for hook, with_kwargs in list(self._forward_pre_hooks.values()):
+            if with_kwargs:
+                new = hook(self, args, kwargs)
+                if new is not None:
+                    if not (isinstance(new, tuple) and len(new) == 2):
+                        raise RuntimeError(
+                            "forward pre-hook must return None or a tuple of (new_args, new_kwargs)"
+                        )
+                    args, kwargs = new
+            else:
+                new = hook(self, args)
+                if new is not None:
+                    args = new if isinstance(new, tuple) else (new,)
+        out = self.forward(*args, **kwargs)
+        for hook, with_kwargs in list(self._forward_hooks.values()):
+            new = hook(self, args, kwargs, out) if with_kwargs else hook(self, args, out)
+            if new is not None:
+                out = new
+        return out
+
+    def _add_hook(self, table: dict, hook: Callable, with_kwargs: bool, prepend: bool) -> Any:
+        if not callable(hook):
+            raise TypeError(f"the hook must be callable, got {type(hook).__name__}")
+        key = next(_HOOK_KEYS)
+        table[key] = (hook, with_kwargs)
+        if prepend:
+            for k in [k for k in table if k != key]:
+                table[k] = table.pop(k)  # move the others behind the new one
+        return RemovableHandle(table, key)
+
+    def register_forward_pre_hook(
+        self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False
+    ) -> RemovableHandle:
+        """Call ``hook(module, args)`` before every ``forward``; a result that is not ``None``
+        replaces the positional arguments (a non-tuple is wrapped). With ``with_kwargs=True``:
+        ``hook(module, args, kwargs)`` returning ``None`` or ``(args, kwargs)``."""
+        return self._add_hook(self._forward_pre_hooks, hook, with_kwargs, prepend)
+
+    def register_forward_hook(
+        self,
+        hook: Callable,
+        *,
+        prepend: bool = False,
+        with_kwargs: bool = False,
+        always_call: bool = False,
+    ) -> RemovableHandle:
+        """Call ``hook(module, args, output)`` after every ``forward``; a result that is not
+        ``None`` replaces the output. With ``with_kwargs=True``: ``hook(module, args, kwargs,
+        output)``. (``always_call`` is accepted; a hook is not called when ``forward`` raises.)"""
+        return self._add_hook(self._forward_hooks, hook, with_kwargs, prepend)
+
+    def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> Any:
+        """Not supported in GT: use ``register_hook`` on the module's output or input tensors."""
+        raise NotImplementedError(
+            "Module.register_full_backward_hook is not supported in GT; register a hook on the "
+            "output tensor instead (out.register_hook(fn) sees the gradient of the output)"
+        )
+
+    register_backward_hook = register_full_backward_hook
+    register_full_backward_pre_hook = register_full_backward_hook
 
     # ------------------------------------------------------------------ traversal
     def named_modules(
@@ -370,6 +440,8 @@ class Module:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.__dict__.setdefault("_non_persistent", set())
+        self.__dict__.setdefault("_forward_pre_hooks", {})
+        self.__dict__.setdefault("_forward_hooks", {})
 
 
 def indent(text: str, spaces: int) -> str:

@@ -2,13 +2,15 @@
 :mod:`gt.runtime.ops`).
 
 * ``metadata``: shape queries and sync points (``numpy``, ``item``, ``repr`` ...).
-* ``arith``: elementwise arithmetic, comparisons, math, activations, ``where``.
+* ``arith``: elementwise arithmetic, comparisons, math, activations, ``where``; its bitwise
+  operators (``&``, ``<<`` ...) promote and check operands in ``bitwise``.
 * ``mathops``: rounding, predicates (``isclose``, ``allclose``, ``isnan``), ``lerp``/``addcmul``,
   ``outer``/``diag``/``trace``.
 * ``reduce``: ``matmul``, reductions, ``softmax`` and friends.
-* ``ordering``: ``sort``/``argsort``/``topk``/``median``, ``prod``/``cumprod``, ``roll``,
-  ``multinomial``.
-* ``selection``: ``scatter``, ``index_add``, ``nonzero``, ``masked_select``.
+* ``ordering``: ``sort``/``argsort``/``topk``/``median``, ``quantile``/``nanquantile`` (composed
+  in ``quantile``), ``prod``/``cumprod``, ``roll``, ``multinomial``.
+* ``selection``: ``scatter``, ``index_add``, ``nonzero``, ``masked_select``, ``unique``.
+* ``search``: ``gt.searchsorted`` and ``gt.bucketize`` (functions only, as in PyTorch).
 * ``shaping``: reshaping, permuting, broadcasting, indexing, ``cat``/``stack``.
 * ``inplace``, ``more_inplace``: ``+=``, ``add_``, ``zero_``, ``copy_``, ``__setitem__``, and the
   ``op_`` forms (``relu_``, ``lerp_`` ...).

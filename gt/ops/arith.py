@@ -1,6 +1,8 @@
-"""Elementwise arithmetic, comparisons, math functions and activations (a :class:`Tensor` mixin).
+"""Elementwise arithmetic, comparisons, bitwise ops, math functions and activations (a
+:class:`Tensor` mixin).
 
-Operators go through ``Tensor._binary`` / ``_unary``, which queue one primitive each. Activations
+Operators go through ``Tensor._binary`` / ``_unary``, which queue one primitive each; the bitwise
+ones (``&``, ``|``, ``^``, ``~``, ``<<``, ``>>``) through :mod:`gt.ops.bitwise`. Activations
 that are not primitives (``gelu``, ``silu``, ``softplus``, ...) are compositions of primitives, so
 their gradients come from the primitives' derivative rules.
 """
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from gt import shapes as S
 from gt.errors import ShapeError
+from gt.ops import bitwise
 from gt.ops.base import TensorBase
 from gt.runtime import ops as O
 
@@ -23,6 +26,14 @@ _OP = O.OPCODE
 _ADD, _SUB, _MUL, _DIV, _POW = _OP["add"], _OP["sub"], _OP["mul"], _OP["div"], _OP["pow"]
 _LT, _LE, _GT, _GE, _EQ, _NE = _OP["lt"], _OP["le"], _OP["gt"], _OP["ge"], _OP["eq"], _OP["ne"]
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
+
+
+def _truth(v: Any) -> Any:
+    """A bool tensor (or bool) saying where ``v`` is nonzero, for the logical ops (which, unlike
+    the bitwise ones, look only at truth values)."""
+    if isinstance(v, TensorBase):
+        return v if v.dtype == "bool" else v != 0
+    return bool(v)
 
 
 def _is_scalar(v: Any) -> bool:
@@ -112,31 +123,63 @@ class ArithmeticOps:
     def __ne__(self, o: Any) -> Tensor:  # type: ignore[override]
         return self._compare(_NE, o, "ne")
 
-    def _logical(self, o: Any, opcode: int, name: str, reflected: bool = False) -> Tensor:
-        other_dtype = getattr(o, "dtype", "bool" if isinstance(o, bool) else None)
-        if self.dtype != "bool" or other_dtype != "bool":
-            raise TypeError(
-                f"{name}: only bool tensors are supported (got {self.dtype} and {other_dtype or type(o).__name__})"
-            )
-        return self._compare(opcode, o, name)
-
+    # Bitwise operators: integer and bool tensors (see gt.ops.bitwise for the promotion rules).
     def __and__(self, o: Any) -> Tensor:
-        return self._logical(o, _MUL, "logical_and")
+        return bitwise.binary(self, o, "bitwise_and")
 
-    __rand__ = __and__
+    def __rand__(self, o: Any) -> Tensor:
+        return bitwise.binary(self, o, "bitwise_and", reflected=True)
 
     def __or__(self, o: Any) -> Tensor:
-        return self._logical(o, _ADD, "logical_or")
+        return bitwise.binary(self, o, "bitwise_or")
 
-    __ror__ = __or__
+    def __ror__(self, o: Any) -> Tensor:
+        return bitwise.binary(self, o, "bitwise_or", reflected=True)
 
     def __xor__(self, o: Any) -> Tensor:
-        return self._logical(o, _NE, "logical_xor")
+        return bitwise.binary(self, o, "bitwise_xor")
 
-    __rxor__ = __xor__
+    def __rxor__(self, o: Any) -> Tensor:
+        return bitwise.binary(self, o, "bitwise_xor", reflected=True)
+
+    def __lshift__(self, o: Any) -> Tensor:
+        return bitwise.binary(self, o, "bitwise_left_shift")
+
+    def __rlshift__(self, o: Any) -> Tensor:
+        return bitwise.binary(self, o, "bitwise_left_shift", reflected=True)
+
+    def __rshift__(self, o: Any) -> Tensor:
+        return bitwise.binary(self, o, "bitwise_right_shift")
+
+    def __rrshift__(self, o: Any) -> Tensor:
+        return bitwise.binary(self, o, "bitwise_right_shift", reflected=True)
 
     def __invert__(self) -> Tensor:
-        return self.logical_not()
+        return bitwise.invert(self)
+
+    def bitwise_and(self, other: Any) -> Tensor:
+        """Elementwise ``self & other`` of integer or bool tensors (logical and for bools)."""
+        return bitwise.binary(self, other, "bitwise_and")
+
+    def bitwise_or(self, other: Any) -> Tensor:
+        """Elementwise ``self | other`` of integer or bool tensors (logical or for bools)."""
+        return bitwise.binary(self, other, "bitwise_or")
+
+    def bitwise_xor(self, other: Any) -> Tensor:
+        """Elementwise ``self ^ other`` of integer or bool tensors (logical xor for bools)."""
+        return bitwise.binary(self, other, "bitwise_xor")
+
+    def bitwise_not(self) -> Tensor:
+        """Elementwise ``~self`` of an integer or bool tensor (logical not for bools)."""
+        return bitwise.invert(self)
+
+    def bitwise_left_shift(self, other: Any) -> Tensor:
+        """Elementwise ``self << other`` of integers (shifts past the width give 0, as PyTorch)."""
+        return bitwise.binary(self, other, "bitwise_left_shift")
+
+    def bitwise_right_shift(self, other: Any) -> Tensor:
+        """Elementwise ``self >> other`` of integers (arithmetic for signed dtypes)."""
+        return bitwise.binary(self, other, "bitwise_right_shift")
 
     # ------------------------------------------------------------------ named arithmetic
     def add(self, other: Any, alpha: Any = 1) -> Tensor:
@@ -207,13 +250,17 @@ class ArithmeticOps:
         """Elementwise not (the result is bool)."""
         return self._apply("logical_not", [self])
 
-    def logical_and(self, o: Tensor) -> Tensor:
-        """Elementwise and of two bool tensors."""
-        return self & o
+    def logical_and(self, o: Any) -> Tensor:
+        """Elementwise and of the truth values (nonzero) of ``self`` and ``o`` (a bool result)."""
+        return _truth(self) & _truth(o)
 
-    def logical_or(self, o: Tensor) -> Tensor:
-        """Elementwise or of two bool tensors."""
-        return self | o
+    def logical_or(self, o: Any) -> Tensor:
+        """Elementwise or of the truth values (nonzero) of ``self`` and ``o`` (a bool result)."""
+        return _truth(self) | _truth(o)
+
+    def logical_xor(self, o: Any) -> Tensor:
+        """Elementwise xor of the truth values (nonzero) of ``self`` and ``o`` (a bool result)."""
+        return _truth(self) ^ _truth(o)
 
     # ------------------------------------------------------------------ math
     def abs(self) -> Tensor:

@@ -1,13 +1,14 @@
 """Autograd on a tensor: ``requires_grad`` (checked as PyTorch checks it), ``backward``,
-``detach``, ``retain_grad``, ``is_leaf``, ``grad_fn`` (a :class:`Tensor` mixin)."""
+``register_hook``, ``detach``, ``retain_grad``, ``is_leaf``, ``grad_fn`` (a :class:`Tensor`
+mixin)."""
 
 from __future__ import annotations
 
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from gt import backprop
 from gt import shapes as S
-from gt.autograd import backward
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -51,21 +52,36 @@ class AutogradOps:
         return self._node
 
     def backward(
-        self, gradient: Any = None, retain_graph: bool | None = None, create_graph: bool = False
+        self,
+        gradient: Any = None,
+        retain_graph: bool | None = None,
+        create_graph: bool = False,
+        inputs: Any = None,
     ) -> None:
         """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
 
         Args:
             gradient: the gradient of some scalar with respect to ``self``; defaults to 1 for a
                 one-element tensor.
-            retain_graph: keep the graph so ``backward`` can run through it again.
-            create_graph: not supported (no higher-order gradients).
+            retain_graph: keep the graph so ``backward`` can run through it again (default:
+                ``create_graph``).
+            create_graph: record the backward pass, so the ``.grad`` tensors can themselves be
+                differentiated (higher-order gradients).
+            inputs: accumulate only into these tensors' ``.grad``.
         """
-        if create_graph:
-            raise NotImplementedError(
-                "backward(create_graph=True): higher-order gradients are not supported"
-            )
-        backward(self, gradient, retain_graph)
+        backprop.backward(self, gradient, retain_graph, create_graph, inputs)
+
+    def register_hook(self, hook: Any) -> backprop.RemovableHandle:
+        """Call ``hook(grad)`` each time the gradient with respect to this tensor is computed.
+
+        A hook that returns a tensor replaces the gradient: what the rest of the backward pass,
+        the leaf's ``.grad`` and later hooks see. Returns a handle whose ``remove()`` unregisters
+        it.
+
+        Example:
+            >>> h = w.register_hook(lambda g: g.clamp(-1, 1))   # clip this gradient
+        """
+        return backprop.register_hook(self, hook)
 
     def detach(self) -> Tensor:
         """A tensor with the same value that is not part of any graph."""

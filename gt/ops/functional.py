@@ -13,6 +13,7 @@ from gt import shapes as S
 from gt.ops.base import is_tensor
 from gt.ops.einsum import einsum
 from gt.ops.mathops import where_or_nonzero as where
+from gt.ops.search import bucketize, searchsorted
 from gt.ops.shaping import cat, stack
 from gt.runtime import ops as O
 
@@ -96,6 +97,13 @@ ge = _method("ge")
 logical_not = _method("logical_not")
 logical_and = _method("logical_and")
 logical_or = _method("logical_or")
+logical_xor = _method("logical_xor")
+bitwise_and = _method("bitwise_and")
+bitwise_or = _method("bitwise_or")
+bitwise_xor = _method("bitwise_xor")
+bitwise_not = _method("bitwise_not")
+bitwise_left_shift = _method("bitwise_left_shift")
+bitwise_right_shift = _method("bitwise_right_shift")
 any = _method("any")
 all = _method("all")
 detach = _method("detach")
@@ -159,6 +167,9 @@ argwhere = _method("argwhere")
 count_nonzero = _method("count_nonzero")
 masked_select = _method("masked_select")
 multinomial = _method("multinomial")
+quantile = _method("quantile")
+nanquantile = _method("nanquantile")
+unique = _method("unique")
 is_floating_point = _method("is_floating_point")
 
 
@@ -376,5 +387,17 @@ __all__ = [
     "count_nonzero",
     "masked_select",
     "multinomial",
+    "logical_xor",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "bitwise_not",
+    "bitwise_left_shift",
+    "bitwise_right_shift",
+    "searchsorted",
+    "bucketize",
+    "quantile",
+    "nanquantile",
+    "unique",
     *_REGISTRY_METHODS,
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from gt import shapes as S
 from gt.ops.inplace import apply_inplace, take_value
 from gt.ops.random import random_attrs
 
@@ -24,6 +25,27 @@ def _inplace(name: str) -> Callable[..., Any]:
 
     method.__name__ = method.__qualname__ = name + "_"
     method.__doc__ = f"In-place :meth:`{name}`."
+    return method
+
+
+def _inplace_bitwise(name: str) -> Callable[..., Any]:
+    """``x.<name>_(other)`` and ``x &= other`` ...: ``x`` takes ``x.<name>(other)``, which must
+    not need a wider category than ``x``'s dtype (as in PyTorch, ``bool &= int`` is refused)."""
+
+    def method(self: Tensor, other: Any) -> Tensor:
+        def compute(x: Tensor) -> Tensor:
+            new = getattr(x, name)(other)
+            if S.category(new.dtype) > S.category(x.dtype):
+                raise TypeError(
+                    f"{name}_: result type {new.dtype} can't be cast to the desired output type "
+                    f"{x.dtype}"
+                )
+            return new
+
+        return apply_inplace(self, name + "_", compute)
+
+    method.__name__ = method.__qualname__ = name + "_"
+    method.__doc__ = f"In-place :meth:`{name}` (also ``x op= other``)."
     return method
 
 
@@ -64,6 +86,12 @@ class MoreInplaceOps:
     tril_ = _inplace("tril")
     triu_ = _inplace("triu")
     cumsum_ = _inplace("cumsum")
+    bitwise_not_ = _inplace("bitwise_not")
+    bitwise_and_ = __iand__ = _inplace_bitwise("bitwise_and")
+    bitwise_or_ = __ior__ = _inplace_bitwise("bitwise_or")
+    bitwise_xor_ = __ixor__ = _inplace_bitwise("bitwise_xor")
+    bitwise_left_shift_ = __ilshift__ = _inplace_bitwise("bitwise_left_shift")
+    bitwise_right_shift_ = __irshift__ = _inplace_bitwise("bitwise_right_shift")
 
     def clip_(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - PyTorch's names
         """In-place :meth:`clamp`."""

@@ -2,7 +2,8 @@
 
 ``argsort``, ``prod`` and ``cumprod`` are primitives; ``sort``, ``topk``, ``median`` and
 ``kthvalue`` take ``argsort``'s indices and ``gather`` the values, so gradients go to the picked
-elements as in PyTorch. ``roll`` is two slices joined.
+elements as in PyTorch; so do ``quantile`` and ``nanquantile`` (:mod:`gt.ops.quantile`). ``roll``
+is two slices joined.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gt import shapes as S
 from gt.errors import ShapeError
+from gt.ops.quantile import quantile
 from gt.ops.random import random_attrs
 from gt.ops.shaping import cat
 
@@ -85,6 +87,18 @@ class OrderingOps:
         if not keepdim:
             values, idx = values.squeeze(ax), idx.squeeze(ax)
         return SortResult(values, idx)
+
+    # ------------------------------------------------------------------ quantiles
+    def quantile(self, q: Any, dim: Any = None, keepdim: bool = False, *,
+                 interpolation: str = "linear") -> Tensor:  # fmt: skip
+        """The ``q``-th quantiles over ``dim`` (all elements if None); ``q`` a float or a 1-d
+        tensor (its dimension comes first); differentiable (see :mod:`gt.ops.quantile`)."""
+        return quantile(self, q, dim, keepdim, interpolation=interpolation)
+
+    def nanquantile(self, q: Any, dim: Any = None, keepdim: bool = False, *,
+                    interpolation: str = "linear") -> Tensor:  # fmt: skip
+        """:meth:`quantile` that ignores NaN values (NaN only where a slice is all NaN)."""
+        return quantile(self, q, dim, keepdim, interpolation=interpolation, ignore_nan=True)
 
     # ------------------------------------------------------------------ sampling
     def multinomial(

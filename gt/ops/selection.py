@@ -2,8 +2,8 @@
 
 ``scatter`` is a ``setitem`` and ``scatter_add``/``index_add`` the ``scatter_add`` primitive, each
 at an index built like ``gather``'s (the index tensor along ``dim``, ``arange`` along the others),
-so all are differentiable. ``nonzero`` and ``masked_select`` have result shapes that depend on the
-data, so they are sync points (as on a GPU in PyTorch).
+so all are differentiable. ``nonzero``, ``masked_select`` and ``unique`` have result shapes that
+depend on the data, so they are sync points (as on a GPU in PyTorch).
 """
 
 from __future__ import annotations
@@ -147,6 +147,36 @@ class SelectionOps:
     def count_nonzero(self, dim: Any = None) -> Tensor:
         """Number of nonzero elements (over ``dim``)."""
         return (self != 0).sum(dim)
+
+    def unique(self, sorted: bool = True, return_inverse: bool = False,  # noqa: A002
+               return_counts: bool = False, dim: Any = None) -> Any:  # fmt: skip
+        """The distinct elements, ascending, as a 1-d tensor (a sync point: how many there are
+        depends on the data); with ``return_inverse`` also each element's index into them (in
+        ``self``'s shape), with ``return_counts`` how often each occurs. Each NaN is distinct, as
+        in PyTorch. ``sorted=False`` gives them sorted too (PyTorch allows any order). Not
+        differentiable.
+
+        Raises:
+            NotImplementedError: ``dim`` is given (unique slices are not supported).
+        """
+        if dim is not None:
+            raise NotImplementedError(
+                f"unique: dim={dim!r} is not supported; only dim=None (the flattened tensor)"
+            )
+        flat = self.numpy().reshape(-1)
+        values, inverse, counts = np.unique(
+            flat, return_inverse=True, return_counts=True, equal_nan=False
+        )
+        out = self._upload(np.ascontiguousarray(values))
+        if not (return_inverse or return_counts):
+            return out
+        extra = []
+        if return_inverse:
+            inv = np.ascontiguousarray(inverse.reshape(self.shape), dtype=np.int64)
+            extra.append(self._upload(inv))
+        if return_counts:
+            extra.append(self._upload(np.ascontiguousarray(counts, dtype=np.int64)))
+        return (out, *extra)
 
     def masked_select(self, mask: Tensor) -> Tensor:
         """The elements where ``mask`` (broadcast with ``self``) is true, as a 1-d tensor (a sync

@@ -18,6 +18,9 @@ ROW = rng.standard_normal((4,)).astype(np.float32)
 POS = np.abs(A) + 0.5
 IDX = np.array([2, 0, 2], dtype=np.int64)
 RAND = {"shape": [2, 3], "dtype": "float32", "seed": 7}
+INTS = rng.integers(-100, 100, (3, 4)).astype(np.int32)
+INTS_ROW = rng.integers(0, 256, (4,)).astype(np.int32)
+SHIFTS = np.array([0, 3, 31, 40], dtype=np.int32)  # 40: past the width (PyTorch's 0 / sign fill)
 
 #: For every compute and create op: argument values (arrays or Python numbers) and attrs.
 SAMPLES: dict[str, tuple[list, object]] = {
@@ -107,6 +110,13 @@ SAMPLES: dict[str, tuple[list, object]] = {
         [np.zeros((3, 4), np.float32), np.ones((3, 4), np.float32), IDX],
         {"key": [["t", 0]]},
     ),  # fmt: skip
+    "bitwise_and": ([INTS, INTS_ROW], None),
+    "bitwise_or": ([INTS, -3], None),
+    "bitwise_xor": ([INTS, INTS], None),
+    "bitwise_not": ([INTS], None),
+    "bitwise_left_shift": ([INTS, SHIFTS], None),
+    "bitwise_right_shift": ([-INTS, SHIFTS], None),
+    "searchsorted": ([np.sort(ROW), A], {"right": True, "dtype": "int32"}),
 }
 
 

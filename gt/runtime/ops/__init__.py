@@ -8,7 +8,8 @@ modules below (and its tests); see the README's "Adding a primitive".
 
 Families: :mod:`.elementwise`, :mod:`.reduce`, :mod:`.shape`, :mod:`.creation`, :mod:`.movement`,
 :mod:`.mathfn` (stable math, rounding, BCE), :mod:`.scan` (products), :mod:`.sort`, :mod:`.conv`
-(sliding windows), :mod:`.index` (scatter).
+(sliding windows), :mod:`.index` (scatter), :mod:`.integer` (bitwise ops and shifts),
+:mod:`.search` (``searchsorted``).
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from gt.runtime.ops import (
     creation,
     elementwise,
     index,
+    integer,
     mathfn,
     movement,
     reduce,
     scan,
+    search,
     shape,
     sort,
 )
@@ -59,6 +62,8 @@ REGISTRY, BY_NAME = _build(
         *sort.ENTRIES,
         *conv.ENTRIES,
         *index.ENTRIES,
+        *integer.ENTRIES,
+        *search.ENTRIES,
     ]
 )
 #: Op names by opcode (what traces carry in their header).

@@ -77,6 +77,10 @@ def _d_transpose(n: Any, g: Any) -> tuple:
 def _d_getitem(n: Any, g: Any) -> tuple:
     idx = n.saved
     z = g.new_zeros(n.shapes[0])
+    if g.requires_grad:  # backward with create_graph: the scatter must be recorded too
+        return (z._apply("scatter_add", [z, g, *idx], {"key": n.attrs["key"]}),) + (None,) * len(
+            idx
+        )
     # Into the fresh zeros, in place (the output id is z's own), so the worker writes into them.
     z._apply_("index_add", [z, g, *idx], {"key": n.attrs["key"], "inplace": True})
     return (z,) + (None,) * len(idx)

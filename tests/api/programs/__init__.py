@@ -30,6 +30,9 @@ MODULES = (
     "edges",
     "apis",
     "printing",
+    "recurrent",
+    "gradients",
+    "numerics",
 )
 
 

@@ -1,0 +1,444 @@
+"""The backward walk behind ``Tensor.backward``, ``gt.autograd.backward`` and
+``gt.autograd.grad``, and the gradient hooks of tensors (``register_hook``).
+
+One walk serves all three: it seeds the roots' nodes with their gradients, visits the nodes in
+reverse topological order, runs each node's hooks and derivative rule, and hands every leaf its
+gradient. ``backward`` accumulates into the leaves' ``.grad`` (all of them, or only ``inputs``);
+``grad`` returns the gradients of the tensors asked for and touches no ``.grad``. With
+``create_graph=True`` the derivative rules run with grad mode on, so the gradients are themselves
+differentiable (higher-order gradients: a gradient penalty, a Hessian-vector product). Only the
+nodes from which an asked-for tensor can be reached run.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from gt import signal as _signal
+from gt.grad_graph import Node
+from gt.grad_mode import set_grad_enabled
+from gt.runtime import ops as O
+from gt.runtime.ops import Past
+
+if TYPE_CHECKING:
+    from gt.tensor import Tensor
+
+#: Hooks of leaf tensors by ``id``: a leaf has no node to keep them (computed tensors keep theirs
+#: in ``Node.hooks``); an entry goes when its tensor does.
+_LEAF_HOOKS: dict[int, list[Callable]] = {}
+
+
+class RemovableHandle:
+    """What ``register_hook`` (and a module's ``register_forward_hook`` ...) returns: ``remove()``
+    unregisters the hook; removing twice is harmless.
+
+    Args:
+        hooks: where the hook is kept: a list of hooks, or a dict keyed by ``key``.
+        key: the hook itself (a list) or its key (a dict).
+    """
+
+    def __init__(self, hooks: list | dict, key: Any):
+        self._hooks = hooks
+        self._key = key
+
+    def remove(self) -> None:
+        """Unregister the hook."""
+        if isinstance(self._hooks, dict):
+            self._hooks.pop(self._key, None)
+        elif self._key in self._hooks:
+            self._hooks.remove(self._key)
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.remove()
+
+
+def register_hook(t: Tensor, hook: Callable) -> RemovableHandle:
+    """Call ``hook(grad)`` whenever a gradient with respect to ``t`` is computed; a hook that
+    returns a tensor replaces the gradient (what ``.grad``, later hooks and the rest of the walk
+    see). See :meth:`gt.Tensor.register_hook`."""
+    if not t.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if not callable(hook):
+        raise TypeError(f"register_hook: the hook must be callable, got {type(hook).__name__}")
+    node = t._node
+    if node is not None:
+        if node.hooks is None:
+            node.hooks = []
+        hooks = node.hooks
+    else:
+        key = id(t)
+        hooks = _LEAF_HOOKS.get(key)
+        if hooks is None:
+            hooks = _LEAF_HOOKS[key] = []
+            weakref.finalize(t, _LEAF_HOOKS.pop, key, None)
+    hooks.append(hook)
+    return RemovableHandle(hooks, hook)
+
+
+def _run_hooks(hooks: list[Callable] | None, g: Tensor) -> Tensor:
+    for hook in list(hooks or ()):
+        new = hook(g)
+        if new is not None:
+            if tuple(getattr(new, "shape", ())) != tuple(g.shape) or not hasattr(new, "_conn"):
+                raise RuntimeError(
+                    f"hook {getattr(hook, '__name__', hook)!r} returned a gradient of shape "
+                    f"{list(getattr(new, 'shape', []))} for a tensor of shape {list(g.shape)}"
+                )
+            g = new
+    return g
+
+
+# ----------------------------------------------------------------------------- the walk
+def _as_list(x: Any, what: str) -> list:
+    if x is None:
+        return []
+    if isinstance(x, (list, tuple)):
+        return list(x)
+    if hasattr(x, "_conn"):
+        return [x]
+    raise TypeError(f"{what} must be a tensor or a sequence of tensors, got {type(x).__name__}")
+
+
+def _seeds_for(given: Any, roots: list, gradients: Any) -> list:
+    """One gradient (or ``None``) per root: a single root takes its gradient as it is given (a
+    tensor, an array, a number), several take a sequence."""
+    if gradients is None:
+        return [None] * len(roots)
+    if hasattr(given, "_conn"):
+        if (
+            isinstance(gradients, (list, tuple))
+            and len(gradients) == 1
+            and (gradients[0] is None or hasattr(gradients[0], "_conn"))
+        ):
+            return list(gradients)  # grad_tensors=[g] for one tensor, as PyTorch allows
+        return [gradients]
+    if not isinstance(gradients, (list, tuple)):
+        raise TypeError("grad_tensors must be a sequence with one gradient (or None) per tensor")
+    return list(gradients)
+
+
+def _seed(root: Tensor, gradient: Any) -> Tensor:
+    """The gradient the walk starts from at ``root``: ones for a scalar, else the one given."""
+    if gradient is None:
+        if root.numel() != 1:
+            raise RuntimeError(
+                f"grad can be implicitly created only for scalar outputs (got shape {list(root.shape)})"
+            )
+        return root.new_ones(root.shape)
+    if not hasattr(gradient, "_conn"):
+        gradient = root.new_tensor(gradient, dtype=root.dtype)
+    if tuple(gradient.shape) != root.shape:
+        raise RuntimeError(
+            f"backward: mismatch in shape: gradient has a shape of {list(gradient.shape)} "
+            f"and output has a shape of {list(root.shape)}"
+        )
+    return gradient.to(root.dtype) if gradient.dtype != root.dtype else gradient
+
+
+def _topo_order(roots: list[Node]) -> list[Node]:
+    """Nodes reachable from ``roots``, each before the nodes of its inputs."""
+    order: list[Node] = []
+    seen: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(r, False) for r in reversed(roots)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        for p in node.parents:
+            if type(p) is Node and id(p) not in seen:
+                stack.append((p, False))
+    order.reverse()
+    return order
+
+
+def _to_run(order: list[Node], nodes: set[int], leaves: set[int]) -> set[int]:
+    """The nodes of ``order`` whose derivative rule must run for a gradient to reach one of
+    ``nodes`` (by id) or ``leaves`` (by id): those with an input that is wanted or leads to one."""
+    run: set[int] = set()
+    for node in reversed(order):  # inputs before the nodes that use them
+        for p in node.parents:
+            if type(p) is Node:
+                if id(p) in run or id(p) in nodes:
+                    run.add(id(node))
+                    break
+            elif p is not None and id(p) in leaves:
+                run.add(id(node))
+                break
+    return run
+
+
+class _Walk:
+    """One backward pass: the roots' seeds in, gradients to leaves (or to the asked-for tensors)
+    out."""
+
+    def __init__(self, create_graph: bool, retain_graph: bool, wanted: list | None):
+        self.create_graph = create_graph
+        self.retain_graph = retain_graph
+        self.handed: set[int] = set()  # ids of tensors already given to someone as a gradient
+        # grad() / backward(inputs=): the tensors whose gradients are wanted, by leaf id or node
+        self.wanted = wanted
+        self.want_leaves = {id(t) for t in wanted or () if t._node is None}
+        self.want_nodes = {id(t._node) for t in wanted or () if t._node is not None}
+        self.found: dict[int, Tensor] = {}  # id(leaf) or id(node) -> its gradient
+
+    def run(self, roots: list[Tensor], seeds: list[Tensor]) -> None:
+        grads: dict[Node, Tensor] = {}
+        for root, g in zip(roots, seeds):
+            self.handed.add(id(g))  # the caller's tensor: never to become a .grad as it is
+            if root._node is None:
+                self._to_leaf(root, g)
+            else:
+                prev = grads.get(root._node)
+                grads[root._node] = g if prev is None else prev + g
+        order = _topo_order(list(grads))
+        free = not self.retain_graph
+        if self.wanted is None:  # backward(): every node runs (the common case, kept lean)
+            for node in order:
+                g = grads.pop(node, None)
+                if g is None:
+                    continue
+                if node.hooks:
+                    g = _run_hooks(node.hooks, g)
+                if node.retain is not None:
+                    self._retain(node, g)
+                self._propagate(node, g, grads)
+                if free:
+                    node.saved = None
+            return
+        to_run = _to_run(order, self.want_nodes, self.want_leaves)
+        for node in order:
+            g = grads.pop(node, None)
+            if g is None:
+                continue
+            if node.hooks:
+                g = _run_hooks(node.hooks, g)
+            if id(node) in self.want_nodes:
+                self.found[id(node)] = g
+            if id(node) in to_run:
+                self._propagate(node, g, grads)
+                if free:
+                    node.saved = None
+
+    def _to_leaf(self, leaf: Tensor, g: Tensor) -> None:
+        if _LEAF_HOOKS:
+            hooks = _LEAF_HOOKS.get(id(leaf))
+            if hooks:
+                g = _run_hooks(hooks, g)
+        if self.wanted is not None:
+            key = id(leaf)
+            if key in self.want_leaves:
+                prev = self.found.get(key)
+                self.found[key] = g if prev is None else prev + g
+            return
+        self._accumulate(leaf, g)
+
+    def _accumulate(self, leaf: Tensor, g: Tensor) -> None:
+        if g.dtype != leaf.dtype:
+            g = g.to(leaf.dtype)
+        if leaf.grad is None:
+            if id(g) in self.handed:  # the same tensor object must not become two leaves' .grad
+                g = g.clone() if self.create_graph else g.detach()
+            self.handed.add(id(g))
+            leaf.grad = g
+        else:
+            leaf.grad = leaf.grad + g
+
+    def _retain(self, node: Node, g: Tensor) -> None:
+        """Give a computed tensor that called ``retain_grad()`` its gradient."""
+        out = node.retain()
+        if out is None:
+            return
+        if out.grad is None:
+            if id(g) in self.handed:
+                g = g.clone() if self.create_graph else g.detach()
+            out.grad = g
+            self.handed.add(id(out.grad))
+        else:
+            out.grad = out.grad + g
+
+    def _propagate(self, node: Node, g: Tensor, grads: dict) -> None:
+        """Run ``node``'s derivative rule and hand each input its gradient."""
+        if node.saved is None:
+            raise RuntimeError(
+                "Trying to backward through the graph a second time (or directly access saved "
+                "tensors after they have already been freed). Specify retain_graph=True if you "
+                "need to backward through the graph a second time."
+            )
+        node.check_versions()
+        rule = O.BY_NAME[node.op].grad
+        if self.create_graph and node.outs:
+            in_grads = _with_linked_outputs(node, rule, g)
+        elif node.signal is None:
+            in_grads = rule(node, g)
+        else:
+            with _signal.backward_context(node.signal):
+                in_grads = rule(node, g)
+        for p, pg in zip(node.parents, in_grads):
+            if p is None or pg is None:
+                continue
+            if type(pg) is Past:  # already the gradient of that input's own input
+                p, pg = p.parents[0], pg.grad
+                if p is None:
+                    continue
+            if type(p) is Node:
+                prev = grads.get(p)
+                grads[p] = pg if prev is None else prev + pg
+            else:
+                self._to_leaf(p, pg)
+
+
+def _with_linked_outputs(node: Node, rule: Callable, g: Tensor) -> tuple:
+    """Run ``node``'s rule when it reads the output (tanh, exp, sigmoid ...) and the backward
+    pass is recorded: the rule gets a handle on the output that is part of the graph, so the
+    gradient it builds depends on this node too. (The node itself keeps only an unrecorded alias:
+    no reference cycle.)"""
+    kept = node.saved
+    saved = list(kept)
+    for i in node.outs:
+        linked = saved[i]._alias()
+        linked._node, linked._rg = node, True
+        saved[i] = linked
+    node.saved = tuple(saved)
+    try:
+        if node.signal is None:
+            return rule(node, g)
+        with _signal.backward_context(node.signal):
+            return rule(node, g)
+    finally:
+        node.saved = kept
+
+
+def _check_roots(roots: list, seeds: list) -> list[Tensor]:
+    if not roots:
+        raise RuntimeError("grad requires at least one output tensor")
+    if len(seeds) != len(roots):
+        raise RuntimeError(
+            f"grad_outputs has {len(seeds)} tensors but outputs has {len(roots)}; give one "
+            "gradient (or None) per output"
+        )
+    out = []
+    for i, (root, g) in enumerate(zip(roots, seeds)):
+        if not hasattr(root, "_conn"):
+            raise TypeError(f"outputs[{i}] is a {type(root).__name__}, not a tensor")
+        if not root.requires_grad:
+            raise RuntimeError(
+                f"element {i} of tensors does not require grad and does not have a grad_fn"
+            )
+        out.append(_seed(root, g))
+    return out
+
+
+def backward(
+    tensors: Any,
+    grad_tensors: Any = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    inputs: Any = None,
+) -> None:
+    """Accumulate the gradients of ``tensors`` into the ``.grad`` of every leaf that requires
+    grad (or only of ``inputs``), as ``torch.autograd.backward``.
+
+    Args:
+        tensors: the tensor(s) to differentiate (usually one scalar loss).
+        grad_tensors: d(something)/d(tensor) per tensor; ``None`` for a one-element tensor.
+        retain_graph: keep the graph's saved tensors so a later backward can run through it
+            (default: ``create_graph``).
+        create_graph: record the backward pass too, so the gradients can be differentiated.
+        inputs: accumulate only into these tensors' ``.grad`` (leaves or computed tensors).
+
+    Raises:
+        RuntimeError: a tensor does not require grad, a gradient is missing or has the wrong
+            shape, the graph was already freed, or a saved tensor was modified in place.
+    """
+    roots = _as_list(tensors, "tensors")
+    seeds = _seeds_for(tensors, roots, grad_tensors)
+    wanted = _as_list(inputs, "inputs") if inputs is not None else None
+    if wanted is not None and not wanted:
+        raise RuntimeError("backward: 'inputs' argument to backward() cannot be empty")
+    retain = create_graph if retain_graph is None else retain_graph
+    with set_grad_enabled(create_graph):
+        seeds = _check_roots(roots, seeds)
+        walk = _Walk(create_graph, retain, wanted)
+        walk.run(roots, seeds)
+        for t in wanted or ():
+            g = walk.found.get(id(t) if t._node is None else id(t._node))
+            if g is not None:
+                walk._accumulate(t, g) if t._node is None else _add_grad(t, g)
+
+
+def _add_grad(t: Tensor, g: Tensor) -> None:
+    """Accumulate into a computed tensor named in ``backward(inputs=...)``."""
+    t.grad = g if t.grad is None else t.grad + g
+
+
+def grad(
+    outputs: Any,
+    inputs: Any,
+    grad_outputs: Any = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    only_inputs: bool = True,
+    allow_unused: bool | None = None,
+    is_grads_batched: bool = False,
+    materialize_grads: bool = False,
+) -> tuple:
+    """The gradients of ``outputs`` with respect to ``inputs``, as ``torch.autograd.grad``: a
+    tuple with one tensor per input; no ``.grad`` is changed.
+
+    Args:
+        outputs: the tensor(s) to differentiate.
+        inputs: the tensor(s) to differentiate with respect to (leaves or computed tensors).
+        grad_outputs: d(something)/d(output) per output; ``None`` for one-element outputs.
+        retain_graph: keep the graph for another pass (default: ``create_graph``).
+        create_graph: make the returned gradients differentiable (higher-order gradients).
+        allow_unused: return ``None`` for an input the outputs do not depend on (else an error).
+        materialize_grads: return zeros instead of ``None`` for such inputs.
+        only_inputs: accepted for compatibility (PyTorch ignores it too).
+        is_grads_batched: not supported (``vmap``); ``True`` raises.
+    """
+    if is_grads_batched:
+        raise NotImplementedError("grad(is_grads_batched=True) needs vmap, which GT does not have")
+    roots = _as_list(outputs, "outputs")
+    wanted = _as_list(inputs, "inputs")
+    if not wanted:
+        raise RuntimeError("grad requires at least one input tensor")
+    for i, t in enumerate(wanted):
+        if not hasattr(t, "_conn"):
+            raise TypeError(f"inputs[{i}] is a {type(t).__name__}, not a tensor")
+        if not t.requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    seeds = _seeds_for(outputs, roots, grad_outputs)
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    retain = create_graph if retain_graph is None else retain_graph
+    with set_grad_enabled(create_graph):
+        seeds = _check_roots(roots, seeds)
+        walk = _Walk(create_graph, retain, wanted)
+        walk.run(roots, seeds)
+        result = []
+        for t in wanted:
+            g = walk.found.get(id(t) if t._node is None else id(t._node))
+            if g is None:
+                if not allow_unused:
+                    raise RuntimeError(
+                        "One of the differentiated Tensors appears to not have been used in the "
+                        "graph. Set allow_unused=True if this is the desired behavior."
+                    )
+                g = t.new_zeros(t.shape) if materialize_grads else None
+            elif g.dtype != t.dtype:
+                g = g.to(t.dtype)
+            result.append(g)
+    return tuple(result)
+
+
+__all__ = ["RemovableHandle", "backward", "grad", "register_hook"]

@@ -1,0 +1,129 @@
+"""The recorded graph: :class:`Node` (one op, how its output's gradient reaches its inputs) and
+:func:`record`, which every differentiable op calls. The walk over it is :mod:`gt.backprop`; both
+are reached through :mod:`gt.autograd`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gt import signal as _signal
+from gt.grad_mode import _mode
+from gt.runtime import ops as O
+
+if TYPE_CHECKING:
+    from gt.tensor import Tensor
+
+FLOAT_DTYPES = ("float16", "float32", "float64")
+
+
+class Node:
+    """One recorded op: how to send the output's gradient back to its inputs.
+
+    Attributes:
+        op: the primitive's name (its registry entry holds the derivative rule).
+        parents: per input, the input's :class:`Node`, the leaf tensor itself, or ``None`` when
+            that input needs no gradient (a constant, an integer tensor, a Python number).
+        saved: the tensors the rule reads; ``None`` once the graph is freed.
+        versions: ``_version`` of each saved tensor when recorded, to detect in-place changes.
+        shapes: the shape of every input (``()`` for Python numbers).
+        dtypes: the dtype of every input (``None`` for Python numbers).
+        attrs: the instruction's attributes (axes, permutation, index key, ...).
+        retain: a weak reference to the output tensor when it asked for its gradient
+            (``retain_grad()``), else ``None``.
+    """
+
+    __slots__ = (
+        "op",
+        "parents",
+        "saved",
+        "versions",
+        "shapes",
+        "dtypes",
+        "attrs",
+        "signal",
+        "retain",
+        "hooks",
+        "outs",
+    )
+
+    def __init__(self, op: str, parents: tuple, saved: tuple, inputs: tuple, attrs: Any):
+        self.op = op
+        self.parents = parents
+        self.saved = saved
+        self.versions = tuple(getattr(t, "_version", 0) for t in saved)
+        self.shapes = tuple(getattr(t, "shape", ()) for t in inputs)
+        self.dtypes = tuple(getattr(t, "dtype", None) for t in inputs)
+        self.attrs = attrs
+        self.signal = _signal.capture()  # its gradient ops run under the signal's backward rule
+        self.retain = None  # a weak reference to the output, once it called retain_grad()
+        self.hooks = None  # the output's gradient hooks (register_hook), run before the rule
+        self.outs = ()  # which saved tensors are aliases of the output (see record())
+
+    def needs(self, i: int) -> bool:
+        """Whether input ``i`` wants a gradient."""
+        return self.parents[i] is not None
+
+    def check_versions(self) -> None:
+        """Raise if a tensor this node saved was changed in place since it was recorded."""
+        for t, v in zip(self.saved, self.versions):
+            now = getattr(t, "_version", 0)
+            if now != v:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by an "
+                    f"inplace operation: [gt.{t.dtype} {list(t.shape)}] is at version {now}; "
+                    f"expected version {v} instead (in {self.name()})"
+                )
+
+    def name(self) -> str:
+        """PyTorch-style name, e.g. ``MulBackward0``."""
+        return "".join(p.capitalize() for p in self.op.split("_")) + "Backward0"
+
+    def __repr__(self) -> str:
+        return f"<{self.name()}>"
+
+
+def record(
+    out: Tensor, op: str, inputs: tuple, attrs: Any = None, saved: tuple | None = None
+) -> Tensor:
+    """Attach a backward node for primitive ``op`` to ``out`` when grad mode is on.
+
+    Args:
+        out: the op's result.
+        op: the primitive's name (an entry of the op registry).
+        inputs: the op's operands in order (tensors or Python numbers).
+        attrs: the instruction's attributes (the derivative rule reads them).
+        saved: tensors the rule reads; default: what the registry entry's ``saves`` says.
+
+    Returns:
+        ``out``, now requiring grad if any input does.
+    """
+    if not _mode.enabled or out.dtype not in FLOAT_DTYPES:
+        return out
+    parents = []
+    wanted = False
+    for t in inputs:
+        if getattr(t, "_rg", False):
+            parents.append(t if t._node is None else t._node)
+            wanted = True
+        else:
+            parents.append(None)
+    if not wanted:
+        return out
+    node = None
+    if saved is None:
+        entry = O.BY_NAME[op]
+        saved = entry.saved(inputs, out)
+        how = entry.saves
+        if how is not None and how != "inputs":
+            # Saved tensors that are not inputs are aliases of the output (an output cannot be
+            # saved itself: its node would point back at it). Backward with create_graph needs
+            # to know them, to link their uses in the derivative back to this node.
+            node = Node(op, tuple(parents), tuple(saved), inputs, attrs)
+            node.outs = (
+                (0,)
+                if how == "output"
+                else tuple(i for i, t in enumerate(saved) if all(t is not x for x in inputs))
+            )
+    out._node = node or Node(op, tuple(parents), tuple(saved), inputs, attrs)
+    out._rg = True
+    return out

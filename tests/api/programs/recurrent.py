@@ -1,0 +1,144 @@
+"""Recurrent networks: an LSTM sequence classifier, a bidirectional GRU with initial states, a
+character RNN with ReLU, cells unrolled by hand (batched and not), parameter names and reprs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from programs import program
+from programs.common import arr, grads, ints, set_weights
+
+
+@program(rtol=5e-4, atol=5e-5)
+def lstm_sequence_classifier(torch):
+    nn = torch.nn
+
+    class Classifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(5, 8, num_layers=2, batch_first=True)
+            self.head = nn.Linear(8, 3)
+
+        def forward(self, x):
+            out, (h, c) = self.lstm(x)
+            return self.head(out[:, -1]), h, c
+
+    model = set_weights(torch, Classifier(), seed=3)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    x = torch.tensor(arr(4, 6, 7, 5))
+    y = torch.tensor(ints(5, 3, 6))
+    losses = []
+    for _ in range(4):
+        logits, h, c = model(x)
+        loss = nn.functional.cross_entropy(logits, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return {"losses": losses, "logits": logits, "h": h, "c": c, **grads(model)}
+
+
+@program(rtol=5e-4, atol=5e-5)
+def gru_bidirectional_with_initial_state(torch):
+    gru = set_weights(torch, torch.nn.GRU(4, 6, num_layers=2, bidirectional=True), seed=7)
+    x = torch.tensor(arr(8, 5, 3, 4), requires_grad=True)  # [seq, batch, feature]
+    h0 = torch.tensor(arr(9, 4, 3, 6, scale=0.5), requires_grad=True)
+    out, hn = gru(x, h0)
+    (out.pow(2).mean() + hn.sum()).backward()
+    return {
+        "out": out,
+        "hn": hn,
+        "x_grad": x.grad,
+        "h0_grad": h0.grad,
+        "shapes": [list(out.shape), list(hn.shape)],
+        **grads(gru),
+    }
+
+
+@program(rtol=5e-4, atol=5e-5)
+def char_rnn_relu_training(torch):
+    nn = torch.nn
+    vocab = 11
+
+    class CharRNN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, 6)
+            self.rnn = nn.RNN(6, 10, nonlinearity="relu", batch_first=True)
+            self.out = nn.Linear(10, vocab)
+
+        def forward(self, idx, h=None):
+            o, h = self.rnn(self.emb(idx), h)
+            return self.out(o), h
+
+    model = set_weights(torch, CharRNN(), seed=11, scale=0.3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    seq = ints(12, vocab, 4, 9)
+    inp, tgt = torch.tensor(seq[:, :-1]), torch.tensor(seq[:, 1:])
+    losses = []
+    h = None
+    for _ in range(3):
+        logits, h = model(inp, None if h is None else h.detach())
+        loss = nn.functional.cross_entropy(logits.reshape(-1, vocab), tgt.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return {"losses": losses, "h": h, "emb_grad": model.emb.weight.grad}
+
+
+@program(rtol=5e-4, atol=5e-5)
+def cells_unrolled_by_hand(torch):
+    nn = torch.nn
+    lstm = set_weights(torch, nn.LSTMCell(3, 5), seed=13)
+    gru = set_weights(torch, nn.GRUCell(3, 5, bias=False), seed=14)
+    rnn = set_weights(torch, nn.RNNCell(3, 5, nonlinearity="relu"), seed=15)
+    xs = torch.tensor(arr(16, 4, 2, 3))
+    h, c = torch.zeros(2, 5), torch.zeros(2, 5)
+    g = None
+    r = torch.tensor(arr(17, 2, 5))
+    for t in range(4):
+        h, c = lstm(xs[t], (h, c))
+        g = gru(xs[t], g)
+        r = rnn(xs[t], r)
+    total = h.sum() + c.sum() + g.sum() + r.sum()
+    total.backward()
+    single = torch.tensor(arr(18, 3))  # unbatched: one sample of 3 features
+    h1, c1 = lstm(single)
+    return {
+        "h": h,
+        "c": c,
+        "g": g,
+        "r": r,
+        "h1": h1,
+        "c1": c1,
+        "lstm_w_grad": lstm.weight_ih.grad,
+        "gru_w_grad": gru.weight_hh.grad,
+        "rnn_b_grad": rnn.bias_hh.grad,
+    }
+
+
+@program
+def recurrent_names_shapes_and_reprs(torch):
+    nn = torch.nn
+    lstm = nn.LSTM(3, 4, 2, batch_first=True, bidirectional=True, dropout=0.25)
+    gru = nn.GRU(2, 3, bias=False)
+    cells = [nn.RNN(3, 4, nonlinearity="relu"), nn.GRUCell(3, 4, bias=False),
+             nn.RNNCell(3, 4, nonlinearity="relu"), nn.LSTMCell(2, 2)]  # fmt: skip
+    lstm.eval()
+    x = torch.tensor(arr(20, 2, 3, 3))
+    out, (h, c) = lstm(x)
+    unbatched, hn = gru(torch.tensor(arr(21, 4, 2)))
+    return {
+        "reprs": [repr(m) for m in [lstm, gru, *cells]],
+        "names": [n for n, _ in lstm.named_parameters()],
+        "shapes": [list(p.shape) for p in lstm.parameters()],
+        "gru_names": list(gru.state_dict().keys()),
+        "out_shape": list(out.shape),
+        "h_shape": list(h.shape),
+        "unbatched_shapes": [list(unbatched.shape), list(hn.shape)],
+        "counts": [len(lstm.all_weights), len(lstm.all_weights[0])],
+        "init_in_bound": bool(
+            np.all(np.abs(lstm.weight_hh_l1.detach().numpy()) <= 0.5 + 1e-6)  # 1/sqrt(4)
+        ),
+    }
