@@ -16,7 +16,11 @@ tensor's worker memory is freed as soon as the last Python reference to it goes.
 
 from __future__ import annotations
 
+import sys
+
+from gt import custom_function as function
 from gt.backprop import RemovableHandle, backward, grad, register_hook
+from gt.custom_function import Function, FunctionCtx, once_differentiable
 from gt.grad_graph import FLOAT_DTYPES, Node, record
 from gt.grad_mode import (
     _mode,
@@ -28,18 +32,25 @@ from gt.grad_mode import (
 )
 from gt.runtime.ops import Past, sum_to
 
+# `from gt.autograd.function import once_differentiable`, as from torch.autograd.function
+sys.modules.setdefault(f"{__name__}.function", function)
+
 __all__ = [
     "FLOAT_DTYPES",
+    "Function",
+    "FunctionCtx",
     "_mode",  # for gt.tensor and gt.ops.inplace
     "Node",
     "Past",
     "RemovableHandle",
     "backward",
     "enable_grad",
+    "function",
     "grad",
     "inference_mode",
     "is_grad_enabled",
     "no_grad",
+    "once_differentiable",
     "record",
     "register_hook",
     "set_grad_enabled",

@@ -16,6 +16,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from gt import guards
 from gt import signal as _signal
 from gt.grad_graph import Node
 from gt.grad_mode import set_grad_enabled
@@ -46,9 +47,11 @@ class RemovableHandle:
     def remove(self) -> None:
         """Unregister the hook."""
         if isinstance(self._hooks, dict):
-            self._hooks.pop(self._key, None)
+            if self._hooks.pop(self._key, None) is not None:
+                guards.bump()
         elif self._key in self._hooks:
             self._hooks.remove(self._key)
+            guards.bump()
 
     def __enter__(self) -> RemovableHandle:
         return self
@@ -77,6 +80,7 @@ def register_hook(t: Tensor, hook: Callable) -> RemovableHandle:
             hooks = _LEAF_HOOKS[key] = []
             weakref.finalize(t, _LEAF_HOOKS.pop, key, None)
     hooks.append(hook)
+    guards.bump()  # a captured step (gt.hot) that ran without this hook must be captured again
     return RemovableHandle(hooks, hook)
 
 
@@ -190,8 +194,20 @@ class _Walk:
         self.want_leaves = {id(t) for t in wanted or () if t._node is None}
         self.want_nodes = {id(t._node) for t in wanted or () if t._node is not None}
         self.found: dict[int, Tensor] = {}  # id(leaf) or id(node) -> its gradient
+        self.conn: Any = None  # the roots' connection, while the walk runs
 
     def run(self, roots: list[Tensor], seeds: list[Tensor]) -> None:
+        # Every instruction of the walk comes from the user's backward()/grad() line: pin it once
+        # rather than climb the walk's frames for each (user code inside -- a custom backward, a
+        # hook -- has its own lines, see _user_code).
+        conn = self.conn = roots[0]._conn
+        before = conn.pin_source_line()
+        try:
+            self._walk(roots, seeds)
+        finally:
+            conn.restore_source_line(before)
+
+    def _walk(self, roots: list[Tensor], seeds: list[Tensor]) -> None:
         grads: dict[Node, Tensor] = {}
         for root, g in zip(roots, seeds):
             self.handed.add(id(g))  # the caller's tensor: never to become a .grad as it is
@@ -208,7 +224,7 @@ class _Walk:
                 if g is None:
                     continue
                 if node.hooks:
-                    g = _run_hooks(node.hooks, g)
+                    g = self._user_code(_run_hooks, node.hooks, g)
                 if node.retain is not None:
                     self._retain(node, g)
                 self._propagate(node, g, grads)
@@ -221,7 +237,7 @@ class _Walk:
             if g is None:
                 continue
             if node.hooks:
-                g = _run_hooks(node.hooks, g)
+                g = self._user_code(_run_hooks, node.hooks, g)
             if id(node) in self.want_nodes:
                 self.found[id(node)] = g
             if id(node) in to_run:
@@ -229,11 +245,19 @@ class _Walk:
                 if free:
                     node.saved = None
 
+    def _user_code(self, fn: Callable, *args: Any) -> Any:
+        """Call ``fn`` (which runs the user's code) with source lines looked up again."""
+        pin = self.conn.restore_source_line(None)
+        try:
+            return fn(*args)
+        finally:
+            self.conn.restore_source_line(pin)
+
     def _to_leaf(self, leaf: Tensor, g: Tensor) -> None:
         if _LEAF_HOOKS:
             hooks = _LEAF_HOOKS.get(id(leaf))
             if hooks:
-                g = _run_hooks(hooks, g)
+                g = self._user_code(_run_hooks, hooks, g)
         if self.wanted is not None:
             key = id(leaf)
             if key in self.want_leaves:
@@ -275,14 +299,14 @@ class _Walk:
                 "need to backward through the graph a second time."
             )
         node.check_versions()
-        rule = O.BY_NAME[node.op].grad
-        if self.create_graph and node.outs:
-            in_grads = _with_linked_outputs(node, rule, g)
-        elif node.signal is None:
-            in_grads = rule(node, g)
+        rule = node.rule
+        link = self.create_graph and bool(node.outs)
+        if rule is not None:  # a gt.autograd.Function: the user's backward, with its own lines
+            in_grads = self._user_code(_apply_rule, node, rule, g, link)
+        elif link or node.signal is not None:
+            in_grads = _apply_rule(node, O.BY_NAME[node.op].grad, g, link)
         else:
-            with _signal.backward_context(node.signal):
-                in_grads = rule(node, g)
+            in_grads = O.BY_NAME[node.op].grad(node, g)
         for p, pg in zip(node.parents, in_grads):
             if p is None or pg is None:
                 continue
@@ -297,18 +321,21 @@ class _Walk:
                 self._to_leaf(p, pg)
 
 
-def _with_linked_outputs(node: Node, rule: Callable, g: Tensor) -> tuple:
-    """Run ``node``'s rule when it reads the output (tanh, exp, sigmoid ...) and the backward
-    pass is recorded: the rule gets a handle on the output that is part of the graph, so the
-    gradient it builds depends on this node too. (The node itself keeps only an unrecorded alias:
-    no reference cycle.)"""
+def _apply_rule(node: Node, rule: Callable, g: Tensor, link: bool) -> tuple:
+    """Run ``node``'s derivative rule under the node's signal, if it has one.
+
+    With ``link`` (the backward pass is recorded and the rule reads the output: tanh, exp,
+    sigmoid ...), the rule gets a handle on the output that is part of the graph, so the gradient
+    it builds depends on this node too. (The node itself keeps only an unrecorded alias: no
+    reference cycle.)"""
     kept = node.saved
-    saved = list(kept)
-    for i in node.outs:
-        linked = saved[i]._alias()
-        linked._node, linked._rg = node, True
-        saved[i] = linked
-    node.saved = tuple(saved)
+    if link:
+        saved = list(kept)
+        for i in node.outs:
+            linked = saved[i]._alias()
+            linked._node, linked._rg = node, True
+            saved[i] = linked
+        node.saved = tuple(saved)
     try:
         if node.signal is None:
             return rule(node, g)

@@ -13,6 +13,7 @@ from gt.runtime import ops as O
 if TYPE_CHECKING:
     from gt.tensor import Tensor
 
+_FIRST = (0,)
 FLOAT_DTYPES = ("float16", "float32", "float64")
 
 
@@ -44,20 +45,24 @@ class Node:
         "retain",
         "hooks",
         "outs",
+        "rule",
     )
 
     def __init__(self, op: str, parents: tuple, saved: tuple, inputs: tuple, attrs: Any):
         self.op = op
         self.parents = parents
         self.saved = saved
-        self.versions = tuple(getattr(t, "_version", 0) for t in saved)
-        self.shapes = tuple(getattr(t, "shape", ()) for t in inputs)
-        self.dtypes = tuple(getattr(t, "dtype", None) for t in inputs)
+        # (list comprehensions: a generator's frame costs more than the tuple it fills, and
+        # every recorded op makes a node)
+        self.versions = tuple([getattr(t, "_version", 0) for t in saved])
+        self.shapes = tuple([getattr(t, "shape", ()) for t in inputs])
+        self.dtypes = tuple([getattr(t, "dtype", None) for t in inputs])
         self.attrs = attrs
         self.signal = _signal.capture()  # its gradient ops run under the signal's backward rule
         self.retain = None  # a weak reference to the output, once it called retain_grad()
         self.hooks = None  # the output's gradient hooks (register_hook), run before the rule
         self.outs = ()  # which saved tensors are aliases of the output (see record())
+        self.rule = None  # a derivative of its own (gt.autograd.Function), else the registry's
 
     def needs(self, i: int) -> bool:
         """Whether input ``i`` wants a gradient."""
@@ -109,21 +114,20 @@ def record(
             parents.append(None)
     if not wanted:
         return out
-    node = None
-    if saved is None:
-        entry = O.BY_NAME[op]
-        saved = entry.saved(inputs, out)
-        how = entry.saves
-        if how is not None and how != "inputs":
-            # Saved tensors that are not inputs are aliases of the output (an output cannot be
-            # saved itself: its node would point back at it). Backward with create_graph needs
-            # to know them, to link their uses in the derivative back to this node.
-            node = Node(op, tuple(parents), tuple(saved), inputs, attrs)
-            node.outs = (
-                (0,)
-                if how == "output"
-                else tuple(i for i, t in enumerate(saved) if all(t is not x for x in inputs))
-            )
-    out._node = node or Node(op, tuple(parents), tuple(saved), inputs, attrs)
+    if saved is not None:
+        out._node = Node(op, tuple(parents), tuple(saved), inputs, attrs)
+        out._rg = True
+        return out
+    entry = O.BY_NAME[op]
+    saved = entry.saved(inputs, out)
+    node = out._node = Node(op, tuple(parents), tuple(saved), inputs, attrs)
+    how = entry.saves
+    # Saved tensors that are not inputs are aliases of the output (an output cannot be saved
+    # itself: its node would point back at it). Backward with create_graph needs to know them, to
+    # link their uses in the derivative back to this node.
+    if how == "output":
+        node.outs = _FIRST
+    elif how is not None and how != "inputs" and saved:
+        node.outs = tuple([i for i, t in enumerate(saved) if all(t is not x for x in inputs)])
     out._rg = True
     return out

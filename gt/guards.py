@@ -3,8 +3,8 @@
 A replay of a hot step (:mod:`gt.hotpath`) runs none of its Python, so a Python value the step
 read while it was captured -- an optimizer's learning rate, whether a module is training -- would
 silently stay as it was. The places that hold such values bump one version number when they
-change (:class:`Hyperparameters` for optimizer parameter groups, ``Module.train``); a captured
-step checks it before every replay and is captured again when it moved.
+change (:class:`Hyperparameters` for optimizer parameter groups, ``Module.train``, a hook added
+or removed); a captured step checks it before every replay and is captured again when it moved.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Convolution, pooling and resampling modules, with PyTorch's initialization and ``repr``."""
+"""Convolution (1, 2 and 3-d), pooling and resampling modules, with PyTorch's initialization and
+``repr``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from gt import factories as F
 from gt.autograd import no_grad
 from gt.nn import convolution as C
 from gt.nn import functional as fn
+from gt.nn import pooling as P
 from gt.nn.module import Module, Parameter
 from gt.tensor import Tensor
 
@@ -24,9 +26,14 @@ def _uniform(shape: tuple[int, ...], bound: float, dtype: Any) -> Parameter:
         return Parameter(F.rand(*shape, dtype=dtype) * (2.0 * bound) - bound)
 
 
+#: ``padding_mode`` values (all but ``"zeros"`` pad with :func:`gt.nn.functional.pad` first).
+_PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
 class _ConvNd(Module):
-    """Shared by every convolution: parameters (PyTorch's ``kaiming_uniform_(a=sqrt(5))``
-    initialization, i.e. uniform in ``±1/sqrt(fan_in)`` for weight and bias) and ``repr``."""
+    """Shared by every convolution: argument checks (PyTorch's messages), parameters (PyTorch's
+    ``kaiming_uniform_(a=sqrt(5))`` initialization, i.e. uniform in ``±1/sqrt(fan_in)`` for weight
+    and bias), ``padding_mode`` and ``repr``."""
 
     _dims = 2
     _transposed = False
@@ -36,11 +43,13 @@ class _ConvNd(Module):
                  padding_mode: str = "zeros", output_padding: Any = 0, device: Any = None,
                  dtype: Any = None):  # fmt: skip
         super().__init__()
-        if in_channels % groups or out_channels % groups:
-            raise ValueError("in_channels and out_channels must be divisible by groups")
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"padding_mode={padding_mode!r} is not supported")
         n = self._dims
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups:
+            raise ValueError("out_channels must be divisible by groups")
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size = _ntuple(kernel_size, n)
         self.stride = _ntuple(stride, n)
@@ -48,6 +57,20 @@ class _ConvNd(Module):
         self.dilation = _ntuple(dilation, n)
         self.output_padding = _ntuple(output_padding, n)
         self.groups, self.padding_mode = groups, padding_mode
+        if isinstance(padding, str):
+            if padding not in ("same", "valid"):
+                raise ValueError(
+                    f"Invalid padding string {padding!r}, should be one of {{'same', 'valid'}}"
+                )
+            if padding == "same" and any(s != 1 for s in self.stride):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+        if padding_mode not in _PADDING_MODES:
+            raise ValueError(
+                f"padding_mode must be one of {set(_PADDING_MODES)}, but got "
+                f"padding_mode={padding_mode!r}"
+            )
+        if self._transposed and padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
         if self._transposed:
             shape = (in_channels, out_channels // groups, *self.kernel_size)
         else:
@@ -59,6 +82,30 @@ class _ConvNd(Module):
             self.bias = _uniform((out_channels,), bound, dtype)
         else:
             self.register_parameter("bias", None)
+
+    def _mode_padding(self) -> list[int]:
+        """``F.pad`` sizes (last dimension first) for a ``padding_mode`` other than zeros."""
+        if self.padding == "valid":
+            return [0, 0] * self._dims
+        pads: list[int] = []
+        for i in reversed(range(self._dims)):
+            if self.padding == "same":  # the odd extra element on the right, as PyTorch does
+                total = self.dilation[i] * (self.kernel_size[i] - 1)
+                pads += [total // 2, total - total // 2]
+            else:
+                pads += [self.padding[i], self.padding[i]]
+        return pads
+
+    def _conv_forward(self, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        """The convolution of ``x`` with these sizes (``weight`` and ``bias`` given, as PyTorch)."""
+        padding = self.padding
+        if self.padding_mode != "zeros":
+            x, padding = fn.pad(x, self._mode_padding(), mode=self.padding_mode), 0
+        conv = (C.conv1d, C.conv2d, C.conv3d)[self._dims - 1]
+        return conv(x, weight, bias, self.stride, padding, self.dilation, self.groups)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self._conv_forward(x, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         n = self._dims
@@ -78,26 +125,27 @@ class _ConvNd(Module):
         return s
 
 
-class Conv2d(_ConvNd):
-    """2-d convolution over ``[N, C, H, W]``."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        return C.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                        self.groups)  # fmt: skip
-
-
 class Conv1d(_ConvNd):
     """1-d convolution over ``[N, C, L]``."""
 
     _dims = 1
 
-    def forward(self, x: Tensor) -> Tensor:
-        return C.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                        self.groups)  # fmt: skip
+
+class Conv2d(_ConvNd):
+    """2-d convolution over ``[N, C, H, W]``."""
 
 
-class ConvTranspose2d(_ConvNd):
-    """Transposed 2-d convolution (``output_padding`` adds rows/columns on one side)."""
+class Conv3d(_ConvNd):
+    """3-d convolution over ``[N, C, D, H, W]`` (video, volumes): weight
+    ``[out_channels, in_channels/groups, kd, kh, kw]``, PyTorch's initialization and ``repr``;
+    ``padding`` may be ``"same"``/``"valid"``, ``padding_mode`` any of PyTorch's four."""
+
+    _dims = 3
+
+
+class _ConvTransposeNd(_ConvNd):
+    """Shared by the transposed convolutions: PyTorch's argument order, and ``output_size`` in
+    ``forward`` (it picks ``output_padding``)."""
 
     _transposed = True
 
@@ -108,22 +156,60 @@ class ConvTranspose2d(_ConvNd):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
                          bias, padding_mode, output_padding, device, dtype)  # fmt: skip
 
-    def forward(self, x: Tensor) -> Tensor:
-        return C.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding,
-                                  self.output_padding, self.groups, self.dilation)  # fmt: skip
+    def _output_padding(self, x: Tensor, output_size: Any) -> tuple:
+        """``output_padding`` that gives ``output_size`` (PyTorch's rule and messages)."""
+        if output_size is None:
+            return self.output_padding
+        n = self._dims
+        lead = 2 if x.ndim == n + 2 else 1
+        size = [int(v) for v in output_size]
+        if len(size) == lead + n:
+            size = size[lead:]
+        if len(size) != n:
+            raise ValueError(
+                f"ConvTranspose{n}D: for {x.ndim}D input, output_size must have {n} or "
+                f"{n + lead} elements (got {len(size)})"
+            )
+        low = [(x.shape[lead + d] - 1) * self.stride[d] - 2 * self.padding[d]
+               + self.dilation[d] * (self.kernel_size[d] - 1) + 1 for d in range(n)]  # fmt: skip
+        high = [lo + s - 1 for lo, s in zip(low, self.stride)]
+        if any(not lo <= v <= hi for v, lo, hi in zip(size, low, high)):
+            raise ValueError(
+                f"requested an output size of {size}, but valid sizes range from {low} to {high} "
+                f"(for an input of {list(x.shape[lead:])})"
+            )
+        return tuple(v - lo for v, lo in zip(size, low))
+
+    def forward(self, x: Tensor, output_size: Any = None) -> Tensor:
+        conv = (C.conv_transpose1d, C.conv_transpose2d, C.conv_transpose3d)[self._dims - 1]
+        return conv(x, self.weight, self.bias, self.stride, self.padding,
+                    self._output_padding(x, output_size), self.groups, self.dilation)  # fmt: skip
 
 
-class ConvTranspose1d(ConvTranspose2d):
+class ConvTranspose1d(_ConvTransposeNd):
     """Transposed 1-d convolution."""
 
     _dims = 1
 
-    def forward(self, x: Tensor) -> Tensor:
-        return C.conv_transpose1d(x, self.weight, self.bias, self.stride, self.padding,
-                                  self.output_padding, self.groups, self.dilation)  # fmt: skip
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """Transposed 2-d convolution (``output_padding`` adds rows/columns on one side)."""
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """Transposed 3-d convolution over ``[N, C, D, H, W]`` (a learned upsampling, as in 3-d
+    U-Nets): weight ``[in_channels, out_channels/groups, kd, kh, kw]``; ``forward(x,
+    output_size=...)`` picks ``output_padding`` as PyTorch does."""
+
+    _dims = 3
 
 
 class _MaxPoolNd(Module):
+    """Shared by the max poolings: PyTorch's arguments (``stride`` defaults to the kernel) and
+    ``repr``."""
+
+    _dims = 2
+
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
                  return_indices: bool = False, ceil_mode: bool = False):  # fmt: skip
         super().__init__()
@@ -132,6 +218,11 @@ class _MaxPoolNd(Module):
         self.padding, self.dilation = padding, dilation
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
+    def forward(self, x: Tensor) -> Tensor:
+        pool = (P.max_pool1d, P.max_pool2d, P.max_pool3d)[self._dims - 1]
+        return pool(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                    self.return_indices)  # fmt: skip
+
     def extra_repr(self) -> str:
         return (
             f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
@@ -139,24 +230,27 @@ class _MaxPoolNd(Module):
         )
 
 
-class MaxPool2d(_MaxPoolNd):
-    """Largest value of each window of ``[N, C, H, W]``."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        return C.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,
-                            self.ceil_mode, self.return_indices)  # fmt: skip
-
-
 class MaxPool1d(_MaxPoolNd):
     """Largest value of each window of ``[N, C, L]``."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return C.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation,
-                            self.ceil_mode, self.return_indices)  # fmt: skip
+    _dims = 1
 
 
-class AvgPool2d(Module):
-    """Mean of each window of ``[N, C, H, W]``."""
+class MaxPool2d(_MaxPoolNd):
+    """Largest value of each window of ``[N, C, H, W]``."""
+
+
+class MaxPool3d(_MaxPoolNd):
+    """Largest value of each window of ``[N, C, D, H, W]`` (``dilation`` and ``ceil_mode`` as in
+    PyTorch; ``return_indices=True`` is not supported)."""
+
+    _dims = 3
+
+
+class _AvgPoolNd(Module):
+    """Shared by the 2-d and 3-d average poolings: PyTorch's arguments and ``repr``."""
+
+    _dims = 2
 
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
                  ceil_mode: bool = False, count_include_pad: bool = True,
@@ -168,11 +262,23 @@ class AvgPool2d(Module):
         self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
 
     def forward(self, x: Tensor) -> Tensor:
-        return C.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)  # fmt: skip
+        pool = P.avg_pool3d if self._dims == 3 else P.avg_pool2d
+        return pool(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                    self.count_include_pad, self.divisor_override)  # fmt: skip
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool2d(_AvgPoolNd):
+    """Mean of each window of ``[N, C, H, W]``."""
+
+
+class AvgPool3d(_AvgPoolNd):
+    """Mean of each window of ``[N, C, D, H, W]`` (``ceil_mode``, ``count_include_pad`` and
+    ``divisor_override`` as in PyTorch)."""
+
+    _dims = 3
 
 
 class AvgPool1d(Module):
@@ -187,7 +293,7 @@ class AvgPool1d(Module):
         self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
 
     def forward(self, x: Tensor) -> Tensor:
-        return C.avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+        return P.avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                             self.count_include_pad)  # fmt: skip
 
     def extra_repr(self) -> str:
@@ -195,40 +301,57 @@ class AvgPool1d(Module):
 
 
 class _AdaptivePool(Module):
+    """Shared by the adaptive poolings: ``output_size`` (``None`` entries keep the input's size)."""
+
     def __init__(self, output_size: Any, return_indices: bool = False):
         super().__init__()
         self.output_size = output_size
+        self.return_indices = return_indices
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
-
-
-class AdaptiveAvgPool2d(_AdaptivePool):
-    """Average pooling to a fixed output size."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        return C.adaptive_avg_pool2d(x, self.output_size)
-
-
-class AdaptiveMaxPool2d(_AdaptivePool):
-    """Max pooling to a fixed output size."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        return C.adaptive_max_pool2d(x, self.output_size)
 
 
 class AdaptiveAvgPool1d(_AdaptivePool):
     """1-d average pooling to a fixed output size."""
 
     def forward(self, x: Tensor) -> Tensor:
-        return C.adaptive_avg_pool1d(x, self.output_size)
+        return P.adaptive_avg_pool1d(x, self.output_size)
+
+
+class AdaptiveAvgPool2d(_AdaptivePool):
+    """Average pooling to a fixed output size."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return P.adaptive_avg_pool2d(x, self.output_size)
+
+
+class AdaptiveAvgPool3d(_AdaptivePool):
+    """3-d average pooling of ``[N, C, D, H, W]`` to a fixed output size (``1``: global)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return P.adaptive_avg_pool3d(x, self.output_size)
 
 
 class AdaptiveMaxPool1d(_AdaptivePool):
     """1-d max pooling to a fixed output size."""
 
     def forward(self, x: Tensor) -> Tensor:
-        return C.adaptive_max_pool1d(x, self.output_size)
+        return P.adaptive_max_pool1d(x, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool2d(_AdaptivePool):
+    """Max pooling to a fixed output size."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return P.adaptive_max_pool2d(x, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool3d(_AdaptivePool):
+    """3-d max pooling of ``[N, C, D, H, W]`` to a fixed output size."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return P.adaptive_max_pool3d(x, self.output_size, self.return_indices)
 
 
 class Upsample(Module):

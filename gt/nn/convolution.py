@@ -1,11 +1,11 @@
-"""Convolutions, pooling, ``unfold``/``fold`` and ``interpolate`` (functional, PyTorch's names).
+"""Convolutions (1, 2 and 3-d), ``pad``, ``unfold``/``fold`` and ``interpolate`` (functional,
+PyTorch's names); pooling is in :mod:`gt.nn.pooling`.
 
-A 2-d convolution is ``im2col`` (the registry's sliding-window primitive, PyTorch's ``unfold``)
-followed by one batched matmul with the weight; a transposed convolution is the weight's matmul
-followed by ``col2im`` (``fold``); pooling reduces the window columns. 1-d versions run the 2-d
-ones on a height of 1. Gradients come from the primitives: ``im2col`` and ``col2im`` are each
-other's derivative, and max pooling sends the gradient to the first maximum of each window, as
-PyTorch does.
+A convolution of any dimension is ``im2col`` (the registry's sliding-window primitive, PyTorch's
+``unfold`` generalised to 1-3 spatial dimensions) followed by one batched matmul with the weight; a
+transposed convolution is the weight's matmul followed by ``col2im`` (``fold``). Gradients come
+from the primitives: ``im2col`` and ``col2im`` are each other's derivative (and linear, so second
+derivatives come for free).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from gt.tensor import Tensor
 
 
 def _pair(v: Any, n: int = 2) -> tuple[int, ...]:
+    """``v`` as ``n`` ints (one int, or a one-element sequence, is repeated)."""
     if isinstance(v, (tuple, list)):
         if len(v) == 1:
             return tuple(int(v[0]) for _ in range(n))
@@ -31,13 +32,21 @@ def _pair(v: Any, n: int = 2) -> tuple[int, ...]:
     return tuple(int(v) for _ in range(n))
 
 
-def _geometry(kernel: Any, dilation: Any, padding: Any, stride: Any) -> dict:
-    return {
-        "kernel": list(_pair(kernel)),
-        "dilation": list(_pair(dilation)),
-        "padding": list(_pair(padding)),
-        "stride": list(_pair(stride)),
+def _geometry(kernel: Any, dilation: Any, padding: Any, stride: Any, n: int = 2) -> dict:
+    """The attrs of ``im2col``/``col2im`` for ``n`` spatial dimensions."""
+    geo = {
+        "kernel": list(_pair(kernel, n)),
+        "dilation": list(_pair(dilation, n)),
+        "padding": list(_pair(padding, n)),
+        "stride": list(_pair(stride, n)),
     }
+    for name, sizes in geo.items():
+        if len(sizes) != n:  # PyTorch's message
+            raise ShapeError(
+                f"expected {name} to be a single integer value or a list of {n} values to match "
+                f"the convolution dimensions, but got {name}={sizes}"
+            )
+    return geo
 
 
 def _batched(input: Tensor, spatial: int, op: str) -> tuple[Tensor, bool]:
@@ -124,7 +133,32 @@ def fold(input: Tensor, output_size: Any, kernel_size: Any, dilation: Any = 1, p
 
 
 # ------------------------------------------------------------------ convolutions
-def _same_padding(x: Tensor, kernel: tuple, dilation: tuple) -> tuple[Tensor, tuple[int, ...]]:
+def _conv_input(input: Tensor, dims: int, op: str) -> tuple[Tensor, bool]:
+    """``input`` with a batch dimension, or PyTorch's error for a wrong rank."""
+    if input.ndim not in (dims + 1, dims + 2):
+        raise ShapeError(
+            f"Expected {dims + 1}D (unbatched) or {dims + 2}D (batched) input to {op}, but got "
+            f"input of size: {list(input.shape)}"
+        )
+    return _batched(input, dims, op)
+
+
+def _check_weight(weight: Tensor, dims: int, groups: int) -> None:
+    if weight.ndim != dims + 2:
+        raise ShapeError(
+            f"expected a {dims + 2}-d weight for a {dims}-d convolution, got weight of size "
+            f"{list(weight.shape)}"
+        )
+    if groups <= 0:
+        raise ShapeError("non-positive groups is not supported")
+    if weight.shape[0] % groups:  # PyTorch's message, double brackets included
+        raise ShapeError(
+            f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
+            f"but got weight of size [{list(weight.shape)}] instead"
+        )
+
+
+def _same_padding(x: Tensor, kernel: Sequence, dilation: Sequence) -> tuple[Tensor, tuple]:
     """``padding="same"``: symmetric where it can be, the odd extra element on the right."""
     pads: list[int] = []
     sym: list[int] = []
@@ -138,80 +172,125 @@ def _same_padding(x: Tensor, kernel: tuple, dilation: tuple) -> tuple[Tensor, tu
     return x, tuple(sym)
 
 
-def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
-           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:  # fmt: skip
-    """2-d convolution (cross-correlation) of ``[N, C, H, W]`` with ``weight [O, C/groups, kh, kw]``."""
-    x, squeeze = _batched(input, 2, "conv2d")
-    n, c, h, w = x.shape
-    o, cg, kh, kw = weight.shape
-    if c != cg * groups or o % groups:
+def _times(sizes: Sequence) -> str:
+    return " x ".join(str(int(s)) for s in sizes)
+
+
+def _conv(input: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, padding: Any,
+          dilation: Any, groups: int, dims: int) -> Tensor:  # fmt: skip
+    """``dims``-d convolution: ``im2col`` then one (grouped) matmul with the weight."""
+    op = f"conv{dims}d"
+    x, squeeze = _conv_input(input, dims, op)
+    _check_weight(weight, dims, groups)
+    n, c = x.shape[:2]
+    o, cg, *kernel = weight.shape
+    if c != cg * groups:
         raise ShapeError(
-            f"conv2d: weight of shape {list(weight.shape)} with groups={groups} expects "
-            f"{cg * groups} input channels, got input of shape {list(input.shape)}"
+            f"Given groups={groups}, weight of size {list(weight.shape)}, expected "
+            f"input{list(x.shape)} to have {cg * groups} channels, but got {c} channels instead"
         )
-    dil = _pair(dilation)
+    dil, st = _pair(dilation, dims), _pair(stride, dims)
     if isinstance(padding, str):
         if padding == "valid":
             padding = 0
         elif padding == "same":
-            x, padding = _same_padding(x, (kh, kw), dil)
+            if any(s != 1 for s in st):
+                raise ShapeError("padding='same' is not supported for strided convolutions")
+            x, padding = _same_padding(x, kernel, dil)
         else:
-            raise ValueError(f"conv2d: padding must be 'valid', 'same' or sizes, not {padding!r}")
-    geo = _geometry((kh, kw), dil, padding, stride)
-    oh = out_size(x.shape[2], kh, dil[0], geo["padding"][0], geo["stride"][0])
-    ow = out_size(x.shape[3], kw, dil[1], geo["padding"][1], geo["stride"][1])
-    cols = x._apply("im2col", [x], geo)  # [N, C*kh*kw, L]
+            raise ShapeError(f"Invalid padding string: {padding!r}")
+    geo = _geometry(kernel, dil, padding, st, dims)
+    outs = [out_size(*a) for a in zip(x.shape[2:], kernel, dil, geo["padding"], st)]
+    if min(outs) <= 0:
+        padded = [s + 2 * p for s, p in zip(x.shape[2:], geo["padding"])]
+        eff = [d * (k - 1) + 1 for k, d in zip(kernel, dil)]
+        raise ShapeError(
+            f"Calculated padded input size per channel: ({_times(padded)}). Kernel size: "
+            f"({_times(eff)}). Kernel size can't be greater than actual input size"
+        )
+    length, window = math.prod(outs), cg * math.prod(kernel)
+    cols = x._apply("im2col", [x], geo)  # [N, C*prod(kernel), L]
     if groups == 1:
-        out = weight.reshape(o, c * kh * kw) @ cols
+        out = weight.reshape(o, window) @ cols
     else:
-        k = cg * kh * kw
-        g_cols = cols.reshape(n, groups, k, oh * ow)
-        out = (weight.reshape(groups, o // groups, k) @ g_cols).reshape(n, o, oh * ow)
-    out = out.reshape(n, o, oh, ow)
+        g_cols = cols.reshape(n, groups, window, length)
+        out = (weight.reshape(groups, o // groups, window) @ g_cols).reshape(n, o, length)
+    out = out.reshape(n, o, *outs)
     if bias is not None:
-        out = out + bias.reshape(1, o, 1, 1)
+        out = out + bias.reshape(1, o, *(1,) * dims)
     return out.squeeze(0) if squeeze else out
 
 
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:  # fmt: skip
     """1-d convolution of ``[N, C, L]`` with ``weight [O, C/groups, k]``."""
-    x, squeeze = _batched(input, 1, "conv1d")
-    if isinstance(padding, str):
-        pad2: Any = padding
-    else:
-        pad2 = (0, _pair(padding, 1)[0])
-    out = conv2d(x.unsqueeze(2), weight.unsqueeze(2), bias, (1, _pair(stride, 1)[0]), pad2,
-                 (1, _pair(dilation, 1)[0]), groups).squeeze(2)  # fmt: skip
-    return out.squeeze(0) if squeeze else out
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 1)
 
 
-def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
-                     padding: Any = 0, output_padding: Any = 0, groups: int = 1,
-                     dilation: Any = 1) -> Tensor:  # fmt: skip
-    """Transposed 2-d convolution of ``[N, C, H, W]`` with ``weight [C, O/groups, kh, kw]``."""
-    if groups != 1:
-        raise NotImplementedError("conv_transpose2d: groups > 1 is not supported")
-    x, squeeze = _batched(input, 2, "conv_transpose2d")
-    n, c, h, w = x.shape
-    cin, o, kh, kw = weight.shape
+def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:  # fmt: skip
+    """2-d convolution (cross-correlation) of ``[N, C, H, W]`` with ``weight [O, C/groups, kh, kw]``."""
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 2)
+
+
+def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:  # fmt: skip
+    """3-d convolution of ``[N, C, D, H, W]`` with ``weight [O, C/groups, kd, kh, kw]``.
+
+    ``padding`` is sizes, ``"valid"`` or ``"same"`` (stride 1 only, as in PyTorch); unbatched
+    ``[C, D, H, W]`` inputs are accepted.
+    """
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 3)
+
+
+def _conv_transpose(input: Tensor, weight: Tensor, bias: Tensor | None, stride: Any,
+                    padding: Any, output_padding: Any, groups: int, dilation: Any,
+                    dims: int) -> Tensor:  # fmt: skip
+    """``dims``-d transposed convolution: a (grouped) matmul with the weight, then ``col2im``."""
+    op = f"conv_transpose{dims}d"
+    x, squeeze = _conv_input(input, dims, op)
+    _check_weight(weight, dims, groups)
+    n, c, *sizes = x.shape
+    cin, og, *kernel = weight.shape
     if c != cin:
         raise ShapeError(
-            f"conv_transpose2d: weight of shape {list(weight.shape)} expects {cin} input channels, "
-            f"got input of shape {list(input.shape)}"
+            f"Given transposed=1, weight of size {list(weight.shape)}, expected "
+            f"input{list(x.shape)} to have {cin} channels, but got {c} channels instead"
         )
-    geo = _geometry((kh, kw), dilation, padding, stride)
-    op = _pair(output_padding)
-    size = [
-        (dim - 1) * s - 2 * p + d * (k - 1) + extra + 1
-        for dim, s, p, d, k, extra in zip(
-            (h, w), geo["stride"], geo["padding"], geo["dilation"], (kh, kw), op
+    geo = _geometry(kernel, dilation, padding, stride, dims)
+    st, pd, dil = geo["stride"], geo["padding"], geo["dilation"]
+    extra = _pair(output_padding, dims)
+    if any(e >= s and e >= d for e, s, d in zip(extra, st, dil)):
+        raise ShapeError(
+            f"output padding must be smaller than either stride or dilation, but got "
+            f"output_padding={list(extra)}, stride={st}, dilation={dil}"
         )
-    ]
-    cols = weight.reshape(cin, o * kh * kw).T @ x.reshape(n, c, h * w)  # [N, O*kh*kw, H*W]
-    out = cols._apply("col2im", [cols], {**geo, "output_size": size})
+    # The full (uncropped) scatter of every input position's window, then PyTorch's size.
+    full = [(i - 1) * s + d * (k - 1) + 1 for i, s, d, k in zip(sizes, st, dil, kernel)]
+    size = [f - 2 * p + e for f, p, e in zip(full, pd, extra)]
+    if min(size) <= 0:
+        raise ShapeError(
+            f"Given input size per channel: ({_times(sizes)}). Calculated output size per "
+            f"channel: ({_times(size)}). Output size is too small"
+        )
+    window, length = og * math.prod(kernel), math.prod(sizes)
+    xs = x.reshape(n, c, length)
+    if groups == 1:
+        cols = weight.reshape(cin, window).T @ xs  # [N, O*prod(kernel), L]
+    else:
+        w = weight.reshape(groups, cin // groups, window).transpose(1, 2)
+        cols = (w @ xs.reshape(n, groups, cin // groups, length)).reshape(
+            n, groups * window, length
+        )
+    if all(e < s for e, s in zip(extra, st)):  # col2im's padding crops, its window count fits
+        out = cols._apply("col2im", [cols], {**geo, "output_size": size})
+    else:  # output_padding >= stride (allowed when below the dilation): crop and pad by hand
+        whole = cols._apply("col2im", [cols], {**geo, "padding": [0] * dims, "output_size": full})
+        pads = [v for p, e in zip(reversed(pd), reversed(extra)) for v in (-p, e - p)]
+        out = pad(whole, pads)
+    o = og * groups
     if bias is not None:
-        out = out + bias.reshape(1, o, 1, 1)
+        out = out + bias.reshape(1, o, *(1,) * dims)
     return out.squeeze(0) if squeeze else out
 
 
@@ -219,150 +298,25 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
                      padding: Any = 0, output_padding: Any = 0, groups: int = 1,
                      dilation: Any = 1) -> Tensor:  # fmt: skip
     """Transposed 1-d convolution of ``[N, C, L]`` with ``weight [C, O/groups, k]``."""
-    x, squeeze = _batched(input, 1, "conv_transpose1d")
-    one = lambda v: (1, _pair(v, 1)[0]) if not isinstance(v, str) else v  # noqa: E731
-    out = conv_transpose2d(x.unsqueeze(2), weight.unsqueeze(2), bias, one(stride),
-                           (0, _pair(padding, 1)[0]), (0, _pair(output_padding, 1)[0]), groups,
-                           one(dilation)).squeeze(2)  # fmt: skip
-    return out.squeeze(0) if squeeze else out
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, 1)  # fmt: skip
 
 
-# ------------------------------------------------------------------ pooling
-def _pool_windows(x: Tensor, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple,
-                  ceil_mode: bool, pad_value: float) -> tuple[Tensor, int, int]:  # fmt: skip
-    """``[N, C, kh*kw, L]`` windows of ``x`` and the output's height and width."""
-    n, c, h, w = x.shape
-    extra = [0, 0]
-    if ceil_mode:  # windows that start inside the (left-padded) input may run past its end
-        for i, (size, k, s, p, d) in enumerate(zip((h, w), kernel, stride, padding, dilation)):
-            span = size + 2 * p - d * (k - 1) - 1
-            outs = -(-span // s) + 1
-            if (outs - 1) * s >= size + p:
-                outs -= 1
-            extra[i] = max(0, (outs - 1) * s + d * (k - 1) + 1 - (size + 2 * p))
-        if any(extra):
-            x = pad(x, [0, extra[1], 0, extra[0]], value=pad_value)
-    geo = _geometry(kernel, dilation, padding, stride)
-    geo["pad_value"] = pad_value
-    cols = x._apply("im2col", [x], geo)
-    oh = out_size(x.shape[2], kernel[0], dilation[0], padding[0], stride[0])
-    ow = out_size(x.shape[3], kernel[1], dilation[1], padding[1], stride[1])
-    return cols.reshape(n, c, kernel[0] * kernel[1], oh * ow), oh, ow
+def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+                     padding: Any = 0, output_padding: Any = 0, groups: int = 1,
+                     dilation: Any = 1) -> Tensor:  # fmt: skip
+    """Transposed 2-d convolution of ``[N, C, H, W]`` with ``weight [C, O/groups, kh, kw]``."""
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, 2)  # fmt: skip
 
 
-def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
-               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Tensor:  # fmt: skip
-    """Largest value of each window (the gradient goes to the first maximum, as in PyTorch)."""
-    if return_indices:
-        raise NotImplementedError("max_pool2d: return_indices=True is not supported")
-    x, squeeze = _batched(input, 2, "max_pool2d")
-    k = _pair(kernel_size)
-    s = _pair(stride) if stride is not None and stride != [] else k
-    cols, oh, ow = _pool_windows(x, k, s, _pair(padding), _pair(dilation), ceil_mode, -math.inf)
-    out = cols.max(2).values.reshape(x.shape[0], x.shape[1], oh, ow)
-    return out.squeeze(0) if squeeze else out
-
-
-def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
-               ceil_mode: bool = False, count_include_pad: bool = True,
-               divisor_override: int | None = None) -> Tensor:  # fmt: skip
-    """Mean of each window (padding counted unless ``count_include_pad=False``)."""
-    x, squeeze = _batched(input, 2, "avg_pool2d")
-    k, p = _pair(kernel_size), _pair(padding)
-    s = _pair(stride) if stride is not None and stride != [] else k
-    cols, oh, ow = _pool_windows(x, k, s, p, (1, 1), ceil_mode, 0.0)
-    total = cols.sum(2)
-    if divisor_override:
-        out = total * (1.0 / divisor_override)
-    elif count_include_pad and not ceil_mode:
-        out = total * (1.0 / (k[0] * k[1]))
-    else:
-        ones = x.new_ones((1, 1) + tuple(x.shape[2:]))
-        if count_include_pad:  # windows count padding, but not the ceil-mode overhang
-            ones = pad(ones, [p[1], p[1], p[0], p[0]], value=1.0)
-            counted = _pool_windows(ones, k, s, (0, 0), (1, 1), ceil_mode, 0.0)[0].sum(2)
-        else:
-            counted = _pool_windows(ones, k, s, p, (1, 1), ceil_mode, 0.0)[0].sum(2)
-        out = total / counted
-    out = out.reshape(x.shape[0], x.shape[1], oh, ow)
-    return out.squeeze(0) if squeeze else out
-
-
-def max_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
-               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Tensor:  # fmt: skip
-    """1-d max pooling over ``[N, C, L]``."""
-    x, squeeze = _batched(input, 1, "max_pool1d")
-    k = _pair(kernel_size, 1)[0]
-    s = k if stride is None or stride == [] else _pair(stride, 1)[0]
-    out = max_pool2d(x.unsqueeze(2), (1, k), (1, s), (0, _pair(padding, 1)[0]),
-                     (1, _pair(dilation, 1)[0]), ceil_mode, return_indices).squeeze(2)  # fmt: skip
-    return out.squeeze(0) if squeeze else out
-
-
-def avg_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
-               ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:  # fmt: skip
-    """1-d average pooling over ``[N, C, L]``."""
-    x, squeeze = _batched(input, 1, "avg_pool1d")
-    k = _pair(kernel_size, 1)[0]
-    s = k if stride is None or stride == [] else _pair(stride, 1)[0]
-    out = avg_pool2d(x.unsqueeze(2), (1, k), (1, s), (0, _pair(padding, 1)[0]), ceil_mode,
-                     count_include_pad).squeeze(2)  # fmt: skip
-    return out.squeeze(0) if squeeze else out
-
-
-def _adaptive_bounds(size: int, out: int) -> list[tuple[int, int]]:
-    return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
-
-
-def _adaptive_pool2d(input: Tensor, output_size: Any, reduce: str, op: str) -> Tensor:
-    x, squeeze = _batched(input, 2, op)
-    h, w = x.shape[2:]
-    sizes = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,)
-    if len(sizes) == 1:
-        sizes = sizes * 2
-    oh = h if sizes[0] is None else int(sizes[0])
-    ow = w if sizes[1] is None else int(sizes[1])
-    if h % oh == 0 and w % ow == 0:  # equal windows: one ordinary pooling
-        k = (h // oh, w // ow)
-        out = max_pool2d(x, k, k) if reduce == "max" else avg_pool2d(x, k, k)
-    else:
-        rows = []
-        for r0, r1 in _adaptive_bounds(h, oh):
-            cells = []
-            for c0, c1 in _adaptive_bounds(w, ow):
-                cell = x[:, :, r0:r1, c0:c1]
-                cells.append(cell.amax((2, 3)) if reduce == "max" else cell.mean((2, 3)))
-            rows.append(_stack(cells, -1))
-        out = _stack(rows, -2)
-    return out.squeeze(0) if squeeze else out
-
-
-def _stack(ts: list, dim: int) -> Tensor:
-    return ts[0]._apply("concat", [t.unsqueeze(dim) for t in ts], {"axis": dim % (ts[0].ndim + 1)})
-
-
-def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
-    """Average pooling to ``output_size`` (windows as PyTorch chooses them)."""
-    return _adaptive_pool2d(input, output_size, "mean", "adaptive_avg_pool2d")
-
-
-def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = False) -> Tensor:
-    """Max pooling to ``output_size``."""
-    return _adaptive_pool2d(input, output_size, "max", "adaptive_max_pool2d")
-
-
-def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
-    """1-d average pooling to ``output_size``."""
-    x, squeeze = _batched(input, 1, "adaptive_avg_pool1d")
-    out = adaptive_avg_pool2d(x.unsqueeze(2), (1, _pair(output_size, 1)[0])).squeeze(2)
-    return out.squeeze(0) if squeeze else out
-
-
-def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = False) -> Tensor:
-    """1-d max pooling to ``output_size``."""
-    x, squeeze = _batched(input, 1, "adaptive_max_pool1d")
-    out = adaptive_max_pool2d(x.unsqueeze(2), (1, _pair(output_size, 1)[0])).squeeze(2)
-    return out.squeeze(0) if squeeze else out
+def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+                     padding: Any = 0, output_padding: Any = 0, groups: int = 1,
+                     dilation: Any = 1) -> Tensor:  # fmt: skip
+    """Transposed 3-d convolution of ``[N, C, D, H, W]`` with ``weight [C, O/groups, kd, kh, kw]``
+    (the adjoint of :func:`conv3d`; ``output_padding`` adds planes/rows/columns on one side)."""
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, 3)  # fmt: skip
 
 
 # ------------------------------------------------------------------ interpolation
@@ -424,20 +378,14 @@ def _resize_dim(x: Tensor, d: int, n_in: int, n_out: int, scale: float | None, m
 
 
 __all__ = [
-    "pad",
-    "adaptive_avg_pool1d",
-    "adaptive_avg_pool2d",
-    "adaptive_max_pool1d",
-    "adaptive_max_pool2d",
-    "avg_pool1d",
-    "avg_pool2d",
     "conv1d",
     "conv2d",
+    "conv3d",
     "conv_transpose1d",
     "conv_transpose2d",
+    "conv_transpose3d",
     "fold",
     "interpolate",
-    "max_pool1d",
-    "max_pool2d",
+    "pad",
     "unfold",
 ]

@@ -1,12 +1,12 @@
 """``gt.nn.functional``: activations, layers and losses as functions (PyTorch's names).
 
 Activations, ``linear``, ``dropout``, ``embedding``, ``pad`` and friends are here; losses are in
-:mod:`gt.nn.losses`, convolutions and pooling in :mod:`gt.nn.convolution`, normalizations in
-:mod:`gt.nn.normalization`, attention in :mod:`gt.nn.attention_fn`; this module re-exports them.
-Everything is composed from tensor ops (and the registry's primitives), so gradients come from the
-primitives' rules. Where PyTorch's derivative at a kink differs from what a naive composition
-gives, the composition is chosen to match it (``hardtanh`` and ``relu6`` pass no gradient at their
-edges, ``leaky_relu`` and ``elu`` take the negative side's slope at 0).
+:mod:`gt.nn.losses`, convolutions in :mod:`gt.nn.convolution`, pooling in :mod:`gt.nn.pooling`,
+normalizations in :mod:`gt.nn.normalization`, attention in :mod:`gt.nn.attention_fn`; this module
+re-exports them. Everything is composed from tensor ops (and the registry's primitives), so
+gradients come from the primitives' rules. Where PyTorch's derivative at a kink differs from what a
+naive composition gives, the composition is chosen to match it (``hardtanh`` and ``relu6`` pass no
+gradient at their edges, ``leaky_relu`` and ``elu`` take the negative side's slope at 0).
 """
 
 from __future__ import annotations
@@ -20,20 +20,14 @@ from gt.errors import ShapeError
 from gt.factories import arange, rand
 from gt.nn.attention_fn import scaled_dot_product_attention
 from gt.nn.convolution import (
-    adaptive_avg_pool1d,
-    adaptive_avg_pool2d,
-    adaptive_max_pool1d,
-    adaptive_max_pool2d,
-    avg_pool1d,
-    avg_pool2d,
     conv1d,
     conv2d,
+    conv3d,
     conv_transpose1d,
     conv_transpose2d,
+    conv_transpose3d,
     fold,
     interpolate,
-    max_pool1d,
-    max_pool2d,
     pad,
     unfold,
 )
@@ -56,6 +50,20 @@ from gt.nn.normalization import (
     instance_norm,
     local_response_norm,
     rms_norm,
+)
+from gt.nn.pooling import (
+    adaptive_avg_pool1d,
+    adaptive_avg_pool2d,
+    adaptive_avg_pool3d,
+    adaptive_max_pool1d,
+    adaptive_max_pool2d,
+    adaptive_max_pool3d,
+    avg_pool1d,
+    avg_pool2d,
+    avg_pool3d,
+    max_pool1d,
+    max_pool2d,
+    max_pool3d,
 )
 from gt.ops.arith import where
 from gt.tensor import Tensor
@@ -333,15 +341,16 @@ def upsample(input: Tensor, size: Any = None, scale_factor: Any = None, mode: st
 
 
 __all__ = [
-    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d",
-    "avg_pool1d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
-    "binary_cross_entropy_with_logits", "celu", "conv1d", "conv2d", "conv_transpose1d",
-    "conv_transpose2d", "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout",
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
+    "adaptive_max_pool2d", "adaptive_max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+    "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits", "celu", "conv1d",
+    "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+    "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout",
     "dropout1d", "dropout2d", "elu", "embedding", "fold", "gelu", "glu", "group_norm",
     "hardsigmoid", "hardswish", "hardtanh", "huber_loss", "instance_norm", "interpolate",
     "kaiming_bound", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear",
     "local_response_norm", "log_softmax", "logsigmoid", "margin_ranking_loss", "max_pool1d",
-    "max_pool2d", "mish", "mse_loss", "nll_loss", "normalize", "one_hot", "pad",
+    "max_pool2d", "max_pool3d", "mish", "mse_loss", "nll_loss", "normalize", "one_hot", "pad",
     "pairwise_distance", "prelu", "relu", "relu6", "relu_", "rms_norm",
     "scaled_dot_product_attention", "selu", "sigmoid", "silu", "smooth_l1_loss", "softmax",
     "softmin", "softplus", "softsign", "tanh", "tanhshrink", "threshold", "unfold", "upsample",

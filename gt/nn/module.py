@@ -185,6 +185,7 @@ class Module:
             raise TypeError(f"the hook must be callable, got {type(hook).__name__}")
         key = next(_HOOK_KEYS)
         table[key] = (hook, with_kwargs)
+        guards.bump()  # a captured step (gt.hot) that ran without this hook must be captured again
         if prepend:
             for k in [k for k in table if k != key]:
                 table[k] = table.pop(k)  # move the others behind the new one

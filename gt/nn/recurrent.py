@@ -10,6 +10,7 @@ Parameters are registered in PyTorch's order and under its names (``weight_ih_l0
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 import warnings
@@ -19,6 +20,7 @@ from gt import factories as F
 from gt.autograd import no_grad
 from gt.nn import functional as fn
 from gt.nn.module import Module, Parameter
+from gt.nn.utils.rnn import PackedSequence
 from gt.ops.shaping import cat, stack
 from gt.tensor import Tensor
 
@@ -170,8 +172,8 @@ class RNNBase(Module):
         """Check ``x``'s rank and features; returns whether it has a batch dimension."""
         if not isinstance(x, Tensor):
             raise TypeError(
-                f"{type(self).__name__}: input must be a gt.Tensor, got {type(x).__name__} "
-                "(packed sequences are not supported in GT: pad the batch instead)"
+                f"{type(self).__name__}: input must be a gt.Tensor or a PackedSequence, got "
+                f"{type(x).__name__}"
             )
         if x.dim() not in (2, 3):
             raise ValueError(
@@ -208,14 +210,18 @@ class RNNBase(Module):
         b_hh = getattr(self, f"bias_hh{sfx}") if self.bias else None
         return getattr(self, f"weight_ih{sfx}"), getattr(self, f"weight_hh{sfx}"), b_ih, b_hh
 
-    def _run(self, x: Tensor, states: list[Tensor]) -> tuple[Tensor, list[list[Tensor]]]:
-        """Run every layer and direction over ``x`` (``[seq, batch, feature]``).
+    def _run(
+        self, x: Tensor, states: list[Tensor], sizes: list[int] | None = None
+    ) -> tuple[Tensor, list[list[Tensor]]]:
+        """Run every layer and direction over ``x``: ``[seq, batch, feature]``, or with ``sizes``
+        a packed sequence's data (``sizes[t]`` sequences run at step ``t``, longest first).
 
         ``states`` holds the initial states (one tensor for RNN/GRU, h and c for LSTM), each
-        ``[layers * directions, batch, hidden]``; returns the last layer's output and the final
-        states as lists per state kind."""
+        ``[layers * directions, batch, hidden]``; returns the last layer's output (laid out as
+        ``x``) and the final states as lists per state kind."""
         dirs = 2 if self.bidirectional else 1
-        seq = x.shape[0]
+        seq = x.shape[0] if sizes is None else len(sizes)
+        starts = [0] if sizes is None else [0, *itertools.accumulate(sizes)]
         finals: list[list[Tensor]] = [[] for _ in states]
         layer_in = x
         for layer in range(self.num_layers):
@@ -226,15 +232,25 @@ class RNNBase(Module):
                 carry = [s[layer * dirs + d] for s in states]
                 steps: list[Tensor] = [None] * seq  # type: ignore[list-item]
                 for t in range(seq - 1, -1, -1) if d else range(seq):
-                    carry = self._step(gi[t], carry, w_hh, b_hh)
-                    steps[t] = carry[0]
-                outs.append(stack(steps))
+                    if sizes is None:
+                        carry = self._step(gi[t], carry, w_hh, b_hh)
+                    else:  # only the first sizes[t] sequences still run; the others keep state
+                        carry = self._packed_step(gi[starts[t] : starts[t + 1]], carry, w_hh, b_hh)
+                    steps[t] = carry[0] if sizes is None else carry[0][: sizes[t]]
+                outs.append(stack(steps) if sizes is None else cat(steps))
                 for kind, s in enumerate(carry):
                     finals[kind].append(s)
             layer_in = outs[0] if dirs == 1 else cat(outs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 layer_in = fn.dropout(layer_in, self.dropout, True)
         return layer_in, finals
+
+    def _packed_step(self, gi: Tensor, carry: list[Tensor], w_hh: Tensor, b_hh: Any) -> list:
+        run = gi.shape[0]
+        if run == carry[0].shape[0]:
+            return self._step(gi, carry, w_hh, b_hh)
+        new = self._step(gi, [s[:run] for s in carry], w_hh, b_hh)
+        return [cat([n, s[run:]]) for n, s in zip(new, carry)]
 
     def _step(self, gi: Tensor, carry: list[Tensor], w_hh: Tensor, b_hh: Tensor | None) -> list:
         if self.mode == "LSTM":
@@ -243,7 +259,9 @@ class RNNBase(Module):
             return [_gru_step(gi, carry[0], w_hh, b_hh)]
         return [_rnn_step(gi, carry[0], w_hh, b_hh, self.mode == "RNN_RELU")]
 
-    def _forward(self, x: Tensor, hx: list[Any], names: list[str]) -> tuple[Tensor, list[Tensor]]:
+    def _forward(self, x: Any, hx: list[Any], names: list[str]) -> tuple[Any, list[Tensor]]:
+        if isinstance(x, PackedSequence):
+            return self._forward_packed(x, hx, names)
         batched = self._check_input(x)
         if not batched:
             x = x.unsqueeze(1)
@@ -257,6 +275,27 @@ class RNNBase(Module):
         if self.batch_first:
             out = out.transpose(0, 1)
         return out, final
+
+    def _forward_packed(
+        self, x: PackedSequence, hx: list[Any], names: list[str]
+    ) -> tuple[PackedSequence, list[Tensor]]:
+        data = x.data
+        if data.dim() != 2 or data.shape[-1] != self.input_size:
+            raise RuntimeError(
+                f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
+                f"got {data.shape[-1]}"
+            )
+        batch = x.sizes[0]
+        states = []
+        for h, n in zip(hx, names):
+            if h is not None and x.sorted_indices is not None:
+                h = h.index_select(1, x.sorted_indices)  # states come in the caller's order
+            states.append(self._initial(h, batch, data, True, n))
+        out, finals = self._run(data, states, x.sizes)
+        final = [stack(f) for f in finals]
+        if x.unsorted_indices is not None:
+            final = [f.index_select(1, x.unsorted_indices) for f in final]
+        return x._with_data(out), final
 
 
 class RNN(RNNBase):

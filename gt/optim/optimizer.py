@@ -153,4 +153,6 @@ def _copy_state(value: Any, param: Tensor) -> Any:
         return value
     if isinstance(value, dict):
         return {k: _copy_state(v, param) for k, v in value.items()}
+    if isinstance(value, list):  # LBFGS's history
+        return [_copy_state(v, param) for v in value]
     return value

@@ -126,3 +126,42 @@ def test_forward_hooks_see_and_replace_inputs_and_outputs(conn):
     with pytest.raises(RuntimeError, match="tuple of \\(new_args, new_kwargs\\)"):
         lin.register_forward_pre_hook(lambda m, a, k: a, with_kwargs=True)
         lin(x)
+
+
+def _lines_of(conn, run):
+    """The source lines of the instructions ``run()`` makes (read from the capture recorder)."""
+    conn._rec_instrs = []
+    try:
+        run()
+    finally:
+        made, conn._rec_instrs = conn._rec_instrs, None
+    return [conn.srclocs[ins[4]] for ins in made]
+
+
+def test_backward_instructions_carry_the_users_lines(conn):
+    import inspect  # noqa: PLC0415
+
+    here = inspect.currentframe().f_lineno
+    x = gt.tensor([1.0, 2.0], requires_grad=True)
+
+    class Twice(gt.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2  # here + 6
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2  # here + 10
+
+    def step():
+        y = (Twice.apply(x).tanh() * x).sum()  # here + 13
+        y.backward()  # here + 14
+        x * 3  # here + 15: the pin is gone after the walk
+
+    name = "test_autograd_grad_and_hooks.py"
+    lines = _lines_of(conn, step)
+    assert f"{name}:{here + 10}" in lines  # the custom backward's own line
+    assert lines[-1] == f"{name}:{here + 15}"
+    made = set(lines)
+    assert made <= {f"{name}:{here + n}" for n in (6, 10, 13, 14, 15)}
+    assert f"{name}:{here + 14}" in made

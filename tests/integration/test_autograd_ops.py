@@ -283,6 +283,33 @@ CASES = [
     ),  # fmt: skip
     ("adaptive_avg_pool2d", lambda x: F.adaptive_avg_pool2d(x, (2, 3)), [_r(1, 1, 5, 4)]),
     (
+        "conv3d",
+        lambda x, w, b: F.conv3d(x, w, b, stride=(1, 2, 1), padding=1),
+        [_r(1, 2, 3, 3, 2), _r(2, 2, 2, 2, 2, seed=1), _r(2, seed=2)],
+    ),  # fmt: skip
+    (
+        "conv3d_groups_dilation_same",
+        lambda x, w: F.conv3d(x, w, padding="same", dilation=(2, 1, 1), groups=2),
+        [_r(1, 2, 3, 3, 3), _r(2, 1, 2, 2, 2, seed=1)],
+    ),  # fmt: skip
+    (
+        "conv_transpose3d_groups",
+        lambda x, w: F.conv_transpose3d(x, w, stride=2, padding=1, output_padding=1, groups=2),
+        [_r(1, 2, 2, 2, 2), _r(2, 1, 3, 2, 2, seed=1)],
+    ),  # fmt: skip
+    (
+        "max_pool3d_padded_ceil",
+        lambda x: F.max_pool3d(x, 2, stride=(2, 1, 2), padding=1, ceil_mode=True),
+        [_r(1, 1, 4, 3, 3)],
+    ),  # fmt: skip
+    (
+        "avg_pool3d_excluding_padding_ceil",
+        lambda x: F.avg_pool3d(x, 2, padding=1, ceil_mode=True, count_include_pad=False),
+        [_r(1, 1, 3, 4, 3)],
+    ),  # fmt: skip
+    ("adaptive_avg_pool3d", lambda x: F.adaptive_avg_pool3d(x, (2, 3, 3)), [_r(1, 1, 3, 5, 4)]),
+    ("adaptive_max_pool3d", lambda x: F.adaptive_max_pool3d(x, (2, 3, 2)), [_r(1, 1, 3, 4, 5)]),
+    (
         "unfold_fold",
         lambda x: F.fold(F.unfold(x, 2, padding=1), (3, 4), 2, padding=1) * _c(1, 1, 3, 4),
         [_r(1, 1, 3, 4)],

@@ -236,3 +236,22 @@ def test_switching_between_train_and_eval_is_seen_by_a_captured_step(conn):
         else:  # dropout: zeros somewhere, a fresh mask each call
             assert all((o == 0).any() for o in outs)
             assert not all(np.array_equal(outs[0], o) for o in outs[1:])
+
+
+def test_a_hook_added_or_removed_after_capture_is_seen_by_the_captured_step(conn):
+    gt.manual_seed(0)
+    model = gt.nn.Linear(3, 2)
+    x = gt.ones(1, 3)
+
+    @gt.hot
+    def f(x):
+        return model(x)
+
+    plain = [f(x).numpy() for _ in range(4)]  # captured and replayed
+    handle = model.register_forward_hook(lambda m, args, out: out * 0 + 7)
+    hooked = [f(x).numpy() for _ in range(4)]
+    handle.remove()
+    after = [f(x).numpy() for _ in range(4)]
+    assert all((h == 7).all() for h in hooked)
+    for o in plain + after:
+        np.testing.assert_array_equal(o, plain[0])

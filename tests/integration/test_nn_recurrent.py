@@ -98,7 +98,7 @@ def test_recurrent_layers_refuse_what_pytorch_refuses(conn):
         lstm(gt.randn(2, 1, 1, 3))
     with pytest.raises(RuntimeError, match="Expected hidden\\[0\\] size"):
         lstm(gt.randn(2, 1, 3), (gt.zeros(1, 2, 4), gt.zeros(1, 1, 4)))
-    with pytest.raises(TypeError, match="packed sequences are not supported"):
+    with pytest.raises(TypeError, match="a gt.Tensor or a PackedSequence"):
         lstm([gt.randn(2, 3)])
     with pytest.raises(TypeError, match="tuple \\(h_0, c_0\\)"):
         lstm(gt.randn(2, 1, 3), gt.zeros(1, 1, 4))
@@ -123,3 +123,43 @@ def test_dropout_between_layers_only_while_training(conn):
     np.testing.assert_array_equal(first, second)
     lstm.train()
     assert not np.allclose(lstm(x)[0].numpy(), first)
+
+
+def test_a_packed_batch_gives_each_sequence_what_it_gives_alone(conn):
+    rnn_utils = nn.utils.rnn
+    gt.manual_seed(8)
+    gru = nn.GRU(2, 3, bidirectional=True)
+    rng = np.random.default_rng(9)
+    seqs = [gt.tensor(rng.standard_normal((n, 2)).astype(np.float32)) for n in (3, 5, 1)]
+    packed = rnn_utils.pack_sequence(seqs, enforce_sorted=False)
+    assert packed.batch_sizes.tolist() == [3, 2, 2, 1, 1]
+    out, hn = gru(packed)
+    padded, lengths = rnn_utils.pad_packed_sequence(out)
+    assert lengths.tolist() == [3, 5, 1] and padded.shape == (5, 3, 6)
+    for i, s in enumerate(seqs):
+        alone, h_alone = gru(s.unsqueeze(1))  # a batch of one, no padding at all
+        n = s.shape[0]
+        np.testing.assert_allclose(padded.numpy()[:n, i], alone.numpy()[:, 0], rtol=1e-5, atol=1e-6)
+        assert not padded.numpy()[n:, i].any()  # padding stays padding
+        np.testing.assert_allclose(hn.numpy()[:, i], h_alone.numpy()[:, 0], rtol=1e-5, atol=1e-6)
+
+
+def test_packing_refuses_what_pytorch_refuses(conn):
+    rnn_utils = nn.utils.rnn
+    x = gt.zeros(4, 2, 3)
+    with pytest.raises(RuntimeError, match="must be sorted in decreasing order"):
+        rnn_utils.pack_padded_sequence(x, [2, 4])
+    with pytest.raises(RuntimeError, match="has to be greater than 0"):
+        rnn_utils.pack_padded_sequence(x, [4, 0])
+    with pytest.raises(RuntimeError, match="equal to batch_size"):
+        rnn_utils.pack_padded_sequence(x, [4, 3, 1])
+    packed = rnn_utils.pack_padded_sequence(x, [4, 2])
+    with pytest.raises(ValueError, match="total_length to be at least"):
+        rnn_utils.pad_packed_sequence(packed, total_length=3)
+    assert [t.shape for t in rnn_utils.unpack_sequence(packed)] == [(4, 3), (2, 3)]
+    assert packed.to("float64").data.dtype == "float64" and packed.to("float64").sizes == [
+        2,
+        2,
+        1,
+        1,
+    ]

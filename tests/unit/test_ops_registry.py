@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gt.errors import ShapeError
 from gt.runtime import ops as O
 from gt.runtime.ops.base import KINDS, SHARD_FAMILIES
 from gt.runtime.worker.backend import Backend
@@ -264,6 +265,30 @@ def test_im2col_matches_a_direct_window_loop_and_col2im_is_its_adjoint():
     y = rng.standard_normal(cols.shape)  # <im2col(x), y> == <x, col2im(y)>
     back = _h("col2im")([y], {**at, "output_size": [5, 4]})
     np.testing.assert_allclose((cols * y).sum(), (x * back).sum(), rtol=1e-10)
+
+
+def test_im2col_and_col2im_take_1_to_3_spatial_dimensions():
+    x = rng.standard_normal((2, 3, 4, 5, 3))
+    at = {"kernel": [2, 3, 2], "dilation": [1, 1, 2], "padding": [1, 0, 1], "stride": [2, 1, 1]}
+    cols = _h("im2col")([x], at)
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (0, 0), (1, 1)))
+    outs = (3, 3, 3)
+    want = np.empty((2, 3, 2, 3, 2, *outs))
+    for i, j, k in np.ndindex(2, 3, 2):
+        for d, h, w in np.ndindex(*outs):
+            want[:, :, i, j, k, d, h, w] = padded[:, :, 2 * d + i, h + j, w + 2 * k]
+    np.testing.assert_allclose(cols, want.reshape(2, 36, 27))
+    assert O.BY_NAME["im2col"].shape([x.shape], at) == cols.shape
+    y = rng.standard_normal(cols.shape)  # <im2col(x), y> == <x, col2im(y)>, in 3-d too
+    back = _h("col2im")([y], {**at, "output_size": [4, 5, 3]})
+    assert back.shape == x.shape
+    np.testing.assert_allclose((cols * y).sum(), (x * back).sum(), rtol=1e-10)
+    line = rng.standard_normal((1, 2, 6))  # 1-d: [N, C, L]
+    one = _h("im2col")([line], {"kernel": [3], "dilation": [1], "padding": [0], "stride": [2]})
+    np.testing.assert_allclose(one, np.stack([line[:, :, i : i + 3 : 2] for i in range(3)], 2)
+                               .reshape(1, 6, 2))  # fmt: skip
+    with pytest.raises(ShapeError, match="a 3-d kernel expects a 5-d input"):
+        O.BY_NAME["im2col"].shape([(2, 3, 4, 5)], at)
 
 
 def test_scatter_add_accumulates_repeated_indices():

@@ -30,6 +30,7 @@ from gt.runtime import security
 from gt.runtime.client.hooks import CaptureHooks
 from gt.runtime.client.receiving import Receiving
 from gt.runtime.client.requests import Requests
+from gt.runtime.client.source_lines import SourceLines
 from gt.runtime.liveness import (
     DEFAULT_TIMEOUT,
     RunningClock,
@@ -49,8 +50,6 @@ _UPLOAD = O.OPCODE["upload"]
 _HEARTBEAT = P.encode(P.Heartbeat())
 _EVENTS = P.encode(P.Events())
 # The gt package itself (gt/runtime/client/connection.py -> gt/): frames inside it are not the user's.
-_GT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
-_GT_CLI_DIR = os.path.join(_GT_DIR, "cli") + os.sep
 
 _POS_SPAN = 1 << 24  # a free is packed as id * _POS_SPAN + its position in the pending batch
 
@@ -70,14 +69,6 @@ SIGNAL_DEPTH = 0
 def raw_bytes(array: np.ndarray) -> Any:
     """The bytes of a C-contiguous array without a copy (empty arrays have none to view)."""
     return memoryview(array.reshape(-1)).cast("B") if array.size else b""
-
-
-def _not_the_users(filename: str) -> bool:
-    """Frames to look past for the user's line: GT's own (but not the workloads of ``gt/cli``,
-    such as ``gt demo``'s) and the interpreter's frozen modules (``runpy`` under ``python -m``)."""
-    if filename.startswith(_GT_DIR):
-        return not filename.startswith(_GT_CLI_DIR)
-    return filename.startswith("<frozen ")
 
 
 def _drain(q: deque) -> list:
@@ -108,7 +99,7 @@ def _program_name() -> str:
     return name or "python"
 
 
-class Connection(Receiving, Requests, CaptureHooks):
+class Connection(Receiving, Requests, CaptureHooks, SourceLines):
     """One client's connection to a dispatcher.
 
     Args:
@@ -169,12 +160,8 @@ class Connection(Receiving, Requests, CaptureHooks):
         # popleft are atomic, so a free that races with a flush lands in this batch or the next.
         self._frees: deque[int] = deque()
         self._bufs: list[Any] = []
-        self._new_srclocs: list[list] = []
-        self._srcloc_ids: dict[tuple, int] = {}
-        self._srcloc_at: dict[tuple, int] = {}
-        self._gt_code: dict[Any, bool] = {}
+        self._init_source_lines()
         self._wake = threading.Event()
-        self.srclocs: dict[int, str] = {0: "?"}
         self._signal_ids: dict[tuple, int] = {}
         self._new_signals: list[list] = []
         self._annotated = False
@@ -277,38 +264,6 @@ class Connection(Receiving, Requests, CaptureHooks):
     def new_id(self) -> int:
         """A fresh tensor id (ids are never reused within a connection)."""
         return next(self._ids)
-
-    def srcloc(self) -> int:
-        """Intern the first stack frame outside the ``gt`` package as a small id.
-
-        Runs for every op, so both lookups are cached: whether a code object is GT's own, and the
-        id of each (code, bytecode offset) seen before (cheaper to read than the line number).
-        """
-        f = sys._getframe(2)
-        inside = self._gt_code
-        while f is not None:
-            code = f.f_code
-            own = inside.get(code)
-            if own is None:
-                own = inside[code] = _not_the_users(code.co_filename)
-            if not own:
-                break
-            f = f.f_back
-        if f is None:
-            return 0
-        key = (code, f.f_lasti)
-        sid = self._srcloc_at.get(key)
-        if sid is None:
-            line = (code, f.f_lineno)
-            sid = self._srcloc_ids.get(line)
-            if sid is None:
-                sid = len(self._srcloc_ids) + 1
-                self._srcloc_ids[line] = sid
-                text = f"{os.path.basename(code.co_filename)}:{f.f_lineno}"
-                self.srclocs[sid] = text
-                self._new_srclocs.append([sid, text])
-            self._srcloc_at[key] = sid
-        return sid
 
     def emit(self, opcode: int, out: int, args: list, attrs: Any = None) -> None:
         """Queue one instruction; sends the batch once it reaches ``batch_limit``."""

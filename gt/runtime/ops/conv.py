@@ -1,17 +1,21 @@
-"""Registry entries: sliding windows (``im2col``) and their adjoint (``col2im``).
+"""Registry entries: sliding windows (``im2col``) and their adjoint (``col2im``), in 1, 2 or 3-d.
 
-``im2col`` is PyTorch's ``F.unfold``: ``[N, C, H, W]`` becomes ``[N, C*kh*kw, L]``, one column per
-window position, so a convolution is one matmul and a pooling one reduction (``gt.nn.functional``
-composes them). ``col2im`` is ``F.fold``, which adds every column back into its window; each is the
-other's derivative. Attributes (all pairs): ``kernel``, ``dilation``, ``padding``, ``stride``;
-``im2col`` takes ``pad_value`` (``-inf`` for max pooling), ``col2im`` the ``output_size``.
+``im2col`` is PyTorch's ``F.unfold`` generalised to any number of spatial dimensions:
+``[N, C, *spatial]`` becomes ``[N, C*prod(kernel), L]``, one column per window position (``L`` is
+the product of the output sizes), so a convolution is one matmul and a pooling one reduction
+(``gt.nn.functional`` composes them). ``col2im`` is ``F.fold``, which adds every column back into
+its window; each is the other's derivative. Attributes (one entry per spatial dimension, so their
+length says how many there are): ``kernel``, ``dilation``, ``padding``, ``stride``; ``im2col``
+takes ``pad_value`` (``-inf`` for max pooling), ``col2im`` the ``output_size``.
 
-The kernels loop over the ``kh*kw`` window offsets and move whole strided slices, so the work per
-offset is one vectorised copy on NumPy or CuPy.
+The kernels loop over the ``prod(kernel)`` window offsets and move whole strided slices, so the
+work per offset is one vectorised copy on NumPy or CuPy, whatever the number of dimensions.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from typing import Any
 
 from gt.errors import ShapeError
@@ -23,47 +27,69 @@ def out_size(size: int, k: int, d: int, p: int, s: int) -> int:
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
 
 
-def _geometry(at: Any) -> tuple[tuple[int, int], ...]:
-    return tuple(tuple(int(v) for v in at[k]) for k in ("kernel", "dilation", "padding", "stride"))
+def _geometry(at: Any) -> tuple[tuple[int, ...], ...]:
+    geo = tuple(tuple(int(v) for v in at[k]) for k in ("kernel", "dilation", "padding", "stride"))
+    if len({len(g) for g in geo}) != 1 or not 1 <= len(geo[0]) <= 3:
+        raise ShapeError(
+            f"im2col/col2im: kernel, dilation, padding and stride must list 1 to 3 sizes each, "
+            f"got {[list(g) for g in geo]}"
+        )
+    return geo
+
+
+def _out_sizes(sizes: Any, at: Any) -> tuple[int, ...]:
+    kernel, dilation, padding, stride = _geometry(at)
+    return tuple(map(out_size, sizes, kernel, dilation, padding, stride))
+
+
+def _x(sizes: Any) -> str:
+    return "x".join(str(int(v)) for v in sizes)
 
 
 def _im2col_shape(shapes: list, attrs: Any) -> Shape:
     shape = shapes[0]
-    if len(shape) != 4:
-        raise ShapeError(f"im2col: expected a 4-d input [N, C, H, W], got shape {list(shape)}")
-    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = _geometry(attrs)
-    n, c, h, w = shape
-    oh, ow = out_size(h, kh, dh, ph, sh), out_size(w, kw, dw, pw, sw)
-    if oh <= 0 or ow <= 0:
+    kernel, dilation, padding, _ = _geometry(attrs)
+    dims = len(kernel)
+    if len(shape) != dims + 2:
         raise ShapeError(
-            f"im2col: a kernel of {kh}x{kw} (dilation {dh}x{dw}, padding {ph}x{pw}) does not fit "
-            f"an input of {h}x{w}"
+            f"im2col: a {dims}-d kernel expects a {dims + 2}-d input [N, C, *spatial], "
+            f"got shape {list(shape)}"
         )
-    return (n, c * kh * kw, oh * ow)
+    outs = _out_sizes(shape[2:], attrs)
+    if min(outs) <= 0:
+        raise ShapeError(
+            f"im2col: a kernel of {_x(kernel)} (dilation {_x(dilation)}, padding {_x(padding)}) "
+            f"does not fit an input of {_x(shape[2:])}"
+        )
+    return (shape[0], shape[1] * math.prod(kernel), math.prod(outs))
 
 
 def _col2im_shape(shapes: list, attrs: Any) -> Shape:
     shape = shapes[0]
-    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = _geometry(attrs)
-    h, w = (int(v) for v in attrs["output_size"])
-    oh, ow = out_size(h, kh, dh, ph, sh), out_size(w, kw, dw, pw, sw)
-    if len(shape) != 3 or shape[1] % (kh * kw) or shape[2] != oh * ow:
+    kernel = _geometry(attrs)[0]
+    size = [int(v) for v in attrs["output_size"]]
+    k, count = math.prod(kernel), math.prod(_out_sizes(size, attrs))
+    if len(size) != len(kernel) or len(shape) != 3 or shape[1] % k or shape[2] != count:
         raise ShapeError(
-            f"col2im: expected an input [N, C*{kh * kw}, {oh * ow}] for output size {[h, w]}, "
+            f"col2im: expected an input [N, C*{k}, {count}] for output size {size}, "
             f"got shape {list(shape)}"
         )
-    return (shape[0], shape[1] // (kh * kw), h, w)
+    return (shape[0], shape[1] // k, *size)
 
 
-def _windows(h: int, w: int, at: Any) -> Any:
-    """Per window offset ``(i, j)``: the slices of the padded input that it reads."""
-    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = _geometry(at)
-    oh, ow = out_size(h, kh, dh, ph, sh), out_size(w, kw, dw, pw, sw)
-    for i in range(kh):
-        for j in range(kw):
-            rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
-            cols = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
-            yield i, j, rows, cols
+def _windows(sizes: Any, at: Any) -> Any:
+    """Per window offset (a tuple of indices into the kernel): the slices of the padded input
+    that it reads, one per spatial dimension."""
+    kernel, dilation, _, stride = _geometry(at)
+    outs = _out_sizes(sizes, at)
+    for offset in itertools.product(*(range(k) for k in kernel)):
+        yield (
+            offset,
+            tuple(
+                slice(i * d, i * d + s * (o - 1) + 1, s)
+                for i, d, s, o in zip(offset, dilation, stride, outs)
+            ),
+        )
 
 
 def _k_im2col(be: Any) -> Any:
@@ -71,21 +97,20 @@ def _k_im2col(be: Any) -> Any:
 
     def h(v: list, at: Any) -> Any:
         x = v[0]
-        n, c, hh, ww = x.shape
-        (kh, kw), _, (ph, pw), _ = _geometry(at)
-        if ph or pw:
-            padded = xp.full((n, c, hh + 2 * ph, ww + 2 * pw), at.get("pad_value", 0.0), x.dtype)
-            padded[:, :, ph : ph + hh, pw : pw + ww] = x
+        kernel, _, padding, _ = _geometry(at)
+        n, c, *sizes = x.shape
+        if any(padding):
+            shape = (n, c, *(s + 2 * p for s, p in zip(sizes, padding)))
+            padded = xp.full(shape, at.get("pad_value", 0.0), x.dtype)
+            inner = tuple(slice(p, p + s) for p, s in zip(padding, sizes))
+            padded[(slice(None), slice(None), *inner)] = x
         else:
             padded = x
-        _, _, oh_ow = _im2col_shape([x.shape], at)
-        cols = None
-        for i, j, rows, cs in _windows(hh, ww, at):
-            part = padded[:, :, rows, cs]
-            if cols is None:
-                cols = xp.empty((n, c, kh, kw) + part.shape[2:], dtype=x.dtype)
-            cols[:, :, i, j] = part
-        return cols.reshape(n, c * kh * kw, oh_ow)
+        outs = _out_sizes(sizes, at)
+        cols = xp.empty((n, c, *kernel, *outs), dtype=x.dtype)
+        for offset, window in _windows(sizes, at):
+            cols[(slice(None), slice(None), *offset)] = padded[(slice(None), slice(None), *window)]
+        return cols.reshape(n, c * math.prod(kernel), math.prod(outs))
 
     return h
 
@@ -95,16 +120,16 @@ def _k_col2im(be: Any) -> Any:
 
     def h(v: list, at: Any) -> Any:
         x = v[0]
-        (kh, kw), (dh, dw), (ph, pw), (sh, sw) = _geometry(at)
-        hh, ww = (int(s) for s in at["output_size"])
+        kernel, _, padding, _ = _geometry(at)
+        sizes = [int(s) for s in at["output_size"]]
         n, ckk, _ = x.shape
-        c = ckk // (kh * kw)
-        oh, ow = out_size(hh, kh, dh, ph, sh), out_size(ww, kw, dw, pw, sw)
-        cols = x.reshape(n, c, kh, kw, oh, ow)
-        out = xp.zeros((n, c, hh + 2 * ph, ww + 2 * pw), dtype=x.dtype)
-        for i, j, rows, cs in _windows(hh, ww, at):
-            out[:, :, rows, cs] += cols[:, :, i, j]
-        return xp.ascontiguousarray(out[:, :, ph : ph + hh, pw : pw + ww])
+        c = ckk // math.prod(kernel)
+        cols = x.reshape(n, c, *kernel, *_out_sizes(sizes, at))
+        out = xp.zeros((n, c, *(s + 2 * p for s, p in zip(sizes, padding))), dtype=x.dtype)
+        for offset, window in _windows(sizes, at):
+            out[(slice(None), slice(None), *window)] += cols[(slice(None), slice(None), *offset)]
+        inner = tuple(slice(p, p + s) for p, s in zip(padding, sizes))
+        return xp.ascontiguousarray(out[(slice(None), slice(None), *inner)])
 
     return h
 
@@ -130,7 +155,7 @@ ENTRIES: list[Op] = [
         dtype=first_dtype,
         kernel=_k_im2col,
         grad=_d_im2col,
-        doc="sliding windows of [N, C, H, W] as columns [N, C*kh*kw, L] (F.unfold)",
+        doc="sliding windows of [N, C, *spatial] (1 to 3-d) as columns [N, C*prod(k), L] (F.unfold)",
     ),
     Op(
         "col2im",
@@ -139,6 +164,6 @@ ENTRIES: list[Op] = [
         dtype=first_dtype,
         kernel=_k_col2im,
         grad=_d_col2im,
-        doc="columns [N, C*kh*kw, L] summed back into [N, C, H, W] (F.fold)",
+        doc="columns [N, C*prod(k), L] summed back into [N, C, *output_size] (F.fold), 1 to 3-d",
     ),
 ]

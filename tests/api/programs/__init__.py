@@ -33,6 +33,9 @@ MODULES = (
     "recurrent",
     "gradients",
     "numerics",
+    "custom_functions",
+    "optimizers",
+    "volumes",
 )
 
 

@@ -121,9 +121,7 @@ def tensor_hooks_clip_scale_and_record(torch):
 @program
 def module_forward_hooks_capture_and_change(torch):
     nn = torch.nn
-    model = set_weights(
-        torch, nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 2)), seed=18
-    )
+    model = set_weights(torch, nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 2)), seed=18)
     acts = {}
     handles = [
         m.register_forward_hook(lambda mod, args, out, name=name: acts.__setitem__(name, out))

@@ -142,3 +142,54 @@ def recurrent_names_shapes_and_reprs(torch):
             np.all(np.abs(lstm.weight_hh_l1.detach().numpy()) <= 0.5 + 1e-6)  # 1/sqrt(4)
         ),
     }
+
+
+@program(rtol=5e-4, atol=5e-5)
+def packed_variable_length_lstm(torch):
+    rnn_utils = torch.nn.utils.rnn
+    lstm = set_weights(torch, torch.nn.LSTM(3, 4, num_layers=2, bidirectional=True), seed=30)
+    seqs = [torch.tensor(arr(31 + i, n, 3), requires_grad=True) for i, n in enumerate([2, 5, 3])]
+    padded = rnn_utils.pad_sequence(seqs)  # [5, 3, 3], unsorted lengths
+    packed = rnn_utils.pack_padded_sequence(padded, [2, 5, 3], enforce_sorted=False)
+    h0 = torch.tensor(arr(35, 4, 3, 4, scale=0.3))
+    out, (h, c) = lstm(packed, (h0, torch.zeros(4, 3, 4)))
+    unpacked, lengths = rnn_utils.pad_packed_sequence(out, batch_first=True, total_length=6)
+    (unpacked.pow(2).sum() + h.sum()).backward()
+    return {
+        "batch_sizes": packed.batch_sizes,
+        "sorted": packed.sorted_indices,
+        "unsorted": packed.unsorted_indices,
+        "data": out.data,
+        "unpacked": unpacked,
+        "lengths": lengths,
+        "h": h,
+        "c": c,
+        "seq_grads": [s.grad for s in seqs],
+        **grads(lstm),
+    }
+
+
+@program(rtol=5e-4, atol=5e-5)
+def packed_gru_classifier_sorted_batch(torch):
+    nn = torch.nn
+    rnn_utils = nn.utils.rnn
+    emb = set_weights(torch, nn.Embedding(9, 4), seed=40)
+    gru = set_weights(torch, nn.GRU(4, 6, batch_first=True), seed=41)
+    head = set_weights(torch, nn.Linear(6, 2), seed=42)
+    params = [*emb.parameters(), *gru.parameters(), *head.parameters()]
+    opt = torch.optim.Adam(params, lr=0.01)
+    tokens = torch.tensor(ints(43, 9, 4, 6))
+    lengths = [6, 4, 4, 1]  # sorted: enforce_sorted stays True
+    labels = torch.tensor(ints(44, 2, 4))
+    losses = []
+    for _ in range(3):
+        packed = rnn_utils.pack_padded_sequence(emb(tokens), lengths, batch_first=True)
+        _, h = gru(packed)
+        loss = nn.functional.cross_entropy(head(h[-1]), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    seqs = rnn_utils.unpack_sequence(rnn_utils.pack_sequence([tokens[0, :3], tokens[1, :2]]))
+    left = rnn_utils.pad_sequence([tokens[0, :2], tokens[1, :3]], True, -1, padding_side="left")
+    return {"losses": losses, "h": h, "unpacked": seqs, "left_padded": left}

@@ -1,4 +1,4 @@
-"""``gt.nn.utils``: gradient clipping."""
+"""``gt.nn.utils``: gradient clipping; ``gt.nn.utils.rnn`` packs variable-length sequences."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 from gt.autograd import no_grad
 from gt.factories import zeros
+from gt.nn.utils import rnn
 from gt.ops.shaping import stack
 from gt.tensor import Tensor
 
@@ -41,3 +42,6 @@ def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float) -
     with no_grad():
         for g in _grads(parameters):
             g.clamp_(-clip_value, clip_value)
+
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "rnn"]

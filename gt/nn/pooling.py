@@ -1,0 +1,264 @@
+"""Pooling in 1, 2 and 3-d: max, average and adaptive (functional, PyTorch's names and arguments).
+
+Max and average pooling reduce the window columns of ``im2col`` (the registry's sliding-window
+primitive, any of 1-3 spatial dimensions), so one reduction covers every output position. Max
+pooling pads with ``-inf`` and sends the gradient to the first maximum of each window (in the
+window's row-major order), as PyTorch does. Adaptive pooling is separable, one spatial dimension
+at a time (the mean or max over a box is the mean or max over each of its sides in turn): each
+dimension is one reshape, or for uneven windows one gather, then one reduction.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from gt.errors import ShapeError
+from gt.nn.convolution import _batched, _geometry, _pair, pad
+from gt.runtime.ops.conv import out_size
+from gt.tensor import Tensor
+
+# ruff: noqa: A002 - PyTorch's parameter names (input, ...)
+
+
+def _pool_input(input: Tensor, dims: int, op: str) -> tuple[Tensor, bool]:
+    """``input`` with a batch dimension, or PyTorch's error for a wrong rank."""
+    if input.ndim not in (dims + 1, dims + 2):
+        if dims == 1:
+            raise ShapeError(
+                f"{op}: Expected 2D or 3D (batch mode) tensor with optional 0 dim batch size for "
+                f"input, but got:{list(input.shape)}"
+            )
+        raise ShapeError(
+            f"non-empty {dims + 1}D or {dims + 2}D (batch mode) tensor expected for input"
+        )
+    return _batched(input, dims, op)
+
+
+def _stride(stride: Any, kernel: tuple, dims: int) -> tuple[int, ...]:
+    return kernel if stride is None or stride == [] or stride == () else _pair(stride, dims)
+
+
+def _pool_windows(x: Tensor, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple,
+                  ceil_mode: bool, pad_value: float) -> tuple[Tensor, list[int]]:  # fmt: skip
+    """``[N, C, prod(kernel), L]`` windows of ``x`` and the output's spatial sizes."""
+    n, c, *sizes = x.shape
+    for k, p, d in zip(kernel, padding, dilation):
+        if p * 2 > d * (k - 1) + 1:  # PyTorch's rule and message
+            raise ShapeError(
+                "pad should be at most half of effective kernel size, but got "
+                f"pad={p}, kernel_size={k} and dilation={d}"
+            )
+    extra = [0] * len(sizes)
+    if ceil_mode:  # windows that start inside the (left-padded) input may run past its end
+        for i, (size, k, s, p, d) in enumerate(zip(sizes, kernel, stride, padding, dilation)):
+            span = size + 2 * p - d * (k - 1) - 1
+            outs = -(-span // s) + 1
+            if (outs - 1) * s >= size + p:
+                outs -= 1
+            extra[i] = max(0, (outs - 1) * s + d * (k - 1) + 1 - (size + 2 * p))
+        if any(extra):
+            x = pad(x, [v for e in reversed(extra) for v in (0, e)], value=pad_value)
+    geo = _geometry(kernel, dilation, padding, stride, len(sizes))
+    geo["pad_value"] = pad_value
+    outs = [out_size(*a) for a in zip(x.shape[2:], kernel, dilation, padding, stride)]
+    if min(outs) <= 0:
+        raise ShapeError(
+            f"pooling: a kernel of {list(kernel)} (padding {list(padding)}, dilation "
+            f"{list(dilation)}) does not fit an input of {list(sizes)}"
+        )
+    cols = x._apply("im2col", [x], geo)
+    return cols.reshape(n, c, math.prod(kernel), math.prod(outs)), outs
+
+
+def _max_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
+              ceil_mode: bool, return_indices: bool, dims: int) -> Tensor:  # fmt: skip
+    op = f"max_pool{dims}d"
+    if return_indices:
+        raise NotImplementedError(f"{op}: return_indices=True is not supported")
+    x, squeeze = _pool_input(input, dims, op)
+    k = _pair(kernel_size, dims)
+    s = _stride(stride, k, dims)
+    cols, outs = _pool_windows(x, k, s, _pair(padding, dims), _pair(dilation, dims), ceil_mode,
+                               -math.inf)  # fmt: skip
+    # max(dim) sends the gradient to the index it picks (the first maximum), as PyTorch does.
+    out = cols.max(2).values.reshape(x.shape[0], x.shape[1], *outs)
+    return out.squeeze(0) if squeeze else out
+
+
+def _avg_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
+              count_include_pad: bool, divisor_override: int | None, dims: int) -> Tensor:  # fmt: skip
+    x, squeeze = _pool_input(input, dims, f"avg_pool{dims}d")
+    k, p = _pair(kernel_size, dims), _pair(padding, dims)
+    s, one = _stride(stride, k, dims), (1,) * dims
+    cols, outs = _pool_windows(x, k, s, p, one, ceil_mode, 0.0)
+    total = cols.sum(2)
+    if divisor_override:
+        out = total * (1.0 / divisor_override)
+    elif count_include_pad and not ceil_mode:
+        out = total * (1.0 / math.prod(k))
+    else:  # a divisor per window: count the ones it covers
+        ones = x.new_ones((1, 1, *x.shape[2:]))
+        if count_include_pad:  # windows count padding, but not the ceil-mode overhang
+            ones = pad(ones, [v for q in reversed(p) for v in (q, q)], value=1.0)
+            counted = _pool_windows(ones, k, s, (0,) * dims, one, ceil_mode, 0.0)[0].sum(2)
+        else:
+            counted = _pool_windows(ones, k, s, p, one, ceil_mode, 0.0)[0].sum(2)
+        out = total / counted
+    out = out.reshape(x.shape[0], x.shape[1], *outs)
+    return out.squeeze(0) if squeeze else out
+
+
+def max_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Tensor:  # fmt: skip
+    """1-d max pooling over ``[N, C, L]``."""
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1)
+
+
+def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Tensor:  # fmt: skip
+    """Largest value of each window of ``[N, C, H, W]`` (the gradient goes to the first maximum)."""
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2)
+
+
+def max_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Tensor:  # fmt: skip
+    """Largest value of each window of ``[N, C, D, H, W]`` (``stride`` defaults to the kernel;
+    padding is ``-inf`` and at most half the dilated kernel, as PyTorch requires)."""
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3)
+
+
+def avg_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:  # fmt: skip
+    """1-d average pooling over ``[N, C, L]``."""
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1)
+
+
+def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> Tensor:  # fmt: skip
+    """Mean of each window of ``[N, C, H, W]`` (padding counted unless ``count_include_pad=False``)."""
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override, 2)  # fmt: skip
+
+
+def avg_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> Tensor:  # fmt: skip
+    """Mean of each window of ``[N, C, D, H, W]``: zero padding is counted in the divisor unless
+    ``count_include_pad=False``; ``divisor_override`` replaces the divisor."""
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override, 3)  # fmt: skip
+
+
+# ------------------------------------------------------------------ adaptive pooling
+def _adaptive_bounds(size: int, out: int) -> list[tuple[int, int]]:
+    """PyTorch's windows: ``[floor(i*size/out), ceil((i+1)*size/out))``."""
+    return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
+
+
+def _adaptive_dim(x: Tensor, axis: int, out: int, reduce: str) -> Tensor:
+    """Adaptive pooling along one dimension: ``x.shape[axis]`` becomes ``out``."""
+    size = x.shape[axis]
+    if size % out == 0:  # equal, disjoint windows: a reshape
+        width = size // out
+        windows = x.reshape(*x.shape[:axis], out, width, *x.shape[axis + 1 :])
+        weights = None
+    else:  # uneven, overlapping windows: one gather, short windows repeat their last element
+        bounds = _adaptive_bounds(size, out)
+        width = max(e - b for b, e in bounds)
+        idx = [min(b + j, e - 1) for b, e in bounds for j in range(width)]
+        lead = (slice(None),) * axis
+        windows = x[lead + (idx,)].reshape(*x.shape[:axis], out, width, *x.shape[axis + 1 :])
+        # The mean weighs each window's own elements only (the repeats get weight 0).
+        w = np.array([[1.0 / (e - b) if j < e - b else 0.0 for j in range(width)]
+                      for b, e in bounds])  # fmt: skip
+        weights = w.reshape((out, width) + (1,) * (x.ndim - axis - 1))
+    if reduce == "max":
+        return windows.max(axis + 1).values
+    if weights is None:
+        return windows.mean(axis + 1)
+    wt = x._upload(np.ascontiguousarray(weights, dtype=np.dtype(x.dtype)))
+    return (windows * wt).sum(axis + 1)
+
+
+def _adaptive_pool(input: Tensor, output_size: Any, reduce: str, dims: int) -> Tensor:
+    kind = "max" if reduce == "max" else "avg"
+    op = f"adaptive_{kind}_pool{dims}d"
+    if input.ndim not in (dims + 1, dims + 2):
+        got = "got: " if reduce == "max" else "got "  # PyTorch's two spellings
+        raise ShapeError(
+            f"{op}(): Expected {dims + 1}D or {dims + 2}D tensor, but {got}{list(input.shape)}"
+        )
+    x, squeeze = _batched(input, dims, op)
+    sizes = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,)
+    if len(sizes) == 1:
+        sizes = sizes * dims
+    if len(sizes) != dims:
+        raise ShapeError(f"{op}: output_size must be {dims}")
+    outs = [x.shape[2 + i] if o is None else int(o) for i, o in enumerate(sizes)]
+    if min(outs) <= 0:
+        raise ShapeError(f"{op}: output_size must be positive, got {list(sizes)}")
+    out = x
+    # Last dimension first: for max, ties then resolve to the first maximum in row-major order.
+    for i in reversed(range(dims)):
+        if out.shape[2 + i] != outs[i]:
+            out = _adaptive_dim(out, 2 + i, outs[i], reduce)
+    return out.squeeze(0) if squeeze else out
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
+    """1-d average pooling of ``[N, C, L]`` to ``output_size``."""
+    return _adaptive_pool(input, output_size, "mean", 1)
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
+    """Average pooling of ``[N, C, H, W]`` to ``output_size`` (windows as PyTorch chooses them)."""
+    return _adaptive_pool(input, output_size, "mean", 2)
+
+
+def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
+    """Average pooling of ``[N, C, D, H, W]`` to ``output_size`` (an int, or three sizes where
+    ``None`` keeps the input's); windows as PyTorch chooses them."""
+    return _adaptive_pool(input, output_size, "mean", 3)
+
+
+def _no_indices(op: str, return_indices: bool) -> None:
+    if return_indices:
+        raise NotImplementedError(f"{op}: return_indices=True is not supported")
+
+
+def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = False) -> Tensor:
+    """1-d max pooling of ``[N, C, L]`` to ``output_size``."""
+    _no_indices("adaptive_max_pool1d", return_indices)
+    return _adaptive_pool(input, output_size, "max", 1)
+
+
+def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = False) -> Tensor:
+    """Max pooling of ``[N, C, H, W]`` to ``output_size``."""
+    _no_indices("adaptive_max_pool2d", return_indices)
+    return _adaptive_pool(input, output_size, "max", 2)
+
+
+def adaptive_max_pool3d(input: Tensor, output_size: Any, return_indices: bool = False) -> Tensor:
+    """Max pooling of ``[N, C, D, H, W]`` to ``output_size`` (as :func:`adaptive_avg_pool3d`)."""
+    _no_indices("adaptive_max_pool3d", return_indices)
+    return _adaptive_pool(input, output_size, "max", 3)
+
+
+__all__ = [
+    "adaptive_avg_pool1d",
+    "adaptive_avg_pool2d",
+    "adaptive_avg_pool3d",
+    "adaptive_max_pool1d",
+    "adaptive_max_pool2d",
+    "adaptive_max_pool3d",
+    "avg_pool1d",
+    "avg_pool2d",
+    "avg_pool3d",
+    "max_pool1d",
+    "max_pool2d",
+    "max_pool3d",
+]

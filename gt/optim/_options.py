@@ -1,0 +1,89 @@
+"""Helpers shared by the optimizers added after the first five: argument checks with PyTorch's
+messages, the options GT accepts but cannot honour, and the step count (a Python number, or a
+tensor on the worker with ``capturable=True``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gt.factories import full, zeros, zeros_like
+from gt.tensor import Tensor
+
+
+def require(ok: bool, message: str) -> None:
+    """Raise ``ValueError(message)`` (PyTorch's wording for a bad hyperparameter) unless ``ok``."""
+    if not ok:
+        raise ValueError(message)
+
+
+def check_lr_eps_wd(lr: float, eps: float | None, weight_decay: float) -> None:
+    """The checks every optimizer makes, with PyTorch's messages."""
+    require(0.0 <= lr, f"Invalid learning rate: {lr}")
+    if eps is not None:
+        require(0.0 <= eps, f"Invalid epsilon value: {eps}")
+    require(0.0 <= weight_decay, f"Invalid weight_decay value: {weight_decay}")
+
+
+def check_betas(betas: tuple[float, float]) -> None:
+    """Both betas in ``[0, 1)``, with PyTorch's messages."""
+    for i, b in enumerate(betas):
+        require(0.0 <= b < 1.0, f"Invalid beta parameter at index {i}: {b}")
+
+
+def reject_differentiable(name: str, differentiable: bool) -> None:
+    """``differentiable=True`` asks autograd to follow the step itself (for meta-learning). GT
+    updates parameters in place under ``no_grad``, so it cannot: say so rather than ignore it."""
+    if differentiable:
+        raise NotImplementedError(
+            f"{name}: differentiable=True is not supported: GT runs the update in place under "
+            "no_grad, so autograd cannot follow it"
+        )
+
+
+def new_step(capturable: bool) -> int | Tensor:
+    """A fresh step count. With ``capturable`` it is a float64 tensor on the worker, so that the
+    step-dependent factors are computed there and a step under ``@gt.hot`` is the same
+    instructions every call (as Adam's ``capturable``); otherwise a Python int."""
+    return zeros((), dtype="float64") if capturable else 0
+
+
+def advance(state: dict[str, Any]) -> int | Tensor:
+    """Add one to ``state["step"]`` (in place for a tensor) and return it."""
+    if isinstance(state["step"], Tensor):
+        state["step"].add_(1.0)
+    else:
+        state["step"] += 1
+    return state["step"]
+
+
+def like(value: Any, p: Tensor) -> Any:
+    """A factor computed from the step, in ``p``'s dtype when it is a tensor (a Python number
+    is used as is)."""
+    return value.to(p.dtype) if isinstance(value, Tensor) else value
+
+
+def add_ratio(p: Tensor, num: Tensor, den: Tensor, value: Any) -> None:
+    """``p += value * num / den`` in place; ``value`` a Python number or a worker-side scalar."""
+    if isinstance(value, Tensor):
+        p.add_(num / den * value)
+    else:
+        p.addcdiv_(num, den, value=value)
+
+
+def begin(
+    p: Tensor, g: Tensor, group: dict, state: dict, buffers: tuple[str, ...], **scalars: Any
+) -> tuple[Tensor, int | Tensor]:
+    """What every update starts with: the sign for ``maximize``; on the first step, the state in
+    PyTorch's key order (the step count, the ``scalars`` -- Python numbers, or float64 tensors on
+    the worker with ``capturable`` -- and zero ``buffers`` shaped like ``p``); then one step
+    more. Returns the gradient to use and the step count."""
+    if group["maximize"]:
+        g = -g
+    if not state:
+        capturable = group["capturable"]
+        state["step"] = new_step(capturable)
+        for name, value in scalars.items():
+            state[name] = full((), float(value), dtype="float64") if capturable else value
+        for name in buffers:
+            state[name] = zeros_like(p)
+    return g, advance(state)
