@@ -2,8 +2,9 @@
 
 Activations, ``linear``, ``dropout``, ``embedding``, ``pad`` and friends are here; losses are in
 :mod:`gt.nn.losses`, convolutions in :mod:`gt.nn.convolution`, pooling in :mod:`gt.nn.pooling`,
-normalizations in :mod:`gt.nn.normalization`, attention in :mod:`gt.nn.attention_fn`; this module
-re-exports them. Everything is composed from tensor ops (and the registry's primitives), so
+normalizations in :mod:`gt.nn.normalization`, attention in :mod:`gt.nn.attention_fn`, shuffles,
+shrinks, ``bilinear``, alpha dropout and ``gumbel_softmax`` in :mod:`gt.nn.more_functional`, the
+triplet/NLL/margin losses in :mod:`gt.nn.more_losses`; this module re-exports them. Everything is composed from tensor ops (and the registry's primitives), so
 gradients come from the primitives' rules. Where PyTorch's derivative at a kink differs from what a
 naive composition gives, the composition is chosen to match it (``hardtanh`` and ``relu6`` pass no
 gradient at their edges, ``leaky_relu`` and ``elu`` take the negative side's slope at 0).
@@ -43,6 +44,30 @@ from gt.nn.losses import (
     mse_loss,
     nll_loss,
     smooth_l1_loss,
+)
+from gt.nn.more_functional import (
+    alpha_dropout,
+    bilinear,
+    channel_shuffle,
+    dropout3d,
+    feature_alpha_dropout,
+    gumbel_softmax,
+    hardshrink,
+    pixel_shuffle,
+    pixel_unshuffle,
+    rrelu,
+    softshrink,
+)
+from gt.nn.more_losses import (
+    gaussian_nll_loss,
+    hinge_embedding_loss,
+    multi_margin_loss,
+    multilabel_margin_loss,
+    multilabel_soft_margin_loss,
+    poisson_nll_loss,
+    soft_margin_loss,
+    triplet_margin_loss,
+    triplet_margin_with_distance_loss,
 )
 from gt.nn.normalization import (
     batch_norm,
@@ -354,4 +379,10 @@ __all__ = [
     "pairwise_distance", "prelu", "relu", "relu6", "relu_", "rms_norm",
     "scaled_dot_product_attention", "selu", "sigmoid", "silu", "smooth_l1_loss", "softmax",
     "softmin", "softplus", "softsign", "tanh", "tanhshrink", "threshold", "unfold", "upsample",
+    # gt.nn.more_functional and gt.nn.more_losses
+    "alpha_dropout", "bilinear", "channel_shuffle", "dropout3d", "feature_alpha_dropout",
+    "gaussian_nll_loss", "gumbel_softmax", "hardshrink", "hinge_embedding_loss",
+    "multi_margin_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
+    "pixel_shuffle", "pixel_unshuffle", "poisson_nll_loss", "rrelu", "soft_margin_loss",
+    "softshrink", "triplet_margin_loss", "triplet_margin_with_distance_loss",
 ]  # fmt: skip

@@ -1,4 +1,4 @@
-"""Normalization modules: ``BatchNorm1d/2d/3d``, ``GroupNorm``, ``InstanceNorm1d/2d``, ``RMSNorm``,
+"""Normalization modules: ``BatchNorm1d/2d/3d``, ``GroupNorm``, ``InstanceNorm1d/2d/3d``, ``RMSNorm``,
 ``LocalResponseNorm`` (``LayerNorm`` is in :mod:`gt.nn.layers`), with PyTorch's buffers, state dict
 keys and ``repr``."""
 
@@ -140,7 +140,7 @@ class GroupNorm(Module):
 class _InstanceNorm(Module):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
                  affine: bool = False, track_running_stats: bool = False, device: Any = None,
-                 dtype: Any = None):  # fmt: skip
+                 dtype: Any = None, *, bias: bool = True):  # fmt: skip
         super().__init__()
         if track_running_stats:
             raise NotImplementedError("InstanceNorm: track_running_stats=True is not supported")
@@ -148,7 +148,10 @@ class _InstanceNorm(Module):
         self.affine, self.track_running_stats = affine, track_running_stats
         if affine:
             self.weight = Parameter(F.ones(num_features, dtype=dtype))
-            self.bias = Parameter(F.zeros(num_features, dtype=dtype))
+            if bias:
+                self.bias = Parameter(F.zeros(num_features, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -162,7 +165,7 @@ class _InstanceNorm(Module):
     def extra_repr(self) -> str:
         return (
             f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-            f"track_running_stats={self.track_running_stats}"
+            f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}"
         )
 
 
@@ -176,6 +179,12 @@ class InstanceNorm2d(_InstanceNorm):
     """Normalize each channel of each sample of ``[N, C, H, W]`` over ``H, W``."""
 
     _unbatched_dims = 3
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Normalize each channel of each sample of ``[N, C, D, H, W]`` over ``D, H, W``."""
+
+    _unbatched_dims = 4
 
 
 class RMSNorm(Module):

@@ -58,6 +58,21 @@ def _r(*shape, seed=0, low=None):
     return rng.standard_normal(shape)
 
 
+def _sq(seed: int = 3) -> np.ndarray:
+    """A batch of two well-conditioned 3 x 3 matrices (eigenvalues near 3)."""
+    return np.random.default_rng(seed).standard_normal((2, 3, 3)) * 0.5 + 3 * np.eye(3)
+
+
+def _flat(*parts, square: tuple = ()):
+    """Results of a decomposition as one vector; ``square``: parts whose sign is arbitrary
+    (eigen- and singular vectors), squared so the check does not depend on it."""
+    return gt.cat([(p * p if i in square else p).reshape(-1) for i, p in enumerate(parts)])
+
+
+def _eye(n: int):
+    return gt.eye(n, dtype="float64")
+
+
 IDX = np.array([2, 0, 2])  # repeated index: gradients must add up
 
 CASES = [
@@ -354,7 +369,41 @@ CASES = [
         lambda a, b: F.kl_div(a.log_softmax(1), b.softmax(1), reduction="batchmean"),
         [_r(2, 3), _r(2, 3, seed=1)],
     ),  # fmt: skip
-]
+    # gt.nn.more_functional and gt.nn.more_losses
+    ("pixel_shuffle_unshuffle", lambda x: F.pixel_shuffle(x, 2) * _c(1, 1, 4, 4) + (F.pixel_unshuffle(x, 2) * _c(1, 16, 1, 1)).sum(), [_r(1, 4, 2, 2)]),
+    ("channel_shuffle", lambda x: F.channel_shuffle(x, 2) * _c(1, 4, 2), [_r(1, 4, 2)]),
+    ("bilinear", lambda a, b, w, c: F.bilinear(a, b, w, c), [_r(2, 3), _r(2, 2, seed=1), _r(4, 3, 2, seed=2), _r(4, seed=3)]),
+    ("shrinks_and_rrelu_eval", lambda x: F.hardshrink(x, 0.3) + F.softshrink(x, 0.3) + F.rrelu(x), [np.array([-1.2, -0.6, -0.1, 0.2, 0.5, 1.4])]),
+    ("triplet_margin_swap", lambda a, p, n: F.triplet_margin_loss(a, p, n, margin=2.0, swap=True), [_r(3, 4), _r(3, 4, seed=1), _r(3, 4, seed=2)]),
+    ("gaussian_nll_full", lambda x, t, v: F.gaussian_nll_loss(x, t, v.exp(), full=True), [_r(3, 2), _r(3, 2, seed=1), _r(3, 1, seed=2)]),
+    ("poisson_nll_full", lambda x: F.poisson_nll_loss(x, gt.tensor(np.array([0.0, 1.0, 3.0, 4.0])), full=True), [_r(4)]),
+    ("hinge_embedding_soft_margin", lambda x: F.hinge_embedding_loss(x, _pm()) + F.soft_margin_loss(x, _pm()), [_r(6)]),
+    ("multilabel_soft_margin", lambda x, t: F.multilabel_soft_margin_loss(x, t.sigmoid()), [_r(2, 3), _r(2, 3, seed=1)]),
+    ("multi_margin_p2_weighted", lambda x: F.multi_margin_loss(x, gt.tensor(np.array([1, 0, 2])), p=2, weight=gt.tensor(np.array([1.0, 0.5, 2.0]))), [_r(3, 3)]),
+    ("multilabel_margin", lambda x: F.multilabel_margin_loss(x, gt.tensor(np.array([[2, -1, 0], [0, 1, -1]]))), [_r(2, 3)]),
+    # linear algebra (gt.linalg), on small well-conditioned matrices
+    ("linalg_inv", lambda a: gt.linalg.inv(a), [_sq()]),
+    ("linalg_solve_matrix_broadcast", lambda a, b: gt.linalg.solve(a, b), [_sq(), _r(3, 2)]),
+    ("linalg_solve_vector_left_false", lambda a, b: gt.linalg.solve(a, b, left=False), [_sq(), _r(2, 3)]),
+    ("linalg_det", lambda a: gt.linalg.det(a), [_sq()]),
+    ("linalg_slogdet", lambda a: gt.linalg.slogdet(a).logabsdet, [_sq()]),
+    ("linalg_cholesky", lambda a: gt.linalg.cholesky(a @ a.mT + _eye(3)), [_sq()]),
+    ("linalg_cholesky_upper", lambda a: gt.linalg.cholesky(a @ a.mT + _eye(3), upper=True), [_sq()]),
+    ("linalg_solve_triangular_upper", lambda a, b: gt.linalg.solve_triangular(a, b, upper=True), [_sq(), _r(2, 3, 2)]),
+    ("linalg_solve_triangular_lower_unit_right", lambda a, b: gt.linalg.solve_triangular(a, b, upper=False, left=False, unitriangular=True), [_sq(), _r(2, 3)]),
+    ("linalg_matrix_power_negative", lambda a: gt.linalg.matrix_power(a, -2), [_sq()]),
+    ("linalg_norms", lambda a: gt.linalg.matrix_norm(a, 1) + gt.linalg.matrix_norm(a) + gt.linalg.vector_norm(a, 3, dim=-1).sum(-1), [_sq()]),
+    ("linalg_cross_multi_dot", lambda a, b: gt.linalg.cross(a, b) + gt.linalg.multi_dot([a, b.mT, a]), [_r(3, 3), _r(3, 3, seed=1)]),
+    ("linalg_qr_tall", lambda a: _flat(*gt.linalg.qr(a)), [_r(2, 4, 3)]),
+    ("linalg_eigh", lambda a: _flat(*gt.linalg.eigh(a + a.mT), square=(1,)), [_r(2, 3, 3)]),
+    ("linalg_svd_tall", lambda a: _flat(*gt.linalg.svd(a, full_matrices=False), square=(0, 2)), [_r(4, 3)]),
+    ("linalg_svd_wide", lambda a: _flat(*gt.linalg.svd(a, full_matrices=False), square=(0, 2)), [_r(2, 3, 4)]),
+    ("linalg_pinv_nuc_norm", lambda a: gt.linalg.pinv(a) * gt.linalg.matrix_norm(a, "nuc"), [_r(4, 3)]),
+]  # fmt: skip
+
+
+def _pm():
+    return gt.tensor(np.array([1.0, -1.0, -1.0, 1.0, -1.0, 1.0]))
 
 
 def _c(*shape):
@@ -389,7 +438,8 @@ def test_every_differentiable_primitive_has_a_derivative_rule():
         "add sub mul div pow maximum minimum where clip remainder neg abs exp log sqrt "
         "sin cos tanh sigmoid relu erf cast copy matmul sum max min reshape transpose expand getitem "
         "setitem concat log_softmax cumsum log1p expm1 softplus floor ceil round trunc "
-        "binary_cross_entropy prod cumprod im2col col2im scatter_add".split()
+        "binary_cross_entropy prod cumprod im2col col2im scatter_add linalg_inv linalg_solve linalg_det "
+        "linalg_slogdet linalg_cholesky linalg_solve_triangular linalg_qr linalg_eigh linalg_svd".split()
     )
     assert differentiable <= set(BY_NAME)
     assert {n for n in differentiable if BY_NAME[n].grad is None} == set()

@@ -193,9 +193,18 @@ def test_pipeline_stages_work_on_different_micro_batches_at_once(cluster, conn):
                     spans[f["worker"]].append((t, t + d))
                 t += d
     assert len(spans[0]) == len(spans[1]) == 18
+    # Stage 2 must not wait for stage 1 to finish every micro-batch: some of its matmuls start
+    # while stage 1 still has matmuls to run. (Judged by order, not by how long the two ran at
+    # the same instant: on a busy 2-core machine the OS may not give both workers a core at once,
+    # while a pipeline that serialised the stages would start none of them early.)
+    last_of_stage_1 = max(b for _, b in spans[0])
+    early = sum(1 for a, _ in spans[1] if a < last_of_stage_1)
     both = sum(max(0, min(b0, b1) - max(a0, a1)) for a0, b0 in spans[0] for a1, b1 in spans[1])
     busy = min(sum(b - a for a, b in spans[0]), sum(b - a for a, b in spans[1]))
-    assert both > 0.2 * busy, f"the stages overlapped for {both / busy:.0%} of their matmul time"
+    assert early >= 6, (
+        f"only {early} of stage 2's 18 matmuls started before stage 1's last one ended "
+        f"(overlap {both / busy:.0%} of the matmul time)"
+    )
     assert all(np.isfinite(o.item()) for o in outs)
 
 

@@ -22,6 +22,10 @@ RAND = {"shape": [2, 3], "dtype": "float32", "seed": 7}
 INTS = rng.integers(-100, 100, (3, 4)).astype(np.int32)
 INTS_ROW = rng.integers(0, 256, (4,)).astype(np.int32)
 SHIFTS = np.array([0, 3, 31, 40], dtype=np.int32)  # 40: past the width (PyTorch's 0 / sign fill)
+_lin = np.random.default_rng(91)  # (its own stream: the samples above keep their values)
+SQ = (_lin.standard_normal((2, 3, 3)) + 3 * np.eye(3)).astype(np.float32)  # well conditioned
+SPD = (SQ @ SQ.transpose(0, 2, 1) + np.eye(3)).astype(np.float32)
+RHS = _lin.standard_normal((3, 2)).astype(np.float32)  # batch dims broadcast against SQ's
 
 #: For every compute and create op: argument values (arrays or Python numbers) and attrs.
 SAMPLES: dict[str, tuple[list, object]] = {
@@ -118,6 +122,15 @@ SAMPLES: dict[str, tuple[list, object]] = {
     "bitwise_left_shift": ([INTS, SHIFTS], None),
     "bitwise_right_shift": ([-INTS, SHIFTS], None),
     "searchsorted": ([np.sort(ROW), A], {"right": True, "dtype": "int32"}),
+    "linalg_inv": ([SQ], None),
+    "linalg_solve": ([SQ, RHS], None),
+    "linalg_det": ([SQ], None),
+    "linalg_slogdet": ([SQ], None),
+    "linalg_cholesky": ([SPD], None),
+    "linalg_solve_triangular": ([SQ, RHS], {"upper": True, "unitriangular": False}),
+    "linalg_qr": ([A.T.copy()], None),
+    "linalg_eigh": ([SPD], None),
+    "linalg_svd": ([SQ], None),
 }
 
 

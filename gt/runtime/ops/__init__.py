@@ -9,7 +9,8 @@ modules below (and its tests); see the README's "Adding a primitive".
 Families: :mod:`.elementwise`, :mod:`.reduce`, :mod:`.shape`, :mod:`.creation`, :mod:`.movement`,
 :mod:`.mathfn` (stable math, rounding, BCE), :mod:`.scan` (products), :mod:`.sort`, :mod:`.conv`
 (sliding windows), :mod:`.index` (scatter), :mod:`.integer` (bitwise ops and shifts),
-:mod:`.search` (``searchsorted``).
+:mod:`.search` (``searchsorted``), :mod:`.linalg` (inverse, solves, determinants, Cholesky),
+:mod:`.linalg_decomp` (QR, eigh, SVD).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from gt.runtime.ops import (
     elementwise,
     index,
     integer,
+    linalg,
+    linalg_decomp,
     mathfn,
     movement,
     reduce,
@@ -64,6 +67,8 @@ REGISTRY, BY_NAME = _build(
         *index.ENTRIES,
         *integer.ENTRIES,
         *search.ENTRIES,
+        *linalg.ENTRIES,
+        *linalg_decomp.ENTRIES,
     ]
 )
 #: Op names by opcode (what traces carry in their header).

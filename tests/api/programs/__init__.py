@@ -36,6 +36,9 @@ MODULES = (
     "custom_functions",
     "optimizers",
     "volumes",
+    "linear_algebra",
+    "distributions",
+    "layers_more",
 )
 
 

@@ -1,0 +1,221 @@
+"""Invertible elementwise transforms for :class:`TransformedDistribution`
+(``torch.distributions.transforms``): exp, affine, sigmoid, tanh, and their composition.
+
+Each transform maps ``x -> y``, inverts ``y -> x`` and gives ``log |dy/dx|``. With ``cache_size=1``
+the last ``(x, y)`` pair is remembered, so ``log_prob`` of a value just sampled inverts it
+exactly: ``atanh(tanh(x))`` loses ``x`` once ``tanh(x)`` rounds to 1 (SAC code passes
+``TanhTransform(cache_size=1)`` for that reason). The default is 0, as in PyTorch.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Number
+from typing import Any
+
+from gt.distributions import constraints
+from gt.distributions.utils import clamp_probs, softplus
+from gt.factories import full_like
+from gt.tensor import Tensor
+
+__all__ = [
+    "AffineTransform",
+    "ComposeTransform",
+    "ExpTransform",
+    "SigmoidTransform",
+    "TanhTransform",
+    "Transform",
+]
+
+
+class Transform:
+    """An invertible map with a tractable log-Jacobian; ``t(x)``, ``t.inv(y)``,
+    ``t.log_abs_det_jacobian(x, y)``. These are elementwise (``event_dim`` 0)."""
+
+    domain: constraints.Constraint = constraints.real
+    codomain: constraints.Constraint = constraints.real
+    bijective = True
+    event_dim = 0
+
+    def __init__(self, cache_size: int = 0) -> None:
+        if cache_size not in (0, 1):
+            raise ValueError("cache_size must be 0 or 1")
+        self._cache_size = cache_size
+        self._cached: tuple[Any, Any] | None = None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if self._cache_size and self._cached is not None and self._cached[0] is x:
+            return self._cached[1]
+        y = self._call(x)
+        if self._cache_size:
+            self._cached = (x, y)
+        return y
+
+    @property
+    def inv(self) -> _InverseTransform:
+        """The inverse transform."""
+        return _InverseTransform(self)
+
+    def _inverse_of(self, y: Tensor) -> Tensor:
+        if self._cache_size and self._cached is not None and self._cached[1] is y:
+            return self._cached[0]
+        x = self._inverse(y)
+        if self._cache_size:
+            self._cached = (x, y)
+        return x
+
+    def _call(self, x: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        """``log |dy/dx|``, elementwise."""
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    def __repr__(self) -> str:
+        return self.__class__.__name__ + "()"
+
+
+class _InverseTransform(Transform):
+    def __init__(self, transform: Transform) -> None:
+        super().__init__(cache_size=0)
+        self._inv = transform
+        self.domain, self.codomain = transform.codomain, transform.domain
+
+    @property
+    def inv(self) -> Transform:  # type: ignore[override]
+        return self._inv
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return self._inv._inverse_of(x)
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        return -self._inv.log_abs_det_jacobian(y, x)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _InverseTransform) and self._inv == other._inv
+
+    def __hash__(self) -> int:
+        return hash(("inv", self._inv))
+
+
+class ComposeTransform(Transform):
+    """``parts`` applied in order."""
+
+    def __init__(self, parts: list[Transform], cache_size: int = 0) -> None:
+        super().__init__(cache_size=cache_size)
+        self.parts = list(parts)
+
+    def _call(self, x: Tensor) -> Tensor:
+        for part in self.parts:
+            x = part(x)
+        return x
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        for part in reversed(self.parts):
+            y = part.inv(y)
+        return y
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        if not self.parts:
+            return x * 0
+        total = 0
+        for part in self.parts:
+            y_part = part(x)
+            total = total + part.log_abs_det_jacobian(x, y_part)
+            x = y_part
+        return total
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ComposeTransform) and self.parts == other.parts
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.parts))
+
+
+class ExpTransform(Transform):
+    """``y = exp(x)``."""
+
+    codomain = constraints.positive
+
+    def _call(self, x: Tensor) -> Tensor:
+        return x.exp()
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        return y.log()
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        return x
+
+
+class AffineTransform(Transform):
+    """``y = loc + scale * x`` (numbers or tensors, broadcast)."""
+
+    def __init__(self, loc: Any, scale: Any, event_dim: int = 0, cache_size: int = 0) -> None:
+        if event_dim != 0:
+            raise NotImplementedError("AffineTransform supports event_dim=0 only")
+        super().__init__(cache_size=cache_size)
+        self.loc, self.scale = loc, scale
+
+    def _call(self, x: Tensor) -> Tensor:
+        return self.loc + self.scale * x
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        return (y - self.loc) / self.scale
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        if isinstance(self.scale, Number):
+            return full_like(x, math.log(abs(self.scale)))
+        return self.scale.abs().log() + x * 0  # broadcast to x's shape
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, AffineTransform):
+            return False
+        same = [
+            a is b or (isinstance(a, Number) and isinstance(b, Number) and a == b)
+            for a, b in ((self.loc, other.loc), (self.scale, other.scale))
+        ]
+        return all(same)
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+class SigmoidTransform(Transform):
+    """``y = sigmoid(x)``."""
+
+    codomain = constraints.unit_interval
+
+    def _call(self, x: Tensor) -> Tensor:
+        return clamp_probs(x.sigmoid())
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        y = clamp_probs(y)
+        return y.log() - (-y).log1p()
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        return -softplus(-x) - softplus(x)
+
+
+class TanhTransform(Transform):
+    """``y = tanh(x)``: squashes a Gaussian policy into ``(-1, 1)`` (as in SAC)."""
+
+    codomain = constraints.interval(-1.0, 1.0)
+
+    def _call(self, x: Tensor) -> Tensor:
+        return x.tanh()
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        return 0.5 * ((y).log1p() - (-y).log1p())  # atanh
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        # log(1 - tanh(x)^2), written so that it stays finite for large |x|
+        return 2.0 * (math.log(2.0) - x - softplus(-2.0 * x))

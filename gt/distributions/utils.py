@@ -1,0 +1,87 @@
+"""Helpers shared by the distributions: parameter broadcasting, probs <-> logits, lazy
+properties (``torch.distributions.utils``)."""
+
+from __future__ import annotations
+
+from numbers import Number
+from typing import Any
+
+from gt.factories import arange
+from gt.factories import tensor as _tensor
+from gt.ops.functional import broadcast_tensors, stack
+from gt.ops.typeinfo import finfo, get_default_dtype
+from gt.tensor import Tensor
+
+__all__ = ["broadcast_all", "clamp_probs", "lazy_property", "logits_to_probs", "probs_to_logits"]
+
+
+def broadcast_all(*values: Any) -> tuple[Tensor, ...]:
+    """Numbers become tensors (with the dtype of the first tensor argument, else the default
+    dtype) and everything is broadcast to one shape, as PyTorch's distributions do."""
+    if not all(isinstance(v, (Tensor, Number)) for v in values):
+        raise ValueError(
+            "Input arguments must all be instances of numbers.Number, "
+            "torch.Tensor or objects implementing __torch_function__."
+        )
+    if not any(isinstance(v, Tensor) for v in values):
+        dtype = get_default_dtype()
+        return tuple(_tensor(float(v), dtype=dtype) for v in values)
+    dtype = next(v.dtype for v in values if isinstance(v, Tensor))
+    tensors = [v if isinstance(v, Tensor) else _tensor(float(v), dtype=dtype) for v in values]
+    return tuple(broadcast_tensors(*tensors))
+
+
+def clamp_probs(probs: Tensor) -> Tensor:
+    """``probs`` clamped to ``[eps, 1 - eps]`` so that their logs stay finite."""
+    eps = finfo(probs.dtype).eps
+    return probs.clamp(min=eps, max=1 - eps)
+
+
+def logits_to_probs(logits: Tensor, is_binary: bool = False) -> Tensor:
+    """Log-odds (binary) or unnormalized log-probabilities (last dim) to probabilities."""
+    return logits.sigmoid() if is_binary else logits.softmax(-1)
+
+
+def probs_to_logits(probs: Tensor, is_binary: bool = False) -> Tensor:
+    """Probabilities to log-odds (binary) or log-probabilities."""
+    p = clamp_probs(probs)
+    return p.log() - (-p).log1p() if is_binary else p.log()
+
+
+def sum_rightmost(value: Tensor, dim: int) -> Tensor:
+    """``value`` summed over its ``dim`` rightmost dimensions."""
+    if dim == 0:
+        return value
+    return value.reshape(tuple(value.shape[: value.dim() - dim]) + (-1,)).sum(-1)
+
+
+def softplus(x: Tensor) -> Tensor:
+    """``log(1 + exp(x))``, stable for large ``|x|``; its gradient is exactly ``sigmoid(x)``
+    (a ``logsumexp`` over ``(0, x)``, so no kink at 0 as with ``relu(x) + log1p(exp(-|x|))``)."""
+    return stack([x * 0, x], -1).logsumexp(-1)
+
+
+def bce_with_logits(logits: Tensor, target: Tensor) -> Tensor:
+    """Elementwise ``-(t log sigmoid(x) + (1 - t) log(1 - sigmoid(x)))``."""
+    return softplus(logits) - logits * target
+
+
+def one_hot(indices: Tensor, num_classes: int, like: Tensor) -> Tensor:
+    """``indices`` as one-hot vectors (a new last dim) with ``like``'s dtype."""
+    return (indices.unsqueeze(-1) == arange(num_classes)).to(like.dtype)
+
+
+class lazy_property:  # noqa: N801 - PyTorch's name
+    """A property computed on first use and then stored on the instance (so ``probs`` and
+    ``logits`` are only derived from each other when asked for)."""
+
+    def __init__(self, wrapped: Any):
+        self.wrapped = wrapped
+        self.__doc__ = wrapped.__doc__
+
+    def __get__(self, instance: Any, obj_type: Any = None) -> Any:
+        if instance is None:
+            return self
+        value = self.wrapped(instance)
+        instance.__dict__[self.wrapped.__name__] = value
+        return value

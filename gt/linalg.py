@@ -1,0 +1,450 @@
+"""``gt.linalg``: PyTorch's ``torch.linalg`` on GT tensors, differentiable.
+
+Norms, products (``vecdot``, ``cross``, ``matrix_power``, ``multi_dot``) and ``diagonal`` are
+composed on the client from ordinary ops. ``inv``, ``solve``, ``det``, ``slogdet``, ``cholesky``
+and ``solve_triangular`` (:mod:`gt.runtime.ops.linalg`) and ``qr``, ``eigh``, ``svd``
+(:mod:`gt.runtime.ops.linalg_decomp`) are primitives of the op registry, where their derivative
+rules are; ``pinv``, ``lstsq``, ``matrix_rank`` and the ``"nuc"``/``2``/``-2`` matrix norms are
+built on the SVD. Every function batches over leading dimensions as PyTorch does, for float32
+and float64.
+
+Not here: complex dtypes, ``eig``/``eigvals``, ``svd(full_matrices=True)`` and
+``qr(mode="complete")`` for non-square shapes, QR gradients for wide matrices. Spectral gradients
+(``eigh``, ``svd``) assume distinct eigen/singular values, as PyTorch's do.
+Errors: wrong shapes raise PyTorch's message at the call; a singular (or, for ``cholesky``, not
+positive-definite) matrix fails on the worker and raises at the next sync point that needs it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from gt import shapes as S
+from gt.errors import ShapeError
+from gt.factories import eye, zeros
+from gt.ops.arith import where
+from gt.ops.shaping import stack
+from gt.runtime.ops.linalg import (
+    SlogdetResult,
+    check_float_square,
+    cholesky_api,
+    det_api,
+    inverse_api,
+    slogdet_api,
+)
+from gt.runtime.ops.linalg_decomp import unpack_eigh, unpack_qr, unpack_svd
+
+if TYPE_CHECKING:
+    from gt.tensor import Tensor
+
+#: What ``cholesky_ex`` and ``inv_ex`` return.
+CholeskyExResult = namedtuple("CholeskyExResult", ["L", "info"])
+
+_FLOATS = ("float32", "float64")
+
+
+def _float(op: str, a: Tensor) -> None:
+    """PyTorch's error for a matrix function given integers (or half precision)."""
+    if a.dtype not in _FLOATS:
+        raise ShapeError(
+            f"{op}: Expected a floating point tensor as input. Got {a.dtype} "
+            "(GT's linear algebra runs in float32 and float64)"
+        )
+
+
+_square = check_float_square
+
+
+# ----------------------------------------------------------------------------- norms
+def vector_norm(
+    x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False, *, dtype: Any = None
+) -> Tensor:  # noqa: A002
+    """The ``ord``-norm of ``x`` over ``dim`` (all elements when None), as a vector norm."""
+    if dtype is not None:
+        x = x.to(dtype)
+    if x.dtype not in _FLOATS:
+        raise RuntimeError(
+            f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {x.dtype}"
+        )
+    if isinstance(ord, str):
+        raise RuntimeError(f"linalg.vector_norm: ord must be a number, got {ord!r}")
+    if dim is None and keepdim:
+        out = x.reshape(-1).norm(ord, 0, False)
+        return out.reshape((1,) * x.ndim)
+    return x.norm(ord, dim if dim is None else _dims(dim), keepdim)
+
+
+def _dims(dim: Any) -> Any:
+    return tuple(dim) if isinstance(dim, (list, tuple)) else dim
+
+
+def matrix_norm(
+    a: Tensor, ord: Any = "fro", dim: Sequence[int] = (-2, -1), keepdim: bool = False, *,
+    dtype: Any = None,
+) -> Tensor:  # fmt: skip  # noqa: A002
+    """The ``ord``-norm of the matrices over ``dim``: ``"fro"``, ``"nuc"``, 1, -1, 2, -2, inf or
+    -inf (``"nuc"`` and +-2 through the singular values)."""
+    if dtype is not None:
+        a = a.to(dtype)
+    _float("linalg.matrix_norm", a)
+    if a.ndim < 2:
+        raise RuntimeError(
+            "linalg.matrix_norm: The input tensor A must have at least 2 dimensions."
+        )
+    if len(dim) != 2:
+        raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {list(dim)}")
+    d0, d1 = (S.normalize_axis(d, a.ndim, "linalg.matrix_norm") for d in dim)
+    if d0 == d1:
+        raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got ({d0}, {d1})")
+    if ord == "fro":
+        return (a * a).sum((d0, d1), keepdim)._sqrt_zero_grad()
+    if ord in ("nuc", 2, -2):
+        rest = [i for i in range(a.ndim) if i not in (d0, d1)]
+        sv = svdvals(a.permute(*rest, d0, d1))
+        out = sv.sum(-1) if ord == "nuc" else (sv[..., 0] if ord == 2 else sv[..., -1])
+        if keepdim:
+            for d in sorted((d0, d1)):
+                out = out.unsqueeze(d)
+        return out
+    if ord in (1, -1):  # the largest (smallest) column sum: sum over rows (d0), pick over d1
+        inner, outer = d0, d1
+    elif ord in (math.inf, -math.inf):
+        inner, outer = d1, d0
+    else:
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    s = a.abs().sum(inner, keepdim=True)
+    out = s.amax(outer, keepdim=True) if ord > 0 else s.amin(outer, keepdim=True)
+    return out if keepdim else out.squeeze((d0, d1) if d0 > d1 else (d1, d0))
+
+
+def norm(
+    a: Tensor, ord: Any = None, dim: Any = None, keepdim: bool = False, *, dtype: Any = None
+) -> Tensor:  # noqa: A002
+    """``vector_norm`` or ``matrix_norm``, chosen as PyTorch does (by ``dim`` and ``ord``)."""
+    if dim is not None:
+        dims = _dims(dim)
+        if isinstance(dims, tuple) and len(dims) == 2:
+            return matrix_norm(a, "fro" if ord is None else ord, dims, keepdim, dtype=dtype)
+        return vector_norm(a, 2 if ord is None else ord, dims, keepdim, dtype=dtype)
+    if ord is None:
+        return vector_norm(a, 2, None, keepdim, dtype=dtype)
+    if a.ndim == 2:
+        return matrix_norm(a, ord, (-2, -1), keepdim, dtype=dtype)
+    if a.ndim == 1:
+        return vector_norm(a, ord, None, keepdim, dtype=dtype)
+    raise RuntimeError(
+        f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. "
+        f"Got {a.ndim}D."
+    )
+
+
+# ----------------------------------------------------------------------------- products
+def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
+    """The dot product of ``x`` and ``y`` along ``dim`` (broadcast first)."""
+    return (x * y).sum(dim)
+
+
+def cross(a: Tensor, b: Tensor, *, dim: int = -1) -> Tensor:
+    """The cross product of 3-vectors along ``dim`` (broadcast first)."""
+    if a.ndim != b.ndim:
+        raise RuntimeError(
+            f"linalg.cross: inputs must have the same number of dimensions. "
+            f"Got {a.ndim} and {b.ndim}"
+        )
+    d = S.normalize_axis(dim, a.ndim, "linalg.cross")
+    if a.shape[d] != 3 or b.shape[d] != 3:
+        raise RuntimeError(
+            f"linalg.cross: inputs dimension {dim} must have length 3. "
+            f"Got {a.shape[d]} and {b.shape[d]}"
+        )
+    perm = [i for i in range(a.ndim) if i != d] + [d]  # the vector dimension last
+    a, b = a.permute(*perm), b.permute(*perm)
+    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
+    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
+    out = stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], -1)
+    back = [perm.index(i) for i in range(a.ndim)]
+    return out.permute(*back)
+
+
+def matrix_power(a: Tensor, n: int) -> Tensor:
+    """``a`` multiplied by itself ``n`` times (``n < 0``: the inverse's power; 0: identity)."""
+    _square("linalg.matrix_power", a)
+    if n == 0:
+        return eye(a.shape[-1], dtype=a.dtype).expand(*a.shape) + 0 * a
+    base = inv(a) if n < 0 else a
+    n = abs(n)
+    out = None
+    while True:  # square and multiply: O(log n) products
+        if n & 1:
+            out = base if out is None else out @ base
+        n >>= 1
+        if not n:
+            return out
+        base = base @ base
+
+
+def multi_dot(tensors: Sequence[Tensor]) -> Tensor:
+    """``tensors[0] @ tensors[1] @ ...``; the first (last) may be 1-d: a row (column) vector."""
+    if len(tensors) < 2:
+        raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(tensors)}")
+    ts = list(tensors)
+    first_1d, last_1d = ts[0].ndim == 1, ts[-1].ndim == 1
+    if first_1d:
+        ts[0] = ts[0].unsqueeze(0)
+    if last_1d:
+        ts[-1] = ts[-1].unsqueeze(-1)
+    for i, t in enumerate(ts):
+        if t.ndim != 2:
+            raise RuntimeError(f"multi_dot(): tensor {i} must be 2D but got {t.ndim}D")
+    out = ts[0]
+    for i, t in enumerate(ts[1:], 1):
+        if out.shape[-1] != t.shape[0]:
+            raise RuntimeError(
+                f"multi_dot(): tensors {i - 1} and {i} with shapes {list(ts[i - 1].shape)} and "
+                f"{list(t.shape)} cannot be multiplied"
+            )
+        out = out @ t
+    if first_1d:
+        out = out.squeeze(0)
+    if last_1d:
+        out = out.squeeze(-1)
+    return out
+
+
+def diagonal(a: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """The ``offset``-th diagonal over ``dim1`` and ``dim2``, as the last dimension."""
+    return a.diagonal(offset, dim1, dim2)
+
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """``a @ b`` (``torch.linalg.matmul``)."""
+    return a @ b
+
+
+# ----------------------------------------------------------------------------- primitives
+def inv(a: Tensor) -> Tensor:
+    """The inverse of each square matrix of ``a``."""
+    return inverse_api(a)
+
+
+def inv_ex(a: Tensor, *, check_errors: bool = False) -> Any:
+    """``(inverse, info)``; ``info`` is zero (a singular matrix fails on the worker instead)."""
+    out = inv(a)
+    return namedtuple("InvExResult", ["inverse", "info"])(out, _zeros_info(a))
+
+
+def _zeros_info(a: Tensor) -> Tensor:
+    return zeros(a.shape[:-2], dtype="int32")
+
+
+def solve(a: Tensor, b: Tensor, *, left: bool = True) -> Tensor:
+    """``X`` with ``A X = B`` (``left=False``: ``X A = B``); ``B`` may be a (batch of) vector."""
+    _square("linalg.solve", a)
+    _float("linalg.solve", b)
+    if a.dtype != b.dtype:
+        raise RuntimeError(
+            f"linalg.solve: Expected A and B to have the same dtype, but found A of type "
+            f"{a.dtype} and B of type {b.dtype} instead"
+        )
+    if not left:
+        return solve(a.mT, b.mT).mT
+    # PyTorch's rule: B is a vector when it is 1-d, or its shape is A's batch shape plus n.
+    vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and tuple(b.shape) == tuple(a.shape[:-1]))
+    if vector:
+        return a._apply("linalg_solve", [a, b.unsqueeze(-1)]).squeeze(-1)
+    return a._apply("linalg_solve", [a, b])
+
+
+def det(a: Tensor) -> Tensor:
+    """The determinant of each square matrix of ``a``."""
+    return det_api(a)
+
+
+def slogdet(a: Tensor) -> SlogdetResult:
+    """``(sign, log|det|)`` of each square matrix (``log|det| = -inf`` for a singular one)."""
+    return slogdet_api(a)
+
+
+def cholesky(a: Tensor, *, upper: bool = False) -> Tensor:
+    """The Cholesky factor of each symmetric positive-definite matrix: lower ``L`` with
+    ``A = L L^T`` (``upper=True``: ``U = L^T``, ``A = U^T U``). Only the lower triangle is read."""
+    return cholesky_api(a, upper)
+
+
+def cholesky_ex(a: Tensor, *, upper: bool = False, check_errors: bool = False) -> Any:
+    """``(L, info)``; ``info`` is zero (a failing factorization fails on the worker instead)."""
+    return CholeskyExResult(cholesky(a, upper=upper), _zeros_info(a))
+
+
+def solve_triangular(
+    a: Tensor, b: Tensor, *, upper: bool, left: bool = True, unitriangular: bool = False
+) -> Tensor:
+    """``X`` with ``T X = B`` (``left=False``: ``X T = B``), ``T`` the upper or lower triangle of
+    ``a`` (its diagonal taken as ones when ``unitriangular``)."""
+    _square("linalg.solve_triangular", a)
+    _float("linalg.solve_triangular", b)
+    if b.ndim < 2:
+        raise RuntimeError(
+            "linalg.solve_triangular: The input tensor B must have at least 2 dimensions."
+        )
+    if not left:  # X T = B  <=>  T^T X^T = B^T, and T^T is the other triangle
+        return solve_triangular(a.mT, b.mT, upper=not upper, unitriangular=unitriangular).mT
+    attrs = {"upper": bool(upper), "unitriangular": bool(unitriangular)}
+    return a._apply("linalg_solve_triangular", [a, b], attrs)
+
+
+# ----------------------------------------------------------------------------- decompositions
+QRResult = namedtuple("QRResult", ["Q", "R"])
+EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
+LstsqResult = namedtuple("LstsqResult", ["solution", "residuals", "rank", "singular_values"])
+
+#: Machine epsilon per dtype (PyTorch's default tolerance for ranks and pseudo-inverses).
+_EPS = {"float32": 1.1920928955078125e-07, "float64": 2.220446049250313e-16}
+
+
+def _matrix(op: str, a: Tensor) -> tuple[int, int]:
+    _float(op, a)
+    if a.ndim < 2:
+        raise ShapeError(f"{op}: The input tensor A must have at least 2 dimensions.")
+    return a.shape[-2], a.shape[-1]
+
+
+def qr(a: Tensor, mode: str = "reduced") -> QRResult:
+    """The QR factorization ``A = Q R`` of each matrix (``mode`` ``"reduced"``, ``"r"``, or
+    ``"complete"`` where it equals the reduced one, ``m <= n``). Gradients need ``m >= n``."""
+    m, n = _matrix("linalg.qr", a)
+    if mode not in ("reduced", "r", "complete"):
+        raise RuntimeError(f"qr received unrecognized mode '{mode}'")
+    if mode == "complete" and m > n:
+        raise NotImplementedError("linalg.qr: mode='complete' with more rows than columns")
+    q, r = unpack_qr(a._apply("linalg_qr", [a]), m, n)
+    if mode == "r":
+        return QRResult(zeros((0,), dtype=a.dtype), r)
+    return QRResult(q, r)
+
+
+def eigh(a: Tensor, UPLO: str = "L") -> EighResult:  # noqa: N803 - PyTorch's name
+    """Eigenvalues (ascending) and orthonormal eigenvectors of each symmetric matrix, read from
+    its lower (``UPLO="U"``: upper) triangle. Gradients assume distinct eigenvalues."""
+    check_float_square("linalg.eigh", a)
+    if UPLO not in ("L", "U"):
+        raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
+    src = a if UPLO == "L" else a.mT  # the upper triangle of A is the lower one of A^T
+    return EighResult(*unpack_eigh(a._apply("linalg_eigh", [src])))
+
+
+def eigvalsh(a: Tensor, UPLO: str = "L") -> Tensor:  # noqa: N803 - PyTorch's name
+    """The eigenvalues (ascending) of each symmetric matrix."""
+    return eigh(a, UPLO).eigenvalues
+
+
+def svd(a: Tensor, full_matrices: bool = True) -> SVDResult:
+    """``A = U diag(S) Vh`` with descending ``S``. Only the reduced factorization is computed:
+    ``full_matrices=True`` is accepted for square matrices (where the two agree). Gradients assume
+    distinct, nonzero singular values."""
+    m, n = _matrix("linalg.svd", a)
+    if full_matrices and m != n:
+        raise NotImplementedError(
+            "linalg.svd: full_matrices=True for a non-square matrix is not in GT; pass "
+            "full_matrices=False"
+        )
+    return SVDResult(*unpack_svd(a._apply("linalg_svd", [a]), m, n))
+
+
+def svdvals(a: Tensor) -> Tensor:
+    """The singular values of each matrix, descending."""
+    return svd(a, full_matrices=False).S
+
+
+def _tolerance(s: Tensor, dtype: str, m: int, n: int, atol: Any, rtol: Any) -> Any:
+    """PyTorch's cut-off ``max(atol, rtol * s_max)`` for each matrix (keepdim on the last dim)."""
+    if rtol is None:
+        rtol = 0.0 if atol is not None and atol > 0 else _EPS[dtype] * max(m, n)
+    tol = s[..., :1] * rtol
+    return tol.clamp(min=atol) if atol is not None else tol
+
+
+def matrix_rank(
+    a: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False
+) -> Tensor:
+    """The number of singular values above the tolerance, per matrix (int64; no sync)."""
+    m, n = _matrix("linalg.matrix_rank", a)
+    s = eigvalsh(a).abs().sort(-1, descending=True).values if hermitian else svdvals(a)
+    s = s.detach()
+    return (s > _tolerance(s, a.dtype, m, n, atol, rtol)).sum(-1)
+
+
+def pinv(a: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False) -> Tensor:
+    """The Moore-Penrose pseudo-inverse through the SVD; singular values at or below the
+    tolerance count as zero. (``hermitian`` is accepted and uses the SVD too.)"""
+    m, n = _matrix("linalg.pinv", a)
+    u, s, vh = svd(a, full_matrices=False)
+    sd = s.detach()
+    keep = sd > _tolerance(sd, a.dtype, m, n, atol, rtol)
+    inv_s = where(keep, 1.0 / where(keep, s, 1.0), 0.0)  # (no 1/0 in the value or gradient)
+    return vh.mT @ (inv_s.unsqueeze(-1) * u.mT)
+
+
+def lstsq(a: Tensor, b: Tensor, rcond: Any = None, *, driver: Any = None) -> LstsqResult:
+    """Least squares ``min ||A X - B||`` through the pseudo-inverse (any rank: the minimum-norm
+    solution, as PyTorch's CPU drivers give). The other fields are filled for the drivers that
+    fill them in PyTorch (``residuals`` only where ``m > n``)."""
+    m, n = _matrix("torch.linalg.lstsq", a)
+    vector = b.ndim == a.ndim - 1
+    bb = b.unsqueeze(-1) if vector else b
+    if bb.shape[-2] != m:
+        raise RuntimeError(
+            f"torch.linalg.lstsq: input.size(-2) should match other.size(-2) "
+            f"({m} and {bb.shape[-2]})"
+        )
+    x = pinv(a, rtol=rcond) @ bb
+    empty = zeros((0,), dtype=a.dtype)
+    # What PyTorch fills in, by driver (on the CPU; default "gelsy"): residuals for every driver
+    # but gelsy (m > n), ranks for all but gels, singular values for gelsd and gelss.
+    driver = driver or "gelsy"
+    if driver not in ("gels", "gelsy", "gelsd", "gelss"):
+        raise RuntimeError(
+            "torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)"
+        )
+    residuals = ((a @ x - bb) ** 2).sum(-2) if m > n and driver != "gelsy" else empty
+    sv = svdvals(a) if driver in ("gelsd", "gelss") else empty
+    rank = matrix_rank(a, rtol=rcond) if driver != "gels" else zeros((0,), dtype="int64")
+    return LstsqResult(x.squeeze(-1) if vector else x, residuals, rank, sv)
+
+
+__all__ = [
+    "EighResult",
+    "LstsqResult",
+    "QRResult",
+    "SVDResult",
+    "eigh",
+    "eigvalsh",
+    "lstsq",
+    "matrix_rank",
+    "pinv",
+    "qr",
+    "svd",
+    "svdvals",
+    "SlogdetResult",
+    "cholesky",
+    "cholesky_ex",
+    "cross",
+    "det",
+    "diagonal",
+    "inv",
+    "inv_ex",
+    "matmul",
+    "matrix_norm",
+    "matrix_power",
+    "multi_dot",
+    "norm",
+    "slogdet",
+    "solve",
+    "solve_triangular",
+    "vecdot",
+    "vector_norm",
+]

@@ -1,0 +1,351 @@
+"""Registry entries: dense linear algebra on batches of square matrices (``gt.linalg``).
+
+Every kernel is written once against ``xp.linalg`` (NumPy's and CuPy's share these names and
+batch over leading dimensions): ``inv``, ``solve``, ``det``, ``slogdet``, ``cholesky``. A
+triangular solve has no ``xp`` spelling (SciPy and ``cupyx.scipy`` have one), so
+``linalg_solve_triangular`` masks the triangle and calls ``xp.linalg.solve``: the same values,
+at the cost of an LU factorization instead of a substitution.
+
+Every derivative rule is written with ordinary tensor ops (``matmul``, ``mT``, ``tril`` and these
+primitives themselves), so second derivatives work too:
+
+* ``Y = inv(A)``: ``gA = -Y^T g Y^T``.
+* ``X = solve(A, B)``: ``gB = solve(A^T, g)``, ``gA = -gB X^T``.
+* ``d = det(A)``: ``gA = g d inv(A)^T`` (A must be invertible: PyTorch's SVD-based rule for
+  singular ``A`` is not reproduced).
+* ``(sign, logabsdet) = slogdet(A)``, packed as one ``(..., 2)`` result: ``gA = g_log inv(A)^T``;
+  the sign is piecewise constant.
+* ``L = cholesky(A)`` (Murray 2016): ``gA = sym(L^-T Phi(L^T g) L^-1)``, where ``Phi`` keeps the
+  lower triangle and halves the diagonal, and ``sym(M) = (M + M^T) / 2``.
+* ``X = solve_triangular(T, B)``: ``gB = solve_triangular(T^T, g)``, ``gA = tri(-gB X^T)``.
+
+Errors: the shape rules raise PyTorch's messages for non-square or mismatched operands on the
+client; a singular matrix (``inv``, ``solve``) or one that is not positive definite
+(``cholesky``) fails on the worker with NumPy's message (CuPy, like PyTorch on a GPU, gives
+non-finite values instead unless its debug checks are on), raised at the next sync point.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from typing import Any
+
+from gt.errors import ShapeError
+from gt.runtime.ops.base import Op, Shape, first_dtype, sum_to
+
+#: What ``slogdet`` returns (PyTorch's named tuple).
+SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
+
+
+# ----------------------------------------------------------------------------- shape rules
+def check_square(op: str, shape: Shape, name: str = "A") -> None:
+    """Raise PyTorch's error unless ``shape`` is a batch of square matrices."""
+    if len(shape) < 2:
+        raise ShapeError(f"{op}: The input tensor {name} must have at least 2 dimensions.")
+    if shape[-1] != shape[-2]:
+        raise ShapeError(
+            f"{op}: {name} must be batches of square matrices, but they are "
+            f"{shape[-2]} by {shape[-1]} matrices"
+        )
+
+
+def broadcast_batch(op: str, a: Shape, b: Shape) -> Shape:
+    """The broadcast of two batch shapes (PyTorch's rule), or PyTorch's error."""
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            raise ShapeError(f"{op}: the batch dimensions {list(a)} and {list(b)} do not broadcast")
+        out.append(max(x, y))
+    return tuple(out)
+
+
+def _square_shape(op: str) -> Any:
+    def rule(shapes: list, attrs: Any) -> Shape:
+        check_square(op, shapes[0])
+        return tuple(shapes[0])
+
+    return rule
+
+
+def _det_shape(op: str) -> Any:
+    def rule(shapes: list, attrs: Any) -> Shape:
+        check_square(op, shapes[0])
+        return tuple(shapes[0][:-2])
+
+    return rule
+
+
+def _slogdet_shape(shapes: list, attrs: Any) -> Shape:
+    check_square("linalg.slogdet", shapes[0])
+    return (*shapes[0][:-2], 2)
+
+
+def _solve_shape(op: str) -> Any:
+    """``(A (..., n, n), B (..., n, k)) -> (..., n, k)`` with batch dims broadcast."""
+
+    def rule(shapes: list, attrs: Any) -> Shape:
+        a, b = tuple(shapes[0]), tuple(shapes[1])
+        check_square(op, a)
+        if len(b) < 2:
+            raise ShapeError(f"{op}: The input tensor B must have at least 2 dimensions.")
+        if b[-2] != a[-1]:
+            raise ShapeError(
+                f"{op}: Incompatible shapes of A and B for the equation AX = B "
+                f"({a[-2]}x{a[-1]} and {b[-2]}x{b[-1]})"
+            )
+        return (*broadcast_batch(op, a[:-2], b[:-2]), b[-2], b[-1])
+
+    return rule
+
+
+# ----------------------------------------------------------------------------- kernels
+def _k_inv(be: Any) -> Any:
+    xp = be.xp
+    return lambda v, at: xp.linalg.inv(v[0])
+
+
+def _k_solve(be: Any) -> Any:
+    xp = be.xp
+
+    def h(v: list, at: Any) -> Any:
+        a, b = v
+        batch = broadcast_batch("linalg.solve", a.shape[:-2], b.shape[:-2])
+        a = xp.broadcast_to(a, (*batch, *a.shape[-2:]))
+        b = xp.broadcast_to(b, (*batch, *b.shape[-2:]))
+        return xp.linalg.solve(a, b)
+
+    return h
+
+
+def _k_det(be: Any) -> Any:
+    xp = be.xp
+    return lambda v, at: xp.asarray(xp.linalg.det(v[0])).astype(v[0].dtype, copy=False)
+
+
+def _k_slogdet(be: Any) -> Any:
+    xp = be.xp
+
+    def h(v: list, at: Any) -> Any:
+        sign, logabs = xp.linalg.slogdet(v[0])
+        # (asarray: NumPy and CuPy may give 0-d results as scalars)
+        return xp.stack([xp.asarray(sign), xp.asarray(logabs)], axis=-1).astype(v[0].dtype)
+
+    return h
+
+
+def _k_cholesky(be: Any) -> Any:
+    xp = be.xp
+    return lambda v, at: xp.linalg.cholesky(v[0])
+
+
+def triangle(xp: Any, a: Any, upper: bool, unit: bool) -> Any:
+    """The upper or lower triangle of ``a`` (with ones on the diagonal when ``unit``)."""
+    t = xp.triu(a) if upper else xp.tril(a)
+    if unit:
+        n = a.shape[-1]
+        t = t * (1 - xp.eye(n, dtype=a.dtype)) + xp.eye(n, dtype=a.dtype)
+    return t
+
+
+def _k_solve_triangular(be: Any) -> Any:
+    xp = be.xp
+    solve = _k_solve(be)
+
+    def h(v: list, at: Any) -> Any:
+        a, b = v
+        t = triangle(xp, a, bool(at["upper"]), bool(at.get("unitriangular")))
+        return solve([t, b], None)
+
+    return h
+
+
+# ----------------------------------------------------------------------------- user calls
+def check_float_square(op: str, a: Any) -> None:
+    """PyTorch's errors unless ``a`` is a float32/float64 batch of square matrices."""
+    if a.dtype not in ("float32", "float64"):
+        raise ShapeError(
+            f"{op}: Expected a floating point tensor as input. Got {a.dtype} "
+            "(GT's linear algebra runs in float32 and float64)"
+        )
+    check_square(op, tuple(a.shape))
+
+
+def inverse_api(a: Any) -> Any:
+    """The inverse of each square matrix (``torch.inverse``, ``Tensor.inverse``)."""
+    check_float_square("linalg.inv", a)
+    return a._apply("linalg_inv", [a])
+
+
+def det_api(a: Any) -> Any:
+    """The determinant of each square matrix (``torch.det``, ``Tensor.det``)."""
+    check_float_square("linalg.det", a)
+    return a._apply("linalg_det", [a])
+
+
+def slogdet_api(a: Any) -> Any:
+    """``(sign, logabsdet)`` of each square matrix (``torch.slogdet``, ``Tensor.slogdet``)."""
+    check_float_square("linalg.slogdet", a)
+    both = a._apply("linalg_slogdet", [a])
+    return SlogdetResult(both[..., 0], both[..., 1])
+
+
+def cholesky_api(a: Any, upper: bool = False) -> Any:
+    """The lower (``upper=True``: upper) Cholesky factor (``torch.cholesky``, ``Tensor.cholesky``).
+    Only the lower triangle of ``a`` is read."""
+    check_float_square("linalg.cholesky", a)
+    el = a._apply("linalg_cholesky", [a])
+    return el.mT if upper else el
+
+
+# ----------------------------------------------------------------------------- derivatives
+def _inv_t(a: Any) -> Any:
+    return a._apply("linalg_inv", [a]).mT
+
+
+def _d_inv(n: Any, g: Any) -> tuple:
+    y = n.saved[0]
+    yt = y.mT
+    return (-(yt @ g @ yt),)
+
+
+def _d_solve(n: Any, g: Any) -> tuple:
+    a, _, x = n.saved
+    gb = a._apply("linalg_solve", [a.mT, g])
+    ga = -(gb @ x.mT) if n.needs(0) else None
+    return (
+        sum_to(ga, n.shapes[0]) if ga is not None else None,
+        sum_to(gb, n.shapes[1]) if n.needs(1) else None,
+    )
+
+
+def _d_det(n: Any, g: Any) -> tuple:
+    a, d = n.saved
+    return ((g * d).unsqueeze(-1).unsqueeze(-1) * _inv_t(a),)
+
+
+def _d_slogdet(n: Any, g: Any) -> tuple:
+    a = n.saved[0]
+    return (g[..., 1].unsqueeze(-1).unsqueeze(-1) * _inv_t(a),)
+
+
+def _phi(m: Any) -> Any:
+    """The lower triangle of ``m`` with its diagonal halved."""
+    return m.tril() - 0.5 * (m.tril() - m.tril(-1))
+
+
+def _trisolve(t: Any, b: Any, upper: bool) -> Any:
+    return t._apply("linalg_solve_triangular", [t, b], {"upper": upper})
+
+
+def _d_cholesky(n: Any, g: Any) -> tuple:
+    el = n.saved[0]
+    # P = L^-T Phi(L^T g) L^-1, by two triangular solves: L^-T M, then (L^-T (.)^T)^T.
+    m = _trisolve(el.mT, _phi(el.mT @ g), upper=True)
+    p = _trisolve(el.mT, m.mT, upper=True).mT
+    return (0.5 * (p + p.mT),)
+
+
+def _d_solve_triangular(n: Any, g: Any) -> tuple:
+    a, _, x = n.saved
+    at = n.attrs
+    upper, unit = bool(at["upper"]), bool(at.get("unitriangular"))
+    gb = a._apply("linalg_solve_triangular", [a.mT, g], {"upper": not upper, "unitriangular": unit})
+    ga = None
+    if n.needs(0):
+        full = -(gb @ x.mT)
+        k = 1 if unit else 0  # a unit diagonal is not read from A
+        ga = sum_to(full.triu(k) if upper else full.tril(-k), n.shapes[0])
+    return ga, (sum_to(gb, n.shapes[1]) if n.needs(1) else None)
+
+
+def _inputs_and_output(inputs: tuple, out: Any) -> tuple:
+    return (*inputs, out._alias())
+
+
+def _input_and_output(inputs: tuple, out: Any) -> tuple:
+    return (inputs[0], out._alias())
+
+
+ENTRIES: list[Op] = [
+    Op(
+        "linalg_inv",
+        91,
+        shape=_square_shape("linalg.inv"),
+        dtype=first_dtype,
+        kernel=_k_inv,
+        grad=_d_inv,
+        saves="output",
+        methods=("inverse",),
+        api=inverse_api,
+        doc="inverse of each square matrix of a batch; derivative -Y^T g Y^T",
+    ),
+    Op(
+        "linalg_solve",
+        92,
+        arity=2,
+        shape=_solve_shape("linalg.solve"),
+        dtype=first_dtype,
+        kernel=_k_solve,
+        grad=_d_solve,
+        saves=_inputs_and_output,
+        doc="X with A X = B for (..., n, n) A and (..., n, k) B, batch dims broadcast",
+    ),
+    Op(
+        "linalg_det",
+        93,
+        shape=_det_shape("linalg.det"),
+        dtype=first_dtype,
+        kernel=_k_det,
+        grad=_d_det,
+        saves=_input_and_output,
+        methods=("det",),
+        api=det_api,
+        doc="determinant of each square matrix; derivative g det inv(A)^T (A invertible)",
+    ),
+    Op(
+        "linalg_slogdet",
+        94,
+        shape=_slogdet_shape,
+        dtype=first_dtype,
+        kernel=_k_slogdet,
+        grad=_d_slogdet,
+        saves="inputs",
+        methods=("slogdet",),
+        api=slogdet_api,
+        doc="(sign, log|det|) of each square matrix, packed along a last dimension of 2",
+    ),
+    Op(
+        "linalg_cholesky",
+        95,
+        shape=_square_shape("linalg.cholesky"),
+        dtype=first_dtype,
+        kernel=_k_cholesky,
+        grad=_d_cholesky,
+        saves="output",
+        methods=("cholesky",),
+        api=cholesky_api,
+        doc="lower Cholesky factor L (A = L L^T) of each positive-definite matrix",
+    ),
+    Op(
+        "linalg_solve_triangular",
+        96,
+        arity=2,
+        shape=_solve_shape("linalg.solve_triangular"),
+        dtype=first_dtype,
+        kernel=_k_solve_triangular,
+        grad=_d_solve_triangular,
+        saves=_inputs_and_output,
+        doc="X with tri(A) X = B; attrs: upper, unitriangular (only A's triangle is read)",
+    ),
+]
+
+__all__ = [
+    "ENTRIES",
+    "SlogdetResult",
+    "broadcast_batch",
+    "check_float_square",
+    "check_square",
+    "triangle",
+]

@@ -1,0 +1,231 @@
+"""Registry entries: matrix decompositions with several results (``qr``, ``eigh``, ``svd``).
+
+A primitive has one result, so each decomposition packs its factors into one array and the client
+slices them out again (:mod:`gt.linalg`); the derivative rule unpacks the packed gradient the same
+way (a factor the program did not use gets zeros). Layouts, for a batch of ``m x n`` matrices and
+``k = min(m, n)``:
+
+* ``linalg_qr`` (reduced): ``(..., m*k + k*n)``: ``Q`` (m x k) then ``R`` (k x n), row-major.
+* ``linalg_eigh``: ``(..., n, n + 1)``: column 0 the ascending eigenvalues, the rest ``V``.
+* ``linalg_svd`` (reduced): ``(..., m*k + k + k*n)``: ``U``, ``S`` (descending), ``Vh``.
+
+Derivatives (real matrices, written with ordinary tensor ops so they differentiate again):
+
+* QR, ``m >= n`` (``R`` invertible): with ``N = Q^T gQ - gR R^T`` and
+  ``M = gR R^T + tril(N - N^T, -1)``, ``gA = (gQ + Q (M - Q^T gQ)) R^-T``. For ``m < n`` the
+  derivative is not implemented (it raises in backward).
+* eigh: ``gA = V (diag(gw) + F o skew(V^T gV)) V^T``, ``F_ij = 1 / (w_j - w_i)`` off the
+  diagonal; only the antisymmetric part of ``V^T gV`` is seen by eigenvectors of unit length.
+* SVD (Townsend 2016): ``gA = U [(F o (U^T gU - gU^T U)) S + diag(gS) + S (F o (V^T gV - gV^T V))]
+  V^T + (I - U U^T) gU S^-1 V^T + U S^-1 gV^T (I - V V^T)``, ``F_ij = 1 / (s_j^2 - s_i^2)``.
+
+Both spectral rules divide by gaps between eigen/singular values: repeated values (a degenerate
+spectrum) give infinite or NaN gradients, as in PyTorch, unless the loss is invariant to the
+choice of basis; zero singular values make the SVD rule's ``S^-1`` terms infinite whenever ``U``
+or ``Vh`` carry gradient.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gt.errors import ShapeError
+from gt.runtime.ops.base import Op, Shape, first_dtype
+from gt.runtime.ops.linalg import check_square
+
+
+def _matrix(op: str, shape: Shape) -> tuple[int, int]:
+    if len(shape) < 2:
+        raise ShapeError(f"{op}: The input tensor A must have at least 2 dimensions.")
+    return shape[-2], shape[-1]
+
+
+def _qr_shape(shapes: list, attrs: Any) -> Shape:
+    m, n = _matrix("linalg.qr", shapes[0])
+    k = min(m, n)
+    return (*shapes[0][:-2], m * k + k * n)
+
+
+def _eigh_shape(shapes: list, attrs: Any) -> Shape:
+    check_square("linalg.eigh", tuple(shapes[0]))
+    n = shapes[0][-1]
+    return (*shapes[0][:-2], n, n + 1)
+
+
+def _svd_shape(shapes: list, attrs: Any) -> Shape:
+    m, n = _matrix("linalg.svd", shapes[0])
+    k = min(m, n)
+    return (*shapes[0][:-2], m * k + k + k * n)
+
+
+def _parts(xp: Any, result: Any) -> tuple:
+    """The arrays of a ``xp.linalg`` result tuple. (``asarray`` is a no-op on NumPy's and CuPy's
+    arrays; it is here for the CuPy test double, which hands NumPy 2's named-tuple results back
+    unwrapped.)"""
+    return tuple(xp.asarray(t) for t in result)
+
+
+def _flat(xp: Any, *parts: Any) -> Any:
+    lead = parts[0].shape[:-2]
+    return xp.concatenate([p.reshape(*lead, -1) for p in parts], axis=-1)
+
+
+def _k_qr(be: Any) -> Any:
+    xp = be.xp
+
+    def h(v: list, at: Any) -> Any:
+        q, r = _parts(xp, xp.linalg.qr(v[0], mode="reduced"))
+        return _flat(xp, q, r).astype(v[0].dtype, copy=False)
+
+    return h
+
+
+def _k_eigh(be: Any) -> Any:
+    xp = be.xp
+
+    def h(v: list, at: Any) -> Any:
+        w, vec = _parts(
+            xp, xp.linalg.eigh(v[0], UPLO="L")
+        )  # PyTorch's default: the lower triangle is read
+        return xp.concatenate([w[..., None], vec], axis=-1).astype(v[0].dtype, copy=False)
+
+    return h
+
+
+def _k_svd(be: Any) -> Any:
+    xp = be.xp
+
+    def h(v: list, at: Any) -> Any:
+        a = v[0]
+        u, s, vh = _parts(xp, xp.linalg.svd(a, full_matrices=False))
+        lead = a.shape[:-2]
+        return xp.concatenate([u.reshape(*lead, -1), s, vh.reshape(*lead, -1)], axis=-1).astype(
+            a.dtype, copy=False
+        )
+
+    return h
+
+
+# ----------------------------------------------------------------------------- unpacking
+def unpack_qr(out: Any, m: int, n: int) -> tuple[Any, Any]:
+    """``(Q, R)`` from a packed ``linalg_qr`` result (or its gradient)."""
+    k = min(m, n)
+    lead = tuple(out.shape[:-1])
+    return out[..., : m * k].reshape(*lead, m, k), out[..., m * k :].reshape(*lead, k, n)
+
+
+def unpack_eigh(out: Any) -> tuple[Any, Any]:
+    """``(eigenvalues, eigenvectors)`` from a packed ``linalg_eigh`` result (or its gradient)."""
+    return out[..., 0], out[..., 1:]
+
+
+def unpack_svd(out: Any, m: int, n: int) -> tuple[Any, Any, Any]:
+    """``(U, S, Vh)`` from a packed ``linalg_svd`` result (or its gradient)."""
+    k = min(m, n)
+    lead = tuple(out.shape[:-1])
+    u = out[..., : m * k].reshape(*lead, m, k)
+    s = out[..., m * k : m * k + k]
+    vh = out[..., m * k + k :].reshape(*lead, k, n)
+    return u, s, vh
+
+
+# ----------------------------------------------------------------------------- derivatives
+def _eye_like(t: Any, n: int) -> Any:
+    return t._create("eye", [], {"n": n, "m": n, "dtype": t.dtype})
+
+
+def _gap_inverse(w: Any) -> Any:
+    """``F_ij = 1 / (w_j - w_i)`` off the diagonal, 0 on it."""
+    n = w.shape[-1]
+    eye = _eye_like(w, n)
+    gap = w.unsqueeze(-2) - w.unsqueeze(-1)
+    return (1.0 - eye) / (gap + eye)
+
+
+def _d_qr(n: Any, g: Any) -> tuple:
+    a, out = n.saved
+    m, cols = n.shapes[0][-2:]
+    if m < cols:
+        raise NotImplementedError(
+            "the derivative of linalg.qr is implemented for matrices with at least as many rows "
+            f"as columns (got {m} x {cols})"
+        )
+    q, r = unpack_qr(out, m, cols)
+    gq, gr = unpack_qr(g, m, cols)
+    qtgq = q.mT @ gq
+    grrt = gr @ r.mT
+    nn = qtgq - grrt
+    mm = grrt + (nn - nn.mT).tril(-1)
+    b = gq + q @ (mm - qtgq)
+    # B R^-T: solve R Y^T = B^T with R upper triangular.
+    y = r._apply("linalg_solve_triangular", [r, b.mT], {"upper": True})
+    return (y.mT,)
+
+
+def _d_eigh(n: Any, g: Any) -> tuple:
+    out = n.saved[0]
+    w, v = unpack_eigh(out)
+    gw, gv = unpack_eigh(g)
+    s = v.mT @ gv
+    inner = _gap_inverse(w) * (0.5 * (s - s.mT))
+    inner = inner + gw.unsqueeze(-1) * _eye_like(w, w.shape[-1])
+    return (v @ inner @ v.mT,)
+
+
+def _d_svd(n: Any, g: Any) -> tuple:
+    out = n.saved[0]
+    m, cols = n.shapes[0][-2:]
+    u, s, vh = unpack_svd(out, m, cols)
+    gu, gs, gvh = unpack_svd(g, m, cols)
+    v, gv = vh.mT, gvh.mT
+    k = s.shape[-1]
+    eye_k = _eye_like(s, k)
+    f = _gap_inverse(s * s)
+    su, sv = s.unsqueeze(-2), s.unsqueeze(-1)  # (. S): scales columns; (S .): scales rows
+    core = (f * (u.mT @ gu - gu.mT @ u)) * su + gs.unsqueeze(-1) * eye_k
+    core = core + sv * (f * (v.mT @ gv - gv.mT @ v))
+    ga = u @ core @ vh
+    inv_s = 1.0 / s
+    if m > k:  # (I - U U^T) gU S^-1 V^T: zero when U is square
+        ga = ga + (gu - u @ (u.mT @ gu)) * inv_s.unsqueeze(-2) @ vh
+    if cols > k:  # U S^-1 gV^T (I - V V^T): zero when V is square
+        ga = ga + u @ (inv_s.unsqueeze(-1) * (gvh - (gvh @ v) @ vh))
+    return (ga,)
+
+
+def _input_and_output(inputs: tuple, out: Any) -> tuple:
+    return (inputs[0], out._alias())
+
+
+ENTRIES: list[Op] = [
+    Op(
+        "linalg_qr",
+        97,
+        shape=_qr_shape,
+        dtype=first_dtype,
+        kernel=_k_qr,
+        grad=_d_qr,
+        saves=_input_and_output,
+        doc="reduced QR of each matrix, packed as Q then R (flat); derivative for m >= n",
+    ),
+    Op(
+        "linalg_eigh",
+        98,
+        shape=_eigh_shape,
+        dtype=first_dtype,
+        kernel=_k_eigh,
+        grad=_d_eigh,
+        saves="output",
+        doc="eigenvalues (column 0) and eigenvectors of each symmetric matrix (lower triangle)",
+    ),
+    Op(
+        "linalg_svd",
+        99,
+        shape=_svd_shape,
+        dtype=first_dtype,
+        kernel=_k_svd,
+        grad=_d_svd,
+        saves="output",
+        doc="reduced SVD of each matrix, packed flat as U, S (descending), Vh",
+    ),
+]
