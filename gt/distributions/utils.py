@@ -8,7 +8,7 @@ from typing import Any
 
 from gt.factories import arange
 from gt.factories import tensor as _tensor
-from gt.ops.functional import broadcast_tensors, stack
+from gt.ops.functional import broadcast_tensors
 from gt.ops.typeinfo import finfo, get_default_dtype
 from gt.tensor import Tensor
 
@@ -56,9 +56,9 @@ def sum_rightmost(value: Tensor, dim: int) -> Tensor:
 
 
 def softplus(x: Tensor) -> Tensor:
-    """``log(1 + exp(x))``, stable for large ``|x|``; its gradient is exactly ``sigmoid(x)``
-    (a ``logsumexp`` over ``(0, x)``, so no kink at 0 as with ``relu(x) + log1p(exp(-|x|))``)."""
-    return stack([x * 0, x], -1).logsumexp(-1)
+    """``log(1 + exp(x))``, stable for large ``|x|`` (GT's ``softplus`` primitive, as
+    ``F.softplus`` in PyTorch's distributions)."""
+    return x.softplus()
 
 
 def bce_with_logits(logits: Tensor, target: Tensor) -> Tensor:
