@@ -101,11 +101,11 @@ def _run_hooks(hooks: list[Callable] | None, g: Tensor) -> Tensor:
 def _as_list(x: Any, what: str) -> list:
     if x is None:
         return []
-    if isinstance(x, (list, tuple)):
-        return list(x)
     if hasattr(x, "_conn"):
         return [x]
-    raise TypeError(f"{what} must be a tensor or a sequence of tensors, got {type(x).__name__}")
+    if isinstance(x, (str, bytes)) or not hasattr(x, "__iter__"):
+        raise TypeError(f"{what} must be a tensor or a sequence of tensors, got {type(x).__name__}")
+    return list(x)  # (a list, a tuple, or a generator such as model.parameters())
 
 
 def _seeds_for(given: Any, roots: list, gradients: Any) -> list:

@@ -165,3 +165,25 @@ def test_backward_instructions_carry_the_users_lines(conn):
     made = set(lines)
     assert made <= {f"{name}:{here + n}" for n in (6, 10, 13, 14, 15)}
     assert f"{name}:{here + 14}" in made
+
+
+def test_grad_takes_inputs_from_a_generator_as_model_parameters_gives_them(conn):
+    model = gt.nn.Linear(2, 1)
+    loss = model(gt.ones(3, 2)).sum()
+    gw, gb = gt.autograd.grad(loss, model.parameters())
+    assert gw.tolist() == [[3.0, 3.0]] and gb.tolist() == [3.0]
+    with pytest.raises(TypeError, match="a tensor or a sequence of tensors"):
+        gt.autograd.grad(loss, "weight")
+
+
+def test_parameters_go_to_one_vector_and_back(conn):
+    model = gt.nn.Linear(2, 3)
+    vec = gt.nn.utils.parameters_to_vector(model.parameters())
+    assert vec.shape == (9,)
+    gt.nn.utils.vector_to_parameters(gt.arange(9.0), model.parameters())
+    assert model.weight.tolist() == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
+    assert model.bias.tolist() == [6.0, 7.0, 8.0]
+    with pytest.raises(RuntimeError, match="a vector of 9 elements was expected"):
+        gt.nn.utils.vector_to_parameters(gt.zeros(8), model.parameters())
+    with pytest.raises(TypeError, match="expected torch.Tensor"):
+        gt.nn.utils.vector_to_parameters([0.0] * 9, model.parameters())

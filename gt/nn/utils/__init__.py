@@ -1,4 +1,5 @@
-"""``gt.nn.utils``: gradient clipping; ``gt.nn.utils.rnn`` packs variable-length sequences."""
+"""``gt.nn.utils``: gradient clipping, parameters as one vector; ``gt.nn.utils.rnn`` packs
+variable-length sequences."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 from gt.autograd import no_grad
 from gt.factories import zeros
 from gt.nn.utils import rnn
-from gt.ops.shaping import stack
+from gt.ops.shaping import cat, stack
 from gt.tensor import Tensor
 
 
@@ -44,4 +45,37 @@ def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float) -
             g.clamp_(-clip_value, clip_value)
 
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "rnn"]
+def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
+    """Every parameter flattened and joined into one 1-d tensor (differentiable)."""
+    parts = [p.reshape(-1) for p in parameters]
+    if not parts:
+        raise RuntimeError("parameters_to_vector: no parameters")
+    return cat(parts)
+
+
+def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
+    """Copy consecutive slices of the 1-d ``vec`` into the parameters (not recorded)."""
+    if not isinstance(vec, Tensor):
+        raise TypeError(f"expected torch.Tensor, but got: {type(vec).__name__}")
+    params = list(parameters)
+    total = sum(p.numel() for p in params)
+    if vec.dim() != 1 or vec.shape[0] != total:
+        raise RuntimeError(
+            f"vector_to_parameters: a vector of {total} elements was expected, got shape "
+            f"{list(vec.shape)}"
+        )
+    start = 0
+    with no_grad():
+        for p in params:
+            n = p.numel()
+            p.copy_(vec[start : start + n].reshape(p.shape))
+            start += n
+
+
+__all__ = [
+    "clip_grad_norm_",
+    "clip_grad_value_",
+    "parameters_to_vector",
+    "rnn",
+    "vector_to_parameters",
+]

@@ -39,6 +39,7 @@ MODULES = (
     "linear_algebra",
     "distributions",
     "layers_more",
+    "special_functions",
 )
 
 
