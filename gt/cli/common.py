@@ -7,6 +7,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
@@ -18,10 +19,19 @@ NO_DISPATCHER = "no GT dispatcher is running; start one with `gt dispatcher` or 
 
 
 def install_stop_signals(stop: Callable[[], Any]) -> None:
-    """Call ``stop`` on SIGTERM and on SIGINT (Ctrl-C) instead of raising."""
+    """Call ``stop`` on SIGTERM and on SIGINT (Ctrl-C) instead of raising.
+
+    ``stop`` runs on a thread of its own, once: a handler runs in the main thread between any two
+    bytecodes, so calling ``stop`` there (``threading.Event.set``, which takes a lock) deadlocks
+    when the signal lands while the main thread holds that lock -- inside the first signal's own
+    ``set``, when two stop signals come close together. A worker hung that way for good."""
+    fired = False
 
     def handler(signum: int, frame: Any) -> None:
-        stop()
+        nonlocal fired
+        if not fired:
+            fired = True
+            threading.Thread(target=stop, name="gt-stop", daemon=True).start()
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
