@@ -50,6 +50,8 @@ from gt.factories import (
     zeros_like,
 )
 from gt.hotpath import HotFunction, hot
+from gt.ops.composed import *  # noqa: F403 - gt.kron, gt.diff, gt.trapezoid, ... (its __all__)
+from gt.ops.composed import __all__ as _composed_names
 from gt.ops.device import device
 from gt.ops.functional import *  # noqa: F403 - gt.exp(x), gt.cat([...]), ... (see its __all__)
 from gt.ops.functional import __all__ as _functional_names
@@ -57,10 +59,12 @@ from gt.ops.random import Generator, manual_seed
 from gt.ops.typeinfo import Size, finfo, get_default_dtype, iinfo
 from gt.serialization import load, save
 from gt.session import connect, disconnect, gpu_workers, mark
+from gt.special import xlogy  # (torch.xlogy)
 from gt.tensor import Tensor
 
 __all__ = [
     *_functional_names,
+    *_composed_names,
     "Generator",
     "HotFunction",
     "hot",
@@ -78,6 +82,7 @@ __all__ = [
     "load",
     "save",
     "utils",
+    "xlogy",
     "config",
     "load_config",
     "signal",

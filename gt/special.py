@@ -1,8 +1,8 @@
 """``gt.special``: the functions of ``torch.special`` that ported code reaches for, composed from GT's
 differentiable ops (so each works on every worker and has gradients).
 
-Not here: the gamma family (``gammaln``, ``digamma``, ``polygamma``), ``erfinv``, Bessel
-functions and ``zeta``; GT has no kernels for them yet.
+Not here: Bessel functions, ``zeta``, the incomplete gamma functions and ``erfcx``; GT has no
+kernels for them yet.
 """
 
 from __future__ import annotations
@@ -11,22 +11,31 @@ import math
 from typing import Any
 
 from gt.custom_function import Function
+from gt.ops import functional as _functional
 from gt.ops.arith import where
+from gt.runtime.ops.base import sum_to
 from gt.tensor import Tensor
 
 __all__ = [
+    "digamma",
     "entr",
     "erf",
     "erfc",
+    "erfinv",
     "exp2",
     "expit",
     "expm1",
+    "gammaln",
     "log1p",
     "log_ndtr",
     "log_softmax",
     "logit",
     "logsumexp",
+    "multigammaln",
     "ndtr",
+    "ndtri",
+    "polygamma",
+    "psi",
     "round",
     "sinc",
     "softmax",
@@ -73,6 +82,39 @@ def log_ndtr(input: Tensor) -> Tensor:
     return where(input < -5.0, tail, body)
 
 
+def ndtri(input: Tensor) -> Tensor:
+    """The standard normal's quantile function (the inverse of :func:`ndtr`)."""
+    return (2.0 * input - 1.0).erfinv() * math.sqrt(2.0)
+
+
+def gammaln(input: Tensor) -> Tensor:
+    """``log|Gamma(x)|``."""
+    return input.lgamma()
+
+
+def digamma(input: Tensor) -> Tensor:
+    """``psi(x)``, the derivative of :func:`gammaln`."""
+    return input.digamma()
+
+
+psi = digamma
+
+
+def polygamma(n: int, input: Tensor) -> Tensor:
+    """The ``n``-th derivative of :func:`digamma`."""
+    return input.polygamma(n)
+
+
+def multigammaln(input: Tensor, p: int) -> Tensor:
+    """The multivariate log-gamma function of dimension ``p`` (``torch.mvlgamma``)."""
+    return _functional.mvlgamma(input, p)
+
+
+def erfinv(input: Tensor) -> Tensor:
+    """The inverse error function on ``[-1, 1]``."""
+    return input.erfinv()
+
+
 def exp2(input: Tensor) -> Tensor:
     """``2 ** x``."""
     return input.exp2()
@@ -88,18 +130,46 @@ def log1p(input: Tensor) -> Tensor:
     return input.log1p()
 
 
+class _XLogY(Function):
+    """``x * log(y)`` (``log1p`` with ``one_plus``) with PyTorch's derivatives: ``log(y)`` for
+    ``x`` even where ``x`` is 0 (0 only where also ``y <= 0``), and ``x / y`` for ``y``."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, y: Tensor, one_plus: bool) -> Tensor:
+        ctx.save_for_backward(x, y)
+        ctx.one_plus = one_plus
+        if one_plus:
+            value = x * where(x == 0, y * 0, y).log1p()
+        else:
+            value = x * where(x == 0, y * 0 + 1, y).log()  # (log(1) = 0 where x is 0: no 0 * -inf)
+        return where(y != y, y, value)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple:
+        x, y = ctx.saved_tensors
+        gx = gy = None
+        if ctx.needs_input_grad[0]:
+            edge = -1.0 if ctx.one_plus else 0.0
+            off = (x == 0) & (y <= edge)  # PyTorch's derivative is 0 there
+            safe = where(off, y * 0 + edge + 1.0, y)
+            gx = sum_to(
+                where(off, g * 0, g * (safe.log1p() if ctx.one_plus else safe.log())), x.shape
+            )
+        if ctx.needs_input_grad[1]:
+            gy = sum_to(g * x / ((y + 1.0) if ctx.one_plus else y), y.shape)
+        return gx, gy, None
+
+
 def xlogy(input: Any, other: Any) -> Tensor:
     """``x * log(y)``, 0 where ``x == 0`` (NaN where ``y`` is NaN), as PyTorch."""
     x, y = _pair(input, other)
-    value = x * where(x == 0, y * 0 + 1, y).log()  # (log(1) = 0 where x is 0: no 0 * -inf)
-    return where(y != y, y, value)
+    return _XLogY.apply(x, y, False)
 
 
 def xlog1py(input: Any, other: Any) -> Tensor:
     """``x * log1p(y)``, 0 where ``x == 0`` (NaN where ``y`` is NaN), as PyTorch."""
     x, y = _pair(input, other)
-    value = x * where(x == 0, y * 0, y).log1p()
-    return where(y != y, y, value)
+    return _XLogY.apply(x, y, True)
 
 
 class _Entr(Function):

@@ -25,6 +25,7 @@ from gt.autograd import _mode, record
 from gt.ops.arith import ArithmeticOps
 from gt.ops.autograd_api import AutogradOps
 from gt.ops.base import TensorBase, immediate
+from gt.ops.composed import ComposedOps
 from gt.ops.conversion import ConversionOps, host_array
 from gt.ops.inplace import InplaceOps, take_value
 from gt.ops.mathops import MathOps
@@ -46,7 +47,10 @@ _FLOATS = S.FLOAT_DTYPES
 _FLOAT_SET = frozenset(_FLOATS)
 #: Backward-only primitives with no derivative of their own, and the ops whose rules use them: a
 #: backward pass with ``create_graph=True`` through one raises rather than return a wrong result.
-_FIRST_ORDER_ONLY = {"cumprod_grad": "prod and cumprod"}
+_FIRST_ORDER_ONLY = {
+    "cumprod_grad": "prod and cumprod",
+    "standard_gamma_grad": "gamma samples (rsample of Gamma, Beta, Dirichlet, Chi2, StudentT)",
+}
 
 
 class Tensor(
@@ -62,6 +66,7 @@ class Tensor(
     ConversionOps,
     OrderingOps,
     SelectionOps,
+    ComposedOps,
 ):
     """A tensor whose data lives on a GT worker.
 

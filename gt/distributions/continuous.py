@@ -78,8 +78,7 @@ class Normal(Distribution):
         return 0.5 * (1 + ((value - self.loc) / (self.scale * math.sqrt(2))).erf())
 
     def icdf(self, value: Tensor) -> Tensor:
-        # needs erfinv, which GT does not have yet
-        raise NotImplementedError("Normal.icdf needs erfinv, which GT does not provide")
+        return self.loc + self.scale * (2 * value - 1).erfinv() * math.sqrt(2)
 
     def entropy(self) -> Tensor:
         return 0.5 + 0.5 * math.log(2 * math.pi) + self.scale.log()

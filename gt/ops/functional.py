@@ -6,6 +6,7 @@ never disagree.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -243,6 +244,23 @@ _REGISTRY_METHODS = sorted({m for op in O.REGISTRY for m in op.methods})
 for _name in _REGISTRY_METHODS:
     globals()[_name] = _method(_name)
 
+
+def polygamma(n: int, input: Any) -> Any:  # noqa: A002 - PyTorch's name
+    """The ``n``-th derivative of ``digamma`` at ``input`` (PyTorch's argument order)."""
+    return input.polygamma(n)
+
+
+def mvlgamma(input: Any, p: int) -> Any:  # noqa: A002 - PyTorch's name
+    """The multivariate log-gamma function of dimension ``p``:
+    ``p (p - 1) / 4 log(pi) + sum_i lgamma(input - i / 2)`` for ``i`` in ``0 .. p - 1``."""
+    if isinstance(p, bool) or not isinstance(p, int) or p < 1:
+        raise ValueError(f"mvlgamma: p has to be greater than or equal to 1, not {p!r}")
+    out = input.lgamma()
+    for i in range(1, p):
+        out = out + (input - i / 2).lgamma()
+    return out + p * (p - 1) / 4 * math.log(math.pi)
+
+
 __all__ = [
     "abs",
     "add",
@@ -399,5 +417,6 @@ __all__ = [
     "quantile",
     "nanquantile",
     "unique",
+    "mvlgamma",
     *_REGISTRY_METHODS,
 ]

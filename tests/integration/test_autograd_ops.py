@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import gt
+import gt.distributions as D
 import gt.nn.functional as F
 
 EPS = 1e-6
@@ -399,6 +400,29 @@ CASES = [
     ("linalg_svd_tall", lambda a: _flat(*gt.linalg.svd(a, full_matrices=False), square=(0, 2)), [_r(4, 3)]),
     ("linalg_svd_wide", lambda a: _flat(*gt.linalg.svd(a, full_matrices=False), square=(0, 2)), [_r(2, 3, 4)]),
     ("linalg_pinv_nuc_norm", lambda a: gt.linalg.pinv(a) * gt.linalg.matrix_norm(a, "nuc"), [_r(4, 3)]),
+    # the gamma family and erfinv, and the distributions made of them
+    ("lgamma", lambda a: a.lgamma(), [_r(2, 3, low=0.3)]),
+    ("lgamma_negative_reflection", lambda a: (a * 0.4 - 2.9).lgamma(), [_r(2, 3, low=0.2)]),
+    ("digamma", lambda a: a.digamma() + (a * 0.4 - 2.9).digamma(), [_r(2, 3, low=0.3)]),
+    ("polygamma_1_and_3", lambda a: gt.polygamma(1, a) + a.polygamma(3), [_r(2, 3, low=0.5)]),
+    ("erfinv", lambda a: (a * 0.5).tanh().erfinv(), [_r(2, 3)]),
+    ("mvlgamma", lambda a: gt.mvlgamma(a + 2.0, 3), [_r(2, 3, low=0.3)]),
+    ("gamma_log_prob_entropy", lambda c, r: D.Gamma(c, r).log_prob(gt.tensor(np.array([0.5, 1.7]))) + D.Gamma(c, r).entropy(), [_r(2, low=0.5), _r(2, low=0.5, seed=1)]),
+    ("beta_log_prob_entropy", lambda a, b: D.Beta(a, b).log_prob(gt.tensor(np.array([0.3, 0.8]))) + D.Beta(a, b).entropy(), [_r(2, low=0.5), _r(2, low=0.5, seed=1)]),
+    ("dirichlet_log_prob_kl", lambda a, b: D.Dirichlet(a).log_prob(gt.tensor(np.array([0.2, 0.3, 0.5]))) + D.kl_divergence(D.Dirichlet(a), D.Dirichlet(b)), [_r(3, low=0.5), _r(3, low=0.5, seed=1)]),
+    ("student_t_log_prob_entropy", lambda d, m, s: D.StudentT(d + 1.0, m, s).log_prob(gt.tensor(np.array([0.5, -1.0]))) + D.StudentT(d + 1.0, m, s).entropy(), [_r(2, low=0.5), _r(2), _r(2, low=0.5, seed=1)]),
+    # x is exactly 0 at one point: the derivative there is still log(y) (PyTorch's)
+    ("xlogy_xlog1py_at_zero", lambda x, y: gt.xlogy(x, y.exp()) + gt.special.xlog1py(x, y.exp()), [np.array([0.0, 0.5, -1.2]), _r(3, seed=1)]),
+    # inverse trigonometric and hyperbolic primitives, atan2, fmod, and composed functions
+    ("inverse_trig", lambda a: a.asin() + a.acos() * 2 + (a * 3).atan() + a.atanh() * 0.5, [_r(2, 3) * 0.3]),
+    ("inverse_hyperbolic", lambda a: (a * 4).asinh() + (a.abs() + 1.2).acosh(), [_r(2, 3)]),
+    ("atan2_broadcast", lambda y, x: gt.atan2(y, x), [_r(2, 3), _r(3, seed=1)]),
+    ("fmod", lambda a, b: gt.fmod(a * 3, b.abs() + 0.5), [_r(2, 3), _r(2, 3, seed=1)]),
+    ("hypot_copysign_logaddexp2", lambda a, b: gt.hypot(a, b) + a.copysign(b) + a.logaddexp2(b), [_r(2, 3), _r(2, 3, seed=1)]),
+    ("diff_trapezoid", lambda y, x: y.diff(n=2) .sum(-1) + gt.trapezoid(y, x.cumsum(0)) + gt.cumulative_trapezoid(y, dx=0.5).sum(-1), [_r(2, 5), _r(5, low=0.2)]),
+    ("kron_diag_embed_rot90", lambda a, b: gt.kron(a, b).sum() + a.diag_embed(1).rot90().sum(0), [_r(2, 3), _r(2, 2, seed=1)]),
+    ("cov_corrcoef_dist", lambda a, b: a.cov() + a.corrcoef() * 2 + gt.dist(a, b), [_r(3, 6), _r(3, 6, seed=1)]),
+    ("normal_icdf", lambda m, s, p: D.Normal(m, s).icdf(p.sigmoid()), [_r(2), _r(2, low=0.5), _r(2, seed=2)]),
 ]  # fmt: skip
 
 
@@ -439,7 +463,9 @@ def test_every_differentiable_primitive_has_a_derivative_rule():
         "sin cos tanh sigmoid relu erf cast copy matmul sum max min reshape transpose expand getitem "
         "setitem concat log_softmax cumsum log1p expm1 softplus floor ceil round trunc "
         "binary_cross_entropy prod cumprod im2col col2im scatter_add linalg_inv linalg_solve linalg_det "
-        "linalg_slogdet linalg_cholesky linalg_solve_triangular linalg_qr linalg_eigh linalg_svd".split()
+        "linalg_slogdet linalg_cholesky linalg_solve_triangular linalg_qr linalg_eigh linalg_svd "
+        "lgamma digamma polygamma erfinv standard_gamma asin acos atan asinh acosh atanh atan2 "
+        "fmod".split()
     )
     assert differentiable <= set(BY_NAME)
     assert {n for n in differentiable if BY_NAME[n].grad is None} == set()

@@ -131,6 +131,23 @@ SAMPLES: dict[str, tuple[list, object]] = {
     "linalg_qr": ([A.T.copy()], None),
     "linalg_eigh": ([SPD], None),
     "linalg_svd": ([SQ], None),
+    "lgamma": ([A], None),
+    "digamma": ([POS], None),
+    "polygamma": ([POS], {"n": 2}),
+    "erfinv": ([np.tanh(A)], None),
+    "standard_gamma": ([POS], {"seed": 3}),
+    "standard_gamma_grad": ([POS, POS], None),
+    "asin": ([np.tanh(A)], None),
+    "acos": ([np.tanh(A)], None),
+    "atan": ([A], None),
+    "asinh": ([A], None),
+    "acosh": ([POS + 1.0], None),
+    "atanh": ([np.tanh(A)], None),
+    "atan2": ([A, ROW], None),
+    "fmod": ([A, 0.7], None),
+    "signbit": ([A], None),
+    "gcd": ([INTS, INTS_ROW], None),
+    "lcm": ([INTS, INTS_ROW], None),
 }
 
 

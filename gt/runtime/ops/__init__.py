@@ -10,7 +10,9 @@ Families: :mod:`.elementwise`, :mod:`.reduce`, :mod:`.shape`, :mod:`.creation`, 
 :mod:`.mathfn` (stable math, rounding, BCE), :mod:`.scan` (products), :mod:`.sort`, :mod:`.conv`
 (sliding windows), :mod:`.index` (scatter), :mod:`.integer` (bitwise ops and shifts),
 :mod:`.search` (``searchsorted``), :mod:`.linalg` (inverse, solves, determinants, Cholesky),
-:mod:`.linalg_decomp` (QR, eigh, SVD).
+:mod:`.linalg_decomp` (QR, eigh, SVD), :mod:`.gammafn` (lgamma, digamma, polygamma, erfinv,
+gamma sampling), :mod:`.trig` (inverse trigonometric and hyperbolic functions, atan2, fmod,
+signbit, gcd, lcm).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from gt.runtime.ops import (
     conv,
     creation,
     elementwise,
+    gammafn,
     index,
     integer,
     linalg,
@@ -30,6 +33,7 @@ from gt.runtime.ops import (
     search,
     shape,
     sort,
+    trig,
 )
 from gt.runtime.ops.base import Op, Past, sum_to
 
@@ -69,6 +73,8 @@ REGISTRY, BY_NAME = _build(
         *search.ENTRIES,
         *linalg.ENTRIES,
         *linalg_decomp.ENTRIES,
+        *gammafn.ENTRIES,
+        *trig.ENTRIES,
     ]
 )
 #: Op names by opcode (what traces carry in their header).

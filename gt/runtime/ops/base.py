@@ -39,6 +39,7 @@ class KernelEnv(Protocol):
     xp: Any  # numpy or cupy
     erf: Callable[[Any], Any]  # the error function
     scatter_add: Callable[[Any, Any, Any], None]  # a[key] += v with repeated indices accumulating
+    special: Callable[[str], Callable[..., Any]]  # SciPy-named special functions (gammaln ...)
 
 
 #: ``(node, grad of the output) -> one gradient (or None) per input``.

@@ -90,6 +90,44 @@ def _erf_numpy() -> Callable[[Any], Any]:
     return erf
 
 
+#: SciPy's names of the special functions kernels ask for (``Backend.special``).
+SPECIAL_FUNCTIONS = ("gammaln", "digamma", "polygamma", "erfinv")
+
+
+#: ``math.erfc`` over arrays (only GT's own ``erfinv`` uses it, on a worker without SciPy).
+_ERFC = np.vectorize(math.erfc, otypes=[np.float64])
+
+
+def _special_fallback(name: str, erf: Callable[[Any], Any]) -> Callable[..., Any]:
+    """GT's own NumPy version of a special function (for a worker without SciPy)."""
+    from gt.runtime.ops import special_math as sm  # noqa: PLC0415 - only without SciPy
+
+    return {
+        "gammaln": lambda x: sm.lgamma(np, x),
+        "digamma": lambda x: sm.digamma(np, x),
+        "polygamma": lambda n, x: sm.polygamma(np, n, x),
+        "erfinv": lambda x: sm.erfinv(np, x, erf, _ERFC),
+    }[name]
+
+
+def _find_special(be: Backend, name: str) -> Callable[..., Any]:
+    """SciPy's function (NumPy) or CuPy's (``cupyx.scipy.special``), else GT's own."""
+    if name not in SPECIAL_FUNCTIONS:
+        raise KeyError(f"no special function {name!r} (known: {', '.join(SPECIAL_FUNCTIONS)})")
+    if be.name == "numpy":
+        try:
+            import scipy.special  # noqa: PLC0415 - optional dependency, imported when first used
+        except ImportError:
+            return _special_fallback(name, be.erf)
+        return getattr(scipy.special, name)
+    if name == "polygamma":
+        # GT's own on CuPy: CuPy's goes through its Hurwitz zeta, which has no negative arguments.
+        from gt.runtime.ops import special_math as sm  # noqa: PLC0415
+
+        return lambda n, x: sm.polygamma(be.xp, n, x)
+    return getattr(_cupyx(be).scipy.special, name)
+
+
 def _device_count(cp: Any) -> tuple[int, str]:
     """CUDA devices visible to CuPy, and why there are none. Real CuPy raises
     ``CUDARuntimeError`` (no driver, no device, driver too old) where one might expect 0."""
@@ -209,9 +247,24 @@ class Backend:
         else:
             self.erf = lambda x: _cupyx(self).scipy.special.erf(x)
             self.scatter_add = lambda a, key, v: _cupyx(self).scatter_add(a, key, v)
+        self._special: dict[str, Callable[..., Any]] = {}
         self.handlers: list[Handler | None] = [
             op.kernel(self) if op.kernel is not None else None for op in O.REGISTRY
         ]
+
+    def special(self, name: str) -> Callable[..., Any]:
+        """Special function ``name`` of :data:`SPECIAL_FUNCTIONS` (SciPy's spelling and
+        arguments); found at its first call, so no worker imports SciPy before it needs it."""
+        if name not in SPECIAL_FUNCTIONS:
+            raise KeyError(f"no special function {name!r} (known: {', '.join(SPECIAL_FUNCTIONS)})")
+
+        def call(*args: Any) -> Any:
+            fn = self._special.get(name)
+            if fn is None:
+                fn = self._special[name] = _find_special(self, name)
+            return fn(*args)
+
+        return call
 
     # ------------------------------------------------------------------ dtypes
     @property

@@ -40,6 +40,7 @@ MODULES = (
     "distributions",
     "layers_more",
     "special_functions",
+    "gamma_family",
 )
 
 

@@ -1,5 +1,6 @@
 """``cupyx`` of the CuPy test double: ``scatter_add`` (wrapping out-of-range indices, as CuPy's
-does) and ``scipy.special.erf``."""
+does) and the ``scipy.special`` functions GT calls (``erf``, ``gammaln``, ``digamma``, ``erfinv``:
+SciPy's when it is installed, else ``math.erf`` and GT's own NumPy versions)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,33 @@ def _erf(x: Any) -> Any:
         return wrap(np.asarray(v).astype(x.dtype, copy=False))
 
 
+def _special(name: str) -> Any:
+    """A ``cupyx.scipy.special`` ufunc of one array argument, computed on the host array."""
+
+    def fn(x: Any) -> Any:
+        if type(x) is not ndarray:
+            refuse_host(x)
+        _streams.sync_current()
+        try:
+            import scipy.special  # noqa: PLC0415 - optional
+
+            v = getattr(scipy.special, name)(x._a)
+        except ImportError:
+            from gt.runtime.ops import special_math as sm  # noqa: PLC0415
+
+            erfc = np.vectorize(math.erfc, otypes=[np.float64])
+            erf = np.vectorize(math.erf, otypes=[np.float64])
+            v = {
+                "gammaln": lambda a: sm.lgamma(np, a),
+                "digamma": lambda a: sm.digamma(np, a),
+                "erfinv": lambda a: sm.erfinv(np, a, erf, erfc),
+            }[name](x._a)
+        return wrap(np.asarray(v).astype(x.dtype, copy=False))
+
+    fn.__name__ = name
+    return fn
+
+
 def _scatter_add(a: Any, slices: Any, value: Any) -> None:
     """``a[slices] += value`` with repeated indices accumulating (indices wrap around)."""
     if type(a) is not ndarray:
@@ -40,6 +68,8 @@ def make_cupyx() -> types.ModuleType:
     scipy = types.ModuleType("cupy_double.cupyx.scipy")
     special = types.ModuleType("cupy_double.cupyx.scipy.special")
     special.erf = _erf  # type: ignore[attr-defined]
+    for name in ("gammaln", "digamma", "erfinv"):
+        setattr(special, name, _special(name))
     scipy.special = special  # type: ignore[attr-defined]
     cupyx.scipy = scipy  # type: ignore[attr-defined]
     cupyx.scatter_add = _scatter_add  # type: ignore[attr-defined]

@@ -1,0 +1,105 @@
+"""Registry entries: inverse trigonometric and hyperbolic functions, ``atan2``, ``fmod``,
+``signbit``, ``gcd`` and ``lcm``.
+
+Unary entries bring their methods and PyTorch's ``arc*`` aliases (``x.asin()``, ``x.arcsin()``);
+integers become float32 first, as in PyTorch. Binary entries go through the tensor's binary path
+(broadcasting, PyTorch's promotion of Python numbers). The derivatives are PyTorch's, including
+their infinities at the domain's edges (``asin`` at 1). ``fmod`` takes the sign of the dividend
+(C's ``fmod``), where ``remainder`` takes the divisor's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gt.runtime.ops.base import Op, bool_dtype, first_dtype, same_shape, sum_to
+from gt.runtime.ops.elementwise import broadcast_rule
+
+
+def _k_ufunc(fn: str) -> Any:
+    def make(be: Any) -> Any:
+        f = getattr(be.xp, fn)
+        return lambda v, at: f(v[0], *v[1:])
+
+    return make
+
+
+def _float_api(name: str) -> Any:
+    def api(x: Any) -> Any:
+        x = x if x.is_floating_point() else x.float()
+        return x._apply(name, [x])
+
+    api.__name__ = name
+    api.__doc__ = f"Elementwise ``{name}`` (integers become float32)."
+    return api
+
+
+def _binary_api(name: str, true_div: bool = False, integers: bool = False) -> Any:
+    def api(x: Any, other: Any) -> Any:
+        from gt.runtime.ops import OPCODE  # noqa: PLC0415 - the registry is built from this module
+
+        if integers and (_not_integer(x) or isinstance(other, float) or _not_integer(other)):
+            raise TypeError(f"{name}: integer operands only (as in PyTorch), not {x.dtype}")
+        return x._binary(OPCODE[name], other, name, true_div=true_div)
+
+    api.__name__ = name
+    return api
+
+
+def _not_integer(t: Any) -> bool:
+    return hasattr(t, "is_floating_point") and (t.is_floating_point() or t.dtype == "bool")
+
+
+def _d_atan2(n: Any, g: Any) -> tuple:
+    y, x = n.saved
+    r2 = x * x + y * y
+    gy = sum_to(g * x / r2, n.shapes[0]) if n.needs(0) else None
+    gx = sum_to(-g * y / r2, n.shapes[1]) if n.needs(1) else None
+    return gy, gx
+
+
+def _d_fmod(n: Any, g: Any) -> tuple:
+    a, b = n.saved
+    ga = sum_to(g, n.shapes[0]) if n.needs(0) else None
+    gb = sum_to(-g * (a / b).trunc(), n.shapes[1]) if n.needs(1) else None
+    return ga, gb
+
+
+def _unary(name: str, code: int, fn: str, grad: Any, doc: str, aliases: tuple = ()) -> Op:
+    return Op(name, code, shape=same_shape, dtype=first_dtype, kernel=_k_ufunc(fn), grad=grad,
+              saves="inputs", shard="elementwise", methods=(name, *aliases), api=_float_api(name),
+              doc=doc)  # fmt: skip
+
+
+def _binary(name: str, code: int, fn: str, doc: str, **kw: Any) -> Op:
+    kw.setdefault("dtype", first_dtype)
+    return Op(name, code, arity=2, shape=broadcast_rule(name), kernel=_k_ufunc(fn),
+              shard="elementwise", doc=doc, **kw)  # fmt: skip
+
+
+ENTRIES: list[Op] = [
+    _unary("asin", 106, "arcsin", lambda n, g: (g * (1.0 - n.saved[0] ** 2).rsqrt(),),
+           "inverse sine; derivative 1 / sqrt(1 - x^2)", ("arcsin",)),
+    _unary("acos", 107, "arccos", lambda n, g: (-g * (1.0 - n.saved[0] ** 2).rsqrt(),),
+           "inverse cosine; derivative -1 / sqrt(1 - x^2)", ("arccos",)),
+    _unary("atan", 108, "arctan", lambda n, g: (g / (1.0 + n.saved[0] ** 2),),
+           "inverse tangent; derivative 1 / (1 + x^2)", ("arctan",)),
+    _unary("asinh", 109, "arcsinh", lambda n, g: (g * (n.saved[0] ** 2 + 1.0).rsqrt(),),
+           "inverse hyperbolic sine; derivative 1 / sqrt(x^2 + 1)", ("arcsinh",)),
+    _unary("acosh", 110, "arccosh", lambda n, g: (g * (n.saved[0] ** 2 - 1.0).rsqrt(),),
+           "inverse hyperbolic cosine; derivative 1 / sqrt(x^2 - 1)", ("arccosh",)),
+    _unary("atanh", 111, "arctanh", lambda n, g: (g / (1.0 - n.saved[0] ** 2),),
+           "inverse hyperbolic tangent; derivative 1 / (1 - x^2)", ("arctanh",)),
+    _binary("atan2", 112, "arctan2", "the angle of (x, y) = (b, a) in (-pi, pi]; a is y",
+            grad=_d_atan2, saves="inputs", methods=("atan2", "arctan2"),
+            api=_binary_api("atan2", true_div=True)),
+    _binary("fmod", 113, "fmod", "C's fmod: a - trunc(a / b) b, the sign of a",
+            grad=_d_fmod, saves="inputs", methods=("fmod",), api=_binary_api("fmod")),
+    Op("signbit", 114, shape=same_shape, dtype=bool_dtype, kernel=_k_ufunc("signbit"),
+       shard="elementwise", methods=("signbit",), api=lambda x: x._apply("signbit", [x]),
+       doc="whether the sign bit is set (true for -0.0)"),
+    _binary("gcd", 115, "gcd", "greatest common divisor of integers (non-negative)",
+            methods=("gcd",), api=_binary_api("gcd", integers=True)),
+    _binary("lcm", 116, "lcm", "least common multiple of integers (non-negative)",
+            methods=("lcm",), api=_binary_api("lcm", integers=True)),
+]  # fmt: skip
