@@ -6,8 +6,9 @@ derivative is the subclass's ``backward``. Both styles of PyTorch work: ``forwar
 or ``forward(*args)`` with ``setup_context(ctx, inputs, output)``. The context saves tensors
 (``save_for_backward`` / ``saved_tensors``, checked for in-place changes as every saved tensor
 is), tells which inputs want a gradient (``needs_input_grad``), marks outputs that have none
-(``mark_non_differentiable``) and whether missing output gradients arrive as zeros
-(``set_materialize_grads``). Since ``backward`` is made of tensor ops, a backward pass with
+(``mark_non_differentiable``), which inputs ``forward`` changed in place (``mark_dirty``: such
+an input, returned as it is, takes the function's node as its history) and whether missing output
+gradients arrive as zeros (``set_materialize_grads``). Since ``backward`` is made of tensor ops, a backward pass with
 ``create_graph=True`` records it too (unless it is wrapped in :func:`once_differentiable`).
 
 Several outputs share one node: each output has a small node that hands its gradient to the
@@ -17,6 +18,7 @@ shared one, which calls ``backward`` once with all of them.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +39,7 @@ class FunctionCtx:
         self.to_save: tuple = ()
         self.materialize_grads = True
         self._non_differentiable: set[int] = set()
+        self._dirty: tuple = ()  # the tensors given to mark_dirty (until apply has read them)
         self._saved: tuple | None = None  # set while backward runs
 
     def save_for_backward(self, *tensors: Any) -> None:
@@ -68,12 +71,21 @@ class FunctionCtx:
         self.materialize_grads = bool(value)
 
     def mark_dirty(self, *tensors: Any) -> None:
-        """Not supported: GT's tensors are values, so ``forward`` cannot change an input in place
-        for its caller; return a new tensor instead."""
-        raise NotImplementedError(
-            "ctx.mark_dirty is not supported in GT: tensors are values (an in-place change in "
-            "forward is not seen by the caller); return a new tensor instead"
-        )
+        """Say that ``forward`` changed these inputs in place (before or after the call).
+
+        Each must be returned by ``forward`` as it is (``x.mul_(2); ctx.mark_dirty(x); return
+        x``): the caller's tensor then holds the new value and, when the function is recorded,
+        its history goes through the function (``x.grad_fn`` is its node). Its version counter
+        moves on, so a recorded op that saved its old value refuses to backward, as in PyTorch.
+        A leaf that requires grad cannot be marked while grad mode is on.
+        """
+        for i, t in enumerate(tensors):
+            if not isinstance(t, TensorBase):
+                raise TypeError(
+                    f"mark_dirty can only accept variables, but argument {i} is of type "
+                    f"{type(t).__name__}"
+                )
+        self._dirty = tensors
 
 
 def _setup_context_base(ctx: Any, inputs: tuple, output: Any) -> None:
@@ -132,16 +144,49 @@ class Function:
                 cls.setup_context(ctx, args, out)
             else:
                 out = cls.forward(ctx, *args, **kwargs)
+        dirty = _take_dirty(ctx, args, out, recording)
         if not recording:
             return out
-        return _record(cls, ctx, args, out)
+        return _record(cls, ctx, args, out, dirty)
 
 
-def _record(cls: type, ctx: FunctionCtx, args: tuple, out: Any) -> Any:
-    """Attach the node (or nodes) that run ``cls.backward`` to ``forward``'s outputs."""
+def _take_dirty(ctx: FunctionCtx, args: tuple, out: Any, recording: bool) -> set[int]:
+    """Check the tensors ``forward`` marked dirty as PyTorch does and move their versions on;
+    their ids."""
+    dirty, ctx._dirty = ctx._dirty, ()  # (the context outlives forward in the node)
+    if not dirty:
+        return set()
+    returned = {id(o) for o in (out if isinstance(out, tuple) else (out,))}
+    inputs = {id(a) for a in args}
+    for t in dirty:
+        if id(t) not in returned:
+            raise RuntimeError(
+                "Some elements marked as dirty during the forward method were not returned as "
+                "output. The inputs that are modified inplace must all be outputs of the Function."
+            )
+        if id(t) not in inputs:
+            warnings.warn(
+                "Only input Tensors should be given to ctx.mark_dirty(). If a Tensor is not an "
+                "input, there is no need to pass it to mark_dirty().",
+                stacklevel=3,
+            )
+        if recording and t._rg and t._node is None:
+            raise RuntimeError(
+                "a leaf Variable that requires grad has been used in an in-place operation."
+            )
+    for t in {id(t): t for t in dirty}.values():
+        t._version += 1  # (even if forward changed it without an op: through .data, say)
+    return {id(t) for t in dirty}
+
+
+def _record(cls: type, ctx: FunctionCtx, args: tuple, out: Any, dirty: set[int]) -> Any:
+    """Attach the node (or nodes) that run ``cls.backward`` to ``forward``'s outputs (a dirty
+    input returned keeps its object and takes the node as its history; any other input or
+    tensor already in a graph is returned as an alias)."""
     single = not isinstance(out, tuple)
     outs = [out] if single else list(out)
     seen: set[int] = {id(a) for a in args if isinstance(a, TensorBase)}
+    dirty_seen: set[int] = set()
     metas = []  # per output: (shape, dtype) of a tensor, None for anything else
     for i, o in enumerate(outs):
         if not isinstance(o, TensorBase):
@@ -150,7 +195,9 @@ def _record(cls: type, ctx: FunctionCtx, args: tuple, out: Any) -> Any:
         if id(o) in ctx._non_differentiable or o.dtype not in FLOAT_DTYPES:
             metas.append(None)
             continue
-        if id(o) in seen or o.requires_grad:
+        if id(o) in dirty and id(o) not in dirty_seen:
+            dirty_seen.add(id(o))  # (returned twice: the second is an alias)
+        elif id(o) in seen or o.requires_grad:
             outs[i] = o = o._alias()  # an input (or a tensor already in a graph) handed back
         seen.add(id(o))
         metas.append((o.shape, o.dtype))

@@ -7,7 +7,7 @@ the prototype's users. Every module prints as PyTorch's does (``print(model)``).
 
 from __future__ import annotations
 
-from gt.nn import functional, init, utils
+from gt.nn import functional, init, modules, utils
 from gt.nn.activation_layers import (
     CELU,
     ELU,
@@ -327,6 +327,7 @@ __all__ = [
     "cross_entropy_loss",
     "functional",
     "init",
+    "modules",
     "mse_loss",
     "relu",
     "sigmoid",

@@ -13,6 +13,12 @@ from gt import guards
 from gt.autograd import no_grad
 from gt.backprop import RemovableHandle
 from gt.factories import zeros
+from gt.nn import backward_hooks
+from gt.nn.backward_hooks import LIVE as _LIVE_BACKWARD_HOOKS
+from gt.nn.backward_hooks import (  # noqa: F401 - torch.nn.modules.module has them
+    register_module_full_backward_hook,
+    register_module_full_backward_pre_hook,
+)
 from gt.ops.inplace import take_value
 from gt.tensor import Tensor
 
@@ -61,6 +67,8 @@ class Module:
         object.__setattr__(self, "training", True)
         object.__setattr__(self, "_forward_pre_hooks", {})
         object.__setattr__(self, "_forward_hooks", {})
+        object.__setattr__(self, "_backward_hooks", {})
+        object.__setattr__(self, "_backward_pre_hooks", {})
 
     # ------------------------------------------------------------------ attributes
     def __setattr__(self, name: str, value: Any) -> None:
@@ -155,7 +163,9 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not (self._forward_pre_hooks or self._forward_hooks):
+        # The fast path: one global for all backward hooks (empty unless some module, or every
+        # module, has one), so that a call without hooks costs no more than a bare forward.
+        if not (self._forward_pre_hooks or self._forward_hooks or _LIVE_BACKWARD_HOOKS):
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs)
 
@@ -173,11 +183,18 @@ class Module:
                 new = hook(self, args)
                 if new is not None:
                     args = new if isinstance(new, tuple) else (new,)
+        # Backward hooks wrap the inputs after the forward pre-hooks, the outputs after the forward
+        # hooks (as in PyTorch), so they see what forward got and what the caller gets.
+        bw = None
+        if _LIVE_BACKWARD_HOOKS:
+            bw, args = backward_hooks.begin(self, args)
         out = self.forward(*args, **kwargs)
         for hook, with_kwargs in list(self._forward_hooks.values()):
             new = hook(self, args, kwargs, out) if with_kwargs else hook(self, args, out)
             if new is not None:
                 out = new
+        if bw is not None:
+            out = bw.wrap_outputs(out)
         return out
 
     def _add_hook(self, table: dict, hook: Callable, with_kwargs: bool, prepend: bool) -> Any:
@@ -212,15 +229,41 @@ class Module:
         output)``. (``always_call`` is accepted; a hook is not called when ``forward`` raises.)"""
         return self._add_hook(self._forward_hooks, hook, with_kwargs, prepend)
 
-    def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> Any:
-        """Not supported in GT: use ``register_hook`` on the module's output or input tensors."""
-        raise NotImplementedError(
-            "Module.register_full_backward_hook is not supported in GT; register a hook on the "
-            "output tensor instead (out.register_hook(fn) sees the gradient of the output)"
-        )
+    def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """Call ``hook(module, grad_input, grad_output)`` whenever the gradients with respect to
+        this module's inputs are computed; a tuple it returns replaces ``grad_input``.
 
-    register_backward_hook = register_full_backward_hook
-    register_full_backward_pre_hook = register_full_backward_hook
+        ``grad_input`` has one entry per positional argument (``None`` for a non-tensor or an
+        input needing no gradient), ``grad_output`` one per output (``None`` for a non-tensor or
+        an output no gradient reached). With no input needing a gradient the hook gets
+        ``grad_input`` all ``None`` and must return ``None``. ``forward`` then receives aliases
+        of its inputs (and may not change them in place). See :mod:`gt.nn.backward_hooks`.
+
+        Returns:
+            A handle whose ``remove()`` unregisters the hook (``prepend``: run it first).
+        """
+        return backward_hooks.add(self, self._backward_hooks, hook, prepend)
+
+    def register_full_backward_pre_hook(
+        self, hook: Callable, prepend: bool = False
+    ) -> RemovableHandle:
+        """Call ``hook(module, grad_output)`` whenever the gradients with respect to this module's
+        outputs are computed, before the full backward hooks; a tuple it returns replaces
+        ``grad_output`` for later pre-hooks, the full hooks and the gradients flowing into the
+        module.
+
+        Returns:
+            A handle whose ``remove()`` unregisters the hook (``prepend``: run it first).
+        """
+        return backward_hooks.add(self, self._backward_pre_hooks, hook, prepend)
+
+    def register_backward_hook(self, hook: Callable) -> Any:
+        """Not supported: PyTorch's deprecated non-full backward hook (use
+        :meth:`register_full_backward_hook`)."""
+        raise NotImplementedError(
+            "Module.register_backward_hook (PyTorch's deprecated non-full backward hook) is not "
+            "supported in GT; use register_full_backward_hook"
+        )
 
     # ------------------------------------------------------------------ traversal
     def named_modules(
@@ -443,6 +486,7 @@ class Module:
         self.__dict__.setdefault("_non_persistent", set())
         self.__dict__.setdefault("_forward_pre_hooks", {})
         self.__dict__.setdefault("_forward_hooks", {})
+        backward_hooks.retrack(self)  # (a copy's hooks fire, and its original's handles spare them)
 
 
 def indent(text: str, spaces: int) -> str:

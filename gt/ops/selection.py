@@ -156,24 +156,31 @@ class SelectionOps:
         in PyTorch. ``sorted=False`` gives them sorted too (PyTorch allows any order). Not
         differentiable.
 
+        With ``dim``, the distinct slices along ``dim`` (``x[i]`` for ``dim=0``: rows of a
+        matrix), sorted lexicographically as PyTorch sorts them; the inverse and the counts are
+        then 1-d, one entry per slice of ``self`` and per distinct slice. A slice holding a NaN
+        is distinct from every other.
+
         Raises:
-            NotImplementedError: ``dim`` is given (unique slices are not supported).
+            IndexError: ``dim`` is out of range.
+            RuntimeError: a dimension other than ``dim`` has size 0 (as in PyTorch).
         """
-        if dim is not None:
-            raise NotImplementedError(
-                f"unique: dim={dim!r} is not supported; only dim=None (the flattened tensor)"
+        if dim is None:
+            values, inverse, counts = np.unique(
+                self.numpy().reshape(-1), return_inverse=True, return_counts=True, equal_nan=False
             )
-        flat = self.numpy().reshape(-1)
-        values, inverse, counts = np.unique(
-            flat, return_inverse=True, return_counts=True, equal_nan=False
-        )
+            inverse = inverse.reshape(self.shape)
+        else:
+            if self.ndim == 0:  # (PyTorch: a 0-d tensor has no slices)
+                raise IndexError("unique: dimension specified as 0 but tensor has no dimensions")
+            d = S.normalize_axis(dim, self.ndim, "unique")
+            values, inverse, counts = unique_slices(self.numpy(), d)
         out = self._upload(np.ascontiguousarray(values))
         if not (return_inverse or return_counts):
             return out
         extra = []
         if return_inverse:
-            inv = np.ascontiguousarray(inverse.reshape(self.shape), dtype=np.int64)
-            extra.append(self._upload(inv))
+            extra.append(self._upload(np.ascontiguousarray(inverse, dtype=np.int64)))
         if return_counts:
             extra.append(self._upload(np.ascontiguousarray(counts, dtype=np.int64)))
         return (out, *extra)
@@ -183,3 +190,37 @@ class SelectionOps:
         point)."""
         shape = S.broadcast(self.shape, mask.shape, "masked_select")
         return self.expand(shape)[mask.expand(shape)]
+
+
+def unique_slices(a: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct slices of ``a`` along axis ``d`` in PyTorch's lexicographic order, each
+    slice's index into them, and how often each occurs (what ``unique(dim=d)`` returns).
+
+    Two slices are the same when all their elements are equal (``==``: a NaN never is).
+    """
+    sizes = a.shape
+    if sizes[d] == 0:
+        if sizes.count(0) > 1:
+            raise RuntimeError(
+                "Number of zero sized dimensions is more than one, so unique cannot be applied"
+            )
+        empty = np.zeros(0, np.int64)
+        return a, empty, empty
+    if 0 in sizes:
+        raise RuntimeError(
+            "There are 0 sized dimensions, and they aren't selected, so unique cannot be applied"
+        )
+    moved = np.moveaxis(a, d, 0)
+    rows = moved.reshape(sizes[d], -1)
+    # lexsort's last key is the primary one: the slices' first elements, then the second ...
+    # (stable, so equal slices keep their order; NaNs sort after every number)
+    order = np.lexsort(rows.T[::-1])
+    ranked = rows[order]
+    starts = np.ones(len(ranked), bool)  # where a new distinct slice begins
+    starts[1:] = (ranked[1:] != ranked[:-1]).any(axis=1)
+    inverse = np.empty(len(ranked), np.int64)
+    inverse[order] = np.cumsum(starts) - 1
+    first = np.flatnonzero(starts)
+    counts = np.diff(np.append(first, len(ranked)))
+    values = ranked[first].reshape((len(first), *moved.shape[1:]))
+    return np.moveaxis(values, 0, d), inverse, counts

@@ -272,9 +272,9 @@ def test_unique_returns_sorted_values_inverse_and_counts(conn):
     assert (values + 1).tolist() == [2, 3, 4]  # an ordinary tensor on the worker
 
 
-def test_unique_along_a_dim_is_not_supported(conn):
-    with pytest.raises(NotImplementedError, match="unique: dim=0 is not supported"):
-        gt.tensor([[1, 2], [1, 2]]).unique(dim=0)
+def test_unique_along_a_dim_out_of_range_raises(conn):
+    with pytest.raises(IndexError, match="unique"):
+        gt.tensor([[1, 2], [1, 2]]).unique(dim=2)
 
 
 # ------------------------------------------------------------------ on sharded inputs
