@@ -171,6 +171,7 @@ from gt.nn.transformer import (
     TransformerEncoder,
     TransformerEncoderLayer,
 )
+from gt.nn.unpooling import MaxUnpool1d, MaxUnpool2d, MaxUnpool3d
 from gt.optim import SGD
 
 
@@ -260,6 +261,9 @@ __all__ = [
     "MaxPool1d",
     "MaxPool2d",
     "MaxPool3d",
+    "MaxUnpool1d",
+    "MaxUnpool2d",
+    "MaxUnpool3d",
     "Mish",
     "Module",
     "ModuleDict",

@@ -241,8 +241,8 @@ class MaxPool2d(_MaxPoolNd):
 
 
 class MaxPool3d(_MaxPoolNd):
-    """Largest value of each window of ``[N, C, D, H, W]`` (``dilation`` and ``ceil_mode`` as in
-    PyTorch; ``return_indices=True`` is not supported)."""
+    """Largest value of each window of ``[N, C, D, H, W]`` (``dilation``, ``ceil_mode`` and
+    ``return_indices`` as in PyTorch)."""
 
     _dims = 3
 

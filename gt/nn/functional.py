@@ -32,6 +32,7 @@ from gt.nn.convolution import (
     pad,
     unfold,
 )
+from gt.nn.grid_sampling import affine_grid, grid_sample
 from gt.nn.losses import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
@@ -87,9 +88,13 @@ from gt.nn.pooling import (
     avg_pool2d,
     avg_pool3d,
     max_pool1d,
+    max_pool1d_with_indices,
     max_pool2d,
+    max_pool2d_with_indices,
     max_pool3d,
+    max_pool3d_with_indices,
 )
+from gt.nn.unpooling import max_unpool1d, max_unpool2d, max_unpool3d
 from gt.ops.arith import where
 from gt.tensor import Tensor
 
@@ -385,4 +390,9 @@ __all__ = [
     "multi_margin_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
     "pixel_shuffle", "pixel_unshuffle", "poisson_nll_loss", "rrelu", "soft_margin_loss",
     "softshrink", "triplet_margin_loss", "triplet_margin_with_distance_loss",
+    # gt.nn.pooling and gt.nn.unpooling
+    "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
+    "max_unpool1d", "max_unpool2d", "max_unpool3d",
+    # gt.nn.grid_sampling
+    "affine_grid", "grid_sample",
 ]  # fmt: skip

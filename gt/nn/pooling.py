@@ -3,7 +3,8 @@
 Max and average pooling reduce the window columns of ``im2col`` (the registry's sliding-window
 primitive, any of 1-3 spatial dimensions), so one reduction covers every output position. Max
 pooling pads with ``-inf`` and sends the gradient to the first maximum of each window (in the
-window's row-major order), as PyTorch does. Adaptive pooling is separable, one spatial dimension
+window's row-major order), as PyTorch does; with ``return_indices`` each maximum's flat position
+in its input plane comes too (what :func:`max_unpool2d` takes). Adaptive pooling is separable, one spatial dimension
 at a time (the mean or max over a box is the mean or max over each of its sides in turn): each
 dimension is one reshape, or for uneven windows one gather, then one reduction.
 """
@@ -74,18 +75,38 @@ def _pool_windows(x: Tensor, kernel: tuple, stride: tuple, padding: tuple, dilat
 
 
 def _max_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
-              ceil_mode: bool, return_indices: bool, dims: int) -> Tensor:  # fmt: skip
+              ceil_mode: bool, return_indices: bool, dims: int) -> Any:  # fmt: skip
     op = f"max_pool{dims}d"
-    if return_indices:
-        raise NotImplementedError(f"{op}: return_indices=True is not supported")
     x, squeeze = _pool_input(input, dims, op)
     k = _pair(kernel_size, dims)
-    s = _stride(stride, k, dims)
-    cols, outs = _pool_windows(x, k, s, _pair(padding, dims), _pair(dilation, dims), ceil_mode,
-                               -math.inf)  # fmt: skip
+    s, p, d = _stride(stride, k, dims), _pair(padding, dims), _pair(dilation, dims)
+    cols, outs = _pool_windows(x, k, s, p, d, ceil_mode, -math.inf)
     # max(dim) sends the gradient to the index it picks (the first maximum), as PyTorch does.
-    out = cols.max(2).values.reshape(x.shape[0], x.shape[1], *outs)
-    return out.squeeze(0) if squeeze else out
+    best = cols.max(2)
+    out = best.values.reshape(x.shape[0], x.shape[1], *outs)
+    if not return_indices:
+        return out.squeeze(0) if squeeze else out
+    where = _input_positions(best.indices, x, k, s, p, d, outs).reshape(out.shape)
+    return (out.squeeze(0), where.squeeze(0)) if squeeze else (out, where)
+
+
+def _input_positions(picked: Tensor, x: Tensor, kernel: tuple, stride: tuple, padding: tuple,
+                     dilation: tuple, outs: list) -> Tensor:  # fmt: skip
+    """PyTorch's max-pool indices: the flat position in each input plane of the element each
+    window picked (``picked``: its offset within the window, ``[N, C, L]``)."""
+    sizes = x.shape[2:]
+    grids = np.meshgrid(*[np.arange(o) for o in outs], indexing="ij")
+    flat = None
+    k_stride = math.prod(kernel)
+    in_stride = math.prod(sizes)
+    for i, (ki, si, pi, di) in enumerate(zip(kernel, stride, padding, dilation)):
+        k_stride //= ki
+        in_stride //= sizes[i]
+        start = (grids[i].reshape(-1) * si - pi).astype(np.int64)  # each window's first row
+        offset = (picked // k_stride) % ki if ki > 1 else picked * 0
+        coord = x._upload(start * in_stride) + offset * (di * in_stride)
+        flat = coord if flat is None else flat + coord
+    return flat
 
 
 def _avg_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
@@ -128,6 +149,27 @@ def max_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     """Largest value of each window of ``[N, C, D, H, W]`` (``stride`` defaults to the kernel;
     padding is ``-inf`` and at most half the dilated kernel, as PyTorch requires)."""
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3)
+
+
+def max_pool1d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                            dilation: Any = 1, ceil_mode: bool = False,
+                            return_indices: bool = True) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """:func:`max_pool1d` and the flat input position of each maximum."""
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, True, 1)
+
+
+def max_pool2d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                            dilation: Any = 1, ceil_mode: bool = False,
+                            return_indices: bool = True) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """:func:`max_pool2d` and the flat position (``h * W + w``) of each maximum in its plane."""
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, True, 2)
+
+
+def max_pool3d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                            dilation: Any = 1, ceil_mode: bool = False,
+                            return_indices: bool = True) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """:func:`max_pool3d` and the flat position of each maximum in its volume."""
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, True, 3)
 
 
 def avg_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
@@ -259,6 +301,9 @@ __all__ = [
     "avg_pool2d",
     "avg_pool3d",
     "max_pool1d",
+    "max_pool1d_with_indices",
+    "max_pool2d_with_indices",
+    "max_pool3d_with_indices",
     "max_pool2d",
     "max_pool3d",
 ]

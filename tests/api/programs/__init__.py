@@ -41,6 +41,7 @@ MODULES = (
     "layers_more",
     "special_functions",
     "gamma_family",
+    "spatial",
 )
 
 

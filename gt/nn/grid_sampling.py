@@ -1,0 +1,174 @@
+"""``F.affine_grid`` and ``F.grid_sample`` (spatial transformer networks, deformable sampling,
+optical-flow warping), in 2-d and 3-d, PyTorch's conventions.
+
+``grid_sample`` reads ``input`` at the normalised positions of ``grid`` (``-1`` and ``1`` are the
+centres of the corner pixels with ``align_corners=True``, their outer edges otherwise). Each output
+value is a weighted sum of the ``2**d`` neighbouring input values (``bilinear``; ``trilinear`` for
+5-d input) or the nearest one (``nearest``, half to even as PyTorch's ``nearbyint``), gathered from
+the flattened input with one ``gather`` per neighbour; a neighbour outside the input contributes
+0. ``padding_mode`` moves the positions first: ``zeros`` leaves them, ``border`` clamps them into
+the input, ``reflection`` reflects them at its edges. Everything is composed from differentiable
+ops, so the gradient reaches both ``input`` and ``grid`` (PyTorch's, including its zero gradient
+for clamped coordinates and for ``nearest``). ``bicubic`` is not supported.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from gt.errors import ShapeError
+from gt.ops.arith import where
+from gt.ops.shaping import stack
+from gt.tensor import Tensor
+
+# ruff: noqa: A002 - PyTorch's parameter names (input, ...)
+
+_MODES = ("bilinear", "nearest", "bicubic")
+_PADDING = ("zeros", "border", "reflection")
+
+
+def _base_coords(theta: Tensor, n: int, align_corners: bool) -> Tensor:
+    """The ``n`` normalised positions of one axis (pixel centres)."""
+    if n <= 1:
+        return theta._upload(_linspace(n, 0.0, theta.dtype))
+    scale = 1.0 if align_corners else (n - 1) / n
+    return theta._upload(_linspace(n, scale, theta.dtype))
+
+
+def _linspace(n: int, scale: float, dtype: str) -> Any:
+    import numpy as np  # noqa: PLC0415 - host-side constants only
+
+    return (np.linspace(-1.0, 1.0, n) * scale if n > 1 else np.zeros(n)).astype(dtype)
+
+
+def affine_grid(theta: Tensor, size: Any, align_corners: bool | None = None) -> Tensor:
+    """The sampling grid of the affine maps ``theta``: ``(N, 2, 3)`` for a 2-d ``size`` ``(N, C, H,
+    W)`` gives ``(N, H, W, 2)``; ``(N, 3, 4)`` for ``(N, C, D, H, W)`` gives ``(N, D, H, W, 3)``.
+    Each position is ``theta @ [x, y, (z,) 1]`` of the output pixel's normalised coordinates."""
+    align_corners = bool(align_corners)
+    size = [int(s) for s in size]
+    dims = len(size) - 2
+    if dims not in (2, 3):
+        raise NotImplementedError(
+            "affine_grid only supports 4D and 5D sizes, for 2D and 3D affine transforms, "
+            f"respectively. Got size {size}."
+        )
+    if theta.is_floating_point() is False:
+        raise TypeError(f"Expected theta to have floating point type, but got {theta.dtype}")
+    if theta.ndim != 3 or tuple(theta.shape[1:]) != (dims, dims + 1) or theta.shape[0] != size[0]:
+        raise ShapeError(
+            f"Expected a batch of {dims}D affine matrices of shape Nx{dims}x{dims + 1} for size "
+            f"{size}. Got {list(theta.shape)}."
+        )
+    spatial = size[2:][::-1]  # x (width) first
+    axes = [_base_coords(theta, n, align_corners) for n in spatial]
+    out_shape = tuple(size[2:])
+    columns = []
+    for i, axis in enumerate(axes):  # axis i varies along spatial dim dims - 1 - i
+        view = [1] * dims
+        view[dims - 1 - i] = spatial[i]
+        columns.append(axis.reshape(view).expand(out_shape))
+    columns.append(theta.new_ones(out_shape))
+    base = stack(columns, -1).reshape(1, -1, dims + 1)  # [1, P, dims + 1]
+    grid = base @ theta.mT  # [N, P, dims]
+    return grid.reshape(size[0], *out_shape, dims)
+
+
+def _unnormalize(coord: Tensor, size: int, align_corners: bool) -> Tensor:
+    if align_corners:
+        return (coord + 1.0) * (0.5 * (size - 1))
+    return ((coord + 1.0) * size - 1.0) * 0.5
+
+
+def _reflect(coord: Tensor, twice_low: int, twice_high: int) -> Tensor:
+    """``coord`` reflected into ``[twice_low / 2, twice_high / 2]`` (PyTorch's rule)."""
+    if twice_low == twice_high:
+        return coord * 0.0
+    low = twice_low / 2.0
+    span = (twice_high - twice_low) / 2.0
+    dist = (coord - low).abs()
+    extra = dist.fmod(span)
+    flips = (dist / span).floor()
+    even = flips % 2.0 == 0
+    return where(even, extra + low, (span - extra) + low)
+
+
+def _source_coord(coord: Tensor, size: int, padding_mode: str, align_corners: bool) -> Tensor:
+    x = _unnormalize(coord, size, align_corners)
+    if padding_mode == "border":
+        x = x.clamp(0.0, size - 1.0)
+    elif padding_mode == "reflection":
+        if align_corners:
+            x = _reflect(x, 0, 2 * (size - 1))
+        else:
+            x = _reflect(x, -1, 2 * size - 1)
+        x = x.clamp(0.0, size - 1.0)
+    return x
+
+
+def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
+                padding_mode: str = "zeros", align_corners: bool | None = None) -> Tensor:  # fmt: skip
+    """Sample ``input`` (``(N, C, H, W)`` or ``(N, C, D, H, W)``) at ``grid`` (``(N, Ho, Wo, 2)``
+    or ``(N, Do, Ho, Wo, 3)``, last dim ``x, y[, z]`` in ``[-1, 1]``); returns ``(N, C, Ho, Wo)``
+    or ``(N, C, Do, Ho, Wo)``."""
+    if mode not in _MODES:
+        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' "
+                         f"or 'bicubic', but got: '{mode}'")  # fmt: skip
+    if padding_mode not in _PADDING:
+        raise ValueError("nn.functional.grid_sample(): expected padding_mode to be 'zeros', "
+                         f"'border', or 'reflection', but got: '{padding_mode}'")  # fmt: skip
+    if mode == "bicubic":
+        raise NotImplementedError("grid_sample: mode='bicubic' is not supported in GT")
+    align_corners = bool(align_corners)
+    dims = input.ndim - 2
+    if dims not in (2, 3) or grid.ndim != input.ndim or grid.shape[-1] != dims:
+        raise ShapeError(
+            f"grid_sample(): expected a 4-D or 5-D input and a grid with the same number of "
+            f"dimensions whose last has size {dims}, got input {list(input.shape)} and grid "
+            f"{list(grid.shape)}"
+        )
+    if grid.shape[0] != input.shape[0]:
+        raise ShapeError(f"grid_sample(): expected grid and input to have same batch size, but "
+                         f"got input with sizes {list(input.shape)} and grid with sizes "
+                         f"{list(grid.shape)}")  # fmt: skip
+    n, c = input.shape[0], input.shape[1]
+    sizes = list(input.shape[2:])  # (D,) H, W
+    out_sizes = list(grid.shape[1:-1])
+    points = math.prod(out_sizes)
+    flat_in = input.reshape(n, c, -1)
+    g = grid.reshape(n, points, dims)
+    # coords[i]: the source position along spatial dim i (grid's last dim is x, y, z: reversed)
+    coords = [_source_coord(g[:, :, dims - 1 - i], sizes[i], padding_mode, align_corners)
+              for i in range(dims)]  # fmt: skip
+    strides = [math.prod(sizes[i + 1 :]) for i in range(dims)]
+    if mode == "nearest":
+        # (weight 1 through round's zero derivative: grid gets a zero gradient, as in PyTorch)
+        taps = [[(r, r * 0.0 + 1.0)] for r in (coord.round() for coord in coords)]
+    else:
+        taps = []
+        for coord in coords:
+            low = coord.floor()
+            frac = coord - low
+            taps.append([(low, 1.0 - frac), (low + 1.0, frac)])
+    out = None
+    for corner in range(2**dims if mode != "nearest" else 1):
+        index = None
+        weight = None
+        valid = None
+        for i in range(dims):
+            pos, w = taps[i][(corner >> (dims - 1 - i)) & 1]
+            inside = (pos >= 0) & (pos <= sizes[i] - 1)
+            valid = inside if valid is None else valid & inside
+            term = pos.clamp(0, sizes[i] - 1).long() * strides[i]
+            index = term if index is None else index + term
+            if w is not None:
+                weight = w if weight is None else weight * w
+        picked = flat_in.gather(2, index.unsqueeze(1).expand(n, c, points))
+        scale = valid.to(input.dtype) if weight is None else weight * valid.to(input.dtype)
+        term = picked * scale.unsqueeze(1)
+        out = term if out is None else out + term
+    return out.reshape(n, c, *out_sizes)
+
+
+__all__ = ["affine_grid", "grid_sample"]
