@@ -85,6 +85,8 @@ class ComposedOps:
 
     def heaviside(self, values: Any) -> Tensor:
         """The step function: 0 below zero, 1 above, ``values`` at zero."""
+        if isinstance(values, TensorBase) and values.dtype != self.dtype:
+            raise TypeError("heaviside is not yet implemented for tensors with different dtypes")
         return where(self == 0, values, (self > 0).to(self.dtype))
 
     def float_power(self, exponent: Any) -> Tensor:

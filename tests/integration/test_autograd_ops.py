@@ -422,6 +422,8 @@ CASES = [
     ("diff_trapezoid", lambda y, x: y.diff(n=2) .sum(-1) + gt.trapezoid(y, x.cumsum(0)) + gt.cumulative_trapezoid(y, dx=0.5).sum(-1), [_r(2, 5), _r(5, low=0.2)]),
     ("kron_diag_embed_rot90", lambda a, b: gt.kron(a, b).sum() + a.diag_embed(1).rot90().sum(0), [_r(2, 3), _r(2, 2, seed=1)]),
     ("cov_corrcoef_dist", lambda a, b: a.cov() + a.corrcoef() * 2 + gt.dist(a, b), [_r(3, 6), _r(3, 6, seed=1)]),
+    ("cummax_cummin_values", lambda a: a.cummax(1).values + gt.cummin(a, 0).values * 2, [_r(3, 4)]),
+    ("logcumsumexp", lambda a: a.logcumsumexp(1) + (a * 30).logcumsumexp(0) / 30, [_r(3, 4)]),
     ("normal_icdf", lambda m, s, p: D.Normal(m, s).icdf(p.sigmoid()), [_r(2), _r(2, low=0.5), _r(2, seed=2)]),
 ]  # fmt: skip
 
@@ -465,7 +467,7 @@ def test_every_differentiable_primitive_has_a_derivative_rule():
         "binary_cross_entropy prod cumprod im2col col2im scatter_add linalg_inv linalg_solve linalg_det "
         "linalg_slogdet linalg_cholesky linalg_solve_triangular linalg_qr linalg_eigh linalg_svd "
         "lgamma digamma polygamma erfinv standard_gamma asin acos atan asinh acosh atanh atan2 "
-        "fmod".split()
+        "fmod logcumsumexp".split()
     )
     assert differentiable <= set(BY_NAME)
     assert {n for n in differentiable if BY_NAME[n].grad is None} == set()

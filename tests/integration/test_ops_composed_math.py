@@ -204,3 +204,34 @@ def test_result_type_with_a_tensor(conn):
         gt.result_type(gt.tensor([1.0], dtype="float64"), gt.tensor([1], dtype="int32"))
         == "float64"
     )
+
+
+def test_running_extremes_and_logcumsumexp(conn):
+    x = rng.integers(0, 4, (3, 7)).astype(np.float64)
+    x[1, 2] = x[1, 5] = np.nan
+
+    def reference(row, smallest):  # PyTorch's rule: ties take the later index; NaN sticks
+        best, where, out = None, 0, []
+        for i, v in enumerate(row):
+            if best is None:
+                best, where, out = v, i, [i]
+                continue
+            better = v <= best if smallest else v >= best
+            if not np.isnan(best) and (np.isnan(v) or better):
+                best, where = v, i
+            out.append(where)
+        return out
+
+    for name, smallest in (("cummax", False), ("cummin", True)):
+        values, indices = getattr(gt.tensor(x), name)(1)
+        want = np.array([reference(r, smallest) for r in x])
+        np.testing.assert_array_equal(indices.numpy(), want)
+        np.testing.assert_array_equal(values.numpy(), np.take_along_axis(x, want, 1))
+    ints = gt.tensor([[3, 1, 3], [0, 5, 2]])
+    assert gt.cummax(ints, 0).indices.numpy().tolist() == [[0, 0, 0], [0, 1, 0]]
+    assert ints.cummin(1).values.numpy().tolist() == [[3, 1, 1], [0, 0, 0]]
+    big = rng.standard_normal((2, 9)) * 300
+    got = gt.tensor(big, dtype="float64").logcumsumexp(1).numpy()
+    np.testing.assert_allclose(got, np.logaddexp.accumulate(big, axis=1), rtol=1e-12)
+    with pytest.raises(TypeError, match="floating point"):
+        gt.tensor([1, 2]).logcumsumexp(0)

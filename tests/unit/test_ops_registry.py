@@ -148,6 +148,9 @@ SAMPLES: dict[str, tuple[list, object]] = {
     "signbit": ([A], None),
     "gcd": ([INTS, INTS_ROW], None),
     "lcm": ([INTS, INTS_ROW], None),
+    "cummax_indices": ([A], {"axis": 1}),
+    "cummin_indices": ([INTS], {"axis": 0}),
+    "logcumsumexp": ([A], {"axis": 1}),
 }
 
 

@@ -12,7 +12,7 @@ Families: :mod:`.elementwise`, :mod:`.reduce`, :mod:`.shape`, :mod:`.creation`, 
 :mod:`.search` (``searchsorted``), :mod:`.linalg` (inverse, solves, determinants, Cholesky),
 :mod:`.linalg_decomp` (QR, eigh, SVD), :mod:`.gammafn` (lgamma, digamma, polygamma, erfinv,
 gamma sampling), :mod:`.trig` (inverse trigonometric and hyperbolic functions, atan2, fmod,
-signbit, gcd, lcm).
+signbit, gcd, lcm), :mod:`.running` (cummax, cummin, logcumsumexp).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from gt.runtime.ops import (
     mathfn,
     movement,
     reduce,
+    running,
     scan,
     search,
     shape,
@@ -75,6 +76,7 @@ REGISTRY, BY_NAME = _build(
         *linalg_decomp.ENTRIES,
         *gammafn.ENTRIES,
         *trig.ENTRIES,
+        *running.ENTRIES,
     ]
 )
 #: Op names by opcode (what traces carry in their header).

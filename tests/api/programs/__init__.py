@@ -42,6 +42,7 @@ MODULES = (
     "special_functions",
     "gamma_family",
     "spatial",
+    "math_more",
 )
 
 
