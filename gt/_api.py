@@ -59,6 +59,8 @@ from gt.ops.random import Generator, manual_seed
 from gt.ops.typeinfo import Size, finfo, get_default_dtype, iinfo
 from gt.serialization import load, save
 from gt.session import connect, disconnect, gpu_workers, mark
+from gt.special import gammainc as igamma  # (torch.igamma)
+from gt.special import gammaincc as igammac
 from gt.special import xlogy  # (torch.xlogy)
 from gt.tensor import Tensor
 
@@ -83,6 +85,8 @@ __all__ = [
     "save",
     "utils",
     "xlogy",
+    "igamma",
+    "igammac",
     "config",
     "load_config",
     "signal",

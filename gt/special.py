@@ -1,8 +1,8 @@
 """``gt.special``: the functions of ``torch.special`` that ported code reaches for, composed from GT's
 differentiable ops (so each works on every worker and has gradients).
 
-Not here: Bessel functions, ``zeta``, the incomplete gamma functions and ``erfcx``; GT has no
-kernels for them yet.
+Not here: the Bessel functions J, Y and K, the Airy function and the orthogonal polynomials; GT
+has no kernels for them yet.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 from gt.custom_function import Function
 from gt.ops import functional as _functional
 from gt.ops.arith import where
+from gt.runtime.ops import special_more as _special_more
 from gt.runtime.ops.base import sum_to
 from gt.tensor import Tensor
 
@@ -21,11 +22,18 @@ __all__ = [
     "entr",
     "erf",
     "erfc",
+    "erfcx",
     "erfinv",
     "exp2",
     "expit",
     "expm1",
+    "gammainc",
+    "gammaincc",
     "gammaln",
+    "i0",
+    "i0e",
+    "i1",
+    "i1e",
     "log1p",
     "log_ndtr",
     "log_softmax",
@@ -41,6 +49,7 @@ __all__ = [
     "softmax",
     "xlog1py",
     "xlogy",
+    "zeta",
 ]
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -108,6 +117,54 @@ def polygamma(n: int, input: Tensor) -> Tensor:
 def multigammaln(input: Tensor, p: int) -> Tensor:
     """The multivariate log-gamma function of dimension ``p`` (``torch.mvlgamma``)."""
     return _functional.mvlgamma(input, p)
+
+
+def _float(x: Tensor) -> Tensor:
+    return x if x.is_floating_point() else x.float()
+
+
+def i0(input: Tensor) -> Tensor:
+    """The modified Bessel function of the first kind, order 0."""
+    return input.i0()
+
+
+def i0e(input: Tensor) -> Tensor:
+    """``exp(-|x|) * i0(x)`` (no overflow for large ``|x|``)."""
+    x = _float(input)
+    return x._apply("i0e", [x])
+
+
+def i1(input: Tensor) -> Tensor:
+    """The modified Bessel function of the first kind, order 1."""
+    x = _float(input)
+    return x._apply("i1", [x])
+
+
+def i1e(input: Tensor) -> Tensor:
+    """``exp(-|x|) * i1(x)``."""
+    x = _float(input)
+    return x._apply("i1e", [x])
+
+
+def erfcx(input: Tensor) -> Tensor:
+    """The scaled complementary error function ``exp(x^2) * erfc(x)``."""
+    x = _float(input)
+    return x._apply("erfcx", [x])
+
+
+def zeta(input: Any, other: Any) -> Tensor:
+    """The Hurwitz zeta function ``sum_k (k + other) ** -input`` (either may be a number)."""
+    return _special_more.binary_api("zeta")(input, other)
+
+
+def gammainc(input: Any, other: Any) -> Tensor:
+    """The regularised lower incomplete gamma function ``P(input, other)``."""
+    return _special_more.binary_api("gammainc")(input, other)
+
+
+def gammaincc(input: Any, other: Any) -> Tensor:
+    """The regularised upper incomplete gamma function ``Q(input, other) = 1 - P``."""
+    return _special_more.binary_api("gammaincc")(input, other)
 
 
 def erfinv(input: Tensor) -> Tensor:

@@ -5,8 +5,7 @@ Samples come from GT's ``standard_gamma`` primitive (Philox, the same numbers on
 and ``rsample`` is differentiable with respect to the concentrations through its implicit
 derivative (see :mod:`gt.runtime.ops.gammafn`). PyTorch's own Dirichlet derivative is a different
 estimator of the same gradient, so single samples' gradients differ from PyTorch's while their
-expectations agree. Not provided: ``Gamma.cdf`` (GT has no incomplete gamma function) and
-``Poisson.sample`` (GT has no Poisson sampler).
+expectations agree. Not provided: ``Poisson.sample`` (GT has no Poisson sampler).
 """
 
 from __future__ import annotations
@@ -79,7 +78,12 @@ class Gamma(Distribution):
         return c - self.rate.log() + c.lgamma() + (1.0 - c) * c.digamma()
 
     def cdf(self, value: Any) -> Tensor:
-        raise NotImplementedError("Gamma.cdf needs the incomplete gamma function, which GT lacks")
+        value = _as_tensor(value, self.rate)
+        if self._validate_args:
+            self._validate_sample(value)
+        from gt.special import gammainc  # noqa: PLC0415 - (gt.special imports gt.ops.functional)
+
+        return gammainc(self.concentration, self.rate * value)
 
 
 class Chi2(Gamma):

@@ -424,6 +424,10 @@ CASES = [
     ("cov_corrcoef_dist", lambda a, b: a.cov() + a.corrcoef() * 2 + gt.dist(a, b), [_r(3, 6), _r(3, 6, seed=1)]),
     ("cummax_cummin_values", lambda a: a.cummax(1).values + gt.cummin(a, 0).values * 2, [_r(3, 4)]),
     ("logcumsumexp", lambda a: a.logcumsumexp(1) + (a * 30).logcumsumexp(0) / 30, [_r(3, 4)]),
+    ("bessel_i0_i1_scaled", lambda a: a.i0() + gt.special.i1(a) * 2 + gt.special.i0e(a * 3) + gt.special.i1e(a * 3), [_r(2, 3)]),
+    ("zeta_in_q_incomplete_gamma_in_x", lambda q, x: gt.special.zeta(3.0, q + 1.0) + gt.special.gammainc(2.5, x) + gt.special.gammaincc(gt.tensor(np.array([0.7, 1.5, 4.0])), x), [_r(3, low=0.2), _r(3, low=0.5)]),
+    ("erfcx", lambda a: gt.special.erfcx(a * 1.5), [_r(2, 3)]),  # (erfcx(-5) is 1e11: FD noise)
+    ("gamma_cdf_in_value_and_rate", lambda v, r: D.Gamma(gt.tensor(np.array([0.8, 2.5])), r).cdf(v), [_r(2, low=0.3), _r(2, low=0.5)]),
     ("normal_icdf", lambda m, s, p: D.Normal(m, s).icdf(p.sigmoid()), [_r(2), _r(2, low=0.5), _r(2, seed=2)]),
 ]  # fmt: skip
 
@@ -467,7 +471,7 @@ def test_every_differentiable_primitive_has_a_derivative_rule():
         "binary_cross_entropy prod cumprod im2col col2im scatter_add linalg_inv linalg_solve linalg_det "
         "linalg_slogdet linalg_cholesky linalg_solve_triangular linalg_qr linalg_eigh linalg_svd "
         "lgamma digamma polygamma erfinv standard_gamma asin acos atan asinh acosh atanh atan2 "
-        "fmod logcumsumexp".split()
+        "fmod logcumsumexp i0 i0e i1 i1e zeta gammainc gammaincc erfcx".split()
     )
     assert differentiable <= set(BY_NAME)
     assert {n for n in differentiable if BY_NAME[n].grad is None} == set()

@@ -200,9 +200,43 @@ def test_what_is_not_provided_says_so(conn):
         D.Gamma(gt.tensor([-1.0]), 1.0)
     with pytest.raises(NotImplementedError, match="Poisson sampler"):
         D.Poisson(2.0).sample()
-    with pytest.raises(NotImplementedError, match="incomplete gamma"):
-        D.Gamma(2.0, 1.0).cdf(gt.tensor(1.0))
+    with pytest.raises(NotImplementedError, match="first argument"):
+        a = gt.tensor([2.0], requires_grad=True)
+        gt.special.gammainc(a, 1.0).sum().backward()
     conc = gt.tensor([2.0], requires_grad=True)
     s = D.Gamma(conc, 1.0).rsample()
     with pytest.raises(NotImplementedError, match="second derivative through gamma samples"):
         gt.autograd.grad(s.sum(), conc, create_graph=True)
+
+
+def test_gamma_cdf_and_the_incomplete_gamma_functions(conn):
+    # Gamma(2, rate) has the CDF 1 - e^-(rate x) (1 + rate x)
+    v = np.array([0.1, 1.0, 3.5])
+    got = D.Gamma(gt.tensor([2.0]), gt.tensor([1.5])).cdf(gt.tensor(v)).numpy()
+    np.testing.assert_allclose(got, 1 - np.exp(-1.5 * v) * (1 + 1.5 * v), rtol=1e-5)
+    np.testing.assert_allclose(D.Chi2(gt.tensor([2.0])).cdf(gt.tensor(v)).numpy(),
+                               1 - np.exp(-v / 2), rtol=1e-5)  # fmt: skip
+    p = gt.special.gammainc(gt.tensor([1.0, 3.0]), gt.tensor([0.7, 2.0]))
+    q = gt.igammac(gt.tensor([1.0, 3.0]), gt.tensor([0.7, 2.0]))
+    np.testing.assert_allclose(p.numpy() + q.numpy(), [1.0, 1.0], rtol=1e-6)
+    np.testing.assert_allclose(p.numpy()[0], 1 - math.exp(-0.7), rtol=1e-6)
+
+
+def test_bessel_zeta_and_erfcx_values(conn):
+    x = np.array([0.0, 0.5, -2.0, 20.0])
+    # I0 and I1 by their power series, written out here
+    k = np.arange(60)[:, None]
+    lf = np.array([math.lgamma(i + 1) for i in range(60)])[:, None]
+    i0 = np.sum(np.exp(2 * k * np.log(np.abs(x) / 2 + 1e-300) - 2 * lf), 0)
+    i1 = np.sign(x) * np.sum(np.exp((2 * k + 1) * np.log(np.abs(x) / 2 + 1e-300) - lf - np.array(
+        [math.lgamma(i + 2) for i in range(60)])[:, None]), 0)  # fmt: skip
+    t = gt.tensor(x, dtype="float64")
+    np.testing.assert_allclose(gt.i0(t).numpy(), i0, rtol=1e-12)
+    np.testing.assert_allclose(gt.special.i1(t).numpy(), i1, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(gt.special.i0e(t).numpy(), i0 * np.exp(-np.abs(x)), rtol=1e-12)
+    np.testing.assert_allclose(gt.special.i1e(t).numpy(), i1 * np.exp(-np.abs(x)), rtol=1e-12)
+    z = gt.special.zeta(gt.tensor([2.0, 4.0]), 1.0).numpy()
+    np.testing.assert_allclose(z, [math.pi**2 / 6, math.pi**4 / 90], rtol=1e-6)
+    e = gt.special.erfcx(gt.tensor([0.0, 1.0, 30.0], dtype="float64")).numpy()
+    np.testing.assert_allclose(e[:2], [1.0, math.exp(1.0) * math.erfc(1.0)], rtol=1e-12)
+    np.testing.assert_allclose(e[2], 1 / (30 * math.sqrt(math.pi)) * (1 - 1 / 1800), rtol=1e-6)

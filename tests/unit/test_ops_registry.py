@@ -151,6 +151,14 @@ SAMPLES: dict[str, tuple[list, object]] = {
     "cummax_indices": ([A], {"axis": 1}),
     "cummin_indices": ([INTS], {"axis": 0}),
     "logcumsumexp": ([A], {"axis": 1}),
+    "i0": ([A], None),
+    "i0e": ([A], None),
+    "i1": ([A], None),
+    "i1e": ([A], None),
+    "zeta": ([POS + 1.0, POS], None),
+    "gammainc": ([POS, ROW * ROW], None),
+    "gammaincc": ([POS, 1.5], None),
+    "erfcx": ([A], None),
 }
 
 

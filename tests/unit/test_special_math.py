@@ -98,7 +98,7 @@ def test_a_worker_without_scipy_uses_gts_own_functions(monkeypatch):
     np.testing.assert_allclose(be.special("gammaln")(x), [math.lgamma(v) for v in x], rtol=1e-13)
     np.testing.assert_allclose(be.special("polygamma")(1, np.array([1.0])), [math.pi**2 / 6])
     with pytest.raises(KeyError, match="no special function"):
-        be.special("zeta")
+        be.special("bessel_j0")
 
 
 def test_standard_gamma_is_deterministic_per_element_and_has_the_gamma_law():
@@ -147,3 +147,25 @@ def test_hostile_arguments_are_bounded():
         with pytest.raises(ValueError, match="polygamma"):
             polygamma_order(bad)
     assert polygamma_order(150) == 150
+
+
+def test_bessel_zeta_incomplete_gamma_and_erfcx_agree_with_scipy():
+    special = pytest.importorskip("scipy.special")
+    x = np.concatenate([np.linspace(-40, 40, 801), [0.0, 16.99, 17.01, 300.0, 700.0]])
+    for order, scaled, ref in ((0, False, special.i0), (1, False, special.i1),
+                               (0, True, special.i0e), (1, True, special.i1e)):  # fmt: skip
+        np.testing.assert_allclose(sm.bessel_i(np, order, x, scaled), ref(x), rtol=1e-13)
+    s = np.array([2, 3, 1.5, 4.5, 2, 3, 10, 1, 0.5, 2, 2.5])
+    q = np.array([1, 2, 0.3, 7, -1.5, -1.5, 0.01, 1, 1, 0, -1.5])
+    np.testing.assert_allclose(sm.zeta(np, s, q), special.zeta(s, q), rtol=1e-13)
+    a, xx = np.meshgrid(np.geomspace(0.01, 500, 40), np.geomspace(1e-3, 600, 40))
+    np.testing.assert_allclose(sm.gammainc(np, a, xx, False), special.gammainc(a, xx), atol=1e-12)
+    np.testing.assert_allclose(sm.gammainc(np, a, xx, True), special.gammaincc(a, xx), atol=1e-12)
+    edges_a, edges_x = (
+        np.array([0.0, 0.0, 1.0, 2.0, np.inf, 1.0]),
+        np.array([0.0, 1, 0, np.inf, 1, -1]),
+    )
+    np.testing.assert_array_equal(sm.gammainc(np, edges_a, edges_x, False),
+                                  special.gammainc(edges_a, edges_x))  # fmt: skip
+    y = np.concatenate([np.linspace(-5, 60, 651), [-30.0, 1e3, 1e10]])
+    np.testing.assert_allclose(sm.erfcx(np, y, ERFC), special.erfcx(y), rtol=1e-12)

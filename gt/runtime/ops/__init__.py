@@ -12,7 +12,8 @@ Families: :mod:`.elementwise`, :mod:`.reduce`, :mod:`.shape`, :mod:`.creation`, 
 :mod:`.search` (``searchsorted``), :mod:`.linalg` (inverse, solves, determinants, Cholesky),
 :mod:`.linalg_decomp` (QR, eigh, SVD), :mod:`.gammafn` (lgamma, digamma, polygamma, erfinv,
 gamma sampling), :mod:`.trig` (inverse trigonometric and hyperbolic functions, atan2, fmod,
-signbit, gcd, lcm), :mod:`.running` (cummax, cummin, logcumsumexp).
+signbit, gcd, lcm), :mod:`.running` (cummax, cummin, logcumsumexp),
+:mod:`.special_more` (Bessel I0/I1, Hurwitz zeta, incomplete gamma, erfcx).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from gt.runtime.ops import (
     search,
     shape,
     sort,
+    special_more,
     trig,
 )
 from gt.runtime.ops.base import Op, Past, sum_to
@@ -77,6 +79,7 @@ REGISTRY, BY_NAME = _build(
         *gammafn.ENTRIES,
         *trig.ENTRIES,
         *running.ENTRIES,
+        *special_more.ENTRIES,
     ]
 )
 #: Op names by opcode (what traces carry in their header).

@@ -173,6 +173,135 @@ def erfinv(xp: Any, y: Any, erf: Callable[[Any], Any], erfc: Callable[[Any], Any
     return out
 
 
+def zeta(xp: Any, s: Any, q: Any) -> Any:
+    """The Hurwitz zeta function ``sum_k (k + q) ** -s`` (``s > 1``; ``inf`` at ``s = 1`` and at
+    the poles ``q = 0, -1, ...``; NaN for ``s < 1``, and for ``q < 0`` unless ``s`` is an
+    integer), as SciPy's and PyTorch's."""
+    s, q = xp.broadcast_arrays(xp.asarray(s, dtype=xp.float64), xp.asarray(q, dtype=xp.float64))
+    with _quiet(xp):
+        pole = (q <= 0) & (q == xp.floor(q))
+        bad = (s < 1) | ((q < 0) & (s != xp.floor(s))) | xp.isnan(s) | xp.isnan(q)
+        bad |= q < _POLYGAMMA_MIN
+        ss = xp.where(bad | (s == 1), 2.0, s)
+        qs = xp.where(bad | pole, 1.0, q)
+        acc = xp.zeros(qs.shape, dtype=xp.float64)
+        y = qs.copy()
+        while True:  # shift q up to where the Euler-Maclaurin tail converges fast
+            low = y < _SHIFT_TO + 10.0
+            if not bool(low.any()):
+                break
+            acc = acc + xp.where(low, xp.where(low, y, 1.0) ** -ss, 0.0)
+            y = xp.where(low, y + 1.0, y)
+        out = y ** (1 - ss) / (ss - 1) + 0.5 * y**-ss + acc
+        rising, fact, yp = ss.copy(), 2.0, y ** (-ss - 1)
+        for k, b in enumerate(_BERNOULLI, start=1):
+            out = out + b / fact * rising * yp
+            rising = rising * (ss + 2 * k - 1) * (ss + 2 * k)
+            fact *= (2 * k + 1) * (2 * k + 2)
+            yp = yp / (y * y)
+        out = xp.where((s == 1) | pole, math.inf, out)
+        out = xp.where(bad, math.nan, out)
+    return out
+
+
+#: Where the Bessel functions switch from their power series to their asymptotic expansion.
+_BESSEL_ASYMPTOTIC_FROM = 17.0
+
+
+def bessel_i(xp: Any, order: int, x: Any, scaled: bool) -> Any:
+    """The modified Bessel function ``I_order(x)`` (``order`` 0 or 1), times ``exp(-|x|)`` if
+    ``scaled``: the power series below |x| = 17, the asymptotic expansion above."""
+    x = xp.asarray(x, dtype=xp.float64)
+    ax = xp.abs(x)
+    with _quiet(xp):
+        small = xp.minimum(ax, _BESSEL_ASYMPTOTIC_FROM)
+        half_sq = (small * 0.5) ** 2
+        term = (small * 0.5) ** order / math.factorial(order)
+        series = term
+        for k in range(1, 80):
+            term = term * half_sq / (k * (k + order))
+            series = series + term
+        if scaled:
+            series = series * xp.exp(-small)
+        big = xp.maximum(ax, _BESSEL_ASYMPTOTIC_FROM)
+        mu = 4.0 * order * order
+        coef = xp.ones(big.shape, dtype=xp.float64)
+        total = coef
+        for k in range(1, 40):
+            coef = coef * -(mu - (2 * k - 1) ** 2) / (k * 8.0 * big)
+            total = total + coef
+        asym = total / xp.sqrt(2.0 * math.pi * big)
+        if not scaled:
+            asym = asym * xp.exp(big)
+        out = xp.where(ax < _BESSEL_ASYMPTOTIC_FROM, series, asym)
+        if order == 1:
+            out = xp.where(x < 0, -out, out)
+    return xp.where(xp.isnan(x), math.nan, out)
+
+
+def gammainc(xp: Any, a: Any, x: Any, upper: bool) -> Any:
+    """The regularised incomplete gamma function ``P(a, x)`` (``upper``: ``Q = 1 - P``): the
+    series where ``x < a + 1``, Lentz's continued fraction of ``Q`` elsewhere; SciPy's edges
+    (NaN for negative arguments and at ``a = x = 0``; ``P(0, x > 0) = 1``)."""
+    a, x = xp.broadcast_arrays(xp.asarray(a, dtype=xp.float64), xp.asarray(x, dtype=xp.float64))
+    with _quiet(xp):
+        bad = (a < 0) | (x < 0) | xp.isnan(a) | xp.isnan(x) | ((a == 0) & (x == 0))
+        aa = xp.where(bad | (a == 0) | xp.isinf(a), 1.0, a)
+        xx = xp.where(bad | xp.isinf(x), 1.0, x)
+        log_front = aa * xp.log(xp.where(xx > 0, xx, 1.0)) - xx - lgamma(xp, aa)
+        # P by its series: x^a e^-x / Gamma(a + 1) * sum_n x^n / ((a + 1) ... (a + n))
+        term = xp.ones(aa.shape, dtype=xp.float64) / aa
+        total = term
+        for n in range(1, 400):
+            term = term * xx / (aa + n)
+            total = total + term
+        p_series = xp.exp(log_front) * total
+        # Q by its continued fraction (modified Lentz)
+        tiny = 1e-300
+        b = xx + 1.0 - aa
+        c = xp.full(aa.shape, 1.0 / tiny)
+        d = 1.0 / xp.where(b == 0, tiny, b)
+        h = d
+        for i in range(1, 400):
+            an = -i * (i - aa)
+            b = b + 2.0
+            d = an * d + b
+            d = 1.0 / xp.where(xp.abs(d) < tiny, tiny, d)
+            c = b + an / c
+            c = xp.where(xp.abs(c) < tiny, tiny, c)
+            h = h * d * c
+        q_frac = xp.exp(log_front) * h
+        use_series = xx < aa + 1.0
+        p = xp.where(use_series, p_series, 1.0 - q_frac)
+        q = xp.where(use_series, 1.0 - p_series, q_frac)
+        out = q if upper else p
+        out = xp.where(xx == 0, 1.0 if upper else 0.0, out)
+        out = xp.where((a == 0) & (x > 0), 0.0 if upper else 1.0, out)
+        out = xp.where(xp.isinf(x) & ~xp.isinf(a), 0.0 if upper else 1.0, out)
+        out = xp.where(xp.isinf(a) & ~xp.isinf(x), 1.0 if upper else 0.0, out)
+        out = xp.where(bad | (xp.isinf(a) & xp.isinf(x)), math.nan, out)
+    return out
+
+
+def erfcx(xp: Any, x: Any, erfc: Callable[[Any], Any]) -> Any:
+    """The scaled complementary error function ``exp(x^2) erfc(x)``: directly below 25, by its
+    asymptotic series above (where ``erfc`` underflows); ``inf`` for very negative ``x``."""
+    x = xp.asarray(x, dtype=xp.float64)
+    with _quiet(xp):
+        near = xp.minimum(x, 25.0)
+        direct = xp.exp(near * near) * erfc(near)
+        far = xp.maximum(x, 25.0)
+        inv2 = 1.0 / (2.0 * far * far)
+        term = xp.ones(far.shape, dtype=xp.float64)
+        total = term
+        for k in range(1, 12):
+            term = -term * (2 * k - 1) * inv2
+            total = total + term
+        asym = total / (far * math.sqrt(math.pi))
+        out = xp.where(x < 25.0, direct, asym)
+    return xp.where(xp.isnan(x), math.nan, out)
+
+
 class _quiet:
     """NumPy's floating-point warnings off where infinities and NaNs are expected."""
 

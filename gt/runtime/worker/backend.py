@@ -91,7 +91,8 @@ def _erf_numpy() -> Callable[[Any], Any]:
 
 
 #: SciPy's names of the special functions kernels ask for (``Backend.special``).
-SPECIAL_FUNCTIONS = ("gammaln", "digamma", "polygamma", "erfinv")
+SPECIAL_FUNCTIONS = ("gammaln", "digamma", "polygamma", "erfinv", "i0", "i0e", "i1", "i1e",
+                     "zeta", "gammainc", "gammaincc", "erfcx")  # fmt: skip
 
 
 #: ``math.erfc`` over arrays (only GT's own ``erfinv`` uses it, on a worker without SciPy).
@@ -107,6 +108,14 @@ def _special_fallback(name: str, erf: Callable[[Any], Any]) -> Callable[..., Any
         "digamma": lambda x: sm.digamma(np, x),
         "polygamma": lambda n, x: sm.polygamma(np, n, x),
         "erfinv": lambda x: sm.erfinv(np, x, erf, _ERFC),
+        "i0": lambda x: sm.bessel_i(np, 0, x, False),
+        "i0e": lambda x: sm.bessel_i(np, 0, x, True),
+        "i1": lambda x: sm.bessel_i(np, 1, x, False),
+        "i1e": lambda x: sm.bessel_i(np, 1, x, True),
+        "zeta": lambda x, q: sm.zeta(np, x, q),
+        "gammainc": lambda a, x: sm.gammainc(np, a, x, False),
+        "gammaincc": lambda a, x: sm.gammainc(np, a, x, True),
+        "erfcx": lambda x: sm.erfcx(np, x, _ERFC),
     }[name]
 
 

@@ -121,3 +121,26 @@ def student_t_regression_beta_and_poisson_likelihoods(torch):
             "rate_grad": rate.grad, "pois_mean": pois.mean, "pois_mode": pois.mode,
             "t_mean": t.mean, "t_var": t.variance, "t_entropy": t.entropy(),
             "icdf": n.icdf(torch.tensor([0.025, 0.9]))}  # fmt: skip
+
+
+@program(rtol=1e-5, atol=1e-7)
+def bessel_zeta_incomplete_gamma_and_gamma_cdf(torch):
+    sp = torch.special
+    x = torch.tensor(np.linspace(-6.0, 6.0, 7), requires_grad=True)  # float64
+    q = torch.tensor([0.5, 1.0, 2.5], dtype=torch.float64, requires_grad=True)
+    v = torch.tensor([0.2, 1.5, 4.0], dtype=torch.float64, requires_grad=True)
+    out = {
+        "i0": torch.i0(x), "i0e": sp.i0e(x), "i1": sp.i1(x), "i1e": sp.i1e(x),
+        "erfcx": sp.erfcx(x / 3), "zeta": sp.zeta(3.0, q), "zeta_t": sp.zeta(q + 1.5, q),
+        "gammainc": sp.gammainc(q.detach(), v), "gammaincc": torch.igammac(q.detach(), v),
+        "igamma": q.detach().igamma(v),
+    }  # fmt: skip
+    total = sum(t.sum() for k, t in out.items() if k != "zeta_t")
+    (gx, gq, gv) = torch.autograd.grad(total, [x, q, v])
+    rate = torch.tensor([1.5, 0.5], requires_grad=True)
+    dist = torch.distributions.Gamma(torch.tensor([2.0, 0.7]), rate)
+    cdf = dist.cdf(torch.tensor([1.0, 2.0]))
+    cdf.sum().backward()
+    chi = torch.distributions.Chi2(torch.tensor([3.0])).cdf(torch.tensor([2.5]))
+    return {**out, "x_grad": gx, "q_grad": gq, "v_grad": gv, "cdf": cdf, "rate_grad": rate.grad,
+            "chi2_cdf": chi}  # fmt: skip

@@ -28,27 +28,23 @@ def _erf(x: Any) -> Any:
 
 
 def _special(name: str) -> Any:
-    """A ``cupyx.scipy.special`` ufunc of one array argument, computed on the host array."""
+    """A ``cupyx.scipy.special`` ufunc of array arguments, computed on the host arrays."""
 
-    def fn(x: Any) -> Any:
-        if type(x) is not ndarray:
-            refuse_host(x)
+    def fn(*args: Any) -> Any:
+        for x in args:
+            if type(x) is not ndarray:
+                refuse_host(x)
         _streams.sync_current()
+        host = [x._a for x in args]
         try:
             import scipy.special  # noqa: PLC0415 - optional
 
-            v = getattr(scipy.special, name)(x._a)
+            v = getattr(scipy.special, name)(*host)
         except ImportError:
-            from gt.runtime.ops import special_math as sm  # noqa: PLC0415
+            from gt.runtime.worker.backend import _special_fallback  # noqa: PLC0415
 
-            erfc = np.vectorize(math.erfc, otypes=[np.float64])
-            erf = np.vectorize(math.erf, otypes=[np.float64])
-            v = {
-                "gammaln": lambda a: sm.lgamma(np, a),
-                "digamma": lambda a: sm.digamma(np, a),
-                "erfinv": lambda a: sm.erfinv(np, a, erf, erfc),
-            }[name](x._a)
-        return wrap(np.asarray(v).astype(x.dtype, copy=False))
+            v = _special_fallback(name, np.vectorize(math.erf, otypes=[np.float64]))(*host)
+        return wrap(np.asarray(v).astype(args[0].dtype, copy=False))
 
     fn.__name__ = name
     return fn
@@ -68,7 +64,8 @@ def make_cupyx() -> types.ModuleType:
     scipy = types.ModuleType("cupy_double.cupyx.scipy")
     special = types.ModuleType("cupy_double.cupyx.scipy.special")
     special.erf = _erf  # type: ignore[attr-defined]
-    for name in ("gammaln", "digamma", "erfinv"):
+    for name in ("gammaln", "digamma", "erfinv", "i0", "i0e", "i1", "i1e", "zeta", "gammainc",
+                 "gammaincc", "erfcx"):  # fmt: skip
         setattr(special, name, _special(name))
     scipy.special = special  # type: ignore[attr-defined]
     cupyx.scipy = scipy  # type: ignore[attr-defined]
