@@ -50,6 +50,8 @@ from gt.factories import (
     zeros_like,
 )
 from gt.hotpath import HotFunction, hot
+from gt.linalg.toplevel import *  # noqa: F403 - gt.matrix_exp, gt.lu, ... (its __all__)
+from gt.linalg.toplevel import __all__ as _linalg_names
 from gt.ops.composed import *  # noqa: F403 - gt.kron, gt.diff, gt.trapezoid, ... (its __all__)
 from gt.ops.composed import __all__ as _composed_names
 from gt.ops.device import device
@@ -67,6 +69,7 @@ from gt.tensor import Tensor
 __all__ = [
     *_functional_names,
     *_composed_names,
+    *_linalg_names,
     "Generator",
     "HotFunction",
     "hot",

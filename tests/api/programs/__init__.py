@@ -43,6 +43,7 @@ MODULES = (
     "gamma_family",
     "spatial",
     "math_more",
+    "linalg_more",
 )
 
 

@@ -1,4 +1,4 @@
-"""``gt.linalg``: PyTorch's ``torch.linalg`` on GT tensors, differentiable.
+"""The core of ``gt.linalg``: norms, products, the registry's factorisations and solves.
 
 Norms, products (``vecdot``, ``cross``, ``matrix_power``, ``multi_dot``) and ``diagonal`` are
 composed on the client from ordinary ops. ``inv``, ``solve``, ``det``, ``slogdet``, ``cholesky``

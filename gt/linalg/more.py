@@ -1,0 +1,126 @@
+"""More of ``torch.linalg``, composed: ``matrix_exp``, ``cond``, ``solve_ex``, ``tensorinv``,
+``tensorsolve``, ``vander``, and ``torch.cholesky_solve`` / ``cholesky_inverse``.
+
+``matrix_exp`` is scaling and squaring with the degree-13 Padé approximant (N. J. Higham, "The
+scaling and squaring method for the matrix exponential revisited", SIAM J. Matrix Anal. Appl. 26,
+2005: its coefficients and its bound theta_13 = 5.37): one sync point reads the largest 1-norm of
+the batch to choose how many squarings, then everything is matmuls and one solve, so the
+gradient comes from differentiating those.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+from typing import TYPE_CHECKING, Any
+
+from gt.errors import ShapeError
+from gt.factories import arange, eye
+from gt.linalg.core import inv, matrix_norm, solve, solve_triangular, svdvals
+
+if TYPE_CHECKING:
+    from gt.tensor import Tensor
+
+SolveExResult = namedtuple("SolveExResult", ["result", "info"])
+
+#: Padé degree-13 coefficients b_0 .. b_13 (Higham 2005, table 2.3's source).
+_PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353796428800.0,
+           129060195264000.0, 10559470521600.0, 670442572800.0, 33522128640.0, 1323241920.0,
+           40840800.0, 960960.0, 16380.0, 182.0, 1.0)  # fmt: skip
+_THETA13 = 5.371920351148152
+
+
+def matrix_exp(A: Tensor) -> Tensor:  # noqa: N803 - PyTorch's name
+    """``exp(A)`` of each square matrix (one sync point: the norm that sets the scaling)."""
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise ShapeError(f"linalg.matrix_exp: A must be batches of square matrices, but they are "
+                         f"{A.shape[-2] if A.ndim > 1 else 1} by {A.shape[-1]} matrices")  # fmt: skip
+    if not A.is_floating_point():
+        raise TypeError(f"linalg.matrix_exp: expected a floating point tensor, got {A.dtype}")
+    n = A.shape[-1]
+    if n == 0:
+        return A.clone()
+    norm = float(A.abs().sum(-2).amax().item())  # the largest 1-norm in the batch
+    squarings = max(0, math.ceil(math.log2(norm / _THETA13))) if norm > _THETA13 else 0
+    a = A * (0.5**squarings) if squarings else A
+    b = _PADE13
+    ident = eye(n, dtype=A.dtype)
+    a2 = a @ a
+    a4 = a2 @ a2
+    a6 = a4 @ a2
+    u = a @ (a6 @ (b[13] * a6 + b[11] * a4 + b[9] * a2) + b[7] * a6 + b[5] * a4 + b[3] * a2
+             + b[1] * ident)  # fmt: skip
+    v = (
+        a6 @ (b[12] * a6 + b[10] * a4 + b[8] * a2)
+        + b[6] * a6
+        + b[4] * a4
+        + b[2] * a2
+        + b[0] * ident
+    )
+    r = solve(v - u, v + u)
+    for _ in range(squarings):
+        r = r @ r
+    return r
+
+
+def cond(A: Tensor, p: Any = None) -> Tensor:  # noqa: N803
+    """The condition number of each matrix in the ``p``-norm (``None``/2: largest over smallest
+    singular value; -2: the reverse; others: ``norm(A) * norm(inv(A))``)."""
+    if p is None or p in (2, -2):
+        s = svdvals(A)
+        big, small = s[..., 0], s[..., -1]
+        return small / big if p == -2 else big / small
+    return matrix_norm(A, p) * matrix_norm(inv(A), p)
+
+
+def solve_ex(A: Tensor, B: Tensor, *, left: bool = True,  # noqa: N803
+             check_errors: bool = False) -> SolveExResult:  # fmt: skip
+    """:func:`solve` and ``info`` (zeros: a singular matrix fails on the worker instead)."""
+    x = solve(A, B, left=left)
+    return SolveExResult(x, A.new_zeros(tuple(A.shape[:-2]), dtype="int32"))
+
+
+def tensorinv(A: Tensor, ind: int = 2) -> Tensor:  # noqa: N803
+    """The inverse of ``A`` read as a matrix of its first ``ind`` dims by the rest."""
+    if ind <= 0:
+        raise ValueError(f"Expected a strictly positive integer for 'ind', but got {ind}")
+    rows, cols = tuple(A.shape[:ind]), tuple(A.shape[ind:])
+    if math.prod(rows) != math.prod(cols):
+        raise ShapeError(f"Expected self to satisfy the requirement prod(self.shape[ind:]) == "
+                         f"prod(self.shape[:ind]), but got {math.prod(cols)} != "
+                         f"{math.prod(rows)}")  # fmt: skip
+    return inv(A.reshape(math.prod(rows), -1)).reshape(cols + rows)
+
+
+def tensorsolve(A: Tensor, B: Tensor, dims: Any = None) -> Tensor:  # noqa: N803
+    """``X`` with ``tensordot(A, X, X.ndim) = B``."""
+    if dims is not None:
+        order = [d for d in range(A.ndim) if d not in [x % A.ndim for x in dims]]
+        A = A.permute(*order, *[x % A.ndim for x in dims])  # noqa: N806
+    rest = tuple(A.shape[B.ndim :])
+    x = solve(A.reshape(B.numel(), -1), B.reshape(-1, 1))
+    return x.reshape(rest)
+
+
+def vander(x: Tensor, *, N: int | None = None) -> Tensor:  # noqa: N803
+    """The Vandermonde matrix ``[1, x, x^2, ..., x^(N-1)]`` along a new last dim."""
+    n = x.shape[-1] if N is None else int(N)
+    if n <= 1 and N is not None and n < 1:
+        raise ValueError("N must be greater than 1.")
+    powers = arange(n, dtype=x.dtype if x.is_floating_point() else "int64")
+    return x.unsqueeze(-1) ** powers
+
+
+def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:  # noqa: N803
+    """``X`` with ``A X = B`` given ``A``'s Cholesky factor (``torch.cholesky_solve``)."""
+    low = L.mT if upper else L
+    return solve_triangular(low.mT, solve_triangular(low, B, upper=False), upper=True)
+
+
+def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:  # noqa: N803
+    """The inverse of ``A`` given its Cholesky factor (``torch.cholesky_inverse``)."""
+    return cholesky_solve(eye(L.shape[-1], dtype=L.dtype).expand(*L.shape), L, upper)
+
+
+__all__ = ["SolveExResult", "cond", "matrix_exp", "solve_ex", "tensorinv", "tensorsolve",
+           "vander"]  # fmt: skip
