@@ -17,7 +17,7 @@ from gt.errors import ShapeError
 Shape = tuple[int, ...]
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
-INT_DTYPES = ("uint8", "int8", "int32", "int64")
+INT_DTYPES = ("uint8", "int8", "int16", "int32", "int64")
 DEFAULT_FLOAT = "float32"
 
 # Promotion ranks in PyTorch's order: bool < integers < floats.
@@ -25,12 +25,13 @@ _RANK = {
     "bool": 0,
     "uint8": 1,
     "int8": 1,
-    "int32": 2,
-    "int64": 3,
-    "float16": 4,
-    "bfloat16": 4,  # computes only on CuPy workers that support it (worker/backend.py)
-    "float32": 5,
-    "float64": 6,
+    "int16": 2,
+    "int32": 3,
+    "int64": 4,
+    "float16": 5,
+    "bfloat16": 5,  # computes only on CuPy workers that support it (worker/backend.py)
+    "float32": 6,
+    "float64": 7,
 }
 
 
@@ -45,6 +46,7 @@ def canonical_dtype(dtype: Any) -> str:
             "half": "float16",
             "long": "int64",
             "int": "int32",
+            "short": "int16",
         }
         name = aliases.get(dtype, dtype)
     else:
@@ -69,8 +71,8 @@ def promote(a: str, b: str) -> str:
     """Result dtype of a binary op between two tensors (PyTorch's category rules)."""
     if a == b:
         return a
-    if {a, b} == {"uint8", "int8"}:
-        return "int32"
+    if {a, b} == {"uint8", "int8"}:  # neither holds the other: PyTorch's int16
+        return "int16"
     if {a, b} == {"float16", "bfloat16"}:  # as in PyTorch: neither holds the other
         return "float32"
     return a if _RANK[a] >= _RANK[b] else b

@@ -7,7 +7,7 @@ which promote the operands as PyTorch does and queue one primitive of
 * integer and bool tensors only; a float operand raises ``TypeError`` naming the op;
 * a Python int keeps the tensor's dtype (``int8_tensor & 3`` is int8) and is wrapped into its
   range first (``int8_tensor & 255`` is ``& -1``); with a bool tensor it makes int64;
-* two tensors promote as for arithmetic (GT has no int16, so ``uint8 & int8`` is int32);
+* two tensors promote as for arithmetic (``uint8 & int8`` is int16, as in PyTorch);
 * ``bool & bool`` (and ``|``, ``^``, ``~``) stay the logical ops GT always used for them, so their
   results and instructions are unchanged; shifts are not defined for bool (``bool << 1`` is an
   int64 shift, since the int promotes it).

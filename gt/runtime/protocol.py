@@ -79,6 +79,7 @@ DTYPES: tuple[str, ...] = (
     "uint8",
     "int8",
     "bfloat16",  # only CuPy workers that compute in it accept it (see worker/backend.py)
+    "int16",
 )
 DTYPE_SET = frozenset(DTYPES)
 

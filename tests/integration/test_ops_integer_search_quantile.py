@@ -32,7 +32,7 @@ def cluster(request):
 
 
 # ------------------------------------------------------------------ bitwise
-@pytest.mark.parametrize("dtype", ["uint8", "int8", "int32", "int64"])
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "int32", "int64"])
 def test_integer_operators_match_numpy_and_keep_the_dtype(conn, dtype):
     a = rng.integers(0 if dtype == "uint8" else -50, 100, (3, 4)).astype(dtype)
     b = rng.integers(0, 100, (4,)).astype(dtype)

@@ -20,7 +20,7 @@ sys.path.insert(0, str(SUPPORT))
 import cupy_double as cp  # noqa: E402
 
 BACKENDS = {"numpy": Backend(np, "cpu"), "cupy_double": Backend(cp, name="cupy", cupyx=cp.cupyx)}
-INT_DTYPES = ("uint8", "int8", "int32", "int64")
+INT_DTYPES = ("uint8", "int8", "int16", "int32", "int64")
 rng = np.random.default_rng(3)
 
 

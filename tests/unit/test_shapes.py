@@ -134,7 +134,9 @@ def test_index_shape_out_of_range_names_op_and_shape():
         ("int64", "float16", "float16"),
         ("bool", "int32", "int32"),
         ("int32", "int64", "int64"),
-        ("uint8", "int8", "int32"),
+        ("uint8", "int8", "int16"),  # (PyTorch: neither holds the other)
+        ("int16", "uint8", "int16"),
+        ("int16", "int32", "int32"),
     ],
 )
 def test_promote_follows_pytorch_categories(a, b, want):

@@ -32,7 +32,7 @@ def _reduce_shape(shapes: list, attrs: Any) -> Shape:
 
 def _sum_dtype(dtypes: list, attrs: Any) -> str:
     d = first_dtype(dtypes, attrs)
-    return "int64" if d in ("bool", "int8", "uint8", "int32") else d
+    return "int64" if d in ("bool", "int8", "uint8", "int16", "int32") else d
 
 
 def _kept_dims(n: Any) -> tuple[tuple[int, ...] | None, bool, Shape, Shape]:

@@ -26,6 +26,7 @@ ITEMSIZE = {
     "bool": 1,
     "uint8": 1,
     "int8": 1,
+    "int16": 2,
 }
 
 
