@@ -57,7 +57,7 @@ from gt.ops.composed import __all__ as _composed_names
 from gt.ops.device import device
 from gt.ops.functional import *  # noqa: F403 - gt.exp(x), gt.cat([...]), ... (see its __all__)
 from gt.ops.functional import __all__ as _functional_names
-from gt.ops.random import Generator, manual_seed
+from gt.ops.random import Generator, manual_seed, poisson
 from gt.ops.typeinfo import Size, finfo, get_default_dtype, iinfo
 from gt.serialization import load, save
 from gt.session import connect, disconnect, gpu_workers, mark
@@ -90,6 +90,7 @@ __all__ = [
     "xlogy",
     "igamma",
     "igammac",
+    "poisson",
     "config",
     "load_config",
     "signal",

@@ -5,7 +5,7 @@ Samples come from GT's ``standard_gamma`` primitive (Philox, the same numbers on
 and ``rsample`` is differentiable with respect to the concentrations through its implicit
 derivative (see :mod:`gt.runtime.ops.gammafn`). PyTorch's own Dirichlet derivative is a different
 estimator of the same gradient, so single samples' gradients differ from PyTorch's while their
-expectations agree. Not provided: ``Poisson.sample`` (GT has no Poisson sampler).
+expectations agree. ``Poisson.sample`` draws with GT's ``poisson`` primitive.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from gt.distributions import constraints
 from gt.distributions.distribution import Distribution
 from gt.distributions.utils import broadcast_all
 from gt.factories import randn
+from gt.grad_mode import no_grad
 from gt.ops.functional import stack, where
 from gt.ops.random import next_seed
 from gt.ops.typeinfo import finfo
@@ -295,8 +296,7 @@ class StudentT(Distribution):
 
 
 class Poisson(Distribution):
-    """The Poisson distribution with mean ``rate`` (log-probabilities and moments; GT has no
-    Poisson sampler, so ``sample`` raises)."""
+    """The Poisson distribution with mean ``rate`` (counts as floats, as PyTorch's)."""
 
     arg_constraints = {"rate": constraints.nonnegative}
     support = constraints.nonnegative_integer
@@ -318,7 +318,10 @@ class Poisson(Distribution):
         return self.rate
 
     def sample(self, sample_shape: Any = ()) -> Tensor:
-        raise NotImplementedError("Poisson.sample: GT has no Poisson sampler yet")
+        shape = self._extended_shape(sample_shape)
+        with no_grad():
+            rate = self.rate.expand(shape)
+            return rate._apply("poisson", [rate], {"seed": next_seed()})
 
     def log_prob(self, value: Any) -> Tensor:
         value = _as_tensor(value, self.rate)

@@ -35,6 +35,12 @@ def random_attrs(
     return {"shape": list(shape), "dtype": dtype, "seed": seed, **extra}
 
 
+def poisson(input: Any, generator: Any = None) -> Any:  # noqa: A002 - PyTorch's name
+    """Poisson counts with the rates ``input`` (same shape and dtype; zero gradient)."""
+    seed = next_seed() if generator is None else generator.next_seed()
+    return input._apply("poisson", [input], {"seed": seed})
+
+
 class Generator:
     """A source of random seeds of its own, as ``torch.Generator``: pass it as ``generator=`` to
     the random factories, ``multinomial``, ``randperm`` and ``DataLoader``.

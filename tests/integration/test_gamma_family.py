@@ -16,7 +16,7 @@ import gt.distributions as D
 from gt.ops import random as grandom
 from gt.runtime.control import request as request_control
 from gt.runtime.launch import LocalCluster
-from gt.runtime.ops.gammafn import draw_standard_gamma
+from gt.runtime.ops.gammafn import draw_poisson, draw_standard_gamma
 
 pytestmark = pytest.mark.timeout(120)
 LGAMMA = np.vectorize(math.lgamma)
@@ -115,6 +115,23 @@ def test_dirichlet_and_beta_samples_lie_on_the_simplex_with_the_right_means(conn
     np.testing.assert_allclose(b.mean(0), [2 / 7, 0.5], atol=0.01)
 
 
+def test_poisson_samples_are_the_same_on_every_backend_with_the_right_moments(conn):
+    rates = np.array([0.0, 0.4, 3.0, 9.9, 10.0, 55.0] * 4000)
+    gt.manual_seed(77)
+    seed = grandom.next_seed()
+    gt.manual_seed(77)
+    got = D.Poisson(gt.tensor(rates, dtype="float64")).sample().numpy()
+    np.testing.assert_array_equal(got, draw_poisson(np, rates, seed))
+    by_rate = got.reshape(4000, 6)
+    assert (by_rate[:, 0] == 0).all() and (got == np.floor(got)).all()
+    for j, lam in enumerate([0.4, 3.0, 9.9, 10.0, 55.0], start=1):
+        se = math.sqrt(lam / 4000)
+        assert abs(by_rate[:, j].mean() - lam) < 5 * se
+    counts = gt.poisson(gt.tensor([[2.0, 30.0]]).expand(3000, 2)).numpy()
+    np.testing.assert_allclose(counts.var(0), [2.0, 30.0], rtol=0.12)
+    assert D.Poisson(gt.tensor([1.0, 2.0])).sample((5,)).shape == (5, 2)
+
+
 def test_student_t_samples_have_its_variance(conn):
     gt.manual_seed(3)
     t = D.StudentT(gt.tensor([5.0]), gt.tensor([1.0]), gt.tensor([2.0]))
@@ -198,8 +215,6 @@ def test_normal_icdf_inverts_its_cdf(conn):
 def test_what_is_not_provided_says_so(conn):
     with pytest.raises(ValueError, match="concentration"):
         D.Gamma(gt.tensor([-1.0]), 1.0)
-    with pytest.raises(NotImplementedError, match="Poisson sampler"):
-        D.Poisson(2.0).sample()
     with pytest.raises(NotImplementedError, match="first argument"):
         a = gt.tensor([2.0], requires_grad=True)
         gt.special.gammainc(a, 1.0).sum().backward()

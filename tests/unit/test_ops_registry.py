@@ -159,6 +159,7 @@ SAMPLES: dict[str, tuple[list, object]] = {
     "gammainc": ([POS, ROW * ROW], None),
     "gammaincc": ([POS, 1.5], None),
     "erfcx": ([A], None),
+    "poisson": ([POS], {"seed": 5}),
 }
 
 

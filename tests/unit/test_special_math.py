@@ -11,6 +11,7 @@ import pytest
 from gt.runtime.ops import special_math as sm
 from gt.runtime.ops.gammafn import (
     WILSON_HILFERTY_FROM,
+    draw_poisson,
     draw_standard_gamma,
     polygamma_order,
     standard_gamma_grad,
@@ -137,6 +138,21 @@ def test_the_implicit_derivative_matches_the_cdf_where_scipy_is_installed():
     dfda = (special.gammainc(a + h, x) - special.gammainc(a - h, x)) / (2 * h)
     pdf = np.exp((a - 1) * np.log(x) - x - special.gammaln(a))
     np.testing.assert_allclose(standard_gamma_grad(np, x, a), -dfda / pdf, rtol=2e-4)
+
+
+@pytest.mark.parametrize("lam", [0.7, 4.0, 25.0])
+def test_poisson_draws_follow_the_poisson_law(lam):
+    x = draw_poisson(np, np.full(60000, lam), seed=21).astype(int)
+    np.testing.assert_array_equal(x, draw_poisson(np, np.full(60000, lam), seed=21))
+    ks = np.arange(0, int(lam * 3) + 5)
+    pmf = np.exp(ks * math.log(lam) - lam - np.array([math.lgamma(k + 1) for k in ks])) * x.size
+    obs = np.array([(x == k).sum() for k in ks])
+    keep = pmf > 20
+    chi2 = ((obs[keep] - pmf[keep]) ** 2 / pmf[keep]).sum()
+    dof = keep.sum() - 1
+    assert chi2 < dof + 5 * math.sqrt(2 * dof)  # far above the 99.9th percentile
+    bad = draw_poisson(np, np.array([-1.0, np.nan, np.inf]), seed=1)
+    assert np.isnan(bad).all()
 
 
 def test_hostile_arguments_are_bounded():

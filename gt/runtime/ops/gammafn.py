@@ -166,6 +166,71 @@ def standard_gamma_grad(xp: Any, x: Any, alpha: Any) -> Any:
     return out
 
 
+# ----------------------------------------------------------------------------- Poisson sampling
+#: Below this rate, Knuth's multiplication method; above, Hormann's transformed rejection (PTRS).
+PTRS_FROM = 10.0
+
+
+def draw_poisson(xp: Any, rate: Any, seed: int) -> Any:
+    """``Poisson(rate)`` counts in float64, one per element (NaN where the rate is negative or
+    NaN). Small rates: multiply uniforms until the product drops below ``exp(-rate)``, one
+    uniform per round (Philox high words ``(r, 3)``); large rates: W. Hormann's PTRS ("The
+    transformed rejection method for generating Poisson random variables", 1993), one proposal
+    per round (high words ``(r, 4)``), each element on its own counters."""
+    lam = xp.asarray(rate, dtype=xp.float64).reshape(-1)
+    n = lam.shape[0]
+    key = _key(seed)
+    out = xp.full((n,), math.nan, dtype=xp.float64)
+    with sm._quiet(xp):
+        out[lam == 0] = 0.0
+        small = xp.nonzero((lam > 0) & (lam < PTRS_FROM))[0]
+        if small.shape[0]:
+            limit = xp.exp(-lam[small])
+            prod = xp.ones(small.shape, dtype=xp.float64)
+            count = xp.zeros(small.shape, dtype=xp.float64)
+            todo = xp.ones(small.shape, dtype=bool)
+            for r in range(_MAX_POISSON_ROUNDS):
+                w = philox4x32(xp, small.astype(xp.uint64), key, high=(r, 3))
+                prod = xp.where(todo, prod * _uniform53(xp, w[0], w[1]), prod)
+                todo = todo & (prod > limit)
+                count = count + todo
+                if not bool(todo.any()):
+                    break
+            out[small] = count
+        big = xp.nonzero((lam >= PTRS_FROM) & (lam < math.inf))[0]
+        for r in range(_MAX_POISSON_ROUNDS):
+            if big.shape[0] == 0:
+                break
+            lb = lam[big]
+            w = philox4x32(xp, big.astype(xp.uint64), key, high=(r, 4))
+            u = _uniform53(xp, w[0], w[1]) - 0.5
+            v = _uniform53(xp, w[2], w[3])
+            slam = xp.sqrt(lb)
+            b = 0.931 + 2.53 * slam
+            a = -0.059 + 0.02483 * b
+            inv_alpha = 1.1239 + 1.1328 / (b - 3.4)
+            vr = 0.9277 - 3.6224 / (b - 2.0)
+            us = 0.5 - xp.abs(u)
+            k = xp.floor((2.0 * a / us + b) * u + lb + 0.43)
+            quick = (us >= 0.07) & (v <= vr)
+            bad = (k < 0) | ((us < 0.013) & (v > us))
+            kk = xp.maximum(k, 0.0)
+            log_accept = xp.log(v) + xp.log(inv_alpha) - xp.log(a / (us * us) + b)
+            slow = log_accept <= -lb + kk * xp.log(lb) - sm.lgamma(xp, kk + 1.0)
+            ok = quick | (~bad & slow)
+            out[big[ok]] = k[ok]
+            big = big[~ok]
+    return out.reshape(rate.shape)
+
+
+_MAX_POISSON_ROUNDS = 400
+
+
+def _k_poisson(be: Any) -> Any:
+    xp = be.xp
+    return lambda v, at: draw_poisson(xp, v[0], at["seed"]).astype(v[0].dtype, copy=False)
+
+
 def _k_standard_gamma_grad(be: Any) -> Any:
     xp = be.xp
     return lambda v, at: standard_gamma_grad(xp, v[0], v[1]).astype(v[0].dtype, copy=False)
@@ -267,6 +332,15 @@ ENTRIES: list[Op] = [
         grad=_d_standard_gamma,
         saves=lambda inputs, out: (inputs[0], out._alias()),
         doc="Gamma(alpha, 1) samples from attrs.seed (Philox); implicit derivative in alpha",
+    ),
+    Op(
+        "poisson",
+        128,
+        shape=same_shape,
+        dtype=first_dtype,
+        kernel=_k_poisson,
+        grad=lambda n, g: (g * 0.0,),
+        doc="Poisson(rate) counts from attrs.seed (Philox; Knuth below rate 10, PTRS above)",
     ),
     Op(
         "standard_gamma_grad",
