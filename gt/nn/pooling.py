@@ -201,32 +201,45 @@ def _adaptive_bounds(size: int, out: int) -> list[tuple[int, int]]:
     return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
 
 
-def _adaptive_dim(x: Tensor, axis: int, out: int, reduce: str) -> Tensor:
-    """Adaptive pooling along one dimension: ``x.shape[axis]`` becomes ``out``."""
+def _windows(x: Tensor, axis: int, out: int) -> tuple[Tensor, Any]:
+    """``x`` with dim ``axis`` cut into ``out`` windows (a new dim after it), and the weights of
+    each window's own elements when the windows are uneven (``None`` when they are equal)."""
     size = x.shape[axis]
     if size % out == 0:  # equal, disjoint windows: a reshape
         width = size // out
-        windows = x.reshape(*x.shape[:axis], out, width, *x.shape[axis + 1 :])
-        weights = None
-    else:  # uneven, overlapping windows: one gather, short windows repeat their last element
-        bounds = _adaptive_bounds(size, out)
-        width = max(e - b for b, e in bounds)
-        idx = [min(b + j, e - 1) for b, e in bounds for j in range(width)]
-        lead = (slice(None),) * axis
-        windows = x[lead + (idx,)].reshape(*x.shape[:axis], out, width, *x.shape[axis + 1 :])
-        # The mean weighs each window's own elements only (the repeats get weight 0).
-        w = np.array([[1.0 / (e - b) if j < e - b else 0.0 for j in range(width)]
-                      for b, e in bounds])  # fmt: skip
-        weights = w.reshape((out, width) + (1,) * (x.ndim - axis - 1))
+        return x.reshape(*x.shape[:axis], out, width, *x.shape[axis + 1 :]), None
+    # uneven, overlapping windows: one gather, short windows repeat their last element
+    bounds = _adaptive_bounds(size, out)
+    width = max(e - b for b, e in bounds)
+    idx = [min(b + j, e - 1) for b, e in bounds for j in range(width)]
+    lead = (slice(None),) * axis
+    windows = x[lead + (idx,)].reshape(*x.shape[:axis], out, width, *x.shape[axis + 1 :])
+    # The mean weighs each window's own elements only (the repeats get weight 0).
+    w = np.array([[1.0 / (e - b) if j < e - b else 0.0 for j in range(width)]
+                  for b, e in bounds])  # fmt: skip
+    return windows, w.reshape((out, width) + (1,) * (x.ndim - axis - 1))
+
+
+def _adaptive_dim(x: Tensor, axis: int, out: int, reduce: str, where: Any = None) -> Any:
+    """Adaptive pooling along one dimension: ``x.shape[axis]`` becomes ``out``. With ``where``
+    (max only), also the input positions of the maxima, carried along: ``(values, where)``."""
+    windows, weights = _windows(x, axis, out)
     if reduce == "max":
-        return windows.max(axis + 1).values
+        best = windows.max(axis + 1)
+        if where is None:
+            return best.values
+        # a repeated last element comes after the original, so the first maximum is a real one
+        spots = _windows(where, axis, out)[0]
+        picked = spots.gather(axis + 1, best.indices.unsqueeze(axis + 1)).squeeze(axis + 1)
+        return best.values, picked
     if weights is None:
         return windows.mean(axis + 1)
     wt = x._upload(np.ascontiguousarray(weights, dtype=np.dtype(x.dtype)))
     return (windows * wt).sum(axis + 1)
 
 
-def _adaptive_pool(input: Tensor, output_size: Any, reduce: str, dims: int) -> Tensor:
+def _adaptive_pool(input: Tensor, output_size: Any, reduce: str, dims: int,
+                   return_indices: bool = False) -> Any:  # fmt: skip
     kind = "max" if reduce == "max" else "avg"
     op = f"adaptive_{kind}_pool{dims}d"
     if input.ndim not in (dims + 1, dims + 2):
@@ -244,10 +257,19 @@ def _adaptive_pool(input: Tensor, output_size: Any, reduce: str, dims: int) -> T
     if min(outs) <= 0:
         raise ShapeError(f"{op}: output_size must be positive, got {list(sizes)}")
     out = x
+    where = None
+    if return_indices:  # each element's flat position in its input plane, pooled with it
+        plane = tuple(x.shape[2:])
+        where = x._arange(math.prod(plane)).reshape(1, 1, *plane).expand(*x.shape)
     # Last dimension first: for max, ties then resolve to the first maximum in row-major order.
     for i in reversed(range(dims)):
         if out.shape[2 + i] != outs[i]:
-            out = _adaptive_dim(out, 2 + i, outs[i], reduce)
+            if where is None:
+                out = _adaptive_dim(out, 2 + i, outs[i], reduce)
+            else:
+                out, where = _adaptive_dim(out, 2 + i, outs[i], reduce, where)
+    if where is not None:
+        return (out.squeeze(0), where.squeeze(0)) if squeeze else (out, where)
     return out.squeeze(0) if squeeze else out
 
 
@@ -267,27 +289,38 @@ def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
     return _adaptive_pool(input, output_size, "mean", 3)
 
 
-def _no_indices(op: str, return_indices: bool) -> None:
-    if return_indices:
-        raise NotImplementedError(f"{op}: return_indices=True is not supported")
+def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    """1-d max pooling of ``[N, C, L]`` to ``output_size`` (and each maximum's position)."""
+    return _adaptive_pool(input, output_size, "max", 1, return_indices)
 
 
-def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = False) -> Tensor:
-    """1-d max pooling of ``[N, C, L]`` to ``output_size``."""
-    _no_indices("adaptive_max_pool1d", return_indices)
-    return _adaptive_pool(input, output_size, "max", 1)
+def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    """Max pooling of ``[N, C, H, W]`` to ``output_size`` (``return_indices``: also the flat
+    position ``h * W + w`` of each maximum, the first in row-major order)."""
+    return _adaptive_pool(input, output_size, "max", 2, return_indices)
 
 
-def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = False) -> Tensor:
-    """Max pooling of ``[N, C, H, W]`` to ``output_size``."""
-    _no_indices("adaptive_max_pool2d", return_indices)
-    return _adaptive_pool(input, output_size, "max", 2)
-
-
-def adaptive_max_pool3d(input: Tensor, output_size: Any, return_indices: bool = False) -> Tensor:
+def adaptive_max_pool3d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
     """Max pooling of ``[N, C, D, H, W]`` to ``output_size`` (as :func:`adaptive_avg_pool3d`)."""
-    _no_indices("adaptive_max_pool3d", return_indices)
-    return _adaptive_pool(input, output_size, "max", 3)
+    return _adaptive_pool(input, output_size, "max", 3, return_indices)
+
+
+def adaptive_max_pool1d_with_indices(input: Tensor, output_size: Any,
+                                     return_indices: bool = True) -> Any:  # fmt: skip
+    """:func:`adaptive_max_pool1d` with the maxima's positions."""
+    return _adaptive_pool(input, output_size, "max", 1, True)
+
+
+def adaptive_max_pool2d_with_indices(input: Tensor, output_size: Any,
+                                     return_indices: bool = True) -> Any:  # fmt: skip
+    """:func:`adaptive_max_pool2d` with the maxima's positions."""
+    return _adaptive_pool(input, output_size, "max", 2, True)
+
+
+def adaptive_max_pool3d_with_indices(input: Tensor, output_size: Any,
+                                     return_indices: bool = True) -> Any:  # fmt: skip
+    """:func:`adaptive_max_pool3d` with the maxima's positions."""
+    return _adaptive_pool(input, output_size, "max", 3, True)
 
 
 __all__ = [
@@ -297,6 +330,9 @@ __all__ = [
     "adaptive_max_pool1d",
     "adaptive_max_pool2d",
     "adaptive_max_pool3d",
+    "adaptive_max_pool1d_with_indices",
+    "adaptive_max_pool2d_with_indices",
+    "adaptive_max_pool3d_with_indices",
     "avg_pool1d",
     "avg_pool2d",
     "avg_pool3d",

@@ -289,5 +289,3 @@ def test_3d_ops_raise_pytorchs_errors_for_rank_and_channels(conn):
         F.adaptive_avg_pool3d(gt.zeros(2, 3), 2)
     with pytest.raises(RuntimeError, match=r"adaptive_max_pool3d\(\): Expected 4D or 5D tensor"):
         F.adaptive_max_pool3d(gt.zeros(2, 3), 2)
-    with pytest.raises(NotImplementedError, match="return_indices"):
-        F.adaptive_max_pool3d(x, 2, return_indices=True)

@@ -81,3 +81,19 @@ def segnet_style_pool_indices_and_unpool(torch):
     return {"loss": loss, "indices": idx, "pooled": p, "unpooled": up, **grads(enc),
             **grads(dec), "i1": i1, "u1": u1, "i3": i3, "u3": u3,
             "repr": repr(unpool)}  # fmt: skip
+
+
+@program
+def adaptive_max_pooling_with_indices(torch):
+    nn, F = torch.nn, torch.nn.functional
+    x = torch.tensor(arr(71, 2, 3, 7, 5), requires_grad=True)
+    x2 = x.detach().clone()
+    x2[0, 0, :3, :3] = 9.0  # ties: the first maximum in row-major order
+    out, idx = nn.AdaptiveMaxPool2d((3, 2), return_indices=True)(x)
+    t_out, t_idx = F.adaptive_max_pool2d(x2, 4, return_indices=True)
+    o1, i1 = F.adaptive_max_pool1d(x[:, 0], 3, return_indices=True)
+    v = torch.tensor(arr(72, 1, 2, 5, 4, 3))
+    o3, i3 = F.adaptive_max_pool3d(v, (2, 3, 2), return_indices=True)
+    (out.sum() + o1.pow(2).sum()).backward()
+    return {"out": out, "idx": idx, "tie_out": t_out, "tie_idx": t_idx, "o1": o1, "i1": i1,
+            "o3": o3, "i3": i3, "x_grad": x.grad}  # fmt: skip
