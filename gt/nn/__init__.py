@@ -66,6 +66,8 @@ from gt.nn.conv_layers import (
     Upsample,
     ZeroPad2d,
 )
+from gt.nn.ctc import CTCLoss
+from gt.nn.embedding_bag import EmbeddingBag
 from gt.nn.functional import (
     binary_cross_entropy,
     cross_entropy,
@@ -107,6 +109,7 @@ from gt.nn.loss_layers import (
     NLLLoss,
     SmoothL1Loss,
 )
+from gt.nn.lp_pooling import LPPool1d, LPPool2d, LPPool3d
 from gt.nn.module import Module, Parameter
 from gt.nn.more_layers import (
     AlphaDropout,
@@ -164,6 +167,7 @@ from gt.nn.padding_layers import (
     ZeroPad3d,
 )
 from gt.nn.recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from gt.nn.sync_batchnorm import SyncBatchNorm
 from gt.nn.transformer import (
     Transformer,
     TransformerDecoder,
@@ -198,6 +202,7 @@ __all__ = [
     "BatchNorm3d",
     "Bilinear",
     "CELU",
+    "CTCLoss",
     "ChannelShuffle",
     "CircularPad1d",
     "CircularPad2d",
@@ -220,6 +225,7 @@ __all__ = [
     "Dropout3d",
     "ELU",
     "Embedding",
+    "EmbeddingBag",
     "FeatureAlphaDropout",
     "Flatten",
     "Fold",
@@ -241,6 +247,9 @@ __all__ = [
     "InstanceNorm3d",
     "KLDivLoss",
     "L1Loss",
+    "LPPool1d",
+    "LPPool2d",
+    "LPPool3d",
     "LSTM",
     "LSTMCell",
     "LayerNorm",
@@ -308,6 +317,7 @@ __all__ = [
     "Softplus",
     "Softshrink",
     "Softsign",
+    "SyncBatchNorm",
     "Tanh",
     "Tanhshrink",
     "Threshold",

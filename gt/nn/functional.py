@@ -32,6 +32,8 @@ from gt.nn.convolution import (
     pad,
     unfold,
 )
+from gt.nn.ctc import ctc_loss
+from gt.nn.embedding_bag import embedding_bag
 from gt.nn.grid_sampling import affine_grid, grid_sample
 from gt.nn.losses import (
     binary_cross_entropy,
@@ -46,6 +48,7 @@ from gt.nn.losses import (
     nll_loss,
     smooth_l1_loss,
 )
+from gt.nn.lp_pooling import lp_pool1d, lp_pool2d, lp_pool3d
 from gt.nn.more_functional import (
     alpha_dropout,
     bilinear,
@@ -77,13 +80,17 @@ from gt.nn.normalization import (
     local_response_norm,
     rms_norm,
 )
+from gt.nn.pdist import pdist
 from gt.nn.pooling import (
     adaptive_avg_pool1d,
     adaptive_avg_pool2d,
     adaptive_avg_pool3d,
     adaptive_max_pool1d,
+    adaptive_max_pool1d_with_indices,
     adaptive_max_pool2d,
+    adaptive_max_pool2d_with_indices,
     adaptive_max_pool3d,
+    adaptive_max_pool3d_with_indices,
     avg_pool1d,
     avg_pool2d,
     avg_pool3d,
@@ -392,7 +399,11 @@ __all__ = [
     "softshrink", "triplet_margin_loss", "triplet_margin_with_distance_loss",
     # gt.nn.pooling and gt.nn.unpooling
     "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
+    "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
+    "adaptive_max_pool3d_with_indices",
     "max_unpool1d", "max_unpool2d", "max_unpool3d",
     # gt.nn.grid_sampling
     "affine_grid", "grid_sample",
+    # gt.nn.ctc, gt.nn.embedding_bag, gt.nn.lp_pooling and gt.nn.pdist
+    "ctc_loss", "embedding_bag", "lp_pool1d", "lp_pool2d", "lp_pool3d", "pdist",
 ]  # fmt: skip

@@ -428,6 +428,11 @@ CASES = [
     ("zeta_in_q_incomplete_gamma_in_x", lambda q, x: gt.special.zeta(3.0, q + 1.0) + gt.special.gammainc(2.5, x) + gt.special.gammaincc(gt.tensor(np.array([0.7, 1.5, 4.0])), x), [_r(3, low=0.2), _r(3, low=0.5)]),
     ("erfcx", lambda a: gt.special.erfcx(a * 1.5), [_r(2, 3)]),  # (erfcx(-5) is 1e11: FD noise)
     ("gamma_cdf_in_value_and_rate", lambda v, r: D.Gamma(gt.tensor(np.array([0.8, 2.5])), r).cdf(v), [_r(2, low=0.3), _r(2, low=0.5)]),
+    ("ctc_loss", lambda x: F.ctc_loss(x.log_softmax(-1), gt.tensor([[1, 2], [2, 2]]), [4, 3], [2, 1]), [_r(4, 2, 3)]),
+    ("embedding_bag_max", lambda w: F.embedding_bag(gt.tensor([1, 0, 2, 1]), w, [0, 1], mode="max"), [_r(3, 2)]),
+    ("lp_pool2d", lambda x: F.lp_pool2d(x, 3, 2), [_r(1, 2, 4, 4, low=0.5)]),
+    ("pdist", lambda x: F.pdist(x, 1.5), [_r(4, 3)]),
+    ("grid_sample_bilinear_reflection", lambda x, g: F.grid_sample(x, g.tanh() * 1.2, padding_mode="reflection"), [_r(1, 2, 3, 4), _r(1, 2, 3, 2, seed=1)]),
     ("normal_icdf", lambda m, s, p: D.Normal(m, s).icdf(p.sigmoid()), [_r(2), _r(2, low=0.5), _r(2, seed=2)]),
 ]  # fmt: skip
 

@@ -44,6 +44,7 @@ MODULES = (
     "spatial",
     "math_more",
     "linalg_more",
+    "nn_more",
 )
 
 
