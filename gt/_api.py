@@ -52,6 +52,10 @@ from gt.factories import (
 from gt.hotpath import HotFunction, hot
 from gt.linalg.toplevel import *  # noqa: F403 - gt.matrix_exp, gt.lu, ... (its __all__)
 from gt.linalg.toplevel import __all__ as _linalg_names
+from gt.ops.compat import *  # noqa: F403 - gt.divide, gt.aminmax, gt.tensor_split, ... (its __all__)
+from gt.ops.compat import __all__ as _compat_names
+from gt.ops.compat_functions import *  # noqa: F403 - gt.as_tensor, gt.column_stack, gt.isin, ...
+from gt.ops.compat_functions import __all__ as _compat_function_names
 from gt.ops.composed import *  # noqa: F403 - gt.kron, gt.diff, gt.trapezoid, ... (its __all__)
 from gt.ops.composed import __all__ as _composed_names
 from gt.ops.device import device
@@ -69,6 +73,8 @@ from gt.tensor import Tensor
 __all__ = [
     *_functional_names,
     *_composed_names,
+    *_compat_names,
+    *_compat_function_names,
     *_linalg_names,
     "Generator",
     "HotFunction",

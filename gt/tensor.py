@@ -25,6 +25,7 @@ from gt.autograd import _mode, record
 from gt.ops.arith import ArithmeticOps
 from gt.ops.autograd_api import AutogradOps
 from gt.ops.base import TensorBase, immediate
+from gt.ops.compat import CompatOps
 from gt.ops.composed import ComposedOps
 from gt.ops.conversion import ConversionOps, host_array
 from gt.ops.inplace import InplaceOps, take_value
@@ -67,6 +68,7 @@ class Tensor(
     OrderingOps,
     SelectionOps,
     ComposedOps,
+    CompatOps,
 ):
     """A tensor whose data lives on a GT worker.
 

@@ -16,6 +16,10 @@
   ``op_`` forms (``relu_``, ``lerp_`` ...).
 * ``conversion``: dtypes, devices and ``new_*`` constructors; ``autograd_api``: ``requires_grad``,
   ``backward``, ``retain_grad``.
+* ``composed``: smaller math composed from primitives (``hypot``, ``diff``, ``trapezoid``, ``kron``,
+  ``cov``, ``bincount`` ...); ``compat``, ``compat_inplace``: PyTorch's aliases (``divide``,
+  ``swapdims`` ...), the remaining ``op_`` forms and composed methods (``aminmax``, ``unfold``,
+  ``tensor_split`` ...); ``compat_functions``: ``gt.as_tensor``, ``gt.column_stack`` ... .
 * ``functional``: ``gt.exp(x)``-style functions; ``einsum``; ``device``, ``typeinfo``
   (``finfo``, ``Size``); ``random`` (seeds, ``Generator``); ``format``: PyTorch-style ``repr``.
 """

@@ -19,7 +19,8 @@ EPS = 1e-6
 
 #: Cases whose second derivative GT does not give: a backward with create_graph=True through
 #: them must say so rather than return a wrong result.
-NOT_TWICE = {"prod_all", "prod_dim_keepdim", "prod_with_a_zero", "cumprod", "cumprod_through_zero"}
+NOT_TWICE = {"prod_all", "prod_dim_keepdim", "prod_with_a_zero", "cumprod", "cumprod_through_zero",
+             "combinations_cartesian_prod"}  # fmt: skip
 
 
 def _s(fn, inputs, w, vs, create_graph):

@@ -44,7 +44,9 @@ MODULES = (
     "spatial",
     "math_more",
     "linalg_more",
+    "tensor_api_more",
     "nn_more",
+    "autograd_functional",
 )
 
 

@@ -35,6 +35,17 @@ from gt.runtime.ops import Past, sum_to
 # `from gt.autograd.function import once_differentiable`, as from torch.autograd.function
 sys.modules.setdefault(f"{__name__}.function", function)
 
+
+def __getattr__(name: str) -> object:
+    """``gt.autograd.functional`` on first use (importing it here would be a cycle: it needs the
+    tensor class, which imports this package)."""
+    if name == "functional":
+        import importlib  # noqa: PLC0415
+
+        return importlib.import_module(f"{__name__}.functional")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "FLOAT_DTYPES",
     "Function",

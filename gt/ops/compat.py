@@ -1,0 +1,412 @@
+"""More of PyTorch's tensor methods, composed from GT's primitives (a :class:`Tensor` mixin, and
+their ``gt.<name>`` functions). No new primitives: each derivative is what composing gives.
+
+Reductions: ``aminmax``, ``nanmedian`` and ``mode`` (no sync point: picked with ``argsort`` and
+``gather``, so gradients go to the element whose index is returned), ``fmax``/``fmin``.
+Splitting and flipping: ``tensor_split``, ``hsplit``/``vsplit``/``dsplit``, ``split_with_sizes``,
+``fliplr``/``flipud``, ``unfold``. Indexing: ``take``, ``select``, ``index_copy``, ``index_put``,
+``put``, ``masked_scatter``, ``select_scatter``/``slice_scatter``/``diagonal_scatter``,
+``narrow_copy``. Products: ``addmv``, ``addr``, ``addbmm``, ``baddbmm``, ``mv``, ``vdot``,
+``matrix_power``, ``logdet``. Others: ``diagflat``, ``sum_to_size``, ``renorm``, ``mvlgamma``,
+``unique_consecutive`` (a sync point). Aliases, predicates and in-place forms are in
+:mod:`gt.ops.compat_inplace`; ``torch.*`` functions that are not methods (``column_stack``,
+``combinations``, ``as_tensor`` ...) in :mod:`gt.ops.compat_functions`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import namedtuple
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gt import shapes as S
+from gt.errors import ShapeError
+from gt.ops.arith import where
+from gt.ops.base import TensorBase
+from gt.ops.compat_inplace import CompatInplaceOps
+
+if TYPE_CHECKING:
+    from gt.tensor import Tensor
+
+#: What ``aminmax`` returns (PyTorch's ``torch.return_types.aminmax``).
+MinMax = namedtuple("aminmax", ["min", "max"])
+#: What ``mode`` and ``nanmedian(dim)`` return.
+ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
+
+
+def _dims(args: tuple) -> tuple:
+    return tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+
+
+def _along(x: Tensor, d: int, n: int) -> Tensor:
+    """``0 .. n-1`` (int64) laid along dim ``d`` of a tensor of ``x``'s rank."""
+    return x._arange(n).reshape([n if i == d else 1 for i in range(x.ndim)])
+
+
+def _scaled_sum(x: Tensor, prod: Tensor, beta: Any, alpha: Any, name: str) -> Tensor:
+    """``beta * x + alpha * prod`` (``x`` is not read when ``beta == 0``, as in PyTorch)."""
+    prod = prod if alpha == 1 else prod * alpha
+    if beta == 0:
+        return prod.expand(S.broadcast(x.shape, prod.shape, name))
+    return (x if beta == 1 else x * beta) + prod
+
+
+class CompatOps(CompatInplaceOps):
+    """More of PyTorch's methods of :class:`gt.Tensor`, composed from primitives."""
+
+    __slots__ = ()
+
+    # ------------------------------------------------------------------ reductions
+    def aminmax(self, *, dim: int | None = None, keepdim: bool = False) -> MinMax:
+        """``(min, max)`` over ``dim`` (all elements when None)."""
+        return MinMax(self.amin(dim, keepdim), self.amax(dim, keepdim))
+
+    def fmax(self, other: Tensor) -> Tensor:
+        """Elementwise maximum that ignores NaN (NaN only where both are); ties pick ``self``."""
+        return where((self >= other) | (other != other), self, other)
+
+    def fmin(self, other: Tensor) -> Tensor:
+        """Elementwise minimum that ignores NaN (NaN only where both are); ties pick ``self``."""
+        return where((self <= other) | (other != other), self, other)
+
+    def nanmedian(self, dim: Any = None, keepdim: bool = False) -> Any:
+        """The lower median of the values that are not NaN (NaN where all are); with ``dim``,
+        ``(values, indices)`` (of an all-NaN slice: its first index; PyTorch's varies)."""
+        if dim is None:
+            return self.reshape(-1)._nan_pick(0, False).values
+        return self._nan_pick(S.normalize_axis(dim, max(self.ndim, 1), "nanmedian"), keepdim)
+
+    def _nan_pick(self, ax: int, keepdim: bool) -> ValuesIndices:
+        if self.ndim == 0:
+            return ValuesIndices(self, self.new_zeros((), dtype="int64"))
+        k = ((self == self).sum(ax, keepdim=True) - 1).clamp(min=0) // 2
+        idx = self.argsort(ax).gather(ax, k)  # (NaN sorts last)
+        values = self.gather(ax, idx)
+        if not keepdim:
+            values, idx = values.squeeze(ax), idx.squeeze(ax)
+        return ValuesIndices(values, idx)
+
+    def mode(self, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
+        """The most frequent value along ``dim`` (the smallest of equally frequent ones) and the
+        index of its last occurrence, as PyTorch. Compares every pair: ``n^2`` per slice."""
+        if self.ndim == 0:
+            return ValuesIndices(self, self.new_zeros((), dtype="int64"))
+        ax = S.normalize_axis(dim, self.ndim, "mode")
+        x = self.detach() if self.dtype != "bool" else self.detach().to("uint8")
+        counts = (x.unsqueeze(ax) == x.unsqueeze(ax + 1)).sum(ax + 1)
+        top = counts == counts.amax(ax, keepdim=True)
+        value = where(top, x, x.amax(ax, keepdim=True)).amin(ax, keepdim=True)
+        idx = where(x == value, _along(x, ax, x.shape[ax]), -1).amax(ax, keepdim=True)
+        values = self.gather(ax, idx)
+        if not keepdim:
+            values, idx = values.squeeze(ax), idx.squeeze(ax)
+        return ValuesIndices(values, idx)
+
+    # ------------------------------------------------------------------ splitting and flipping
+    def tensor_split(self, indices_or_sections: Any, dim: int = 0) -> tuple:
+        """Split along ``dim`` into ``n`` nearly equal parts (the first ``size % n`` one longer)
+        or at the given indices; an int or 0-d tensor is ``n``, a list or 1-d tensor indices."""
+        d = S.normalize_axis(dim, self.ndim, "tensor_split")
+        size = self.shape[d]
+        spec = indices_or_sections
+        if isinstance(spec, TensorBase):
+            spec = spec.tolist()
+        if isinstance(spec, int):
+            if spec <= 0:
+                raise ValueError(
+                    f"tensor_split: number of sections must be larger than 0, got {spec}"
+                )
+            q, r = divmod(size, spec)
+            bounds = list(itertools.accumulate([q + 1] * r + [q] * (spec - r)))[:-1]
+        else:
+            bounds = [int(i) for i in spec]
+        lead = (slice(None),) * d
+        edges = [0, *bounds, None]
+        return tuple(self[lead + (slice(a, b),)] for a, b in zip(edges, edges[1:]))
+
+    def _split_even(self, spec: Any, d: int, name: str) -> tuple:
+        if isinstance(spec, int) and (spec == 0 or self.shape[d] % spec):
+            raise RuntimeError(
+                f"torch.{name} attempted to split along dimension {d}, but the size of the "
+                f"dimension {self.shape[d]} is not divisible by the split_size {spec}!"
+            )
+        return self.tensor_split(spec, d)
+
+    def hsplit(self, indices_or_sections: Any) -> tuple:
+        """:meth:`tensor_split` along dim 1 (dim 0 of a 1-d tensor); sections must divide it."""
+        if self.ndim < 1:
+            raise ShapeError("torch.hsplit requires a tensor with at least 1 dimension, but got "
+                             "a tensor with 0 dimensions!")  # fmt: skip
+        return self._split_even(indices_or_sections, 1 if self.ndim > 1 else 0, "hsplit")
+
+    def vsplit(self, indices_or_sections: Any) -> tuple:
+        """:meth:`tensor_split` along dim 0 of a tensor of 2 or more dims."""
+        if self.ndim < 2:
+            raise ShapeError("torch.vsplit requires a tensor with at least 2 dimension, but got "
+                             f"a tensor with {self.ndim} dimensions!")  # fmt: skip
+        return self._split_even(indices_or_sections, 0, "vsplit")
+
+    def dsplit(self, indices_or_sections: Any) -> tuple:
+        """:meth:`tensor_split` along dim 2 of a tensor of 3 or more dims."""
+        if self.ndim < 3:
+            raise ShapeError("torch.dsplit requires a tensor with at least 3 dimension, but got "
+                             f"a tensor with {self.ndim} dimensions!")  # fmt: skip
+        return self._split_even(indices_or_sections, 2, "dsplit")
+
+    def split_with_sizes(self, split_sizes: Any, dim: int = 0) -> tuple:
+        """Split into pieces of the given sizes along ``dim`` (they must add up to its size)."""
+        return self.split(list(split_sizes), dim)
+
+    def fliplr(self) -> Tensor:
+        """Columns reversed (dim 1)."""
+        if self.ndim < 2:
+            raise ShapeError("fliplr: Input must be >= 2-d.")
+        return self.flip(1)
+
+    def flipud(self) -> Tensor:
+        """Rows reversed (dim 0)."""
+        if self.ndim < 1:
+            raise ShapeError("flipud: Input must be >= 1-d.")
+        return self.flip(0)
+
+    def unfold(self, dimension: int, size: int, step: int) -> Tensor:
+        """Every window of ``size`` elements along ``dimension``, ``step`` apart, as a new last
+        dimension (``dimension`` becomes the number of windows)."""
+        if step <= 0:
+            raise RuntimeError(f"unfold: step is {step} but must be > 0")
+        if self.ndim == 0:
+            if size > 1:
+                raise RuntimeError(f"unfold: maximum size for tensor at dimension 0 is 1 but size is {size}")  # fmt: skip
+            return self.reshape(1)
+        d = S.normalize_axis(dimension, self.ndim, "unfold")
+        n = self.shape[d]
+        if not 0 <= size <= n:
+            raise RuntimeError(
+                f"unfold: maximum size for tensor at dimension {d} is {n} but size is {size}"
+            )
+        count = (n - size) // step + 1
+        idx = (self._arange(count) * step).reshape(count, 1) + self._arange(size).reshape(1, size)
+        return self[(slice(None),) * d + (idx,)].movedim(d + 1, -1)
+
+    # ------------------------------------------------------------------ indexing
+    def take(self, index: Tensor) -> Tensor:
+        """The elements at ``index`` in the flattened tensor (negative indices count from the
+        end), in ``index``'s shape."""
+        return self.reshape(-1)[index]
+
+    def select(self, dim: int, index: int) -> Tensor:
+        """The slice at ``index`` along ``dim``, that dimension removed."""
+        d = S.normalize_axis(dim, self.ndim, "select")
+        return self[(slice(None),) * d + (int(index),)]
+
+    def narrow_copy(self, dim: int, start: int, length: int) -> Tensor:
+        """:meth:`narrow` (GT's slices are copies already)."""
+        return self.narrow(dim, start, length)
+
+    def index_copy(self, dim: int, index: Tensor, source: Tensor) -> Tensor:
+        """A copy with the entries ``index`` of ``dim`` replaced by ``source``'s slices."""
+        d = S.normalize_axis(dim, max(self.ndim, 1), "index_copy")
+        out = self.clone()
+        out[(slice(None),) * d + (index,)] = source
+        return out
+
+    def index_put(self, indices: Any, values: Any, accumulate: bool = False) -> Tensor:
+        """A copy with ``out[indices] = values`` (``accumulate``: added, repeats accumulating)."""
+        key = tuple(indices)
+        if accumulate:
+            src = values if isinstance(values, TensorBase) else self.new_full((), values)
+            return self._scatter_add_at(key, src)
+        out = self.clone()
+        out[key] = values
+        return out
+
+    def put(self, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
+        """A copy with the elements at the flat ``index`` set to (or, ``accumulate``, increased
+        by) ``source``'s."""
+        flat = self.reshape(-1).index_put((index.reshape(-1),), source.reshape(-1), accumulate)
+        return flat.reshape(self.shape)
+
+    def masked_scatter(self, mask: Tensor, source: Tensor) -> Tensor:
+        """A copy whose elements where the bool ``mask`` is true are, in order, ``source``'s
+        first elements (no sync point: each one's position is a running count of the mask)."""
+        if not isinstance(mask, TensorBase) or mask.dtype != "bool":
+            raise TypeError("masked_scatter: expected mask to be a bool tensor")
+        m = mask.expand(self.shape).reshape(-1)
+        if source.numel() == 0:
+            return self.clone()
+        pos = (m.to("int64").cumsum(0) - 1).clamp(min=0)
+        picked = source.reshape(-1)[pos].to(self.dtype)
+        return where(m, picked, self.reshape(-1)).reshape(self.shape)
+
+    def select_scatter(self, src: Tensor, dim: int, index: int) -> Tensor:
+        """A copy with ``src`` at ``index`` along ``dim`` (what :meth:`select` reads)."""
+        d = S.normalize_axis(dim, self.ndim, "select_scatter")
+        out = self.clone()
+        out[(slice(None),) * d + (int(index),)] = src
+        return out
+
+    def slice_scatter(self, src: Tensor, dim: int = 0, start: int | None = None,
+                      end: int | None = None, step: int = 1) -> Tensor:  # fmt: skip
+        """A copy with ``src`` in ``start:end:step`` along ``dim``."""
+        d = S.normalize_axis(dim, self.ndim, "slice_scatter")
+        out = self.clone()
+        out[(slice(None),) * d + (slice(start, end, step),)] = src
+        return out
+
+    def diagonal_scatter(
+        self, src: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1
+    ) -> Tensor:
+        """A copy with ``src`` on the diagonal that :meth:`diagonal` with these arguments reads."""
+        d1 = S.normalize_axis(dim1, self.ndim, "diagonal_scatter")
+        d2 = S.normalize_axis(dim2, self.ndim, "diagonal_scatter")
+        x = self.movedim((d1, d2), (-2, -1)).clone()
+        r0, c0 = max(0, -offset), max(0, offset)
+        n = max(0, min(x.shape[-2] - r0, x.shape[-1] - c0))
+        if n:
+            lead = (slice(None),) * (x.ndim - 2)
+            x[lead + (list(range(r0, r0 + n)), list(range(c0, c0 + n)))] = src
+        return x.movedim((-2, -1), (d1, d2))
+
+    # ------------------------------------------------------------------ products
+    def addmv(self, mat: Tensor, vec: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+        """``beta * self + alpha * (mat @ vec)``."""
+        return _scaled_sum(self, mat.mv(vec), beta, alpha, "addmv")
+
+    def addr(self, vec1: Tensor, vec2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+        """``beta * self + alpha * outer(vec1, vec2)``."""
+        return _scaled_sum(self, vec1.outer(vec2), beta, alpha, "addr")
+
+    def addbmm(self, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+        """``beta * self + alpha * sum_b(batch1[b] @ batch2[b])``."""
+        return _scaled_sum(self, batch1.bmm(batch2).sum(0), beta, alpha, "addbmm")
+
+    def baddbmm(self, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+        """``beta * self + alpha * (batch1 @ batch2)``, batch by batch."""
+        return _scaled_sum(self, batch1.bmm(batch2), beta, alpha, "baddbmm")
+
+    def mv(self, vec: Tensor) -> Tensor:
+        """Matrix times vector."""
+        if self.ndim != 2 or vec.ndim != 1:
+            raise ShapeError(f"mv: expected a matrix and a vector, got shapes {list(self.shape)} "
+                             f"and {list(vec.shape)}")  # fmt: skip
+        return self @ vec
+
+    def vdot(self, other: Tensor) -> Tensor:
+        """The dot product of two vectors (of real ones: :meth:`dot`)."""
+        return self.dot(other)
+
+    def matrix_power(self, n: int) -> Tensor:
+        """The square matrix (or batch) multiplied by itself ``n`` times (``n < 0``: its
+        inverse's power; 0: the identity)."""
+        if self.ndim < 2 or self.shape[-1] != self.shape[-2]:
+            raise ShapeError(f"matrix_power: expected a batch of square matrices, got shape "
+                             f"{list(self.shape)}")  # fmt: skip
+        if n == 0:
+            k = self.shape[-1]
+            eye = self._create("eye", [], {"n": k, "m": k, "dtype": self.dtype})
+            return eye.expand(self.shape) + 0 * self
+        base, n, out = (self.inverse() if n < 0 else self), abs(n), None
+        while True:  # square and multiply
+            if n & 1:
+                out = base if out is None else out @ base
+            n >>= 1
+            if not n:
+                return out
+            base = base @ base
+
+    def logdet(self) -> Tensor:
+        """``log(det(self))``: NaN for a negative determinant, -inf for a singular matrix."""
+        sign, logabs = self.slogdet()
+        return where(sign < 0, math.nan, logabs)
+
+    # ------------------------------------------------------------------ others
+    def diagflat(self, offset: int = 0) -> Tensor:
+        """A matrix with the flattened tensor on its ``offset`` diagonal."""
+        return self.reshape(-1).diag(offset)
+
+    def sum_to_size(self, *size: Any) -> Tensor:
+        """Sums over the dimensions that ``size`` (which must expand to this shape) broadcasts."""
+        size = tuple(int(s) for s in _dims(size))
+        try:
+            S.expand(size, self.shape)
+        except (ShapeError, ValueError):
+            raise RuntimeError(f"size {list(size)} is not expandable to size {list(self.shape)}")  # noqa: B904
+        lead = self.ndim - len(size)
+        axes = [*range(lead), *(lead + i for i, s in enumerate(size) if s == 1 and self.shape[lead + i] != 1)]  # fmt: skip
+        return (self.sum(tuple(axes), keepdims=True) if axes else self).reshape(size)
+
+    def renorm(self, p: float, dim: int, maxnorm: float) -> Tensor:
+        """Each slice along ``dim`` scaled down to ``p``-norm ``maxnorm`` if its norm exceeds it."""
+        if self.ndim < 2:
+            raise ShapeError(
+                f"renorm: input needs at least 2 dimensions, got {self.ndim} dimensions"
+            )
+        d = S.normalize_axis(dim, self.ndim, "renorm")
+        norms = self.norm(p, tuple(i for i in range(self.ndim) if i != d), keepdim=True)
+        return self * where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0)
+
+    def mvlgamma(self, p: int) -> Tensor:
+        """The multivariate log-gamma of dimension ``p``: ``p (p - 1) / 4 log(pi) +
+        sum_i lgamma(self - i / 2)`` for ``i`` in ``0 .. p - 1``."""
+        if isinstance(p, bool) or not isinstance(p, int) or p < 1:
+            raise ValueError(f"mvlgamma: p has to be greater than or equal to 1, not {p!r}")
+        out = self.lgamma()
+        for i in range(1, p):
+            out = out + (self - i / 2).lgamma()
+        return out + p * (p - 1) / 4 * math.log(math.pi)
+
+    def unique_consecutive(self, return_inverse: bool = False, return_counts: bool = False,
+                           dim: int | None = None) -> Any:  # fmt: skip
+        """The elements (or, with ``dim``, slices) with each run of equal neighbours collapsed
+        to one; optionally each element's run index and each run's length. A sync point."""
+        a = self.numpy()
+        d = None if dim is None else S.normalize_axis(dim, self.ndim, "unique_consecutive")
+        rows = a.reshape(-1, 1) if d is None else np.moveaxis(a, d, 0).reshape(a.shape[d], -1)
+        starts = np.ones(len(rows), bool)
+        starts[1:] = (rows[1:] != rows[:-1]).any(axis=1)
+        first = np.flatnonzero(starts)
+        values = a.reshape(-1)[first] if d is None else np.take(a, first, axis=d)
+        out = self._upload(np.ascontiguousarray(values))
+        inverse = (np.cumsum(starts) - 1).reshape(a.shape if d is None else -1)
+        extra = [np.diff(np.append(first, len(rows)))] if return_counts else []
+        extra = ([inverse] if return_inverse else []) + extra
+        if not extra:
+            return out
+        return (out, *(self._upload(np.ascontiguousarray(e, dtype=np.int64)) for e in extra))
+
+
+# ----------------------------------------------------------------------------- gt.<name> functions
+def _as_function(name: str) -> Any:
+    def fn(input: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002 - PyTorch's name
+        return getattr(input, name)(*args, **kwargs)
+
+    fn.__name__ = fn.__qualname__ = name
+    own = CompatOps.__dict__.get(name) or CompatInplaceOps.__dict__.get(name)
+    fn.__doc__ = own.__doc__ if own is not None else f"``gt.{name}(x, ...)`` is ``x.{name}(...)``."
+    return fn
+
+
+_METHOD_FUNCTIONS = (
+    "absolute", "adjoint", "divide", "multiply", "subtract", "negative", "positive", "greater",
+    "greater_equal", "less", "less_equal", "not_equal", "true_divide", "floor_divide", "swapdims",
+    "ravel", "aminmax", "fmax", "fmin", "nanmedian", "mode", "tensor_split", "hsplit", "vsplit",
+    "dsplit", "split_with_sizes", "fliplr", "flipud", "take", "select", "narrow_copy",
+    "index_copy", "index_put", "masked_scatter", "select_scatter", "slice_scatter",
+    "diagonal_scatter", "addmv", "addr", "addbmm", "baddbmm", "mv", "vdot", "matrix_power",
+    "logdet", "diagflat", "renorm", "unique_consecutive", "is_signed", "is_complex",
+    "is_nonzero", "is_same_size", "clamp_min", "clamp_max",
+    # PyTorch's in-place functions (torch.relu_(x) ...)
+    "abs_", "acos_", "acosh_", "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_",
+    "arctanh_", "asin_", "asinh_", "atan_", "atanh_", "ceil_", "clamp_", "clamp_max_",
+    "clamp_min_", "clip_", "cos_", "cosh_", "deg2rad_", "detach_", "erf_", "erfc_", "exp2_",
+    "exp_", "expm1_", "fill_", "fix_", "floor_", "frac_", "gcd_", "lcm_", "ldexp_", "log10_",
+    "log1p_", "log2_", "log_", "logit_", "nan_to_num_", "neg_", "negative_", "rad2deg_",
+    "reciprocal_", "relu_", "round_", "rsqrt_", "sigmoid_", "sin_", "sinc_", "sinh_", "sqrt_",
+    "square_", "tan_", "tanh_", "trunc_", "xlogy_", "zero_", "addmv_", "index_put_", "put",
+)  # fmt: skip
+globals().update({name: _as_function(name) for name in _METHOD_FUNCTIONS})
+
+__all__ = list(_METHOD_FUNCTIONS)

@@ -1,0 +1,282 @@
+"""PyTorch's other spellings of GT's ops, dtype predicates, and the missing in-place ``op_`` forms
+(a :class:`Tensor` mixin, the base of :class:`gt.ops.compat.CompatOps`).
+
+Aliases: ``divide`` (with ``rounding_mode="trunc"`` too), ``multiply``, ``subtract``,
+``negative``/``positive``, ``greater``/``less``/``greater_equal``/``less_equal``/``not_equal``,
+``absolute``, ``swapdims``, ``ravel``, ``adjoint``/``H``/``mH``, ``floor_divide``, ``remainder``,
+``xlogy``. Predicates and conversions: ``is_signed``, ``is_complex``, ``is_nonzero``,
+``is_same_size``, ``is_contiguous``, ``nbytes``, ``itemsize``, ``bfloat16``/``byte``/``char``
+(``short`` raises: GT has no int16).
+
+Every in-place form is :func:`inplace_of`: ``x.<name>_(*args)`` takes the value of
+``x.<name>(*args)`` through ``apply_inplace`` (so version counters, leaf checks and recording are
+those of every other in-place op), cast to ``x``'s dtype; a result of a wider dtype category than
+``x``'s (a float result into an integer tensor) is refused, as in PyTorch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from gt import shapes as S
+from gt.errors import ShapeError
+from gt.ops.arith import where
+from gt.ops.base import TensorBase
+from gt.ops.inplace import apply_inplace
+
+if TYPE_CHECKING:
+    from gt.tensor import Tensor
+
+
+def inplace_of(name: str) -> Callable[..., Any]:
+    """The method ``<name>_``: ``x`` takes the value of ``x.<name>(*args, **kwargs)`` in place.
+
+    Raises (from the method):
+        TypeError: the result's dtype category is wider than ``x``'s (``int.sin_()``).
+        ShapeError: the result does not have ``x``'s shape (it would broadcast ``x``).
+    """
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        def compute(x: Tensor) -> Tensor:
+            new = getattr(x, name)(*args, **kwargs)
+            if S.category(new.dtype) > S.category(x.dtype):
+                raise TypeError(
+                    f"{name}_: result type {new.dtype} can't be cast to the desired output type "
+                    f"{x.dtype}"
+                )
+            return new
+
+        return apply_inplace(self, name + "_", compute)
+
+    method.__name__ = method.__qualname__ = name + "_"
+    method.__doc__ = f"In-place :meth:`{name}`."
+    return method
+
+
+#: The methods whose in-place forms are made by :func:`inplace_of` (each exists out of place).
+INPLACE_NAMES = (
+    "acos", "asin", "atan", "acosh", "asinh", "atanh", "arccos", "arcsin", "arctan", "arccosh",
+    "arcsinh", "arctanh", "atan2", "arctan2", "cosh", "sinh", "tan", "erf", "erfc", "erfinv",
+    "exp2", "expm1", "lgamma", "digamma", "polygamma", "log2", "log10", "logit", "sinc", "hypot",
+    "copysign", "fmod", "remainder", "floor_divide", "gcd", "lcm", "ldexp", "xlogy", "deg2rad",
+    "rad2deg", "nan_to_num", "frac", "heaviside", "logical_and", "logical_or", "logical_xor",
+    "logical_not", "eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less",
+    "less_equal", "not_equal", "renorm", "cumprod", "mvlgamma", "sgn", "index_copy",
+    "masked_scatter", "index_put", "put", "addmv", "addr", "addbmm", "baddbmm",
+)  # fmt: skip
+
+
+class CompatInplaceOps:
+    """PyTorch's aliases, dtype predicates and in-place forms of :class:`gt.Tensor`."""
+
+    __slots__ = ()
+
+    # ------------------------------------------------------------------ aliases
+    def divide(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+        """``self / other``; ``rounding_mode`` ``"floor"`` rounds down, ``"trunc"`` toward zero
+        (an integer result for integer operands, as in PyTorch)."""
+        if rounding_mode != "trunc":
+            return self.div(other, rounding_mode=rounding_mode)
+        down = self // other
+        if down.dtype in S.FLOAT_DTYPES:
+            return (self / other).trunc().to(down.dtype)
+        # integers: floor division, moved up by one where the exact quotient is negative
+        rest = self - down * other
+        neg = (self < 0) != (other < 0)
+        return down + ((rest != 0) & neg).to(down.dtype)
+
+    def true_divide_(self, other: Any) -> Tensor:
+        """In-place ``self / other`` (a float tensor)."""
+        return self.div_(other)
+
+    def divide_(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+        """In-place :meth:`divide`."""
+        if rounding_mode is None:
+            return self.div_(other)
+        return inplace_of("divide")(self, other, rounding_mode=rounding_mode)
+
+    def multiply(self, other: Any) -> Tensor:
+        """``self * other``."""
+        return self * other
+
+    def multiply_(self, other: Any) -> Tensor:
+        """``self *= other``."""
+        return self.mul_(other)
+
+    def subtract(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        """``self - alpha * other``."""
+        return self.sub(other, alpha)
+
+    def subtract_(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        """``self -= alpha * other``."""
+        return self.sub_(other, alpha)
+
+    def negative(self) -> Tensor:
+        """``-self``."""
+        return -self
+
+    def negative_(self) -> Tensor:
+        """Negate in place."""
+        return self.neg_()
+
+    def positive(self) -> Tensor:
+        """``self`` itself (refused for bool tensors, as PyTorch's ``+``)."""
+        if self.dtype == "bool":
+            raise TypeError("The `+` operator, on a bool tensor is not supported.")
+        return self
+
+    def greater(self, other: Any) -> Tensor:
+        """Elementwise ``>``."""
+        return self > other
+
+    def greater_equal(self, other: Any) -> Tensor:
+        """Elementwise ``>=``."""
+        return self >= other
+
+    def less(self, other: Any) -> Tensor:
+        """Elementwise ``<``."""
+        return self < other
+
+    def less_equal(self, other: Any) -> Tensor:
+        """Elementwise ``<=``."""
+        return self <= other
+
+    def not_equal(self, other: Any) -> Tensor:
+        """Elementwise ``!=``."""
+        return self != other
+
+    def absolute(self) -> Tensor:
+        """Elementwise absolute value."""
+        return self.abs()
+
+    def absolute_(self) -> Tensor:
+        """In-place :meth:`absolute`."""
+        return self.abs_()
+
+    def fix_(self) -> Tensor:
+        """Round toward zero, in place."""
+        return self.trunc_()
+
+    def floor_divide(self, other: Any) -> Tensor:
+        """``self // other``: the quotient rounded down."""
+        return self // other
+
+    def remainder(self, other: Any) -> Tensor:
+        """``self % other``: the remainder with the sign of ``other`` (Python's)."""
+        return self % other
+
+    def xlogy(self, other: Any) -> Tensor:
+        """``self * log(other)``, 0 where ``self == 0`` (NaN where ``other`` is NaN); its
+        derivative in ``self`` is ``log(other)`` even where ``self`` is 0 (0 where also
+        ``other <= 0``), as PyTorch's."""
+        if not isinstance(other, TensorBase):
+            x = self if self.dtype in S.FLOAT_DTYPES else self.to(S.DEFAULT_FLOAT)
+            other = x.new_full((), other)
+        return self * where((self == 0) & (other <= 0), 1, other).log()
+
+    def float_power_(self, exponent: Any) -> Tensor:
+        """In-place :meth:`float_power` (only for float64 tensors, as in PyTorch)."""
+        if self.dtype != "float64":
+            raise TypeError(
+                f"the base given to float_power_ has dtype {self.dtype} but the operation's "
+                "result requires dtype float64"
+            )
+        return inplace_of("float_power")(self, exponent)
+
+    def swapdims(self, dim0: int, dim1: int) -> Tensor:
+        """Swap two dimensions (:meth:`transpose`)."""
+        return self.transpose(dim0, dim1)
+
+    def transpose_(self, dim0: int, dim1: int) -> Tensor:
+        """Swap two dimensions, in place (the shape changes)."""
+        return self._reshape_in_place(self.transpose(dim0, dim1))
+
+    swapdims_ = swapaxes_ = transpose_
+
+    def ravel(self) -> Tensor:
+        """The elements as a 1-d tensor."""
+        return self.reshape(-1)
+
+    def adjoint(self) -> Tensor:
+        """The last two dimensions swapped (the conjugate transpose of real matrices)."""
+        if self.ndim < 2:
+            raise ShapeError(
+                "tensor.adjoint() is only supported on matrices or batches of matrices. "
+                f"Got {self.ndim}-D tensor."
+            )
+        return self.transpose(-2, -1)
+
+    @property
+    def mH(self) -> Tensor:  # noqa: N802 - PyTorch's name
+        """:meth:`adjoint`: a batch of real matrices transposed."""
+        if self.ndim < 2:
+            raise ShapeError(
+                "tensor.mH is only supported on matrices or batches of matrices. "
+                f"Got {self.ndim}-D tensor."
+            )
+        return self.transpose(-2, -1)
+
+    @property
+    def H(self) -> Tensor:  # noqa: N802 - PyTorch's name
+        """The (conjugate) transpose of a real matrix; a 0-d tensor is returned as it is."""
+        if self.ndim not in (0, 2):
+            raise ShapeError(
+                f"tensor.H is only supported on matrices (2-D tensors). Got {self.ndim}-D tensor."
+            )
+        return self if self.ndim == 0 else self.transpose(0, 1)
+
+    # ------------------------------------------------------------------ predicates and dtypes
+    def is_signed(self) -> bool:
+        """Whether the dtype holds negative numbers (all but ``uint8`` and ``bool``)."""
+        return self.dtype not in ("uint8", "bool")
+
+    def is_complex(self) -> bool:
+        """False: GT has no complex dtypes."""
+        return False
+
+    def is_nonzero(self) -> bool:
+        """Whether the single element is nonzero (a sync point)."""
+        n = self.numel()
+        if n != 1:
+            what = "no values" if n == 0 else "more than one value"
+            raise RuntimeError(f"Boolean value of Tensor with {what} is ambiguous")
+        return bool(self.item())
+
+    def is_same_size(self, other: Tensor) -> bool:
+        """Whether ``other`` has this shape."""
+        return tuple(self.shape) == tuple(other.shape)
+
+    def is_contiguous(self, memory_format: Any = None) -> bool:
+        """True (layout is the worker's business)."""
+        return True
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self.element_size()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the elements (``numel() * itemsize``)."""
+        return self.numel() * self.element_size()
+
+    def bfloat16(self) -> Tensor:
+        """Convert to bfloat16."""
+        return self.to("bfloat16")
+
+    def byte(self) -> Tensor:
+        """Convert to uint8."""
+        return self.to("uint8")
+
+    def char(self) -> Tensor:
+        """Convert to int8."""
+        return self.to("int8")
+
+    def short(self) -> Tensor:
+        """This tensor as int16."""
+        return self.to("int16")
+
+
+for _name in INPLACE_NAMES:
+    setattr(CompatInplaceOps, _name + "_", inplace_of(_name))

@@ -1,0 +1,65 @@
+"""``gt.autograd.functional`` (Jacobians, Hessians, vector products) through a real cluster,
+against derivatives written out by hand (PyTorch's own values are in the differential program
+``tests/api/programs/autograd_functional.py``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gt
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _af():
+    return gt.autograd.functional
+
+
+def test_it_is_installed_as_gt_autograd_functional():
+    from gt.autograd.functional import jacobian  # noqa: PLC0415 - the import path under test
+
+    assert jacobian is _af().jacobian
+
+
+def test_jacobian_of_a_map_and_hessian_of_a_quadratic(conn):
+    a = np.array([[1.0, 2.0], [0.5, -1.0], [3.0, 0.0]])
+    x = gt.tensor([0.3, -0.7], dtype="float64")
+    jac = _af().jacobian(lambda t: gt.tensor(a) @ t.sin(), x).numpy()
+    np.testing.assert_allclose(jac, a * np.cos([0.3, -0.7]), rtol=1e-12)
+    q = np.array([[2.0, 1.0], [1.0, 3.0]])
+    h = _af().hessian(lambda t: t @ gt.tensor(q) @ t + t.pow(3).sum(), x).numpy()
+    np.testing.assert_allclose(h, 2 * q + np.diag(6 * np.array([0.3, -0.7])), rtol=1e-12)
+
+
+def test_vector_products_agree_with_the_jacobian(conn):
+    x = gt.tensor(np.array([[0.2, 0.4], [1.0, -0.5]]), dtype="float64")
+    v = gt.tensor(np.array([[1.0, 2.0], [0.0, -1.0]]), dtype="float64")
+
+    def f(t):
+        return (t * t).sum(1) + t[:, 0].exp()
+
+    jac = _af().jacobian(f, x).numpy().reshape(2, 4)
+    out, jvp = _af().jvp(f, x, v)
+    np.testing.assert_allclose(jvp.numpy(), jac @ v.numpy().reshape(-1), rtol=1e-12)
+    _, vjp = _af().vjp(f, x, gt.tensor([1.0, -2.0], dtype="float64"))
+    np.testing.assert_allclose(vjp.numpy().reshape(-1), np.array([1.0, -2.0]) @ jac, rtol=1e-12)
+    np.testing.assert_allclose(out.numpy(), f(x).numpy())
+
+    def g(t):
+        return (t.pow(3)).sum()
+
+    _, hvp = _af().hvp(g, x, v)
+    np.testing.assert_allclose(hvp.numpy(), 6 * x.numpy() * v.numpy(), rtol=1e-12)
+
+
+def test_strict_mode_and_bad_arguments_raise_as_pytorch(conn):
+    x, y = gt.tensor([1.0, 2.0]), gt.tensor([3.0])
+    zero = _af().jacobian(lambda a, b: a * 2, (x, y))[1].numpy()
+    assert zero.shape == (2, 1) and (zero == 0).all()
+    with pytest.raises(RuntimeError, match="independent of input 1"):
+        _af().jacobian(lambda a, b: a * 2, (x, y), strict=True)
+    with pytest.raises(RuntimeError, match="v can only be None"):
+        _af().vjp(lambda a: a * 2, x)
+    with pytest.raises(TypeError, match="Tensor or a tuple of Tensors"):
+        _af().jacobian(lambda a: a, [1.0])
