@@ -3,59 +3,93 @@ ops), differentiable ``log_prob``/``entropy``/KL, parameter validation with PyTo
 
 Provided: :class:`Normal`, :class:`Uniform`, :class:`Laplace`, :class:`Exponential`,
 :class:`Bernoulli`, :class:`Categorical`, :class:`OneHotCategorical`, :class:`Independent`,
-:class:`TransformedDistribution` (exp, affine, sigmoid, tanh transforms), :class:`LogNormal`,
-:class:`MultivariateNormal` (on :mod:`gt.linalg`), :class:`Gamma`, :class:`Chi2`, :class:`Beta`,
-:class:`Dirichlet`, :class:`StudentT`, :class:`Poisson` (no sampler), and :func:`kl_divergence`
-with :func:`register_kl`. Not provided: the rest of PyTorch's families (Binomial, Multinomial,
-Geometric, Cauchy, Gumbel, Weibull, von Mises, the relaxed and mixture distributions ...).
+:class:`TransformedDistribution` (exp, affine, sigmoid, tanh, power, abs transforms),
+:class:`LogNormal`, :class:`MultivariateNormal` and :class:`LowRankMultivariateNormal` (on
+:mod:`gt.linalg`), :class:`Gamma`, :class:`Chi2`, :class:`Beta`, :class:`Dirichlet`,
+:class:`StudentT`, :class:`Poisson` (no sampler), :class:`Binomial` (sampled as a sum of coin
+flips), :class:`Multinomial`, :class:`Geometric`, :class:`Cauchy`, :class:`HalfNormal`,
+:class:`HalfCauchy`, :class:`Gumbel`, :class:`Weibull`, :class:`Pareto`, :class:`Kumaraswamy`,
+:class:`LogitRelaxedBernoulli`, :class:`RelaxedBernoulli`, :class:`ExpRelaxedCategorical`,
+:class:`RelaxedOneHotCategorical`, :class:`MixtureSameFamily`, and :func:`kl_divergence` with
+:func:`register_kl`. Not provided: the rest of PyTorch's families (ContinuousBernoulli,
+NegativeBinomial, FisherSnedecor, VonMises, Wishart, LKJCholesky, InverseGamma,
+GeneralizedPareto, LogisticNormal ...) and the Bregman-divergence KL between exponential families.
 """
 
 from __future__ import annotations
 
 from gt.distributions import constraints, transforms
 from gt.distributions import kl_gamma as _kl_gamma  # noqa: F401 - registers the KL rules
+from gt.distributions import kl_more as _kl_more  # noqa: F401 - registers the KL rules
 from gt.distributions.continuous import Exponential, Laplace, Normal, Uniform
 from gt.distributions.discrete import Bernoulli, Categorical, OneHotCategorical
 from gt.distributions.distribution import Distribution
 from gt.distributions.gamma_family import Beta, Chi2, Dirichlet, Gamma, Poisson, StudentT
 from gt.distributions.independent import Independent
 from gt.distributions.kl import kl_divergence, register_kl
+from gt.distributions.lowrank_multivariate_normal import LowRankMultivariateNormal
+from gt.distributions.mixture import MixtureSameFamily
+from gt.distributions.more_continuous import Cauchy, Gumbel, HalfCauchy, HalfNormal
+from gt.distributions.more_discrete import Binomial, Geometric, Multinomial
 from gt.distributions.multivariate_normal import MultivariateNormal
+from gt.distributions.power_family import Kumaraswamy, Pareto, Weibull
+from gt.distributions.relaxed_bernoulli import LogitRelaxedBernoulli, RelaxedBernoulli
+from gt.distributions.relaxed_categorical import ExpRelaxedCategorical, RelaxedOneHotCategorical
 from gt.distributions.transformed_distribution import LogNormal, TransformedDistribution
 from gt.distributions.transforms import (
+    AbsTransform,
     AffineTransform,
     ComposeTransform,
     ExpTransform,
+    PowerTransform,
     SigmoidTransform,
     TanhTransform,
     Transform,
 )
 
 __all__ = [
+    "AbsTransform",
     "AffineTransform",
     "Bernoulli",
     "Beta",
+    "Binomial",
     "Categorical",
+    "Cauchy",
     "Chi2",
     "ComposeTransform",
     "Dirichlet",
     "Distribution",
+    "ExpRelaxedCategorical",
     "ExpTransform",
     "Exponential",
     "Gamma",
+    "Geometric",
+    "Gumbel",
+    "HalfCauchy",
+    "HalfNormal",
     "Independent",
+    "Kumaraswamy",
     "Laplace",
-    "MultivariateNormal",
     "LogNormal",
+    "LogitRelaxedBernoulli",
+    "LowRankMultivariateNormal",
+    "MixtureSameFamily",
+    "Multinomial",
+    "MultivariateNormal",
     "Normal",
     "OneHotCategorical",
+    "Pareto",
     "Poisson",
+    "PowerTransform",
+    "RelaxedBernoulli",
+    "RelaxedOneHotCategorical",
     "SigmoidTransform",
     "StudentT",
     "TanhTransform",
     "Transform",
     "TransformedDistribution",
     "Uniform",
+    "Weibull",
     "constraints",
     "kl_divergence",
     "register_kl",

@@ -1,5 +1,6 @@
 """Invertible elementwise transforms for :class:`TransformedDistribution`
-(``torch.distributions.transforms``): exp, affine, sigmoid, tanh, and their composition.
+(``torch.distributions.transforms``): exp, affine, sigmoid, tanh, power, abs (not invertible),
+and their composition.
 
 Each transform maps ``x -> y``, inverts ``y -> x`` and gives ``log |dy/dx|``. With ``cache_size=1``
 the last ``(x, y)`` pair is remembered, so ``log_prob`` of a value just sampled inverts it
@@ -19,9 +20,11 @@ from gt.factories import full_like
 from gt.tensor import Tensor
 
 __all__ = [
+    "AbsTransform",
     "AffineTransform",
     "ComposeTransform",
     "ExpTransform",
+    "PowerTransform",
     "SigmoidTransform",
     "TanhTransform",
     "Transform",
@@ -219,3 +222,55 @@ class TanhTransform(Transform):
     def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
         # log(1 - tanh(x)^2), written so that it stays finite for large |x|
         return 2.0 * (math.log(2.0) - x - softplus(-2.0 * x))
+
+
+class PowerTransform(Transform):
+    """``y = x ** exponent`` on the positive reals (``exponent`` a number or tensor, broadcast).
+    ``sign`` is the sign of ``exponent``: whether the map increases."""
+
+    domain = constraints.positive
+    codomain = constraints.positive
+
+    def __init__(self, exponent: Any, cache_size: int = 0) -> None:
+        super().__init__(cache_size=cache_size)
+        self.exponent = exponent
+
+    @property
+    def sign(self) -> Any:
+        """``+1`` (increasing) or ``-1`` (decreasing), elementwise."""
+        if isinstance(self.exponent, Number):
+            return (self.exponent > 0) - (self.exponent < 0)
+        return self.exponent.sign()
+
+    def _call(self, x: Tensor) -> Tensor:
+        return x.pow(self.exponent)
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        return y.pow(1 / self.exponent)
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        return (self.exponent * y / x).abs().log()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PowerTransform):
+            return False
+        if isinstance(self.exponent, Number) and isinstance(other.exponent, Number):
+            return self.exponent == other.exponent
+        return bool((self.exponent == other.exponent).all())  # a sync point, as in PyTorch
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+class AbsTransform(Transform):
+    """``y = |x|``. Not bijective: its "inverse" returns ``y`` itself (the non-negative
+    preimage), as in PyTorch, and it has no log-Jacobian."""
+
+    codomain = constraints.positive
+    bijective = False
+
+    def _call(self, x: Tensor) -> Tensor:
+        return x.abs()
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        return y
