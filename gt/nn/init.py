@@ -1,8 +1,16 @@
-"""``gt.nn.init``: in-place initializers with PyTorch's names and formulas."""
+"""``gt.nn.init``: in-place initializers with PyTorch's names and formulas.
+
+``generator`` (a ``gt.Generator``) makes an initializer draw on the client from that generator's
+seed stream; without it draws come from GT's global stream. The names without the trailing
+underscore (``normal``, ``xavier_uniform`` ...) are PyTorch's deprecated aliases: they warn
+``FutureWarning`` and call the ``_`` version.
+"""
 
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -99,14 +107,18 @@ def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
     return _assign(tensor, out)
 
 
-def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
+def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator: Any = None) -> Tensor:
     """Fill with samples uniform in ``[a, b)``."""
+    if generator is not None:
+        return _assign(tensor, _host_rng(generator).uniform(a, b, tensor.shape))
     with no_grad():
         return tensor.uniform_(a, b)
 
 
-def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Tensor:
     """Fill with normal samples."""
+    if generator is not None:
+        return _assign(tensor, _host_rng(generator).normal(mean, std, tensor.shape))
     with no_grad():
         return tensor.normal_(mean, std)
 
@@ -127,33 +139,78 @@ def ones_(tensor: Tensor) -> Tensor:
     return constant_(tensor, 1.0)
 
 
-def xavier_uniform_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
     """Glorot uniform: bound ``gain * sqrt(6 / (fan_in + fan_out))``."""
     fan_in, fan_out = _fans(tensor)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
-def xavier_normal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
     """Glorot normal: std ``gain * sqrt(2 / (fan_in + fan_out))``."""
     fan_in, fan_out = _fans(tensor)
-    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), generator)
 
 
-def kaiming_uniform_(
-    tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu"
-) -> Tensor:
+def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
+                     nonlinearity: str = "leaky_relu", generator: Any = None) -> Tensor:  # fmt: skip
     """He uniform: bound ``gain * sqrt(3 / fan)``."""
     fan_in, fan_out = _fans(tensor)
     fan = fan_in if mode == "fan_in" else fan_out
     bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / fan)
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
-def kaiming_normal_(
-    tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu"
-) -> Tensor:
+def kaiming_normal_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
+                    nonlinearity: str = "leaky_relu", generator: Any = None) -> Tensor:  # fmt: skip
     """He normal: std ``gain / sqrt(fan)``."""
     fan_in, fan_out = _fans(tensor)
     fan = fan_in if mode == "fan_in" else fan_out
-    return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan))
+    return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan), generator)
+
+
+def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator: Any = None) -> Tensor:
+    """Fill a matrix with normal samples of ``std``, then zero ``ceil(sparsity * rows)``
+    randomly chosen elements in every column (Martens, 2010)."""
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    zeros_per_col = math.ceil(sparsity * rows)
+    rng = _host_rng(generator)
+    out = rng.normal(0.0, std, (rows, cols))
+    for c in range(cols):
+        out[rng.permutation(rows)[:zeros_per_col], c] = 0.0
+    return _assign(tensor, out)
+
+
+def _make_deprecate(meth: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """PyTorch's deprecated spelling of ``meth`` (its name without the ``_``): warns, then calls
+    it."""
+    new_name = meth.__name__
+    old_name = new_name[:-1]
+
+    def deprecated_init(*args: Any, **kwargs: Any) -> Tensor:
+        warnings.warn(
+            f"`nn.init.{old_name}` is now deprecated in favor of `nn.init.{new_name}`.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return meth(*args, **kwargs)
+
+    deprecated_init.__doc__ = f"Deprecated: use :func:`{new_name}` (warns ``FutureWarning``)."
+    deprecated_init.__name__ = old_name
+    deprecated_init.__qualname__ = old_name
+    return deprecated_init
+
+
+uniform = _make_deprecate(uniform_)
+normal = _make_deprecate(normal_)
+constant = _make_deprecate(constant_)
+eye = _make_deprecate(eye_)
+dirac = _make_deprecate(dirac_)
+xavier_uniform = _make_deprecate(xavier_uniform_)
+xavier_normal = _make_deprecate(xavier_normal_)
+kaiming_uniform = _make_deprecate(kaiming_uniform_)
+kaiming_normal = _make_deprecate(kaiming_normal_)
+orthogonal = _make_deprecate(orthogonal_)
+sparse = _make_deprecate(sparse_)

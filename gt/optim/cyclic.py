@@ -1,9 +1,12 @@
-"""Schedulers that cycle or react: ``OneCycleLR``, ``CosineAnnealingWarmRestarts``,
+"""Schedulers that cycle or react: ``CyclicLR``, ``OneCycleLR``, ``CosineAnnealingWarmRestarts``,
 ``ReduceLROnPlateau`` (PyTorch's formulas, step for step)."""
 
 from __future__ import annotations
 
 import math
+import types
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from gt.optim.optimizer import Optimizer
@@ -197,3 +200,145 @@ class ReduceLROnPlateau(LRScheduler):
             if self.threshold_mode == "rel"
             else a > best + self.threshold
         )
+
+
+def _format_param(name: str, optimizer: Optimizer, value: Any) -> list:
+    """One value per parameter group (a list must have one per group), PyTorch's message."""
+    groups = optimizer.param_groups
+    if isinstance(value, (list, tuple)):
+        if len(value) != len(groups):
+            raise ValueError(
+                f"{name} must have the same length as optimizer.param_groups. "
+                f"{name} has {len(value)} values, param_groups has {len(groups)}."
+            )
+        return list(value)
+    return [value] * len(groups)
+
+
+class CyclicLR(LRScheduler):
+    """Cycle the rate between ``base_lr`` and ``max_lr`` (Smith, 2017), up over ``step_size_up``
+    steps and down over ``step_size_down``; step it after every batch.
+
+    ``mode``: ``"triangular"`` (constant amplitude), ``"triangular2"`` (halved each cycle) or
+    ``"exp_range"`` (scaled by ``gamma**iterations``); or a custom ``scale_fn`` of the cycle
+    number or the iteration (``scale_mode``). With ``cycle_momentum`` the momentum (or Adam's
+    beta1) cycles the opposite way between ``max_momentum`` and ``base_momentum``.
+    """
+
+    def __init__(self, optimizer: Optimizer, base_lr: float | list[float],
+                 max_lr: float | list[float], step_size_up: int = 2000,
+                 step_size_down: int | None = None, mode: str = "triangular",
+                 gamma: float = 1.0, scale_fn: Callable[[float], float] | None = None,
+                 scale_mode: str = "cycle", cycle_momentum: bool = True,
+                 base_momentum: float | list[float] = 0.8,
+                 max_momentum: float | list[float] = 0.9, last_epoch: int = -1):  # fmt: skip
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        base_lrs = _format_param("base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, optimizer.param_groups):
+                group["lr"] = lr
+        self.max_lrs = _format_param("max_lr", optimizer, max_lr)
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size = up + down
+        self.step_ratio = up / self.total_size
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        self.mode, self.gamma = mode, gamma
+        self._scale_fn_custom = scale_fn
+        self.scale_mode = scale_mode
+        self._init_scale_fn()
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError(
+                    "optimizer must support momentum or beta1 with `cycle_momentum` option enabled"
+                )
+            self.use_beta1 = "betas" in optimizer.defaults
+            self.base_momentums = _format_param("base_momentum", optimizer, base_momentum)
+            self.max_momentums = _format_param("max_momentum", optimizer, max_momentum)
+            if last_epoch == -1:
+                for hi, lo, group in zip(self.max_momentums, self.base_momentums,
+                                         optimizer.param_groups):  # fmt: skip
+                    if self.use_beta1:
+                        group["betas"] = (hi, *group["betas"][1:])
+                    else:
+                        group["momentum"] = hi
+                    group["max_momentum"], group["base_momentum"] = hi, lo
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def _init_scale_fn(self) -> None:
+        if self._scale_fn_custom is not None:
+            return
+        if self.mode == "triangular":
+            self._scale_fn_ref = self._triangular_scale_fn
+            self.scale_mode = "cycle"
+        elif self.mode == "triangular2":
+            self._scale_fn_ref = self._triangular2_scale_fn
+            self.scale_mode = "cycle"
+        elif self.mode == "exp_range":
+            self._scale_fn_ref = partial(self._exp_range_scale_fn, self.gamma)
+            self.scale_mode = "iterations"
+
+    def scale_fn(self, x: float) -> float:
+        """The amplitude's scale at cycle (or iteration) ``x``."""
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        return self._scale_fn_ref(x)
+
+    @staticmethod
+    def _triangular_scale_fn(x: float) -> float:
+        return 1.0
+
+    @staticmethod
+    def _triangular2_scale_fn(x: float) -> float:
+        return 1 / (2.0 ** (x - 1))
+
+    @staticmethod
+    def _exp_range_scale_fn(gamma: float, x: float) -> float:
+        return gamma**x
+
+    def get_lr(self) -> list[float]:
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        if x <= self.step_ratio:
+            scale_factor = x / self.step_ratio
+        else:
+            scale_factor = (x - 1) / (self.step_ratio - 1)
+        at = cycle if self.scale_mode == "cycle" else self.last_epoch
+        lrs = [
+            base + ((hi - base) * scale_factor) * self.scale_fn(at)
+            for base, hi in zip(self.base_lrs, self.max_lrs)
+        ]
+        if self.cycle_momentum:
+            for lo, hi, group in zip(self.base_momentums, self.max_momentums,
+                                     self.optimizer.param_groups):  # fmt: skip
+                momentum = hi - ((hi - lo) * scale_factor) * self.scale_fn(at)
+                if self.use_beta1:
+                    group["betas"] = (momentum, *group["betas"][1:])
+                else:
+                    group["momentum"] = momentum
+        return lrs
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything but the optimizer and the scale functions (a custom ``scale_fn`` that is
+        a callable object, not a function, is saved as its ``__dict__``)."""
+        state = super().state_dict()
+        state.pop("_scale_fn_ref", None)
+        fn = state.pop("_scale_fn_custom")
+        state["_scale_fn_custom"] = None
+        if fn is not None and not isinstance(fn, types.FunctionType):
+            state["_scale_fn_custom"] = fn.__dict__.copy()
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (keeping this scheduler's own scale functions)."""
+        state_dict = dict(state_dict)
+        fn = state_dict.pop("_scale_fn_custom")
+        super().load_state_dict(state_dict)
+        if fn is not None:
+            self._scale_fn_custom.__dict__.update(fn)
+        self._init_scale_fn()

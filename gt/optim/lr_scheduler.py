@@ -11,10 +11,15 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from gt.optim.cyclic import CosineAnnealingWarmRestarts, OneCycleLR, ReduceLROnPlateau
+from gt.optim.cyclic import (
+    CosineAnnealingWarmRestarts,
+    CyclicLR,
+    OneCycleLR,
+    ReduceLROnPlateau,
+)
 from gt.optim.optimizer import Optimizer
 from gt.optim.scheduler_base import LRScheduler
 
@@ -240,10 +245,66 @@ class SequentialLR(LRScheduler):
         self._last_lr = sched.get_last_lr()
 
 
+class ChainedScheduler(LRScheduler):
+    """Step several schedulers of one optimizer together: each ``step()`` steps them all in
+    order, so their effects compose (say, a warm-up times a decay)."""
+
+    def __init__(self, schedulers: Sequence[LRScheduler],
+                 optimizer: Optimizer | None = None):  # fmt: skip
+        if len(schedulers) < 1:
+            raise ValueError(
+                f"{type(self).__name__} expects at least one scheduler to be chained, but got no "
+                "scheduler."
+            )
+        optimizer = optimizer or schedulers[0].optimizer
+        for i, s in enumerate(schedulers):
+            if not hasattr(s, "optimizer"):
+                raise TypeError(
+                    f"{type(self).__name__} at index {i} should have `optimizer` as its attribute."
+                )
+            if isinstance(s, ReduceLROnPlateau):
+                raise ValueError(
+                    f"{type(self).__name__} does not support `ReduceLROnPlateau` scheduler as it "
+                    "requires additional kwargs to be specified when calling `step`, but got one "
+                    f"at index {i} in the given schedulers sequence."
+                )
+            if optimizer is not s.optimizer:
+                raise ValueError(
+                    f"{type(self).__name__} expects all schedulers to belong to the same "
+                    f"optimizer, but got scheduler {type(s).__name__} at index {i} has "
+                    f"{s.optimizer}, which is different from {type(optimizer).__name__}."
+                )
+        self._schedulers = schedulers
+        self.optimizer = optimizer
+        self._last_lr = self._lrs()
+
+    def step(self) -> None:  # type: ignore[override]
+        """Step every scheduler, in order."""
+        for s in self._schedulers:
+            s.step()
+        self._last_lr = self._lrs()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything but the optimizer, with each scheduler's own state dict."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`, each scheduler from its own."""
+        state = dict(state_dict)
+        saved = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for s, st in zip(self._schedulers, saved):
+            s.load_state_dict(st)
+
+
 __all__ = [
+    "ChainedScheduler",
     "ConstantLR",
     "CosineAnnealingLR",
     "CosineAnnealingWarmRestarts",
+    "CyclicLR",
     "ExponentialLR",
     "LRScheduler",
     "LambdaLR",

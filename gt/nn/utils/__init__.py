@@ -1,81 +1,60 @@
-"""``gt.nn.utils``: gradient clipping, parameters as one vector; ``gt.nn.utils.rnn`` packs
-variable-length sequences."""
+"""``gt.nn.utils``: PyTorch's ``torch.nn.utils``.
+
+Gradient clipping (``clip_grad_norm_``, ``get_total_norm``, ``clip_grads_with_norm_``,
+``clip_grad_value_``), parameters as one vector (``convert_parameters``), batch-norm fusion
+(``fuse_conv_bn_eval`` ...), ``skip_init``, weight and spectral normalization (the hook-based
+``weight_norm`` / ``spectral_norm`` and, in ``parametrizations``, the parametrization-based ones),
+``parametrize`` (``register_parametrization`` ...), ``stateless.functional_call``, and
+``rnn`` (packed variable-length sequences).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
-
-from gt.autograd import no_grad
-from gt.factories import zeros
-from gt.nn.utils import rnn
-from gt.ops.shaping import cat, stack
-from gt.tensor import Tensor
-
-
-def _grads(parameters: Any) -> list[Tensor]:
-    if isinstance(parameters, Tensor):
-        parameters = [parameters]
-    return [p.grad for p in parameters if p.grad is not None]
-
-
-def clip_grad_norm_(
-    parameters: Iterable[Tensor] | Tensor, max_norm: float, norm_type: float = 2.0
-) -> Tensor:
-    """Scale gradients in place so their joint norm is at most ``max_norm``; returns that norm.
-
-    Runs without a sync point: the norm and the scale stay on the worker.
-    """
-    grads = _grads(parameters)
-    with no_grad():
-        if not grads:
-            return zeros(())
-        norms = stack([g.norm(norm_type).to("float32") for g in grads])
-        total = norms.norm(norm_type)
-        scale = (max_norm / (total + 1e-6)).clamp(max=1.0)
-        for g in grads:
-            g.mul_(scale.to(g.dtype))
-    return total
-
-
-def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float) -> None:
-    """Clamp every gradient element to ``[-clip_value, clip_value]``, in place."""
-    with no_grad():
-        for g in _grads(parameters):
-            g.clamp_(-clip_value, clip_value)
-
-
-def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
-    """Every parameter flattened and joined into one 1-d tensor (differentiable)."""
-    parts = [p.reshape(-1) for p in parameters]
-    if not parts:
-        raise RuntimeError("parameters_to_vector: no parameters")
-    return cat(parts)
-
-
-def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
-    """Copy consecutive slices of the 1-d ``vec`` into the parameters (not recorded)."""
-    if not isinstance(vec, Tensor):
-        raise TypeError(f"expected torch.Tensor, but got: {type(vec).__name__}")
-    params = list(parameters)
-    total = sum(p.numel() for p in params)
-    if vec.dim() != 1 or vec.shape[0] != total:
-        raise RuntimeError(
-            f"vector_to_parameters: a vector of {total} elements was expected, got shape "
-            f"{list(vec.shape)}"
-        )
-    start = 0
-    with no_grad():
-        for p in params:
-            n = p.numel()
-            p.copy_(vec[start : start + n].reshape(p.shape))
-            start += n
-
+from gt.nn.utils import (
+    convert_parameters,
+    parametrizations,
+    parametrize,
+    rnn,
+    stateless,
+)
+from gt.nn.utils.clip_grad import (
+    clip_grad_norm,
+    clip_grad_norm_,
+    clip_grad_value_,
+    clip_grads_with_norm_,
+    get_total_norm,
+)
+from gt.nn.utils.convert_parameters import parameters_to_vector, vector_to_parameters
+from gt.nn.utils.fusion import (
+    fuse_conv_bn_eval,
+    fuse_conv_bn_weights,
+    fuse_linear_bn_eval,
+    fuse_linear_bn_weights,
+)
+from gt.nn.utils.init import skip_init
+from gt.nn.utils.spectral_norm import remove_spectral_norm, spectral_norm
+from gt.nn.utils.weight_norm import remove_weight_norm, weight_norm
 
 __all__ = [
+    "clip_grad_norm",
     "clip_grad_norm_",
     "clip_grad_value_",
+    "clip_grads_with_norm_",
+    "convert_parameters",
+    "fuse_conv_bn_eval",
+    "fuse_conv_bn_weights",
+    "fuse_linear_bn_eval",
+    "fuse_linear_bn_weights",
+    "get_total_norm",
     "parameters_to_vector",
+    "parametrizations",
+    "parametrize",
+    "remove_spectral_norm",
+    "remove_weight_norm",
     "rnn",
+    "skip_init",
+    "spectral_norm",
+    "stateless",
     "vector_to_parameters",
+    "weight_norm",
 ]

@@ -46,6 +46,7 @@ MODULES = (
     "linalg_more",
     "tensor_api_more",
     "nn_more",
+    "utils_more",
     "distributions_more",
     "autograd_functional",
 )

@@ -1,0 +1,39 @@
+"""``parameters_to_vector`` and ``vector_to_parameters``: a model's parameters as one 1-d tensor
+and back (PyTorch's ``torch.nn.utils.convert_parameters``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gt.autograd import no_grad
+from gt.ops.shaping import cat
+from gt.tensor import Tensor
+
+__all__ = ["parameters_to_vector", "vector_to_parameters"]
+
+
+def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
+    """Every parameter flattened and joined into one 1-d tensor (differentiable)."""
+    parts = [p.reshape(-1) for p in parameters]
+    if not parts:
+        raise RuntimeError("parameters_to_vector: no parameters")
+    return cat(parts)
+
+
+def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
+    """Copy consecutive slices of the 1-d ``vec`` into the parameters (not recorded)."""
+    if not isinstance(vec, Tensor):
+        raise TypeError(f"expected torch.Tensor, but got: {type(vec).__name__}")
+    params = list(parameters)
+    total = sum(p.numel() for p in params)
+    if vec.dim() != 1 or vec.shape[0] != total:
+        raise RuntimeError(
+            f"vector_to_parameters: a vector of {total} elements was expected, got shape "
+            f"{list(vec.shape)}"
+        )
+    start = 0
+    with no_grad():
+        for p in params:
+            n = p.numel()
+            p.copy_(vec[start : start + n].reshape(p.shape))
+            start += n
