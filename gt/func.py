@@ -1,19 +1,29 @@
-"""``gt.func``: PyTorch's ``torch.func.functional_call`` and ``stack_module_state``.
+"""``gt.func``: PyTorch's ``torch.func``: ``functional_call``, ``stack_module_state`` and the
+function transforms ``grad``, ``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``,
+``hessian`` and ``vmap``.
 
-(``grad``, ``vmap`` and the other function transforms of ``torch.func`` are not here.)
+The transforms are built on GT's reverse-mode autograd with ``create_graph=True``, so they compose
+(``grad(grad(f))``, ``vmap(grad(f))`` for per-sample gradients, ``jacrev(jacrev(f))``). Inputs need
+not require grad: each transform differentiates with respect to fresh copies of its arguments,
+which stay connected to any outer transform's. Two differences from PyTorch, both in speed, not
+results: ``vmap`` runs the function once per batch entry and stacks the results (no batching
+rules), and ``jacfwd`` computes the same Jacobian as ``jacrev`` in reverse mode.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from gt.autograd.functional import _grads
+from gt.grad_mode import enable_grad
 from gt.nn.module import Module
 from gt.nn.utils.stateless import call
 from gt.ops.shaping import stack
 from gt.tensor import Tensor
 
-__all__ = ["functional_call", "stack_module_state"]
+__all__ = ["functional_call", "grad", "grad_and_value", "hessian", "jacfwd", "jacrev", "jvp",
+           "stack_module_state", "vjp", "vmap"]  # fmt: skip
 
 
 def functional_call(module: Module, parameter_and_buffer_dicts: dict[str, Tensor] | Sequence[dict[str, Tensor]],
@@ -82,3 +92,207 @@ def stack_module_state(models: Sequence[Module]) -> tuple[dict[str, Tensor], dic
         {k: stacked([p[k] for p in params], k) for k in params[0]},
         {k: stacked([b[k] for b in buffers], k) for k in buffers[0]},
     )
+
+
+# ------------------------------------------------------------------ pytrees (tensors in tuples,
+# lists and dicts, as torch.func's arguments and results)
+def _leaves(tree: Any) -> list:
+    if isinstance(tree, Tensor):
+        return [tree]
+    if isinstance(tree, (tuple, list)):
+        return [leaf for item in tree for leaf in _leaves(item)]
+    if isinstance(tree, dict):
+        return [leaf for k in tree for leaf in _leaves(tree[k])]
+    return []
+
+
+def _rebuild(tree: Any, leaves: list) -> Any:
+    """``tree`` with its tensors replaced, in order, by ``leaves`` (consumed)."""
+    if isinstance(tree, Tensor):
+        return leaves.pop(0)
+    if isinstance(tree, tuple):
+        return tuple(_rebuild(item, leaves) for item in tree)
+    if isinstance(tree, list):
+        return [_rebuild(item, leaves) for item in tree]
+    if isinstance(tree, dict):
+        return {k: _rebuild(tree[k], leaves) for k in tree}
+    return tree
+
+
+def _fresh(t: Tensor) -> Tensor:
+    """A tensor to differentiate with respect to: connected to ``t`` if ``t`` is already part of
+    an outer transform's graph, else a new leaf."""
+    return t.clone() if t.requires_grad else t.detach().requires_grad_(True)
+
+
+def _argnums(argnums: Any, n: int) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for a in nums:
+        if not -n <= a < n:
+            raise RuntimeError(f"Got argnums={argnums} but only {n} positional inputs")
+    return tuple(a % n for a in nums)
+
+
+def _prepare(args: tuple, argnums: Any) -> tuple[tuple, tuple[int, ...], list]:
+    nums = _argnums(argnums, len(args))
+    args = list(args)
+    diff = []
+    for a in nums:
+        leaves = [_fresh(t) for t in _leaves(args[a])]
+        diff.append(leaves)
+        args[a] = _rebuild(args[a], list(leaves))
+    return tuple(args), nums, diff
+
+
+def grad_and_value(func: Callable, argnums: Any = 0, has_aux: bool = False) -> Callable:
+    """``f -> (args -> (d f / d args[argnums], f(args)))`` for a function returning one number
+    (with ``has_aux``: ``(number, aux)``; then the result is ``(grad, (value, aux))``)."""
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with enable_grad():
+            call_args, nums, diff = _prepare(args, argnums)
+            out = func(*call_args, **kwargs)
+            aux = None
+            if has_aux:
+                if not (isinstance(out, tuple) and len(out) == 2):
+                    raise RuntimeError("grad_and_value(f)(*args): output of function f should be "
+                                       "a tuple: (output, aux) if has_aux is True")  # fmt: skip
+                out, aux = out
+            if not isinstance(out, Tensor) or out.numel() != 1:
+                raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return a "
+                                   "scalar Tensor")  # fmt: skip
+            flat = [leaf for leaves in diff for leaf in leaves]
+            gs = list(_grads((out.reshape(()),), tuple(flat), (None,), True, False, "grad"))
+            grads = tuple(_rebuild(args[a], gs) for a in nums)
+        g = grads[0] if isinstance(argnums, int) else grads
+        return (g, (out, aux)) if has_aux else (g, out)
+
+    return wrapped
+
+
+def grad(func: Callable, argnums: Any = 0, has_aux: bool = False) -> Callable:
+    """``f -> (args -> d f / d args[argnums])`` for a function returning one number (with
+    ``has_aux``: ``(grad, aux)``)."""
+    both = grad_and_value(func, argnums, has_aux)
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        g, value = both(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+
+    return wrapped
+
+
+def vjp(func: Callable, *primals: Any, has_aux: bool = False) -> tuple:
+    """``(func(*primals), vjp_fn)``: ``vjp_fn(cotangents)`` gives one vector-Jacobian product per
+    primal."""
+    with enable_grad():
+        call_args, _, diff = _prepare(primals, tuple(range(len(primals))))
+        out = func(*call_args)
+        aux = None
+        if has_aux:
+            out, aux = out
+    outs = _leaves(out)
+    flat = tuple(leaf for leaves in diff for leaf in leaves)
+
+    def vjp_fn(cotangents: Any) -> tuple:
+        with enable_grad():
+            gs = list(_grads(tuple(outs), flat, tuple(_leaves(cotangents)), True, False, "vjp"))
+        return tuple(_rebuild(p, gs) for p in primals)
+
+    return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+
+def jvp(func: Callable, primals: Any, tangents: Any, *, has_aux: bool = False) -> tuple:
+    """``(func(*primals), J @ tangents)`` (by the double-backward trick)."""
+    if not isinstance(primals, tuple) or not isinstance(tangents, tuple):
+        raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to be tuples")
+    with enable_grad():
+        call_args, _, diff = _prepare(primals, tuple(range(len(primals))))
+        out = func(*call_args)
+        aux = None
+        if has_aux:
+            out, aux = out
+        outs = _leaves(out)
+        flat = tuple(leaf for leaves in diff for leaf in leaves)
+        dummies = tuple(o.new_zeros(o.shape).requires_grad_(True) for o in outs)
+        g = _grads(tuple(outs), flat, dummies, True, False, "jvp")
+        res = list(_grads(g, dummies, tuple(_leaves(tangents)), True, False, "jvp"))
+    tangent_out = _rebuild(out, res)
+    return (out, tangent_out, aux) if has_aux else (out, tangent_out)
+
+
+def jacrev(func: Callable, argnums: Any = 0, *, has_aux: bool = False,
+           chunk_size: int | None = None) -> Callable:  # fmt: skip
+    """``f -> (args -> Jacobian of f at args with respect to args[argnums])``: for each output
+    tensor, a tensor of shape ``output.shape + input.shape`` (nested as the inputs are)."""
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with enable_grad():
+            call_args, nums, diff = _prepare(args, argnums)
+            out = func(*call_args, **kwargs)
+            aux = None
+            if has_aux:
+                out, aux = out
+            flat = tuple(leaf for leaves in diff for leaf in leaves)
+            per_output = []
+            for o in _leaves(out):
+                rows: list[list] = [[] for _ in flat]
+                element = o.reshape(-1)
+                for k in range(element.numel()):
+                    gs = _grads((element[k],), flat, (None,), True, False, "jacrev")
+                    for i, g in enumerate(gs):
+                        rows[i].append(g)
+                blocks = [
+                    stack(rows[i], 0).reshape(tuple(o.shape) + tuple(x.shape))
+                    if rows[i] else x.new_zeros(tuple(o.shape) + tuple(x.shape))
+                    for i, x in enumerate(flat)
+                ]  # fmt: skip
+                per_arg = tuple(_rebuild(args[a], blocks) for a in nums)
+                per_output.append(per_arg[0] if isinstance(argnums, int) else per_arg)
+            result = _rebuild(out, per_output)
+        return (result, aux) if has_aux else result
+
+    return wrapped
+
+
+def jacfwd(func: Callable, argnums: Any = 0, has_aux: bool = False, *,
+           randomness: str = "error") -> Callable:  # fmt: skip
+    """The same Jacobian as :func:`jacrev` (computed in reverse mode: GT has no forward mode)."""
+    return jacrev(func, argnums, has_aux=has_aux)
+
+
+def hessian(func: Callable, argnums: Any = 0) -> Callable:
+    """``f -> (args -> Hessian of a scalar f)``: ``jacfwd(jacrev(f))``."""
+    return jacfwd(jacrev(func, argnums), argnums)
+
+
+def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = "error", *,
+         chunk_size: int | None = None) -> Callable:  # fmt: skip
+    """``func`` mapped over dim ``in_dims`` of its arguments (``None``: not mapped; a tuple: one
+    per argument), results stacked along ``out_dims``. Runs ``func`` once per batch entry."""
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        dims = in_dims if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(args)
+        if len(dims) != len(args):
+            raise ValueError(f"vmap(f, in_dims={in_dims}, ...)(<inputs>): in_dims is not "
+                             f"compatible with the structure of inputs ({len(args)} arguments)")  # fmt: skip
+        sizes = {leaf.shape[d] for a, d in zip(args, dims) if d is not None for leaf in _leaves(a)}
+        if not sizes:
+            raise ValueError("vmap(f, in_dims=..., ...)(<inputs>): at least one input must be "
+                             "mapped over (got in_dims all None)")  # fmt: skip
+        if len(sizes) != 1:
+            raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped "
+                             f"dimension, got sizes {sorted(sizes)} for the mapped dimension")  # fmt: skip
+        (n,) = sizes
+        results = []
+        for i in range(n):
+            one = [a if d is None else _rebuild(a, [t.select(d, i) for t in _leaves(a)])
+                   for a, d in zip(args, dims)]  # fmt: skip
+            results.append(func(*one, **kwargs))
+        first = results[0]
+        columns = list(zip(*[_leaves(r) for r in results]))
+        outs = out_dims if isinstance(out_dims, (tuple, list)) else (out_dims,) * len(columns)
+        stacked = [stack(list(col), d) for col, d in zip(columns, outs)]
+        return _rebuild(first, stacked)
+
+    return wrapped

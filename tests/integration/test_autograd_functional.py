@@ -63,3 +63,21 @@ def test_strict_mode_and_bad_arguments_raise_as_pytorch(conn):
         _af().vjp(lambda a: a * 2, x)
     with pytest.raises(TypeError, match="Tensor or a tuple of Tensors"):
         _af().jacobian(lambda a: a, [1.0])
+
+
+def test_func_transforms_compose_and_check_their_arguments(conn):
+    fn = gt.func
+    x = gt.tensor([0.5, -1.0, 2.0], dtype="float64")
+    np.testing.assert_allclose(fn.grad(lambda t: t.pow(3).sum())(x).numpy(), 3 * x.numpy() ** 2)
+    second = fn.grad(lambda t: fn.grad(lambda s: s.pow(3).sum())(t).sum())(x)
+    np.testing.assert_allclose(second.numpy(), 6 * x.numpy())
+    rows = gt.tensor(np.arange(6.0).reshape(2, 3), dtype="float64")
+    per_row = fn.vmap(fn.grad(lambda r: (r * r).sum()))(rows)
+    np.testing.assert_allclose(per_row.numpy(), 2 * rows.numpy())
+    assert not x.requires_grad  # the transforms leave their arguments alone
+    with pytest.raises(RuntimeError, match="scalar"):
+        fn.grad(lambda t: t * 2)(x)
+    with pytest.raises(ValueError, match="same size in the mapped dimension"):
+        fn.vmap(lambda a, b: a + b)(gt.zeros(2, 3), gt.zeros(3, 3))
+    with pytest.raises(RuntimeError, match="argnums"):
+        fn.grad(lambda t: t.sum(), argnums=2)(x)

@@ -49,6 +49,7 @@ MODULES = (
     "utils_more",
     "distributions_more",
     "autograd_functional",
+    "func_transforms",
 )
 
 
