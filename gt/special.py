@@ -39,6 +39,8 @@ __all__ = [
     "log_softmax",
     "logit",
     "logsumexp",
+    "modified_bessel_i0",
+    "modified_bessel_i1",
     "multigammaln",
     "ndtr",
     "ndtri",
@@ -47,6 +49,7 @@ __all__ = [
     "round",
     "sinc",
     "softmax",
+    "spherical_bessel_j0",
     "xlog1py",
     "xlogy",
     "zeta",
@@ -144,6 +147,23 @@ def i1e(input: Tensor) -> Tensor:
     """``exp(-|x|) * i1(x)``."""
     x = _float(input)
     return x._apply("i1e", [x])
+
+
+def modified_bessel_i0(input: Tensor) -> Tensor:
+    """``I0(x)`` (the same as :func:`i0`)."""
+    return i0(input)
+
+
+def modified_bessel_i1(input: Tensor) -> Tensor:
+    """``I1(x)`` (the same as :func:`i1`)."""
+    return i1(input)
+
+
+def spherical_bessel_j0(input: Tensor) -> Tensor:
+    """The spherical Bessel function of the first kind of order 0, ``sin(x) / x`` (1 at 0)."""
+    x = _float(input)
+    safe = where(x == 0, x * 0 + 1, x)  # (no 0/0 in the branch not taken)
+    return where(x == 0, x * 0 + 1, safe.sin() / safe)
 
 
 def erfcx(input: Tensor) -> Tensor:

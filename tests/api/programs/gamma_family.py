@@ -134,6 +134,8 @@ def bessel_zeta_incomplete_gamma_and_gamma_cdf(torch):
         "erfcx": sp.erfcx(x / 3), "zeta": sp.zeta(3.0, q), "zeta_t": sp.zeta(q + 1.5, q),
         "gammainc": sp.gammainc(q.detach(), v), "gammaincc": torch.igammac(q.detach(), v),
         "igamma": q.detach().igamma(v),
+        "spherical_j0": sp.spherical_bessel_j0(x), "mod_i0": sp.modified_bessel_i0(x),
+        "mod_i1": sp.modified_bessel_i1(x),
     }  # fmt: skip
     total = sum(t.sum() for k, t in out.items() if k != "zeta_t")
     (gx, gq, gv) = torch.autograd.grad(total, [x, q, v])
