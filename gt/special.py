@@ -1,8 +1,7 @@
 """``gt.special``: the functions of ``torch.special`` that ported code reaches for, composed from GT's
 differentiable ops (so each works on every worker and has gradients).
 
-Not here: the Bessel functions J, Y and K, the Airy function and the orthogonal polynomials; GT
-has no kernels for them yet.
+Not here: the Airy function and the orthogonal polynomials; GT has no kernels for them yet.
 """
 
 from __future__ import annotations
@@ -18,6 +17,14 @@ from gt.runtime.ops.base import sum_to
 from gt.tensor import Tensor
 
 __all__ = [
+    "bessel_j0",
+    "bessel_j1",
+    "bessel_y0",
+    "bessel_y1",
+    "modified_bessel_k0",
+    "modified_bessel_k1",
+    "scaled_modified_bessel_k0",
+    "scaled_modified_bessel_k1",
     "digamma",
     "entr",
     "erf",
@@ -164,6 +171,30 @@ def spherical_bessel_j0(input: Tensor) -> Tensor:
     x = _float(input)
     safe = where(x == 0, x * 0 + 1, x)  # (no 0/0 in the branch not taken)
     return where(x == 0, x * 0 + 1, safe.sin() / safe)
+
+
+def _bessel(name: str, doc: str) -> Any:
+    def fn(input: Tensor) -> Tensor:
+        x = _float(input)
+        return x._apply(name, [x], grad=False)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc + " (no derivative, as in PyTorch)."
+    return fn
+
+
+bessel_j0 = _bessel("bessel_j0", "The Bessel function of the first kind of order 0")
+bessel_j1 = _bessel("bessel_j1", "The Bessel function of the first kind of order 1")
+bessel_y0 = _bessel("bessel_y0", "The Bessel function of the second kind of order 0")
+bessel_y1 = _bessel("bessel_y1", "The Bessel function of the second kind of order 1")
+modified_bessel_k0 = _bessel(
+    "bessel_k0", "The modified Bessel function of the second kind, order 0"
+)
+modified_bessel_k1 = _bessel(
+    "bessel_k1", "The modified Bessel function of the second kind, order 1"
+)
+scaled_modified_bessel_k0 = _bessel("bessel_k0e", "``exp(x) * modified_bessel_k0(x)``")
+scaled_modified_bessel_k1 = _bessel("bessel_k1e", "``exp(x) * modified_bessel_k1(x)``")
 
 
 def erfcx(input: Tensor) -> Tensor:

@@ -160,6 +160,7 @@ SAMPLES: dict[str, tuple[list, object]] = {
     "gammaincc": ([POS, 1.5], None),
     "erfcx": ([A], None),
     "poisson": ([POS], {"seed": 5}),
+    **{f"bessel_{fn}": ([POS], None) for fn in ("j0", "j1", "y0", "y1", "k0", "k1", "k0e", "k1e")},
 }
 
 

@@ -185,3 +185,23 @@ def test_bessel_zeta_incomplete_gamma_and_erfcx_agree_with_scipy():
                                   special.gammainc(edges_a, edges_x))  # fmt: skip
     y = np.concatenate([np.linspace(-5, 60, 651), [-30.0, 1e3, 1e10]])
     np.testing.assert_allclose(sm.erfcx(np, y, ERFC), special.erfcx(y), rtol=1e-12)
+
+
+def test_bessel_j_y_k_agree_with_scipy():
+    special = pytest.importorskip("scipy.special")
+    x = np.concatenate([np.linspace(-120, 120, 2401), [0.0, 7.99, 8.01, 49.99, 50.01, 1e4]])
+    np.testing.assert_allclose(sm.bessel_j(np, 0, x), special.j0(x), atol=1e-14)
+    np.testing.assert_allclose(sm.bessel_j(np, 1, x), special.j1(x), atol=1e-14)
+    pos = np.concatenate([np.geomspace(1e-8, 120, 1201), [7.99, 8.01, 49.99, 50.01, 1e4]])
+    for order, ref in ((0, special.y0), (1, special.y1)):
+        want = ref(pos)
+        np.testing.assert_allclose(sm.bessel_y(np, order, pos), want, rtol=1e-12,
+                                   atol=1e-13)  # fmt: skip
+    k = np.concatenate([np.geomspace(1e-14, 700, 1500), [49.99, 50.01]])
+    for order, scaled, ref in ((0, False, special.k0), (1, False, special.k1),
+                               (0, True, special.k0e), (1, True, special.k1e)):  # fmt: skip
+        np.testing.assert_allclose(sm.bessel_k(np, order, k, scaled), ref(k), rtol=2e-12)
+    edges = np.array([0.0, -1.0, np.inf, -np.inf, np.nan])
+    np.testing.assert_array_equal(sm.bessel_y(np, 0, edges), special.y0(edges))
+    np.testing.assert_array_equal(sm.bessel_j(np, 1, edges), special.j1(edges))
+    np.testing.assert_array_equal(sm.bessel_k(np, 1, edges, False), special.k1(edges))

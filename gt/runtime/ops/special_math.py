@@ -302,6 +302,140 @@ def erfcx(xp: Any, x: Any, erfc: Callable[[Any], Any]) -> Any:
     return xp.where(xp.isnan(x), math.nan, out)
 
 
+_EULER_GAMMA = 0.5772156649015329
+#: Where Bessel J and Y switch to their asymptotic (Hankel) expansions.
+_HANKEL_FROM = 50.0
+#: Below this, Y uses its Neumann series; between it and :data:`_HANKEL_FROM`, integrals.
+_Y_SERIES_BELOW = 8.0
+
+
+def _hankel(xp: Any, order: int, x: Any) -> tuple[Any, Any]:
+    """``(J, Y)`` of ``order`` for ``x >= 50`` from the Hankel expansions ``P``, ``Q``."""
+    mu = 4.0 * order * order
+    p = xp.ones(x.shape, dtype=xp.float64)
+    q = xp.zeros(x.shape, dtype=xp.float64)
+    term = xp.ones(x.shape, dtype=xp.float64)
+    for k in range(1, 30):
+        term = term * (mu - (2 * k - 1) ** 2) / (k * 8.0 * x)
+        if k % 2:
+            q = q + (term if k % 4 == 1 else -term)
+        else:
+            p = p + (-term if k % 4 == 2 else term)
+    chi = x - (order / 2.0 + 0.25) * math.pi
+    scale = xp.sqrt(2.0 / (math.pi * x))
+    return scale * (p * xp.cos(chi) - q * xp.sin(chi)), scale * (p * xp.sin(chi) + q * xp.cos(chi))
+
+
+def bessel_j(xp: Any, order: int, x: Any) -> Any:
+    """The Bessel function of the first kind ``J_order(x)`` (order 0 or 1): the trapezoidal rule
+    on its periodic integral below |x| = 50 (exponentially convergent), Hankel's expansion above."""
+    x = xp.asarray(x, dtype=xp.float64)
+    ax = xp.abs(x)
+    with _quiet(xp):
+        near = xp.minimum(ax, _HANKEL_FROM)
+        m = 160
+        total = xp.zeros(x.shape, dtype=xp.float64)
+        for k in range(m):
+            tau = 2.0 * math.pi * k / m
+            total = total + xp.cos(order * tau - near * math.sin(tau))
+        inner = total / m
+        outer = _hankel(xp, order, xp.maximum(ax, _HANKEL_FROM))[0]
+        out = xp.where(ax < _HANKEL_FROM, inner, outer)
+        if order == 1:
+            out = xp.where(x < 0, -out, out)
+    return xp.where(~xp.isfinite(x), math.nan, out)  # (NaN at +-inf, as SciPy and PyTorch)
+
+
+def _gauss_legendre(n: int, a: float, b: float) -> tuple[Any, Any]:
+    import numpy as np  # noqa: PLC0415 - host-side quadrature nodes
+
+    nodes, weights = np.polynomial.legendre.leggauss(n)
+    return (b - a) / 2 * nodes + (a + b) / 2, (b - a) / 2 * weights
+
+
+def bessel_y(xp: Any, order: int, x: Any) -> Any:
+    """The Bessel function of the second kind ``Y_order(x)`` (order 0 or 1; NaN for ``x < 0``,
+    ``-inf`` at 0): its Neumann series below 8, its integral representation (Gauss-Legendre) up
+    to 50, Hankel's expansion above."""
+    x = xp.asarray(x, dtype=xp.float64)
+    with _quiet(xp):
+        xs = xp.clip(x, 1e-300, _Y_SERIES_BELOW)
+        half = xs / 2.0
+        log_term = (2.0 / math.pi) * (xp.log(half) + _EULER_GAMMA) * bessel_j(xp, order, xs)
+        series = xp.zeros(x.shape, dtype=xp.float64)
+        harmonic = 0.0
+        if order == 0:  # (2/pi) sum_k>=1 (-1)^(k+1) H_k (x/2)^2k / (k!)^2
+            term = xp.ones(x.shape, dtype=xp.float64)
+            for k in range(1, 60):
+                term = -term * half * half / (k * k)
+                harmonic += 1.0 / k
+                series = series - harmonic * term
+            small = log_term + (2.0 / math.pi) * series
+        else:  # -2/(pi x) - (1/pi) sum_k>=0 (-1)^k (H_k + H_k+1) (x/2)^(2k+1) / (k! (k+1)!)
+            term = half.copy()
+            for k in range(0, 60):
+                if k:
+                    term = -term * half * half / (k * (k + 1))
+                nxt = harmonic + 1.0 / (k + 1)
+                series = series + (harmonic + nxt) * term
+                harmonic = nxt
+            small = log_term - 2.0 / (math.pi * xs) - series / math.pi
+        mid_x = xp.clip(x, _Y_SERIES_BELOW, _HANKEL_FROM)
+        t1, w1 = _gauss_legendre(160, 0.0, math.pi)
+        first = xp.zeros(x.shape, dtype=xp.float64)
+        for t, w in zip(t1.tolist(), w1.tolist()):
+            first = first + w * xp.sin(mid_x * math.sin(t) - order * t)
+        # e^(-x sinh t) is below 1e-21 once x sinh t > 48: t up to asinh(48 / 8)
+        t2, w2 = _gauss_legendre(160, 0.0, math.asinh(48.0 / _Y_SERIES_BELOW))
+        second = xp.zeros(x.shape, dtype=xp.float64)
+        sign = 1.0 if order % 2 == 0 else -1.0
+        for t, w in zip(t2.tolist(), w2.tolist()):
+            second = second + w * (math.exp(order * t) + sign * math.exp(-order * t)) * xp.exp(
+                -mid_x * math.sinh(t)
+            )
+        mid = (first - second) / math.pi
+        far = _hankel(xp, order, xp.maximum(x, _HANKEL_FROM))[1]
+        out = xp.where(x < _Y_SERIES_BELOW, small, xp.where(x < _HANKEL_FROM, mid, far))
+        out = xp.where(x == 0, -math.inf, out)
+        out = xp.where((x < 0) | ~xp.isfinite(x), math.nan, out)  # (NaN at inf, as SciPy)
+    return out
+
+
+def bessel_k(xp: Any, order: int, x: Any, scaled: bool) -> Any:
+    """The modified Bessel function of the second kind ``K_order(x)`` (order 0 or 1), times
+    ``exp(x)`` if ``scaled``: below 50 the trapezoidal rule on ``int_0^inf exp(-x (cosh t - 1))
+    cosh(order t) dt`` (even and analytic: exponentially convergent), above it the asymptotic
+    expansion. NaN below 0, inf at 0."""
+    x = xp.asarray(x, dtype=xp.float64)
+    with _quiet(xp):
+        xs = xp.clip(xp.where(xp.isfinite(x), x, 1.0), 1e-12, _HANKEL_FROM)
+        step = 0.25 / math.sqrt(_HANKEL_FROM)  # (the integrand's width near t = 0 is 1/sqrt(x))
+        top = math.acosh(1.0 + 50.0 / float(xp.min(xs))) if xs.size else 0.0
+        total = 0.5 * xp.ones(x.shape, dtype=xp.float64)
+        for k in range(1, int(top / step) + 2):
+            t = k * step
+            total = total + math.cosh(order * t) * xp.exp(-xs * (math.cosh(t) - 1.0))
+        near = total * step
+        big = xp.maximum(xp.where(xp.isfinite(x), x, _HANKEL_FROM), _HANKEL_FROM)
+        mu = 4.0 * order * order
+        term = xp.ones(x.shape, dtype=xp.float64)
+        series = term
+        for k in range(1, 30):
+            term = term * (mu - (2 * k - 1) ** 2) / (k * 8.0 * big)
+            series = series + term
+        far = series * xp.sqrt(math.pi / (2.0 * big))
+        out = xp.where(x < _HANKEL_FROM, near, far)
+        if not scaled:
+            out = out * xp.exp(-xp.where(x < _HANKEL_FROM, xs, big))
+        tiny = x < 1e-12  # the leading terms: K0 ~ -log(x/2) - gamma, K1 ~ 1/x
+        lead = (-xp.log(xp.where(x > 0, x, 1.0) / 2.0) - _EULER_GAMMA) if order == 0 else 1.0 / x
+        out = xp.where(tiny, lead * xp.exp(xs) if scaled else lead, out)
+        out = xp.where(x == 0, math.inf, out)
+        out = xp.where((x < 0) | xp.isnan(x), math.nan, out)
+        out = xp.where(x == math.inf, 0.0, out)
+    return out
+
+
 class _quiet:
     """NumPy's floating-point warnings off where infinities and NaNs are expected."""
 

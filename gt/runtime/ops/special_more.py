@@ -129,4 +129,13 @@ ENTRIES: list[Op] = [
     _unary("erfcx", 127, "exp(x^2) erfc(x); derivative 2 x erfcx(x) - 2 / sqrt(pi)",
            lambda n, g: (g * (2.0 * n.saved[0] * n.saved[0]._apply("erfcx", [n.saved[0]])
                               - _TWO_OVER_SQRT_PI),)),
+    # Bessel J, Y and K: no derivative, as in PyTorch (their results do not require grad)
+    *(Op(f"bessel_{fn}", code, shape=same_shape, dtype=first_dtype, kernel=_k_special(fn),
+         shard="elementwise", doc=doc)
+      for code, fn, doc in ((129, "j0", "Bessel J0"), (130, "j1", "Bessel J1"),
+                            (131, "y0", "Bessel Y0 (NaN below 0)"),
+                            (132, "y1", "Bessel Y1 (NaN below 0)"),
+                            (133, "k0", "modified Bessel K0 (NaN below 0)"),
+                            (134, "k1", "modified Bessel K1 (NaN below 0)"),
+                            (135, "k0e", "exp(x) K0(x)"), (136, "k1e", "exp(x) K1(x)"))),
 ]  # fmt: skip

@@ -92,7 +92,8 @@ def _erf_numpy() -> Callable[[Any], Any]:
 
 #: SciPy's names of the special functions kernels ask for (``Backend.special``).
 SPECIAL_FUNCTIONS = ("gammaln", "digamma", "polygamma", "erfinv", "i0", "i0e", "i1", "i1e",
-                     "zeta", "gammainc", "gammaincc", "erfcx")  # fmt: skip
+                     "zeta", "gammainc", "gammaincc", "erfcx", "j0", "j1", "y0", "y1", "k0", "k1",
+                     "k0e", "k1e")  # fmt: skip
 
 
 #: ``math.erfc`` over arrays (only GT's own ``erfinv`` uses it, on a worker without SciPy).
@@ -116,6 +117,14 @@ def _special_fallback(name: str, erf: Callable[[Any], Any]) -> Callable[..., Any
         "gammainc": lambda a, x: sm.gammainc(np, a, x, False),
         "gammaincc": lambda a, x: sm.gammainc(np, a, x, True),
         "erfcx": lambda x: sm.erfcx(np, x, _ERFC),
+        "j0": lambda x: sm.bessel_j(np, 0, x),
+        "j1": lambda x: sm.bessel_j(np, 1, x),
+        "y0": lambda x: sm.bessel_y(np, 0, x),
+        "y1": lambda x: sm.bessel_y(np, 1, x),
+        "k0": lambda x: sm.bessel_k(np, 0, x, False),
+        "k1": lambda x: sm.bessel_k(np, 1, x, False),
+        "k0e": lambda x: sm.bessel_k(np, 0, x, True),
+        "k1e": lambda x: sm.bessel_k(np, 1, x, True),
     }[name]
 
 

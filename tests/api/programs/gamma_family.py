@@ -146,5 +146,13 @@ def bessel_zeta_incomplete_gamma_and_gamma_cdf(torch):
     cdf = dist.cdf(torch.tensor([1.0, 2.0]))
     cdf.sum().backward()
     chi = torch.distributions.Chi2(torch.tensor([3.0])).cdf(torch.tensor([2.5]))
+    pts = torch.tensor(np.concatenate([np.linspace(-60.0, 60.0, 25), [0.0, 1e-6, 7.9, 8.1, 49.0,
+                                                                       51.0, 300.0]]))  # fmt: skip
+    pos = pts.abs() + 1e-3
+    bessel = {"j0": sp.bessel_j0(pts), "j1": sp.bessel_j1(pts), "y0": sp.bessel_y0(pos),
+              "y1": sp.bessel_y1(pos), "k0": sp.modified_bessel_k0(pos),
+              "k1": sp.modified_bessel_k1(pos), "k0e": sp.scaled_modified_bessel_k0(pos),
+              "k1e": sp.scaled_modified_bessel_k1(pos), "y0_neg": sp.bessel_y0(pts[:3]),
+              "requires_grad": sp.bessel_j0(x).requires_grad}  # fmt: skip
     return {**out, "x_grad": gx, "q_grad": gq, "v_grad": gv, "cdf": cdf, "rate_grad": rate.grad,
-            "chi2_cdf": chi}  # fmt: skip
+            "chi2_cdf": chi, **bessel}  # fmt: skip

@@ -65,7 +65,7 @@ def make_cupyx() -> types.ModuleType:
     special = types.ModuleType("cupy_double.cupyx.scipy.special")
     special.erf = _erf  # type: ignore[attr-defined]
     for name in ("gammaln", "digamma", "erfinv", "i0", "i0e", "i1", "i1e", "zeta", "gammainc",
-                 "gammaincc", "erfcx"):  # fmt: skip
+                 "gammaincc", "erfcx", "j0", "j1", "y0", "y1", "k0", "k1", "k0e", "k1e"):  # fmt: skip
         setattr(special, name, _special(name))
     scipy.special = special  # type: ignore[attr-defined]
     cupyx.scipy = scipy  # type: ignore[attr-defined]
