@@ -342,7 +342,7 @@ def bessel_j(xp: Any, order: int, x: Any) -> Any:
         outer = _hankel(xp, order, xp.maximum(ax, _HANKEL_FROM))[0]
         out = xp.where(ax < _HANKEL_FROM, inner, outer)
         if order == 1:
-            out = xp.where(x < 0, -out, out)
+            out = xp.where(x < 0, -out, xp.where(x == 0, 0.0, out))
     return xp.where(~xp.isfinite(x), math.nan, out)  # (NaN at +-inf, as SciPy and PyTorch)
 
 
