@@ -1,7 +1,7 @@
 """``gt.special``: the functions of ``torch.special`` that ported code reaches for, composed from GT's
 differentiable ops (so each works on every worker and has gradients).
 
-Not here: the Airy function and the orthogonal polynomials; GT has no kernels for them yet.
+Not here: the Airy function. The orthogonal polynomials are in :mod:`gt.ops.polynomials`.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from typing import Any
 from gt.custom_function import Function
 from gt.ops import functional as _functional
 from gt.ops.arith import where
+from gt.ops.polynomials import *  # noqa: F403 - the orthogonal polynomials
+from gt.ops.polynomials import __all__ as _polynomials
 from gt.runtime.ops import special_more as _special_more
 from gt.runtime.ops.base import sum_to
 from gt.tensor import Tensor
@@ -60,6 +62,7 @@ __all__ = [
     "xlog1py",
     "xlogy",
     "zeta",
+    *_polynomials,
 ]
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)

@@ -156,3 +156,23 @@ def bessel_zeta_incomplete_gamma_and_gamma_cdf(torch):
               "requires_grad": sp.bessel_j0(x).requires_grad}  # fmt: skip
     return {**out, "x_grad": gx, "q_grad": gq, "v_grad": gv, "cdf": cdf, "rate_grad": rate.grad,
             "chi2_cdf": chi, **bessel}  # fmt: skip
+
+
+@program(rtol=1e-6, atol=1e-8)
+def orthogonal_polynomials(torch):
+    sp = torch.special
+    x = torch.tensor([0.3, -1.0, 1.0, 2.5, -0.7], dtype=torch.float64)
+    n = torch.tensor([0, 1, -1, 7, 4])
+    names = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+             "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+             "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+             "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+             "laguerre_polynomial_l", "legendre_polynomial_p")  # fmt: skip
+    out = {}
+    for name in names:
+        fn = getattr(sp, name)
+        out[name + "_3"] = fn(x, 3)
+        out[name + "_n"] = fn(x, n)
+        out[name + "_grid"] = fn(x[:, None], torch.arange(6)[None, :])
+    out["float32"] = sp.legendre_polynomial_p(torch.tensor([0.5, 0.25]), 5)
+    return out
