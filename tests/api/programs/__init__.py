@@ -50,6 +50,7 @@ MODULES = (
     "distributions_more",
     "autograd_functional",
     "func_transforms",
+    "data_more",
 )
 
 

@@ -1,0 +1,247 @@
+"""``gt.utils.data.dataloader``: ``DataLoader``, as ``torch.utils.data.dataloader``.
+
+Batches are loaded in the calling process: ``num_workers``, ``prefetch_factor``,
+``persistent_workers``, ``pin_memory``, ``timeout`` and ``multiprocessing_context`` are checked as
+PyTorch checks them and kept, and start no workers (``worker_init_fn`` is never called, and
+:func:`get_worker_info` returns ``None``). A ``TensorDataset``, or ``Subset`` of one, batched by
+the default ``collate_fn``, takes each batch with one indexing op per tensor on the workers.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from gt.utils.data._utils.collate import default_collate, default_convert
+from gt.utils.data._utils.worker import get_worker_info
+from gt.utils.data.dataset import Dataset as Dataset  # (the names torch's module also holds)
+from gt.utils.data.dataset import IterableDataset, Subset, TensorDataset
+from gt.utils.data.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
+
+
+class _InfiniteConstantSampler(Sampler[None]):
+    """``None`` forever: the sampler of a loader over an ``IterableDataset``."""
+
+    def __iter__(self) -> Iterator[None]:
+        while True:
+            yield None
+
+
+class DataLoader:
+    """Batches of a dataset: ``for x, y in DataLoader(TensorDataset(X, Y), batch_size=32)``.
+
+    Args:
+        dataset: a map-style dataset (``__getitem__`` and ``__len__``, optionally
+            ``__getitems__``) or an :class:`IterableDataset` (batched as its stream comes).
+        batch_size: samples per batch (``None``: no batching; samples go through
+            :func:`default_convert`).
+        shuffle: a new random order each pass (map-style datasets only).
+        sampler, batch_sampler: custom index orders (map-style datasets only).
+        collate_fn: joins a list of samples into a batch (default: :func:`default_collate`).
+        drop_last: drop a last, smaller batch.
+        generator: a ``gt.Generator`` for the shuffle order.
+
+    Raises:
+        ValueError: the argument combinations PyTorch rejects, with its messages.
+    """
+
+    __initialized = False
+
+    def __init__(self, dataset: Any, batch_size: int | None = 1, shuffle: bool | None = None,
+                 sampler: Sampler | Iterable | None = None,
+                 batch_sampler: Sampler[list] | Iterable[list] | None = None,
+                 num_workers: int = 0, collate_fn: Callable[[list], Any] | None = None,
+                 pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
+                 worker_init_fn: Callable[[int], None] | None = None,
+                 multiprocessing_context: Any = None, generator: Any = None, *,
+                 prefetch_factor: int | None = None, persistent_workers: bool = False,
+                 pin_memory_device: str = "", in_order: bool = True):  # fmt: skip
+        if num_workers < 0:
+            raise ValueError("num_workers option should be non-negative; "
+                             "use num_workers=0 to disable multiprocessing.")  # fmt: skip
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError(
+                "prefetch_factor option could only be specified in multiprocessing.let "
+                "num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None."
+            )
+        if num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
+        elif prefetch_factor is not None and prefetch_factor < 0:
+            raise ValueError("prefetch_factor option should be non-negative")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
+        self.dataset, self.num_workers, self.prefetch_factor = dataset, num_workers, prefetch_factor
+        self.pin_memory, self.pin_memory_device = pin_memory, pin_memory_device
+        self.timeout, self.worker_init_fn = timeout, worker_init_fn
+        self.multiprocessing_context, self.in_order = multiprocessing_context, in_order
+
+        self._iterable = isinstance(dataset, IterableDataset)
+        if self._iterable:
+            if shuffle not in (False, None):
+                raise ValueError("DataLoader with IterableDataset: expected unspecified shuffle "
+                                 f"option, but got shuffle={shuffle}")  # fmt: skip
+            if sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified sampler "
+                                 f"option, but got sampler={sampler}")  # fmt: skip
+            if batch_sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified "
+                                 f"batch_sampler option, but got batch_sampler={batch_sampler}")  # fmt: skip
+        else:
+            shuffle = bool(shuffle)
+        if sampler is not None and shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("batch_sampler option is mutually exclusive with batch_size, "
+                                 "shuffle, sampler, and drop_last")  # fmt: skip
+            batch_size, drop_last = None, False
+        elif batch_size is None and drop_last:
+            raise ValueError("batch_size=None option disables auto-batching and is mutually "
+                             "exclusive with drop_last")  # fmt: skip
+        if sampler is None:
+            if self._iterable:
+                sampler = _InfiniteConstantSampler()
+            elif shuffle:
+                sampler = RandomSampler(dataset, generator=generator)
+            else:
+                sampler = SequentialSampler(dataset)
+        if batch_size is not None and batch_sampler is None:
+            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        self.batch_size, self.drop_last = batch_size, drop_last
+        self.sampler, self.batch_sampler, self.generator = sampler, batch_sampler, generator
+        if collate_fn is None:
+            collate_fn = default_collate if self._auto_collation else default_convert
+        self.collate_fn = collate_fn
+        self.persistent_workers = persistent_workers
+        self._IterableDataset_len_called: int | None = None
+        self.__initialized = True
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        if self.__initialized and attr in ("batch_size", "batch_sampler", "sampler", "drop_last",
+                                           "dataset", "persistent_workers"):  # fmt: skip
+            raise ValueError(
+                f"{attr} attribute should not be set after {type(self).__name__} is initialized"
+            )
+        super().__setattr__(attr, value)
+
+    @property
+    def _auto_collation(self) -> bool:
+        return self.batch_sampler is not None
+
+    @property
+    def _index_sampler(self) -> Any:
+        return self.batch_sampler if self._auto_collation else self.sampler
+
+    def __iter__(self) -> _LoaderIter:
+        if self.num_workers == 0 and self.timeout != 0:
+            raise AssertionError("_SingleProcessDataLoaderIter requires timeout == 0")
+        return _LoaderIter(self)
+
+    def __len__(self) -> int:
+        if not self._iterable:
+            return len(self._index_sampler)
+        length = self._IterableDataset_len_called = len(self.dataset)
+        if self.batch_size is not None:
+            length = length // self.batch_size if self.drop_last else math.ceil(length / self.batch_size)  # fmt: skip
+        return length
+
+
+class _LoaderIter:
+    """One pass over a :class:`DataLoader`, in the calling process."""
+
+    def __init__(self, loader: DataLoader):
+        self._loader = loader
+        self._index_sampler = loader._index_sampler
+        self._indices = iter(self._index_sampler)
+        self._len_called = loader._IterableDataset_len_called
+        self._stream = iter(loader.dataset) if loader._iterable else None
+        self._ended = False
+        self._num_yielded = 0
+        self._rows = _tensor_rows(loader.dataset) if loader.collate_fn is default_collate else None
+
+    def __iter__(self) -> _LoaderIter:
+        return self
+
+    def __len__(self) -> int:
+        return len(self._index_sampler)
+
+    def __next__(self) -> Any:
+        index = next(self._indices)
+        data = self._fetch_stream(index) if self._stream is not None else self._fetch(index)
+        self._num_yielded += 1
+        if self._len_called is not None and self._num_yielded > self._len_called:
+            warnings.warn(
+                f"Length of IterableDataset {self._loader.dataset} was reported to be "
+                f"{self._len_called}(when accessing len(dataloader)), but {self._num_yielded} "
+                "samples have been fetched. ",
+                stacklevel=2,
+            )
+        return data
+
+    def _fetch(self, index: Any) -> Any:
+        loader = self._loader
+        if not loader._auto_collation:
+            return loader.collate_fn(loader.dataset[index])
+        if self._rows is not None:  # one indexing op per tensor, on the workers
+            tensors, maps = self._rows
+            for m in maps:
+                index = [m[i] for i in index]
+            key = _as_slice(index)
+            return [t[key] for t in tensors]
+        dataset = loader.dataset
+        if callable(getattr(dataset, "__getitems__", None)):
+            return loader.collate_fn(dataset.__getitems__(index))
+        return loader.collate_fn([dataset[i] for i in index])
+
+    def _fetch_stream(self, index: Any) -> Any:
+        if self._ended:
+            raise StopIteration
+        loader = self._loader
+        if not loader._auto_collation:
+            return loader.collate_fn(next(self._stream))
+        batch = []
+        for _ in index:
+            try:
+                batch.append(next(self._stream))
+            except StopIteration:
+                self._ended = True
+                break
+        if not batch or (loader.drop_last and len(batch) < len(index)):
+            raise StopIteration
+        return loader.collate_fn(batch)
+
+
+def _tensor_rows(dataset: Any) -> tuple[tuple, list] | None:
+    """``(tensors, index maps)`` where ``dataset`` is a ``TensorDataset`` or a chain of ``Subset``
+    of one (neither with its own ``__getitem__``); the maps apply outermost first."""
+    maps = []
+    while type(dataset).__getitem__ is Subset.__getitem__ and isinstance(dataset, Subset):
+        if type(dataset).__getitems__ is not Subset.__getitems__:
+            return None
+        maps.append(dataset.indices)
+        dataset = dataset.dataset
+    if (
+        isinstance(dataset, TensorDataset)
+        and type(dataset).__getitem__ is TensorDataset.__getitem__
+    ):
+        return dataset.tensors, maps
+    return None
+
+
+def _as_slice(idx: list[int]) -> Any:
+    """A run of consecutive indices as a slice (cheaper than an index list), else the list."""
+    if (
+        idx
+        and idx[0] >= 0
+        and idx[-1] - idx[0] == len(idx) - 1
+        and all(b - a == 1 for a, b in zip(idx, idx[1:]))
+    ):
+        return slice(idx[0], idx[-1] + 1)
+    return idx
+
+
+__all__ = ["DataLoader", "default_collate", "default_convert", "get_worker_info"]
