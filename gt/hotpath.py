@@ -143,6 +143,7 @@ class _Capture:
         self.spec: tuple = ("n",)
         self.results: list[tuple] = []  # (shape, dtype) of each result
         self.n_seeds = 0
+        self.seed_slots: list[int] = []
         self.valid = False
         self.guard = -1  # guards.version() when captured
         self.calls = 0
@@ -216,7 +217,12 @@ class _Capture:
         self.plan = next(_plan_ids)
         self.template, self.spec = tpl, spec
         self.results = [(t.shape, t.dtype) for t in leaves]
-        self.n_seeds = sum(1 for s in tpl.steps if s[3] is not None and "seed" in s[3])
+        # One fresh seed per distinct seed of the captured call, shared as the call shared it
+        # (a checkpointed block recomputes its dropout with the forward's seed).
+        slots: dict = {}
+        self.seed_slots = [slots.setdefault(s[3]["seed"], len(slots))
+                           for s in tpl.steps if s[3] is not None and "seed" in s[3]]  # fmt: skip
+        self.n_seeds = len(slots)
         conn.emit(_HOT_DEFINE, 0, [], tpl.attrs(self.plan, self.owner.name))
         conn.watch([*tpl.kept, *tpl.reads], self._invalidate)
         self.valid, self.prev, self.prev_canon = True, None, None
@@ -228,7 +234,8 @@ class _Capture:
         tpl = self.template
         inputs = _tensor_ids(args, kwargs)
         outs = [conn.new_id() for _ in tpl.outs]
-        seeds = [next_seed() for _ in range(self.n_seeds)]
+        fresh = [next_seed() for _ in range(self.n_seeds)]
+        seeds = [fresh[k] for k in self.seed_slots]
         conn.emit(_HOT, 0, inputs, {"plan": self.plan, "outs": outs, "seeds": seeds})
         self.calls += 1
         leaves = [Tensor(conn, i, shape, dtype) for i, (shape, dtype) in zip(outs, self.results)]

@@ -1,7 +1,8 @@
-"""``gt.utils``: ``gt.utils.data`` (datasets and loaders), as ``torch.utils``."""
+"""``gt.utils``: ``gt.utils.data`` (datasets and loaders) and ``gt.utils.checkpoint`` (activation
+checkpointing), as ``torch.utils``."""
 
 from __future__ import annotations
 
-from gt.utils import data
+from gt.utils import checkpoint, data
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data"]

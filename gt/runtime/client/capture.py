@@ -11,7 +11,9 @@ one for one, with every id written as what it is to its call (:func:`canonical`)
   this step frees or reads);
 * ``("x", id)``: anything else, by its id (parameters, optimizer state: the same every call).
 
-Random seeds are compared as "a seed" (each call draws new ones). Comparing two calls is linear in
+Random seeds are compared as slots: "the call's k-th distinct seed" (each call draws new ones, and
+ops that shared a seed -- a checkpointed block's recomputed dropout -- share one again). Comparing
+two calls is linear in
 their length. From the second of two matching calls, :func:`build_template` makes what the worker
 stores (:mod:`gt.runtime.worker.hot`): its inputs, results and temporaries, with every ``("p", j)``
 read pointing at this call's own ``j`` -- which replays overwrite in place, so the Python objects
@@ -85,6 +87,7 @@ def canonical(rec: CallRecord, prev: CallRecord | None) -> list:
         NotCapturable: the call synchronised, uploaded data, or ran under a shard-config signal.
     """
     argpos = {a: k for k, a in reversed(list(enumerate(rec.args)))}
+    slots: dict = {}  # seed -> its slot (random ops that shared a seed share one on replay)
     out = []
     for ins in rec.instrs:
         code, dst, args, attrs, src = ins[:5]
@@ -92,8 +95,8 @@ def canonical(rec: CallRecord, prev: CallRecord | None) -> list:
             raise NotCapturable(f"it runs {O.op_name(code)} (a sync point or data from the host)")
         if len(ins) > 5:
             raise NotCapturable("it runs under a shard-config signal (the planner places it)")
-        if attrs is not None and "seed" in attrs:
-            attrs = {**attrs, "seed": None}  # a fresh seed each call
+        if attrs is not None and "seed" in attrs:  # a fresh seed each call, shared as it was
+            attrs = {**attrs, "seed": ("slot", slots.setdefault(attrs["seed"], len(slots)))}
         toks = tuple(_token(a, argpos, rec, prev) if type(a) is int else ("v", a) for a in args)
         out.append((code, _token(dst, argpos, rec, prev), toks, attrs, src))
     return out

@@ -51,6 +51,7 @@ MODULES = (
     "autograd_functional",
     "func_transforms",
     "data_more",
+    "checkpointing",
 )
 
 
