@@ -34,7 +34,9 @@ from gt.nn.activation_layers import (
     Tanhshrink,
     Threshold,
 )
+from gt.nn.adaptive_softmax import AdaptiveLogSoftmaxWithLoss
 from gt.nn.attention import MultiheadAttention
+from gt.nn.buffer import Buffer
 from gt.nn.containers import (
     ModuleDict,
     ModuleList,
@@ -68,6 +70,7 @@ from gt.nn.conv_layers import (
 )
 from gt.nn.ctc import CTCLoss
 from gt.nn.embedding_bag import EmbeddingBag
+from gt.nn.fractional_pooling import FractionalMaxPool2d, FractionalMaxPool3d
 from gt.nn.functional import (
     binary_cross_entropy,
     cross_entropy,
@@ -94,8 +97,17 @@ from gt.nn.lazy import (
     LazyConv1d,
     LazyConv2d,
     LazyConv3d,
+    LazyConvTranspose1d,
+    LazyConvTranspose2d,
+    LazyConvTranspose3d,
+    LazyInstanceNorm1d,
+    LazyInstanceNorm2d,
+    LazyInstanceNorm3d,
     LazyLinear,
 )
+from gt.nn.legacy_layers import Container, CrossMapLRN2d, DataParallel, NLLLoss2d
+from gt.nn.linear_cross_entropy import LinearCrossEntropyOptions
+from gt.nn.linear_cross_entropy_loss import LinearCrossEntropyLoss
 from gt.nn.loss_layers import (
     BCELoss,
     BCEWithLogitsLoss,
@@ -175,6 +187,7 @@ from gt.nn.transformer import (
     TransformerEncoder,
     TransformerEncoderLayer,
 )
+from gt.nn.uninitialized import UninitializedBuffer, UninitializedParameter
 from gt.nn.unpooling import MaxUnpool1d, MaxUnpool2d, MaxUnpool3d
 from gt.optim import SGD
 
@@ -188,6 +201,7 @@ __all__ = [
     "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
     "AdaptiveAvgPool3d",
+    "AdaptiveLogSoftmaxWithLoss",
     "AdaptiveMaxPool1d",
     "AdaptiveMaxPool2d",
     "AdaptiveMaxPool3d",
@@ -201,6 +215,7 @@ __all__ = [
     "BatchNorm2d",
     "BatchNorm3d",
     "Bilinear",
+    "Buffer",
     "CELU",
     "CTCLoss",
     "ChannelShuffle",
@@ -210,6 +225,7 @@ __all__ = [
     "ConstantPad1d",
     "ConstantPad2d",
     "ConstantPad3d",
+    "Container",
     "Conv1d",
     "Conv2d",
     "Conv3d",
@@ -219,6 +235,8 @@ __all__ = [
     "CosineEmbeddingLoss",
     "CosineSimilarity",
     "CrossEntropyLoss",
+    "CrossMapLRN2d",
+    "DataParallel",
     "Dropout",
     "Dropout1d",
     "Dropout2d",
@@ -229,6 +247,8 @@ __all__ = [
     "FeatureAlphaDropout",
     "Flatten",
     "Fold",
+    "FractionalMaxPool2d",
+    "FractionalMaxPool3d",
     "GELU",
     "GLU",
     "GRU",
@@ -259,9 +279,17 @@ __all__ = [
     "LazyConv1d",
     "LazyConv2d",
     "LazyConv3d",
+    "LazyConvTranspose1d",
+    "LazyConvTranspose2d",
+    "LazyConvTranspose3d",
+    "LazyInstanceNorm1d",
+    "LazyInstanceNorm2d",
+    "LazyInstanceNorm3d",
     "LazyLinear",
     "LeakyReLU",
     "Linear",
+    "LinearCrossEntropyLoss",
+    "LinearCrossEntropyOptions",
     "LocalResponseNorm",
     "LogSigmoid",
     "LogSoftmax",
@@ -282,6 +310,7 @@ __all__ = [
     "MultiMarginLoss",
     "MultiheadAttention",
     "NLLLoss",
+    "NLLLoss2d",
     "PReLU",
     "PairwiseDistance",
     "Parameter",
@@ -330,6 +359,8 @@ __all__ = [
     "TripletMarginWithDistanceLoss",
     "Unflatten",
     "Unfold",
+    "UninitializedBuffer",
+    "UninitializedParameter",
     "Upsample",
     "UpsamplingBilinear2d",
     "UpsamplingNearest2d",

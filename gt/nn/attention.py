@@ -6,14 +6,13 @@ reference path is; a boolean mask marks what is *masked out* here, as in PyTorch
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from gt import factories as F
 from gt.autograd import no_grad
 from gt.nn import functional as fn
 from gt.nn import init
-from gt.nn.attention_fn import scaled_dot_product_attention
+from gt.nn.attention_fn import multi_head_attention_forward, scaled_dot_product_attention
 from gt.nn.module import Module, Parameter
 from gt.tensor import Tensor
 
@@ -65,8 +64,6 @@ class MultiheadAttention(Module):
         super().__init__()
         if embed_dim % num_heads:
             raise AssertionError("embed_dim must be divisible by num_heads")
-        if add_bias_kv or add_zero_attn:
-            raise NotImplementedError("MultiheadAttention: add_bias_kv / add_zero_attn")
         self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
         self.batch_first, self.head_dim = batch_first, embed_dim // num_heads
         self.kdim, self.vdim = kdim or embed_dim, vdim or embed_dim
@@ -86,6 +83,12 @@ class MultiheadAttention(Module):
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias, dtype)
+        if add_bias_kv:
+            self.bias_k = Parameter(F.zeros(1, 1, embed_dim, dtype=dtype))
+            self.bias_v = Parameter(F.zeros(1, 1, embed_dim, dtype=dtype))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
         self._reset_parameters()
 
     def _reset_parameters(self) -> None:
@@ -97,13 +100,9 @@ class MultiheadAttention(Module):
         if self.in_proj_bias is not None:
             init.constant_(self.in_proj_bias, 0.0)
             init.constant_(self.out_proj.bias, 0.0)
-
-    def _projections(self) -> tuple[Tensor, Tensor, Tensor]:
-        e = self.embed_dim
-        if self._qkv_same_embed_dim:
-            w = self.in_proj_weight
-            return w[:e], w[e : 2 * e], w[2 * e :]
-        return self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
+        for extra in (self.bias_k, self.bias_v):
+            if extra is not None:
+                init.xavier_normal_(extra)
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor,
                 key_padding_mask: Tensor | None = None, need_weights: bool = True,
@@ -112,66 +111,36 @@ class MultiheadAttention(Module):
         """Attend from ``query`` to ``key``/``value``; returns ``(output, weights or None)``.
 
         ``key_padding_mask`` ``[N, S]`` and ``attn_mask`` ``[L, S]`` / ``[N*heads, L, S]``: bool
-        (``True`` = not attended) or float (added to the scores).
+        (``True`` = not attended) or float (added to the scores). Unlike PyTorch, ``is_causal``
+        without ``attn_mask`` makes the causal mask. The computation is
+        :func:`gt.nn.functional.multi_head_attention_forward`.
         """
-        unbatched = query.ndim == 2
-        if unbatched:
-            query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
-            if key_padding_mask is not None:
-                key_padding_mask = key_padding_mask.unsqueeze(0)
-        elif self.batch_first:
+        batched = query.ndim == 3
+        if self.batch_first and batched:
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
-        ln, n, e = query.shape
-        sn = key.shape[0]
-        h, hd = self.num_heads, self.head_dim
-        wq, wk, wv = self._projections()
-        b = self.in_proj_bias
-        bq, bk, bv = (None, None, None) if b is None else (b[:e], b[e : 2 * e], b[2 * e :])
-        q = fn.linear(query, wq, bq).reshape(ln, n * h, hd).transpose(0, 1)
-        k = fn.linear(key, wk, bk).reshape(sn, n * h, hd).transpose(0, 1)
-        v = fn.linear(value, wv, bv).reshape(sn, n * h, hd).transpose(0, 1)
-        scores = (q * (1.0 / math.sqrt(hd))) @ k.transpose(-2, -1)  # [N*h, L, S]
-        mask = self._mask(attn_mask, key_padding_mask, is_causal, n, ln, sn, scores.dtype)
-        if mask is not None:
-            scores = scores + mask
-        weights = scores.softmax(-1)
-        if self.dropout > 0.0 and self.training:
-            weights = fn.dropout(weights, self.dropout, True)
-        out = (weights @ v).transpose(0, 1).reshape(ln, n, e)
-        out = self.out_proj(out)
-        if self.batch_first and not unbatched:
-            out = out.transpose(0, 1)
-        if unbatched:
-            out = out.squeeze(1)
-        if not need_weights:
-            return out, None
-        w = weights.reshape(n, h, ln, sn)
-        w = w.mean(1) if average_attn_weights else w
-        return out, (w.squeeze(0) if unbatched else w)
-
-    def _mask(self, attn_mask: Tensor | None, key_padding_mask: Tensor | None, is_causal: bool,
-              n: int, ln: int, sn: int, dtype: str) -> Tensor | None:  # fmt: skip
-        """One additive float mask ``[N*h or 1, L, S]`` from the masks given (``-inf`` = hidden)."""
-        total = None
         if attn_mask is None and is_causal:
-            attn_mask = F.ones(ln, sn, dtype="bool").triu(1)
-        if attn_mask is not None:
-            m = _additive(attn_mask, dtype)
-            total = m.reshape(1, ln, sn) if m.ndim == 2 else m
-        if key_padding_mask is not None:
-            kp = _additive(key_padding_mask, dtype).reshape(n, 1, 1, sn)
-            kp = kp.expand(n, self.num_heads, 1, sn).reshape(n * self.num_heads, 1, sn)
-            total = kp if total is None else total + kp
-        return total
+            attn_mask = F.ones(query.shape[0], key.shape[0], dtype="bool").triu(1)
+        separate = not self._qkv_same_embed_dim
+        out, weights = multi_head_attention_forward(
+            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight,
+            self.in_proj_bias, self.bias_k, self.bias_v, self.add_zero_attn, self.dropout,
+            self.out_proj.weight, self.out_proj.bias, training=self.training,
+            key_padding_mask=key_padding_mask, need_weights=need_weights, attn_mask=attn_mask,
+            use_separate_proj_weight=separate, q_proj_weight=self.q_proj_weight,
+            k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight,
+            average_attn_weights=average_attn_weights, is_causal=is_causal,
+        )  # fmt: skip
+        if self.batch_first and batched:
+            out = out.transpose(0, 1)
+        return out, weights
 
     def extra_repr(self) -> str:
         return ""
 
 
-def _additive(mask: Tensor, dtype: str) -> Tensor:
-    if mask.dtype == "bool":
-        return mask.new_zeros(mask.shape, dtype=dtype).masked_fill(mask, -math.inf)
-    return mask.to(dtype)
-
-
-__all__ = ["MultiheadAttention", "NonDynamicallyQuantizableLinear", "scaled_dot_product_attention"]
+__all__ = [
+    "MultiheadAttention",
+    "NonDynamicallyQuantizableLinear",
+    "multi_head_attention_forward",
+    "scaled_dot_product_attention",
+]

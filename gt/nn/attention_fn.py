@@ -1,5 +1,9 @@
-"""``scaled_dot_product_attention``: PyTorch's math reference, composed from matmuls, masks and
-``softmax``. A boolean ``attn_mask`` marks what may be attended to (``True`` = keep), as in PyTorch.
+"""``scaled_dot_product_attention`` and ``multi_head_attention_forward``: PyTorch's math
+reference, composed from matmuls, masks and ``softmax``. In ``scaled_dot_product_attention`` a
+boolean ``attn_mask`` marks what may be attended to (``True`` = keep); in
+``multi_head_attention_forward`` what is masked out (``True`` = hidden), both as in PyTorch. This
+module imports no other ``gt.nn`` module, so that ``gt.nn.functional`` and ``gt.nn.attention`` can
+both import it.
 """
 
 from __future__ import annotations
@@ -7,6 +11,7 @@ from __future__ import annotations
 import math
 
 from gt import factories as F
+from gt.ops.shaping import cat
 from gt.tensor import Tensor
 
 
@@ -50,3 +55,225 @@ def scaled_dot_product_attention(
         keep = (F.rand(weights.shape, dtype=weights.dtype) >= dropout_p).to(weights.dtype)
         weights = weights * keep * (1.0 / (1.0 - dropout_p))
     return weights @ value
+
+
+# ------------------------------------------------------------------ multi-head attention
+def _linear(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
+    out = x @ w.T
+    return out + b if b is not None else out
+
+
+def _additive(mask: Tensor | None, dtype: str) -> Tensor | None:
+    """A float mask to add to the scores (a boolean ``True`` hides: ``-inf``)."""
+    if mask is None:
+        return None
+    if mask.dtype == "bool":
+        return mask.new_zeros(mask.shape, dtype=dtype).masked_fill(mask, -math.inf)
+    return mask.to(dtype)
+
+
+def _pad_last(t: Tensor | None) -> Tensor | None:
+    """``t`` with a zero column appended (``F.pad(t, (0, 1))``)."""
+    if t is None:
+        return None
+    return cat([t, t.new_zeros(tuple(t.shape[:-1]) + (1,))], -1)
+
+
+def _mha_shape_check(query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Tensor | None,
+                     attn_mask: Tensor | None, num_heads: int) -> bool:  # fmt: skip
+    """Whether the inputs are batched (3-d ``query``), with PyTorch's checks and messages."""
+    if query.ndim == 3:
+        if key.ndim != 3 or value.ndim != 3:
+            raise AssertionError(
+                "For batched (3-D) `query`, expected `key` and `value` to be 3-D but found "
+                f"{key.ndim}-D and {value.ndim}-D tensors respectively"
+            )
+        if key_padding_mask is not None and key_padding_mask.ndim != 2:
+            raise AssertionError(
+                "For batched (3-D) `query`, expected `key_padding_mask` to be `None` or 2-D but "
+                f"found {key_padding_mask.ndim}-D tensor instead"
+            )
+        if attn_mask is not None and attn_mask.ndim not in (2, 3):
+            raise AssertionError(
+                "For batched (3-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D but "
+                f"found {attn_mask.ndim}-D tensor instead"
+            )
+        return True
+    if query.ndim == 2:
+        if key.ndim != 2 or value.ndim != 2:
+            raise AssertionError(
+                "For unbatched (2-D) `query`, expected `key` and `value` to be 2-D but found "
+                f"{key.ndim}-D and {value.ndim}-D tensors respectively"
+            )
+        if key_padding_mask is not None and key_padding_mask.ndim != 1:
+            raise AssertionError(
+                "For unbatched (2-D) `query`, expected `key_padding_mask` to be `None` or 1-D but "
+                f"found {key_padding_mask.ndim}-D tensor instead"
+            )
+        if attn_mask is not None:
+            if attn_mask.ndim not in (2, 3):
+                raise AssertionError(
+                    "For unbatched (2-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D "
+                    f"but found {attn_mask.ndim}-D tensor instead"
+                )
+            expected = (num_heads, query.shape[0], key.shape[0])
+            if attn_mask.ndim == 3 and tuple(attn_mask.shape) != expected:
+                raise AssertionError(
+                    f"Expected `attn_mask` shape to be {expected} but got {tuple(attn_mask.shape)}"
+                )
+        return False
+    raise AssertionError(
+        f"query should be unbatched 2D or batched 3D tensor but received {query.ndim}-D query tensor"
+    )
+
+
+def multi_head_attention_forward(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    embed_dim_to_check: int,
+    num_heads: int,
+    in_proj_weight: Tensor | None,
+    in_proj_bias: Tensor | None,
+    bias_k: Tensor | None,
+    bias_v: Tensor | None,
+    add_zero_attn: bool,
+    dropout_p: float,
+    out_proj_weight: Tensor,
+    out_proj_bias: Tensor | None,
+    training: bool = True,
+    key_padding_mask: Tensor | None = None,
+    need_weights: bool = True,
+    attn_mask: Tensor | None = None,
+    use_separate_proj_weight: bool = False,
+    q_proj_weight: Tensor | None = None,
+    k_proj_weight: Tensor | None = None,
+    v_proj_weight: Tensor | None = None,
+    static_k: Tensor | None = None,
+    static_v: Tensor | None = None,
+    average_attn_weights: bool = True,
+    is_causal: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """``nn.MultiheadAttention``'s computation as a function, with PyTorch's arguments.
+
+    Inputs are sequence first: ``query`` ``[L, N, E]`` (or ``[L, E]``), ``key``/``value``
+    ``[S, N, E_k]``/``[S, N, E_v]``. Masks: ``key_padding_mask`` ``[N, S]``, ``attn_mask`` ``[L,
+    S]`` or ``[N*num_heads, L, S]``, bool (``True`` = not attended) or float (added to the scores);
+    ``is_causal`` is a hint that needs ``attn_mask``. ``bias_k``/``bias_v`` ``[1, 1, E]`` append one
+    key/value position, ``add_zero_attn`` one of zeros; ``static_k``/``static_v`` ``[N*num_heads,
+    S, E/num_heads]`` replace the projected keys/values.
+
+    Returns:
+        ``(output [L, N, E], weights)``: weights ``[N, L, S]`` averaged over the heads (``[N,
+        num_heads, L, S]`` without ``average_attn_weights``), or ``None`` without ``need_weights``.
+    """
+    batched = _mha_shape_check(query, key, value, key_padding_mask, attn_mask, num_heads)
+    if not batched:
+        query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+        if key_padding_mask is not None:
+            key_padding_mask = key_padding_mask.unsqueeze(0)
+    tgt_len, bsz, embed_dim = query.shape
+    src_len = key.shape[0]
+    dtype = query.dtype
+    if is_causal and attn_mask is None:
+        raise RuntimeError(
+            "Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
+            "method `generate_square_subsequent_mask` to create this mask."
+        )
+    key_padding_mask = _additive(key_padding_mask, dtype)
+    attn_mask = _additive(attn_mask, dtype)
+    if embed_dim != embed_dim_to_check:
+        raise AssertionError(
+            f"was expecting embedding dimension of {embed_dim_to_check}, but got {embed_dim}"
+        )
+    head_dim = embed_dim // num_heads
+    if head_dim * num_heads != embed_dim:
+        raise AssertionError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
+    if use_separate_proj_weight:
+        if tuple(key.shape[:2]) != tuple(value.shape[:2]):
+            raise AssertionError(
+                f"key's sequence and batch dims {tuple(key.shape[:2])} do not match value's "
+                f"{tuple(value.shape[:2])}"
+            )
+        if q_proj_weight is None or k_proj_weight is None or v_proj_weight is None:
+            raise AssertionError("use_separate_proj_weight is True but a projection weight is None")
+        wq, wk, wv = q_proj_weight, k_proj_weight, v_proj_weight
+    else:
+        if tuple(key.shape) != tuple(value.shape):
+            raise AssertionError(
+                f"key shape {tuple(key.shape)} does not match value shape {tuple(value.shape)}"
+            )
+        if in_proj_weight is None:
+            raise AssertionError("use_separate_proj_weight is False but in_proj_weight is None")
+        e = embed_dim
+        wq, wk, wv = in_proj_weight[:e], in_proj_weight[e : 2 * e], in_proj_weight[2 * e :]
+    e = embed_dim
+    b = in_proj_bias
+    bq, bk, bv = (None, None, None) if b is None else (b[:e], b[e : 2 * e], b[2 * e :])
+    q, k, v = _linear(query, wq, bq), _linear(key, wk, bk), _linear(value, wv, bv)
+    if attn_mask is not None:
+        if attn_mask.ndim == 2:
+            if tuple(attn_mask.shape) != (tgt_len, src_len):
+                raise RuntimeError(
+                    f"The shape of the 2D attn_mask is {list(attn_mask.shape)}, but should be "
+                    f"{(tgt_len, src_len)}."
+                )
+            attn_mask = attn_mask.unsqueeze(0)
+        elif attn_mask.ndim == 3:
+            if tuple(attn_mask.shape) != (bsz * num_heads, tgt_len, src_len):
+                raise RuntimeError(
+                    f"The shape of the 3D attn_mask is {list(attn_mask.shape)}, but should be "
+                    f"{(bsz * num_heads, tgt_len, src_len)}."
+                )
+        else:
+            raise RuntimeError(f"attn_mask's dimension {attn_mask.ndim} is not supported")
+    if (bias_k is None) != (bias_v is None):
+        raise AssertionError("bias_k and bias_v must be given together")
+    if bias_k is not None and bias_v is not None:
+        if static_k is not None or static_v is not None:
+            raise AssertionError("bias cannot be added to static key.")
+        k = cat([k, bias_k.repeat(1, bsz, 1)], 0)
+        v = cat([v, bias_v.repeat(1, bsz, 1)], 0)
+        attn_mask, key_padding_mask = _pad_last(attn_mask), _pad_last(key_padding_mask)
+    bh = bsz * num_heads
+    q = q.reshape(tgt_len, bh, head_dim).transpose(0, 1)
+    k = k.reshape(k.shape[0], bh, head_dim).transpose(0, 1) if static_k is None else static_k
+    v = v.reshape(v.shape[0], bh, head_dim).transpose(0, 1) if static_v is None else static_v
+    for name, t in (("static_k", static_k), ("static_v", static_v)):
+        if t is not None and (t.shape[0] != bh or t.shape[2] != head_dim):
+            raise AssertionError(
+                f"expecting {name} of shape [{bh}, *, {head_dim}], got {list(t.shape)}"
+            )
+    if add_zero_attn:
+        k = cat([k, k.new_zeros((bh, 1, head_dim))], 1)
+        v = cat([v, v.new_zeros((bh, 1, head_dim))], 1)
+        attn_mask, key_padding_mask = _pad_last(attn_mask), _pad_last(key_padding_mask)
+    src_len = k.shape[1]
+    if key_padding_mask is not None:
+        if tuple(key_padding_mask.shape) != (bsz, src_len):
+            raise AssertionError(
+                f"expecting key_padding_mask shape of {(bsz, src_len)}, but got "
+                f"{tuple(key_padding_mask.shape)}"
+            )
+        kp = key_padding_mask.reshape(bsz, 1, 1, src_len).expand(bsz, num_heads, 1, src_len)
+        kp = kp.reshape(bh, 1, src_len)
+        attn_mask = kp if attn_mask is None else attn_mask + kp
+    if not training:
+        dropout_p = 0.0
+    scores = (q * math.sqrt(1.0 / head_dim)) @ k.transpose(-2, -1)  # [N*h, L, S]
+    if attn_mask is not None:
+        scores = scores + attn_mask
+    weights = scores.softmax(-1)
+    if dropout_p > 0.0:
+        keep = (F.rand(weights.shape, dtype=weights.dtype) >= dropout_p).to(weights.dtype)
+        weights = weights * keep * (1.0 / (1.0 - dropout_p))
+    out = (weights @ v).transpose(0, 1).reshape(tgt_len * bsz, embed_dim)
+    out = _linear(out, out_proj_weight, out_proj_bias).reshape(tgt_len, bsz, -1)
+    if not batched:
+        out = out.squeeze(1)
+    if not need_weights:
+        return out, None
+    w = weights.reshape(bsz, num_heads, tgt_len, src_len)
+    if average_attn_weights:
+        w = w.mean(1)
+    return out, (w.squeeze(0) if not batched else w)

@@ -2,7 +2,9 @@
 
 Activations, ``linear``, ``dropout``, ``embedding``, ``pad`` and friends are here; losses are in
 :mod:`gt.nn.losses`, convolutions in :mod:`gt.nn.convolution`, pooling in :mod:`gt.nn.pooling`,
-normalizations in :mod:`gt.nn.normalization`, attention in :mod:`gt.nn.attention_fn`, shuffles,
+normalizations in :mod:`gt.nn.normalization`, attention (``scaled_dot_product_attention``,
+``multi_head_attention_forward``) in :mod:`gt.nn.attention_fn`, fractional max pooling in
+:mod:`gt.nn.fractional_pooling`, ``linear_cross_entropy`` in :mod:`gt.nn.linear_cross_entropy`, shuffles,
 shrinks, ``bilinear``, alpha dropout and ``gumbel_softmax`` in :mod:`gt.nn.more_functional`, the
 triplet/NLL/margin losses in :mod:`gt.nn.more_losses`; this module re-exports them. Everything is composed from tensor ops (and the registry's primitives), so
 gradients come from the primitives' rules. Where PyTorch's derivative at a kink differs from what a
@@ -19,7 +21,7 @@ from typing import Any
 from gt import shapes as S
 from gt.errors import ShapeError
 from gt.factories import arange, rand
-from gt.nn.attention_fn import scaled_dot_product_attention
+from gt.nn.attention_fn import multi_head_attention_forward, scaled_dot_product_attention
 from gt.nn.convolution import (
     conv1d,
     conv2d,
@@ -34,7 +36,14 @@ from gt.nn.convolution import (
 )
 from gt.nn.ctc import ctc_loss
 from gt.nn.embedding_bag import embedding_bag
+from gt.nn.fractional_pooling import (
+    fractional_max_pool2d,
+    fractional_max_pool2d_with_indices,
+    fractional_max_pool3d,
+    fractional_max_pool3d_with_indices,
+)
 from gt.nn.grid_sampling import affine_grid, grid_sample
+from gt.nn.linear_cross_entropy import linear_cross_entropy
 from gt.nn.losses import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
@@ -406,4 +415,7 @@ __all__ = [
     "affine_grid", "grid_sample",
     # gt.nn.ctc, gt.nn.embedding_bag, gt.nn.lp_pooling and gt.nn.pdist
     "ctc_loss", "embedding_bag", "lp_pool1d", "lp_pool2d", "lp_pool3d", "pdist",
+    # gt.nn.fractional_pooling, gt.nn.attention_fn and gt.nn.linear_cross_entropy
+    "fractional_max_pool2d", "fractional_max_pool2d_with_indices", "fractional_max_pool3d",
+    "fractional_max_pool3d_with_indices", "multi_head_attention_forward", "linear_cross_entropy",
 ]  # fmt: skip

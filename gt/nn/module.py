@@ -19,6 +19,7 @@ from gt.nn.backward_hooks import (  # noqa: F401 - torch.nn.modules.module has t
     register_module_full_backward_hook,
     register_module_full_backward_pre_hook,
 )
+from gt.nn.buffer import Buffer
 from gt.ops.inplace import take_value
 from gt.tensor import Tensor
 
@@ -100,13 +101,16 @@ class Module:
                     "(gt.nn.Module or None expected)"
                 )
             mods[name] = None
-        elif name in bufs:
+        elif name in bufs or isinstance(value, Buffer):
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(
                     f"cannot assign '{type(value).__name__}' as buffer '{name}' "
                     "(gt.Tensor or None expected)"
                 )
-            bufs[name] = value
+            if isinstance(value, Buffer):  # an nn.Buffer registers itself, with its persistence
+                self.register_buffer(name, value, value.persistent)
+            else:
+                bufs[name] = value
         else:
             object.__setattr__(self, name, value)
 

@@ -52,6 +52,7 @@ MODULES = (
     "func_transforms",
     "data_more",
     "checkpointing",
+    "nn_remaining",
 )
 
 
