@@ -48,3 +48,20 @@ class HandClock:
 
     def __call__(self) -> float:
         return self.t
+
+
+@contextlib.contextmanager
+def backend_cluster(backend: str, workers: int = 1) -> Iterator[Any]:
+    """A local cluster of ``workers`` NumPy workers (``"numpy"``) or workers whose CuPy is the
+    test double (``"cupy_double"``, checked), for module fixtures that run every test on both."""
+    from gt.runtime.control import request  # noqa: PLC0415 - keep this module light to import
+    from gt.runtime.launch import LocalCluster  # noqa: PLC0415
+
+    if backend == "numpy":
+        with LocalCluster(workers=workers) as c:
+            yield c
+        return
+    with cupy_double_environment(), LocalCluster(workers=workers) as c:
+        found = [w["backend"] for w in request(c.address, "stats", timeout=10.0)["workers"]]
+        assert found == ["cupy"] * workers, found
+        yield c

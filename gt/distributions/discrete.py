@@ -13,11 +13,13 @@ from typing import Any
 from gt.distributions import constraints
 from gt.distributions.distribution import Distribution
 from gt.distributions.utils import (
+    BinaryParameters,
     bce_with_logits,
     broadcast_all,
     lazy_property,
     logits_to_probs,
     one_hot,
+    one_of,
     probs_to_logits,
 )
 from gt.factories import arange, bernoulli, full
@@ -29,12 +31,7 @@ from gt.tensor import Tensor
 __all__ = ["Bernoulli", "Categorical", "OneHotCategorical"]
 
 
-def _one_of(probs: Any, logits: Any) -> None:
-    if (probs is None) == (logits is None):
-        raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-
-
-class Bernoulli(Distribution):
+class Bernoulli(BinaryParameters, Distribution):
     """A coin flip: 1 with probability ``probs`` (or ``sigmoid(logits)``), else 0.
 
     Args:
@@ -49,7 +46,7 @@ class Bernoulli(Distribution):
 
     def __init__(self, probs: Any = None, logits: Any = None,
                  validate_args: bool | None = None) -> None:  # fmt: skip
-        _one_of(probs, logits)
+        one_of(probs, logits)
         param = probs if probs is not None else logits
         (value,) = broadcast_all(param)
         if probs is not None:
@@ -59,25 +56,6 @@ class Bernoulli(Distribution):
         self._param = value
         shape = () if isinstance(param, Number) else tuple(value.shape)
         super().__init__(shape, validate_args=validate_args)
-
-    def expand(self, batch_shape: Any, _instance: Any = None) -> Bernoulli:
-        new = super().expand(batch_shape, _instance)
-        new._param = new.__dict__["probs" if "probs" in self.__dict__ else "logits"]
-        return new
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        """Log-odds of a 1."""
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        """Probability of a 1."""
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self) -> Size:
-        return Size(tuple(self._param.shape))
 
     @property
     def mean(self) -> Tensor:
@@ -132,7 +110,7 @@ class Categorical(Distribution):
 
     def __init__(self, probs: Any = None, logits: Any = None,
                  validate_args: bool | None = None) -> None:  # fmt: skip
-        _one_of(probs, logits)
+        one_of(probs, logits)
         if probs is not None:
             if probs.dim() < 1:
                 raise ValueError("`probs` parameter must be at least one-dimensional.")

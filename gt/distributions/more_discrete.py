@@ -17,11 +17,10 @@ from gt.distributions import constraints
 from gt.distributions.discrete import Categorical
 from gt.distributions.distribution import Distribution
 from gt.distributions.utils import (
+    BinaryParameters,
     bce_with_logits,
     broadcast_all,
-    lazy_property,
-    logits_to_probs,
-    probs_to_logits,
+    one_of,
 )
 from gt.factories import arange, bernoulli, rand, zeros, zeros_like
 from gt.grad_mode import no_grad
@@ -30,11 +29,6 @@ from gt.ops.typeinfo import Size, finfo
 from gt.tensor import Tensor
 
 __all__ = ["Binomial", "Geometric", "Multinomial"]
-
-
-def _one_of(probs: Any, logits: Any) -> None:
-    if (probs is None) == (logits is None):
-        raise ValueError("Either `probs` or `logits` must be specified, but not both.")
 
 
 def _clamp_by_zero(x: Tensor) -> Tensor:
@@ -62,7 +56,7 @@ class _MultinomialConstraint(constraints.Constraint):
         return "Multinomial()"
 
 
-class Binomial(Distribution):
+class Binomial(BinaryParameters, Distribution):
     """The number of successes in ``total_count`` independent trials of probability ``probs``
     (or ``sigmoid(logits)``).
 
@@ -83,7 +77,7 @@ class Binomial(Distribution):
 
     def __init__(self, total_count: Any = 1, probs: Any = None, logits: Any = None,
                  validate_args: bool | None = None) -> None:  # fmt: skip
-        _one_of(probs, logits)
+        one_of(probs, logits)
         if probs is not None:
             total, self.probs = broadcast_all(total_count, probs)
             self._param = self.probs
@@ -93,28 +87,9 @@ class Binomial(Distribution):
         self.total_count = total.type_as(self._param)
         super().__init__(tuple(self._param.shape), validate_args=validate_args)
 
-    def expand(self, batch_shape: Any, _instance: Any = None) -> Binomial:
-        new = super().expand(batch_shape, _instance)
-        new._param = new.__dict__["probs" if "probs" in self.__dict__ else "logits"]
-        return new
-
     @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self) -> Any:
         return constraints.integer_interval(0, self.total_count)
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        """Log-odds of success."""
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        """Success probability of each trial."""
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self) -> Size:
-        return Size(tuple(self._param.shape))
 
     @property
     def mean(self) -> Tensor:
@@ -266,7 +241,7 @@ class Multinomial(Distribution):
         return log_factorial_n - log_factorial_xs + (logits * value).sum(-1)
 
 
-class Geometric(Distribution):
+class Geometric(BinaryParameters, Distribution):
     """The number of failures before the first success in trials of probability ``probs``
     (or ``sigmoid(logits)``): ``P(k) = (1 - p)^k p`` for ``k = 0, 1, ...``.
 
@@ -281,7 +256,7 @@ class Geometric(Distribution):
 
     def __init__(self, probs: Any = None, logits: Any = None,
                  validate_args: bool | None = None) -> None:  # fmt: skip
-        _one_of(probs, logits)
+        one_of(probs, logits)
         param = probs if probs is not None else logits
         (value,) = broadcast_all(param)
         if probs is not None:
@@ -299,16 +274,6 @@ class Geometric(Distribution):
                     f"of distribution {self!r} "
                     f"to be positive but found invalid values:\n{value.detach()[~valid]}"
                 )
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        """Log-odds of success."""
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        """Success probability."""
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def mean(self) -> Tensor:

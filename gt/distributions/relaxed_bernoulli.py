@@ -13,16 +13,14 @@ from gt.distributions.distribution import Distribution
 from gt.distributions.transformed_distribution import TransformedDistribution
 from gt.distributions.transforms import SigmoidTransform
 from gt.distributions.utils import (
+    BinaryParameters,
     broadcast_all,
     clamp_probs,
-    lazy_property,
-    logits_to_probs,
-    probs_to_logits,
+    one_of,
 )
 from gt.factories import rand
 from gt.factories import tensor as _tensor
 from gt.ops.functional import broadcast_tensors
-from gt.ops.typeinfo import Size
 from gt.tensor import Tensor
 
 __all__ = ["LogitRelaxedBernoulli", "RelaxedBernoulli"]
@@ -36,7 +34,7 @@ def _temperature(temperature: Any, like: Any) -> Any:
     return temperature
 
 
-class LogitRelaxedBernoulli(Distribution):
+class LogitRelaxedBernoulli(BinaryParameters, Distribution):
     """The logit of a :class:`RelaxedBernoulli` sample: ``(logit(U) + logits) / temperature``
     for ``U`` uniform.
 
@@ -52,8 +50,7 @@ class LogitRelaxedBernoulli(Distribution):
 
     def __init__(self, temperature: Any, probs: Any = None, logits: Any = None,
                  validate_args: bool | None = None) -> None:  # fmt: skip
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+        one_of(probs, logits)
         param = probs if probs is not None else logits
         (value,) = broadcast_all(param)
         if probs is not None:
@@ -64,25 +61,6 @@ class LogitRelaxedBernoulli(Distribution):
         self.temperature = _temperature(temperature, value)
         shape = () if isinstance(param, Number) else tuple(value.shape)
         super().__init__(shape, validate_args=validate_args)
-
-    def expand(self, batch_shape: Any, _instance: Any = None) -> LogitRelaxedBernoulli:
-        new = super().expand(batch_shape, _instance)
-        new._param = new.__dict__["probs" if "probs" in self.__dict__ else "logits"]
-        return new
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        """Log-odds of a 1."""
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        """Probability of a 1."""
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self) -> Size:
-        return Size(tuple(self._param.shape))
 
     def rsample(self, sample_shape: Any = ()) -> Tensor:
         shape = tuple(self._extended_shape(sample_shape))

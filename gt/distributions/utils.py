@@ -9,10 +9,16 @@ from typing import Any
 from gt.factories import arange
 from gt.factories import tensor as _tensor
 from gt.ops.functional import broadcast_tensors
-from gt.ops.typeinfo import finfo, get_default_dtype
+from gt.ops.typeinfo import Size, finfo, get_default_dtype
 from gt.tensor import Tensor
 
 __all__ = ["broadcast_all", "clamp_probs", "lazy_property", "logits_to_probs", "probs_to_logits"]
+
+
+def one_of(probs: Any, logits: Any) -> None:
+    """PyTorch's check that exactly one of ``probs`` and ``logits`` is given."""
+    if (probs is None) == (logits is None):
+        raise ValueError("Either `probs` or `logits` must be specified, but not both.")
 
 
 def broadcast_all(*values: Any) -> tuple[Tensor, ...]:
@@ -85,3 +91,28 @@ class lazy_property:  # noqa: N801 - PyTorch's name
         value = self.wrapped(instance)
         instance.__dict__[self.wrapped.__name__] = value
         return value
+
+
+class BinaryParameters:
+    """``probs``/``logits`` of a distribution over two outcomes given by either (Bernoulli,
+    Binomial, Geometric, the relaxed Bernoulli): each derives the other lazily, and ``_param`` is
+    the one given. A mixin before :class:`Distribution` in the bases."""
+
+    def expand(self, batch_shape: Any, _instance: Any = None) -> Any:
+        new = super().expand(batch_shape, _instance)  # type: ignore[misc]
+        new._param = new.__dict__["probs" if "probs" in self.__dict__ else "logits"]
+        return new
+
+    @lazy_property
+    def logits(self) -> Tensor:
+        """Log-odds of a success (a 1)."""
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self) -> Tensor:
+        """Probability of a success (a 1)."""
+        return logits_to_probs(self.logits, is_binary=True)
+
+    @property
+    def param_shape(self) -> Size:
+        return Size(tuple(self._param.shape))

@@ -9,13 +9,11 @@ import math
 
 import numpy as np
 import pytest
-from helpers import cupy_double_environment
+from helpers import backend_cluster
 
 import gt
 import gt.distributions as D
 from gt.ops import random as grandom
-from gt.runtime.control import request as request_control
-from gt.runtime.launch import LocalCluster
 from gt.runtime.ops.gammafn import draw_poisson, draw_standard_gamma
 
 pytestmark = pytest.mark.timeout(120)
@@ -25,14 +23,9 @@ ERF = np.vectorize(math.erf)
 
 @pytest.fixture(scope="module", params=["numpy", "cupy_double"])
 def cluster(request):
-    if request.param == "numpy":
-        with LocalCluster(workers=1) as c:
-            yield c
-    else:
-        with cupy_double_environment(), LocalCluster(workers=1) as c:
-            workers = request_control(c.address, "stats", timeout=10.0)["workers"]
-            assert [w["backend"] for w in workers] == ["cupy"], workers
-            yield c
+    """Every test of the module on NumPy workers, then on CuPy-double ones."""
+    with backend_cluster(request.param, workers=1) as c:
+        yield c
 
 
 def _integrate(fn, lo, hi, n=200001):

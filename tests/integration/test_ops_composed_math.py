@@ -9,12 +9,10 @@ import math
 
 import numpy as np
 import pytest
-from helpers import cupy_double_environment
+from helpers import backend_cluster
 
 import gt
 from gt.errors import ShapeError
-from gt.runtime.control import request as request_control
-from gt.runtime.launch import LocalCluster
 
 pytestmark = pytest.mark.timeout(120)
 rng = np.random.default_rng(5)
@@ -22,14 +20,9 @@ rng = np.random.default_rng(5)
 
 @pytest.fixture(scope="module", params=["numpy", "cupy_double"])
 def cluster(request):
-    if request.param == "numpy":
-        with LocalCluster(workers=1) as c:
-            yield c
-    else:
-        with cupy_double_environment(), LocalCluster(workers=1) as c:
-            workers = request_control(c.address, "stats", timeout=10.0)["workers"]
-            assert [w["backend"] for w in workers] == ["cupy"], workers
-            yield c
+    """Every test of the module on NumPy workers, then on CuPy-double ones."""
+    with backend_cluster(request.param, workers=1) as c:
+        yield c
 
 
 def _close(t, want, **kw):

@@ -105,7 +105,9 @@ def test_factories_accept_requires_grad(conn):
     assert all(t.requires_grad and t.is_leaf for t in made)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int16", "int32", "int64", "bool"])
+@pytest.mark.parametrize(
+    "dtype", ["float32", "float64", "float16", "int16", "int32", "int64", "bool"]
+)
 def test_to_converts_like_numpy_astype(conn, dtype):
     a = np.array([-1.5, 0.0, 2.7], np.float32)
     t = gt.from_numpy(a).to(dtype)

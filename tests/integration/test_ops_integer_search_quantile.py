@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import cupy_double_environment
+from helpers import backend_cluster
 
 import gt
 from gt.errors import ShapeError
-from gt.runtime.control import request as request_control
-from gt.runtime.launch import LocalCluster
 
 pytestmark = pytest.mark.timeout(90)
 rng = np.random.default_rng(11)
@@ -20,15 +18,9 @@ MODES = ("linear", "lower", "higher", "midpoint", "nearest")
 
 @pytest.fixture(scope="module", params=["numpy", "cupy_double"])
 def cluster(request):
-    """Two workers per backend (the module's tests run once on each)."""
-    if request.param == "numpy":
-        with LocalCluster(workers=2) as c:
-            yield c
-    else:
-        with cupy_double_environment(), LocalCluster(workers=2) as c:
-            workers = request_control(c.address, "stats", timeout=10.0)["workers"]
-            assert [w["backend"] for w in workers] == ["cupy", "cupy"], workers
-            yield c
+    """Every test of the module on NumPy workers, then on CuPy-double ones."""
+    with backend_cluster(request.param, workers=2) as c:
+        yield c
 
 
 # ------------------------------------------------------------------ bitwise
