@@ -69,6 +69,8 @@ from gt.special import gammainc as igamma  # (torch.igamma)
 from gt.special import gammaincc as igammac
 from gt.special import xlogy  # (torch.xlogy)
 from gt.tensor import Tensor
+from gt.torch_functions import *  # noqa: F403 - gt.conv2d, gt.svd, gt.histogram, ... (its __all__)
+from gt.torch_functions import __all__ as _torch_function_names
 
 __all__ = [
     *_functional_names,
@@ -76,6 +78,7 @@ __all__ = [
     *_compat_names,
     *_compat_function_names,
     *_linalg_names,
+    *_torch_function_names,
     "Generator",
     "HotFunction",
     "hot",

@@ -59,6 +59,55 @@ class CompatOps(CompatInplaceOps):
 
     __slots__ = ()
 
+    # ------------------------------------------------------------------ real-valued views of the
+    # complex API (GT has no complex dtypes: code written for both meets a real tensor here)
+    @property
+    def real(self) -> Tensor:
+        """The tensor itself (a real tensor is its own real part)."""
+        return self
+
+    @property
+    def imag(self) -> Tensor:
+        """Refused, as PyTorch refuses it for real tensors."""
+        raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+
+    def conj(self) -> Tensor:
+        """The tensor itself (the conjugate of a real tensor)."""
+        return self
+
+    def conj_physical(self) -> Tensor:
+        """A copy (the conjugate of a real tensor)."""
+        return self.clone()
+
+    def resolve_conj(self) -> Tensor:
+        """The tensor itself (no lazy conjugation in GT)."""
+        return self
+
+    def resolve_neg(self) -> Tensor:
+        """The tensor itself (no lazy negation in GT)."""
+        return self
+
+    def is_conj(self) -> bool:
+        """False: GT has no lazily conjugated tensors."""
+        return False
+
+    def isreal(self) -> Tensor:
+        """All true: GT's tensors are real."""
+        return self.new_ones(self.shape, dtype="bool")
+
+    def angle(self) -> Tensor:
+        """The argument of each (real) value: 0 for ``x >= 0``, pi below (NaN stays NaN)."""
+        x = self if self.dtype in S.FLOAT_DTYPES else self.to(S.DEFAULT_FLOAT)
+        return where(x < 0, math.pi, x * 0)
+
+    def bernoulli(self, p: Any = None, *, generator: Any = None) -> Tensor:
+        """1 with probability ``self`` (or ``p`` when given), else 0, in this tensor's dtype."""
+        from gt.ops.random import random_attrs  # noqa: PLC0415 - (a leaf of gt.ops)
+
+        prob = self if p is None else p
+        u = self._create("rand", [], random_attrs(self.shape, "float64", generator))
+        return (u < prob).to(self.dtype)
+
     # ------------------------------------------------------------------ reductions
     def aminmax(self, *, dim: int | None = None, keepdim: bool = False) -> MinMax:
         """``(min, max)`` over ``dim`` (all elements when None)."""

@@ -52,6 +52,7 @@ MODULES = (
     "func_transforms",
     "data_more",
     "checkpointing",
+    "torch_functions",
     "nn_remaining",
 )
 

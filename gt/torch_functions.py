@@ -1,0 +1,208 @@
+"""The ``torch.<name>`` functions that are other modules' functions under a second name
+(``torch.conv2d`` is ``F.conv2d``, ``torch.pinverse`` is ``linalg.pinv``, ``torch.vmap`` is
+``torch.func.vmap`` ...), PyTorch's older linear-algebra spellings (``torch.svd`` returns ``V``,
+``torch.qr`` takes ``some``), and a few small ones: ``logspace``, ``range``, ``frombuffer``,
+``histogram``, ``gradient``, ``seed``, ``typename``, ``is_nonzero`` ... Imported by
+:mod:`gt._api` only.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import warnings
+from collections import namedtuple
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from gt import func as _func
+from gt import linalg as _linalg
+from gt import shapes as S
+from gt.errors import OutOfMemory
+from gt.factories import arange, full_like, linspace
+from gt.factories import tensor as _tensor
+from gt.nn import functional as F
+from gt.ops.arith import where
+from gt.ops.random import manual_seed
+from gt.ops.search import searchsorted
+from gt.ops.shaping import cat
+from gt.tensor import Tensor
+
+# ruff: noqa: A002 - PyTorch's parameter names (input ...)
+
+_builtin_range = range  # (torch.range, below, takes the name)
+
+conv1d, conv2d, conv3d = F.conv1d, F.conv2d, F.conv3d
+conv_transpose1d, conv_transpose2d, conv_transpose3d = (F.conv_transpose1d, F.conv_transpose2d,
+                                                        F.conv_transpose3d)  # fmt: skip
+dropout, bilinear, pdist = F.dropout, F.bilinear, F.pdist
+celu, selu, threshold, prelu, rrelu = F.celu, F.selu, F.threshold, F.prelu, F.rrelu
+hardshrink = F.hardshrink
+vmap = _func.vmap
+pinverse = _linalg.pinv
+#: ``torch.OutOfMemoryError``: GT's out-of-memory error (a worker's pool refused an allocation).
+OutOfMemoryError = OutOfMemory
+
+SVDResult = namedtuple("SVDResult", ["U", "S", "V"])
+QRResult = namedtuple("QRResult", ["Q", "R"])
+HistogramResult = namedtuple("HistogramResult", ["hist", "bin_edges"])
+
+
+def embedding(weight: Tensor, input: Tensor, padding_idx: int = -1, scale_grad_by_freq: bool = False,
+              sparse: bool = False) -> Tensor:  # fmt: skip
+    """``torch.embedding(weight, indices)``: :func:`gt.nn.functional.embedding` with its arguments
+    in the other order (and ``padding_idx=-1`` for none)."""
+    return F.embedding(input, weight, padding_idx=None if padding_idx < 0 else padding_idx)
+
+
+def svd(input: Tensor, some: bool = True, compute_uv: bool = True) -> SVDResult:
+    """The older ``torch.svd``: ``U, S, V`` with ``input = U diag(S) V^T`` (``V``, not ``Vh``)."""
+    u, s, vh = _linalg.svd(input, full_matrices=not some)
+    if not compute_uv:
+        return SVDResult(u.new_zeros(u.shape), s, vh.new_zeros(vh.shape))
+    return SVDResult(u, s, vh.mT)
+
+
+def qr(input: Tensor, some: bool = True) -> QRResult:
+    """The older ``torch.qr`` (``some=False``: the complete factorisation)."""
+    q, r = _linalg.qr(input, mode="reduced" if some else "complete")
+    return QRResult(q, r)
+
+
+def logspace(start: float, end: float, steps: int, base: float = 10.0, *, dtype: Any = None,
+             requires_grad: bool = False, device: Any = None) -> Tensor:  # fmt: skip
+    """``base ** linspace(start, end, steps)``."""
+    exps = linspace(start, end, steps, dtype="float64")
+    out = (exps * math.log(base)).exp().to(S.canonical_dtype(dtype))
+    return out.requires_grad_(True) if requires_grad else out
+
+
+def range(start: float = 0, end: float | None = None, step: float = 1, *,  # noqa: A001
+          dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:  # fmt: skip
+    """The deprecated ``torch.range``: like ``arange`` but including ``end`` (float32 default)."""
+    warnings.warn("torch.range is deprecated and will be removed in a future release because its "
+                  "behavior is inconsistent with Python's range builtin. Instead, use "
+                  "torch.arange, which produces values in [start, end).", UserWarning,
+                  stacklevel=2)  # fmt: skip
+    if end is None:
+        start, end = 0, start
+    n = int(math.floor((end - start) / step)) + 1
+    out = arange(n, dtype="float64") * step + start
+    return out.to(S.canonical_dtype(dtype)).requires_grad_(requires_grad)
+
+
+def frombuffer(buffer: Any, *, dtype: Any, count: int = -1, offset: int = 0,
+               requires_grad: bool = False) -> Tensor:  # fmt: skip
+    """A tensor of the bytes of ``buffer`` read as ``dtype`` (copied: GT tensors live on workers)."""
+    arr = np.frombuffer(buffer, dtype=np.dtype(S.canonical_dtype(dtype)), count=count,
+                        offset=offset)  # fmt: skip
+    return _tensor(arr.copy(), requires_grad=requires_grad)
+
+
+def fill(input: Tensor, value: Any) -> Tensor:
+    """A tensor like ``input`` filled with ``value``."""
+    return full_like(input, float(value) if input.is_floating_point() else value)
+
+
+def histogram(input: Tensor, bins: Any = 100, *, range: Any = None,  # noqa: A002
+              weight: Tensor | None = None, density: bool = False) -> HistogramResult:  # fmt: skip
+    """Counts (or weights) of ``input`` in ``bins`` equal bins over ``range`` (the data's, one
+    sync point, when not given) or at the given bin edges, and the edges (``torch.histogram``)."""
+    x = input.reshape(-1)
+    if isinstance(bins, Tensor):
+        edges = bins.to(input.dtype)
+    else:
+        lo, hi = (float(x.min().item()), float(x.max().item())) if range is None else range
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5  # (PyTorch's widening of an empty range)
+        edges = linspace(lo, hi, int(bins) + 1, dtype=input.dtype)
+    n = edges.shape[0] - 1
+    # bin i is [edges[i], edges[i + 1]); the last one also takes its right edge
+    idx = where(x == edges[n], n - 1, searchsorted(edges, x, right=True) - 1)
+    inside = (x >= edges[0]) & (x <= edges[n])
+    w = inside.to(input.dtype) if weight is None else weight.reshape(-1) * inside.to(input.dtype)
+    hist = x.new_zeros((n,)).scatter_add(0, idx.clamp(0, n - 1), w)
+    if density:
+        hist = hist / (hist.sum() * edges.diff())
+    return HistogramResult(hist, edges)
+
+
+def gradient(input: Tensor, *, spacing: Any = 1, dim: Any = None,
+             edge_order: int = 1) -> tuple[Tensor, ...]:  # fmt: skip
+    """Central differences along ``dim`` (every dim by default), one-sided at the edges
+    (``edge_order`` 1), with a uniform ``spacing`` (a number or one per dim)."""
+    if edge_order != 1:
+        raise NotImplementedError("gradient: only edge_order=1 is supported in GT")
+    dims = (
+        list(_builtin_range(input.ndim))
+        if dim is None
+        else ([dim] if isinstance(dim, int) else list(dim))
+    )
+    steps = spacing if isinstance(spacing, Sequence) else [spacing] * len(dims)
+    if len(steps) != len(dims):
+        raise RuntimeError("torch.gradient expected spacing to be unspecified, a scalar or a list "
+                           f"of length {len(dims)} but got a list of length {len(steps)}")  # fmt: skip
+    out = []
+    for d, h in zip(dims, steps):
+        d = S.normalize_axis(d, input.ndim, "gradient")
+        n = input.shape[d]
+        if n < 2:
+            raise RuntimeError("torch.gradient expected each dimension size to be at least "
+                               "edge_order+1")  # fmt: skip
+        h = float(h.item()) if isinstance(h, Tensor) else float(h)
+        first = (input.narrow(d, 1, 1) - input.narrow(d, 0, 1)) / h
+        last = (input.narrow(d, n - 1, 1) - input.narrow(d, n - 2, 1)) / h
+        parts = [first]
+        if n > 2:
+            parts.append((input.narrow(d, 2, n - 2) - input.narrow(d, 0, n - 2)) / (2 * h))
+        parts.append(last)
+        out.append(cat(parts, d))
+    return tuple(out)
+
+
+def real(input: Tensor) -> Tensor:
+    """The real part: the tensor itself (GT's tensors are real)."""
+    return input.real
+
+
+def conj(input: Tensor) -> Tensor:
+    """The conjugate: the tensor itself (GT's tensors are real)."""
+    return input.conj()
+
+
+def angle(input: Tensor) -> Tensor:
+    """0 for ``x >= 0``, pi below (the argument of a real number)."""
+    return input.angle()
+
+
+def isreal(input: Tensor) -> Tensor:
+    """All true (GT's tensors are real)."""
+    return input.isreal()
+
+
+def seed() -> int:
+    """Seed GT's random stream from the system's entropy; returns the seed."""
+    s = random.SystemRandom().getrandbits(40)
+    manual_seed(s)
+    return s
+
+
+def typename(obj: Any) -> str:
+    """PyTorch's type name of a tensor (``torch.FloatTensor`` ...), else the object's type."""
+    if isinstance(obj, Tensor):
+        names = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+                 "bfloat16": "BFloat16Tensor", "int64": "LongTensor", "int32": "IntTensor",
+                 "int16": "ShortTensor", "int8": "CharTensor", "uint8": "ByteTensor",
+                 "bool": "BoolTensor"}  # fmt: skip
+        return "torch." + names[obj.dtype]
+    t = type(obj)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+
+
+__all__ = ["OutOfMemoryError", "angle", "bilinear", "conj", "isreal", "real", "celu", "conv1d", "conv2d", "conv3d",
+           "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "dropout", "embedding",
+           "fill", "frombuffer", "gradient", "hardshrink", "histogram", "logspace", "pdist",
+           "pinverse", "prelu", "qr", "range", "rrelu", "seed", "selu", "svd", "threshold",
+           "typename", "vmap"]  # fmt: skip
