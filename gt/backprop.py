@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 #: Hooks of leaf tensors by ``id``: a leaf has no node to keep them (computed tensors keep theirs
 #: in ``Node.hooks``); an entry goes when its tensor does.
 _LEAF_HOOKS: dict[int, list[Callable]] = {}
+#: ``register_post_accumulate_grad_hook`` hooks of leaves by ``id`` (kept as the leaf hooks are).
+_POST_ACCUMULATE_HOOKS: dict[int, list[Callable]] = {}
 
 
 class RemovableHandle:
@@ -81,6 +83,25 @@ def register_hook(t: Tensor, hook: Callable) -> RemovableHandle:
             weakref.finalize(t, _LEAF_HOOKS.pop, key, None)
     hooks.append(hook)
     guards.bump()  # a captured step (gt.hot) that ran without this hook must be captured again
+    return RemovableHandle(hooks, hook)
+
+
+def register_post_accumulate_grad_hook(t: Tensor, hook: Callable) -> RemovableHandle:
+    """Call ``hook(t)`` after a backward pass has accumulated ``t.grad`` (a leaf only); what it
+    returns is ignored. See :meth:`gt.Tensor.register_post_accumulate_grad_hook`."""
+    if not t.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if t._node is not None:
+        raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+    if not callable(hook):
+        raise TypeError(f"the hook must be callable, got {type(hook).__name__}")
+    key = id(t)
+    hooks = _POST_ACCUMULATE_HOOKS.get(key)
+    if hooks is None:
+        hooks = _POST_ACCUMULATE_HOOKS[key] = []
+        weakref.finalize(t, _POST_ACCUMULATE_HOOKS.pop, key, None)
+    hooks.append(hook)
+    guards.bump()
     return RemovableHandle(hooks, hook)
 
 
@@ -195,6 +216,7 @@ class _Walk:
         self.want_nodes = {id(t._node) for t in wanted or () if t._node is not None}
         self.found: dict[int, Tensor] = {}  # id(leaf) or id(node) -> its gradient
         self.conn: Any = None  # the roots' connection, while the walk runs
+        self.accumulated: dict[int, Tensor] = {}  # leaves with post-accumulate hooks that got .grad
 
     def run(self, roots: list[Tensor], seeds: list[Tensor]) -> None:
         # Every instruction of the walk comes from the user's backward()/grad() line: pin it once
@@ -276,6 +298,15 @@ class _Walk:
             leaf.grad = g
         else:
             leaf.grad = leaf.grad + g
+        if _POST_ACCUMULATE_HOOKS and id(leaf) in _POST_ACCUMULATE_HOOKS:
+            self.accumulated[id(leaf)] = leaf
+
+    def run_post_accumulate_hooks(self) -> None:
+        """Each leaf's post-accumulate hooks, once, now that its ``.grad`` is complete."""
+        for key, leaf in self.accumulated.items():
+            for hook in list(_POST_ACCUMULATE_HOOKS.get(key, ())):
+                hook(leaf)
+        self.accumulated.clear()
 
     def _retain(self, node: Node, g: Tensor) -> None:
         """Give a computed tensor that called ``retain_grad()`` its gradient."""
@@ -401,6 +432,7 @@ def backward(
             g = walk.found.get(id(t) if t._node is None else id(t._node))
             if g is not None:
                 walk._accumulate(t, g) if t._node is None else _add_grad(t, g)
+        walk.run_post_accumulate_hooks()
 
 
 def _add_grad(t: Tensor, g: Tensor) -> None:

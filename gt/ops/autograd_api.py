@@ -83,6 +83,12 @@ class AutogradOps:
         """
         return backprop.register_hook(self, hook)
 
+    def register_post_accumulate_grad_hook(self, hook: Any) -> backprop.RemovableHandle:
+        """Call ``hook(self)`` after each backward pass has accumulated this leaf's ``.grad`` (an
+        optimizer step in backward, for instance); returns a handle whose ``remove()``
+        unregisters it."""
+        return backprop.register_post_accumulate_grad_hook(self, hook)
+
     def detach(self) -> Tensor:
         """A tensor with the same value that is not part of any graph."""
         return self._alias()

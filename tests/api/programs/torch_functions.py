@@ -43,3 +43,32 @@ def torch_level_functions(torch):
             "angle": torch.angle(torch.tensor([0.5, -1.0, 0.0])), "real": torch.real(s),
             "conj": s.conj(), "isreal": torch.isreal(s),
             "bernoulli_certain": torch.tensor([0.0, 1.0, 1.0]).bernoulli()}  # fmt: skip
+
+
+@program
+def optimizer_in_backward_with_post_accumulate_hooks(torch):
+    nn = torch.nn
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    for p, v in zip(
+        model.parameters(), [arr(20 + i, *p.shape) * 0.3 for i, p in enumerate(model.parameters())]
+    ):
+        with torch.no_grad():
+            p.copy_(torch.tensor(v))
+    opts = {p: torch.optim.SGD([p], lr=0.05, momentum=0.9) for p in model.parameters()}
+    calls = []
+
+    def step(p):
+        calls.append(tuple(p.shape))
+        opts[p].step()
+        opts[p].zero_grad()
+
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(step)
+    x, y = torch.tensor(arr(30, 6, 4)), torch.tensor(arr(31, 6, 2))
+    losses = []
+    for _ in range(3):
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        losses.append(loss.item())
+    return {"losses": losses, "calls": len(calls),
+            **{f"p{i}": p for i, p in enumerate(model.parameters())}}  # fmt: skip
