@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from gt import guards
 from gt import signal as _signal
-from gt.grad_graph import Node
+from gt.grad_graph import Node, Packed
 from gt.grad_mode import set_grad_enabled
 from gt.runtime import ops as O
 from gt.runtime.ops import Past
@@ -329,7 +329,19 @@ class _Walk:
                 "tensors after they have already been freed). Specify retain_graph=True if you "
                 "need to backward through the graph a second time."
             )
-        node.check_versions()
+        packed = None
+        if node.unpack is not None:  # saved_tensors_hooks: the values back, for this rule only
+            packed = node.saved
+            node.saved = tuple([node.unpack(p.value) if type(p) is Packed else p for p in packed])
+        else:
+            node.check_versions()
+        try:
+            self._run_rule(node, g, grads)
+        finally:
+            if packed is not None:
+                node.saved = packed
+
+    def _run_rule(self, node: Node, g: Tensor, grads: dict) -> None:
         rule = node.rule
         link = self.create_graph and bool(node.outs)
         if rule is not None:  # a gt.autograd.Function: the user's backward, with its own lines

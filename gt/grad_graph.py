@@ -15,6 +15,10 @@ if TYPE_CHECKING:
 
 _FIRST = (0,)
 FLOAT_DTYPES = ("float16", "float32", "float64")
+#: Active ``gt.autograd.graph.saved_tensors_hooks``: ``(pack, unpack)`` pairs, innermost last; a
+#: ``str`` entry disables them (``disable_saved_tensors_hooks``: recording raises with it); a
+#: ``None`` entry is a pack hook running (what it records is not packed again).
+SAVED_TENSOR_HOOKS: list = []
 
 
 class Node:
@@ -46,6 +50,7 @@ class Node:
         "hooks",
         "outs",
         "rule",
+        "unpack",
     )
 
     def __init__(self, op: str, parents: tuple, saved: tuple, inputs: tuple, attrs: Any):
@@ -63,6 +68,7 @@ class Node:
         self.hooks = None  # the output's gradient hooks (register_hook), run before the rule
         self.outs = ()  # which saved tensors are aliases of the output (see record())
         self.rule = None  # a derivative of its own (gt.autograd.Function), else the registry's
+        self.unpack = None  # saved_tensors_hooks' unpack, when ``saved`` holds packed values
 
     def needs(self, i: int) -> bool:
         """Whether input ``i`` wants a gradient."""
@@ -115,7 +121,9 @@ def record(
     if not wanted:
         return out
     if saved is not None:
-        out._node = Node(op, tuple(parents), tuple(saved), inputs, attrs)
+        node = out._node = Node(op, tuple(parents), tuple(saved), inputs, attrs)
+        if SAVED_TENSOR_HOOKS:
+            _pack(node)
         out._rg = True
         return out
     entry = O.BY_NAME[op]
@@ -129,5 +137,33 @@ def record(
         node.outs = _FIRST
     elif how is not None and how != "inputs" and saved:
         node.outs = tuple([i for i, t in enumerate(saved) if all(t is not x for x in inputs)])
+    if SAVED_TENSOR_HOOKS:
+        _pack(node)
     out._rg = True
     return out
+
+
+class Packed:
+    """A saved tensor as a ``saved_tensors_hooks`` pack hook returned it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+
+def _pack(node: Node) -> None:
+    """Replace ``node``'s saved tensors (not its saved numbers) by what the innermost pack hook
+    makes of them."""
+    hooks = SAVED_TENSOR_HOOKS[-1]
+    if hooks is None:  # inside a pack hook: what it records is kept as it is (PyTorch's rule)
+        return
+    if isinstance(hooks, str):
+        raise RuntimeError(hooks)
+    if node.saved:
+        pack, node.unpack = hooks
+        SAVED_TENSOR_HOOKS.append(None)
+        try:
+            node.saved = tuple([Packed(pack(t)) if hasattr(t, "_conn") else t for t in node.saved])
+        finally:
+            SAVED_TENSOR_HOOKS.pop()

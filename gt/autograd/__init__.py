@@ -37,12 +37,12 @@ sys.modules.setdefault(f"{__name__}.function", function)
 
 
 def __getattr__(name: str) -> object:
-    """``gt.autograd.functional`` on first use (importing it here would be a cycle: it needs the
-    tensor class, which imports this package)."""
-    if name == "functional":
+    """``gt.autograd.functional`` and ``gt.autograd.graph`` on first use (importing them here would
+    be a cycle: they need the tensor class, which imports this package)."""
+    if name in ("functional", "graph"):
         import importlib  # noqa: PLC0415
 
-        return importlib.import_module(f"{__name__}.functional")
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -70,7 +70,8 @@ def _swaps_last_two(parent: Any) -> bool:
 
 def _unswapped(parent: Any, t: Any) -> Any:
     """``t.mT``, free when ``t`` was itself made by swapping the last two dimensions of a tensor."""
-    if _swaps_last_two(parent) and parent.saved:
+    # (not when saved_tensors_hooks packed the parent's saved tensors: they are not tensors then)
+    if _swaps_last_two(parent) and parent.saved and parent.unpack is None:
         parent.check_versions()
         return parent.saved[0]
     return t.mT

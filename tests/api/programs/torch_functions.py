@@ -72,3 +72,30 @@ def optimizer_in_backward_with_post_accumulate_hooks(torch):
         losses.append(loss.item())
     return {"losses": losses, "calls": len(calls),
             **{f"p{i}": p for i, p in enumerate(model.parameters())}}  # fmt: skip
+
+
+@program
+def saved_tensor_hooks_and_save_on_cpu(torch):
+    nn = torch.nn
+    model = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 2))
+    for i, p in enumerate(model.parameters()):
+        with torch.no_grad():
+            p.copy_(torch.tensor(arr(40 + i, *p.shape) * 0.4))
+    x = torch.tensor(arr(41, 5, 4))
+    counts = {"pack": 0}
+
+    def pack(t):
+        counts["pack"] += 1
+        return t * 1.0
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = model(x).pow(2).mean()
+    loss.backward()
+    hooked = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    with torch.autograd.graph.save_on_cpu():
+        loss2 = model(x).pow(2).mean()
+    loss2.backward()
+    return {"loss": loss, "loss2": loss2, "packed_some": counts["pack"] > 0,
+            **{f"hooked{i}": g for i, g in enumerate(hooked)},
+            **{f"cpu{i}": p.grad for i, p in enumerate(model.parameters())}}  # fmt: skip
