@@ -10,16 +10,19 @@ Provided: :class:`Normal`, :class:`Uniform`, :class:`Laplace`, :class:`Exponenti
 flips), :class:`Multinomial`, :class:`Geometric`, :class:`Cauchy`, :class:`HalfNormal`,
 :class:`HalfCauchy`, :class:`Gumbel`, :class:`Weibull`, :class:`Pareto`, :class:`Kumaraswamy`,
 :class:`LogitRelaxedBernoulli`, :class:`RelaxedBernoulli`, :class:`ExpRelaxedCategorical`,
-:class:`RelaxedOneHotCategorical`, :class:`MixtureSameFamily`, and :func:`kl_divergence` with
-:func:`register_kl`. Not provided: the rest of PyTorch's families (ContinuousBernoulli,
-NegativeBinomial, FisherSnedecor, VonMises, Wishart, LKJCholesky, InverseGamma,
-GeneralizedPareto, LogisticNormal ...) and the Bregman-divergence KL between exponential families.
+:class:`RelaxedOneHotCategorical`, :class:`MixtureSameFamily`, :class:`NegativeBinomial`
+(gamma-Poisson sampler), :class:`ContinuousBernoulli`, :class:`InverseGamma`,
+:class:`FisherSnedecor`, :class:`GeneralizedPareto`, :class:`VonMises` (rejection sampler with a
+bounded number of rounds), :class:`LogisticNormal` (with :class:`StickBreakingTransform`), and
+:func:`kl_divergence` with :func:`register_kl`. Not provided: Wishart, LKJCholesky, the
+``ExponentialFamily`` base and its Bregman-divergence KL, and the matrix transforms.
 """
 
 from __future__ import annotations
 
 from gt.distributions import constraints, transforms
 from gt.distributions import kl_gamma as _kl_gamma  # noqa: F401 - registers the KL rules
+from gt.distributions import kl_last as _kl_last  # noqa: F401 - registers the KL rules
 from gt.distributions import kl_more as _kl_more  # noqa: F401 - registers the KL rules
 from gt.distributions.continuous import Exponential, Laplace, Normal, Uniform
 from gt.distributions.discrete import Bernoulli, Categorical, OneHotCategorical
@@ -27,11 +30,19 @@ from gt.distributions.distribution import Distribution
 from gt.distributions.gamma_family import Beta, Chi2, Dirichlet, Gamma, Poisson, StudentT
 from gt.distributions.independent import Independent
 from gt.distributions.kl import kl_divergence, register_kl
+from gt.distributions.last_continuous import (
+    ContinuousBernoulli,
+    FisherSnedecor,
+    GeneralizedPareto,
+    InverseGamma,
+)
+from gt.distributions.logistic_normal import LogisticNormal
 from gt.distributions.lowrank_multivariate_normal import LowRankMultivariateNormal
 from gt.distributions.mixture import MixtureSameFamily
 from gt.distributions.more_continuous import Cauchy, Gumbel, HalfCauchy, HalfNormal
 from gt.distributions.more_discrete import Binomial, Geometric, Multinomial
 from gt.distributions.multivariate_normal import MultivariateNormal
+from gt.distributions.negative_binomial import NegativeBinomial
 from gt.distributions.power_family import Kumaraswamy, Pareto, Weibull
 from gt.distributions.relaxed_bernoulli import LogitRelaxedBernoulli, RelaxedBernoulli
 from gt.distributions.relaxed_categorical import ExpRelaxedCategorical, RelaxedOneHotCategorical
@@ -43,9 +54,11 @@ from gt.distributions.transforms import (
     ExpTransform,
     PowerTransform,
     SigmoidTransform,
+    StickBreakingTransform,
     TanhTransform,
     Transform,
 )
+from gt.distributions.von_mises import VonMises
 
 __all__ = [
     "AbsTransform",
@@ -57,25 +70,31 @@ __all__ = [
     "Cauchy",
     "Chi2",
     "ComposeTransform",
+    "ContinuousBernoulli",
     "Dirichlet",
     "Distribution",
     "ExpRelaxedCategorical",
     "ExpTransform",
     "Exponential",
+    "FisherSnedecor",
     "Gamma",
+    "GeneralizedPareto",
     "Geometric",
     "Gumbel",
     "HalfCauchy",
     "HalfNormal",
     "Independent",
+    "InverseGamma",
     "Kumaraswamy",
     "Laplace",
     "LogNormal",
+    "LogisticNormal",
     "LogitRelaxedBernoulli",
     "LowRankMultivariateNormal",
     "MixtureSameFamily",
     "Multinomial",
     "MultivariateNormal",
+    "NegativeBinomial",
     "Normal",
     "OneHotCategorical",
     "Pareto",
@@ -84,11 +103,13 @@ __all__ = [
     "RelaxedBernoulli",
     "RelaxedOneHotCategorical",
     "SigmoidTransform",
+    "StickBreakingTransform",
     "StudentT",
     "TanhTransform",
     "Transform",
     "TransformedDistribution",
     "Uniform",
+    "VonMises",
     "Weibull",
     "constraints",
     "kl_divergence",

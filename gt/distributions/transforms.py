@@ -17,6 +17,8 @@ from typing import Any
 from gt.distributions import constraints
 from gt.distributions.utils import clamp_probs, softplus
 from gt.factories import full_like
+from gt.ops.shaping import cat
+from gt.ops.typeinfo import finfo
 from gt.tensor import Tensor
 
 __all__ = [
@@ -274,3 +276,62 @@ class AbsTransform(Transform):
 
     def _inverse(self, y: Tensor) -> Tensor:
         return y
+
+
+def _clipped_sigmoid(x: Tensor) -> Tensor:
+    info = finfo(x.dtype)
+    return x.sigmoid().clamp(min=info.tiny, max=1.0 - info.eps)
+
+
+class StickBreakingTransform(Transform):
+    """Unconstrained vectors of length ``K`` to the simplex of length ``K + 1``, by breaking a
+    stick: the first logit's sigmoid (shifted so that zeros map to the uniform point) takes a
+    share of the stick, the next a share of the rest, and so on. Acts on the last dimension
+    (``event_dim`` 1)."""
+
+    domain = constraints.real_vector
+    codomain = constraints.simplex
+    event_dim = 1
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StickBreakingTransform)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    @staticmethod
+    def _offset_log(x: Tensor, k: int) -> Tensor:
+        # log(k - i) for i = 0 .. K-1, PyTorch's shift
+        return (k - x.new_ones((x.shape[-1],)).cumsum(-1)).log()
+
+    def _call(self, x: Tensor) -> Tensor:
+        z = _clipped_sigmoid(x - self._offset_log(x, x.shape[-1] + 1))
+        z_cumprod = (1 - z).cumprod(-1)
+        ones = x.new_ones(tuple(x.shape[:-1]) + (1,))
+        return cat([z, ones], -1) * cat([ones, z_cumprod], -1)
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        y_crop = y[..., :-1]
+        offset = y.shape[-1] - y.new_ones((y_crop.shape[-1],)).cumsum(-1)
+        sf = (1 - y_crop.cumsum(-1)).clamp(min=finfo(y.dtype).tiny)
+        return y_crop.log() - sf.log() + offset.log()
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        """``log |det dy[:-1]/dx|``, one value per vector."""
+        x = x - self._offset_log(x, x.shape[-1] + 1)
+        return (-x - softplus(-x) + y[..., :-1].log()).sum(-1)
+
+    def forward_shape(self, shape: Any) -> tuple:
+        """The shape of ``t(x)`` for an ``x`` of ``shape``."""
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return tuple(shape[:-1]) + (shape[-1] + 1,)
+
+    def inverse_shape(self, shape: Any) -> tuple:
+        """The shape of ``t.inv(y)`` for a ``y`` of ``shape``."""
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return tuple(shape[:-1]) + (shape[-1] - 1,)
+
+
+__all__ += ["StickBreakingTransform"]
