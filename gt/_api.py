@@ -14,6 +14,7 @@ from gt.autograd import (
     no_grad,
     set_grad_enabled,
 )
+from gt.compiler import compile  # torch.compile
 from gt.config import load_config
 from gt.errors import (
     DispatcherLost,
@@ -81,6 +82,7 @@ __all__ = [
     *_torch_function_names,
     "Generator",
     "HotFunction",
+    "compile",
     "hot",
     "amp",
     "autocast",
