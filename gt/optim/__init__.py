@@ -3,10 +3,14 @@
 ``SGD`` (momentum, weight decay, Nesterov), ``Adam``/``AdamW`` (amsgrad), ``RMSprop`` (centered,
 momentum), ``Adagrad``, ``Adadelta``, ``Adamax``, ``NAdam``, ``RAdam``, ``ASGD``, ``Rprop``,
 ``Adafactor`` and ``LBFGS`` (with the strong-Wolfe line search); ``gt.optim.lr_scheduler`` holds
-the schedulers. Optimizer state and ``state_dict`` follow PyTorch's layout.
+the schedulers, ``gt.optim.swa_utils`` weight averaging (``AveragedModel``, ``SWALR``,
+``update_bn``). Optimizer state and ``state_dict`` follow PyTorch's layout.
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from gt.optim import lr_scheduler
 from gt.optim.adadelta_asgd import ASGD, Adadelta
@@ -35,4 +39,12 @@ __all__ = [
     "RMSprop",
     "Rprop",
     "lr_scheduler",
+    "swa_utils",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # ``swa_utils`` builds on ``gt.nn``, whose package imports this one: load it on first use.
+    if name == "swa_utils":
+        return importlib.import_module("gt.optim.swa_utils")
+    raise AttributeError(f"module 'gt.optim' has no attribute {name!r}")

@@ -4,8 +4,8 @@ Gradient clipping (``clip_grad_norm_``, ``get_total_norm``, ``clip_grads_with_no
 ``clip_grad_value_``), parameters as one vector (``convert_parameters``), batch-norm fusion
 (``fuse_conv_bn_eval`` ...), ``skip_init``, weight and spectral normalization (the hook-based
 ``weight_norm`` / ``spectral_norm`` and, in ``parametrizations``, the parametrization-based ones),
-``parametrize`` (``register_parametrization`` ...), ``stateless.functional_call``, and
-``rnn`` (packed variable-length sequences).
+``parametrize`` (``register_parametrization`` ...), ``prune`` (magnitude, random and custom
+pruning masks), ``stateless.functional_call``, and ``rnn`` (packed variable-length sequences).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from gt.nn.utils import (
     convert_parameters,
     parametrizations,
     parametrize,
+    prune,
     rnn,
     stateless,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "parameters_to_vector",
     "parametrizations",
     "parametrize",
+    "prune",
     "remove_spectral_norm",
     "remove_weight_norm",
     "rnn",

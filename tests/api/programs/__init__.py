@@ -54,6 +54,9 @@ MODULES = (
     "checkpointing",
     "torch_functions",
     "nn_remaining",
+    "distributions_last",
+    "scripts_compat",
+    "swa_prune",
 )
 
 
