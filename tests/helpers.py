@@ -65,3 +65,28 @@ def backend_cluster(backend: str, workers: int = 1) -> Iterator[Any]:
         found = [w["backend"] for w in request(c.address, "stats", timeout=10.0)["workers"]]
         assert found == ["cupy"] * workers, found
         yield c
+
+
+def integrate(fn: Callable[[Any], Any], lo: float, hi: float, n: int = 400001) -> float:
+    """The trapezoidal rule for ``fn`` (vectorised over NumPy arrays) on ``n`` points of [lo, hi]."""
+    import numpy as np  # noqa: PLC0415 - keep this module light to import
+
+    x = np.linspace(lo, hi, n)
+    y = fn(x)
+    return float(np.sum((y[1:] + y[:-1]) * np.diff(x)) / 2)
+
+
+def as_float64(t: Any) -> Any:
+    """A tensor's value as a float64 NumPy array."""
+    import numpy as np  # noqa: PLC0415
+
+    return np.asarray(t.detach().numpy(), dtype=np.float64)
+
+
+def assert_mean_close(samples: Any, want_mean: Any, want_var: Any, k: float = 5.0) -> None:
+    """The sample mean lies within ``k`` standard errors of ``want_mean``."""
+    import numpy as np  # noqa: PLC0415
+
+    n = samples.shape[0]
+    err = k * np.sqrt(np.asarray(want_var) / n)
+    assert np.all(np.abs(samples.mean(0) - want_mean) <= err), (samples.mean(0), want_mean, err)

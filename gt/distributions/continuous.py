@@ -24,14 +24,9 @@ def _batch_shape(args: tuple, first: Tensor) -> tuple:
     return () if all(isinstance(a, Number) for a in args) else tuple(first.shape)
 
 
-class Normal(Distribution):
-    """The normal (Gaussian) distribution with mean ``loc`` and standard deviation ``scale``.
-
-    Args:
-        loc: mean (float or tensor).
-        scale: standard deviation, positive (float or tensor); broadcast against ``loc``.
-        validate_args: check the parameters (``None``: the default setting).
-    """
+class LocScale(Distribution):
+    """A real distribution located at ``loc`` (its mean and mode) with a positive ``scale``: the
+    parameters, their checks and the batch shape, shared by :class:`Normal` and :class:`Laplace`."""
 
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
@@ -48,6 +43,16 @@ class Normal(Distribution):
     @property
     def mode(self) -> Tensor:
         return self.loc
+
+
+class Normal(LocScale):
+    """The normal (Gaussian) distribution with mean ``loc`` and standard deviation ``scale``.
+
+    Args:
+        loc: mean (float or tensor).
+        scale: standard deviation, positive (float or tensor); broadcast against ``loc``.
+        validate_args: check the parameters (``None``: the default setting).
+    """
 
     @property
     def stddev(self) -> Tensor:
@@ -145,24 +150,8 @@ class Uniform(Distribution):
         return (self.high - self.low).log()
 
 
-class Laplace(Distribution):
+class Laplace(LocScale):
     """The Laplace distribution with location ``loc`` and scale ``scale``."""
-
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc: Any, scale: Any, validate_args: bool | None = None) -> None:
-        self.loc, self.scale = broadcast_all(loc, scale)
-        super().__init__(_batch_shape((loc, scale), self.loc), validate_args=validate_args)
-
-    @property
-    def mean(self) -> Tensor:
-        return self.loc
-
-    @property
-    def mode(self) -> Tensor:
-        return self.loc
 
     @property
     def variance(self) -> Tensor:

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import backend_cluster
+from helpers import as_float64, assert_mean_close, backend_cluster, integrate
 
 import gt
 import gt.distributions as D
@@ -28,24 +28,15 @@ def cluster(request):
 
 
 def np_(t) -> np.ndarray:
-    return np.asarray(t.detach().numpy(), dtype=np.float64)
+    return as_float64(t)
 
 
 def f64(x) -> gt.Tensor:
     return gt.tensor(np.asarray(x, dtype=np.float64))
 
 
-def _integrate(fn, lo, hi, n=400001):
-    x = np.linspace(lo, hi, n)
-    y = fn(x)
-    return float(np.sum((y[1:] + y[:-1]) * np.diff(x)) / 2)
-
-
-def _close_to(samples: np.ndarray, want_mean, want_var, k: float = 5.0):
-    """The sample mean lies within ``k`` standard errors of ``want_mean``."""
-    n = samples.shape[0]
-    err = k * np.sqrt(np.asarray(want_var) / n)
-    assert np.all(np.abs(samples.mean(0) - want_mean) <= err), (samples.mean(0), want_mean, err)
+_integrate = integrate
+_close_to = assert_mean_close
 
 
 def _density(dist_fn, grid: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import backend_cluster
+from helpers import backend_cluster, integrate
 
 import gt
 import gt.distributions as D
@@ -29,9 +29,7 @@ def cluster(request):
 
 
 def _integrate(fn, lo, hi, n=200001):
-    x = np.linspace(lo, hi, n)
-    y = fn(x)
-    return float(np.sum((y[1:] + y[:-1]) * np.diff(x)) / 2)
+    return integrate(fn, lo, hi, n)
 
 
 # ------------------------------------------------------------------ the functions

@@ -246,8 +246,8 @@ class Identity(BasePruningMethod):
         return super().apply(module, name)
 
 
-class RandomUnstructured(BasePruningMethod):
-    """Prune ``amount`` entries chosen at random (GT's seeded generator)."""
+class _Unstructured(BasePruningMethod):
+    """Prune the ``amount`` entries that :meth:`_pruned_first` ranks highest."""
 
     PRUNING_TYPE = "unstructured"
 
@@ -255,16 +255,26 @@ class RandomUnstructured(BasePruningMethod):
         _validate_pruning_amount_init(amount)
         self.amount = amount
 
+    def _pruned_first(self, t: Tensor, k: int) -> Tensor:
+        raise NotImplementedError
+
     def compute_mask(self, t: Tensor, default_mask: Tensor) -> Tensor:
         size = t.nelement()
         k = _compute_nparams_toprune(self.amount, size)
         _validate_pruning_amount(k, size)
         mask = default_mask.clone()
         if k != 0:
-            prob = rand_like(t, dtype="float32")  # (GT's numbers, not PyTorch's)
-            idx = prob.reshape(-1).topk(k).indices
+            idx = self._pruned_first(t, k)
             mask = mask.reshape(-1).index_fill(0, idx, 0).reshape(tuple(t.shape))
         return mask
+
+
+class RandomUnstructured(_Unstructured):
+    """Prune ``amount`` entries chosen at random (GT's seeded generator)."""
+
+    def _pruned_first(self, t: Tensor, k: int) -> Tensor:
+        prob = rand_like(t, dtype="float32")  # (GT's numbers, not PyTorch's)
+        return prob.reshape(-1).topk(k).indices
 
     @classmethod
     def apply(cls, module: Module, name: str, amount: int | float) -> BasePruningMethod:  # type: ignore[override]
@@ -272,24 +282,11 @@ class RandomUnstructured(BasePruningMethod):
         return super().apply(module, name, amount=amount)
 
 
-class L1Unstructured(BasePruningMethod):
+class L1Unstructured(_Unstructured):
     """Prune the ``amount`` entries of smallest magnitude."""
 
-    PRUNING_TYPE = "unstructured"
-
-    def __init__(self, amount: int | float) -> None:
-        _validate_pruning_amount_init(amount)
-        self.amount = amount
-
-    def compute_mask(self, t: Tensor, default_mask: Tensor) -> Tensor:
-        size = t.nelement()
-        k = _compute_nparams_toprune(self.amount, size)
-        _validate_pruning_amount(k, size)
-        mask = default_mask.clone()
-        if k != 0:
-            idx = t.abs().reshape(-1).topk(k, largest=False).indices
-            mask = mask.reshape(-1).index_fill(0, idx, 0).reshape(tuple(t.shape))
-        return mask
+    def _pruned_first(self, t: Tensor, k: int) -> Tensor:
+        return t.abs().reshape(-1).topk(k, largest=False).indices
 
     @classmethod
     def apply(cls, module: Module, name: str, amount: int | float,
