@@ -276,15 +276,17 @@ class Run(NamedTuple):
     tenant: str | None = None
 
 
-@_kind(5, client=int, seq=int, errors=_errors, n=int, exec_ns=int)
+@_kind(5, client=int, seq=int, errors=_errors, n=int, exec_ns=int, dropped=bool)
 class Done(NamedTuple):
-    """A worker ran a batch: the errors (``[message, opcode, src]``), instructions, nanoseconds."""
+    """A worker ran a batch: the errors (``[message, opcode, src]``), instructions, nanoseconds.
+    ``dropped``: it did not run to its end because its client left (``n`` of it ran)."""
 
     client: int
     seq: int
     errors: list
     n: int
     exec_ns: int
+    dropped: bool = False
 
 
 @_kind(6, seq=int, errors=_errors)

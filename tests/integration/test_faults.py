@@ -114,6 +114,50 @@ def test_a_killed_client_leaves_no_tensors_behind(fresh_cluster, tmp_path):
         proc.stdout.close()
 
 
+def test_batches_dropped_with_a_killed_client_are_not_counted_as_run(fresh_cluster, tmp_path):
+    # The dispatcher's per-worker batch count and the worker's own must agree after a client
+    # leaves with work still queued on its worker: those batches were dropped, not run.
+    script = tmp_path / "busy.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import gt, time
+        gt.connect({fresh_cluster.address!r})
+        x = gt.randn(400, 400)
+        print("ready", flush=True)
+        while True:
+            for _ in range(300):
+                x = (x @ x) * 0.0025
+    """)
+    )
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    addr = fresh_cluster.address
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+
+        def worker_of_client() -> dict | None:
+            for w in request(addr, "stats")["workers"]:
+                if w["clients"] and w["in_flight"] >= 3:
+                    return w
+            return None
+
+        wait_for(lambda: worker_of_client() is not None, timeout=60)
+        proc.kill()
+
+        def agreed() -> bool:
+            stats = request(addr, "stats")
+            return not stats["clients"] and all(
+                w["in_flight"] == 0 and w["stats"].get("batches") == w["batches"]
+                for w in stats["workers"]
+            )
+
+        wait_for(agreed, timeout=60)
+        assert sum(w["dropped"] for w in request(addr, "stats")["workers"]) >= 1
+    finally:
+        proc.kill()
+        proc.wait(timeout=5)
+        proc.stdout.close()
+
+
 def test_a_dead_dispatcher_raises_instead_of_hanging(fresh_cluster):
     gt.connect(fresh_cluster.address, timeout=60)
     x = gt.randn(10)

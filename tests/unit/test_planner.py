@@ -30,6 +30,17 @@ def test_batches_wait_when_the_worker_window_is_full():
     assert [b for _, _, b in more] == ["b2"]
 
 
+def test_a_dropped_batch_frees_its_slot_but_is_not_counted_as_run():
+    p = make(1, max_in_flight=2)
+    c = p.add_client(b"c", {}, 0.0)
+    for i in range(2):
+        p.submit(c.cno, f"b{i}")
+    w = p.workers[c.home]
+    p.done(0, c.cno, 10)
+    p.finish(0, c.cno, None, 3, [], dropped=True)
+    assert (w.in_flight, w.batches_done, w.batches_dropped, w.instructions_done) == (0, 1, 1, 13)
+
+
 def test_round_robin_is_fair_between_clients():
     p = make(1, max_in_flight=1)
     a = p.add_client(b"a", {}, 0.0)

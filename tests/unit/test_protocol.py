@@ -16,7 +16,7 @@ SAMPLES = {
     P.Welcome: P.Welcome(3, 0, [{"id": 0, "host": "h", "data": "tcp://x:1"}], {"heartbeat": 1.0}),
     P.Batch: P.Batch(7, 2, [[1, "a.py:3"]], [[1, "layer1", None, False]]),
     P.Run: P.Run(3, 7, 2, b"\x02" * 16, True, "alice"),
-    P.Done: P.Done(3, 7, [ERR], 2, 12_345),
+    P.Done: P.Done(3, 7, [ERR], 2, 12_345, True),
     P.Ack: P.Ack(7, [ERR]),
     P.Data: P.Data(5, "float32", [2, 3], None),
     P.Relay: P.Relay(3, 5, None, None, ERR),
@@ -54,7 +54,7 @@ WRONG = {
     "exec_ns": 1.5, "req": "5", "dtype": "object", "shape": [-1], "error": ["msg"],
     "code": 7, "message": b"bytes", "device": None, "backend": 1, "data": None, "hb": "str",
     "worker": "0", "tok": [1], "request": 5, "ok": 1, "stats": [], "endpoints": {"0": "x"},
-    "tag": 1.0, "step": None, "args": object(), "payload": object(), "planned": 1,
+    "tag": 1.0, "step": None, "args": object(), "payload": object(), "planned": 1, "dropped": 0,
     "gpu": [0], "memory": [1], "data_key": b"short", "keys": {0: b"not 40 bytes"},
     "tenant": "x" * 33,
 }  # fmt: skip

@@ -211,6 +211,7 @@ class ControlRequests:
                     "in_flight": w.in_flight,
                     "clients": sorted(w.clients),
                     "batches": w.batches_done,
+                    "dropped": w.batches_dropped,
                     "instructions": w.instructions_done,
                     "stats": w.stats,
                     **{k: w.info.get(k) for k in ("host", "pid", "device", "backend", "data")},

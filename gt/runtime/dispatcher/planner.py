@@ -70,7 +70,8 @@ class WorkerState:
     local: bool = False  # our own child process: watched through the OS, never timed out
     clients: set[int] = field(default_factory=set)
     running: Counter = field(default_factory=Counter)  # (client, seq) of the batches it holds
-    batches_done: int = 0
+    batches_done: int = 0  # run to their end (what the worker's own stats count)
+    batches_dropped: int = 0  # cut short because their client left
     instructions_done: int = 0
     stats: dict = field(default_factory=dict)
 
@@ -214,9 +215,15 @@ class Planner:
         return self.finish(wid, cno, None, n_instructions, [])[0]
 
     def finish(
-        self, wid: int, cno: int, seq: int | None, n_instructions: int, errors: list
+        self,
+        wid: int,
+        cno: int,
+        seq: int | None,
+        n_instructions: int,
+        errors: list,
+        dropped: bool = False,
     ) -> tuple[list[tuple[WorkerState, ClientState, Any]], list | None]:
-        """A worker finished a batch or a part of one.
+        """A worker finished a batch or a part of one (``dropped``: its client left first).
 
         Returns:
             The sends this frees up, and the errors to acknowledge the client batch with -- or
@@ -225,7 +232,10 @@ class Planner:
         w = self.workers.get(wid)
         if w is not None and w.in_flight > 0:
             w.in_flight -= 1
-            w.batches_done += 1
+            if dropped:
+                w.batches_dropped += 1
+            else:
+                w.batches_done += 1
             w.instructions_done += n_instructions
         c = self.clients.get(cno)
         ack: list | None = errors

@@ -73,7 +73,9 @@ class WorkerMessages:
             raise P.ProtocolError(f"unexpected {kind.__name__} from a worker")
 
     def _done(self, wid: int, msg: P.Done) -> None:
-        sends, ack = self.planner.finish(wid, msg.client, msg.seq, msg.n, msg.errors)
+        sends, ack = self.planner.finish(
+            wid, msg.client, msg.seq, msg.n, msg.errors, dropped=msg.dropped
+        )
         c = self.planner.clients.get(msg.client)
         if c is not None:
             if msg.errors:

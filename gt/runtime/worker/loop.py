@@ -325,7 +325,7 @@ class Worker:
             # nothing more), or the dispatcher would count them in flight for ever.
             for e in self.sched.drop(msg.client):
                 n = e.job.idx if e.job is not None else 0
-                self.sock.send(P.encode(P.Done(msg.client, e.msg.seq, [], n, e.busy_ns)))
+                self.sock.send(P.encode(P.Done(msg.client, e.msg.seq, [], n, e.busy_ns, True)))
             self.executor.drop_client(msg.client)
             self.peers.drop(msg.client)
         elif kind is P.Peers:
