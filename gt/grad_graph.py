@@ -4,6 +4,7 @@ are reached through :mod:`gt.autograd`."""
 
 from __future__ import annotations
 
+from itertools import count
 from typing import TYPE_CHECKING, Any
 
 from gt import signal as _signal
@@ -19,6 +20,7 @@ FLOAT_DTYPES = ("float16", "float32", "float64")
 #: ``str`` entry disables them (``disable_saved_tensors_hooks``: recording raises with it); a
 #: ``None`` entry is a pack hook running (what it records is not packed again).
 SAVED_TENSOR_HOOKS: list = []
+_next_seq = count().__next__
 
 
 class Node:
@@ -35,6 +37,7 @@ class Node:
         attrs: the instruction's attributes (axes, permutation, index key, ...).
         retain: a weak reference to the output tensor when it asked for its gradient
             (``retain_grad()``), else ``None``.
+        seq: the order of its making (process-wide, increasing): which nodes a call made.
     """
 
     __slots__ = (
@@ -51,6 +54,7 @@ class Node:
         "outs",
         "rule",
         "unpack",
+        "seq",
     )
 
     def __init__(self, op: str, parents: tuple, saved: tuple, inputs: tuple, attrs: Any):
@@ -69,6 +73,7 @@ class Node:
         self.outs = ()  # which saved tensors are aliases of the output (see record())
         self.rule = None  # a derivative of its own (gt.autograd.Function), else the registry's
         self.unpack = None  # saved_tensors_hooks' unpack, when ``saved`` holds packed values
+        self.seq = _next_seq()
 
     def needs(self, i: int) -> bool:
         """Whether input ``i`` wants a gradient."""

@@ -9,12 +9,13 @@ recomputation. The gradients, with respect to the inputs and to every parameter 
 checkpoints the segments of a sequence of modules.
 
 How: ``fn`` runs once with grad mode on, which records its graph; the nodes made by that call
-(found as the young objects of Python's garbage collector) are then cut away and replaced by one
-node whose parents are what they read from outside: the inputs, the parameters, any tensor of an
-enclosing scope. Its derivative reruns ``fn`` and asks :func:`gt.autograd.grad` for the gradients
-of those parents, with each one held as a dead end so that nothing outside the recomputation runs
-twice. Both variants of PyTorch work the same way here: ``use_reentrant=True`` keeps its
-restrictions (no keyword arguments, no gradient unless an input requires one) but also works with
+(numbered past the call's start: every node has a sequence number) are then cut away and replaced
+by one node whose parents are what they read from outside: the inputs, the parameters, any tensor
+of an enclosing scope. Its derivative reruns ``fn`` and asks :func:`gt.autograd.grad` for the
+gradients of those parents, with each one held as a dead end so that nothing outside the
+recomputation runs twice. Both variants of PyTorch work the same way here: ``use_reentrant=True``
+keeps its restrictions (no keyword arguments, no gradient unless an input requires one) but also
+works with
 ``gt.autograd.grad``, where PyTorch raises; ``use_reentrant=False`` takes keyword arguments,
 nested structures and inputs that need no gradient, and supports ``create_graph=True``.
 
@@ -31,13 +32,13 @@ forward.
 from __future__ import annotations
 
 import contextlib
-import gc
 import itertools
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from gt import backprop
+from gt import grad_graph as _grad_graph
 from gt.custom_function import Function, FunctionCtx
 from gt.grad_graph import Node
 from gt.grad_mode import _mode, enable_grad, no_grad
@@ -233,26 +234,19 @@ def _run(
     """Run ``function`` recorded, then replace the graph it made by one :class:`Checkpoint`
     node."""
     rng = _rng_state() if preserve else None
-    with forward_context, _NewNodes() as made:
+    first = _grad_graph._next_seq()  # nodes numbered from here on were made by the call
+    with forward_context:
         out = function(*args, **kwargs)
-        new = made.ids()
-    if new is None:
-        warnings.warn(
-            "checkpoint: a garbage collection ran while the checkpointed function ran, so the "
-            "nodes it made cannot be told apart; this call keeps its intermediate tensors",
-            stacklevel=3,
-        )
-        return out
     leaves: list = []
     spec = _flatten(out, leaves)
     diff = [i for i, t in enumerate(leaves) if isinstance(t, TensorBase) and t.requires_grad]
     if not diff:
         return out
     outs = [leaves[i] for i in diff]
-    handles = _boundary(outs, new)
+    handles = _boundary(outs, first)
     kept = []  # the outputs, cut from the graph their call made
     for t in outs:
-        if t._node is not None and id(t._node) in new:
+        if t._node is not None and t._node.seq > first:
             t._node, t._rg = None, False  # (made by this call: no one else holds its node)
             kept.append(t)
         else:
@@ -274,23 +268,23 @@ def _run(
     )
     frame.outputs = tuple(kept)
     tensors = [t for t in inputs if isinstance(t, TensorBase)]
-    del outs, kept, new
+    del outs, kept
     results = Checkpoint.apply(frame, tensors, *handles)
     for i, t in zip(diff, results):
         leaves[i] = t
     return _rebuild(spec, iter(leaves))
 
 
-def _boundary(outs: list, new: set[int]) -> list:
-    """What the graph made by the call reads from outside it (nodes in ``new`` by id): leaf
-    tensors, and a handle (:func:`_handle`) on each older node, in the order first met."""
+def _boundary(outs: list, first: int) -> list:
+    """What the graph made by the call reads from outside it (nodes numbered past ``first``):
+    leaf tensors, and a handle (:func:`_handle`) on each older node, in the order first met."""
     found: dict[int, Any] = {}
     stack: list[Node] = []
     for t in outs:
         node = t._node
         if node is None:
             found.setdefault(id(t), t)  # a leaf handed back as it is
-        elif id(node) in new:
+        elif node.seq > first:
             stack.append(node)
         elif id(node) not in found:
             found[id(node)] = _handle(node, t.shape, t.dtype, t._conn)
@@ -305,7 +299,7 @@ def _boundary(outs: list, new: set[int]) -> list:
             if p is None:
                 continue
             if type(p) is Node:
-                if id(p) in new:
+                if p.seq > first:
                     stack.append(p)
                 elif id(p) not in found:
                     found[id(p)] = _handle(p, node.shapes[i], node.dtypes[i], conn)
@@ -328,38 +322,6 @@ class _Frame:
     def __init__(self, **fields: Any):
         self.__dict__.update(fields)
         self.outputs: tuple = ()
-
-
-class _NewNodes:
-    """While open: which graph nodes are made (those still alive when :meth:`ids` is asked).
-
-    A new object enters the garbage collector's youngest generation and stays there until a
-    collection, so the collector is paused while the function runs and the nodes already in that
-    generation are noted first. :meth:`ids` says ``None`` if a collection ran anyway (someone called
-    ``gc.collect()``). Nested checkpoints each note their own.
-    """
-
-    def __enter__(self) -> _NewNodes:
-        self.before = [o for o in gc.get_objects(0) if type(o) is Node]  # (alive: ids stay theirs)
-        self.enabled = gc.isenabled()
-        gc.disable()
-        self.collections = _collections()
-        return self
-
-    def ids(self) -> set[int] | None:
-        if _collections() != self.collections:
-            return None
-        old = {id(n) for n in self.before}
-        return {id(o) for o in gc.get_objects(0) if type(o) is Node and id(o) not in old}
-
-    def __exit__(self, *exc: Any) -> None:
-        self.before = []
-        if self.enabled:
-            gc.enable()
-
-
-def _collections() -> tuple[int, ...]:
-    return tuple(s["collections"] for s in gc.get_stats())
 
 
 # ----------------------------------------------------------------------------- the backward

@@ -6,6 +6,7 @@ forward, the worker holds far fewer bytes for a checkpointed deep MLP."""
 
 from __future__ import annotations
 
+import gc
 import time
 import warnings
 
@@ -56,6 +57,25 @@ def test_checkpointed_model_gets_the_gradients_of_the_plain_one(conn, reentrant)
     x = gt.tensor(x0, requires_grad=True)
     y = checkpoint(model, x, use_reentrant=reentrant)
     assert y.requires_grad and repr(y.grad_fn) == "<CheckpointBackward0>"
+    (y**2).sum().backward()
+    _assert_same(_grads(model), want)
+    np.testing.assert_allclose(x.grad.numpy(), want_x, rtol=1e-6)
+
+
+def test_a_garbage_collection_inside_the_call_still_cuts_its_graph(conn):
+    model, x0 = _mlp(), _arr(2, 5, 8)
+    want, want_x = _plain(model, x0)
+    model.zero_grad(set_to_none=True)
+    x = gt.tensor(x0, requires_grad=True)
+
+    def run(h):
+        gc.collect()
+        return model(h)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = checkpoint(run, x, use_reentrant=False)
+    assert repr(y.grad_fn) == "<CheckpointBackward0>"
     (y**2).sum().backward()
     _assert_same(_grads(model), want)
     np.testing.assert_allclose(x.grad.numpy(), want_x, rtol=1e-6)
