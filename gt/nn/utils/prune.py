@@ -14,7 +14,6 @@ not PyTorch's numbers.
 
 from __future__ import annotations
 
-import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any
@@ -22,6 +21,15 @@ from typing import Any
 from gt import guards
 from gt.factories import ones_like, rand, rand_like, zeros_like
 from gt.nn.module import Module
+from gt.nn.utils._prune_checks import (
+    _channel_shape,
+    _compute_norm,
+    _compute_nparams_toprune,
+    _validate_pruning_amount,
+    _validate_pruning_amount_init,
+    _validate_pruning_dim,
+    _validate_structured_pruning,
+)
 from gt.nn.utils.convert_parameters import parameters_to_vector
 from gt.tensor import Tensor
 
@@ -295,12 +303,6 @@ class L1Unstructured(_Unstructured):
         return super().apply(module, name, amount=amount, importance_scores=importance_scores)
 
 
-def _channel_shape(t: Tensor, dim: int) -> list[int]:
-    shape = [1] * t.dim()
-    shape[dim] = t.shape[dim]
-    return shape
-
-
 class RandomStructured(BasePruningMethod):
     """Prune ``amount`` whole channels along ``dim``, chosen at random."""
 
@@ -473,8 +475,7 @@ def custom_from_mask(module: Module, name: str, mask: Tensor) -> Module:
 
 
 def remove(module: Module, name: str) -> Module:
-    """Make ``module.<name>`` a plain parameter again, holding the pruned values; returns
-    ``module``.
+    """Make ``module.<name>`` a plain parameter again, holding the pruned values.
 
     Raises:
         ValueError: ``module.<name>`` is not pruned.
@@ -497,49 +498,3 @@ def is_pruned(module: Module) -> bool:
         for _, sub in module.named_modules()
         for hook, _with_kwargs in sub._forward_pre_hooks.values()
     )
-
-
-def _validate_pruning_amount_init(amount: Any) -> None:
-    if not isinstance(amount, numbers.Real):
-        raise TypeError(f"Invalid type for amount: {amount}. Must be int or float.")
-    if (isinstance(amount, numbers.Integral) and amount < 0) or (
-        not isinstance(amount, numbers.Integral) and (float(amount) > 1.0 or float(amount) < 0.0)
-    ):
-        raise ValueError(
-            f"amount={amount} should either be a float in the range [0, 1] or a non-negative "
-            "integer"
-        )
-
-
-def _validate_pruning_amount(amount: Any, tensor_size: int) -> None:
-    if isinstance(amount, numbers.Integral) and amount > tensor_size:
-        raise ValueError(
-            f"amount={amount} should be smaller than the number of parameters to "
-            f"prune={tensor_size}"
-        )
-
-
-def _validate_structured_pruning(t: Tensor) -> None:
-    shape = tuple(t.shape)
-    if len(shape) <= 1:
-        raise ValueError(
-            "Structured pruning can only be applied to multidimensional tensors. Found tensor "
-            f"of shape {shape} with {len(shape)} dims"
-        )
-
-
-def _compute_nparams_toprune(amount: Any, tensor_size: int) -> int:
-    if isinstance(amount, numbers.Integral):
-        return int(amount)
-    return round(amount * tensor_size)
-
-
-def _validate_pruning_dim(t: Tensor, dim: int) -> None:
-    if dim >= t.dim():
-        raise IndexError(f"Invalid index {dim} for tensor of size {tuple(t.shape)}")
-
-
-def _compute_norm(t: Tensor, n: Any, dim: int) -> Tensor:
-    """The ``L_n`` norm of each channel along ``dim`` (over all other dimensions)."""
-    dims = [d for d in range(t.dim()) if d != dim % t.dim()]
-    return t.norm(p=n, dim=dims)
