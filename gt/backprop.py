@@ -23,6 +23,8 @@ from gt.grad_mode import set_grad_enabled
 from gt.runtime import ops as O
 from gt.runtime.ops import Past
 
+_COMPLEX = frozenset(("complex64", "complex128"))
+
 if TYPE_CHECKING:
     from gt.tensor import Tensor
 
@@ -154,6 +156,8 @@ def _seed(root: Tensor, gradient: Any) -> Tensor:
             raise RuntimeError(
                 f"grad can be implicitly created only for scalar outputs (got shape {list(root.shape)})"
             )
+        if root.dtype in _COMPLEX:
+            raise RuntimeError("grad can be implicitly created only for real scalar outputs")
         return root.new_ones(root.shape)
     if not hasattr(gradient, "_conn"):
         gradient = root.new_tensor(gradient, dtype=root.dtype)
@@ -344,12 +348,21 @@ class _Walk:
     def _run_rule(self, node: Node, g: Tensor, grads: dict) -> None:
         rule = node.rule
         link = self.create_graph and bool(node.outs)
+        conj = node.cplx == "conj"  # a real rule of a holomorphic op: conj(rule(conj(g)))
+        if conj:
+            g = _conj(g)
         if rule is not None:  # a gt.autograd.Function: the user's backward, with its own lines
             in_grads = self._user_code(_apply_rule, node, rule, g, link)
         elif link or node.signal is not None:
             in_grads = _apply_rule(node, O.BY_NAME[node.op].grad, g, link)
         else:
             in_grads = O.BY_NAME[node.op].grad(node, g)
+        if conj:
+            in_grads = tuple(
+                [Past(_conj(pg.grad)) if type(pg) is Past else _conj(pg) for pg in in_grads]
+            )
+        if node.cplx is not None:
+            in_grads = _real_where_real(node, in_grads)
         for p, pg in zip(node.parents, in_grads):
             if p is None or pg is None:
                 continue
@@ -362,6 +375,25 @@ class _Walk:
                 grads[p] = pg if prev is None else prev + pg
             else:
                 self._to_leaf(p, pg)
+
+
+def _conj(t: Any) -> Any:
+    """``t``'s conjugate (a real tensor, or ``None``, as it is): with the rule of a holomorphic op
+    written for real numbers, ``conj(rule(conj(g)))`` is PyTorch's convention for complex ones."""
+    return t.conj() if t is not None and t.dtype in _COMPLEX else t
+
+
+def _real_where_real(node: Node, in_grads: tuple) -> tuple:
+    """A real input's gradient is real: the real part of what the rule gave."""
+    out = []
+    for dtype, pg in zip(node.dtypes, in_grads):
+        if pg is not None and dtype not in _COMPLEX:
+            if type(pg) is Past and pg.grad.dtype in _COMPLEX:
+                pg = Past(pg.grad.real)
+            elif type(pg) is not Past and pg.dtype in _COMPLEX:
+                pg = pg.real
+        out.append(pg)
+    return tuple(out)
 
 
 def _apply_rule(node: Node, rule: Callable, g: Tensor, link: bool) -> tuple:

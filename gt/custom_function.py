@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from gt.grad_graph import FLOAT_DTYPES, Node
+from gt.grad_graph import GRAD_DTYPES, Node
 from gt.grad_mode import _mode, no_grad
 from gt.ops.base import TensorBase
 from gt.runtime.ops import sum_to
@@ -192,7 +192,7 @@ def _record(cls: type, ctx: FunctionCtx, args: tuple, out: Any, dirty: set[int])
         if not isinstance(o, TensorBase):
             metas.append(None)
             continue
-        if id(o) in ctx._non_differentiable or o.dtype not in FLOAT_DTYPES:
+        if id(o) in ctx._non_differentiable or o.dtype not in GRAD_DTYPES:
             metas.append(None)
             continue
         if id(o) in dirty and id(o) not in dirty_seen:

@@ -95,12 +95,21 @@ def full(
             if isinstance(fill_value, bool)
             else ("int64" if isinstance(fill_value, (int, np.integer)) else S.DEFAULT_FLOAT)
         )
+        if isinstance(fill_value, complex):
+            dtype = "complex64"
     dtype = S.canonical_dtype(dtype)
     shape = _shape((shape,) if isinstance(shape, int) else tuple(shape))
+    if dtype in S.COMPLEX_DTYPES:
+        v = complex(fill_value)
+        if v.imag:  # (no complex immediates on the wire: the two parts, joined)
+            real = full(shape, v.real, dtype=S.REAL_OF[dtype])
+            out = real._apply("complex", [real, full(shape, v.imag, dtype=S.REAL_OF[dtype])])
+            return out.requires_grad_() if requires_grad else out
+        fill_value = v.real
     value: Any = (
         bool(fill_value)
         if dtype == "bool"
-        else (float(fill_value) if dtype in S.FLOAT_DTYPES else int(fill_value))
+        else (float(fill_value) if dtype in S.INEXACT_DTYPES else int(fill_value))
     )
     return _make("full", [value], {"shape": list(shape), "dtype": dtype}, requires_grad)
 
@@ -131,9 +140,26 @@ def randn(
     requires_grad: bool = False,
     device: Any = None,
 ) -> Tensor:
-    """Standard normal samples (from ``generator``'s stream when given)."""
-    shp, dt = _shape(shape), _float_dtype(dtype, "randn")
+    """Standard normal samples (from ``generator``'s stream when given); complex dtypes draw
+    both parts with variance 1/2 (the real part first), as PyTorch does."""
+    shp = _shape(shape)
+    if S.canonical_dtype(dtype) in S.COMPLEX_DTYPES:
+        return _complex_pair(
+            randn, shp, generator, S.canonical_dtype(dtype), requires_grad, 0.5**0.5
+        )
+    dt = _float_dtype(dtype, "randn")
     return _make("randn", [], random_attrs(shp, dt, generator), requires_grad)
+
+
+def _complex_pair(draw: Any, shape: tuple, generator: Any, dtype: str, requires_grad: bool,
+                  scale: float) -> Tensor:  # fmt: skip
+    real = S.REAL_OF[dtype]
+    re = draw(*shape, generator=generator, dtype=real)
+    im = draw(*shape, generator=generator, dtype=real)
+    if scale != 1:
+        re, im = re * scale, im * scale
+    out = re._apply("complex", [re, im])
+    return out.requires_grad_() if requires_grad else out
 
 
 def rand(
@@ -143,8 +169,12 @@ def rand(
     requires_grad: bool = False,
     device: Any = None,
 ) -> Tensor:
-    """Uniform samples in [0, 1) (from ``generator``'s stream when given)."""
-    shp, dt = _shape(shape), _float_dtype(dtype, "rand")
+    """Uniform samples in [0, 1) (from ``generator``'s stream when given; each part of a complex
+    dtype's)."""
+    shp = _shape(shape)
+    if S.canonical_dtype(dtype) in S.COMPLEX_DTYPES:
+        return _complex_pair(rand, shp, generator, S.canonical_dtype(dtype), requires_grad, 1.0)
+    dt = _float_dtype(dtype, "rand")
     return _make("rand", [], random_attrs(shp, dt, generator), requires_grad)
 
 

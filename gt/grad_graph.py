@@ -10,12 +10,16 @@ from typing import TYPE_CHECKING, Any
 from gt import signal as _signal
 from gt.grad_mode import _mode
 from gt.runtime import ops as O
+from gt.runtime.ops.complexnum import complex_grad_mode
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
 
 _FIRST = (0,)
 FLOAT_DTYPES = ("float16", "float32", "float64")
+#: Dtypes whose tensors can require gradients (PyTorch's: floating and complex).
+GRAD_DTYPES = frozenset((*FLOAT_DTYPES, "complex64", "complex128"))
+_COMPLEX = frozenset(("complex64", "complex128"))
 #: Active ``gt.autograd.graph.saved_tensors_hooks``: ``(pack, unpack)`` pairs, innermost last; a
 #: ``str`` entry disables them (``disable_saved_tensors_hooks``: recording raises with it); a
 #: ``None`` entry is a pack hook running (what it records is not packed again).
@@ -55,6 +59,7 @@ class Node:
         "rule",
         "unpack",
         "seq",
+        "cplx",
     )
 
     def __init__(self, op: str, parents: tuple, saved: tuple, inputs: tuple, attrs: Any):
@@ -74,6 +79,7 @@ class Node:
         self.rule = None  # a derivative of its own (gt.autograd.Function), else the registry's
         self.unpack = None  # saved_tensors_hooks' unpack, when ``saved`` holds packed values
         self.seq = _next_seq()
+        self.cplx = None  # complex in play: "conj" or "native" (gt/runtime/ops/complexnum.py)
 
     def needs(self, i: int) -> bool:
         """Whether input ``i`` wants a gradient."""
@@ -113,7 +119,7 @@ def record(
     Returns:
         ``out``, now requiring grad if any input does.
     """
-    if not _mode.enabled or out.dtype not in FLOAT_DTYPES:
+    if not _mode.enabled or out.dtype not in GRAD_DTYPES:
         return out
     parents = []
     wanted = False
@@ -127,13 +133,22 @@ def record(
         return out
     if saved is not None:
         node = out._node = Node(op, tuple(parents), tuple(saved), inputs, attrs)
+        if out.dtype in _COMPLEX or not _COMPLEX.isdisjoint(node.dtypes):
+            node.cplx = complex_grad_mode(op)
         if SAVED_TENSOR_HOOKS:
             _pack(node)
         out._rg = True
         return out
     entry = O.BY_NAME[op]
+    if out.dtype in _COMPLEX or not _COMPLEX.isdisjoint(
+        [getattr(t, "dtype", None) for t in inputs]
+    ):
+        mode = complex_grad_mode(op)  # (before anything is saved: it may refuse)
+    else:
+        mode = None
     saved = entry.saved(inputs, out)
     node = out._node = Node(op, tuple(parents), tuple(saved), inputs, attrs)
+    node.cplx = mode
     how = entry.saves
     # Saved tensors that are not inputs are aliases of the output (an output cannot be saved
     # itself: its node would point back at it). Backward with create_graph needs to know them, to

@@ -18,7 +18,13 @@ Shape = tuple[int, ...]
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 INT_DTYPES = ("uint8", "int8", "int16", "int32", "int64")
+COMPLEX_DTYPES = ("complex64", "complex128")
+#: Floating and complex dtypes: what math functions keep (integers become float32 first).
+INEXACT_DTYPES = FLOAT_DTYPES + COMPLEX_DTYPES
 DEFAULT_FLOAT = "float32"
+#: The real dtype of each complex one, and the complex dtype that holds each real one.
+REAL_OF = {"complex64": "float32", "complex128": "float64"}
+COMPLEX_OF = {"float64": "complex128", "complex128": "complex128"}
 
 # Promotion ranks in PyTorch's order: bool < integers < floats.
 _RANK = {
@@ -32,7 +38,14 @@ _RANK = {
     "bfloat16": 5,  # computes only on CuPy workers that support it (worker/backend.py)
     "float32": 6,
     "float64": 7,
+    "complex64": 8,
+    "complex128": 9,
 }
+
+
+def complex_of(dtype: str) -> str:
+    """The complex dtype whose parts hold ``dtype`` (``complex64`` but for double precision)."""
+    return COMPLEX_OF.get(dtype, "complex64")
 
 
 def canonical_dtype(dtype: Any) -> str:
@@ -47,6 +60,8 @@ def canonical_dtype(dtype: Any) -> str:
             "long": "int64",
             "int": "int32",
             "short": "int16",
+            "cfloat": "complex64",
+            "cdouble": "complex128",
         }
         name = aliases.get(dtype, dtype)
     else:
@@ -75,12 +90,16 @@ def promote(a: str, b: str) -> str:
         return "int16"
     if {a, b} == {"float16", "bfloat16"}:  # as in PyTorch: neither holds the other
         return "float32"
+    if "float64" in (a, b) and "complex64" in (a, b):  # its parts must hold a double
+        return "complex128"
     return a if _RANK[a] >= _RANK[b] else b
 
 
 def promote_scalar(dtype: str, value: Any) -> str:
     """Result dtype of ``tensor <op> python_scalar``: the scalar only moves the category up."""
-    if isinstance(value, bool) or dtype in FLOAT_DTYPES:
+    if isinstance(value, complex):
+        return dtype if dtype in COMPLEX_DTYPES else complex_of(dtype)
+    if isinstance(value, bool) or dtype in INEXACT_DTYPES:
         return dtype
     if isinstance(value, float):
         return DEFAULT_FLOAT
@@ -236,8 +255,10 @@ def index_shape(shape: Shape, key: tuple, op: str = "getitem") -> Shape:
 
 
 def category(dtype: str) -> int:
-    """0 for bool, 1 for integers, 2 for floats (PyTorch's promotion categories)."""
-    return 2 if dtype in FLOAT_DTYPES else (0 if dtype == "bool" else 1)
+    """0 for bool, 1 for integers, 2 for floats, 3 for complex (PyTorch's promotion categories)."""
+    if dtype in FLOAT_DTYPES:
+        return 2
+    return 3 if dtype in COMPLEX_DTYPES else (0 if dtype == "bool" else 1)
 
 
 def promote_operands(a: str, a_ndim: int, b: str, b_ndim: int) -> str:
@@ -252,6 +273,8 @@ def promote_operands(a: str, a_ndim: int, b: str, b_ndim: int) -> str:
         dim_t, zero_t = (b, a) if a_ndim == 0 else (a, b)
         if category(zero_t) <= category(dim_t):
             return dim_t
+        if zero_t in COMPLEX_DTYPES and dim_t == "float64":
+            return "complex128"
         return zero_t
     return promote(a, b)
 

@@ -133,6 +133,8 @@ def multigammaln(input: Tensor, p: int) -> Tensor:
 
 
 def _float(x: Tensor) -> Tensor:
+    if x.is_complex():
+        raise TypeError("gt.special's functions take real tensors, not complex ones")
     return x if x.is_floating_point() else x.float()
 
 

@@ -39,6 +39,7 @@ from gt.ops.shaping import ShapeOps
 from gt.ops.typeinfo import Size
 from gt.runtime import ops as O
 from gt.runtime.client import Connection
+from gt.runtime.ops.complexnum import complex_grad_mode
 from gt.session import get_connection
 
 _OP = O.OPCODE
@@ -46,6 +47,16 @@ _RESHAPE = _OP["reshape"]
 _SCALARS = (int, float, bool)
 _FLOATS = S.FLOAT_DTYPES
 _FLOAT_SET = frozenset(_FLOATS)
+_INEXACT = frozenset(S.INEXACT_DTYPES)
+_COMPLEX = frozenset(S.COMPLEX_DTYPES)
+#: Binary ops that complex numbers have no meaning for (PyTorch refuses them too): orderings,
+#: rounding divisions, and the special functions of real arguments.
+#: Unary hot-path primitives that take complex numbers (``abs`` has its own path: a real result).
+_COMPLEX_UNARY = frozenset(("neg", "exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid", "log1p",
+                            "expm1", "copy"))  # fmt: skip
+_REAL_ONLY = frozenset(("maximum", "minimum", "lt", "le", "gt", "ge", "floor_divide",
+                        "remainder", "fmod", "atan2", "gammainc", "gammaincc", "zeta", "gcd",
+                        "lcm"))  # fmt: skip
 #: Backward-only primitives with no derivative of their own, and the ops whose rules use them: a
 #: backward pass with ``create_graph=True`` through one raises rather than return a wrong result.
 _FIRST_ORDER_ONLY = {
@@ -198,7 +209,11 @@ class Tensor(
             shape = op.shape(shapes, attrs)
         args = [t.id if isinstance(t, TensorBase) else immediate(t) for t in inputs]
         conn = self._conn
-        out = Tensor(conn, conn.new_id(), tuple(shape), op.dtype(dtypes, attrs))
+        dtype = op.dtype(dtypes, attrs)
+        if (dtype in _COMPLEX or not _COMPLEX.isdisjoint(dtypes)) and grad and _mode.enabled:
+            if op.grad is not None and any(isinstance(t, TensorBase) and t._rg for t in inputs):
+                complex_grad_mode(name)  # refuses before the op is sent, at the user's line
+        out = Tensor(conn, conn.new_id(), tuple(shape), dtype)
         conn.emit(op.code, out.id, args, attrs)
         if grad and _mode.enabled:
             if op.grad is not None:
@@ -276,7 +291,9 @@ class Tensor(
                 dtype = S.promote_operands(
                     self.dtype, len(self.shape), other.dtype, len(other.shape)
                 )
-            if true_div and dtype not in _FLOATS:
+            if dtype in _COMPLEX and name in _REAL_ONLY:
+                raise TypeError(f"{name} is not supported for complex tensors")
+            if true_div and dtype not in _INEXACT:
                 dtype = S.DEFAULT_FLOAT
             a = self if self.dtype == dtype else self.to(dtype)
             b = other if other.dtype == dtype else other.to(dtype)
@@ -296,11 +313,17 @@ class Tensor(
         self, opcode: int, other: Any, name: str, reflected: bool, true_div: bool
     ) -> Tensor:
         """``self <op> number`` for every dtype (PyTorch's promotion of Python scalars)."""
-        dtype = self.dtype if self.dtype in _FLOATS else S.promote_scalar(self.dtype, other)
-        if true_div and dtype not in _FLOATS:
+        dtype = S.promote_scalar(self.dtype, other)
+        if true_div and dtype not in _INEXACT:
             dtype = S.DEFAULT_FLOAT
+        if dtype in _COMPLEX:
+            if name in _REAL_ONLY:
+                raise TypeError(f"{name} is not supported for complex tensors")
+            if isinstance(other, complex):  # (no complex immediates on the wire: a 0-d tensor)
+                num = self._upload(np.array(other, dtype=dtype))
+                return self.to(dtype)._binary(opcode, num, name, reflected, true_div)
         a = self if self.dtype == dtype else self.to(dtype)
-        if dtype in _FLOATS:
+        if dtype in _INEXACT:
             imm: Any = float(other)
         elif dtype == "bool":
             imm = bool(other)
@@ -323,7 +346,9 @@ class Tensor(
 
     def _unary(self, name: str, float_only: bool = False) -> Tensor:
         """Queue an elementwise primitive of one tensor (ints become float32 if ``float_only``)."""
-        x = self.to(S.DEFAULT_FLOAT) if float_only and self.dtype not in _FLOATS else self
+        x = self.to(S.DEFAULT_FLOAT) if float_only and self.dtype not in _INEXACT else self
+        if x.dtype in _COMPLEX and name not in _COMPLEX_UNARY:
+            raise TypeError(f"{name} is not supported for complex tensors")
         conn = x._conn
         out = Tensor(conn, conn.new_id(), x.shape, x.dtype)
         conn.emit(_OP[name], out.id, [x.id])

@@ -163,23 +163,73 @@ def gradient(input: Tensor, *, spacing: Any = 1, dim: Any = None,
 
 
 def real(input: Tensor) -> Tensor:
-    """The real part: the tensor itself (GT's tensors are real)."""
+    """The real part (a real tensor is its own)."""
     return input.real
 
 
+def imag(input: Tensor) -> Tensor:
+    """The imaginary part of a complex tensor."""
+    return input.imag
+
+
 def conj(input: Tensor) -> Tensor:
-    """The conjugate: the tensor itself (GT's tensors are real)."""
+    """The complex conjugate (a real tensor is its own)."""
     return input.conj()
 
 
+def conj_physical(input: Tensor) -> Tensor:
+    """The complex conjugate, a new tensor."""
+    return input.conj_physical()
+
+
 def angle(input: Tensor) -> Tensor:
-    """0 for ``x >= 0``, pi below (the argument of a real number)."""
+    """The argument of each value (0 or pi for real ones)."""
     return input.angle()
 
 
 def isreal(input: Tensor) -> Tensor:
-    """All true (GT's tensors are real)."""
+    """Where the imaginary part is 0 (everywhere, for a real tensor)."""
     return input.isreal()
+
+
+def is_complex(input: Tensor) -> bool:
+    """Whether ``input`` has a complex dtype."""
+    return input.is_complex()
+
+
+def view_as_real(input: Tensor) -> Tensor:
+    """A complex tensor as real (real, imaginary) pairs in a new last dimension of size 2 (a copy:
+    GT's tensors are values)."""
+    if input.dtype not in S.COMPLEX_DTYPES:
+        raise RuntimeError("view_as_real is only supported for complex tensors")
+    return input._apply("view_as_real", [input])
+
+
+def view_as_complex(input: Tensor) -> Tensor:
+    """Real pairs in a last dimension of size 2 as a complex tensor (a copy)."""
+    if input.dtype not in ("float32", "float64"):
+        raise RuntimeError(
+            "view_as_complex is only supported for float and double tensors, but got a tensor of "
+            f"scalar type: {input.dtype}"
+        )
+    if not input.shape or input.shape[-1] != 2:
+        raise RuntimeError("Tensor must have a last dimension of size 2")
+    return input._apply("view_as_complex", [input])
+
+
+def complex(real: Tensor, imag: Tensor) -> Tensor:  # noqa: A001 - PyTorch's name
+    """The complex tensor ``real + i imag`` (both float32 or both float64; they broadcast)."""
+    if real.dtype != imag.dtype or real.dtype not in ("float32", "float64"):
+        raise RuntimeError(
+            "Expected both inputs to be Float or Double tensors but got "
+            f"{real.dtype} and {imag.dtype}"
+        )
+    return real._apply("complex", [real, imag])
+
+
+def polar(abs: Tensor, angle: Tensor) -> Tensor:  # noqa: A002 - PyTorch's names
+    """The complex tensor ``abs * (cos(angle) + i sin(angle))``."""
+    return complex(abs * angle.cos(), abs * angle.sin())
 
 
 def seed() -> int:
@@ -195,13 +245,15 @@ def typename(obj: Any) -> str:
         names = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
                  "bfloat16": "BFloat16Tensor", "int64": "LongTensor", "int32": "IntTensor",
                  "int16": "ShortTensor", "int8": "CharTensor", "uint8": "ByteTensor",
-                 "bool": "BoolTensor"}  # fmt: skip
+                 "bool": "BoolTensor", "complex64": "ComplexFloatTensor",
+                 "complex128": "ComplexDoubleTensor"}  # fmt: skip
         return "torch." + names[obj.dtype]
     t = type(obj)
     return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
 
 
-__all__ = ["OutOfMemoryError", "angle", "bilinear", "conj", "isreal", "real", "celu", "conv1d", "conv2d", "conv3d",
+__all__ = ["OutOfMemoryError", "angle", "bilinear", "complex", "conj", "conj_physical", "imag",
+           "is_complex", "isreal", "polar", "real", "view_as_complex", "view_as_real", "celu", "conv1d", "conv2d", "conv3d",
            "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "dropout", "embedding",
            "fill", "frombuffer", "gradient", "hardshrink", "histogram", "logspace", "pdist",
            "pinverse", "prelu", "qr", "range", "rrelu", "seed", "selu", "svd", "threshold",

@@ -67,6 +67,19 @@ def backend_cluster(backend: str, workers: int = 1) -> Iterator[Any]:
         yield c
 
 
+def each_backend_cluster(workers: int = 1) -> Any:
+    """A module fixture named ``cluster`` (assign it to that name): every test of the module on a
+    NumPy-worker cluster, then on a CuPy-double one."""
+    import pytest  # noqa: PLC0415 - keep this module light to import
+
+    @pytest.fixture(scope="module", params=["numpy", "cupy_double"])
+    def cluster(request: Any) -> Iterator[Any]:
+        with backend_cluster(request.param, workers=workers) as c:
+            yield c
+
+    return cluster
+
+
 def integrate(fn: Callable[[Any], Any], lo: float, hi: float, n: int = 400001) -> float:
     """The trapezoidal rule for ``fn`` (vectorised over NumPy arrays) on ``n`` points of [lo, hi]."""
     import numpy as np  # noqa: PLC0415 - keep this module light to import

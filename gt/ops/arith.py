@@ -13,11 +13,14 @@ import math
 import numbers
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from gt import shapes as S
 from gt.errors import ShapeError
 from gt.ops import bitwise
 from gt.ops.base import TensorBase
 from gt.runtime import ops as O
+from gt.runtime.ops.base import real_float
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -264,7 +267,9 @@ class ArithmeticOps:
 
     # ------------------------------------------------------------------ math
     def abs(self) -> Tensor:
-        """Elementwise absolute value."""
+        """Elementwise absolute value (the modulus, a real tensor, for complex ones)."""
+        if self.dtype in S.COMPLEX_DTYPES:
+            return self._apply("abs", [self])
         return self._unary("abs")
 
     def sign(self) -> Tensor:
@@ -336,7 +341,7 @@ class ArithmeticOps:
     def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
         """``log(1 + exp(beta * x)) / beta`` (``x`` itself where ``beta * x > threshold``), without
         overflow; its derivative is ``sigmoid(beta * x)`` everywhere, 0 included."""
-        x = self if self.dtype in S.FLOAT_DTYPES else self.to(S.DEFAULT_FLOAT)
+        x = real_float(self, "softplus")
         attrs = (
             None
             if beta == 1 and threshold == 20
@@ -349,6 +354,8 @@ class ArithmeticOps:
         """Limit values to ``[min, max]`` (either bound may be None, a number or a tensor)."""
         if min is None and max is None:
             raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
+        if self.dtype in S.COMPLEX_DTYPES:
+            raise TypeError("clamp is not supported for complex tensors")
         if not (min is None or _is_scalar(min)) or not (max is None or _is_scalar(max)):
             out = self
             if min is not None:
@@ -448,6 +455,8 @@ def where(condition: Tensor, input: Any, other: Any) -> Tensor:  # noqa: A002 - 
     for v in (input, other):
         if isinstance(v, TensorBase):
             inputs.append(v.to(dtype))
+        elif dtype in S.COMPLEX_DTYPES:  # (complex numbers travel as 0-d tensors)
+            inputs.append(condition._upload(np.array(v, dtype=dtype)))
         else:
             inputs.append(
                 float(v) if dtype in S.FLOAT_DTYPES else (bool(v) if dtype == "bool" else int(v))

@@ -13,7 +13,7 @@ from gt import shapes as S
 if TYPE_CHECKING:
     from gt.tensor import Tensor
 
-_FLOATS = frozenset(S.FLOAT_DTYPES)
+_FLOATS = frozenset(S.INEXACT_DTYPES)  # (what can require gradients: floats and complex)
 
 
 class AutogradOps:
@@ -97,7 +97,8 @@ class AutogradOps:
         """Set ``requires_grad`` on a leaf, in place; returns ``self``."""
         if requires_grad and self.dtype not in _FLOATS:
             raise RuntimeError(
-                f"only Tensors of floating point dtype can require gradients (got {self.dtype})"
+                "only Tensors of floating point and complex dtype can require gradients "
+                f"(got {self.dtype})"
             )
         if self._node is not None:
             if not requires_grad:

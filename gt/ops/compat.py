@@ -59,25 +59,28 @@ class CompatOps(CompatInplaceOps):
 
     __slots__ = ()
 
-    # ------------------------------------------------------------------ real-valued views of the
-    # complex API (GT has no complex dtypes: code written for both meets a real tensor here)
+    # ------------------------------------------------------------------ complex numbers
+    # (PyTorch's real/imag/conj are views or lazy; GT's tensors are values, so these are copies
+    # -- and a real tensor's real part and conjugate are the tensor itself, as in PyTorch.)
     @property
     def real(self) -> Tensor:
-        """The tensor itself (a real tensor is its own real part)."""
-        return self
+        """The real part (a real tensor is its own real part)."""
+        return self._apply("real", [self]) if self.dtype in S.COMPLEX_DTYPES else self
 
     @property
     def imag(self) -> Tensor:
-        """Refused, as PyTorch refuses it for real tensors."""
-        raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+        """The imaginary part; refused for real tensors, as PyTorch refuses it."""
+        if self.dtype not in S.COMPLEX_DTYPES:
+            raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+        return self._apply("imag", [self])
 
     def conj(self) -> Tensor:
-        """The tensor itself (the conjugate of a real tensor)."""
-        return self
+        """The complex conjugate (a real tensor is its own)."""
+        return self._apply("conj", [self]) if self.dtype in S.COMPLEX_DTYPES else self
 
     def conj_physical(self) -> Tensor:
-        """A copy (the conjugate of a real tensor)."""
-        return self.clone()
+        """The complex conjugate, always a new tensor."""
+        return self.conj() if self.dtype in S.COMPLEX_DTYPES else self.clone()
 
     def resolve_conj(self) -> Tensor:
         """The tensor itself (no lazy conjugation in GT)."""
@@ -92,11 +95,16 @@ class CompatOps(CompatInplaceOps):
         return False
 
     def isreal(self) -> Tensor:
-        """All true: GT's tensors are real."""
+        """Where the imaginary part is 0 (everywhere, for a real tensor)."""
+        if self.dtype in S.COMPLEX_DTYPES:
+            return self.imag == 0
         return self.new_ones(self.shape, dtype="bool")
 
     def angle(self) -> Tensor:
-        """The argument of each (real) value: 0 for ``x >= 0``, pi below (NaN stays NaN)."""
+        """The argument of each value: of a complex one in ``(-pi, pi]``; of a real one 0 for
+        ``x >= 0`` and pi below (NaN stays NaN)."""
+        if self.dtype in S.COMPLEX_DTYPES:
+            return self._apply("angle", [self])
         x = self if self.dtype in S.FLOAT_DTYPES else self.to(S.DEFAULT_FLOAT)
         return where(x < 0, math.pi, x * 0)
 

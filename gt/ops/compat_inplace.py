@@ -5,8 +5,8 @@ Aliases: ``divide`` (with ``rounding_mode="trunc"`` too), ``multiply``, ``subtra
 ``negative``/``positive``, ``greater``/``less``/``greater_equal``/``less_equal``/``not_equal``,
 ``absolute``, ``swapdims``, ``ravel``, ``adjoint``/``H``/``mH``, ``floor_divide``, ``remainder``,
 ``xlogy``. Predicates and conversions: ``is_signed``, ``is_complex``, ``is_nonzero``,
-``is_same_size``, ``is_contiguous``, ``nbytes``, ``itemsize``, ``bfloat16``/``byte``/``char``
-(``short`` raises: GT has no int16).
+``is_same_size``, ``is_contiguous``, ``nbytes``, ``itemsize``, ``bfloat16``/``byte``/``char``/
+``short``.
 
 Every in-place form is :func:`inplace_of`: ``x.<name>_(*args)`` takes the value of
 ``x.<name>(*args)`` through ``apply_inplace`` (so version counters, leaf checks and recording are
@@ -232,8 +232,8 @@ class CompatInplaceOps:
         return self.dtype not in ("uint8", "bool")
 
     def is_complex(self) -> bool:
-        """False: GT has no complex dtypes."""
-        return False
+        """Whether the dtype is complex (``complex64``, ``complex128``)."""
+        return self.dtype in S.COMPLEX_DTYPES
 
     def is_nonzero(self) -> bool:
         """Whether the single element is nonzero (a sync point)."""

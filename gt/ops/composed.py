@@ -56,8 +56,12 @@ class ComposedOps:
         return -mag if math.copysign(1.0, float(other)) < 0 else mag
 
     def sgn(self) -> Tensor:
-        """The sign, elementwise (``sign`` for real tensors)."""
-        return self.sign()
+        """``x / |x|`` (0 at 0) for complex tensors; :meth:`sign` for real ones."""
+        if self.dtype not in S.COMPLEX_DTYPES:
+            return self.sign()
+        r = self.abs()
+        zero = r == 0
+        return (self / r.masked_fill(zero, 1.0)).masked_fill(zero, 0.0)
 
     def nan_to_num(self, nan: float = 0.0, posinf: float | None = None,
                    neginf: float | None = None) -> Tensor:  # fmt: skip

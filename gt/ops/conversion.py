@@ -6,6 +6,7 @@ the cluster's business (see :class:`gt.ops.device.device`).
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,13 +23,15 @@ _DEVICE_NAMES = ("cpu", "cuda", "gt", "mps", "meta")
 
 
 def host_array(data: Any, dtype: Any = None) -> np.ndarray:
-    """A C-contiguous copy of ``data`` with PyTorch's dtypes: Python floats become float32 and
-    Python ints int64 (an ndarray keeps its own dtype)."""
+    """A C-contiguous copy of ``data`` with PyTorch's dtypes: Python floats become float32,
+    complex numbers complex64 and ints int64 (an ndarray keeps its own dtype)."""
     arr = np.array(data)
     if dtype is not None:
         arr = arr.astype(S.canonical_dtype(dtype))
     elif arr.dtype == np.float64 and not isinstance(data, np.ndarray):
         arr = arr.astype(np.float32)
+    elif arr.dtype == np.complex128 and not isinstance(data, np.ndarray):
+        arr = arr.astype(np.complex64)  # (Python complex numbers: PyTorch's default complex64)
     elif arr.dtype.kind in "iu" and arr.dtype != np.int32 and not isinstance(data, np.ndarray):
         arr = arr.astype(np.int64)
     return np.ascontiguousarray(arr).reshape(arr.shape)
@@ -71,6 +74,10 @@ class ConversionOps:
         dtype = S.canonical_dtype(dtype)
         if dtype == self.dtype:
             return self
+        if self.dtype in S.COMPLEX_DTYPES and dtype not in S.COMPLEX_DTYPES:
+            warnings.warn(
+                "Casting complex values to real discards the imaginary part", stacklevel=2
+            )
         return self._apply("cast", [self], {"dtype": dtype})
 
     def type(self, dtype: Any = None) -> Any:

@@ -21,7 +21,7 @@ LINEWIDTH = 80
 THRESHOLD = 1000
 EDGEITEMS = 3
 PRECISION = 4
-_DEFAULT_DTYPES = ("float32", "int64", "bool")
+_DEFAULT_DTYPES = ("float32", "int64", "bool", "complex64")
 
 
 class _Formatter:
@@ -68,6 +68,24 @@ class _Formatter:
         return (self.max_width - len(ret)) * " " + ret
 
 
+class _ComplexFormatter:
+    """PyTorch's complex elements: the real parts and the imaginary parts each formatted as above
+    (one width each), joined as ``1.5000-2.0000j``."""
+
+    def __init__(self, values: np.ndarray):
+        self.re, self.im = _Formatter(values.real), _Formatter(values.imag)
+        self.max_width = self.re.max_width + self.im.max_width + 1  # (and the j)
+
+    def __call__(self, v: Any) -> str:
+        real = self.re(v.real)
+        imag = (self.im(v.imag) + "j").lstrip()
+        return real + imag if imag[0] in "+-" else real + "+" + imag
+
+
+def _formatter(values: np.ndarray) -> Any:
+    return _ComplexFormatter(values) if values.dtype.kind == "c" else _Formatter(values)
+
+
 def _summarized(a: np.ndarray) -> np.ndarray:
     """The elements that will be printed (edges only, when the tensor is summarized)."""
     if a.ndim == 0:
@@ -112,7 +130,7 @@ def format_array(a: np.ndarray, indent: int = 7) -> str:
         return "[]"
     summarize = a.size > THRESHOLD
     shown = _summarized(a) if summarize else a.reshape(-1)
-    return _format_body(a, _Formatter(shown), indent, summarize)
+    return _format_body(a, _formatter(shown), indent, summarize)
 
 
 def format_tensor(

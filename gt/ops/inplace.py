@@ -118,8 +118,10 @@ def _direct(x: Tensor, name: str, other: Any) -> Tensor | None:
         if other._conn is not x._conn:
             return None
         arg: Any = other if other.dtype == x.dtype else other.to(x.dtype)
-    elif isinstance(other, (bool, int, float, np.number)):
-        if x.dtype in S.FLOAT_DTYPES:
+    elif isinstance(other, (bool, int, float, np.number)) and not isinstance(
+        other, np.complexfloating
+    ):
+        if x.dtype in S.INEXACT_DTYPES:
             arg = float(other)
         elif x.dtype == "bool":
             return None
@@ -127,7 +129,7 @@ def _direct(x: Tensor, name: str, other: Any) -> Tensor | None:
             arg = int(other)
     else:
         return None
-    if name == "div" and x.dtype not in S.FLOAT_DTYPES:
+    if name == "div" and x.dtype not in S.INEXACT_DTYPES:
         return None
     return x._apply_(name, [x, arg], {"inplace": True})
 
@@ -141,11 +143,13 @@ def _result_dtype(x: Tensor, other: Any, name: str, true_div: bool = False) -> N
                 raise ShapeError(
                     f"{name}: output with shape {list(x.shape)} doesn't match the broadcast shape {list(shape)}"
                 )
-    elif isinstance(other, (int, float, bool, np.number)):
-        dt = S.promote_scalar(x.dtype, other)
+    elif isinstance(other, (int, float, bool, complex, np.number)):
+        dt = S.promote_scalar(
+            x.dtype, complex(other) if isinstance(other, np.complexfloating) else other
+        )
     else:
         return
-    if true_div and dt not in S.FLOAT_DTYPES:
+    if true_div and dt not in S.INEXACT_DTYPES:
         dt = S.DEFAULT_FLOAT
     if S.category(dt) > S.category(x.dtype):
         raise TypeError(
@@ -295,12 +299,16 @@ def _setitem_value(x: Tensor, value: Any, shape: tuple[int, ...]) -> Any:
                 f"setitem: value of dtype {value.dtype} can't be cast to the tensor's dtype {x.dtype}"
             )
         return value.to(x.dtype)
-    if isinstance(value, (int, float, bool, np.number)):
+    if isinstance(value, (int, float, bool, complex, np.number)):
+        if isinstance(value, np.complexfloating):
+            value = complex(value)
         if S.category(S.promote_scalar(x.dtype, value)) > S.category(x.dtype):
             raise TypeError(
                 f"setitem: value {value!r} can't be cast to the tensor's dtype {x.dtype}"
             )
-        if x.dtype in S.FLOAT_DTYPES:
+        if isinstance(value, complex):  # (complex numbers travel as 0-d tensors)
+            return x._upload(np.array(value, dtype=x.dtype))
+        if x.dtype in S.INEXACT_DTYPES:
             return float(value)
         return bool(value) if x.dtype == "bool" else int(value)
     raise TypeError(f"setitem: can't assign a {type(value).__name__} to a tensor")

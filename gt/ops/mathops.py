@@ -30,6 +30,8 @@ class MathOps:
 
     # ------------------------------------------------------------------ rounding
     def _rounding(self, name: str, attrs: Any = None) -> Tensor:
+        if self.dtype in S.COMPLEX_DTYPES:
+            raise TypeError(f"{name} is not supported for complex tensors")
         if self.dtype not in S.FLOAT_DTYPES:
             return self  # integers are already whole, as in PyTorch
         return self._apply(name, [self], attrs)
@@ -98,13 +100,13 @@ class MathOps:
 
     def isinf(self) -> Tensor:
         """Where the value is +inf or -inf (bool)."""
-        if self.dtype not in S.FLOAT_DTYPES:
+        if self.dtype not in S.INEXACT_DTYPES:
             return self != self
         return self.abs() == math.inf
 
     def isfinite(self) -> Tensor:
         """Where the value is neither NaN nor infinite (bool)."""
-        if self.dtype not in S.FLOAT_DTYPES:
+        if self.dtype not in S.INEXACT_DTYPES:
             return self == self
         return self.abs() < math.inf
 

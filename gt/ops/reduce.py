@@ -17,6 +17,7 @@ from gt.autograd import is_grad_enabled
 from gt.errors import ShapeError
 from gt.ops.arith import where
 from gt.ops.base import TensorBase
+from gt.runtime.ops.base import real_float
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -125,7 +126,7 @@ class ReductionOps:
     ) -> Tensor:
         """Mean over ``axis``; integer inputs are averaged in float32."""
         x = self if dtype is None else self.to(dtype)
-        if x.dtype not in S.FLOAT_DTYPES:
+        if x.dtype not in S.INEXACT_DTYPES:
             x = x.to(S.DEFAULT_FLOAT)
         axes = S.normalize_axes(_pick(axis, dim), x.ndim, "mean")
         n = x.numel() if axes is None else S.prod(x.shape[a] for a in axes)
@@ -223,18 +224,20 @@ class ReductionOps:
         axis: Any = None,
         keepdims: bool = False,
     ) -> Tensor:
-        """Variance over ``dim``; ``correction=1`` (default, or ``unbiased=True``) divides by n-1."""
+        """Variance over ``dim``; ``correction=1`` (default, or ``unbiased=True``) divides by n-1.
+        Of complex values: the mean squared modulus of the deviations (a real tensor)."""
         if isinstance(unbiased, int) and not isinstance(unbiased, bool) and dim is not None:
             raise TypeError("var: pass unbiased as a keyword (or use correction=)")
         if correction is None:
             correction = 1 if unbiased is None or unbiased else 0
-        x = self if self.dtype in S.FLOAT_DTYPES else self.to(S.DEFAULT_FLOAT)
+        x = self if self.dtype in S.INEXACT_DTYPES else self.to(S.DEFAULT_FLOAT)
         axes = S.normalize_axes(_pick(axis, dim), x.ndim, "var")
         keep = _keep(keepdims, keepdim)
         n = x.numel() if axes is None else S.prod(x.shape[a] for a in axes)
         d = x - x.mean(axes, keepdims=True)
         denom = n - correction
-        return (d * d).sum(axes, keep) * (1.0 / denom if denom > 0 else float("nan"))
+        sq = (d * d.conj()).real if d.dtype in S.COMPLEX_DTYPES else d * d
+        return sq.sum(axes, keep) * (1.0 / denom if denom > 0 else float("nan"))
 
     def _sqrt_zero_grad(self) -> Tensor:
         """``sqrt`` whose gradient is 0 (not NaN) where the value is 0, as PyTorch's ``norm`` and
@@ -260,8 +263,10 @@ class ReductionOps:
         )._sqrt_zero_grad()
 
     def norm(self, p: Any = 2, dim: Any = None, keepdim: bool = False) -> Tensor:
-        """The ``p``-norm (2 by default) over ``dim`` (all elements when None)."""
-        x = self if self.dtype in S.FLOAT_DTYPES else self.to(S.DEFAULT_FLOAT)
+        """The ``p``-norm (2 by default) over ``dim`` (all elements when None; of the moduli of
+        complex values)."""
+        x = self.abs() if self.dtype in S.COMPLEX_DTYPES else self
+        x = x if x.dtype in S.FLOAT_DTYPES else x.to(S.DEFAULT_FLOAT)
         if p is None or p == 2 or p == "fro":
             return (x * x).sum(dim, keepdim)._sqrt_zero_grad()
         if p == 1:
@@ -293,7 +298,7 @@ class ReductionOps:
 
     def log_softmax(self, dim: int = -1) -> Tensor:
         """``log(softmax(x))`` over ``dim``: one primitive, stable (the max is subtracted first)."""
-        x = self if self.dtype in S.FLOAT_DTYPES else self.to(S.DEFAULT_FLOAT)
+        x = real_float(self, "log_softmax")
         ax = S.normalize_axis(dim, len(x.shape), "log_softmax")
         if not x.shape or x.numel() == 0:
             return x - x if x.shape else x * 0.0  # one element (log 1 = 0), or nothing to do
@@ -301,7 +306,7 @@ class ReductionOps:
 
     def logsumexp(self, dim: Any = -1, keepdim: bool = False) -> Tensor:
         """``log(sum(exp(x)))`` over ``dim``, computed without overflow."""
-        x = self if self.dtype in S.FLOAT_DTYPES else self.to(S.DEFAULT_FLOAT)
+        x = real_float(self, "logsumexp")
         axes = S.normalize_axes(dim, x.ndim, "logsumexp")
         m = x._reduce("max", axes, True, grad=False)  # a constant shift: no gradient through it
         out = (x - m).exp().sum(axes, keepdims=True).log() + m

@@ -16,6 +16,8 @@ from gt.autograd import enable_grad, no_grad
 from gt.guards import Hyperparameters
 from gt.tensor import Tensor
 
+_COMPLEX = frozenset(("complex64", "complex128"))
+
 
 class Optimizer:
     """Base class: parameter groups, per-parameter state, ``zero_grad``.
@@ -76,12 +78,27 @@ class Optimizer:
         with no_grad():
             for group in self.param_groups:
                 for p in group["params"]:
-                    if p.grad is not None:
-                        self._update(p, p.grad, group, self.state.setdefault(p, {}))
+                    if p.grad is None:
+                        continue
+                    state = self.state.setdefault(p, {})
+                    if p.dtype in _COMPLEX:
+                        self._update_complex(p, group, state)
+                    else:
+                        self._update(p, p.grad, group, state)
         return loss
 
     def _update(self, p: Tensor, g: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
         raise NotImplementedError
+
+    def _update_complex(self, p: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
+        """A complex parameter is updated as its (real, imaginary) pairs, as PyTorch does: second
+        moments and norms see both parts as real numbers (its state holds the pairs)."""
+        for key, value in state.items():  # state made eagerly with the parameter's dtype
+            if isinstance(value, Tensor) and value.dtype in _COMPLEX and value.shape == p.shape:
+                state[key] = value._apply("view_as_real", [value])
+        pairs = p._apply("view_as_real", [p])
+        self._update(pairs, p.grad._apply("view_as_real", [p.grad]), group, state)
+        p.copy_(pairs._apply("view_as_complex", [pairs]))
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:

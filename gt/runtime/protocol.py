@@ -80,6 +80,8 @@ DTYPES: tuple[str, ...] = (
     "int8",
     "bfloat16",  # only CuPy workers that compute in it accept it (see worker/backend.py)
     "int16",
+    "complex64",
+    "complex128",
 )
 DTYPE_SET = frozenset(DTYPES)
 

@@ -73,7 +73,7 @@ def compare(name: str, got: dict[str, np.ndarray]) -> list[str]:
         if w.dtype.kind in "fc":
             close = np.isclose(g, w, rtol=prog.rtol, atol=prog.atol, equal_nan=True)
             if not close.all():
-                worst = np.max(np.abs(np.nan_to_num(g.astype(np.float64) - w)))
+                worst = np.max(np.abs(np.nan_to_num(g.astype(w.dtype) - w)))
                 problems.append(f"{key}: {int((~close).sum())} values differ (max abs {worst:.3g})"
                                 f"\n gt    {g.ravel()[:6]}\n torch {w.ravel()[:6]}")  # fmt: skip
         elif not np.array_equal(g, w):

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import as_float64, assert_mean_close, backend_cluster, integrate
+from helpers import as_float64, assert_mean_close, each_backend_cluster, integrate
 
 import gt
 import gt.distributions as D
@@ -20,11 +20,7 @@ pytestmark = pytest.mark.timeout(120)
 LGAMMA = np.vectorize(math.lgamma)
 
 
-@pytest.fixture(scope="module", params=["numpy", "cupy_double"])
-def cluster(request):
-    """Every test of the module on NumPy workers, then on CuPy-double ones."""
-    with backend_cluster(request.param, workers=1) as c:
-        yield c
+cluster = each_backend_cluster()
 
 
 def np_(t) -> np.ndarray:

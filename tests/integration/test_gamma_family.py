@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import backend_cluster, integrate
+from helpers import each_backend_cluster, integrate
 
 import gt
 import gt.distributions as D
@@ -21,11 +21,7 @@ LGAMMA = np.vectorize(math.lgamma)
 ERF = np.vectorize(math.erf)
 
 
-@pytest.fixture(scope="module", params=["numpy", "cupy_double"])
-def cluster(request):
-    """Every test of the module on NumPy workers, then on CuPy-double ones."""
-    with backend_cluster(request.param, workers=1) as c:
-        yield c
+cluster = each_backend_cluster()
 
 
 def _integrate(fn, lo, hi, n=200001):

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import backend_cluster
+from helpers import each_backend_cluster
 
 import gt
 from gt.errors import ShapeError
@@ -18,11 +18,7 @@ pytestmark = pytest.mark.timeout(120)
 rng = np.random.default_rng(5)
 
 
-@pytest.fixture(scope="module", params=["numpy", "cupy_double"])
-def cluster(request):
-    """Every test of the module on NumPy workers, then on CuPy-double ones."""
-    with backend_cluster(request.param, workers=1) as c:
-        yield c
+cluster = each_backend_cluster()
 
 
 def _close(t, want, **kw):

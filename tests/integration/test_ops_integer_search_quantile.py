@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import backend_cluster
+from helpers import each_backend_cluster
 
 import gt
 from gt.errors import ShapeError
@@ -16,11 +16,7 @@ rng = np.random.default_rng(11)
 MODES = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
-@pytest.fixture(scope="module", params=["numpy", "cupy_double"])
-def cluster(request):
-    """Every test of the module on NumPy workers, then on CuPy-double ones."""
-    with backend_cluster(request.param, workers=2) as c:
-        yield c
+cluster = each_backend_cluster(workers=2)
 
 
 # ------------------------------------------------------------------ bitwise

@@ -27,6 +27,8 @@ SQ = (_lin.standard_normal((2, 3, 3)) + 3 * np.eye(3)).astype(np.float32)  # wel
 SPD = (SQ @ SQ.transpose(0, 2, 1) + np.eye(3)).astype(np.float32)
 RHS = _lin.standard_normal((3, 2)).astype(np.float32)  # batch dims broadcast against SQ's
 
+CPLX = (A + 1j * B).astype(np.complex64)
+
 #: For every compute and create op: argument values (arrays or Python numbers) and attrs.
 SAMPLES: dict[str, tuple[list, object]] = {
     "full": ([1.5], {"shape": [2, 3], "dtype": "float32"}),
@@ -161,6 +163,26 @@ SAMPLES: dict[str, tuple[list, object]] = {
     "erfcx": ([A], None),
     "poisson": ([POS], {"seed": 5}),
     **{f"bessel_{fn}": ([POS], None) for fn in ("j0", "j1", "y0", "y1", "k0", "k1", "k0e", "k1e")},
+    "real": ([CPLX], None),
+    "imag": ([CPLX], None),
+    "conj": ([CPLX], None),
+    "angle": ([CPLX], None),
+    "view_as_real": ([CPLX], None),
+    "view_as_complex": ([np.stack([A, B], -1)], None),
+    "complex": ([A, ROW], None),
+    # the complex-to-real kind (its attrs reach all three branches' code); the others are
+    # checked against NumPy in tests/integration/test_complex_fft.py
+    "fft": (
+        [CPLX],
+        {
+            "kind": "c2r",
+            "axes": [0, 1],
+            "s": [3, 6],
+            "norm": "ortho",
+            "inverse": True,
+            "dtype": "float32",
+        },
+    ),
 }
 
 

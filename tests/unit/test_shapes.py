@@ -137,6 +137,10 @@ def test_index_shape_out_of_range_names_op_and_shape():
         ("uint8", "int8", "int16"),  # (PyTorch: neither holds the other)
         ("int16", "uint8", "int16"),
         ("int16", "int32", "int32"),
+        ("complex64", "float32", "complex64"),
+        ("complex64", "float64", "complex128"),  # (its parts must hold a double)
+        ("complex128", "float16", "complex128"),
+        ("complex64", "int64", "complex64"),
     ],
 )
 def test_promote_follows_pytorch_categories(a, b, want):
@@ -147,6 +151,9 @@ def test_zero_dim_tensors_only_promote_across_categories():
     assert S.promote_operands("float32", 1, "float64", 0) == "float32"
     assert S.promote_operands("int64", 2, "float64", 0) == "float64"
     assert S.promote_operands("float16", 0, "float64", 0) == "float64"
+    assert S.promote_operands("float32", 1, "complex128", 0) == "complex128"
+    assert S.promote_operands("float64", 1, "complex64", 0) == "complex128"
+    assert S.promote_operands("complex64", 1, "complex128", 0) == "complex64"
 
 
 @pytest.mark.parametrize(
@@ -157,6 +164,10 @@ def test_zero_dim_tensors_only_promote_across_categories():
         ("bool", 1, "int64"),
         ("float16", 3.0, "float16"),
         ("bool", True, "bool"),
+        ("float32", 1j, "complex64"),
+        ("float64", 1j, "complex128"),
+        ("int64", 2 + 0j, "complex64"),
+        ("complex64", 2.5, "complex64"),
     ],
 )
 def test_python_scalars_only_move_the_category_up(dtype, value, want):
@@ -167,5 +178,7 @@ def test_canonical_dtype_accepts_aliases_and_rejects_unknown():
     assert S.canonical_dtype("double") == "float64"
     assert S.canonical_dtype(np.int32) == "int32"
     assert S.canonical_dtype(None) == "float32"
+    assert S.canonical_dtype("cfloat") == "complex64" == S.canonical_dtype(np.complex64)
+    assert S.canonical_dtype("cdouble") == "complex128"
     with pytest.raises(TypeError, match="unsupported dtype"):
-        S.canonical_dtype("complex64")
+        S.canonical_dtype("complex32")

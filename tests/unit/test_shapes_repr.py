@@ -68,3 +68,16 @@ def test_repr_pads_to_the_finite_values_only_like_pytorch():
     assert format_tensor(np.array([np.nan, -np.inf, 1.5], np.float32), "float32") == (
         "tensor([   nan,   -inf, 1.5000])"
     )
+
+
+def test_complex_values_print_as_pytorch_prints_them():
+    # (checked against PyTorch 2.13: each part formatted on its own, the imaginary one with its sign)
+    assert format_tensor(np.array([1 + 2j, 3 - 1j], np.complex64), "complex64") == (
+        "tensor([1.+2.j, 3.-1.j])"
+    )
+    assert format_tensor(
+        np.array([0.5 + 1.25j, -3.125 - 1e-3j, 7j], np.complex64), "complex64"
+    ) == ("tensor([ 0.5000+1.2500e+00j, -3.1250-1.0000e-03j,  0.0000+7.0000e+00j])")
+    assert format_tensor(np.array(2.5 - 1j), "complex128") == (
+        "tensor(2.5000-1.j, dtype=gt.complex128)"
+    )

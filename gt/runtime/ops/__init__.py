@@ -13,12 +13,14 @@ Families: :mod:`.elementwise`, :mod:`.reduce`, :mod:`.shape`, :mod:`.creation`, 
 :mod:`.linalg_decomp` (QR, eigh, SVD), :mod:`.gammafn` (lgamma, digamma, polygamma, erfinv,
 gamma sampling), :mod:`.trig` (inverse trigonometric and hyperbolic functions, atan2, fmod,
 signbit, gcd, lcm), :mod:`.running` (cummax, cummin, logcumsumexp),
-:mod:`.special_more` (Bessel I0/I1, Hurwitz zeta, incomplete gamma, erfcx).
+:mod:`.special_more` (Bessel I0/I1, Hurwitz zeta, incomplete gamma, erfcx),
+:mod:`.complexnum` (complex parts, conjugate, argument, the real-pair views, FFTs).
 """
 
 from __future__ import annotations
 
 from gt.runtime.ops import (
+    complexnum,
     conv,
     creation,
     elementwise,
@@ -80,6 +82,7 @@ REGISTRY, BY_NAME = _build(
         *trig.ENTRIES,
         *running.ENTRIES,
         *special_more.ENTRIES,
+        *complexnum.ENTRIES,
     ]
 )
 #: Op names by opcode (what traces carry in their header).

@@ -155,6 +155,16 @@ def attr_shape(shapes: list, attrs: Any) -> Shape:
     return tuple(int(d) for d in attrs["shape"])
 
 
+def real_float(x: Any, op: str) -> Any:
+    """``x`` as a floating tensor for a function of real arguments: integers become float32;
+    complex tensors are refused, as PyTorch refuses them."""
+    if x.is_floating_point():
+        return x
+    if x.is_complex():
+        raise TypeError(f"{op} is not supported for complex tensors")
+    return x.float()
+
+
 # ----------------------------------------------------------------------------- derivative helpers
 class Past:
     """What a rule returns for an input made by a layout-only op (a transpose) when it computed the

@@ -200,7 +200,13 @@ def _k_erf(be: Any) -> Any:
 
 
 def _k_cast(be: Any) -> Any:
-    return lambda v, at: v[0].astype(at["dtype"])
+    def run(v: list, at: Any) -> Any:
+        x, dtype = v[0], at["dtype"]
+        if x.dtype.kind == "c" and dtype not in S.COMPLEX_DTYPES:
+            x = x.real  # (what the cast means; NumPy would warn that it drops the imaginary part)
+        return x.astype(dtype)
+
+    return run
 
 
 def _k_copy(be: Any) -> Any:
@@ -211,6 +217,21 @@ def _k_copy(be: Any) -> Any:
 def _k_clip(be: Any) -> Any:
     xp = be.xp
     return lambda v, at: xp.clip(v[0], v[1], v[2])
+
+
+def real_dtype(dtypes: list, attrs: Any) -> str:
+    """The real dtype of the first input's (``complex64`` -> ``float32``; reals stay)."""
+    d = first_dtype(dtypes, attrs)
+    return S.REAL_OF.get(d, d)
+
+
+def _d_abs(n: Any, g: Any) -> tuple:
+    (x,) = n.saved
+    if x.dtype in S.COMPLEX_DTYPES:  # g * z / |z| (0 at 0)
+        r = x.abs()
+        zero = r == 0
+        return (g * (x / r.masked_fill(zero, 1.0)).masked_fill(zero, 0.0),)
+    return (g * x.sign(),)
 
 
 # ----------------------------------------------------------------------------- the entries
@@ -285,7 +306,9 @@ ENTRIES: list[Op] = [
         doc="clip(x, lo, hi); either bound may be None",
     ),  # fmt: skip
     _unary("neg", 23, "negative", grad=lambda n, g: (-g,), partial="unary", doc="-x"),
-    _unary("abs", 24, grad=lambda n, g: (g * n.saved[0].sign(),), saves="inputs", doc="|x|"),
+    _unary(
+        "abs", 24, grad=_d_abs, saves="inputs", dtype=real_dtype, doc="|x| (real for complex x)"
+    ),
     _unary("exp", 25, grad=lambda n, g: (g * n.saved[0],), saves="output", doc="e ** x"),
     _unary("log", 26, grad=lambda n, g: (g / n.saved[0],), saves="inputs", doc="natural log"),
     _unary("sqrt", 27, grad=lambda n, g: ((g / n.saved[0]) * 0.5,), saves="output", doc="sqrt"),
@@ -329,7 +352,7 @@ ENTRIES: list[Op] = [
         34,
         kernel=_k_cast,
         partial="unary",
-        grad=lambda n, g: (g.to(n.dtypes[0]),),
+        grad=lambda n, g: ((g.real if n.dtypes[0] not in S.COMPLEX_DTYPES else g).to(n.dtypes[0]),),
         doc="x converted to attrs.dtype",
     ),  # fmt: skip
     _unary("copy", 8, kernel=_k_copy, partial="copy", grad=lambda n, g: (g,), doc="a copy of x"),

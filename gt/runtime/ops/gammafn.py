@@ -25,7 +25,7 @@ import math
 from typing import Any
 
 from gt.runtime.ops import special_math as sm
-from gt.runtime.ops.base import Op, first_dtype, same_shape
+from gt.runtime.ops.base import Op, first_dtype, real_float, same_shape
 from gt.runtime.ops.creation import _key, _uniform53, philox4x32
 
 _SQRT_PI_2 = math.sqrt(math.pi) / 2.0
@@ -238,7 +238,7 @@ def _k_standard_gamma_grad(be: Any) -> Any:
 
 # ----------------------------------------------------------------------------- derivatives, API
 def _float(x: Any) -> Any:
-    return x if x.is_floating_point() else x.float()
+    return real_float(x, "gamma functions")
 
 
 def lgamma_api(x: Any) -> Any:

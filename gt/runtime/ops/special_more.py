@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gt.runtime.ops.base import Op, first_dtype, same_shape, sum_to
+from gt.runtime.ops.base import Op, first_dtype, real_float, same_shape, sum_to
 from gt.runtime.ops.elementwise import broadcast_rule
 from gt.runtime.ops.gammafn import _compute_dtype, _k_special
 
@@ -37,7 +37,7 @@ def _k_binary(name: str) -> Any:
 
 def _float_api(name: str) -> Any:
     def api(x: Any) -> Any:
-        x = x if x.is_floating_point() else x.float()
+        x = real_float(x, name)
         return x._apply(name, [x])
 
     api.__name__ = name

@@ -26,7 +26,7 @@ def _k_ufunc(fn: str) -> Any:
 
 def _float_api(name: str) -> Any:
     def api(x: Any) -> Any:
-        x = x if x.is_floating_point() else x.float()
+        x = x if x.is_floating_point() or x.is_complex() else x.float()
         return x._apply(name, [x])
 
     api.__name__ = name

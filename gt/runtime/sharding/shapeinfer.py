@@ -27,6 +27,8 @@ ITEMSIZE = {
     "uint8": 1,
     "int8": 1,
     "int16": 2,
+    "complex64": 8,
+    "complex128": 16,
 }
 
 

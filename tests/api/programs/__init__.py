@@ -57,6 +57,7 @@ MODULES = (
     "distributions_last",
     "scripts_compat",
     "swa_prune",
+    "complex_fft",
 )
 
 
@@ -99,6 +100,9 @@ def to_numpy(value: Any) -> np.ndarray:
     if hasattr(value, "detach") and hasattr(value, "numpy"):
         v = value.detach()
         v = v.cpu() if hasattr(v, "cpu") else v
+        v = (
+            v.resolve_conj().resolve_neg() if hasattr(v, "resolve_conj") else v
+        )  # (PyTorch's lazy bits)
         return np.asarray(v.numpy())
     if isinstance(value, str):
         return np.array(value)

@@ -29,12 +29,16 @@ IMPLICIT = (
     "Implicit conversion to a NumPy array is not allowed. "
     "Please use `.get()` to construct a NumPy array explicitly."
 )
-_UNSUPPORTED_KINDS = "OUSMmVc"  # object, strings, datetimes, void, complex kept out for simplicity
+_UNSUPPORTED_KINDS = "OUSMmV"  # object, strings, datetimes, void
 
 
 def refuse_host(x: Any) -> None:
     """CuPy's refusal of a host array where device data is needed."""
     raise TypeError(f"Unsupported type {type(x)}")
+
+
+def _set_part(d: Any, part: str, value: Any) -> None:
+    setattr(d._a, part, unwrap(value))
 
 
 def unwrap(x: Any) -> Any:
@@ -212,8 +216,17 @@ class ndarray:  # noqa: N801 - CuPy's name
         return _memory.MemoryPointer(mem, _memory._address(self._a) - mem.ptr)
 
     T = property(lambda self: _new(self._a.T))
-    real = property(lambda self: _new(self._a.real))
-    imag = property(lambda self: _new(self._a.imag))
+
+    real = property(
+        lambda self: _new(self._a.real),
+        lambda self, v: _set_part(self, "real", v),
+        doc="The real part (a view of a complex array; settable, as in CuPy).",
+    )
+    imag = property(
+        lambda self: _new(self._a.imag),
+        lambda self, v: _set_part(self, "imag", v),
+        doc="The imaginary part (a view of a complex array; settable, as in CuPy).",
+    )
 
     @property
     def base(self) -> ndarray | None:

@@ -1,0 +1,217 @@
+"""``gt.fft``: PyTorch's discrete Fourier transforms, on the workers (NumPy's or CuPy's FFTs).
+
+Every transform is one primitive (``fft`` in the op registry) whose attributes say which kind --
+complex-to-complex, real-to-complex (one-sided), complex-to-real -- over which dimensions, padded
+or cut to which lengths, and scaled how (``norm``: ``"backward"``, the default, scales the inverse
+by ``1/n``; ``"forward"`` the forward; ``"ortho"`` both by ``1/sqrt(n)``). Each is differentiable,
+twice, with PyTorch's gradients.
+
+Dtypes as in PyTorch: real inputs give ``complex64`` (``complex128`` from float64); integers
+become float32 first. float16 and bfloat16 are computed in float32 (PyTorch computes them in half
+precision on GPUs only, for powers of two).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gt import shapes as S
+from gt.tensor import Tensor
+
+__all__ = [
+    "fft", "fft2", "fftfreq", "fftn", "fftshift", "hfft", "ifft", "ifft2", "ifftn", "ifftshift",
+    "ihfft", "irfft", "irfft2", "irfftn", "rfft", "rfft2", "rfftfreq", "rfftn",
+]  # fmt: skip
+
+_NORMS = ("backward", "forward", "ortho")
+_DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
+
+
+def _norm(norm: str | None, op: str) -> str:
+    if norm is None:
+        return "backward"
+    if norm not in _NORMS:
+        raise ValueError(f"{op}: Invalid normalization mode: {norm!r} (one of {', '.join(_NORMS)})")
+    return norm
+
+
+def _real_input(x: Tensor, op: str) -> Tensor:
+    if x.dtype in S.COMPLEX_DTYPES:
+        raise RuntimeError(f"{op} expects a real input tensor, but got {x.dtype}")
+    return x if x.dtype in ("float32", "float64") else x.to("float32")
+
+
+def _complex_input(x: Tensor) -> Tensor:
+    if x.dtype in S.COMPLEX_DTYPES:
+        return x
+    return x.to(S.complex_of(x.dtype if x.dtype == "float64" else "float32"))
+
+
+def _axes_and_sizes(x: Tensor, s: Any, dim: Any, op: str) -> tuple[list[int], list[int]]:
+    """The dimensions to transform and the signal length along each (``-1``: the input's)."""
+    if isinstance(dim, int):
+        dim = (dim,)
+    if isinstance(s, int):
+        s = (s,)
+    if dim is None:
+        dim = range(x.ndim) if s is None else range(x.ndim - len(s), x.ndim)
+    axes = [S.normalize_axis(int(d), x.ndim, op) for d in dim]
+    if len(set(axes)) != len(axes):
+        raise RuntimeError(f"{op}: dims must be unique, got {list(dim)}")
+    if s is None:
+        sizes = [x.shape[a] for a in axes]
+    else:
+        if len(s) != len(axes):
+            raise RuntimeError(
+                f"{op}: When given, dim and shape arguments must have the same length (got s of "
+                f"length {len(s)} for {len(axes)} dims)"
+            )
+        sizes = [x.shape[a] if int(n) == -1 else int(n) for n, a in zip(s, axes)]
+    for n in sizes:
+        if n < 1:
+            raise RuntimeError(f"{op}: Invalid number of data points ({n}) specified")
+    return axes, sizes
+
+
+def _emit(x: Tensor, kind: str, axes: list, sizes: list, norm: str, inverse: bool, dtype: str) -> Tensor:  # fmt: skip
+    attrs = {"kind": kind, "axes": axes, "s": sizes, "norm": norm, "inverse": inverse,
+             "dtype": dtype}  # fmt: skip
+    return x._apply("fft", [x], attrs)
+
+
+def _c2c(x: Tensor, s: Any, dim: Any, norm: str | None, inverse: bool, op: str) -> Tensor:
+    x = _complex_input(x)
+    axes, sizes = _axes_and_sizes(x, s, dim, op)
+    return _emit(x, "c2c", axes, sizes, _norm(norm, op), inverse, x.dtype)
+
+
+def _r2c(x: Tensor, s: Any, dim: Any, norm: str | None, op: str) -> Tensor:
+    x = _real_input(x, op)
+    axes, sizes = _axes_and_sizes(x, s, dim, op)
+    return _emit(x, "r2c", axes, sizes, _norm(norm, op), False, S.complex_of(x.dtype))
+
+
+def _c2r(x: Tensor, s: Any, dim: Any, norm: str | None, op: str) -> Tensor:
+    x = _complex_input(x)
+    axes, sizes = _axes_and_sizes(x, s, dim, op)
+    if s is None or (isinstance(s, Sequence) and int(s[-1]) == -1):
+        sizes[-1] = 2 * (x.shape[axes[-1]] - 1)  # the default: an even-length signal
+        if sizes[-1] < 1:
+            raise RuntimeError(f"{op}: Invalid number of data points ({sizes[-1]}) specified")
+    return _emit(x, "c2r", axes, sizes, _norm(norm, op), True, S.REAL_OF[x.dtype])
+
+
+# ----------------------------------------------------------------------------- the transforms
+def fft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = None) -> Tensor:
+    """The 1-d discrete Fourier transform along ``dim`` (padded or cut to ``n`` first)."""
+    return _c2c(input, n, dim, norm, False, "fft_fft")
+
+
+def ifft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = None) -> Tensor:
+    """The inverse of :func:`fft`."""
+    return _c2c(input, n, dim, norm, True, "fft_ifft")
+
+
+def fft2(input: Tensor, s: Any = None, dim: Any = (-2, -1), norm: str | None = None) -> Tensor:
+    """The 2-d transform over ``dim`` (the last two by default)."""
+    return _c2c(input, s, dim, norm, False, "fft_fft2")
+
+
+def ifft2(input: Tensor, s: Any = None, dim: Any = (-2, -1), norm: str | None = None) -> Tensor:
+    """The inverse of :func:`fft2`."""
+    return _c2c(input, s, dim, norm, True, "fft_ifft2")
+
+
+def fftn(input: Tensor, s: Any = None, dim: Any = None, norm: str | None = None) -> Tensor:
+    """The n-d transform over ``dim`` (all dimensions, or the last ``len(s)``, by default)."""
+    return _c2c(input, s, dim, norm, False, "fft_fftn")
+
+
+def ifftn(input: Tensor, s: Any = None, dim: Any = None, norm: str | None = None) -> Tensor:
+    """The inverse of :func:`fftn`."""
+    return _c2c(input, s, dim, norm, True, "fft_ifftn")
+
+
+def rfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = None) -> Tensor:
+    """The transform of a real signal: the ``n // 2 + 1`` non-negative frequencies."""
+    return _r2c(input, n, dim, norm, "fft_rfft")
+
+
+def irfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = None) -> Tensor:
+    """The inverse of :func:`rfft`: a real signal of length ``n`` (default ``2 * (m - 1)``)."""
+    return _c2r(input, n, dim, norm, "fft_irfft")
+
+
+def rfft2(input: Tensor, s: Any = None, dim: Any = (-2, -1), norm: str | None = None) -> Tensor:
+    """:func:`rfftn` over two dimensions."""
+    return _r2c(input, s, dim, norm, "fft_rfft2")
+
+
+def irfft2(input: Tensor, s: Any = None, dim: Any = (-2, -1), norm: str | None = None) -> Tensor:
+    """The inverse of :func:`rfft2`."""
+    return _c2r(input, s, dim, norm, "fft_irfft2")
+
+
+def rfftn(input: Tensor, s: Any = None, dim: Any = None, norm: str | None = None) -> Tensor:
+    """The n-d transform of a real signal, one-sided in the last dimension."""
+    return _r2c(input, s, dim, norm, "fft_rfftn")
+
+
+def irfftn(input: Tensor, s: Any = None, dim: Any = None, norm: str | None = None) -> Tensor:
+    """The inverse of :func:`rfftn`."""
+    return _c2r(input, s, dim, norm, "fft_irfftn")
+
+
+def hfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = None) -> Tensor:
+    """The transform of a Hermitian-symmetric signal given by its one-sided half: real."""
+    norm = _DUAL[_norm(norm, "fft_hfft")]
+    return _c2r(_complex_input(input).conj(), n, dim, norm, "fft_hfft")
+
+
+def ihfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = None) -> Tensor:
+    """The inverse of :func:`hfft`: the one-sided half of a real signal's inverse transform."""
+    norm = _DUAL[_norm(norm, "fft_ihfft")]
+    return _r2c(input, n, dim, norm, "fft_ihfft").conj()
+
+
+# ----------------------------------------------------------------------------- helpers
+def fftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None,
+            requires_grad: bool = False, **_: Any) -> Tensor:  # fmt: skip
+    """The sample frequencies of an ``n``-point transform with sample spacing ``d``:
+    ``[0, 1, ..., (n - 1) // 2, -(n // 2), ..., -1] / (d * n)``."""
+    from gt.factories import arange  # noqa: PLC0415 - (gt.factories imports the tensor API)
+
+    k = arange(n, dtype="int64")
+    k = k - (k >= (n + 1) // 2).to("int64") * n
+    out = (k.to(S.canonical_dtype(dtype)) / (d * n)).to(S.canonical_dtype(dtype))
+    return out.requires_grad_(requires_grad) if requires_grad else out
+
+
+def rfftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False, **_: Any) -> Tensor:  # fmt: skip
+    """The sample frequencies of :func:`rfft` of an ``n``-point signal: ``[0, ..., n // 2] / (d * n)``."""
+    from gt.factories import arange  # noqa: PLC0415
+
+    out = (arange(n // 2 + 1, dtype=S.canonical_dtype(dtype)) / (d * n)).to(
+        S.canonical_dtype(dtype)
+    )
+    return out.requires_grad_(requires_grad) if requires_grad else out
+
+
+def _dims(x: Tensor, dim: Any) -> list[int]:
+    if dim is None:
+        return list(range(x.ndim))
+    return [int(dim)] if isinstance(dim, int) else [int(d) for d in dim]
+
+
+def fftshift(input: Tensor, dim: Any = None) -> Tensor:
+    """The zero frequency moved to the centre (a roll by ``n // 2`` along each of ``dim``)."""
+    dims = _dims(input, dim)
+    return input.roll([input.shape[d] // 2 for d in dims], dims)
+
+
+def ifftshift(input: Tensor, dim: Any = None) -> Tensor:
+    """The inverse of :func:`fftshift`."""
+    dims = _dims(input, dim)
+    return input.roll([-(input.shape[d] // 2) for d in dims], dims)
