@@ -28,6 +28,15 @@ from gt.ops.arith import where
 from gt.ops.random import manual_seed
 from gt.ops.search import searchsorted
 from gt.ops.shaping import cat
+from gt.spectral import (
+    bartlett_window,
+    blackman_window,
+    hamming_window,
+    hann_window,
+    istft,
+    kaiser_window,
+    stft,
+)
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names (input ...)
@@ -253,7 +262,9 @@ def typename(obj: Any) -> str:
 
 
 __all__ = ["OutOfMemoryError", "angle", "bilinear", "complex", "conj", "conj_physical", "imag",
-           "is_complex", "isreal", "polar", "real", "view_as_complex", "view_as_real", "celu", "conv1d", "conv2d", "conv3d",
+           "is_complex", "isreal", "istft", "polar", "real", "stft", "view_as_complex",
+           "view_as_real", "bartlett_window", "blackman_window", "hamming_window", "hann_window",
+           "kaiser_window", "celu", "conv1d", "conv2d", "conv3d",
            "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "dropout", "embedding",
            "fill", "frombuffer", "gradient", "hardshrink", "histogram", "logspace", "pdist",
            "pinverse", "prelu", "qr", "range", "rrelu", "seed", "selu", "svd", "threshold",

@@ -183,3 +183,25 @@ def test_complex_gaussian_samples_have_half_the_variance_in_each_part(conn):
     v = z.numpy()
     assert abs(v.real.var() - 0.5) < 0.03 and abs(v.imag.var() - 0.5) < 0.03
     assert abs(np.corrcoef(v.real, v.imag)[0, 1]) < 0.05
+
+
+def test_stft_inverts_and_refuses_what_pytorch_refuses(conn):
+    x0 = rng.standard_normal((3, 90))
+    x = gt.tensor(x0)
+    w = gt.hann_window(32, dtype="float64")
+    spec = gt.stft(x, 32, hop_length=8, window=w, return_complex=True)
+    assert spec.shape == (3, 17, 12) and spec.dtype == "complex128"
+    frames = np.lib.stride_tricks.sliding_window_view(
+        np.pad(x0, ((0, 0), (16, 16)), "reflect"), 32, -1
+    )[:, ::8]
+    np.testing.assert_allclose(spec.numpy(), np.fft.rfft(frames * w.numpy(), axis=-1).transpose(0, 2, 1),
+                               rtol=1e-10, atol=1e-10)  # fmt: skip
+    np.testing.assert_allclose(gt.istft(spec, 32, hop_length=8, window=w, length=90).numpy(), x0,
+                               rtol=1e-10, atol=1e-10)  # fmt: skip
+    with pytest.raises(RuntimeError, match="return_complex"):
+        gt.stft(x, 32, window=w)
+    with pytest.raises(RuntimeError, match="win_length"):
+        gt.stft(x, 32, window=gt.hann_window(16), return_complex=True)
+    with pytest.raises(RuntimeError, match="overlap"):  # a hop past the window leaves gaps
+        gt.istft(gt.stft(x, 16, hop_length=24, window=gt.hann_window(16, dtype="float64"),
+                         return_complex=True), 16, hop_length=24)  # fmt: skip

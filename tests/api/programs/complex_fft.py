@@ -145,3 +145,32 @@ def complex_parameters_with_adaptive_optimizers(torch):
             opt.step()
         results[name] = {"w": w, "loss": loss}
     return results
+
+
+@program(rtol=2e-4, atol=2e-5)
+def spectrogram_loss_and_istft_round_trip(torch):
+    x = torch.tensor(arr(22, 2, 160), requires_grad=True)
+    window = torch.hann_window(64)
+    spec = torch.stft(x, 64, hop_length=16, window=window, return_complex=True)
+    mel = torch.tensor(np.abs(arr(23, 12, 33)))
+    log_mel = (mel @ spec.abs().pow(2) + 1e-6).log()
+    target = torch.tensor(arr(24, 2, 12, spec.shape[-1]))
+    loss = (log_mel - target).pow(2).mean()
+    back = torch.istft(spec, 64, hop_length=16, window=window, length=160)
+    loss = loss + (back - x.detach() * 0.5).pow(2).mean()
+    loss.backward()
+    z = torch.tensor((arr(25, 50) + 1j * arr(26, 50)).astype(np.complex64))
+    two_sided = torch.stft(z, 16, hop_length=4, window=torch.hamming_window(16),
+                           return_complex=True)  # fmt: skip
+    plain = x.detach()[0].stft(32, hop_length=8, win_length=24, window=torch.blackman_window(24),
+                               center=False, normalized=True, return_complex=True)  # fmt: skip
+    windows = {"hann_sym": torch.hann_window(7, periodic=False),
+               "hamming": torch.hamming_window(8, True, 0.5, 0.5),
+               "blackman": torch.blackman_window(9), "bartlett": torch.bartlett_window(6),
+               "bartlett_sym": torch.bartlett_window(5, periodic=False),
+               "kaiser": torch.kaiser_window(10, True, 8.0), "one": torch.hann_window(1),
+               "hann64": torch.hann_window(4, dtype=torch.float64)}  # fmt: skip
+    return {"spec": spec, "loss": loss, "x_grad": x.grad, "back": back,
+            "two_sided": two_sided, "two_sided_back": torch.istft(two_sided, 16, hop_length=4,
+                window=torch.hamming_window(16), onesided=False, return_complex=True),
+            "plain": plain, "windows": windows}  # fmt: skip
