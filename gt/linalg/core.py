@@ -8,7 +8,9 @@ rules are; ``pinv``, ``lstsq``, ``matrix_rank`` and the ``"nuc"``/``2``/``-2`` m
 built on the SVD. Every function batches over leading dimensions as PyTorch does, for float32
 and float64.
 
-Not here: complex dtypes, ``eig``/``eigvals``, ``svd(full_matrices=True)`` and
+Complex matrices: ``inv``, ``det``, ``solve`` and ``eig``/``eigvals`` (whose results are complex
+for real matrices too). Not here: the other decompositions of complex matrices,
+``svd(full_matrices=True)`` and
 ``qr(mode="complete")`` for non-square shapes, QR gradients for wide matrices. Spectral gradients
 (``eigh``, ``svd``) assume distinct eigen/singular values, as PyTorch's do.
 Errors: wrong shapes raise PyTorch's message at the call; a singular (or, for ``cholesky``, not
@@ -36,6 +38,7 @@ from gt.runtime.ops.linalg import (
     slogdet_api,
 )
 from gt.runtime.ops.linalg_decomp import unpack_eigh, unpack_qr, unpack_svd
+from gt.runtime.ops.linalg_eig import unpack_eig
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -242,8 +245,9 @@ def _zeros_info(a: Tensor) -> Tensor:
 
 def solve(a: Tensor, b: Tensor, *, left: bool = True) -> Tensor:
     """``X`` with ``A X = B`` (``left=False``: ``X A = B``); ``B`` may be a (batch of) vector."""
-    _square("linalg.solve", a)
-    _float("linalg.solve", b)
+    _square("linalg.solve", a, complex_ok=True)
+    if b.dtype not in S.COMPLEX_DTYPES:
+        _float("linalg.solve", b)
     if a.dtype != b.dtype:
         raise RuntimeError(
             f"linalg.solve: Expected A and B to have the same dtype, but found A of type "
@@ -299,6 +303,7 @@ def solve_triangular(
 # ----------------------------------------------------------------------------- decompositions
 QRResult = namedtuple("QRResult", ["Q", "R"])
 EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+EigResult = namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
 SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
 LstsqResult = namedtuple("LstsqResult", ["solution", "residuals", "rank", "singular_values"])
 
@@ -340,6 +345,19 @@ def eigh(a: Tensor, UPLO: str = "L") -> EighResult:  # noqa: N803 - PyTorch's na
 def eigvalsh(a: Tensor, UPLO: str = "L") -> Tensor:  # noqa: N803 - PyTorch's name
     """The eigenvalues (ascending) of each symmetric matrix."""
     return eigh(a, UPLO).eigenvalues
+
+
+def eig(a: Tensor) -> EigResult:
+    """Eigenvalues and eigenvectors (unit columns) of each general square matrix: complex, in
+    LAPACK's order, computed on the host (a CuPy worker copies the matrices there and back, as
+    PyTorch's CUDA ``eig`` synchronises with the CPU). Gradients assume distinct eigenvalues."""
+    check_float_square("linalg.eig", a, complex_ok=True)
+    return EigResult(*unpack_eig(a._apply("linalg_eig", [a])))
+
+
+def eigvals(a: Tensor) -> Tensor:
+    """The eigenvalues of each general square matrix (complex)."""
+    return eig(a).eigenvalues
 
 
 def svd(a: Tensor, full_matrices: bool = True) -> SVDResult:
@@ -417,7 +435,10 @@ def lstsq(a: Tensor, b: Tensor, rcond: Any = None, *, driver: Any = None) -> Lst
 
 
 __all__ = [
+    "EigResult",
     "EighResult",
+    "eig",
+    "eigvals",
     "LstsqResult",
     "QRResult",
     "SVDResult",

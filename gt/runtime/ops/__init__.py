@@ -10,10 +10,10 @@ Families: :mod:`.elementwise`, :mod:`.reduce`, :mod:`.shape`, :mod:`.creation`, 
 :mod:`.mathfn` (stable math, rounding, BCE), :mod:`.scan` (products), :mod:`.sort`, :mod:`.conv`
 (sliding windows), :mod:`.index` (scatter), :mod:`.integer` (bitwise ops and shifts),
 :mod:`.search` (``searchsorted``), :mod:`.linalg` (inverse, solves, determinants, Cholesky),
-:mod:`.linalg_decomp` (QR, eigh, SVD), :mod:`.gammafn` (lgamma, digamma, polygamma, erfinv,
-gamma sampling), :mod:`.trig` (inverse trigonometric and hyperbolic functions, atan2, fmod,
-signbit, gcd, lcm), :mod:`.running` (cummax, cummin, logcumsumexp),
-:mod:`.special_more` (Bessel I0/I1, Hurwitz zeta, incomplete gamma, erfcx),
+:mod:`.linalg_decomp` (QR, eigh, SVD), :mod:`.linalg_eig` (general eigendecomposition),
+:mod:`.gammafn` (lgamma, digamma, polygamma, erfinv, gamma sampling), :mod:`.trig` (inverse
+trigonometric and hyperbolic functions, atan2, fmod, signbit, gcd, lcm), :mod:`.running` (cummax,
+cummin, logcumsumexp), :mod:`.special_more` (Bessel I0/I1, Hurwitz zeta, incomplete gamma, erfcx),
 :mod:`.complexnum` (complex parts, conjugate, argument, the real-pair views, FFTs).
 """
 
@@ -29,6 +29,7 @@ from gt.runtime.ops import (
     integer,
     linalg,
     linalg_decomp,
+    linalg_eig,
     mathfn,
     movement,
     reduce,
@@ -83,6 +84,7 @@ REGISTRY, BY_NAME = _build(
         *running.ENTRIES,
         *special_more.ENTRIES,
         *complexnum.ENTRIES,
+        *linalg_eig.ENTRIES,
     ]
 )
 #: Op names by opcode (what traces carry in their header).

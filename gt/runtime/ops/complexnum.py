@@ -85,6 +85,7 @@ COMPLEX_GRAD: dict[str, str] = {
             "view_as_complex",
             "complex",
             "fft",
+            "linalg_eig",
         ),
         "native",
     ),  # fmt: skip

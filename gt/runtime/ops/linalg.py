@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections import namedtuple
 from typing import Any
 
+from gt import shapes as S
 from gt.errors import ShapeError
 from gt.runtime.ops.base import Op, Shape, first_dtype, sum_to
 
@@ -162,9 +163,10 @@ def _k_solve_triangular(be: Any) -> Any:
 
 
 # ----------------------------------------------------------------------------- user calls
-def check_float_square(op: str, a: Any) -> None:
-    """PyTorch's errors unless ``a`` is a float32/float64 batch of square matrices."""
-    if a.dtype not in ("float32", "float64"):
+def check_float_square(op: str, a: Any, complex_ok: bool = False) -> None:
+    """PyTorch's errors unless ``a`` is a float32/float64 (or, with ``complex_ok``, complex)
+    batch of square matrices."""
+    if a.dtype not in ("float32", "float64") and not (complex_ok and a.dtype in S.COMPLEX_DTYPES):
         raise ShapeError(
             f"{op}: Expected a floating point tensor as input. Got {a.dtype} "
             "(GT's linear algebra runs in float32 and float64)"
@@ -174,13 +176,13 @@ def check_float_square(op: str, a: Any) -> None:
 
 def inverse_api(a: Any) -> Any:
     """The inverse of each square matrix (``torch.inverse``, ``Tensor.inverse``)."""
-    check_float_square("linalg.inv", a)
+    check_float_square("linalg.inv", a, complex_ok=True)
     return a._apply("linalg_inv", [a])
 
 
 def det_api(a: Any) -> Any:
     """The determinant of each square matrix (``torch.det``, ``Tensor.det``)."""
-    check_float_square("linalg.det", a)
+    check_float_square("linalg.det", a, complex_ok=True)
     return a._apply("linalg_det", [a])
 
 

@@ -174,3 +174,20 @@ def spectrogram_loss_and_istft_round_trip(torch):
             "two_sided": two_sided, "two_sided_back": torch.istft(two_sided, 16, hop_length=4,
                 window=torch.hamming_window(16), onesided=False, return_complex=True),
             "plain": plain, "windows": windows}  # fmt: skip
+
+
+@program(rtol=1e-5, atol=1e-6)
+def eigendecomposition_and_complex_linear_algebra(torch):
+    a = torch.tensor(arr(27, 2, 4, 4).astype(np.float64), requires_grad=True)
+    w, v = torch.linalg.eig(a)
+    # a loss that does not depend on the eigenvectors' phases (PyTorch checks that it does not)
+    loss = (w.abs() ** 2).sum() + w.real.sum() + (v.abs() ** 4).sum()
+    z = torch.tensor((arr(28, 3, 3) + 1j * arr(29, 3, 3)).astype(np.complex128), requires_grad=True)
+    rhs = torch.tensor((arr(30, 3, 2) + 1j * arr(31, 3, 2)).astype(np.complex128))
+    loss = loss + torch.linalg.det(z).abs() + torch.linalg.inv(z).real.sum()
+    loss = loss + torch.linalg.solve(z, rhs).abs().pow(2).sum() + torch.linalg.eigvals(z).imag.sum()
+    loss.backward()
+    spectrum = torch.linalg.eigvals(a.detach()[0])
+    return {"loss": loss, "a_grad": a.grad, "z_grad": z.grad,
+            "spectral_radius": spectrum.abs().max(),
+            "sorted_real_parts": spectrum.real.sort().values}  # fmt: skip
