@@ -97,6 +97,15 @@ def _window(window: Tensor | None, win_length: int, n_fft: int, like: Tensor, op
     return window
 
 
+def _frame(x: Tensor, n_fft: int, hop: int) -> Tensor:
+    """``(batch, 1, length)`` -> ``(batch, n_fft, frames)``: every ``hop``-th window as a column."""
+    if x.is_complex():  # (im2col moves real numbers: the two parts, framed alike)
+        re, im = _frame(x.real, n_fft, hop), _frame(x.imag, n_fft, hop)
+        return re._apply("complex", [re, im])
+    return x._apply("im2col", [x], {"kernel": [n_fft], "dilation": [1], "padding": [0],
+                                    "stride": [hop]})  # fmt: skip
+
+
 def _lengths(
     n_fft: int, hop_length: int | None, win_length: int | None, op: str
 ) -> tuple[int, int]:
@@ -153,15 +162,16 @@ def stft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: i
         raise RuntimeError(
             f"stft: n_fft={n_fft} is longer than the (padded) signal ({x.shape[-1]})"
         )
-    frames = x.unfold(-1, n_fft, hop) * _window(window, win, n_fft, x, "stft")
+    # frames as columns (batch, n_fft, frames): im2col's adjoint (an overlap-add) is its gradient
+    cols = _frame(x.reshape(x.shape[0], 1, x.shape[1]), n_fft, hop)
+    frames = cols * _window(window, win, n_fft, x, "stft").reshape(n_fft, 1)
     complex_in = frames.is_complex()
     if onesided is None:
         onesided = not complex_in
     if onesided and complex_in:
         raise RuntimeError("Cannot have onesided output if window or input is complex")
     norm = "ortho" if normalized else "backward"
-    spec = _fft.rfft(frames, dim=-1, norm=norm) if onesided else _fft.fft(frames, dim=-1, norm=norm)
-    spec = spec.transpose(-1, -2)
+    spec = _fft.rfft(frames, dim=1, norm=norm) if onesided else _fft.fft(frames, dim=1, norm=norm)
     if input.ndim == 1:
         spec = spec.reshape(spec.shape[1:])
     return spec if return_complex else spec._apply("view_as_real", [spec])
@@ -190,14 +200,13 @@ def istft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: 
             f"istft: expected {n_fft // 2 + 1} frequencies of a onesided transform, got {n_freq}"
         )
     norm = "ortho" if normalized else "backward"
-    spec = spec.transpose(-1, -2)  # (batch, frames, freq)
-    if onesided:
-        frames = _fft.irfft(spec, n=n_fft, dim=-1, norm=norm)
+    if onesided:  # frames as columns: (batch, n_fft, frames)
+        frames = _fft.irfft(spec, n=n_fft, dim=1, norm=norm)
     else:
-        frames = _fft.ifft(spec, n=n_fft, dim=-1, norm=norm)
+        frames = _fft.ifft(spec, n=n_fft, dim=1, norm=norm)
         frames = frames if return_complex else frames.real
     w = _window(window, win, n_fft, frames, "istft")
-    frames = frames * w
+    frames = frames * w.reshape(n_fft, 1)
     total = n_fft + hop * (n_frames - 1)
 
     def overlap_add(cols: Tensor) -> Tensor:  # (batch, n_fft, frames) -> (batch, total)
@@ -205,11 +214,10 @@ def istft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: 
         return out.reshape(cols.shape[0], total)
 
     if frames.is_complex():
-        cols = frames.transpose(1, 2)
-        re, im = overlap_add(cols.real), overlap_add(cols.imag)
+        re, im = overlap_add(frames.real), overlap_add(frames.imag)
         y = re._apply("complex", [re, im])
     else:
-        y = overlap_add(frames.transpose(1, 2))
+        y = overlap_add(frames)
     envelope = overlap_add((w * w).reshape(1, n_fft, 1).expand(1, n_fft, n_frames))
     start = n_fft // 2 if center else 0
     end = total - (n_fft // 2 if center else 0)
@@ -225,3 +233,11 @@ def istft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: 
     if end > total:
         y = pad(y, (0, end - total))
     return y.reshape(y.shape[1:]) if input.ndim == 2 else y
+
+
+# ``x.stft(...)`` and ``x.istft(...)``, as PyTorch's tensors have them: this module builds on
+# gt.nn, above the tensor class, so it brings its methods itself (as registry entries do).
+for _fn in (stft, istft):
+    if _fn.__name__ in Tensor.__dict__:
+        raise TypeError(f"gt.spectral would replace Tensor.{_fn.__name__}")
+    setattr(Tensor, _fn.__name__, _fn)

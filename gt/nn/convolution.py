@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from gt.errors import ShapeError
+from gt.ops.shaping import cat
 from gt.runtime.ops.conv import out_size
 from gt.tensor import Tensor
 
@@ -95,19 +96,22 @@ def _pad_dim(x: Tensor, d: int, before: int, after: int, mode: str, value: float
         out[lead + (slice(before, before + n),)] = x
         return out
     if mode == "reflect":
-        idx = [
-            abs(i) if i < 0 else (2 * (n - 1) - i if i >= n else i)
-            for i in range(-before, n + after)
-        ]
+        source = lambda i: abs(i) if i < 0 else (2 * (n - 1) - i if i >= n else i)  # noqa: E731
     elif mode == "replicate":
-        idx = [min(max(i, 0), n - 1) for i in range(-before, n + after)]
+        source = lambda i: min(max(i, 0), n - 1)  # noqa: E731
     elif mode == "circular":
-        idx = [i % n for i in range(-before, n + after)]
+        source = lambda i: i % n  # noqa: E731
     else:
         raise ValueError(
             f"pad: mode must be constant, reflect, replicate or circular, not {mode!r}"
         )
-    return x[lead + (idx,)]
+    # Only the borders are gathered (the body is joined as it is): a long signal's padding costs
+    # what its borders cost, forward and backward.
+    parts = [x[lead + ([source(i) for i in range(-before, 0)],)]] if before else []
+    parts.append(x)
+    if after:
+        parts.append(x[lead + ([source(i) for i in range(n, n + after)],)])
+    return cat(parts, d)
 
 
 # ------------------------------------------------------------------ unfold / fold

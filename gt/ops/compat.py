@@ -108,18 +108,6 @@ class CompatOps(CompatInplaceOps):
         x = self if self.dtype in S.FLOAT_DTYPES else self.to(S.DEFAULT_FLOAT)
         return where(x < 0, math.pi, x * 0)
 
-    def stft(self, *args: Any, **kwargs: Any) -> Tensor:
-        """:func:`gt.stft` of this tensor."""
-        from gt.spectral import stft  # noqa: PLC0415 - (built on gt.nn and gt.fft, above gt.ops)
-
-        return stft(self, *args, **kwargs)
-
-    def istft(self, *args: Any, **kwargs: Any) -> Tensor:
-        """:func:`gt.istft` of this tensor."""
-        from gt.spectral import istft  # noqa: PLC0415
-
-        return istft(self, *args, **kwargs)
-
     def bernoulli(self, p: Any = None, *, generator: Any = None) -> Tensor:
         """1 with probability ``self`` (or ``p`` when given), else 0, in this tensor's dtype."""
         from gt.ops.random import random_attrs  # noqa: PLC0415 - (a leaf of gt.ops)

@@ -205,3 +205,29 @@ def test_stft_inverts_and_refuses_what_pytorch_refuses(conn):
     with pytest.raises(RuntimeError, match="overlap"):  # a hop past the window leaves gaps
         gt.istft(gt.stft(x, 16, hop_length=24, window=gt.hann_window(16, dtype="float64"),
                          return_complex=True), 16, hop_length=24)  # fmt: skip
+
+
+def test_a_captured_step_with_complex_weights_replays_as_the_eager_one(conn):
+    x = gt.tensor(rng.standard_normal((4, 2)).astype(np.float32))
+    w0 = (rng.standard_normal((2, 3)) + 1j * rng.standard_normal((2, 3))).astype(np.complex64)
+
+    def make():
+        w = gt.tensor(w0, requires_grad=True)
+        opt = gt.optim.Adam([w], lr=0.05)
+
+        def step():
+            opt.zero_grad()
+            loss = (gt.fft.irfft(x.to(gt.cfloat) @ w, n=4) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        return w, step
+
+    w_hot, step = make()
+    hot = gt.hot(step)
+    w_eager, eager = make()
+    losses = [(float(hot().item()), float(eager().item())) for _ in range(6)]
+    np.testing.assert_allclose(*zip(*losses), rtol=1e-6)
+    np.testing.assert_allclose(w_hot.numpy(), w_eager.numpy(), rtol=1e-6)
+    assert losses[-1][0] < losses[0][0]

@@ -333,6 +333,21 @@ def test_im2col_matches_a_direct_window_loop_and_col2im_is_its_adjoint():
     np.testing.assert_allclose((cols * y).sum(), (x * back).sum(), rtol=1e-10)
 
 
+def test_im2col_and_col2im_with_fewer_windows_than_kernel_offsets_loop_over_windows_alike():
+    # (4 window positions, 20 kernel offsets: the kernels move one window per step)
+    x = rng.standard_normal((2, 3, 6, 11))
+    at = {"kernel": [4, 5], "dilation": [1, 2], "padding": [1, 0], "stride": [3, 2]}
+    cols = _h("im2col")([x], at)
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (0, 0)))
+    want = np.empty((2, 3, 4, 5, 2, 2))
+    for i, j, r, c in np.ndindex(4, 5, 2, 2):
+        want[:, :, i, j, r, c] = padded[:, :, 3 * r + i, 2 * c + 2 * j]
+    np.testing.assert_allclose(cols, want.reshape(2, 60, 4))
+    y = rng.standard_normal(cols.shape)
+    back = _h("col2im")([y], {**at, "output_size": [6, 11]})
+    np.testing.assert_allclose((cols * y).sum(), (x * back).sum(), rtol=1e-10)
+
+
 def test_im2col_and_col2im_take_1_to_3_spatial_dimensions():
     x = rng.standard_normal((2, 3, 4, 5, 3))
     at = {"kernel": [2, 3, 2], "dilation": [1, 1, 2], "padding": [1, 0, 1], "stride": [2, 1, 1]}
@@ -360,3 +375,20 @@ def test_im2col_and_col2im_take_1_to_3_spatial_dimensions():
 def test_scatter_add_accumulates_repeated_indices():
     out = _h("scatter_add")([np.zeros(3), np.ones(4), np.array([0, 2, 2, 2])], {"key": [["t", 0]]})
     assert out.tolist() == [1.0, 0.0, 3.0]
+
+
+def test_fft_in_chunks_on_numpy_workers_equals_one_call():
+    # (NumPy's FFT is several times slower with many transforms per call: the kernel chunks them)
+    x = rng.standard_normal((600, 3, 16)).astype(np.float32)
+    at = {"kind": "r2c", "axes": [2], "s": [20], "norm": "ortho", "inverse": False,
+          "dtype": "complex64"}  # fmt: skip
+    got = _h("fft")([x], at)
+    np.testing.assert_allclose(
+        got, np.fft.rfftn(x, s=[20], axes=[2], norm="ortho"), rtol=1e-5, atol=1e-6
+    )
+    z = rng.standard_normal((4, 700, 8)) + 1j * rng.standard_normal((4, 700, 8))
+    at = {"kind": "c2r", "axes": [0, 2], "s": [5, 14], "norm": "backward", "inverse": True,
+          "dtype": "float64"}  # fmt: skip
+    np.testing.assert_allclose(
+        _h("fft")([z], at), np.fft.irfftn(z, s=[5, 14], axes=[0, 2]), rtol=1e-12
+    )

@@ -112,3 +112,13 @@ def test_debt_is_bounded_and_forgotten_when_the_client_goes_idle():
     s.charge(2, 1.0)
     s.drop(2)
     assert s.debt == {}
+
+
+def test_the_worker_loop_polls_without_waiting_while_anything_is_taken_in_or_runnable():
+    from gt.runtime.worker.loop import IDLE_POLL_MS, poll_timeout_ms
+
+    # A long batch's slice checks move the next batches from the socket into the inbox, where a
+    # poll cannot see them: the loop must not then sleep its idle timeout before running them.
+    assert poll_timeout_ms(runnable=False, inbox=3) == 0
+    assert poll_timeout_ms(runnable=True, inbox=0) == 0
+    assert poll_timeout_ms(runnable=False, inbox=0) == IDLE_POLL_MS > 0

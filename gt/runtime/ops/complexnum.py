@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import numpy as np
+
 from gt import shapes as S
 from gt.runtime.ops.base import Op, first_dtype, same_shape, sum_to
 from gt.runtime.ops.elementwise import broadcast_rule, real_dtype
@@ -173,8 +175,38 @@ def _k_complex(be: Any) -> Any:
     return run
 
 
+#: NumPy's FFTs slow down several-fold once a call holds more than a few hundred 1-d transforms
+#: (measured with NumPy 2.4 on this project's CI machine: 1008 rows of 512, 3.5 ms in one call,
+#: 0.77 ms in chunks of 128-256 rows); its workers transform in chunks of about this many.
+_NUMPY_LINES_PER_CALL = 256
+
+
+def _chunked(f: Any, x: Any, axes: tuple, **kw: Any) -> Any:
+    """``f(x, axes=axes, **kw)`` in chunks along the outermost axis not transformed."""
+    free = [a for a in range(x.ndim) if a not in axes]
+    if not free:
+        return f(x, axes=axes, **kw)
+    ax = free[0]
+    per_index = 1
+    for a in free[1:]:
+        per_index *= x.shape[a]
+    step = max(1, _NUMPY_LINES_PER_CALL // max(per_index, 1))
+    if step >= x.shape[ax]:
+        return f(x, axes=axes, **kw)
+    lead = (slice(None),) * ax
+    first = f(x[(*lead, slice(0, step))], axes=axes, **kw)
+    shape = list(first.shape)
+    shape[ax] = x.shape[ax]
+    out = np.empty(shape, first.dtype)
+    out[(*lead, slice(0, step))] = first
+    for i in range(step, x.shape[ax], step):
+        out[(*lead, slice(i, i + step))] = f(x[(*lead, slice(i, i + step))], axes=axes, **kw)
+    return out
+
+
 def _k_fft(be: Any) -> Any:
     fft = be.xp.fft
+    numpy = be.name == "numpy"
 
     def run(v: list, at: Any) -> Any:
         kind, s, axes = at["kind"], tuple(at["s"]), tuple(at["axes"])
@@ -190,7 +222,11 @@ def _k_fft(be: Any) -> Any:
             f = fft.ifftn if at["inverse"] else fft.fftn
         else:
             f = fft.rfftn if kind == "r2c" else fft.irfftn
-        return f(v[0], s=s, axes=axes, norm=at["norm"]).astype(at["dtype"], copy=False)
+        if numpy:
+            out = _chunked(f, v[0], axes, s=s, norm=at["norm"])
+        else:
+            out = f(v[0], s=s, axes=axes, norm=at["norm"])
+        return out.astype(at["dtype"], copy=False)
 
     return run
 
@@ -261,11 +297,17 @@ def _d_fft(n: Any, g: Any) -> tuple:
         s = [g.shape[a] for a in axes]
         gi = _fft(g, "c2c", axes, s, norm, not at["inverse"], g.dtype)
         return (_resize(gi, shape, axes),)
-    if kind == "r2c":  # the one-sided spectrum, zero-filled to the full one, then back
-        full = list(g.shape)
-        full[axes[-1]] = at["s"][-1]
-        g = _resize(g, tuple(full), axes[-1:])
-        gi = _fft(g, "c2c", axes, at["s"], norm, True, g.dtype).real
+    if kind == "r2c":
+        # The adjoint of the one-sided transform, Re(F^H [g; 0]), is a complex-to-real inverse
+        # of g with its bins that stand for two halved (half the work of the full spectrum's).
+        last, n_last = axes[-1], at["s"][-1]
+        halve = g.shape[last] - 1 - (1 - n_last % 2)  # bins 1 .. (the Nyquist bin excluded)
+        if halve > 0:
+            w = [1.0] + [0.5] * halve + [1.0] * (g.shape[last] - 1 - halve)
+            shape_w = [1] * g.ndim
+            shape_w[last] = len(w)
+            g = g * g.new_tensor(w, dtype=S.REAL_OF[g.dtype]).reshape(shape_w)
+        gi = _fft(g, "c2r", axes, at["s"], norm, True, S.REAL_OF[g.dtype])
         return (_resize(gi, shape, axes),)
     # c2r: the real gradient's one-sided spectrum; the bins that stand for two count twice
     gi = _fft(g, "r2c", axes, [g.shape[a] for a in axes], norm, False, S.complex_of(g.dtype))

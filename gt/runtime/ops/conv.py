@@ -9,7 +9,9 @@ length says how many there are): ``kernel``, ``dilation``, ``padding``, ``stride
 takes ``pad_value`` (``-inf`` for max pooling), ``col2im`` the ``output_size``.
 
 The kernels loop over the ``prod(kernel)`` window offsets and move whole strided slices, so the
-work per offset is one vectorised copy on NumPy or CuPy, whatever the number of dimensions.
+work per offset is one vectorised copy on NumPy or CuPy, whatever the number of dimensions; when
+there are fewer window positions than offsets (a long kernel on a short signal: an STFT's frames),
+they loop over the positions instead and move one window per step.
 """
 
 from __future__ import annotations
@@ -77,6 +79,26 @@ def _col2im_shape(shapes: list, attrs: Any) -> Shape:
     return (shape[0], shape[1] // k, *size)
 
 
+def _moves(sizes: Any, at: Any) -> Any:
+    """``(column index, input slices)`` pairs that together move every window: one per kernel
+    offset (:func:`_windows`) or, when there are fewer, one per window position."""
+    kernel, dilation, _, stride = _geometry(at)
+    outs = _out_sizes(sizes, at)
+    every = (slice(None),) * len(kernel)
+    if math.prod(outs) >= math.prod(kernel):
+        for offset, window in _windows(sizes, at):
+            yield (*offset, *every), window
+        return
+    for pos in itertools.product(*(range(o) for o in outs)):
+        yield (
+            (*every, *pos),
+            tuple(
+                slice(p * s, p * s + d * (k - 1) + 1, d)
+                for p, s, d, k in zip(pos, stride, dilation, kernel)
+            ),
+        )
+
+
 def _windows(sizes: Any, at: Any) -> Any:
     """Per window offset (a tuple of indices into the kernel): the slices of the padded input
     that it reads, one per spatial dimension."""
@@ -108,8 +130,8 @@ def _k_im2col(be: Any) -> Any:
             padded = x
         outs = _out_sizes(sizes, at)
         cols = xp.empty((n, c, *kernel, *outs), dtype=x.dtype)
-        for offset, window in _windows(sizes, at):
-            cols[(slice(None), slice(None), *offset)] = padded[(slice(None), slice(None), *window)]
+        for col, window in _moves(sizes, at):
+            cols[(slice(None), slice(None), *col)] = padded[(slice(None), slice(None), *window)]
         return cols.reshape(n, c * math.prod(kernel), math.prod(outs))
 
     return h
@@ -126,8 +148,8 @@ def _k_col2im(be: Any) -> Any:
         c = ckk // math.prod(kernel)
         cols = x.reshape(n, c, *kernel, *_out_sizes(sizes, at))
         out = xp.zeros((n, c, *(s + 2 * p for s, p in zip(sizes, padding))), dtype=x.dtype)
-        for offset, window in _windows(sizes, at):
-            out[(slice(None), slice(None), *window)] += cols[(slice(None), slice(None), *offset)]
+        for col, window in _moves(sizes, at):
+            out[(slice(None), slice(None), *window)] += cols[(slice(None), slice(None), *col)]
         inner = tuple(slice(p, p + s) for p, s in zip(padding, sizes))
         return xp.ascontiguousarray(out[(slice(None), slice(None), *inner)])
 

@@ -63,6 +63,15 @@ def _dtype_name(dt: Any) -> str:
 #: Messages taken off the dispatcher's socket ahead of running them (the memory pool looks at the
 #: queued batches to prefetch what they need and to spill what they do not).
 INBOX_MAX = 64
+#: How long the loop sleeps in its poll when it has nothing to run and nothing taken in (ms).
+IDLE_POLL_MS = 100
+
+
+def poll_timeout_ms(runnable: bool, inbox: int) -> int:
+    """The main loop's poll timeout: 0 while a batch waits to run or messages wait in the inbox
+    (a running batch's slice checks move the socket's messages there, where a poll cannot see
+    them: waiting the idle timeout then stalled every batch behind a long one for 100 ms)."""
+    return 0 if runnable or inbox else IDLE_POLL_MS
 
 
 def route_to(endpoint: str) -> str:
@@ -194,7 +203,7 @@ class Worker:
         next_stats = 0.0
         try:
             while not self._stop.is_set():
-                events = dict(poller.poll(0 if self.sched.order else 100))
+                events = dict(poller.poll(poll_timeout_ms(bool(self.sched.order), len(self.inbox))))
                 if self.data in events:
                     self._drain_data()
                 if self.sock in events or self.inbox:
