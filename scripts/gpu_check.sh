@@ -136,7 +136,7 @@ SUITES=(tests/integration/test_ops_forward.py tests/integration/test_autograd_op
   tests/integration/test_ops_inplace.py tests/integration/test_sharding.py
   tests/integration/test_memory.py tests/integration/test_conv3d.py
   tests/integration/test_ops_integer_search_quantile.py tests/integration/test_gamma_family.py
-  tests/integration/test_ops_composed_math.py)
+  tests/integration/test_ops_composed_math.py tests/integration/test_complex_fft.py)
 BENCH=("$PY" benchmarks/bench_gpu.py --json "$RESULTS/bench_gpu.json")
 TOP=("$PY" scripts/gpu_top_check.py --out "$RESULTS")
 if [ "$MODE" = "--dry-run" ]; then
