@@ -68,6 +68,8 @@ def vector_norm(
     """The ``ord``-norm of ``x`` over ``dim`` (all elements when None), as a vector norm."""
     if dtype is not None:
         x = x.to(dtype)
+    if x.dtype in S.COMPLEX_DTYPES:
+        x = x.abs()  # (the norm of the moduli; the gradient flows through abs)
     if x.dtype not in _FLOATS:
         raise RuntimeError(
             f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {x.dtype}"
@@ -146,8 +148,8 @@ def norm(
 
 # ----------------------------------------------------------------------------- products
 def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
-    """The dot product of ``x`` and ``y`` along ``dim`` (broadcast first)."""
-    return (x * y).sum(dim)
+    """The dot product of ``x`` and ``y`` along ``dim`` (broadcast first; ``x`` conjugated)."""
+    return (x.conj() * y).sum(dim)
 
 
 def cross(a: Tensor, b: Tensor, *, dim: int = -1) -> Tensor:

@@ -352,8 +352,8 @@ class CompatOps(CompatInplaceOps):
         return self @ vec
 
     def vdot(self, other: Tensor) -> Tensor:
-        """The dot product of two vectors (of real ones: :meth:`dot`)."""
-        return self.dot(other)
+        """The dot product of two vectors, this one conjugated (of real ones: :meth:`dot`)."""
+        return self.conj().dot(other)
 
     def matrix_power(self, n: int) -> Tensor:
         """The square matrix (or batch) multiplied by itself ``n`` times (``n < 0``: its

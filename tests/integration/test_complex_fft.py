@@ -82,8 +82,19 @@ def test_arithmetic_and_functions_match_numpy(conn):
         (gt.view_as_complex(gt.view_as_real(a)), a0), (gt.polar(a.abs(), a.angle()), a0),
         (gt.complex(a.real, b.imag), a0.real + 1j * b0.imag), (a.norm(), np.linalg.norm(a0)),
         (gt.where(a.real > 0, a, 1j), np.where(a0.real > 0, a0, 1j)),
+        (a.cumsum(1), np.cumsum(a0, 1)), (gt.vdot(a[0], b[0]), np.vdot(a0[0], b0[0])),
+        (gt.linalg.vecdot(a, b), (a0.conj() * b0).sum(-1)),
+        (gt.linalg.vector_norm(a, dim=1), np.linalg.norm(a0, axis=1)),
     ]:  # fmt: skip
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
+
+
+def test_closeness_checks_compare_complex_values(conn):
+    a = gt.tensor([1 + 1j, 2 - 1j])
+    assert gt.allclose(a, a + 1e-7) and not gt.allclose(a, a + 1e-3j)
+    gt.testing.assert_close(a, a + 1e-7)
+    with pytest.raises(AssertionError, match="not close"):
+        gt.testing.assert_close(a, a.conj())
 
 
 def test_in_place_ops_and_setitem_keep_the_imaginary_part(conn):

@@ -176,7 +176,7 @@ def _cumsum_api(x: Any, dim: int, *, dtype: Any = None) -> Any:
     if dtype is not None:
         x = x.to(dtype)
     attrs: dict = {"axis": ax}
-    if x.dtype not in S.FLOAT_DTYPES and x.dtype != "int64":
+    if x.dtype not in S.INEXACT_DTYPES and x.dtype != "int64":
         attrs["dtype"] = "int64"
     return x._apply("cumsum", [x], attrs)
 

@@ -191,3 +191,13 @@ def eigendecomposition_and_complex_linear_algebra(torch):
     return {"loss": loss, "a_grad": a.grad, "z_grad": z.grad,
             "spectral_radius": spectrum.abs().max(),
             "sorted_real_parts": spectrum.real.sort().values}  # fmt: skip
+
+
+@program(rtol=1e-6, atol=1e-8)
+def second_derivatives_through_ffts_and_complex_ops(torch):
+    x = torch.tensor(arr(32, 6).astype(np.float64), requires_grad=True)
+    y = (torch.fft.rfft(x * x).abs() ** 2).sum() + (torch.fft.fft(x) * (1 + 2j)).real.pow(3).sum()
+    y = y + torch.fft.irfft(torch.fft.fft(x).conj() * torch.fft.fft(x.flip(0)), n=7).pow(2).sum()
+    (g,) = torch.autograd.grad(y, x, create_graph=True)
+    (h,) = torch.autograd.grad((g * torch.linspace(0.5, 2.0, 6, dtype=torch.float64)).sum(), x)
+    return {"y": y, "grad": g, "hvp": h}
