@@ -37,10 +37,6 @@ def refuse_host(x: Any) -> None:
     raise TypeError(f"Unsupported type {type(x)}")
 
 
-def _set_part(d: Any, part: str, value: Any) -> None:
-    setattr(d._a, part, unwrap(value))
-
-
 def unwrap(x: Any) -> Any:
     """The NumPy value behind ``x`` for device work; host arrays are refused."""
     t = type(x)
@@ -216,17 +212,8 @@ class ndarray:  # noqa: N801 - CuPy's name
         return _memory.MemoryPointer(mem, _memory._address(self._a) - mem.ptr)
 
     T = property(lambda self: _new(self._a.T))
-
-    real = property(
-        lambda self: _new(self._a.real),
-        lambda self, v: _set_part(self, "real", v),
-        doc="The real part (a view of a complex array; settable, as in CuPy).",
-    )
-    imag = property(
-        lambda self: _new(self._a.imag),
-        lambda self, v: _set_part(self, "imag", v),
-        doc="The imaginary part (a view of a complex array; settable, as in CuPy).",
-    )
+    real = property(lambda self: _new(self._a.real))
+    imag = property(lambda self: _new(self._a.imag))
 
     @property
     def base(self) -> ndarray | None:
