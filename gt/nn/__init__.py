@@ -7,7 +7,7 @@ the prototype's users. Every module prints as PyTorch's does (``print(model)``).
 
 from __future__ import annotations
 
-from gt.nn import functional, init, modules, utils
+from gt.nn import functional, init, modules, parallel, utils
 from gt.nn.activation_layers import (
     CELU,
     ELU,
@@ -374,6 +374,7 @@ __all__ = [
     "init",
     "modules",
     "mse_loss",
+    "parallel",
     "relu",
     "sigmoid",
     "tanh",

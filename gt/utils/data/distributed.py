@@ -19,16 +19,21 @@ class DistributedSampler(Sampler[int]):
     ``shuffle`` permutes by ``seed + epoch`` (call :meth:`set_epoch` each epoch) with PyTorch's own
     CPU ``randperm``, so every replica, and PyTorch, sees the same order.
 
-    GT has no process group: ``num_replicas`` and ``rank`` must be given.
+    ``num_replicas`` and ``rank`` default to the group's (:mod:`gt.distributed`: a world of 1).
     """
 
     def __init__(self, dataset: Any, num_replicas: int | None = None, rank: int | None = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False):  # fmt: skip
         if num_replicas is None or rank is None:
-            raise ValueError(
-                "Default process group has not been initialized, please make sure to call "
-                "init_process_group. (GT has no process group: pass num_replicas and rank.)"
-            )
+            from gt import distributed  # noqa: PLC0415 - (a leaf: nothing of gt.utils imports it)
+
+            if not distributed.is_initialized():
+                raise ValueError(
+                    "Default process group has not been initialized, please make sure to call "
+                    "init_process_group."
+                )
+            num_replicas = distributed.get_world_size() if num_replicas is None else num_replicas
+            rank = distributed.get_rank() if rank is None else rank
         if rank >= num_replicas or rank < 0:
             raise ValueError(
                 f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]"

@@ -1,5 +1,6 @@
 """What scripts wrap around their math: ``torch.jit`` decorators, ``torch.compile``'d steps,
-``torch.testing.assert_close`` checks and ``torch.profiler`` blocks."""
+``torch.testing.assert_close`` checks, ``torch.profiler`` blocks and data-parallel scaffolding
+(``torch.distributed`` as one process, ``DistributedDataParallel``, ``DistributedSampler``)."""
 
 from __future__ import annotations
 
@@ -167,3 +168,52 @@ def profiled_training_steps(torch):
             "counts": {k: rows.get(k, 0) for k in ("train_step", "forward", "loss_fn")},
             "table_has_rows": all(k in table for k in ("train_step", "forward", "loss_fn")),
             "once": [e.key for e in p2.key_averages() if e.key == "once"]}  # fmt: skip
+
+
+@program
+def data_parallel_script_as_one_process(torch):
+    import tempfile  # noqa: PLC0415 - (PyTorch's file rendezvous needs a path)
+
+    dist = torch.distributed
+    nn = torch.nn
+    before = dist.is_available(), dist.is_initialized()
+    with tempfile.TemporaryDirectory() as tmp:
+        dist.init_process_group(
+            "gloo", init_method=f"file://{tmp}/rendezvous", world_size=1, rank=0
+        )
+        rank, world = dist.get_rank(), dist.get_world_size()
+        torch.manual_seed(0)
+        inner = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+        set_weights(torch, inner, seed=7)
+        model = nn.parallel.DistributedDataParallel(inner)
+        data = torch.utils.data.TensorDataset(
+            torch.tensor(arr(40, 12, 4)), torch.tensor(arr(41, 12, 1))
+        )
+        sampler = torch.utils.data.distributed.DistributedSampler(data, shuffle=True, seed=3)
+        loader = torch.utils.data.DataLoader(data, batch_size=4, sampler=sampler)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses = []
+        for epoch in range(2):
+            sampler.set_epoch(epoch)
+            for x, y in loader:
+                opt.zero_grad()
+                loss = nn.functional.mse_loss(model(x), y)
+                with model.no_sync():
+                    loss.backward()
+                for p in model.parameters():
+                    dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+                    p.grad /= world
+                opt.step()
+                reported = loss.detach().clone()
+                dist.all_reduce(reported)
+                losses.append(reported.item() / world)
+        gathered = [None] * world
+        dist.all_gather_object(gathered, {"rank": rank, "steps": len(losses)})
+        shards = [torch.zeros(2)]
+        dist.all_gather(shards, torch.tensor([1.0, 2.0]))
+        dist.barrier()
+        dist.destroy_process_group()
+    return {"before": list(before), "rank": rank, "world": world, "losses": losses,
+            "weight": model.module[0].weight, "gathered_steps": gathered[0]["steps"],
+            "shard": shards[0], "after": dist.is_initialized(),
+            "order": list(sampler)}  # fmt: skip
