@@ -8,11 +8,12 @@ rules are; ``pinv``, ``lstsq``, ``matrix_rank`` and the ``"nuc"``/``2``/``-2`` m
 built on the SVD. Every function batches over leading dimensions as PyTorch does, for float32
 and float64.
 
-Complex matrices: ``inv``, ``det``, ``solve`` and ``eig``/``eigvals`` (whose results are complex
-for real matrices too). Not here: the other decompositions of complex matrices,
-``svd(full_matrices=True)`` and
-``qr(mode="complete")`` for non-square shapes, QR gradients for wide matrices. Spectral gradients
-(``eigh``, ``svd``) assume distinct eigen/singular values, as PyTorch's do.
+Complex matrices: ``inv``, ``det``, ``solve``, ``cholesky``, ``eigh``, ``qr``, ``svd`` and
+``eig``/``eigvals`` (whose results are complex for real matrices too), with PyTorch's complex
+gradients. Not here: ``slogdet``, ``pinv``, ``lstsq``, ``matrix_rank`` and LU of complex matrices,
+``svd(full_matrices=True)`` and ``qr(mode="complete")`` for non-square shapes, QR gradients for
+wide matrices. Spectral gradients (``eigh``, ``svd``) assume distinct eigen/singular values, as
+PyTorch's do.
 Errors: wrong shapes raise PyTorch's message at the call; a singular (or, for ``cholesky``, not
 positive-definite) matrix fails on the worker and raises at the next sync point that needs it.
 """
@@ -313,8 +314,9 @@ LstsqResult = namedtuple("LstsqResult", ["solution", "residuals", "rank", "singu
 _EPS = {"float32": 1.1920928955078125e-07, "float64": 2.220446049250313e-16}
 
 
-def _matrix(op: str, a: Tensor) -> tuple[int, int]:
-    _float(op, a)
+def _matrix(op: str, a: Tensor, complex_ok: bool = False) -> tuple[int, int]:
+    if not (complex_ok and a.dtype in S.COMPLEX_DTYPES):
+        _float(op, a)
     if a.ndim < 2:
         raise ShapeError(f"{op}: The input tensor A must have at least 2 dimensions.")
     return a.shape[-2], a.shape[-1]
@@ -323,7 +325,7 @@ def _matrix(op: str, a: Tensor) -> tuple[int, int]:
 def qr(a: Tensor, mode: str = "reduced") -> QRResult:
     """The QR factorization ``A = Q R`` of each matrix (``mode`` ``"reduced"``, ``"r"``, or
     ``"complete"`` where it equals the reduced one, ``m <= n``). Gradients need ``m >= n``."""
-    m, n = _matrix("linalg.qr", a)
+    m, n = _matrix("linalg.qr", a, complex_ok=True)
     if mode not in ("reduced", "r", "complete"):
         raise RuntimeError(f"qr received unrecognized mode '{mode}'")
     if mode == "complete" and m > n:
@@ -337,11 +339,12 @@ def qr(a: Tensor, mode: str = "reduced") -> QRResult:
 def eigh(a: Tensor, UPLO: str = "L") -> EighResult:  # noqa: N803 - PyTorch's name
     """Eigenvalues (ascending) and orthonormal eigenvectors of each symmetric matrix, read from
     its lower (``UPLO="U"``: upper) triangle. Gradients assume distinct eigenvalues."""
-    check_float_square("linalg.eigh", a)
+    check_float_square("linalg.eigh", a, complex_ok=True)
     if UPLO not in ("L", "U"):
         raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
-    src = a if UPLO == "L" else a.mT  # the upper triangle of A is the lower one of A^T
-    return EighResult(*unpack_eigh(a._apply("linalg_eigh", [src])))
+    src = a if UPLO == "L" else a.mH  # the upper triangle of A is the lower one of A^H
+    w, v = unpack_eigh(a._apply("linalg_eigh", [src]))
+    return EighResult(w.real if w.dtype in S.COMPLEX_DTYPES else w, v)  # (Hermitian: real ones)
 
 
 def eigvalsh(a: Tensor, UPLO: str = "L") -> Tensor:  # noqa: N803 - PyTorch's name
@@ -366,13 +369,14 @@ def svd(a: Tensor, full_matrices: bool = True) -> SVDResult:
     """``A = U diag(S) Vh`` with descending ``S``. Only the reduced factorization is computed:
     ``full_matrices=True`` is accepted for square matrices (where the two agree). Gradients assume
     distinct, nonzero singular values."""
-    m, n = _matrix("linalg.svd", a)
+    m, n = _matrix("linalg.svd", a, complex_ok=True)
     if full_matrices and m != n:
         raise NotImplementedError(
             "linalg.svd: full_matrices=True for a non-square matrix is not in GT; pass "
             "full_matrices=False"
         )
-    return SVDResult(*unpack_svd(a._apply("linalg_svd", [a]), m, n))
+    u, s, vh = unpack_svd(a._apply("linalg_svd", [a]), m, n)
+    return SVDResult(u, s.real if s.dtype in S.COMPLEX_DTYPES else s, vh)  # (real values)
 
 
 def svdvals(a: Tensor) -> Tensor:

@@ -199,32 +199,32 @@ class CompatInplaceOps:
         return self.reshape(-1)
 
     def adjoint(self) -> Tensor:
-        """The last two dimensions swapped (the conjugate transpose of real matrices)."""
+        """The conjugate transpose of each matrix (the last two dimensions swapped)."""
         if self.ndim < 2:
             raise ShapeError(
                 "tensor.adjoint() is only supported on matrices or batches of matrices. "
                 f"Got {self.ndim}-D tensor."
             )
-        return self.transpose(-2, -1)
+        return self.transpose(-2, -1).conj()
 
     @property
     def mH(self) -> Tensor:  # noqa: N802 - PyTorch's name
-        """:meth:`adjoint`: a batch of real matrices transposed."""
+        """:meth:`adjoint`: each matrix conjugated and transposed."""
         if self.ndim < 2:
             raise ShapeError(
                 "tensor.mH is only supported on matrices or batches of matrices. "
                 f"Got {self.ndim}-D tensor."
             )
-        return self.transpose(-2, -1)
+        return self.transpose(-2, -1).conj()
 
     @property
     def H(self) -> Tensor:  # noqa: N802 - PyTorch's name
-        """The (conjugate) transpose of a real matrix; a 0-d tensor is returned as it is."""
+        """The conjugate transpose of a matrix; a 0-d tensor is returned as it is."""
         if self.ndim not in (0, 2):
             raise ShapeError(
                 f"tensor.H is only supported on matrices (2-D tensors). Got {self.ndim}-D tensor."
             )
-        return self if self.ndim == 0 else self.transpose(0, 1)
+        return self if self.ndim == 0 else self.transpose(0, 1).conj()
 
     # ------------------------------------------------------------------ predicates and dtypes
     def is_signed(self) -> bool:

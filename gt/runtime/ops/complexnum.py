@@ -67,6 +67,7 @@ COMPLEX_GRAD: dict[str, str] = {
             "linalg_inv",
             "linalg_solve",
             "linalg_det",
+            "linalg_solve_triangular",
             "asin",
             "acos",
             "atan",
@@ -88,6 +89,10 @@ COMPLEX_GRAD: dict[str, str] = {
             "complex",
             "fft",
             "linalg_eig",
+            "linalg_eigh",
+            "linalg_cholesky",
+            "linalg_qr",
+            "linalg_svd",
         ),
         "native",
     ),  # fmt: skip

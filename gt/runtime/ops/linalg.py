@@ -196,9 +196,9 @@ def slogdet_api(a: Any) -> Any:
 def cholesky_api(a: Any, upper: bool = False) -> Any:
     """The lower (``upper=True``: upper) Cholesky factor (``torch.cholesky``, ``Tensor.cholesky``).
     Only the lower triangle of ``a`` is read."""
-    check_float_square("linalg.cholesky", a)
+    check_float_square("linalg.cholesky", a, complex_ok=True)
     el = a._apply("linalg_cholesky", [a])
-    return el.mT if upper else el
+    return el.mH if upper else el
 
 
 # ----------------------------------------------------------------------------- derivatives
@@ -232,21 +232,19 @@ def _d_slogdet(n: Any, g: Any) -> tuple:
     return (g[..., 1].unsqueeze(-1).unsqueeze(-1) * _inv_t(a),)
 
 
-def _phi(m: Any) -> Any:
-    """The lower triangle of ``m`` with its diagonal halved."""
-    return m.tril() - 0.5 * (m.tril() - m.tril(-1))
-
-
 def _trisolve(t: Any, b: Any, upper: bool) -> Any:
     return t._apply("linalg_solve_triangular", [t, b], {"upper": upper})
 
 
 def _d_cholesky(n: Any, g: Any) -> tuple:
     el = n.saved[0]
-    # P = L^-T Phi(L^T g) L^-1, by two triangular solves: L^-T M, then (L^-T (.)^T)^T.
-    m = _trisolve(el.mT, _phi(el.mT @ g), upper=True)
-    p = _trisolve(el.mT, m.mT, upper=True).mT
-    return (0.5 * (p + p.mT),)
+    # PyTorch's: P = tril(L^H g), made Hermitian but for its diagonal (halved):
+    # 0.5 (P + tril(P, -1)^H); then L^-H P L^-1, by two triangular solves (``mH`` is ``mT`` for
+    # real matrices, where this is the symmetric gradient).
+    p = (el.mH @ g).tril()
+    p = 0.5 * (p + p.tril(-1).mH)
+    m = _trisolve(el.mH, p, upper=True)
+    return (_trisolve(el.mH, m.mH, upper=True).mH,)
 
 
 def _d_solve_triangular(n: Any, g: Any) -> tuple:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gt import shapes as S
 from gt.errors import ShapeError
 from gt.runtime.ops.base import Op, Shape, first_dtype
 from gt.runtime.ops.linalg import check_square
@@ -152,24 +153,24 @@ def _d_qr(n: Any, g: Any) -> tuple:
         )
     q, r = unpack_qr(out, m, cols)
     gq, gr = unpack_qr(g, m, cols)
-    qtgq = q.mT @ gq
-    grrt = gr @ r.mT
-    nn = qtgq - grrt
-    mm = grrt + (nn - nn.mT).tril(-1)
-    b = gq + q @ (mm - qtgq)
-    # B R^-T: solve R Y^T = B^T with R upper triangular.
-    y = r._apply("linalg_solve_triangular", [r, b.mT], {"upper": True})
-    return (y.mT,)
+    # PyTorch's: gA = [gQ + Q syminvadj(triu(gR R^H - Q^H gQ))] R^-H, where syminvadj(X) is
+    # X + X^H with the real part of its diagonal halved (``mH`` is ``mT`` for real matrices).
+    x = (gr @ r.mH - q.mH @ gq).triu()
+    y = x + x.mH
+    y = y - 0.5 * y.diagonal(0, -2, -1).real.diag_embed().to(y.dtype)
+    b = gq + q @ y
+    # B R^-H: solve R Y^H = B^H with R upper triangular.
+    return (r._apply("linalg_solve_triangular", [r, b.mH], {"upper": True}).mH,)
 
 
 def _d_eigh(n: Any, g: Any) -> tuple:
     out = n.saved[0]
     w, v = unpack_eigh(out)
     gw, gv = unpack_eigh(g)
-    s = v.mT @ gv
-    inner = _gap_inverse(w) * (0.5 * (s - s.mT))
+    s = v.mH @ gv  # (mH: mT for real matrices; the same rule for Hermitian ones, as PyTorch's)
+    inner = _gap_inverse(w) * (0.5 * (s - s.mH))
     inner = inner + gw.unsqueeze(-1) * _eye_like(w, w.shape[-1])
-    return (v @ inner @ v.mT,)
+    return (v @ inner @ v.mH,)
 
 
 def _d_svd(n: Any, g: Any) -> tuple:
@@ -177,18 +178,23 @@ def _d_svd(n: Any, g: Any) -> tuple:
     m, cols = n.shapes[0][-2:]
     u, s, vh = unpack_svd(out, m, cols)
     gu, gs, gvh = unpack_svd(g, m, cols)
-    v, gv = vh.mT, gvh.mT
+    v, gv = vh.mH, gvh.mH  # (mH: mT for real matrices; one rule for both, as PyTorch's)
+    if s.dtype in S.COMPLEX_DTYPES:  # (packed with U and Vh: the singular values are real)
+        s, gs = s.real, gs.real
     k = s.shape[-1]
     eye_k = _eye_like(s, k)
     f = _gap_inverse(s * s)
     su, sv = s.unsqueeze(-2), s.unsqueeze(-1)  # (. S): scales columns; (S .): scales rows
-    core = (f * (u.mT @ gu - gu.mT @ u)) * su + gs.unsqueeze(-1) * eye_k
-    core = core + sv * (f * (v.mT @ gv - gv.mT @ v))
+    uhgu = u.mH @ gu
+    core = (f * (uhgu - uhgu.mH)) * su + gs.unsqueeze(-1) * eye_k
+    core = core + sv * (f * (v.mH @ gv - gv.mH @ v))
+    if uhgu.dtype in S.COMPLEX_DTYPES:  # the phases of U's columns: i Im(diag(U^H gU)) / S
+        core = core + (uhgu.diagonal(0, -2, -1).imag / s).diag_embed() * 1j
     ga = u @ core @ vh
     inv_s = 1.0 / s
-    if m > k:  # (I - U U^T) gU S^-1 V^T: zero when U is square
-        ga = ga + (gu - u @ (u.mT @ gu)) * inv_s.unsqueeze(-2) @ vh
-    if cols > k:  # U S^-1 gV^T (I - V V^T): zero when V is square
+    if m > k:  # (I - U U^H) gU S^-1 V^H: zero when U is square
+        ga = ga + (gu - u @ uhgu) * inv_s.unsqueeze(-2) @ vh
+    if cols > k:  # U S^-1 gV^H (I - V V^H): zero when V is square
         ga = ga + u @ (inv_s.unsqueeze(-1) * (gvh - (gvh @ v) @ vh))
     return (ga,)
 

@@ -201,3 +201,27 @@ def second_derivatives_through_ffts_and_complex_ops(torch):
     (g,) = torch.autograd.grad(y, x, create_graph=True)
     (h,) = torch.autograd.grad((g * torch.linspace(0.5, 2.0, 6, dtype=torch.float64)).sum(), x)
     return {"y": y, "grad": g, "hvp": h}
+
+
+@program(rtol=1e-6, atol=1e-8)
+def decompositions_of_complex_matrices_with_gradients(torch):
+    m = torch.tensor((arr(33, 3, 3) + 1j * arr(34, 3, 3)).astype(np.complex128))
+    hermitian = (m @ m.mH + 3 * torch.eye(3, dtype=torch.complex128)).requires_grad_()
+    tall = torch.tensor(
+        (arr(35, 4, 3) + 1j * arr(36, 4, 3)).astype(np.complex128), requires_grad=True
+    )
+    weights = torch.tensor(np.arange(9.0).reshape(3, 3) + 1j)
+    chol = torch.linalg.cholesky(hermitian)
+    w, v = torch.linalg.eigh(hermitian)
+    q, r = torch.linalg.qr(tall)
+    u, s, vh = torch.linalg.svd(tall, full_matrices=False)
+    # losses that do not depend on the eigen/singular vectors' phases
+    loss = (chol * weights).real.sum() + torch.linalg.cholesky(hermitian, upper=True).imag.sum()
+    loss = (
+        loss + (w**2).sum() + (v.abs() ** 4).sum() + (q.abs() ** 3).sum() + (r * weights).real.sum()
+    )
+    loss = loss + (s**2).sum() + (u.abs() ** 3).sum() + (vh.mH @ vh).real.pow(2).sum()
+    loss.backward()
+    return {"loss": loss, "eigenvalues": w, "singular_values": s, "r_diag_abs": r.diagonal().abs(),
+            "hermitian_grad": hermitian.grad, "tall_grad": tall.grad,
+            "adjoint": m.adjoint(), "mH": m.mH}  # fmt: skip
