@@ -38,6 +38,7 @@ from gt.distributions.last_continuous import (
 )
 from gt.distributions.logistic_normal import LogisticNormal
 from gt.distributions.lowrank_multivariate_normal import LowRankMultivariateNormal
+from gt.distributions.matrix_family import LKJCholesky, Wishart
 from gt.distributions.mixture import MixtureSameFamily
 from gt.distributions.more_continuous import Cauchy, Gumbel, HalfCauchy, HalfNormal
 from gt.distributions.more_discrete import Binomial, Geometric, Multinomial
@@ -86,6 +87,7 @@ __all__ = [
     "Independent",
     "InverseGamma",
     "Kumaraswamy",
+    "LKJCholesky",
     "Laplace",
     "LogNormal",
     "LogisticNormal",
@@ -111,6 +113,7 @@ __all__ = [
     "Uniform",
     "VonMises",
     "Weibull",
+    "Wishart",
     "constraints",
     "kl_divergence",
     "register_kl",

@@ -270,6 +270,19 @@ class _PositiveDefinite(Constraint):
         return eigvalsh(value).gt(0).all(-1)
 
 
+class _CorrCholesky(Constraint):
+    """Lower-triangular with a positive diagonal and rows of unit length (the Cholesky factor of a
+    correlation matrix)."""
+
+    event_dim = 2
+
+    def check(self, value: Any) -> Any:
+        tol = 1e-6 if value.dtype == "float32" else 1e-10
+        unit_rows = (value.norm(dim=-1) - 1).abs().le(tol * value.shape[-1]).all(-1)
+        return _LowerCholesky().check(value) & unit_rows
+
+
 lower_cholesky = _LowerCholesky()
 positive_definite = _PositiveDefinite()
-__all__ += ["lower_cholesky", "positive_definite"]
+corr_cholesky = _CorrCholesky()
+__all__ += ["corr_cholesky", "lower_cholesky", "positive_definite"]

@@ -32,7 +32,47 @@ def batch_mahalanobis(scale_tril: Tensor, x: Tensor) -> Tensor:
     return y.squeeze(-1).pow(2).sum(-1)
 
 
-class MultivariateNormal(Distribution):
+def scale_tril_of(scale_tril: Tensor | None, covariance_matrix: Tensor | None,
+                  precision_matrix: Tensor | None) -> Tensor:  # fmt: skip
+    """The covariance's lower factor from whichever of the three was given."""
+    if scale_tril is not None:
+        return scale_tril
+    if covariance_matrix is not None:
+        return _linalg().cholesky(covariance_matrix)
+    # through the covariance (PyTorch avoids the inverse by flipping the matrix; this is simpler
+    # and fine for well-conditioned precisions)
+    return _linalg().cholesky(_linalg().inv(precision_matrix))
+
+
+class ScaleTrilMatrices:
+    """``scale_tril``, ``covariance_matrix`` (``L L^T``) and ``precision_matrix`` of a
+    distribution that keeps the lower factor ``_unbroadcasted_scale_tril`` and says its matrices'
+    shape (``_matrix_shape``)."""
+
+    _unbroadcasted_scale_tril: Tensor
+
+    def _matrix_shape(self) -> tuple:
+        raise NotImplementedError
+
+    @lazy_property
+    def scale_tril(self) -> Tensor:
+        """The lower Cholesky factor of the covariance."""
+        return self._unbroadcasted_scale_tril.expand(self._matrix_shape())
+
+    @lazy_property
+    def covariance_matrix(self) -> Tensor:
+        """``L L^T``."""
+        lower = self._unbroadcasted_scale_tril
+        return (lower @ lower.mT).expand(self._matrix_shape())
+
+    @lazy_property
+    def precision_matrix(self) -> Tensor:
+        """The inverse covariance."""
+        lower = self._unbroadcasted_scale_tril
+        return _linalg().inv(lower @ lower.mT).expand(self._matrix_shape())
+
+
+class MultivariateNormal(ScaleTrilMatrices, Distribution):
     """The multivariate normal with mean ``loc`` and one of ``covariance_matrix``,
     ``precision_matrix`` or ``scale_tril`` (a lower Cholesky factor of the covariance).
 
@@ -80,14 +120,9 @@ class MultivariateNormal(Distribution):
         setattr(self, name, matrix.expand((*batch, -1, -1)))
         self.loc = loc.expand((*batch, -1))
         super().__init__(batch, tuple(loc.shape[-1:]), validate_args=validate_args)
-        if scale_tril is not None:
-            self._unbroadcasted_scale_tril = scale_tril
-        elif covariance_matrix is not None:
-            self._unbroadcasted_scale_tril = _linalg().cholesky(covariance_matrix)
-        else:
-            # the covariance's factor, through the covariance (PyTorch avoids the inverse by
-            # flipping the matrix; this is simpler and fine for well-conditioned precisions)
-            self._unbroadcasted_scale_tril = _linalg().cholesky(_linalg().inv(precision_matrix))
+        self._unbroadcasted_scale_tril = scale_tril_of(
+            scale_tril, covariance_matrix, precision_matrix
+        )
 
     def expand(self, batch_shape: Any, _instance: Any = None) -> MultivariateNormal:
         new = self.__new__(type(self)) if _instance is None else _instance
@@ -104,23 +139,6 @@ class MultivariateNormal(Distribution):
 
     def _matrix_shape(self) -> tuple:
         return (*self._batch_shape, *self._event_shape, *self._event_shape)
-
-    @lazy_property
-    def scale_tril(self) -> Tensor:
-        """The lower Cholesky factor of the covariance."""
-        return self._unbroadcasted_scale_tril.expand(self._matrix_shape())
-
-    @lazy_property
-    def covariance_matrix(self) -> Tensor:
-        """``L L^T``."""
-        lower = self._unbroadcasted_scale_tril
-        return (lower @ lower.mT).expand(self._matrix_shape())
-
-    @lazy_property
-    def precision_matrix(self) -> Tensor:
-        """The inverse covariance."""
-        lower = self._unbroadcasted_scale_tril
-        return _linalg().inv(lower @ lower.mT).expand(self._matrix_shape())
 
     @property
     def mean(self) -> Tensor:

@@ -310,3 +310,39 @@ def test_logistic_normal_log_prob_shapes_and_samples(conn):
     assert tuple(ln.expand((3,)).sample((2,)).shape) == (2, 3, 4)
     with pytest.raises(ValueError, match="support"):
         ln.log_prob(f64([[0.5, 0.5, 0.5, 0.5]]))
+
+
+# ------------------------------------------------------------------ Wishart, LKJCholesky
+def test_wishart_samples_have_its_mean_and_variance_and_carry_gradients(conn):
+    gt.manual_seed(31)
+    m = np.random.default_rng(31).standard_normal((3, 3))
+    cov0 = m @ m.T + np.eye(3)
+    cov = f64(cov0).requires_grad_()
+    df = f64(6.5).requires_grad_()
+    w = D.Wishart(df, covariance_matrix=cov)
+    s = w.rsample((4000,))
+    assert s.shape == (4000, 3, 3)
+    flat = np_(s).reshape(4000, 9)
+    _close_to(flat, (6.5 * cov0).reshape(9), np_(w.variance).reshape(9))
+    assert np.allclose(flat.reshape(-1, 3, 3), np.swapaxes(flat.reshape(-1, 3, 3), 1, 2))
+    assert np.linalg.eigvalsh(flat.reshape(-1, 3, 3)).min() > 0
+    s.mean(0).trace().backward()  # E[trace] = df * trace(cov): d/d df = trace(cov), d/d cov = df I
+    assert abs(float(df.grad.item()) - np.trace(cov0)) < 0.1 * np.trace(cov0)
+    np.testing.assert_allclose(np_(cov.grad), 6.5 * np.eye(3), atol=0.6)
+
+
+def test_lkj_cholesky_samples_are_correlation_factors_with_its_marginals(conn):
+    gt.manual_seed(32)
+    d, eta = 4, 2.0
+    lkj = D.LKJCholesky(d, f64(eta), validate_args=True)
+    factors = lkj.sample((3000,))
+    assert bool(D.constraints.corr_cholesky.check(factors).all())
+    f = np_(factors)
+    corr = f @ np.swapaxes(f, 1, 2)
+    np.testing.assert_allclose(np.diagonal(corr, axis1=1, axis2=2), 1.0, atol=1e-9)
+    off = corr[:, np.triu_indices(d, 1)[0], np.triu_indices(d, 1)[1]]
+    # (r + 1) / 2 ~ Beta(eta - 1 + d / 2, same): mean 0, variance 1 / (2 eta + d - 1)
+    _close_to(off, np.zeros(6), np.full(6, 1 / (2 * eta + d - 1)))
+    assert abs(off.var() - 1 / (2 * eta + d - 1)) < 0.1 / (2 * eta + d - 1)
+    with pytest.raises(ValueError, match="greater than or equal to 2"):
+        D.LKJCholesky(1)

@@ -146,3 +146,31 @@ def von_mises_and_logistic_normal(torch):
                 "scalar_log_prob": scalar.log_prob(torch.tensor([0.3, 0.7])),
                 "sb": y, "sb_inv": sb.inv(y), "sb_ladj": sb.log_abs_det_jacobian(x, y),
                 "sb_shape": list(sb.forward_shape((5, 3)))}  # fmt: skip
+
+
+@program(rtol=1e-6, atol=1e-8)
+def wishart_and_lkj_cholesky_densities(torch):
+    D = torch.distributions
+    rng = np.random.default_rng(225)
+    m = rng.standard_normal((2, 3, 3))
+    cov = torch.tensor(m @ np.swapaxes(m, -1, -2) + np.eye(3), requires_grad=True)
+    df = torch.tensor([5.5, 7.0], dtype=torch.float64, requires_grad=True)
+    w = D.Wishart(df, covariance_matrix=cov)
+    x0 = rng.standard_normal((3, 3))
+    x = torch.tensor(x0 @ x0.T + 2 * np.eye(3))
+    total = w.log_prob(x).sum() + w.entropy().sum()
+    conc = torch.tensor([0.5, 1.0, 3.0], dtype=torch.float64, requires_grad=True)
+    lkj = D.LKJCholesky(4, conc)
+    corr_factor = torch.tensor(np.linalg.cholesky(np.corrcoef(rng.standard_normal((4, 10)))))
+    total = total + lkj.log_prob(corr_factor).sum()
+    total.backward()
+    precision = D.Wishart(torch.tensor(4.0, dtype=torch.float64),
+                          precision_matrix=torch.tensor(np.linalg.inv(m[0] @ m[0].T + np.eye(3))))  # fmt: skip
+    with torch.no_grad():
+        return {"log_prob": w.log_prob(x), "entropy": w.entropy(), "mean": w.mean,
+                "variance": w.variance, "mode": w.mode, "df_grad": df.grad, "cov_grad": cov.grad,
+                "lkj_log_prob": lkj.log_prob(corr_factor), "conc_grad": conc.grad,
+                "precision_log_prob": precision.log_prob(x),
+                "scale_tril": precision.scale_tril, "shapes": [list(w.batch_shape), list(w.event_shape),
+                list(lkj.batch_shape), list(lkj.event_shape), list(w.rsample((4,)).shape),
+                list(lkj.sample((2,)).shape)]}  # fmt: skip
