@@ -66,6 +66,8 @@ from gt.ops.random import Generator, manual_seed, poisson
 from gt.ops.typeinfo import Size, finfo, get_default_dtype, iinfo
 from gt.serialization import load, save
 from gt.session import connect, disconnect, gpu_workers, mark
+from gt.settings import *  # noqa: F403 - gt.set_default_dtype, gt.set_printoptions, ... (its __all__)
+from gt.settings import __all__ as _settings_names
 from gt.special import gammainc as igamma  # (torch.igamma)
 from gt.special import gammaincc as igammac
 from gt.special import xlogy  # (torch.xlogy)
@@ -80,6 +82,7 @@ __all__ = [
     *_compat_function_names,
     *_linalg_names,
     *_torch_function_names,
+    *_settings_names,
     "Generator",
     "HotFunction",
     "compile",

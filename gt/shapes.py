@@ -98,7 +98,9 @@ def promote(a: str, b: str) -> str:
 def promote_scalar(dtype: str, value: Any) -> str:
     """Result dtype of ``tensor <op> python_scalar``: the scalar only moves the category up."""
     if isinstance(value, complex):
-        return dtype if dtype in COMPLEX_DTYPES else complex_of(dtype)
+        if dtype in COMPLEX_DTYPES:
+            return dtype
+        return complex_of(dtype if dtype in FLOAT_DTYPES else DEFAULT_FLOAT)
     if isinstance(value, bool) or dtype in INEXACT_DTYPES:
         return dtype
     if isinstance(value, float):

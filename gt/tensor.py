@@ -127,7 +127,8 @@ class Tensor(
         self._version = 0
 
     def _legacy_init(self, *args: Any) -> None:
-        """``Tensor(data)`` (float32) or ``Tensor(*sizes)`` (uninitialised: zeros in GT)."""
+        """``Tensor(data)`` (the default dtype) or ``Tensor(*sizes)`` (uninitialised: zeros in
+        GT)."""
         args = tuple(a for a in args if a is not None)
         conn = get_connection()
         if (
@@ -140,11 +141,11 @@ class Tensor(
                 if not args
                 else tuple(int(d) for d in (args[0] if isinstance(args[0], Size) else args))
             )
-            made = create(conn, "full", [0.0], {"shape": list(shape), "dtype": "float32"})
+            made = create(conn, "full", [0.0], {"shape": list(shape), "dtype": S.DEFAULT_FLOAT})
         else:
             data = args[0]
             arr = data.numpy() if isinstance(data, TensorBase) else data
-            made = upload(conn, host_array(arr, "float32"))
+            made = upload(conn, host_array(arr, S.DEFAULT_FLOAT))
         self._conn, self.id, self.shape, self.dtype = conn, made.id, made.shape, made.dtype
         made.id = None
         self._rg, self.grad, self._node, self._version = False, None, None, 0

@@ -49,6 +49,11 @@ conv_transpose1d, conv_transpose2d, conv_transpose3d = (F.conv_transpose1d, F.co
 dropout, bilinear, pdist = F.dropout, F.bilinear, F.pdist
 celu, selu, threshold, prelu, rrelu = F.celu, F.selu, F.threshold, F.prelu, F.rrelu
 hardshrink = F.hardshrink
+layer_norm, group_norm, rms_norm = F.layer_norm, F.group_norm, F.rms_norm
+adaptive_avg_pool1d, pixel_shuffle, pixel_unshuffle = (F.adaptive_avg_pool1d, F.pixel_shuffle,
+                                                       F.pixel_unshuffle)  # fmt: skip
+channel_shuffle, pairwise_distance = F.channel_shuffle, F.pairwise_distance
+alpha_dropout, feature_alpha_dropout = F.alpha_dropout, F.feature_alpha_dropout
 vmap = _func.vmap
 pinverse = _linalg.pinv
 #: ``torch.OutOfMemoryError``: GT's out-of-memory error (a worker's pool refused an allocation).
@@ -241,6 +246,92 @@ def polar(abs: Tensor, angle: Tensor) -> Tensor:  # noqa: A002 - PyTorch's names
     return complex(abs * angle.cos(), abs * angle.sin())
 
 
+# ----------------------------------------------------------------------------- torch.<name> layers
+# (the spellings of torch's namespace, whose argument order differs from nn.functional's)
+def batch_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None,
+               running_mean: Tensor | None, running_var: Tensor | None, training: bool,
+               momentum: float, eps: float, cudnn_enabled: bool = True) -> Tensor:  # fmt: skip
+    """``torch.batch_norm``: :func:`gt.nn.functional.batch_norm` with torch's argument order."""
+    return F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+
+
+def instance_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None,
+                  running_mean: Tensor | None, running_var: Tensor | None, use_input_stats: bool,
+                  momentum: float, eps: float, cudnn_enabled: bool = True) -> Tensor:  # fmt: skip
+    """``torch.instance_norm``: :func:`gt.nn.functional.instance_norm`, torch's argument order."""
+    return F.instance_norm(input, running_mean, running_var, weight, bias, use_input_stats,
+                           momentum, eps)  # fmt: skip
+
+
+def _pool(fn: Any) -> Any:
+    def pool(input: Tensor, kernel_size: Any, stride: Any = (), padding: Any = 0,
+             dilation: Any = 1, ceil_mode: bool = False) -> Tensor:  # fmt: skip
+        return fn(input, kernel_size, stride or None, padding, dilation, ceil_mode)
+
+    pool.__name__ = fn.__name__
+    pool.__doc__ = f"``torch.{fn.__name__}`` (an empty ``stride`` means the kernel size)."
+    return pool
+
+
+max_pool1d, max_pool2d, max_pool3d = _pool(F.max_pool1d), _pool(F.max_pool2d), _pool(F.max_pool3d)
+
+
+def avg_pool1d(input: Tensor, kernel_size: Any, stride: Any = (), padding: Any = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:  # fmt: skip
+    """``torch.avg_pool1d`` (an empty ``stride`` means the kernel size)."""
+    return F.avg_pool1d(input, kernel_size, stride or None, padding, ceil_mode, count_include_pad)
+
+
+def adaptive_max_pool1d(input: Tensor, output_size: Any) -> tuple[Tensor, Tensor]:
+    """``torch.adaptive_max_pool1d``: the pooled values and their indices."""
+    return F.adaptive_max_pool1d(input, output_size, return_indices=True)
+
+
+def max_pool1d_with_indices(input: Tensor, kernel_size: Any, stride: Any = (), padding: Any = 0,
+                            dilation: Any = 1, ceil_mode: bool = False) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """``torch.max_pool1d_with_indices``."""
+    return F.max_pool1d(input, kernel_size, stride or None, padding, dilation, ceil_mode,
+                        return_indices=True)  # fmt: skip
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    return F.celu(input, alpha, inplace=True)
+
+
+def selu_(input: Tensor) -> Tensor:
+    return F.selu(input, inplace=True)
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    return F.threshold(input, threshold, value, inplace=True)
+
+
+def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+           generator: Any = None) -> Tensor:  # fmt: skip
+    return F.rrelu(input, lower, upper, training, inplace=True)
+
+
+def dropout_(input: Tensor, p: float, train: bool) -> Tensor:
+    return F.dropout(input, p, train, inplace=True)
+
+
+def unravel_index(indices: Any, shape: Any) -> tuple[Tensor, ...]:
+    """The coordinates in ``shape`` of each flat index (a tuple of int64 tensors, one per
+    dimension; negative indices count from the end)."""
+    shape = (int(shape),) if isinstance(shape, int) else tuple(int(d) for d in shape)
+    idx = indices if isinstance(indices, Tensor) else _tensor(indices)
+    if idx.dtype not in S.INT_DTYPES:
+        raise TypeError(f"expected 'indices' to be an integer tensor, but got {idx.dtype}")
+    total = math.prod(shape)
+    idx = idx.to("int64")
+    idx = where(idx < 0, idx + total, idx)
+    out = []
+    for size in reversed(shape):
+        out.append(idx.remainder(size))
+        idx = idx.div(size, rounding_mode="floor")
+    return tuple(reversed(out))
+
+
 def seed() -> int:
     """Seed GT's random stream from the system's entropy; returns the seed."""
     s = random.SystemRandom().getrandbits(40)
@@ -264,7 +355,12 @@ def typename(obj: Any) -> str:
 __all__ = ["OutOfMemoryError", "angle", "bilinear", "complex", "conj", "conj_physical", "imag",
            "is_complex", "isreal", "istft", "polar", "real", "stft", "view_as_complex",
            "view_as_real", "bartlett_window", "blackman_window", "hamming_window", "hann_window",
-           "kaiser_window", "celu", "conv1d", "conv2d", "conv3d",
+           "kaiser_window", "layer_norm", "group_norm", "rms_norm", "batch_norm",
+           "instance_norm", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d",
+           "adaptive_avg_pool1d", "adaptive_max_pool1d", "max_pool1d_with_indices",
+           "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "pairwise_distance",
+           "alpha_dropout", "feature_alpha_dropout", "celu_", "selu_", "threshold_", "rrelu_",
+           "dropout_", "unravel_index", "celu", "conv1d", "conv2d", "conv3d",
            "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "dropout", "embedding",
            "fill", "frombuffer", "gradient", "hardshrink", "histogram", "logspace", "pdist",
            "pinverse", "prelu", "qr", "range", "rrelu", "seed", "selu", "svd", "threshold",

@@ -23,15 +23,16 @@ _DEVICE_NAMES = ("cpu", "cuda", "gt", "mps", "meta")
 
 
 def host_array(data: Any, dtype: Any = None) -> np.ndarray:
-    """A C-contiguous copy of ``data`` with PyTorch's dtypes: Python floats become float32,
-    complex numbers complex64 and ints int64 (an ndarray keeps its own dtype)."""
+    """A C-contiguous copy of ``data`` with PyTorch's dtypes: Python floats become the default
+    dtype (float32), complex numbers its complex partner and ints int64 (an ndarray keeps its own
+    dtype)."""
     arr = np.array(data)
     if dtype is not None:
         arr = arr.astype(S.canonical_dtype(dtype))
     elif arr.dtype == np.float64 and not isinstance(data, np.ndarray):
-        arr = arr.astype(np.float32)
+        arr = arr.astype(S.DEFAULT_FLOAT)  # (gt.set_default_dtype's; float32 at start)
     elif arr.dtype == np.complex128 and not isinstance(data, np.ndarray):
-        arr = arr.astype(np.complex64)  # (Python complex numbers: PyTorch's default complex64)
+        arr = arr.astype(S.complex_of(S.DEFAULT_FLOAT))
     elif arr.dtype.kind in "iu" and arr.dtype != np.int32 and not isinstance(data, np.ndarray):
         arr = arr.astype(np.int64)
     return np.ascontiguousarray(arr).reshape(arr.shape)

@@ -21,6 +21,8 @@ LINEWIDTH = 80
 THRESHOLD = 1000
 EDGEITEMS = 3
 PRECISION = 4
+#: ``True``/``False`` forces scientific notation on or off; ``None`` lets the values decide.
+SCI_MODE: bool | None = None
 _DEFAULT_DTYPES = ("float32", "int64", "bool", "complex64")
 
 
@@ -46,6 +48,8 @@ class _Formatter:
         items = shown.tolist()
         self.int_mode = all(v == math.ceil(v) for v in items)
         self.sci_mode = hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4
+        if SCI_MODE is not None:
+            self.sci_mode = SCI_MODE
         if self.sci_mode:
             width = max(len(f"{v:.{PRECISION}e}") for v in items)
         elif self.int_mode:

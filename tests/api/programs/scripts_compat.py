@@ -217,3 +217,37 @@ def data_parallel_script_as_one_process(torch):
             "weight": model.module[0].weight, "gathered_steps": gathered[0]["steps"],
             "shard": shards[0], "after": dist.is_initialized(),
             "order": list(sampler)}  # fmt: skip
+
+
+@program
+def global_settings_scripts_set(torch):
+    torch.set_default_dtype(torch.float64)
+    try:
+        x = torch.tensor([1.0, 2.5])
+        lin = torch.nn.Linear(3, 2)
+        mixed = torch.arange(3) * 0.5 + 1j
+        dtypes = [x.dtype == torch.float64, torch.randn(2).dtype == torch.float64,
+                  lin.weight.dtype == torch.float64, mixed.dtype == torch.complex128,
+                  torch.get_default_dtype() == torch.float64]  # fmt: skip
+    finally:
+        torch.set_default_dtype(torch.float32)
+    torch.set_printoptions(precision=2)
+    try:
+        short = repr(torch.tensor([1.23456, 2.5, -0.125]))
+        torch.set_printoptions(sci_mode=True)
+        sci = repr(torch.tensor([1.5, 20.0]))
+    finally:
+        torch.set_printoptions(profile="default")
+    torch.manual_seed(3)
+    state = torch.get_rng_state()
+    a = torch.rand(2)
+    torch.set_rng_state(state)
+    b = torch.rand(2)
+    torch.set_float32_matmul_precision("high")
+    precision = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    img = torch.tensor(arr(42, 1, 3, 4, 4)).to(memory_format=torch.channels_last)
+    return {"dtypes": dtypes, "short": short, "sci": sci, "default": repr(torch.tensor([1.23456])),
+            "same_draws": bool((a == b).all()), "precision": precision,
+            "is_dtype": isinstance(torch.float32, torch.dtype),
+            "channels_last_sum": img.sum(), "after": torch.tensor([0.5]).dtype == torch.float32}  # fmt: skip

@@ -99,3 +99,31 @@ def saved_tensor_hooks_and_save_on_cpu(torch):
     return {"loss": loss, "loss2": loss2, "packed_some": counts["pack"] > 0,
             **{f"hooked{i}": g for i, g in enumerate(hooked)},
             **{f"cpu{i}": p.grad for i, p in enumerate(model.parameters())}}  # fmt: skip
+
+
+@program(rtol=1e-5, atol=1e-6)
+def layer_functions_in_torchs_namespace(torch):
+    x = torch.tensor(arr(60, 2, 4, 6, 6), requires_grad=True)
+    line = torch.tensor(arr(61, 2, 4, 9))
+    w, b = torch.tensor(arr(62, 4)), torch.tensor(arr(63, 4))
+    rm, rv = torch.zeros(4), torch.ones(4)
+    out = {
+        "layer_norm": torch.layer_norm(x, (6, 6)), "group_norm": torch.group_norm(x, 2, w, b),
+        "batch_norm": torch.batch_norm(x, w, b, rm.clone(), rv.clone(), True, 0.1, 1e-5, False),
+        "instance_norm": torch.instance_norm(x, w, b, None, None, True, 0.1, 1e-5, False),
+        "max_pool2d": torch.max_pool2d(x, 2), "max_pool2d_s": torch.max_pool2d(x, 3, 2, 1),
+        "pixel_shuffle": torch.pixel_shuffle(x, 2), "channel_shuffle": torch.channel_shuffle(x, 2),
+    }  # fmt: skip
+    total = sum(v.pow(2).sum() for v in out.values())
+    total.backward()
+    idx = torch.tensor([0, 5, 17, 23, -1])
+    coords = torch.unravel_index(idx, (2, 3, 4))
+    return {**out, "x_grad": x.grad, "max_pool1d": torch.max_pool1d(line, 3),
+            "avg_pool1d": torch.avg_pool1d(line, 2, 1), "ada_avg": torch.adaptive_avg_pool1d(line, 4),
+            "ada_max": torch.adaptive_max_pool1d(line, 4)[0],
+            "ada_max_idx": torch.adaptive_max_pool1d(line, 4)[1],
+            "pairwise": torch.pairwise_distance(line[0], line[1]),
+            "unshuffle": torch.pixel_unshuffle(x.detach(), 2),
+            "selu_": torch.selu_(line.clone()), "celu_": torch.celu_(line.clone(), 0.5),
+            "threshold_": torch.threshold_(line.clone(), 0.1, -1.0),
+            "coords": list(coords), "rv_after": rv}  # fmt: skip
