@@ -1,5 +1,5 @@
 """The backward walk behind ``Tensor.backward``, ``gt.autograd.backward`` and
-``gt.autograd.grad``, and the gradient hooks of tensors (``register_hook``).
+``gt.autograd.grad``; the gradient hooks it runs are registered in :mod:`gt.grad_hooks`.
 
 One walk serves all three: it seeds the roots' nodes with their gradients, visits the nodes in
 reverse topological order, runs each node's hooks and derivative rule, and hands every leaf its
@@ -12,112 +12,28 @@ nodes from which an asked-for tensor can be reached run.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gt import guards
 from gt import signal as _signal
 from gt.grad_graph import Node, Packed
+from gt.grad_hooks import (
+    _LEAF_HOOKS,
+    _POST_ACCUMULATE_HOOKS,
+    RemovableHandle,
+    _run_hooks,
+    register_hook,
+    register_post_accumulate_grad_hook,
+)
 from gt.grad_mode import set_grad_enabled
 from gt.runtime import ops as O
 from gt.runtime.ops import Past
+from gt.runtime.ops.complexnum import conj_if_complex, real_where_real
 
 _COMPLEX = frozenset(("complex64", "complex128"))
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
-
-#: Hooks of leaf tensors by ``id``: a leaf has no node to keep them (computed tensors keep theirs
-#: in ``Node.hooks``); an entry goes when its tensor does.
-_LEAF_HOOKS: dict[int, list[Callable]] = {}
-#: ``register_post_accumulate_grad_hook`` hooks of leaves by ``id`` (kept as the leaf hooks are).
-_POST_ACCUMULATE_HOOKS: dict[int, list[Callable]] = {}
-
-
-class RemovableHandle:
-    """What ``register_hook`` (and a module's ``register_forward_hook`` ...) returns: ``remove()``
-    unregisters the hook; removing twice is harmless.
-
-    Args:
-        hooks: where the hook is kept: a list of hooks, or a dict keyed by ``key``.
-        key: the hook itself (a list) or its key (a dict).
-    """
-
-    def __init__(self, hooks: list | dict, key: Any):
-        self._hooks = hooks
-        self._key = key
-
-    def remove(self) -> None:
-        """Unregister the hook."""
-        if isinstance(self._hooks, dict):
-            if self._hooks.pop(self._key, None) is not None:
-                guards.bump()
-        elif self._key in self._hooks:
-            self._hooks.remove(self._key)
-            guards.bump()
-
-    def __enter__(self) -> RemovableHandle:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.remove()
-
-
-def register_hook(t: Tensor, hook: Callable) -> RemovableHandle:
-    """Call ``hook(grad)`` whenever a gradient with respect to ``t`` is computed; a hook that
-    returns a tensor replaces the gradient (what ``.grad``, later hooks and the rest of the walk
-    see). See :meth:`gt.Tensor.register_hook`."""
-    if not t.requires_grad:
-        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-    if not callable(hook):
-        raise TypeError(f"register_hook: the hook must be callable, got {type(hook).__name__}")
-    node = t._node
-    if node is not None:
-        if node.hooks is None:
-            node.hooks = []
-        hooks = node.hooks
-    else:
-        key = id(t)
-        hooks = _LEAF_HOOKS.get(key)
-        if hooks is None:
-            hooks = _LEAF_HOOKS[key] = []
-            weakref.finalize(t, _LEAF_HOOKS.pop, key, None)
-    hooks.append(hook)
-    guards.bump()  # a captured step (gt.hot) that ran without this hook must be captured again
-    return RemovableHandle(hooks, hook)
-
-
-def register_post_accumulate_grad_hook(t: Tensor, hook: Callable) -> RemovableHandle:
-    """Call ``hook(t)`` after a backward pass has accumulated ``t.grad`` (a leaf only); what it
-    returns is ignored. See :meth:`gt.Tensor.register_post_accumulate_grad_hook`."""
-    if not t.requires_grad:
-        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-    if t._node is not None:
-        raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
-    if not callable(hook):
-        raise TypeError(f"the hook must be callable, got {type(hook).__name__}")
-    key = id(t)
-    hooks = _POST_ACCUMULATE_HOOKS.get(key)
-    if hooks is None:
-        hooks = _POST_ACCUMULATE_HOOKS[key] = []
-        weakref.finalize(t, _POST_ACCUMULATE_HOOKS.pop, key, None)
-    hooks.append(hook)
-    guards.bump()
-    return RemovableHandle(hooks, hook)
-
-
-def _run_hooks(hooks: list[Callable] | None, g: Tensor) -> Tensor:
-    for hook in list(hooks or ()):
-        new = hook(g)
-        if new is not None:
-            if tuple(getattr(new, "shape", ())) != tuple(g.shape) or not hasattr(new, "_conn"):
-                raise RuntimeError(
-                    f"hook {getattr(hook, '__name__', hook)!r} returned a gradient of shape "
-                    f"{list(getattr(new, 'shape', []))} for a tensor of shape {list(g.shape)}"
-                )
-            g = new
-    return g
 
 
 # ----------------------------------------------------------------------------- the walk
@@ -350,7 +266,7 @@ class _Walk:
         link = self.create_graph and bool(node.outs)
         conj = node.cplx == "conj"  # a real rule of a holomorphic op: conj(rule(conj(g)))
         if conj:
-            g = _conj(g)
+            g = conj_if_complex(g)
         if rule is not None:  # a gt.autograd.Function: the user's backward, with its own lines
             in_grads = self._user_code(_apply_rule, node, rule, g, link)
         elif link or node.signal is not None:
@@ -358,11 +274,9 @@ class _Walk:
         else:
             in_grads = O.BY_NAME[node.op].grad(node, g)
         if conj:
-            in_grads = tuple(
-                [Past(_conj(pg.grad)) if type(pg) is Past else _conj(pg) for pg in in_grads]
-            )
+            in_grads = tuple([conj_if_complex(pg) for pg in in_grads])
         if node.cplx is not None:
-            in_grads = _real_where_real(node, in_grads)
+            in_grads = real_where_real(node.dtypes, in_grads)
         for p, pg in zip(node.parents, in_grads):
             if p is None or pg is None:
                 continue
@@ -375,25 +289,6 @@ class _Walk:
                 grads[p] = pg if prev is None else prev + pg
             else:
                 self._to_leaf(p, pg)
-
-
-def _conj(t: Any) -> Any:
-    """``t``'s conjugate (a real tensor, or ``None``, as it is): with the rule of a holomorphic op
-    written for real numbers, ``conj(rule(conj(g)))`` is PyTorch's convention for complex ones."""
-    return t.conj() if t is not None and t.dtype in _COMPLEX else t
-
-
-def _real_where_real(node: Node, in_grads: tuple) -> tuple:
-    """A real input's gradient is real: the real part of what the rule gave."""
-    out = []
-    for dtype, pg in zip(node.dtypes, in_grads):
-        if pg is not None and dtype not in _COMPLEX:
-            if type(pg) is Past and pg.grad.dtype in _COMPLEX:
-                pg = Past(pg.grad.real)
-            elif type(pg) is not Past and pg.dtype in _COMPLEX:
-                pg = pg.real
-        out.append(pg)
-    return tuple(out)
 
 
 def _apply_rule(node: Node, rule: Callable, g: Tensor, link: bool) -> tuple:
@@ -544,4 +439,10 @@ def grad(
     return tuple(result)
 
 
-__all__ = ["RemovableHandle", "backward", "grad", "register_hook"]
+__all__ = [
+    "RemovableHandle",
+    "backward",
+    "grad",
+    "register_hook",
+    "register_post_accumulate_grad_hook",
+]

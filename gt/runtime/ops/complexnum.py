@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from gt import shapes as S
-from gt.runtime.ops.base import Op, first_dtype, same_shape, sum_to
+from gt.runtime.ops.base import Op, Past, first_dtype, same_shape, sum_to
 from gt.runtime.ops.elementwise import broadcast_rule, real_dtype
 
 #: The most elements an FFT may make (its ``s`` pads): the workers' per-op bound.
@@ -111,6 +111,29 @@ def complex_grad_mode(op: str) -> str:
             f"the derivative of {op} for complex tensors is not implemented in GT"
         )
     return mode
+
+
+# ----------------------------------------------------------------------------- the engine's helpers
+def conj_if_complex(t: Any) -> Any:
+    """``t``'s conjugate (a real tensor, ``None``, or a :class:`Past` of either, as it is): with
+    the rule of a holomorphic op written for real numbers, ``conj(rule(conj(g)))`` is PyTorch's
+    convention for complex ones."""
+    if type(t) is Past:
+        return Past(conj_if_complex(t.grad))
+    return t.conj() if t is not None and t.dtype in S.COMPLEX_DTYPES else t
+
+
+def real_where_real(dtypes: tuple, in_grads: tuple) -> tuple:
+    """A real input's gradient is real: the real part of what the rule gave it."""
+    out = []
+    for dtype, pg in zip(dtypes, in_grads):
+        if pg is not None and dtype not in S.COMPLEX_DTYPES:
+            if type(pg) is Past and pg.grad.dtype in S.COMPLEX_DTYPES:
+                pg = Past(pg.grad.real)
+            elif type(pg) is not Past and pg.dtype in S.COMPLEX_DTYPES:
+                pg = pg.real
+        out.append(pg)
+    return tuple(out)
 
 
 # ----------------------------------------------------------------------------- dtype rules

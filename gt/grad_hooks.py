@@ -1,0 +1,104 @@
+"""The gradient hooks of tensors (``register_hook``, ``register_post_accumulate_grad_hook``) and
+the handle that removes them; the backward walk (:mod:`gt.backprop`) runs them."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from gt import guards
+
+if TYPE_CHECKING:
+    from gt.tensor import Tensor
+
+#: Hooks of leaf tensors by ``id``: a leaf has no node to keep them (computed tensors keep theirs
+#: in ``Node.hooks``); an entry goes when its tensor does.
+_LEAF_HOOKS: dict[int, list[Callable]] = {}
+#: ``register_post_accumulate_grad_hook`` hooks of leaves by ``id`` (kept as the leaf hooks are).
+_POST_ACCUMULATE_HOOKS: dict[int, list[Callable]] = {}
+
+
+class RemovableHandle:
+    """What ``register_hook`` (and a module's ``register_forward_hook`` ...) returns: ``remove()``
+    unregisters the hook; removing twice is harmless.
+
+    Args:
+        hooks: where the hook is kept: a list of hooks, or a dict keyed by ``key``.
+        key: the hook itself (a list) or its key (a dict).
+    """
+
+    def __init__(self, hooks: list | dict, key: Any):
+        self._hooks = hooks
+        self._key = key
+
+    def remove(self) -> None:
+        """Unregister the hook."""
+        if isinstance(self._hooks, dict):
+            if self._hooks.pop(self._key, None) is not None:
+                guards.bump()
+        elif self._key in self._hooks:
+            self._hooks.remove(self._key)
+            guards.bump()
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.remove()
+
+
+def register_hook(t: Tensor, hook: Callable) -> RemovableHandle:
+    """Call ``hook(grad)`` whenever a gradient with respect to ``t`` is computed; a hook that
+    returns a tensor replaces the gradient (what ``.grad``, later hooks and the rest of the walk
+    see). See :meth:`gt.Tensor.register_hook`."""
+    if not t.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if not callable(hook):
+        raise TypeError(f"register_hook: the hook must be callable, got {type(hook).__name__}")
+    node = t._node
+    if node is not None:
+        if node.hooks is None:
+            node.hooks = []
+        hooks = node.hooks
+    else:
+        key = id(t)
+        hooks = _LEAF_HOOKS.get(key)
+        if hooks is None:
+            hooks = _LEAF_HOOKS[key] = []
+            weakref.finalize(t, _LEAF_HOOKS.pop, key, None)
+    hooks.append(hook)
+    guards.bump()  # a captured step (gt.hot) that ran without this hook must be captured again
+    return RemovableHandle(hooks, hook)
+
+
+def register_post_accumulate_grad_hook(t: Tensor, hook: Callable) -> RemovableHandle:
+    """Call ``hook(t)`` after a backward pass has accumulated ``t.grad`` (a leaf only); what it
+    returns is ignored. See :meth:`gt.Tensor.register_post_accumulate_grad_hook`."""
+    if not t.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if t._node is not None:
+        raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+    if not callable(hook):
+        raise TypeError(f"the hook must be callable, got {type(hook).__name__}")
+    key = id(t)
+    hooks = _POST_ACCUMULATE_HOOKS.get(key)
+    if hooks is None:
+        hooks = _POST_ACCUMULATE_HOOKS[key] = []
+        weakref.finalize(t, _POST_ACCUMULATE_HOOKS.pop, key, None)
+    hooks.append(hook)
+    guards.bump()
+    return RemovableHandle(hooks, hook)
+
+
+def _run_hooks(hooks: list[Callable] | None, g: Tensor) -> Tensor:
+    for hook in list(hooks or ()):
+        new = hook(g)
+        if new is not None:
+            if tuple(getattr(new, "shape", ())) != tuple(g.shape) or not hasattr(new, "_conn"):
+                raise RuntimeError(
+                    f"hook {getattr(hook, '__name__', hook)!r} returned a gradient of shape "
+                    f"{list(getattr(new, 'shape', []))} for a tensor of shape {list(g.shape)}"
+                )
+            g = new
+    return g
