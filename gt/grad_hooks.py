@@ -62,11 +62,7 @@ def register_hook(t: Tensor, hook: Callable) -> RemovableHandle:
             node.hooks = []
         hooks = node.hooks
     else:
-        key = id(t)
-        hooks = _LEAF_HOOKS.get(key)
-        if hooks is None:
-            hooks = _LEAF_HOOKS[key] = []
-            weakref.finalize(t, _LEAF_HOOKS.pop, key, None)
+        hooks = _leaf_list(_LEAF_HOOKS, t)
     hooks.append(hook)
     guards.bump()  # a captured step (gt.hot) that ran without this hook must be captured again
     return RemovableHandle(hooks, hook)
@@ -81,14 +77,20 @@ def register_post_accumulate_grad_hook(t: Tensor, hook: Callable) -> RemovableHa
         raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
     if not callable(hook):
         raise TypeError(f"the hook must be callable, got {type(hook).__name__}")
-    key = id(t)
-    hooks = _POST_ACCUMULATE_HOOKS.get(key)
-    if hooks is None:
-        hooks = _POST_ACCUMULATE_HOOKS[key] = []
-        weakref.finalize(t, _POST_ACCUMULATE_HOOKS.pop, key, None)
+    hooks = _leaf_list(_POST_ACCUMULATE_HOOKS, t)
     hooks.append(hook)
     guards.bump()
     return RemovableHandle(hooks, hook)
+
+
+def _leaf_list(table: dict[int, list[Callable]], t: Tensor) -> list[Callable]:
+    """The hooks of leaf ``t`` in ``table`` (an entry made on first use, gone with ``t``)."""
+    key = id(t)
+    hooks = table.get(key)
+    if hooks is None:
+        hooks = table[key] = []
+        weakref.finalize(t, table.pop, key, None)
+    return hooks
 
 
 def _run_hooks(hooks: list[Callable] | None, g: Tensor) -> Tensor:
