@@ -131,21 +131,19 @@ def record(
             parents.append(None)
     if not wanted:
         return out
+    mode = None
+    if out.dtype in _COMPLEX or not _COMPLEX.isdisjoint(
+        [getattr(t, "dtype", None) for t in inputs]
+    ):
+        mode = complex_grad_mode(op)  # (before anything is recorded: it may refuse)
     if saved is not None:
         node = out._node = Node(op, tuple(parents), tuple(saved), inputs, attrs)
-        if out.dtype in _COMPLEX or not _COMPLEX.isdisjoint(node.dtypes):
-            node.cplx = complex_grad_mode(op)
+        node.cplx = mode
         if SAVED_TENSOR_HOOKS:
             _pack(node)
         out._rg = True
         return out
     entry = O.BY_NAME[op]
-    if out.dtype in _COMPLEX or not _COMPLEX.isdisjoint(
-        [getattr(t, "dtype", None) for t in inputs]
-    ):
-        mode = complex_grad_mode(op)  # (before anything is saved: it may refuse)
-    else:
-        mode = None
     saved = entry.saved(inputs, out)
     node = out._node = Node(op, tuple(parents), tuple(saved), inputs, attrs)
     node.cplx = mode

@@ -49,11 +49,11 @@ _FLOATS = S.FLOAT_DTYPES
 _FLOAT_SET = frozenset(_FLOATS)
 _INEXACT = frozenset(S.INEXACT_DTYPES)
 _COMPLEX = frozenset(S.COMPLEX_DTYPES)
-#: Binary ops that complex numbers have no meaning for (PyTorch refuses them too): orderings,
-#: rounding divisions, and the special functions of real arguments.
 #: Unary hot-path primitives that take complex numbers (``abs`` has its own path: a real result).
 _COMPLEX_UNARY = frozenset(("neg", "exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid", "log1p",
                             "expm1", "copy"))  # fmt: skip
+#: Binary ops that complex numbers have no meaning for (PyTorch refuses them too): orderings,
+#: rounding divisions, and the special functions of real arguments.
 _REAL_ONLY = frozenset(("maximum", "minimum", "lt", "le", "gt", "ge", "floor_divide",
                         "remainder", "fmod", "atan2", "gammainc", "gammaincc", "zeta", "gcd",
                         "lcm"))  # fmt: skip
