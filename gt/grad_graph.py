@@ -131,10 +131,10 @@ def record(
             parents.append(None)
     if not wanted:
         return out
+    # Complex numbers are in play when the output is complex, or for the ops that make a real
+    # tensor of a complex one (abs, real, angle, casts ...: it is always their first input).
     mode = None
-    if out.dtype in _COMPLEX or not _COMPLEX.isdisjoint(
-        [getattr(t, "dtype", None) for t in inputs]
-    ):
+    if out.dtype in _COMPLEX or getattr(inputs[0], "dtype", None) in _COMPLEX:
         mode = complex_grad_mode(op)  # (before anything is recorded: it may refuse)
     if saved is not None:
         node = out._node = Node(op, tuple(parents), tuple(saved), inputs, attrs)

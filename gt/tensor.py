@@ -211,7 +211,7 @@ class Tensor(
         args = [t.id if isinstance(t, TensorBase) else immediate(t) for t in inputs]
         conn = self._conn
         dtype = op.dtype(dtypes, attrs)
-        if (dtype in _COMPLEX or not _COMPLEX.isdisjoint(dtypes)) and grad and _mode.enabled:
+        if (dtype in _COMPLEX or dtypes[0] in _COMPLEX) and grad and _mode.enabled:
             if op.grad is not None and any(isinstance(t, TensorBase) and t._rg for t in inputs):
                 complex_grad_mode(name)  # refuses before the op is sent, at the user's line
         out = Tensor(conn, conn.new_id(), tuple(shape), dtype)
