@@ -8,12 +8,11 @@ rules are; ``pinv``, ``lstsq``, ``matrix_rank`` and the ``"nuc"``/``2``/``-2`` m
 built on the SVD. Every function batches over leading dimensions as PyTorch does, for float32
 and float64.
 
-Complex matrices: ``inv``, ``det``, ``solve``, ``cholesky``, ``eigh``, ``qr``, ``svd`` and
-``eig``/``eigvals`` (whose results are complex for real matrices too), with PyTorch's complex
-gradients. Not here: ``slogdet``, ``pinv``, ``lstsq``, ``matrix_rank`` and LU of complex matrices,
-``svd(full_matrices=True)`` and ``qr(mode="complete")`` for non-square shapes, QR gradients for
-wide matrices. Spectral gradients (``eigh``, ``svd``) assume distinct eigen/singular values, as
-PyTorch's do.
+Complex matrices: every function here but ``matrix_exp``, ``matrix_norm`` and ``cond`` takes
+them, with PyTorch's complex gradients; ``eig``/``eigvals`` give complex results for real
+matrices too. Not here: ``svd(full_matrices=True)`` and ``qr(mode="complete")`` for non-square
+shapes, QR gradients for wide matrices. Spectral gradients (``eigh``, ``svd``) assume distinct
+eigen/singular values, as PyTorch's do.
 Errors: wrong shapes raise PyTorch's message at the call; a singular (or, for ``cholesky``, not
 positive-definite) matrix fails on the worker and raises at the next sync point that needs it.
 """
@@ -291,8 +290,9 @@ def solve_triangular(
 ) -> Tensor:
     """``X`` with ``T X = B`` (``left=False``: ``X T = B``), ``T`` the upper or lower triangle of
     ``a`` (its diagonal taken as ones when ``unitriangular``)."""
-    _square("linalg.solve_triangular", a)
-    _float("linalg.solve_triangular", b)
+    _square("linalg.solve_triangular", a, complex_ok=True)
+    if b.dtype not in S.COMPLEX_DTYPES:
+        _float("linalg.solve_triangular", b)
     if b.ndim < 2:
         raise RuntimeError(
             "linalg.solve_triangular: The input tensor B must have at least 2 dimensions."
@@ -312,6 +312,7 @@ LstsqResult = namedtuple("LstsqResult", ["solution", "residuals", "rank", "singu
 
 #: Machine epsilon per dtype (PyTorch's default tolerance for ranks and pseudo-inverses).
 _EPS = {"float32": 1.1920928955078125e-07, "float64": 2.220446049250313e-16}
+_EPS.update(complex64=_EPS["float32"], complex128=_EPS["float64"])
 
 
 def _matrix(op: str, a: Tensor, complex_ok: bool = False) -> tuple[int, int]:
@@ -396,7 +397,7 @@ def matrix_rank(
     a: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False
 ) -> Tensor:
     """The number of singular values above the tolerance, per matrix (int64; no sync)."""
-    m, n = _matrix("linalg.matrix_rank", a)
+    m, n = _matrix("linalg.matrix_rank", a, complex_ok=True)
     s = eigvalsh(a).abs().sort(-1, descending=True).values if hermitian else svdvals(a)
     s = s.detach()
     return (s > _tolerance(s, a.dtype, m, n, atol, rtol)).sum(-1)
@@ -405,19 +406,19 @@ def matrix_rank(
 def pinv(a: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False) -> Tensor:
     """The Moore-Penrose pseudo-inverse through the SVD; singular values at or below the
     tolerance count as zero. (``hermitian`` is accepted and uses the SVD too.)"""
-    m, n = _matrix("linalg.pinv", a)
+    m, n = _matrix("linalg.pinv", a, complex_ok=True)
     u, s, vh = svd(a, full_matrices=False)
     sd = s.detach()
     keep = sd > _tolerance(sd, a.dtype, m, n, atol, rtol)
     inv_s = where(keep, 1.0 / where(keep, s, 1.0), 0.0)  # (no 1/0 in the value or gradient)
-    return vh.mT @ (inv_s.unsqueeze(-1) * u.mT)
+    return vh.mH @ (inv_s.unsqueeze(-1).to(u.dtype) * u.mH)
 
 
 def lstsq(a: Tensor, b: Tensor, rcond: Any = None, *, driver: Any = None) -> LstsqResult:
     """Least squares ``min ||A X - B||`` through the pseudo-inverse (any rank: the minimum-norm
     solution, as PyTorch's CPU drivers give). The other fields are filled for the drivers that
     fill them in PyTorch (``residuals`` only where ``m > n``)."""
-    m, n = _matrix("torch.linalg.lstsq", a)
+    m, n = _matrix("torch.linalg.lstsq", a, complex_ok=True)
     vector = b.ndim == a.ndim - 1
     bb = b.unsqueeze(-1) if vector else b
     if bb.shape[-2] != m:
@@ -434,7 +435,7 @@ def lstsq(a: Tensor, b: Tensor, rcond: Any = None, *, driver: Any = None) -> Lst
         raise RuntimeError(
             "torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)"
         )
-    residuals = ((a @ x - bb) ** 2).sum(-2) if m > n and driver != "gelsy" else empty
+    residuals = ((a @ x - bb).abs() ** 2).sum(-2) if m > n and driver != "gelsy" else empty
     sv = svdvals(a) if driver in ("gelsd", "gelss") else empty
     rank = matrix_rank(a, rtol=rcond) if driver != "gels" else zeros((0,), dtype="int64")
     return LstsqResult(x.squeeze(-1) if vector else x, residuals, rank, sv)

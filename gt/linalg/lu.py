@@ -26,7 +26,7 @@ LUFactorResult = namedtuple("LUFactorResult", ["LU", "pivots"])
 LUFactorExResult = namedtuple("LUFactorExResult", ["LU", "pivots", "info"])
 LUResult = namedtuple("LUResult", ["P", "L", "U"])
 
-_FLOATS = ("float32", "float64")
+_FLOATS = ("float32", "float64", "complex64", "complex128")
 
 
 def _check(op: str, a: Tensor) -> None:
@@ -34,7 +34,8 @@ def _check(op: str, a: Tensor) -> None:
         raise ShapeError(f"{op}: The input tensor A must have at least 2 dimensions.")
     if a.dtype not in _FLOATS:
         raise TypeError(
-            f"{op}: Expected a floating point tensor (float32 or float64), got {a.dtype}"
+            f"{op}: Expected a floating point or complex tensor (float32, float64, complex64 or "
+            f"complex128), got {a.dtype}"
         )
 
 
@@ -129,19 +130,19 @@ def lu(A: Tensor, *, pivot: bool = True) -> LUResult:  # noqa: N803
 
 def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True,  # noqa: N803
              adjoint: bool = False) -> Tensor:  # fmt: skip
-    """``X`` with ``A X = B`` (``left=False``: ``X A = B``; ``adjoint``: with ``A^T``) from
-    ``A``'s compact LU factorisation."""
-    if not left:  # X A = B  <=>  A^T X^T = B^T
-        return lu_solve(LU, pivots, B.mT, left=True, adjoint=not adjoint).mT
+    """``X`` with ``A X = B`` (``left=False``: ``X A = B``; ``adjoint``: with ``A^H``, the
+    transpose of a real matrix) from ``A``'s compact LU factorisation."""
+    if not left:  # X A = B  <=>  A^H X^H = B^H
+        return lu_solve(LU, pivots, B.mH, left=True, adjoint=not adjoint).mH
     m = LU.shape[-1]
     perm = _permutation(pivots, m)
     if not adjoint:  # A = P L U: X = U^-1 L^-1 P^T B
         rows = B.gather(-2, perm.unsqueeze(-1).expand(*perm.shape, B.shape[-1]))
         y = solve_triangular(LU, rows, upper=False, unitriangular=True)
         return solve_triangular(LU, y, upper=True)
-    # A^T = U^T L^T P^T: X = P L^-T U^-T B
-    y = solve_triangular(LU.mT, B, upper=False)
-    z = solve_triangular(LU.mT, y, upper=True, unitriangular=True)
+    # A^H = U^H L^H P^T: X = P L^-H U^-H B
+    y = solve_triangular(LU.mH, B, upper=False)
+    z = solve_triangular(LU.mH, y, upper=True, unitriangular=True)
     inverse = perm.argsort(-1)
     return z.gather(-2, inverse.unsqueeze(-1).expand(*inverse.shape, z.shape[-1]))
 

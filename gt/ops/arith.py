@@ -455,8 +455,10 @@ def where(condition: Tensor, input: Any, other: Any) -> Tensor:  # noqa: A002 - 
     for v in (input, other):
         if isinstance(v, TensorBase):
             inputs.append(v.to(dtype))
-        elif dtype in S.COMPLEX_DTYPES:  # (complex numbers travel as 0-d tensors)
+        elif isinstance(v, complex):  # (complex numbers travel as 0-d tensors)
             inputs.append(condition._upload(np.array(v, dtype=dtype)))
+        elif dtype in S.COMPLEX_DTYPES:
+            inputs.append(float(v))
         else:
             inputs.append(
                 float(v) if dtype in S.FLOAT_DTYPES else (bool(v) if dtype == "bool" else int(v))

@@ -93,6 +93,7 @@ COMPLEX_GRAD: dict[str, str] = {
             "linalg_cholesky",
             "linalg_qr",
             "linalg_svd",
+            "linalg_slogdet",
         ),
         "native",
     ),  # fmt: skip

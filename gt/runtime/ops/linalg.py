@@ -188,9 +188,10 @@ def det_api(a: Any) -> Any:
 
 def slogdet_api(a: Any) -> Any:
     """``(sign, logabsdet)`` of each square matrix (``torch.slogdet``, ``Tensor.slogdet``)."""
-    check_float_square("linalg.slogdet", a)
+    check_float_square("linalg.slogdet", a, complex_ok=True)
     both = a._apply("linalg_slogdet", [a])
-    return SlogdetResult(both[..., 0], both[..., 1])
+    logabs = both[..., 1]
+    return SlogdetResult(both[..., 0], logabs.real if logabs.dtype in S.COMPLEX_DTYPES else logabs)
 
 
 def cholesky_api(a: Any, upper: bool = False) -> Any:
@@ -228,8 +229,12 @@ def _d_det(n: Any, g: Any) -> tuple:
 
 
 def _d_slogdet(n: Any, g: Any) -> tuple:
-    a = n.saved[0]
-    return (g[..., 1].unsqueeze(-1).unsqueeze(-1) * _inv_t(a),)
+    a, both = n.saved
+    c = g[..., 1]
+    if c.dtype in S.COMPLEX_DTYPES:
+        # PyTorch's: (g_logabsdet - i Im(conj(g_sign) sign)) A^-H (the sign moves with Im tr(A^-1 dA))
+        c = c.real - (g[..., 0].conj() * both[..., 0]).imag * 1j
+    return (c.unsqueeze(-1).unsqueeze(-1) * a._apply("linalg_inv", [a]).mH,)
 
 
 def _trisolve(t: Any, b: Any, upper: bool) -> Any:
@@ -311,7 +316,7 @@ ENTRIES: list[Op] = [
         dtype=first_dtype,
         kernel=_k_slogdet,
         grad=_d_slogdet,
-        saves="inputs",
+        saves=_input_and_output,
         methods=("slogdet",),
         api=slogdet_api,
         doc="(sign, log|det|) of each square matrix, packed along a last dimension of 2",

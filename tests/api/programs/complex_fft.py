@@ -225,3 +225,28 @@ def decompositions_of_complex_matrices_with_gradients(torch):
     return {"loss": loss, "eigenvalues": w, "singular_values": s, "r_diag_abs": r.diagonal().abs(),
             "hermitian_grad": hermitian.grad, "tall_grad": tall.grad,
             "adjoint": m.adjoint(), "mH": m.mH}  # fmt: skip
+
+
+@program(rtol=1e-6, atol=1e-8)
+def complex_least_squares_pseudo_inverse_and_log_determinants(torch):
+    a = torch.tensor((arr(37, 4, 3) + 1j * arr(38, 4, 3)).astype(np.complex128), requires_grad=True)
+    b = torch.tensor((arr(39, 4, 2) + 1j * arr(40, 4, 2)).astype(np.complex128))
+    z = torch.tensor(
+        (arr(41, 2, 3, 3) + 1j * arr(42, 2, 3, 3)).astype(np.complex128), requires_grad=True
+    )
+    sol = torch.linalg.lstsq(a, b, driver="gelsd")
+    sign, logabs = torch.linalg.slogdet(z)
+    loss = torch.linalg.pinv(a).abs().sum() + sol.solution.abs().pow(2).sum()
+    loss = loss + (sign * (1 + 2j)).real.sum() + 3 * logabs.sum() + sign.angle().sum()
+    lu, piv = torch.linalg.lu_factor(z)
+    rhs = torch.tensor((arr(43, 2, 3, 2) + 1j * arr(44, 2, 3, 2)).astype(np.complex128))
+    x = torch.linalg.lu_solve(lu, piv, rhs)
+    xa = torch.linalg.lu_solve(lu, piv, rhs, adjoint=True)
+    loss = loss + x.abs().sum() + xa.real.sum() + torch.linalg.solve_triangular(
+        z.triu(), rhs, upper=True).imag.sum()  # fmt: skip
+    loss.backward()
+    return {"loss": loss, "solution": sol.solution, "residuals": sol.residuals, "rank": sol.rank,
+            "singular_values": sol.singular_values, "sign": sign, "logabsdet": logabs,
+            "a_grad": a.grad, "z_grad": z.grad, "matrix_rank": torch.linalg.matrix_rank(a.detach()),
+            "logabs_is_real": logabs.dtype == torch.float64, "lu": lu, "pivots": piv,
+            "lu_solution": x, "lu_adjoint_solution": xa}  # fmt: skip
