@@ -8,8 +8,7 @@ rules are; ``pinv``, ``lstsq``, ``matrix_rank`` and the ``"nuc"``/``2``/``-2`` m
 built on the SVD. Every function batches over leading dimensions as PyTorch does, for float32
 and float64.
 
-Complex matrices: every function here but ``matrix_exp``, ``matrix_norm`` and ``cond`` takes
-them, with PyTorch's complex gradients; ``eig``/``eigvals`` give complex results for real
+Complex matrices: every function here but ``matrix_exp`` takes them, with PyTorch's complex gradients; ``eig``/``eigvals`` give complex results for real
 matrices too. Not here: ``svd(full_matrices=True)`` and ``qr(mode="complete")`` for non-square
 shapes, QR gradients for wide matrices. Spectral gradients (``eigh``, ``svd``) assume distinct
 eigen/singular values, as PyTorch's do.
@@ -94,7 +93,8 @@ def matrix_norm(
     -inf (``"nuc"`` and +-2 through the singular values)."""
     if dtype is not None:
         a = a.to(dtype)
-    _float("linalg.matrix_norm", a)
+    if a.dtype not in S.COMPLEX_DTYPES:
+        _float("linalg.matrix_norm", a)
     if a.ndim < 2:
         raise RuntimeError(
             "linalg.matrix_norm: The input tensor A must have at least 2 dimensions."
@@ -105,7 +105,8 @@ def matrix_norm(
     if d0 == d1:
         raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got ({d0}, {d1})")
     if ord == "fro":
-        return (a * a).sum((d0, d1), keepdim)._sqrt_zero_grad()
+        sq = (a * a.conj()).real if a.dtype in S.COMPLEX_DTYPES else a * a
+        return sq.sum((d0, d1), keepdim)._sqrt_zero_grad()
     if ord in ("nuc", 2, -2):
         rest = [i for i in range(a.ndim) if i not in (d0, d1)]
         sv = svdvals(a.permute(*rest, d0, d1))

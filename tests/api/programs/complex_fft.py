@@ -244,9 +244,12 @@ def complex_least_squares_pseudo_inverse_and_log_determinants(torch):
     xa = torch.linalg.lu_solve(lu, piv, rhs, adjoint=True)
     loss = loss + x.abs().sum() + xa.real.sum() + torch.linalg.solve_triangular(
         z.triu(), rhs, upper=True).imag.sum()  # fmt: skip
+    norms = [torch.linalg.matrix_norm(z, o) for o in ("fro", "nuc", 2, -2, 1, float("inf"))]
+    loss = loss + sum(n.sum() for n in norms) + torch.linalg.cond(z).sum()
     loss.backward()
     return {"loss": loss, "solution": sol.solution, "residuals": sol.residuals, "rank": sol.rank,
             "singular_values": sol.singular_values, "sign": sign, "logabsdet": logabs,
             "a_grad": a.grad, "z_grad": z.grad, "matrix_rank": torch.linalg.matrix_rank(a.detach()),
             "logabs_is_real": logabs.dtype == torch.float64, "lu": lu, "pivots": piv,
-            "lu_solution": x, "lu_adjoint_solution": xa}  # fmt: skip
+            "lu_solution": x, "lu_adjoint_solution": xa, "norms": norms,
+            "cond_fro": torch.linalg.cond(z.detach(), "fro")}  # fmt: skip
