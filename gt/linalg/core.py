@@ -5,13 +5,14 @@ composed on the client from ordinary ops. ``inv``, ``solve``, ``det``, ``slogdet
 and ``solve_triangular`` (:mod:`gt.runtime.ops.linalg`) and ``qr``, ``eigh``, ``svd``
 (:mod:`gt.runtime.ops.linalg_decomp`) are primitives of the op registry, where their derivative
 rules are; ``pinv``, ``lstsq``, ``matrix_rank`` and the ``"nuc"``/``2``/``-2`` matrix norms are
-built on the SVD. Every function batches over leading dimensions as PyTorch does, for float32
-and float64.
+built on the SVD. Every function batches over leading dimensions as PyTorch does, for float32,
+float64, complex64 and complex128.
 
-Complex matrices: every function here but ``matrix_exp`` takes them, with PyTorch's complex gradients; ``eig``/``eigvals`` give complex results for real
-matrices too. Not here: ``svd(full_matrices=True)`` and ``qr(mode="complete")`` for non-square
-shapes, QR gradients for wide matrices. Spectral gradients (``eigh``, ``svd``) assume distinct
-eigen/singular values, as PyTorch's do.
+Complex matrices: every function of ``gt.linalg`` takes them, with PyTorch's complex gradients;
+``eig``/``eigvals`` give complex results for real matrices too. Not here:
+``svd(full_matrices=True)`` and ``qr(mode="complete")`` for non-square shapes, QR gradients for
+wide matrices. Spectral gradients (``eigh``, ``svd``) assume distinct eigen/singular values, as
+PyTorch's do.
 Errors: wrong shapes raise PyTorch's message at the call; a singular (or, for ``cholesky``, not
 positive-definite) matrix fails on the worker and raises at the next sync point that needs it.
 """

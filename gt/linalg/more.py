@@ -35,8 +35,10 @@ def matrix_exp(A: Tensor) -> Tensor:  # noqa: N803 - PyTorch's name
     if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
         raise ShapeError(f"linalg.matrix_exp: A must be batches of square matrices, but they are "
                          f"{A.shape[-2] if A.ndim > 1 else 1} by {A.shape[-1]} matrices")  # fmt: skip
-    if not A.is_floating_point():
-        raise TypeError(f"linalg.matrix_exp: expected a floating point tensor, got {A.dtype}")
+    if not (A.is_floating_point() or A.is_complex()):
+        raise TypeError(
+            f"linalg.matrix_exp: expected a floating point or complex tensor, got {A.dtype}"
+        )
     n = A.shape[-1]
     if n == 0:
         return A.clone()

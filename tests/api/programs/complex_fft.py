@@ -246,10 +246,12 @@ def complex_least_squares_pseudo_inverse_and_log_determinants(torch):
         z.triu(), rhs, upper=True).imag.sum()  # fmt: skip
     norms = [torch.linalg.matrix_norm(z, o) for o in ("fro", "nuc", 2, -2, 1, float("inf"))]
     loss = loss + sum(n.sum() for n in norms) + torch.linalg.cond(z).sum()
+    expm = torch.linalg.matrix_exp(z * 1.5)
+    loss = loss + expm.abs().sum()
     loss.backward()
     return {"loss": loss, "solution": sol.solution, "residuals": sol.residuals, "rank": sol.rank,
             "singular_values": sol.singular_values, "sign": sign, "logabsdet": logabs,
             "a_grad": a.grad, "z_grad": z.grad, "matrix_rank": torch.linalg.matrix_rank(a.detach()),
             "logabs_is_real": logabs.dtype == torch.float64, "lu": lu, "pivots": piv,
             "lu_solution": x, "lu_adjoint_solution": xa, "norms": norms,
-            "cond_fro": torch.linalg.cond(z.detach(), "fro")}  # fmt: skip
+            "cond_fro": torch.linalg.cond(z.detach(), "fro"), "matrix_exp": expm}  # fmt: skip
