@@ -392,3 +392,13 @@ def test_fft_in_chunks_on_numpy_workers_equals_one_call():
     np.testing.assert_allclose(
         _h("fft")([z], at), np.fft.irfftn(z, s=[5, 14], axes=[0, 2]), rtol=1e-12
     )
+
+
+def test_every_op_named_for_complex_gradients_exists_and_has_a_derivative():
+    from gt.runtime.ops.complexnum import COMPLEX_GRAD, complex_grad_mode
+
+    assert set(COMPLEX_GRAD.values()) == {"conj", "native"}
+    for name in COMPLEX_GRAD:
+        assert O.BY_NAME[name].grad is not None, name
+    with pytest.raises(NotImplementedError, match="relu for complex"):
+        complex_grad_mode("relu")

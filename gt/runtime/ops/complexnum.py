@@ -31,72 +31,17 @@ _MAX_ELEMENTS = int(os.environ.get("GT_MAX_ELEMENTS", 1 << 32))
 #: around (holomorphic or real-linear ops); ``"native"`` -- the rule handles complex gradients.
 COMPLEX_GRAD: dict[str, str] = {
     **dict.fromkeys(
-        (
-            "add",
-            "sub",
-            "mul",
-            "div",
-            "pow",
-            "neg",
-            "exp",
-            "log",
-            "sqrt",
-            "sin",
-            "cos",
-            "tanh",
-            "sigmoid",
-            "copy",
-            "cast",
-            "matmul",
-            "sum",
-            "reshape",
-            "transpose",
-            "expand",
-            "getitem",
-            "setitem",
-            "concat",
-            "where",
-            "cumsum",
-            "log1p",
-            "expm1",
-            "prod",
-            "cumprod",
-            "im2col",
-            "col2im",
-            "scatter_add",
-            "linalg_inv",
-            "linalg_solve",
-            "linalg_det",
-            "linalg_solve_triangular",
-            "asin",
-            "acos",
-            "atan",
-            "asinh",
-            "acosh",
-            "atanh",
-        ),
+        """add sub mul div pow neg exp log sqrt sin cos tanh sigmoid copy cast matmul sum reshape
+        transpose expand getitem setitem concat where cumsum log1p expm1 prod cumprod im2col col2im
+        scatter_add linalg_inv linalg_solve linalg_det linalg_solve_triangular asin acos atan asinh
+        acosh atanh""".split(),
         "conj",
-    ),  # fmt: skip
+    ),
     **dict.fromkeys(
-        (
-            "abs",
-            "real",
-            "imag",
-            "conj",
-            "angle",
-            "view_as_real",
-            "view_as_complex",
-            "complex",
-            "fft",
-            "linalg_eig",
-            "linalg_eigh",
-            "linalg_cholesky",
-            "linalg_qr",
-            "linalg_svd",
-            "linalg_slogdet",
-        ),
+        """abs real imag conj angle view_as_real view_as_complex complex fft linalg_eig linalg_eigh
+        linalg_cholesky linalg_qr linalg_svd linalg_slogdet""".split(),
         "native",
-    ),  # fmt: skip
+    ),
 }
 
 
