@@ -23,6 +23,7 @@ from gt import shapes as S
 from gt.errors import OutOfMemory
 from gt.factories import arange, full_like, linspace
 from gt.factories import tensor as _tensor
+from gt.linalg import toplevel as _toplevel
 from gt.nn import functional as F
 from gt.ops.arith import where
 from gt.ops.random import manual_seed
@@ -350,6 +351,21 @@ def typename(obj: Any) -> str:
         return "torch." + names[obj.dtype]
     t = type(obj)
     return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+
+
+# ``x.svd()``, ``x.matrix_exp()`` ...: PyTorch's tensors have these functions as methods. They are
+# built above the tensor class (on gt.linalg, gt.nn), so this module brings them to it, as
+# registry entries and gt.spectral bring theirs.
+_TENSOR_METHODS = {
+    "svd": svd, "qr": qr, "pinverse": pinverse, "histogram": histogram,
+    "hardshrink": hardshrink, "prelu": F.prelu, "matrix_exp": _linalg.matrix_exp,
+    "cholesky_solve": _toplevel.cholesky_solve, "cholesky_inverse": _toplevel.cholesky_inverse,
+    "lu": _toplevel.lu, "lu_solve": _toplevel.lu_solve,
+}  # fmt: skip
+for _name, _fn in _TENSOR_METHODS.items():
+    if _name in Tensor.__dict__:
+        raise TypeError(f"gt.torch_functions would replace Tensor.{_name}")
+    setattr(Tensor, _name, _fn)
 
 
 __all__ = ["OutOfMemoryError", "angle", "bilinear", "complex", "conj", "conj_physical", "imag",

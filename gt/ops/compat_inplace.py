@@ -251,6 +251,62 @@ class CompatInplaceOps:
         """True (layout is the worker's business)."""
         return True
 
+    def stride(self, dim: int | None = None) -> Any:
+        """The strides (in elements) of a C-contiguous tensor of this shape, as PyTorch reports
+        for a contiguous tensor (the worker's own layout is its business)."""
+        strides, step = [], 1
+        for d in reversed(self.shape):
+            strides.append(step)
+            step *= max(int(d), 1)
+        strides = tuple(reversed(strides))
+        return strides if dim is None else strides[S.normalize_axis(dim, self.ndim, "stride")]
+
+    def storage_offset(self) -> int:
+        """0: every GT tensor is its own array."""
+        return 0
+
+    def get_device(self) -> int:
+        """-1, as for a CPU tensor: this process holds no device memory of it."""
+        return -1
+
+    is_cpu = property(lambda self: True, doc="True: not a CUDA tensor of this process.")
+    is_sparse = property(lambda self: False, doc="False: GT's tensors are dense.")
+    is_quantized = property(lambda self: False, doc="False: no quantized dtypes in GT.")
+    is_meta = property(lambda self: False, doc="False: every GT tensor holds data.")
+    is_nested = property(lambda self: False, doc="False: no nested tensors in GT.")
+    is_mkldnn = property(lambda self: False, doc="False.")
+
+    def is_inference(self) -> bool:
+        """False: ``inference_mode`` in GT is ``no_grad``; tensors stay ordinary."""
+        return False
+
+    def is_neg(self) -> bool:
+        """False: GT has no lazily negated tensors."""
+        return False
+
+    def is_pinned(self) -> bool:
+        """False (host pinning is the workers' business)."""
+        return False
+
+    def is_shared(self) -> bool:
+        """False."""
+        return False
+
+    def share_memory_(self) -> Tensor:
+        """The tensor itself (it lives on a worker that every process of the program reaches)."""
+        return self
+
+    def record_stream(self, stream: Any) -> None:
+        """Accepted: streams are the workers' business."""
+
+    def cfloat(self) -> Tensor:
+        """This tensor as complex64."""
+        return self.to("complex64")
+
+    def cdouble(self) -> Tensor:
+        """This tensor as complex128."""
+        return self.to("complex128")
+
     @property
     def itemsize(self) -> int:
         """Bytes per element."""

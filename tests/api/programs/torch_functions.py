@@ -127,3 +127,25 @@ def layer_functions_in_torchs_namespace(torch):
             "selu_": torch.selu_(line.clone()), "celu_": torch.celu_(line.clone(), 0.5),
             "threshold_": torch.threshold_(line.clone(), 0.1, -1.0),
             "coords": list(coords), "rv_after": rv}  # fmt: skip
+
+
+@program(rtol=1e-6, atol=1e-8)
+def tensor_methods_of_functions_and_metadata(torch):
+    x = torch.tensor(arr(64, 3, 3).astype(np.float64), requires_grad=True)
+    spd = x.detach() @ x.detach().mT + torch.eye(3, dtype=torch.float64)
+    low = torch.linalg.cholesky(spd)
+    u, s, v = x.svd()
+    q, r = x.qr()
+    lu, piv = x.detach().lu()
+    out = {"svd_s": s, "qr_r_abs": r.abs(), "pinverse": x.pinverse(), "matrix_exp": x.matrix_exp(),
+           "hardshrink": x.hardshrink(0.3), "prelu": x.prelu(torch.tensor([0.25], dtype=torch.float64))}  # fmt: skip
+    total = sum(v_.sum() for v_ in out.values())
+    total.backward()
+    b = torch.tensor(arr(65, 3, 2).astype(np.float64))
+    return {**out, "x_grad": x.grad, "cholesky_solve": b.cholesky_solve(low),
+            "cholesky_inverse": low.cholesky_inverse(), "lu_solve": b.lu_solve(lu, piv),
+            "histogram": x.detach().histogram(4).hist, "stride": list(x.stride()),
+            "stride1": x.stride(1), "storage_offset": x.storage_offset(),
+            "flags": [x.is_cpu, x.is_sparse, x.is_quantized, x.is_meta, x.is_neg(),
+                      x.is_inference(), x.get_device()],
+            "cfloat": x.detach().cfloat(), "cdouble_is": x.cdouble().dtype == torch.complex128}  # fmt: skip
