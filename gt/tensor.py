@@ -56,7 +56,7 @@ _COMPLEX_UNARY = frozenset(("neg", "exp", "log", "sqrt", "sin", "cos", "tanh", "
 #: rounding divisions, and the special functions of real arguments.
 _REAL_ONLY = frozenset(("maximum", "minimum", "lt", "le", "gt", "ge", "floor_divide",
                         "remainder", "fmod", "atan2", "gammainc", "gammaincc", "zeta", "gcd",
-                        "lcm"))  # fmt: skip
+                        "lcm", "nextafter"))  # fmt: skip
 #: Backward-only primitives with no derivative of their own, and the ops whose rules use them: a
 #: backward pass with ``create_graph=True`` through one raises rather than return a wrong result.
 _FIRST_ORDER_ONLY = {

@@ -171,6 +171,9 @@ SAMPLES: dict[str, tuple[list, object]] = {
     "view_as_complex": ([np.stack([A, B], -1)], None),
     "complex": ([A, ROW], None),
     "linalg_eig": ([SQ], None),
+    "nextafter": ([A, B], None),
+    "frexp_mantissa": ([A * 100], None),
+    "frexp_exponent": ([A * 100], None),
     # the complex-to-real kind (its attrs reach all three branches' code); the others are
     # checked against NumPy in tests/integration/test_complex_fft.py
     "fft": (

@@ -1,5 +1,6 @@
 """Registry entries: inverse trigonometric and hyperbolic functions, ``atan2``, ``fmod``,
-``signbit``, ``gcd`` and ``lcm``.
+``signbit``, ``gcd``, ``lcm``, and the floating-point representation: ``nextafter`` and
+``frexp`` (its mantissa and exponent, one primitive each; neither differentiable, as in PyTorch).
 
 Unary entries bring their methods and PyTorch's ``arc*`` aliases (``x.asin()``, ``x.arcsin()``);
 integers become float32 first, as in PyTorch. Binary entries go through the tensor's binary path
@@ -10,6 +11,7 @@ their infinities at the domain's edges (``asin`` at 1). ``fmod`` takes the sign 
 
 from __future__ import annotations
 
+from collections import namedtuple
 from typing import Any
 
 from gt.runtime.ops.base import Op, bool_dtype, first_dtype, same_shape, sum_to
@@ -65,6 +67,26 @@ def _d_fmod(n: Any, g: Any) -> tuple:
     return ga, gb
 
 
+def _k_frexp(part: int) -> Any:
+    def make(be: Any) -> Any:
+        frexp = be.xp.frexp
+        if part == 0:
+            return lambda v, at: frexp(v[0])[0]
+        return lambda v, at: frexp(v[0])[1].astype("int32")
+
+    return make
+
+
+FrexpResult = namedtuple("FrexpResult", ["mantissa", "exponent"])
+
+
+def _frexp_api(x: Any) -> Any:
+    """``(mantissa, exponent)`` with ``x = mantissa * 2 ** exponent`` (``torch.frexp``)."""
+    if not x.is_floating_point():
+        raise RuntimeError(f"torch.frexp() only supports floating-point dtypes, not {x.dtype}")
+    return FrexpResult(x._apply("frexp_mantissa", [x]), x._apply("frexp_exponent", [x]))
+
+
 def _unary(name: str, code: int, fn: str, grad: Any, doc: str, aliases: tuple = ()) -> Op:
     return Op(name, code, shape=same_shape, dtype=first_dtype, kernel=_k_ufunc(fn), grad=grad,
               saves="inputs", shard="elementwise", methods=(name, *aliases), api=_float_api(name),
@@ -102,4 +124,11 @@ ENTRIES: list[Op] = [
             methods=("gcd",), api=_binary_api("gcd", integers=True)),
     _binary("lcm", 116, "lcm", "least common multiple of integers (non-negative)",
             methods=("lcm",), api=_binary_api("lcm", integers=True)),
+    _binary("nextafter", 146, "nextafter", "the next representable float after a towards b",
+            methods=("nextafter",), api=_binary_api("nextafter")),
+    Op("frexp_mantissa", 147, shape=same_shape, dtype=first_dtype, kernel=_k_frexp(0),
+       shard="elementwise", doc="the mantissa m of x = m 2^e, |m| in [0.5, 1) (0 for 0)"),
+    Op("frexp_exponent", 148, shape=same_shape, dtype=lambda d, at: "int32", kernel=_k_frexp(1),
+       shard="elementwise", methods=("frexp",), api=_frexp_api,
+       doc="the exponent e of x = m 2^e (int32)"),
 ]  # fmt: skip

@@ -148,4 +148,8 @@ def tensor_methods_of_functions_and_metadata(torch):
             "stride1": x.stride(1), "storage_offset": x.storage_offset(),
             "flags": [x.is_cpu, x.is_sparse, x.is_quantized, x.is_meta, x.is_neg(),
                       x.is_inference(), x.get_device()],
-            "cfloat": x.detach().cfloat(), "cdouble_is": x.cdouble().dtype == torch.complex128}  # fmt: skip
+            "cfloat": x.detach().cfloat(), "cdouble_is": x.cdouble().dtype == torch.complex128,
+            "frexp": list(torch.frexp(torch.tensor([0.0, 1.5, -3.0, 1e-40, 8.0]))),
+            "frexp_method": list(x.detach().frexp()),
+            "nextafter": torch.nextafter(torch.tensor([1.0, 0.0, -2.0]),
+                                         torch.tensor([2.0, -1.0, -2.0])) - torch.tensor([1.0, 0.0, -2.0])}  # fmt: skip
