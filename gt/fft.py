@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gt import shapes as S
+from gt.factories import arange
 from gt.tensor import Tensor
 
 __all__ = [
@@ -180,8 +181,6 @@ def fftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None,
             requires_grad: bool = False, **_: Any) -> Tensor:  # fmt: skip
     """The sample frequencies of an ``n``-point transform with sample spacing ``d``:
     ``[0, 1, ..., (n - 1) // 2, -(n // 2), ..., -1] / (d * n)``."""
-    from gt.factories import arange  # noqa: PLC0415 - (gt.factories imports the tensor API)
-
     k = arange(n, dtype="int64")
     k = k - (k >= (n + 1) // 2).to("int64") * n
     out = (k.to(S.canonical_dtype(dtype)) / (d * n)).to(S.canonical_dtype(dtype))
@@ -191,8 +190,6 @@ def fftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None,
 def rfftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None,
              requires_grad: bool = False, **_: Any) -> Tensor:  # fmt: skip
     """The sample frequencies of :func:`rfft` of an ``n``-point signal: ``[0, ..., n // 2] / (d * n)``."""
-    from gt.factories import arange  # noqa: PLC0415
-
     out = (arange(n // 2 + 1, dtype=S.canonical_dtype(dtype)) / (d * n)).to(
         S.canonical_dtype(dtype)
     )

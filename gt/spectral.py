@@ -14,6 +14,7 @@ import numpy as np
 
 from gt import fft as _fft
 from gt import shapes as S
+from gt.factories import tensor
 from gt.nn.convolution import fold, pad
 from gt.tensor import Tensor
 
@@ -26,8 +27,6 @@ def _make_window(name: str, length: int, periodic: bool, dtype: Any, requires_gr
                  formula: Any) -> Tensor:  # fmt: skip
     """A window of ``length`` from ``formula(n, m)`` (``n = 0..m``) on the host, in float64 and
     then ``dtype``; a periodic window is the symmetric one of ``length + 1`` without its last."""
-    from gt.factories import tensor  # noqa: PLC0415 - (gt.factories imports the tensor API)
-
     if length < 0:
         raise RuntimeError(
             f"{name} requires non-negative window_length, got window_length={length}"
