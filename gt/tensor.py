@@ -60,8 +60,10 @@ _REAL_ONLY = frozenset(("maximum", "minimum", "lt", "le", "gt", "ge", "floor_div
 #: Backward-only primitives with no derivative of their own, and the ops whose rules use them: a
 #: backward pass with ``create_graph=True`` through one raises rather than return a wrong result.
 _FIRST_ORDER_ONLY = {
-    "cumprod_grad": "prod and cumprod",
-    "standard_gamma_grad": "gamma samples (rsample of Gamma, Beta, Dirichlet, Chi2, StudentT)",
+    "cumprod_jvp": "the third derivative through prod and cumprod",
+    "cumprod_grad_grad": "the third derivative through prod and cumprod",
+    "standard_gamma_grad": "the second derivative through gamma samples (rsample of Gamma, Beta, "
+    "Dirichlet, Chi2, StudentT)",
 }
 
 
@@ -224,7 +226,7 @@ class Tensor(
                 isinstance(t, TensorBase) and t._rg for t in inputs
             ):
                 raise NotImplementedError(
-                    f"the second derivative through {_FIRST_ORDER_ONLY[name]} is not implemented "
+                    f"{_FIRST_ORDER_ONLY[name]} is not implemented "
                     "in GT (a backward with create_graph=True reached it)"
                 )
         return out

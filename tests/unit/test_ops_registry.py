@@ -98,6 +98,8 @@ SAMPLES: dict[str, tuple[list, object]] = {
     "prod": ([A], {"axis": 1, "keepdims": True}),
     "cumprod": ([A], {"axis": 0}),
     "cumprod_grad": ([A, B], {"axis": 1}),
+    "cumprod_jvp": ([A, B], {"axis": 1}),
+    "cumprod_grad_grad": ([A, B, A * B], {"axis": 0}),
     "argsort": ([A], {"axis": 1, "descending": True}),
     "im2col": (
         [rng.standard_normal((2, 3, 5, 4)).astype(np.float32)],
@@ -310,6 +312,35 @@ def test_cumprod_grad_is_exact_at_zeros():
     want = [sum(g[j] * np.prod([x[k] for k in range(j + 1) if k != i]) for j in range(i, 5))
             for i in range(5)]  # fmt: skip
     np.testing.assert_allclose(_h("cumprod_grad")([x, g], {"axis": 0}), want)
+
+
+def _cumprod_jacobian(x: np.ndarray) -> np.ndarray:
+    """J[j, i] = d cumprod(x)_j / d x_i, by brute force (products that skip x_i)."""
+    n = len(x)
+    return np.array([[np.prod([x[k] for k in range(j + 1) if k != i]) if i <= j else 0.0
+                      for i in range(n)] for j in range(n)])  # fmt: skip
+
+
+def test_cumprod_second_derivative_kernels_are_exact_at_zeros():
+    x = np.array([2.0, 0.0, 3.0, 0.0, 5.0, -1.5])
+    g = np.array([1.0, 2.0, -3.0, 4.0, 5.0, 0.5])
+    u = np.array([0.5, -1.0, 2.0, 1.5, -2.0, 3.0])
+    jac = _cumprod_jacobian(x)
+    np.testing.assert_allclose(_h("cumprod_jvp")([x, u], {"axis": 0}), jac @ u)
+    # the gradient in x of <g, J(x) u>, by central differences of the exact Jacobian (a
+    # polynomial of degree one in each x_i, so the differences are exact up to rounding)
+    want = []
+    for i in range(len(x)):
+        hi, lo = x.copy(), x.copy()
+        hi[i] += 0.5
+        lo[i] -= 0.5
+        want.append(g @ (_cumprod_jacobian(hi) - _cumprod_jacobian(lo)) @ u)
+    got = _h("cumprod_grad_grad")([x, g, u], {"axis": 0})
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    # along another axis of a batch: each row on its own
+    xs, gs, us = (np.stack([a, a[::-1]], 0) for a in (x, g, u))
+    rows = _h("cumprod_grad_grad")([xs, gs, us], {"axis": 1})
+    np.testing.assert_allclose(rows[0], got, atol=1e-12)
 
 
 def test_argsort_is_stable_both_ways_with_nan_largest():

@@ -32,7 +32,7 @@ _MAX_ELEMENTS = int(os.environ.get("GT_MAX_ELEMENTS", 1 << 32))
 COMPLEX_GRAD: dict[str, str] = {
     **dict.fromkeys(
         """add sub mul div pow neg exp log sqrt sin cos tanh sigmoid copy cast matmul sum reshape
-        transpose expand getitem setitem concat where cumsum log1p expm1 prod cumprod im2col col2im
+        transpose expand getitem setitem concat where cumsum log1p expm1 prod cumprod cumprod_grad im2col col2im
         scatter_add linalg_inv linalg_solve linalg_det linalg_solve_triangular asin acos atan asinh
         acosh atanh""".split(),
         "conj",

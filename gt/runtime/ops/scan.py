@@ -4,6 +4,11 @@ The derivative of a product with respect to one factor is the product of the oth
 ``out / x`` gets wrong (NaN) where a factor is zero. ``cumprod_grad`` computes the gradient of
 ``sum(g * cumprod(x))`` exactly, zeros included, with one pass from each end along the axis; the
 gradient of ``prod`` over an axis is that of the cumulative product's last element.
+
+Second derivatives run through ``cumprod_grad``'s own rule, two more one-pass scans, also without a
+division: ``cumprod_grad(x, g)`` is ``J(x)^T g`` (``J`` the Jacobian of ``cumprod``), so its
+derivative towards ``g`` is the forward-mode product ``J(x) u`` (``cumprod_jvp``) and towards ``x``
+the gradient of ``<g, J(x) u>`` (``cumprod_grad_grad``). Third derivatives are not implemented.
 """
 
 from __future__ import annotations
@@ -78,6 +83,59 @@ def _k_cumprod_grad(be: Any) -> Any:
     return h
 
 
+def _along_front(xp: Any, arrays: list, axis: int) -> list:
+    return [xp.moveaxis(a, axis, 0) for a in arrays]
+
+
+def _k_cumprod_jvp(be: Any) -> Any:
+    xp = be.xp
+
+    def h(v: list, at: Any) -> Any:
+        x, u = _along_front(xp, v, at["axis"])
+        # c_j = c_{j-1} x_j, so dc_j = dc_{j-1} x_j + c_{j-1} u_j: exact where factors are 0.
+        c = xp.cumprod(x, axis=0)
+        d = xp.empty_like(x)
+        d[0] = u[0]
+        for j in range(1, x.shape[0]):
+            d[j] = d[j - 1] * x[j] + c[j - 1] * u[j]
+        return xp.ascontiguousarray(xp.moveaxis(d, 0, at["axis"]))
+
+    return h
+
+
+def _k_cumprod_grad_grad(be: Any) -> Any:
+    xp = be.xp
+
+    def h(v: list, at: Any) -> Any:
+        x, g, u = _along_front(xp, v, at["axis"])
+        n = x.shape[0]
+        # F = sum_j g_j D_j with D = J(x) u from the recurrence of cumprod_jvp; reverse mode
+        # through it: b_j = dF/dD_j, a_j = dF/dc_j, dF/dx_j = a_j c_{j-1} + b_j D_{j-1}.
+        c = xp.cumprod(x, axis=0)
+        d = xp.empty_like(x)
+        d[0] = u[0]
+        for j in range(1, n):
+            d[j] = d[j - 1] * x[j] + c[j - 1] * u[j]
+        a, b = xp.zeros_like(x), xp.empty_like(x)
+        b[n - 1] = g[n - 1]
+        for j in range(n - 2, -1, -1):
+            b[j] = g[j] + b[j + 1] * x[j + 1]
+            a[j] = a[j + 1] * x[j + 1] + b[j + 1] * u[j + 1]
+        out = xp.empty_like(x)
+        out[0] = a[0]  # c_{-1} = 1 and D_{-1} = 0
+        if n > 1:
+            out[1:] = a[1:] * c[:-1] + b[1:] * d[:-1]
+        return xp.ascontiguousarray(xp.moveaxis(out, 0, at["axis"]))
+
+    return h
+
+
+def _d_cumprod_grad(n: Any, u: Any) -> tuple:
+    x, g = n.saved
+    at = {"axis": n.attrs["axis"]}
+    return (x._apply("cumprod_grad_grad", [x, g, u], at), x._apply("cumprod_jvp", [x, u], at))
+
+
 def _d_cumprod(n: Any, g: Any) -> tuple:
     x = n.saved[0]
     return (x._apply("cumprod_grad", [x, g], {"axis": n.attrs["axis"]}),)
@@ -138,7 +196,17 @@ ENTRIES: list[Op] = [
         shape=axis_shape,
         dtype=first_dtype,
         kernel=_k_cumprod_grad,
+        grad=_d_cumprod_grad,
+        saves="inputs",
         shard=None,  # two operands: the along-axis rules place only the first
         doc="gradient of sum(g * cumprod(x)) w.r.t. x along attrs.axis (exact at zeros)",
+    ),
+    # cumprod_grad's derivative: backward-only scans along attrs.axis, not differentiable again
+    *(
+        Op(name, code, arity=arity, shape=axis_shape, dtype=first_dtype, kernel=kernel, doc=doc)
+        for name, code, arity, kernel, doc in (
+            ("cumprod_jvp", 149, 2, _k_cumprod_jvp, "J(x) u, J the Jacobian of cumprod (in g)"),
+            ("cumprod_grad_grad", 150, 3, _k_cumprod_grad_grad, "grad in x of <g, J(x) u>"),
+        )
     ),
 ]
