@@ -25,28 +25,29 @@ if TYPE_CHECKING:  # what editors and type checkers see: the whole API, as if im
 
     __all__ = [*_api_all, "bool", "e", "inf", "nan", "pi"]
 
-float16 = "float16"
-float32 = "float32"
-float64 = "float64"
-int32 = "int32"
-int64 = "int64"
-bool_ = "bool"
-uint8 = "uint8"
-int8 = "int8"
-int16 = "int16"
+from gt._dtype import dtype  # isinstance(d, gt.dtype); a dtype is its name as a str
+
+float16 = dtype("float16")
+float32 = dtype("float32")
+float64 = dtype("float64")
+int32 = dtype("int32")
+int64 = dtype("int64")
+bool_ = dtype("bool")
+uint8 = dtype("uint8")
+int8 = dtype("int8")
+int16 = dtype("int16")
 short = int16
-bfloat16 = "bfloat16"
-complex64 = "complex64"
-complex128 = "complex128"
+bfloat16 = dtype("bfloat16")
+complex64 = dtype("complex64")
+complex128 = dtype("complex128")
 cfloat = complex64
 cdouble = complex128
-dtype = str  # isinstance(d, gt.dtype): GT's dtypes are their names
 float = float32  # noqa: A001 - PyTorch spells these as module attributes too
 double = float64
 long = int64
 half = float16
 int = int32  # noqa: A001
-bool = "bool"  # noqa: A001 - the prototype's spelling (gt.bool_ is kept too)
+bool = bool_  # noqa: A001
 
 inf = _math.inf
 nan = _math.nan
@@ -82,7 +83,11 @@ def _load_api() -> None:
             from gt import _api
 
             g = globals()
-            g.update((k, v) for k, v in vars(_api).items() if not k.startswith("_"))
+            g.update(
+                (k, v)
+                for k, v in vars(_api).items()
+                if not k.startswith("_") or k.startswith("_foreach_")
+            )
             g["__all__"] = [*_api.__all__, "bool", "e", "inf", "nan", "pi"]
             _loaded = True
         finally:

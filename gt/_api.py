@@ -6,11 +6,13 @@ own namespace the first time one of them is asked for, so the dispatcher, the wo
 """
 
 from gt import amp, backends, config, cuda, nn, optim, signal, utils
+from gt._foreach import *  # noqa: F403 - gt._foreach_add_, ... (its __all__; not in gt.__all__)
 from gt.amp import autocast
 from gt.autograd import (
     enable_grad,
     inference_mode,
     is_grad_enabled,
+    is_inference_mode_enabled,
     no_grad,
     set_grad_enabled,
 )
@@ -112,6 +114,7 @@ __all__ = [
     "empty_like",
     "enable_grad",
     "inference_mode",
+    "is_inference_mode_enabled",
     "is_grad_enabled",
     "linspace",
     "nn",

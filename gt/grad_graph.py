@@ -8,6 +8,7 @@ from itertools import count
 from typing import TYPE_CHECKING, Any
 
 from gt import signal as _signal
+from gt._dtype import name_of
 from gt.grad_mode import _mode
 from gt.runtime import ops as O
 from gt.runtime.ops.complexnum import complex_grad_mode
@@ -92,7 +93,7 @@ class Node:
             if now != v:
                 raise RuntimeError(
                     "one of the variables needed for gradient computation has been modified by an "
-                    f"inplace operation: [gt.{t.dtype} {list(t.shape)}] is at version {now}; "
+                    f"inplace operation: [gt.{name_of(t.dtype)} {list(t.shape)}] is at version {now}; "
                     f"expected version {v} instead (in {self.name()})"
                 )
 

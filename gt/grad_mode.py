@@ -20,6 +20,18 @@ def is_grad_enabled() -> bool:
     return _mode.enabled
 
 
+def _decorated(fn: Callable, context: Callable[[], Any]) -> Callable:
+    """``fn`` run inside a fresh ``context()`` at each call (the decorator form of a mode)."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with context():
+            return fn(*args, **kwargs)
+
+    wrapper.__name__ = getattr(fn, "__name__", "wrapper")
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
 class set_grad_enabled:
     """Turn recording on or off, as a context manager, a decorator, or a plain call.
 
@@ -40,14 +52,7 @@ class set_grad_enabled:
 
     def __call__(self, fn: Callable) -> Callable:
         _mode.enabled = self.prev  # used as a decorator: undo the switch made by __init__
-
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with set_grad_enabled(self.mode):
-                return fn(*args, **kwargs)
-
-        wrapper.__name__ = getattr(fn, "__name__", "wrapper")
-        wrapper.__doc__ = fn.__doc__
-        return wrapper
+        return _decorated(fn, lambda: set_grad_enabled(self.mode))
 
 
 class no_grad(set_grad_enabled):
@@ -74,8 +79,56 @@ class no_grad(set_grad_enabled):
         _mode.enabled = False
 
 
-class inference_mode(no_grad):
-    """PyTorch's ``inference_mode``: in GT, the same as :class:`no_grad`."""
+#: Threads now inside ``inference_mode(True)``: tensors made there are inference tensors. Empty
+#: almost always, so checking it costs a tensor's creation next to nothing.
+INFERENCE_THREADS: set[int] = set()
+
+
+def is_inference_mode_enabled() -> bool:
+    """Whether this thread is inside ``inference_mode(True)``."""
+    return threading.get_ident() in INFERENCE_THREADS
+
+
+class inference_mode(set_grad_enabled):
+    """PyTorch's ``inference_mode``: no op is recorded for backward, and the tensors made inside
+    are inference tensors (``x.is_inference()``). ``inference_mode(False)`` turns it off again
+    (recording on), as in PyTorch. A context manager, or a decorator with or without ``()``.
+
+    Args:
+        mode: ``True`` (the default) to enter inference mode, ``False`` to leave it.
+    """
+
+    def __new__(cls, mode: Any = True) -> Any:
+        self = object.__new__(cls)
+        if callable(mode) and not isinstance(mode, bool):  # @gt.inference_mode, no parentheses
+            self.__init__()
+            return self(mode)
+        return self
+
+    def __init__(self, mode: Any = True) -> None:
+        self.prev = _mode.enabled
+        self.mode = not bool(mode)  # the grad mode inside
+        self.inference = bool(mode)
+        self.prev_inference = False
+
+    def __enter__(self) -> None:
+        me = threading.get_ident()
+        self.prev, self.prev_inference = _mode.enabled, me in INFERENCE_THREADS
+        _mode.enabled = self.mode
+        if self.inference:
+            INFERENCE_THREADS.add(me)
+        else:
+            INFERENCE_THREADS.discard(me)
+
+    def __exit__(self, *exc: Any) -> None:
+        _mode.enabled = self.prev
+        if self.prev_inference:
+            INFERENCE_THREADS.add(threading.get_ident())
+        else:
+            INFERENCE_THREADS.discard(threading.get_ident())
+
+    def __call__(self, fn: Callable) -> Callable:
+        return _decorated(fn, lambda: inference_mode(self.inference))
 
 
 class enable_grad(set_grad_enabled):

@@ -17,6 +17,7 @@ from typing import IO, Any
 _SAFE = {
     ("gt.tensor", "rebuild_tensor"),
     ("gt.tensor", "Tensor"),
+    ("gt._dtype", "dtype"),  # a dtype kept in a checkpoint (as torch.load allows torch.float32)
     ("gt.nn.module", "Parameter"),
     ("collections", "OrderedDict"),
     ("builtins", "dict"),

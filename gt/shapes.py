@@ -70,7 +70,7 @@ def canonical_dtype(dtype: Any) -> str:
         raise TypeError(f"unsupported dtype {dtype!r}; GT supports {', '.join(_RANK)}")
     if name == "bfloat16":
         _numpy_knows_bfloat16()
-    return name
+    return str.__str__(name)  # the plain name, as the wire and the rules keep it
 
 
 def _numpy_knows_bfloat16() -> None:

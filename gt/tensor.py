@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import copy
 import numbers
+from threading import get_ident
 from typing import Any
 
 import numpy as np
 
 from gt import shapes as S
+from gt._dtype import BY_NAME, name_of
+from gt._dtype import dtype as _DType
 from gt.autograd import _mode, record
+from gt.grad_mode import INFERENCE_THREADS
 from gt.ops.arith import ArithmeticOps
 from gt.ops.autograd_api import AutogradOps
 from gt.ops.base import TensorBase, immediate
@@ -29,6 +33,7 @@ from gt.ops.compat import CompatOps
 from gt.ops.composed import ComposedOps
 from gt.ops.conversion import ConversionOps, host_array
 from gt.ops.inplace import InplaceOps, take_value
+from gt.ops.layout import cloned_layout
 from gt.ops.mathops import MathOps
 from gt.ops.metadata import MetadataOps
 from gt.ops.more_inplace import MoreInplaceOps
@@ -43,6 +48,7 @@ from gt.runtime.ops.complexnum import complex_grad_mode
 from gt.session import get_connection
 
 _OP = O.OPCODE
+_BOOL = BY_NAME["bool"]
 _RESHAPE = _OP["reshape"]
 _SCALARS = (int, float, bool)
 _FLOATS = S.FLOAT_DTYPES
@@ -90,7 +96,7 @@ class Tensor(
 
     Attributes:
         shape: the shape, a tuple of ints.
-        dtype: the dtype's name (``"float32"``, ...); compare with ``gt.float32`` and friends.
+        dtype: a :class:`gt.dtype` (``gt.float32`` ...), which is its name as a string too.
         requires_grad: whether ops on this tensor are recorded for :meth:`backward`.
         grad: the accumulated gradient (a tensor) after :meth:`backward`, or ``None``.
     """
@@ -104,6 +110,8 @@ class Tensor(
         "grad",
         "_node",
         "_version",
+        "_inf",  # set (True) only on tensors made inside inference_mode
+        "_st",  # set only on tensors whose PyTorch strides are not row-major (gt.ops.layout)
         "__weakref__",
     )
     __array_priority__ = 1000  # so ndarray + Tensor defers to Tensor.__radd__
@@ -116,9 +124,12 @@ class Tensor(
         dtype: Any = None,
         *more: Any,
     ):
-        if type(dtype) is not str:  # PyTorch's legacy constructor, not GT's own calls
-            self._legacy_init(conn, tid, shape, dtype, *more)
-            return
+        kind = type(dtype)
+        if kind is not _DType:
+            if kind is not str:  # PyTorch's legacy constructor, not GT's own calls
+                self._legacy_init(conn, tid, shape, dtype, *more)
+                return
+            dtype = BY_NAME.get(dtype, dtype)  # the one gt.dtype object of that name
         self._conn = conn
         self.id = tid
         self.shape = shape
@@ -127,6 +138,8 @@ class Tensor(
         self.grad = None
         self._node = None
         self._version = 0
+        if INFERENCE_THREADS and get_ident() in INFERENCE_THREADS:
+            self._inf = True
 
     def _legacy_init(self, *args: Any) -> None:
         """``Tensor(data)`` (the default dtype) or ``Tensor(*sizes)`` (uninitialised: zeros in
@@ -185,7 +198,8 @@ class Tensor(
         uploads the data to the current connection."""
         cls = Tensor if isinstance(self, DataView) else type(self)
         data = np.ascontiguousarray(self.numpy()).tobytes()
-        return (rebuild_tensor, (cls, data, self.dtype, tuple(self.shape), bool(self._rg)))
+        dtype = name_of(self.dtype)  # the name: files stay readable by plain unpicklers' rules
+        return (rebuild_tensor, (cls, data, dtype, tuple(self.shape), bool(self._rg)))
 
     # ------------------------------------------------------------------ op plumbing
     def _new(self, shape: tuple[int, ...], dtype: str) -> Tensor:
@@ -344,7 +358,7 @@ class Tensor(
         with _NoRecord():
             out = self._binary(opcode, other, name)
         if out is not NotImplemented:
-            out.dtype = "bool"
+            out.dtype = _BOOL
         return out
 
     def _unary(self, name: str, float_only: bool = False) -> Tensor:
@@ -360,12 +374,13 @@ class Tensor(
         return out
 
     # ------------------------------------------------------------------ autograd
-    def clone(self) -> Tensor:
-        """A copy that is recorded for autograd (gradients flow back to ``self``)."""
+    def clone(self, *, memory_format: Any = None) -> Tensor:
+        """A copy that is recorded for autograd (gradients flow back to ``self``); its strides are
+        ``self``'s where PyTorch keeps them (a dense layout), or ``memory_format``'s."""
         out = self._alias()
         if self._rg and _mode.enabled:
             record(out, "copy", (self,))
-        return out
+        return cloned_layout(self, out, memory_format)
 
     @property
     def data(self) -> Tensor:

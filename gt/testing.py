@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from gt import factories
+from gt._dtype import name_of
 from gt.ops.base import TensorBase
 from gt.ops.typeinfo import finfo, iinfo
 
@@ -45,7 +46,7 @@ class _Mismatch(AssertionError):
 
 
 def _dtype_name(x: Any) -> str:
-    return str(getattr(x, "dtype", x)).removeprefix("torch.")
+    return str(getattr(x, "dtype", x)).removeprefix("torch.").removeprefix("gt.")
 
 
 def _tolerances(dtypes: list[str], table: dict) -> tuple[float, float]:
@@ -277,7 +278,7 @@ def _numbers_close(a: Any, e: Any, rtol: float, atol: float, equal_nan: bool) ->
 
 
 def _pretty(dtype: str) -> str:
-    return f"torch.{dtype}"
+    return f"torch.{name_of(dtype)}"
 
 
 def _size(shape: Any) -> str:

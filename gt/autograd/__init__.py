@@ -27,6 +27,7 @@ from gt.grad_mode import (
     enable_grad,
     inference_mode,
     is_grad_enabled,
+    is_inference_mode_enabled,
     no_grad,
     set_grad_enabled,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "function",
     "grad",
     "inference_mode",
+    "is_inference_mode_enabled",
     "is_grad_enabled",
     "no_grad",
     "once_differentiable",

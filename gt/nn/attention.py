@@ -6,6 +6,9 @@ reference path is; a boolean mask marks what is *masked out* here, as in PyTorch
 
 from __future__ import annotations
 
+import contextlib
+import enum
+from collections.abc import Iterator
 from typing import Any
 
 from gt import factories as F
@@ -138,8 +141,34 @@ class MultiheadAttention(Module):
         return ""
 
 
+class SDPBackend(enum.IntEnum):
+    """PyTorch's ``torch.nn.attention.SDPBackend``: the kernels ``scaled_dot_product_attention``
+    may pick from. GT has one, the composed (``MATH``) path."""
+
+    ERROR = -1
+    MATH = 0
+    FLASH_ATTENTION = 1
+    EFFICIENT_ATTENTION = 2
+    CUDNN_ATTENTION = 3
+    OVERRIDEABLE = 4
+
+
+@contextlib.contextmanager
+def sdpa_kernel(backends: Any, set_priority: bool = False) -> Iterator[None]:
+    """PyTorch's context manager (or decorator) that limits the SDPA kernels to ``backends``.
+    GT's attention is always the composed path, whose results every backend approximates; the
+    choice is checked and accepted."""
+    chosen = list(backends) if isinstance(backends, (list, tuple, set)) else [backends]
+    for b in chosen:
+        if not isinstance(b, SDPBackend):
+            raise ValueError(f"sdpa_kernel: expected SDPBackend values, got {b!r}")
+    yield
+
+
 __all__ = [
     "MultiheadAttention",
+    "SDPBackend",
+    "sdpa_kernel",
     "NonDynamicallyQuantizableLinear",
     "multi_head_attention_forward",
     "scaled_dot_product_attention",

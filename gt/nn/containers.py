@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
+from gt._dtype import name_of
 from gt.nn.module import Module, Parameter, indent
 from gt.tensor import Tensor
 
@@ -31,10 +33,9 @@ class Sequential(Module):
         return x
 
     def __getitem__(self, idx: Any) -> Any:
-        mods = list(self._modules.values())
-        if isinstance(idx, slice):
-            return Sequential(*mods[idx])
-        return mods[idx]
+        if isinstance(idx, slice):  # the slice keeps the modules' names, as in PyTorch
+            return Sequential(OrderedDict(list(self._modules.items())[idx]))
+        return list(self._modules.values())[idx]
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -187,7 +188,7 @@ class ParameterList(Module):
 
     def extra_repr(self) -> str:
         return "\n".join(
-            f"({k}): Parameter containing: [gt.{p.dtype} of size {'x'.join(map(str, p.shape))}]"
+            f"({k}): Parameter containing: [gt.{name_of(p.dtype)} of size {'x'.join(map(str, p.shape))}]"
             for k, p in self._parameters.items()
         )
 

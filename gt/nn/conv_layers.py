@@ -12,6 +12,7 @@ from gt.nn import convolution as C
 from gt.nn import functional as fn
 from gt.nn import pooling as P
 from gt.nn.module import Module, Parameter
+from gt.nn.resize import interpolate
 from gt.tensor import Tensor
 
 
@@ -367,7 +368,7 @@ class Upsample(Module):
         self.recompute_scale_factor = recompute_scale_factor
 
     def forward(self, x: Tensor) -> Tensor:
-        return C.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
+        return interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
                              self.recompute_scale_factor)  # fmt: skip
 
     def extra_repr(self) -> str:

@@ -1,5 +1,5 @@
-"""Convolutions (1, 2 and 3-d), ``pad``, ``unfold``/``fold`` and ``interpolate`` (functional,
-PyTorch's names); pooling is in :mod:`gt.nn.pooling`.
+"""Convolutions (1, 2 and 3-d), ``pad`` and ``unfold``/``fold`` (functional, PyTorch's names);
+pooling is in :mod:`gt.nn.pooling`, ``interpolate`` in :mod:`gt.nn.resize`.
 
 A convolution of any dimension is ``im2col`` (the registry's sliding-window primitive, PyTorch's
 ``unfold`` generalised to 1-3 spatial dimensions) followed by one batched matmul with the weight; a
@@ -13,8 +13,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from typing import Any
-
-import numpy as np
 
 from gt.errors import ShapeError
 from gt.ops.shaping import cat
@@ -324,63 +322,6 @@ def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
 
 
 # ------------------------------------------------------------------ interpolation
-def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
-                align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
-                antialias: bool = False) -> Tensor:  # fmt: skip
-    """Resize the spatial dimensions of ``[N, C, *spatial]`` (``"nearest"``, ``"linear"``,
-    ``"bilinear"``; PyTorch's source coordinates, ``align_corners`` included)."""
-    spatial = input.ndim - 2
-    if spatial < 1:
-        raise ShapeError(
-            f"interpolate: expected at least a 3-d input, got shape {list(input.shape)}"
-        )
-    ins = input.shape[2:]
-    scales: list[float | None]
-    if size is not None:
-        outs = list(_pair(size, spatial))
-        scales = [None] * spatial
-    elif scale_factor is not None:
-        sf = scale_factor if isinstance(scale_factor, (tuple, list)) else [scale_factor] * spatial
-        outs = [int(math.floor(n * float(f))) for n, f in zip(ins, sf)]
-        scales = [None if recompute_scale_factor else float(f) for f in sf]
-    else:
-        raise ValueError("interpolate: either size or scale_factor should be defined")
-    out = input
-    for i, (n_in, n_out, sc) in enumerate(zip(ins, outs, scales)):
-        out = _resize_dim(out, 2 + i, n_in, n_out, sc, mode, align_corners)
-    return out
-
-
-def _resize_dim(x: Tensor, d: int, n_in: int, n_out: int, scale: float | None, mode: str,
-                align_corners: bool | None) -> Tensor:  # fmt: skip
-    lead = (slice(None),) * d
-    dst = np.arange(n_out, dtype=np.float64)
-    if mode in ("nearest", "nearest-exact"):
-        ratio = (1.0 / scale) if scale else n_in / n_out
-        if mode == "nearest":
-            src = np.floor(dst * ratio)
-        else:
-            src = np.floor((dst + 0.5) * ratio)
-        idx = np.minimum(src.astype(np.int64), n_in - 1)
-        return x[lead + (idx.tolist(),)]
-    if mode not in ("linear", "bilinear", "trilinear"):
-        raise NotImplementedError(f"interpolate: mode {mode!r} is not supported")
-    if align_corners:
-        src = dst * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros_like(dst)
-    else:
-        ratio = (1.0 / scale) if scale else n_in / n_out
-        src = np.maximum((dst + 0.5) * ratio - 0.5, 0.0)
-    i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
-    i1 = np.minimum(i0 + 1, n_in - 1)
-    frac = (src - i0).astype(np.float64)
-    shape = [1] * x.ndim
-    shape[d] = n_out
-    wgt = x._upload(np.ascontiguousarray(frac.reshape(shape), dtype=np.dtype(x.dtype)))
-    a = x[lead + (i0.tolist(),)]
-    b = x[lead + (i1.tolist(),)]
-    return a + (b - a) * wgt
-
-
 __all__ = [
     "conv1d",
     "conv2d",
@@ -389,7 +330,6 @@ __all__ = [
     "conv_transpose2d",
     "conv_transpose3d",
     "fold",
-    "interpolate",
     "pad",
     "unfold",
 ]

@@ -1,5 +1,10 @@
-"""Bags of embeddings: ``F.embedding_bag`` and ``nn.EmbeddingBag`` (PyTorch's arguments and
-semantics), one bag per output row.
+"""Embedding lookups: ``F.embedding`` and bags of embeddings, ``F.embedding_bag`` and
+``nn.EmbeddingBag`` (PyTorch's arguments and semantics), one bag per output row.
+
+``max_norm`` rescales, in place and without recording, each looked-up row of the table whose norm
+exceeds it (PyTorch's ``embedding_renorm_``); ``scale_grad_by_freq`` divides each row's gradient
+by how often its index occurs in the batch. Both are made of ordinary instructions: the table's
+rows are gathered, never the whole table read back.
 
 A 2-d input ``[B, L]`` is ``B`` bags of ``L`` indices: its rows are gathered ``[B, L, D]`` and
 reduced over ``L``. A 1-d input is every bag concatenated, ``offsets`` giving where each starts:
@@ -24,6 +29,51 @@ from gt.ops.arith import where
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names (input, ...)
+
+
+def renorm_rows_(weight: Tensor, input: Tensor, max_norm: float, norm_type: float) -> None:
+    """Scale the rows of ``weight`` that ``input`` names to a ``norm_type`` norm of at most
+    ``max_norm``, in place and unrecorded (PyTorch's ``embedding_renorm_``; its ``1e-7``)."""
+    with no_grad():
+        flat = input.reshape(-1)
+        rows = weight[flat]
+        norms = rows.norm(p=norm_type, dim=1, keepdim=True)
+        # a repeated index writes the same scaled row each time, so the order does not matter
+        weight[flat] = where(norms > max_norm, rows * (max_norm / (norms + 1e-7)), rows)
+
+
+def lookup(weight: Tensor, input: Tensor, scale_grad_by_freq: bool) -> Tensor:
+    """``weight[input]``; with ``scale_grad_by_freq`` the gradient reaching each row is divided by
+    how many times its index occurs in ``input`` (the values are unchanged)."""
+    rows = weight[input]
+    if not scale_grad_by_freq or not rows.requires_grad:
+        return rows
+    flat = input.reshape(-1)
+    ones = F.ones(flat.shape, dtype=rows.dtype)
+    counts = F.zeros(weight.shape[0], dtype=rows.dtype).index_add_(0, flat, ones)
+    fixed = rows.detach()
+    return fixed + (rows - fixed) * (1.0 / counts[input]).unsqueeze(-1)
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
+              max_norm: float | None = None, norm_type: float = 2.0,
+              scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:  # fmt: skip
+    """Rows of ``weight`` picked by the integer tensor ``input``; rows at ``padding_idx`` get no
+    gradient, ``max_norm`` renormalizes the picked rows of ``weight`` in place first, and
+    ``scale_grad_by_freq`` scales gradients by the inverse frequency of each index (as in
+    PyTorch). ``sparse`` is accepted; gradients are dense."""
+    if input.dtype not in S.INT_DTYPES:
+        raise RuntimeError(
+            f"embedding: expected an integer index tensor (Long or Int), got {input.dtype}"
+        )
+    if max_norm is not None:
+        renorm_rows_(weight, input, max_norm, norm_type)
+    rows = lookup(weight, input, scale_grad_by_freq)
+    if padding_idx is None or not rows.requires_grad:
+        return rows
+    pad = padding_idx % weight.shape[0]
+    # The same values; only the gradient of the padding positions is cut off.
+    return where((input != pad).unsqueeze(-1), rows, rows.detach())
 
 
 def _check(input: Tensor, weight: Tensor, offsets: Any, mode: str, scale_grad_by_freq: bool,
@@ -58,10 +108,6 @@ def _check(input: Tensor, weight: Tensor, offsets: Any, mode: str, scale_grad_by
             raise ValueError("max mode does not support sparse weights")
     elif mode not in ("sum", "mean"):
         raise ValueError("mode has to be one of sum, mean or max")
-    if max_norm is not None or scale_grad_by_freq:  # as gt.nn.functional.embedding
-        raise NotImplementedError(
-            "embedding_bag: max_norm and scale_grad_by_freq are not supported"
-        )
     if per_sample_weights is not None and mode != "sum":
         raise NotImplementedError(
             "embedding_bag: per_sample_weights was not None. per_sample_weights is only "
@@ -129,14 +175,15 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Any = None, max_norm: 
             bag (indices after it are ignored).
         padding_idx: indices equal to it are left out of every bag (a mean does not count them).
 
-    ``max_norm`` and ``scale_grad_by_freq`` raise ``NotImplementedError``, as in
-    :func:`gt.nn.functional.embedding`.
+    ``max_norm`` and ``scale_grad_by_freq`` are as in :func:`embedding`.
     """
     _check(input, weight, offsets, mode, scale_grad_by_freq, sparse, max_norm, per_sample_weights)
+    if max_norm is not None:
+        renorm_rows_(weight, input, max_norm, norm_type)
     pad = _padding(padding_idx, weight.shape[0])
     psw = None if per_sample_weights is None else per_sample_weights.to(weight.dtype)
     if input.ndim == 2:
-        return _fixed_bags(input, weight, mode, psw, pad)
+        return _fixed_bags(input, weight, mode, psw, pad, scale_grad_by_freq)
     starts, lengths = _bags(offsets, input.shape[0], include_last_offset)
     b, d = len(starts), weight.shape[1]
     if b == 0 or not lengths.sum():
@@ -147,7 +194,7 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Any = None, max_norm: 
     used = int(starts[-1] + lengths[-1])  # positions after the last bag's end are ignored
     idx = input[:used] if used < input.shape[0] else input
     bag_of = input._upload(np.repeat(np.arange(b, dtype=np.int64), lengths))
-    rows = weight[idx]
+    rows = lookup(weight, idx, scale_grad_by_freq)
     keep = None if pad is None else (idx != pad).to(weight.dtype)
     scale = keep
     if psw is not None:
@@ -166,12 +213,12 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Any = None, max_norm: 
 
 
 def _fixed_bags(input: Tensor, weight: Tensor, mode: str, psw: Tensor | None,
-                pad: int | None) -> Tensor:  # fmt: skip
+                pad: int | None, scale_grad_by_freq: bool) -> Tensor:  # fmt: skip
     """``B`` bags of ``L`` indices each (a 2-d input)."""
     b, length = input.shape
     if length == 0:
         return weight.new_zeros((b, weight.shape[1]))
-    rows = weight[input]  # [B, L, D]
+    rows = lookup(weight, input, scale_grad_by_freq)  # [B, L, D]
     keep = None if pad is None else input != pad
     if mode == "max":
         if keep is None:
@@ -278,4 +325,4 @@ class EmbeddingBag(Module):
         return text
 
 
-__all__ = ["EmbeddingBag", "embedding_bag"]
+__all__ = ["EmbeddingBag", "embedding", "embedding_bag"]

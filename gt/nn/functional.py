@@ -30,12 +30,11 @@ from gt.nn.convolution import (
     conv_transpose2d,
     conv_transpose3d,
     fold,
-    interpolate,
     pad,
     unfold,
 )
 from gt.nn.ctc import ctc_loss
-from gt.nn.embedding_bag import embedding_bag
+from gt.nn.embedding_bag import embedding, embedding_bag
 from gt.nn.fractional_pooling import (
     fractional_max_pool2d,
     fractional_max_pool2d_with_indices,
@@ -110,6 +109,7 @@ from gt.nn.pooling import (
     max_pool3d,
     max_pool3d_with_indices,
 )
+from gt.nn.resize import interpolate
 from gt.nn.unpooling import max_unpool1d, max_unpool2d, max_unpool3d
 from gt.ops.arith import where
 from gt.tensor import Tensor
@@ -339,31 +339,6 @@ def layer_norm(
     if bias is not None:
         out = out + bias
     return out
-
-
-def embedding(
-    input: Tensor,
-    weight: Tensor,
-    padding_idx: int | None = None,
-    max_norm: float | None = None,
-    norm_type: float = 2.0,
-    scale_grad_by_freq: bool = False,
-    sparse: bool = False,
-) -> Tensor:
-    """Rows of ``weight`` picked by the integer tensor ``input``; rows at ``padding_idx`` get no
-    gradient (as in PyTorch)."""
-    if input.dtype not in S.INT_DTYPES:
-        raise RuntimeError(
-            f"embedding: expected an integer index tensor (Long or Int), got {input.dtype}"
-        )
-    if max_norm is not None or scale_grad_by_freq:
-        raise NotImplementedError("embedding: max_norm and scale_grad_by_freq are not supported")
-    rows = weight[input]
-    if padding_idx is None or not rows.requires_grad:
-        return rows
-    pad = padding_idx % weight.shape[0]
-    # The same values; only the gradient of the padding positions is cut off.
-    return where((input != pad).unsqueeze(-1), rows, rows.detach())
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:

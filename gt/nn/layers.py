@@ -207,7 +207,8 @@ class Embedding(Module):
             if not -num_embeddings <= padding_idx < num_embeddings:
                 raise AssertionError("Padding_idx must be within num_embeddings")
             padding_idx %= num_embeddings
-        self.padding_idx, self.max_norm = padding_idx, max_norm
+        self.padding_idx, self.max_norm, self.norm_type = padding_idx, max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         if _weight is None:
             self.weight = Parameter(F.randn(num_embeddings, embedding_dim, dtype=dtype))
             if padding_idx is not None:
@@ -224,10 +225,19 @@ class Embedding(Module):
         return cls(rows, dim, padding_idx, _weight=embeddings, _freeze=freeze, **kwargs)
 
     def forward(self, idx: Tensor) -> Tensor:
-        return fn.embedding(idx, self.weight, self.padding_idx)
+        return fn.embedding(idx, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                            self.scale_grad_by_freq, self.sparse)  # fmt: skip
 
     def extra_repr(self) -> str:
         text = f"{self.num_embeddings}, {self.embedding_dim}"
         if self.padding_idx is not None:
             text += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            text += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            text += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq is not False:
+            text += f", scale_grad_by_freq={self.scale_grad_by_freq}"
+        if self.sparse is not False:
+            text += ", sparse=True"
         return text

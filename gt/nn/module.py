@@ -21,6 +21,7 @@ from gt.nn.backward_hooks import (  # noqa: F401 - torch.nn.modules.module has t
 )
 from gt.nn.buffer import Buffer
 from gt.ops.inplace import take_value
+from gt.ops.layout import restride
 from gt.tensor import Tensor
 
 #: Keys of registered forward hooks, unique in the process (a handle removes by key).
@@ -425,9 +426,12 @@ class Module:
     def to(self, *args: Any, **kwargs: Any) -> Module:
         """Convert floating-point parameters and buffers to a dtype, in place (devices, such as
         ``gt.device("cuda")``, are accepted and ignored)."""
+        fmt = kwargs.pop("memory_format", None)
         for t in list(self.parameters()) + list(self.buffers()):
             if t.dtype not in ("float16", "float32", "float64"):
                 continue
+            if fmt is not None:  # PyTorch converts the 4-d and 5-d ones (bookkeeping in GT)
+                restride(t, fmt)
             new = Tensor.to(t, *args, **kwargs)
             if new is not t:
                 with no_grad():

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from gt import shapes as S
 from gt.errors import ShapeError
+from gt.ops import layout
 from gt.ops.arith import where
 from gt.ops.base import TensorBase
 from gt.ops.inplace import apply_inplace
@@ -248,17 +249,14 @@ class CompatInplaceOps:
         return tuple(self.shape) == tuple(other.shape)
 
     def is_contiguous(self, memory_format: Any = None) -> bool:
-        """True (layout is the worker's business)."""
-        return True
+        """Whether PyTorch's tensor would be contiguous (in ``memory_format``): False for the
+        views ``permute``/``transpose``/``expand`` make and after ``to(memory_format=...)``;
+        see :mod:`gt.ops.layout` (the worker's own layout is its business)."""
+        return layout.is_contiguous(self, memory_format)
 
     def stride(self, dim: int | None = None) -> Any:
-        """The strides (in elements) of a C-contiguous tensor of this shape, as PyTorch reports
-        for a contiguous tensor (the worker's own layout is its business)."""
-        strides, step = [], 1
-        for d in reversed(self.shape):
-            strides.append(step)
-            step *= max(int(d), 1)
-        strides = tuple(reversed(strides))
+        """The strides (in elements) PyTorch's tensor would have (see :meth:`is_contiguous`)."""
+        strides = layout.strides_of(self)
         return strides if dim is None else strides[S.normalize_axis(dim, self.ndim, "stride")]
 
     def storage_offset(self) -> int:
@@ -277,8 +275,8 @@ class CompatInplaceOps:
     is_mkldnn = property(lambda self: False, doc="False.")
 
     def is_inference(self) -> bool:
-        """False: ``inference_mode`` in GT is ``no_grad``; tensors stay ordinary."""
-        return False
+        """Whether this tensor was made inside ``inference_mode``."""
+        return getattr(self, "_inf", False)
 
     def is_neg(self) -> bool:
         """False: GT has no lazily negated tensors."""

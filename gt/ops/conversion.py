@@ -14,6 +14,7 @@ import numpy as np
 from gt import shapes as S
 from gt.ops.base import TensorBase
 from gt.ops.device import device as Device
+from gt.ops.layout import formatted
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -63,6 +64,10 @@ class ConversionOps:
         nothing.
         """
         dtype = kwargs.get("dtype")
+        fmt = kwargs.get("memory_format")
+        if fmt is not None:
+            out = self.to(*args, **{k: v for k, v in kwargs.items() if k != "memory_format"})
+            return formatted(out, fmt)
         for a in args:
             if isinstance(a, TensorBase):
                 dtype = a.dtype
@@ -121,9 +126,11 @@ class ConversionOps:
         """The tensor itself (placement on GPUs is the cluster's business)."""
         return self
 
-    def contiguous(self, *args: Any, **kwargs: Any) -> Tensor:
-        """The tensor itself (layout is the worker's business)."""
-        return self
+    def contiguous(self, memory_format: Any = None) -> Tensor:
+        """The tensor itself when PyTorch's would be contiguous (in ``memory_format``), else a
+        handle on the same value that reports so (see :mod:`gt.ops.layout`; the worker's own
+        layout is its business)."""
+        return formatted(self, "contiguous_format" if memory_format is None else memory_format)
 
     def pin_memory(self) -> Tensor:
         """The tensor itself."""

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gt._dtype import name_of
+
 if TYPE_CHECKING:
     from gt.tensor import Tensor
 
@@ -147,9 +149,9 @@ def format_tensor(
         if a.shape != (0,):
             suffixes.append(f"size={tuple(a.shape)}")
         if dtype != "float32":
-            suffixes.append(f"dtype=gt.{dtype}")
+            suffixes.append(f"dtype=gt.{name_of(dtype)}")
     elif dtype not in _DEFAULT_DTYPES:
-        suffixes.append(f"dtype=gt.{dtype}")
+        suffixes.append(f"dtype=gt.{name_of(dtype)}")
     suffixes += extra or []
     return _add_suffixes(prefix + body, suffixes, len(prefix))
 

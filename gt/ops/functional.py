@@ -156,7 +156,20 @@ median = _method("median")
 prod = _method("prod")
 cumprod = _method("cumprod")
 roll = _method("roll")
-repeat_interleave = _method("repeat_interleave")
+
+
+def repeat_interleave(input: Any, repeats: Any = None, dim: int | None = None, *,
+                      output_size: int | None = None) -> Any:  # fmt: skip
+    """Repeat each element of ``input`` ``repeats`` times along ``dim`` (see
+    :meth:`Tensor.repeat_interleave`); with ``input`` alone, a 1-d tensor of counts, the indices
+    ``0 .. len-1`` each repeated its count (PyTorch's one-argument form)."""
+    if repeats is None:
+        from gt.factories import arange  # noqa: PLC0415 - the factories import the tensor layers
+
+        return arange(input.shape[0], dtype="int64").repeat_interleave(input, 0)
+    return input.repeat_interleave(repeats, dim, output_size=output_size)
+
+
 scatter = _method("scatter")
 scatter_add = _method("scatter_add")
 scatter_reduce = _method("scatter_reduce")
@@ -212,8 +225,11 @@ def meshgrid(*tensors: Any, indexing: str = "ij") -> tuple:
     return tuple(out)
 
 
-def cdist(x1: Any, x2: Any, p: float = 2.0) -> Any:
-    """Pairwise ``p``-norm distances between the rows of ``x1`` and ``x2``."""
+def cdist(x1: Any, x2: Any, p: float = 2.0,
+          compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Any:  # fmt: skip
+    """Pairwise ``p``-norm distances between the rows of ``x1`` and ``x2``, from the differences
+    (PyTorch's ``donot_use_mm_for_euclid_dist``: exact where its matrix-product shortcut rounds;
+    ``compute_mode`` is accepted, and every mode computes this way)."""
     diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
     return diff.norm(p, dim=-1)
 

@@ -50,6 +50,9 @@ def _source(src: Any, index: Tensor) -> Any:
     return src[tuple(slice(0, n) for n in index.shape)]
 
 
+_REDUCES = ("amax", "amin", "prod")
+
+
 class SelectionOps:
     """Scatter and selection ops of :class:`gt.Tensor`."""
 
@@ -66,8 +69,14 @@ class SelectionOps:
             if not isinstance(v, TensorBase):
                 v = index.new_full(index.shape, v, dtype=self.dtype)
             return self.scatter_add(d, index, v)
+        if reduce == "multiply":
+            if not isinstance(v, TensorBase):
+                v = index.new_full(index.shape, v, dtype=self.dtype)
+            return self.scatter_reduce(d, index, v, "prod")
         if reduce is not None:
-            raise NotImplementedError(f"scatter: reduce={reduce!r} is not supported (use 'add')")
+            raise RuntimeError(
+                f"scatter: reduce argument must be either add or multiply, got {reduce}"
+            )
         out = self.clone()
         out[_along(self, d, index, "scatter")] = _source(v, index)
         return out
@@ -79,7 +88,10 @@ class SelectionOps:
 
     def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str,
                        include_self: bool = True) -> Tensor:  # fmt: skip
-        """``reduce="sum"`` or ``"mean"`` of ``src`` into ``self`` at ``index`` along ``dim``."""
+        """Combine ``src`` into ``self`` at ``index`` along ``dim`` by ``reduce``: ``"sum"``,
+        ``"mean"``, ``"amax"``, ``"amin"`` or ``"prod"``; with ``include_self=False`` the positions
+        ``index`` addresses are combined from ``src`` alone (PyTorch's semantics and gradients:
+        tied maxima share theirs evenly)."""
         if reduce == "sum":
             base = self if include_self else self._zeroed_at(dim, index)
             return base.scatter_add(dim, index, src)
@@ -88,8 +100,28 @@ class SelectionOps:
             ones = index.new_ones(index.shape, dtype=self.dtype)
             start = self.new_ones(self.shape) if include_self else self.new_zeros(self.shape)
             count = start.scatter_add(dim, index, ones)
+            if self.dtype in S.INT_DTYPES:  # PyTorch rounds an integer mean down
+                return total.div(count.clamp(min=1), rounding_mode="floor")
             return total / count.clamp(min=1.0)
-        raise NotImplementedError(f"scatter_reduce: reduce={reduce!r} is not supported")
+        if reduce not in _REDUCES:
+            raise RuntimeError(
+                "reduce argument must be either sum, prod, mean, amax or amin, got " + str(reduce)
+            )
+        d = S.normalize_axis(dim, self.ndim, "scatter_reduce")
+        base = self
+        wire, tensors, shape = encode_key(
+            base, _along(base, d, index, "scatter_reduce"), "scatter_reduce"
+        )
+        src = _source(src, index)
+        if not isinstance(src, TensorBase):
+            src = base.new_full(shape, src)
+        elif src.shape != shape:
+            src = src.expand(shape)
+        return base._apply(
+            "scatter_reduce",
+            [base, src.to(self.dtype), *tensors],
+            {"key": wire, "reduce": reduce, "include_self": bool(include_self)},
+        )
 
     def _zeroed_at(self, dim: int, index: Tensor) -> Tensor:
         """``self`` with the positions ``index`` addresses along ``dim`` set to zero."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from gt import shapes as S
 from gt.errors import ShapeError
 from gt.indexing import encode_key
+from gt.ops import layout
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -108,7 +109,9 @@ class ShapeOps:
         if perm == sorted(perm):
             return self
         shape = tuple([self.shape[p] for p in perm])
-        return self._apply("transpose", [self], {"perm": perm}, shape=shape)
+        out = self._apply("transpose", [self], {"perm": perm}, shape=shape)
+        layout.permuted(self, out, perm)
+        return out
 
     def transpose(self, dim0: int = -2, dim1: int = -1) -> Tensor:
         """Swap two dimensions (with no arguments: the last two, as in the GT prototype)."""
@@ -152,7 +155,9 @@ class ShapeOps:
         shape = S.expand(self.shape, _dims(sizes))
         if shape == self.shape:
             return self
-        return self._apply("expand", [self], {"shape": list(shape)}, shape=shape)
+        out = self._apply("expand", [self], {"shape": list(shape)}, shape=shape)
+        layout.expanded(self, out)
+        return out
 
     def expand_as(self, other: Tensor) -> Tensor:
         """Broadcast to ``other``'s shape."""
@@ -284,8 +289,12 @@ class ShapeOps:
                 key.append(self._arange(index.shape[i]).reshape(shape))
         return self[tuple(key)]
 
-    def flip(self, *dims: Any) -> Tensor:
-        """Reverse the order of elements along ``dims``."""
+    def flip(self, *dims: Any, **kw: Any) -> Tensor:
+        """Reverse the order of elements along ``dims`` (positional, or ``dims=``)."""
+        if kw:
+            if set(kw) != {"dims"} or dims:
+                raise TypeError(f"flip() got an unexpected keyword argument {next(iter(kw))!r}")
+            dims = (kw["dims"],)
         out = self
         for d in _dims(dims):
             ax = S.normalize_axis(d, len(self.shape), "flip")

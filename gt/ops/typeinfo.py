@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from gt import shapes as S
+from gt._dtype import dtype
 
 
 class finfo:  # noqa: N801 - PyTorch's name
@@ -54,8 +55,9 @@ class Size(tuple):
 
 
 def get_default_dtype() -> str:
-    """The dtype of floating-point factories without ``dtype=``: float32."""
-    return S.DEFAULT_FLOAT
+    """The dtype of floating-point factories without ``dtype=`` (``gt.float32`` unless
+    :func:`gt.set_default_dtype` changed it)."""
+    return dtype(S.DEFAULT_FLOAT)
 
 
 __all__ = ["Size", "finfo", "get_default_dtype", "iinfo"]

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gt.factories import zeros, zeros_like
+from gt.optim._options import reject_differentiable
 from gt.optim.optimizer import Optimizer
 from gt.tensor import Tensor
 
@@ -33,9 +34,13 @@ class Adam(Optimizer):
         weight_decay: float = 0.0,
         amsgrad: bool = False,
         *,
+        foreach: bool | None = None,
         maximize: bool = False,
         capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ):
+        reject_differentiable(type(self).__name__, differentiable)
         if lr < 0 or eps < 0 or not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
             raise ValueError(
                 f"{type(self).__name__}: invalid hyperparameters lr={lr}, betas={betas}, eps={eps}"
@@ -104,8 +109,12 @@ class AdamW(Adam):
         weight_decay: float = 1e-2,
         amsgrad: bool = False,
         *,
+        foreach: bool | None = None,
         maximize: bool = False,
         capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
-                         capturable=capturable)  # fmt: skip
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
+                         maximize=maximize, capturable=capturable, differentiable=differentiable,
+                         fused=fused)  # fmt: skip

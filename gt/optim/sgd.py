@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from gt.optim._options import reject_differentiable
 from gt.optim.optimizer import Optimizer
 from gt.tensor import Tensor
 
@@ -27,7 +28,11 @@ class SGD(Optimizer):
         nesterov: bool = False,
         *,
         maximize: bool = False,
+        foreach: bool | None = None,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ):
+        reject_differentiable("SGD", differentiable)
         if lr < 0 or momentum < 0 or weight_decay < 0:
             raise ValueError(
                 f"SGD: invalid hyperparameters lr={lr}, momentum={momentum}, weight_decay={weight_decay}"

@@ -44,13 +44,13 @@ _FLOATING = ("float16", "bfloat16", "float32", "float64", "complex64", "complex1
 
 
 def _is_float(t: Tensor) -> bool:
-    return str(t.dtype) in _FLOATING
+    return t.dtype in _FLOATING
 
 
 def _lerp(start: Tensor, end: Tensor, weight: float) -> Tensor:
     """PyTorch's ``lerp`` for a scalar weight: ``start + w * (end - start)`` when ``|w| < 0.5``,
     else ``end - (end - start) * (1 - w)`` (the weight taken in the tensors' precision)."""
-    if str(start.dtype) == "float32":
+    if start.dtype == "float32":
         w = np.float32(weight)
         one_minus = float(np.float32(1.0) - w)
         w = float(w)
@@ -188,7 +188,7 @@ class AveragedModel(Module):
             elif self.multi_avg_fn is not None:
                 groups: dict[str, tuple[list[Tensor], list[Tensor]]] = {}
                 for p_avg, p_model in pairs:
-                    a, b = groups.setdefault(str(p_avg.dtype), ([], []))
+                    a, b = groups.setdefault(p_avg.dtype, ([], []))
                     a.append(p_avg.data)
                     b.append(p_model.detach())
                 for a, b in groups.values():

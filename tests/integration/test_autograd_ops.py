@@ -270,6 +270,18 @@ CASES = [
         [_r(2, 3), _r(2, 2, seed=1)],
     ),  # fmt: skip
     ("scatter_overwrite", lambda a: a.scatter(0, gt.tensor([[1, 0]]), 0.5) * _c(2, 2), [_r(2, 2)]),
+    # scatter_reduce: distinct values (no ties), one position addressed twice, one not at all
+    *(
+        (
+            f"scatter_reduce_{red}_{'with' if inc else 'without'}_self",
+            lambda a, s, red=red, inc=inc: a.scatter_reduce(
+                1, gt.tensor([[0, 0, 2], [1, 1, 1]]), s, red, include_self=inc
+            ),
+            [_r(2, 3) + np.arange(6).reshape(2, 3), _r(2, 3, seed=1) * 0.5 + 3.0],
+        )
+        for red in ("amax", "amin", "prod")
+        for inc in (True, False)
+    ),
     (
         "index_add",
         lambda a, s: a.index_add(0, gt.tensor([2, 0, 2]), s),
@@ -494,7 +506,7 @@ def test_every_differentiable_primitive_has_a_derivative_rule():
         "add sub mul div pow maximum minimum where clip remainder neg abs exp log sqrt "
         "sin cos tanh sigmoid relu erf cast copy matmul sum max min reshape transpose expand getitem "
         "setitem concat log_softmax cumsum log1p expm1 softplus floor ceil round trunc "
-        "binary_cross_entropy prod cumprod im2col col2im scatter_add linalg_inv linalg_solve linalg_det "
+        "binary_cross_entropy prod cumprod cumprod_grad im2col col2im scatter_add scatter_reduce linalg_inv linalg_solve linalg_det "
         "linalg_slogdet linalg_cholesky linalg_solve_triangular linalg_qr linalg_eigh linalg_svd "
         "lgamma digamma polygamma erfinv standard_gamma asin acos atan asinh acosh atanh atan2 "
         "fmod logcumsumexp i0 i0e i1 i1e zeta gammainc gammaincc erfcx".split()

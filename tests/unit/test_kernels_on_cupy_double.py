@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from test_ops_registry import SAMPLES, run_sample
 
+from gt.runtime import ops as O
 from gt.runtime.worker.backend import Backend
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
@@ -147,3 +148,24 @@ def test_what_the_double_defines_is_cupys_and_takes_no_more_arguments(space, obj
 def test_stream_and_event_constructors_take_no_more_than_cupys(name, cls):
     extra = _params(cls.__init__) - (_cupy_params("cupy.cuda", name) or set())
     assert not extra, f"cupy.cuda.{name}() takes no {sorted(extra)}"
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin", "prod"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_scatter_reduce_on_the_double_gives_numpys_result(reduce, include_self, dtype):
+    """CuPy has no ``multiply.at``: its product goes through sums of logs, signs and zero counts,
+    which must still give NumPy's products (zeros, negatives and integers included)."""
+    x = np.array([[2, -3, 0, 5], [1, 4, -2, 3]], dtype)
+    src = np.array([[0, -2, 3], [-1, 5, 2]], dtype)
+    rows = np.array([[0], [1]], np.int64)
+    cols = np.array([[1, 1, 3], [0, 0, 0]], np.int64)
+    attrs = {"key": [["t", 0], ["t", 1]], "reduce": reduce, "include_self": include_self}
+    code = O.BY_NAME["scatter_reduce"].code
+    results = []
+    for be in (NP, DOUBLE):
+        args = [be.from_host(a.copy()) for a in (x, src, rows, cols)]
+        results.append(be.to_host(be.handlers[code](args, attrs)))
+    want, got = results
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -119,6 +119,10 @@ SAMPLES: dict[str, tuple[list, object]] = {
         [np.zeros((3, 4), np.float32), np.ones((3, 4), np.float32), IDX],
         {"key": [["t", 0]]},
     ),  # fmt: skip
+    "scatter_reduce": (
+        [np.zeros((3, 4), np.float32), A[:3], IDX],
+        {"key": [["t", 0]], "reduce": "amax", "include_self": False},
+    ),  # fmt: skip
     "bitwise_and": ([INTS, INTS_ROW], None),
     "bitwise_or": ([INTS, -3], None),
     "bitwise_xor": ([INTS, INTS], None),

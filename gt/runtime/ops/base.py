@@ -132,7 +132,7 @@ def same_shape(shapes: list, attrs: Any) -> Shape:
 
 def first_dtype(dtypes: list, attrs: Any) -> str:
     """``attrs["dtype"]`` when given, else the first tensor input's dtype (float32 if none)."""
-    if type(attrs) is dict and type(attrs.get("dtype")) is str:
+    if type(attrs) is dict and isinstance(attrs.get("dtype"), str):
         return attrs["dtype"]
     for d in dtypes:
         if d is not None:

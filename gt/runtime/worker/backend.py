@@ -262,9 +262,13 @@ class Backend:
         if self.name == "numpy":
             self.erf = _erf_numpy()
             self.scatter_add: Callable[[Any, Any, Any], None] = np.add.at
+            self.scatter_max: Callable[[Any, Any, Any], None] = np.maximum.at
+            self.scatter_min: Callable[[Any, Any, Any], None] = np.minimum.at
         else:
             self.erf = lambda x: _cupyx(self).scipy.special.erf(x)
             self.scatter_add = lambda a, key, v: _cupyx(self).scatter_add(a, key, v)
+            self.scatter_max = lambda a, key, v: _cupyx(self).scatter_max(a, key, v)
+            self.scatter_min = lambda a, key, v: _cupyx(self).scatter_min(a, key, v)
         self._special: dict[str, Callable[..., Any]] = {}
         self.handlers: list[Handler | None] = [
             op.kernel(self) if op.kernel is not None else None for op in O.REGISTRY

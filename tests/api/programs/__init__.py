@@ -58,6 +58,10 @@ MODULES = (
     "scripts_compat",
     "swa_prune",
     "complex_fft",
+    "generative",
+    "transformers_more",
+    "vision_more",
+    "graphs_sequences",
 )
 
 

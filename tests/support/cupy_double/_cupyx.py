@@ -1,5 +1,5 @@
-"""``cupyx`` of the CuPy test double: ``scatter_add`` (wrapping out-of-range indices, as CuPy's
-does) and the ``scipy.special`` functions GT calls (``erf``, ``gammaln``, ``digamma``, ``erfinv``:
+"""``cupyx`` of the CuPy test double: ``scatter_add``/``scatter_max``/``scatter_min`` (wrapping
+out-of-range indices, as CuPy's do) and the ``scipy.special`` functions GT calls (``erf``, ``gammaln``, ``digamma``, ``erfinv``:
 SciPy's when it is installed, else ``math.erf`` and GT's own NumPy versions)."""
 
 from __future__ import annotations
@@ -58,6 +58,17 @@ def _scatter_add(a: Any, slices: Any, value: Any) -> None:
     np.add.at(a._a, wrap_key(slices, a.shape), unwrap(value))
 
 
+def _scatter_ufunc(ufunc: Any) -> Any:
+    def scatter(a: Any, slices: Any, value: Any) -> None:
+        """``a[slices] = op(a[slices], value)`` with repeated indices combining (indices wrap)."""
+        if type(a) is not ndarray:
+            refuse_host(a)
+        _streams.sync_current()
+        ufunc.at(a._a, wrap_key(slices, a.shape), unwrap(value))
+
+    return scatter
+
+
 def make_cupyx() -> types.ModuleType:
     """The ``cupyx`` namespace the backend uses."""
     cupyx = types.ModuleType("cupy_double.cupyx")
@@ -70,4 +81,6 @@ def make_cupyx() -> types.ModuleType:
     scipy.special = special  # type: ignore[attr-defined]
     cupyx.scipy = scipy  # type: ignore[attr-defined]
     cupyx.scatter_add = _scatter_add  # type: ignore[attr-defined]
+    cupyx.scatter_max = _scatter_ufunc(np.maximum)  # type: ignore[attr-defined]
+    cupyx.scatter_min = _scatter_ufunc(np.minimum)  # type: ignore[attr-defined]
     return cupyx

@@ -1,0 +1,171 @@
+"""``F.interpolate``: resizing the spatial dimensions of ``[N, C, *spatial]``, one dimension at a
+time, with PyTorch's source coordinates and filters.
+
+Every mode is a gather of input positions along one dimension, weighted and summed: ``nearest``
+one tap, ``linear`` two, ``bicubic`` four (PyTorch's cubic convolution, ``A = -0.75``, positions
+clamped at the borders), and with ``antialias=True`` as many as the filter covers, its support
+widened by the downscaling factor and the weights normalized (PyTorch's and PIL's filters: the
+triangle, and the cubic with ``A = -0.5``). ``area`` is adaptive average pooling. The taps and
+weights are computed on the client from the sizes alone; the gradient comes from the gathers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from gt.errors import ShapeError
+from gt.tensor import Tensor
+
+# ruff: noqa: A002 - PyTorch's parameter names
+
+_LINEAR = ("linear", "bilinear", "trilinear")
+_CUBIC_A = -0.75  # PyTorch's bicubic (without antialiasing)
+_AA_CUBIC_A = -0.5  # PyTorch's antialiased bicubic (PIL's)
+
+
+def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
+                align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
+                antialias: bool = False) -> Tensor:  # fmt: skip
+    """Resize the spatial dimensions of ``[N, C, *spatial]``: ``"nearest"``, ``"nearest-exact"``,
+    ``"linear"``/``"bilinear"``/``"trilinear"``, ``"bicubic"`` or ``"area"``, with ``antialias``
+    for bilinear and bicubic downscaling (PyTorch's source coordinates, ``align_corners``
+    included)."""
+    spatial = input.ndim - 2
+    if spatial < 1:
+        raise ShapeError(
+            f"interpolate: expected at least a 3-d input, got shape {list(input.shape)}"
+        )
+    if antialias and (mode not in ("bilinear", "bicubic") or input.ndim != 4):
+        raise ValueError(
+            "Anti-alias option is restricted to bilinear and bicubic modes and requires a 4-D "
+            "tensor as input"
+        )
+    if align_corners is not None and mode not in (*_LINEAR, "bicubic"):
+        raise ValueError(
+            "align_corners option can only be set with the interpolating modes: linear | "
+            "bilinear | bicubic | trilinear"
+        )
+    ins = input.shape[2:]
+    scales: list[float | None]
+    if size is not None:
+        outs = [int(s) for s in (size if isinstance(size, (tuple, list)) else [size] * spatial)]
+        scales = [None] * spatial
+    elif scale_factor is not None:
+        sf = scale_factor if isinstance(scale_factor, (tuple, list)) else [scale_factor] * spatial
+        outs = [int(math.floor(n * float(f))) for n, f in zip(ins, sf)]
+        scales = [None if recompute_scale_factor else float(f) for f in sf]
+    else:
+        raise ValueError("interpolate: either size or scale_factor should be defined")
+    if len(outs) != spatial:
+        raise ValueError(
+            f"interpolate: size has {len(outs)} entries for {spatial} spatial dimensions"
+        )
+    if mode == "area":
+        from gt.nn.pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d  # noqa: PLC0415, I001 - pooling imports the convolutions
+
+        pools = {1: adaptive_avg_pool1d, 2: adaptive_avg_pool2d, 3: adaptive_avg_pool3d}
+        return pools[spatial](input, outs)
+    out = input
+    for i, (n_in, n_out, sc) in enumerate(zip(ins, outs, scales)):
+        idx, wgt = _taps(n_in, n_out, sc, mode, bool(align_corners), antialias)
+        out = _resample(out, 2 + i, idx, wgt)
+    return out
+
+
+def _ratio(n_in: int, n_out: int, scale: float | None, align_corners: bool) -> float:
+    """PyTorch's ``area_pixel_compute_scale``: input positions per output position."""
+    if align_corners:
+        return (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    return 1.0 / scale if scale else n_in / n_out
+
+
+def _taps(n_in: int, n_out: int, scale: float | None, mode: str, align_corners: bool,
+          antialias: bool) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
+    """Input positions ``[n_out, K]`` and their weights (``None``: one tap of weight 1)."""
+    dst = np.arange(n_out, dtype=np.float64)
+    ratio = _ratio(n_in, n_out, scale, align_corners)
+    if mode in ("nearest", "nearest-exact"):
+        ratio = (1.0 / scale) if scale else n_in / n_out
+        src = np.floor(dst * ratio) if mode == "nearest" else np.floor((dst + 0.5) * ratio)
+        return np.minimum(src.astype(np.int64), n_in - 1)[:, None], None
+    if antialias:
+        filt, size = (_triangle, 2) if mode == "bilinear" else (_cubic(_AA_CUBIC_A), 4)
+        return _antialias_taps(n_in, n_out, ratio, filt, size)
+    if mode in _LINEAR:
+        if align_corners:
+            src = dst * ratio
+        else:
+            src = np.maximum((dst + 0.5) * ratio - 0.5, 0.0)
+        i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+        frac = src - i0
+        return np.stack([i0, np.minimum(i0 + 1, n_in - 1)], 1), np.stack([1.0 - frac, frac], 1)
+    if mode == "bicubic":
+        src = dst * ratio if align_corners else (dst + 0.5) * ratio - 0.5  # not clamped
+        base = np.floor(src)
+        t = src - base
+        cubic = _cubic(_CUBIC_A)
+        wgt = np.stack([cubic(t + 1.0), cubic(t), cubic(1.0 - t), cubic(2.0 - t)], 1)
+        idx = base.astype(np.int64)[:, None] + np.arange(-1, 3)[None, :]
+        return np.clip(idx, 0, n_in - 1), wgt
+    raise NotImplementedError(f"interpolate: mode {mode!r} is not supported")
+
+
+def _triangle(x: np.ndarray) -> np.ndarray:
+    return np.maximum(1.0 - np.abs(x), 0.0)
+
+
+def _cubic(a: float) -> Callable[[np.ndarray], np.ndarray]:
+    """Keys' cubic convolution kernel with parameter ``a``."""
+
+    def k(x: np.ndarray) -> np.ndarray:
+        x = np.abs(x)
+        near = ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
+        far = (((x - 5.0) * x + 8.0) * x - 4.0) * a
+        return np.where(x < 1.0, near, np.where(x < 2.0, far, 0.0))
+
+    return k
+
+
+def _antialias_taps(n_in: int, n_out: int, ratio: float, filt: Callable, size: int
+                    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """PyTorch's antialiased weights: the filter stretched by the downscaling factor, over the
+    input positions it covers, normalized to sum to one (unused taps: position 0, weight 0)."""
+    support = size * 0.5 * ratio if ratio >= 1.0 else size * 0.5
+    inv = 1.0 / ratio if ratio >= 1.0 else 1.0
+    rows = []
+    for i in range(n_out):
+        center = ratio * (i + 0.5)
+        lo = max(int(center - support + 0.5), 0)
+        hi = min(int(center + support + 0.5), n_in)
+        pos = np.arange(lo, hi)
+        w = filt((pos - center + 0.5) * inv)
+        total = w.sum()
+        rows.append((pos, w / total if total != 0.0 else w))
+    k = max(1, max(len(p) for p, _ in rows))
+    idx = np.zeros((n_out, k), np.int64)
+    wgt = np.zeros((n_out, k), np.float64)
+    for i, (p, w) in enumerate(rows):
+        idx[i, : len(p)], wgt[i, : len(w)] = p, w
+    return idx, wgt
+
+
+def _resample(x: Tensor, d: int, idx: np.ndarray, wgt: np.ndarray | None) -> Tensor:
+    """``sum_k x[..., idx[:, k], ...] * wgt[:, k]`` along dimension ``d``."""
+    lead = (slice(None),) * d
+    if wgt is None:
+        return x[lead + (idx[:, 0].tolist(),)]
+    shape = [1] * x.ndim
+    shape[d] = idx.shape[0]
+    out = None
+    for k in range(idx.shape[1]):
+        w = x._upload(np.ascontiguousarray(wgt[:, k].reshape(shape), dtype=np.dtype(x.dtype)))
+        term = x[lead + (idx[:, k].tolist(),)] * w
+        out = term if out is None else out + term
+    return out
+
+
+__all__ = ["interpolate"]

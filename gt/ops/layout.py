@@ -1,0 +1,146 @@
+"""Strides as PyTorch reports them: ``stride()``, ``is_contiguous()`` and the channels-last formats.
+
+A GT worker keeps every array in whatever layout suits its library, so strides are bookkeeping on
+the client, kept for what PyTorch code reads: a view that PyTorch makes without copying
+(``permute``/``transpose`` and their spellings, ``expand``) reports the strides PyTorch's view
+would have, ``to``/``contiguous`` with a ``memory_format`` report that format's, and
+``contiguous()`` makes a tensor that reports contiguous. Everything else reports the row-major
+strides of its shape: unlike PyTorch, results of elementwise ops and convolutions do not inherit
+their inputs' layout.
+
+A tensor's ``_st`` slot holds nothing (row-major), a tuple of strides, or a recipe made by a view
+op (``("perm", parent's _st, parent's shape, perm)``, ``("expand", ...)``), resolved only when
+asked, so views cost their op a tuple.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The strides (in elements) of a C-contiguous tensor of ``shape``."""
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= max(int(d), 1)
+    return tuple(reversed(strides))
+
+
+def channels_last(shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The strides of ``shape`` with channels (dimension 1) innermost, for 4-d (``channels_last``)
+    and 5-d (``channels_last_3d``) shapes; ``None`` for other ranks."""
+    if len(shape) not in (4, 5):
+        return None
+    order = (1, *range(len(shape) - 1, 1, -1), 0)  # innermost first: C, W, H, (D), N
+    strides = [0] * len(shape)
+    step = 1
+    for d in order:
+        strides[d] = step
+        step *= max(int(shape[d]), 1)
+    return tuple(strides)
+
+
+def resolve(st: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The strides recorded as ``st`` (see the module's docstring) for a tensor of ``shape``."""
+    if st is None:
+        return row_major(shape)
+    if st[0] == "perm":
+        _, parent, parent_shape, perm = st
+        base = resolve(parent, parent_shape)
+        return tuple(base[p] for p in perm)
+    if st[0] == "expand":
+        _, parent, parent_shape, new_shape = st
+        base = resolve(parent, parent_shape)
+        lead = len(new_shape) - len(parent_shape)
+        out = [0] * lead
+        for i, d in enumerate(parent_shape):
+            out.append(base[i] if d == new_shape[lead + i] else 0)
+        return tuple(out)
+    return st
+
+
+def strides_of(t: Any) -> tuple[int, ...]:
+    """``t.stride()``."""
+    return resolve(getattr(t, "_st", None), tuple(t.shape))
+
+
+def matches(strides: tuple[int, ...], want: tuple[int, ...] | None, shape: tuple[int, ...]) -> bool:
+    """Whether ``strides`` are ``want`` where it matters (PyTorch ignores dimensions of size 1)."""
+    if want is None:
+        return False
+    return all(s == w for s, w, d in zip(strides, want, shape) if d != 1)
+
+
+def is_contiguous(t: Any, memory_format: Any = None) -> bool:
+    """``t.is_contiguous(memory_format)``."""
+    st = getattr(t, "_st", None)
+    shape = tuple(t.shape)
+    fmt = str.__str__(memory_format) if memory_format is not None else "contiguous_format"
+    if fmt in ("contiguous_format", "preserve_format"):
+        return st is None or matches(resolve(st, shape), row_major(shape), shape)
+    if fmt in ("channels_last", "channels_last_3d"):
+        if len(shape) != (4 if fmt == "channels_last" else 5):
+            return False
+        return matches(resolve(st, shape), channels_last(shape), shape)
+    raise ValueError(f"is_contiguous: unknown memory format {memory_format!r}")
+
+
+def formatted(t: Any, memory_format: Any) -> Any:
+    """``t`` with the strides of ``memory_format``: ``t`` itself when it has them, else a new
+    handle on the same value (recorded for autograd like a reshape)."""
+    fmt = str.__str__(memory_format)
+    if fmt == "preserve_format":
+        return t
+    shape = tuple(t.shape)
+    if fmt == "contiguous_format":
+        if is_contiguous(t):
+            return t
+        return t._apply("reshape", [t], {"shape": list(shape)}, shape=shape)
+    if fmt in ("channels_last", "channels_last_3d"):
+        want = channels_last(shape)
+        if want is None or len(shape) != (4 if fmt == "channels_last" else 5):
+            rank = "4" if fmt == "channels_last" else "5"
+            raise RuntimeError(f"required rank {rank} tensor to use {fmt} format")
+        if is_contiguous(t, fmt):
+            return t
+        out = t._apply("reshape", [t], {"shape": list(shape)}, shape=shape)
+        out._st = want
+        return out
+    raise ValueError(f"unknown memory format {memory_format!r}")
+
+
+def cloned_layout(src: Any, out: Any, memory_format: Any) -> Any:
+    """``out``, a copy of ``src``, with the strides ``clone(memory_format=...)`` gives it:
+    ``src``'s where they are dense (an expanded view's copy is row-major), or the format's."""
+    if memory_format is not None and str.__str__(memory_format) != "preserve_format":
+        return formatted(out, memory_format)
+    st = getattr(src, "_st", None)
+    if st is not None and 0 not in strides_of(src):
+        out._st = st
+    return out
+
+
+def restride(t: Any, memory_format: Any) -> None:
+    """Give ``t`` itself the strides of ``memory_format`` where its rank has them (what
+    ``Module.to(memory_format=...)`` does to parameters)."""
+    fmt = str.__str__(memory_format)
+    rank = {"channels_last": 4, "channels_last_3d": 5}.get(fmt)
+    if fmt == "contiguous_format":
+        t._st = None
+    elif rank is not None and len(t.shape) == rank:
+        t._st = channels_last(tuple(t.shape))
+
+
+def permuted(parent: Any, out: Any, perm: list[int]) -> None:
+    """Record that ``out`` is ``parent`` permuted by ``perm`` (PyTorch's view strides)."""
+    out._st = ("perm", getattr(parent, "_st", None), parent.shape, perm)
+
+
+def expanded(parent: Any, out: Any) -> None:
+    """Record that ``out`` is ``parent`` broadcast to ``out``'s shape (stride 0 where new)."""
+    out._st = ("expand", getattr(parent, "_st", None), parent.shape, tuple(out.shape))
+
+
+__all__ = ["channels_last", "cloned_layout", "expanded", "formatted", "is_contiguous", "permuted", "resolve",
+           "restride", "row_major", "strides_of"]  # fmt: skip

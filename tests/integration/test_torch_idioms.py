@@ -1,0 +1,283 @@
+"""Idioms of ported PyTorch code that GT once refused or got wrong (found by the differential
+suite's generative, transformer, vision and graph programs): dtype objects with attributes,
+``torch._foreach_*``, ``inference_mode``, ``Embedding(max_norm=...)``, every ``interpolate``
+mode, ``scatter_reduce`` beyond sums, and the small signatures scripts rely on."""
+
+from __future__ import annotations
+
+import inspect
+import io
+import math
+import pickle
+
+import numpy as np
+import pytest
+
+import gt
+import gt.nn.functional as F
+
+
+# ----------------------------------------------------------------------------- dtypes
+def test_a_dtype_is_its_name_with_pytorchs_attributes(conn):
+    x = gt.ones(2)
+    assert x.dtype == "float32" and x.dtype == gt.float32 and x.dtype is gt.float32
+    assert isinstance(x.dtype, gt.dtype) and isinstance(x.dtype, str)
+    assert str(x.dtype) == repr(x.dtype) == "gt.float32"
+    assert (x.dtype.is_floating_point, x.dtype.is_complex, x.dtype.itemsize) == (True, False, 4)
+    assert not gt.int64.is_floating_point and gt.int64.is_signed and not gt.uint8.is_signed
+    assert gt.complex64.to_real() is gt.float32 and gt.float64.to_complex() is gt.complex128
+    assert (x > 0).dtype is gt.bool and x.long().dtype is gt.int64
+    assert {gt.float32: 1}["float32"] == 1 and {"float32": 1}[x.dtype] == 1
+    assert gt.get_default_dtype() is gt.float32
+    assert pickle.loads(pickle.dumps(x.dtype)) is gt.float32
+
+
+def test_a_checkpoint_holding_a_dtype_loads_with_weights_only(conn, tmp_path):
+    path = tmp_path / "ckpt.pt"
+    gt.save({"dtype": gt.float64, "w": gt.arange(3.0, dtype=gt.float64)}, path)
+    back = gt.load(path)
+    assert back["dtype"] is gt.float64 and back["w"].dtype is gt.float64
+
+
+# ----------------------------------------------------------------------------- _foreach
+def test_foreach_ops_equal_the_loop_they_stand_for(conn):
+    a = [gt.tensor([1.0, 2.0]), gt.tensor([[3.0], [4.0]])]
+    b = [gt.tensor([0.5, -1.0]), gt.tensor([[2.0], [8.0]])]
+    gt._foreach_mul_(a, 2.0)
+    gt._foreach_add_(a, b, alpha=0.5)
+    gt._foreach_lerp_(a, b, [0.25, 0.5])
+    gt._foreach_addcmul_(a, b, b, value=-1.0)
+    want = [np.array([1.0, 2.0]), np.array([[3.0], [4.0]])]
+    bs = [np.array([0.5, -1.0]), np.array([[2.0], [8.0]])]
+    for i, w in enumerate((0.25, 0.5)):
+        want[i] = want[i] * 2.0 + 0.5 * bs[i]
+        want[i] = want[i] + w * (bs[i] - want[i])
+        want[i] = want[i] - bs[i] * bs[i]
+    for got, w in zip(a, want):
+        np.testing.assert_allclose(got.numpy(), w, rtol=1e-6)
+    norms = gt._foreach_norm(b)
+    assert [round(n.item(), 5) for n in norms] == [
+        round(math.hypot(0.5, 1.0), 5),
+        round(math.hypot(2, 8), 5),
+    ]
+    assert [t.tolist() for t in gt._foreach_sqrt([gt.tensor([4.0, 9.0])])] == [[2.0, 3.0]]
+    gt._foreach_maximum_(b, 1.0)  # no Tensor.maximum_ in PyTorch either: computed, then copied
+    assert b[0].tolist() == [1.0, 1.0]
+
+
+def test_foreach_refuses_lists_of_different_lengths(conn):
+    with pytest.raises(RuntimeError, match="has 1 entries where the tensor list has 2"):
+        gt._foreach_add_([gt.ones(1), gt.ones(1)], [gt.ones(1)])
+
+
+# ----------------------------------------------------------------------------- inference_mode
+def test_inference_mode_marks_its_tensors_and_can_be_turned_off_inside(conn):
+    w = gt.ones(3, requires_grad=True)
+    with gt.inference_mode():
+        a = w * 2
+        assert gt.is_inference_mode_enabled() and not gt.is_grad_enabled()
+        with gt.inference_mode(False):
+            b = w * 2
+            assert not gt.is_inference_mode_enabled() and gt.is_grad_enabled()
+    assert a.is_inference() and not a.requires_grad
+    assert not b.is_inference() and b.requires_grad and not w.is_inference()
+    assert not gt.is_inference_mode_enabled() and gt.is_grad_enabled()
+
+    @gt.inference_mode
+    def plain(x):
+        return x * 3
+
+    @gt.inference_mode(mode=True)
+    def called(x):
+        return x * 3
+
+    assert plain(w).is_inference() and called(w).is_inference()
+
+
+# ----------------------------------------------------------------------------- embeddings
+def test_embedding_max_norm_renormalizes_the_looked_up_rows_in_place(conn):
+    e = gt.nn.Embedding(3, 2, max_norm=1.0)
+    with gt.no_grad():
+        e.weight.copy_(gt.tensor([[3.0, 4.0], [0.3, 0.4], [6.0, 8.0]]))
+    out = e(gt.tensor([0, 1, 0]))
+    np.testing.assert_allclose(out.numpy(), [[0.6, 0.8], [0.3, 0.4], [0.6, 0.8]], rtol=1e-6)
+    # row 2 was not looked up: it keeps its norm of 10
+    np.testing.assert_allclose(e.weight.detach().numpy()[2], [6.0, 8.0])
+    assert "max_norm=1.0" in repr(e)
+
+
+def test_embedding_scale_grad_by_freq_divides_by_the_count_in_the_batch(conn):
+    e = gt.nn.Embedding(3, 2, scale_grad_by_freq=True)
+    idx = gt.tensor([[0, 0, 1], [0, 2, 1]])
+    (e(idx) * gt.arange(12.0).reshape(2, 3, 2)).sum().backward()
+    # row 0 at positions 0, 1, 3 (three times), row 1 at 2 and 5, row 2 at 4
+    g = np.arange(12.0).reshape(6, 2)
+    want = [(g[0] + g[1] + g[3]) / 3, (g[2] + g[5]) / 2, g[4]]
+    np.testing.assert_allclose(e.weight.grad.numpy(), want, rtol=1e-6)
+
+
+# ----------------------------------------------------------------------------- interpolate
+def test_antialiased_resizing_keeps_a_constant_image_constant(conn):
+    x = gt.full((1, 2, 9, 13), 2.5)
+    for mode in ("bilinear", "bicubic"):
+        for size in ((3, 4), (4, 13), (18, 5)):
+            y = F.interpolate(x, size=size, mode=mode, antialias=True)
+            np.testing.assert_allclose(y.numpy(), 2.5, rtol=1e-6)
+
+
+def test_area_resizing_is_adaptive_average_pooling(conn):
+    x = gt.tensor(np.random.default_rng(0).standard_normal((2, 3, 7, 9)).astype(np.float32))
+    np.testing.assert_allclose(
+        F.interpolate(x, size=(3, 4), mode="area").numpy(),
+        F.adaptive_avg_pool2d(x, (3, 4)).numpy(),
+    )
+
+
+def test_bicubic_and_antialiased_resizing_give_pytorchs_values(conn):
+    """Reference values from PyTorch 2.13 (``F.interpolate`` on this 4x4 input)."""
+    x = gt.arange(16.0).reshape(1, 1, 4, 4) ** 2
+    cubic = F.interpolate(x, size=(3, 3), mode="bicubic", align_corners=False)
+    np.testing.assert_allclose(
+        cubic.numpy().ravel(),
+        [1.6817, 5.1018, 12.6979, 35.6053, 54.1250, 76.8206, 136.3438, 169.9630, 207.7582],
+        atol=2e-4,
+    )
+    aa = F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True)
+    np.testing.assert_allclose(
+        aa.numpy().ravel(), [21.0816, 34.7755, 105.4898, 138.9388], atol=2e-4
+    )
+
+
+def test_interpolate_refuses_what_pytorch_refuses(conn):
+    x = gt.zeros(1, 1, 4, 4)
+    with pytest.raises(ValueError, match="Anti-alias option is restricted"):
+        F.interpolate(x, size=(2, 2), mode="nearest", antialias=True)
+    with pytest.raises(ValueError, match="align_corners option can only be set"):
+        F.interpolate(x, size=(2, 2), mode="nearest", align_corners=False)
+
+
+# ----------------------------------------------------------------------------- scatter_reduce
+def test_scatter_reduce_amax_amin_prod_with_and_without_self(conn):
+    base = gt.tensor([0.5, 4.0, 3.0])
+    idx = gt.tensor([0, 0, 1, 1])
+    src = gt.tensor([1.0, 5.0, 2.0, 4.0])
+    got = {
+        (r, inc): base.scatter_reduce(0, idx, src, r, include_self=inc).tolist()
+        for r in ("amax", "amin", "prod")
+        for inc in (True, False)
+    }
+    assert got == {
+        ("amax", True): [5.0, 4.0, 3.0],
+        ("amax", False): [5.0, 4.0, 3.0],
+        ("amin", True): [0.5, 2.0, 3.0],
+        ("amin", False): [1.0, 2.0, 3.0],
+        ("prod", True): [2.5, 32.0, 3.0],
+        ("prod", False): [5.0, 8.0, 3.0],
+    }
+    ints = gt.tensor([[1, 9, 3], [4, 5, 6]])
+    where = gt.tensor([[0, 0, 2], [1, 1, 0]])
+    vals = gt.tensor([[7, 8, 1], [2, 3, 10]])
+    assert ints.scatter_reduce(1, where, vals, "amin", include_self=False).tolist() == [
+        [7, 9, 1],
+        [10, 2, 6],
+    ]
+    assert gt.ones(3).scatter_(0, gt.tensor([0, 2, 0]), gt.tensor([2.0, 3.0, 4.0]),
+                               reduce="multiply").tolist() == [8.0, 1.0, 3.0]  # fmt: skip
+
+
+def test_scatter_reduce_gradients_share_ties_and_survive_zeros(conn):
+    base = gt.tensor([5.0, 1.0, 2.0], requires_grad=True)
+    src = gt.tensor([5.0, 5.0, 2.0, 0.0, 0.0, 3.0], requires_grad=True)
+    idx = gt.tensor([0, 0, 1, 2, 2, 2])
+    gx, gs = gt.autograd.grad(base.scatter_reduce(0, idx, src, "amax").sum(), (base, src))
+    # position 0: self and two sources tie at 5 and share its gradient in thirds
+    np.testing.assert_allclose(gx.numpy(), [1 / 3, 0.0, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(gs.numpy(), [1 / 3, 1 / 3, 1.0, 0.0, 0.0, 1.0], rtol=1e-6)
+    gx, gs = gt.autograd.grad(base.scatter_reduce(0, idx, src, "prod").sum(), (base, src))
+    # position 2 has two zero factors: every gradient there is zero
+    np.testing.assert_allclose(gx.numpy(), [25.0, 2.0, 0.0])
+    np.testing.assert_allclose(gs.numpy(), [25.0, 25.0, 1.0, 0.0, 0.0, 0.0])
+    one = gt.tensor([2.0, 0.0, 3.0], requires_grad=True)
+    start = gt.tensor([0.0, 1.0], requires_grad=True)
+    gx, gs = gt.autograd.grad(start.scatter_reduce(0, gt.tensor([0, 1, 1]), one, "prod").sum(),
+                              (start, one))  # fmt: skip
+    # a lone zero factor: its gradient is the product of the others (1 * 3)
+    np.testing.assert_allclose(gx.numpy(), [2.0, 0.0])
+    np.testing.assert_allclose(gs.numpy(), [0.0, 3.0, 0.0])
+
+
+def test_scatter_reduce_names_the_reductions_it_knows(conn):
+    with pytest.raises(RuntimeError, match="sum, prod, mean, amax or amin, got median"):
+        gt.zeros(2).scatter_reduce(0, gt.tensor([0]), gt.ones(1), "median")
+
+
+# ----------------------------------------------------------------------------- small signatures
+def test_signatures_ported_scripts_call(conn):
+    from collections import OrderedDict
+
+    nn = gt.nn
+    seq = nn.Sequential(OrderedDict([("conv", nn.Conv2d(1, 2, 3)), ("act", nn.ReLU()),
+                                     ("flat", nn.Flatten())]))  # fmt: skip
+    assert [name for name, _ in seq[:2].named_children()] == ["conv", "act"]
+    v = gt.arange(6).reshape(2, 3)
+    assert gt.flip(v, dims=[1]).tolist() == [[2, 1, 0], [5, 4, 3]]
+    assert v.flip(dims=(0,)).tolist() == [[3, 4, 5], [0, 1, 2]]
+    assert gt.repeat_interleave(gt.tensor([2, 0, 3])).tolist() == [0, 0, 2, 2, 2]
+    pts = gt.tensor([[0.0, 0.0], [3.0, 4.0]])
+    assert gt.cdist(pts, pts, compute_mode="donot_use_mm_for_euclid_dist").tolist() == [
+        [0.0, 5.0],
+        [5.0, 0.0],
+    ]
+    with nn.attention.sdpa_kernel(nn.attention.SDPBackend.MATH):
+        pass
+    with pytest.raises(ValueError, match="SDPBackend"):
+        with nn.attention.sdpa_kernel("flash"):
+            pass
+    w = nn.Parameter(gt.ones(2))
+    for opt in (gt.optim.Adam, gt.optim.AdamW, gt.optim.SGD):
+        assert {"foreach", "fused", "differentiable"} <= set(inspect.signature(opt).parameters)
+        opt([w], lr=0.1, foreach=None, fused=False)
+        with pytest.raises(NotImplementedError, match="differentiable=True"):
+            opt([w], lr=0.1, differentiable=True)
+
+
+def test_a_module_state_dict_round_trips_through_bytes(conn):
+    m = gt.nn.Linear(2, 2)
+    buf = io.BytesIO()
+    gt.save(m.state_dict(), buf)
+    buf.seek(0)
+    state = gt.load(buf)
+    assert {k: v.dtype for k, v in state.items()} == {"weight": gt.float32, "bias": gt.float32}
+
+
+# ----------------------------------------------------------------------------- strides
+def test_views_report_pytorchs_strides_and_contiguous_makes_them_row_major(conn):
+    x = gt.arange(24.0).reshape(1, 2, 3, 4)
+    p = x.permute(0, 2, 3, 1)
+    assert (p.is_contiguous(), p.stride()) == (False, (24, 4, 1, 12))
+    assert (p.contiguous().is_contiguous(), p.contiguous().stride()) == (True, (24, 8, 2, 1))
+    assert p.clone().stride() == (24, 4, 1, 12)  # a dense layout survives a clone
+    assert (
+        not x.transpose(2, 3).is_contiguous()
+        and x.transpose(2, 3).transpose(2, 3).stride() == x.stride()
+    )
+    e = gt.ones(3, 1).expand(3, 4)
+    assert (e.stride(), e.is_contiguous(), e.clone().is_contiguous()) == ((1, 0), False, True)
+    assert gt.ones(1, 3, 1, 1).permute(0, 2, 3, 1).is_contiguous()  # size-1 dims do not count
+    w = gt.ones(2, 3, requires_grad=True)
+    w.t().contiguous().sum().backward()
+    assert w.grad.tolist() == [[1.0] * 3] * 2
+
+
+def test_channels_last_is_reported_for_tensors_and_module_parameters(conn):
+    x = gt.arange(24.0).reshape(1, 2, 3, 4)
+    cl = x.to(memory_format=gt.channels_last)
+    assert cl.stride() == (24, 1, 8, 2)
+    assert cl.is_contiguous(memory_format=gt.channels_last) and not cl.is_contiguous()
+    assert not x.is_contiguous(memory_format=gt.channels_last)
+    assert x.contiguous(memory_format=gt.channels_last).stride() == (24, 1, 8, 2)
+    np.testing.assert_array_equal(cl.numpy(), x.numpy())  # the values do not move
+    m = gt.nn.Conv2d(3, 4, 3).to(memory_format=gt.channels_last)
+    assert m.weight.stride() == (27, 1, 9, 3) and m.bias.stride() == (1,)
+    with pytest.raises(RuntimeError, match="required rank 4 tensor to use channels_last format"):
+        gt.ones(2, 3).to(memory_format=gt.channels_last)
