@@ -402,10 +402,12 @@ def grad(
         allow_unused: return ``None`` for an input the outputs do not depend on (else an error).
         materialize_grads: return zeros instead of ``None`` for such inputs.
         only_inputs: accepted for compatibility (PyTorch ignores it too).
-        is_grads_batched: not supported (``vmap``); ``True`` raises.
+        is_grads_batched: ``grad_outputs`` carry a leading batch dimension: the result is the
+            gradient for each entry, stacked (one backward pass per entry, as ``vmap`` falls back).
     """
     if is_grads_batched:
-        raise NotImplementedError("grad(is_grads_batched=True) needs vmap, which GT does not have")
+        return _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                             allow_unused, materialize_grads)  # fmt: skip
     roots = _as_list(outputs, "outputs")
     wanted = _as_list(inputs, "inputs")
     if not wanted:
@@ -437,6 +439,25 @@ def grad(
                 g = g.to(t.dtype)
             result.append(g)
     return tuple(result)
+
+
+def _batched_grad(outputs: Any, inputs: Any, grad_outputs: Any, retain_graph: bool | None,
+                  create_graph: bool, allow_unused: bool | None, materialize: bool) -> tuple:  # fmt: skip
+    """``grad(..., is_grads_batched=True)``: one pass per row of the ``grad_outputs``."""
+    seeds = _as_list(grad_outputs, "grad_outputs") if grad_outputs is not None else []
+    if not seeds or any(s is None for s in seeds):
+        raise RuntimeError(
+            "grad: is_grads_batched=True needs grad_outputs with a batch dimension (got none)"
+        )
+    n = seeds[0].shape[0]
+    rows = []
+    for b in range(n):
+        keep = True if b < n - 1 else retain_graph
+        rows.append(grad(outputs, inputs, [s[b] for s in seeds], keep, create_graph,
+                         allow_unused=allow_unused, materialize_grads=materialize))  # fmt: skip
+    from gt.ops.shaping import stack  # noqa: PLC0415 - the tensor layers import this module
+
+    return tuple(None if parts[0] is None else stack(list(parts)) for parts in zip(*rows))
 
 
 __all__ = [

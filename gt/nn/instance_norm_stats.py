@@ -9,8 +9,8 @@ does. ``num_batches_tracked`` is kept (in the state dict) but not counted, as in
 
 from __future__ import annotations
 
-from gt.autograd import no_grad
 from gt.nn.norm_layers import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
+from gt.nn.normalization import instance_norm
 from gt.tensor import Tensor
 
 
@@ -18,27 +18,8 @@ def instance_norm_tracked(x: Tensor, running_mean: Tensor, running_var: Tensor,
                           weight: Tensor | None, bias: Tensor | None, use_input_stats: bool,
                           momentum: float, eps: float) -> Tensor:  # fmt: skip
     """``F.instance_norm`` with running statistics, over a batched ``[N, C, *spatial]`` input."""
-    dims = tuple(range(2, x.ndim))
-    cs = (1, x.shape[1]) + (1,) * (x.ndim - 2)
-    if use_input_stats:
-        mean = x.mean(dims, keepdim=True)
-        d = x - mean
-        var = (d * d).mean(dims, keepdim=True)
-        out = d * (var + eps).rsqrt()
-        n = x.numel() // (x.shape[0] * x.shape[1])
-        with no_grad():
-            m = momentum
-            batch_mean = mean.reshape(x.shape[0], x.shape[1]).mean(0)
-            unbiased = var.reshape(x.shape[0], x.shape[1]).mean(0) * (n / max(n - 1, 1))
-            running_mean.mul_(1.0 - m).add_(batch_mean.to(running_mean.dtype) * m)
-            running_var.mul_(1.0 - m).add_(unbiased.to(running_var.dtype) * m)
-    else:
-        out = (x - running_mean.reshape(cs)) * (running_var.reshape(cs) + eps).rsqrt()
-    if weight is not None:
-        out = out * weight.reshape(cs)
-    if bias is not None:
-        out = out + bias.reshape(cs)
-    return out
+    return instance_norm(x, running_mean, running_var, weight, bias, use_input_stats, momentum,
+                         eps)  # fmt: skip
 
 
 class _TrackedInstanceNorm:

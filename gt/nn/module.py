@@ -20,8 +20,7 @@ from gt.nn.backward_hooks import (  # noqa: F401 - torch.nn.modules.module has t
     register_module_full_backward_pre_hook,
 )
 from gt.nn.buffer import Buffer
-from gt.ops.inplace import take_value
-from gt.ops.layout import restride
+from gt.nn.module_conversion import ModuleConversions
 from gt.tensor import Tensor
 
 #: Keys of registered forward hooks, unique in the process (a handle removes by key).
@@ -52,7 +51,7 @@ class Parameter(Tensor):
             self.requires_grad_(True)
 
 
-class Module:
+class Module(ModuleConversions):
     """Base class of layers and models: holds parameters, buffers and submodules.
 
     Assigning a :class:`Parameter` or a ``Module`` to an attribute registers it; ``parameters()``,
@@ -421,50 +420,6 @@ class Module:
         for m in self.children():
             m.apply(fn)
         fn(self)
-        return self
-
-    def to(self, *args: Any, **kwargs: Any) -> Module:
-        """Convert floating-point parameters and buffers to a dtype, in place (devices, such as
-        ``gt.device("cuda")``, are accepted and ignored)."""
-        fmt = kwargs.pop("memory_format", None)
-        for t in list(self.parameters()) + list(self.buffers()):
-            if t.dtype not in ("float16", "float32", "float64"):
-                continue
-            if fmt is not None:  # PyTorch converts the 4-d and 5-d ones (bookkeeping in GT)
-                restride(t, fmt)
-            new = Tensor.to(t, *args, **kwargs)
-            if new is not t:
-                with no_grad():
-                    take_value(t, new.detach(), keep_graph=False)
-                t.grad = None
-        return self
-
-    def type(self, dst_type: Any) -> Module:
-        """Convert floating-point parameters and buffers to ``dst_type``."""
-        return self.to(dst_type)
-
-    def share_memory(self) -> Module:
-        """This module (a no-op in GT)."""
-        return self
-
-    def float(self) -> Module:
-        """Parameters to float32."""
-        return self.to("float32")
-
-    def double(self) -> Module:
-        """Parameters to float64."""
-        return self.to("float64")
-
-    def half(self) -> Module:
-        """Parameters to float16."""
-        return self.to("float16")
-
-    def cpu(self) -> Module:
-        """This module (placement is the cluster's business)."""
-        return self
-
-    def cuda(self, *args: Any, **kwargs: Any) -> Module:
-        """This module (placement is the cluster's business)."""
         return self
 
     # ------------------------------------------------------------------ printing

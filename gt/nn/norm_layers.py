@@ -142,8 +142,6 @@ class _InstanceNorm(Module):
                  affine: bool = False, track_running_stats: bool = False, device: Any = None,
                  dtype: Any = None, *, bias: bool = True):  # fmt: skip
         super().__init__()
-        if track_running_stats:
-            raise NotImplementedError("InstanceNorm: track_running_stats=True is not supported")
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         if affine:
@@ -155,11 +153,17 @@ class _InstanceNorm(Module):
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", F.zeros(num_features, dtype=dtype))
+            self.register_buffer("running_var", F.ones(num_features, dtype=dtype))
+            self.register_buffer("num_batches_tracked", F.zeros((), dtype="int64"))
 
     def forward(self, x: Tensor) -> Tensor:
         unbatched = x.ndim == self._unbatched_dims
-        out = N.instance_norm(x.unsqueeze(0) if unbatched else x, weight=self.weight,
-                              bias=self.bias, eps=self.eps)  # fmt: skip
+        stats = (self.running_mean, self.running_var) if self.track_running_stats else (None, None)
+        out = N.instance_norm(x.unsqueeze(0) if unbatched else x, *stats, self.weight, self.bias,
+                              self.training or not self.track_running_stats,
+                              0.0 if self.momentum is None else self.momentum, self.eps)  # fmt: skip
         return out.squeeze(0) if unbatched else out
 
     def extra_repr(self) -> str:

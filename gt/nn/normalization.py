@@ -74,12 +74,27 @@ def instance_norm(
     momentum: float = 0.1,
     eps: float = 1e-5,
 ) -> Tensor:
-    """Normalize each sample's channels over their spatial dimensions."""
+    """Normalize each sample's channels over their spatial dimensions. With running statistics:
+    while ``use_input_stats``, each sample's own statistics normalize and ``running_mean`` and
+    ``running_var`` (unbiased) move towards their batch averages by ``momentum``, in place; else
+    the running statistics normalize (as PyTorch's ``track_running_stats=True`` in eval mode)."""
     dims = tuple(range(2, input.ndim))
-    mean = input.mean(dims, keepdim=True)
-    d = input - mean
-    out = d * ((d * d).mean(dims, keepdim=True) + eps).rsqrt()
     cs = _channel_shape(input)
+    if use_input_stats or running_mean is None or running_var is None:
+        mean = input.mean(dims, keepdim=True)
+        d = input - mean
+        var = (d * d).mean(dims, keepdim=True)
+        out = d * (var + eps).rsqrt()
+        if running_mean is not None and running_var is not None:
+            n, c = input.shape[0], input.shape[1]
+            count = input.numel() // (n * c)
+            with no_grad():
+                batch_mean = mean.reshape(n, c).mean(0)
+                unbiased = var.reshape(n, c).mean(0) * (count / max(count - 1, 1))
+                running_mean.mul_(1.0 - momentum).add_(batch_mean.to(running_mean.dtype) * momentum)
+                running_var.mul_(1.0 - momentum).add_(unbiased.to(running_var.dtype) * momentum)
+    else:
+        out = (input - running_mean.reshape(cs)) * (running_var.reshape(cs) + eps).rsqrt()
     if weight is not None:
         out = out * weight.reshape(cs)
     if bias is not None:

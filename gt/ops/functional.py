@@ -173,6 +173,7 @@ def repeat_interleave(input: Any, repeats: Any = None, dim: int | None = None, *
 scatter = _method("scatter")
 scatter_add = _method("scatter_add")
 scatter_reduce = _method("scatter_reduce")
+index_reduce = _method("index_reduce")
 index_add = _method("index_add")
 index_fill = _method("index_fill")
 take_along_dim = _method("take_along_dim")
@@ -413,6 +414,7 @@ __all__ = [
     "scatter",
     "scatter_add",
     "scatter_reduce",
+    "index_reduce",
     "index_add",
     "index_fill",
     "take_along_dim",

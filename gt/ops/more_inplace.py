@@ -81,6 +81,7 @@ class MoreInplaceOps:
     scatter_ = _inplace("scatter")
     scatter_add_ = _inplace("scatter_add")
     scatter_reduce_ = _inplace("scatter_reduce")
+    index_reduce_ = _inplace("index_reduce")
     index_add_ = _inplace("index_add")
     index_fill_ = _inplace("index_fill")
     tril_ = _inplace("tril")

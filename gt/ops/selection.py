@@ -128,6 +128,21 @@ class SelectionOps:
         d = S.normalize_axis(dim, self.ndim, "scatter_reduce")
         return self.scatter(d, index, 0.0 if self.dtype in S.FLOAT_DTYPES else 0)
 
+    def index_reduce(self, dim: int, index: Tensor, source: Tensor, reduce: str, *,
+                     include_self: bool = True) -> Tensor:  # fmt: skip
+        """A copy with the slices of ``source`` combined by ``reduce`` (``"prod"``, ``"mean"``,
+        ``"amax"``, ``"amin"``) into the entries ``index`` of ``dim`` (``scatter_reduce`` with
+        ``index`` spread over ``source``'s shape)."""
+        if reduce not in ("prod", "mean", "amax", "amin"):
+            raise RuntimeError(
+                f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}."
+            )
+        d = S.normalize_axis(dim, self.ndim, "index_reduce")
+        shape = [1] * source.ndim
+        shape[d] = index.shape[0]
+        spread = index.reshape(shape).expand(source.shape)
+        return self.scatter_reduce(d, spread, source, reduce, include_self=include_self)
+
     def index_add(self, dim: int, index: Tensor, source: Tensor, *, alpha: Any = 1) -> Tensor:
         """A copy with ``alpha * source`` added at the entries ``index`` of ``dim``."""
         d = S.normalize_axis(dim, self.ndim, "index_add")
@@ -155,8 +170,11 @@ class SelectionOps:
                 ) from None
         return self._apply("scatter_add", [self, src.to(self.dtype), *tensors], {"key": wire})
 
-    def take_along_dim(self, indices: Tensor, dim: int) -> Tensor:
-        """``gather`` with ``indices`` broadcast against ``self`` outside ``dim``."""
+    def take_along_dim(self, indices: Tensor, dim: int | None = None) -> Tensor:
+        """``gather`` with ``indices`` broadcast against ``self`` outside ``dim`` (with no
+        ``dim``, both flattened first, as in PyTorch)."""
+        if dim is None:
+            return self.reshape(-1).gather(0, indices.reshape(-1))
         d = S.normalize_axis(dim, self.ndim, "take_along_dim")
         outer = list(
             S.broadcast(_without(self.shape, d), _without(indices.shape, d), "take_along_dim")

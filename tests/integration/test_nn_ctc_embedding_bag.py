@@ -314,7 +314,5 @@ def test_embedding_bag_errors(conn):
         F.embedding_bag(idx, w, [0], padding_idx=7)
     with pytest.raises(ValueError, match="max mode does not support sparse weights"):
         F.embedding_bag(idx, w, [0], mode="max", sparse=True)
-    with pytest.raises(NotImplementedError, match="max_norm"):
-        F.embedding_bag(idx, w, [0], max_norm=1.0)
     with pytest.raises(RuntimeError, match="Long, Int"):
         F.embedding_bag(gt.tensor(IDX.astype(np.float64)), w, [0])

@@ -281,3 +281,49 @@ def test_channels_last_is_reported_for_tensors_and_module_parameters(conn):
     assert m.weight.stride() == (27, 1, 9, 3) and m.bias.stride() == (1,)
     with pytest.raises(RuntimeError, match="required rank 4 tensor to use channels_last format"):
         gt.ones(2, 3).to(memory_format=gt.channels_last)
+
+
+# ----------------------------------------------------------------------------- more of the same
+def test_instance_norm_tracks_running_statistics_and_uses_them_in_eval(conn):
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((4, 3, 5, 6)).astype(np.float32)
+    m = gt.nn.InstanceNorm2d(3, track_running_stats=True, momentum=0.5)
+    m(gt.tensor(data))
+    per_sample = data.reshape(4, 3, -1)
+    want_mean = 0.5 * per_sample.mean(2).mean(0)
+    want_var = 0.5 + 0.5 * per_sample.var(2, ddof=1).mean(0)
+    np.testing.assert_allclose(m.running_mean.numpy(), want_mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(m.running_var.numpy(), want_var, rtol=1e-5)
+    m.eval()
+    got = m(gt.tensor(data)).numpy()
+    want = (data - want_mean[None, :, None, None]) / np.sqrt(want_var[None, :, None, None] + 1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert "num_batches_tracked" in m.state_dict()
+
+
+def test_grads_batched_gives_one_gradient_per_row_of_grad_outputs(conn):
+    x = gt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    (jac,) = gt.autograd.grad(x**2, x, gt.eye(3), is_grads_batched=True)
+    np.testing.assert_allclose(jac.numpy(), np.diag([2.0, 4.0, 6.0]))
+
+
+def test_index_reduce_and_take_along_dim_without_dim(conn):
+    src = gt.tensor([[2.0, 3.0], [4.0, 5.0], [6.0, 7.0]])
+    idx = gt.tensor([0, 2, 0])
+    assert gt.ones(3, 2).index_reduce(0, idx, src, "prod").tolist() == [
+        [12.0, 21.0],
+        [1.0, 1.0],
+        [4.0, 5.0],
+    ]
+    assert gt.ones(3, 2).index_reduce(0, idx, src, "amax", include_self=False).tolist() == [
+        [6.0, 7.0],
+        [1.0, 1.0],
+        [4.0, 5.0],
+    ]
+    t = gt.ones(3, 2)
+    t.index_reduce_(1, gt.tensor([1]), gt.tensor([[2.0], [4.0], [6.0]]), "mean")
+    assert t.tolist() == [[1.0, 1.5], [1.0, 2.5], [1.0, 3.5]]
+    grid = gt.tensor([[10, 30, 20], [60, 40, 50]])
+    assert gt.take_along_dim(grid, gt.tensor([5, 0])).tolist() == [50, 10]
+    m = gt.nn.Linear(2, 2)
+    assert m.to_empty(device="cpu") is m

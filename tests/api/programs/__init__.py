@@ -62,6 +62,10 @@ MODULES = (
     "transformers_more",
     "vision_more",
     "graphs_sequences",
+    "audio_speech",
+    "rl_more",
+    "scientific",
+    "nlp_training",
 )
 
 

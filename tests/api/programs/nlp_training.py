@@ -1,0 +1,3 @@
+"""NLP training: vocabularies and batching, text classifiers, CRF taggers, sentence embeddings, schedulers and clipping."""
+
+from __future__ import annotations
