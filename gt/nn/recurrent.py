@@ -73,7 +73,8 @@ class RNNBase(Module):
             feature]``); the hidden states keep ``[layers * directions, batch, hidden]``.
         dropout: dropout on the outputs of every layer but the last, while training.
         bidirectional: also run each layer backwards in time; outputs are concatenated.
-        proj_size: LSTM projections; only 0 (none) is supported.
+        proj_size: with an LSTM, ``h_t`` projected to this many features by ``weight_hr``
+            (smaller than ``hidden_size``; the cell state keeps ``hidden_size``).
     """
 
     def __init__(
@@ -104,10 +105,14 @@ class RNNBase(Module):
             raise ValueError(f"hidden_size must be a positive integer, got {hidden_size!r}")
         if not isinstance(num_layers, int) or num_layers <= 0:
             raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
-        if proj_size:
-            raise NotImplementedError(
-                f"{type(self).__name__}(proj_size=...) is not supported in GT"
+        if proj_size < 0:
+            raise ValueError(
+                "proj_size should be a positive integer or zero to disable projections"
             )
+        if proj_size and mode != "LSTM":
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
+        if proj_size >= hidden_size:
+            raise ValueError("proj_size has to be smaller than hidden_size")
         if dropout > 0 and num_layers == 1:
             warnings.warn(
                 "dropout option adds dropout after all but last recurrent layer, so non-zero "
@@ -126,18 +131,21 @@ class RNNBase(Module):
         self.proj_size = proj_size
         dirs = 2 if bidirectional else 1
         gate_size = _GATES[mode] * hidden_size
+        out_size = proj_size or hidden_size  # the features of h (and of each layer's output)
         bound = 1.0 / math.sqrt(hidden_size)
         names = []
         for layer in range(num_layers):
-            layer_in = input_size if layer == 0 else hidden_size * dirs
+            layer_in = input_size if layer == 0 else out_size * dirs
             for d in range(dirs):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
                 shapes = [
                     (f"weight_ih{sfx}", (gate_size, layer_in)),
-                    (f"weight_hh{sfx}", (gate_size, hidden_size)),
+                    (f"weight_hh{sfx}", (gate_size, out_size)),
                 ]
                 if bias:
                     shapes += [(f"bias_ih{sfx}", (gate_size,)), (f"bias_hh{sfx}", (gate_size,))]
+                if proj_size:
+                    shapes.append((f"weight_hr{sfx}", (proj_size, hidden_size)))
                 for name, shape in shapes:
                     setattr(self, name, _uniform(shape, bound, dtype))
                     names.append(name)
@@ -146,7 +154,7 @@ class RNNBase(Module):
     @property
     def all_weights(self) -> list[list[Parameter]]:
         """The parameters per layer and direction, each ``[w_ih, w_hh(, b_ih, b_hh)]``."""
-        per = 4 if self.bias else 2
+        per = (4 if self.bias else 2) + (1 if self.proj_size else 0)
         flat = [getattr(self, n) for n in self._flat_weights_names]
         return [flat[i : i + per] for i in range(0, len(flat), per)]
 
@@ -155,6 +163,8 @@ class RNNBase(Module):
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size != 0:
+            s += f", proj_size={self.proj_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"
         if self.bias is not True:
@@ -188,7 +198,8 @@ class RNNBase(Module):
 
     def _initial(self, hx: Any, batch: int, like: Tensor, batched: bool, what: str) -> Tensor:
         dirs = 2 if self.bidirectional else 1
-        want = (self.num_layers * dirs, batch, self.hidden_size)
+        features = self.proj_size if self.proj_size and what == "hidden[0]" else self.hidden_size
+        want = (self.num_layers * dirs, batch, features)
         if hx is None:
             return F.zeros(*want, dtype=like.dtype)
         if not isinstance(hx, Tensor):
@@ -208,7 +219,13 @@ class RNNBase(Module):
         sfx = f"_l{layer}" + ("_reverse" if d else "")
         b_ih = getattr(self, f"bias_ih{sfx}") if self.bias else None
         b_hh = getattr(self, f"bias_hh{sfx}") if self.bias else None
-        return getattr(self, f"weight_ih{sfx}"), getattr(self, f"weight_hh{sfx}"), b_ih, b_hh
+        w_hr = getattr(self, f"weight_hr{sfx}") if self.proj_size else None
+        return (
+            getattr(self, f"weight_ih{sfx}"),
+            (getattr(self, f"weight_hh{sfx}"), w_hr),
+            b_ih,
+            b_hh,
+        )
 
     def _run(
         self, x: Tensor, states: list[Tensor], sizes: list[int] | None = None
@@ -245,16 +262,20 @@ class RNNBase(Module):
                 layer_in = fn.dropout(layer_in, self.dropout, True)
         return layer_in, finals
 
-    def _packed_step(self, gi: Tensor, carry: list[Tensor], w_hh: Tensor, b_hh: Any) -> list:
+    def _packed_step(self, gi: Tensor, carry: list[Tensor], w_hh: tuple, b_hh: Any) -> list:
         run = gi.shape[0]
         if run == carry[0].shape[0]:
             return self._step(gi, carry, w_hh, b_hh)
         new = self._step(gi, [s[:run] for s in carry], w_hh, b_hh)
         return [cat([n, s[run:]]) for n, s in zip(new, carry)]
 
-    def _step(self, gi: Tensor, carry: list[Tensor], w_hh: Tensor, b_hh: Tensor | None) -> list:
+    def _step(self, gi: Tensor, carry: list[Tensor], w_hh: tuple, b_hh: Tensor | None) -> list:
+        """One time step; ``w_hh`` is ``(weight_hh, weight_hr or None)``."""
         if self.mode == "LSTM":
-            return list(_lstm_step(gi, carry[0], carry[1], w_hh, b_hh))
+            w_hh, w_hr = w_hh
+            h, c = _lstm_step(gi, carry[0], carry[1], w_hh, b_hh)
+            return [h if w_hr is None else fn.linear(h, w_hr), c]
+        w_hh = w_hh[0]
         if self.mode == "GRU":
             return [_gru_step(gi, carry[0], w_hh, b_hh)]
         return [_rnn_step(gi, carry[0], w_hh, b_hh, self.mode == "RNN_RELU")]

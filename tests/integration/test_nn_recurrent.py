@@ -104,8 +104,10 @@ def test_recurrent_layers_refuse_what_pytorch_refuses(conn):
         lstm(gt.randn(2, 1, 3), gt.zeros(1, 1, 4))
     with pytest.raises(ValueError, match="Unknown nonlinearity"):
         nn.RNN(3, 4, nonlinearity="gelu")
-    with pytest.raises(NotImplementedError, match="proj_size"):
-        nn.LSTM(3, 4, proj_size=2)
+    with pytest.raises(ValueError, match="proj_size argument is only supported for LSTM"):
+        nn.GRU(3, 4, proj_size=2)
+    with pytest.raises(ValueError, match="proj_size has to be smaller than hidden_size"):
+        nn.LSTM(3, 4, proj_size=4)
     with pytest.raises(ValueError, match="dropout should be a number"):
         nn.GRU(3, 4, dropout=1.5)
     with pytest.warns(UserWarning, match="non-zero dropout expects num_layers greater than 1"):

@@ -327,3 +327,24 @@ def test_index_reduce_and_take_along_dim_without_dim(conn):
     assert gt.take_along_dim(grid, gt.tensor([5, 0])).tolist() == [50, 10]
     m = gt.nn.Linear(2, 2)
     assert m.to_empty(device="cpu") is m
+
+
+def test_lstm_projections_shape_states_and_outputs_as_pytorch(conn):
+    m = gt.nn.LSTM(5, 8, num_layers=2, proj_size=3, bidirectional=True, batch_first=True)
+    names = [(n, tuple(p.shape)) for n, p in m.named_parameters()][:5]
+    assert names == [("weight_ih_l0", (32, 5)), ("weight_hh_l0", (32, 3)), ("bias_ih_l0", (32,)),
+                     ("bias_hh_l0", (32,)), ("weight_hr_l0", (3, 8))]  # fmt: skip
+    assert tuple(m.weight_ih_l1.shape) == (32, 6)  # the next layer reads both projected directions
+    out, (h, c) = m(gt.randn(2, 4, 5))
+    assert (tuple(out.shape), tuple(h.shape), tuple(c.shape)) == ((2, 4, 6), (4, 2, 3), (4, 2, 8))
+    assert repr(m).startswith("LSTM(5, 8, proj_size=3, num_layers=2")
+    # one step by hand: h = W_hr (o * tanh(c)) with c = i * g (zero initial state)
+    one = gt.nn.LSTM(2, 4, proj_size=1, bias=False)
+    x = gt.tensor([[[0.5, -1.0]]])
+    y, _ = one(x)
+    gates = (x[0, 0] @ one.weight_ih_l0.T).numpy()
+    i, _, g, o = (gates[k * 4 : (k + 1) * 4] for k in range(4))
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    cell = sig(i) * np.tanh(g)
+    want = one.weight_hr_l0.detach().numpy() @ (sig(o) * np.tanh(cell))
+    np.testing.assert_allclose(y.detach().numpy().ravel(), want, rtol=1e-5, atol=1e-6)

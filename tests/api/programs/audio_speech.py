@@ -83,7 +83,7 @@ def wav2vec_conv_feature_encoder_training(torch):
     opt = torch.optim.AdamW(enc.parameters(), lr=1e-2, betas=(0.9, 0.98), eps=1e-6,
                             weight_decay=0.01)  # fmt: skip
     losses, norms = [], []
-    for step in range(3):
+    for _ in range(3):
         feats = enc(wav)  # (B, T', D)
         z = F.normalize(feats, dim=-1)
         logits = torch.bmm(z, z.transpose(1, 2)) / 0.1  # frame-vs-frame contrastive
@@ -209,7 +209,8 @@ def hifigan_transposed_conv_upsampler(torch):
         def __init__(self, ch, k=3, dilations=(1, 3)):
             super().__init__()
             self.convs = nn.ModuleList(
-                nn.Conv1d(ch, ch, k, dilation=d, padding=get_padding(k, d)) for d in dilations)
+                nn.Conv1d(ch, ch, k, dilation=d, padding=get_padding(k, d)) for d in dilations
+            )
 
         def forward(self, x):
             for c in self.convs:
@@ -269,7 +270,7 @@ def multi_resolution_stft_loss_training(torch):
         sc_total, mag_total = 0.0, 0.0
         for n_fft, hop, win in resolutions:
             x_mag, y_mag = stft_mag(x, n_fft, hop, win), stft_mag(y, n_fft, hop, win)
-            sc = torch.linalg.norm(y_mag - x_mag, ord="fro") / torch.linalg.norm(y_mag, ord="fro")
+            sc = torch.norm(y_mag - x_mag, p="fro") / torch.norm(y_mag, p="fro")
             mag = F.l1_loss(torch.log(y_mag), torch.log(x_mag))
             sc_total, mag_total = sc_total + sc, mag_total + mag
         return sc_total / len(resolutions), mag_total / len(resolutions)
@@ -395,8 +396,13 @@ def ecapa_attentive_stats_pooling_speaker_embedding(torch):
         def __init__(self, n_mels=8, ch=12, emb=6):
             super().__init__()
             self.tdnn = nn.Sequential(
-                nn.Conv1d(n_mels, ch, 5, padding=2), nn.ReLU(), nn.BatchNorm1d(ch),
-                nn.Conv1d(ch, ch, 3, dilation=2, padding=2), nn.ReLU(), nn.BatchNorm1d(ch))
+                nn.Conv1d(n_mels, ch, 5, padding=2),
+                nn.ReLU(),
+                nn.BatchNorm1d(ch),
+                nn.Conv1d(ch, ch, 3, dilation=2, padding=2),
+                nn.ReLU(),
+                nn.BatchNorm1d(ch),
+            )
             self.attention = nn.Sequential(nn.Conv1d(ch, 4, 1), nn.Tanh(), nn.Conv1d(4, ch, 1))
             self.fc = nn.Linear(2 * ch, emb)
             self.bn = nn.BatchNorm1d(emb)
@@ -513,7 +519,7 @@ def conformer_conv_module_noam_warmup(torch):
             self.pw1 = nn.Conv1d(dim, dim * expansion * 2, 1)
             self.glu = nn.GLU(dim=1)
             self.dw = nn.Conv1d(dim * expansion, dim * expansion, kernel, padding=kernel // 2,
-                                groups=dim * expansion)  # fmt: skip
+                                groups=dim * expansion, bias=False)  # bias is redundant before BatchNorm (its gradient is only round-off)  # fmt: skip
             self.bn = nn.BatchNorm1d(dim * expansion)
             self.act = nn.SiLU()
             self.pw2 = nn.Conv1d(dim * expansion, dim, 1)
@@ -539,7 +545,8 @@ def conformer_conv_module_noam_warmup(torch):
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     d_model, warmup = 8, 4
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: d_model**-0.5 * min((s + 1) ** -0.5, (s + 1) * warmup**-1.5) * 0.1)
+        opt, lambda s: d_model**-0.5 * min((s + 1) ** -0.5, (s + 1) * warmup**-1.5) * 0.1
+    )
     losses, lrs = [], []
     for _ in range(4):
         loss = F.smooth_l1_loss(model(x), target, beta=0.5)
