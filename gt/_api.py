@@ -7,7 +7,7 @@ own namespace the first time one of them is asked for, so the dispatcher, the wo
 
 from gt import amp, backends, config, cuda, nn, optim, signal, utils
 from gt._foreach import *  # noqa: F403 - gt._foreach_add_, ... (its __all__; not in gt.__all__)
-from gt.amp import autocast
+from gt.amp import autocast, get_autocast_dtype, is_autocast_cpu_enabled, is_autocast_enabled
 from gt.autograd import (
     enable_grad,
     inference_mode,
@@ -59,6 +59,7 @@ from gt.ops.compat import *  # noqa: F403 - gt.divide, gt.aminmax, gt.tensor_spl
 from gt.ops.compat import __all__ as _compat_names
 from gt.ops.compat_functions import *  # noqa: F403 - gt.as_tensor, gt.column_stack, gt.isin, ...
 from gt.ops.compat_functions import __all__ as _compat_function_names
+from gt.ops.compat_inplace import is_inference
 from gt.ops.composed import *  # noqa: F403 - gt.kron, gt.diff, gt.trapezoid, ... (its __all__)
 from gt.ops.composed import __all__ as _composed_names
 from gt.ops.device import device
@@ -76,6 +77,8 @@ from gt.special import xlogy  # (torch.xlogy)
 from gt.tensor import Tensor
 from gt.torch_functions import *  # noqa: F403 - gt.conv2d, gt.svd, gt.histogram, ... (its __all__)
 from gt.torch_functions import __all__ as _torch_function_names
+from gt.typed_tensors import *  # noqa: F403 - gt.FloatTensor, gt.LongTensor, ... (legacy)
+from gt.typed_tensors import TYPED as _TYPED
 
 __all__ = [
     *_functional_names,
@@ -85,12 +88,17 @@ __all__ = [
     *_linalg_names,
     *_torch_function_names,
     *_settings_names,
+    *_TYPED,
     "Generator",
     "HotFunction",
     "compile",
     "hot",
     "amp",
     "autocast",
+    "get_autocast_dtype",
+    "is_autocast_cpu_enabled",
+    "is_autocast_enabled",
+    "is_inference",
     "bernoulli",
     "normal",
     "Size",

@@ -81,6 +81,28 @@ class dtype(str):  # noqa: N801 - PyTorch's spelling: isinstance(x.dtype, gt.dty
         return self
 
 
+#: PyTorch's legacy typed constructors (``torch.FloatTensor`` ...) and their dtypes.
+TYPED = {
+    "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16",
+    "BFloat16Tensor": "bfloat16", "ByteTensor": "uint8", "CharTensor": "int8",
+    "ShortTensor": "int16", "IntTensor": "int32", "LongTensor": "int64", "BoolTensor": "bool",
+}  # fmt: skip
+_TYPED_NAME = {d: name for name, d in TYPED.items()}
+
+
+def type_name(d: str) -> str:
+    """``"gt.FloatTensor"`` for float32 ...: what ``x.type()`` returns (PyTorch's
+    ``"torch.FloatTensor"``); complex dtypes, which have no legacy constructor, by dtype."""
+    name = _TYPED_NAME.get(str.__str__(d))
+    return f"gt.{name}" if name else f"gt.{str.__str__(d)}"
+
+
+def dtype_of_type_name(name: str) -> str | None:
+    """The dtype a legacy type name stands for (``"torch.LongTensor"``, ``"gt.FloatTensor"``,
+    ``"FloatTensor"``), else ``None``."""
+    return TYPED.get(name.rsplit(".", 1)[-1])
+
+
 #: The one dtype object of each name.
 BY_NAME: dict[str, dtype] = {}
 for _name in _ITEMSIZE:

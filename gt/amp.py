@@ -11,19 +11,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+#: The autocast regions entered and not yet left, by device type (what the queries report).
+_ACTIVE: dict[str, list[Any]] = {}
+_DEFAULT_DTYPE = {"cuda": "float16", "cpu": "bfloat16"}
+
 
 class autocast:  # noqa: N801 - PyTorch's name
-    """A context manager (or decorator) that changes nothing: ops keep their inputs' dtypes."""
+    """A context manager (or decorator) that changes nothing: ops keep their inputs' dtypes.
+    :func:`is_autocast_enabled` and :func:`get_autocast_dtype` report the region as PyTorch's do,
+    for code that branches on them."""
 
     def __init__(self, device_type: str = "cuda", dtype: Any = None, enabled: bool = True,
                  cache_enabled: bool | None = None):  # fmt: skip
         self.device_type, self.dtype, self.enabled = device_type, dtype, enabled
 
     def __enter__(self) -> autocast:
+        dtype = self.dtype or _DEFAULT_DTYPE.get(self.device_type, "float16")
+        _ACTIVE.setdefault(self.device_type, []).append((self.enabled, dtype))
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        return None
+        _ACTIVE.get(self.device_type, [None]).pop()
 
     def __call__(self, fn: Callable) -> Callable:
         return fn
@@ -66,4 +74,27 @@ class GradScaler:
         """Nothing to load."""
 
 
-__all__ = ["GradScaler", "autocast"]
+def is_autocast_enabled(device_type: str = "cuda") -> bool:
+    """Whether the innermost ``autocast`` region of ``device_type`` is enabled (GT computes in
+    the tensors' own dtypes either way)."""
+    regions = _ACTIVE.get(device_type)
+    return bool(regions) and regions[-1][0]
+
+
+def is_autocast_cpu_enabled() -> bool:
+    """``is_autocast_enabled("cpu")``."""
+    return is_autocast_enabled("cpu")
+
+
+def get_autocast_dtype(device_type: str) -> Any:
+    """The dtype the innermost ``autocast`` region of ``device_type`` names (PyTorch's default
+    outside one)."""
+    from gt._dtype import dtype  # noqa: PLC0415 - tiny, and only here
+
+    regions = _ACTIVE.get(device_type)
+    name = regions[-1][1] if regions else _DEFAULT_DTYPE.get(device_type, "float16")
+    return dtype(str.__str__(name))
+
+
+__all__ = ["GradScaler", "autocast", "get_autocast_dtype", "is_autocast_cpu_enabled",
+           "is_autocast_enabled"]  # fmt: skip

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gt import signal as _signal
+from gt import signal_scope as _signal
 from gt.grad_graph import Node, Packed
 from gt.grad_hooks import (
     _LEAF_HOOKS,
@@ -215,9 +215,11 @@ class _Walk:
             if id(g) in self.handed:  # the same tensor object must not become two leaves' .grad
                 g = g.clone() if self.create_graph else g.detach()
             self.handed.add(id(g))
+            if getattr(g, "_vb", None) is not None:  # a .grad is its own tensor, never a view
+                g._vb = None  # that writes into another (see gt.ops.views)
             leaf.grad = g
         else:
-            leaf.grad = leaf.grad + g
+            leaf.grad = _summed(leaf.grad, g, self.create_graph)
         if _POST_ACCUMULATE_HOOKS and id(leaf) in _POST_ACCUMULATE_HOOKS:
             self.accumulated[id(leaf)] = leaf
 
@@ -239,7 +241,7 @@ class _Walk:
             out.grad = g
             self.handed.add(id(out.grad))
         else:
-            out.grad = out.grad + g
+            out.grad = _summed(out.grad, g, self.create_graph)
 
     def _propagate(self, node: Node, g: Tensor, grads: dict) -> None:
         """Run ``node``'s derivative rule and hand each input its gradient."""
@@ -376,7 +378,17 @@ def backward(
 
 def _add_grad(t: Tensor, g: Tensor) -> None:
     """Accumulate into a computed tensor named in ``backward(inputs=...)``."""
-    t.grad = g if t.grad is None else t.grad + g
+    t.grad = g if t.grad is None else _summed(t.grad, g, g.requires_grad)
+
+
+def _summed(held: Tensor, g: Tensor, create_graph: bool) -> Tensor:
+    """``held + g`` for a ``.grad`` already there: in place, as PyTorch's ``AccumulateGrad``
+    does, so a ``.grad`` a program kept sees later backward passes; out of place while a graph
+    of the gradients is being made (or the held one is part of one)."""
+    if create_graph or held.requires_grad:
+        return held + g
+    held.add_(g)
+    return held
 
 
 def grad(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from itertools import count
 from typing import TYPE_CHECKING, Any
 
-from gt import signal as _signal
+from gt import signal_scope as _signal
 from gt._dtype import name_of
 from gt.grad_mode import _mode
 from gt.runtime import ops as O

@@ -30,6 +30,8 @@ def encode_key(x: Tensor, key: Any, op: str = "getitem") -> tuple[list, list, tu
     stand_in: list = []
     dim = 0  # the dimension of x the next item indexes (None once an Ellipsis makes it unknown)
     for item in key:
+        if isinstance(item, range):  # x[range(B), a]: a list of ints, as in PyTorch
+            item = list(item)
         if isinstance(item, bool):
             raise IndexError(f"{op}: a bare bool index is not supported")
         if (

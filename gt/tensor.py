@@ -42,6 +42,7 @@ from gt.ops.reduce import ReductionOps
 from gt.ops.selection import SelectionOps
 from gt.ops.shaping import ShapeOps
 from gt.ops.typeinfo import Size
+from gt.ops.views import write_back
 from gt.runtime import ops as O
 from gt.runtime.client import Connection
 from gt.runtime.ops.complexnum import complex_grad_mode
@@ -112,6 +113,8 @@ class Tensor(
         "_version",
         "_inf",  # set (True) only on tensors made inside inference_mode
         "_st",  # set only on tensors whose PyTorch strides are not row-major (gt.ops.layout)
+        "_vb",  # set only on views that write back into their base (gt.ops.views)
+        "_vwn",  # how many of this tensor's changes came through its views (gt.ops.views)
         "__weakref__",
     )
     __array_priority__ = 1000  # so ndarray + Tensor defers to Tensor.__radd__
@@ -250,6 +253,7 @@ class Tensor(
         args = [t.id if isinstance(t, TensorBase) else immediate(t) for t in inputs]
         self._conn.emit(_OP[name], self.id, args, attrs)
         self._version += 1
+        write_back(self, take_value)
         return self
 
     def _create(self, name: str, args: list, attrs: dict) -> Tensor:

@@ -146,10 +146,11 @@ def histogram(input: Tensor, bins: Any = 100, *, range: Any = None,  # noqa: A00
 
 def gradient(input: Tensor, *, spacing: Any = 1, dim: Any = None,
              edge_order: int = 1) -> tuple[Tensor, ...]:  # fmt: skip
-    """Central differences along ``dim`` (every dim by default), one-sided at the edges
-    (``edge_order`` 1), with a uniform ``spacing`` (a number or one per dim)."""
-    if edge_order != 1:
-        raise NotImplementedError("gradient: only edge_order=1 is supported in GT")
+    """Second-order central differences along ``dim`` (every dim by default), one-sided at the
+    edges to first or second order (``edge_order``); ``spacing`` is a number, or per dim a
+    number or a 1-d tensor of coordinates (non-uniform differences, as NumPy's and PyTorch's)."""
+    if edge_order not in (1, 2):
+        raise ValueError("torch.gradient only supports edge_order=1 and edge_order=2.")
     dims = (
         list(_builtin_range(input.ndim))
         if dim is None
@@ -163,18 +164,69 @@ def gradient(input: Tensor, *, spacing: Any = 1, dim: Any = None,
     for d, h in zip(dims, steps):
         d = S.normalize_axis(d, input.ndim, "gradient")
         n = input.shape[d]
-        if n < 2:
+        if n < edge_order + 1:
             raise RuntimeError("torch.gradient expected each dimension size to be at least "
                                "edge_order+1")  # fmt: skip
-        h = float(h.item()) if isinstance(h, Tensor) else float(h)
-        first = (input.narrow(d, 1, 1) - input.narrow(d, 0, 1)) / h
-        last = (input.narrow(d, n - 1, 1) - input.narrow(d, n - 2, 1)) / h
-        parts = [first]
-        if n > 2:
-            parts.append((input.narrow(d, 2, n - 2) - input.narrow(d, 0, n - 2)) / (2 * h))
-        parts.append(last)
-        out.append(cat(parts, d))
+        if isinstance(h, Tensor) and h.ndim == 1:
+            out.append(_gradient_at(input, d, h.to(input.dtype), edge_order))
+        else:
+            step = float(h.item()) if isinstance(h, Tensor) else float(h)
+            out.append(_gradient_uniform(input, d, step, edge_order))
     return tuple(out)
+
+
+def _gradient_uniform(f: Tensor, d: int, h: float, edge_order: int) -> Tensor:
+    n = f.shape[d]
+
+    def at(i: int, length: int = 1) -> Tensor:
+        return f.narrow(d, i, length)
+
+    if edge_order == 1:
+        first, last = (at(1) - at(0)) / h, (at(n - 1) - at(n - 2)) / h
+    else:
+        first = (at(0) * -3.0 + at(1) * 4.0 - at(2)) / (2 * h)
+        last = (at(n - 1) * 3.0 - at(n - 2) * 4.0 + at(n - 3)) / (2 * h)
+    parts = [first]
+    if n > 2:
+        parts.append((at(2, n - 2) - at(0, n - 2)) / (2 * h))
+    parts.append(last)
+    return cat(parts, d)
+
+
+def _gradient_at(f: Tensor, d: int, x: Tensor, edge_order: int) -> Tensor:
+    """Differences for samples at coordinates ``x`` along ``d`` (NumPy's formulas)."""
+    n = f.shape[d]
+    hd = x[1:] - x[:-1]
+
+    def along(c: Tensor) -> Tensor:  # a coefficient per position, broadcast along d
+        shape = [1] * f.ndim
+        shape[d] = c.shape[0]
+        return c.reshape(shape)
+
+    def at(i: int, length: int = 1) -> Tensor:
+        return f.narrow(d, i, length)
+
+    if edge_order == 1:
+        first = (at(1) - at(0)) / along(hd[:1])
+        last = (at(n - 1) - at(n - 2)) / along(hd[-1:])
+    else:
+        a, b = hd[0], hd[1]
+        first = (at(0) * along((-(2 * a + b) / (a * (a + b))).reshape(1))
+                 + at(1) * along(((a + b) / (a * b)).reshape(1))
+                 + at(2) * along((-a / (b * (a + b))).reshape(1)))  # fmt: skip
+        a, b = hd[-2], hd[-1]
+        last = (at(n - 3) * along((b / (a * (a + b))).reshape(1))
+                + at(n - 2) * along((-(a + b) / (a * b)).reshape(1))
+                + at(n - 1) * along(((2 * b + a) / (b * (a + b))).reshape(1)))  # fmt: skip
+    parts = [first]
+    if n > 2:
+        left, right = hd[:-1], hd[1:]
+        total = left + right
+        parts.append(at(0, n - 2) * along(-right / (left * total))
+                     + at(1, n - 2) * along((right - left) / (left * right))
+                     + at(2, n - 2) * along(left / (right * total)))  # fmt: skip
+    parts.append(last)
+    return cat(parts, d)
 
 
 def real(input: Tensor) -> Tensor:

@@ -119,3 +119,45 @@ __all__ = [
     "register_kl",
     "transforms",
 ]
+
+
+def _register_torch_module_names() -> None:
+    """PyTorch's module per distribution (``torch.distributions.categorical`` ...), which scripts
+    import from (``from torch.distributions.normal import Normal``): each a small module in
+    ``sys.modules`` holding its class, so both the import and ``gt.distributions.normal`` work."""
+    import sys  # noqa: PLC0415 - only here
+    import types  # noqa: PLC0415
+
+    names = {
+        "bernoulli": ["Bernoulli"], "beta": ["Beta"], "binomial": ["Binomial"],
+        "categorical": ["Categorical"], "cauchy": ["Cauchy"], "chi2": ["Chi2"],
+        "continuous_bernoulli": ["ContinuousBernoulli"], "dirichlet": ["Dirichlet"],
+        "exponential": ["Exponential"], "fishersnedecor": ["FisherSnedecor"], "gamma": ["Gamma"],
+        "generalized_pareto": ["GeneralizedPareto"], "geometric": ["Geometric"],
+        "gumbel": ["Gumbel"], "half_cauchy": ["HalfCauchy"], "half_normal": ["HalfNormal"],
+        "inverse_gamma": ["InverseGamma"], "kumaraswamy": ["Kumaraswamy"], "laplace": ["Laplace"],
+        "lkj_cholesky": ["LKJCholesky"], "log_normal": ["LogNormal"],
+        "logistic_normal": ["LogisticNormal"], "mixture_same_family": ["MixtureSameFamily"],
+        "multinomial": ["Multinomial"], "multivariate_normal": ["MultivariateNormal"],
+        "normal": ["Normal"], "one_hot_categorical": ["OneHotCategorical"],
+        "pareto": ["Pareto"], "poisson": ["Poisson"],
+        "relaxed_categorical": ["RelaxedOneHotCategorical", "ExpRelaxedCategorical"],
+        "studentT": ["StudentT"], "uniform": ["Uniform"], "weibull": ["Weibull"],
+        "wishart": ["Wishart"],
+    }  # fmt: skip
+    here = globals()
+    for module, classes in names.items():
+        full = f"{__name__}.{module}"
+        if module in here or full in sys.modules:  # a real module of that name comes first
+            continue
+        alias = types.ModuleType(
+            full, f"PyTorch's torch.distributions.{module}: {', '.join(classes)}."
+        )
+        for cls in classes:
+            setattr(alias, cls, here[cls])
+        alias.__all__ = list(classes)
+        sys.modules[full] = alias
+        here[module] = alias
+
+
+_register_torch_module_names()

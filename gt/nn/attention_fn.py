@@ -45,12 +45,19 @@ def scaled_dot_product_attention(
     if is_causal:
         future = F.ones(ln, sn, dtype="bool").triu(1)
         scores = scores.masked_fill(future, -math.inf)
+    blocked = None
     if attn_mask is not None:
         if attn_mask.dtype == "bool":
             scores = scores.masked_fill(attn_mask.logical_not(), -math.inf)
         else:
             scores = scores + attn_mask
+        # PyTorch's safe softmax: a query that may attend to nothing gets zeros, not NaN (its
+        # scores are replaced first, so no NaN reaches the gradients either)
+        blocked = (scores == -math.inf).all(-1, keepdim=True)
+        scores = scores.masked_fill(blocked, 0.0)
     weights = scores.softmax(-1)
+    if blocked is not None:
+        weights = weights.masked_fill(blocked, 0.0)
     if dropout_p > 0.0:
         keep = (F.rand(weights.shape, dtype=weights.dtype) >= dropout_p).to(weights.dtype)
         weights = weights * keep * (1.0 / (1.0 - dropout_p))

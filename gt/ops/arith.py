@@ -198,12 +198,18 @@ class ArithmeticOps:
         return self * other
 
     def div(self, other: Any, rounding_mode: str | None = None) -> Tensor:
-        """``self / other``; ``rounding_mode="floor"`` rounds down (``//``)."""
+        """``self / other``; ``rounding_mode="floor"`` rounds down (``//``), ``"trunc"`` toward
+        zero."""
         if rounding_mode is None:
             return self / other
         if rounding_mode == "floor":
             return self // other
-        raise ValueError(f"div: rounding_mode must be None or 'floor', not {rounding_mode!r}")
+        if rounding_mode == "trunc":
+            return self.divide(other, rounding_mode="trunc")
+        raise ValueError(
+            f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+            f"'{rounding_mode}'"
+        )
 
     def true_divide(self, other: Any) -> Tensor:
         """``self / other``."""

@@ -27,6 +27,7 @@ from gt.errors import ShapeError
 from gt.ops.arith import where
 from gt.ops.base import TensorBase
 from gt.ops.compat_inplace import CompatInplaceOps
+from gt.ops.functions import method_function
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -259,6 +260,30 @@ class CompatOps(CompatInplaceOps):
         d = S.normalize_axis(dim, self.ndim, "select")
         return self[(slice(None),) * d + (int(index),)]
 
+    def as_strided(self, size: Any, stride: Any, storage_offset: int = 0) -> Tensor:
+        """The elements PyTorch's ``as_strided`` would read, gathered (a copy, not a view): the
+        tensor's storage is its values in the order of its strides (see :mod:`gt.ops.layout`),
+        element ``i`` of the result at ``storage_offset + sum(i_k * stride[k])``."""
+        size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
+        if len(size) != len(stride):
+            raise RuntimeError(
+                f"mismatch in length of strides and shape ({len(stride)} vs {len(size)})"
+            )
+        strides = self.stride()
+        order = sorted(range(self.ndim), key=lambda d: -strides[d])  # outermost first
+        storage = (self.permute(order) if order != sorted(order) else self).reshape(-1)
+        where_at = np.full(size, int(storage_offset), dtype=np.int64)
+        for k, (n, st) in enumerate(zip(size, stride)):
+            shape = [1] * len(size)
+            shape[k] = n
+            where_at = where_at + (np.arange(n, dtype=np.int64) * st).reshape(shape)
+        if where_at.size and (where_at.min() < 0 or where_at.max() >= storage.shape[0]):
+            raise RuntimeError(
+                f"setStorage: sizes {list(size)}, strides {list(stride)} and storage offset "
+                f"{storage_offset} are out of bounds for storage of {storage.shape[0]} elements"
+            )
+        return storage[self._upload(np.ascontiguousarray(where_at))]
+
     def narrow_copy(self, dim: int, start: int, length: int) -> Tensor:
         """:meth:`narrow` (GT's slices are copies already)."""
         return self.narrow(dim, start, length)
@@ -437,20 +462,15 @@ class CompatOps(CompatInplaceOps):
 
 # ----------------------------------------------------------------------------- gt.<name> functions
 def _as_function(name: str) -> Any:
-    def fn(input: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002 - PyTorch's name
-        return getattr(input, name)(*args, **kwargs)
-
-    fn.__name__ = fn.__qualname__ = name
     own = CompatOps.__dict__.get(name) or CompatInplaceOps.__dict__.get(name)
-    fn.__doc__ = own.__doc__ if own is not None else f"``gt.{name}(x, ...)`` is ``x.{name}(...)``."
-    return fn
+    return method_function(name, own.__doc__ if own is not None else None)
 
 
 _METHOD_FUNCTIONS = (
     "absolute", "adjoint", "divide", "multiply", "subtract", "negative", "positive", "greater",
     "greater_equal", "less", "less_equal", "not_equal", "true_divide", "floor_divide", "swapdims",
     "ravel", "aminmax", "fmax", "fmin", "nanmedian", "mode", "tensor_split", "hsplit", "vsplit",
-    "dsplit", "split_with_sizes", "fliplr", "flipud", "take", "select", "narrow_copy",
+    "dsplit", "split_with_sizes", "as_strided", "fliplr", "flipud", "take", "select", "narrow_copy",
     "index_copy", "index_put", "masked_scatter", "select_scatter", "slice_scatter",
     "diagonal_scatter", "addmv", "addr", "addbmm", "baddbmm", "mv", "vdot", "matrix_power",
     "logdet", "diagflat", "renorm", "unique_consecutive", "is_signed", "is_complex",

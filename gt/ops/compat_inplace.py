@@ -278,6 +278,13 @@ class CompatInplaceOps:
         """Whether this tensor was made inside ``inference_mode``."""
         return getattr(self, "_inf", False)
 
+    @property
+    def layout(self) -> Any:
+        """``gt.strided``: GT's tensors are dense."""
+        from gt.settings import strided  # noqa: PLC0415 - the user API imports this layer
+
+        return strided
+
     def is_neg(self) -> bool:
         """False: GT has no lazily negated tensors."""
         return False
@@ -334,3 +341,8 @@ class CompatInplaceOps:
 
 for _name in INPLACE_NAMES:
     setattr(CompatInplaceOps, _name + "_", inplace_of(_name))
+
+
+def is_inference(input: Any) -> bool:  # noqa: A002 - PyTorch's name
+    """``gt.is_inference(x)``: whether ``x`` was made inside ``inference_mode``."""
+    return input.is_inference()

@@ -21,6 +21,7 @@ from gt import shapes as S
 from gt.errors import ShapeError
 from gt.ops.arith import where
 from gt.ops.base import TensorBase
+from gt.ops.functions import method_function
 from gt.ops.shaping import cat
 from gt.ops.typeinfo import finfo
 
@@ -316,12 +317,7 @@ class ComposedOps:
 
 # ----------------------------------------------------------------------------- gt.<name> functions
 def _as_function(name: str) -> Any:
-    def fn(input: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002 - PyTorch's name
-        return getattr(input, name)(*args, **kwargs)
-
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = getattr(ComposedOps, name).__doc__
-    return fn
+    return method_function(name, getattr(ComposedOps, name).__doc__)
 
 
 _METHOD_FUNCTIONS = ("hypot", "copysign", "sgn", "nan_to_num", "deg2rad", "rad2deg",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gt import shapes as S
+from gt._dtype import dtype_of_type_name, type_name
 from gt.ops.base import TensorBase
 from gt.ops.device import device as Device
 from gt.ops.layout import formatted
@@ -87,8 +88,16 @@ class ConversionOps:
         return self._apply("cast", [self], {"dtype": dtype})
 
     def type(self, dtype: Any = None) -> Any:
-        """The dtype's name, or a copy converted to ``dtype``."""
-        return self.dtype if dtype is None else self.to(dtype)
+        """The legacy type name (``"gt.FloatTensor"``, as PyTorch's ``"torch.FloatTensor"``), or
+        a copy converted to ``dtype`` (a dtype, a typed constructor such as ``gt.LongTensor``,
+        or a type name)."""
+        if dtype is None:
+            return type_name(self.dtype)
+        if isinstance(dtype, type) and hasattr(dtype, "dtype"):
+            return self.to(dtype.dtype)
+        if isinstance(dtype, str) and (named := dtype_of_type_name(dtype)):
+            return self.to(named)
+        return self.to(dtype)
 
     def type_as(self, other: Tensor) -> Tensor:
         """A copy converted to ``other``'s dtype."""

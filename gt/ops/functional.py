@@ -13,6 +13,7 @@ from typing import Any
 from gt import shapes as S
 from gt.ops.base import is_tensor
 from gt.ops.einsum import einsum
+from gt.ops.functions import method_function
 from gt.ops.mathops import where_or_nonzero as where
 from gt.ops.search import bucketize, searchsorted
 from gt.ops.shaping import cat, stack
@@ -22,12 +23,7 @@ from gt.runtime import ops as O
 
 
 def _method(name: str) -> Callable[..., Any]:
-    def fn(input: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002 - PyTorch's name
-        return getattr(input, name)(*args, **kwargs)
-
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"``gt.{name}(x, ...)`` is ``x.{name}(...)``."
-    return fn
+    return method_function(name)
 
 
 abs = _method("abs")
@@ -220,8 +216,7 @@ def meshgrid(*tensors: Any, indexing: str = "ij") -> tuple:
         view = [1] * len(ts)
         view[i] = t.shape[0]
         out.append(t.reshape(view).expand(shape))
-    if swap:
-        out = [o.transpose(0, 1) for o in out]
+    if swap:  # grids made for (y, x, ...): hand them back in the order given
         out[0], out[1] = out[1], out[0]
     return tuple(out)
 

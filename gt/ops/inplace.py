@@ -14,6 +14,7 @@ makes that ``backward()`` raise instead of returning wrong gradients.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from gt.indexing import encode_key
 from gt.ops.arith import where
 from gt.ops.base import TensorBase
 from gt.ops.random import random_attrs
+from gt.ops.views import write_back
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -50,6 +52,7 @@ def take_value(dst: Tensor, src: Tensor, keep_graph: bool = True) -> None:
     if keep_graph and _mode.enabled:
         dst._node = src._node
         dst._rg = src._rg
+    write_back(dst, take_value)
 
 
 def _broadcasts_to(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
@@ -185,8 +188,10 @@ class InplaceOps:
             apply_inplace(self, "mul_", lambda x: x * other)
         return self
 
-    def div_(self, other: Any) -> Tensor:
-        """``self /= other`` in place."""
+    def div_(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+        """``self /= other`` in place (``rounding_mode`` as in :meth:`div`)."""
+        if rounding_mode is not None:
+            return self.divide_(other, rounding_mode=rounding_mode)
         _result_dtype(self, other, "div_", true_div=True)
         if _direct(self, "div", other) is None:
             apply_inplace(self, "div_", lambda x: x / other)
@@ -289,12 +294,16 @@ def _setitem_value(x: Tensor, value: Any, shape: tuple[int, ...]) -> Any:
     """``value`` checked for ``x[key] = value`` (``shape``: the indexed part's) and cast to x's
     dtype: a tensor, or a Python number of the right kind."""
     if isinstance(value, TensorBase):
+        while value.ndim > len(shape) and value.shape[0] == 1:  # PyTorch drops leading 1s first
+            value = value.reshape(value.shape[1:])
         if value.shape != shape and not _broadcasts_to(value.shape, shape):
             raise ShapeError(
                 f"setitem: shape mismatch: value tensor of shape {list(value.shape)} cannot be "
                 f"broadcast to indexing result of shape {list(shape)}"
             )
-        if S.category(value.dtype) > S.category(x.dtype):
+        # PyTorch casts the value to the tensor's dtype (a float into ints truncates), but a
+        # complex value into a real tensor would lose its imaginary part: refused
+        if value.dtype in S.COMPLEX_DTYPES and x.dtype not in S.COMPLEX_DTYPES:
             raise TypeError(
                 f"setitem: value of dtype {value.dtype} can't be cast to the tensor's dtype {x.dtype}"
             )
@@ -302,13 +311,17 @@ def _setitem_value(x: Tensor, value: Any, shape: tuple[int, ...]) -> Any:
     if isinstance(value, (int, float, bool, complex, np.number)):
         if isinstance(value, np.complexfloating):
             value = complex(value)
-        if S.category(S.promote_scalar(x.dtype, value)) > S.category(x.dtype):
-            raise TypeError(
-                f"setitem: value {value!r} can't be cast to the tensor's dtype {x.dtype}"
-            )
         if isinstance(value, complex):  # (complex numbers travel as 0-d tensors)
+            if x.dtype not in S.COMPLEX_DTYPES:
+                raise TypeError(
+                    f"setitem: value {value!r} can't be cast to the tensor's dtype {x.dtype}"
+                )
             return x._upload(np.array(value, dtype=x.dtype))
         if x.dtype in S.INEXACT_DTYPES:
             return float(value)
-        return bool(value) if x.dtype == "bool" else int(value)
+        if x.dtype == "bool":
+            return bool(value)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"setitem: cannot convert float {value} to integer")
+        return int(value)
     raise TypeError(f"setitem: can't assign a {type(value).__name__} to a tensor")

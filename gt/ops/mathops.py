@@ -86,6 +86,7 @@ class MathOps:
     def logaddexp(self, other: Any) -> Tensor:
         """``log(exp(self) + exp(other))`` without overflow."""
         m = self.maximum(other).detach()
+        m = m.masked_fill(m.isinf(), 0.0)  # two -inf give -inf, an inf gives inf (not NaN)
         return m + ((self - m).exp() + (other - m).exp()).log()
 
     def logit(self, eps: float | None = None) -> Tensor:

@@ -37,8 +37,12 @@ class OrderingOps:
         ax = S.normalize_axis(dim, self.ndim, "argsort")
         return self._apply("argsort", [self], {"axis": ax, "descending": bool(descending)})
 
-    def sort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> SortResult:
-        """``(values, indices)`` sorted along ``dim``; gradients go back to the sorted elements."""
+    def sort(self, dim: int = -1, descending: bool = False, stable: bool = False, *,
+             axis: int | None = None) -> SortResult:  # fmt: skip
+        """``(values, indices)`` sorted along ``dim`` (``axis``, PyTorch's alias); gradients go
+        back to the sorted elements."""
+        if axis is not None:
+            dim = axis
         idx = self.argsort(dim, descending)
         if self.ndim == 0:
             return SortResult(self, idx)

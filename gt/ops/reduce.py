@@ -164,9 +164,12 @@ class ReductionOps:
     ) -> Any:
         """Largest value; ``max(dim)`` returns ``(values, indices)`` as in PyTorch.
 
-        ``max()`` and ``max(axis=...)`` (int or tuple) return the values only, as NumPy does;
+        ``max()`` and ``max(axis=(...))`` (a tuple) return the values only, as NumPy does
+        (``axis=`` an int is PyTorch's alias of ``dim``);
         ``max(other_tensor)`` is :meth:`maximum`. Ties share the gradient evenly.
         """
+        if dim is None and isinstance(axis, int) and not isinstance(axis, bool):
+            dim, axis = axis, None  # PyTorch's axis= is its dim=: (values, indices)
         return self._extreme("max", axis, dim, keepdims, keepdim)
 
     def min(
@@ -178,6 +181,8 @@ class ReductionOps:
         keepdims: bool = False,
     ) -> Any:
         """Smallest value; ``min(dim)`` returns ``(values, indices)`` as in PyTorch."""
+        if dim is None and isinstance(axis, int) and not isinstance(axis, bool):
+            dim, axis = axis, None
         return self._extreme("min", axis, dim, keepdims, keepdim)
 
     def amax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
@@ -309,5 +314,6 @@ class ReductionOps:
         x = real_float(self, "logsumexp")
         axes = S.normalize_axes(dim, x.ndim, "logsumexp")
         m = x._reduce("max", axes, True, grad=False)  # a constant shift: no gradient through it
+        m = m.masked_fill(m.isinf(), 0.0)  # rows of -inf give -inf (and +inf gives inf), not NaN
         out = (x - m).exp().sum(axes, keepdims=True).log() + m
         return out if keepdim else out.reshape(S.reduce(x.shape, axes, False))

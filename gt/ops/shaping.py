@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from gt import shapes as S
 from gt.errors import ShapeError
 from gt.indexing import encode_key
-from gt.ops import layout
+from gt.ops import layout, views
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -36,7 +36,9 @@ class ShapeOps:
         new = S.reshape(self.shape, _dims(shape))
         if new == self.shape:
             return self
-        return self._apply("reshape", [self], {"shape": list(new)}, shape=new)
+        out = self._apply("reshape", [self], {"shape": list(new)}, shape=new)
+        views.link(self, out, "reshape", None)
+        return out
 
     def view(self, *shape: Any) -> Tensor:
         """Same as :meth:`reshape` (GT tensors never share memory; see ``gt.tensor``'s docs)."""
@@ -111,6 +113,7 @@ class ShapeOps:
         shape = tuple([self.shape[p] for p in perm])
         out = self._apply("transpose", [self], {"perm": perm}, shape=shape)
         layout.permuted(self, out, perm)
+        views.link(self, out, "perm", perm)
         return out
 
     def transpose(self, dim0: int = -2, dim1: int = -1) -> Tensor:
@@ -204,7 +207,10 @@ class ShapeOps:
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, key: Any) -> Tensor:
         wire, tensors, shape = encode_key(self, key)
-        return self._apply("getitem", [self, *tensors], {"key": wire}, shape=shape)
+        out = self._apply("getitem", [self, *tensors], {"key": wire}, shape=shape)
+        if not tensors and views.is_basic_key(key):  # a view in PyTorch (advanced: a copy)
+            views.link(self, out, "key", key)
+        return out
 
     def narrow(self, dim: int, start: int, length: int) -> Tensor:
         """``length`` elements of ``dim`` starting at ``start``."""

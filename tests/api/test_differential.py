@@ -32,6 +32,10 @@ KNOWN_DIFFERENCES: dict[str, str] = {
         "Linear layer, where PyTorch fuses AddmmBackward0), and x.shape is a plain tuple, printed "
         "(1, 1) rather than torch.Size([1, 1]) (x.size() is a gt.Size)"
     ),
+    "skipgram_negative_sampling_sparse_embeddings": (
+        "GT has no sparse tensors: Embedding(sparse=True) gives a dense gradient (no is_sparse, "
+        "coalesce or to_dense), and there is no optim.SparseAdam"
+    ),
 }
 
 _GOLDEN_CACHE: dict[str, dict[str, np.ndarray]] = {}

@@ -253,11 +253,11 @@ CASES = [
         r"setitem: index 9 is out of bounds",
     ),
     (
-        "setitem_float_into_int",
-        lambda: (_t(3, dtype="int64"),),
-        lambda a: a.__setitem__(0, 1.5),
+        "setitem_complex_into_float",
+        lambda: (_t(3),),
+        lambda a: a.__setitem__(0, 1.5j),
         TypeError,
-        r"setitem: value 1.5 can't be cast to the tensor's dtype int64",
+        r"setitem: value 1.5j can't be cast to the tensor's dtype float32",
     ),
     (
         "iadd_grows_shape",

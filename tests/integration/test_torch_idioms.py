@@ -348,3 +348,104 @@ def test_lstm_projections_shape_states_and_outputs_as_pytorch(conn):
     cell = sig(i) * np.tanh(g)
     want = one.weight_hr_l0.detach().numpy() @ (sig(o) * np.tanh(cell))
     np.testing.assert_allclose(y.detach().numpy().ravel(), want, rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- round two
+def test_function_forms_take_a_number_first_and_an_out_tensor(conn):
+    x = gt.tensor([0.0, 1.0, 2.0])
+    ints = gt.tensor([1, 2, 3])
+    assert gt.pow(10.0, x).tolist() == [1.0, 10.0, 100.0]
+    assert gt.pow(2, ints).tolist() == [2, 4, 8] and gt.pow(2, ints).dtype is gt.int64
+    assert gt.add(1.0, x, alpha=2).tolist() == [1.0, 3.0, 5.0] and gt.sub(1, ints).tolist() == [
+        0,
+        -1,
+        -2,
+    ]
+    a = gt.ones(3)
+    assert gt.add(a, gt.arange(3.0), alpha=2, out=a) is a and a.tolist() == [1.0, 3.0, 5.0]
+    wide = gt.zeros(3, dtype=gt.float64)
+    gt.exp(x, out=wide)
+    assert wide.dtype is gt.float64 and round(wide.tolist()[1], 4) == 2.7183
+    with pytest.raises(
+        RuntimeError, match="out=... arguments don't support automatic differentiation"
+    ):
+        gt.add(gt.ones(2, requires_grad=True), 1, out=gt.zeros(2))
+    assert gt.div(gt.tensor([-7, 7]), 2, rounding_mode="trunc").tolist() == [-3, 3]
+    t = gt.tensor([-7.0, 7.0])
+    t.div_(2, rounding_mode="trunc")
+    assert t.tolist() == [-3.0, 3.0]
+
+
+def test_legacy_typed_constructors_and_type_names(conn):
+    x = gt.FloatTensor([[1, 2]])
+    assert x.dtype is gt.float32 and gt.LongTensor([1, 2]).dtype is gt.int64
+    assert tuple(gt.FloatTensor(2, 3).shape) == (2, 3) and tuple(gt.ByteTensor().shape) == (0,)
+    assert isinstance(x, gt.FloatTensor) and not isinstance(x, gt.LongTensor)
+    assert x.type() == "gt.FloatTensor" and x.type(gt.LongTensor).dtype is gt.int64
+    assert x.type("torch.DoubleTensor").dtype is gt.float64
+
+
+def test_indexing_and_assignment_as_pytorch_casts_and_broadcasts(conn):
+    x = gt.arange(12.0).view(3, 4)
+    assert x[range(3), gt.tensor([0, 2, 1])].tolist() == [0.0, 6.0, 9.0]
+    z = gt.zeros(3, 4)
+    z[0] = gt.ones(1, 4)  # leading size-1 dimensions are dropped first
+    z[1:3] = gt.full((1, 1, 4), 2.0)
+    assert z.sum().item() == 20.0
+    i = gt.zeros(2, dtype=gt.int64)
+    i[0] = 2.7  # cast to the tensor's dtype (truncated), as PyTorch does
+    b = gt.zeros(2, 3, dtype=gt.bool)
+    b[..., :1] = 1
+    assert i.tolist() == [2, 0] and b[:, 0].tolist() == [True, True]
+    X, Y = gt.meshgrid(gt.tensor([0.0, 1.0, 2.0]), gt.tensor([10.0, 20.0]), indexing="xy")
+    assert X.tolist() == [[0.0, 1.0, 2.0]] * 2 and Y.tolist() == [[10.0] * 3, [20.0] * 3]
+    v = gt.tensor([[1.0, 5.0], [7.0, 2.0]])
+    assert v.max(axis=1).indices.tolist() == [1, 0] and v.sort(axis=1).values.tolist() == [
+        [1.0, 5.0],
+        [2.0, 7.0],
+    ]
+    assert gt.arange(6.0).as_strided((2, 3), (2, 1)).tolist() == [[0.0, 1.0, 2.0], [2.0, 3.0, 4.0]]
+
+
+def test_log_space_reductions_and_attention_survive_infinities(conn):
+    inf = math.inf
+    assert gt.logsumexp(gt.tensor([[-inf, -inf], [0.0, -inf]]), 1).tolist() == [-inf, 0.0]
+    assert gt.logsumexp(gt.tensor([inf, 1.0]), 0).item() == inf
+    assert gt.logaddexp(gt.tensor(-inf), gt.tensor(-inf)).item() == -inf
+    q = gt.ones(1, 2, 4, requires_grad=True)
+    k, v = gt.ones(1, 3, 4), gt.arange(12.0).view(1, 3, 4)
+    mask = gt.tensor([[True, True, False], [False, False, False]])  # query 1 may see nothing
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    out.sum().backward()
+    assert out[0, 1].tolist() == [0.0] * 4 and not np.isnan(q.grad.numpy()).any()
+
+
+def test_gradient_with_coordinates_and_second_order_edges(conn):
+    x = gt.tensor([0.0, 0.1, 0.3, 0.6, 1.0])
+    (g,) = gt.gradient(x**2, spacing=(x,))
+    np.testing.assert_allclose(g.numpy(), [0.1, 0.2, 0.6, 1.2, 1.6], rtol=1e-5)
+    (g2,) = gt.gradient(gt.tensor([0.0, 1.0, 4.0, 9.0, 16.0]), spacing=0.5, edge_order=2)
+    np.testing.assert_allclose(g2.numpy(), [0.0, 4.0, 8.0, 12.0, 16.0], atol=1e-5)
+
+
+def test_grad_accumulates_into_the_tensor_a_program_holds(conn):
+    w = gt.ones(3, requires_grad=True)
+    (w * 2).sum().backward()
+    held = w.grad
+    (w * 3).sum().backward()
+    assert held is w.grad and held.tolist() == [5.0] * 3
+
+
+def test_signal_windows_and_module_aliases(conn):
+    np.testing.assert_allclose(
+        gt.signal.windows.hann(4, sym=False).numpy(), [0.0, 0.5, 1.0, 0.5], atol=1e-7
+    )
+    w = gt.signal.windows.kaiser(5, beta=5.0)
+    np.testing.assert_allclose(w.numpy(), np.kaiser(5, 5.0), rtol=1e-6)
+    from gt.distributions.categorical import Categorical
+    from gt.distributions.normal import Normal
+
+    assert Categorical is gt.distributions.Categorical and gt.distributions.normal.Normal is Normal
+    with gt.autocast("cpu", dtype=gt.bfloat16):
+        assert gt.is_autocast_cpu_enabled() and gt.get_autocast_dtype("cpu") is gt.bfloat16
+    assert not gt.is_autocast_cpu_enabled() and not gt.is_inference(gt.ones(1))

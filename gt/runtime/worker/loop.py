@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import zmq
 
 from gt.runtime import discovery, security
@@ -105,6 +106,9 @@ class Worker:
     ):  # fmt: skip
         self.keeps_memory = keep_freed_memory()
         self.backend = backend or load_backend()
+        # log(0), 0/0, overflow: IEEE results, silently, as PyTorch gives them (NumPy would
+        # print a RuntimeWarning into the user's terminal from this process)
+        np.seterr(all="ignore")
         self.ctx = zmq.Context()
         self.guard: security.Guard | None = None
         self.sock = self.ctx.socket(zmq.DEALER)

@@ -35,6 +35,8 @@ def log_mel_mfcc_with_deltas_and_cmvn(torch):
     mel = torch.matmul(power.transpose(-1, -2), fb).transpose(-1, -2)  # (B, n_mels, T)
     db = 10.0 * torch.log10(torch.clamp(mel, min=1e-10))
     db = torch.max(db, db.amax(dim=(-2, -1), keepdim=True) - 80.0)
+    # back to amplitude, as torchaudio.functional.DB_to_amplitude(db, ref=1.0, power=0.5)
+    amplitude = torch.pow(torch.pow(10.0, 0.1 * db), 0.5)
     # orthonormal DCT-II matrix, as torchaudio.functional.create_dct
     n = torch.arange(float(n_mels))
     k = torch.arange(float(n_mfcc)).unsqueeze(1)
@@ -50,7 +52,8 @@ def log_mel_mfcc_with_deltas_and_cmvn(torch):
     mean, std = feats.mean(dim=-1, keepdim=True), feats.std(dim=-1, keepdim=True, unbiased=True)
     cmvn = (feats - mean) / (std + 1e-5)
     return {"fb": fb, "power_shape": list(power.shape), "db": db, "mfcc": mfcc,
-            "deltas": deltas, "cmvn": cmvn, "fb_rowsum": fb.sum(0)}  # fmt: skip
+            "deltas": deltas, "cmvn": cmvn, "fb_rowsum": fb.sum(0),
+            "amplitude": amplitude}  # fmt: skip
 
 
 @program(rtol=5e-4, atol=5e-5)
@@ -80,6 +83,12 @@ def wav2vec_conv_feature_encoder_training(torch):
     enc = set_weights(torch, FeatureEncoder(), seed=2)
     wav = torch.tensor(arr(3, 3, 200))
     wav = (wav - wav.mean(-1, keepdim=True)) / torch.sqrt(wav.var(-1, keepdim=True) + 1e-7)
+    wav_lengths = torch.tensor([200, 163, 121])
+    wav = wav * (torch.arange(200) < wav_lengths.unsqueeze(1))
+    out_lengths = wav_lengths
+    for k, s in ((10, 5), (3, 2), (2, 2)):  # conv output lengths, layer by layer
+        out_lengths = torch.div(out_lengths - k, s, rounding_mode="trunc") + 1
+    frame_mask = torch.arange(9).unsqueeze(0) < out_lengths.unsqueeze(1)  # (B, T')
     opt = torch.optim.AdamW(enc.parameters(), lr=1e-2, betas=(0.9, 0.98), eps=1e-6,
                             weight_decay=0.01)  # fmt: skip
     losses, norms = [], []
@@ -87,15 +96,16 @@ def wav2vec_conv_feature_encoder_training(torch):
         feats = enc(wav)  # (B, T', D)
         z = F.normalize(feats, dim=-1)
         logits = torch.bmm(z, z.transpose(1, 2)) / 0.1  # frame-vs-frame contrastive
-        targets = torch.arange(z.shape[1]).expand(z.shape[0], -1)
-        loss = F.cross_entropy(logits.flatten(0, 1), targets.reshape(-1))
+        logits = logits.masked_fill(~frame_mask.unsqueeze(1), float("-inf"))
+        targets = torch.arange(z.shape[1]).expand(z.shape[0], -1).masked_fill(~frame_mask, -100)
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.reshape(-1), ignore_index=-100)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         norms.append(nn.utils.clip_grad_norm_(enc.parameters(), max_norm=1.0))
         opt.step()
         losses.append(loss.item())
     return {"losses": losses, "norms": norms, "feats": feats, "params": params(enc),
-            "n_frames": feats.shape[1]}  # fmt: skip
+            "n_frames": feats.shape[1], "out_lengths": out_lengths}  # fmt: skip
 
 
 @program(rtol=5e-4, atol=5e-5)
@@ -454,6 +464,10 @@ def istft_round_trips_and_griffin_lim(torch):
         "normalized": dict(n_fft=16, hop_length=4, window=torch.hann_window(16), normalized=True),
         "constant_pad": dict(n_fft=32, hop_length=8, window=torch.hann_window(32),
                              pad_mode="constant"),
+        "kaiser": dict(n_fft=32, hop_length=8, window=torch.signal.windows.kaiser(32, beta=8.0,
+                                                                                  sym=False)),
+        "gaussian": dict(n_fft=32, hop_length=4, window=torch.signal.windows.gaussian(32, std=6.0,
+                                                                                   sym=False)),
     }.items():  # fmt: skip
         spec = torch.stft(x, return_complex=True, **kw)
         kw.pop("pad_mode", None)
@@ -485,6 +499,8 @@ def preemphasis_framing_unfold_overlap_add(torch):
     emph = torch.cat([wav[:, :1], wav[:, 1:] - 0.97 * wav[:, :-1]], dim=1)
     frame_len, hop, n_fft = 32, 16, 64
     frames = emph.unfold(-1, frame_len, hop)  # (B, n_frames, frame_len)
+    n_frames = 1 + (emph.shape[-1] - frame_len) // hop
+    strided = emph.detach().contiguous().as_strided((2, n_frames, frame_len), (160, hop, 1))
     frames = frames - frames.mean(dim=-1, keepdim=True)  # remove DC offset per frame
     windowed = frames * torch.hamming_window(frame_len, periodic=False)
     spec = torch.fft.rfft(windowed, n=n_fft)
@@ -495,21 +511,21 @@ def preemphasis_framing_unfold_overlap_add(torch):
     # same frames through F.unfold on a (B, 1, 1, T) image
     patches = F.unfold(emph.detach().view(2, 1, 1, -1), kernel_size=(1, frame_len), stride=(1, hop))
     # overlap-add the windowed frames back with F.fold, normalized by the summed window
-    n_frames = frames.shape[1]
     ola = F.fold(windowed.transpose(1, 2), output_size=(1, (n_frames - 1) * hop + frame_len),
                  kernel_size=(1, frame_len), stride=(1, hop)).flatten(1)  # fmt: skip
-    wsum = F.fold(torch.hamming_window(frame_len, periodic=False).pow(1).view(1, -1, 1)
+    wsum = F.fold(torch.hamming_window(frame_len, periodic=False).view(1, -1, 1)
                   .expand(1, -1, n_frames), (1, ola.shape[-1]), (1, frame_len),
                   stride=(1, hop)).flatten()  # fmt: skip
     (power.mean() + ola.pow(2).mean()).backward()
     return {"emph": emph, "power": power, "log_energy": log_energy, "zcr": zcr,
             "voiced": voiced, "patches_equal": torch.equal(patches.transpose(1, 2),
             emph.detach().unfold(-1, frame_len, hop)), "ola": ola, "wsum": wsum,
-            "wav_grad": wav.grad}  # fmt: skip
+            "wav_grad": wav.grad, "strided": strided[:, ::3],
+            "strided_equal": torch.equal(strided, emph.detach().unfold(-1, frame_len, hop))}  # fmt: skip
 
 
 @program(rtol=5e-4, atol=5e-5)
-def conformer_conv_module_noam_warmup(torch):
+def conformer_block_padded_batch_noam_warmup(torch):
     nn, F = torch.nn, torch.nn.functional
 
     class ConvModule(nn.Module):
@@ -518,16 +534,34 @@ def conformer_conv_module_noam_warmup(torch):
             self.norm = nn.LayerNorm(dim)
             self.pw1 = nn.Conv1d(dim, dim * expansion * 2, 1)
             self.glu = nn.GLU(dim=1)
+            # no bias before BatchNorm: its gradient would be only round-off (amplified by Adam)
             self.dw = nn.Conv1d(dim * expansion, dim * expansion, kernel, padding=kernel // 2,
-                                groups=dim * expansion, bias=False)  # bias is redundant before BatchNorm (its gradient is only round-off)  # fmt: skip
+                                groups=dim * expansion, bias=False)  # fmt: skip
             self.bn = nn.BatchNorm1d(dim * expansion)
             self.act = nn.SiLU()
             self.pw2 = nn.Conv1d(dim * expansion, dim, 1)
 
-        def forward(self, x):  # x: (B, T, D)
-            h = self.norm(x).transpose(1, 2)
-            h = self.act(self.bn(self.dw(self.glu(self.pw1(h)))))
+        def forward(self, x, mask):  # x: (B, T, D), mask: (B, T) True on real frames
+            h = self.glu(self.pw1(self.norm(x).transpose(1, 2)))
+            h = h.masked_fill(~mask.unsqueeze(1), 0.0)
+            h = self.act(self.bn(self.dw(h)))
             return x + self.pw2(h).transpose(1, 2)
+
+    class SelfAttention(nn.Module):
+        def __init__(self, dim=8, heads=2):
+            super().__init__()
+            self.heads = heads
+            self.norm = nn.LayerNorm(dim)
+            self.qkv = nn.Linear(dim, 3 * dim, bias=False)  # a key bias only gets round-off grads
+            self.out = nn.Linear(dim, dim)
+
+        def forward(self, x, mask):
+            B, T, D = x.shape
+            q, k, v = self.qkv(self.norm(x)).split(D, dim=-1)
+            q, k, v = (t.view(B, T, self.heads, D // self.heads).transpose(1, 2) for t in (q, k, v))
+            pair = mask[:, None, :, None] & mask[:, None, None, :]  # (B, 1, T, T)
+            h = F.scaled_dot_product_attention(q, k, v, attn_mask=pair)
+            return x + self.out(h.transpose(1, 2).reshape(B, T, D))
 
     class FeedForward(nn.Module):
         def __init__(self, dim=8):
@@ -538,10 +572,20 @@ def conformer_conv_module_noam_warmup(torch):
         def forward(self, x):
             return x + 0.5 * self.net(x)
 
-    model = nn.Sequential(FeedForward(), ConvModule(), FeedForward(), nn.LayerNorm(8))
-    set_weights(torch, model, seed=27)
+    class ConformerBlock(nn.Module):
+        def __init__(self, dim=8):
+            super().__init__()
+            self.ff1, self.mhsa, self.conv = FeedForward(dim), SelfAttention(dim), ConvModule(dim)
+            self.ff2, self.norm = FeedForward(dim), nn.LayerNorm(dim)
+
+        def forward(self, x, mask):
+            x = self.conv(self.mhsa(self.ff1(x), mask), mask)
+            return self.norm(self.ff2(x))
+
+    model = set_weights(torch, ConformerBlock(), seed=27)
     x = torch.tensor(arr(28, 2, 10, 8))
     target = torch.tensor(arr(29, 2, 10, 8))
+    mask = torch.arange(10).unsqueeze(0) < torch.tensor([[10], [7]])
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     d_model, warmup = 8, 4
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -549,11 +593,14 @@ def conformer_conv_module_noam_warmup(torch):
     )
     losses, lrs = [], []
     for _ in range(4):
-        loss = F.smooth_l1_loss(model(x), target, beta=0.5)
+        per_frame = F.smooth_l1_loss(model(x, mask), target, beta=0.5, reduction="none").mean(-1)
+        loss = (per_frame * mask).sum() / mask.sum()
         opt.zero_grad()
         loss.backward()
         opt.step()
         sched.step()
         losses.append(loss.item())
         lrs.append(opt.param_groups[0]["lr"])
-    return {"losses": losses, "lrs": lrs, "out": model(x), "params": params(model)}
+    with torch.no_grad():
+        out = model(x, mask)
+    return {"losses": losses, "lrs": lrs, "out_valid": out[mask], "params": params(model)}

@@ -135,7 +135,7 @@ def ppo_continuous_independent_normal_logstd(torch):
     for _ in range(3):
         pi = agent.dist(x)
         ind = D.Independent(pi, 1)
-        logp = pi.log_prob(a).sum(1)
+        logp = pi.log_prob(a).sum(axis=-1)  # Spinning Up spells it with axis=
         ratio = (logp - old_logp).exp()
         pg = -torch.min(ratio * adv, ratio.clamp(0.8, 1.2) * adv).mean()
         v_loss = 0.5 * ((agent.critic(x).squeeze(-1) - ret) ** 2).mean()
@@ -536,6 +536,10 @@ def td3_target_smoothing_delayed_actor(torch):
             sa = torch.cat([state, action], 1)
             return self.l3(F.relu(self.l2(F.relu(self.l1(sa)))))
 
+    def select_action(state):  # TD3.py, as called by the environment loop with a NumPy state
+        state = torch.FloatTensor(state.reshape(1, -1))
+        return actor(state).cpu().data.numpy().flatten()
+
     actor, critic = set_weights(torch, Actor(), seed=130), set_weights(torch, Critic(), seed=131)
     actor_target, critic_target = copy.deepcopy(actor), copy.deepcopy(critic)
     actor_optimizer = torch.optim.Adam(actor.parameters(), lr=3e-4)
@@ -571,6 +575,8 @@ def td3_target_smoothing_delayed_actor(torch):
     out["critic_target"] = params(critic_target)
     out["critic_grads"] = grads(critic)
     out["next_action"] = next_action
+    expl = select_action(arr(190, OBS)) + np.array([0.1, -0.1], np.float32)
+    out["explore_action"] = expl.clip(-max_action, max_action)
     return out
 
 

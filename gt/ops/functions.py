@@ -1,0 +1,72 @@
+"""``gt.<name>(x, ...)`` made from the tensor method ``x.<name>(...)``, with what PyTorch's function
+forms add: a number as the first operand where PyTorch takes one (``torch.pow(10.0, x)``,
+``torch.add(1, x)``), and an ``out=`` tensor that receives the result (PyTorch's spelling, in
+polyak updates and preallocated buffers)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gt import shapes as S
+from gt.autograd import _mode
+from gt.ops.base import TensorBase
+from gt.ops.inplace import take_value
+
+#: Functions PyTorch also takes with a number first (its ``Scalar self`` overloads).
+SCALAR_FIRST = frozenset(
+    """add sub subtract mul multiply div divide true_divide pow float_power bitwise_and bitwise_or
+    bitwise_xor bitwise_left_shift bitwise_right_shift remainder xlogy""".split()
+)
+
+
+def write_out(out: Any, result: Any, name: str) -> Any:
+    """Copy ``result`` into ``out`` (a tensor, or a tuple of them for several results), taking its
+    shape, and return ``out``, as PyTorch's ``out=`` does."""
+    if isinstance(out, (tuple, list)):
+        if not isinstance(result, tuple) or len(result) != len(out):
+            raise TypeError(f"{name}(): out= takes {len(out)} tensors for this call's results")
+        for o, r in zip(out, result):
+            write_out(o, r, name)
+        return out
+    if not isinstance(out, TensorBase):
+        raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    if _mode.enabled and (out.requires_grad or getattr(result, "requires_grad", False)):
+        raise RuntimeError(
+            f"{name}(): functions with out=... arguments don't support automatic "
+            "differentiation, but one of the arguments requires grad."
+        )
+    if S.category(result.dtype) > S.category(out.dtype):
+        raise RuntimeError(
+            f"result type {result.dtype} can't be cast to the desired output type {out.dtype}"
+        )
+    src = result.to(out.dtype)
+    if src is result:  # result may be a tensor the caller still holds: out gets its own handle
+        src = result._alias()
+    take_value(out, src, keep_graph=False)
+    return out
+
+
+def method_function(name: str, doc: str | None = None) -> Callable[..., Any]:
+    """The function ``gt.<name>(input, *args, out=None, **kwargs)`` for the method ``name``."""
+    scalar_first = name in SCALAR_FIRST
+
+    def fn(input: Any, *args: Any, out: Any = None, **kwargs: Any) -> Any:  # noqa: A002
+        if (
+            scalar_first
+            and not isinstance(input, TensorBase)
+            and isinstance(input, (int, float, complex))
+            and args
+            and isinstance(args[0], TensorBase)
+        ):  # a wrapped number: the tensor operand decides the dtype, as in PyTorch
+            other = args[0]
+            input = other.new_full((), input, dtype=S.promote_scalar(other.dtype, input))
+        result = getattr(input, name)(*args, **kwargs)
+        return result if out is None else write_out(out, result, name)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc or f"``gt.{name}(x, ...)`` is ``x.{name}(...)``."
+    return fn
+
+
+__all__ = ["SCALAR_FIRST", "method_function", "write_out"]

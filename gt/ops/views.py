@@ -1,0 +1,91 @@
+"""Writes through views: an in-place op on a view that PyTorch would share storage with also
+changes the tensor the view was taken from.
+
+GT's tensors are values (a worker may hold a view's array apart from its base's), so PyTorch's
+shared storage is kept in one direction, the one ported code relies on: ``x[0].zero_()``,
+``m.view(-1).index_add_(...)``, ``w.t().mul_(2)``, ``x[:, 1][2] = 5`` change ``x``. A view made
+by basic indexing (ints, slices, ``None``, ``...``), a reshape (``view``, ``flatten``,
+``squeeze`` ...) or a permutation remembers its base weakly; after an in-place op on the view,
+the view's new value is written into the base (recorded for autograd like the in-place op itself:
+``base[key] = view``, or the reshape or permutation undone). A view whose base is gone, or has
+changed since the view was taken (the other direction, which GT does not follow), stops writing
+back. Advanced indexing makes copies, as in PyTorch.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from gt.grad_mode import _mode
+
+
+def link(base: Any, view: Any, kind: str, data: Any) -> None:
+    """Record that ``view`` is ``base`` seen through ``kind`` (``"key"``: ``base[data]``,
+    ``"reshape"``, ``"perm"``: ``base.permute(data)``)."""
+    # (a proxy such as ``p.data`` dies with the expression that made it: held strongly; a
+    # tensor weakly, so that a view does not keep its base's array alive)
+    ref = (lambda: base) if getattr(base, "_owner", None) is not None else weakref.ref(base)
+    view._vb = (ref, _direct_changes(base), kind, data, view.shape)
+
+
+def _direct_changes(base: Any) -> int:
+    """How often ``base`` was changed in place other than through its views: a view taken
+    before such a change is stale (GT does not carry the change into it) and stops writing."""
+    return base._version - getattr(base, "_vwn", 0)
+
+
+def unlink(t: Any) -> None:
+    """Make ``t`` a tensor of its own (a ``.grad``, a result handed out as new)."""
+    if getattr(t, "_vb", None) is not None:
+        t._vb = None
+
+
+def write_back(view: Any, take_value: Any) -> None:
+    """After an in-place op on ``view``: write its value into its base, if it is still linked
+    (``take_value``: :func:`gt.ops.inplace.take_value`, which calls this)."""
+    vb = getattr(view, "_vb", None)
+    if vb is None:
+        return
+    ref, version, kind, data, shape = vb
+    base = ref()
+    if (
+        base is None
+        or base.id is None
+        or _direct_changes(base) != version
+        or base is view
+        or view.shape != shape
+    ):  # fmt: skip  (gone, changed since, or reshaped in place)
+        view._vb = None
+        return
+    if _mode.enabled and base.requires_grad and base._node is None:
+        view._vb = None
+        raise RuntimeError(
+            "a view of a leaf Variable that requires grad is being used in an in-place "
+            "operation (wrap it in `with gt.no_grad():`)"
+        )
+    if kind == "key":
+        base[data] = view
+    else:
+        if kind == "reshape":
+            new = view.reshape(base.shape)
+        else:  # "perm": undo the permutation
+            inverse = [0] * len(data)
+            for i, p in enumerate(data):
+                inverse[p] = i
+            new = view.permute(inverse)
+        take_value(base, new if new is not view else view._alias())
+    base._vwn = getattr(base, "_vwn", 0) + 1  # that change came through a view: not direct
+
+
+def is_basic_key(key: Any) -> bool:
+    """Whether indexing with ``key`` makes a view in PyTorch (ints, slices, None, Ellipsis)."""
+    items = key if isinstance(key, tuple) else (key,)
+    return all(
+        item is None or item is Ellipsis or isinstance(item, slice)
+        or (isinstance(item, int) and not isinstance(item, bool))
+        for item in items
+    )  # fmt: skip
+
+
+__all__ = ["is_basic_key", "link", "unlink", "write_back"]
