@@ -111,15 +111,21 @@ def test_inplace_change_leaves_slices_and_reshapes_unchanged(conn):
     assert x.tolist() == [-1.0, 11.0, 12.0, 13.0, 14.0, 15.0]
 
 
-def test_setitem_on_a_slice_leaves_its_base_unchanged(conn):
+def test_setitem_on_a_view_writes_into_its_base_but_a_copy_does_not(conn):
     x = gt.zeros(2, 3)
     row = x[0]
     row[1] = 5.0
     t = x.T
     t[0, 0] = 9.0
     assert row.tolist() == [0.0, 5.0, 0.0]
-    assert x.tolist() == [[0.0] * 3] * 2
+    assert x.tolist() == [[9.0, 5.0, 0.0], [0.0, 0.0, 0.0]]
     assert t.tolist()[0] == [9.0, 0.0]
+    picked = x[[1]]  # advanced indexing copies, in PyTorch too
+    picked[0, 0] = 7.0
+    assert x[1].tolist() == [0.0, 0.0, 0.0]
+    x.add_(1)  # the other way round is not followed: the old view is stale and stops writing
+    row[0] = 100.0
+    assert x[0].tolist() == [10.0, 6.0, 1.0] and row.tolist() == [100.0, 5.0, 0.0]
 
 
 def test_repeated_setitem_builds_the_expected_tensor(conn):

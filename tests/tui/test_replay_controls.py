@@ -181,8 +181,13 @@ async def test_v_three_times_clears_the_window(replay):
 async def test_a_truncated_trace_replays_up_to_its_last_whole_record(tmp_path):
     path = write_sample(tmp_path / "cut.gtrace")
     data = path.read_bytes()
-    path.write_bytes(data[: len(data) * 2 // 3])
-    src = ReplaySource.from_file(path, wall=FakeWall())
+    # two thirds in, or a byte earlier when that falls between two records (the trace's
+    # layout moves with the op registry): the file must end inside a record
+    for cut in (len(data) * 2 // 3, len(data) * 2 // 3 - 1):
+        path.write_bytes(data[:cut])
+        src = ReplaySource.from_file(path, wall=FakeWall())
+        if src.warning and "truncated" in src.warning:
+            break
     assert src.warning and "truncated" in src.warning
     src.seek(src.clock.t_end)
     assert src.snapshot().totals.events > 1000
