@@ -215,8 +215,7 @@ class _Walk:
             if id(g) in self.handed:  # the same tensor object must not become two leaves' .grad
                 g = g.clone() if self.create_graph else g.detach()
             self.handed.add(id(g))
-            if getattr(g, "_vb", None) is not None:  # a .grad is its own tensor, never a view
-                g._vb = None  # that writes into another (see gt.ops.views)
+            g._vb = None  # a .grad is its own tensor, never a view that writes into another
             leaf.grad = g
         else:
             leaf.grad = _summed(leaf.grad, g, self.create_graph)

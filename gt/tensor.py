@@ -118,6 +118,7 @@ class Tensor(
         "__weakref__",
     )
     __array_priority__ = 1000  # so ndarray + Tensor defers to Tensor.__radd__
+    _proxy = False  # a handle on another tensor's value (DataView), held strongly by its views
 
     def __init__(
         self,
@@ -141,6 +142,8 @@ class Tensor(
         self.grad = None
         self._node = None
         self._version = 0
+        self._st = self._vb = None  # (set here: reading an unset slot raises, which is slow)
+        self._vwn = 0
         if INFERENCE_THREADS and get_ident() in INFERENCE_THREADS:
             self._inf = True
 
@@ -167,6 +170,8 @@ class Tensor(
         self._conn, self.id, self.shape, self.dtype = conn, made.id, made.shape, made.dtype
         made.id = None
         self._rg, self.grad, self._node, self._version = False, None, None, 0
+        self._st = self._vb = None
+        self._vwn = 0
 
     def __del__(self) -> None:
         try:
@@ -426,6 +431,7 @@ class DataView(Tensor):
     """
 
     __slots__ = ("_owner",)
+    _proxy = True
 
     def __init__(self, owner: Tensor):
         while isinstance(owner, DataView):
@@ -436,6 +442,8 @@ class DataView(Tensor):
         self.grad = None
         self._node = None
         self._version = 0
+        self._st = self._vb = None
+        self._vwn = 0
 
     def __del__(self) -> None:
         pass  # the owner frees the value

@@ -62,7 +62,7 @@ def resolve(st: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def strides_of(t: Any) -> tuple[int, ...]:
     """``t.stride()``."""
-    return resolve(getattr(t, "_st", None), tuple(t.shape))
+    return resolve(t._st, tuple(t.shape))
 
 
 def matches(strides: tuple[int, ...], want: tuple[int, ...] | None, shape: tuple[int, ...]) -> bool:
@@ -74,7 +74,7 @@ def matches(strides: tuple[int, ...], want: tuple[int, ...] | None, shape: tuple
 
 def is_contiguous(t: Any, memory_format: Any = None) -> bool:
     """``t.is_contiguous(memory_format)``."""
-    st = getattr(t, "_st", None)
+    st = t._st
     shape = tuple(t.shape)
     fmt = str.__str__(memory_format) if memory_format is not None else "contiguous_format"
     if fmt in ("contiguous_format", "preserve_format"):
@@ -115,7 +115,7 @@ def cloned_layout(src: Any, out: Any, memory_format: Any) -> Any:
     ``src``'s where they are dense (an expanded view's copy is row-major), or the format's."""
     if memory_format is not None and str.__str__(memory_format) != "preserve_format":
         return formatted(out, memory_format)
-    st = getattr(src, "_st", None)
+    st = src._st
     if st is not None and 0 not in strides_of(src):
         out._st = st
     return out
@@ -134,12 +134,12 @@ def restride(t: Any, memory_format: Any) -> None:
 
 def permuted(parent: Any, out: Any, perm: list[int]) -> None:
     """Record that ``out`` is ``parent`` permuted by ``perm`` (PyTorch's view strides)."""
-    out._st = ("perm", getattr(parent, "_st", None), parent.shape, perm)
+    out._st = ("perm", parent._st, parent.shape, perm)
 
 
 def expanded(parent: Any, out: Any) -> None:
     """Record that ``out`` is ``parent`` broadcast to ``out``'s shape (stride 0 where new)."""
-    out._st = ("expand", getattr(parent, "_st", None), parent.shape, tuple(out.shape))
+    out._st = ("expand", parent._st, parent.shape, tuple(out.shape))
 
 
 __all__ = ["channels_last", "cloned_layout", "expanded", "formatted", "is_contiguous", "permuted", "resolve",

@@ -25,26 +25,25 @@ def link(base: Any, view: Any, kind: str, data: Any) -> None:
     ``"reshape"``, ``"perm"``: ``base.permute(data)``)."""
     # (a proxy such as ``p.data`` dies with the expression that made it: held strongly; a
     # tensor weakly, so that a view does not keep its base's array alive)
-    ref = (lambda: base) if getattr(base, "_owner", None) is not None else weakref.ref(base)
-    view._vb = (ref, _direct_changes(base), kind, data, view.shape)
+    ref = (lambda: base) if base._proxy else weakref.ref(base)
+    view._vb = (ref, base._version - base._vwn, kind, data, view.shape)
 
 
 def _direct_changes(base: Any) -> int:
     """How often ``base`` was changed in place other than through its views: a view taken
     before such a change is stale (GT does not carry the change into it) and stops writing."""
-    return base._version - getattr(base, "_vwn", 0)
+    return base._version - base._vwn
 
 
 def unlink(t: Any) -> None:
     """Make ``t`` a tensor of its own (a ``.grad``, a result handed out as new)."""
-    if getattr(t, "_vb", None) is not None:
-        t._vb = None
+    t._vb = None
 
 
 def write_back(view: Any, take_value: Any) -> None:
     """After an in-place op on ``view``: write its value into its base, if it is still linked
     (``take_value``: :func:`gt.ops.inplace.take_value`, which calls this)."""
-    vb = getattr(view, "_vb", None)
+    vb = view._vb
     if vb is None:
         return
     ref, version, kind, data, shape = vb
@@ -75,17 +74,21 @@ def write_back(view: Any, take_value: Any) -> None:
                 inverse[p] = i
             new = view.permute(inverse)
         take_value(base, new if new is not view else view._alias())
-    base._vwn = getattr(base, "_vwn", 0) + 1  # that change came through a view: not direct
+    base._vwn += 1  # that change came through a view: not direct
 
 
 def is_basic_key(key: Any) -> bool:
     """Whether indexing with ``key`` makes a view in PyTorch (ints, slices, None, Ellipsis)."""
-    items = key if isinstance(key, tuple) else (key,)
-    return all(
-        item is None or item is Ellipsis or isinstance(item, slice)
-        or (isinstance(item, int) and not isinstance(item, bool))
-        for item in items
-    )  # fmt: skip
+    kind = type(key)
+    if kind is int or kind is slice:
+        return True
+    if kind is not tuple:
+        return key is None or key is Ellipsis
+    for item in key:
+        kind = type(item)
+        if not (kind is int or kind is slice or item is None or item is Ellipsis):
+            return False
+    return True
 
 
 __all__ = ["is_basic_key", "link", "unlink", "write_back"]
