@@ -420,7 +420,27 @@ for _name, _fn in _TENSOR_METHODS.items():
     setattr(Tensor, _name, _fn)
 
 
-__all__ = ["OutOfMemoryError", "angle", "bilinear", "complex", "conj", "conj_physical", "imag",
+def conv_tbc(input: Tensor, weight: Tensor, bias: Tensor, pad: int = 0) -> Tensor:  # noqa: A002
+    """fairseq's time-batch-channel convolution: ``input`` ``[T, B, C_in]``, ``weight``
+    ``[K, C_in, C_out]``, ``bias`` ``[C_out]``, ``pad`` steps of zeros at both ends of time."""
+    from gt.nn import functional as F  # noqa: PLC0415 - the layers import the tensor layers too
+
+    out = F.conv1d(input.permute(1, 2, 0), weight.permute(2, 1, 0), bias, padding=pad)
+    return out.permute(2, 0, 1)
+
+
+def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:  # noqa: A002
+    """``nonzero`` cut or padded (with ``fill_value``) to ``size`` rows: ``[size, ndim]``.
+    (A sync point in GT, as ``nonzero`` is.)"""
+    found = input.nonzero()  # [n, ndim]
+    n = found.shape[0]
+    if n >= size:
+        return found[:size]
+    pad = found.new_full((size - n, found.shape[1]), fill_value)
+    return cat([found, pad], 0) if n else pad
+
+
+__all__ = ["OutOfMemoryError", "conv_tbc", "nonzero_static", "angle", "bilinear", "complex", "conj", "conj_physical", "imag",
            "is_complex", "isreal", "istft", "polar", "real", "stft", "view_as_complex",
            "view_as_real", "bartlett_window", "blackman_window", "hamming_window", "hann_window",
            "kaiser_window", "layer_norm", "group_norm", "rms_norm", "batch_norm",

@@ -449,3 +449,17 @@ def test_signal_windows_and_module_aliases(conn):
     with gt.autocast("cpu", dtype=gt.bfloat16):
         assert gt.is_autocast_cpu_enabled() and gt.get_autocast_dtype("cpu") is gt.bfloat16
     assert not gt.is_autocast_cpu_enabled() and not gt.is_inference(gt.ones(1))
+
+
+def test_conv_tbc_and_nonzero_static(conn):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 2, 3)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 4)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    got = gt.conv_tbc(gt.tensor(x), gt.tensor(w), gt.tensor(b), 1).numpy()
+    padded = np.pad(x, ((1, 1), (0, 0), (0, 0)))
+    want = np.stack([sum(padded[t + k] @ w[k] for k in range(3)) + b for t in range(5)])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    t = gt.tensor([[0, 1], [2, 0]])
+    assert gt.nonzero_static(t, size=4).tolist() == [[0, 1], [1, 0], [-1, -1], [-1, -1]]
+    assert gt.nonzero_static(t, size=1).tolist() == [[0, 1]]
