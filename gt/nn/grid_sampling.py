@@ -95,7 +95,11 @@ def _reflect(coord: Tensor, twice_low: int, twice_high: int) -> Tensor:
 
 
 def _source_coord(coord: Tensor, size: int, padding_mode: str, align_corners: bool) -> Tensor:
-    x = _unnormalize(coord, size, align_corners)
+    return _padded(_unnormalize(coord, size, align_corners), size, padding_mode, align_corners)
+
+
+def _padded(x: Tensor, size: int, padding_mode: str, align_corners: bool) -> Tensor:
+    """A source position moved inside by ``padding_mode`` (``zeros``: left as it is)."""
     if padding_mode == "border":
         x = x.clamp(0.0, size - 1.0)
     elif padding_mode == "reflection":
@@ -118,9 +122,9 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
     if padding_mode not in _PADDING:
         raise ValueError("nn.functional.grid_sample(): expected padding_mode to be 'zeros', "
                          f"'border', or 'reflection', but got: '{padding_mode}'")  # fmt: skip
-    if mode == "bicubic":
-        raise NotImplementedError("grid_sample: mode='bicubic' is not supported in GT")
     align_corners = bool(align_corners)
+    if mode == "bicubic":
+        return _bicubic(input, grid, padding_mode, align_corners)
     dims = input.ndim - 2
     if dims not in (2, 3) or grid.ndim != input.ndim or grid.shape[-1] != dims:
         raise ShapeError(
@@ -168,6 +172,46 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
         scale = valid.to(input.dtype) if weight is None else weight * valid.to(input.dtype)
         term = picked * scale.unsqueeze(1)
         out = term if out is None else out + term
+    return out.reshape(n, c, *out_sizes)
+
+
+def _cubic_weights(t: Tensor) -> list[Tensor]:
+    """PyTorch's cubic convolution weights (``A = -0.75``) of the taps at -1, 0, 1, 2."""
+    a = -0.75
+
+    def near(x: Tensor) -> Tensor:
+        return ((x * (a + 2.0) - (a + 3.0)) * x) * x + 1.0
+
+    def far(x: Tensor) -> Tensor:
+        return ((x * a - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a
+
+    return [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)]
+
+
+def _bicubic(input: Tensor, grid: Tensor, padding_mode: str, align_corners: bool) -> Tensor:
+    """``grid_sample(mode="bicubic")`` of a 4-d input: 16 taps around each point, each moved by
+    ``padding_mode`` on its own (PyTorch's order: the centre is not), out-of-range ones zero."""
+    if input.ndim != 4 or grid.ndim != 4 or grid.shape[-1] != 2:
+        raise ShapeError("grid_sample(): bicubic interpolation only supports 4D input")
+    n, c, h, w = input.shape
+    out_sizes = list(grid.shape[1:-1])
+    points = math.prod(out_sizes)
+    flat_in = input.reshape(n, c, -1)
+    g = grid.reshape(n, points, 2)
+    x = _unnormalize(g[:, :, 0], w, align_corners)
+    y = _unnormalize(g[:, :, 1], h, align_corners)
+    x0, y0 = x.floor(), y.floor()
+    wx, wy = _cubic_weights(x - x0), _cubic_weights(y - y0)
+    out = None
+    for i in range(4):
+        py = _padded(y0 + (i - 1.0), h, padding_mode, align_corners)
+        for j in range(4):
+            px = _padded(x0 + (j - 1.0), w, padding_mode, align_corners)
+            inside = (px >= 0) & (px <= w - 1) & (py >= 0) & (py <= h - 1)
+            index = py.clamp(0, h - 1).long() * w + px.clamp(0, w - 1).long()
+            picked = flat_in.gather(2, index.unsqueeze(1).expand(n, c, points))
+            term = picked * (wy[i] * wx[j] * inside.to(input.dtype)).unsqueeze(1)
+            out = term if out is None else out + term
     return out.reshape(n, c, *out_sizes)
 
 

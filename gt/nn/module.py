@@ -21,6 +21,7 @@ from gt.nn.backward_hooks import (  # noqa: F401 - torch.nn.modules.module has t
 )
 from gt.nn.buffer import Buffer
 from gt.nn.module_conversion import ModuleConversions
+from gt.ops.typeinfo import Size
 from gt.tensor import Tensor
 
 #: Keys of registered forward hooks, unique in the process (a handle removes by key).
@@ -151,6 +152,22 @@ class Module(ModuleConversions):
         self._modules[name] = module
 
     register_module = add_module
+
+    def get_parameter(self, target: str) -> Parameter:
+        """The parameter at dotted path ``target`` (``"0.bias"``)."""
+        owner, _, name = target.rpartition(".")
+        mod = self.get_submodule(owner)
+        if name not in mod._parameters:
+            raise AttributeError(f"{mod._get_name()} has no parameter `{name}`")
+        return mod._parameters[name]
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at dotted path ``target`` (``"1.running_mean"``)."""
+        owner, _, name = target.rpartition(".")
+        mod = self.get_submodule(owner)
+        if name not in mod._buffers:
+            raise AttributeError(f"{mod._get_name()} has no buffer `{name}`")
+        return mod._buffers[name]
 
     def get_submodule(self, target: str) -> Module:
         """The submodule at dotted path ``target`` (``""`` is this module)."""
@@ -400,10 +417,13 @@ class Module(ModuleConversions):
             shape = tuple(v.shape) if hasattr(v, "shape") else np.shape(v)
             if shape != t.shape:
                 errors.append(
-                    f"size mismatch for {k}: copying a param with shape {list(shape)}, the shape in the current model is {list(t.shape)}"
+                    f"size mismatch for {k}: copying a param with shape {Size(shape)} from "
+                    f"checkpoint, the shape in current model is {Size(t.shape)}."
                 )
-        if strict and (missing or unexpected):
-            errors.insert(0, f"missing keys: {missing}, unexpected keys: {unexpected}")
+        if strict and unexpected:  # PyTorch's wording, missing keys first
+            errors.insert(0, f"Unexpected key(s) in state_dict: {_quoted(unexpected)}. ")
+        if strict and missing:
+            errors.insert(0, f"Missing key(s) in state_dict: {_quoted(missing)}. ")
         if errors:
             raise RuntimeError(
                 f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
@@ -450,6 +470,10 @@ class Module(ModuleConversions):
         self.__dict__.setdefault("_forward_pre_hooks", {})
         self.__dict__.setdefault("_forward_hooks", {})
         backward_hooks.retrack(self)  # (a copy's hooks fire, and its original's handles spare them)
+
+
+def _quoted(keys: list) -> str:
+    return ", ".join(f'"{k}"' for k in keys)
 
 
 def indent(text: str, spaces: int) -> str:

@@ -247,7 +247,9 @@ class CompatOps(CompatInplaceOps):
             )
         count = (n - size) // step + 1
         idx = (self._arange(count) * step).reshape(count, 1) + self._arange(size).reshape(1, size)
-        return self[(slice(None),) * d + (idx,)].movedim(d + 1, -1)
+        out = self[(slice(None),) * d + (idx,)].movedim(d + 1, -1)
+        out._st = ("unfold", self._st, self.shape, d, step)  # PyTorch's view strides
+        return out
 
     # ------------------------------------------------------------------ indexing
     def take(self, index: Tensor) -> Tensor:

@@ -3,7 +3,7 @@
 A GT worker keeps every array in whatever layout suits its library, so strides are bookkeeping on
 the client, kept for what PyTorch code reads: a view that PyTorch makes without copying
 (``permute``/``transpose`` and their spellings, ``expand``) reports the strides PyTorch's view
-would have, ``to``/``contiguous`` with a ``memory_format`` report that format's, and
+would have (``unfold`` too, though GT's windows are copies), ``to``/``contiguous`` with a ``memory_format`` report that format's, and
 ``contiguous()`` makes a tensor that reports contiguous. Everything else reports the row-major
 strides of its shape: unlike PyTorch, results of elementwise ops and convolutions do not inherit
 their inputs' layout.
@@ -49,6 +49,10 @@ def resolve(st: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
         _, parent, parent_shape, perm = st
         base = resolve(parent, parent_shape)
         return tuple(base[p] for p in perm)
+    if st[0] == "unfold":  # windows along d: that stride times the step, then d's own stride
+        _, parent, parent_shape, d, step = st
+        base = resolve(parent, parent_shape)
+        return (*base[:d], base[d] * step, *base[d + 1 :], base[d])
     if st[0] == "expand":
         _, parent, parent_shape, new_shape = st
         base = resolve(parent, parent_shape)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from gt.autograd import enable_grad, no_grad
+from gt.factories import tensor
 from gt.guards import Hyperparameters
 from gt.tensor import Tensor
 
@@ -116,7 +117,7 @@ class Optimizer:
                 index.setdefault(id(p), len(index))
             packed["params"] = [index[id(p)] for p in g["params"]]
             groups.append(packed)
-        state = {index[id(p)]: s for p, s in self.state.items() if id(p) in index}
+        state = {index[id(p)]: _exported(s) for p, s in self.state.items() if id(p) in index}
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -145,7 +146,8 @@ class Optimizer:
             p = ids.get(int(key))
             if p is None:
                 continue
-            self.state[p] = {k: _copy_state(v, p) for k, v in st.items()}
+            self.state[p] = {k: _loaded_step(v) if k == "step" else _copy_state(v, p)
+                             for k, v in st.items()}  # fmt: skip
         for g, sg in zip(self.param_groups, saved_groups):
             params = g["params"]
             g.clear()
@@ -158,6 +160,23 @@ class Optimizer:
             lines.append(f"Parameter Group {i}")
             lines += [f"    {k}: {v}" for k, v in sorted(g.items()) if k != "params"]
         return "\n".join(lines) + "\n)"
+
+
+def _exported(state: dict) -> dict:
+    """A parameter's state as PyTorch saves it: a step count that GT keeps as a Python int (the
+    bias corrections are then computed on the client) becomes a float32 0-d tensor."""
+    step = state.get("step")
+    if type(step) is not int:
+        return state
+    return {**state, "step": tensor(float(step))}
+
+
+def _loaded_step(value: Any) -> Any:
+    """A saved step count: back to a Python int when it is a plain 0-d tensor (a step tensor
+    on the worker, as ``capturable`` keeps it, is left so: it is float64 there)."""
+    if isinstance(value, Tensor) and value.ndim == 0 and value.dtype != "float64":
+        return int(value.item())
+    return value
 
 
 def _copy_state(value: Any, param: Tensor) -> Any:

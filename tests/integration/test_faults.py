@@ -122,11 +122,11 @@ def test_batches_dropped_with_a_killed_client_are_not_counted_as_run(fresh_clust
         textwrap.dedent(f"""
         import gt, time
         gt.connect({fresh_cluster.address!r})
-        x = gt.randn(400, 400)
-        print("ready", flush=True)
+        x = gt.randn(800, 800)  # seconds of work a batch: some is still queued when the
+        print("ready", flush=True)  # dispatcher learns of the kill, however busy the machine
         while True:
             for _ in range(300):
-                x = (x @ x) * 0.0025
+                x = (x @ x) * 0.00125
     """)
     )
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)

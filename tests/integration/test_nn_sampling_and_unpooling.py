@@ -96,8 +96,8 @@ def test_bilinear_weights_and_zero_padding_by_hand(conn):
 
 def test_grid_sample_refuses_what_it_does_not_do(conn):
     img, grid = gt.zeros(1, 1, 2, 2), gt.zeros(1, 1, 1, 2)
-    with pytest.raises(NotImplementedError, match="bicubic"):
-        F.grid_sample(img, grid, mode="bicubic")
+    with pytest.raises(ShapeError, match="bicubic interpolation only supports 4D input"):
+        F.grid_sample(gt.zeros(1, 1, 2, 2, 2), gt.zeros(1, 1, 1, 1, 3), mode="bicubic")
     with pytest.raises(ValueError, match="padding_mode"):
         F.grid_sample(img, grid, padding_mode="wrap")
     with pytest.raises(ShapeError, match="batch size"):

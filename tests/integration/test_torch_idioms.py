@@ -463,3 +463,41 @@ def test_conv_tbc_and_nonzero_static(conn):
     t = gt.tensor([[0, 1], [2, 0]])
     assert gt.nonzero_static(t, size=4).tolist() == [[0, 1], [1, 0], [-1, -1], [-1, -1]]
     assert gt.nonzero_static(t, size=1).tolist() == [[0, 1]]
+
+
+def test_checkpoint_shapes_pytorch_scripts_read(conn):
+    p = gt.nn.Parameter(gt.ones(2))
+    opt = gt.optim.AdamW([p], lr=0.1)
+    p.sum().backward()
+    opt.step()
+    saved = opt.state_dict()["state"][0]["step"]
+    assert saved.dtype is gt.float32 and saved.item() == 1.0  # a tensor, as PyTorch saves it
+    opt.load_state_dict(opt.state_dict())
+    opt.step()
+    assert opt.state_dict()["state"][0]["step"].item() == 2.0
+    m = gt.nn.Sequential(gt.nn.Linear(2, 2), gt.nn.BatchNorm1d(2))
+    assert (
+        m.get_parameter("0.bias") is m[0].bias
+        and m.get_buffer("1.running_mean") is m[1].running_mean
+    )
+    with pytest.raises(AttributeError):
+        m.get_parameter("1.running_mean")
+    with pytest.raises(RuntimeError) as err:
+        gt.nn.Linear(2, 2).load_state_dict({"weight": gt.zeros(2, 2), "extra": gt.zeros(1)})
+    assert str(err.value) == (
+        'Error(s) in loading state_dict for Linear:\n\tMissing key(s) in state_dict: "bias". '
+        '\n\tUnexpected key(s) in state_dict: "extra". '
+    )
+
+
+def test_bicubic_grid_sample_and_unfold_strides(conn):
+    """Reference values from PyTorch 2.13."""
+    x = gt.arange(16.0).view(1, 1, 4, 4)
+    grid = gt.tensor([[[[-0.3, 0.2], [0.55, -0.7]]]])
+    out = F.grid_sample(x, grid, mode="bicubic", align_corners=False)
+    np.testing.assert_allclose(out.numpy().ravel(), [8.3636, 3.5242], atol=1e-4)
+    ones = F.grid_sample(gt.ones(1, 2, 5, 5), gt.zeros(1, 3, 3, 2), mode="bicubic",
+                         padding_mode="border")  # fmt: skip
+    np.testing.assert_allclose(ones.numpy(), 1.0, rtol=1e-6)  # cubic weights sum to one
+    w = gt.arange(30.0).reshape(3, 10).unfold(1, 4, 3)
+    assert (w.stride(), w.is_contiguous()) == ((10, 3, 1), False)

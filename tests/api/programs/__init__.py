@@ -66,6 +66,9 @@ MODULES = (
     "rl_more",
     "scientific",
     "nlp_training",
+    "tabular_timeseries",
+    "training_utils",
+    "detection_segmentation",
 )
 
 
