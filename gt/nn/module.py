@@ -155,19 +155,19 @@ class Module(ModuleConversions):
 
     def get_parameter(self, target: str) -> Parameter:
         """The parameter at dotted path ``target`` (``"0.bias"``)."""
-        owner, _, name = target.rpartition(".")
-        mod = self.get_submodule(owner)
-        if name not in mod._parameters:
-            raise AttributeError(f"{mod._get_name()} has no parameter `{name}`")
-        return mod._parameters[name]
+        return self._get_named(target, "_parameters", "parameter")
 
     def get_buffer(self, target: str) -> Tensor:
         """The buffer at dotted path ``target`` (``"1.running_mean"``)."""
+        return self._get_named(target, "_buffers", "buffer")
+
+    def _get_named(self, target: str, table: str, kind: str) -> Any:
         owner, _, name = target.rpartition(".")
         mod = self.get_submodule(owner)
-        if name not in mod._buffers:
-            raise AttributeError(f"{mod._get_name()} has no buffer `{name}`")
-        return mod._buffers[name]
+        entries = getattr(mod, table)
+        if name not in entries:
+            raise AttributeError(f"{mod._get_name()} has no {kind} `{name}`")
+        return entries[name]
 
     def get_submodule(self, target: str) -> Module:
         """The submodule at dotted path ``target`` (``""`` is this module)."""

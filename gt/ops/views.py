@@ -26,18 +26,13 @@ def link(base: Any, view: Any, kind: str, data: Any) -> None:
     # (a proxy such as ``p.data`` dies with the expression that made it: held strongly; a
     # tensor weakly, so that a view does not keep its base's array alive)
     ref = (lambda: base) if base._proxy else weakref.ref(base)
-    view._vb = (ref, base._version - base._vwn, kind, data, view.shape)
+    view._vb = (ref, _direct_changes(base), kind, data, view.shape)
 
 
 def _direct_changes(base: Any) -> int:
     """How often ``base`` was changed in place other than through its views: a view taken
     before such a change is stale (GT does not carry the change into it) and stops writing."""
     return base._version - base._vwn
-
-
-def unlink(t: Any) -> None:
-    """Make ``t`` a tensor of its own (a ``.grad``, a result handed out as new)."""
-    t._vb = None
 
 
 def write_back(view: Any, take_value: Any) -> None:
@@ -91,4 +86,4 @@ def is_basic_key(key: Any) -> bool:
     return True
 
 
-__all__ = ["is_basic_key", "link", "unlink", "write_back"]
+__all__ = ["is_basic_key", "link", "write_back"]
