@@ -41,7 +41,8 @@ class ShapeOps:
         return out
 
     def view(self, *shape: Any) -> Tensor:
-        """Same as :meth:`reshape` (GT tensors never share memory; see ``gt.tensor``'s docs)."""
+        """Same as :meth:`reshape`: an in-place op on the result also changes this tensor (see
+        :mod:`gt.ops.views`)."""
         if (
             len(shape) == 1
             and not isinstance(shape[0], (tuple, list))
