@@ -8,6 +8,8 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from gt.amp import is_autocast_enabled
+from gt.grad_mode import is_grad_enabled
 from gt.nn import functional as fn
 from gt.nn.attention import MultiheadAttention
 from gt.nn.containers import ModuleList
@@ -45,6 +47,8 @@ class TransformerEncoderLayer(Module):
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
         self.activation = _activation(activation)
+        # (what PyTorch's encoder checks before its nested-tensor path: see TransformerEncoder)
+        self.activation_relu_or_gelu = activation in ("relu", "gelu", fn.relu, fn.gelu)
 
     def forward(self, src: Tensor, src_mask: Tensor | None = None,
                 src_key_padding_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:  # fmt: skip
@@ -121,7 +125,13 @@ class TransformerDecoderLayer(Module):
 
 
 class TransformerEncoder(Module):
-    """``num_layers`` copies of an encoder layer, then an optional norm."""
+    """``num_layers`` copies of an encoder layer, then an optional norm.
+
+    Where PyTorch would take its nested-tensor path (evaluation without gradients, a boolean
+    ``src_key_padding_mask`` padding each sequence at its end, a batch-first post-norm layer with
+    ReLU or GELU and an even number of heads), the padded positions come out as zeros before the
+    final norm, as PyTorch's do; elsewhere they hold what the layers computed there.
+    """
 
     def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int,
                  norm: Module | None = None, enable_nested_tensor: bool = True,
@@ -130,6 +140,19 @@ class TransformerEncoder(Module):
         self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
         self.num_layers = num_layers
         self.norm = norm
+        self.mask_check = mask_check
+        attn = encoder_layer.self_attn
+        self.use_nested_tensor = bool(
+            enable_nested_tensor
+            and isinstance(encoder_layer, TransformerEncoderLayer)
+            and not encoder_layer.norm_first
+            and attn.batch_first
+            and attn._qkv_same_embed_dim
+            and attn.in_proj_bias is not None
+            and encoder_layer.activation_relu_or_gelu
+            and encoder_layer.norm1.eps == encoder_layer.norm2.eps
+            and attn.num_heads % 2 == 0
+        )
 
     def forward(self, src: Tensor, mask: Tensor | None = None,
                 src_key_padding_mask: Tensor | None = None, is_causal: bool | None = None) -> Tensor:  # fmt: skip
@@ -137,7 +160,24 @@ class TransformerEncoder(Module):
         for layer in self.layers:
             out = layer(out, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
                         is_causal=bool(is_causal))  # fmt: skip
+        if self._zeroes_padding(src, mask, src_key_padding_mask):
+            out = out.masked_fill(src_key_padding_mask.unsqueeze(-1), 0.0)
         return self.norm(out) if self.norm is not None else out
+
+    def _zeroes_padding(self, src: Tensor, mask: Any, pad: Any) -> bool:
+        """Whether PyTorch's encoder would run nested tensors (and so zero the padding)."""
+        if not self.use_nested_tensor or self.layers[0].training or src.ndim != 3:
+            return False
+        if pad is None or pad.dtype != "bool" or mask is not None or is_autocast_enabled("cpu"):
+            return False
+        if is_grad_enabled() and (src.requires_grad
+                                  or any(p.requires_grad for p in self.parameters())):  # fmt: skip
+            return False
+        if self.mask_check:  # padding only at the ends of the sequences (a sync point, as there)
+            keep = ~pad.numpy()
+            if (keep[:, 1:] & ~keep[:, :-1]).any():
+                return False
+        return True
 
 
 class TransformerDecoder(Module):

@@ -501,3 +501,19 @@ def test_bicubic_grid_sample_and_unfold_strides(conn):
     np.testing.assert_allclose(ones.numpy(), 1.0, rtol=1e-6)  # cubic weights sum to one
     w = gt.arange(30.0).reshape(3, 10).unfold(1, 4, 3)
     assert (w.stride(), w.is_contiguous()) == ((10, 3, 1), False)
+
+
+def test_transformer_encoder_zeroes_padding_where_pytorch_runs_nested_tensors(conn):
+    layer = gt.nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0, batch_first=True)
+    enc = gt.nn.TransformerEncoder(layer, 2)
+    x = gt.randn(2, 3, 4)
+    pad = gt.tensor([[False, False, False], [False, False, True]])
+    enc.eval()
+    with gt.no_grad():
+        out = enc(x, src_key_padding_mask=pad)
+        assert out[1, 2].tolist() == [0.0] * 4 and out[1, 1].abs().sum().item() > 0
+        inner = gt.tensor([[False, True, False], [False, False, False]])  # not at the end
+        assert enc(x, src_key_padding_mask=inner)[0, 1].abs().sum().item() > 0
+    assert enc(x, src_key_padding_mask=pad)[1, 2].abs().sum().item() > 0  # gradients wanted
+    odd = gt.nn.TransformerEncoder(gt.nn.TransformerEncoderLayer(4, 1, 8, batch_first=True), 1)
+    assert not odd.use_nested_tensor and enc.use_nested_tensor
