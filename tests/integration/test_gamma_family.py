@@ -14,6 +14,7 @@ from helpers import each_backend_cluster, integrate
 import gt
 import gt.distributions as D
 from gt.ops import random as grandom
+from gt.runtime.control import request
 from gt.runtime.ops.gammafn import draw_poisson, draw_standard_gamma
 
 pytestmark = pytest.mark.timeout(120)
@@ -65,14 +66,24 @@ def test_poles_give_infinities_as_in_pytorch(conn):
 
 
 # ------------------------------------------------------------------ sampling
-def test_gamma_samples_are_the_same_bits_on_every_backend(conn):
+def test_gamma_samples_are_the_same_bits_on_every_backend(conn, cluster):
     alpha = np.array([0.3, 1.0, 2.5, 40.0] * 50)
     gt.manual_seed(2024)
     seed = grandom.next_seed()
     gt.manual_seed(2024)
     got = D.Gamma(gt.tensor(alpha, dtype="float64"), 1.0).sample().numpy()
     want = np.maximum(draw_standard_gamma(np, alpha, seed), np.finfo(np.float64).tiny)
-    np.testing.assert_array_equal(got, want)
+    if _on_a_real_gpu(
+        cluster
+    ):  # CUDA's log and pow may differ from the C library's in the last bit
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def _on_a_real_gpu(cluster) -> bool:
+    workers = request(cluster.address, "stats", timeout=10.0)["workers"]
+    return any(w["backend"] == "cupy" and "test double" not in (w["device"] or "") for w in workers)
 
 
 def test_gamma_rsample_has_the_right_moments_and_gradient(conn):

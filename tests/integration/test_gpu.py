@@ -45,10 +45,36 @@ def test_every_registry_kernel_on_the_gpu_gives_numpys_result(cupy_be, name):
     want = run_sample(B.numpy_backend(), name)
     got = run_sample(cupy_be, name)
     assert got.dtype == want.dtype and got.shape == want.shape
+    if name in ("linalg_eigh", "linalg_svd"):  # cuSOLVER and LAPACK may pick opposite signs
+        got, want = _signs_fixed(name, got), _signs_fixed(name, want)
     if name in ("randn", "rand", "randint"):  # one Philox stream: the same numbers
         np.testing.assert_array_equal(got, want)
     else:  # (the GPU's transcendental functions and sums may differ in the last bits)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+def _signs_fixed(name: str, packed: np.ndarray) -> np.ndarray:
+    """A packed decomposition with each singular/eigen vector's sign chosen so that its largest
+    entry is positive (the decompositions are unique only up to these signs; PyTorch's CPU and CUDA
+    results differ in them too)."""
+    from gt.runtime.ops.linalg_decomp import unpack_eigh, unpack_svd
+
+    if name == "linalg_eigh":
+        w, v = unpack_eigh(packed)
+        v = v * _sign_of_largest(v, axis=-2)[..., None, :]
+        return np.concatenate([w[..., None], v], axis=-1)
+    n = packed.shape[-1]
+    k = int(round((-1 + (1 + 8 * n) ** 0.5) / 4))  # square: n = 2k^2 + k  (k*k + k + k*k)
+    u, s, vh = unpack_svd(packed, k, k)
+    flip = _sign_of_largest(u, axis=-2)
+    u, vh = u * flip[..., None, :], vh * flip[..., :, None]
+    lead = packed.shape[:-1]
+    return np.concatenate([u.reshape(*lead, -1), s, vh.reshape(*lead, -1)], axis=-1)
+
+
+def _sign_of_largest(a: np.ndarray, axis: int) -> np.ndarray:
+    at = np.expand_dims(np.abs(a).argmax(axis=axis), axis)
+    return np.sign(np.take_along_axis(a, at, axis=axis)).squeeze(axis)
 
 
 @pytest.mark.gpu

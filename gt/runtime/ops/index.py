@@ -54,6 +54,44 @@ def _k_scatter_reduce(be: Any) -> Any:
     return h
 
 
+def sorted_scatter_extreme(xp: Any, reduce: str) -> Any:
+    """``out[key] = max(out[key], src)`` (or min) with repeated positions combining, exact for every
+    dtype and without atomics: the entries are sorted by target position and then by value (two
+    stable sorts), and the last (first) entry of each run is the maximum (minimum). A NaN wins, as
+    in NumPy's ``maximum.at`` and PyTorch. (CuPy workers use it: CuPy's own ``scatter_max``/``min``
+    round float64 through float32, as a run on an H200 showed, and refuse int64 and float16.)"""
+    best = xp.maximum if reduce == "amax" else xp.minimum
+
+    def scatter(out: Any, key: tuple, src: Any) -> None:
+        pos = xp.arange(out.size).reshape(out.shape)[key]
+        if pos.size == 0:
+            return
+        vals = xp.broadcast_to(xp.asarray(src, dtype=out.dtype), pos.shape).reshape(-1)
+        pos = pos.reshape(-1)
+        order = xp.argsort(_sort_key(xp, vals), kind="stable")
+        order = order[xp.argsort(pos[order], kind="stable")]
+        p, v = pos[order], vals[order]
+        step = p[1:] != p[:-1]
+        edge = xp.ones(1, dtype=bool)
+        last = xp.concatenate([step, edge])  # NaN sorts last: a run's last entry is NaN if any is
+        pick = v[last] if reduce == "amax" else v[xp.concatenate([edge, step])]
+        if v.dtype.kind in "fc":
+            pick = xp.where(xp.isnan(v[last]), v[last], pick)
+        flat = out.reshape(-1)  # ``out`` is a fresh copy, so this is a view of it
+        at = p[last]
+        flat[at] = best(flat[at], pick)
+
+    return scatter
+
+
+def _sort_key(xp: Any, vals: Any) -> Any:
+    if vals.dtype == xp.float16:  # (exact in float32, and sorted by every CuPy)
+        return vals.astype(xp.float32)
+    if vals.dtype.kind == "b":
+        return vals.astype(xp.uint8)
+    return vals
+
+
 def _identity(xp: Any, reduce: str, dtype: Any) -> Any:
     if reduce == "prod":
         return 1

@@ -28,6 +28,7 @@ import numpy as np
 
 from gt.runtime import ops as O
 from gt.runtime.ops.base import Handler
+from gt.runtime.ops.index import sorted_scatter_extreme
 from gt.runtime.worker.devices import DeviceIdentity, format_uuid, normalize_bus_id, visible_entry
 
 #: The test suite's switch for the CuPy test double (read here and nowhere else).
@@ -267,8 +268,9 @@ class Backend:
         else:
             self.erf = lambda x: _cupyx(self).scipy.special.erf(x)
             self.scatter_add = lambda a, key, v: _cupyx(self).scatter_add(a, key, v)
-            self.scatter_max = lambda a, key, v: _cupyx(self).scatter_max(a, key, v)
-            self.scatter_min = lambda a, key, v: _cupyx(self).scatter_min(a, key, v)
+            # (exact for every dtype, where cupyx.scatter_max/min are not)
+            self.scatter_max = sorted_scatter_extreme(self.xp, "amax")
+            self.scatter_min = sorted_scatter_extreme(self.xp, "amin")
         self._special: dict[str, Callable[..., Any]] = {}
         self.handlers: list[Handler | None] = [
             op.kernel(self) if op.kernel is not None else None for op in O.REGISTRY

@@ -60,9 +60,13 @@ def _scatter_add(a: Any, slices: Any, value: Any) -> None:
 
 def _scatter_ufunc(ufunc: Any) -> Any:
     def scatter(a: Any, slices: Any, value: Any) -> None:
-        """``a[slices] = op(a[slices], value)`` with repeated indices combining (indices wrap)."""
+        """``a[slices] = op(a[slices], value)`` with repeated indices combining (indices wrap).
+        CuPy's take int32, uint32, uint64, float32 and float64 only (and round float64 through
+        float32 on an H200, which this double does not imitate: GT does not call them)."""
         if type(a) is not ndarray:
             refuse_host(a)
+        if a.dtype.char not in "iILQfd":
+            raise TypeError(f"cupyx.scatter_{ufunc.__name__[:3]} does not support {a.dtype}")
         _streams.sync_current()
         ufunc.at(a._a, wrap_key(slices, a.shape), unwrap(value))
 
