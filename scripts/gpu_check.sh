@@ -4,6 +4,7 @@
 #   bash scripts/gpu_check.sh              # on a machine with a CUDA GPU and CuPy
 #   bash scripts/gpu_check.sh --dry-run    # anywhere: the same steps on the CuPy test double
 #   bash scripts/gpu_check.sh --plan       # print the steps and exit
+#   bash scripts/gpu_check.sh --with-programs   # also the differential programs (+ up to 5 min)
 #
 # Results go to $OUT when it is set, else ./gpu-results (five files): summary.txt (one line per
 # step, PASS or FAIL with its exit code and seconds), steps.log (every step's output, in order),
@@ -22,13 +23,22 @@
 #   5. bench      benchmarks/bench_gpu.py: matmul 4096/8192 f32/f16/bf16 vs CuPy direct, tiny-op
 #                 rate, 2-worker sharded matmul, 2-worker all-reduce
 #   6. top        scripts/gpu_top_check.py: `gt top --once --json` during load, NVML fields
+#   7. programs   (--with-programs only) the differential suite's PyTorch programs on two CuPy
+#                 workers, against PyTorch's stored results
 #
 # --dry-run runs steps 3-6 on the CuPy test double (tests/support/cupy_double) with small sizes:
 # it checks this script and the code around the GPU, not the GPU.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 ROOT=$PWD
-MODE=${1:-run}
+MODE=run
+WITH_PROGRAMS=0
+for arg in "$@"; do
+  case $arg in
+    --with-programs) WITH_PROGRAMS=1 ;;
+    *) MODE=$arg ;;
+  esac
+done
 PY=${PYTHON:-python3}
 RESULTS=${OUT:-$ROOT/gpu-results}
 SITE=${GT_CHECK_SITE:-/tmp/gt-gpu-site}
@@ -37,7 +47,9 @@ FAILED=0
 START=$SECONDS
 
 STEPS=(install env gpu-tests op-suites bench top)
-LIMITS=(30 20 90 250 80 30)  # seconds: with 5 s of grace each, 8 min 50 s at the very most
+LIMITS=(30 20 90 250 80 30)
+PROGRAMS_LIMIT=300
+if [ "$WITH_PROGRAMS" = 1 ]; then STEPS+=(programs); LIMITS+=("$PROGRAMS_LIMIT"); fi  # seconds: with 5 s of grace each, 8 min 50 s at the very most
 # (gpu-tests compiles every kernel once, into CuPy's cache on disk, which op-suites then reads).
 # Measured on an H200 on Dec 4 2026: install 2 s, env 4 s, gpu-tests 51 s, op-suites about 200 s
 # with a cold kernel cache (177 s warm), bench 30 s, top 10 s.
@@ -47,7 +59,7 @@ if [ "$MODE" = "--plan" ]; then
   exit 0
 fi
 if [ "$MODE" != "run" ] && [ "$MODE" != "--dry-run" ] && [ "$MODE" != "--install-only" ]; then
-  echo "usage: bash scripts/gpu_check.sh [--dry-run | --plan | --install-only]" >&2
+  echo "usage: bash scripts/gpu_check.sh [--dry-run | --plan | --install-only] [--with-programs]" >&2
   exit 2
 fi
 
@@ -141,12 +153,15 @@ SUITES=(tests/integration/test_ops_forward.py tests/integration/test_autograd_op
   tests/integration/test_ops_composed_math.py tests/integration/test_complex_fft.py)
 BENCH=("$PY" benchmarks/bench_gpu.py --json "$RESULTS/bench_gpu.json")
 TOP=("$PY" scripts/gpu_top_check.py --out "$RESULTS")
+PROGRAMS=("${PYTEST[@]}" -q -rfE --tb=short tests/api/test_differential.py)
 if [ "$MODE" = "--dry-run" ]; then
   export GT_CUPY_DOUBLE=1 PYTHONPATH="$ROOT/tests/support:$PYTHONPATH"
   SUITES=(tests/integration/test_cupy_double.py tests/integration/test_memory_on_cupy_double.py
     -k "forward or matches_numpy or config_matrix or memory_on_cupy_double")
   BENCH+=(--quick --test-double --repeats 1)
   TOP+=(--expect-na --size 256)
+  PROGRAMS=("${PYTEST[@]}" -q -rfE --tb=short tests/api/test_differential_on_cupy_double.py
+    -k "linear_regression_sgd or tensor_reprs")
 fi
 
 step install "${LIMITS[0]}" install_wheels
@@ -157,6 +172,9 @@ step gpu-tests "${LIMITS[2]}" "${PYTEST[@]}" -m gpu -rfEs --tb=short tests/integ
 step op-suites "${LIMITS[3]}" "${PYTEST[@]}" -v -rfE --tb=short "${SUITES[@]}"
 step bench "${LIMITS[4]}" "${BENCH[@]}"
 step top "${LIMITS[5]}" "${TOP[@]}"
+if [ "$WITH_PROGRAMS" = 1 ]; then
+  step programs "$PROGRAMS_LIMIT" "${PROGRAMS[@]}"
+fi
 
 note "done in $((SECONDS - START))s: $FAILED step(s) failed; results in $RESULTS"
 echo "total ${SECONDS}s, failed steps: $FAILED" >>"$RESULTS/summary.txt"

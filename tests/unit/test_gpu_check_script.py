@@ -27,6 +27,10 @@ def test_the_plan_names_every_step_and_fits_nine_minutes_normally():
     assert out.returncode == 0, out.stderr
     steps = [line.split()[0] for line in out.stdout.splitlines()]
     assert steps == ["install", "env", "gpu-tests", "op-suites", "bench", "top"]
+    limits = [int(line.split("(")[1].split()[0]) for line in out.stdout.splitlines()]
+    assert sum(limits) + 5 * len(limits) < 9 * 60  # each step's limit plus its grace
+    more = _run("--plan", "--with-programs").stdout.splitlines()
+    assert [line.split()[0] for line in more] == [*steps, "programs"]
 
 
 def _wheel(folder: Path) -> None:
