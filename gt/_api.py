@@ -52,6 +52,8 @@ from gt.factories import (
     zeros,
     zeros_like,
 )
+from gt.fake_quant import *  # noqa: F403 - gt.fake_quantize_per_tensor_affine, ... (its __all__)
+from gt.fake_quant import __all__ as _fake_quant_names
 from gt.hotpath import HotFunction, hot
 from gt.linalg.toplevel import *  # noqa: F403 - gt.matrix_exp, gt.lu, ... (its __all__)
 from gt.linalg.toplevel import __all__ as _linalg_names
@@ -75,6 +77,8 @@ from gt.special import gammainc as igamma  # (torch.igamma)
 from gt.special import gammaincc as igammac
 from gt.special import xlogy  # (torch.xlogy)
 from gt.tensor import Tensor
+from gt.torch_aliases import *  # noqa: F403 - gt.kl_div, gt.view_copy, gt.unsafe_split, ...
+from gt.torch_aliases import __all__ as _torch_alias_names
 from gt.torch_functions import *  # noqa: F403 - gt.conv2d, gt.svd, gt.histogram, ... (its __all__)
 from gt.torch_functions import __all__ as _torch_function_names
 from gt.typed_tensors import *  # noqa: F403 - gt.FloatTensor, gt.LongTensor, ... (legacy)
@@ -83,10 +87,12 @@ from gt.typed_tensors import TYPED as _TYPED
 __all__ = [
     *_functional_names,
     *_composed_names,
+    *_fake_quant_names,
     *_compat_names,
     *_compat_function_names,
     *_linalg_names,
     *_torch_function_names,
+    *_torch_alias_names,
     *_settings_names,
     *_TYPED,
     "Generator",

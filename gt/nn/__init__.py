@@ -7,7 +7,7 @@ the prototype's users. Every module prints as PyTorch's does (``print(model)``).
 
 from __future__ import annotations
 
-from gt.nn import functional, init, modules, parallel, utils
+from gt.nn import functional, init, modules, parallel, parameter, utils
 from gt.nn.activation_layers import (
     CELU,
     ELU,
@@ -375,6 +375,7 @@ __all__ = [
     "modules",
     "mse_loss",
     "parallel",
+    "parameter",
     "relu",
     "sigmoid",
     "tanh",

@@ -69,6 +69,9 @@ MODULES = (
     "tabular_timeseries",
     "training_utils",
     "detection_segmentation",
+    "point_clouds",
+    "quantization",
+    "torch_aliases",
 )
 
 
