@@ -6,6 +6,7 @@ its identity and takes the new value, recorded for autograd like any op.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +88,10 @@ class MoreInplaceOps:
     tril_ = _inplace("tril")
     triu_ = _inplace("triu")
     cumsum_ = _inplace("cumsum")
+    i0_ = _inplace("i0")
+    igamma_ = _inplace("igamma")
+    igammac_ = _inplace("igammac")
+    nextafter_ = _inplace("nextafter")
     bitwise_not_ = _inplace("bitwise_not")
     bitwise_and_ = __iand__ = _inplace_bitwise("bitwise_and")
     bitwise_or_ = __ior__ = _inplace_bitwise("bitwise_or")
@@ -139,6 +144,36 @@ class MoreInplaceOps:
             return -((-u).log1p()) / lambd
 
         return apply_inplace(self, "exponential_", draw)
+
+    def cauchy_(self, median: float = 0.0, sigma: float = 1.0) -> Tensor:
+        """Fill with Cauchy samples (``median + sigma * tan(pi * (u - 1/2))``), in place."""
+
+        def draw(x: Tensor) -> Tensor:
+            u = x._create("rand", [], random_attrs(x.shape, x.dtype))
+            return ((u - 0.5) * math.pi).tan() * sigma + median
+
+        return apply_inplace(self, "cauchy_", draw)
+
+    def log_normal_(self, mean: float = 1.0, std: float = 2.0) -> Tensor:
+        """Fill with samples whose logarithm is normal (``mean``, ``std``), in place."""
+
+        def draw(x: Tensor) -> Tensor:
+            z = x._create("randn", [], random_attrs(x.shape, x.dtype))
+            return (z * std + mean).exp()
+
+        return apply_inplace(self, "log_normal_", draw)
+
+    def geometric_(self, p: float) -> Tensor:
+        """Fill with the number of Bernoulli(``p``) trials up to the first success (1, 2, ...),
+        in place."""
+        if not 0 < p < 1:
+            raise ValueError(f"geometric_ expects p in (0, 1), got p={p}")
+
+        def draw(x: Tensor) -> Tensor:
+            u = x._create("rand", [], random_attrs(x.shape, "float64"))
+            return ((-u).log1p() / math.log1p(-p)).ceil().clamp(min=1).to(x.dtype)
+
+        return apply_inplace(self, "geometric_", draw)
 
     def random_(self, low: int = 0, high: int | None = None) -> Tensor:
         """Fill with integers uniform in ``[low, high)``, in place."""
