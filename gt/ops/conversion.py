@@ -198,3 +198,9 @@ class ConversionOps:
     ) -> Tensor:
         """An uninitialised tensor of ``size`` (GT fills it with zeros)."""
         return self.new_full(_size(size), 0, dtype, requires_grad)
+
+    def new_empty_strided(
+        self, size: Any, stride: Any, *, dtype: Any = None, requires_grad: bool = False, **_: Any
+    ) -> Tensor:
+        """:meth:`new_empty` of ``size`` (the strides are the worker's: GT's tensors are dense)."""
+        return self.new_full(_size((size,)), 0, dtype, requires_grad)

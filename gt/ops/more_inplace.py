@@ -10,6 +10,8 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from gt import shapes as S
 from gt.ops.inplace import apply_inplace, take_value
 from gt.ops.random import random_attrs
@@ -114,6 +116,44 @@ class MoreInplaceOps:
     def squeeze_(self, dim: Any = None) -> Tensor:
         """Remove size-1 dimensions, in place."""
         return self._reshape_in_place(self.squeeze(dim))
+
+    def resize_(self, *size: Any, memory_format: Any = None) -> Tensor:
+        """Give this tensor the shape ``size``, in place: its first elements (in row-major
+        order) are kept, new ones are zeros (PyTorch leaves them uninitialised)."""
+        if self.requires_grad:
+            raise RuntimeError("cannot resize variables that require grad")
+        from gt.ops.shaping import cat  # noqa: PLC0415 - shaping imports the tensor mixins
+
+        one = len(size) == 1 and not isinstance(size[0], int)
+        shape = tuple(int(d) for d in (size[0] if one else size))
+        n, flat = math.prod(shape), self.detach().reshape(-1)
+        if n > flat.shape[0]:
+            flat = cat([flat, flat.new_zeros((n - flat.shape[0],))])
+        return self._reshape_in_place(flat[:n].reshape(shape))
+
+    def resize_as_(self, other: Tensor, memory_format: Any = None) -> Tensor:
+        """:meth:`resize_` to ``other``'s shape."""
+        return self.resize_(tuple(other.shape))
+
+    def apply_(self, callable: Callable[[Any], Any]) -> Tensor:  # noqa: A002 - PyTorch's name
+        """Replace each element ``v`` with ``callable(v)``, a Python function run on the host
+        (a sync point, as in PyTorch, where it works on CPU tensors only)."""
+        return self._host_map(lambda a: np.vectorize(callable, otypes=[a.dtype])(a), "apply_")
+
+    def map_(self, tensor: Tensor, callable: Callable[[Any, Any], Any]) -> Tensor:  # noqa: A002
+        """Replace each element ``v`` with ``callable(v, w)``, ``w`` the element of ``tensor``
+        (broadcast to this shape) at the same place; run on the host."""
+        other = np.broadcast_to(tensor.numpy(), tuple(self.shape))
+        return self._host_map(lambda a: np.vectorize(callable, otypes=[a.dtype])(a, other), "map_")
+
+    def _host_map(self, fn: Callable[[Any], Any], name: str) -> Tensor:
+        if self.requires_grad:
+            raise RuntimeError(
+                f"{name}: a leaf Variable that requires grad can't be changed in place"
+            )
+        new = self.new_tensor(fn(self.detach().numpy()))
+        self.copy_(new)
+        return self
 
     def _reshape_in_place(self, new: Tensor) -> Tensor:
         if new is self:
