@@ -16,6 +16,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gt import signal_scope as _signal
+from gt.anomaly import _state as _anomaly
+from gt.anomaly import check_gradients
 from gt.grad_graph import Node, Packed
 from gt.grad_hooks import (
     _LEAF_HOOKS,
@@ -278,6 +280,8 @@ class _Walk:
             in_grads = tuple([conj_if_complex(pg) for pg in in_grads])
         if node.cplx is not None:
             in_grads = real_where_real(node.dtypes, in_grads)
+        if _anomaly["enabled"] and _anomaly["check_nan"]:
+            check_gradients(node, in_grads)
         for p, pg in zip(node.parents, in_grads):
             if p is None or pg is None:
                 continue

@@ -19,6 +19,7 @@ from __future__ import annotations
 import sys
 
 from gt import custom_function as function
+from gt.anomaly import detect_anomaly, set_detect_anomaly
 from gt.backprop import RemovableHandle, backward, grad, register_hook
 from gt.custom_function import Function, FunctionCtx, once_differentiable
 from gt.grad_graph import FLOAT_DTYPES, Node, record
@@ -48,6 +49,8 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "detect_anomaly",
+    "set_detect_anomaly",
     "FLOAT_DTYPES",
     "Function",
     "FunctionCtx",
