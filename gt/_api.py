@@ -82,6 +82,8 @@ from gt.torch_aliases import *  # noqa: F403 - gt.kl_div, gt.view_copy, gt.unsaf
 from gt.torch_aliases import __all__ as _torch_alias_names
 from gt.torch_functions import *  # noqa: F403 - gt.conv2d, gt.svd, gt.histogram, ... (its __all__)
 from gt.torch_functions import __all__ as _torch_function_names
+from gt.torch_native import *  # noqa: F403 - gt.lstm_cell, gt.convolution, gt.pca_lowrank, ...
+from gt.torch_native import __all__ as _torch_native_names
 from gt.typed_tensors import *  # noqa: F403 - gt.FloatTensor, gt.LongTensor, ... (legacy)
 from gt.typed_tensors import TYPED as _TYPED
 
@@ -94,6 +96,7 @@ __all__ = [
     *_linalg_names,
     *_torch_function_names,
     *_torch_alias_names,
+    *_torch_native_names,
     *_settings_names,
     *_TYPED,
     "Generator",

@@ -99,3 +99,77 @@ def parameter_module_import_path(torch):
         "w": w.detach() * 2,
         "lin_shape": list(lin.weight.shape),
     }
+
+
+@program(rtol=2e-4, atol=2e-5)
+def aten_cells_convolution_and_samplers(torch):
+    # hand-written recurrent loops (torch.lstm_cell / gru_cell with a module's weights), ATen's
+    # convolution and grid sampler with integer modes, CTC with an integer reduction
+    lstm, gru = torch.nn.LSTMCell(3, 4), torch.nn.GRUCell(3, 4)
+    rnn = torch.nn.RNNCell(3, 4)
+    for i, m in enumerate((lstm, gru, rnn)):
+        for j, p in enumerate(m.parameters()):
+            p.data.copy_(torch.tensor(arr(10 * i + j, *p.shape, scale=0.4)))
+    xs = torch.tensor(arr(40, 5, 2, 3), requires_grad=True)
+    h, c = torch.zeros(2, 4), torch.zeros(2, 4)
+    hg = hr = torch.zeros(2, 4)
+    for x in xs:
+        h, c = torch.lstm_cell(
+            x, (h, c), lstm.weight_ih, lstm.weight_hh, lstm.bias_ih, lstm.bias_hh
+        )
+        hg = torch.gru_cell(x, hg, gru.weight_ih, gru.weight_hh, gru.bias_ih, gru.bias_hh)
+        hr = torch.rnn_tanh_cell(x, hr, rnn.weight_ih, rnn.weight_hh, rnn.bias_ih, rnn.bias_hh)
+    relu_h = torch.rnn_relu_cell(xs[0], hr, rnn.weight_ih, rnn.weight_hh)
+    with_modules = lstm(xs[0], (torch.zeros(2, 4), torch.zeros(2, 4)))[0]
+    img = torch.tensor(arr(41, 2, 3, 6, 6))
+    w = torch.tensor(arr(42, 4, 3, 3, 3, scale=0.3))
+    wt = torch.tensor(arr(43, 3, 2, 3, 3, scale=0.3))
+    conv = torch.convolution(
+        img, w, torch.tensor(arr(44, 4)), [2, 1], [1, 0], [1, 2], False, [0, 0], 1
+    )
+    convt = torch.convolution(img, wt, None, [2, 2], [1, 1], [1, 1], True, [1, 0], 1)
+    theta = torch.tensor(arr(45, 2, 2, 3, scale=0.3)) + torch.tensor([[1.0, 0, 0], [0, 1.0, 0]])
+    grid = torch.affine_grid_generator(theta, [2, 3, 5, 4], False)
+    sampled = torch.grid_sampler(img, grid, 0, 1, False)
+    nearest = torch.grid_sampler(img, grid * 1.2, 1, 2, True)
+    logp = torch.tensor(arr(46, 7, 2, 5)).log_softmax(2)
+    ctc = torch.ctc_loss(logp, torch.tensor([[1, 2, 2], [3, 1, 0]]), [7, 6], [3, 2], 0, 1, False)
+    total = h.sum() + c.sum() + hg.sum() + hr.sum() + relu_h.sum() + ctc
+    (gx,) = torch.autograd.grad(total, xs)
+    return {"h": h, "c": c, "hg": hg, "hr": hr, "relu_h": relu_h, "with_modules": with_modules,
+            "conv": conv, "convt": convt, "grid": grid, "sampled": sampled, "nearest": nearest,
+            "ctc": ctc, "gx": gx}  # fmt: skip
+
+
+@program(rtol=1e-3, atol=1e-4)
+def low_rank_pca_of_rank_deficient_data(torch):
+    # torch.pca_lowrank / svd_lowrank on data of rank 3: the randomised range finder recovers the
+    # range exactly, so the singular values, the reconstruction and the explained variance are
+    # PyTorch's (the random test matrices and the vectors' signs are not compared)
+    a = torch.tensor(arr(50, 40, 3)) @ torch.tensor(arr(51, 3, 12)) + torch.tensor(arr(52, 12))
+    u, s, v = torch.pca_lowrank(a, q=4)
+    centred = a - a.mean(dim=0, keepdim=True)
+    recon = u[:, :3] @ torch.diag(s[:3]) @ v[:, :3].T
+    us, ss, vs = torch.svd_lowrank(centred.T, q=5, niter=3)
+    proj = (centred @ v[:, :3]).abs().sum(dim=0)
+    return {"s3": s[:3], "s_tail": s[3:].abs().max() < 1e-3, "recon": recon, "centred": centred,
+            "ss3": ss[:3], "shapes": [list(u.shape), list(s.shape), list(v.shape), list(us.shape),
+                                      list(vs.shape)],
+            "proj": proj, "explained": (s[:3] ** 2 / (s**2).sum())}  # fmt: skip
+
+
+@program
+def feature_dropout_and_binomial_draws_are_well_formed(torch):
+    # random draws differ between the libraries: their form is compared (whole channels kept or
+    # zeroed and scaled; whole-number counts within [0, count])
+    x = torch.tensor(arr(60, 4, 6, 3, 3)) + 5.0
+    y = torch.feature_dropout(x, 0.5, True)
+    kept = (y != 0).flatten(2)
+    channel_whole = bool((kept.all(dim=2) | (~kept).all(dim=2)).all())
+    scaled = bool(torch.allclose(y[y != 0], (x * 2)[y != 0]))
+    same_eval = torch.equal(torch.feature_dropout(x, 0.5, False), x)
+    counts = torch.tensor([[5.0, 10.0, 0.0], [3.0, 7.0, 1.0]])
+    b = torch.binomial(counts, torch.tensor([[0.3, 0.5, 0.9], [1.0, 0.0, 0.5]]))
+    return {"channel_whole": channel_whole, "scaled": scaled, "same_eval": same_eval,
+            "b_ok": bool(((b >= 0) & (b <= counts) & (b == b.round())).all()),
+            "b_sure": b[1, :2], "b_shape": list(b.shape)}  # fmt: skip

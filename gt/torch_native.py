@@ -1,0 +1,158 @@
+"""``torch.<name>`` functions with ATen's own signatures that library code calls directly: the
+recurrent cells (``torch.lstm_cell`` ...), ``convolution``, ``grid_sampler`` and
+``affine_grid_generator`` with integer modes, ``ctc_loss`` with an integer reduction, the feature
+and alpha dropouts, ``binomial``, and the randomised ``svd_lowrank``/``pca_lowrank`` (Halko,
+Martinsson and Tropp's range finder, as PyTorch's; the random matrix comes from GT's generator,
+so only a rank-``q`` matrix gives PyTorch's results exactly, up to signs). Imported by
+:mod:`gt._api` only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gt import linalg as _linalg
+from gt.nn import functional as F
+
+_GRID_MODES = {0: "bilinear", 1: "nearest", 2: "bicubic"}
+_GRID_PADDING = {0: "zeros", 1: "border", 2: "reflection"}
+_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
+
+
+def rnn_tanh_cell(input: Any, hx: Any, w_ih: Any, w_hh: Any, b_ih: Any = None,  # noqa: A002
+                  b_hh: Any = None) -> Any:  # fmt: skip
+    """``tanh(input W_ih^T + b_ih + hx W_hh^T + b_hh)``."""
+    return (F.linear(input, w_ih, b_ih) + F.linear(hx, w_hh, b_hh)).tanh()
+
+
+def rnn_relu_cell(input: Any, hx: Any, w_ih: Any, w_hh: Any, b_ih: Any = None,  # noqa: A002
+                  b_hh: Any = None) -> Any:  # fmt: skip
+    """``relu(input W_ih^T + b_ih + hx W_hh^T + b_hh)``."""
+    return (F.linear(input, w_ih, b_ih) + F.linear(hx, w_hh, b_hh)).relu()
+
+
+def lstm_cell(input: Any, hx: Any, w_ih: Any, w_hh: Any, b_ih: Any = None,  # noqa: A002
+              b_hh: Any = None) -> tuple[Any, Any]:  # fmt: skip
+    """One LSTM step: ``(h, c)`` from ``input`` and ``hx = (h, c)`` (gates in PyTorch's order
+    input, forget, cell, output)."""
+    h, c = hx
+    gates = F.linear(input, w_ih, b_ih) + F.linear(h, w_hh, b_hh)
+    i, f, g, o = gates.chunk(4, 1)
+    c_new = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    return o.sigmoid() * c_new.tanh(), c_new
+
+
+def gru_cell(input: Any, hx: Any, w_ih: Any, w_hh: Any, b_ih: Any = None,  # noqa: A002
+             b_hh: Any = None) -> Any:  # fmt: skip
+    """One GRU step (gates in PyTorch's order reset, update, new; the reset gate applied to the
+    hidden state's projection, as PyTorch's cell does)."""
+    gi, gh = F.linear(input, w_ih, b_ih), F.linear(hx, w_hh, b_hh)
+    i_r, i_z, i_n = gi.chunk(3, 1)
+    h_r, h_z, h_n = gh.chunk(3, 1)
+    r, z = (i_r + h_r).sigmoid(), (i_z + h_z).sigmoid()
+    n = (i_n + r * h_n).tanh()
+    return n + z * (hx - n)
+
+
+def convolution(input: Any, weight: Any, bias: Any, stride: Any, padding: Any,  # noqa: A002
+                dilation: Any, transposed: bool, output_padding: Any, groups: int) -> Any:  # fmt: skip
+    """ATen's convolution: ``conv{1,2,3}d`` or ``conv_transpose{1,2,3}d`` by ``input``'s rank."""
+    d = input.ndim - 2
+    if d not in (1, 2, 3):
+        raise ValueError(f"convolution: expected a 3-, 4- or 5-d input, not {input.ndim}-d")
+    if transposed:
+        fn = getattr(F, f"conv_transpose{d}d")
+        return fn(input, weight, bias, stride, padding, output_padding, groups, dilation)
+    return getattr(F, f"conv{d}d")(input, weight, bias, stride, padding, dilation, groups)
+
+
+def grid_sampler(input: Any, grid: Any, interpolation_mode: int, padding_mode: int,  # noqa: A002
+                 align_corners: bool) -> Any:  # fmt: skip
+    """``F.grid_sample`` with ATen's integer modes (0 bilinear, 1 nearest, 2 bicubic; padding 0
+    zeros, 1 border, 2 reflection)."""
+    return F.grid_sample(input, grid, mode=_GRID_MODES[int(interpolation_mode)],
+                         padding_mode=_GRID_PADDING[int(padding_mode)],
+                         align_corners=bool(align_corners))  # fmt: skip
+
+
+def affine_grid_generator(theta: Any, size: Any, align_corners: bool) -> Any:
+    """``F.affine_grid(theta, size, align_corners)``."""
+    return F.affine_grid(theta, list(size), align_corners=bool(align_corners))
+
+
+def ctc_loss(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: Any,
+             blank: int = 0, reduction: int = 1, zero_infinity: bool = False) -> Any:  # fmt: skip
+    """``F.ctc_loss`` with an integer reduction (0 none, 1 mean, 2 sum)."""
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"torch.ctc_loss: reduction must be 0, 1 or 2, not {reduction!r}")
+    return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=blank,
+                      reduction=_REDUCTIONS[reduction], zero_infinity=zero_infinity)  # fmt: skip
+
+
+def feature_dropout(input: Any, p: float, train: bool) -> Any:  # noqa: A002
+    """Zero whole channels (dimension 1) with probability ``p`` in training, scaling the rest."""
+    if not train or p == 0:
+        return input
+    keep = input.new_empty(tuple(input.shape[:2]) + (1,) * (input.ndim - 2)).bernoulli_(1 - p)
+    return input * keep / (1 - p)
+
+
+def feature_dropout_(input: Any, p: float, train: bool) -> Any:  # noqa: A002
+    """In-place :func:`feature_dropout`."""
+    return input.copy_(feature_dropout(input, p, train)) if train and p else input
+
+
+def alpha_dropout_(input: Any, p: float, train: bool) -> Any:  # noqa: A002
+    """In-place ``F.alpha_dropout``."""
+    return input.copy_(F.alpha_dropout(input, p, train)) if train and p else input
+
+
+def feature_alpha_dropout_(input: Any, p: float, train: bool) -> Any:  # noqa: A002
+    """In-place ``F.feature_alpha_dropout``."""
+    return input.copy_(F.feature_alpha_dropout(input, p, train)) if train and p else input
+
+
+def binomial(count: Any, prob: Any, generator: Any = None) -> Any:
+    """Binomial samples: successes in ``count`` trials of probability ``prob`` (elementwise)."""
+    from gt.distributions import Binomial  # noqa: PLC0415 - distributions import the tensor
+
+    return Binomial(total_count=count, probs=prob).sample()
+
+
+def _range_basis(a: Any, q: int, niter: int) -> Any:
+    """An orthonormal basis of (approximately) ``a``'s range: ``q`` columns."""
+    r = a.new_empty((a.shape[-1], q)).normal_()
+    basis = _linalg.qr(a @ r).Q
+    for _ in range(niter):
+        basis = _linalg.qr(a.mT @ basis).Q
+        basis = _linalg.qr(a @ basis).Q
+    return basis
+
+
+def svd_lowrank(A: Any, q: int | None = 6, niter: int = 2, M: Any = None) -> tuple[Any, Any, Any]:  # noqa: N803
+    """``(U, S, V)`` of a rank-``q`` approximation of ``A - M`` (``A ~ U diag(S) V^T``)."""
+    q = 6 if q is None else int(q)
+    a = A if M is None else A - M
+    m, n = a.shape[-2:]
+    if m < n or n > q:  # the basis of the transpose keeps the small matrix q wide
+        basis = _range_basis(a.mT, q, niter)
+        u, s, vh = _linalg.svd(a @ basis, full_matrices=False)
+        return u, s, basis @ vh.mT
+    basis = _range_basis(a, q, niter)
+    u, s, vh = _linalg.svd(basis.mT @ a, full_matrices=False)
+    return basis @ u, s, vh.mT
+
+
+def pca_lowrank(A: Any, q: int | None = None, center: bool = True,  # noqa: N803
+                niter: int = 2) -> tuple[Any, Any, Any]:  # fmt: skip
+    """Principal components of ``A``'s rows: :func:`svd_lowrank` of the centred matrix
+    (``q`` defaults to ``min(6, m, n)``)."""
+    m, n = A.shape[-2:]
+    q = min(6, m, n) if q is None else int(q)
+    a = A - A.mean(dim=-2, keepdim=True) if center else A
+    return svd_lowrank(a, q, niter=niter)
+
+
+__all__ = ["affine_grid_generator", "alpha_dropout_", "binomial", "convolution", "ctc_loss",
+           "feature_alpha_dropout_", "feature_dropout", "feature_dropout_", "grid_sampler",
+           "gru_cell", "lstm_cell", "pca_lowrank", "rnn_relu_cell", "rnn_tanh_cell",
+           "svd_lowrank"]  # fmt: skip
