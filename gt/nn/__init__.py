@@ -7,7 +7,7 @@ the prototype's users. Every module prints as PyTorch's does (``print(model)``).
 
 from __future__ import annotations
 
-from gt.nn import functional, init, modules, parallel, parameter, utils
+from gt.nn import common_types, functional, grad, init, modules, parallel, parameter, utils
 from gt.nn.activation_layers import (
     CELU,
     ELU,
@@ -373,6 +373,8 @@ __all__ = [
     "functional",
     "init",
     "modules",
+    "common_types",
+    "grad",
     "mse_loss",
     "parallel",
     "parameter",

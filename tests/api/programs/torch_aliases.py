@@ -173,3 +173,38 @@ def feature_dropout_and_binomial_draws_are_well_formed(torch):
     return {"channel_whole": channel_whole, "scaled": scaled, "same_eval": same_eval,
             "b_ok": bool(((b >= 0) & (b <= counts) & (b == b.round())).all()),
             "b_sure": b[1, :2], "b_shape": list(b.shape)}  # fmt: skip
+
+
+@program
+def custom_conv_backward_with_nn_grad(torch):
+    # a custom autograd Function whose backward calls torch.nn.grad, as memory-saving conv
+    # layers write it, with torch.nn.common_types annotations
+    from_types = torch.nn.common_types
+    ngrad = torch.nn.grad
+
+    class Conv2dFn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w, stride: from_types._size_2_t, padding: from_types._size_2_t):
+            ctx.save_for_backward(x, w)
+            ctx.stride, ctx.padding = stride, padding
+            return torch.nn.functional.conv2d(x, w, None, stride, padding)
+
+        @staticmethod
+        def backward(ctx, g):
+            x, w = ctx.saved_tensors
+            gx = ngrad.conv2d_input(x.shape, w, g, ctx.stride, ctx.padding)
+            gw = ngrad.conv2d_weight(x, w.shape, g, ctx.stride, ctx.padding)
+            return gx, gw, None, None
+
+    x = torch.tensor(arr(70, 2, 3, 7, 6), requires_grad=True)
+    w = torch.tensor(arr(71, 4, 3, 3, 2, scale=0.3), requires_grad=True)
+    out = Conv2dFn.apply(x, w, (2, 1), (1, 0))
+    (out * torch.tensor(arr(72, *out.shape))).sum().backward()
+    x1, w1 = torch.tensor(arr(73, 2, 2, 9)), torch.tensor(arr(74, 4, 1, 3))
+    g1 = torch.tensor(arr(75, 2, 4, 5))
+    x3, w3 = torch.tensor(arr(76, 1, 2, 4, 4, 4)), torch.tensor(arr(77, 2, 2, 2, 2, 2))
+    g3 = torch.tensor(arr(78, 1, 2, 3, 3, 3))
+    return {"gx": x.grad, "gw": w.grad,
+            "in1": ngrad.conv1d_input(x1.shape, w1, g1, 2, 1, 1, 2),
+            "w1": ngrad.conv1d_weight(x1, w1.shape, g1, 2, 1, 1, 2),
+            "in3": ngrad.conv3d_input(x3.shape, w3, g3), "w3": ngrad.conv3d_weight(x3, w3.shape, g3)}  # fmt: skip
