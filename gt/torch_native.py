@@ -8,11 +8,13 @@ so only a rank-``q`` matrix gives PyTorch's results exactly, up to signs). Impor
 
 from __future__ import annotations
 
+from collections import namedtuple
 from typing import Any
 
 from gt import linalg as _linalg
 from gt.nn import functional as F
 
+_builtin_range = range  # (histogramdd's argument takes the name)
 _GRID_MODES = {0: "bilinear", 1: "nearest", 2: "bicubic"}
 _GRID_PADDING = {0: "zeros", 1: "border", 2: "reflection"}
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
@@ -118,6 +120,56 @@ def binomial(count: Any, prob: Any, generator: Any = None) -> Any:
     return Binomial(total_count=count, probs=prob).sample()
 
 
+HistogramddResult = namedtuple("histogramdd", ["hist", "bin_edges"])
+
+
+def histogramdd(input: Any, bins: Any = 10, *, range: Any = None, weight: Any = None,  # noqa: A002
+                density: bool = False) -> HistogramddResult:  # fmt: skip
+    """The ``D``-dimensional histogram of the points ``input`` (``(..., D)``): ``bins`` an int,
+    one int per dimension or one edge tensor per dimension; ``range`` ``[lo0, hi0, lo1, ...]``
+    (the data's, one sync point, when not given). Each bin is closed on the left, the last one
+    on both sides; points outside are not counted."""
+    from gt.factories import linspace  # noqa: PLC0415 - factories import the tensor
+    from gt.ops.arith import where  # noqa: PLC0415
+    from gt.ops.search import searchsorted  # noqa: PLC0415
+
+    d = input.shape[-1]
+    pts = input.reshape(-1, d)
+    per_dim = list(bins) if isinstance(bins, (list, tuple)) else [bins] * d
+    if len(per_dim) != d:
+        raise ValueError(f"histogramdd: {len(per_dim)} bin specifications for {d} dimensions")
+    if range is None and not all(hasattr(b, "shape") for b in per_dim):
+        lows, highs = pts.min(dim=0).values.tolist(), pts.max(dim=0).values.tolist()
+    elif range is not None:
+        lows, highs = [float(v) for v in range[0::2]], [float(v) for v in range[1::2]]
+    edges, flat, inside, size = [], None, None, 1
+    for k in reversed(_builtin_range(d)):
+        if hasattr(per_dim[k], "shape"):
+            e = per_dim[k].to(input.dtype)
+        else:
+            lo, hi = lows[k], highs[k]
+            if lo == hi:
+                lo, hi = lo - 0.5, hi + 0.5  # (PyTorch's widening of an empty range)
+            e = linspace(lo, hi, int(per_dim[k]) + 1, dtype=input.dtype)
+        n, x = e.shape[0] - 1, pts[:, k]
+        idx = where(x == e[n], n - 1, searchsorted(e, x, right=True) - 1).clamp(0, n - 1)
+        ok = (x >= e[0]) & (x <= e[n])
+        flat = idx * size if flat is None else flat + idx * size
+        inside = ok if inside is None else inside & ok
+        edges.insert(0, e)
+        size *= n
+    w = inside.to(input.dtype) if weight is None else weight.reshape(-1) * inside.to(input.dtype)
+    shape = tuple(e.shape[0] - 1 for e in edges)
+    hist = pts.new_zeros((size,)).scatter_add(0, flat, w).reshape(shape)
+    if density:
+        volume = None
+        for k, e in enumerate(edges):
+            width = e.diff().reshape([-1 if j == k else 1 for j in _builtin_range(d)])
+            volume = width if volume is None else volume * width
+        hist = hist / (hist.sum() * volume)
+    return HistogramddResult(hist, tuple(edges))
+
+
 def _range_basis(a: Any, q: int, niter: int) -> Any:
     """An orthonormal basis of (approximately) ``a``'s range: ``q`` columns."""
     r = a.new_empty((a.shape[-1], q)).normal_()
@@ -154,5 +206,5 @@ def pca_lowrank(A: Any, q: int | None = None, center: bool = True,  # noqa: N803
 
 __all__ = ["affine_grid_generator", "alpha_dropout_", "binomial", "convolution", "ctc_loss",
            "feature_alpha_dropout_", "feature_dropout", "feature_dropout_", "grid_sampler",
-           "gru_cell", "lstm_cell", "pca_lowrank", "rnn_relu_cell", "rnn_tanh_cell",
+           "gru_cell", "histogramdd", "lstm_cell", "pca_lowrank", "rnn_relu_cell", "rnn_tanh_cell",
            "svd_lowrank"]  # fmt: skip

@@ -208,3 +208,19 @@ def custom_conv_backward_with_nn_grad(torch):
             "in1": ngrad.conv1d_input(x1.shape, w1, g1, 2, 1, 1, 2),
             "w1": ngrad.conv1d_weight(x1, w1.shape, g1, 2, 1, 1, 2),
             "in3": ngrad.conv3d_input(x3.shape, w3, g3), "w3": ngrad.conv3d_weight(x3, w3.shape, g3)}  # fmt: skip
+
+
+@program
+def histogramdd_of_points_with_ranges_weights_and_edges(torch):
+    # occupancy grids and joint histograms: torch.histogramdd with bins per dimension, a range,
+    # weights and density, and explicit edges
+    pts = torch.tensor(arr(80, 300, 3))
+    w = torch.tensor(arr(81, 300)).abs()
+    a = torch.histogramdd(pts, bins=[3, 4, 2])
+    b = torch.histogramdd(
+        pts, bins=4, range=[-1.0, 1.0, -2.0, 2.0, 0.0, 1.0], weight=w, density=True
+    )
+    edges = [torch.tensor([-2.0, 0.0, 0.5, 2.0]), torch.tensor([-1.0, 1.0])]
+    c = torch.histogramdd(pts[:, :2], bins=edges)
+    return {"a": a.hist, "a_edges": torch.cat(a.bin_edges), "b": b.hist,
+            "b_edges": torch.cat(b.bin_edges), "c": c.hist, "c_total": c.hist.sum()}  # fmt: skip
