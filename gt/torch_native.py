@@ -8,6 +8,7 @@ so only a rank-``q`` matrix gives PyTorch's results exactly, up to signs). Impor
 
 from __future__ import annotations
 
+import math
 from collections import namedtuple
 from typing import Any
 
@@ -170,6 +171,78 @@ def histogramdd(input: Any, bins: Any = 10, *, range: Any = None, weight: Any = 
     return HistogramddResult(hist, tuple(edges))
 
 
+def segment_reduce(data: Any, reduce: str, *, lengths: Any = None, indices: Any = None,
+                   offsets: Any = None, axis: int = 0, unsafe: bool = False,
+                   initial: Any = None) -> Any:  # fmt: skip
+    """Reduce consecutive segments of ``data`` along ``axis`` (``sum mean max min prod``), their
+    sizes given by ``lengths`` or ``offsets`` (1-d). An empty segment gives ``initial`` when it
+    is given, else the reduction's identity (NaN for ``mean``); ``initial`` takes part in every
+    segment. Differentiable as PyTorch's (tied maxima share their gradient)."""
+    from gt.factories import arange, tensor  # noqa: PLC0415 - factories import the tensor
+    from gt.ops.arith import where  # noqa: PLC0415
+
+    if reduce not in ("sum", "mean", "max", "min", "prod"):
+        raise ValueError(
+            f"segment_reduce: reduce must be sum, mean, max, min or prod, not {reduce!r}"
+        )
+    if indices is not None:
+        raise NotImplementedError("segment_reduce: indices is not supported (as in PyTorch)")
+    if (lengths is None) == (offsets is None):
+        raise ValueError("segment_reduce: give exactly one of lengths and offsets")
+    sizes = lengths if lengths is not None else offsets.diff()
+    sizes = sizes if hasattr(sizes, "shape") else tensor(list(sizes))
+    if sizes.ndim != 1:
+        raise NotImplementedError("segment_reduce: only 1-d lengths or offsets are supported")
+    axis = axis % data.ndim
+    n = sizes.shape[0]
+    if not unsafe and int(sizes.sum().item()) != data.shape[axis]:
+        raise ValueError(f"segment_reduce: the segments cover {int(sizes.sum().item())} entries, "
+                         f"not the {data.shape[axis]} of dimension {axis}")  # fmt: skip
+    ids = arange(n).repeat_interleave(sizes.to("int64"))
+    view = [1] * data.ndim
+    view[axis] = -1
+    index = ids.reshape(view).expand(tuple(data.shape))
+    out_shape = list(data.shape)
+    out_shape[axis] = n
+    count = sizes.to(data.dtype).reshape(view)
+    if reduce in ("sum", "mean"):
+        out = data.new_zeros(tuple(out_shape)).scatter_reduce(axis, index, data, "sum")
+        if initial is not None:
+            out = out + initial
+        if reduce == "mean":
+            out = out / count
+            if initial is not None:
+                out = where(count == 0, out.new_full((), float(initial)), out)
+        return out
+    if reduce == "prod":
+        out = data.new_ones(tuple(out_shape)).scatter_reduce(axis, index, data, "prod")
+        return out if initial is None else out * initial
+    start = _lowest(data) if reduce == "max" else _highest(data)
+    out = data.new_full(tuple(out_shape), start)
+    out = out.scatter_reduce(axis, index, data, "amax" if reduce == "max" else "amin")
+    if initial is None:
+        return out
+    return out.clamp(min=initial) if reduce == "max" else out.clamp(max=initial)
+
+
+def _lowest(t: Any) -> Any:
+    """The identity of a maximum in ``t``'s dtype."""
+    from gt.ops.typeinfo import iinfo  # noqa: PLC0415
+
+    if t.dtype == "bool":
+        return False
+    return -math.inf if t.is_floating_point() else iinfo(t.dtype).min
+
+
+def _highest(t: Any) -> Any:
+    """The identity of a minimum in ``t``'s dtype."""
+    from gt.ops.typeinfo import iinfo  # noqa: PLC0415
+
+    if t.dtype == "bool":
+        return True
+    return math.inf if t.is_floating_point() else iinfo(t.dtype).max
+
+
 def _range_basis(a: Any, q: int, niter: int) -> Any:
     """An orthonormal basis of (approximately) ``a``'s range: ``q`` columns."""
     r = a.new_empty((a.shape[-1], q)).normal_()
@@ -207,4 +280,4 @@ def pca_lowrank(A: Any, q: int | None = None, center: bool = True,  # noqa: N803
 __all__ = ["affine_grid_generator", "alpha_dropout_", "binomial", "convolution", "ctc_loss",
            "feature_alpha_dropout_", "feature_dropout", "feature_dropout_", "grid_sampler",
            "gru_cell", "histogramdd", "lstm_cell", "pca_lowrank", "rnn_relu_cell", "rnn_tanh_cell",
-           "svd_lowrank"]  # fmt: skip
+           "segment_reduce", "svd_lowrank"]  # fmt: skip

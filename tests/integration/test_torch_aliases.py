@@ -25,3 +25,16 @@ def test_copy_forms_are_new_storage_and_keep_autograd(conn):
         v = gt.view_copy(a, [4])
         v.zero_()
     assert a.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+
+
+def test_segment_reduce_refuses_what_it_cannot_do(conn):
+    d = gt.tensor([1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="reduce must be sum, mean, max, min or prod"):
+        gt.segment_reduce(d, "median", lengths=gt.tensor([3]))
+    with pytest.raises(ValueError, match="exactly one of lengths and offsets"):
+        gt.segment_reduce(d, "sum")
+    with pytest.raises(ValueError, match="the segments cover 2 entries, not the 3"):
+        gt.segment_reduce(d, "sum", lengths=gt.tensor([1, 1]))
+    with pytest.raises(NotImplementedError, match="indices is not supported"):
+        gt.segment_reduce(d, "sum", indices=gt.tensor([0, 0, 1]))
+    assert gt.segment_reduce(d, "sum", lengths=[1, 2]).tolist() == [1.0, 5.0]

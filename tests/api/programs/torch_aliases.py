@@ -224,3 +224,19 @@ def histogramdd_of_points_with_ranges_weights_and_edges(torch):
     c = torch.histogramdd(pts[:, :2], bins=edges)
     return {"a": a.hist, "a_edges": torch.cat(a.bin_edges), "b": b.hist,
             "b_edges": torch.cat(b.bin_edges), "c": c.hist, "c_total": c.hist.sum()}  # fmt: skip
+
+
+@program
+def segment_reduce_ragged_batches(torch):
+    # ragged batches pooled per graph or per sentence with torch.segment_reduce (lengths or
+    # offsets, every reduction, an initial value, empty segments), with gradients
+    feats = torch.tensor(arr(90, 9, 4), requires_grad=True)
+    lengths = torch.tensor([3, 0, 4, 2])
+    pooled = {r: torch.segment_reduce(feats, r, lengths=lengths) for r in ("sum", "max", "min")}
+    pooled["mean"] = torch.segment_reduce(feats, "mean", offsets=torch.tensor([0, 3, 3, 7, 9]))
+    pooled["prod"] = torch.segment_reduce(feats[:, :2], "prod", lengths=lengths, initial=2.0)
+    pooled["max0"] = torch.segment_reduce(feats, "max", lengths=lengths, initial=0.0)
+    pooled["mean_init"] = torch.segment_reduce(feats, "mean", lengths=lengths, initial=1.0)
+    loss = sum(v.nan_to_num(posinf=0.0, neginf=0.0).sum() for v in pooled.values())
+    (g,) = torch.autograd.grad(loss, feats)
+    return {**pooled, "grad": g}
