@@ -243,6 +243,21 @@ def _highest(t: Any) -> Any:
     return math.inf if t.is_floating_point() else iinfo(t.dtype).max
 
 
+TriangularSolveResult = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
+
+
+def triangular_solve(b: Any, A: Any, upper: bool = True, transpose: bool = False,  # noqa: N803
+                     unitriangular: bool = False) -> TriangularSolveResult:  # fmt: skip
+    """The older ``torch.triangular_solve``: ``X`` with ``op(T) X = b``, ``T`` the upper (or
+    lower) triangle of ``A`` (unit diagonal with ``unitriangular``), ``op`` a transpose with
+    ``transpose``; returned with a copy of ``A``, as PyTorch does."""
+    tri = A.triu() if upper else A.tril()
+    if transpose:
+        tri, upper = tri.mT, not upper
+    x = _linalg.solve_triangular(tri, b, upper=upper, unitriangular=unitriangular)
+    return TriangularSolveResult(x, A.clone())
+
+
 def _range_basis(a: Any, q: int, niter: int) -> Any:
     """An orthonormal basis of (approximately) ``a``'s range: ``q`` columns."""
     r = a.new_empty((a.shape[-1], q)).normal_()
@@ -280,4 +295,17 @@ def pca_lowrank(A: Any, q: int | None = None, center: bool = True,  # noqa: N803
 __all__ = ["affine_grid_generator", "alpha_dropout_", "binomial", "convolution", "ctc_loss",
            "feature_alpha_dropout_", "feature_dropout", "feature_dropout_", "grid_sampler",
            "gru_cell", "histogramdd", "lstm_cell", "pca_lowrank", "rnn_relu_cell", "rnn_tanh_cell",
-           "segment_reduce", "svd_lowrank"]  # fmt: skip
+           "segment_reduce", "svd_lowrank", "triangular_solve"]  # fmt: skip
+
+
+def _tensor_methods() -> None:
+    """``b.triangular_solve(A)``, ``x.histogramdd()``: PyTorch's tensors have these as methods."""
+    from gt.tensor import Tensor  # noqa: PLC0415
+
+    for name, fn in (("triangular_solve", triangular_solve),):
+        if name in Tensor.__dict__:
+            raise TypeError(f"gt.torch_native would replace Tensor.{name}")
+        setattr(Tensor, name, fn)
+
+
+_tensor_methods()

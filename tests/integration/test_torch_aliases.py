@@ -38,3 +38,17 @@ def test_segment_reduce_refuses_what_it_cannot_do(conn):
     with pytest.raises(NotImplementedError, match="indices is not supported"):
         gt.segment_reduce(d, "sum", indices=gt.tensor([0, 0, 1]))
     assert gt.segment_reduce(d, "sum", lengths=[1, 2]).tolist() == [1.0, 5.0]
+
+
+def test_triangular_solve_uses_the_triangle_asked_for_and_returns_a_copy_of_a(conn):
+    import numpy as np
+
+    a = np.array([[2.0, 1.0, 4.0], [5.0, 3.0, 1.0], [7.0, 2.0, 4.0]])
+    b = np.array([[1.0], [2.0], [3.0]])
+    at, bt = gt.tensor(a), gt.tensor(b)
+    upper = gt.triangular_solve(bt, at)
+    np.testing.assert_allclose(upper.solution.numpy(), np.linalg.solve(np.triu(a), b))
+    assert upper.cloned_coefficient.tolist() == a.tolist()
+    lower_t = bt.triangular_solve(at, upper=False, transpose=True, unitriangular=True)
+    unit_lower = np.tril(a, -1) + np.eye(3)
+    np.testing.assert_allclose(lower_t.solution.numpy(), np.linalg.solve(unit_lower.T, b))
