@@ -69,6 +69,7 @@ MODULES = (
     "tabular_timeseries",
     "training_utils",
     "detection_segmentation",
+    "meta_learning",
     "point_clouds",
     "quantization",
     "torch_aliases",
