@@ -259,6 +259,23 @@ class CompatInplaceOps:
         strides = layout.strides_of(self)
         return strides if dim is None else strides[S.normalize_axis(dim, self.ndim, "stride")]
 
+    def dim_order(self, *, ambiguity_check: Any = False) -> tuple[int, ...]:
+        """The dimensions from the outermost in memory to the innermost (by :meth:`stride`)."""
+        strides = self.stride()
+        return tuple(sorted(range(self.ndim), key=lambda d: -strides[d]))
+
+    def unsafe_chunk(self, chunks: int, dim: int = 0) -> tuple:
+        """:meth:`chunk` (GT's pieces are never unsafe to use)."""
+        return self.chunk(chunks, dim)
+
+    def unsafe_split(self, split_size: Any, dim: int = 0) -> tuple:
+        """:meth:`split`."""
+        return self.split(split_size, dim)
+
+    def unsafe_split_with_sizes(self, split_sizes: Any, dim: int = 0) -> tuple:
+        """:meth:`split` at the given sizes."""
+        return self.split(list(split_sizes), dim)
+
     def storage_offset(self) -> int:
         """0: every GT tensor is its own array."""
         return 0

@@ -199,6 +199,20 @@ class ConversionOps:
         """An uninitialised tensor of ``size`` (GT fills it with zeros)."""
         return self.new_full(_size(size), 0, dtype, requires_grad)
 
+    def new(self, *args: Any, **kwargs: Any) -> Tensor:
+        """The legacy constructor: ``x.new(2, 3)`` or ``x.new(gt.Size(...))`` an uninitialised
+        tensor of that size, ``x.new([1, 2])`` one of that data, ``x.new()`` an empty one; all
+        in ``x``'s dtype."""
+        from gt.ops.typeinfo import Size  # noqa: PLC0415 - typeinfo imports the tensor class
+
+        if not args:
+            return self.new_full((0,), 0)
+        if (len(args) == 1 and isinstance(args[0], Size)) or all(type(a) is int for a in args):
+            return self.new_full(_size(args), 0)
+        if len(args) > 1:
+            raise TypeError("new(): give sizes as ints, or one sequence of data")
+        return self.new_tensor(args[0], dtype=self.dtype)
+
     def new_empty_strided(
         self, size: Any, stride: Any, *, dtype: Any = None, requires_grad: bool = False, **_: Any
     ) -> Tensor:

@@ -52,3 +52,22 @@ def test_triangular_solve_uses_the_triangle_asked_for_and_returns_a_copy_of_a(co
     lower_t = bt.triangular_solve(at, upper=False, transpose=True, unitriangular=True)
     unit_lower = np.tril(a, -1) + np.eye(3)
     np.testing.assert_allclose(lower_t.solution.numpy(), np.linalg.solve(unit_lower.T, b))
+
+
+def test_the_legacy_new_constructor_reads_sizes_sizes_objects_and_data(conn):
+    x = gt.tensor([1, 2], dtype=gt.int32)
+    sized = x.new(2, 3)
+    assert tuple(sized.shape) == (2, 3) and sized.dtype == "int32"
+    assert x.new([1.5, 2.0]).tolist() == [1, 2]  # data, in x's dtype
+    assert x.new((2, 3)).tolist() == [2, 3]  # a tuple is data, as in PyTorch
+    assert tuple(x.new(gt.Size([4])).shape) == (4,)  # a Size is a size
+    assert tuple(x.new().shape) == (0,)
+
+
+def test_dim_order_and_the_unsafe_splits(conn):
+    assert gt.zeros(2, 3, 4).permute(2, 0, 1).dim_order() == (1, 2, 0)
+    assert gt.zeros(2, 3).dim_order() == (0, 1)
+    pieces = gt.arange(5).unsafe_split(2)
+    assert [p.tolist() for p in pieces] == [[0, 1], [2, 3], [4]]
+    assert [p.tolist() for p in gt.arange(4).unsafe_split_with_sizes([1, 3])] == [[0], [1, 2, 3]]
+    assert len(gt.arange(6).unsafe_chunk(3)) == 3
