@@ -71,6 +71,7 @@ MODULES = (
     "detection_segmentation",
     "meta_learning",
     "point_clouds",
+    "classical_ml",
     "quantization",
     "torch_aliases",
 )
