@@ -9,6 +9,7 @@ moves on.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -34,7 +35,8 @@ class Optimizer:
                 "params argument given to the optimizer should be an iterable of Tensors or dicts"
             )
         self.defaults = dict(defaults)
-        self.state: dict[Tensor, dict[str, Any]] = {}
+        # (a defaultdict, as PyTorch's: optimizers written for it read ``self.state[p]`` first)
+        self.state: dict[Tensor, dict[str, Any]] = defaultdict(dict)
         self.param_groups: list[dict[str, Any]] = []
         groups = list(params)
         if not groups:
@@ -141,7 +143,7 @@ class Optimizer:
             for g, sg in zip(self.param_groups, saved_groups)
             for i, p in zip(sg["params"], g["params"])
         }
-        self.state = {}
+        self.state = defaultdict(dict)
         for key, st in state_dict["state"].items():
             p = ids.get(int(key))
             if p is None:

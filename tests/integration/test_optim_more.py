@@ -308,3 +308,14 @@ def test_chained_scheduler_multiplies_the_factors(conn):
         S.ChainedScheduler([S.ReduceLROnPlateau(opt)])
     with pytest.raises(ValueError, match="at least one scheduler"):
         S.ChainedScheduler([])
+
+
+def test_optimizer_state_is_a_defaultdict_as_custom_optimizers_expect(conn):
+    # (LARS in facebookresearch/barlowtwins reads self.state[p] before anything is stored)
+    p = gt.nn.Parameter(gt.zeros(3))
+    opt = gt.optim.SGD([p], lr=0.1)
+    assert opt.state[p] == {}
+    opt.state[p]["mu"] = gt.ones(3)
+    opt.load_state_dict(opt.state_dict())
+    q = gt.nn.Parameter(gt.zeros(1))
+    assert opt.state[q] == {} and opt.state[p]["mu"].tolist() == [1.0, 1.0, 1.0]

@@ -69,6 +69,7 @@ MODULES = (
     "tabular_timeseries",
     "training_utils",
     "detection_segmentation",
+    "metric_learning",
     "meta_learning",
     "point_clouds",
     "classical_ml",
