@@ -54,10 +54,8 @@ def fake_quantize_per_tensor_affine(
             f"fake_quantize_per_tensor_affine: expected a float tensor, not {input.dtype}"
         )
     s = _float32(scale, input).reshape(())
-    if isinstance(zero_point, TensorBase):
-        z = zero_point.detach().reshape(()).to("float32")
-    else:
-        z = input.new_tensor(float(int(zero_point)), dtype="float32")
+    z = _float32(zero_point if isinstance(zero_point, TensorBase) else int(zero_point), input)
+    z = z.reshape(())
     return _quantise(input, 1.0 / s, s, z, quant_min, quant_max)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from gt import linalg as _linalg
 from gt.factories import tensor as _tensor
 from gt.nn import functional as F
+from gt.ops.functions import method_function
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
@@ -102,24 +103,19 @@ def nuclear_norm(input: Any, dim: Any = (-2, -1), keepdim: bool = False) -> Any:
     return _linalg.matrix_norm(input, "nuc", dim=tuple(dim), keepdim=keepdim)
 
 
-def is_conj(input: Any) -> bool:  # noqa: A002
-    """``input.is_conj()``."""
-    return input.is_conj()
+# The method's function form (``gt.is_conj(x)`` is ``x.is_conj()`` ...), made as gt's others are.
+is_conj, is_neg, resolve_conj, resolve_neg, unsafe_split, unsafe_split_with_sizes, unsafe_chunk = (
+    method_function(name)
+    for name in ("is_conj", "is_neg", "resolve_conj", "resolve_neg", "unsafe_split",
+                 "unsafe_split_with_sizes", "unsafe_chunk")
+)  # fmt: skip
 
 
-def is_neg(input: Any) -> bool:  # noqa: A002
-    """``input.is_neg()``."""
-    return input.is_neg()
-
-
-def resolve_conj(input: Any) -> Any:  # noqa: A002
-    """``input.resolve_conj()``."""
-    return input.resolve_conj()
-
-
-def resolve_neg(input: Any) -> Any:  # noqa: A002
-    """``input.resolve_neg()``."""
-    return input.resolve_neg()
+def ctc_loss(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: Any,
+             blank: int = 0, reduction: int = 1, zero_infinity: bool = False) -> Any:  # fmt: skip
+    """``F.ctc_loss`` with an integer reduction."""
+    return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=blank,
+                      reduction=_reduction(reduction, "ctc_loss"), zero_infinity=zero_infinity)  # fmt: skip
 
 
 def _copy_form(method: str) -> Any:
@@ -136,8 +132,8 @@ def _copy_form(method: str) -> Any:
 
 _COPIES = ("view", "t", "permute", "diagonal", "expand", "squeeze", "unsqueeze", "transpose",
            "select", "split", "unbind", "detach", "unfold", "as_strided", "view_as_real",
-           "view_as_complex", "indices", "values")  # fmt: skip
-globals().update({f"{m}_copy": _copy_form(m) for m in _COPIES if m not in ("indices", "values")})
+           "view_as_complex")  # fmt: skip
+globals().update({f"{m}_copy": _copy_form(m) for m in _COPIES})
 
 
 def alias_copy(input: Any) -> Any:  # noqa: A002
@@ -157,25 +153,10 @@ def slice_copy(input: Any, dim: int = 0, start: Any = None, end: Any = None,  # 
     return input[(slice(None),) * dim + (slice(start, end, step),)].clone()
 
 
-def unsafe_split(input: Any, split_size: Any, dim: int = 0) -> Any:  # noqa: A002
-    """``input.split(split_size, dim)`` (GT's views are never unsafe)."""
-    return input.split(split_size, dim)
-
-
-def unsafe_split_with_sizes(input: Any, split_sizes: Any, dim: int = 0) -> Any:  # noqa: A002
-    """``input.split(split_sizes, dim)``."""
-    return input.split(list(split_sizes), dim)
-
-
-def unsafe_chunk(input: Any, chunks: int, dim: int = 0) -> Any:  # noqa: A002
-    """``input.chunk(chunks, dim)``."""
-    return input.chunk(chunks, dim)
-
-
 __all__ = ["binary_cross_entropy_with_logits", "kl_div", "cosine_embedding_loss",
            "hinge_embedding_loss", "margin_ranking_loss", "poisson_nll_loss",
            "triplet_margin_loss", "cosine_similarity", "constant_pad_nd", "scalar_tensor",
            "frobenius_norm", "nuclear_norm", "is_conj", "is_neg", "resolve_conj", "resolve_neg",
            "alias_copy", "split_with_sizes_copy", "slice_copy", "unsafe_split",
            "unsafe_split_with_sizes", "unsafe_chunk",
-           *(f"{m}_copy" for m in _COPIES if m not in ("indices", "values"))]  # fmt: skip
+           "ctc_loss", *(f"{m}_copy" for m in _COPIES)]  # fmt: skip

@@ -130,18 +130,30 @@ def histogram(input: Tensor, bins: Any = 100, *, range: Any = None,  # noqa: A00
         edges = bins.to(input.dtype)
     else:
         lo, hi = (float(x.min().item()), float(x.max().item())) if range is None else range
-        if lo == hi:
-            lo, hi = lo - 0.5, hi + 0.5  # (PyTorch's widening of an empty range)
-        edges = linspace(lo, hi, int(bins) + 1, dtype=input.dtype)
+        edges = bin_edges(lo, hi, int(bins), input.dtype)
     n = edges.shape[0] - 1
-    # bin i is [edges[i], edges[i + 1]); the last one also takes its right edge
-    idx = where(x == edges[n], n - 1, searchsorted(edges, x, right=True) - 1)
-    inside = (x >= edges[0]) & (x <= edges[n])
+    idx, inside = bin_index(x, edges)
     w = inside.to(input.dtype) if weight is None else weight.reshape(-1) * inside.to(input.dtype)
-    hist = x.new_zeros((n,)).scatter_add(0, idx.clamp(0, n - 1), w)
+    hist = x.new_zeros((n,)).scatter_add(0, idx, w)
     if density:
         hist = hist / (hist.sum() * edges.diff())
     return HistogramResult(hist, edges)
+
+
+def bin_edges(lo: float, hi: float, bins: int, dtype: Any) -> Tensor:
+    """``bins + 1`` equal bin edges over ``[lo, hi]`` (widened by 1/2 each way if empty, as
+    PyTorch's)."""
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    return linspace(lo, hi, bins + 1, dtype=dtype)
+
+
+def bin_index(x: Tensor, edges: Tensor) -> tuple[Tensor, Tensor]:
+    """Each value's bin (clamped into range) and whether it lies within the edges: bin ``i`` is
+    ``[edges[i], edges[i + 1])``, the last one also takes its right edge."""
+    n = edges.shape[0] - 1
+    idx = where(x == edges[n], n - 1, searchsorted(edges, x, right=True) - 1).clamp(0, n - 1)
+    return idx, (x >= edges[0]) & (x <= edges[n])
 
 
 def gradient(input: Tensor, *, spacing: Any = 1, dim: Any = None,

@@ -1,10 +1,10 @@
 """``torch.<name>`` functions with ATen's own signatures that library code calls directly: the
 recurrent cells (``torch.lstm_cell`` ...), ``convolution``, ``grid_sampler`` and
-``affine_grid_generator`` with integer modes, ``ctc_loss`` with an integer reduction, the feature
-and alpha dropouts, ``binomial``, and the randomised ``svd_lowrank``/``pca_lowrank`` (Halko,
-Martinsson and Tropp's range finder, as PyTorch's; the random matrix comes from GT's generator,
-so only a rank-``q`` matrix gives PyTorch's results exactly, up to signs). Imported by
-:mod:`gt._api` only."""
+``affine_grid_generator`` with integer modes, the feature and alpha dropouts, ``binomial``,
+``histogramdd``, ``segment_reduce``, the older ``triangular_solve``, and the randomised
+``svd_lowrank``/``pca_lowrank`` (Halko, Martinsson and Tropp's range finder, as PyTorch's; the
+random matrix comes from GT's generator, so only a rank-``q`` matrix gives PyTorch's results
+exactly, up to signs). Imported by :mod:`gt._api` only."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from typing import Any
 
 from gt import linalg as _linalg
 from gt.nn import functional as F
+from gt.torch_functions import bin_edges, bin_index
 
 _builtin_range = range  # (histogramdd's argument takes the name)
 _GRID_MODES = {0: "bilinear", 1: "nearest", 2: "bicubic"}
 _GRID_PADDING = {0: "zeros", 1: "border", 2: "reflection"}
-_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
 
 def rnn_tanh_cell(input: Any, hx: Any, w_ih: Any, w_hh: Any, b_ih: Any = None,  # noqa: A002
@@ -82,15 +82,6 @@ def affine_grid_generator(theta: Any, size: Any, align_corners: bool) -> Any:
     return F.affine_grid(theta, list(size), align_corners=bool(align_corners))
 
 
-def ctc_loss(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: Any,
-             blank: int = 0, reduction: int = 1, zero_infinity: bool = False) -> Any:  # fmt: skip
-    """``F.ctc_loss`` with an integer reduction (0 none, 1 mean, 2 sum)."""
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"torch.ctc_loss: reduction must be 0, 1 or 2, not {reduction!r}")
-    return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=blank,
-                      reduction=_REDUCTIONS[reduction], zero_infinity=zero_infinity)  # fmt: skip
-
-
 def feature_dropout(input: Any, p: float, train: bool) -> Any:  # noqa: A002
     """Zero whole channels (dimension 1) with probability ``p`` in training, scaling the rest."""
     if not train or p == 0:
@@ -130,10 +121,6 @@ def histogramdd(input: Any, bins: Any = 10, *, range: Any = None, weight: Any = 
     one int per dimension or one edge tensor per dimension; ``range`` ``[lo0, hi0, lo1, ...]``
     (the data's, one sync point, when not given). Each bin is closed on the left, the last one
     on both sides; points outside are not counted."""
-    from gt.factories import linspace  # noqa: PLC0415 - factories import the tensor
-    from gt.ops.arith import where  # noqa: PLC0415
-    from gt.ops.search import searchsorted  # noqa: PLC0415
-
     d = input.shape[-1]
     pts = input.reshape(-1, d)
     per_dim = list(bins) if isinstance(bins, (list, tuple)) else [bins] * d
@@ -148,17 +135,12 @@ def histogramdd(input: Any, bins: Any = 10, *, range: Any = None, weight: Any = 
         if hasattr(per_dim[k], "shape"):
             e = per_dim[k].to(input.dtype)
         else:
-            lo, hi = lows[k], highs[k]
-            if lo == hi:
-                lo, hi = lo - 0.5, hi + 0.5  # (PyTorch's widening of an empty range)
-            e = linspace(lo, hi, int(per_dim[k]) + 1, dtype=input.dtype)
-        n, x = e.shape[0] - 1, pts[:, k]
-        idx = where(x == e[n], n - 1, searchsorted(e, x, right=True) - 1).clamp(0, n - 1)
-        ok = (x >= e[0]) & (x <= e[n])
+            e = bin_edges(lows[k], highs[k], int(per_dim[k]), input.dtype)
+        idx, ok = bin_index(pts[:, k], e)
         flat = idx * size if flat is None else flat + idx * size
         inside = ok if inside is None else inside & ok
         edges.insert(0, e)
-        size *= n
+        size *= e.shape[0] - 1
     w = inside.to(input.dtype) if weight is None else weight.reshape(-1) * inside.to(input.dtype)
     shape = tuple(e.shape[0] - 1 for e in edges)
     hist = pts.new_zeros((size,)).scatter_add(0, flat, w).reshape(shape)
@@ -292,14 +274,14 @@ def pca_lowrank(A: Any, q: int | None = None, center: bool = True,  # noqa: N803
     return svd_lowrank(a, q, niter=niter)
 
 
-__all__ = ["affine_grid_generator", "alpha_dropout_", "binomial", "convolution", "ctc_loss",
+__all__ = ["affine_grid_generator", "alpha_dropout_", "binomial", "convolution",
            "feature_alpha_dropout_", "feature_dropout", "feature_dropout_", "grid_sampler",
            "gru_cell", "histogramdd", "lstm_cell", "pca_lowrank", "rnn_relu_cell", "rnn_tanh_cell",
            "segment_reduce", "svd_lowrank", "triangular_solve"]  # fmt: skip
 
 
 def _tensor_methods() -> None:
-    """``b.triangular_solve(A)``, ``x.histogramdd()``: PyTorch's tensors have these as methods."""
+    """``b.triangular_solve(A)``: PyTorch's tensors have it as a method."""
     from gt.tensor import Tensor  # noqa: PLC0415
 
     for name, fn in (("triangular_solve", triangular_solve),):

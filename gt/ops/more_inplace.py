@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gt import shapes as S
+from gt.ops.conversion import _size
 from gt.ops.inplace import apply_inplace, take_value
 from gt.ops.random import random_attrs
 
@@ -124,8 +125,7 @@ class MoreInplaceOps:
             raise RuntimeError("cannot resize variables that require grad")
         from gt.ops.shaping import cat  # noqa: PLC0415 - shaping imports the tensor mixins
 
-        one = len(size) == 1 and not isinstance(size[0], int)
-        shape = tuple(int(d) for d in (size[0] if one else size))
+        shape = _size(size)
         n, flat = math.prod(shape), self.detach().reshape(-1)
         if n > flat.shape[0]:
             flat = cat([flat, flat.new_zeros((n - flat.shape[0],))])
