@@ -18,7 +18,13 @@ time as GT.
    share it) against 1 worker: speed-up, reported.
 4. ``all-reduce 64MiB x2``: the ``all_reduce`` instruction on 2 workers, timed from their ``exec``
    events, as bandwidth; against a host round trip of the same bytes in CuPy (``asnumpy`` then
-   ``asarray``: the floor of a host-staged exchange). Reported.
+   ``asarray``: the floor of a host-staged exchange). Reported. Then the same all-reduce with
+   pinned staging turned off (``GT_PINNED_STAGING=0`` in the workers): staged / unstaged.
+5. ``upload 64MiB`` and ``fetch 64MiB``: ``gt.tensor(host)`` then a one-element fetch, and
+   ``x.numpy()``, on one CuPy worker (client to worker over its ipc socket, then the device),
+   with clients' transfers staged (``GT_PINNED_STAGING=all``) and not (``0``): staged /
+   unstaged (the default stages only transfers between workers); CuPy's own pageable and pinned
+   copies of the bytes are printed beside them (one hop fewer: no client process).
 
 Every process started here is stopped on exit, error or Ctrl-C.
 """
@@ -32,6 +38,7 @@ import sys
 import time
 from typing import Any
 
+import numpy as np
 from common import Result, best, format_table, machine_info, print_machine, print_result_line
 
 MIB = 1 << 20
@@ -116,6 +123,31 @@ def cupy_tiny_ops(cp: Any, n_ops: int) -> float:
         x = x + 1
     cp.cuda.get_current_stream().synchronize()
     return n_ops / (time.perf_counter() - t0)
+
+
+def cupy_copies(cp: Any, nbytes: int, repeats: int) -> dict[str, float]:
+    """CuPy's best seconds for one host-to-device and one device-to-host copy of ``nbytes``, from
+    pageable memory (``asarray``/``asnumpy``) and from a reused pinned buffer."""
+    n = nbytes // 4
+    host = np.ones(n, np.float32)
+    mem = cp.cuda.alloc_pinned_memory(nbytes)
+    pinned = np.frombuffer(mem, np.float32, n)
+    pinned[:] = 1
+    dev = cp.ones(n, dtype=cp.float32)
+    stream = cp.cuda.get_current_stream()
+    out: dict[str, list[float]] = {"h2d pageable": [], "d2h pageable": [], "h2d pinned": [],
+                                   "d2h pinned": []}  # fmt: skip
+    for _ in range(repeats + 1):
+        for name, fn in (("h2d pageable", lambda: cp.asarray(host)),
+                         ("d2h pageable", lambda: cp.asnumpy(dev)),
+                         ("h2d pinned", lambda: dev.set(pinned)),
+                         ("d2h pinned", lambda: dev.get(out=pinned))):  # fmt: skip
+            stream.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            stream.synchronize()
+            out[name].append(time.perf_counter() - t0)
+    return {k: min(v[1:]) for k, v in out.items()}
 
 
 def cupy_host_round_trip(cp: Any, nbytes: int, repeats: int) -> list[float]:
@@ -214,6 +246,41 @@ def gt_sharded_matmul(n_workers: int, size: int, repeats: int) -> list[float]:
         cl.stop()
 
 
+def gt_transfers(nbytes: int, repeats: int) -> tuple[list[float], list[float]]:
+    """Seconds per upload (``gt.tensor`` + a one-element fetch) and per fetch (``.numpy()``) of
+    ``nbytes`` float32 on one CuPy worker."""
+    import gt  # noqa: PLC0415
+
+    cl = _cluster(1)
+    host = np.ones(nbytes // 4, np.float32)
+    ups, downs = [], []
+    try:
+        for i in range(repeats + WARMUP):
+            t0 = time.perf_counter()
+            x = gt.tensor(host)
+            x[0].item()  # the upload has reached the device
+            t1 = time.perf_counter()
+            got = x.numpy()
+            t2 = time.perf_counter()
+            if got.shape != host.shape or got[-1] != 1:
+                raise RuntimeError("a fetch returned other bytes than were uploaded")
+            del x, got
+            if i >= WARMUP:
+                ups.append(t1 - t0)
+                downs.append(t2 - t1)
+        return ups, downs
+    finally:
+        gt.disconnect()
+        cl.stop()
+
+
+def _staging(mode: str) -> Any:
+    """Set ``GT_PINNED_STAGING`` for the workers started next (returns the previous value)."""
+    old = os.environ.get("GT_PINNED_STAGING")
+    os.environ["GT_PINNED_STAGING"] = mode
+    return old
+
+
 def gt_allreduce(nbytes: int, repeats: int) -> list[float]:
     """Seconds per 2-worker all-reduce, from the workers' exec events (bench_sharding's method)."""
     from bench_sharding import bench_allreduce  # noqa: PLC0415
@@ -227,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", help="write the results here")
-    names = ("matmul", "tiny", "sharded", "allreduce")
+    names = ("matmul", "tiny", "sharded", "allreduce", "transfers")
     ap.add_argument("--only", choices=names, action="append", help="run only these (repeatable)")
     # a dry run of this script on the CuPy test double (scripts/gpu_check.sh --dry-run)
     ap.add_argument("--test-double", action="store_true", help=argparse.SUPPRESS)
@@ -300,6 +367,40 @@ def main(argv: list[str] | None = None) -> int:
                               "reported: ring all-reduce vs a CuPy host round trip of the bytes",
                               {"gt": ar, "ref": raw}))  # fmt: skip
         print_result_line(results[-1])
+        old = _staging("0")
+        try:
+            plain = gt_allreduce(nbytes, r)
+        finally:
+            _restore("GT_PINNED_STAGING", old)
+        results.append(Result(f"all-reduce {nbytes // MIB}MiB x2 staging", "x",
+                              best(plain) / best(ar), 1.0, 0.0, True,
+                              "reported: pinned staging's speed-up (time unstaged / staged)",
+                              {"gt": ar, "ref": plain}))  # fmt: skip
+        print_result_line(results[-1])
+
+    if "transfers" in only:
+        nbytes = (8 if args.quick else 64) * MIB
+        ref = cupy_copies(cp, nbytes, r)
+        print("    CuPy direct: " + ", ".join(f"{k} {nbytes / v / 1e9:.2f} GB/s"
+                                            for k, v in ref.items()))  # fmt: skip
+        extra["cupy copies GB/s"] = {k: nbytes / v / 1e9 for k, v in ref.items()}
+        old = _staging("all")
+        try:
+            ups, downs = gt_transfers(nbytes, r)
+            _staging("0")
+            ups0, downs0 = gt_transfers(nbytes, r)
+        finally:
+            _restore("GT_PINNED_STAGING", old)
+        for what, on, off, cupy_ref in (("upload", ups, ups0, ref["h2d pageable"]),
+                                        ("fetch", downs, downs0, ref["d2h pageable"])):  # fmt: skip
+            results.append(Result(f"{what} {nbytes // MIB}MiB staging", "x", best(off) / best(on),
+                                  1.0, 0.0, True,
+                                  f"reported: time unstaged / staged; GT staged "
+                                  f"{nbytes / best(on) / 1e9:.2f} GB/s, unstaged "
+                                  f"{nbytes / best(off) / 1e9:.2f} GB/s, CuPy pageable "
+                                  f"{nbytes / cupy_ref / 1e9:.2f} GB/s",
+                                  {"gt": on, "ref": off}))  # fmt: skip
+            print_result_line(results[-1])
 
     print()
     print(format_table(results))
@@ -308,6 +409,13 @@ def main(argv: list[str] | None = None) -> int:
             json.dump({"machine": info, "results": [x.as_dict() for x in results],
                        "extra": extra}, f, indent=1)  # fmt: skip
     return 0 if all(x.passed for x in results) else 1
+
+
+def _restore(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 if __name__ == "__main__":

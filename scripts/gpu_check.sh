@@ -17,11 +17,12 @@
 #   2. env        nvidia-smi -L, Python, NumPy, CuPy, NVML, `gt worker --list-devices`
 #   3. gpu-tests  pytest -m gpu (backend choice, pinning, NVML identity, every registry kernel
 #                 against NumPy, random numbers, bounds checks, bfloat16, the double vs real
-#                 CuPy, one worker per GPU)
+#                 CuPy, one worker per GPU, pinned staging)
 #   4. op-suites  the forward, backward, in-place, sharding and memory-limit suites on CuPy
 #                 workers (GT_BACKEND=cupy; the memory suite spills to pinned host memory)
 #   5. bench      benchmarks/bench_gpu.py: matmul 4096/8192 f32/f16/bf16 vs CuPy direct, tiny-op
-#                 rate, 2-worker sharded matmul, 2-worker all-reduce
+#                 rate, 2-worker sharded matmul, 2-worker all-reduce and 64 MiB upload/fetch
+#                 with pinned staging on and off
 #   6. top        scripts/gpu_top_check.py: `gt top --once --json` during load, NVML fields
 #   7. programs   (--with-programs only) the differential suite's PyTorch programs on two CuPy
 #                 workers, against PyTorch's stored results
@@ -47,12 +48,13 @@ FAILED=0
 START=$SECONDS
 
 STEPS=(install env gpu-tests op-suites bench top)
-LIMITS=(30 20 90 250 80 30)
+LIMITS=(30 20 90 230 100 30)
 PROGRAMS_LIMIT=300
 if [ "$WITH_PROGRAMS" = 1 ]; then STEPS+=(programs); LIMITS+=("$PROGRAMS_LIMIT"); fi  # seconds: with 5 s of grace each, 8 min 50 s at the very most
 # (gpu-tests compiles every kernel once, into CuPy's cache on disk, which op-suites then reads).
 # Measured on an H200 on Dec 4 2026: install 2 s, env 4 s, gpu-tests 51 s, op-suites about 200 s
-# with a cold kernel cache (177 s warm), bench 30 s, top 10 s.
+# with a cold kernel cache (177 s warm), bench 30 s, top 10 s; the second session's end-to-end
+# run: 2, 3, 45, 180, 38 (with the transfer rows) and 9 s, 277 s in all. `programs` took 131 s.
 
 if [ "$MODE" = "--plan" ]; then
   for i in "${!STEPS[@]}"; do echo "${STEPS[$i]} (${LIMITS[$i]} s)"; done
@@ -122,6 +124,11 @@ for mod in ("cupy", "pynvml", "ml_dtypes", "cupy_double"):
         print(mod, getattr(m, "__version__", "?"))
     except Exception as exc:
         print(mod, "missing:", exc)
+try:  # whether NCCL could carry collectives here (GT does not use it yet)
+    from cupy.cuda import nccl
+    print("nccl", nccl.get_version(), "available" if nccl.available else "not available")
+except Exception as exc:
+    print("nccl missing:", exc)
 EOF
   "$PY" -m gt worker --list-devices
 }
@@ -167,7 +174,7 @@ fi
 step install "${LIMITS[0]}" install_wheels
 step env "${LIMITS[1]}" env_report
 step gpu-tests "${LIMITS[2]}" "${PYTEST[@]}" -m gpu -rfEs --tb=short tests/integration/test_gpu.py \
-  tests/integration/test_ops_forward.py
+  tests/integration/test_gpu_transfers.py tests/integration/test_ops_forward.py
 # (-v: a step stopped at its limit still names every test it ran)
 step op-suites "${LIMITS[3]}" "${PYTEST[@]}" -v -rfE --tb=short "${SUITES[@]}"
 step bench "${LIMITS[4]}" "${BENCH[@]}"

@@ -93,8 +93,21 @@ FIELDS: dict[str, tuple[str, ...]] = {
     # None) is the completion of a background all-reduce when an op needs its result (its own
     # communication, not the op's). The memory pool's traffic
     # to its spill tier has peer None: "spill" (out), "unspill" (read back when an op needed it),
-    # "prefetch" (read back ahead of need, beside compute).
-    TRANSFER: ("worker", "peer", "bytes", "t0", "t1", "direction", "what", "client", "batch"),
+    # "prefetch" (read back ahead of need, beside compute). via: how a send/recv moved its bytes,
+    # "zmq" (host buffers over ZeroMQ) or "zmq+pinned" (a GPU's data staged through pinned host
+    # memory, then ZeroMQ); None for the other directions and in traces from before it existed.
+    TRANSFER: (
+        "worker",
+        "peer",
+        "bytes",
+        "t0",
+        "t1",
+        "direction",
+        "what",
+        "client",
+        "batch",
+        "via",
+    ),  # fmt: skip
     # worker: memory pool sample in bytes. used: held by tensors, each buffer once however many
     # views; cached: kept free by the allocator for reuse (reserved = used + cached); limit and
     # client_limit: the pool's limit and per-client quota (None: none); capacity: the device's

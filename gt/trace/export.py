@@ -332,6 +332,8 @@ class _Exporter:
         client, batch = _key(f.get("client")), _key(f.get("batch"))
         name = f"{direction or 'transfer'} {as_text(what, 80) or ''}".strip()
         args = {"peer": peer, "bytes": nbytes, "client": client, "batch": batch}
+        if f.get("via") is not None:
+            args["via"] = as_text(f.get("via"), 20)
         self.slice(pid, tid, t0, t1, _dumps(name), args)
         if direction == "send":
             key, mine, other = (w, peer), self.sends, self.recvs

@@ -174,3 +174,27 @@ def test_a_cluster_starts_one_worker_per_gpu(monkeypatch):
         workers = request(c.address, "stats", timeout=5.0)["workers"]
     assert sorted(w["device"].split(" ")[0] for w in workers) == [f"cuda:{i}" for i in range(n)]
     assert all(w["backend"] == "cupy" for w in workers)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+def test_float_floor_division_and_remainder_equal_numpys_on_cupy(cupy_be, dtype):
+    """CuPy's own ``floor(a / b)`` gives -3 for -0.9 // 0.3; the workers use NumPy's algorithm."""
+    rng = np.random.default_rng(3)
+    a = np.concatenate([[-0.9, 0.9, -0.0, 7.5], rng.standard_normal(4000) * 10]).astype(dtype)
+    b = np.concatenate([[0.3, -0.3, 2.0, -2.5], rng.standard_normal(4000)]).astype(dtype)
+    xp = cupy_be.xp
+    for name, want in (("floor_divide", np.floor_divide(a, b)), ("remainder", np.remainder(a, b))):
+        got = xp.asnumpy(cupy_be.handlers[O.OPCODE[name]]([xp.asarray(a), xp.asarray(b)], None))
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.gpu
+def test_frexp_of_a_subnormal_float32_on_cupy_is_not_flushed_to_zero(cupy_be):
+    x = np.array([1e-40, -3e-42, 0.75], np.float32)
+    xp = cupy_be.xp
+    m = xp.asnumpy(cupy_be.handlers[O.OPCODE["frexp_mantissa"]]([xp.asarray(x)], None))
+    e = xp.asnumpy(cupy_be.handlers[O.OPCODE["frexp_exponent"]]([xp.asarray(x)], None))
+    np.testing.assert_array_equal(m, np.frexp(x)[0])
+    np.testing.assert_array_equal(e, np.frexp(x)[1])

@@ -54,23 +54,28 @@ def nodes(tmp_path):
     ctx.term()
 
 
-def run_all(nodes: list[Node], jobs: dict[int, tuple]) -> dict[int, Any]:
-    """Run ``jobs[w] = (opcode, vals, attrs[, err])`` on each node in its own thread."""
-    results: dict[int, Any] = {}
+def in_threads(work: Any, keys: Any) -> dict[Any, Any]:
+    """``work(k)`` for each key in its own thread; results (or exceptions) by key."""
+    results: dict[Any, Any] = {}
 
-    def work(w: int, job: tuple) -> None:
+    def run(k: Any) -> None:
         try:
-            results[w] = nodes[w].peers.run(*job)
+            results[k] = work(k)
         except Exception as exc:  # collected and checked by the test
-            results[w] = exc
+            results[k] = exc
 
-    threads = [threading.Thread(target=work, args=(w, job)) for w, job in jobs.items()]
+    threads = [threading.Thread(target=run, args=(k,)) for k in keys]
     for t in threads:
         t.start()
     for t in threads:
         t.join(30)
     assert not any(t.is_alive() for t in threads), "a collective hung"
     return results
+
+
+def run_all(nodes: list[Node], jobs: dict[int, tuple]) -> dict[int, Any]:
+    """Run ``jobs[w] = (opcode, vals, attrs[, err])`` on each node in its own thread."""
+    return in_threads(lambda w: nodes[w].peers.run(*jobs[w]), list(jobs))
 
 
 @pytest.mark.parametrize("n", [2, 3, 4])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime.worker.backend import Backend
 from gt.runtime.worker.executor import Executor
@@ -186,3 +187,19 @@ def test_a_client_keeps_a_bounded_number_of_plans_and_loses_them_when_it_leaves(
     assert 0 not in ex.hot.plans[1] and len(ex.hot.plans[1]) == MAX_PLANS - 1
     ex.drop_client(1)
     assert 1 not in ex.hot.plans
+
+
+def test_an_integer_immediate_reaches_a_replayed_kernel_as_the_integer():
+    """``[v]`` on the wire is the integer v: a replay must not hand the kernel the list (NumPy
+    broadcasts it by luck; CuPy refuses it)."""
+    steps = [ins("ne", 10, [X, [-100]]), ins("mul", 12, [10, 2.0])]
+    plan = {"plan": 2, "name": "mask", "steps": steps, "inputs": [X], "temps": [10], "outs": [12]}
+    ex = executor()
+    run(ex, [ins("hot_define", 0, [], plan)])
+    seen = []
+    ex.handlers[O.OPCODE["ne"]] = lambda v, at: seen.append(v[1]) or np.not_equal(*v)
+    ex.tables[1][X] = np.array([-100, 3], np.int64)
+    res = run(ex, [ins("hot", 0, [X], {"plan": 2, "outs": [50], "seeds": []})])
+    assert res.errors == [] and res.hot == 1
+    assert seen == [-100] and type(seen[0]) is int
+    np.testing.assert_array_equal(ex.tables[1][50], [0.0, 2.0])

@@ -36,8 +36,9 @@ def _pending(p: Peers, busy_s: float, wait_s: float) -> Pending:
         yield
         return np.ones(4, np.float32)
 
-    gen = steps()
-    return Pending(_Run(p, 0, "all_reduce", None), gen, 1, 7)
+    pend = Pending(_Run(p, 0, "all_reduce", None), None, None, {}, 1, 7)
+    pend.steps = steps()
+    return pend
 
 
 def test_finishing_a_background_all_reduce_is_not_charged_to_the_op_that_needs_it():

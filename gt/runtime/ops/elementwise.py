@@ -25,6 +25,7 @@ from gt.runtime.ops.base import (
     sum_to,
     unbroadcast,
 )
+from gt.runtime.ops.float_divmod import floor_divmod, is_float
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
@@ -52,6 +53,27 @@ def _binary_kernel(ufunc: str) -> Callable[[Any], Any]:
                 return fn(v[0], v[1])
             x = v.pop(0)  # so the argument list no longer refers to it (see private())
             return fn(x, v[0], out=x) if at.get("inplace") and private(x) else fn(x, v[0])
+
+        return h
+
+    return make
+
+
+def _floor_kernel(ufunc: str, part: int) -> Callable[[Any], Any]:
+    """``floor_divide`` (part 0) or ``remainder`` (part 1): on CuPy, floats take NumPy's exact
+    algorithm (:mod:`.float_divmod`; CuPy's own is ``floor(a / b)``)."""
+    plain = _binary_kernel(ufunc)
+
+    def make(be: Any) -> Any:
+        if be.name != "cupy":
+            return plain(be)
+        xp, fn = be.xp, getattr(be.xp, ufunc)
+
+        def h(v: list, at: Any) -> Any:
+            a, b = v[0], v[1]
+            if is_float(a) or is_float(b):
+                return floor_divmod(xp, a, b)[part]
+            return fn(a, b)
 
         return h
 
@@ -237,8 +259,8 @@ def _d_abs(n: Any, g: Any) -> tuple:
 # ----------------------------------------------------------------------------- the entries
 def _binary(name: str, code: int, ufunc: str, **kw: Any) -> Op:
     kw.setdefault("dtype", first_dtype)
-    return Op(name, code, arity=2, shape=broadcast_rule(name), kernel=_binary_kernel(ufunc),
-              shard="elementwise", **kw)  # fmt: skip
+    kw.setdefault("kernel", _binary_kernel(ufunc))
+    return Op(name, code, arity=2, shape=broadcast_rule(name), shard="elementwise", **kw)
 
 
 def _unary(name: str, code: int, ufunc: str | None = None, **kw: Any) -> Op:
@@ -279,8 +301,22 @@ ENTRIES: list[Op] = [
     _compare("ge", 19, "greater_equal"),
     _compare("eq", 20, "equal"),
     _compare("ne", 21, "not_equal"),
-    _binary("floor_divide", 49, "floor_divide", doc="a // b (not differentiable)"),
-    _binary("remainder", 50, "remainder", grad=_d_remainder, saves="inputs", doc="a % b"),
+    _binary(
+        "floor_divide",
+        49,
+        "floor_divide",
+        kernel=_floor_kernel("floor_divide", 0),
+        doc="a // b (not differentiable)",
+    ),
+    _binary(
+        "remainder",
+        50,
+        "remainder",
+        kernel=_floor_kernel("remainder", 1),
+        grad=_d_remainder,
+        saves="inputs",
+        doc="a % b",
+    ),  # fmt: skip
     Op(
         "where",
         22,

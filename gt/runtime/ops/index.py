@@ -54,6 +54,36 @@ def _k_scatter_reduce(be: Any) -> Any:
     return h
 
 
+#: The dtypes ``cupy.add.at`` (and so ``cupyx.scatter_add``) accumulates in.
+CUPY_ADD_AT_DTYPES = frozenset(
+    ("int32", "int64", "float16", "float32", "float64", "uint32", "uint64")
+)
+
+
+def scatter_add_any(xp: Any, scatter_add: Any) -> Any:
+    """``a[key] += v`` (repeated indices accumulating) for every dtype, given CuPy's
+    ``scatter_add``, which takes only :data:`CUPY_ADD_AT_DTYPES`: complex arrays add their real
+    and imaginary parts apart (views of ``a``); narrower integers and booleans accumulate in
+    int64 and are cast back (wrapping as NumPy's ``add.at`` does; a bool is "any"), bfloat16 in
+    float32."""
+
+    def add(a: Any, key: Any, v: Any) -> None:
+        name = a.dtype.name
+        if name in CUPY_ADD_AT_DTYPES:
+            scatter_add(a, key, v)
+        elif a.dtype.kind == "c":
+            v = xp.asarray(v, dtype=a.dtype)
+            scatter_add(a.real, key, v.real)
+            scatter_add(a.imag, key, v.imag)
+        else:
+            wide = xp.int64 if a.dtype.kind in "biu" else xp.float32
+            tmp = a.astype(wide)
+            scatter_add(tmp, key, xp.asarray(v).astype(wide))
+            a[...] = tmp != 0 if a.dtype.kind == "b" else tmp.astype(a.dtype)
+
+    return add
+
+
 def sorted_scatter_extreme(xp: Any, reduce: str) -> Any:
     """``out[key] = max(out[key], src)`` (or min) with repeated positions combining, exact for every
     dtype and without atomics: the entries are sorted by target position and then by value (two

@@ -67,9 +67,34 @@ def _d_fmod(n: Any, g: Any) -> tuple:
     return ga, gb
 
 
+#: itemsize -> (integer view, mantissa bits, exponent mask, a subnormal's unit = 2 ** -(bias + m - 1))
+_BITS = {4: ("int32", 23, 0xFF, 2.0**-149), 2: ("int16", 10, 0x1F, 2.0**-24)}
+
+
+def _exact_float64(xp: Any, x: Any) -> Any:
+    """A float32/float16 array as float64, subnormals included, using integer operations only on
+    the narrow values (which no flush-to-zero touches)."""
+    view, mbits, emask, unit = _BITS[x.dtype.itemsize]
+    bits = x.view(view)
+    sub = ((bits >> mbits) & emask) == 0  # zero or subnormal
+    frac = (bits & ((1 << mbits) - 1)).astype(xp.float64) * unit
+    exact = xp.where(bits < 0, -frac, frac)  # (the sign bit is the integer's sign)
+    return xp.where(sub, exact, x.astype(xp.float64))
+
+
 def _k_frexp(part: int) -> Any:
     def make(be: Any) -> Any:
-        frexp = be.xp.frexp
+        xp = be.xp
+
+        def frexp(x: Any) -> tuple:
+            # CuPy's kernels flush float32 subnormals to zero (even in a cast): read the narrow
+            # float's bits instead, as float64 (where it is a normal number, with the same
+            # mantissa and exponent, exact again in the narrow type)
+            if be.name == "cupy" and x.dtype.kind == "f" and x.dtype.itemsize in _BITS:
+                m, e = xp.frexp(_exact_float64(xp, x))
+                return m.astype(x.dtype), e
+            return xp.frexp(x)
+
         if part == 0:
             return lambda v, at: frexp(v[0])[0]
         return lambda v, at: frexp(v[0])[1].astype("int32")

@@ -16,7 +16,6 @@ refuses, so CI exercises the CuPy code paths without a GPU. It validates nothing
 from __future__ import annotations
 
 import importlib
-import math
 import os
 import platform
 import sys
@@ -28,8 +27,10 @@ import numpy as np
 
 from gt.runtime import ops as O
 from gt.runtime.ops.base import Handler
-from gt.runtime.ops.index import sorted_scatter_extreme
+from gt.runtime.ops.index import scatter_add_any, sorted_scatter_extreme
 from gt.runtime.worker.devices import DeviceIdentity, format_uuid, normalize_bus_id, visible_entry
+from gt.runtime.worker.special_functions import SPECIAL_FUNCTIONS, erf_numpy, find_special
+from gt.runtime.worker.staging import HostStaging, staging_mode
 
 #: The test suite's switch for the CuPy test double (read here and nowhere else).
 CUPY_DOUBLE_ENV = "GT_CUPY_DOUBLE"
@@ -70,81 +71,6 @@ def _cupyx(be: Backend) -> Any:
 
         be._cupyx = cupyx
     return be._cupyx
-
-
-def _erf_numpy() -> Callable[[Any], Any]:
-    """SciPy's error function, else the exact (slow) ``math.erf``; SciPy is imported at the first
-    call, not when the worker starts (importing ``scipy.special`` takes most of a second)."""
-    found: list[Callable[[Any], Any]] = []
-
-    def erf(x: Any) -> Any:
-        if not found:
-            try:
-                from scipy.special import erf as scipy_erf  # noqa: PLC0415 - optional dependency
-
-                found.append(scipy_erf)
-            except ImportError:
-                vec = np.vectorize(math.erf, otypes=[np.float64])
-                found.append(lambda x: vec(x).astype(x.dtype, copy=False))
-        return found[0](x)
-
-    return erf
-
-
-#: SciPy's names of the special functions kernels ask for (``Backend.special``).
-SPECIAL_FUNCTIONS = ("gammaln", "digamma", "polygamma", "erfinv", "i0", "i0e", "i1", "i1e",
-                     "zeta", "gammainc", "gammaincc", "erfcx", "j0", "j1", "y0", "y1", "k0", "k1",
-                     "k0e", "k1e")  # fmt: skip
-
-
-#: ``math.erfc`` over arrays (only GT's own ``erfinv`` uses it, on a worker without SciPy).
-_ERFC = np.vectorize(math.erfc, otypes=[np.float64])
-
-
-def _special_fallback(name: str, erf: Callable[[Any], Any]) -> Callable[..., Any]:
-    """GT's own NumPy version of a special function (for a worker without SciPy)."""
-    from gt.runtime.ops import special_math as sm  # noqa: PLC0415 - only without SciPy
-
-    return {
-        "gammaln": lambda x: sm.lgamma(np, x),
-        "digamma": lambda x: sm.digamma(np, x),
-        "polygamma": lambda n, x: sm.polygamma(np, n, x),
-        "erfinv": lambda x: sm.erfinv(np, x, erf, _ERFC),
-        "i0": lambda x: sm.bessel_i(np, 0, x, False),
-        "i0e": lambda x: sm.bessel_i(np, 0, x, True),
-        "i1": lambda x: sm.bessel_i(np, 1, x, False),
-        "i1e": lambda x: sm.bessel_i(np, 1, x, True),
-        "zeta": lambda x, q: sm.zeta(np, x, q),
-        "gammainc": lambda a, x: sm.gammainc(np, a, x, False),
-        "gammaincc": lambda a, x: sm.gammainc(np, a, x, True),
-        "erfcx": lambda x: sm.erfcx(np, x, _ERFC),
-        "j0": lambda x: sm.bessel_j(np, 0, x),
-        "j1": lambda x: sm.bessel_j(np, 1, x),
-        "y0": lambda x: sm.bessel_y(np, 0, x),
-        "y1": lambda x: sm.bessel_y(np, 1, x),
-        "k0": lambda x: sm.bessel_k(np, 0, x, False),
-        "k1": lambda x: sm.bessel_k(np, 1, x, False),
-        "k0e": lambda x: sm.bessel_k(np, 0, x, True),
-        "k1e": lambda x: sm.bessel_k(np, 1, x, True),
-    }[name]
-
-
-def _find_special(be: Backend, name: str) -> Callable[..., Any]:
-    """SciPy's function (NumPy) or CuPy's (``cupyx.scipy.special``), else GT's own."""
-    if name not in SPECIAL_FUNCTIONS:
-        raise KeyError(f"no special function {name!r} (known: {', '.join(SPECIAL_FUNCTIONS)})")
-    if be.name == "numpy":
-        try:
-            import scipy.special  # noqa: PLC0415 - optional dependency, imported when first used
-        except ImportError:
-            return _special_fallback(name, be.erf)
-        return getattr(scipy.special, name)
-    if name == "polygamma":
-        # GT's own on CuPy: CuPy's goes through its Hurwitz zeta, which has no negative arguments.
-        from gt.runtime.ops import special_math as sm  # noqa: PLC0415
-
-        return lambda n, x: sm.polygamma(be.xp, n, x)
-    return getattr(_cupyx(be).scipy.special, name)
 
 
 def _device_count(cp: Any) -> tuple[int, str]:
@@ -260,14 +186,18 @@ class Backend:
             else f"cpu ({platform.processor() or platform.machine()})"
         )
         self._bf16: Any = False  # not probed yet
+        self._staging: Any = False  # not made yet
+        self._stage_clients = False
         if self.name == "numpy":
-            self.erf = _erf_numpy()
+            self.erf = erf_numpy()
             self.scatter_add: Callable[[Any, Any, Any], None] = np.add.at
             self.scatter_max: Callable[[Any, Any, Any], None] = np.maximum.at
             self.scatter_min: Callable[[Any, Any, Any], None] = np.minimum.at
         else:
             self.erf = lambda x: _cupyx(self).scipy.special.erf(x)
-            self.scatter_add = lambda a, key, v: _cupyx(self).scatter_add(a, key, v)
+            self.scatter_add = scatter_add_any(
+                self.xp, lambda a, key, v: _cupyx(self).scatter_add(a, key, v)
+            )
             # (exact for every dtype, where cupyx.scatter_max/min are not)
             self.scatter_max = sorted_scatter_extreme(self.xp, "amax")
             self.scatter_min = sorted_scatter_extreme(self.xp, "amin")
@@ -285,7 +215,7 @@ class Backend:
         def call(*args: Any) -> Any:
             fn = self._special.get(name)
             if fn is None:
-                fn = self._special[name] = _find_special(self, name)
+                fn = self._special[name] = find_special(self, name, lambda: _cupyx(self))
             return fn(*args)
 
         return call
@@ -320,15 +250,61 @@ class Backend:
         return dt
 
     # ------------------------------------------------------------------ host <-> device
-    def to_host(self, arr: Any) -> np.ndarray:
-        """Return a C-contiguous NumPy array with the same contents (a copy only where needed)."""
+    @property
+    def staging(self) -> HostStaging | None:
+        """The pinned staging of a CuPy worker (made at first use), ``None`` on NumPy or with
+        ``GT_PINNED_STAGING=0``."""
+        if self._staging is False:
+            mode = staging_mode() if self.name == "cupy" else "off"
+            self._staging = HostStaging(self.xp) if mode != "off" else None
+            self._stage_clients = mode == "all"
+        return self._staging
+
+    @property
+    def transfer_path(self) -> str:
+        """How this worker's data reaches its peers: ``"host"`` (NumPy: it is there),
+        ``"pinned"`` (CuPy, staged through pinned buffers) or ``"pageable"``."""
+        if self.name != "cupy":
+            return "host"
+        return "pinned" if self.staging is not None else "pageable"
+
+    def _stager(self, peer: bool) -> HostStaging | None:
+        st = self.staging if self.name == "cupy" else None
+        return st if st is not None and (peer or self._stage_clients) else None
+
+    def to_host(self, arr: Any, peer: bool = False) -> np.ndarray:
+        """Return a C-contiguous NumPy array with the same contents (a copy only where needed);
+        ``peer``: for a transfer to another worker (staged through pinned memory on CuPy)."""
         if self.name == "cupy":
+            st = self._stager(peer)
+            if st is not None:
+                return st.to_host(arr)
             return np.asarray(self.xp.asnumpy(arr), order="C")  # (asnumpy's order is C already)
         return np.asarray(arr, order="C")
 
-    def from_host(self, arr: np.ndarray) -> Any:
-        """Move a host array to the device (no copy on NumPy)."""
+    def to_host_async(self, arr: Any) -> tuple[np.ndarray, Any]:
+        """Start a host copy of ``arr`` for a peer: ``(host array, event)``, the bytes being there
+        once the event is done (``None``: at once). With staging the host does not wait."""
+        st = self._stager(True)
+        if st is not None and arr.nbytes >= st.min_bytes:
+            return st.to_host_async(arr)
+        return self.to_host(arr, True), None
+
+    def host_empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """An uninitialised host array that ``from_host(..., peer=True)`` moves fastest (pinned
+        on a staging CuPy worker)."""
+        st = self._stager(True)
+        if st is not None and int(np.prod(shape)) * np.dtype(dtype).itemsize >= st.min_bytes:
+            return st.empty(shape, dtype)
+        return np.empty(shape, dtype)
+
+    def from_host(self, arr: np.ndarray, peer: bool = False) -> Any:
+        """Move a host array to the device (no copy on NumPy); ``peer``: it came from another
+        worker (staged through pinned memory on CuPy)."""
         if self.name == "cupy":
+            st = self._stager(peer)
+            if st is not None:
+                return st.from_host(arr)
             return self.xp.asarray(arr)
         return arr
 

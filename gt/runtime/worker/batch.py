@@ -58,10 +58,10 @@ def resolve_args(tbl: dict, args: list) -> list:
         KeyError: a tensor is not in the table.
         ProtocolError: an immediate that no client makes (a string, a nested list ...).
     """
-    return [tbl[a] if type(a) is int else (a if type(a) is float else _immediate(a)) for a in args]
+    return [tbl[a] if type(a) is int else (a if type(a) is float else immediate(a)) for a in args]
 
 
-def _immediate(a: Any) -> Any:
+def immediate(a: Any) -> Any:
     """A bool, ``None``, or an integer immediate ``[v]``; anything else is refused (it could make
     arrays of Python objects, whose arithmetic has no bound)."""
     if a is None or type(a) is bool:

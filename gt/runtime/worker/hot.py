@@ -23,7 +23,13 @@ from typing import Any
 
 from gt.runtime import ops as O
 from gt.runtime import protocol as P
-from gt.runtime.worker.batch import BROADCASTING, GUARDED, check_broadcast, check_guarded
+from gt.runtime.worker.batch import (
+    BROADCASTING,
+    GUARDED,
+    check_broadcast,
+    check_guarded,
+    immediate,
+)
 
 #: Plans one client may hold on a worker, and instructions per plan (bounds on what a client can
 #: make a worker keep).
@@ -175,9 +181,12 @@ class Compiled:
                     raise ValueError(str(exc)) from None
             elif code in BROADCASTING:  # its inputs' shapes are known only when it runs
                 h = _checking_broadcast(h, code)
-            idx = tuple(
-                reg(("id", a)) if type(a) is int else reg(("c", len(base)), a) for a in args
-            )
+            try:  # an immediate as the eager path reads it ([v] is the integer v)
+                idx = tuple(reg(("id", a)) if type(a) is int
+                            else reg(("c", len(base)), a if type(a) is float else immediate(a))
+                            for a in args)  # fmt: skip
+            except P.ProtocolError as exc:
+                raise ValueError(str(exc)) from None
             o = reg(("id", out))
             written.add(out)
             drop = tuple(regs[("id", t)] for t in plan.drop_after[k])

@@ -14,7 +14,13 @@ data), ring all-gather and reduce-scatter, binomial-tree broadcast, direct scatt
 root is the bottleneck by definition). A failed input travels as an error marker instead of data,
 so every participant fails with the original message instead of waiting.
 
-On a GPU the data is staged through host memory (NCCL is not used yet).
+On a GPU the data is staged through host memory: pinned buffers on the worker's copy stream
+(:mod:`gt.runtime.worker.staging`), so a background all-reduce never stops the compute stream: its
+device-to-host copy is queued behind the compute work that makes its input, its ring steps advance
+between the worker's other instructions as messages arrive (:meth:`Peers.progress`), and its result
+goes back on the copy stream, which the compute stream waits for. Transfer events say the path
+(``via``: ``"zmq"`` between host buffers, ``"zmq+pinned"`` staged from a GPU). NCCL is not used
+yet.
 """
 
 from __future__ import annotations
@@ -118,6 +124,9 @@ class Peers:
         self.bytes_sent = 0
         self.bytes_received = 0
         self.waited_ns = 0  # time blocked on peers (and, via the worker, on uploads)
+        self.inflight: list[Pending] = []  # background all-reduces, oldest first
+        self._progress_at = 0  # monotonic ns before which progress() does not look again
+        self.via = "zmq+pinned" if getattr(backend, "transfer_path", "host") == "pinned" else "zmq"
 
     # ------------------------------------------------------------------ links
     def set_endpoints(self, endpoints: dict, keys: dict | None = None) -> None:
@@ -187,7 +196,9 @@ class Peers:
             off = ev.offset
             ev.emit(E.TRANSFER, {"worker": self.wid, "peer": peer, "bytes": nbytes, "t0": t0 + off,
                                  "t1": t1 + off, "direction": direction, "what": what, "client": self.cno,
-                                 "batch": self.batch}, t0 + off)  # fmt: skip
+                                 "batch": self.batch,
+                                 "via": self.via if direction in ("send", "recv") else None},
+                    t0 + off)  # fmt: skip
 
     def send(
         self,
@@ -284,7 +295,7 @@ class Peers:
         run = _Run(self, attrs.get("tag", 0), O.OPS[code], err)
         host = None
         if vals and vals[0] is not None and err is None:
-            host = self.backend.to_host(vals[0])
+            host = self.backend.to_host(vals[0], peer=True)
         result = _ALGOS[code](run, host, attrs)
         if run.err is not None:
             if run.local:
@@ -294,54 +305,94 @@ class Peers:
             return vals[0] if vals else None
         if result is host:
             return vals[0]
-        return self.backend.from_host(result)
+        return self.backend.from_host(result, peer=True)
 
     def start(self, code: int, vals: list, attrs: dict) -> Pending:
-        """Begin an all-reduce without waiting: its first sends leave now (ZeroMQ's I/O thread
-        moves the bytes while the worker computes); :meth:`finish` completes it."""
+        """Begin an all-reduce without waiting: its input's host copy is queued behind the work
+        that makes it, and its first sends leave as soon as the bytes are there (ZeroMQ's I/O
+        thread moves them while the worker computes); :meth:`progress` moves it on between
+        instructions and :meth:`finish` completes it."""
         if code != ALL_REDUCE:
             raise ValueError(f"{O.OPS[code]} cannot run asynchronously")
         run = _Run(self, attrs.get("tag", 0), O.OPS[code], None)
-        host = self.backend.to_host(vals[0])
-        steps = _all_reduce_steps(run, host, attrs)
-        pend = Pending(run, steps, self.cno, self.batch)
+        run.background = True
+        host, ready = self.backend.to_host_async(vals[0])
+        pend = Pending(run, host, ready, attrs, self.cno, self.batch)
+        self.inflight.append(pend)
         try:
-            next(steps)
+            self._advance(pend)
+        except BaseException:
+            self.inflight.remove(pend)
+            raise
+        return pend
+
+    def _advance(self, pend: Pending) -> None:
+        """Run ``pend`` up to the next message that has not arrived (or to its end)."""
+        if pend.steps is None:
+            if pend.ready is not None and not pend.ready.done:
+                return  # its input is still on its way to the host
+            pend.steps = _all_reduce_steps(pend.run, pend.host, pend.attrs)
+        try:
+            next(pend.steps)
         except StopIteration as stop:
             pend.result = stop.value
             pend.done = True
-        return pend
+
+    def progress(self) -> None:
+        """Move the background all-reduces on as far as they go without waiting (called between
+        instructions; looks at most every 50 µs). The time this takes is the collectives' own
+        communication: it is not charged to the instruction around it."""
+        t0 = time.monotonic_ns()
+        if t0 < self._progress_at or not self.inflight:
+            return
+        cno, batch, waited = self.cno, self.batch, self.waited_ns
+        try:
+            for pend in self.inflight:
+                if not pend.done:
+                    self.cno, self.batch = pend.cno, pend.batch
+                    self._advance(pend)
+        finally:
+            self.cno, self.batch = cno, batch
+        t1 = time.monotonic_ns()
+        self._progress_at = t1 + 50_000
+        if t1 - t0 > WAIT_MIN_NS:
+            self._completed(t0, waited)
 
     def finish(self, pend: Pending) -> Any:
         """Complete an all-reduce begun by :meth:`start`; returns its value (raises like :meth:`run`)."""
+        if pend in self.inflight:
+            self.inflight.remove(pend)
         if not pend.done:
             cno, batch = self.cno, self.batch
             self.cno, self.batch = pend.cno, pend.batch
             t0, waited = time.monotonic_ns(), self.waited_ns
+            pend.run.background = False  # from here on, a receive waits for its message
             try:
-                while True:
-                    next(pend.steps)
-            except StopIteration as stop:
-                pend.result = stop.value
+                if pend.steps is None and pend.ready is not None:
+                    pend.ready.synchronize()
+                while not pend.done:
+                    self._advance(pend)
             finally:
                 self._completed(t0, waited)
                 self.cno, self.batch = cno, batch
-            pend.done = True
         run = pend.run
         if run.err is not None:
             if run.local:
                 raise TimeoutError(run.err[0].removeprefix("TimeoutError: "))
             raise PeerFailure(run.err)
-        return self.backend.from_host(pend.result)
+        return self.backend.from_host(pend.result, peer=True)
 
 
 class Pending:
-    """An all-reduce in flight (see :meth:`Peers.start`)."""
+    """An all-reduce in flight (see :meth:`Peers.start`): its input's host copy (ready when the
+    ``ready`` event is done; ``None``: already), and the ring's steps once begun."""
 
-    __slots__ = ("run", "steps", "cno", "batch", "result", "done")
+    __slots__ = ("run", "host", "ready", "attrs", "steps", "cno", "batch", "result", "done")
 
-    def __init__(self, run: _Run, steps: Any, cno: int, batch: int):
-        self.run, self.steps, self.cno, self.batch = run, steps, cno, batch
+    def __init__(self, run: _Run, host: Any, ready: Any, attrs: dict, cno: int, batch: int):
+        self.run, self.host, self.ready, self.attrs = run, host, ready, attrs
+        self.cno, self.batch = cno, batch
+        self.steps: Any = None
         self.result: Any = None
         self.done = False
 
@@ -356,6 +407,19 @@ class _Run:
         self.err = err
         self.local = False  # the failure started here (a timeout): it must be reported
         self.me = peers.wid
+        self.background = False  # a background all-reduce: pause where a message is missing
+
+    def missing(self, peer: int, step: int) -> bool:
+        """In the background, whether the message ``step`` from ``peer`` has yet to arrive (the
+        caller then pauses); always False otherwise (the receive waits for it)."""
+        if not self.background:
+            return False
+        p = self.p
+        key = (p.cno, self.tag, peer, step)
+        if key in p.stash:
+            return False
+        p.drain()
+        return key not in p.stash
 
     def send(self, peer: int, step: int, arr: np.ndarray | None) -> None:
         self.p.send(peer, self.tag, step, None if self.err else arr, self.what, self.err)
@@ -455,8 +519,8 @@ def _ring_reduce_scatter(
         if out is not None and into is not None and n > 2:
             out = out.copy()  # into[si] is written again later; a zero-copy send must not see that
         run.send(nxt, s, blocks[si] if out is None else out)
-        if s == 0 and pausable:
-            yield  # the first block is on its way; the caller may compute meanwhile
+        while pausable and run.missing(prv, s):
+            yield  # the block is on its way; the caller may compute meanwhile
         got = run.recv(prv, s)
         if got is None or blocks[ri] is None:
             acc[ri] = None
@@ -477,7 +541,8 @@ def _all_reduce(run: _Run, x: Any, at: dict) -> Any:
 
 
 def _all_reduce_steps(run: _Run, x: Any, at: dict) -> Any:
-    """Ring all-reduce as a generator: it pauses once, after its first send, before it waits."""
+    """Ring all-reduce as a generator; in the background (``run.background``) it pauses where a
+    message it needs has not arrived yet, else it runs to its end in one go."""
     ws = list(at["workers"])
     n, r = len(ws), ws.index(run.me)
     op = _REDUCE[at.get("op", "sum")]
@@ -487,7 +552,8 @@ def _all_reduce_steps(run: _Run, x: Any, at: dict) -> Any:
     size = 0 if flat is None else flat.size
     bounds = [size * i // n for i in range(n + 1)]
     blocks = [None if flat is None else flat[bounds[i] : bounds[i + 1]] for i in range(n)]
-    res = None if flat is None else np.empty_like(flat)  # the result, written piece by piece
+    # the result, written piece by piece (pinned on a GPU: it goes back to the device from there)
+    res = None if flat is None else run.p.backend.host_empty(flat.shape, flat.dtype)
     pieces = None if res is None else [res[bounds[i] : bounds[i + 1]] for i in range(n)]
     acc = yield from _ring_reduce_scatter(
         run, ws, blocks, op, 1, pieces
@@ -495,6 +561,8 @@ def _all_reduce_steps(run: _Run, x: Any, at: dict) -> Any:
     nxt, prv = ws[(r + 1) % n], ws[(r - 1) % n]
     for s in range(n - 1):
         run.send(nxt, n - 1 + s, None if res is None else pieces[(r + 1 - s) % n])
+        while run.missing(prv, n - 1 + s):
+            yield
         got = run.recv(prv, n - 1 + s)
         if got is not None and pieces is not None:
             pieces[(r - s) % n][...] = got

@@ -60,7 +60,7 @@ def histogram_binning_with_bucketize(torch):
     draws = torch.searchsorted(cdf, u)
     ints_seq = torch.tensor([0, 2, 2, 2, 5, 9])
     probe = torch.tensor([[2, 3], [9, -1]])
-    order = torch.tensor([3, 0, 1, 2])
+    order = torch.tensor([1, 2, 3, 0])  # sorts unsorted (searchsorted needs that)
     unsorted = torch.tensor([30.0, 5.0, 10.0, 20.0])
     return {"bins": bins, "bins_right": bins_right, "counts": counts, "qedges": qedges,
             "qbins": qbins, "draws": draws,

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _api, _memory, _streams, cuda
+from . import _api, _cupyx, _memory, _streams, cuda
 from ._array import ndarray, refuse_host, unwrap, wrap, wrap_key
 from ._cupyx import make_cupyx
 
@@ -74,6 +74,9 @@ class ufunc:  # noqa: N801 - CuPy's name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         _api.check_call(self._space, self._name, args, kwargs)
+        for a in args[: self.nin]:  # CuPy's ufuncs take arrays and scalars, not sequences
+            if type(a) is list or type(a) is tuple:
+                refuse_host(a)
         return self._run(self._f, args, kwargs)
 
     def _method(self, method: str, args: tuple, kwargs: dict) -> Any:
@@ -99,6 +102,8 @@ class ufunc:  # noqa: N801 - CuPy's name
         _streams.sync_current()
         if type(a) is not ndarray:
             refuse_host(a)
+        if self._name == "add":
+            _cupyx.check_add_at_dtype(a)
         key = wrap_key(indices, a.shape)
         if b is None:
             self._f.at(a._a, key)
@@ -212,9 +217,12 @@ def get_array_module(*args: Any) -> types.ModuleType:
 
 
 def ascontiguousarray(a: Any, dtype: Any = None) -> ndarray:
-    """C-contiguous device array (a device array is required, as in CuPy)."""
+    """C-contiguous device array (a device array is required, as in CuPy); ``a`` itself when it
+    already is one of ``dtype``, as in CuPy."""
     if type(a) is not ndarray:
         refuse_host(a)
+    if a._a.flags.c_contiguous and (dtype is None or np.dtype(dtype) == a._a.dtype):
+        return a
     return wrap(np.ascontiguousarray(a._a, dtype=dtype))
 
 

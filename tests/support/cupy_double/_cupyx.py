@@ -41,9 +41,9 @@ def _special(name: str) -> Any:
 
             v = getattr(scipy.special, name)(*host)
         except ImportError:
-            from gt.runtime.worker.backend import _special_fallback  # noqa: PLC0415
+            from gt.runtime.worker.special_functions import special_fallback  # noqa: PLC0415
 
-            v = _special_fallback(name, np.vectorize(math.erf, otypes=[np.float64]))(*host)
+            v = special_fallback(name, np.vectorize(math.erf, otypes=[np.float64]))(*host)
         return wrap(np.asarray(v).astype(args[0].dtype, copy=False))
 
     fn.__name__ = name
@@ -54,8 +54,19 @@ def _scatter_add(a: Any, slices: Any, value: Any) -> None:
     """``a[slices] += value`` with repeated indices accumulating (indices wrap around)."""
     if type(a) is not ndarray:
         refuse_host(a)
+    check_add_at_dtype(a)
     _streams.sync_current()
     np.add.at(a._a, wrap_key(slices, a.shape), unwrap(value))
+
+
+#: What ``cupy.add.at`` accumulates in (CuPy refuses complex, bool and the narrower integers).
+ADD_AT_DTYPES = ("int32", "int64", "float16", "float32", "float64", "uint32", "uint64")
+
+
+def check_add_at_dtype(a: Any) -> None:
+    """CuPy's refusal of an ``add.at`` (so ``scatter_add``) into an array of another dtype."""
+    if a.dtype.name not in ADD_AT_DTYPES:
+        raise TypeError(f"cupy.add.at only supports {', '.join(ADD_AT_DTYPES)} as data type")
 
 
 def _scatter_ufunc(ufunc: Any) -> Any:
