@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 
 from gt.runtime.worker.backend import Backend
 from gt.runtime.worker.peers import Peers, Pending, _Run
@@ -65,3 +66,22 @@ def test_an_all_reduce_already_complete_adds_nothing():
     pend.done, pend.result = True, np.zeros(2, np.float32)
     p.finish(pend)
     assert p.waited_ns == 0 and p.events.emitted == []
+
+
+def test_an_all_reduce_failing_in_the_background_fails_itself_not_the_running_op():
+    p = _peers()
+
+    def steps():
+        yield
+        raise OSError("peer socket gone")
+
+    pend = Pending(_Run(p, 0, "all_reduce", None), None, None, {}, 1, 7)
+    pend.steps = steps()
+    p.inflight.append(pend)
+    p.progress()  # pauses at its first step
+    p._progress_at = 0
+    p.progress()  # the failure: recorded on the all-reduce, not raised into the op around it
+    assert pend.done and pend.run.err[0] == "OSError: peer socket gone"
+    with pytest.raises(RuntimeError, match="peer socket gone"):
+        p.finish(pend)
+    assert p.inflight == []

@@ -350,7 +350,10 @@ class Peers:
             for pend in self.inflight:
                 if not pend.done:
                     self.cno, self.batch = pend.cno, pend.batch
-                    self._advance(pend)
+                    try:
+                        self._advance(pend)
+                    except Exception as exc:  # the all-reduce's own failure, not the running op's
+                        pend.fail(f"{type(exc).__name__}: {exc}")
         finally:
             self.cno, self.batch = cno, batch
         t1 = time.monotonic_ns()
@@ -378,7 +381,10 @@ class Peers:
         run = pend.run
         if run.err is not None:
             if run.local:
-                raise TimeoutError(run.err[0].removeprefix("TimeoutError: "))
+                msg = run.err[0]
+                if msg.startswith("TimeoutError: "):
+                    raise TimeoutError(msg.removeprefix("TimeoutError: "))
+                raise RuntimeError(msg)
             raise PeerFailure(run.err)
         return self.backend.from_host(pend.result, peer=True)
 
@@ -395,6 +401,12 @@ class Pending:
         self.steps: Any = None
         self.result: Any = None
         self.done = False
+
+    def fail(self, message: str) -> None:
+        """End it with an error that started here (:meth:`Peers.finish` raises it)."""
+        if self.run.err is None:
+            self.run.err, self.run.local = [message, ALL_REDUCE, 0], True
+        self.done = True
 
 
 class _Run:
