@@ -1,6 +1,6 @@
 """``gt.func``: PyTorch's ``torch.func``: ``functional_call``, ``stack_module_state`` and the
 function transforms ``grad``, ``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``,
-``hessian`` and ``vmap``.
+``hessian``, ``linearize`` and ``vmap``.
 
 The transforms are built on GT's reverse-mode autograd with ``create_graph=True``, so they compose
 (``grad(grad(f))``, ``vmap(grad(f))`` for per-sample gradients, ``jacrev(jacrev(f))``). Inputs need
@@ -16,14 +16,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gt.autograd.functional import _grads
-from gt.grad_mode import enable_grad
+from gt.grad_mode import enable_grad, is_grad_enabled
 from gt.nn.module import Module
 from gt.nn.utils.stateless import call
 from gt.ops.shaping import stack
 from gt.tensor import Tensor
 
 __all__ = ["functional_call", "grad", "grad_and_value", "hessian", "jacfwd", "jacrev", "jvp",
-           "stack_module_state", "vjp", "vmap"]  # fmt: skip
+           "linearize", "stack_module_state", "vjp", "vmap"]  # fmt: skip
 
 
 def functional_call(module: Module, parameter_and_buffer_dicts: dict[str, Tensor] | Sequence[dict[str, Tensor]],
@@ -202,23 +202,88 @@ def vjp(func: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
 
 
-def jvp(func: Callable, primals: Any, tangents: Any, *, has_aux: bool = False) -> tuple:
-    """``(func(*primals), J @ tangents)`` (by the double-backward trick)."""
-    if not isinstance(primals, tuple) or not isinstance(tangents, tuple):
-        raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to be tuples")
+def _jvp_graph(func: Callable, primals: tuple, fresh: Callable[[Tensor], Tensor],
+               has_aux: bool = False) -> tuple:  # fmt: skip
+    """``func`` run on ``fresh`` copies of the primals' tensors, and what the double-backward
+    trick needs to push tangents through it: ``(out, aux, g, dummies)``, where ``g = J^T dummies``
+    keeps its graph, so ``J t`` is the gradient of ``g . t`` with respect to the dummies."""
     with enable_grad():
-        call_args, _, diff = _prepare(primals, tuple(range(len(primals))))
-        out = func(*call_args)
+        args, flat = [], []
+        for p in primals:
+            leaves = [fresh(t) for t in _leaves(p)]
+            flat += leaves
+            args.append(_rebuild(p, list(leaves)))
+        out = func(*args)
         aux = None
         if has_aux:
             out, aux = out
         outs = _leaves(out)
-        flat = tuple(leaf for leaves in diff for leaf in leaves)
         dummies = tuple(o.new_zeros(o.shape).requires_grad_(True) for o in outs)
-        g = _grads(tuple(outs), flat, dummies, True, False, "jvp")
-        res = list(_grads(g, dummies, tuple(_leaves(tangents)), True, False, "jvp"))
-    tangent_out = _rebuild(out, res)
+        g = _grads(tuple(outs), tuple(flat), dummies, True, False, "jvp")
+    return out, aux, g, dummies
+
+
+def _push(out: Any, g: tuple, dummies: tuple, tangents: tuple, create_graph: bool = True) -> Any:
+    """``J @ tangents`` (the gradient of ``g . tangents`` by the dummies), shaped as ``out``."""
+    with enable_grad():
+        res = list(_grads(g, dummies, tangents, create_graph, False, "jvp"))
+    return _rebuild(out, res)
+
+
+def jvp(func: Callable, primals: Any, tangents: Any, *, has_aux: bool = False) -> tuple:
+    """``(func(*primals), J @ tangents)`` (by the double-backward trick)."""
+    if not isinstance(primals, tuple) or not isinstance(tangents, tuple):
+        raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to be tuples")
+    out, aux, g, dummies = _jvp_graph(func, primals, _fresh, has_aux)
+    tangent_out = _push(out, g, dummies, tuple(_leaves(tangents)))
     return (out, tangent_out, aux) if has_aux else (out, tangent_out)
+
+
+def linearize(func: Callable, *primals: Any) -> tuple[Any, Callable[..., Any]]:
+    """``(func(*primals), jvp_fn)``: ``jvp_fn(*tangents)`` is ``J @ tangents``, the Jacobian of
+    ``func`` at ``primals`` applied to tangents shaped as the primals, as :func:`jvp` gives it.
+
+    ``func`` runs twice, as in PyTorch: once for the output (connected to the primals as a plain
+    call is) and once to record the graph that every ``jvp_fn`` call reuses (``jvp_fn`` then costs
+    one backward pass, not a new forward). The primals are constants of that graph: ``jvp_fn``'s
+    results do not depend on them, only (linearly) on the tangents.
+
+    Raises:
+        RuntimeError: (from ``jvp_fn``) tangents nested differently from the primals, or one of a
+            different shape or dtype than its primal (PyTorch's messages).
+    """
+    output = func(*primals)
+    flat_primals = _leaves(primals)
+    out, _, g, dummies = _jvp_graph(func, primals, lambda t: t.detach().requires_grad_(True))
+
+    def jvp_fn(*tangents: Any) -> Any:
+        flat = _leaves(tangents)
+        if _structure(tangents) != _structure(primals):
+            raise RuntimeError(f"Expected the tangents {_structure(tangents)} to have the same "
+                               f"argspec as the primals {_structure(primals)}")  # fmt: skip
+        for i, (t, p) in enumerate(zip(flat, flat_primals)):
+            for what, got, want in (("shape", tuple(t.shape), tuple(p.shape)),
+                                    ("dtype", t.dtype, p.dtype)):  # fmt: skip
+                if got != want:
+                    raise RuntimeError(f"tangent:{i} with {what} {got} in flattened pytree "
+                                       f"doesn't match the {what} {want} of the corresponding "
+                                       "primal.")  # fmt: skip
+        # a graph only when the tangents need one (PyTorch's result is a plain tensor otherwise)
+        create = is_grad_enabled() and any(t.requires_grad for t in flat)
+        return _push(out, g, dummies, tuple(flat), create)
+
+    return output, jvp_fn
+
+
+def _structure(tree: Any) -> Any:
+    """``tree``'s nesting with each tensor replaced by ``"*"`` (to compare two pytrees)."""
+    if isinstance(tree, Tensor):
+        return "*"
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(_structure(item) for item in tree)
+    if isinstance(tree, dict):
+        return {k: _structure(v) for k, v in tree.items()}
+    return type(tree).__name__
 
 
 def jacrev(func: Callable, argnums: Any = 0, *, has_aux: bool = False,

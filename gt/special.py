@@ -1,7 +1,7 @@
 """``gt.special``: the functions of ``torch.special`` that ported code reaches for, composed from GT's
 differentiable ops (so each works on every worker and has gradients).
 
-Not here: the Airy function. The orthogonal polynomials are in :mod:`gt.ops.polynomials`.
+The orthogonal polynomials are in :mod:`gt.ops.polynomials`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from gt.runtime.ops.base import sum_to
 from gt.tensor import Tensor
 
 __all__ = [
+    "airy_ai",
     "bessel_j0",
     "bessel_j1",
     "bessel_y0",
@@ -200,6 +201,24 @@ modified_bessel_k1 = _bessel(
 )
 scaled_modified_bessel_k0 = _bessel("bessel_k0e", "``exp(x) * modified_bessel_k0(x)``")
 scaled_modified_bessel_k1 = _bessel("bessel_k1e", "``exp(x) * modified_bessel_k1(x)``")
+
+
+def airy_ai(input: Tensor) -> Tensor:
+    """The Airy function ``Ai(x)``, the solution of ``y'' = x y`` that decays as ``x -> inf``.
+
+    Computed in float64 on the workers and rounded to the input's dtype (integers give float32):
+    within a few ulps of the exact value on ``[-30, 30]`` (relative to ``|Ai|``, or to its
+    envelope where it oscillates, for ``x < 0``); see :mod:`gt.runtime.ops.airy`. NaN at
+    ``+-inf`` and 0 past ``x = 103.892``, as PyTorch. Like PyTorch's, it has no derivative: the
+    result does not require grad.
+
+    Raises:
+        TypeError: a complex or half-precision tensor (PyTorch has no kernel for those).
+    """
+    x = _float(input)
+    if x.dtype not in ("float32", "float64"):
+        raise TypeError(f'"airy_ai" not implemented for {x.dtype!r} (float32 and float64 only)')
+    return x._apply("airy_ai", [x], grad=False)
 
 
 def erfcx(input: Tensor) -> Tensor:

@@ -424,7 +424,7 @@ _TENSOR_METHODS = {
     "svd": svd, "qr": qr, "pinverse": pinverse, "histogram": histogram,
     "hardshrink": hardshrink, "prelu": F.prelu, "matrix_exp": _linalg.matrix_exp,
     "cholesky_solve": _toplevel.cholesky_solve, "cholesky_inverse": _toplevel.cholesky_inverse,
-    "lu": _toplevel.lu, "lu_solve": _toplevel.lu_solve,
+    "lu": _toplevel.lu, "lu_solve": _toplevel.lu_solve, "orgqr": _toplevel.orgqr,
 }  # fmt: skip
 for _name, _fn in _TENSOR_METHODS.items():
     if _name in Tensor.__dict__:

@@ -1,5 +1,6 @@
 """More of ``torch.linalg``, composed: ``matrix_exp``, ``cond``, ``solve_ex``, ``tensorinv``,
-``tensorsolve``, ``vander``, and ``torch.cholesky_solve`` / ``cholesky_inverse``.
+``tensorsolve``, ``vander``, ``householder_product``, and ``torch.cholesky_solve`` /
+``cholesky_inverse``.
 
 ``matrix_exp`` is scaling and squaring with the degree-13 Padé approximant (N. J. Higham, "The
 scaling and squaring method for the matrix exponential revisited", SIAM J. Matrix Anal. Appl. 26,
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from gt.tensor import Tensor
 
 SolveExResult = namedtuple("SolveExResult", ["result", "info"])
+
+_HOUSEHOLDER_DTYPES = ("float32", "float64", "complex64", "complex128")
 
 #: Padé degree-13 coefficients b_0 .. b_13 (Higham 2005, table 2.3's source).
 _PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353796428800.0,
@@ -124,5 +127,56 @@ def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:  # noqa: N803
     return cholesky_solve(eye(L.shape[-1], dtype=L.dtype).expand(*L.shape), L, upper)
 
 
-__all__ = ["SolveExResult", "cond", "matrix_exp", "solve_ex", "tensorinv", "tensorsolve",
-           "vander"]  # fmt: skip
+def householder_product(A: Tensor, tau: Tensor) -> Tensor:  # noqa: N803 - PyTorch's name
+    """The first ``n`` columns of the product ``H_1 H_2 ... H_k`` of Householder reflectors
+    ``H_i = I - tau_i v_i v_i^H`` (LAPACK's ``orgqr``/``ungqr``; ``torch.orgqr`` is this).
+
+    ``v_i`` is column ``i`` of ``A`` below the diagonal with an implicit 1 on it (what
+    ``geqrf`` stores); the diagonal and what lies above it are not read. Composed of matmuls on
+    the client, so it is differentiable in ``A`` (its strictly lower part) and ``tau``.
+
+    Args:
+        A: ``(*, m, n)`` with ``m >= n``, float or complex.
+        tau: ``(*, k)`` with ``k <= n``, the same batch dimensions and dtype.
+
+    Returns:
+        ``(*, m, n)``: orthonormal (unitary) columns when every ``tau_i`` is ``2 / |v_i|^2``
+        or 0, as ``geqrf`` makes them.
+
+    Raises:
+        ShapeError: shapes or dtypes that do not fit (PyTorch's messages).
+        TypeError: an integer dtype.
+    """
+    op = "torch.linalg.householder_product"
+    if A.ndim < 2:
+        raise ShapeError(f"{op}: input must have at least 2 dimensions.")
+    if tau.ndim != A.ndim - 1:
+        raise ShapeError(
+            f"{op}: Expected tau to have one dimension less than input, but got tau.ndim equal "
+            f"to {tau.ndim} and input.ndim is equal to {A.ndim}"
+        )
+    m, n, k = A.shape[-2], A.shape[-1], tau.shape[-1]
+    if m < n:
+        raise ShapeError(f"{op}: input.shape[-2] must be greater than or equal to input.shape[-1]")
+    if n < k:
+        raise ShapeError(f"{op}: input.shape[-1] must be greater than or equal to tau.shape[-1]")
+    if tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
+        raise ShapeError(f"{op}: Expected batch dimensions of tau to be equal to "
+                         f"input.shape[:-2], but got {list(tau.shape[:-1])}")  # fmt: skip
+    if A.dtype not in _HOUSEHOLDER_DTYPES:
+        raise TypeError(f"{op}: expected a floating point or complex input, got {A.dtype}")
+    if tau.dtype != A.dtype:
+        raise ShapeError(f"{op}: tau dtype {tau.dtype} does not match input dtype {A.dtype}")
+    batch = tuple(A.shape[:-2])
+    v = A[..., :, :k].tril(-1) + eye(m, k, dtype=A.dtype)  # the reflectors' vectors, as columns
+    q = eye(m, n, dtype=A.dtype).expand(*batch, m, n)
+    # Apply H_k first and H_1 last to the first n columns of I (as orgqr does): each step is an
+    # m x n update, never an m x m product.
+    for i in reversed(range(k)):
+        vi = v[..., :, i : i + 1]  # (*, m, 1)
+        q = q - (vi * tau[..., i : i + 1].unsqueeze(-1)) @ (vi.mH @ q)
+    return q
+
+
+__all__ = ["SolveExResult", "cond", "householder_product", "matrix_exp", "solve_ex", "tensorinv",
+           "tensorsolve", "vander"]  # fmt: skip

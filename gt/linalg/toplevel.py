@@ -1,6 +1,6 @@
 """The ``torch.<name>`` spellings of some linear algebra (``gt.matrix_exp``, ``gt.lu``,
 ``gt.lu_unpack``, ``gt.lu_solve``, ``gt.cholesky_solve``, ``gt.cholesky_inverse``,
-``gt.vander``), with PyTorch's argument orders."""
+``gt.vander``, ``gt.orgqr``), with PyTorch's argument orders."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from gt.linalg.lu import lu_solve as _lu_solve
 from gt.linalg.lu import lu_unpack, torch_lu
-from gt.linalg.more import cholesky_inverse, cholesky_solve, matrix_exp
+from gt.linalg.more import cholesky_inverse, cholesky_solve, householder_product, matrix_exp
 from gt.linalg.more import vander as _vander
 
 if TYPE_CHECKING:
@@ -25,6 +25,11 @@ def lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:  # noqa: 
     return _lu_solve(LU_data, LU_pivots, b)
 
 
+def orgqr(input: Tensor, tau: Tensor) -> Tensor:  # noqa: A002 - PyTorch's name
+    """``torch.orgqr``: the same as :func:`gt.linalg.householder_product`."""
+    return householder_product(input, tau)
+
+
 def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:  # noqa: N803
     """The Vandermonde matrix of a 1-d ``x`` (decreasing powers unless ``increasing``)."""
     v = _vander(x, N=N)
@@ -32,4 +37,4 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
 
 
 __all__ = ["cholesky_inverse", "cholesky_solve", "lu", "lu_solve", "lu_unpack", "matrix_exp",
-           "vander"]  # fmt: skip
+           "orgqr", "vander"]  # fmt: skip

@@ -81,3 +81,39 @@ def test_func_transforms_compose_and_check_their_arguments(conn):
         fn.vmap(lambda a, b: a + b)(gt.zeros(2, 3), gt.zeros(3, 3))
     with pytest.raises(RuntimeError, match="argnums"):
         fn.grad(lambda t: t.sum(), argnums=2)(x)
+
+
+def test_linearize_gives_the_output_and_a_reusable_jacobian_vector_product(conn):
+    w = np.array([[0.5, -1.0, 2.0], [1.5, 0.3, -0.7]])
+    x0, b0 = np.array([0.2, -0.4, 1.1]), np.array([0.1, -0.2])
+
+    def f(x, b):  # tanh(W x + b), and |x|^2
+        return (gt.tensor(w) @ x + b).tanh(), (x * x).sum()
+
+    out, jvp_fn = gt.func.linearize(f, gt.tensor(x0), gt.tensor(b0))
+    y = np.tanh(w @ x0 + b0)
+    np.testing.assert_allclose(out[0].numpy(), y)
+    jac_x, jac_b = (1 - y**2)[:, None] * w, np.diag(1 - y**2)  # written out by hand
+    for tx, tb in [(np.array([1.0, 0.0, -2.0]), np.array([0.5, 3.0])), (np.ones(3), np.zeros(2))]:
+        jy, jn = jvp_fn(gt.tensor(tx), gt.tensor(tb))
+        np.testing.assert_allclose(jy.numpy(), jac_x @ tx + jac_b @ tb, rtol=1e-12)
+        np.testing.assert_allclose(jn.numpy(), 2 * x0 @ tx, rtol=1e-12)
+        assert not jy.requires_grad  # (plain tangents: a plain result, as PyTorch's)
+    same = gt.func.jvp(f, (gt.tensor(x0), gt.tensor(b0)), (gt.tensor(tx), gt.tensor(tb)))[1]
+    np.testing.assert_allclose(same[0].numpy(), jy.numpy())
+
+
+def test_linearize_checks_the_tangents_against_the_primals(conn):
+    _, jvp_fn = gt.func.linearize(lambda a, b: a * b, gt.ones(3), gt.ones(3))
+    with pytest.raises(RuntimeError, match="same argspec as the primals"):
+        jvp_fn(gt.ones(3))
+    with pytest.raises(RuntimeError, match=r"tangent:1 with shape \(2,\)"):
+        jvp_fn(gt.ones(3), gt.ones(2))
+    with pytest.raises(RuntimeError, match="tangent:0 with dtype float64"):
+        jvp_fn(gt.ones(3, dtype="float64"), gt.ones(3))
+    leaf = gt.tensor([1.0, 2.0], requires_grad=True)
+    out, jvp_fn = gt.func.linearize(lambda a: a.exp(), leaf)
+    assert out.requires_grad  # the output is a plain call's: connected to the primals
+    tangent = gt.tensor([1.0, -1.0], requires_grad=True)
+    jvp_fn(tangent).sum().backward()  # linear in the tangents, so differentiable in them
+    np.testing.assert_allclose(tangent.grad.numpy(), np.exp([1.0, 2.0]), rtol=1e-6)

@@ -1,7 +1,8 @@
 """``lgamma``, ``digamma``, ``polygamma``, ``erfinv`` and the distributions made of them (Gamma,
-Chi2, Beta, Dirichlet, StudentT, Poisson) through a real local cluster. Expected values come from
-``math`` and from the densities integrated numerically here, not from GT. Every test runs on NumPy
-workers and on workers whose CuPy is the test double."""
+Chi2, Beta, Dirichlet, StudentT, Poisson), the Bessel functions, ``zeta``, ``erfcx`` and
+``special.airy_ai`` through a real local cluster. Expected values come from ``math``, from SciPy
+(``airy``, skipped without it) and from the densities integrated numerically here, not from GT.
+Every test runs on NumPy workers and on workers whose CuPy is the test double."""
 
 from __future__ import annotations
 
@@ -253,3 +254,27 @@ def test_bessel_zeta_and_erfcx_values(conn):
     e = gt.special.erfcx(gt.tensor([0.0, 1.0, 30.0], dtype="float64")).numpy()
     np.testing.assert_allclose(e[:2], [1.0, math.exp(1.0) * math.erfc(1.0)], rtol=1e-12)
     np.testing.assert_allclose(e[2], 1 / (30 * math.sqrt(math.pi)) * (1 - 1 / 1800), rtol=1e-6)
+
+
+def test_airy_ai_values_dtypes_and_no_derivative(conn):
+    sp = pytest.importorskip("scipy.special")
+    x = np.array([-30.0, -12.9, -2.5, -1.0, 0.0, 0.7, 2.5, 7.3, 12.0, 40.0, 104.0])
+    want = sp.airy(x)[0]
+    got = gt.special.airy_ai(gt.tensor(x, dtype="float64")).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+    single = gt.special.airy_ai(gt.tensor(x, dtype="float32"))  # computed in float64, rounded
+    assert single.dtype == "float32"
+    np.testing.assert_allclose(single.numpy(), sp.airy(x.astype(np.float32))[0], rtol=1e-6)
+    ints = gt.special.airy_ai(gt.tensor([0, 1, -3]))
+    assert ints.dtype == "float32"
+    np.testing.assert_allclose(ints.numpy(), sp.airy([0.0, 1.0, -3.0])[0], rtol=1e-6)
+    edges = gt.special.airy_ai(gt.tensor([math.inf, -math.inf, math.nan], dtype="float64"))
+    assert np.isnan(edges.numpy()).all()
+    leaf = gt.tensor(x, dtype="float64", requires_grad=True)
+    out = gt.special.airy_ai(leaf)
+    assert not out.requires_grad  # as PyTorch: no derivative, so backward through it refuses
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        out.sum().backward()
+    for dtype in ("float16", "complex64"):
+        with pytest.raises(TypeError):
+            gt.special.airy_ai(gt.zeros(2, dtype=dtype))

@@ -167,6 +167,8 @@ SAMPLES: dict[str, tuple[list, object]] = {
     "gammainc": ([POS, ROW * ROW], None),
     "gammaincc": ([POS, 1.5], None),
     "erfcx": ([A], None),
+    # (float64, through each of its four regions: -40 .. 40)
+    "airy_ai": ([np.linspace(-40.0, 40.0, 12).reshape(3, 4)], None),
     "poisson": ([POS], {"seed": 5}),
     **{f"bessel_{fn}": ([POS], None) for fn in ("j0", "j1", "y0", "y1", "k0", "k1", "k0e", "k1e")},
     "real": ([CPLX], None),

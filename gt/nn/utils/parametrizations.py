@@ -49,21 +49,6 @@ def _make_orthogonal(a: Tensor) -> Tensor:
     return q * r.diagonal(dim1=-2, dim2=-1).sign().unsqueeze(-2)
 
 
-def _householder_product(a: Tensor, tau: Tensor) -> Tensor:
-    """The first ``k`` columns of ``H_1 ... H_k`` with ``H_i = I - tau_i v_i v_i^T`` and ``v_i``
-    column ``i`` of ``a`` below the diagonal, 1 on it (LAPACK's ``orgqr``; differentiable)."""
-    n, k = a.shape[-2], a.shape[-1]
-    rows = np.arange(n)
-    q = eye(n, dtype=a.dtype).expand(*a.shape[:-2], n, n)
-    for i in range(k):
-        below = tensor((rows > i).astype(np.dtype(a.dtype)))
-        unit = tensor((rows == i).astype(np.dtype(a.dtype)))
-        v = a[..., :, i] * below + unit  # (..., n)
-        qv = (q @ v.unsqueeze(-1)) * tau[..., i : i + 1].unsqueeze(-1)  # (..., n, 1)
-        q = q - qv @ v.unsqueeze(-2)
-    return q[..., :, :k]
-
-
 def _geqrf_host(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """LAPACK's ``geqrf`` of each matrix of ``a`` (``m >= n``): R above the diagonal, the
     Householder vectors below, and their ``tau``."""
@@ -128,7 +113,7 @@ class _Orthogonal(Module):
         else:
             A = X.tril(diagonal=-1)
             tau = 2.0 / (1.0 + (A * A).sum(dim=-2))
-            Q = _householder_product(A, tau)
+            Q = linalg.householder_product(A, tau)
             signs = X.diagonal(dim1=-2, dim2=-1).to("int32").to(X.dtype)  # truncated, as .int()
             Q = Q * signs.unsqueeze(-2)
         if self._trivialized():

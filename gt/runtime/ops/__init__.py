@@ -12,9 +12,10 @@ Families: :mod:`.elementwise`, :mod:`.reduce`, :mod:`.shape`, :mod:`.creation`, 
 :mod:`.search` (``searchsorted``), :mod:`.linalg` (inverse, solves, determinants, Cholesky),
 :mod:`.linalg_decomp` (QR, eigh, SVD), :mod:`.linalg_eig` (general eigendecomposition),
 :mod:`.gammafn` (lgamma, digamma, polygamma, erfinv, gamma sampling), :mod:`.trig` (inverse
-trigonometric and hyperbolic functions, atan2, fmod, signbit, gcd, lcm, nextafter, frexp), :mod:`.running` (cummax,
-cummin, logcumsumexp), :mod:`.special_more` (Bessel I0/I1, Hurwitz zeta, incomplete gamma, erfcx),
-:mod:`.complexnum` (complex parts, conjugate, argument, the real-pair views, FFTs).
+trigonometric and hyperbolic functions, atan2, fmod, signbit, gcd, lcm, nextafter, frexp),
+:mod:`.running` (cummax, cummin, logcumsumexp), :mod:`.special_more` (Bessel I0/I1, Hurwitz zeta,
+incomplete gamma, erfcx, Bessel J/Y/K, Airy Ai, whose kernel is :mod:`.airy`), :mod:`.complexnum`
+(complex parts, conjugate, argument, the real-pair views, FFTs).
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ def draw_standard_gamma(xp: Any, alpha: Any, seed: int) -> Any:
     n = a.shape[0]
     key = _key(seed)
     boost = a < 1.0
-    with sm._quiet(xp):
+    with sm.quiet(xp):
         d = xp.where(boost, a + 1.0, a) - 1.0 / 3.0
         c = 1.0 / xp.sqrt(9.0 * d)
     out = xp.full((n,), math.nan, dtype=xp.float64)
@@ -108,7 +108,7 @@ def draw_standard_gamma(xp: Any, alpha: Any, seed: int) -> Any:
         dd, cc = d[todo], c[todo]
         v = 1.0 + cc * z
         v = v * v * v
-        with sm._quiet(xp):
+        with sm.quiet(xp):
             log_v = xp.log(xp.where(v > 0, v, 1.0))
             ok = (v > 0) & (
                 xp.log1p(-_uniform53(xp, u[0], u[1])) < 0.5 * z * z + dd - dd * v + dd * log_v
@@ -141,7 +141,7 @@ def standard_gamma_grad(xp: Any, x: Any, alpha: Any) -> Any:
     a = xp.asarray(alpha, dtype=xp.float64)
     x, a = xp.broadcast_arrays(x, a)
     out = xp.zeros(x.shape, dtype=xp.float64)
-    with sm._quiet(xp):
+    with sm.quiet(xp):
         # terms peak near k = x - alpha and fall off within a few sqrt(x) after it
         terms = xp.maximum(x - a, 0.0) + 10.0 * xp.sqrt(xp.abs(x))
         series = (a < WILSON_HILFERTY_FROM) & (terms < MAX_SERIES_TERMS - 40)
@@ -184,7 +184,7 @@ def draw_poisson(xp: Any, rate: Any, seed: int) -> Any:
     n = lam.shape[0]
     key = _key(seed)
     out = xp.full((n,), math.nan, dtype=xp.float64)
-    with sm._quiet(xp):
+    with sm.quiet(xp):
         out[lam == 0] = 0.0
         small = xp.nonzero((lam > 0) & (lam < PTRS_FROM))[0]
         if small.shape[0]:

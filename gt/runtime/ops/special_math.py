@@ -61,7 +61,7 @@ def _lgamma_positive(xp: Any, x: Any) -> Any:
 def lgamma(xp: Any, x: Any) -> Any:
     """``log|Gamma(x)|`` elementwise (``inf`` at the poles, as PyTorch and SciPy)."""
     x = xp.asarray(x, dtype=xp.float64)
-    with _quiet(xp):
+    with quiet(xp):
         small = x < 0.5
         pos = _lgamma_positive(xp, xp.where(small, 1.0 - x, x))  # reflection for x < 0.5
         refl = math.log(math.pi) - xp.log(_sinpi_abs(xp, x)) - pos
@@ -87,7 +87,7 @@ def digamma(xp: Any, x: Any) -> Any:
     """``psi(x) = d/dx log Gamma(x)``: ``-inf`` at ``+0`` (``+inf`` at ``-0``), NaN at the negative
     integers, as PyTorch."""
     x = xp.asarray(x, dtype=xp.float64)
-    with _quiet(xp):
+    with quiet(xp):
         bad = ~xp.isfinite(x) | _poles(xp, x)
         xs = xp.where(bad, 1.0, x)
         neg = xs < 0.5
@@ -113,7 +113,7 @@ def polygamma(xp: Any, n: int, x: Any) -> Any:
         return digamma(xp, x)
     x = xp.asarray(x, dtype=xp.float64)
     s = n + 1
-    with _quiet(xp):
+    with quiet(xp):
         poles = _poles(xp, x)
         far = x < _POLYGAMMA_MIN
         xs = xp.where(poles | far | xp.isnan(x), 1.0, x)
@@ -143,7 +143,7 @@ def erfinv(xp: Any, y: Any, erf: Callable[[Any], Any], erfc: Callable[[Any], Any
     guess, then Newton steps: on ``erf`` in the centre, on ``log(erfc)`` in the tails (where
     ``1 - |y|`` is exact and ``erf`` has no digits left to compare)."""
     y = xp.asarray(y, dtype=xp.float64)
-    with _quiet(xp):
+    with quiet(xp):
         inside = xp.abs(y) < 1.0
         t = xp.where(inside, y, 0.0)
         w = -xp.log((1.0 - t) * (1.0 + t))
@@ -178,7 +178,7 @@ def zeta(xp: Any, s: Any, q: Any) -> Any:
     the poles ``q = 0, -1, ...``; NaN for ``s < 1``, and for ``q < 0`` unless ``s`` is an
     integer), as SciPy's and PyTorch's."""
     s, q = xp.broadcast_arrays(xp.asarray(s, dtype=xp.float64), xp.asarray(q, dtype=xp.float64))
-    with _quiet(xp):
+    with quiet(xp):
         pole = (q <= 0) & (q == xp.floor(q))
         bad = (s < 1) | ((q < 0) & (s != xp.floor(s))) | xp.isnan(s) | xp.isnan(q)
         bad |= q < _POLYGAMMA_MIN
@@ -213,7 +213,7 @@ def bessel_i(xp: Any, order: int, x: Any, scaled: bool) -> Any:
     ``scaled``: the power series below |x| = 17, the asymptotic expansion above."""
     x = xp.asarray(x, dtype=xp.float64)
     ax = xp.abs(x)
-    with _quiet(xp):
+    with quiet(xp):
         small = xp.minimum(ax, _BESSEL_ASYMPTOTIC_FROM)
         half_sq = (small * 0.5) ** 2
         term = (small * 0.5) ** order / math.factorial(order)
@@ -244,7 +244,7 @@ def gammainc(xp: Any, a: Any, x: Any, upper: bool) -> Any:
     series where ``x < a + 1``, Lentz's continued fraction of ``Q`` elsewhere; SciPy's edges
     (NaN for negative arguments and at ``a = x = 0``; ``P(0, x > 0) = 1``)."""
     a, x = xp.broadcast_arrays(xp.asarray(a, dtype=xp.float64), xp.asarray(x, dtype=xp.float64))
-    with _quiet(xp):
+    with quiet(xp):
         bad = (a < 0) | (x < 0) | xp.isnan(a) | xp.isnan(x) | ((a == 0) & (x == 0))
         aa = xp.where(bad | (a == 0) | xp.isinf(a), 1.0, a)
         xx = xp.where(bad | xp.isinf(x), 1.0, x)
@@ -287,7 +287,7 @@ def erfcx(xp: Any, x: Any, erfc: Callable[[Any], Any]) -> Any:
     """The scaled complementary error function ``exp(x^2) erfc(x)``: directly below 25, by its
     asymptotic series above (where ``erfc`` underflows); ``inf`` for very negative ``x``."""
     x = xp.asarray(x, dtype=xp.float64)
-    with _quiet(xp):
+    with quiet(xp):
         near = xp.minimum(x, 25.0)
         direct = xp.exp(near * near) * erfc(near)
         far = xp.maximum(x, 25.0)
@@ -331,7 +331,7 @@ def bessel_j(xp: Any, order: int, x: Any) -> Any:
     on its periodic integral below |x| = 50 (exponentially convergent), Hankel's expansion above."""
     x = xp.asarray(x, dtype=xp.float64)
     ax = xp.abs(x)
-    with _quiet(xp):
+    with quiet(xp):
         near = xp.minimum(ax, _HANKEL_FROM)
         m = 160
         total = xp.zeros(x.shape, dtype=xp.float64)
@@ -358,7 +358,7 @@ def bessel_y(xp: Any, order: int, x: Any) -> Any:
     ``-inf`` at 0): its Neumann series below 8, its integral representation (Gauss-Legendre) up
     to 50, Hankel's expansion above."""
     x = xp.asarray(x, dtype=xp.float64)
-    with _quiet(xp):
+    with quiet(xp):
         xs = xp.clip(x, 1e-300, _Y_SERIES_BELOW)
         half = xs / 2.0
         log_term = (2.0 / math.pi) * (xp.log(half) + _EULER_GAMMA) * bessel_j(xp, order, xs)
@@ -407,7 +407,7 @@ def bessel_k(xp: Any, order: int, x: Any, scaled: bool) -> Any:
     cosh(order t) dt`` (even and analytic: exponentially convergent), above it the asymptotic
     expansion. NaN below 0, inf at 0."""
     x = xp.asarray(x, dtype=xp.float64)
-    with _quiet(xp):
+    with quiet(xp):
         xs = xp.clip(xp.where(xp.isfinite(x), x, 1.0), 1e-12, _HANKEL_FROM)
         step = 0.25 / math.sqrt(_HANKEL_FROM)  # (the integrand's width near t = 0 is 1/sqrt(x))
         top = math.acosh(1.0 + 50.0 / float(xp.min(xs))) if xs.size else 0.0
@@ -436,8 +436,9 @@ def bessel_k(xp: Any, order: int, x: Any, scaled: bool) -> Any:
     return out
 
 
-class _quiet:
-    """NumPy's floating-point warnings off where infinities and NaNs are expected."""
+class quiet:
+    """NumPy's floating-point warnings off where infinities and NaNs are expected (CuPy has no
+    such warnings: nothing to do there)."""
 
     def __init__(self, xp: Any):
         self.state = xp.errstate(all="ignore") if hasattr(xp, "errstate") else None

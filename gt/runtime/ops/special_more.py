@@ -1,10 +1,13 @@
 """Registry entries: modified Bessel functions (``i0``, ``i0e``, ``i1``, ``i1e``), the Hurwitz zeta
-function, the regularised incomplete gamma functions (``gammainc``, ``gammaincc``) and ``erfcx``.
+function, the regularised incomplete gamma functions (``gammainc``, ``gammaincc``), ``erfcx``, the
+Bessel functions J, Y and K, and the Airy function ``Ai``.
 
 Kernels are SciPy's (NumPy workers that have it), ``cupyx.scipy.special``'s (CuPy), else GT's own
-(:mod:`gt.runtime.ops.special_math`), found by the backend. Derivatives are PyTorch's, including
-where PyTorch has none: ``zeta`` with respect to its first argument and the incomplete gamma
-functions with respect to ``a`` raise ``NotImplementedError`` when a backward pass needs them.
+(:mod:`gt.runtime.ops.special_math`), found by the backend; ``airy_ai`` always runs GT's own
+(:mod:`gt.runtime.ops.airy`, in float64 on either array module). Derivatives are PyTorch's,
+including where PyTorch has none: ``zeta`` with respect to its first argument and the incomplete
+gamma functions with respect to ``a`` raise ``NotImplementedError`` when a backward pass needs
+them.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from gt.runtime.ops.airy import airy_ai
 from gt.runtime.ops.base import Op, first_dtype, real_float, same_shape, sum_to
 from gt.runtime.ops.elementwise import broadcast_rule
 from gt.runtime.ops.gammafn import _compute_dtype, _k_special
@@ -33,6 +37,11 @@ def _k_binary(name: str) -> Any:
         return h
 
     return make
+
+
+def _k_airy_ai(be: Any) -> Any:
+    xp = be.xp
+    return lambda v, at: airy_ai(xp, v[0]).astype(v[0].dtype, copy=False)
 
 
 def _float_api(name: str) -> Any:
@@ -138,4 +147,7 @@ ENTRIES: list[Op] = [
                             (133, "k0", "modified Bessel K0 (NaN below 0)"),
                             (134, "k1", "modified Bessel K1 (NaN below 0)"),
                             (135, "k0e", "exp(x) K0(x)"), (136, "k1e", "exp(x) K1(x)"))),
+    # no derivative either, as in PyTorch
+    Op("airy_ai", 152, shape=same_shape, dtype=first_dtype, kernel=_k_airy_ai,
+       shard="elementwise", doc="the Airy function Ai (computed in float64)"),
 ]  # fmt: skip

@@ -75,6 +75,7 @@ MODULES = (
     "classical_ml",
     "quantization",
     "torch_aliases",
+    "linalg_special_more",
 )
 
 
