@@ -212,7 +212,7 @@ def trace_stats(reader: Reader, op_names: list[str] | None = None) -> dict:
         top = sorted(rec.times.items(), key=lambda kv: -kv[1])[:5]
         workers_out[w.id] = {
             "batches": w.batches, "instructions": w.instructions, "hot": w.hot, "errors": w.errors,
-            "sent": w.sent_bytes, "recv": w.received_bytes,
+            "sent": w.sent_bytes, "recv": w.received_bytes, "via": w.via,
             **{f"{k}_ns": parts[k] for k in KINDS},
             **{k: sh.get(k) for k in (*KINDS, "idle")},
             "top_ops": [[model.op_name(k), v] for k, v in top],

@@ -237,6 +237,8 @@ class ClusterModel:
             w.sent += nbytes
         elif direction == "recv":
             w.received += nbytes
+        if direction in ("send", "recv") and type(f.get("via")) is str:
+            w.via = f["via"][:20]
         self.transfer_bytes += nbytes
 
     def _queued(self, t: int, f: dict, source: str) -> None:

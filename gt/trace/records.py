@@ -23,7 +23,7 @@ class WorkerRecord:
         "wid", "device", "backend", "host", "pid", "alive", "reason", "execs", "xfers",
         "counts", "times", "last_ops", "last_srcs", "last_client", "queue", "instructions",
         "batches", "errors", "hot", "memory", "mem_hist", "device_stats", "in_flight", "snaps",
-        "n_xfers", "lane", "time", "seen", "sent", "received",
+        "n_xfers", "lane", "time", "seen", "sent", "received", "via",
     )  # fmt: skip
 
     def __init__(self, wid: int):
@@ -52,6 +52,7 @@ class WorkerRecord:
         self.time = TimeAccount()  # compute / comm / wait, one definition (gt.trace.timeshare)
         self.seen: int | None = None  # when the model first heard of this worker (run clock)
         self.sent = self.received = 0  # bytes to and from peers
+        self.via: str | None = None  # how the last of them moved ("zmq", "zmq+pinned")
 
 
 class LaneBins:

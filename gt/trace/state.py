@@ -119,6 +119,7 @@ class WorkerState:
     seen_ns: int = 0  # time since the monitor first saw the worker (the totals' span)
     sent_bytes: int = 0  # to peers, since the monitor first saw the worker
     received_bytes: int = 0
+    via: str | None = None  # how its bytes move to peers ("zmq", "zmq+pinned"), when seen
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ def worker_state(model: ClusterModel, w: WorkerRecord, now: int) -> WorkerState:
         batches=w.batches, errors=w.errors, hot=w.hot, ops=ops,
         memory=MemoryState(*m[:5], history=tuple(w.mem_hist), **extras), device_stats=dev,
         compute_ns=tot[COMPUTE], comm_ns=tot[COMM], wait_ns=tot[WAIT], sent_bytes=w.sent,
-        received_bytes=w.received,
+        received_bytes=w.received, via=w.via,
         seen_ns=max(0, now - since_ever) if since_ever is not None else 0,
     )  # fmt: skip
 

@@ -37,7 +37,8 @@ def worker_detail(w: WorkerState, width: int = 60, *, connected: bool = True,
     )
     head.append(f"\nnow: {R.na(w.current_op)} at {R.na(w.current_source)}   queue {R.na(w.queue)}  "
                 f"in flight {R.na(w.in_flight)}  {R.human_rate(w.instr_rate, ' instr/s')}  "
-                f"moved {R.human_bytes(w.comm_rate) + '/s' if w.comm_rate is not None else R.NA}")  # fmt: skip
+                f"moved {R.human_bytes(w.comm_rate) + '/s' if w.comm_rate is not None else R.NA}"
+                f"{' via ' + w.via if w.via else ''}")  # fmt: skip
     head.append(
         f"\ntotals: {w.instructions} instr  {w.batches} batches ({w.hot} hot)  errors {w.errors}"
     )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from rich.console import Console
+
 from gt.trace.state import COMM, COMPUTE, WAIT, ClusterState, Lane, Mark, Span
 from gt.tui import render as R
 from gt.tui import tables as T
@@ -282,3 +284,14 @@ def test_hot_paths_print_calls_and_time_per_call_eager_and_replayed():
                              None)))  # fmt: skip
     assert "c1 train_step  58 instr  1,234 calls  4ms → 2.5ms a call  1.60× faster" in text.plain
     assert "c2 eval  9 instr  0 calls  eager: it runs fetch (a sync point)" in text.plain
+
+
+def test_worker_detail_names_how_its_bytes_move_when_known():
+    from gt.tui.detail import worker_detail
+
+    w = next(w for w in sample_state().workers if w.id == 0)
+    console = Console(width=120, record=True)
+    console.print(worker_detail(dataclasses.replace(w, via="zmq+pinned"), 120))
+    assert " via zmq+pinned" in console.export_text()
+    console.print(worker_detail(dataclasses.replace(w, via=None), 120))
+    assert console.export_text().count(" via ") == 0

@@ -426,3 +426,14 @@ def test_a_client_holding_a_tenants_own_key_shows_as_tenant_at_host():
     m.apply_snapshot({"clients": [{"id": 3, "host": "lab", "pid": 7, "tenant": "bob"}]}, t_ns=2)
     hosts = {c.id: c.host for c in m.state(10).clients}
     assert hosts == {1: "alice@box", 2: "box", 3: "bob@lab"}
+
+
+def test_a_workers_transfer_path_is_the_last_one_its_sends_and_receives_named():
+    old = xfer_ev(10, 30)  # a trace from before transfer events said their path
+    pinned = ev(E.TRANSFER, 60, worker=0, peer=1, bytes=10, t0=40, t1=60, direction="send",
+                what="all_reduce", client=1, batch=0, via="zmq+pinned")  # fmt: skip
+    wait = ev(E.TRANSFER, 90, worker=0, peer=1, bytes=0, t0=70, t1=90, direction="wait",
+              what="all_reduce", client=1, batch=0, via=None)  # fmt: skip
+    assert next(w for w in model_with([old]).state(100).workers).via is None
+    (w,) = model_with([old, pinned, wait]).state(100).workers
+    assert w.via == "zmq+pinned"
