@@ -76,6 +76,7 @@ MODULES = (
     "quantization",
     "torch_aliases",
     "linalg_special_more",
+    "llm_inference",
 )
 
 
