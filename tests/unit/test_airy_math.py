@@ -97,3 +97,12 @@ def test_oscillating_values_are_good_to_a_few_ulps_of_their_envelope():
         envelope = np.array([float(mpmath.sqrt(a * a + b * b)) for a, b in zip(ai, bi)])
     err = np.abs(airy.airy_ai(np, x) - want) / envelope
     assert err.max() < 2e-15
+
+
+def test_the_low_part_of_two_thirds_is_what_decimal_arithmetic_gives():
+    import decimal
+
+    from gt.runtime.ops import airy
+
+    exact = decimal.Decimal(2) / decimal.Decimal(3) - decimal.Decimal(airy._TWO_THIRDS_HI)
+    assert airy._TWO_THIRDS_LO == float(exact)

@@ -23,7 +23,6 @@ NaN at ``+-inf`` and NaN, as PyTorch.
 
 from __future__ import annotations
 
-import decimal
 import functools
 import math
 from typing import Any
@@ -65,6 +64,8 @@ def taylor_centers() -> tuple[tuple[float, ...], tuple[float, ...]]:
     """``(Ai(c), Ai'(c))`` for ``c`` from :data:`_TAYLOR_LO` to :data:`_TAYLOR_HI`, from the
     Maclaurin series ``Ai = c1 f - c2 g`` (DLMF 9.4.1) in 40-digit decimals: its terms grow to
     ``1e5`` times the result at ``c = -12``, so 40 digits leave more than 30."""
+    import decimal  # noqa: PLC0415 - only when the first Airy value is asked for (worker start-up)
+
     D = decimal.Decimal  # noqa: N806
     values, slopes = [], []
     with decimal.localcontext(decimal.Context(prec=40)):
@@ -189,7 +190,8 @@ def _even_odd(xp: Any, w: Any, parity: int) -> Any:
 _SQRT1_2 = math.sqrt(0.5)
 #: ``2/3`` as the sum of two doubles.
 _TWO_THIRDS_HI = 2.0 / 3.0
-_TWO_THIRDS_LO = float(decimal.Decimal(2) / decimal.Decimal(3) - decimal.Decimal(_TWO_THIRDS_HI))
+# 2/3 - _TWO_THIRDS_HI, as float(Decimal(2) / Decimal(3) - Decimal(2.0 / 3.0)) gives it (a test checks)
+_TWO_THIRDS_LO = 3.700743415420522e-17
 #: Dekker's splitting constant ``2^27 + 1``.
 _SPLIT = 134217729.0
 
