@@ -76,7 +76,13 @@ t = _method("t")
 expand = _method("expand")
 broadcast_to = _method("broadcast_to")
 repeat = _method("repeat")
-split = _method("split")
+
+
+def split(tensor: Any, split_size_or_sections: Any, dim: int = 0) -> tuple:
+    """``gt.split(x, sizes, dim)`` is ``x.split(sizes, dim)`` (PyTorch's keyword names)."""
+    return tensor.split(split_size_or_sections, dim)
+
+
 chunk = _method("chunk")
 unbind = _method("unbind")
 narrow = _method("narrow")

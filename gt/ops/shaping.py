@@ -225,10 +225,15 @@ class ShapeOps:
             )
         return self[(slice(None),) * d + (slice(start, start + length),)]
 
-    def split(self, split_size_or_sections: Any, dim: int = 0) -> tuple:
-        """Split into pieces of ``split_size`` along ``dim`` (or into the given section sizes)."""
+    def split(self, split_size: Any, dim: int = 0) -> tuple:
+        """Split into pieces of ``split_size`` along ``dim`` (or into the given section sizes).
+
+        The keyword is ``split_size``, as PyTorch's method's; ``gt.split`` names it
+        ``split_size_or_sections``, as ``torch.split`` does.
+        """
         d = S.normalize_axis(dim, self.ndim, "split")
         size = self.shape[d]
+        split_size_or_sections = split_size
         if isinstance(split_size_or_sections, int):
             step = split_size_or_sections
             if step <= 0:

@@ -9,25 +9,37 @@ import numpy as np
 from gt import shapes as S
 from gt._dtype import dtype
 
+#: bfloat16's limits (NumPy has no bfloat16 without ml_dtypes): 8 exponent bits, 7 mantissa bits.
+_BFLOAT16 = {"bits": 16, "eps": 2.0**-7, "max": (2 - 2.0**-7) * 2.0**127, "tiny": 2.0**-126,
+             "precision": 2}  # fmt: skip
+
 
 class finfo:  # noqa: N801 - PyTorch's name
-    """Limits of a floating-point dtype: ``eps``, ``max``, ``min``, ``tiny``, ``resolution``."""
+    """Limits of a floating-point dtype: ``bits``, ``eps``, ``max``, ``min``, ``tiny`` (=
+    ``smallest_normal``), ``resolution``; a complex dtype gives its real parts' limits."""
 
     def __init__(self, dtype: Any = None):
-        info = np.finfo(np.dtype(S.canonical_dtype(dtype)))
-        self.dtype = S.canonical_dtype(dtype)
-        self.bits = info.bits
-        self.eps = float(info.eps)
-        self.max = float(info.max)
-        self.min = float(info.min)
-        self.tiny = float(info.tiny)
-        self.smallest_normal = float(info.tiny)
-        self.resolution = float(info.resolution)
+        name = S.canonical_dtype(dtype)
+        if name == "bfloat16":
+            info = _BFLOAT16
+        else:
+            f = np.finfo(np.dtype(name))
+            name = f.dtype.name  # complex64 -> float32, as PyTorch's
+            info = {"bits": f.bits, "eps": float(f.eps), "max": float(f.max),
+                    "tiny": float(f.smallest_normal), "precision": int(f.precision)}  # fmt: skip
+        self.dtype = name
+        self.bits = info["bits"]
+        self.eps = info["eps"]
+        self.max = info["max"]
+        self.min = -info["max"]
+        self.tiny = self.smallest_normal = info["tiny"]
+        self.resolution = 10.0 ** -info["precision"]
 
     def __repr__(self) -> str:
         return (
-            f"finfo(resolution={self.resolution}, min={self.min:g}, max={self.max:g}, "
-            f"eps={self.eps:g}, tiny={self.tiny:g}, dtype={self.dtype})"
+            f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, "
+            f"eps={self.eps:g}, smallest_normal={self.tiny:g}, tiny={self.tiny:g}, "
+            f"dtype={self.dtype})"
         )
 
 
@@ -40,7 +52,7 @@ class iinfo:  # noqa: N801 - PyTorch's name
         self.bits, self.max, self.min = info.bits, int(info.max), int(info.min)
 
     def __repr__(self) -> str:
-        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
+        return f"iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"
 
 
 class Size(tuple):

@@ -83,6 +83,22 @@ class PackedSequence(tuple):
         out.sizes, out.unsorted = self.sizes, self.unsorted
         return out
 
+    # PyTorch's PackedSequence is a namedtuple: packed._replace(data=f(packed.data)) and friends
+    _fields = ("data", "batch_sizes", "sorted_indices", "unsorted_indices")
+
+    def _replace(self, **fields: Any) -> PackedSequence:
+        """A copy with some fields replaced; replacing only ``data`` costs no sync point."""
+        unknown = set(fields) - set(self._fields)
+        if unknown:
+            raise ValueError(f"Got unexpected field names: {sorted(unknown)!r}")
+        if set(fields) <= {"data"}:
+            return self._with_data(fields.get("data", self.data))
+        return PackedSequence(*(fields.get(name, self[i]) for i, name in enumerate(self._fields)))
+
+    def _asdict(self) -> dict[str, Any]:
+        """The four fields by name."""
+        return dict(zip(self._fields, self))
+
     def to(self, *args: Any, **kwargs: Any) -> PackedSequence:
         """The same sequences with ``data`` converted (dtype, device)."""
         return self._with_data(self.data.to(*args, **kwargs))

@@ -77,6 +77,9 @@ MODULES = (
     "torch_aliases",
     "linalg_special_more",
     "llm_inference",
+    "vision_libraries",
+    "sequence_models",
+    "module_api",
 )
 
 
