@@ -3,7 +3,9 @@
 PyTorch fuses each call into few kernels; GT sends one instruction per tensor, which its worker runs
 in the same batch, so the list form costs what the loop costs. The names follow PyTorch's: ``X`` is
 out of place (returns a list), ``X_`` in place. A second operand may be one scalar, a list of
-scalars, one tensor (the same for every entry) or a list of tensors.
+scalars, one tensor (the same for every entry) or a list of tensors, passed by position or by
+PyTorch's keyword for its overload (``scalar=``, ``scalars=``, ``other=``; ``exponent=`` for
+``pow``).
 """
 
 from __future__ import annotations
@@ -59,10 +61,26 @@ def _unary(name: str, inplace: bool) -> Callable:
     return op
 
 
+def _second(name: str, args: tuple, kw: dict) -> Any:
+    """The second operand of a binary ``_foreach_{name}``, given by position or by one of the
+    keywords of PyTorch's overloads (``_foreach_mul_(ts, scalar=0.9)``)."""
+    keywords = ("exponent",) if name == "pow" else ("other", "scalar", "scalars")
+    unknown = set(kw) - set(keywords)
+    if unknown:
+        raise TypeError(f"_foreach_{name}() got an unexpected keyword argument '{unknown.pop()}'")
+    given = list(args) + [kw[k] for k in keywords if k in kw]
+    if len(given) != 1:
+        raise TypeError(
+            f"_foreach_{name}() takes one second operand (by position or as one of "
+            f"{', '.join(keywords)}), got {len(given)}"
+        )
+    return given[0]
+
+
 def _binary(name: str, inplace: bool) -> Callable:
-    def op(self: Sequence[Tensor], other: Any, *, alpha: Any = None) -> Any:
+    def op(self: Sequence[Tensor], *args: Any, alpha: Any = None, **kw: Any) -> Any:
         tensors = _tensors(self, name)
-        others = _per_entry(other, len(tensors), "the second operand")
+        others = _per_entry(_second(name, args, kw), len(tensors), "the second operand")
         kw = {} if alpha is None else {"alpha": alpha}
         out = [_call(t, name, inplace, o, **kw) for t, o in zip(tensors, others)]
         return None if inplace else out
@@ -71,7 +89,10 @@ def _binary(name: str, inplace: bool) -> Callable:
 
 
 def _ternary(name: str, inplace: bool) -> Callable:
-    def op(self: Sequence[Tensor], tensor1: Any, tensor2: Any, value: Any = 1) -> Any:
+    def op(
+        self: Sequence[Tensor], tensor1: Any, tensor2: Any, value: Any = 1, scalars: Any = None
+    ) -> Any:
+        value = value if scalars is None else scalars
         tensors = _tensors(self, name)
         n = len(tensors)
         a, b = _per_entry(tensor1, n, "tensor1"), _per_entry(tensor2, n, "tensor2")

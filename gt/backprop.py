@@ -28,6 +28,7 @@ from gt.grad_hooks import (
     register_post_accumulate_grad_hook,
 )
 from gt.grad_mode import set_grad_enabled
+from gt.ops.layout import grad_layout
 from gt.runtime import ops as O
 from gt.runtime.ops import Past
 from gt.runtime.ops.complexnum import conj_if_complex, real_where_real
@@ -216,6 +217,11 @@ class _Walk:
         if leaf.grad is None:
             if id(g) in self.handed:  # the same tensor object must not become two leaves' .grad
                 g = g.clone() if self.create_graph else g.detach()
+            if g._st is not None or leaf._st is not None:  # the layout contract: leaf's strides
+                want = grad_layout(leaf)
+                if g._st != want:
+                    g = g.clone() if self.create_graph else g.detach()
+                    g._st = want
             self.handed.add(id(g))
             g._vb = None  # a .grad is its own tensor, never a view that writes into another
             leaf.grad = g
@@ -239,6 +245,7 @@ class _Walk:
         if out.grad is None:
             if id(g) in self.handed:
                 g = g.clone() if self.create_graph else g.detach()
+            g._vb = None  # (as in _accumulate: a .grad never writes into another tensor)
             out.grad = g
             self.handed.add(id(out.grad))
         else:

@@ -58,7 +58,8 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, device: An
     Python floats become float32 and Python ints int64, as in PyTorch.
     """
     if isinstance(data, Tensor):
-        out = data.detach().to(dtype) if dtype is not None else data.detach()
+        out = data._alias()  # a copy: unlike detach(), changing it leaves ``data`` alone
+        out = out.to(dtype) if dtype is not None else out
         return out.requires_grad_(True) if requires_grad else out
     if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(data)):
         return tensor([_plain(v) for v in data], dtype, requires_grad)

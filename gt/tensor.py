@@ -116,6 +116,7 @@ class Tensor(
         "_vb",  # set only on views that write back into their base (gt.ops.views)
         "_vwn",  # how many of this tensor's changes came through its views (gt.ops.views)
         "__weakref__",
+        "__dict__",  # users' own attributes (p._no_weight_decay = True), as PyTorch's tensors take
     )
     __array_priority__ = 1000  # so ndarray + Tensor defers to Tensor.__radd__
     _proxy = False  # a handle on another tensor's value (DataView), held strongly by its views
@@ -196,9 +197,12 @@ class Tensor(
         if cls is not Tensor:
             out.__class__ = cls  # (subclasses such as Parameter add no slots)
         out._rg = self._rg
+        cloned_layout(self, out, None)  # (PyTorch's copy is a clone: the same strides)
         memo[id(self)] = out
         if self.grad is not None:
             out.grad = copy.deepcopy(self.grad, memo)
+        if cls is Tensor and self.__dict__:  # (PyTorch's Parameter copies leave them behind)
+            out.__dict__.update(copy.deepcopy(self.__dict__, memo))
         return out
 
     def __reduce_ex__(self, protocol: Any) -> tuple:
@@ -207,7 +211,8 @@ class Tensor(
         cls = Tensor if isinstance(self, DataView) else type(self)
         data = np.ascontiguousarray(self.numpy()).tobytes()
         dtype = name_of(self.dtype)  # the name: files stay readable by plain unpicklers' rules
-        return (rebuild_tensor, (cls, data, dtype, tuple(self.shape), bool(self._rg)))
+        args = (cls, data, dtype, tuple(self.shape), bool(self._rg))
+        return (rebuild_tensor, args, self.__dict__) if self.__dict__ else (rebuild_tensor, args)
 
     # ------------------------------------------------------------------ op plumbing
     def _new(self, shape: tuple[int, ...], dtype: str) -> Tensor:
@@ -396,8 +401,9 @@ class Tensor(
         """This tensor's value without autograd history, *sharing* it as in PyTorch.
 
         ``p.data.fill_(0)``, ``p.data.add_(g, alpha=-lr)`` and ``p.data[0] = 1`` change ``p``;
-        the view also sees later changes of ``p``. (This is the one GT tensor that shares a value:
-        see :class:`DataView`. ``detach()`` and slices are copies.)
+        the view also sees later changes of ``p``. (This is the one GT tensor that shares a value
+        both ways: see :class:`DataView`. ``detach()`` and slices write their in-place changes
+        back, one way: :mod:`gt.ops.views`.)
         """
         return DataView(self)
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gt.errors import ShapeError
+from gt.ops.layout import keep_channels_last
 from gt.ops.shaping import cat
 from gt.runtime.ops.conv import out_size
 from gt.tensor import Tensor
@@ -220,7 +221,7 @@ def _conv(input: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, paddi
     out = out.reshape(n, o, *outs)
     if bias is not None:
         out = out + bias.reshape(1, o, *(1,) * dims)
-    return out.squeeze(0) if squeeze else out
+    return out.squeeze(0) if squeeze else keep_channels_last(out, input, weight)
 
 
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
@@ -293,7 +294,7 @@ def _conv_transpose(input: Tensor, weight: Tensor, bias: Tensor | None, stride: 
     o = og * groups
     if bias is not None:
         out = out + bias.reshape(1, o, *(1,) * dims)
-    return out.squeeze(0) if squeeze else out
+    return out.squeeze(0) if squeeze else keep_channels_last(out, input, weight)
 
 
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,

@@ -14,6 +14,7 @@ import numpy as np
 
 from gt.autograd import no_grad
 from gt.errors import ShapeError
+from gt.ops.layout import keep_channels_last
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names (input, ...)
@@ -61,7 +62,7 @@ def batch_norm(
         out = out * weight.reshape(cs)
     if bias is not None:
         out = out + bias.reshape(cs)
-    return out
+    return keep_channels_last(out, input)
 
 
 def instance_norm(

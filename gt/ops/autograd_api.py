@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from gt import backprop
 from gt import shapes as S
+from gt.ops import views
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -90,8 +91,15 @@ class AutogradOps:
         return backprop.register_post_accumulate_grad_hook(self, hook)
 
     def detach(self) -> Tensor:
-        """A tensor with the same value that is not part of any graph."""
-        return self._alias()
+        """A tensor with the same value that is not part of any graph.
+
+        As in PyTorch, it shares the value one way (:mod:`gt.ops.views`): an in-place op on it
+        (``p.grad.detach().copy_(g)``, ``w.detach().mul_(0.5)``) changes ``self`` too, outside
+        autograd, even for a leaf that requires grad.
+        """
+        out = self._alias()
+        views.link_detached(self, out)
+        return out
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Set ``requires_grad`` on a leaf, in place; returns ``self``."""

@@ -4,9 +4,11 @@ A GT worker keeps every array in whatever layout suits its library, so strides a
 the client, kept for what PyTorch code reads: a view that PyTorch makes without copying
 (``permute``/``transpose`` and their spellings, ``expand``) reports the strides PyTorch's view
 would have (``unfold`` too, though GT's windows are copies), ``to``/``contiguous`` with a ``memory_format`` report that format's, and
-``contiguous()`` makes a tensor that reports contiguous. Everything else reports the row-major
-strides of its shape: unlike PyTorch, results of elementwise ops and convolutions do not inherit
-their inputs' layout.
+``contiguous()`` makes a tensor that reports contiguous. Convolutions and batch norm give a
+channels-last result for a channels-last input (or, for convolutions, weight), a parameter's
+``.grad`` takes the parameter's strides (PyTorch's gradient layout contract), and a deep copy its
+original's. Everything else reports the row-major strides of its shape: unlike PyTorch, results
+of elementwise ops do not inherit their inputs' layout.
 
 A tensor's ``_st`` slot holds nothing (row-major), a tuple of strides, or a recipe made by a view
 op (``("perm", parent's _st, parent's shape, perm)``, ``("expand", ...)``), resolved only when
@@ -136,6 +138,41 @@ def restride(t: Any, memory_format: Any) -> None:
         t._st = channels_last(tuple(t.shape))
 
 
+def suggests_channels_last(t: Any) -> bool:
+    """Whether ``t`` (4-d or 5-d) has exactly the channels-last strides of its shape (and is not
+    also row-major): the layout PyTorch's convolutions and batch norm carry to their result."""
+    if t._st is None:
+        return False
+    shape = tuple(t.shape)
+    want = channels_last(shape)
+    return want is not None and want != row_major(shape) and resolve(t._st, shape) == want
+
+
+def keep_channels_last(out: Any, *inputs: Any) -> Any:
+    """``out`` with channels-last strides where one of ``inputs`` suggests that layout."""
+    if any(x is not None and suggests_channels_last(x) for x in inputs):
+        want = channels_last(tuple(out.shape))
+        if want is not None:
+            out._st = want
+    return out
+
+
+def grad_layout(leaf: Any) -> Any:
+    """The ``_st`` a gradient accumulated into ``leaf.grad`` has: ``leaf``'s strides where they
+    are non-overlapping and dense (PyTorch's gradient layout contract), else row-major (None)."""
+    if leaf._st is None:
+        return None
+    shape = tuple(leaf.shape)
+    strides = resolve(leaf._st, shape)
+    dims = sorted((s, d) for s, d in zip(strides, shape) if d != 1)
+    step = 1
+    for s, d in dims:
+        if s != step:
+            return None
+        step *= d
+    return None if strides == row_major(shape) else strides
+
+
 def permuted(parent: Any, out: Any, perm: list[int]) -> None:
     """Record that ``out`` is ``parent`` permuted by ``perm`` (PyTorch's view strides)."""
     out._st = ("perm", parent._st, parent.shape, perm)
@@ -146,5 +183,6 @@ def expanded(parent: Any, out: Any) -> None:
     out._st = ("expand", parent._st, parent.shape, tuple(out.shape))
 
 
-__all__ = ["channels_last", "cloned_layout", "expanded", "formatted", "is_contiguous", "permuted", "resolve",
-           "restride", "row_major", "strides_of"]  # fmt: skip
+__all__ = ["channels_last", "cloned_layout", "expanded", "formatted", "grad_layout", "is_contiguous",
+           "keep_channels_last", "permuted", "resolve", "restride", "row_major", "strides_of",
+           "suggests_channels_last"]  # fmt: skip

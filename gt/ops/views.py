@@ -7,7 +7,9 @@ shared storage is kept in one direction, the one ported code relies on: ``x[0].z
 by basic indexing (ints, slices, ``None``, ``...``), a reshape (``view``, ``flatten``,
 ``squeeze`` ...) or a permutation remembers its base weakly; after an in-place op on the view,
 the view's new value is written into the base (recorded for autograd like the in-place op itself:
-``base[key] = view``, or the reshape or permutation undone). A view whose base is gone, or has
+``base[key] = view``, or the reshape or permutation undone). ``detach()`` is such a view too, but
+outside autograd: its changes reach the base as ``base.data`` would take them (no graph, no leaf
+check; the base's version still counts the change). A view whose base is gone, or has
 changed since the view was taken (the other direction, which GT does not follow), stops writing
 back. Advanced indexing makes copies, as in PyTorch.
 """
@@ -22,11 +24,22 @@ from gt.grad_mode import _mode
 
 def link(base: Any, view: Any, kind: str, data: Any) -> None:
     """Record that ``view`` is ``base`` seen through ``kind`` (``"key"``: ``base[data]``,
-    ``"reshape"``, ``"perm"``: ``base.permute(data)``)."""
+    ``"reshape"``, ``"perm"``: ``base.permute(data)``, ``"detach"``: ``base.detach()``)."""
     # (a proxy such as ``p.data`` dies with the expression that made it: held strongly; a
     # tensor weakly, so that a view does not keep its base's array alive)
     ref = (lambda: base) if base._proxy else weakref.ref(base)
     view._vb = (ref, _direct_changes(base), kind, data, view.shape)
+
+
+def link_detached(base: Any, alias: Any) -> None:
+    """Record that ``alias`` is ``base.detach()``: its in-place changes reach ``base`` (or, when
+    ``base`` is itself a view, the tensor ``base`` was taken from) with autograd off."""
+    vb = base._vb
+    if vb is None:
+        link(base, alias, "detach", ("reshape", None))
+    else:  # (the view may be a temporary, ``x[0].detach()``: link to what it writes into)
+        ref, version, kind, data, shape = vb
+        alias._vb = (ref, version, "detach", data if kind == "detach" else (kind, data), shape)
 
 
 def _direct_changes(base: Any) -> int:
@@ -52,12 +65,24 @@ def write_back(view: Any, take_value: Any) -> None:
     ):  # fmt: skip  (gone, changed since, or reshaped in place)
         view._vb = None
         return
+    if kind == "detach":  # shared outside autograd, as PyTorch's detach() shares storage
+        kind, data = data
+        enabled, _mode.enabled = _mode.enabled, False
+        try:
+            _write(base, view, kind, data, take_value)
+        finally:
+            _mode.enabled = enabled
+        return
     if _mode.enabled and base.requires_grad and base._node is None:
         view._vb = None
         raise RuntimeError(
             "a view of a leaf Variable that requires grad is being used in an in-place "
             "operation (wrap it in `with gt.no_grad():`)"
         )
+    _write(base, view, kind, data, take_value)
+
+
+def _write(base: Any, view: Any, kind: str, data: Any, take_value: Any) -> None:
     if kind == "key":
         base[data] = view
     else:
@@ -86,4 +111,4 @@ def is_basic_key(key: Any) -> bool:
     return True
 
 
-__all__ = ["is_basic_key", "link", "write_back"]
+__all__ = ["is_basic_key", "link", "link_detached", "write_back"]
