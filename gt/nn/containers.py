@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections.abc
+import operator
 from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
@@ -34,8 +36,17 @@ class Sequential(Module):
 
     def __getitem__(self, idx: Any) -> Any:
         if isinstance(idx, slice):  # the slice keeps the modules' names, as in PyTorch
-            return Sequential(OrderedDict(list(self._modules.items())[idx]))
-        return list(self._modules.values())[idx]
+            return type(self)(OrderedDict(list(self._modules.items())[idx]))
+        return self._modules[_key_at(self._modules, idx)]
+
+    def __setitem__(self, idx: int, module: Module) -> None:
+        setattr(self, _key_at(self._modules, idx), module)
+
+    def __delitem__(self, idx: Any) -> None:
+        keys = list(self._modules)
+        for key in keys[idx] if isinstance(idx, slice) else [_key_at(self._modules, idx)]:
+            delattr(self, key)
+        _renumber(self)
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -43,10 +54,80 @@ class Sequential(Module):
     def __iter__(self) -> Iterator[Module]:
         return iter(self._modules.values())
 
+    def __add__(self, other: Sequential) -> Sequential:
+        if not isinstance(other, Sequential):
+            raise ValueError("add operator supports only objects of Sequential class, but "
+                             f"{type(other)} is given.")  # fmt: skip
+        return Sequential().extend(self).extend(other)
+
+    def __iadd__(self, other: Sequential) -> Sequential:
+        if not isinstance(other, Sequential):
+            raise ValueError("add operator supports only objects of Sequential class, but "
+                             f"{type(other)} is given.")  # fmt: skip
+        offset = len(self)
+        for i, m in enumerate(list(other)):
+            self.add_module(str(i + offset), m)
+        return self
+
+    def __mul__(self, n: int) -> Sequential:
+        if not isinstance(n, int):
+            raise TypeError(f"unsupported operand type(s) for *: {type(self)} and {type(n)}")
+        if n <= 0:
+            raise ValueError(f"Non-positive multiplication factor {n} for {type(self)}")
+        return Sequential(*(list(self) * n))
+
+    __rmul__ = __mul__
+
+    def __imul__(self, n: int) -> Sequential:
+        mods = list(self * n)
+        for i, m in enumerate(mods[len(self) :], len(self)):
+            self.add_module(str(i), m)
+        return self
+
     def append(self, module: Module) -> Sequential:
         """Add a module at the end."""
         self.add_module(str(len(self._modules)), module)
         return self
+
+    def insert(self, index: int, module: Module) -> Sequential:
+        """Insert a module before ``index`` (the ones after it move up a number)."""
+        if not isinstance(module, Module):
+            raise AssertionError(f"module should be of type: {Module}")
+        n = len(self._modules)
+        if not -n <= index <= n:
+            raise IndexError(f"Index out of range: {index}")
+        index = index + n if index < 0 else index
+        for i in range(n, index, -1):
+            self._modules[str(i)] = self._modules[str(i - 1)]
+        self._modules[str(index)] = module
+        return self
+
+    def extend(self, sequential: Any) -> Sequential:
+        """Add the modules of ``sequential`` (any iterable of modules) at the end."""
+        for m in list(sequential):
+            self.append(m)
+        return self
+
+    def pop(self, key: Any) -> Any:
+        """Remove and return the module (or a ``Sequential`` of the modules) at ``key``."""
+        v = self[key]
+        del self[key]
+        return v
+
+
+def _key_at(modules: dict, idx: int) -> str:
+    """The name of the module at position ``idx`` (negative from the end)."""
+    idx = operator.index(idx)
+    if not -len(modules) <= idx < len(modules):
+        raise IndexError(f"index {idx} is out of range")
+    return list(modules)[idx]
+
+
+def _renumber(container: Module) -> None:
+    """Name the modules ``"0"``, ``"1"`` ... in order again (after a deletion, as PyTorch does)."""
+    mods = list(container._modules.values())
+    container._modules.clear()
+    container._modules.update((str(i), m) for i, m in enumerate(mods))
 
 
 class ModuleList(Module):
@@ -77,12 +158,27 @@ class ModuleList(Module):
             self.add_module(str(i), m)
 
     def __getitem__(self, idx: Any) -> Any:
-        mods = list(self._modules.values())
-        return ModuleList(mods[idx]) if isinstance(idx, slice) else mods[idx]
+        if isinstance(idx, slice):
+            return type(self)(list(self._modules.values())[idx])
+        return self._modules[_key_at(self._modules, idx)]
 
     def __setitem__(self, idx: int, module: Module) -> None:
-        key = list(self._modules)[idx]
-        self.add_module(key, module)
+        setattr(self, _key_at(self._modules, idx), module)
+
+    def __delitem__(self, idx: Any) -> None:
+        keys = list(self._modules)
+        for key in keys[idx] if isinstance(idx, slice) else [_key_at(self._modules, idx)]:
+            delattr(self, key)
+        _renumber(self)
+
+    def __add__(self, other: Any) -> ModuleList:
+        return ModuleList([*self, *other])
+
+    def pop(self, key: Any) -> Any:
+        """Remove and return the module (or a ``ModuleList`` of the modules) at ``key``."""
+        v = self[key]
+        del self[key]
+        return v
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -158,73 +254,201 @@ class ModuleDict(Module):
 
 
 class ParameterList(Module):
-    """A list of parameters that are registered (tensors given are made parameters)."""
+    """A list of parameters that are registered (tensors given are made parameters; other
+    objects are kept as they are, as in PyTorch)."""
 
     def __init__(self, values: Any = None):
         super().__init__()
-        for v in values or ():
-            self.append(v)
+        self._size = 0
+        if values is not None:
+            self.extend(values)
 
-    def append(self, value: Tensor) -> ParameterList:
-        """Add a parameter at the end."""
-        p = value if isinstance(value, Parameter) else Parameter(value)
-        self.register_parameter(str(len(self._parameters)), p)
+    def _index(self, idx: int) -> str:
+        idx = operator.index(idx)
+        if not -len(self) <= idx < len(self):
+            raise IndexError(f"index {idx} is out of range")
+        return str(idx + len(self) if idx < 0 else idx)
+
+    def __getitem__(self, idx: Any) -> Any:
+        if isinstance(idx, slice):
+            return type(self)([self[i] for i in range(*idx.indices(len(self)))])
+        return getattr(self, self._index(idx))
+
+    def __setitem__(self, idx: int, value: Any) -> None:
+        if isinstance(value, Tensor) and not isinstance(value, Parameter):
+            value = Parameter(value)
+        setattr(self, self._index(idx), value)
+
+    def append(self, value: Any) -> ParameterList:
+        """Add a value (a tensor becomes a parameter) at the end."""
+        self._size += 1
+        self[self._size - 1] = value
         return self
 
     def extend(self, values: Any) -> ParameterList:
-        """Add several parameters at the end."""
+        """Add several values at the end."""
+        if isinstance(values, Tensor) or not isinstance(values, collections.abc.Iterable):
+            raise TypeError(
+                "ParameterList.extend should be called with an iterable, but got "
+                + type(values).__name__
+            )
         for v in values:
             self.append(v)
         return self
 
-    def __getitem__(self, idx: int) -> Parameter:
-        return list(self._parameters.values())[idx]
+    def __iadd__(self, values: Any) -> ParameterList:
+        return self.extend(values)
 
     def __len__(self) -> int:
-        return len(self._parameters)
+        return self._size
 
-    def __iter__(self) -> Iterator[Parameter]:
-        return iter(self._parameters.values())
+    def __iter__(self) -> Iterator[Any]:
+        return iter([self[i] for i in range(len(self))])
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("ParameterList should not be called.")
 
     def extra_repr(self) -> str:
-        return "\n".join(
-            f"({k}): Parameter containing: [gt.{name_of(p.dtype)} of size {'x'.join(map(str, p.shape))}]"
-            for k, p in self._parameters.items()
-        )
+        return "\n".join(_entry_repr(str(i), p, typename=False) for i, p in enumerate(self))
 
 
 class ParameterDict(Module):
-    """A dict of parameters that are registered."""
+    """An ordered dict of parameters that are registered (tensors given are made parameters;
+    ``update`` with a plain ``dict`` adds its keys in sorted order, as PyTorch does)."""
 
     def __init__(self, parameters: Any = None):
         super().__init__()
-        items = parameters.items() if hasattr(parameters, "items") else parameters or ()
-        for k, v in items:
-            self[k] = v
+        self._keys: dict[str, None] = {}
+        if parameters is not None:
+            self.update(parameters)
 
-    def __getitem__(self, key: str) -> Parameter:
-        return self._parameters[key]
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, _str_key(key))
 
-    def __setitem__(self, key: str, value: Tensor) -> None:
-        self.register_parameter(key, value if isinstance(value, Parameter) else Parameter(value))
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._keys[key] = None
+        if isinstance(value, Tensor) and not isinstance(value, Parameter):
+            value = Parameter(value)
+        setattr(self, _str_key(key), value)
+
+    def __delitem__(self, key: str) -> None:
+        del self._keys[key]
+        delattr(self, _str_key(key))
 
     def __len__(self) -> int:
-        return len(self._parameters)
+        return len(self._keys)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._parameters)
+        return iter(self._keys)
+
+    def __reversed__(self) -> Iterator[str]:
+        return reversed(self._keys)
 
     def __contains__(self, key: str) -> bool:
-        return key in self._parameters
+        return key in self._keys
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("ParameterDict should not be called.")
 
     def keys(self) -> Any:
         """The names."""
-        return self._parameters.keys()
+        return self._keys.keys()
 
     def values(self) -> Any:
         """The parameters."""
-        return self._parameters.values()
+        return (self[k] for k in self._keys)
 
     def items(self) -> Any:
         """(name, parameter) pairs."""
-        return self._parameters.items()
+        return ((k, self[k]) for k in self._keys)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of ``key``, or ``default``."""
+        return self[key] if key in self else default
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        """The value of ``key``, set to ``default`` first if it is not there."""
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def pop(self, key: str) -> Any:
+        """Remove ``key`` and return its value."""
+        value = self[key]
+        del self[key]
+        return value
+
+    def popitem(self) -> tuple[str, Any]:
+        """Remove and return the last ``(key, value)`` added."""
+        key = next(reversed(self._keys))
+        return key, self.pop(key)
+
+    def clear(self) -> None:
+        """Remove every entry."""
+        for k in list(self._keys):
+            del self[k]
+
+    def copy(self) -> ParameterDict:
+        """A new ParameterDict with the same parameters."""
+        return ParameterDict(OrderedDict((k, self[k]) for k in self._keys))
+
+    def fromkeys(self, keys: Any, default: Any = None) -> ParameterDict:
+        """A new ParameterDict with ``keys``, each set to ``default``."""
+        return ParameterDict((k, default) for k in keys)
+
+    def update(self, parameters: Any) -> None:
+        """Add (or replace) entries from a mapping or ``(key, value)`` pairs."""
+        if not isinstance(parameters, collections.abc.Iterable):
+            raise TypeError(
+                "ParametersDict.update should be called with an iterable of key/value pairs, "
+                "but got " + type(parameters).__name__
+            )
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            pairs = list(parameters.items())
+        elif isinstance(parameters, collections.abc.Mapping):
+            pairs = sorted(parameters.items())
+        else:
+            pairs = []
+            for j, p in enumerate(parameters):
+                if not isinstance(p, collections.abc.Iterable):
+                    raise TypeError(f"ParameterDict update sequence element #{j} should be "
+                                    f"Iterable; is{type(p).__name__}")  # fmt: skip
+                if len(p) != 2:
+                    raise ValueError(f"ParameterDict update sequence element #{j} has length "
+                                     f"{len(p)}; 2 is required")  # fmt: skip
+                pairs.append(p)
+        for k, v in pairs:
+            self[k] = v
+
+    def __or__(self, other: ParameterDict) -> ParameterDict:
+        out = self.copy()
+        out.update(other)
+        return out
+
+    def __ior__(self, other: ParameterDict) -> ParameterDict:
+        self.update(other)
+        return self
+
+    def extra_repr(self) -> str:
+        return "\n".join(_entry_repr(k, p, typename=True) for k, p in self.items())
+
+
+def _str_key(key: Any) -> str:
+    if not isinstance(key, str):
+        raise TypeError(
+            "Index given to ParameterDict cannot be used as a key as it is not a string (type is "
+            f"'{type(key).__name__}'). Open an issue on github if you need non-string keys."
+        )
+    return key
+
+
+def _entry_repr(key: str, p: Any, typename: bool) -> str:
+    """One line of a parameter container's ``repr``: PyTorch prints a list's dtype
+    (``gt.float32``) and a dict's type name (``torch.typename``: ``torch.FloatTensor``)."""
+    from gt.torch_functions import typename as type_name  # noqa: PLC0415 - (it imports gt.nn)
+
+    if not isinstance(p, Tensor):
+        return f"  ({key}): Object of type: {type(p).__name__}"
+    kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
+    name = type_name(p) if typename else f"gt.{name_of(p.dtype)}"
+    return f"  ({key}): {kind} containing: [{name} of size {'x'.join(map(str, p.shape))}]"

@@ -3,31 +3,32 @@
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterator
 from typing import Any
-
-import numpy as np
 
 from gt import guards
 from gt.autograd import no_grad
 from gt.backprop import RemovableHandle
 from gt.factories import zeros
-from gt.nn import backward_hooks
+from gt.nn import backward_hooks, forward_hooks
 from gt.nn.backward_hooks import LIVE as _LIVE_BACKWARD_HOOKS
 from gt.nn.backward_hooks import (  # noqa: F401 - torch.nn.modules.module has them
     register_module_full_backward_hook,
     register_module_full_backward_pre_hook,
 )
 from gt.nn.buffer import Buffer
+from gt.nn.forward_hooks import (  # noqa: F401 - torch.nn.modules.module has them
+    register_module_forward_hook,
+    register_module_forward_pre_hook,
+)
 from gt.nn.module_conversion import ModuleConversions
-from gt.ops.typeinfo import Size
+from gt.nn.module_state import IncompatibleKeys, ModuleState  # noqa: F401 - (as in PyTorch)
 from gt.tensor import Tensor
 
 #: Keys of registered forward hooks, unique in the process (a handle removes by key).
 _HOOK_KEYS = itertools.count()
-#: What :meth:`Module.load_state_dict` returns, as in PyTorch.
-IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+#: Forward hooks of every module, registered now (``register_module_forward_hook`` ...).
+_GLOBAL_FORWARD = forward_hooks.GLOBAL
 
 
 class Parameter(Tensor):
@@ -52,7 +53,7 @@ class Parameter(Tensor):
             self.requires_grad_(True)
 
 
-class Module(ModuleConversions):
+class Module(ModuleState, ModuleConversions):
     """Base class of layers and models: holds parameters, buffers and submodules.
 
     Assigning a :class:`Parameter` or a ``Module`` to an attribute registers it; ``parameters()``,
@@ -60,6 +61,7 @@ class Module(ModuleConversions):
     """
 
     training: bool
+    _parameter_class = Parameter
 
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", {})
@@ -155,27 +157,34 @@ class Module(ModuleConversions):
 
     def get_parameter(self, target: str) -> Parameter:
         """The parameter at dotted path ``target`` (``"0.bias"``)."""
-        return self._get_named(target, "_parameters", "parameter")
+        mod, name = self._get_attr(target)
+        if not isinstance(getattr(mod, name), Parameter):
+            raise AttributeError(f"`{name}` is not an nn.Parameter")
+        return getattr(mod, name)
 
     def get_buffer(self, target: str) -> Tensor:
         """The buffer at dotted path ``target`` (``"1.running_mean"``)."""
-        return self._get_named(target, "_buffers", "buffer")
+        mod, name = self._get_attr(target)
+        if name not in mod._buffers:
+            raise AttributeError(f"`{name}` is not a buffer")
+        return mod._buffers[name]
 
-    def _get_named(self, target: str, table: str, kind: str) -> Any:
+    def _get_attr(self, target: str) -> tuple[Module, str]:
         owner, _, name = target.rpartition(".")
         mod = self.get_submodule(owner)
-        entries = getattr(mod, table)
-        if name not in entries:
-            raise AttributeError(f"{mod._get_name()} has no {kind} `{name}`")
-        return entries[name]
+        if not hasattr(mod, name):
+            raise AttributeError(f"{mod._get_name()} has no attribute `{name}`")
+        return mod, name
 
     def get_submodule(self, target: str) -> Module:
         """The submodule at dotted path ``target`` (``""`` is this module)."""
         m: Module = self
         for part in target.split(".") if target else ():
-            if part not in m._modules:
+            if not hasattr(m, part):
                 raise AttributeError(f"{m._get_name()} has no attribute `{part}`")
-            m = m._modules[part]
+            m = getattr(m, part)
+            if not isinstance(m, Module):
+                raise AttributeError(f"`{part}` is not an nn.Module")
         return m
 
     # ------------------------------------------------------------------ calling
@@ -185,38 +194,12 @@ class Module(ModuleConversions):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # The fast path: one global for all backward hooks (empty unless some module, or every
-        # module, has one), so that a call without hooks costs no more than a bare forward.
-        if not (self._forward_pre_hooks or self._forward_hooks or _LIVE_BACKWARD_HOOKS):
+        # module, has one) and one for the forward hooks of every module, so that a call without
+        # hooks costs no more than a bare forward.
+        if not (self._forward_pre_hooks or self._forward_hooks or _LIVE_BACKWARD_HOOKS
+                or _GLOBAL_FORWARD):  # fmt: skip
             return self.forward(*args, **kwargs)
-        return self._call_with_hooks(args, kwargs)
-
-    def _call_with_hooks(self, args: tuple, kwargs: dict) -> Any:
-        for hook, with_kwargs in list(self._forward_pre_hooks.values()):
-            if with_kwargs:
-                new = hook(self, args, kwargs)
-                if new is not None:
-                    if not (isinstance(new, tuple) and len(new) == 2):
-                        raise RuntimeError(
-                            "forward pre-hook must return None or a tuple of (new_args, new_kwargs)"
-                        )
-                    args, kwargs = new
-            else:
-                new = hook(self, args)
-                if new is not None:
-                    args = new if isinstance(new, tuple) else (new,)
-        # Backward hooks wrap the inputs after the forward pre-hooks, the outputs after the forward
-        # hooks (as in PyTorch), so they see what forward got and what the caller gets.
-        bw = None
-        if _LIVE_BACKWARD_HOOKS:
-            bw, args = backward_hooks.begin(self, args)
-        out = self.forward(*args, **kwargs)
-        for hook, with_kwargs in list(self._forward_hooks.values()):
-            new = hook(self, args, kwargs, out) if with_kwargs else hook(self, args, out)
-            if new is not None:
-                out = new
-        if bw is not None:
-            out = bw.wrap_outputs(out)
-        return out
+        return forward_hooks.call(self, args, kwargs)
 
     def _add_hook(self, table: dict, hook: Callable, with_kwargs: bool, prepend: bool) -> Any:
         if not callable(hook):
@@ -247,8 +230,14 @@ class Module(ModuleConversions):
     ) -> RemovableHandle:
         """Call ``hook(module, args, output)`` after every ``forward``; a result that is not
         ``None`` replaces the output. With ``with_kwargs=True``: ``hook(module, args, kwargs,
-        output)``. (``always_call`` is accepted; a hook is not called when ``forward`` raises.)"""
-        return self._add_hook(self._forward_hooks, hook, with_kwargs, prepend)
+        output)``. With ``always_call=True`` the hook also runs when the call raises (``output``
+        is then ``None`` if ``forward`` did not return)."""
+        handle = self._add_hook(self._forward_hooks, hook, with_kwargs, prepend)
+        if not always_call:
+            return handle
+        always = self.__dict__.setdefault("_forward_hooks_always_called", {})
+        always[handle._key] = True
+        return forward_hooks.Handle(self._forward_hooks, handle._key, always)
 
     def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
         """Call ``hook(module, grad_input, grad_output)`` whenever the gradients with respect to
@@ -288,17 +277,21 @@ class Module(ModuleConversions):
 
     # ------------------------------------------------------------------ traversal
     def named_modules(
-        self, memo: set | None = None, prefix: str = ""
+        self, memo: set | None = None, prefix: str = "", remove_duplicate: bool = True
     ) -> Iterator[tuple[str, Module]]:
-        """This module and every submodule, with dotted names."""
-        memo = set() if memo is None else memo
-        if id(self) in memo:
-            return
-        memo.add(id(self))
+        """This module and every submodule, with dotted names (a module registered under two
+        names once, unless not ``remove_duplicate``)."""
+        if remove_duplicate:
+            memo = set() if memo is None else memo
+            if id(self) in memo:
+                return
+            memo.add(id(self))
         yield prefix, self
         for name, m in self._modules.items():
             if m is not None:
-                yield from m.named_modules(memo, f"{prefix}.{name}" if prefix else name)
+                yield from m.named_modules(
+                    memo, f"{prefix}.{name}" if prefix else name, remove_duplicate
+                )
 
     def modules(self) -> Iterator[Module]:
         """This module and every submodule."""
@@ -306,9 +299,11 @@ class Module(ModuleConversions):
             yield m
 
     def named_children(self) -> Iterator[tuple[str, Module]]:
-        """Direct submodules with their names."""
+        """Direct submodules with their names (one registered under two names once)."""
+        seen: set[int] = set()
         for name, m in self._modules.items():
-            if m is not None:
+            if m is not None and id(m) not in seen:
+                seen.add(id(m))
                 yield name, m
 
     def children(self) -> Iterator[Module]:
@@ -316,30 +311,40 @@ class Module(ModuleConversions):
         for _, m in self.named_children():
             yield m
 
-    def _named(self, kind: str, prefix: str, recurse: bool) -> Iterator[tuple[str, Tensor]]:
+    def _named(
+        self, kind: str, prefix: str, recurse: bool, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Tensor]]:
         seen: set[int] = set()
-        mods = self.named_modules(prefix=prefix) if recurse else iter([(prefix, self)])
+        mods = (
+            self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+            if recurse
+            else iter([(prefix, self)])
+        )
         for mprefix, m in mods:
             for name, t in getattr(m, kind).items():
                 if t is None or id(t) in seen:
                     continue
-                seen.add(id(t))
+                if remove_duplicate:
+                    seen.add(id(t))
                 yield (f"{mprefix}.{name}" if mprefix else name), t
 
     def named_parameters(
-        self, prefix: str = "", recurse: bool = True
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
     ) -> Iterator[tuple[str, Parameter]]:
-        """Every parameter with its dotted name (each once, even if shared)."""
-        yield from self._named("_parameters", prefix, recurse)
+        """Every parameter with its dotted name (each once, even if shared, unless not
+        ``remove_duplicate``)."""
+        yield from self._named("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
         """Every parameter (each once, even if shared)."""
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
+    def named_buffers(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Tensor]]:
         """Every buffer with its dotted name."""
-        yield from self._named("_buffers", prefix, recurse)
+        yield from self._named("_buffers", prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
         """Every buffer."""
@@ -348,13 +353,16 @@ class Module(ModuleConversions):
 
     # ------------------------------------------------------------------ state
     def train(self, mode: bool = True) -> Module:
-        """Set training mode (affects Dropout) on this module and its submodules."""
-        changed = False
-        for m in self.modules():
-            changed |= getattr(m, "training", None) is not bool(mode)
-            object.__setattr__(m, "training", bool(mode))
-        if changed:
+        """Set training mode (affects Dropout and BatchNorm) on this module, then through each
+        child's own ``train`` (so a submodule that overrides it, to keep its BatchNorm frozen
+        say, is obeyed)."""
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        if self.__dict__.get("training") is not mode:
+            object.__setattr__(self, "training", mode)
             guards.bump()  # a captured step (gt.hot) that ran in the other mode is captured again
+        for m in self.children():
+            m.train(mode)
         return self
 
     def eval(self) -> Module:
@@ -377,63 +385,6 @@ class Module(ModuleConversions):
             else:
                 with no_grad():
                     p.grad.zero_()
-
-    def state_dict(
-        self, *args: Any, destination: Any = None, prefix: str = "", keep_vars: bool = False
-    ) -> OrderedDict[str, Tensor]:
-        """Parameters and persistent buffers keyed by dotted name, in registration order.
-
-        As in PyTorch the values are the tensors' ``.data`` (without autograd history) and share
-        the tensors' values: they follow later updates of the model (``.clone()`` them, or
-        ``copy.deepcopy`` the dict, for a snapshot). ``keep_vars=True`` gives the tensors
-        themselves. No sync point.
-        """
-        out: OrderedDict[str, Tensor] = OrderedDict() if destination is None else destination
-        for name, p in self._parameters.items():
-            if p is not None:
-                out[prefix + name] = p if keep_vars else p.data
-        for name, b in self._buffers.items():
-            if b is not None and name not in self._non_persistent:
-                out[prefix + name] = b if keep_vars else b.data
-        for name, m in self._modules.items():  # a module registered twice appears twice
-            if m is not None:
-                m.state_dict(destination=out, prefix=f"{prefix}{name}.", keep_vars=keep_vars)
-        return out
-
-    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> IncompatibleKeys:
-        """Copy values (tensors or NumPy arrays) into the parameters and buffers, in place.
-
-        Raises:
-            RuntimeError: with ``strict``, names are missing or unexpected, or a shape differs.
-        """
-        own = dict(self.state_dict(keep_vars=True))
-        missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
-        errors = []
-        for k, t in own.items():
-            if k not in state_dict:
-                continue
-            v = state_dict[k]
-            shape = tuple(v.shape) if hasattr(v, "shape") else np.shape(v)
-            if shape != t.shape:
-                errors.append(
-                    f"size mismatch for {k}: copying a param with shape {Size(shape)} from "
-                    f"checkpoint, the shape in current model is {Size(t.shape)}."
-                )
-        if strict and unexpected:  # PyTorch's wording, missing keys first
-            errors.insert(0, f"Unexpected key(s) in state_dict: {_quoted(unexpected)}. ")
-        if strict and missing:
-            errors.insert(0, f"Missing key(s) in state_dict: {_quoted(missing)}. ")
-        if errors:
-            raise RuntimeError(
-                f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
-                + "\n\t".join(errors)
-            )
-        with no_grad():
-            for k, t in own.items():
-                if k in state_dict:
-                    t.copy_(state_dict[k])
-        return IncompatibleKeys(missing, unexpected)
 
     def apply(self, fn: Callable[[Module], Any]) -> Module:
         """Call ``fn`` on every submodule, then on this module."""
@@ -470,10 +421,6 @@ class Module(ModuleConversions):
         self.__dict__.setdefault("_forward_pre_hooks", {})
         self.__dict__.setdefault("_forward_hooks", {})
         backward_hooks.retrack(self)  # (a copy's hooks fire, and its original's handles spare them)
-
-
-def _quoted(keys: list) -> str:
-    return ", ".join(f'"{k}"' for k in keys)
 
 
 def indent(text: str, spaces: int) -> str:

@@ -4,52 +4,79 @@ device moves PyTorch code makes, which change nothing in GT (placement is the cl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from gt import guards
 from gt.autograd import no_grad
 from gt.ops.inplace import take_value
 from gt.ops.layout import restride
 from gt.tensor import Tensor
 
+_FLOATING = ("float16", "bfloat16", "float32", "float64")
+_COMPLEX = ("complex64", "complex128")
+
 
 class ModuleConversions:
-    """Conversions of a module's floating-point parameters and buffers, in place."""
+    """Conversions of a module's parameters (their gradients too) and buffers, in place: the
+    Parameter objects stay the same, so an optimizer made before still holds them."""
+
+    def _convert(self, fn: Callable[[Tensor], Tensor], kinds: tuple[str, ...] | None) -> Any:
+        """Give each parameter (and its gradient) of a dtype in ``kinds`` (every one if
+        ``None``) the value ``fn(t)`` in place, and replace each such buffer by ``fn(buffer)``
+        (as PyTorch does: a buffer taken out before keeps its old value)."""
+        with no_grad():
+            for p in self.parameters():
+                if kinds is None or p.dtype in kinds:
+                    _take(p, fn(p))
+                    if p.grad is not None:
+                        grad = fn(p.grad)
+                        p.grad = grad.detach() if grad is not p.grad else grad
+            for m in self.modules():
+                for name, b in m._buffers.items():
+                    if b is not None and (kinds is None or b.dtype in kinds):
+                        m._buffers[name] = fn(b)
+        guards.bump()  # a captured step (gt.hot) holding the old buffers is captured again
+        return self
 
     def to(self, *args: Any, **kwargs: Any) -> Any:
-        """Convert floating-point parameters and buffers to a dtype, in place (devices, such as
-        ``gt.device("cuda")``, are accepted and ignored)."""
+        """Convert floating-point and complex parameters, gradients and buffers to a dtype, in
+        place (devices, such as ``gt.device("cuda")``, are accepted and ignored)."""
         fmt = kwargs.pop("memory_format", None)
-        for t in list(self.parameters()) + list(self.buffers()):
-            if t.dtype not in ("float16", "float32", "float64"):
-                continue
+
+        def convert(t: Tensor) -> Tensor:
             if fmt is not None:  # PyTorch converts the 4-d and 5-d ones (bookkeeping in GT)
                 restride(t, fmt)
             new = Tensor.to(t, *args, **kwargs)
-            if new is not t:
-                with no_grad():
-                    take_value(t, new.detach(), keep_graph=False)
-                t.grad = None
-        return self
+            if new.dtype not in _FLOATING + _COMPLEX:
+                raise TypeError(
+                    "nn.Module.to only accepts floating point or complex dtypes, but got desired "
+                    f"dtype={new.dtype}"
+                )
+            return new
+
+        return self._convert(convert, _FLOATING + _COMPLEX)
 
     def type(self, dst_type: Any) -> Any:
-        """Convert floating-point parameters and buffers to ``dst_type``."""
-        return self.to(dst_type)
+        """Convert every parameter and buffer (integer ones too, as PyTorch does) to
+        ``dst_type``."""
+        return self._convert(lambda t: Tensor.type(t, dst_type), None)
 
     def share_memory(self) -> Any:
         """This module (a no-op in GT)."""
         return self
 
     def float(self) -> Any:
-        """Parameters to float32."""
-        return self.to("float32")
+        """Floating-point parameters and buffers to float32."""
+        return self._convert(lambda t: Tensor.to(t, "float32"), _FLOATING)
 
     def double(self) -> Any:
-        """Parameters to float64."""
-        return self.to("float64")
+        """Floating-point parameters and buffers to float64."""
+        return self._convert(lambda t: Tensor.to(t, "float64"), _FLOATING)
 
     def half(self) -> Any:
-        """Parameters to float16."""
-        return self.to("float16")
+        """Floating-point parameters and buffers to float16."""
+        return self._convert(lambda t: Tensor.to(t, "float16"), _FLOATING)
 
     def cpu(self) -> Any:
         """This module (placement is the cluster's business)."""
@@ -60,10 +87,17 @@ class ModuleConversions:
         return self
 
     def bfloat16(self) -> Any:
-        """Parameters to bfloat16 (computed by CuPy workers that support it)."""
-        return self.to("bfloat16")
+        """Floating-point parameters and buffers to bfloat16 (computed by CuPy workers that
+        support it)."""
+        return self._convert(lambda t: Tensor.to(t, "bfloat16"), _FLOATING)
 
     def to_empty(self, *, device: Any = None, recurse: bool = True) -> Any:
         """This module: PyTorch moves parameters to ``device`` without copying their values; in
         GT they stay where the cluster keeps them, values included."""
         return self
+
+
+def _take(t: Tensor, new: Tensor) -> None:
+    """``t`` takes ``new``'s value (and dtype) in place, keeping its own autograd flags."""
+    if new is not t:
+        take_value(t, new.detach(), keep_graph=False)

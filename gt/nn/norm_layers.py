@@ -15,7 +15,24 @@ from gt.nn.module import Module, Parameter
 from gt.tensor import Tensor
 
 
-class _BatchNorm(Module):
+class _NormStateVersion:
+    """PyTorch's state-dict version 2 of the batch and instance norms: older checkpoints have no
+    ``num_batches_tracked`` (the module keeps its own when loading one)."""
+
+    _version = 2
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, local_metadata: dict,
+                              *args: Any) -> None:  # fmt: skip
+        version = local_metadata.get("version")
+        if (version is None or version < 2) and self.track_running_stats:
+            key = prefix + "num_batches_tracked"
+            if key not in state_dict:
+                own = getattr(self, "num_batches_tracked", None)
+                state_dict[key] = own if own is not None else F.zeros((), dtype="int64")
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, *args)
+
+
+class _BatchNorm(_NormStateVersion, Module):
     """Batch normalization over dimension 1, with running statistics for evaluation.
 
     Args:
@@ -137,7 +154,7 @@ class GroupNorm(Module):
         )
 
 
-class _InstanceNorm(Module):
+class _InstanceNorm(_NormStateVersion, Module):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
                  affine: bool = False, track_running_stats: bool = False, device: Any = None,
                  dtype: Any = None, *, bias: bool = True):  # fmt: skip

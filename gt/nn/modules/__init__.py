@@ -7,8 +7,9 @@ from __future__ import annotations
 import sys
 
 from gt.nn import module
+from gt.nn.modules import utils
 
 # `import gt.nn.modules.module` and `from gt.nn.modules.module import ...`, as from torch.nn
 sys.modules.setdefault(f"{__name__}.module", module)
 
-__all__ = ["module"]
+__all__ = ["module", "utils"]
