@@ -55,7 +55,9 @@ from typing import Any, NamedTuple
 
 import msgpack
 
-VERSION = 2
+VERSION = (
+    3  # 3: a fetch that ends a batch acknowledges it (Run.ack, Data.ack, Done.acked, Ack.told)
+)
 
 # Error codes carried by Error messages.
 E_WORKER_LOST = "worker_lost"
@@ -262,13 +264,16 @@ class Batch(NamedTuple):
     signals: list | None = None
 
 
-@_kind(4, client=int, seq=int, n=int, token=_opt(bytes), planned=bool, tenant=_opt(_tenant))
+@_kind(4, client=int, seq=int, n=int, token=_opt(bytes), planned=bool, tenant=_opt(_tenant),
+       ack=bool)  # fmt: skip
 class Run(NamedTuple):
     """The dispatcher hands a worker a client's batch (or this worker's part of a planned one);
     ``token`` identifies the client's direct data socket, if it has one. Only a batch the
     dispatcher's planner wrote (``planned``) may hold transfers between workers: a client's own
     batch, forwarded unread, may not. ``tenant``: whose own key the client holds (its programs
-    share one memory quota), ``None`` for a role's key."""
+    share one memory quota), ``None`` for a role's key. ``ack``: the whole client batch runs on
+    this worker, which may acknowledge it itself with the data of a fetch that ends it (the
+    client's sync points end their batch with one): the round trip then takes no :class:`Ack`."""
 
     client: int
     seq: int
@@ -276,12 +281,15 @@ class Run(NamedTuple):
     token: bytes | None
     planned: bool = False
     tenant: str | None = None
+    ack: bool = False
 
 
-@_kind(5, client=int, seq=int, errors=_errors, n=int, exec_ns=int, dropped=bool)
+@_kind(5, client=int, seq=int, errors=_errors, n=int, exec_ns=int, dropped=bool, acked=bool)
 class Done(NamedTuple):
     """A worker ran a batch: the errors (``[message, opcode, src]``), instructions, nanoseconds.
-    ``dropped``: it did not run to its end because its client left (``n`` of it ran)."""
+    ``dropped``: it did not run to its end because its client left (``n`` of it ran).
+    ``acked``: the worker acknowledged it to the client itself (:attr:`Data.ack`); the dispatcher
+    then sends an :class:`Ack` only to tell errors."""
 
     client: int
     seq: int
@@ -289,27 +297,34 @@ class Done(NamedTuple):
     n: int
     exec_ns: int
     dropped: bool = False
+    acked: bool = False
 
 
-@_kind(6, seq=int, errors=_errors)
+@_kind(6, seq=int, errors=_errors, told=bool)
 class Ack(NamedTuple):
-    """The dispatcher tells a client that batch ``seq`` ran everywhere, with its errors."""
+    """The dispatcher tells a client that batch ``seq`` ran everywhere, with its errors.
+    ``told``: the worker already acknowledged it (:attr:`Data.ack`); this only brings errors
+    found after that (at the batch's device fence)."""
 
     seq: int
     errors: list
+    told: bool = False
 
 
-@_kind(7, req=int, dtype=_opt(_dtype), shape=_opt(_shape), error=_opt(_error))
+@_kind(7, req=int, dtype=_opt(_dtype), shape=_opt(_shape), error=_opt(_error), ack=_opt(int))
 class Data(NamedTuple):
-    """A fetched array (in the next frame) for request ``req``, or the error that replaced it."""
+    """A fetched array (in the next frame) for request ``req``, or the error that replaced it.
+    ``ack``: the client batch this fetch ended, acknowledged with it (see :attr:`Run.ack`)."""
 
     req: int
     dtype: str | None
     shape: list | None
     error: list | None
+    ack: int | None = None
 
 
-@_kind(8, client=int, req=int, dtype=_opt(_dtype), shape=_opt(_shape), error=_opt(_error))
+@_kind(8, client=int, req=int, dtype=_opt(_dtype), shape=_opt(_shape), error=_opt(_error),
+       ack=_opt(int))  # fmt: skip
 class Relay(NamedTuple):
     """A :class:`Data` for client ``client``, sent through the dispatcher."""
 
@@ -318,10 +333,11 @@ class Relay(NamedTuple):
     dtype: str | None
     shape: list | None
     error: list | None
+    ack: int | None = None
 
     def data(self) -> Data:
         """The :class:`Data` message the client receives."""
-        return Data(self.req, self.dtype, self.shape, self.error)
+        return Data(self.req, self.dtype, self.shape, self.error, self.ack)
 
 
 @_kind(9)

@@ -7,6 +7,7 @@ import pytest
 from helpers import wait_for
 
 import gt
+from gt.runtime import protocol as P
 from gt.runtime.control import request
 
 
@@ -45,6 +46,45 @@ def test_large_arrays_round_trip_without_the_direct_path(cluster, monkeypatch):
         assert c._direct is None
         a = np.arange(300_000, dtype=np.float64).reshape(300, 1000)
         np.testing.assert_array_equal((gt.from_numpy(a) * 2).numpy(), a * 2)
+    finally:
+        gt.disconnect()
+
+
+def _count_messages(conn) -> dict:
+    """Count the kinds of message the connection handles from now on."""
+    seen: dict = {}
+    handle = conn._handle
+
+    def counting(frames):
+        kind = type(P.parse(frames[0].buffer)).__name__
+        seen[kind] = seen.get(kind, 0) + 1
+        handle(frames)
+
+    conn._handle = counting
+    return seen
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "relayed"])
+def test_a_sync_round_trip_is_acknowledged_by_its_data_alone(cluster, monkeypatch, direct):
+    # the worker's data acknowledges the batch the fetch ended: no Ack message follows, the
+    # client's count of batches in flight still comes back to zero, and errors still arrive
+    if not direct:
+        monkeypatch.setenv("GT_NO_DIRECT", "1")
+    c = gt.connect(cluster.address, timeout=30)
+    try:
+        x = gt.zeros(4)
+        gt.sync()
+        seen = _count_messages(c)
+        for i in range(20):
+            assert (x + i).numpy()[0] == i
+        assert seen == {"Data": 20} and c._in_flight == 0
+        bad = gt.randn(3, 3)[gt.tensor([5])]  # fails on the worker: its batch needs the Ack
+        ok = gt.ones(2)
+        np.testing.assert_array_equal(ok.numpy(), [1.0, 1.0])
+        with pytest.raises(gt.WorkerError):
+            gt.sync()  # (waits for that Ack: the batch is in flight until it comes)
+        del bad
+        assert seen == {"Data": 21, "Ack": 1} and c._in_flight == 0
     finally:
         gt.disconnect()
 

@@ -19,12 +19,14 @@ class FakeIO:
     def __init__(self) -> None:
         self.replies: dict[int, tuple] = {}
         self.arrived: dict[tuple, bytes] = {}
+        self.acks: dict[int, int | None] = {}  # request -> the batch its reply acknowledged
 
     def upload(self, token, tok):
         return self.arrived.pop((token, tok))
 
-    def reply(self, client, token, req, arr, err):
+    def reply(self, client, token, req, arr, err, ack=None):
         self.replies[req] = (None if arr is None else np.array(arr), err)
+        self.acks[req] = ack
 
 
 class NoPeers:
@@ -62,6 +64,34 @@ def test_a_batch_computes_and_fetches(ex):
     np.testing.assert_array_equal(ex.io.replies[100][0], [6.0, 24.0])
     assert ex.holdings() == (3, 24 + 24 + 8, {1: 24 + 24 + 8})
     assert ex.instructions == 4 and ex.batches == 1
+
+
+def _acked(ex, instrs, ack=True, seq=9):
+    job = ex.begin(1, seq, b"tok", P.encode_body(list(instrs), [], None), [], False, ack=ack)
+    return ex.step(job), job.b.acked
+
+
+def test_a_fetch_that_ends_a_batch_acknowledges_it_when_the_dispatcher_allows_it(ex):
+    full = ins("full", 1, [2.0], {"shape": [2], "dtype": "float32"})
+    res, acked = _acked(ex, [full, ins("fetch", 100, [1])])
+    assert res.errors == [] and acked and ex.io.acks[100] == 9
+    # not allowed (a planned part of a batch, or another worker runs some of it): no ack
+    _, acked = _acked(ex, [ins("neg", 2, [1]), ins("fetch", 101, [2])], ack=False)
+    assert not acked and ex.io.acks[101] is None
+    # a fetch in the middle of the batch: more runs after it
+    _, acked = _acked(ex, [ins("fetch", 102, [1]), ins("neg", 3, [1])])
+    assert not acked and ex.io.acks[102] is None
+
+
+def test_a_batch_with_an_error_is_not_acknowledged_by_its_fetch(ex):
+    res, acked = _acked(ex, [
+        ins("full", 1, [1.0], {"shape": [2, 3], "dtype": "float32"}),
+        ins("matmul", 2, [1, 1]),  # fails: the error must travel in the dispatcher's Ack
+        ins("full", 3, [1.0], {"shape": [2], "dtype": "float32"}),
+        ins("fetch", 100, [3]),
+    ])  # fmt: skip
+    assert len(res.errors) == 1 and not acked and ex.io.acks[100] is None
+    np.testing.assert_array_equal(ex.io.replies[100][0], [1.0, 1.0])
 
 
 def test_a_failure_is_reported_once_and_spreads_to_what_depends_on_it(ex):

@@ -34,7 +34,7 @@ full, ins, run = M.full, M.ins, M.run
 class DeviceIO(FakeIO):
     """Replies copied to the host explicitly, as the worker's own reply does."""
 
-    def reply(self, client, token, req, arr, err):
+    def reply(self, client, token, req, arr, err, ack=None):
         self.replies[req] = (None if arr is None else cp.asnumpy(arr), err)
 
 

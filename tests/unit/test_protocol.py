@@ -15,11 +15,11 @@ SAMPLES = {
     P.Hello: P.Hello(41, "host-a", ["train.py", "--lr", "0.1"], b"\x01" * 16),
     P.Welcome: P.Welcome(3, 0, [{"id": 0, "host": "h", "data": "tcp://x:1"}], {"heartbeat": 1.0}),
     P.Batch: P.Batch(7, 2, [[1, "a.py:3"]], [[1, "layer1", None, False]]),
-    P.Run: P.Run(3, 7, 2, b"\x02" * 16, True, "alice"),
-    P.Done: P.Done(3, 7, [ERR], 2, 12_345, True),
-    P.Ack: P.Ack(7, [ERR]),
-    P.Data: P.Data(5, "float32", [2, 3], None),
-    P.Relay: P.Relay(3, 5, None, None, ERR),
+    P.Run: P.Run(3, 7, 2, b"\x02" * 16, True, "alice", True),
+    P.Done: P.Done(3, 7, [ERR], 2, 12_345, True, True),
+    P.Ack: P.Ack(7, [ERR], True),
+    P.Data: P.Data(5, "float32", [2, 3], None, 7),
+    P.Relay: P.Relay(3, 5, None, None, ERR, 7),
     P.Heartbeat: P.Heartbeat(),
     P.Bye: P.Bye(),
     P.Error: P.Error(P.E_WORKER_LOST, "worker 0 died"),
@@ -56,7 +56,7 @@ WRONG = {
     "worker": "0", "tok": [1], "request": 5, "ok": 1, "stats": [], "endpoints": {"0": "x"},
     "tag": 1.0, "step": None, "args": object(), "payload": object(), "planned": 1, "dropped": 0,
     "gpu": [0], "memory": [1], "data_key": b"short", "keys": {0: b"not 40 bytes"},
-    "tenant": "x" * 33,
+    "tenant": "x" * 33, "ack": "7", "acked": 1, "told": 0,
 }  # fmt: skip
 
 

@@ -83,12 +83,15 @@ class Receiving:
             return  # nothing legitimate sends us garbage; ignore rather than die
         kind = type(msg)
         if kind is P.Ack:
-            self._in_flight -= 1
+            if not msg.told:  # (told: the worker acknowledged it with its data already)
+                self._in_flight -= 1
             if msg.errors:
                 self._errors.extend(msg.errors)
         elif kind is P.Data:
             buf = frames[1].buffer if len(frames) > 1 else None
             self._replies[msg.req] = (msg.dtype, msg.shape, msg.error, buf)
+            if msg.ack is not None:  # the batch this fetch ended has run: no Ack will follow
+                self._in_flight -= 1  # (but one that is told, if the batch's fence fails)
         elif kind is P.Reply:
             self._control_reply = (msg.ok, msg.payload)
         elif kind is P.Error and self._broken is None:  # (the first says why: later ones follow)

@@ -423,7 +423,9 @@ class Dispatcher(WorkerMessages, ControlRequests, PeerKeeping):
             self.batches_routed += 1
             w.running[(c.cno, seq)] += 1  # its Done, and data for its client, come from w alone
             planned = len(payload) > 3  # a part the planner wrote (a forwarded batch has 3)
-            run = P.encode(P.Run(c.cno, seq, n, c.info.get("token"), planned, c.info.get("tenant")))
+            # a forwarded batch runs whole on w, which may acknowledge it with its last fetch
+            run = P.encode(P.Run(c.cno, seq, n, c.info.get("token"), planned,
+                                 c.info.get("tenant"), not planned))  # fmt: skip
             t = ev.now()
             send_parts(back, [w.ident, run, *rest])
             if ev.enabled:  # (after the send: the worker need not wait for the event)

@@ -80,8 +80,8 @@ class WorkerMessages:
         if c is not None:
             if msg.errors:
                 c.errors += len(msg.errors)
-            if ack is not None:
-                send_parts(self.front, [c.ident, P.encode(P.Ack(msg.seq, ack))])
+            if ack is not None and (ack or not msg.acked):  # (acked: only errors are news)
+                send_parts(self.front, [c.ident, P.encode(P.Ack(msg.seq, ack, msg.acked))])
         if sends:
             self._send_batches(sends)
 

@@ -132,7 +132,8 @@ def check_guarded(code: int, attrs: Any, planned: bool) -> None:
 class BatchState:
     """The state of one batch while it runs."""
 
-    __slots__ = ("cno", "seq", "token", "tbl", "failed", "bufs", "errors", "planned", "hot")
+    __slots__ = ("cno", "seq", "token", "tbl", "failed", "bufs", "errors", "planned", "hot",
+                 "ack_with", "acked")  # fmt: skip
 
     def __init__(self, cno: int, seq: int, token: Any, tbl: dict, failed: dict, bufs: list,
                  planned: bool) -> None:  # fmt: skip
@@ -141,6 +142,10 @@ class BatchState:
         self.planned = planned
         self.errors: list = []
         self.hot = 0  # captured steps replayed
+        # The instruction whose fetch may acknowledge the batch (its last, when the dispatcher
+        # allows it: see protocol.Run.ack), and whether one did.
+        self.ack_with: Any = None
+        self.acked = False
 
     def report(self, err: list) -> None:
         if len(self.errors) < MAX_ERRORS_PER_BATCH:

@@ -53,8 +53,12 @@ class ExecutorIO(Protocol):
     def upload(self, token: bytes | None, tok: int) -> Any:
         """The frame a client sent on the data socket for upload ``tok`` (waits, bounded)."""
 
-    def reply(self, client: int, token: bytes | None, req: int, arr: Any, err: list | None) -> None:
-        """Send a fetch's array (or its error) to the client."""
+    def reply(
+        self, client: int, token: bytes | None, req: int, arr: Any, err: list | None,
+        ack: int | None = None,
+    ) -> None:  # fmt: skip
+        """Send a fetch's array (or its error) to the client; ``ack``: the batch it ends, which
+        the client may then count as done (no error so far)."""
 
 
 class Executor:
@@ -131,14 +135,14 @@ class Executor:
     # ------------------------------------------------------------------ batches
     def run(
         self, cno: int, seq: int, token: Any, body: Any, bufs: list, timed: bool,
-        planned: bool = False, lookahead: Any = (),
+        planned: bool = False, lookahead: Any = (), ack: bool = False,
     ) -> BatchResult:  # fmt: skip
         """Run one batch for client ``cno`` to its end (see :meth:`begin` for the arguments)."""
-        return self.step(self.begin(cno, seq, token, body, bufs, timed, planned, lookahead))
+        return self.step(self.begin(cno, seq, token, body, bufs, timed, planned, lookahead, ack))
 
     def begin(
         self, cno: int, seq: int, token: Any, body: Any, bufs: list, timed: bool,
-        planned: bool = False, lookahead: Any = (),
+        planned: bool = False, lookahead: Any = (), ack: bool = False,
     ) -> Job:  # fmt: skip
         """Start one batch for client ``cno``; :meth:`step` runs it (in one go, or in slices).
 
@@ -151,6 +155,8 @@ class Executor:
             lookahead: ``(client, instructions, frees)`` of the batches queued after this one
                 (the memory pool spills what they need last, prefetches it, and does not spill
                 what they free).
+            ack: a fetch that ends the batch may acknowledge it to the client
+                (:attr:`P.Run.ack`; ``BatchState.acked`` says whether one did).
         """
         b = BatchState(cno, seq, token, self._table(cno), self.failed.setdefault(cno, {}), bufs,
                    planned)  # fmt: skip
@@ -159,6 +165,8 @@ class Executor:
         except P.ProtocolError as exc:
             instrs, frees, free_at = [], [], None
             b.report([str(exc), -1, 0])
+        if ack and instrs:
+            b.ack_with = instrs[-1]
         # Frees the client made between instructions are applied at that point of the batch.
         early = sorted(zip(free_at, frees)) if free_at else []
         job = Job(b, instrs, early, [] if free_at else frees, timed)
@@ -315,7 +323,11 @@ class Executor:
         elif code == _UPLOAD:
             tbl[out] = self._upload(b, attrs)
         elif code == _FETCH:
-            self.io.reply(b.cno, b.token, out, vals[0], None)
+            if ins is b.ack_with and not b.errors:  # the batch's end, and nothing failed
+                self.io.reply(b.cno, b.token, out, vals[0], None, b.seq)
+                b.acked = True
+            else:
+                self.io.reply(b.cno, b.token, out, vals[0], None)
         elif code == _FREE:
             if self.pending:
                 self._complete_pending(b)

@@ -277,7 +277,8 @@ class Worker:
             ahead = self._lookahead(e) if ex.pool is not None else ()
             frames = e.item[0]
             e.job = ex.begin(msg.client, msg.seq, msg.token, e.item[2] or frames[1].buffer,
-                             frames[2:], self.events.full, msg.planned, ahead)  # fmt: skip
+                             frames[2:], self.events.full, msg.planned, ahead,
+                             msg.ack)  # fmt: skip
         # a planned batch pairs its transfers with other workers': it is never cut
         stop = None if msg.planned else self._slice_stop(msg.client)
         res = ex.step(e.job, stop)
@@ -299,7 +300,19 @@ class Worker:
             self._stop.set()
         send_parts(
             self.sock,
-            [P.encode(P.Done(msg.client, msg.seq, res.errors, len(e.job.instrs), e.busy_ns))],
+            [
+                P.encode(
+                    P.Done(
+                        msg.client,
+                        msg.seq,
+                        res.errors,
+                        len(e.job.instrs),
+                        e.busy_ns,
+                        False,
+                        e.job.b.acked,
+                    )
+                )
+            ],  # fmt: skip
         )
 
     def _slice_stop(self, client: int) -> Any:
@@ -396,8 +409,12 @@ class Worker:
         self.peers.waited(None, t0, time.monotonic_ns(), "upload")
         return self.pending_uploads.pop(key)[0]
 
-    def reply(self, client: int, token: bytes | None, req: int, arr: Any, err: list | None) -> None:
-        """Send a fetched array (or its error): straight to the client, else via the dispatcher."""
+    def reply(
+        self, client: int, token: bytes | None, req: int, arr: Any, err: list | None,
+        ack: int | None = None,
+    ) -> None:  # fmt: skip
+        """Send a fetched array (or its error): straight to the client, else via the dispatcher;
+        ``ack``: the batch it acknowledges (see :attr:`P.Data.ack`)."""
         if err is not None:
             dtype = shape = None
             payload: Any = b""
@@ -409,11 +426,13 @@ class Worker:
             payload = host.tobytes() if host.nbytes < COPY_BELOW else memoryview(host.reshape(-1)).cast("B")  # fmt: skip
         if token is not None:
             try:
-                send_parts(self.data, [token, P.encode(P.Data(req, dtype, shape, err)), payload])
+                send_parts(
+                    self.data, [token, P.encode(P.Data(req, dtype, shape, err, ack)), payload]
+                )
                 return
             except zmq.ZMQError:
                 pass  # the client has no direct link to us: go through the dispatcher
-        send_parts(self.sock, [P.encode(P.Relay(client, req, dtype, shape, err)), payload])
+        send_parts(self.sock, [P.encode(P.Relay(client, req, dtype, shape, err, ack)), payload])
 
     # ------------------------------------------------------------------ reporting
     def _emit_exec(self, run: P.Run, res: BatchResult) -> None:
