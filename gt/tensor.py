@@ -42,7 +42,7 @@ from gt.ops.reduce import ReductionOps
 from gt.ops.selection import SelectionOps
 from gt.ops.shaping import ShapeOps
 from gt.ops.typeinfo import Size
-from gt.ops.views import write_back
+from gt.ops.views import unlink, write_back
 from gt.runtime import ops as O
 from gt.runtime.client import Connection
 from gt.runtime.ops.complexnum import complex_grad_mode
@@ -114,7 +114,7 @@ class Tensor(
         "_inf",  # set (True) only on tensors made inside inference_mode
         "_st",  # set only on tensors whose PyTorch strides are not row-major (gt.ops.layout)
         "_vb",  # set only on views that write back into their base (gt.ops.views)
-        "_vwn",  # how many of this tensor's changes came through its views (gt.ops.views)
+        "_vs",  # set only on tensors that views were taken of: weak refs to them (gt.ops.views)
         "__weakref__",
         "__dict__",  # users' own attributes (p._no_weight_decay = True), as PyTorch's tensors take
     )
@@ -143,8 +143,7 @@ class Tensor(
         self.grad = None
         self._node = None
         self._version = 0
-        self._st = self._vb = None  # (set here: reading an unset slot raises, which is slow)
-        self._vwn = 0
+        self._st = self._vb = self._vs = None  # (an unset slot raises when read, which is slow)
         if INFERENCE_THREADS and get_ident() in INFERENCE_THREADS:
             self._inf = True
 
@@ -171,8 +170,7 @@ class Tensor(
         self._conn, self.id, self.shape, self.dtype = conn, made.id, made.shape, made.dtype
         made.id = None
         self._rg, self.grad, self._node, self._version = False, None, None, 0
-        self._st = self._vb = None
-        self._vwn = 0
+        self._st = self._vb = self._vs = None
 
     def __del__(self) -> None:
         try:
@@ -401,9 +399,8 @@ class Tensor(
         """This tensor's value without autograd history, *sharing* it as in PyTorch.
 
         ``p.data.fill_(0)``, ``p.data.add_(g, alpha=-lr)`` and ``p.data[0] = 1`` change ``p``;
-        the view also sees later changes of ``p``. (This is the one GT tensor that shares a value
-        both ways: see :class:`DataView`. ``detach()`` and slices write their in-place changes
-        back, one way: :mod:`gt.ops.views`.)
+        the view also sees later changes of ``p`` (see :class:`DataView`; slices, reshapes and
+        ``detach()`` share too, see :mod:`gt.ops.views`).
         """
         return DataView(self)
 
@@ -411,6 +408,7 @@ class Tensor(
     def data(self, value: Tensor) -> None:
         if not isinstance(value, Tensor):
             raise TypeError(f"data must be set to a Tensor, not {type(value).__name__}")
+        unlink(self)  # a value of its own: its views (and its base, if a view) keep the old one
         take_value(self, value._alias(), keep_graph=False)
 
 
@@ -448,8 +446,7 @@ class DataView(Tensor):
         self.grad = None
         self._node = None
         self._version = 0
-        self._st = self._vb = None
-        self._vwn = 0
+        self._st = self._vb = self._vs = None
 
     def __del__(self) -> None:
         pass  # the owner frees the value

@@ -93,12 +93,12 @@ class AutogradOps:
     def detach(self) -> Tensor:
         """A tensor with the same value that is not part of any graph.
 
-        As in PyTorch, it shares the value one way (:mod:`gt.ops.views`): an in-place op on it
+        As in PyTorch, it shares the value (:mod:`gt.ops.views`): an in-place op on it
         (``p.grad.detach().copy_(g)``, ``w.detach().mul_(0.5)``) changes ``self`` too, outside
-        autograd, even for a leaf that requires grad.
+        autograd, even for a leaf that requires grad, and it follows ``self``'s changes.
         """
         out = self._alias()
-        views.link_detached(self, out)
+        views.link(self, out, "detach", None)
         return out
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:

@@ -1,9 +1,9 @@
 """In-place ops: ``+=``, ``add_``, ``zero_``, ``fill_``, ``copy_``, ``__setitem__`` (a mixin).
 
 An in-place op keeps the Python object (so a model's parameters stay the same objects) and changes
-its value: tensors made from it earlier (slices, reshapes, aliases saved for backward) keep
-theirs, and when the tensor is itself a view PyTorch would share storage with, the change is
-written back into the tensor it was taken from (:mod:`gt.ops.views`). The new value is computed like any op -- recorded for autograd when grad mode
+its value: results computed from it earlier (and values saved for backward) keep theirs, while
+the views PyTorch would share storage with follow it, and a view's change is written back into
+the tensor it was taken from (:mod:`gt.ops.views`). The new value is computed like any op -- recorded for autograd when grad mode
 is on -- and the tensor then takes over the result's worker id; its previous value is freed, or kept
 alive by a backward node that still needs it. ``x[key] = v`` without autograd is one ``setitem``
 instruction that writes into the worker's array directly when nothing else can see that array.

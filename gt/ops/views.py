@@ -1,17 +1,26 @@
-"""Writes through views: an in-place op on a view that PyTorch would share storage with also
-changes the tensor the view was taken from.
+"""Views that share their base's value, both ways, as PyTorch's views share storage.
 
 GT's tensors are values (a worker may hold a view's array apart from its base's), so PyTorch's
-shared storage is kept in one direction, the one ported code relies on: ``x[0].zero_()``,
-``m.view(-1).index_add_(...)``, ``w.t().mul_(2)``, ``x[:, 1][2] = 5`` change ``x``. A view made
-by basic indexing (ints, slices, ``None``, ``...``), a reshape (``view``, ``flatten``,
-``squeeze`` ...) or a permutation remembers its base weakly; after an in-place op on the view,
-the view's new value is written into the base (recorded for autograd like the in-place op itself:
-``base[key] = view``, or the reshape or permutation undone). ``detach()`` is such a view too, but
-outside autograd: its changes reach the base as ``base.data`` would take them (no graph, no leaf
-check; the base's version still counts the change). A view whose base is gone, or has
-changed since the view was taken (the other direction, which GT does not follow), stops writing
-back. Advanced indexing makes copies, as in PyTorch.
+shared storage is kept by the client. A view made by basic indexing (ints, slices, ``None``,
+``...``), a reshape (``view``, ``flatten``, ``squeeze`` ...), a permutation or ``detach()``
+remembers its *root* (weakly: the tensor that is not itself such a view) and the *steps* that
+see the root as the view (``x.t()[2]``: transpose, then index), and the root remembers its live
+views. Intermediate views need not stay alive: ``x.t()[2].fill_(7)`` changes ``x``.
+
+* **View to root.** After an in-place op on the view, its new value is written into the root
+  (recorded for autograd like the in-place op itself: ``root[key] = view``, the reshape or
+  permutation undone, through the intermediate steps): ``x[0].zero_()``,
+  ``m.view(-1).index_add_(...)``, ``w.t().mul_(2)``, ``x[:, 1][2] = 5`` change ``x``.
+* **Root to views.** After an in-place change of the root (directly, or written back by one of
+  its views), each of its other live views takes the root's new value seen through its steps
+  (recorded when grad mode is on, so the view's history is rebased on the root's, as PyTorch
+  rebases it). The view's version counts the change, so a backward that saved the view's old
+  value raises, as PyTorch's shared version counter makes it raise.
+
+A ``detach()`` step shares outside autograd (no graph, no leaf check), as ``root.data`` would. A
+view stops following when it or its root is reshaped in place, or the root is gone; ``x.data =
+y`` gives ``x`` a value that its old views do not see (as in PyTorch). Advanced indexing makes
+copies, as in PyTorch.
 """
 
 from __future__ import annotations
@@ -21,80 +30,144 @@ from typing import Any
 
 from gt.grad_mode import _mode
 
+#: Views whose change is being written into their root right now (they already hold the value
+#: the root's other views are brought up to).
+_writing: list = []
+#: Views being brought up to their root's new value (their change must not be written back).
+_following: set[int] = set()
+
 
 def link(base: Any, view: Any, kind: str, data: Any) -> None:
     """Record that ``view`` is ``base`` seen through ``kind`` (``"key"``: ``base[data]``,
     ``"reshape"``, ``"perm"``: ``base.permute(data)``, ``"detach"``: ``base.detach()``)."""
-    # (a proxy such as ``p.data`` dies with the expression that made it: held strongly; a
-    # tensor weakly, so that a view does not keep its base's array alive)
-    ref = (lambda: base) if base._proxy else weakref.ref(base)
-    view._vb = (ref, _direct_changes(base), kind, data, view.shape)
-
-
-def link_detached(base: Any, alias: Any) -> None:
-    """Record that ``alias`` is ``base.detach()``: its in-place changes reach ``base`` (or, when
-    ``base`` is itself a view, the tensor ``base`` was taken from) with autograd off."""
+    step = (kind, view.shape if kind == "reshape" else data)
     vb = base._vb
-    if vb is None:
-        link(base, alias, "detach", ("reshape", None))
-    else:  # (the view may be a temporary, ``x[0].detach()``: link to what it writes into)
-        ref, version, kind, data, shape = vb
-        alias._vb = (ref, version, "detach", data if kind == "detach" else (kind, data), shape)
+    if vb is not None and vb[0]() is not None:  # a view of a view: one more step from the root
+        ref, steps, _shape, root_shape = vb
+        root = ref()
+        view._vb = (ref, (*steps, step), view.shape, root_shape)
+    else:
+        # (a proxy such as ``p.data`` dies with the expression that made it: held strongly; a
+        # tensor weakly, so that a view does not keep its root's array alive)
+        ref = (lambda: base) if base._proxy else weakref.ref(base)
+        root = base
+        view._vb = (ref, (step,), view.shape, base.shape)
+    _register(root._owner if root._proxy else root, view)
 
 
-def _direct_changes(base: Any) -> int:
-    """How often ``base`` was changed in place other than through its views: a view taken
-    before such a change is stale (GT does not carry the change into it) and stops writing."""
-    return base._version - base._vwn
+def _register(root: Any, view: Any) -> None:
+    vs = root._vs
+    if vs is None:
+        root._vs = [weakref.ref(view)]
+        return
+    vs.append(weakref.ref(view))
+    n = len(vs)
+    if n >= 32 and not n & (n - 1):  # at powers of two: amortised O(1) per view taken
+        vs[:] = [r for r in vs if r() is not None]
 
 
-def write_back(view: Any, take_value: Any) -> None:
-    """After an in-place op on ``view``: write its value into its base, if it is still linked
+def unlink(t: Any) -> None:
+    """``t`` takes a value of its own (``t.data = y``): its views and its root no longer see it."""
+    t._vb = t._vs = None
+
+
+def write_back(t: Any, take_value: Any) -> None:
+    """After an in-place change of ``t``: write its value into its root, if it is a view (and
+    the change did not come from the root), then bring its own live views up to it
     (``take_value``: :func:`gt.ops.inplace.take_value`, which calls this)."""
-    vb = view._vb
-    if vb is None:
+    if t._vb is not None and id(t) not in _following:
+        _write_into_root(t, take_value)
+    owner = t._owner if t._proxy else t
+    if owner._vs:
+        _follow(owner, take_value)
+
+
+def _root_of(view: Any) -> Any:
+    """The view's root if the two still correspond (else the view is unlinked: ``None``)."""
+    ref, _steps, shape, root_shape = view._vb
+    root = ref()
+    if root is None or root.id is None or root is view or view.shape != shape or root.shape != root_shape:  # fmt: skip
+        view._vb = None  # (gone, or reshaped in place)
+        return None
+    return root
+
+
+def _write_into_root(view: Any, take_value: Any) -> None:
+    root = _root_of(view)
+    if root is None:
         return
-    ref, version, kind, data, shape = vb
-    base = ref()
-    if (
-        base is None
-        or base.id is None
-        or _direct_changes(base) != version
-        or base is view
-        or view.shape != shape
-    ):  # fmt: skip  (gone, changed since, or reshaped in place)
-        view._vb = None
-        return
-    if kind == "detach":  # shared outside autograd, as PyTorch's detach() shares storage
-        kind, data = data
-        enabled, _mode.enabled = _mode.enabled, False
-        try:
-            _write(base, view, kind, data, take_value)
-        finally:
-            _mode.enabled = enabled
-        return
-    if _mode.enabled and base.requires_grad and base._node is None:
+    steps = view._vb[1]
+    detached = any(kind == "detach" for kind, _ in steps)
+    if not detached and _mode.enabled and root.requires_grad and root._node is None:
         view._vb = None
         raise RuntimeError(
             "a view of a leaf Variable that requires grad is being used in an in-place "
             "operation (wrap it in `with gt.no_grad():`)"
         )
-    _write(base, view, kind, data, take_value)
-
-
-def _write(base: Any, view: Any, kind: str, data: Any, take_value: Any) -> None:
-    if kind == "key":
-        base[data] = view
-    else:
-        if kind == "reshape":
-            new = view.reshape(base.shape)
+    _writing.append(view)
+    enabled = _mode.enabled
+    if detached:  # shared outside autograd, as PyTorch's detach() shares storage
+        _mode.enabled = False
+    try:
+        # the view's parent, seen afresh from the root (a temporary linked to it, whose change
+        # then travels on to the root), unless the view is one step from the root
+        parent = _seen(root, steps[:-1])
+        kind, data = steps[-1]
+        if kind == "key":
+            parent[data] = view
+        elif kind == "reshape" or kind == "detach":
+            take_value(parent, _aliased(view.reshape(parent.shape), view))
         else:  # "perm": undo the permutation
             inverse = [0] * len(data)
             for i, p in enumerate(data):
                 inverse[p] = i
-            new = view.permute(inverse)
-        take_value(base, new if new is not view else view._alias())
-    base._vwn += 1  # that change came through a view: not direct
+            take_value(parent, _aliased(view.permute(inverse), view))
+    finally:
+        _mode.enabled = enabled
+        _writing.pop()
+
+
+def _aliased(new: Any, view: Any) -> Any:
+    return new if new is not view else view._alias()
+
+
+def _follow(root: Any, take_value: Any) -> None:
+    """Bring every live view of ``root`` (but the ones writing into it) up to its value."""
+    for r in list(root._vs):
+        v = r()
+        if v is None or v.id is None or v._vb is None or any(w is v for w in _writing):
+            continue
+        src = _root_of(v)
+        if src is None:
+            continue
+        steps = v._vb[1]
+        detached = any(kind == "detach" for kind, _ in steps)
+        enabled = _mode.enabled
+        if detached:
+            _mode.enabled = False
+        try:
+            new = _seen(src, steps)
+            _following.add(id(v))
+            try:
+                take_value(v, _aliased(new, src), not detached)
+            finally:
+                _following.discard(id(v))
+        finally:
+            _mode.enabled = enabled
+    root._vs[:] = [r for r in root._vs if r() is not None]
+
+
+def _seen(root: Any, steps: tuple) -> Any:
+    """``root`` seen through ``steps`` (``root`` itself for none)."""
+    t = root
+    for kind, data in steps:
+        if kind == "key":
+            t = t[data]
+        elif kind == "reshape":
+            t = t.reshape(data)
+        elif kind == "perm":
+            t = t.permute(data)
+    return t
 
 
 def is_basic_key(key: Any) -> bool:
@@ -111,4 +184,4 @@ def is_basic_key(key: Any) -> bool:
     return True
 
 
-__all__ = ["is_basic_key", "link", "link_detached", "write_back"]
+__all__ = ["is_basic_key", "link", "unlink", "write_back"]
