@@ -3,7 +3,9 @@ ops), differentiable ``log_prob``/``entropy``/KL, parameter validation with PyTo
 
 Provided: :class:`Normal`, :class:`Uniform`, :class:`Laplace`, :class:`Exponential`,
 :class:`Bernoulli`, :class:`Categorical`, :class:`OneHotCategorical`, :class:`Independent`,
-:class:`TransformedDistribution` (exp, affine, sigmoid, tanh, power, abs transforms),
+:class:`TransformedDistribution` (with every transform of ``torch.distributions.transforms``
+but ``CatTransform``, ``StackTransform`` and ``CumulativeDistributionTransform``, and
+:func:`biject_to`/:func:`transform_to` onto constraints),
 :class:`LogNormal`, :class:`MultivariateNormal` and :class:`LowRankMultivariateNormal` (on
 :mod:`gt.linalg`), :class:`Gamma`, :class:`Chi2`, :class:`Beta`, :class:`Dirichlet`,
 :class:`StudentT`, :class:`Poisson` (no sampler), :class:`Binomial` (sampled as a sum of coin
@@ -15,15 +17,17 @@ flips), :class:`Multinomial`, :class:`Geometric`, :class:`Cauchy`, :class:`HalfN
 :class:`FisherSnedecor`, :class:`GeneralizedPareto`, :class:`VonMises` (rejection sampler with a
 bounded number of rounds), :class:`LogisticNormal` (with :class:`StickBreakingTransform`), and
 :func:`kl_divergence` with :func:`register_kl`. Not provided: Wishart, LKJCholesky, the
-``ExponentialFamily`` base and its Bregman-divergence KL, and the matrix transforms.
+``ExponentialFamily`` base and its Bregman-divergence KL.
 """
 
 from __future__ import annotations
 
-from gt.distributions import constraints, transforms
+from gt.distributions import constraint_registry, constraints, transforms
 from gt.distributions import kl_gamma as _kl_gamma  # noqa: F401 - registers the KL rules
 from gt.distributions import kl_last as _kl_last  # noqa: F401 - registers the KL rules
+from gt.distributions import kl_mixed as _kl_mixed  # noqa: F401 - registers the KL rules
 from gt.distributions import kl_more as _kl_more  # noqa: F401 - registers the KL rules
+from gt.distributions.constraint_registry import biject_to, transform_to
 from gt.distributions.continuous import Exponential, Laplace, Normal, Uniform
 from gt.distributions.discrete import Bernoulli, Categorical, OneHotCategorical
 from gt.distributions.distribution import Distribution
@@ -52,12 +56,20 @@ from gt.distributions.transforms import (
     AbsTransform,
     AffineTransform,
     ComposeTransform,
+    CorrCholeskyTransform,
     ExpTransform,
+    IndependentTransform,
+    LowerCholeskyTransform,
+    PositiveDefiniteTransform,
     PowerTransform,
+    ReshapeTransform,
     SigmoidTransform,
+    SoftmaxTransform,
+    SoftplusTransform,
     StickBreakingTransform,
     TanhTransform,
     Transform,
+    identity_transform,
 )
 from gt.distributions.von_mises import VonMises
 
@@ -72,6 +84,7 @@ __all__ = [
     "Chi2",
     "ComposeTransform",
     "ContinuousBernoulli",
+    "CorrCholeskyTransform",
     "Dirichlet",
     "Distribution",
     "ExpRelaxedCategorical",
@@ -85,6 +98,7 @@ __all__ = [
     "HalfCauchy",
     "HalfNormal",
     "Independent",
+    "IndependentTransform",
     "InverseGamma",
     "Kumaraswamy",
     "LKJCholesky",
@@ -93,6 +107,7 @@ __all__ = [
     "LogisticNormal",
     "LogitRelaxedBernoulli",
     "LowRankMultivariateNormal",
+    "LowerCholeskyTransform",
     "MixtureSameFamily",
     "Multinomial",
     "MultivariateNormal",
@@ -101,10 +116,14 @@ __all__ = [
     "OneHotCategorical",
     "Pareto",
     "Poisson",
+    "PositiveDefiniteTransform",
     "PowerTransform",
     "RelaxedBernoulli",
     "RelaxedOneHotCategorical",
+    "ReshapeTransform",
     "SigmoidTransform",
+    "SoftmaxTransform",
+    "SoftplusTransform",
     "StickBreakingTransform",
     "StudentT",
     "TanhTransform",
@@ -114,9 +133,13 @@ __all__ = [
     "VonMises",
     "Weibull",
     "Wishart",
+    "biject_to",
+    "constraint_registry",
     "constraints",
+    "identity_transform",
     "kl_divergence",
     "register_kl",
+    "transform_to",
     "transforms",
 ]
 

@@ -270,6 +270,18 @@ class _PositiveDefinite(Constraint):
         return eigvalsh(value).gt(0).all(-1)
 
 
+class _PositiveSemidefinite(Constraint):
+    event_dim = 2
+
+    def check(self, value: Any) -> Any:
+        from gt.linalg import eigvalsh  # noqa: PLC0415 - only matrix constraints need it
+
+        symmetric = (value - value.mT).abs().le(1e-6).flatten(-2).all(-1)
+        if not bool(symmetric.all()):
+            return symmetric
+        return eigvalsh(value).ge(0).all(-1)
+
+
 class _CorrCholesky(Constraint):
     """Lower-triangular with a positive diagonal and rows of unit length (the Cholesky factor of a
     correlation matrix)."""
@@ -284,5 +296,6 @@ class _CorrCholesky(Constraint):
 
 lower_cholesky = _LowerCholesky()
 positive_definite = _PositiveDefinite()
+positive_semidefinite = _PositiveSemidefinite()
 corr_cholesky = _CorrCholesky()
-__all__ += ["corr_cholesky", "lower_cholesky", "positive_definite"]
+__all__ += ["corr_cholesky", "lower_cholesky", "positive_definite", "positive_semidefinite"]

@@ -9,10 +9,19 @@ from typing import Any
 from gt.factories import arange
 from gt.factories import tensor as _tensor
 from gt.ops.functional import broadcast_tensors
+from gt.ops.shaping import cat
 from gt.ops.typeinfo import Size, finfo, get_default_dtype
 from gt.tensor import Tensor
 
-__all__ = ["broadcast_all", "clamp_probs", "lazy_property", "logits_to_probs", "probs_to_logits"]
+__all__ = [
+    "broadcast_all",
+    "clamp_probs",
+    "lazy_property",
+    "logits_to_probs",
+    "probs_to_logits",
+    "tril_matrix_to_vec",
+    "vec_to_tril_matrix",
+]
 
 
 def one_of(probs: Any, logits: Any) -> None:
@@ -116,3 +125,35 @@ class BinaryParameters:
     @property
     def param_shape(self) -> Size:
         return Size(tuple(self._param.shape))
+
+
+def _tril_positions(n: int, diag: int) -> list[int]:
+    """Row-major flat positions of the entries of an ``n x n`` matrix with ``j <= i + diag``."""
+    return [i * n + j for i in range(n) for j in range(n) if j < i + diag + 1]
+
+
+def vec_to_tril_matrix(vec: Tensor, diag: int = 0) -> Tensor:
+    """The lower-triangular matrices (below diagonal ``diag``) whose entries, row by row, are the
+    last dim of ``vec``; the rest are zeros (``torch.distributions.utils``')."""
+    size = vec.shape[-1]
+    root = ((1 + 2 * diag) ** 2 + 8 * size + 4 * abs(diag) * (diag + 1)) ** 0.5
+    n_float = (-(1 + 2 * diag) + root) / 2
+    n = round(n_float)
+    if abs(n - n_float) > finfo(vec.dtype).eps:
+        raise ValueError(
+            f"The size of last dimension is {size} which cannot be expressed as "
+            "the lower triangular part of a square D x D matrix."
+        )
+    index = [0] * (n * n)
+    for k, pos in enumerate(_tril_positions(n, diag)):
+        index[pos] = k + 1  # entry 0 of the padded vector is the zero
+    padded = vec.new_zeros(tuple(vec.shape[:-1]) + (1,))
+    gathered = cat([padded, vec], -1).index_select(-1, _tensor(index))
+    return gathered.reshape(tuple(vec.shape[:-1]) + (n, n))
+
+
+def tril_matrix_to_vec(mat: Tensor, diag: int = 0) -> Tensor:
+    """The entries of ``mat`` on and below diagonal ``diag``, row by row, as a last dim."""
+    n = mat.shape[-1]
+    flat = mat.reshape(tuple(mat.shape[:-2]) + (n * n,))
+    return flat.index_select(-1, _tensor(_tril_positions(n, diag)))

@@ -80,6 +80,7 @@ MODULES = (
     "vision_libraries",
     "sequence_models",
     "module_api",
+    "probabilistic",
 )
 
 
