@@ -1,7 +1,10 @@
 """Tensor factories: ``gt.tensor``, ``gt.randn``, ``gt.zeros`` ...
 
 Random numbers are made on the worker from a seed the client chooses, so ``gt.manual_seed`` makes a
-program reproducible no matter which worker runs it.
+program reproducible no matter which worker runs it. As in PyTorch, the factories that make a new
+tensor from a shape or a range take ``out=`` (``torch.eye(n, out=grad.new(n, n))``: the result is
+written into ``out``, whose dtype it takes), and the ``*_like`` forms keep the strides of a dense
+input (``memory_format=torch.preserve_format``, the default) or take ``memory_format``'s.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from gt import shapes as S
+from gt.ops.functions import write_out
+from gt.ops.layout import cloned_layout
 from gt.ops.random import next_seed, random_attrs
 from gt.session import get_connection
 from gt.tensor import Tensor, create, host_array, upload
@@ -31,6 +36,22 @@ def _make(name: str, args: list, attrs: dict, requires_grad: bool = False) -> Te
     if requires_grad:
         t.requires_grad_(True)
     return t
+
+
+def _into(out: Any, result: Tensor, name: str) -> Tensor:
+    """``result``, or, given ``out=``, ``out`` holding it (with ``result``'s shape)."""
+    return result if out is None else write_out(out, result, name)
+
+
+def _dtype_of(dtype: Any, out: Any) -> Any:
+    """The dtype a factory makes: the one asked for, else ``out``'s (as PyTorch's ``out=``)."""
+    return out.dtype if dtype is None and isinstance(out, Tensor) else dtype
+
+
+def _like(x: Tensor, made: Tensor, memory_format: Any) -> Tensor:
+    """A ``*_like`` result with the strides PyTorch gives it: ``x``'s where they are dense (the
+    default ``preserve_format``), or ``memory_format``'s."""
+    return cloned_layout(x, made, memory_format)
 
 
 def _float_dtype(dtype: Any, op: str) -> str:
@@ -88,8 +109,12 @@ def full(
     dtype: Any = None,
     requires_grad: bool = False,
     device: Any = None,
+    *,
+    out: Any = None,
 ) -> Tensor:
     """A tensor of ``shape`` filled with ``fill_value``."""
+    if out is not None:
+        return _into(out, full(shape, fill_value, _dtype_of(dtype, out)), "full")
     if dtype is None:
         dtype = (
             "bool"
@@ -116,22 +141,27 @@ def full(
 
 
 def zeros(
-    *shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None
+    *shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None, out: Any = None
 ) -> Tensor:
     """A tensor of zeros."""
-    return full(_shape(shape), 0, S.canonical_dtype(dtype), requires_grad)
+    made = full(_shape(shape), 0, S.canonical_dtype(_dtype_of(dtype, out)), requires_grad)
+    return _into(out, made, "zeros")
 
 
-def ones(*shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
+def ones(
+    *shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None, out: Any = None
+) -> Tensor:
     """A tensor of ones."""
-    return full(_shape(shape), 1, S.canonical_dtype(dtype), requires_grad)
+    made = full(_shape(shape), 1, S.canonical_dtype(_dtype_of(dtype, out)), requires_grad)
+    return _into(out, made, "ones")
 
 
 def empty(
-    *shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None
+    *shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None, out: Any = None
 ) -> Tensor:
     """An uninitialized tensor (GT fills it with zeros)."""
-    return zeros(*shape, dtype=dtype, requires_grad=requires_grad)
+    return _into(out, zeros(*shape, dtype=_dtype_of(dtype, out), requires_grad=requires_grad),
+                 "empty")  # fmt: skip
 
 
 def randn(
@@ -140,9 +170,12 @@ def randn(
     dtype: Any = None,
     requires_grad: bool = False,
     device: Any = None,
+    out: Any = None,
 ) -> Tensor:
     """Standard normal samples (from ``generator``'s stream when given); complex dtypes draw
     both parts with variance 1/2 (the real part first), as PyTorch does."""
+    if out is not None:
+        return _into(out, randn(*shape, generator=generator, dtype=_dtype_of(dtype, out)), "randn")
     shp = _shape(shape)
     if S.canonical_dtype(dtype) in S.COMPLEX_DTYPES:
         return _complex_pair(
@@ -169,9 +202,12 @@ def rand(
     dtype: Any = None,
     requires_grad: bool = False,
     device: Any = None,
+    out: Any = None,
 ) -> Tensor:
     """Uniform samples in [0, 1) (from ``generator``'s stream when given; each part of a complex
     dtype's)."""
+    if out is not None:
+        return _into(out, rand(*shape, generator=generator, dtype=_dtype_of(dtype, out)), "rand")
     shp = _shape(shape)
     if S.canonical_dtype(dtype) in S.COMPLEX_DTYPES:
         return _complex_pair(rand, shp, generator, S.canonical_dtype(dtype), requires_grad, 1.0)
@@ -206,9 +242,10 @@ def randint(
     size: Sequence[int] = (),
     *,
     generator: Any = None,
-    dtype: Any = "int64",
+    dtype: Any = None,
     device: Any = None,
     requires_grad: bool = False,
+    out: Any = None,
 ) -> Tensor:
     """Integers uniform in [low, high) (``randint(high, size)`` starts at 0)."""
     if isinstance(high, (tuple, list)):  # randint(high, size), PyTorch's other overload
@@ -217,16 +254,24 @@ def randint(
         low, high = 0, low
     if high <= low:
         raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
-    shp, dt = _shape(tuple(size)), S.canonical_dtype(dtype)
-    return _make("randint", [], random_attrs(shp, dt, generator, low=int(low), high=int(high)))
+    shp, dt = _shape(tuple(size)), S.canonical_dtype(_dtype_of(dtype, out) or "int64")
+    made = _make("randint", [], random_attrs(shp, dt, generator, low=int(low), high=int(high)))
+    return _into(out, made, "randint")
 
 
 def randperm(
-    n: int, *, generator: Any = None, dtype: Any = "int64", device: Any = None, **_: Any
+    n: int,
+    *,
+    generator: Any = None,
+    dtype: Any = None,
+    device: Any = None,
+    out: Any = None,
+    **_: Any,
 ) -> Tensor:
     """A random permutation of ``0..n-1`` (drawn on the client from the GT seed)."""
     rng = np.random.default_rng(next_seed() if generator is None else generator.next_seed())
-    return from_numpy(rng.permutation(int(n)).astype(S.canonical_dtype(dtype)))
+    dt = S.canonical_dtype(_dtype_of(dtype, out) or "int64")
+    return _into(out, from_numpy(rng.permutation(int(n)).astype(dt)), "randperm")
 
 
 def arange(
@@ -236,8 +281,12 @@ def arange(
     dtype: Any = None,
     requires_grad: bool = False,
     device: Any = None,
+    *,
+    out: Any = None,
 ) -> Tensor:
     """Evenly spaced values in [start, end)."""
+    if out is not None:
+        return _into(out, arange(start, end, step, dtype=_dtype_of(dtype, out)), "arange")
     if end is None:
         start, end = 0, start
     if step == 0:
@@ -260,8 +309,13 @@ def linspace(
     dtype: Any = None,
     requires_grad: bool = False,
     device: Any = None,
+    *,
+    out: Any = None,
 ) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    if out is not None:
+        made = linspace(start, end, steps, dtype=_dtype_of(dtype, out))
+        return _into(out, made, "linspace")
     if steps < 0:
         raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
     dt = _float_dtype(dtype, "linspace")
@@ -271,63 +325,105 @@ def linspace(
 
 
 def eye(
-    n: int, m: int | None = None, dtype: Any = None, requires_grad: bool = False, device: Any = None
+    n: int,
+    m: int | None = None,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+    *,
+    out: Any = None,
 ) -> Tensor:
     """An identity matrix of ``n`` rows and ``m`` (default ``n``) columns."""
     m = n if m is None else m
     if n < 0 or m < 0:
         raise ValueError(f"eye: n and m must be non-negative, got {n} and {m}")
-    dt = S.canonical_dtype(dtype)
-    return _make("eye", [], {"n": int(n), "m": int(m), "dtype": dt}, requires_grad)
+    dt = S.canonical_dtype(_dtype_of(dtype, out))
+    made = _make("eye", [], {"n": int(n), "m": int(m), "dtype": dt}, requires_grad)
+    return _into(out, made, "eye")
 
 
 def zeros_like(
-    x: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None
+    x: Tensor,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+    memory_format: Any = None,
 ) -> Tensor:
     """Zeros with the shape (and dtype, unless given) of ``x``."""
-    return zeros(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
+    made = zeros(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
+    return _like(x, made, memory_format)
 
 
 def ones_like(
-    x: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None
+    x: Tensor,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+    memory_format: Any = None,
 ) -> Tensor:
     """Ones with the shape (and dtype, unless given) of ``x``."""
-    return ones(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
+    made = ones(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
+    return _like(x, made, memory_format)
 
 
 def empty_like(
-    x: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None
+    x: Tensor,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+    memory_format: Any = None,
 ) -> Tensor:
     """An uninitialized tensor like ``x`` (GT fills it with zeros)."""
-    return zeros_like(x, dtype, requires_grad)
+    return zeros_like(x, dtype, requires_grad, memory_format=memory_format)
 
 
 def full_like(
-    x: Tensor, fill_value: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None
+    x: Tensor,
+    fill_value: Any,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+    memory_format: Any = None,
 ) -> Tensor:
     """``fill_value`` with the shape (and dtype, unless given) of ``x``."""
-    return full(x.shape, fill_value, dtype=dtype or x.dtype, requires_grad=requires_grad)
+    made = full(x.shape, fill_value, dtype=dtype or x.dtype, requires_grad=requires_grad)
+    return _like(x, made, memory_format)
 
 
 def randn_like(
-    x: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None
+    x: Tensor,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+    memory_format: Any = None,
 ) -> Tensor:
     """Normal samples with the shape of ``x``."""
-    return randn(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
+    made = randn(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
+    return _like(x, made, memory_format)
 
 
 def rand_like(
-    x: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None
+    x: Tensor,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+    memory_format: Any = None,
 ) -> Tensor:
     """Uniform samples with the shape of ``x``."""
-    return rand(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
+    made = rand(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
+    return _like(x, made, memory_format)
 
 
 def randint_like(
-    x: Tensor, low: int, high: int | None = None, dtype: Any = None, device: Any = None
+    x: Tensor,
+    low: int,
+    high: int | None = None,
+    dtype: Any = None,
+    device: Any = None,
+    memory_format: Any = None,
 ) -> Tensor:
     """Integers in [low, high) with the shape of ``x``."""
-    return randint(low, high, x.shape, dtype=dtype or "int64")
+    return _like(x, randint(low, high, x.shape, dtype=dtype or "int64"), memory_format)
 
 
 def sync() -> None:

@@ -21,6 +21,19 @@ from gt.tensor import Tensor
 _COMPLEX = frozenset(("complex64", "complex128"))
 
 
+class _RequiredParameter:
+    """The default of a hyperparameter that every parameter group must set: optimizers written
+    for PyTorch declare ``def __init__(self, params, lr=required)``
+    (``torch.optim.optimizer.required``)."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+#: The ``required`` sentinel (``from torch.optim.optimizer import required``).
+required = _RequiredParameter()
+
+
 class Optimizer:
     """Base class: parameter groups, per-parameter state, ``zero_grad``.
 
@@ -55,6 +68,12 @@ class Optimizer:
                 raise TypeError(f"optimizer can only optimize Tensors, got {type(p).__name__}")
             if not p.is_leaf:
                 raise ValueError("can't optimize a non-leaf Tensor")
+        for name, default in self.defaults.items():
+            if default is required and name not in group:
+                raise ValueError(
+                    "parameter group didn't specify a value of required optimization parameter "
+                    + name
+                )
         full = Hyperparameters(self.defaults)  # a captured step (gt.hot) sees it change
         full.update(group)
         full["params"] = params
@@ -104,6 +123,16 @@ class Optimizer:
         p.copy_(pairs._apply("view_as_complex", [pairs]))
 
     # ------------------------------------------------------------------ state
+    def __getstate__(self) -> dict[str, Any]:
+        """What pickling and ``copy.deepcopy`` keep, as in PyTorch: the defaults, the state and
+        the parameter groups (PyTorch drops a subclass's other attributes too)."""
+        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`__getstate__` kept; optimizers written for PyTorch override it and
+        call ``super().__setstate__(state)`` before filling in their groups' newer defaults."""
+        self.__dict__.update(state)
+
     def state_dict(self) -> dict[str, Any]:
         """The optimizer's state in PyTorch's layout: ``{"state": {index: {...}},
         "param_groups": [{..., "params": [index, ...]}]}``, parameters numbered in group order.
@@ -119,8 +148,16 @@ class Optimizer:
                 index.setdefault(id(p), len(index))
             packed["params"] = [index[id(p)] for p in g["params"]]
             groups.append(packed)
-        state = {index[id(p)]: _exported(s) for p, s in self.state.items() if id(p) in index}
+        own = self._gt_state()
+        state = {index[id(p)]: _exported(s) if own else s
+                 for p, s in self.state.items() if id(p) in index}  # fmt: skip
         return {"state": state, "param_groups": groups}
+
+    def _gt_state(self) -> bool:
+        """Whether the state is made by GT's own update (an optimizer with an ``_update``), whose
+        step counts are Python ints where PyTorch keeps tensors, so the state dict converts them.
+        A subclass that writes its own ``step`` keeps what it stores, there as in PyTorch."""
+        return type(self)._update is not Optimizer._update
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore state from :meth:`state_dict` (tensors cast to each parameter's dtype, shared
@@ -144,12 +181,13 @@ class Optimizer:
             for i, p in zip(sg["params"], g["params"])
         }
         self.state = defaultdict(dict)
+        own = self._gt_state()
         for key, st in state_dict["state"].items():
             p = ids.get(int(key))
             if p is None:
                 continue
-            self.state[p] = {k: _loaded_step(v) if k == "step" else _copy_state(v, p)
-                             for k, v in st.items()}  # fmt: skip
+            self.state[p] = {k: (_loaded_step(v) if own else v) if k == "step"
+                             else _copy_state(v, p) for k, v in st.items()}  # fmt: skip
         for g, sg in zip(self.param_groups, saved_groups):
             params = g["params"]
             g.clear()

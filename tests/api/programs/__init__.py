@@ -81,6 +81,7 @@ MODULES = (
     "sequence_models",
     "module_api",
     "probabilistic",
+    "custom_optimizers",
 )
 
 
