@@ -263,7 +263,9 @@ class _Walk:
         if node.unpack is not None:  # saved_tensors_hooks: the values back, for this rule only
             packed = node.saved
             node.saved = tuple([node.unpack(p.value) if type(p) is Packed else p for p in packed])
-        else:
+        elif node.op != "transpose":
+            # (a transpose's rule reads nothing: it keeps its input only for matmul's shortcut,
+            # _unswapped, which checks that input's version itself, as PyTorch's mm would)
             node.check_versions()
         try:
             self._run_rule(node, g, grads)

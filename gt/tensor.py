@@ -42,7 +42,7 @@ from gt.ops.reduce import ReductionOps
 from gt.ops.selection import SelectionOps
 from gt.ops.shaping import ShapeOps
 from gt.ops.typeinfo import Size
-from gt.ops.views import unlink, write_back
+from gt.ops.views import set_data, write_back
 from gt.runtime import ops as O
 from gt.runtime.client import Connection
 from gt.runtime.ops.complexnum import complex_grad_mode
@@ -408,8 +408,7 @@ class Tensor(
     def data(self, value: Tensor) -> None:
         if not isinstance(value, Tensor):
             raise TypeError(f"data must be set to a Tensor, not {type(value).__name__}")
-        unlink(self)  # a value of its own: its views (and its base, if a view) keep the old one
-        take_value(self, value._alias(), keep_graph=False)
+        set_data(self, value, take_value)  # (shared with ``value`` from now on, as in PyTorch)
 
 
 class _NoRecord:

@@ -28,7 +28,7 @@ from gt.indexing import encode_key
 from gt.ops.arith import where
 from gt.ops.base import TensorBase
 from gt.ops.random import random_attrs
-from gt.ops.views import write_back
+from gt.ops.views import is_basic_key, is_view_at, parts, write_back
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -268,6 +268,19 @@ class InplaceOps:
         return apply_inplace(self, "masked_fill_", lambda x: x.masked_fill(mask, value))
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        if isinstance(value, TensorBase) and value._vb is not None and is_view_at(self, key, value):
+            return  # (the second half of ``x[key] += v``: the view already wrote itself back)
+        owner = self._owner if self._proxy else self
+        if owner._vs and owner._vb is None and is_basic_key(key):
+            parts.append((owner, key))  # (its views of other parts need not follow)
+            try:
+                self._setitem(key, value)
+            finally:
+                parts.pop()
+        else:
+            self._setitem(key, value)
+
+    def _setitem(self, key: Any, value: Any) -> None:
         if isinstance(value, np.ndarray):
             value = self.new_tensor(value)
         if isinstance(value, TensorBase) and value._conn is not self._conn:

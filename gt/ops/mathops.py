@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gt import shapes as S
 from gt.errors import ShapeError
+from gt.ops import views
 from gt.ops.arith import where
 from gt.ops.base import TensorBase
 
@@ -185,10 +186,19 @@ class MathOps:
             return out
         if self.ndim != 2:
             raise ShapeError(f"diag: expected a 1-d or 2-d tensor, got shape {list(self.shape)}")
-        return self.diagonal(diagonal)
+        return self._diagonal(diagonal, 0, 1)  # (a copy, as PyTorch's diag of a matrix is)
 
     def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
-        """The ``offset``-th diagonal over ``dim1`` and ``dim2`` (as the last dimension)."""
+        """The ``offset``-th diagonal over ``dim1`` and ``dim2`` (as the last dimension); a view,
+        as in PyTorch: ``a.diagonal().add_(eps)`` changes ``a`` (see :mod:`gt.ops.views`)."""
+        d1 = S.normalize_axis(dim1, self.ndim, "diagonal")
+        d2 = S.normalize_axis(dim2, self.ndim, "diagonal")
+        out = self._diagonal(offset, d1, d2)
+        if out.numel():
+            views.link(self, out, "diag", (offset, d1, d2))
+        return out
+
+    def _diagonal(self, offset: int, dim1: int, dim2: int) -> Tensor:
         d1 = S.normalize_axis(dim1, self.ndim, "diagonal")
         d2 = S.normalize_axis(dim2, self.ndim, "diagonal")
         rest = [i for i in range(self.ndim) if i not in (d1, d2)]
@@ -206,7 +216,7 @@ class MathOps:
         """Sum of a matrix's diagonal."""
         if self.ndim != 2:
             raise ShapeError(f"trace: expected a matrix, got shape {list(self.shape)}")
-        return self.diagonal().sum()
+        return self._diagonal(0, 0, 1).sum()
 
 
 def where_or_nonzero(condition: Tensor, input: Any = None, other: Any = None) -> Any:  # noqa: A002

@@ -2,10 +2,11 @@
 
 GT's tensors are values (a worker may hold a view's array apart from its base's), so PyTorch's
 shared storage is kept by the client. A view made by basic indexing (ints, slices, ``None``,
-``...``), a reshape (``view``, ``flatten``, ``squeeze`` ...), a permutation or ``detach()``
-remembers its *root* (weakly: the tensor that is not itself such a view) and the *steps* that
-see the root as the view (``x.t()[2]``: transpose, then index), and the root remembers its live
-views. Intermediate views need not stay alive: ``x.t()[2].fill_(7)`` changes ``x``.
+``...``), a reshape (``view``, ``flatten``, ``squeeze`` ...), a permutation, ``diagonal()`` or
+``detach()`` remembers its *root* (weakly: the tensor that is not itself such a view) and the
+*steps* that see the root as the view (``x.t()[2]``: transpose, then index), and the root
+remembers its live views. Intermediate views need not stay alive: ``x.t()[2].fill_(7)`` changes
+``x``.
 
 * **View to root.** After an in-place op on the view, its new value is written into the root
   (recorded for autograd like the in-place op itself: ``root[key] = view``, the reshape or
@@ -15,12 +16,17 @@ views. Intermediate views need not stay alive: ``x.t()[2].fill_(7)`` changes ``x
   its views), each of its other live views takes the root's new value seen through its steps
   (recorded when grad mode is on, so the view's history is rebased on the root's, as PyTorch
   rebases it). The view's version counts the change, so a backward that saved the view's old
-  value raises, as PyTorch's shared version counter makes it raise.
+  value raises, as PyTorch's shared version counter makes it raise. Outside autograd, a write
+  into one part (``root[key] = v``, also a view's write-back) leaves the views of parts it does
+  not touch as they are (a flat buffer's other parameters, the other colour of a red-black
+  sweep): only their versions move. ``x[key] += v`` writes ``x`` once (the view does it).
 
 A ``detach()`` step shares outside autograd (no graph, no leaf check), as ``root.data`` would. A
 view stops following when it or its root is reshaped in place, or the root is gone; ``x.data =
-y`` gives ``x`` a value that its old views do not see (as in PyTorch). Advanced indexing makes
-copies, as in PyTorch.
+y`` gives ``x`` a value that its old views do not see and that it shares with ``y`` from then
+on (a ``detach()`` step: ``p.data = flat[a:b].view_as(p)`` makes ``p`` a view of ``flat``), as
+in PyTorch; an in-place change through ``v.data`` of a view ``v`` reaches ``v``'s root too.
+Advanced indexing makes copies, as in PyTorch.
 """
 
 from __future__ import annotations
@@ -29,17 +35,21 @@ import weakref
 from typing import Any
 
 from gt.grad_mode import _mode
+from gt.indexing import encode_key
 
 #: Views whose change is being written into their root right now (they already hold the value
 #: the root's other views are brought up to).
 _writing: list = []
 #: Views being brought up to their root's new value (their change must not be written back).
 _following: set[int] = set()
+#: ``(root, key)`` while ``root[key] = value`` runs: views of other parts need not follow.
+parts: list = []
 
 
 def link(base: Any, view: Any, kind: str, data: Any) -> None:
     """Record that ``view`` is ``base`` seen through ``kind`` (``"key"``: ``base[data]``,
-    ``"reshape"``, ``"perm"``: ``base.permute(data)``, ``"detach"``: ``base.detach()``)."""
+    ``"reshape"``, ``"perm"``: ``base.permute(data)``, ``"diag"``: ``base.diagonal(*data)``,
+    ``"detach"``: ``base.detach()``)."""
     step = (kind, view.shape if kind == "reshape" else data)
     vb = base._vb
     if vb is not None and vb[0]() is not None:  # a view of a view: one more step from the root
@@ -71,6 +81,19 @@ def unlink(t: Any) -> None:
     t._vb = t._vs = None
 
 
+def set_data(t: Any, value: Any, take_value: Any) -> None:
+    """``t.data = value``: ``t``'s old views (and its old base) keep the old value, and ``t``
+    shares ``value``'s from now on, outside autograd, as PyTorch's ``t`` shares its storage
+    (``p.data = flat[a:b].view_as(p)`` makes ``p`` follow and write into ``flat``)."""
+    unlink(t)
+    take_value(t, value._alias(), False)
+    base = value._owner if value._proxy else value
+    vb = base._vb
+    root = vb[0]() if vb is not None else None
+    if base is not t and root is not t:
+        link(base, t, "detach", None)
+
+
 def write_back(t: Any, take_value: Any) -> None:
     """After an in-place change of ``t``: write its value into its root, if it is a view (and
     the change did not come from the root), then bring its own live views up to it
@@ -78,6 +101,13 @@ def write_back(t: Any, take_value: Any) -> None:
     if t._vb is not None and id(t) not in _following:
         _write_into_root(t, take_value)
     owner = t._owner if t._proxy else t
+    if owner is not t and owner._vb is not None and id(owner) not in _following:
+        enabled = _mode.enabled  # ``view.data.add_(...)``: into the view's root, outside autograd
+        _mode.enabled = False
+        try:
+            _write_into_root(owner, take_value)
+        finally:
+            _mode.enabled = enabled
     if owner._vs:
         _follow(owner, take_value)
 
@@ -109,12 +139,25 @@ def _write_into_root(view: Any, take_value: Any) -> None:
     if detached:  # shared outside autograd, as PyTorch's detach() shares storage
         _mode.enabled = False
     try:
+        j = len(steps) - 1
+        while j > 0 and steps[j][0] in ("reshape", "detach"):
+            j -= 1
+        if j < len(steps) - 1 and steps[j][0] == "key":
+            # a part seen through reshapes (``p = flat[a:b].view_as(w)``): written in one go
+            parent, key = _seen(root, steps[:j]), steps[j][1]
+            shape = encode_key(parent, key)[2]
+            if view.shape != shape:
+                view = view._apply("reshape", [view], {"shape": list(shape)}, shape=shape)
+            parent[key] = view
+            return
         # the view's parent, seen afresh from the root (a temporary linked to it, whose change
         # then travels on to the root), unless the view is one step from the root
         parent = _seen(root, steps[:-1])
         kind, data = steps[-1]
         if kind == "key":
             parent[data] = view
+        elif kind == "diag":
+            take_value(parent, parent.diagonal_scatter(view, *data))
         elif kind == "reshape" or kind == "detach":
             take_value(parent, _aliased(view.reshape(parent.shape), view))
         else:  # "perm": undo the permutation
@@ -133,6 +176,7 @@ def _aliased(new: Any, view: Any) -> Any:
 
 def _follow(root: Any, take_value: Any) -> None:
     """Bring every live view of ``root`` (but the ones writing into it) up to its value."""
+    part = parts[-1][1] if parts and parts[-1][0] is root else None
     for r in list(root._vs):
         v = r()
         if v is None or v.id is None or v._vb is None or any(w is v for w in _writing):
@@ -142,6 +186,11 @@ def _follow(root: Any, take_value: Any) -> None:
             continue
         steps = v._vb[1]
         detached = any(kind == "detach" for kind, _ in steps)
+        if part is not None and steps[0][0] == "key" and _apart(part, steps[0][1], root.shape):
+            # (a flat buffer's other parameters: unchanged, unless a history is to be rebased)
+            if detached or not (_mode.enabled and src.requires_grad):
+                v._version += 1  # (PyTorch's shared version counter moves)
+                continue
         enabled = _mode.enabled
         if detached:
             _mode.enabled = False
@@ -167,7 +216,72 @@ def _seen(root: Any, steps: tuple) -> Any:
             t = t.reshape(data)
         elif kind == "perm":
             t = t.permute(data)
+        elif kind == "diag":
+            t = t.diagonal(*data)
     return t
+
+
+def _apart(a: Any, b: Any, shape: tuple) -> bool:
+    """Whether basic keys ``a`` and ``b`` of a tensor of ``shape`` select no element in common
+    (``False`` where that is not plain: then the view follows, as it always may)."""
+    ra, rb = _ranges(a, shape), _ranges(b, shape)
+    if ra is None or rb is None:
+        return False
+    for x, y in zip(ra, rb):
+        if not x or not y:
+            return True
+        xlo, xhi, xst = (x[0], x[-1], x.step) if x.step > 0 else (x[-1], x[0], -x.step)
+        ylo, yhi, yst = (y[0], y[-1], y.step) if y.step > 0 else (y[-1], y[0], -y.step)
+        if xhi < ylo or yhi < xlo or (xst == yst and (xlo - ylo) % xst):
+            return True
+    return False
+
+
+def _ranges(key: Any, shape: tuple) -> list | None:
+    """The indices a basic key selects along each dimension (``None``: not worked out)."""
+    items = key if type(key) is tuple else (key,)
+    if sum(1 for k in items if k is Ellipsis) > 1:
+        return None
+    used = sum(1 for k in items if k is not None and k is not Ellipsis)
+    out, d = [], 0
+    for k in items:
+        if k is None:
+            continue
+        if k is Ellipsis:
+            for _ in range(len(shape) - used):
+                out.append(range(shape[d]))
+                d += 1
+            continue
+        if d >= len(shape):
+            return None
+        n = shape[d]
+        if type(k) is int:
+            i = k + n if k < 0 else k
+            out.append(range(i, i + 1))
+        else:
+            out.append(range(*k.indices(n)))
+        d += 1
+    return out + [range(n) for n in shape[d:]]
+
+
+def is_view_at(t: Any, key: Any, value: Any) -> bool:
+    """Whether ``value`` is a live view of ``t`` at ``key``, so that ``t[key] = value`` changes
+    nothing: Python runs ``t[key] += v`` as ``view = t[key]; view += v; t[key] = view``, and the
+    in-place op has already written the view into ``t``."""
+    vb = value._vb
+    if vb is None or not is_basic_key(key) or any(w is value for w in _writing):
+        return False  # (a view being written back right now is written with ``t[key] = value``)
+    own = t._vb
+    if own is None:
+        if vb[0]() is not t or vb[1] != (("key", key),):
+            return False
+    elif own[0]() is None or vb[0]() is not own[0]() or vb[1] != (*own[1], ("key", key)):
+        return False
+    root = _root_of(value)
+    if root is None:
+        return False
+    vs = (root._owner if root._proxy else root)._vs
+    return vs is not None and any(r() is value for r in vs)  # (not after the root's ``.data =``)
 
 
 def is_basic_key(key: Any) -> bool:
@@ -184,4 +298,4 @@ def is_basic_key(key: Any) -> bool:
     return True
 
 
-__all__ = ["is_basic_key", "link", "unlink", "write_back"]
+__all__ = ["is_basic_key", "is_view_at", "link", "set_data", "unlink", "write_back"]

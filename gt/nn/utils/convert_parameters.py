@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gt.autograd import no_grad
 from gt.ops.shaping import cat
 from gt.tensor import Tensor
 
@@ -21,7 +20,9 @@ def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
 
 
 def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
-    """Copy consecutive slices of the 1-d ``vec`` into the parameters (not recorded)."""
+    """Give the parameters consecutive slices of the 1-d ``vec`` (not recorded); as in PyTorch
+    (``param.data = vec[a:b].view_as(param).data``), they share them: a later in-place change
+    of ``vec`` changes the parameters."""
     if not isinstance(vec, Tensor):
         raise TypeError(f"expected torch.Tensor, but got: {type(vec).__name__}")
     params = list(parameters)
@@ -32,8 +33,7 @@ def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
             f"{list(vec.shape)}"
         )
     start = 0
-    with no_grad():
-        for p in params:
-            n = p.numel()
-            p.copy_(vec[start : start + n].reshape(p.shape))
-            start += n
+    for p in params:  # as PyTorch's: each parameter then shares its slice of ``vec``
+        n = p.numel()
+        p.data = vec[start : start + n].view_as(p).data
+        start += n

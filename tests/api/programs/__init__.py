@@ -81,6 +81,7 @@ MODULES = (
     "sequence_models",
     "module_api",
     "probabilistic",
+    "inplace_algorithms",
     "custom_optimizers",
 )
 
