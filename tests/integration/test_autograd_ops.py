@@ -513,3 +513,13 @@ def test_every_differentiable_primitive_has_a_derivative_rule():
     )
     assert differentiable <= set(BY_NAME)
     assert {n for n in differentiable if BY_NAME[n].grad is None} == set()
+
+
+def test_cumsum_gradient_is_a_suffix_sum_without_cancellation(conn):
+    # d/dx_i of sum_j w_j * cumsum(x)_j is the sum of w from i on. Computed as the total minus the
+    # running sum, the 1e8 swallows the small terms and element 1 would get 1.0 instead of 2.0
+    # (a cumsum-and-exp parallel scan's gradients went wrong this way on CuPy).
+    x = gt.zeros(3, requires_grad=True)
+    w = gt.tensor([1e8, 1.0, 1.0])
+    (x.cumsum(0) * w).sum().backward()
+    assert x.grad.tolist() == [1e8, 2.0, 1.0]

@@ -164,10 +164,11 @@ def _k_cumsum(be: Any) -> Any:
 
 
 def _d_cumsum(n: Any, g: Any) -> tuple:
-    # d(out_j)/d(x_i) = 1 for j >= i: the gradient is g summed from the right, which is the total
-    # minus the running sum up to i, plus g_i itself (no flip needed).
+    # d(out_j)/d(x_i) = 1 for j >= i: the gradient is g summed from the right, a running sum of
+    # the flipped g. (Not the total minus the running sum from the left: with g of a wide range,
+    # as a cumsum-and-exp parallel scan gives, that subtraction cancels and keeps only rounding.)
     ax = n.attrs["axis"]
-    return (g.sum(ax, keepdims=True) - g.cumsum(ax) + g,)
+    return (g.flip(ax).cumsum(ax).flip(ax),)
 
 
 def _cumsum_api(x: Any, dim: int, *, dtype: Any = None) -> Any:
