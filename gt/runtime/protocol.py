@@ -55,6 +55,8 @@ from typing import Any, NamedTuple
 
 import msgpack
 
+from gt.runtime.field_checks import ANY, Check, compile_checks, opt
+
 VERSION = (
     3  # 3: a fetch that ends a batch acknowledges it (Run.ack, Data.ack, Done.acked, Ack.told)
 )
@@ -93,24 +95,6 @@ class ProtocolError(ValueError):
 
 
 # ----------------------------------------------------------------------------- field checks
-#: A field's check: a type (the value must be exactly of it: ``True`` is not an ``int``), a
-#: function that says whether a value is well formed, :data:`ANY`, or :func:`_opt` of a check.
-Check = Any
-ANY = object()
-
-
-class _Opt:
-    __slots__ = ("check",)
-
-    def __init__(self, check: Check):
-        self.check = check
-
-
-def _opt(check: Check) -> _Opt:
-    """``None``, or a value that passes ``check``."""
-    return _Opt(check)
-
-
 def _dtype(v: Any) -> bool:
     return v in DTYPE_SET if type(v) is str else False
 
@@ -178,32 +162,6 @@ def _key(v: Any) -> bool:
     return type(v) is bytes and len(v) == 40
 
 
-def _test(check: Check, value: str, env: dict) -> str:
-    """Python source that is true when ``value`` passes ``check`` (names go into ``env``)."""
-    if check is ANY:
-        return "True"
-    if isinstance(check, _Opt):
-        return f"({value} is None or {_test(check.check, value, env)})"
-    name = f"_c{len(env)}"
-    env[name] = check
-    if isinstance(check, type):
-        return f"type({value}) is {name}"
-    return f"{name}({value})"
-
-
-def _validator(fields: tuple[str, ...], checks: dict[str, Check]) -> Callable[[list], bool]:
-    """One function that checks every field of a value list at once.
-
-    Messages are parsed on every hop of the hot path, so the checks of a kind are compiled into a
-    single expression (a call per message instead of one per field); on failure,
-    :func:`_bad_field` finds which field it was, slowly, for the error message.
-    """
-    env: dict = {}
-    expr = " and ".join(_test(checks[f], f"v[{i}]", env) for i, f in enumerate(fields)) or "True"
-    exec(f"def ok(v):\n    return {expr}\n", env)  # noqa: S102 - built from the checks above
-    return env["ok"]
-
-
 def _bad_field(cls: type, values: list) -> str:
     for name, v in zip(cls._fields, values):  # type: ignore[attr-defined]
         if not cls._check_one[name]([v]):  # type: ignore[attr-defined]
@@ -222,8 +180,8 @@ def _kind(kind: int, /, **checks: Check) -> Callable[[type], type]:
         if set(checks) != set(fields):
             raise TypeError(f"{cls.__name__}: checks {sorted(checks)} != fields {fields}")
         cls.KIND = kind  # type: ignore[attr-defined]
-        cls._ok = _validator(fields, checks)  # type: ignore[attr-defined]
-        cls._check_one = {f: _validator(("x",), {"x": checks[f]}) for f in fields}  # type: ignore[attr-defined]
+        cls._ok = compile_checks(fields, checks)  # type: ignore[attr-defined]
+        cls._check_one = {f: compile_checks(("x",), {"x": checks[f]}) for f in fields}  # type: ignore[attr-defined]
         cls._required = len(fields) - len(cls._field_defaults)  # type: ignore[attr-defined]
         cls._defaults = tuple(cls._field_defaults[f] for f in fields[cls._required :])  # type: ignore[attr-defined]
         _KINDS[kind] = cls
@@ -253,7 +211,7 @@ class Welcome(NamedTuple):
     settings: dict
 
 
-@_kind(3, seq=int, n=int, srclocs=_opt(_srclocs), signals=_opt(_signals))
+@_kind(3, seq=int, n=int, srclocs=opt(_srclocs), signals=opt(_signals))
 class Batch(NamedTuple):
     """A client's batch of ``n`` instructions; new source lines ``[[id, text]]`` and new signal
     table entries ``[[id, name, backward, is_backward]]`` ride along."""
@@ -264,7 +222,7 @@ class Batch(NamedTuple):
     signals: list | None = None
 
 
-@_kind(4, client=int, seq=int, n=int, token=_opt(bytes), planned=bool, tenant=_opt(_tenant),
+@_kind(4, client=int, seq=int, n=int, token=opt(bytes), planned=bool, tenant=opt(_tenant),
        ack=bool)  # fmt: skip
 class Run(NamedTuple):
     """The dispatcher hands a worker a client's batch (or this worker's part of a planned one);
@@ -311,7 +269,7 @@ class Ack(NamedTuple):
     told: bool = False
 
 
-@_kind(7, req=int, dtype=_opt(_dtype), shape=_opt(_shape), error=_opt(_error), ack=_opt(int))
+@_kind(7, req=int, dtype=opt(_dtype), shape=opt(_shape), error=opt(_error), ack=opt(int))
 class Data(NamedTuple):
     """A fetched array (in the next frame) for request ``req``, or the error that replaced it.
     ``ack``: the client batch this fetch ended, acknowledged with it (see :attr:`Run.ack`)."""
@@ -323,8 +281,8 @@ class Data(NamedTuple):
     ack: int | None = None
 
 
-@_kind(8, client=int, req=int, dtype=_opt(_dtype), shape=_opt(_shape), error=_opt(_error),
-       ack=_opt(int))  # fmt: skip
+@_kind(8, client=int, req=int, dtype=opt(_dtype), shape=opt(_shape), error=opt(_error),
+       ack=opt(int))  # fmt: skip
 class Relay(NamedTuple):
     """A :class:`Data` for client ``client``, sent through the dispatcher."""
 
@@ -358,8 +316,8 @@ class Error(NamedTuple):
     message: str
 
 
-@_kind(12, host=str, pid=int, device=str, backend=str, data=str, hb=bytes, gpu=_opt(dict),
-       data_key=_opt(_key))  # fmt: skip
+@_kind(12, host=str, pid=int, device=str, backend=str, data=str, hb=bytes, gpu=opt(dict),
+       data_key=opt(_key))  # fmt: skip
 class Register(NamedTuple):
     """A worker asks to join: where it runs, its data endpoint, its heartbeat socket's identity,
     its GPU (``index``, ``name``, ``uuid``, ``pci_bus_id`` ...; ``None`` on NumPy), and the CURVE
@@ -425,7 +383,7 @@ class Stats(NamedTuple):
     stats: dict
 
 
-@_kind(20, endpoints=_endpoints, keys=_opt(_keys))
+@_kind(20, endpoints=_endpoints, keys=opt(_keys))
 class Peers(NamedTuple):
     """Where every worker's data socket is: ``{worker_id: endpoint}``, and over TCP the CURVE
     public key of each (``{worker_id: key}``)."""
@@ -434,8 +392,8 @@ class Peers(NamedTuple):
     keys: dict | None = None
 
 
-@_kind(21, client=int, tag=int, step=int, dtype=_opt(_dtype), shape=_opt(_shape),
-       error=_opt(_error))  # fmt: skip
+@_kind(21, client=int, tag=int, step=int, dtype=opt(_dtype), shape=opt(_shape),
+       error=opt(_error))  # fmt: skip
 class Peer(NamedTuple):
     """Step ``step`` of transfer ``tag`` for client ``client``: an array (next frame) or an
     error marker, so a collective's participants fail together instead of waiting."""

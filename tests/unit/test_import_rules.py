@@ -23,7 +23,8 @@ TRACE_OUT = ("gt.trace.events", "gt.trace.emit")
 ALLOWED: dict[str, tuple[str, ...]] = {
     "gt.errors": (),
     "gt.shapes": ("gt.errors",),
-    "gt.runtime.protocol": (),
+    "gt.runtime.field_checks": (),
+    "gt.runtime.protocol": ("gt.runtime.field_checks",),
     "gt.runtime.ops": ("gt.runtime.ops", "gt.shapes", "gt.errors"),
     "gt.runtime.discovery": (),
     "gt.runtime.liveness": (),
