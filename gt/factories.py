@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from gt import shapes as S
+from gt.ops import functions as _functions
 from gt.ops.functions import write_out
 from gt.ops.layout import cloned_layout
 from gt.ops.random import next_seed, random_attrs
@@ -85,6 +86,9 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, device: An
     if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(data)):
         return tensor([_plain(v) for v in data], dtype, requires_grad)
     return from_numpy(host_array(data, dtype), requires_grad=requires_grad)
+
+
+_functions.number_tensor = tensor  # gt.div(16, 2): the first number becomes a tensor, as here
 
 
 def _flat(data: Any) -> Any:
@@ -422,8 +426,9 @@ def randint_like(
     device: Any = None,
     memory_format: Any = None,
 ) -> Tensor:
-    """Integers in [low, high) with the shape of ``x``."""
-    return _like(x, randint(low, high, x.shape, dtype=dtype or "int64"), memory_format)
+    """Integers in [low, high) with the shape of ``x``, of ``x``'s dtype unless ``dtype`` is
+    given (as PyTorch's: ``randint_like`` of a float tensor holds whole floats)."""
+    return _like(x, randint(low, high, x.shape, dtype=dtype or x.dtype), memory_format)
 
 
 def sync() -> None:

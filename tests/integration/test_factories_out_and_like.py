@@ -75,3 +75,11 @@ def test_full_like_keeps_the_layout_and_its_values(conn):
     y = gt.full_like(x, 2.5, memory_format=gt.preserve_format)
     assert y.stride() == x.stride()
     np.testing.assert_array_equal(y.numpy(), np.full((1, 2, 2, 3), 2.5, np.float32))
+
+
+def test_randint_like_takes_the_dtype_of_its_input_as_pytorchs(conn):
+    # (torch 2.13: float32 -> float32, int32 -> int32, bool -> bool; dtype= wins)
+    for dt in (gt.float32, gt.int32, gt.bool):
+        r = gt.randint_like(gt.zeros(8, dtype=dt), 0, 2)
+        assert r.dtype == dt and set(r.tolist()) <= {0, 1}
+    assert gt.randint_like(gt.zeros(3), 5, dtype=gt.int16).dtype == gt.int16
