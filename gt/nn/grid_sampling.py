@@ -30,16 +30,30 @@ _PADDING = ("zeros", "border", "reflection")
 
 def _base_coords(theta: Tensor, n: int, align_corners: bool) -> Tensor:
     """The ``n`` normalised positions of one axis (pixel centres)."""
-    if n <= 1:
-        return theta._upload(_linspace(n, 0.0, theta.dtype))
-    scale = 1.0 if align_corners else (n - 1) / n
-    return theta._upload(_linspace(n, scale, theta.dtype))
+    return theta._upload(_linspace(n, align_corners, theta.dtype))
 
 
-def _linspace(n: int, scale: float, dtype: str) -> Any:
+def _linspace(n: int, align_corners: bool, dtype: str) -> Any:
+    """PyTorch's own ``linspace(-1, 1, n)`` (``* (n - 1) / n`` without ``align_corners``), to the
+    last bit: with the sampling points on pixel centres (an identity ``theta``, as spatial
+    transformers start), ``grid_sample``'s gradient for the grid depends on which side of the
+    centre a point falls, so a correctly rounded grid would not give PyTorch's gradients."""
     import numpy as np  # noqa: PLC0415 - host-side constants only
 
-    return (np.linspace(-1.0, 1.0, n) * scale if n > 1 else np.zeros(n)).astype(dtype)
+    t = np.dtype(dtype).type
+    if n <= 1:
+        return np.zeros(n, dtype)
+    step = t((t(1.0) - t(-1.0)) / t(n - 1))
+    i = np.arange(n)
+    # start + step * i on the first half, end - step * (n - 1 - i) on the second, each rounded once
+    # (PyTorch's CPU kernel, compiled with fused multiply-adds), so worked out in extended precision
+    wide = np.longdouble(step)
+    lo = wide * i - 1
+    hi = 1 - wide * (n - 1 - i)
+    out = np.where(i < n // 2, lo, hi).astype(dtype)
+    if not align_corners:
+        out = (out * t(n - 1)).astype(dtype) / t(n)
+    return out.astype(dtype)
 
 
 def affine_grid(theta: Tensor, size: Any, align_corners: bool | None = None) -> Tensor:
@@ -98,16 +112,24 @@ def _source_coord(coord: Tensor, size: int, padding_mode: str, align_corners: bo
     return _padded(_unnormalize(coord, size, align_corners), size, padding_mode, align_corners)
 
 
+def _clip(x: Tensor, size: int) -> Tensor:
+    """``x`` clamped into ``[0, size - 1]``, with gradient 1 strictly inside and 0 on the edges
+    and beyond (PyTorch's ``clip_coordinates_set_grad`` counts the borders as outside, so a
+    position exactly on the first or last pixel gives the grid no gradient)."""
+    inside = (x > 0.0) & (x < size - 1.0)
+    return where(inside, x, x.detach().clamp(0.0, size - 1.0))
+
+
 def _padded(x: Tensor, size: int, padding_mode: str, align_corners: bool) -> Tensor:
     """A source position moved inside by ``padding_mode`` (``zeros``: left as it is)."""
     if padding_mode == "border":
-        x = x.clamp(0.0, size - 1.0)
+        x = _clip(x, size)
     elif padding_mode == "reflection":
         if align_corners:
             x = _reflect(x, 0, 2 * (size - 1))
         else:
             x = _reflect(x, -1, 2 * size - 1)
-        x = x.clamp(0.0, size - 1.0)
+        x = _clip(x, size)
     return x
 
 

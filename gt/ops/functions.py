@@ -20,6 +20,11 @@ SCALAR_FIRST = frozenset(
 )
 
 
+#: How a Python number becomes a 0-d tensor (``gt.tensor``): :mod:`gt.factories` sets it when it is
+#: imported, since it imports this module (importing it from here would be a cycle).
+number_tensor: Callable[[Any], Any] | None = None
+
+
 def write_out(out: Any, result: Any, name: str) -> Any:
     """Copy ``result`` into ``out`` (a tensor, or a tuple of them for several results), taking its
     shape, and return ``out``, as PyTorch's ``out=`` does."""
@@ -61,6 +66,13 @@ def method_function(name: str, doc: str | None = None) -> Callable[..., Any]:
         ):  # a wrapped number: the tensor operand decides the dtype, as in PyTorch
             other = args[0]
             input = other.new_full((), input, dtype=S.promote_scalar(other.dtype, input))
+        elif (
+            scalar_first
+            and isinstance(input, (bool, int, float, complex))
+            and number_tensor is not None
+            and not any(isinstance(a, TensorBase) for a in args)
+        ):  # two numbers: PyTorch makes the first a tensor (torch.div(16, 2) is tensor(8.))
+            input = number_tensor(input)
         result = getattr(input, name)(*args, **kwargs)
         return result if out is None else write_out(out, result, name)
 

@@ -94,6 +94,22 @@ def test_bilinear_weights_and_zero_padding_by_hand(conn):
     assert border.numpy()[0, 0, 0, 1] == img[0, 0, 1, 3]
 
 
+@pytest.mark.parametrize("padding_mode", ["border", "reflection"])
+def test_a_position_exactly_on_the_edge_gives_the_grid_no_gradient(conn, padding_mode):
+    # PyTorch counts the first and last pixel as outside when clipping: a point sampled exactly
+    # there (a semi-Lagrangian back-trace with zero velocity at a wall) has a zero x-gradient,
+    # while its y-gradient and a point just inside are untouched
+    img = gt.tensor(np.arange(12.0).reshape(1, 1, 3, 4) ** 2)
+    grid = gt.tensor(np.array([[[[-1.0, 0.3], [1.0, 0.3], [1.0 - 1e-3, 0.3]]]]), requires_grad=True)
+    out = F.grid_sample(img, grid, padding_mode=padding_mode, align_corners=True)
+    out.sum().backward()
+    g = grid.grad.numpy()[0, 0]
+    assert g[0, 0] == 0.0 and g[1, 0] == 0.0
+    # rows 1 and 2 weigh 0.7 and 0.3 (y = 0.3 is row 1.3); d column / dx = 3 / 2
+    assert g[2, 0] == pytest.approx(1.5 * (0.7 * (7.0**2 - 6.0**2) + 0.3 * (11.0**2 - 10.0**2)))
+    assert g[0, 1] != 0.0 and g[1, 1] != 0.0
+
+
 def test_grid_sample_refuses_what_it_does_not_do(conn):
     img, grid = gt.zeros(1, 1, 2, 2), gt.zeros(1, 1, 1, 2)
     with pytest.raises(ShapeError, match="bicubic interpolation only supports 4D input"):

@@ -376,6 +376,15 @@ def test_function_forms_take_a_number_first_and_an_out_tensor(conn):
     assert t.tolist() == [-3.0, 3.0]
 
 
+def test_function_forms_of_two_numbers_give_a_0d_tensor_usable_as_a_size(conn):
+    # Longformer: chunks_count = torch.div(seq_len, window_overlap, rounding_mode="trunc") - 1
+    n = gt.div(16, 2, rounding_mode="trunc")
+    assert n.dtype is gt.int64 and n.shape == () and n.item() == 8
+    assert gt.div(16, 2).dtype is gt.float32 and gt.div(7, 2).item() == 3.5
+    assert gt.add(1, 2.5).dtype is gt.float32 and gt.pow(2, 3).item() == 8
+    assert gt.zeros(2, n - 1).shape == (2, 7) and gt.arange(16.0).view(n, -1).shape == (8, 2)
+
+
 def test_legacy_typed_constructors_and_type_names(conn):
     x = gt.FloatTensor([[1, 2]])
     assert x.dtype is gt.float32 and gt.LongTensor([1, 2]).dtype is gt.int64
