@@ -96,7 +96,7 @@ class Tensor(
     constructor works too: ``gt.Tensor([1, 2])`` (float32 data), ``gt.Tensor(2, 3)`` (a shape).
 
     Attributes:
-        shape: the shape, a tuple of ints.
+        shape: the shape, a :class:`gt.Size` (a tuple of ints).
         dtype: a :class:`gt.dtype` (``gt.float32`` ...), which is its name as a string too.
         requires_grad: whether ops on this tensor are recorded for :meth:`backward`.
         grad: the accumulated gradient (a tensor) after :meth:`backward`, or ``None``.
@@ -137,7 +137,8 @@ class Tensor(
             dtype = BY_NAME.get(dtype, dtype)  # the one gt.dtype object of that name
         self._conn = conn
         self.id = tid
-        self.shape = shape
+        # a gt.Size, as PyTorch's x.shape (printed torch.Size([2, 3]), with numel())
+        self.shape = shape if shape.__class__ is Size or shape is None else Size(shape)
         self.dtype = dtype
         self._rg = False
         self.grad = None

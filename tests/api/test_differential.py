@@ -29,8 +29,12 @@ load_all()
 KNOWN_DIFFERENCES: dict[str, str] = {
     "print_tensor_with_grad_fn": (
         "a tensor's grad_fn is named after the last GT primitive that made it (AddBackward0 for a "
-        "Linear layer, where PyTorch fuses AddmmBackward0), and x.shape is a plain tuple, printed "
-        "(1, 1) rather than torch.Size([1, 1]) (x.size() is a gt.Size)"
+        "Linear layer, where PyTorch fuses AddmmBackward0)"
+    ),
+    "quickstart_first_batch_print": (
+        "a dtype in an f-string reads its plain name ({y.dtype} gives int64 where PyTorch's gives "
+        "torch.int64), so that GT's error messages read float32; print(), str() and repr() give "
+        "gt.int64"
     ),
     "skipgram_negative_sampling_sparse_embeddings": (
         "GT has no sparse tensors: Embedding(sparse=True) gives a dense gradient (no is_sparse, "

@@ -83,6 +83,9 @@ MODULES = (
     "probabilistic",
     "inplace_algorithms",
     "custom_optimizers",
+    "differentiable_physics",
+    "attention_variants",
+    "tutorials",
 )
 
 
