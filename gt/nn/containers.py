@@ -13,7 +13,53 @@ from gt.nn.module import Module, Parameter, indent
 from gt.tensor import Tensor
 
 
-class Sequential(Module):
+def _key_at(modules: dict, idx: int) -> str:
+    """The name of the module at position ``idx`` (negative from the end)."""
+    idx = operator.index(idx)
+    if not -len(modules) <= idx < len(modules):
+        raise IndexError(f"index {idx} is out of range")
+    return list(modules)[idx]
+
+
+def _renumber(container: Module) -> None:
+    """Name the modules ``"0"``, ``"1"`` ... in order again (after a deletion, as PyTorch does)."""
+    mods = list(container._modules.values())
+    container._modules.clear()
+    container._modules.update((str(i), m) for i, m in enumerate(mods))
+
+
+class _NumberedModules(Module):
+    """What :class:`Sequential` and :class:`ModuleList` share: modules named ``"0"``, ``"1"`` ...
+    in order, addressed by position (negative from the end), renumbered after a deletion."""
+
+    def append(self, module: Module) -> Any:
+        """Add a module at the end."""
+        self.add_module(str(len(self._modules)), module)
+        return self
+
+    def __setitem__(self, idx: int, module: Module) -> None:
+        setattr(self, _key_at(self._modules, idx), module)
+
+    def __delitem__(self, idx: Any) -> None:
+        keys = list(self._modules)
+        for key in keys[idx] if isinstance(idx, slice) else [_key_at(self._modules, idx)]:
+            delattr(self, key)
+        _renumber(self)
+
+    def pop(self, key: Any) -> Any:
+        """Remove and return the module (or a container of the modules) at ``key``."""
+        v = self[key]
+        del self[key]
+        return v
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+
+class Sequential(_NumberedModules):
     """Modules applied one after the other.
 
     Args:
@@ -38,21 +84,6 @@ class Sequential(Module):
         if isinstance(idx, slice):  # the slice keeps the modules' names, as in PyTorch
             return type(self)(OrderedDict(list(self._modules.items())[idx]))
         return self._modules[_key_at(self._modules, idx)]
-
-    def __setitem__(self, idx: int, module: Module) -> None:
-        setattr(self, _key_at(self._modules, idx), module)
-
-    def __delitem__(self, idx: Any) -> None:
-        keys = list(self._modules)
-        for key in keys[idx] if isinstance(idx, slice) else [_key_at(self._modules, idx)]:
-            delattr(self, key)
-        _renumber(self)
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
 
     def __add__(self, other: Sequential) -> Sequential:
         if not isinstance(other, Sequential):
@@ -84,11 +115,6 @@ class Sequential(Module):
             self.add_module(str(i), m)
         return self
 
-    def append(self, module: Module) -> Sequential:
-        """Add a module at the end."""
-        self.add_module(str(len(self._modules)), module)
-        return self
-
     def insert(self, index: int, module: Module) -> Sequential:
         """Insert a module before ``index`` (the ones after it move up a number)."""
         if not isinstance(module, Module):
@@ -108,40 +134,14 @@ class Sequential(Module):
             self.append(m)
         return self
 
-    def pop(self, key: Any) -> Any:
-        """Remove and return the module (or a ``Sequential`` of the modules) at ``key``."""
-        v = self[key]
-        del self[key]
-        return v
 
-
-def _key_at(modules: dict, idx: int) -> str:
-    """The name of the module at position ``idx`` (negative from the end)."""
-    idx = operator.index(idx)
-    if not -len(modules) <= idx < len(modules):
-        raise IndexError(f"index {idx} is out of range")
-    return list(modules)[idx]
-
-
-def _renumber(container: Module) -> None:
-    """Name the modules ``"0"``, ``"1"`` ... in order again (after a deletion, as PyTorch does)."""
-    mods = list(container._modules.values())
-    container._modules.clear()
-    container._modules.update((str(i), m) for i, m in enumerate(mods))
-
-
-class ModuleList(Module):
+class ModuleList(_NumberedModules):
     """A list of modules whose parameters are registered."""
 
     def __init__(self, modules: Any = None):
         super().__init__()
         for m in modules or ():
             self.append(m)
-
-    def append(self, module: Module) -> ModuleList:
-        """Add a module at the end."""
-        self.add_module(str(len(self._modules)), module)
-        return self
 
     def extend(self, modules: Any) -> ModuleList:
         """Add several modules at the end."""
@@ -162,29 +162,8 @@ class ModuleList(Module):
             return type(self)(list(self._modules.values())[idx])
         return self._modules[_key_at(self._modules, idx)]
 
-    def __setitem__(self, idx: int, module: Module) -> None:
-        setattr(self, _key_at(self._modules, idx), module)
-
-    def __delitem__(self, idx: Any) -> None:
-        keys = list(self._modules)
-        for key in keys[idx] if isinstance(idx, slice) else [_key_at(self._modules, idx)]:
-            delattr(self, key)
-        _renumber(self)
-
     def __add__(self, other: Any) -> ModuleList:
         return ModuleList([*self, *other])
-
-    def pop(self, key: Any) -> Any:
-        """Remove and return the module (or a ``ModuleList`` of the modules) at ``key``."""
-        v = self[key]
-        del self[key]
-        return v
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
 
     def __iadd__(self, modules: Any) -> ModuleList:
         return self.extend(modules)
