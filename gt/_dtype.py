@@ -3,7 +3,7 @@
 ``x.dtype == "float32"`` and ``x.dtype == gt.float32`` both hold, a dtype is a dict key like its
 name and travels on the wire as its name; ``x.dtype.is_floating_point``, ``.itemsize``,
 ``.is_complex``, ``.is_signed``, ``.to_real()`` and ``.to_complex()`` answer as PyTorch's do, and a
-dtype prints as ``gt.float32`` (PyTorch's ``torch.float32``; in an f-string, ``float32``). There is one object per name, so
+dtype prints as ``gt.float32``, in f-strings too (PyTorch's ``torch.float32``). There is one object per name, so
 ``x.dtype is gt.float32`` holds too. This module imports nothing: ``import gt`` makes the
 constants without loading the rest of GT.
 """
@@ -72,9 +72,9 @@ class dtype(str):  # noqa: N801 - PyTorch's spelling: isinstance(x.dtype, gt.dty
     __repr__ = __str__
 
     def __format__(self, spec: str) -> str:
-        # f-strings (GT's error messages among them) read the plain name, "float32", as NumPy's
-        # dtype names read; print() and repr() give "gt.float32"
-        return format(str.__str__(self), spec)
+        # an f-string reads as print() does ("gt.float32"), as PyTorch's "torch.float32": programs
+        # print f"{y.dtype}"; text that needs the plain name uses name_of()
+        return format(str(self), spec)
 
     def __reduce__(self) -> tuple:
         return (dtype, (str.__str__(self),))

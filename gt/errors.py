@@ -13,6 +13,12 @@ class ShapeError(GTError, ValueError):
     """Operand shapes (or dtypes) do not fit the op; raised on the client at the user's line."""
 
 
+class DtypeError(GTError, TypeError):
+    """An op refuses its operands' dtypes (``-`` on bools, a float result into an int tensor in
+    place, ``mean`` of integers); raised on the client at the user's line. A RuntimeError as in
+    PyTorch, and a TypeError."""
+
+
 class WorkerError(GTError):
     """An op failed on a worker; raised at the next sync point that depends on it.
 

@@ -23,6 +23,8 @@ def encode_key(x: Tensor, key: Any, op: str = "getitem") -> tuple[list, list, tu
     Raises:
         IndexError: an int out of range, too many indices, or a bad item type.
     """
+    if _sequence_as_tuple(key):  # x[[rows, cols]] is x[rows, cols], as in PyTorch
+        key = tuple(key)
     if not isinstance(key, tuple):
         key = (key,)
     wire: list = []
@@ -83,8 +85,6 @@ def encode_key(x: Tensor, key: Any, op: str = "getitem") -> tuple[list, list, tu
                     stand_in.append(axis_idx)
             elif arr.dtype.kind in "iu" or arr.size == 0:
                 arr = arr.astype(np.int64)
-                if arr.ndim != 1:
-                    raise IndexError(f"{op}: only 1-d lists of ints are supported as indices")
                 wire.append(["l", arr.tolist()])
                 stand_in.append(arr)
             else:
@@ -93,6 +93,20 @@ def encode_key(x: Tensor, key: Any, op: str = "getitem") -> tuple[list, list, tu
             raise IndexError(f"{op}: unsupported index {item!r}")
     shape = S.index_shape(x.shape, tuple(stand_in), op)
     return wire, tensors, shape
+
+
+def _sequence_as_tuple(key: Any) -> bool:
+    """PyTorch's rule for a list used as a whole key: short lists (fewer than 32 items) holding a
+    tensor, a sequence, a slice, ``...`` or ``None`` are read as a tuple of indices
+    (``x[[[0, 1], [1, 0]]]`` is ``x[[0, 1], [1, 0]]``); other lists are one index."""
+    if not isinstance(key, list) or len(key) >= 32:
+        return False
+    return any(
+        isinstance(k, (TensorBase, list, tuple, range, slice, np.ndarray))
+        or k is None
+        or k is Ellipsis
+        for k in key
+    )
 
 
 def _check_mask(x: Tensor, mask: Any, dim: int | None, op: str) -> None:

@@ -96,7 +96,12 @@ def promote(a: str, b: str) -> str:
 
 
 def promote_scalar(dtype: str, value: Any) -> str:
-    """Result dtype of ``tensor <op> python_scalar``: the scalar only moves the category up."""
+    """Result dtype of ``tensor <op> python_scalar``: the scalar only moves the category up.
+
+    A NumPy scalar counts as the Python number of its kind, as in PyTorch (``np.float32(0.5)``
+    times an int64 tensor is float32, ``np.int32(3)`` keeps it int64)."""
+    if isinstance(value, np.generic):
+        value = value.item()
     if isinstance(value, complex):
         if dtype in COMPLEX_DTYPES:
             return dtype
@@ -251,9 +256,63 @@ def index_shape(shape: Shape, key: tuple, op: str = "getitem") -> Shape:
     """
     dummy = np.broadcast_to(np.empty((), dtype=np.int8), shape)
     try:
+        split = split_int_indices(key)
+        if split is not None:
+            return dummy[split[0]][split[1]].shape
         return dummy[key].shape
     except IndexError as exc:
         raise IndexError(f"{op}: {exc} (tensor of shape {list(shape)})") from None
+
+
+def split_int_indices(key: tuple) -> tuple[tuple, tuple] | None:
+    """PyTorch's order for a key that mixes integers with advanced indices.
+
+    PyTorch applies the integers (and 0-d integer tensors) of a key first, as selects, and only
+    then the advanced indices (int lists, index tensors, masks) to what is left; NumPy counts an
+    integer as one more advanced index. They differ when a slice separates the two:
+    ``x[0, :, [1, 3]]`` of a ``(2, K, H, W)`` tensor is ``(K, 2, W)`` in PyTorch, where NumPy moves
+    the broadcast dimension first, ``(2, K, W)``. Returns ``(ints, rest)``, a basic key that applies
+    only the integers (a view) and the key for what it leaves, so that ``a[ints][rest]`` is
+    PyTorch's ``a[key]``; ``None`` where the key has no integer next to an advanced index.
+    """
+
+    def is_int(k: Any) -> bool:
+        if isinstance(k, bool):
+            return False
+        if isinstance(k, (int, np.integer)):
+            return True
+        return (
+            getattr(k, "ndim", None) == 0
+            and getattr(k, "dtype", None) is not None
+            and (np.dtype(k.dtype).kind in "iu")
+        )
+
+    def is_advanced(k: Any) -> bool:
+        return not is_int(k) and getattr(k, "ndim", None) is not None
+
+    for k in key:  # (the common case, a basic key, in one cheap pass)
+        kind = type(k)
+        if not (kind is int or kind is slice or k is None or k is Ellipsis):
+            break
+    else:
+        return None
+    if not any(is_int(k) for k in key) or not any(is_advanced(k) for k in key):
+        return None
+    ints: list = []
+    rest: list = []
+    for k in key:
+        if is_int(k):
+            ints.append(int(k))
+        elif k is None:
+            rest.append(k)
+        elif k is Ellipsis:
+            ints.append(k)
+            rest.append(k)
+        else:
+            kind = np.dtype(k.dtype).kind if getattr(k, "dtype", None) is not None else ""
+            ints.extend([slice(None)] * (k.ndim if kind == "b" else 1))
+            rest.append(k)
+    return tuple(ints), tuple(rest)
 
 
 def category(dtype: str) -> int:

@@ -94,20 +94,68 @@ def ndtr(input: Tensor) -> Tensor:
     return 0.5 * (1.0 + (input * _SQRT1_2).erf())
 
 
+def _log_ndtr_value(x: Tensor) -> Tensor:
+    """``log(ndtr(x))`` as PyTorch computes it: ``log(erfcx(-x/sqrt2) / 2) - x^2/2`` below -1,
+    ``log1p(-erfc(x/sqrt2) / 2)`` above (``erfc`` as ``erfcx(t) exp(-t^2)``, exact in the upper
+    tail where ``1 - erf`` is not); each branch on its own clamped half, so both stay finite."""
+    t = x * _SQRT1_2
+    low, high = t.clamp(max=-_SQRT1_2), t.clamp(min=-_SQRT1_2)
+    tail = (erfcx(-low) * 0.5).log() - low * low
+    body = (erfcx(high) * (-(high * high)).exp() * -0.5).log1p()
+    return where(x < -1.0, tail, body)
+
+
+class _LogNdtr(Function):
+    """``log_ndtr`` with PyTorch's derivative ``exp(-x^2/2 - log_ndtr(x)) / sqrt(2 pi)``."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        out = _log_ndtr_value(x)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        x, out = ctx.saved_tensors
+        return g * (-0.5 * x * x - out).exp() * (1.0 / math.sqrt(2.0 * math.pi))
+
+
 def log_ndtr(input: Tensor) -> Tensor:
-    """``log(ndtr(x))``. For ``x < -5``, where ``ndtr`` underflows, the asymptotic series
-    ``-x^2/2 - log(-x) - log(2 pi)/2 + log(1 - 1/x^2 + 3/x^4)`` (error below 1e-6 relative)."""
-    safe = input.clamp(max=-5.0)  # (the tail branch must stay finite where it is not used)
-    x2 = safe * safe
-    tail = -0.5 * x2 - (-safe).log() - 0.5 * math.log(2 * math.pi)
-    tail = tail + (1.0 - 1.0 / x2 + 3.0 / (x2 * x2)).log()
-    body = ndtr(input.clamp(min=-5.0)).log()
-    return where(input < -5.0, tail, body)
+    """``log(ndtr(x))``, accurate in both tails (see :func:`_log_ndtr_value`)."""
+    return _LogNdtr.apply(_float(input))
+
+
+class _Ndtri(Function):
+    """``ndtri`` with PyTorch's derivative ``sqrt(2 pi) exp(ndtri(p)^2 / 2)``."""
+
+    @staticmethod
+    def forward(ctx: Any, p: Tensor) -> Tensor:
+        wide = p if p.dtype == "float64" else p.to("float64")
+        central = (2.0 * wide - 1.0).erfinv() * math.sqrt(2.0)
+        # The tails, where 2p - 1 rounds to -1 or 1: Newton's method on log(ndtr(x)) = log(q),
+        # q the smaller of p and 1 - p, from -sqrt(-2 log q) (left of the root, where the
+        # concave log(ndtr) makes every step stay left of it and converge).
+        q = where(wide > 0.5, 1.0 - wide, wide)
+        tail = (q > 0.0) & (q < 0.05)
+        log_q = where(tail, q, 0.01).log()
+        x = -((-2.0 * log_q).sqrt())
+        for _ in range(5):
+            lnd = _log_ndtr_value(x)
+            x = x - (lnd - log_q) * (0.5 * x * x + lnd).exp() * math.sqrt(2.0 * math.pi)
+        out = where(tail, where(wide > 0.5, -x, x), central).to(p.dtype)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (out,) = ctx.saved_tensors
+        return g * (0.5 * out * out).exp() * math.sqrt(2.0 * math.pi)
 
 
 def ndtri(input: Tensor) -> Tensor:
-    """The standard normal's quantile function (the inverse of :func:`ndtr`)."""
-    return (2.0 * input - 1.0).erfinv() * math.sqrt(2.0)
+    """The standard normal's quantile function (the inverse of :func:`ndtr`), accurate in the
+    tails (down to the smallest ``p``, where ``sqrt(2) erfinv(2p - 1)`` gives -inf)."""
+    return _Ndtri.apply(_float(input))
 
 
 def gammaln(input: Tensor) -> Tensor:

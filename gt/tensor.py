@@ -25,6 +25,7 @@ from gt import shapes as S
 from gt._dtype import BY_NAME, name_of
 from gt._dtype import dtype as _DType
 from gt.autograd import _mode, record
+from gt.errors import DtypeError
 from gt.grad_mode import INFERENCE_THREADS
 from gt.ops.arith import ArithmeticOps
 from gt.ops.autograd_api import AutogradOps
@@ -325,6 +326,8 @@ class Tensor(
                 raise TypeError(f"{name} is not supported for complex tensors")
             if true_div and dtype not in _INEXACT:
                 dtype = S.DEFAULT_FLOAT
+            if dtype == _BOOL and name == "sub":
+                _refuse_bool_sub()
             a = self if self.dtype == dtype else self.to(dtype)
             b = other if other.dtype == dtype else other.to(dtype)
             conn = self._conn
@@ -346,10 +349,12 @@ class Tensor(
         dtype = S.promote_scalar(self.dtype, other)
         if true_div and dtype not in _INEXACT:
             dtype = S.DEFAULT_FLOAT
+        if dtype == _BOOL and name == "sub":
+            _refuse_bool_sub()
         if dtype in _COMPLEX:
             if name in _REAL_ONLY:
                 raise TypeError(f"{name} is not supported for complex tensors")
-            if isinstance(other, complex):  # (no complex immediates on the wire: a 0-d tensor)
+            if isinstance(other, (complex, np.complexfloating)):  # (no complex immediates: 0-d)
                 num = self._upload(np.array(other, dtype=dtype))
                 return self.to(dtype)._binary(opcode, num, name, reflected, true_div)
         a = self if self.dtype == dtype else self.to(dtype)
@@ -410,6 +415,13 @@ class Tensor(
         if not isinstance(value, Tensor):
             raise TypeError(f"data must be set to a Tensor, not {type(value).__name__}")
         set_data(self, value, take_value)  # (shared with ``value`` from now on, as in PyTorch)
+
+
+def _refuse_bool_sub() -> None:
+    raise DtypeError(
+        "sub: subtraction, the `-` operator, with two bool tensors is not supported; use the `^` "
+        "or logical_xor() operator instead"
+    )
 
 
 class _NoRecord:

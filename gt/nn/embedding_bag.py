@@ -181,7 +181,8 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Any = None, max_norm: 
     if max_norm is not None:
         renorm_rows_(weight, input, max_norm, norm_type)
     pad = _padding(padding_idx, weight.shape[0])
-    psw = None if per_sample_weights is None else per_sample_weights.to(weight.dtype)
+    acc = _accumulator(weight.dtype)
+    psw = None if per_sample_weights is None else per_sample_weights.to(acc)
     if input.ndim == 2:
         return _fixed_bags(input, weight, mode, psw, pad, scale_grad_by_freq)
     starts, lengths = _bags(offsets, input.shape[0], include_last_offset)
@@ -194,22 +195,22 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Any = None, max_norm: 
     used = int(starts[-1] + lengths[-1])  # positions after the last bag's end are ignored
     idx = input[:used] if used < input.shape[0] else input
     bag_of = input._upload(np.repeat(np.arange(b, dtype=np.int64), lengths))
-    rows = lookup(weight, idx, scale_grad_by_freq)
-    keep = None if pad is None else (idx != pad).to(weight.dtype)
+    rows = lookup(weight, idx, scale_grad_by_freq).to(acc)
+    keep = None if pad is None else (idx != pad).to(acc)
     scale = keep
     if psw is not None:
         w = psw[:used] if used < psw.shape[0] else psw
         scale = w if keep is None else w * keep
     if scale is not None:
         rows = rows * scale.unsqueeze(-1)
-    total = weight.new_zeros((b, d)).index_add(0, bag_of, rows)
+    total = rows.new_zeros((b, d)).index_add(0, bag_of, rows).to(weight.dtype)
     if mode == "sum":
         return total
     if keep is None:
-        count = input._upload(np.maximum(lengths, 1).astype(np.dtype(weight.dtype)))
+        count = input._upload(np.maximum(lengths, 1).astype(np.dtype(acc)))
     else:
-        count = weight.new_zeros((b,)).index_add(0, bag_of, keep).clamp(min=1.0)
-    return total / count.unsqueeze(-1)
+        count = keep.new_zeros((b,)).index_add(0, bag_of, keep).clamp(min=1.0)
+    return total / count.to(weight.dtype).unsqueeze(-1)
 
 
 def _fixed_bags(input: Tensor, weight: Tensor, mode: str, psw: Tensor | None,
@@ -225,15 +226,24 @@ def _fixed_bags(input: Tensor, weight: Tensor, mode: str, psw: Tensor | None,
             return rows.max(1).values
         best = where(keep.unsqueeze(-1), rows, -math.inf).max(1).values
         return where(keep.any(1, keepdim=True), best, 0.0)
-    scale = None if keep is None else keep.to(weight.dtype)
+    acc = _accumulator(weight.dtype)
+    rows = rows.to(acc)
+    scale = None if keep is None else keep.to(acc)
     if psw is not None:
         scale = psw if scale is None else psw * scale
     total = (rows * scale.unsqueeze(-1)).sum(1) if scale is not None else rows.sum(1)
+    total = total.to(weight.dtype)
     if mode == "sum":
         return total
     if keep is None:
-        return total * (1.0 / length)
-    return total / scale.sum(1, keepdim=True).clamp(min=1.0)
+        return total / length
+    return total / scale.sum(1, keepdim=True).clamp(min=1.0).to(weight.dtype)
+
+
+def _accumulator(dtype: Any) -> Any:
+    """The dtype bags are summed in: float32 for half-precision tables, whose sums (as
+    PyTorch's) are rounded once, at the end; the table's own dtype otherwise."""
+    return "float32" if dtype in ("float16", "bfloat16") else dtype
 
 
 def _max_of_bags(input: Tensor, weight: Tensor, starts: np.ndarray, lengths: np.ndarray,

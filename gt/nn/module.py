@@ -23,6 +23,7 @@ from gt.nn.forward_hooks import (  # noqa: F401 - torch.nn.modules.module has th
 )
 from gt.nn.module_conversion import ModuleConversions
 from gt.nn.module_state import IncompatibleKeys, ModuleState  # noqa: F401 - (as in PyTorch)
+from gt.ops import views
 from gt.tensor import Tensor
 
 #: Keys of registered forward hooks, unique in the process (a handle removes by key).
@@ -35,7 +36,8 @@ class Parameter(Tensor):
     """A tensor that is a module's learnable parameter (a leaf that requires grad by default).
 
     Args:
-        data: the initial value (a tensor); the parameter gets its own copy of the value.
+        data: the initial value (a tensor); the parameter shares it, as PyTorch's shares its
+            storage: while ``data`` lives, an in-place change of either is seen by the other.
         requires_grad: whether the parameter is trained.
     """
 
@@ -49,6 +51,7 @@ class Parameter(Tensor):
         alias = data.detach()
         super().__init__(alias._conn, alias.id, alias.shape, alias.dtype)
         alias.id = None  # this parameter owns the value now
+        views.link(data, self, "detach", None)
         if requires_grad:
             self.requires_grad_(True)
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gt import shapes as S
-from gt.errors import ShapeError
+from gt.errors import DtypeError, ShapeError
 from gt.ops import bitwise
 from gt.ops.base import TensorBase
 from gt.runtime import ops as O
@@ -97,7 +97,7 @@ class ArithmeticOps:
 
     def __neg__(self) -> Tensor:
         if self.dtype == "bool":
-            raise TypeError(
+            raise DtypeError(
                 "neg: negation, the `-` operator, on a bool tensor is not supported; use `~` or logical_not()"
             )
         return self._unary("neg")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from gt import shapes as S
 from gt.errors import ShapeError
-from gt.ops import layout
+from gt.ops import layout, storage
 from gt.ops.arith import where
 from gt.ops.base import TensorBase
 from gt.ops.inplace import apply_inplace
@@ -277,8 +277,37 @@ class CompatInplaceOps:
         return self.split(list(split_sizes), dim)
 
     def storage_offset(self) -> int:
-        """0: every GT tensor is its own array."""
-        return 0
+        """Where this tensor starts in its storage, in elements: 0 but for views (``x[2:]``
+        starts ``2 * x.stride(0)`` in; see :mod:`gt.ops.storage`)."""
+        return storage.placement(self)[1]
+
+    def data_ptr(self) -> int:
+        """A made-up address (GT's data lives on a worker) that compares as PyTorch's does: equal
+        for a tensor and the views that start where it does, distinct for unrelated tensors;
+        0 for an empty tensor."""
+        return storage.data_ptr(self)
+
+    def untyped_storage(self) -> storage.UntypedStorage:
+        """The storage this tensor is in (shared by its views): ``data_ptr()``, ``nbytes()``."""
+        return storage.UntypedStorage(storage.placement(self)[0])
+
+    def storage(self) -> storage.TypedStorage:
+        """:meth:`untyped_storage` counted in elements of this tensor's dtype."""
+        return storage.TypedStorage(storage.placement(self)[0])
+
+    @property
+    def _base(self) -> Tensor | None:
+        """The tensor this view was taken from (``None`` unless this is a view)."""
+        return storage.base_of(self)
+
+    def _is_view(self) -> bool:
+        return storage.base_of(self) is not None
+
+    def is_set_to(self, tensor: Tensor) -> bool:
+        """Whether both are the same elements of the same storage (same start, shape, strides)."""
+        a, b = storage.placement(self), storage.placement(tensor)
+        same = self.shape == tensor.shape and self.dtype == tensor.dtype
+        return same and a[0] is b[0] and a[1:] == b[1:]
 
     def get_device(self) -> int:
         """-1, as for a CPU tensor: this process holds no device memory of it."""

@@ -18,6 +18,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from gt import shapes as S
+from gt._dtype import dtype as _as_dtype
 from gt.errors import ShapeError
 from gt.ops.arith import where
 from gt.ops.base import TensorBase
@@ -419,21 +420,21 @@ def atleast_3d(*tensors: Any) -> Any:
     return _atleast(3, tensors)
 
 
-def promote_types(type1: Any, type2: Any) -> str:
+def promote_types(type1: Any, type2: Any) -> Any:
     """The dtype both promote to (PyTorch's promotion table)."""
-    return S.promote(S.canonical_dtype(type1), S.canonical_dtype(type2))
+    return _as_dtype(S.promote(S.canonical_dtype(type1), S.canonical_dtype(type2)))
 
 
-def result_type(tensor1: Any, tensor2: Any) -> str:
+def result_type(tensor1: Any, tensor2: Any) -> Any:
     """The dtype of an arithmetic result of the two operands (tensors or numbers)."""
     a, b = (t if isinstance(t, TensorBase) else None for t in (tensor1, tensor2))
     if a is not None and b is not None:
-        return S.promote_operands(a.dtype, a.ndim, b.dtype, b.ndim)
+        return _as_dtype(S.promote_operands(a.dtype, a.ndim, b.dtype, b.ndim))
     if a is not None:
-        return S.promote_scalar(a.dtype, tensor2)
+        return _as_dtype(S.promote_scalar(a.dtype, tensor2))
     if b is not None:
-        return S.promote_scalar(b.dtype, tensor1)
-    return S.promote_scalar(S.promote_scalar("bool", tensor1), tensor2)
+        return _as_dtype(S.promote_scalar(b.dtype, tensor1))
+    return _as_dtype(S.promote_scalar(S.promote_scalar("bool", tensor1), tensor2))
 
 
 def can_cast(from_: Any, to: Any) -> bool:

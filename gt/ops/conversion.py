@@ -27,17 +27,33 @@ _DEVICE_NAMES = ("cpu", "cuda", "gt", "mps", "meta")
 def host_array(data: Any, dtype: Any = None) -> np.ndarray:
     """A C-contiguous copy of ``data`` with PyTorch's dtypes: Python floats become the default
     dtype (float32), complex numbers its complex partner and ints int64 (an ndarray keeps its own
-    dtype)."""
+    dtype, and so does a NumPy scalar: ``np.float64(0.5)`` alone or in a list makes float64, as in
+    PyTorch)."""
     arr = np.array(data)
+    own = isinstance(data, (np.ndarray, np.generic))
     if dtype is not None:
         arr = arr.astype(S.canonical_dtype(dtype))
-    elif arr.dtype == np.float64 and not isinstance(data, np.ndarray):
+    elif arr.dtype == np.float64 and not own and not _holds_double(data):
         arr = arr.astype(S.DEFAULT_FLOAT)  # (gt.set_default_dtype's; float32 at start)
-    elif arr.dtype == np.complex128 and not isinstance(data, np.ndarray):
+    elif arr.dtype == np.complex128 and not own:
         arr = arr.astype(S.complex_of(S.DEFAULT_FLOAT))
-    elif arr.dtype.kind in "iu" and arr.dtype != np.int32 and not isinstance(data, np.ndarray):
+    elif arr.dtype.kind in "iu" and arr.dtype != np.int32 and not own:
         arr = arr.astype(np.int64)
     return np.ascontiguousarray(arr).reshape(arr.shape)
+
+
+def _holds_double(data: Any) -> bool:
+    """Whether a (nested) list holds a NumPy float64 or a float64 array, which PyTorch keeps
+    double where Python floats become the default dtype."""
+    if not isinstance(data, (list, tuple)):
+        return False
+    for v in data:
+        if isinstance(v, (list, tuple)):
+            if _holds_double(v):
+                return True
+        elif isinstance(v, (np.float64, np.ndarray)) and v.dtype == np.float64:
+            return True
+    return False
 
 
 def is_device(a: Any) -> bool:
@@ -58,7 +74,8 @@ class ConversionOps:
     __slots__ = ()
 
     def to(self, *args: Any, **kwargs: Any) -> Tensor:
-        """A copy converted to a dtype (the tensor itself when it already has that dtype).
+        """A copy converted to a dtype (the tensor itself when it already has that dtype, unless
+        ``copy=True``).
 
         Accepts ``to(dtype)``, ``to(dtype=...)``, ``to(other_tensor)`` and, for ported PyTorch code,
         devices (``"cuda"``, ``gt.device("cpu")``, ``device=...``, ``non_blocking=``), which change
@@ -69,18 +86,20 @@ class ConversionOps:
         if fmt is not None:
             out = self.to(*args, **{k: v for k, v in kwargs.items() if k != "memory_format"})
             return formatted(out, fmt)
+        flags = [a for a in args if isinstance(a, bool)]  # to(dtype, non_blocking, copy)
+        copy = bool(kwargs.get("copy", flags[1] if len(flags) > 1 else False))
         for a in args:
             if isinstance(a, TensorBase):
                 dtype = a.dtype
-            elif is_device(a):
+            elif is_device(a) or isinstance(a, bool):
                 continue
             elif a is not None:
                 dtype = a
         if dtype is None:
-            return self
+            return self.clone() if copy else self
         dtype = S.canonical_dtype(dtype)
         if dtype == self.dtype:
-            return self
+            return self.clone() if copy else self
         if self.dtype in S.COMPLEX_DTYPES and dtype not in S.COMPLEX_DTYPES:
             warnings.warn(
                 "Casting complex values to real discards the imaginary part", stacklevel=2

@@ -107,6 +107,30 @@ def _contract(a: Tensor, ta: str, b: Tensor, tb: str, keep: set[str]) -> tuple[T
     return out, batch + left + right
 
 
+def _from_sublists(args: tuple) -> tuple[str, tuple]:
+    """The equation and operands of the sublist form ``einsum(op, sublist, ..., [out])``:
+    subscripts are ints in ``[0, 52)`` (``a``-``z`` then ``A``-``Z``) or ``...``."""
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+    def term(sub: Any) -> str:
+        out = []
+        for s in sub:
+            if s is Ellipsis:
+                out.append("...")
+            elif isinstance(s, int) and 0 <= s < len(letters):
+                out.append(letters[s])
+            else:
+                raise ValueError(f"einsum(): subscript {s!r} is not within the valid range [0, 52)")
+        return "".join(out)
+
+    operands = args[0::2][: len(args) // 2]
+    terms = [term(sub) for sub in args[1::2][: len(args) // 2]]
+    equation = ",".join(terms)
+    if len(args) % 2:
+        equation += "->" + term(args[-1])
+    return equation, tuple(operands)
+
+
 def einsum(equation: str, *operands: Any) -> Tensor:
     """Einstein summation, as ``torch.einsum`` (``"bij,bjk->bik"``, ``"i,j->ij"``, ``"ii"``, ...).
 
@@ -115,7 +139,9 @@ def einsum(equation: str, *operands: Any) -> Tensor:
             output's subscripts.
         *operands: the tensors (or one list of them).
     """
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+    if not isinstance(equation, str):  # einsum(a, [0, 1], b, [1, 2], [0, 2])
+        equation, operands = _from_sublists((equation, *operands))
+    elif len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     terms, out = _parse(equation, list(operands))
     tensors = list(operands)

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gt import shapes as S
+from gt._dtype import dtype as as_dtype
 from gt.autograd import _mode
-from gt.errors import ShapeError
+from gt.errors import DtypeError, ShapeError
 from gt.indexing import encode_key
 from gt.ops.arith import where
 from gt.ops.base import TensorBase
@@ -156,8 +157,8 @@ def _result_dtype(x: Tensor, other: Any, name: str, true_div: bool = False) -> N
     if true_div and dt not in S.INEXACT_DTYPES:
         dt = S.DEFAULT_FLOAT
     if S.category(dt) > S.category(x.dtype):
-        raise TypeError(
-            f"{name}: result type {dt} can't be cast to the desired output type {x.dtype}"
+        raise DtypeError(
+            f"{name}: result type {as_dtype(dt)} can't be cast to the desired output type {x.dtype}"
         )
 
 

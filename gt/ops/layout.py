@@ -2,8 +2,9 @@
 
 A GT worker keeps every array in whatever layout suits its library, so strides are bookkeeping on
 the client, kept for what PyTorch code reads: a view that PyTorch makes without copying
-(``permute``/``transpose`` and their spellings, ``expand``) reports the strides PyTorch's view
-would have (``unfold`` too, though GT's windows are copies), ``to``/``contiguous`` with a ``memory_format`` report that format's, and
+(``permute``/``transpose`` and their spellings, ``expand``, basic indexing, ``diagonal``, a
+``view`` of one of these where PyTorch's ``view`` would not copy) reports the strides PyTorch's
+view would have (``unfold`` too, though GT's windows are copies), ``to``/``contiguous`` with a ``memory_format`` report that format's, and
 ``contiguous()`` makes a tensor that reports contiguous. Convolutions and batch norm give a
 channels-last result for a channels-last input (or, for convolutions, weight), a parameter's
 ``.grad`` takes the parameter's strides (PyTorch's gradient layout contract), and a deep copy its
@@ -55,6 +56,15 @@ def resolve(st: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
         _, parent, parent_shape, d, step = st
         base = resolve(parent, parent_shape)
         return (*base[:d], base[d] * step, *base[d + 1 :], base[d])
+    if st[0] == "key":  # basic indexing: ("key", parent's _st, parent's shape, key)
+        _, parent, parent_shape, key = st
+        return key_geometry(parent_shape, resolve(parent, parent_shape), key)[0]
+    if st[0] == "diag":
+        _, parent, parent_shape, data = st
+        return diag_geometry(parent_shape, resolve(parent, parent_shape), data)[0]
+    if st[0] == "view":  # a reshape: PyTorch's view strides, or row-major where it would copy
+        _, parent, parent_shape = st
+        return view_strides(parent_shape, resolve(parent, parent_shape), shape) or row_major(shape)
     if st[0] == "expand":
         _, parent, parent_shape, new_shape = st
         base = resolve(parent, parent_shape)
@@ -64,6 +74,67 @@ def resolve(st: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
             out.append(base[i] if d == new_shape[lead + i] else 0)
         return tuple(out)
     return st
+
+
+def key_geometry(shape: tuple, strides: tuple, key: Any) -> tuple[tuple, int]:
+    """The strides of ``x[key]`` (a basic key: ints, slices, ``None``, ``...``) for ``x`` of
+    ``shape`` and ``strides``, and how many elements further on it starts."""
+    items = key if type(key) is tuple else (key,)
+    used = sum(1 for k in items if k is not None and k is not Ellipsis)
+    out: list[int] = []
+    offset, d = 0, 0
+    for k in items:
+        if k is Ellipsis:
+            for _ in range(len(shape) - used):
+                out.append(strides[d])
+                d += 1
+        elif k is None:  # (unsqueeze's stride: the next dimension's extent, or 1 at the end)
+            out.append(shape[d] * strides[d] if d < len(shape) else 1)
+        elif type(k) is int:
+            offset += (k + shape[d] if k < 0 else k) * strides[d]
+            d += 1
+        else:
+            start, _stop, step = k.indices(shape[d])
+            if len(range(*k.indices(shape[d]))):
+                offset += start * strides[d]
+            out.append(strides[d] * step)
+            d += 1
+    out.extend(strides[d:])
+    return tuple(out), offset
+
+
+def diag_geometry(shape: tuple, strides: tuple, data: tuple) -> tuple[tuple, int]:
+    """The strides of ``x.diagonal(offset, d1, d2)`` (``data``) and its start, as for
+    :func:`key_geometry`."""
+    off, d1, d2 = data
+    start = off * strides[d2] if off >= 0 else -off * strides[d1]
+    rest = tuple(s for i, s in enumerate(strides) if i not in (d1, d2))
+    return (*rest, strides[d1] + strides[d2]), start
+
+
+def view_strides(shape: tuple, strides: tuple, new_shape: tuple) -> tuple | None:
+    """The strides ``x.view(new_shape)`` has for ``x`` of ``shape`` and ``strides`` (PyTorch's
+    rule: dimensions merge or split only where they are laid out one after another); ``None``
+    where PyTorch's ``view`` would refuse (``reshape`` would copy)."""
+    if not shape or 0 in shape:
+        return row_major(new_shape)
+    new = [0] * len(new_shape)
+    vd = len(new_shape) - 1
+    base = strides[-1]
+    t_numel = v_numel = 1
+    for td in range(len(shape) - 1, -1, -1):
+        t_numel *= shape[td]
+        if td == 0 or (shape[td - 1] != 1 and strides[td - 1] != t_numel * base):
+            while vd >= 0 and (v_numel < t_numel or new_shape[vd] == 1):
+                new[vd] = v_numel * base
+                v_numel *= new_shape[vd]
+                vd -= 1
+            if v_numel != t_numel:
+                return None
+            if td > 0:
+                base = strides[td - 1]
+                t_numel = v_numel = 1
+    return tuple(new) if vd == -1 else None
 
 
 def strides_of(t: Any) -> tuple[int, ...]:
@@ -178,11 +249,23 @@ def permuted(parent: Any, out: Any, perm: list[int]) -> None:
     out._st = ("perm", parent._st, parent.shape, perm)
 
 
+def viewed(parent: Any, out: Any, kind: str, data: Any) -> None:
+    """Record that ``out`` is ``parent[data]`` (``kind`` ``"key"``, a basic key),
+    ``parent.diagonal(*data)`` (``"diag"``) or ``parent`` reshaped (``"view"``), with the strides
+    PyTorch's view would have. A reshape of a row-major tensor is row-major: nothing recorded."""
+    st = parent._st
+    if kind == "view":
+        if st is not None:
+            out._st = ("view", st, parent.shape)
+    else:
+        out._st = (kind, st, parent.shape, data)
+
+
 def expanded(parent: Any, out: Any) -> None:
     """Record that ``out`` is ``parent`` broadcast to ``out``'s shape (stride 0 where new)."""
     out._st = ("expand", parent._st, parent.shape, tuple(out.shape))
 
 
 __all__ = ["channels_last", "cloned_layout", "expanded", "formatted", "grad_layout", "is_contiguous",
-           "keep_channels_last", "permuted", "resolve", "restride", "row_major", "strides_of",
-           "suggests_channels_last"]  # fmt: skip
+           "keep_channels_last", "key_geometry", "diag_geometry", "permuted", "resolve", "restride",
+           "row_major", "strides_of", "suggests_channels_last", "view_strides", "viewed"]  # fmt: skip

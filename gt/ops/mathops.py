@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gt import shapes as S
 from gt.errors import ShapeError
-from gt.ops import views
+from gt.ops import layout, views
 from gt.ops.arith import where
 from gt.ops.base import TensorBase
 
@@ -117,7 +117,9 @@ class MathOps:
     ) -> Tensor:
         """``|self - other| <= atol + rtol * |other|`` elementwise (infinities equal themselves)."""
         other_abs = other.abs() if isinstance(other, TensorBase) else abs(other)
-        close = ((self - other).abs() <= atol + rtol * other_abs) | (self == other)
+        err = (self - other).abs()
+        # an infinite error is never within tolerance (inf vs -inf: inf <= atol + rtol * inf)
+        close = ((err <= atol + rtol * other_abs) & err.isfinite()) | (self == other)
         if equal_nan:
             other_nan = other.isnan() if isinstance(other, TensorBase) else other != other
             close = close | (self.isnan() & other_nan)
@@ -196,6 +198,7 @@ class MathOps:
         out = self._diagonal(offset, d1, d2)
         if out.numel():
             views.link(self, out, "diag", (offset, d1, d2))
+            layout.viewed(self, out, "diag", (offset, d1, d2))
         return out
 
     def _diagonal(self, offset: int, dim1: int, dim2: int) -> Tensor:

@@ -12,7 +12,10 @@ from collections import namedtuple
 from typing import TYPE_CHECKING, Any
 
 from gt import shapes as S
+from gt.custom_function import Function
 from gt.errors import ShapeError
+from gt.grad_mode import is_grad_enabled
+from gt.ops.arith import where
 from gt.ops.quantile import quantile
 from gt.ops.random import random_attrs
 from gt.ops.shaping import cat
@@ -22,6 +25,46 @@ if TYPE_CHECKING:
 
 #: What ``sort``, ``topk``, ``median(dim)`` and ``kthvalue`` return, as in PyTorch.
 SortResult = namedtuple("SortResult", ["values", "indices"])
+
+
+class _EvenlyDistributed(Function):
+    """A reduction's value whose gradient is split evenly among the input's elements equal to it
+    (the NaN ones when it is NaN), as PyTorch's ``median()``, ``nanmedian()``, ``max()`` and
+    ``min()`` (over all elements) backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, value: Tensor) -> Tensor:
+        ctx.save_for_backward(x, value)
+        return value
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple:
+        x, value = ctx.saved_tensors
+        mask = ((x == value) | ((x != x) & (value != value))).to(g.dtype)
+        return g * mask / mask.sum(), None
+
+
+class _Median(_EvenlyDistributed):
+    """(Named for its ``grad_fn``.)"""
+
+
+class _Max(_EvenlyDistributed):
+    """(Named for its ``grad_fn``.)"""
+
+
+class _Min(_EvenlyDistributed):
+    """(Named for its ``grad_fn``.)"""
+
+
+_EVENLY = {"median": _Median, "max": _Max, "min": _Min}
+
+
+def evenly_distributed(x: Tensor, value: Tensor, name: str = "median") -> Tensor:
+    """``value`` (0-d, computed from ``x`` by reduction ``name``) with
+    :class:`_EvenlyDistributed`'s gradient."""
+    if not (x.requires_grad and is_grad_enabled()):
+        return value
+    return _EVENLY[name].apply(x, value.detach())
 
 
 class OrderingOps:
@@ -73,12 +116,29 @@ class OrderingOps:
         return self._pick_sorted(k - 1, ax, keepdim)
 
     def median(self, dim: Any = None, keepdim: bool = False) -> Any:
-        """The lower median; with ``dim``, ``(values, indices)`` as in PyTorch."""
+        """The lower median; with ``dim``, ``(values, indices)`` as in PyTorch. A slice that holds
+        a NaN has the median NaN (its index the first NaN's). The gradient of ``median()`` over
+        all elements is split evenly among the elements equal to it, as PyTorch's."""
         if dim is None:
             flat = self.reshape(-1)
-            return flat._pick_sorted((flat.shape[0] - 1) // 2, 0, False).values
+            if flat.shape[0] == 0:
+                return flat.sum() * float("nan")
+            return evenly_distributed(self, flat._median_pick(0, False).values)
         ax = S.normalize_axis(dim, max(self.ndim, 1), "median")
-        return self._pick_sorted((self.shape[ax] - 1) // 2, ax, keepdim)
+        return self._median_pick(ax, keepdim)
+
+    def _median_pick(self, ax: int, keepdim: bool) -> SortResult:
+        if self.ndim == 0 or self.shape[ax] == 0 or self.dtype not in S.INEXACT_DTYPES:
+            return self._pick_sorted((max(self.shape[ax] if self.ndim else 1, 1) - 1) // 2, ax,
+                                     keepdim)  # fmt: skip
+        n = self.shape[ax]
+        numbers = (self == self).sum(ax, keepdim=True)
+        pos = where(numbers < n, numbers, (n - 1) // 2)  # NaN sorts last: the first NaN, if any
+        idx = self.argsort(ax).gather(ax, pos)
+        values = self.gather(ax, idx)
+        if not keepdim:
+            values, idx = values.squeeze(ax), idx.squeeze(ax)
+        return SortResult(values, idx)
 
     def _pick_sorted(self, k: int, ax: int, keepdim: bool) -> SortResult:
         if self.ndim == 0:

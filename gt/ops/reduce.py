@@ -14,9 +14,10 @@ import numpy as np
 
 from gt import shapes as S
 from gt.autograd import is_grad_enabled
-from gt.errors import ShapeError
+from gt.errors import DtypeError, ShapeError
 from gt.ops.arith import where
 from gt.ops.base import TensorBase
+from gt.ops.ordering import evenly_distributed
 from gt.runtime.ops.base import real_float
 
 if TYPE_CHECKING:
@@ -113,6 +114,12 @@ class ReductionOps:
         x = self if dtype is None else self.to(dtype)
         axes = S.normalize_axes(_pick(axis, dim), x.ndim, "sum")
         keep = _keep(keepdims, keepdim)
+        if dtype is not None and x.dtype in S.INT_DTYPES and x.dtype != "int64":
+            # sum(dtype=torch.int16) stays int16 (and wraps), where a plain sum widens to int64
+            shape = S.reduce(x.shape, axes if x.shape else None, keep)
+            attrs = {"axis": list(axes) if axes is not None else None, "keepdims": keep,
+                     "dtype": str.__str__(x.dtype)}  # fmt: skip
+            return x._apply("sum", [x], attrs, shape=shape)
         return x._reduce("sum", axes, keep)
 
     def mean(
@@ -124,23 +131,55 @@ class ReductionOps:
         keepdim: bool | None = None,
         dtype: Any = None,
     ) -> Tensor:
-        """Mean over ``axis``; integer inputs are averaged in float32."""
+        """Mean over ``axis``; integer and bool inputs need ``dtype=`` (as in PyTorch)."""
         x = self if dtype is None else self.to(dtype)
         if x.dtype not in S.INEXACT_DTYPES:
-            x = x.to(S.DEFAULT_FLOAT)
+            raise DtypeError(
+                "mean(): could not infer output dtype. Input dtype must be either a floating "
+                f"point or complex dtype. Got: {x.dtype} (pass dtype= or call .float() first)"
+            )
         axes = S.normalize_axes(_pick(axis, dim), x.ndim, "mean")
         n = x.numel() if axes is None else S.prod(x.shape[a] for a in axes)
+        if x.dtype in ("float16", "bfloat16"):  # summed and divided in float32, rounded once
+            wide = x.to(S.DEFAULT_FLOAT).sum(axes, _keep(keepdims, keepdim))
+            return (wide * (1.0 / n if n else float("nan"))).to(x.dtype)
         return x.sum(axes, _keep(keepdims, keepdim)) * (1.0 / n if n else float("nan"))
 
-    def _extreme(self, name: str, axis: Any, dim: Any, keepdims: bool, keepdim: bool | None) -> Any:
+    def _check_empty_extreme(self, name: str, axes: tuple[int, ...] | None) -> None:
+        """As PyTorch: max/min/argmax of an empty tensor raise when reducing everything
+        (RuntimeError; IndexError for argmax/argmin) or along a dimension of size 0 (IndexError);
+        along a non-empty dimension they give an empty result."""
+        if self.numel() != 0:
+            return
+        if axes is None or not self.ndim:
+            cls = IndexError if name.startswith("arg") else RuntimeError
+            raise cls(
+                f"{name}: cannot reduce an empty tensor of shape {list(self.shape)} "
+                "(specify the reduction dim)"
+            )
+        for a in axes:
+            if self.shape[a] == 0:
+                raise IndexError(
+                    f"{name}: expected reduction dim {a} to have non-zero size "
+                    f"(shape {list(self.shape)})"
+                )
+
+    def _extreme(
+        self,
+        name: str,
+        axis: Any,
+        dim: Any,
+        keepdims: bool,
+        keepdim: bool | None,
+        whole: bool = False,
+    ) -> Any:
         if isinstance(dim, TensorBase) or isinstance(axis, TensorBase):
             other = dim if isinstance(dim, TensorBase) else axis
             return self.maximum(other) if name == "max" else self.minimum(other)
         d = _pick(axis, dim)
         axes = S.normalize_axes(d, self.ndim, name)
         keep = _keep(keepdims, keepdim)
-        if self.numel() == 0:
-            raise RuntimeError(f"{name}: cannot reduce an empty tensor of shape {list(self.shape)}")
+        self._check_empty_extreme(name, axes)
         if dim is not None and isinstance(dim, int) and axis is None:
             arg = self.argmax(dim, True) if name == "max" else self.argmin(dim, True)
             if self._rg and is_grad_enabled():
@@ -152,6 +191,10 @@ class ReductionOps:
             if not keep and self.ndim:
                 values, arg = values.squeeze(axes[0]), arg.squeeze(axes[0])
             return ValuesIndices(values, arg)
+        if whole and axes is None and not keep and self._rg and is_grad_enabled():
+            # max() / min() of every element: PyTorch splits the gradient evenly among the ties,
+            # and among the NaNs when the result is NaN (amax() gives NaN gradients there)
+            return evenly_distributed(self, self._reduce(name, None, False, grad=False), name)
         return self._reduce(name, axes, keep)
 
     def max(
@@ -170,7 +213,7 @@ class ReductionOps:
         """
         if dim is None and isinstance(axis, int) and not isinstance(axis, bool):
             dim, axis = axis, None  # PyTorch's axis= is its dim=: (values, indices)
-        return self._extreme("max", axis, dim, keepdims, keepdim)
+        return self._extreme("max", axis, dim, keepdims, keepdim, whole=True)
 
     def min(
         self,
@@ -183,7 +226,7 @@ class ReductionOps:
         """Smallest value; ``min(dim)`` returns ``(values, indices)`` as in PyTorch."""
         if dim is None and isinstance(axis, int) and not isinstance(axis, bool):
             dim, axis = axis, None
-        return self._extreme("min", axis, dim, keepdims, keepdim)
+        return self._extreme("min", axis, dim, keepdims, keepdim, whole=True)
 
     def amax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """Largest values over ``dim`` (int, tuple or None), values only."""
@@ -196,8 +239,10 @@ class ReductionOps:
     def _arg(self, name: str, d: Any, keep: bool) -> Tensor:
         if d is not None and not isinstance(d, int):
             raise TypeError(f"{name}: dim must be an int or None, not {type(d).__name__}")
-        if self.numel() == 0:
-            raise RuntimeError(f"{name}: cannot reduce an empty tensor of shape {list(self.shape)}")
+        if d is not None and self.ndim:
+            self._check_empty_extreme(name, (S.normalize_axis(d, self.ndim, name),))
+        else:
+            self._check_empty_extreme(name, None)
         if d is None:
             shape = (1,) * self.ndim if keep else ()
             attrs = {"axis": None, "keepdims": keep}
@@ -235,7 +280,11 @@ class ReductionOps:
             raise TypeError("var: pass unbiased as a keyword (or use correction=)")
         if correction is None:
             correction = 1 if unbiased is None or unbiased else 0
-        x = self if self.dtype in S.INEXACT_DTYPES else self.to(S.DEFAULT_FLOAT)
+        if self.dtype not in S.INEXACT_DTYPES:
+            raise DtypeError(
+                f"std and var only support floating point and complex dtypes, got {self.dtype}"
+            )
+        x = self
         axes = S.normalize_axes(_pick(axis, dim), x.ndim, "var")
         keep = _keep(keepdims, keepdim)
         n = x.numel() if axes is None else S.prod(x.shape[a] for a in axes)
@@ -313,7 +362,11 @@ class ReductionOps:
         """``log(sum(exp(x)))`` over ``dim``, computed without overflow."""
         x = real_float(self, "logsumexp")
         axes = S.normalize_axes(dim, x.ndim, "logsumexp")
-        m = x._reduce("max", axes, True, grad=False)  # a constant shift: no gradient through it
-        m = m.masked_fill(m.isinf(), 0.0)  # rows of -inf give -inf (and +inf gives inf), not NaN
+        if x.numel() == 0:  # no shift needed (and no max): the log of an empty sum is -inf
+            m = x.new_zeros(S.reduce(x.shape, axes, True))
+        else:
+            m = x._reduce("max", axes, True, grad=False)  # a constant shift: no gradient through it
+            # rows of -inf give -inf (and +inf gives inf), not NaN
+            m = m.masked_fill(m.isinf(), 0.0)
         out = (x - m).exp().sum(axes, keepdims=True).log() + m
         return out if keepdim else out.reshape(S.reduce(x.shape, axes, False))

@@ -189,7 +189,10 @@ class SelectionOps:
         found = np.nonzero(self.numpy().reshape(self.shape or (1,)))
         if as_tuple:
             return tuple(self._upload(np.ascontiguousarray(i, dtype=np.int64)) for i in found)
-        stacked = np.stack(found, axis=1) if found else np.zeros((0, 0), np.int64)
+        if self.ndim == 0:  # PyTorch: one row (or none) of zero coordinates
+            stacked = np.zeros((len(found[0]), 0), np.int64)
+        else:
+            stacked = np.stack(found, axis=1)
         return self._upload(np.ascontiguousarray(stacked, dtype=np.int64))
 
     argwhere = nonzero

@@ -25,24 +25,43 @@ def _dims(args: tuple) -> tuple:
     return args
 
 
+def _shape_keyword(op: str, name: str, shape: tuple, kw: dict) -> tuple:
+    """The positional shape of ``reshape``/``view``, or the one given as the keyword ``name``."""
+    if not kw:
+        return shape
+    if set(kw) != {name} or shape:
+        bad = next((k for k in kw if k != name), name)
+        raise TypeError(f"{op}() got an unexpected keyword argument {bad!r}")
+    return (kw[name],)
+
+
 class ShapeOps:
     """Shape and indexing ops of :class:`gt.Tensor`."""
 
     __slots__ = ()
 
     # ------------------------------------------------------------------ reshaping
-    def reshape(self, *shape: Any) -> Tensor:
-        """A tensor with the same data and a new shape (one ``-1`` is inferred)."""
+    def reshape(self, *shape: Any, **kw: Any) -> Tensor:
+        """A tensor with the same data and a new shape (one ``-1`` is inferred); the shape may
+        also be given as ``shape=`` (``x.reshape(shape=(n, -1))``, as MAE's ``patchify`` does)."""
+        shape = _shape_keyword("reshape", "shape", shape, kw)
         new = S.reshape(self.shape, _dims(shape))
         if new == self.shape:
             return self
         out = self._apply("reshape", [self], {"shape": list(new)}, shape=new)
+        st = self._st
+        if st is not None:  # (a row-major tensor always reshapes into a view)
+            old = tuple(self.shape)
+            if layout.view_strides(old, layout.resolve(st, old), new) is None:
+                return out  # a copy, as PyTorch's reshape of ``x.t()`` or ``x[:, 1:3]`` is
+            layout.viewed(self, out, "view", None)
         views.link(self, out, "reshape", None)
         return out
 
-    def view(self, *shape: Any) -> Tensor:
+    def view(self, *shape: Any, **kw: Any) -> Tensor:
         """Same as :meth:`reshape`: an in-place op on the result also changes this tensor (see
-        :mod:`gt.ops.views`)."""
+        :mod:`gt.ops.views`). The shape may also be given as ``size=``."""
+        shape = _shape_keyword("view", "size", shape, kw)
         if (
             len(shape) == 1
             and not isinstance(shape[0], (tuple, list))
@@ -211,6 +230,7 @@ class ShapeOps:
         out = self._apply("getitem", [self, *tensors], {"key": wire}, shape=shape)
         if not tensors and views.is_basic_key(key):  # a view in PyTorch (advanced: a copy)
             views.link(self, out, "key", key)
+            layout.viewed(self, out, "key", key)
         return out
 
     def narrow(self, dim: int, start: int, length: int) -> Tensor:
@@ -326,17 +346,21 @@ def cat(tensors: Sequence[Tensor], dim: int = 0, *, axis: int | None = None) -> 
         raise ShapeError("cat: expected a non-empty list of tensors")
     if axis is not None:
         dim = axis
-    first = tensors[0]
     for i, t in enumerate(tensors):
         if t.ndim == 0:
             raise ShapeError(
                 f"cat: zero-dimensional tensor (at position {i}) cannot be concatenated"
             )
-    d = S.normalize_axis(dim, first.ndim, "cat")
-    shape = S.concat([t.shape for t in tensors], d, "cat")
     dtype = tensors[0].dtype
     for t in tensors[1:]:
         dtype = S.promote(dtype, t.dtype)
+    # PyTorch's legacy rule: 1-d empty tensors are skipped (``out = torch.empty(0)`` then
+    # ``out = torch.cat((out, x))`` in a loop), though they still take part in the dtype
+    kept = [t for t in tensors if tuple(t.shape) != (0,)]
+    tensors = kept or tensors[:1]
+    first = tensors[0]
+    d = S.normalize_axis(dim, first.ndim, "cat")
+    shape = S.concat([t.shape for t in tensors], d, "cat")
     ts = [t.to(dtype) for t in tensors]
     return first._apply("concat", ts, {"axis": d}, shape=shape)
 

@@ -31,11 +31,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
         "a tensor's grad_fn is named after the last GT primitive that made it (AddBackward0 for a "
         "Linear layer, where PyTorch fuses AddmmBackward0)"
     ),
-    "quickstart_first_batch_print": (
-        "a dtype in an f-string reads its plain name ({y.dtype} gives int64 where PyTorch's gives "
-        "torch.int64), so that GT's error messages read float32; print(), str() and repr() give "
-        "gt.int64"
-    ),
     "skipgram_negative_sampling_sparse_embeddings": (
         "GT has no sparse tensors: Embedding(sparse=True) gives a dense gradient (no is_sparse, "
         "coalesce or to_dense), and there is no optim.SparseAdam"

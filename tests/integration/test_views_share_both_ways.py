@@ -222,3 +222,20 @@ def test_an_update_of_a_parameter_view_writes_its_part_of_the_flat_buffer_direct
     assert made.count(O.BY_NAME["setitem"].code) == 1
     b.sub_(2)
     assert flat.tolist() == [1.0] * 6 + [-2.0, -2.0] and w.tolist() == [[1.0] * 3] * 2
+
+
+def test_a_parameter_shares_the_tensor_it_was_made_from(conn):
+    w = gt.zeros(3)
+    p = gt.nn.Parameter(w)
+    w.add_(1)  # PyTorch's Parameter(w) shares w's storage
+    assert p.tolist() == [1.0, 1.0, 1.0] and p.is_leaf and p.requires_grad
+    with gt.no_grad():
+        p.mul_(2)
+    assert w.tolist() == [2.0, 2.0, 2.0] and not w.requires_grad
+    (p * 3).sum().backward()
+    gt.optim.SGD([p], lr=0.1).step()
+    assert w.tolist() == pytest.approx([1.7, 1.7, 1.7]) and w.grad is None
+    flat = gt.zeros(6)
+    q = gt.nn.Parameter(flat[2:4])
+    flat.fill_(5.0)
+    assert q.tolist() == [5.0, 5.0] and q.data_ptr() - flat.data_ptr() == 8

@@ -23,3 +23,11 @@ def test_asking_for_an_accelerator_index_raises_as_pytorch_does():
         gt.accelerator.set_device_index(0)
     with gt.accelerator.device_index(None):
         pass
+
+
+def test_a_dtype_in_an_f_string_reads_as_print_gives_it():
+    y = gt.int64
+    assert f"Shape of y: {y}" == "Shape of y: gt.int64"  # PyTorch: torch.int64
+    assert f"{gt.float32:>14}" == "    gt.float32"
+    assert "{}".format(gt.bool) == str(gt.bool)  # noqa: UP032 == repr(gt.bool) == "gt.bool"
+    assert gt.float32 == "float32"  # still its name as a string

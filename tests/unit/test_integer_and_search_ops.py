@@ -4,36 +4,15 @@ against a NumPy oracle (PyTorch's rules for out-of-range shifts written out by h
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from gt.errors import ShapeError
 from gt.ops import bitwise
 from gt.runtime import ops as O
-from gt.runtime.worker.backend import Backend
 
-SUPPORT = Path(__file__).resolve().parents[1] / "support"
-sys.path.insert(0, str(SUPPORT))
-import cupy_double as cp  # noqa: E402
-
-BACKENDS = {"numpy": Backend(np, "cpu"), "cupy_double": Backend(cp, name="cupy", cupyx=cp.cupyx)}
 INT_DTYPES = ("uint8", "int8", "int16", "int32", "int64")
 rng = np.random.default_rng(3)
-
-
-@pytest.fixture(params=sorted(BACKENDS))
-def run(request):
-    """``run(op, args, attrs)``: op's kernel on one backend, arrays copied in and the result out."""
-    be = BACKENDS[request.param]
-
-    def call(name: str, args: list, attrs: object = None) -> np.ndarray:
-        vals = [be.from_host(a.copy()) if isinstance(a, np.ndarray) else a for a in args]
-        return be.to_host(be.handlers[O.OPCODE[name]](vals, attrs))
-
-    return call
 
 
 def _ints(dtype: str, shape: tuple, lo: int = -100, hi: int = 100) -> np.ndarray:

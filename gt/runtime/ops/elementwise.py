@@ -47,8 +47,13 @@ def _binary_kernel(ufunc: str) -> Callable[[Any], Any]:
     def make(be: Any) -> Any:
         xp = be.xp
         fn = getattr(xp, ufunc)
+        wide = ufunc in _OPMATH_FLOAT32
 
         def h(v: list, at: Any) -> Any:
+            if wide and (type(v[1]) is float or type(v[0]) is float):
+                r = _with_float32(fn, xp, v[0], v[1])
+                if r is not None:
+                    return r
             if at is None:
                 return fn(v[0], v[1])
             x = v.pop(0)  # so the argument list no longer refers to it (see private())
@@ -57,6 +62,22 @@ def _binary_kernel(ufunc: str) -> Callable[[Any], Any]:
         return h
 
     return make
+
+
+#: Arithmetic that PyTorch computes in float32 for half tensors and a Python number.
+_OPMATH_FLOAT32 = frozenset(("add", "subtract", "multiply", "divide", "true_divide", "power"))
+
+
+def _with_float32(fn: Any, xp: Any, a: Any, b: Any) -> Any:
+    """``fn(a, b)`` of a float16 or bfloat16 array and a Python float computed in float32 and
+    rounded once, as PyTorch does (a half tensor times 3.14159 does not round the 3.14159 to half
+    first); None for other dtypes."""
+    arr = b if type(a) is float else a
+    dt = getattr(arr, "dtype", None)
+    if dt is None or dt.itemsize != 2 or dt.kind not in "fV":
+        return None
+    wide = arr.astype(xp.float32)
+    return (fn(a, wide) if arr is b else fn(wide, b)).astype(dt)
 
 
 def _floor_kernel(ufunc: str, part: int) -> Callable[[Any], Any]:
@@ -87,6 +108,22 @@ def _unary_kernel(ufunc: str) -> Callable[[Any], Any]:
         return lambda v, at: fn(v[0])
 
     return make
+
+
+def _k_sign(be: Any) -> Any:
+    """-1, 0 or 1, and 0 for NaN as in PyTorch (NumPy's sign keeps NaN); a bool is itself."""
+    xp = be.xp
+
+    def h(v: list, at: Any) -> Any:
+        x = v[0]
+        kind = x.dtype.kind
+        if kind == "b":
+            return x.copy()
+        if kind in "iu":
+            return xp.sign(x)
+        return xp.where(x != x, xp.zeros((), x.dtype), xp.sign(x))
+
+    return h
 
 
 def _where(cond: Any, a: Any, b: Any) -> Any:
@@ -121,6 +158,8 @@ def _d_div(n: Any, g: Any) -> tuple:
 
 
 def _d_pow(n: Any, g: Any) -> tuple:
+    """As PyTorch: the base's gradient is 0 where the exponent is 0 (not ``0 * 0 ** -1``, nan),
+    and the exponent's is 0 where the base is 0 and the exponent >= 0 (not ``0 * log 0``)."""
     a, b = n.saved
     ga = gb = None
     if n.needs(0):
@@ -128,11 +167,21 @@ def _d_pow(n: Any, g: Any) -> tuple:
             ga = g * (a * 2.0)
         elif isinstance(b, float) and b == 1.0:
             ga = g
+        elif isinstance(b, (int, float)) and b == 0.0:
+            ga = a.new_zeros(n.shapes[0])
         else:
-            ga = sum_to(g * (b * a ** (b - 1.0)), n.shapes[0])
+            ga = g * (b * a ** (b - 1.0))
+            if hasattr(b, "shape"):
+                ga = _where(b == 0.0, 0.0, ga)
+            ga = sum_to(ga, n.shapes[0])
     if n.needs(1):
-        log_a = a.log() if hasattr(a, "log") else math.log(a)
-        gb = sum_to(g * (a**b) * log_a, n.shapes[1])
+        if hasattr(a, "log"):
+            gb = _where((a == 0.0) & (b >= 0.0), 0.0, g * (a**b) * a.log())
+        elif a == 0.0:
+            gb = _where(b >= 0.0, 0.0, g * (a**b) * -math.inf)
+        else:
+            gb = g * (a**b) * math.log(a)
+        gb = sum_to(gb, n.shapes[1])
     return ga, gb
 
 
@@ -177,6 +226,10 @@ def _d_remainder(n: Any, g: Any) -> tuple:
 
 
 # ----------------------------------------------------------------------------- special kernels
+#: The signed integer type of each float size, to mask a float array's bits.
+_SAME_SIZE_INT = {2: np.int16, 4: np.int32, 8: np.int64}
+
+
 def _k_where(be: Any) -> Any:
     xp = be.xp
 
@@ -188,11 +241,17 @@ def _k_where(be: Any) -> Any:
             and b == 0.0
             and type(a) is np.ndarray
             and a.dtype.kind == "f"
+            and type(c) is np.ndarray
+            and c.dtype == np.bool_
         ):
-            # Masking (relu's gradient, ...): a product with the mask is several times faster than
-            # np.where, and the same unless a holds inf/nan where the mask is False.
-            if np.isfinite(a).all():
-                r = a * c
+            # Masking (relu's gradient, ...): clearing the bits where the mask is False is several
+            # times faster than np.where and exact (a product with the mask would turn a negative
+            # into -0.0 and an inf into nan there).
+            bits = _SAME_SIZE_INT.get(a.dtype.itemsize)
+            if bits is not None:
+                keep = c.astype(bits)
+                np.negative(keep, out=keep)  # all ones where True
+                r = (a.view(bits) & keep).view(a.dtype)
                 return r.astype(at["dtype"], copy=False) if at else r
         r = xp.where(c, a, b)
         return r.astype(at["dtype"], copy=False) if at else r
@@ -373,7 +432,7 @@ ENTRIES: list[Op] = [
         grad=lambda n, g: (_where(n.saved[0] > 0, g, 0.0),),
         doc="max(x, 0)",
     ),  # fmt: skip
-    _unary("sign", 33, doc="-1, 0 or 1 (not differentiable)"),
+    _unary("sign", 33, kernel=_k_sign, doc="-1, 0 or 1, 0 for NaN (not differentiable)"),
     _unary("logical_not", 51, dtype=bool_dtype, doc="not x (bool result)"),
     _unary(
         "erf",

@@ -31,6 +31,8 @@ def _reduce_shape(shapes: list, attrs: Any) -> Shape:
 
 
 def _sum_dtype(dtypes: list, attrs: Any) -> str:
+    if type(attrs) is dict and isinstance(attrs.get("dtype"), str):
+        return attrs["dtype"]  # sum(dtype=torch.int16) sums (and wraps) in int16
     d = first_dtype(dtypes, attrs)
     return "int64" if d in ("bool", "int8", "uint8", "int16", "int32") else d
 
@@ -120,6 +122,30 @@ def _k_reduce(fn: str) -> Any:
     return make
 
 
+def _k_sum(be: Any) -> Any:
+    """Sums in ``attrs["dtype"]`` when given (a wrapping int16 sum), else bool and integers
+    narrower than int64 in int64 as PyTorch does (NumPy would sum uint8 in uint64)."""
+    xp = be.xp
+
+    def h(v: list, at: Any) -> Any:
+        x = v[0]
+        dt = at.get("dtype") if at else None
+        back = None
+        if dt is None:
+            if x.dtype.kind in "biu" and x.dtype != xp.int64:
+                dt = "int64"
+            elif x.dtype.itemsize == 2 and x.dtype.kind in "fV":  # half: float32, rounded once
+                dt, back = xp.float32, x.dtype
+        if at is None or ("axis" not in at and "keepdims" not in at):
+            r = xp.sum(x, dtype=dt)
+        else:
+            axis, keep = axis_arg(at.get("axis")), at.get("keepdims", False)
+            r = xp.sum(x, axis=axis, keepdims=keep, dtype=dt)
+        return xp.asarray(r if back is None else r.astype(back))
+
+    return h
+
+
 def _k_argreduce(fn: str) -> Any:
     def make(be: Any) -> Any:
         xp = be.xp
@@ -160,7 +186,15 @@ def _same_shape_axis(shapes: list, attrs: Any) -> Shape:
 # ----------------------------------------------------------------------------- cumsum
 def _k_cumsum(be: Any) -> Any:
     xp = be.xp
-    return lambda v, at: xp.cumsum(v[0], axis=at["axis"], dtype=at.get("dtype"))
+
+    def h(v: list, at: Any) -> Any:
+        x, dt = v[0], at.get("dtype")
+        if dt is None and x.dtype.itemsize == 2 and x.dtype.kind in "fV":
+            # half: running totals kept in float32, each rounded once (as PyTorch on the CPU)
+            return xp.cumsum(x, axis=at["axis"], dtype=xp.float32).astype(x.dtype)
+        return xp.cumsum(x, axis=at["axis"], dtype=dt)
+
+    return h
 
 
 def _d_cumsum(n: Any, g: Any) -> tuple:
@@ -174,10 +208,12 @@ def _d_cumsum(n: Any, g: Any) -> tuple:
 def _cumsum_api(x: Any, dim: int, *, dtype: Any = None) -> Any:
     """Running sums along ``dim`` (integer and bool inputs sum in int64, as in PyTorch)."""
     ax = S.normalize_axis(dim, x.ndim, "cumsum")
-    if dtype is not None:
-        x = x.to(dtype)
     attrs: dict = {"axis": ax}
-    if x.dtype not in S.INEXACT_DTYPES and x.dtype != "int64":
+    if dtype is not None:
+        x = x.to(dtype)  # and summed in it: cumsum(dtype=torch.int16) wraps in int16
+        if x.dtype not in S.INEXACT_DTYPES and x.dtype != "int64":
+            attrs["dtype"] = str.__str__(x.dtype)  # (NumPy would widen small ints)
+    elif x.dtype not in S.INEXACT_DTYPES and x.dtype != "int64":
         attrs["dtype"] = "int64"
     return x._apply("cumsum", [x], attrs)
 
@@ -200,7 +236,7 @@ ENTRIES: list[Op] = [
         36,
         shape=_reduce_shape,
         dtype=_sum_dtype,
-        kernel=_k_reduce("sum"),
+        kernel=_k_sum,
         grad=_d_sum,
         shard="reduce",
         reduce="sum",

@@ -202,14 +202,26 @@ def bounds_check(be: Any) -> Any:
 
 
 # ----------------------------------------------------------------------------- indexing kernels
+def _torch_order(x: Any, key: tuple) -> tuple[Any, tuple]:
+    """``(a, k)`` with ``a[k]`` PyTorch's ``x[key]``: the integers of a key that mixes them with
+    advanced indices are applied first, as a view (see :func:`gt.shapes.split_int_indices`)."""
+    split = S.split_int_indices(key)
+    return (x, key) if split is None else (x[split[0]], split[1])
+
+
+def _at(x: Any, key: tuple) -> Any:
+    target, k = _torch_order(x, key)
+    return target[k]
+
+
 def _k_getitem(be: Any) -> Any:
     check = bounds_check(be)
     if check is None:
-        return lambda v, at: v[0][build_key(at["key"], v[1:])]
+        return lambda v, at: _at(v[0], build_key(at["key"], v[1:]))
 
     def h(v: list, at: dict) -> Any:
         check(at["key"], v[1:], v[0].shape)
-        return v[0][build_key(at["key"], v[1:])]
+        return _at(v[0], build_key(at["key"], v[1:]))
 
     return h
 
@@ -225,7 +237,8 @@ def _k_setitem(be: Any) -> Any:
             check(at["key"], v[1:], x.shape)
         if not (at.get("inplace") and private(x)):
             x = x.copy()
-        x[build_key(at["key"], v[1:])] = v[0]
+        target, key = _torch_order(x, build_key(at["key"], v[1:]))
+        target[key] = v[0]
         return x
 
     return h
@@ -241,11 +254,11 @@ def _k_index_add(be: Any) -> Any:
             check(at["key"], v[1:], out.shape)
         if not (at.get("inplace") and private(out)):
             out = out.copy()
-        key = build_key(at["key"], v[1:])
+        target, key = _torch_order(out, build_key(at["key"], v[1:]))
         if not has_advanced(at["key"]):
-            out[key] += v[0]  # basic indexing selects each element once
+            target[key] += v[0]  # basic indexing selects each element once
         else:  # repeated indices accumulate
-            scatter_add(out, key, v[0])
+            scatter_add(target, key, v[0])
         return out
 
     return h

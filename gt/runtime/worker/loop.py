@@ -422,8 +422,12 @@ class Worker:
             host = self.backend.to_host(arr)
             dt = host.dtype
             dtype, shape, err = _DTYPE_NAMES.get(dt) or _dtype_name(dt), list(host.shape), None
+            if dtype not in P.DTYPE_SET:  # a kernel's bug: an error for the client, not a hang
+                err = [f"a kernel made a {dtype} array, a dtype GT does not carry (a bug in GT)",
+                       O.OPCODE["fetch"], 0]  # fmt: skip
+                dtype = shape = None
             # (small arrays are copied into the message anyway: tobytes is the cheaper copy)
-            payload = host.tobytes() if host.nbytes < COPY_BELOW else memoryview(host.reshape(-1)).cast("B")  # fmt: skip
+            payload = b"" if err is not None else host.tobytes() if host.nbytes < COPY_BELOW else memoryview(host.reshape(-1)).cast("B")  # fmt: skip
         if token is not None:
             try:
                 send_parts(

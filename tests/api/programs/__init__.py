@@ -86,6 +86,12 @@ MODULES = (
     "differentiable_physics",
     "attention_variants",
     "tutorials",
+    "numerical_edge_cases",
+    "indexing_puzzles",
+    "dtype_semantics",
+    "recommender_systems",
+    "self_supervised",
+    "diffusion_models",
 )
 
 
