@@ -74,6 +74,7 @@ from gt.serialization import load, save
 from gt.session import connect, disconnect, gpu_workers, mark
 from gt.settings import *  # noqa: F403 - gt.set_default_dtype, gt.set_printoptions, ... (its __all__)
 from gt.settings import __all__ as _settings_names
+from gt.sparse import sparse_coo, sparse_coo_tensor, spmm
 from gt.special import gammainc as igamma  # (torch.igamma)
 from gt.special import gammaincc as igammac
 from gt.special import xlogy  # (torch.xlogy)

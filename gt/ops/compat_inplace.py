@@ -309,6 +309,16 @@ class CompatInplaceOps:
         same = self.shape == tensor.shape and self.dtype == tensor.dtype
         return same and a[0] is b[0] and a[1:] == b[1:]
 
+    def to_sparse(self, sparse_dim: int | None = None) -> Any:
+        """This tensor's nonzero entries as a sparse COO tensor (:mod:`gt.sparse`; a sync point)."""
+        from gt.sparse import to_sparse  # noqa: PLC0415 - gt.sparse builds on Tensor
+
+        return to_sparse(self, sparse_dim)
+
+    def to_dense(self, dtype: Any = None) -> Tensor:
+        """Itself (a dense tensor), converted to ``dtype`` if given."""
+        return self if dtype is None else self.to(dtype)
+
     def get_device(self) -> int:
         """-1, as for a CPU tensor: this process holds no device memory of it."""
         return -1

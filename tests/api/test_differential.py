@@ -32,8 +32,8 @@ KNOWN_DIFFERENCES: dict[str, str] = {
         "Linear layer, where PyTorch fuses AddmmBackward0)"
     ),
     "skipgram_negative_sampling_sparse_embeddings": (
-        "GT has no sparse tensors: Embedding(sparse=True) gives a dense gradient (no is_sparse, "
-        "coalesce or to_dense), and there is no optim.SparseAdam"
+        "GT has no sparse gradients: Embedding(sparse=True) gives a dense gradient (not "
+        "is_sparse, no coalesce), and there is no optim.SparseAdam"
     ),
 }
 

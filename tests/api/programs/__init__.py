@@ -91,6 +91,7 @@ MODULES = (
     "dtype_semantics",
     "recommender_systems",
     "self_supervised",
+    "gnn_layers",
     "diffusion_models",
 )
 

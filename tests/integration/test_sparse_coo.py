@@ -1,0 +1,53 @@
+"""Sparse COO matrices (gt.sparse) as graph code uses them. Every expected value is what PyTorch
+2.13 gives for the same lines."""
+
+from __future__ import annotations
+
+import pytest
+
+import gt
+
+IDX = [[0, 2, 1, 0], [1, 0, 2, 1]]  # (0, 1) twice: an uncoalesced matrix
+VAL = [1.0, 2.0, 3.0, 4.0]
+
+
+def test_coalesce_sorts_the_entries_and_adds_up_duplicates(conn):
+    a = gt.sparse_coo_tensor(gt.tensor(IDX), gt.tensor(VAL), (3, 3))
+    assert not a.is_coalesced() and a._nnz() == 4 and a.is_sparse and a.layout == gt.sparse_coo
+    with pytest.raises(RuntimeError, match="uncoalesced tensor, please call .coalesce"):
+        a.indices()
+    c = a.coalesce()
+    assert c.indices().tolist() == [[0, 1, 2], [1, 2, 0]] and c.values().tolist() == [5.0, 3.0, 2.0]
+    assert a.to_dense().tolist() == [[0.0, 5.0, 0.0], [0.0, 0.0, 3.0], [2.0, 0.0, 0.0]]
+    assert a.t().to_dense().tolist() == [[0.0, 0.0, 2.0], [5.0, 0.0, 0.0], [0.0, 3.0, 0.0]]
+    assert not a.t().is_coalesced()
+
+
+def test_every_spelling_of_the_product_gives_pytorchs_result_and_gradients(conn):
+    a = gt.sparse_coo_tensor(gt.tensor(IDX), gt.tensor(VAL), (3, 3))
+    x = gt.arange(6.0).reshape(3, 2).requires_grad_()
+    y = gt.sparse.mm(a, x)
+    assert y.tolist() == [[10.0, 15.0], [12.0, 15.0], [0.0, 2.0]]
+    y.sum().backward()
+    assert x.grad.tolist() == [[2.0, 2.0], [5.0, 5.0], [3.0, 3.0]]
+    for other in (gt.spmm(a, x), gt.mm(a, x), a @ x, gt.matmul(a, x), a.mm(x)):
+        assert other.tolist() == y.tolist()
+    v = gt.tensor(VAL, requires_grad=True)
+    gt.sparse.mm(gt.sparse_coo_tensor(gt.tensor(IDX), v, (3, 3)), x.detach()).sum().backward()
+    assert v.grad.tolist() == [5.0, 1.0, 9.0, 5.0]
+
+
+def test_sums_conversions_and_the_legacy_constructor(conn):
+    a = gt.sparse.FloatTensor(gt.tensor(IDX), gt.tensor(VAL), gt.Size([3, 3]))
+    assert gt.sparse.sum(a, dim=1).to_dense().tolist() == [5.0, 3.0, 2.0]
+    assert gt.sparse.sum(a).item() == 10.0 and (a * 2).to_dense().sum().item() == 20.0
+    d = gt.tensor([[0.0, 1.0], [2.0, 0.0]]).to_sparse()
+    assert d.indices().tolist() == [[0, 1], [1, 0]] and d.values().tolist() == [1.0, 2.0]
+    assert gt.sparse_coo_tensor(gt.tensor(IDX), gt.tensor(VAL)).shape == (3, 3)
+    assert "nnz=4, layout=gt.sparse_coo" in repr(a)
+
+
+def test_a_bad_product_says_which_shapes(conn):
+    a = gt.sparse_coo_tensor(gt.tensor(IDX), gt.tensor(VAL), (3, 3))
+    with pytest.raises(gt.ShapeError, match=r"\[3, 3\] and \[2, 2\] cannot be multiplied"):
+        gt.sparse.mm(a, gt.zeros(2, 2))
