@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from gt.tensor import Tensor
 
 _FIRST = (0,)
-FLOAT_DTYPES = ("float16", "float32", "float64")
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 #: Dtypes whose tensors can require gradients (PyTorch's: floating and complex).
 GRAD_DTYPES = frozenset((*FLOAT_DTYPES, "complex64", "complex128"))
 _COMPLEX = frozenset(("complex64", "complex128"))
@@ -43,6 +43,8 @@ class Node:
         retain: a weak reference to the output tensor when it asked for its gradient
             (``retain_grad()``), else ``None``.
         seq: the order of its making (process-wide, increasing): which nodes a call made.
+        label: the name PyTorch gives the node of a composite op that ended here (``F.linear``'s
+            ``AddmmBackward0``), else ``None`` (the name comes from ``op``).
     """
 
     __slots__ = (
@@ -61,6 +63,7 @@ class Node:
         "unpack",
         "seq",
         "cplx",
+        "label",
     )
 
     def __init__(self, op: str, parents: tuple, saved: tuple, inputs: tuple, attrs: Any):
@@ -81,6 +84,7 @@ class Node:
         self.unpack = None  # saved_tensors_hooks' unpack, when ``saved`` holds packed values
         self.seq = _next_seq()
         self.cplx = None  # complex in play: "conj" or "native" (gt/runtime/ops/complexnum.py)
+        self.label = None  # the name PyTorch gives the composite op that ended here (F.linear)
 
     def needs(self, i: int) -> bool:
         """Whether input ``i`` wants a gradient."""
@@ -99,6 +103,8 @@ class Node:
 
     def name(self) -> str:
         """PyTorch-style name, e.g. ``MulBackward0``."""
+        if self.label is not None:
+            return self.label
         return "".join(p.capitalize() for p in self.op.split("_")) + "Backward0"
 
     def __repr__(self) -> str:

@@ -282,7 +282,21 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"{list(weight.shape)} (in_features {weight.shape[-1]})"
         )
     out = input @ weight.T
-    return out + bias if bias is not None else out
+    if bias is not None:
+        out = out + bias
+    node = out._node
+    if node is not None:  # PyTorch's names for what its one fused op leaves (print(model(x)))
+        node.label = _LINEAR_NODE[min(input.ndim, 3) - 1][bias is not None]
+    return out
+
+
+#: PyTorch's ``grad_fn`` names of ``linear``'s result, by input rank (1, 2, more), without and
+#: with a bias: ``addmm`` for a batch of vectors, views of it otherwise.
+_LINEAR_NODE = (
+    ("SqueezeBackward4", "ViewBackward0"),
+    ("MmBackward0", "AddmmBackward0"),
+    ("UnsafeViewBackward0", "ViewBackward0"),
+)
 
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:

@@ -27,10 +27,6 @@ load_all()
 
 #: Programs whose results differ from PyTorch's, and why (the README lists them).
 KNOWN_DIFFERENCES: dict[str, str] = {
-    "print_tensor_with_grad_fn": (
-        "a tensor's grad_fn is named after the last GT primitive that made it (AddBackward0 for a "
-        "Linear layer, where PyTorch fuses AddmmBackward0)"
-    ),
     "skipgram_negative_sampling_sparse_embeddings": (
         "GT has no sparse gradients: Embedding(sparse=True) gives a dense gradient (not "
         "is_sparse, no coalesce), and there is no optim.SparseAdam"

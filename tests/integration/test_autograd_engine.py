@@ -170,3 +170,15 @@ def test_no_grad_works_as_a_bare_decorator(conn):
         return v * 2
 
     assert not infer(gt.ones(1, requires_grad=True)).requires_grad and gt.is_grad_enabled()
+
+
+def test_a_linear_layers_result_is_named_as_pytorch_names_it(conn):
+    m, mb = gt.nn.Linear(2, 3), gt.nn.Linear(2, 3, bias=False)
+    names = [(m(x).grad_fn.name(), mb(x).grad_fn.name()) for x in (gt.ones(2), gt.ones(4, 2), gt.ones(5, 4, 2))]  # fmt: skip
+    assert names == [  # PyTorch 2.13's
+        ("ViewBackward0", "SqueezeBackward4"),
+        ("AddmmBackward0", "MmBackward0"),
+        ("ViewBackward0", "UnsafeViewBackward0"),
+    ]
+    assert "grad_fn=<AddmmBackward0>" in repr(m(gt.ones(1, 2)))
+    assert (m(gt.ones(1, 2)) * 2).grad_fn.name() == "MulBackward0"  # (only the linear's own node)

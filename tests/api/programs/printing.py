@@ -113,7 +113,7 @@ def print_during_training(torch):
 @program
 def print_tensor_with_grad_fn(torch):
     """PyTorch names the backward node of the op that made a tensor (``AddmmBackward0`` for a
-    Linear layer); GT names the last primitive it ran."""
+    Linear layer, though GT runs it as a matmul and an add)."""
     model = torch.nn.Linear(2, 1)
     with torch.no_grad():
         model.weight.fill_(0.5)
