@@ -214,7 +214,9 @@ class _Walk:
     def _accumulate(self, leaf: Tensor, g: Tensor) -> None:
         if g.dtype != leaf.dtype:
             g = g.to(leaf.dtype)
-        if leaf.grad is None:
+        if getattr(g, "is_sparse", False) is True:  # Embedding(sparse=True): entries appended
+            leaf.grad = g if leaf.grad is None else g.add(leaf.grad)  # (the held entries first)
+        elif leaf.grad is None:
             if id(g) in self.handed:  # the same tensor object must not become two leaves' .grad
                 g = g.clone() if self.create_graph else g.detach()
             if g._st is not None or leaf._st is not None:  # the layout contract: leaf's strides

@@ -285,6 +285,14 @@ def _backward_rule(node: Node, g: Any) -> tuple:
         if r is None or not node.needs(i):
             out.append(None)
             continue
+        if getattr(r, "is_sparse", False) is True:  # (a gt.sparse.SparseTensor, as PyTorch allows)
+            if tuple(r.shape) != tuple(node.shapes[i]):
+                raise RuntimeError(
+                    f"Function {name} returned an invalid gradient at index {i} - got "
+                    f"{list(r.shape)} but expected shape {list(node.shapes[i])}"
+                )
+            out.append(r if r.dtype == node.dtypes[i] else r.to(node.dtypes[i]))
+            continue
         if not isinstance(r, TensorBase):
             raise TypeError(f"function {name} returned a {type(r).__name__} as gradient {i}")
         want = tuple(node.shapes[i])

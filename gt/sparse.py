@@ -8,8 +8,9 @@ a gather of the dense rows, a scale by the values and an ``index_add`` into the 
 the order of the entries, so it is differentiable in the dense operand and in the values (a
 gradient of the values is dense, where PyTorch's of a sparse operand is sparse). ``coalesce()``
 sorts the entries and adds up duplicates, reading the indices from the worker (a sync point).
-Not built: sparse gradients of dense tensors (``Embedding(sparse=True)`` gives a dense one),
-``SparseAdam``, CSR/CSC layouts, and elementwise ops between sparse tensors.
+``Embedding(sparse=True)``'s weight gets a sparse gradient (``gt.optim.SparseAdam`` reads it; two
+gradients add up by appending entries). Not built: ``EmbeddingBag``'s sparse gradients, CSR/CSC
+layouts, and elementwise ops between sparse tensors.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import numpy as np
 from gt import shapes as S
 from gt.errors import ShapeError
 from gt.ops import functions
-from gt.ops.base import TensorBase as Tensor  # (isinstance checks and annotations)
+from gt.ops.base import TensorBase as Tensor
+from gt.ops.shaping import cat  # (isinstance checks and annotations)
 from gt.ops.typeinfo import Size
 from gt.settings import layout
 
@@ -189,6 +191,30 @@ class SparseTensor:
 
     def __neg__(self) -> SparseTensor:
         return SparseTensor(self._i, -self._v, self._shape, self._coalesced)
+
+    def add(self, other: Any) -> Any:
+        """The entries of both (``other``'s first, then these, not coalesced: PyTorch's order), or,
+        for a dense tensor, the dense sum."""
+        if isinstance(other, SparseTensor):
+            if other._shape != self._shape:
+                raise ShapeError(f"sparse add: shapes {list(self._shape)} and {list(other._shape)}")
+            i = cat([other._i, self._i], 1)
+            return SparseTensor(i, cat([other._v, self._v], 0), self._shape, False)
+        return self.to_dense() + other
+
+    __add__ = __radd__ = add
+
+    def zero_(self) -> SparseTensor:
+        """No entries any more (in place), as ``optimizer.zero_grad(set_to_none=False)`` leaves a
+        sparse gradient."""
+        self._i, self._v, self._coalesced = self._i[:, :0], self._v[:0], True
+        return self
+
+    grad_fn = property(lambda self: None, doc="None: sparse tensors are not recorded.")
+
+    def clone(self) -> SparseTensor:
+        """A copy of the entries."""
+        return SparseTensor(self._i.clone(), self._v.clone(), self._shape, self._coalesced)
 
     def sum(self, dim: Any = None) -> Any:
         """:func:`sum`."""

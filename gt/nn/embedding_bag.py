@@ -23,9 +23,10 @@ import numpy as np
 
 from gt import factories as F
 from gt import shapes as S
-from gt.autograd import no_grad
+from gt.autograd import Function, is_grad_enabled, no_grad
 from gt.nn.module import Module, Parameter
 from gt.ops.arith import where
+from gt.sparse import SparseTensor
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names (input, ...)
@@ -55,19 +56,43 @@ def lookup(weight: Tensor, input: Tensor, scale_grad_by_freq: bool) -> Tensor:
     return fixed + (rows - fixed) * (1.0 / counts[input]).unsqueeze(-1)
 
 
+class _SparseLookup(Function):
+    """``weight[input]`` whose gradient for ``weight`` is sparse: the looked-up indices (those at
+    ``padding_idx`` left out) with the output's gradient rows, not coalesced, as PyTorch's
+    ``embedding_sparse_backward`` gives them."""
+
+    @staticmethod
+    def forward(ctx: Any, weight: Tensor, input: Tensor, padding_idx: int | None) -> Tensor:
+        ctx.save_for_backward(input)
+        ctx.table, ctx.padding_idx = tuple(weight.shape), padding_idx
+        return weight[input]
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple:
+        (input,) = ctx.saved_tensors
+        flat, values = input.reshape(-1), grad.reshape(-1, *ctx.table[1:])
+        if ctx.padding_idx is not None:
+            keep = flat != ctx.padding_idx % ctx.table[0]
+            flat, values = flat[keep], values[keep]
+        return SparseTensor(flat.unsqueeze(0), values, ctx.table, False), None, None
+
+
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
               max_norm: float | None = None, norm_type: float = 2.0,
               scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:  # fmt: skip
     """Rows of ``weight`` picked by the integer tensor ``input``; rows at ``padding_idx`` get no
     gradient, ``max_norm`` renormalizes the picked rows of ``weight`` in place first, and
     ``scale_grad_by_freq`` scales gradients by the inverse frequency of each index (as in
-    PyTorch). ``sparse`` is accepted; gradients are dense."""
+    PyTorch). With ``sparse``, ``weight``'s gradient is a :class:`gt.sparse.SparseTensor` with
+    one entry per looked-up index (for :class:`gt.optim.SparseAdam`), as PyTorch's is."""
     if input.dtype not in S.INT_DTYPES:
         raise RuntimeError(
             f"embedding: expected an integer index tensor (Long or Int), got {input.dtype}"
         )
     if max_norm is not None:
         renorm_rows_(weight, input, max_norm, norm_type)
+    if sparse and weight.requires_grad and is_grad_enabled() and not scale_grad_by_freq:
+        return _SparseLookup.apply(weight, input, padding_idx)
     rows = lookup(weight, input, scale_grad_by_freq)
     if padding_idx is None or not rows.requires_grad:
         return rows

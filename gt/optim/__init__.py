@@ -17,7 +17,7 @@ from gt.optim.adadelta_asgd import ASGD, Adadelta
 from gt.optim.adafactor import Adafactor
 from gt.optim.adam import Adam, AdamW
 from gt.optim.adam_variants import Adamax, NAdam, RAdam
-from gt.optim.adaptive import Adagrad, RMSprop
+from gt.optim.adaptive import Adagrad, RMSprop, SparseAdam
 from gt.optim.lbfgs import LBFGS
 from gt.optim.optimizer import Optimizer
 from gt.optim.rprop import Rprop
@@ -30,6 +30,7 @@ __all__ = [
     "Adadelta",
     "Adafactor",
     "Adagrad",
+    "SparseAdam",
     "Adam",
     "AdamW",
     "Adamax",

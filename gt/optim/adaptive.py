@@ -1,7 +1,8 @@
-"""``RMSprop`` and ``Adagrad`` with PyTorch's formulas and defaults."""
+"""``RMSprop``, ``Adagrad`` and ``SparseAdam`` with PyTorch's formulas and defaults."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -95,3 +96,46 @@ class Adagrad(Optimizer):
         acc = state["sum"]
         acc.addcmul_(g, g, value=1.0)
         p.addcdiv_(g, acc.sqrt() + group["eps"], value=-clr)
+
+
+class SparseAdam(Optimizer):
+    """Adam for sparse gradients (``nn.Embedding(sparse=True)``'s): only the rows a step's
+    gradient holds are updated, their moments included, with PyTorch's arithmetic (the moments'
+    changes, then ``step_size * (old + change) / (sqrt(old_sq + change_sq) + eps)``).
+
+    Raises:
+        RuntimeError: at ``step``, for a parameter whose gradient is dense (as PyTorch's).
+    """
+
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple = (0.9, 0.999),
+                 eps: float = 1e-8, maximize: bool = False):  # fmt: skip
+        if not 0.0 < lr or not 0.0 < eps or not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
+            raise ValueError(f"SparseAdam: invalid lr={lr}, eps={eps} or betas={betas}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, maximize=maximize))
+
+    def _update(self, p: Tensor, g: Any, group: dict[str, Any], state: dict[str, Any]) -> None:
+        if getattr(g, "is_sparse", False) is not True:
+            raise RuntimeError(
+                "SparseAdam does not support dense gradients, please consider Adam instead"
+            )
+        if not state:
+            state.update(step=0, exp_avg=zeros_like(p), exp_avg_sq=zeros_like(p))
+        state["step"] += 1
+        g = (-g if group["maximize"] else g).coalesce()
+        if g._nnz() == 0:
+            return
+        beta1, beta2 = group["betas"]
+        where = tuple(g._indices().unbind(0))
+        values = g._values()
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        old = exp_avg[where]
+        change = (values - old).mul_(1 - beta1)
+        exp_avg.index_put_(where, change, accumulate=True)
+        old_sq = exp_avg_sq[where]
+        change_sq = values.pow(2).sub_(old_sq).mul_(1 - beta2)
+        exp_avg_sq.index_put_(where, change_sq, accumulate=True)
+        numer = change.add_(old)
+        denom = change_sq.add_(old_sq).sqrt_().add_(group["eps"])
+        step = state["step"]
+        step_size = group["lr"] * math.sqrt(1 - beta2**step) / (1 - beta1**step)
+        p.index_put_(where, numer.div_(denom) * -step_size, accumulate=True)

@@ -26,12 +26,7 @@ GOLDEN = Path(__file__).parent / "golden"
 load_all()
 
 #: Programs whose results differ from PyTorch's, and why (the README lists them).
-KNOWN_DIFFERENCES: dict[str, str] = {
-    "skipgram_negative_sampling_sparse_embeddings": (
-        "GT has no sparse gradients: Embedding(sparse=True) gives a dense gradient (not "
-        "is_sparse, no coalesce), and there is no optim.SparseAdam"
-    ),
-}
+KNOWN_DIFFERENCES: dict[str, str] = {}
 
 _GOLDEN_CACHE: dict[str, dict[str, np.ndarray]] = {}
 

@@ -51,3 +51,30 @@ def test_a_bad_product_says_which_shapes(conn):
     a = gt.sparse_coo_tensor(gt.tensor(IDX), gt.tensor(VAL), (3, 3))
     with pytest.raises(gt.ShapeError, match=r"\[3, 3\] and \[2, 2\] cannot be multiplied"):
         gt.sparse.mm(a, gt.zeros(2, 2))
+
+
+def test_a_sparse_embedding_gets_one_gradient_entry_per_lookup_and_sparse_adam_uses_them(conn):
+    e = gt.nn.Embedding(5, 2, sparse=True, padding_idx=4)
+    with gt.no_grad():
+        e.weight.copy_(gt.arange(10.0).reshape(5, 2))
+    (e(gt.tensor([[1, 4], [1, 3]])) * gt.tensor([1.0, 2.0])).sum().backward()
+    g = e.weight.grad
+    assert g.is_sparse and g._indices().tolist() == [[1, 1, 3]]  # (padding left out)
+    assert g._values().tolist() == [[1.0, 2.0]] * 3
+    e(gt.tensor([2, 0])).sum().backward()  # appended after the held entries, as PyTorch does
+    assert e.weight.grad._indices().tolist() == [[1, 1, 3, 2, 0]]
+    dense = e.weight.grad.coalesce().to_dense().tolist()
+    assert dense == [[1.0, 1.0], [2.0, 4.0], [1.0, 1.0], [1.0, 2.0], [0.0, 0.0]]
+    e.weight.grad = None
+    e(gt.tensor([[1, 4], [1, 3]])).sum().backward()
+    opt = gt.optim.SparseAdam(e.parameters(), lr=0.1)
+    opt.step()
+    opt.zero_grad()
+    e(gt.tensor([3])).sum().backward()
+    opt.step()
+    want = [0.0, 1.0, 1.9, 2.9, 4.0, 5.0, 5.8, 6.8, 8.0, 9.0]  # PyTorch 2.13's
+    assert e.weight.reshape(-1).tolist() == pytest.approx(want, abs=1e-6)
+    p = gt.nn.Parameter(gt.zeros(2))
+    p.sum().backward()
+    with pytest.raises(RuntimeError, match="SparseAdam does not support dense gradients"):
+        gt.optim.SparseAdam([p]).step()
