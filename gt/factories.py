@@ -323,9 +323,28 @@ def linspace(
     if steps < 0:
         raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
     dt = _float_dtype(dtype, "linspace")
+    if dt in ("float32", "float64"):
+        return from_numpy(_linspace_values(float(start), float(end), steps, dt), requires_grad)
     t = arange(steps, dtype=dt)
     out = t * ((end - start) / (steps - 1)) + start if steps > 1 else t + start
     return out.requires_grad_(True) if requires_grad else out
+
+
+def _linspace_values(start: float, end: float, steps: int, dtype: str) -> np.ndarray:
+    """PyTorch's CPU ``linspace`` to the last bit: ``step = (end - start) / (steps - 1)`` in the
+    dtype, then ``start + step * i`` on the first half and ``end - step * (steps - 1 - i)`` on the
+    second, each rounded once (the kernel is compiled with fused multiply-adds), so worked out in
+    extended precision. Sampling grids built with ``linspace`` (``meshgrid`` + ``grid_sample``
+    warps) put points on pixel centres, where a last-bit difference moves the gradient."""
+    t = np.dtype(dtype).type
+    if steps == 1:
+        return np.array([start], dtype)
+    first, last = t(start), t(end)
+    step = np.longdouble(t(t(last - first) / t(steps - 1)))
+    i = np.arange(steps)
+    lo = np.longdouble(first) + step * i
+    hi = np.longdouble(last) - step * (steps - 1 - i)
+    return np.where(i < steps // 2, lo, hi).astype(dtype)
 
 
 def eye(

@@ -72,12 +72,43 @@ def pad(
     """
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
         raise ValueError(f"pad: padding length {len(pad)} is odd or too long for {input.ndim} dims")
+    dims = len(pad) // 2
+    if mode in ("reflect", "replicate", "circular"):
+        _check_border_pad(input, pad, mode)
     out = input
-    for k in range(len(pad) // 2):
+    for k in range(dims):
         d = input.ndim - 1 - k
         before, after = int(pad[2 * k]), int(pad[2 * k + 1])
         out = _pad_dim(out, d, before, after, mode, 0.0 if value is None else value)
+    if mode != "circular" and any(int(p) > 0 for p in pad):  # a new tensor: PyTorch's layout
+        out = keep_channels_last(out, input)
     return out
+
+
+def _check_border_pad(input: Tensor, pad: Sequence[int], mode: str) -> None:
+    """PyTorch's rules for the border modes: 1 to 3 padded dimensions, on an input with one or
+    two more (a batch and channel, or only a channel); reflection by less than the size, circular
+    wrapping at most once."""
+    dims = len(pad) // 2
+    if not 1 <= dims <= 3 or input.ndim not in (dims + 1, dims + 2):
+        raise NotImplementedError(
+            f"Padding size {len(pad)} is not supported for {input.ndim}D input tensor.\n"
+            "Supported combinations for non-constant padding:\n"
+            "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+            "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+            "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)"
+        )
+    for k in range(dims):
+        d = input.ndim - 1 - k
+        n, before, after = input.shape[d], int(pad[2 * k]), int(pad[2 * k + 1])
+        if mode == "reflect" and (before >= n or after >= n):
+            raise ShapeError(
+                f"Argument #{4 + 2 * k}: Padding size should be less than the corresponding "
+                f"input dimension, but got: padding ({before}, {after}) at dimension {d} of "
+                f"input {list(input.shape)}"
+            )
+        if mode == "circular" and (before > n or after > n):
+            raise ShapeError("Padding value causes wrapping around more than once.")
 
 
 def _pad_dim(x: Tensor, d: int, before: int, after: int, mode: str, value: float) -> Tensor:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from gt.errors import ShapeError
+from gt.ops.layout import keep_channels_last
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names
@@ -68,12 +69,133 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
         from gt.nn.pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d  # noqa: PLC0415, I001 - pooling imports the convolutions
 
         pools = {1: adaptive_avg_pool1d, 2: adaptive_avg_pool2d, 3: adaptive_avg_pool3d}
-        return pools[spatial](input, outs)
-    out = input
+        return keep_channels_last(pools[spatial](input, outs), input)
+    if input.dtype == "uint8" and mode not in ("nearest", "nearest-exact"):
+        out = _uint8_resize(input, outs, scales, mode, bool(align_corners), antialias)
+        return keep_channels_last(out if out is not input else input.clone(), input)
+    # half precision is weighted and summed in float32 and rounded once (PyTorch's opmath)
+    low = input.dtype in ("float16", "bfloat16") and mode not in ("nearest", "nearest-exact")
+    out = input.float() if low else input
     for i, (n_in, n_out, sc) in enumerate(zip(ins, outs, scales)):
         idx, wgt = _taps(n_in, n_out, sc, mode, bool(align_corners), antialias)
+        if low and wgt is not None and (mode == "bicubic" or spatial == 1) and not antialias:
+            # PyTorch's bicubic and 1-d linear kernels compute their weights in half precision
+            # (linear: lambda, then 1 - lambda, each rounded); bilinear and trilinear in float
+            half = np.dtype(input.dtype)
+            if mode == "linear":
+                lam = wgt[:, 1].astype(half).astype(np.float64)
+                wgt = np.stack([(1.0 - lam).astype(half).astype(np.float64), lam], 1)
+            else:
+                wgt = wgt.astype(half).astype(np.float64)
         out = _resample(out, 2 + i, idx, wgt)
+    out = out.to(input.dtype) if low else out
+    return keep_channels_last(out, input)  # (PyTorch keeps a channels-last input's layout)
+
+
+def _uint8_resize(x: Tensor, outs: list[int], scales: list, mode: str, align_corners: bool,
+                  antialias: bool) -> Tensor:  # fmt: skip
+    """PyTorch's uint8 path for bilinear and bicubic resizing of images, as
+    torchvision's ``resize`` uses it on uint8 tensors: PIL's separable passes, width first, then
+    height (a dimension whose size does not change is skipped), each with 16-bit fixed-point
+    weights, rounded and saturated back to uint8 between the passes."""
+    if x.ndim != 4 or mode not in ("bilinear", "bicubic"):
+        raise NotImplementedError(
+            f"interpolate: uint8 input is supported for 'nearest', 'nearest-exact' and 4-d "
+            f"'bilinear' and 'bicubic', got mode {mode!r} on a {x.ndim}-d input (convert it to "
+            "float first)"
+        )
+    out = x
+    for d in (3, 2):
+        n_in, n_out = out.shape[d], outs[d - 2]
+        if n_in == n_out:
+            continue
+        idx, wgt, precision = _uint8_taps(n_in, n_out, scales[d - 2], mode, align_corners,
+                                          antialias)  # fmt: skip
+        wide = out.to("int64")
+        lead = (slice(None),) * d
+        shape = [1] * out.ndim
+        shape[d] = n_out
+        acc = None
+        for k in range(idx.shape[1]):
+            w = out._upload(np.ascontiguousarray(wgt[:, k].reshape(shape)))
+            term = wide[lead + (idx[:, k].tolist(),)] * w
+            acc = term if acc is None else acc + term
+        if precision > 0:
+            acc = acc + (1 << (precision - 1))
+        out = (acc >> precision).clamp(0, 255).to("uint8")
     return out
+
+
+def _uint8_taps(n_in: int, n_out: int, scale: float | None, mode: str, align_corners: bool,
+                antialias: bool) -> tuple[np.ndarray, np.ndarray, int]:  # fmt: skip
+    """PyTorch's ``compute_index_ranges_int16_weights``: the filter's taps (PIL's triangle, its
+    cubic with ``a = -0.5`` when antialiased, the clamped ``a = -0.75`` cubic otherwise), then
+    scaled by ``2**precision`` (the most bits that keep the largest weight within int16) and
+    rounded half away from zero."""
+    interp, filt = (2, _triangle) if mode == "bilinear" else (4, _cubic(_AA_CUBIC_A))
+    ratio = _ratio(n_in, n_out, scale, align_corners)
+    if mode == "bicubic" and not antialias:
+        idx, wgt = _clamped_cubic_taps(n_in, n_out, ratio, align_corners)
+    else:
+        idx, wgt = _filter_taps(n_in, n_out, ratio, interp, filt, align_corners, antialias)
+    w_max = float(wgt.max()) if wgt.size else 0.0
+    precision = 0
+    for precision in range(22):  # noqa: B007 - the loop leaves the precision behind
+        if int(0.5 + w_max * (1 << (precision + 1))) >= (1 << 15):
+            break
+    scaled = wgt * (1 << precision)
+    return (
+        idx,
+        np.trunc(np.where(scaled < 0, scaled - 0.5, scaled + 0.5)).astype(np.int64),
+        precision,
+    )
+
+
+def _clamped_cubic_taps(n_in: int, n_out: int, ratio: float, align_corners: bool
+                        ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Bicubic without antialiasing (``a = -0.75``): the four taps around each source position,
+    those beyond the border moved onto it (their weights added to the edge pixel's)."""
+    cubic = _cubic(_CUBIC_A)
+    idx = np.zeros((n_out, 4), np.int64)
+    wgt = np.zeros((n_out, 4), np.float64)
+    for i in range(n_out):
+        src = ratio * i if align_corners else ratio * (i + 0.5) - 0.5
+        base = math.floor(src)
+        t = src - base
+        taps: dict[int, float] = {}
+        for k, w in enumerate((cubic(t + 1.0), cubic(t), cubic(1.0 - t), cubic(2.0 - t))):
+            p = min(max(base - 1 + k, 0), n_in - 1)
+            taps[p] = taps.get(p, 0.0) + float(w)
+        lo = min(taps)
+        for p, w in taps.items():
+            idx[i, p - lo] = p
+            wgt[i, p - lo] = w
+    return idx, wgt
+
+
+def _filter_taps(n_in: int, n_out: int, ratio: float, interp: int, filt: Callable,
+                 align_corners: bool, antialias: bool) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The filter's taps over the input positions it covers, normalized (PyTorch's
+    ``_compute_indices_min_size_weights_aa``, also used without antialiasing for uint8)."""
+    if antialias:
+        support = interp * 0.5 * ratio if ratio >= 1.0 else interp * 0.5
+        max_taps = int(math.ceil(support)) * 2 + 1
+    else:
+        support = interp * 0.5
+        max_taps = interp
+    delta = 0.5 if align_corners and not antialias else 0.0
+    inv = 1.0 / ratio if ratio >= 1.0 and antialias else 1.0
+    idx = np.zeros((n_out, max_taps), np.int64)
+    wgt = np.zeros((n_out, max_taps), np.float64)
+    for i in range(n_out):
+        center = ratio * (i + 0.5 - delta)
+        lo = max(int(center - support + 0.5 + delta), 0)
+        size = min(max(min(int(center + support + 0.5 + delta), n_in) - lo, 0), max_taps)
+        w = filt((np.arange(size) + lo - center + 0.5 - delta) * inv)
+        total = w.sum()
+        idx[i, :size] = np.arange(lo, lo + size)
+        wgt[i, :size] = w / total if total != 0.0 else w
+    return idx, wgt
 
 
 def _ratio(n_in: int, n_out: int, scale: float | None, align_corners: bool) -> float:

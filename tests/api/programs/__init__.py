@@ -93,6 +93,7 @@ MODULES = (
     "self_supervised",
     "gnn_layers",
     "diffusion_models",
+    "image_processing",
 )
 
 

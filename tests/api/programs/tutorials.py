@@ -244,7 +244,10 @@ def legendre_polynomial3_custom_autograd_function(torch):
             b.grad = None
             c.grad = None
             d.grad = None
-    return {"losses": losses, "result": f"y = {a.item():.3f} + {b.item():.3f} * P3({c.item():.3f}"
+    # x is exactly symmetric (linspace), so a and c stay zero up to summation-order noise of either
+    # sign: they are printed rounded, with -0.0 read as 0.0
+    a_, c_ = round(a.item(), 3) + 0.0, round(c.item(), 3) + 0.0
+    return {"losses": losses, "result": f"y = {a_:.3f} + {b.item():.3f} * P3({c_:.3f}"
             f" + {d.item():.3f} x)", "abcd": [a, b, c, d], "grad_fn": y_pred.grad_fn is not None}  # fmt: skip
 
 
