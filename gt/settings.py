@@ -201,6 +201,6 @@ def set_default_device(device: Any) -> None:
 
 
 def get_default_device() -> Any:
-    from gt.ops.device import device  # noqa: PLC0415 - (a leaf of gt.ops)
+    from gt.ops.device import ENTERED, device  # noqa: PLC0415 - (a leaf of gt.ops)
 
-    return device(_state["device"])
+    return device(ENTERED[-1] if ENTERED else _state["device"])  # (inside ``with device(...)``)

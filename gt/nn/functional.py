@@ -336,7 +336,11 @@ def layer_norm(
     bias: Tensor | None = None,
     eps: float = 1e-5,
 ) -> Tensor:
-    """Normalize over the last ``len(normalized_shape)`` dimensions, then scale and shift."""
+    """Normalize over the last ``len(normalized_shape)`` dimensions, then scale and shift (a half
+    input in float32, rounded once at the end, as PyTorch's kernel)."""
+    if input.dtype in ("float16", "bfloat16"):
+        wide = [t.float() if t is not None else None for t in (weight, bias)]
+        return layer_norm(input.float(), normalized_shape, *wide, eps).to(input.dtype)
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     k = len(shape)
     if input.shape[input.ndim - k :] != shape or input.ndim < k:
@@ -375,6 +379,16 @@ def upsample(input: Tensor, size: Any = None, scale_factor: Any = None, mode: st
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
+def upsample_bilinear(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
+    """Deprecated: :func:`interpolate` in ``bilinear`` mode with ``align_corners=True``."""
+    return interpolate(input, size, scale_factor, "bilinear", True)
+
+
+def upsample_nearest(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
+    """Deprecated: :func:`interpolate` in ``nearest`` mode."""
+    return interpolate(input, size, scale_factor, "nearest")
+
+
 __all__ = [
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
     "adaptive_max_pool2d", "adaptive_max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
@@ -389,6 +403,7 @@ __all__ = [
     "pairwise_distance", "prelu", "relu", "relu6", "relu_", "rms_norm",
     "scaled_dot_product_attention", "selu", "sigmoid", "silu", "smooth_l1_loss", "softmax",
     "softmin", "softplus", "softsign", "tanh", "tanhshrink", "threshold", "unfold", "upsample",
+    "upsample_bilinear", "upsample_nearest",
     # gt.nn.more_functional and gt.nn.more_losses
     "alpha_dropout", "bilinear", "channel_shuffle", "dropout3d", "feature_alpha_dropout",
     "gaussian_nll_loss", "gumbel_softmax", "hardshrink", "hinge_embedding_loss",

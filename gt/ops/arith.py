@@ -332,7 +332,10 @@ class ArithmeticOps:
         return self._unary("relu")
 
     def gelu(self, approximate: str = "none") -> Tensor:
-        """Gaussian error linear unit: ``x * Phi(x)`` (``approximate="tanh"``: PyTorch's tanh form)."""
+        """Gaussian error linear unit: ``x * Phi(x)`` (``approximate="tanh"``: PyTorch's tanh form);
+        half tensors in float32, rounded once, as PyTorch's kernel."""
+        if self.dtype in ("float16", "bfloat16"):
+            return self.float().gelu(approximate).to(self.dtype)
         if approximate == "none":
             return self * 0.5 * (1.0 + (self * _SQRT1_2).erf())
         if approximate == "tanh":
@@ -341,7 +344,9 @@ class ArithmeticOps:
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', not {approximate!r}")
 
     def silu(self) -> Tensor:
-        """``x * sigmoid(x)``."""
+        """``x * sigmoid(x)`` (half tensors in float32, rounded once)."""
+        if self.dtype in ("float16", "bfloat16"):
+            return self.float().silu().to(self.dtype)
         return self * self.sigmoid()
 
     def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> Tensor:

@@ -3,7 +3,8 @@
 Ported code writes ``device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`` and
 passes it to ``.to()``, ``Module.to()`` and the factories. In GT the cluster decides where data
 lives (a worker's GPU, or its CPU), so a device names nothing here; it only has to behave like
-PyTorch's object (``type``, ``index``, ``str``, equality).
+PyTorch's object (``type``, ``index``, ``str``, equality, and ``with torch.device("meta"):``,
+which sets the default device for the block).
 """
 
 from __future__ import annotations
@@ -50,3 +51,17 @@ class device:  # noqa: N801 - PyTorch's name
 
     def __hash__(self) -> int:
         return hash((self.type, self.index))
+
+    def __enter__(self) -> device:
+        """``with torch.device("meta"): model = Net()``: this device is the default one (what
+        ``get_default_device`` says) until the block ends; GT's tensors still hold data."""
+        ENTERED.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        ENTERED.pop()
+
+
+#: The devices of the ``with device(...)`` blocks being run, innermost last (the innermost is the
+#: default device: :func:`gt.settings.get_default_device` reads it).
+ENTERED: list[device] = []

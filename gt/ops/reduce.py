@@ -20,6 +20,9 @@ from gt.ops.base import TensorBase
 from gt.ops.ordering import evenly_distributed
 from gt.runtime.ops.base import real_float
 
+#: Dtypes whose composite reductions (``var``, ``std``, ``softmax``) run in float32 and round once.
+_HALF = frozenset(("float16", "bfloat16"))
+
 if TYPE_CHECKING:
     from gt.tensor import Tensor
 
@@ -284,6 +287,10 @@ class ReductionOps:
             raise DtypeError(
                 f"std and var only support floating point and complex dtypes, got {self.dtype}"
             )
+        if self.dtype in _HALF:  # computed in float32 and rounded once, as PyTorch's kernel
+            wide = self.float().var(dim, keepdim=keepdim, correction=correction, axis=axis,
+                                    keepdims=keepdims)  # fmt: skip
+            return wide.to(self.dtype)
         x = self
         axes = S.normalize_axes(_pick(axis, dim), x.ndim, "var")
         keep = _keep(keepdims, keepdim)
@@ -312,6 +319,10 @@ class ReductionOps:
         keepdims: bool = False,
     ) -> Tensor:
         """Standard deviation over ``dim`` (see :meth:`var`)."""
+        if self.dtype in _HALF:  # (in float32, rounded once)
+            wide = self.float().std(dim, unbiased, keepdim, correction=correction, axis=axis,
+                                    keepdims=keepdims)  # fmt: skip
+            return wide.to(self.dtype)
         return self.var(
             dim, unbiased, keepdim, correction=correction, axis=axis, keepdims=keepdims
         )._sqrt_zero_grad()
@@ -347,7 +358,10 @@ class ReductionOps:
 
     # ------------------------------------------------------------------ normalizing functions
     def softmax(self, dim: int = -1) -> Tensor:
-        """``exp(x) / sum(exp(x))`` over ``dim``, computed without overflow."""
+        """``exp(x) / sum(exp(x))`` over ``dim``, computed without overflow (half tensors in
+        float32, rounded once, as PyTorch's kernel)."""
+        if self.dtype in _HALF:
+            return self.float().log_softmax(dim).exp().to(self.dtype)
         return self.log_softmax(dim).exp()
 
     def log_softmax(self, dim: int = -1) -> Tensor:

@@ -125,6 +125,32 @@ class Op:
 
 
 # ----------------------------------------------------------------------------- shape and dtype rules
+def half_in_float32(make: Callable[[Any], Handler]) -> Callable[[Any], Handler]:
+    """A kernel factory whose handler computes float16 and bfloat16 arrays in float32 and rounds
+    the result once, as PyTorch's CPU and CUDA kernels do for half tensors (their "opmath"
+    type), where the kernel's own steps would each round to half (``sigmoid``, ``cumprod``)."""
+
+    def made(be: Any) -> Handler:
+        h = make(be)
+        wide = be.xp.float32
+
+        def run(v: list, at: Any) -> Any:
+            half = None
+            for a in v:
+                dt = getattr(a, "dtype", None)
+                if dt is not None and dt.itemsize == 2 and dt.kind in "fV":
+                    half = dt
+                    break
+            if half is None:
+                return h(v, at)
+            args = [a.astype(wide) if getattr(a, "dtype", None) == half else a for a in v]
+            return h(args, at).astype(half)
+
+        return run
+
+    return made
+
+
 def same_shape(shapes: list, attrs: Any) -> Shape:
     """The first input's shape (unary elementwise ops)."""
     return shapes[0]

@@ -20,6 +20,7 @@ from gt.runtime.ops.base import (
     Shape,
     bool_dtype,
     first_dtype,
+    half_in_float32,
     private,
     same_shape,
     sum_to,
@@ -419,7 +420,7 @@ ENTRIES: list[Op] = [
     _unary(
         "sigmoid",
         31,
-        kernel=_k_sigmoid,
+        kernel=half_in_float32(_k_sigmoid),
         saves="output",
         grad=lambda n, g: (g * (n.saved[0] * (1.0 - n.saved[0])),),
         doc="1 / (1 + e ** -x)",

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from gt import shapes as S
-from gt.runtime.ops.base import Op, Shape, first_dtype
+from gt.runtime.ops.base import Op, Shape, first_dtype, half_in_float32
 from gt.runtime.ops.reduce import reduce_axes
 
 _SMALL_INTS = ("bool", "uint8", "int8", "int16", "int32")
@@ -43,6 +43,8 @@ def _k_prod(be: Any) -> Any:
 
     def h(v: list, at: Any) -> Any:
         x = v[0]
+        if x.dtype.itemsize == 2 and x.dtype.kind in "fV" and x.size:
+            return _half_prod(xp, x, at)
         dt = xp.int64 if x.dtype.kind in "biu" and x.dtype != xp.int64 else None
         if not at:
             return xp.asarray(xp.prod(x, dtype=dt))
@@ -51,6 +53,18 @@ def _k_prod(be: Any) -> Any:
         )
 
     return h
+
+
+def _half_prod(xp: Any, x: Any, at: Any) -> Any:
+    """A half-precision product as PyTorch's CPU kernel makes it: one factor after another, each
+    partial product rounded to half (a running product's last value)."""
+    axis = at.get("axis") if at else None
+    if axis is None:
+        return xp.cumprod(x.reshape(-1))[-1:].reshape(())
+    if x.shape[axis] == 0:
+        return xp.prod(x, axis=axis, keepdims=at.get("keepdims", False))
+    last = xp.take(xp.cumprod(x, axis=axis), [x.shape[axis] - 1], axis=axis)
+    return last if at.get("keepdims", False) else xp.squeeze(last, axis=axis)
 
 
 def _k_cumprod(be: Any) -> Any:
@@ -183,7 +197,7 @@ ENTRIES: list[Op] = [
         76,
         shape=axis_shape,
         dtype=_int64_for_small_ints,
-        kernel=_k_cumprod,
+        kernel=half_in_float32(_k_cumprod),
         grad=_d_cumprod,
         saves="inputs",
         shard="along_axis",
