@@ -10,8 +10,7 @@ float64, complex64 and complex128.
 
 Complex matrices: every function of ``gt.linalg`` takes them, with PyTorch's complex gradients;
 ``eig``/``eigvals`` give complex results for real matrices too. Not here:
-``svd(full_matrices=True)`` and ``qr(mode="complete")`` for non-square shapes, QR gradients for
-wide matrices. Spectral gradients (``eigh``, ``svd``) assume distinct eigen/singular values, as
+``qr(mode="complete")`` for tall matrices, QR gradients for wide matrices. Spectral gradients (``eigh``, ``svd``) assume distinct eigen/singular values, as
 PyTorch's do.
 Errors: wrong shapes raise PyTorch's message at the call; a singular (or, for ``cholesky``, not
 positive-definite) matrix fails on the worker and raises at the next sync point that needs it.
@@ -369,16 +368,14 @@ def eigvals(a: Tensor) -> Tensor:
 
 
 def svd(a: Tensor, full_matrices: bool = True) -> SVDResult:
-    """``A = U diag(S) Vh`` with descending ``S``. Only the reduced factorization is computed:
-    ``full_matrices=True`` is accepted for square matrices (where the two agree). Gradients assume
+    """``A = U diag(S) Vh`` with descending ``S``; ``full_matrices=True`` (the default, as in
+    PyTorch) completes ``U`` and ``Vh`` of a non-square matrix to square orthonormal ones (as
+    LAPACK does; the completing columns get no gradient, as in PyTorch). Gradients assume
     distinct, nonzero singular values."""
     m, n = _matrix("linalg.svd", a, complex_ok=True)
-    if full_matrices and m != n:
-        raise NotImplementedError(
-            "linalg.svd: full_matrices=True for a non-square matrix is not in GT; pass "
-            "full_matrices=False"
-        )
-    u, s, vh = unpack_svd(a._apply("linalg_svd", [a]), m, n)
+    full = bool(full_matrices) and m != n  # (square: the two factorizations agree)
+    attrs = {"full": True} if full else None
+    u, s, vh = unpack_svd(a._apply("linalg_svd", [a], attrs), m, n, full)
     return SVDResult(u, s.real if s.dtype in S.COMPLEX_DTYPES else s, vh)  # (real values)
 
 

@@ -135,7 +135,7 @@ class CompatOps(CompatInplaceOps):
         """The lower median of the values that are not NaN (NaN where all are); with ``dim``,
         ``(values, indices)`` (of an all-NaN slice: its first index; PyTorch's varies)."""
         if dim is None:
-            return evenly_distributed(self, self.reshape(-1)._nan_pick(0, False).values)
+            return evenly_distributed(self, self.reshape(-1)._nan_pick(0, False).values, "nanmedian")
         return self._nan_pick(S.normalize_axis(dim, max(self.ndim, 1), "nanmedian"), keepdim)
 
     def _nan_pick(self, ax: int, keepdim: bool) -> ValuesIndices:

@@ -239,9 +239,22 @@ def cdist(x1: Any, x2: Any, p: float = 2.0,
 def tensordot(a: Any, b: Any, dims: Any = 2) -> Any:
     """Sum over the last ``dims`` dimensions of ``a`` and the first of ``b`` (or given lists)."""
     if isinstance(dims, int):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
         da, db = list(range(a.ndim - dims, a.ndim)), list(range(dims))
     else:
         da, db = (list(d) if not isinstance(d, int) else [d] for d in dims)
+    if len(da) != len(db):
+        raise RuntimeError("both dimension lists should have same length")
+    # negative dims count from the end, as in PyTorch (``dims=([-1], [0])`` chains TT cores)
+    da = [S.normalize_axis(int(d), a.ndim, "tensordot") for d in da]
+    db = [S.normalize_axis(int(d), b.ndim, "tensordot") for d in db]
+    for i, j in zip(da, db):
+        if a.shape[i] != b.shape[j] and 1 not in (a.shape[i], b.shape[j]):  # (1: summed over)
+            raise RuntimeError(
+                f"contracted dimensions need to match, but first has size {a.shape[i]} in dim "
+                f"{i} and second has size {b.shape[j]} in dim {j}"
+            )
     letters = "abcdefghijklmnopqrstuvwxyz"
     ta = list(letters[: a.ndim])
     tb = list(letters[a.ndim : a.ndim + b.ndim])

@@ -48,6 +48,10 @@ class _Median(_EvenlyDistributed):
     """(Named for its ``grad_fn``.)"""
 
 
+class _Nanmedian(_EvenlyDistributed):
+    """(Named for its ``grad_fn``.)"""
+
+
 class _Max(_EvenlyDistributed):
     """(Named for its ``grad_fn``.)"""
 
@@ -56,7 +60,7 @@ class _Min(_EvenlyDistributed):
     """(Named for its ``grad_fn``.)"""
 
 
-_EVENLY = {"median": _Median, "max": _Max, "min": _Min}
+_EVENLY = {"median": _Median, "nanmedian": _Nanmedian, "max": _Max, "min": _Min}
 
 
 def evenly_distributed(x: Tensor, value: Tensor, name: str = "median") -> Tensor:

@@ -108,3 +108,9 @@ def test_ndtri_is_finite_in_the_far_tails_and_exact_at_the_ends(conn):
     q = gt.tensor([1e-10, 0.5], requires_grad=True)
     gt.special.ndtri(q).sum().backward()
     _close(q.grad, [1535723698.1963983, math.sqrt(2 * math.pi)], rtol=1e-5)
+
+
+def test_nanmedian_and_median_name_their_backward_as_pytorch(conn):
+    x = gt.tensor([1.0, float("nan"), 3.0], requires_grad=True)
+    assert x.nanmedian().grad_fn.name() == "NanmedianBackward0"
+    assert x.median().grad_fn.name() == "MedianBackward0"

@@ -7,7 +7,8 @@ way (a factor the program did not use gets zeros). Layouts, for a batch of ``m x
 
 * ``linalg_qr`` (reduced): ``(..., m*k + k*n)``: ``Q`` (m x k) then ``R`` (k x n), row-major.
 * ``linalg_eigh``: ``(..., n, n + 1)``: column 0 the ascending eigenvalues, the rest ``V``.
-* ``linalg_svd`` (reduced): ``(..., m*k + k + k*n)``: ``U``, ``S`` (descending), ``Vh``.
+* ``linalg_svd`` (reduced): ``(..., m*k + k + k*n)``: ``U``, ``S`` (descending), ``Vh``; with
+  the attr ``full`` (``full_matrices=True``): ``(..., m*m + k + n*n)``, square ``U`` and ``Vh``.
 
 Derivatives (real matrices, written with ordinary tensor ops so they differentiate again):
 
@@ -18,6 +19,8 @@ Derivatives (real matrices, written with ordinary tensor ops so they differentia
   diagonal; only the antisymmetric part of ``V^T gV`` is seen by eigenvectors of unit length.
 * SVD (Townsend 2016): ``gA = U [(F o (U^T gU - gU^T U)) S + diag(gS) + S (F o (V^T gV - gV^T V))]
   V^T + (I - U U^T) gU S^-1 V^T + U S^-1 gV^T (I - V V^T)``, ``F_ij = 1 / (s_j^2 - s_i^2)``.
+  For the full factorization, PyTorch's: the rule of the reduced one on the first ``k`` columns
+  of ``U`` and rows of ``Vh`` (the gradient of the completing columns is ignored).
 
 Both spectral rules divide by gaps between eigen/singular values: repeated values (a degenerate
 spectrum) give infinite or NaN gradients, as in PyTorch, unless the loss is invariant to the
@@ -53,9 +56,15 @@ def _eigh_shape(shapes: list, attrs: Any) -> Shape:
     return (*shapes[0][:-2], n, n + 1)
 
 
+def _svd_full(attrs: Any) -> bool:
+    return type(attrs) is dict and bool(attrs.get("full"))
+
+
 def _svd_shape(shapes: list, attrs: Any) -> Shape:
     m, n = _matrix("linalg.svd", shapes[0])
     k = min(m, n)
+    if _svd_full(attrs):
+        return (*shapes[0][:-2], m * m + k + n * n)
     return (*shapes[0][:-2], m * k + k + k * n)
 
 
@@ -98,7 +107,7 @@ def _k_svd(be: Any) -> Any:
 
     def h(v: list, at: Any) -> Any:
         a = v[0]
-        u, s, vh = _parts(xp, xp.linalg.svd(a, full_matrices=False))
+        u, s, vh = _parts(xp, xp.linalg.svd(a, full_matrices=_svd_full(at)))
         lead = a.shape[:-2]
         return xp.concatenate([u.reshape(*lead, -1), s, vh.reshape(*lead, -1)], axis=-1).astype(
             a.dtype, copy=False
@@ -120,13 +129,15 @@ def unpack_eigh(out: Any) -> tuple[Any, Any]:
     return out[..., 0], out[..., 1:]
 
 
-def unpack_svd(out: Any, m: int, n: int) -> tuple[Any, Any, Any]:
-    """``(U, S, Vh)`` from a packed ``linalg_svd`` result (or its gradient)."""
+def unpack_svd(out: Any, m: int, n: int, full: bool = False) -> tuple[Any, Any, Any]:
+    """``(U, S, Vh)`` from a packed ``linalg_svd`` result (or its gradient); ``full``: of the
+    full factorization (``U`` is ``m x m``, ``Vh`` ``n x n``)."""
     k = min(m, n)
+    ku, kv = (m, n) if full else (k, k)
     lead = tuple(out.shape[:-1])
-    u = out[..., : m * k].reshape(*lead, m, k)
-    s = out[..., m * k : m * k + k]
-    vh = out[..., m * k + k :].reshape(*lead, k, n)
+    u = out[..., : m * ku].reshape(*lead, m, ku)
+    s = out[..., m * ku : m * ku + k]
+    vh = out[..., m * ku + k :].reshape(*lead, kv, n)
     return u, s, vh
 
 
@@ -176,8 +187,12 @@ def _d_eigh(n: Any, g: Any) -> tuple:
 def _d_svd(n: Any, g: Any) -> tuple:
     out = n.saved[0]
     m, cols = n.shapes[0][-2:]
-    u, s, vh = unpack_svd(out, m, cols)
-    gu, gs, gvh = unpack_svd(g, m, cols)
+    full = _svd_full(n.attrs)
+    u, s, vh = unpack_svd(out, m, cols, full)
+    gu, gs, gvh = unpack_svd(g, m, cols, full)
+    if full:  # (PyTorch's: the reduced rule on the leading k columns of U and rows of Vh)
+        k = s.shape[-1]
+        u, gu, vh, gvh = u[..., :k], gu[..., :k], vh[..., :k, :], gvh[..., :k, :]
     v, gv = vh.mH, gvh.mH  # (mH: mT for real matrices; one rule for both, as PyTorch's)
     if s.dtype in S.COMPLEX_DTYPES:  # (packed with U and Vh: the singular values are real)
         s, gs = s.real, gs.real
@@ -232,6 +247,6 @@ ENTRIES: list[Op] = [
         kernel=_k_svd,
         grad=_d_svd,
         saves="output",
-        doc="reduced SVD of each matrix, packed flat as U, S (descending), Vh",
+        doc="SVD of each matrix, packed flat as U, S (descending), Vh; attr full: square U, Vh",
     ),
 ]

@@ -94,6 +94,7 @@ MODULES = (
     "gnn_layers",
     "diffusion_models",
     "image_processing",
+    "tensor_decompositions",
     "peft_finetuning",
 )
 
