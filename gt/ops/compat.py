@@ -24,6 +24,7 @@ import numpy as np
 
 from gt import shapes as S
 from gt.errors import ShapeError
+from gt.ops import storage as storage_of
 from gt.ops.arith import where
 from gt.ops.base import TensorBase
 from gt.ops.compat_inplace import CompatInplaceOps
@@ -135,7 +136,9 @@ class CompatOps(CompatInplaceOps):
         """The lower median of the values that are not NaN (NaN where all are); with ``dim``,
         ``(values, indices)`` (of an all-NaN slice: its first index; PyTorch's varies)."""
         if dim is None:
-            return evenly_distributed(self, self.reshape(-1)._nan_pick(0, False).values, "nanmedian")
+            return evenly_distributed(
+                self, self.reshape(-1)._nan_pick(0, False).values, "nanmedian"
+            )
         return self._nan_pick(S.normalize_axis(dim, max(self.ndim, 1), "nanmedian"), keepdim)
 
     def _nan_pick(self, ax: int, keepdim: bool) -> ValuesIndices:
@@ -263,18 +266,30 @@ class CompatOps(CompatInplaceOps):
         d = S.normalize_axis(dim, self.ndim, "select")
         return self[(slice(None),) * d + (int(index),)]
 
-    def as_strided(self, size: Any, stride: Any, storage_offset: int = 0) -> Tensor:
+    def as_strided(self, size: Any, stride: Any, storage_offset: int | None = None) -> Tensor:
         """The elements PyTorch's ``as_strided`` would read, gathered (a copy, not a view): the
-        tensor's storage is its values in the order of its strides (see :mod:`gt.ops.layout`),
-        element ``i`` of the result at ``storage_offset + sum(i_k * stride[k])``."""
+        storage is that of the tensor this is a view of (itself if none, see
+        :mod:`gt.ops.storage`), its values in the order of its strides (see :mod:`gt.ops.layout`),
+        element ``i`` of the result at ``storage_offset + sum(i_k * stride[k])``; the offset and
+        strides count from the storage's start, the offset by default where this tensor starts
+        (a column ``x[:, 1]`` starts 1 in, its windows ``stride=(x.stride(0),) * 2`` apart)."""
         size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
         if len(size) != len(stride):
             raise RuntimeError(
                 f"mismatch in length of strides and shape ({len(stride)} vs {len(size)})"
             )
-        strides = self.stride()
-        order = sorted(range(self.ndim), key=lambda d: -strides[d])  # outermost first
-        storage = (self.permute(order) if order != sorted(order) else self).reshape(-1)
+        root, offset, own = storage_of.placement(self)
+        if storage_offset is None:
+            storage_offset = offset
+        strides = root.stride()
+        order = sorted(range(root.ndim), key=lambda d: -strides[d])  # outermost first
+        storage = (root.permute(order) if order != sorted(order) else root).reshape(-1)
+        if root is not self:  # a view: its own elements (and gradients) in the base's storage
+            at = np.full(tuple(self.shape), offset, dtype=np.int64)
+            for k, (n, st) in enumerate(zip(self.shape, own)):
+                at = at + (np.arange(n, dtype=np.int64) * st).reshape([-1 if i == k else 1 for i in range(self.ndim)])  # fmt: skip
+            key = self._upload(np.ascontiguousarray(at.reshape(-1)))
+            storage = storage.detach().index_put((key,), self.reshape(-1))
         where_at = np.full(size, int(storage_offset), dtype=np.int64)
         for k, (n, st) in enumerate(zip(size, stride)):
             shape = [1] * len(size)

@@ -96,6 +96,7 @@ MODULES = (
     "image_processing",
     "tensor_decompositions",
     "peft_finetuning",
+    "quant_finance",
 )
 
 
