@@ -39,12 +39,16 @@ sys.modules.setdefault(f"{__name__}.function", function)
 
 
 def __getattr__(name: str) -> object:
-    """``gt.autograd.functional`` and ``gt.autograd.graph`` on first use (importing them here would
-    be a cycle: they need the tensor class, which imports this package)."""
-    if name in ("functional", "graph"):
+    """``gt.autograd.functional``, ``graph``, ``variable`` and ``Variable`` on first use (importing
+    them here would be a cycle: they need the tensor class, which imports this package)."""
+    if name in ("functional", "graph", "variable"):
         import importlib  # noqa: PLC0415
 
         return importlib.import_module(f"{__name__}.{name}")
+    if name == "Variable":  # the legacy wrapper (it needs the tensor class too)
+        from gt.autograd.variable import Variable  # noqa: PLC0415
+
+        return Variable
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -96,6 +96,7 @@ MODULES = (
     "image_processing",
     "tensor_decompositions",
     "peft_finetuning",
+    "optical_flow_stereo",
     "quant_finance",
 )
 
