@@ -98,6 +98,7 @@ MODULES = (
     "peft_finetuning",
     "optical_flow_stereo",
     "quant_finance",
+    "geometry_3d",
 )
 
 
