@@ -281,9 +281,14 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"linear: input of shape {list(input.shape)} does not match weight of shape "
             f"{list(weight.shape)} (in_features {weight.shape[-1]})"
         )
-    out = input @ weight.T
-    if bias is not None:
-        out = out + bias
+    if input.dtype in ("float16", "bfloat16") and weight.dtype == input.dtype:
+        # PyTorch's addmm: the product and the bias added in float32, rounded to half once
+        wide = input.float() @ weight.float().T
+        out = (wide + bias.float() if bias is not None else wide).to(input.dtype)
+    else:
+        out = input @ weight.T
+        if bias is not None:
+            out = out + bias
     node = out._node
     if node is not None:  # PyTorch's names for what its one fused op leaves (print(model(x)))
         node.label = _LINEAR_NODE[min(input.ndim, 3) - 1][bias is not None]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 import gt
 
@@ -68,3 +69,28 @@ def test_half_products_round_each_partial_product_and_running_products_once(conn
     assert p.prod().numpy().tolist() == np.cumprod(P.reshape(-1))[-1].tolist()
     running = np.cumprod(P.astype(np.float32), axis=1).astype(np.float16)
     assert p.cumprod(1).numpy().tolist() == running.tolist()
+
+
+def test_bfloat16_on_numpy_workers_is_computed_as_pytorchs_cpu_kernels(conn):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    x = RNG.standard_normal((16, 64)).astype(bf16)
+    w = RNG.standard_normal((8, 64)).astype(bf16)
+    b = RNG.standard_normal(8).astype(bf16)
+    f32 = np.float32
+    lin = gt.nn.Linear(64, 8).bfloat16()
+    with gt.no_grad():
+        lin.weight.copy_(gt.tensor(w.astype(f32)))
+        lin.bias.copy_(gt.tensor(b.astype(f32)))
+    out = lin(gt.tensor(x.astype(f32)).bfloat16())
+    assert out.dtype == gt.bfloat16 and out.grad_fn.name() == "AddmmBackward0"
+    want = (x.astype(f32) @ w.astype(f32).T + b.astype(f32)).astype(bf16)  # (PyTorch's addmm)
+    assert (out.numpy() == want).all()
+    s = gt.tensor(x.astype(f32)).bfloat16()
+    assert s.sum().item() == float(x.astype(f32).sum().astype(bf16))  # summed in float32
+    assert (s.softmax(1).numpy() == _softmax_once(x.astype(f32)).astype(bf16)).mean() > 0.99
+
+
+def _softmax_once(a: np.ndarray) -> np.ndarray:
+    e = np.exp(a - a.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)

@@ -3,12 +3,14 @@ pinning and identity, bfloat16's clear refusal, and host copies that keep shapes
 
 from __future__ import annotations
 
+import sys
 import types
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from gt.runtime import ops as O
 from gt.runtime.worker import backend as B
 
 SUPPORT = str(Path(__file__).resolve().parents[1] / "support")
@@ -121,16 +123,35 @@ def test_a_numpy_backend_cannot_be_pinned_to_a_gpu():
         B.Backend(np, 0)
 
 
-def test_bfloat16_is_refused_clearly_where_it_cannot_be_computed(double):
-    with pytest.raises(TypeError, match="runs NumPy, which does not compute in bfloat16"):
+def test_bfloat16_is_refused_clearly_where_it_cannot_be_computed(double, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # (as if it were not installed)
+    with pytest.raises(TypeError, match=r"runs NumPy without it \(pip install ml_dtypes\)"):
         B.numpy_backend().dtype("bfloat16")
     be = B.load_backend("cupy")
-    if be.bf16 is None:  # the double computes in bfloat16 only where ml_dtypes is installed
-        with pytest.raises(TypeError, match=r"CuPy 14 or later with the ml_dtypes package"):
-            be.dtype("bfloat16")
+    with pytest.raises(TypeError, match=r"CuPy 14 or later with NumPy 2.1.2"):
+        be.dtype("bfloat16")
     assert be.dtype("float32") == "float32"
     with pytest.raises(TypeError, match="bfloat16"):
         B.numpy_backend().from_frame(b"\x00" * 4, "bfloat16", (2,))
+
+
+def test_a_numpy_backend_computes_bfloat16_in_float32_once_it_holds_one():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    be = B.numpy_backend()
+    run = be.handlers[O.OPCODE["matmul"]]
+    a = np.random.default_rng(0).standard_normal((16, 64)).astype(bf16)
+    b = np.random.default_rng(1).standard_normal((64, 8)).astype(bf16)
+    assert (run([a, b], None) == a @ b).all()  # before any bfloat16 was asked for: as NumPy
+    assert be.dtype("bfloat16") == bf16
+    run = be.handlers[O.OPCODE["matmul"]]
+    once = (a.astype(np.float32) @ b.astype(np.float32)).astype(bf16)  # PyTorch's CPU result
+    got = run([a, b], None)
+    assert got.dtype == bf16 and (got == once).all() and (once != a @ b).any()
+    cast = be.handlers[O.OPCODE["cast"]]([a], {"dtype": "float32"})
+    assert cast.dtype == np.float32 and (cast == a.astype(np.float32)).all()  # (not rounded back)
+    x = np.ones(3, np.float32)
+    assert be.handlers[O.OPCODE["add"]]([x, x], None).dtype == np.float32
 
 
 def test_host_copies_keep_zero_dim_shapes_and_device_arrays_never_reach_numpy(double):

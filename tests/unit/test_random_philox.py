@@ -95,6 +95,11 @@ def test_integers_cover_the_range_evenly():
         C.draw_randint(np, 3, 8, 5, 5, np.int64)
 
 
-def test_bfloat16_random_numbers_are_refused_on_numpy():
+def test_bfloat16_random_numbers_need_ml_dtypes_on_numpy(monkeypatch):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    got = _run(Backend(np), "randn", dtype="bfloat16")  # (normals in float32, rounded once)
+    want = _run(Backend(np), "randn", dtype="float32").astype(ml_dtypes.bfloat16)
+    assert got.dtype == np.dtype(ml_dtypes.bfloat16) and (got == want).all()
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)
     with pytest.raises(TypeError, match="bfloat16"):
-        _run(NP, "randn", dtype="bfloat16")
+        _run(Backend(np), "randn", dtype="bfloat16")

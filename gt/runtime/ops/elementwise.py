@@ -286,7 +286,7 @@ def _k_cast(be: Any) -> Any:
         x, dtype = v[0], at["dtype"]
         if x.dtype.kind == "c" and dtype not in S.COMPLEX_DTYPES:
             x = x.real  # (what the cast means; NumPy would warn that it drops the imaginary part)
-        return x.astype(dtype)
+        return x.astype(be.dtype(dtype))  # (bfloat16: the backend's, which it may refuse)
 
     return run
 

@@ -28,6 +28,7 @@ import numpy as np
 from gt.runtime import ops as O
 from gt.runtime.ops.base import Handler
 from gt.runtime.ops.index import scatter_add_any, sorted_scatter_extreme
+from gt.runtime.worker.bf16_numpy import compute_in_float32
 from gt.runtime.worker.devices import DeviceIdentity, format_uuid, normalize_bus_id, visible_entry
 from gt.runtime.worker.special_functions import SPECIAL_FUNCTIONS, erf_numpy, find_special
 from gt.runtime.worker.staging import HostStaging, staging_mode
@@ -126,9 +127,8 @@ def _say_fallback(reason: str) -> None:
 
 
 def _bf16_dtype(xp: Any) -> Any:
-    """The bfloat16 dtype if ``xp`` can compute in it (CuPy 14+ with ``ml_dtypes``), else None."""
-    if xp is np:
-        return None
+    """The bfloat16 dtype if ``xp`` can compute in it (NumPy, or CuPy 14+, with ``ml_dtypes``),
+    else None."""
     try:
         import ml_dtypes  # noqa: PLC0415 - optional; CuPy's own bfloat16 support needs it
 
@@ -186,6 +186,7 @@ class Backend:
             else f"cpu ({platform.processor() or platform.machine()})"
         )
         self._bf16: Any = False  # not probed yet
+        self._bf16_opmath = False  # NumPy's kernels not yet wrapped for bfloat16
         self._staging: Any = False  # not made yet
         self._stage_clients = False
         if self.name == "numpy":
@@ -239,14 +240,17 @@ class Backend:
         dt = self.bf16
         if dt is None:
             if self.name == "numpy":
-                why = "this worker runs NumPy, which does not compute in bfloat16"
+                why = "this worker runs NumPy without it (pip install ml_dtypes)"
             else:
                 version = getattr(self.xp, "__version__", "?")
                 why = f"this worker's CuPy ({version}) cannot (is ml_dtypes installed?)"
             raise TypeError(
-                "bfloat16 needs a CuPy worker that computes in it (CuPy 14 or later with the "
-                f"ml_dtypes package and NumPy 2.1.2 or later); {why}"
+                "bfloat16 needs the ml_dtypes package on the worker (and, on GPUs, CuPy 14 or "
+                f"later with NumPy 2.1.2 or later); {why}"
             )
+        if self.name == "numpy" and not self._bf16_opmath:
+            self._bf16_opmath = True  # from now on, bfloat16 kernels run in float32
+            compute_in_float32(self.handlers, dt)
         return dt
 
     # ------------------------------------------------------------------ host <-> device
