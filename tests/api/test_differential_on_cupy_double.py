@@ -1,14 +1,23 @@
 """The differential suite's realistic programs again, on workers whose CuPy is the test double:
 every kernel, view, reduction, optimizer step and print of a usual PyTorch program runs through the
 CuPy code paths (explicit host copies, the device memory pool, only the CuPy API of the supported
-versions), and must still give PyTorch's results."""
+versions), and must still give PyTorch's results.
+
+To keep CI within its time, every second program of each module (in name order) runs here, which still reaches
+every module and nearly every kernel (each kernel also runs alone on the double in
+``tests/unit/test_kernels_on_cupy_double.py``); ``GT_DOUBLE_ALL_PROGRAMS=1`` runs them all, as
+``scripts/gpu_check.sh --with-programs`` does on real CuPy."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from helpers import cupy_double_environment
-from test_differential import test_program_gives_pytorchs_results  # noqa: F401 - run here too
+from programs import PROGRAMS, run
+from test_differential import _case, compare
 
+import gt
 from gt.runtime.control import request
 from gt.runtime.launch import LocalCluster
 
@@ -20,3 +29,25 @@ def cluster():
         workers = request(c.address, "stats", timeout=10.0)["workers"]
         assert [w["backend"] for w in workers] == ["cupy", "cupy"], workers
         yield c
+
+
+_ALL = os.environ.get("GT_DOUBLE_ALL_PROGRAMS") == "1"
+_NAMES = (
+    sorted(PROGRAMS)
+    if _ALL
+    else sorted(
+        n
+        for module in {p.module for p in PROGRAMS.values()}
+        for n in sorted(n for n, p in PROGRAMS.items() if p.module == module)[::2]
+    )
+)
+
+
+@pytest.mark.parametrize("name", [_case(n) for n in _NAMES])
+def test_program_gives_pytorchs_results(conn, name):
+    problems = compare(name, run(PROGRAMS[name], gt))
+    assert not problems, f"{name}:\n" + "\n".join(problems)
+
+
+def test_every_module_has_programs_on_the_double():
+    assert {PROGRAMS[n].module for n in _NAMES} == {p.module for p in PROGRAMS.values()}
