@@ -7,13 +7,15 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 from helpers import wait_for
 
 from gt.runtime.discovery import pid_alive
 
 EXAMPLE = textwrap.dedent("""
-    import os, sys
+    import faulthandler, os, signal, sys
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     import gt
     a = gt.randn(1000, 1000)
     b = gt.randn(1000, 1000)
@@ -71,7 +73,14 @@ def test_ctrl_c_stops_the_local_cluster(tmp_path):
         dispatcher_pid = int(line.split()[1])
         _read_until(proc, "WAITING")
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=20)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)  # (faulthandler: where it is stuck, on stderr)
+            time.sleep(2)
+            proc.kill()
+            err = proc.communicate(timeout=10)[1]
+            raise AssertionError(f"did not stop on Ctrl-C:\n{err[-6000:]}") from None
         _wait_gone(dispatcher_pid)
     finally:
         proc.kill()
