@@ -40,7 +40,14 @@ def _run_and_get_dispatcher(tmp_path, *args):
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        # Ctrl-C as a terminal delivers it: a suite started in the background by a shell inherits
+        # SIGINT ignored, and Python then leaves it ignored (no KeyboardInterrupt to stop on)
+        preexec_fn=_default_sigint,
     )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_gone(pid, timeout=10.0):
