@@ -58,10 +58,10 @@ def resolve(st: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
         return (*base[:d], base[d] * step, *base[d + 1 :], base[d])
     if st[0] == "key":  # basic indexing: ("key", parent's _st, parent's shape, key)
         _, parent, parent_shape, key = st
-        return key_geometry(parent_shape, resolve(parent, parent_shape), key)[0]
+        return key_geometry(parent_shape, resolve(parent, parent_shape), key)[1]
     if st[0] == "diag":
         _, parent, parent_shape, data = st
-        return diag_geometry(parent_shape, resolve(parent, parent_shape), data)[0]
+        return diag_geometry(parent_shape, resolve(parent, parent_shape), data)[1]
     if st[0] == "view":  # a reshape: PyTorch's view strides, or row-major where it would copy
         _, parent, parent_shape = st
         return view_strides(parent_shape, resolve(parent, parent_shape), shape) or row_major(shape)
@@ -76,40 +76,48 @@ def resolve(st: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
     return st
 
 
-def key_geometry(shape: tuple, strides: tuple, key: Any) -> tuple[tuple, int]:
-    """The strides of ``x[key]`` (a basic key: ints, slices, ``None``, ``...``) for ``x`` of
-    ``shape`` and ``strides``, and how many elements further on it starts."""
+def key_geometry(shape: tuple, strides: tuple, key: Any) -> tuple[tuple, tuple, int]:
+    """The shape and strides of ``x[key]`` (a basic key: ints, slices, ``None``, ``...``) for
+    ``x`` of ``shape`` and ``strides``, and how many elements further on it starts."""
     items = key if type(key) is tuple else (key,)
     used = sum(1 for k in items if k is not None and k is not Ellipsis)
+    sizes: list[int] = []
     out: list[int] = []
     offset, d = 0, 0
     for k in items:
         if k is Ellipsis:
             for _ in range(len(shape) - used):
+                sizes.append(shape[d])
                 out.append(strides[d])
                 d += 1
         elif k is None:  # (unsqueeze's stride: the next dimension's extent, or 1 at the end)
+            sizes.append(1)
             out.append(shape[d] * strides[d] if d < len(shape) else 1)
         elif type(k) is int:
             offset += (k + shape[d] if k < 0 else k) * strides[d]
             d += 1
         else:
-            start, _stop, step = k.indices(shape[d])
-            if len(range(*k.indices(shape[d]))):
-                offset += start * strides[d]
-            out.append(strides[d] * step)
+            picked = range(*k.indices(shape[d]))
+            if picked:
+                offset += picked.start * strides[d]
+            sizes.append(len(picked))
+            out.append(strides[d] * picked.step)
             d += 1
-    out.extend(strides[d:])
-    return tuple(out), offset
+    return (*sizes, *shape[d:]), (*out, *strides[d:]), offset
 
 
-def diag_geometry(shape: tuple, strides: tuple, data: tuple) -> tuple[tuple, int]:
-    """The strides of ``x.diagonal(offset, d1, d2)`` (``data``) and its start, as for
-    :func:`key_geometry`."""
+def diag_geometry(shape: tuple, strides: tuple, data: tuple) -> tuple[tuple, tuple, int]:
+    """The shape, strides and start of ``x.diagonal(offset, d1, d2)`` (``data``), as
+    :func:`key_geometry` gives them."""
     off, d1, d2 = data
     start = off * strides[d2] if off >= 0 else -off * strides[d1]
-    rest = tuple(s for i, s in enumerate(strides) if i not in (d1, d2))
-    return (*rest, strides[d1] + strides[d2]), start
+    n = max(0, min(shape[d1] + min(off, 0), shape[d2] - max(off, 0)))
+    rest = [i for i in range(len(shape)) if i not in (d1, d2)]
+    return (
+        (*(shape[i] for i in rest), n),
+        (*(strides[i] for i in rest), strides[d1] + strides[d2]),
+        start,
+    )
 
 
 def view_strides(shape: tuple, strides: tuple, new_shape: tuple) -> tuple | None:

@@ -35,13 +35,11 @@ def placement(t: Any) -> tuple[Any, int, tuple]:
     offset = 0
     for kind, data in vb[1]:
         if kind == "key":
-            strides, more = layout.key_geometry(shape, strides, data)
+            shape, strides, more = layout.key_geometry(shape, strides, data)
             offset += more
-            shape = _key_shape(shape, data)
         elif kind == "diag":
-            strides, more = layout.diag_geometry(shape, strides, data)
+            shape, strides, more = layout.diag_geometry(shape, strides, data)
             offset += more
-            shape = _diag_shape(shape, data)
         elif kind == "perm":
             shape = tuple(shape[p] for p in data)
             strides = tuple(strides[p] for p in data)
@@ -50,31 +48,6 @@ def placement(t: Any) -> tuple[Any, int, tuple]:
             strides = layout.view_strides(shape, strides, new) or layout.row_major(new)
             shape = new
     return root, offset, layout.strides_of(t)
-
-
-def _key_shape(shape: tuple, key: Any) -> tuple:
-    items = key if type(key) is tuple else (key,)
-    used = sum(1 for k in items if k is not None and k is not Ellipsis)
-    out: list[int] = []
-    d = 0
-    for k in items:
-        if k is Ellipsis:
-            out.extend(shape[d : d + len(shape) - used])
-            d += len(shape) - used
-        elif k is None:
-            out.append(1)
-        elif type(k) is int:
-            d += 1
-        else:
-            out.append(len(range(*k.indices(shape[d]))))
-            d += 1
-    return (*out, *shape[d:])
-
-
-def _diag_shape(shape: tuple, data: tuple) -> tuple:
-    off, d1, d2 = data
-    n = max(0, min(shape[d1] + min(off, 0), shape[d2] - max(off, 0)))
-    return (*(s for i, s in enumerate(shape) if i not in (d1, d2)), n)
 
 
 def address(root: Any) -> int:
