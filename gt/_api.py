@@ -5,7 +5,7 @@ own namespace the first time one of them is asked for, so the dispatcher, the wo
 ``gt`` command, which never touch them, start without paying for them.
 """
 
-from gt import amp, backends, config, cuda, nn, optim, signal, utils
+from gt import amp, backends, config, cpu, cuda, nn, optim, signal, utils
 from gt._foreach import *  # noqa: F403 - gt._foreach_add_, ... (its __all__; not in gt.__all__)
 from gt.amp import autocast, get_autocast_dtype, is_autocast_cpu_enabled, is_autocast_enabled
 from gt.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled
@@ -117,6 +117,7 @@ __all__ = [
     "normal",
     "Size",
     "backends",
+    "cpu",
     "cuda",
     "device",
     "finfo",

@@ -1,84 +1,227 @@
-"""``gt.amp`` (also ``gt.cuda.amp``): automatic mixed precision, as no-ops.
+"""``gt.amp`` (also ``gt.cuda.amp``, ``gt.cpu.amp``): automatic mixed precision, as PyTorch's.
 
-GT computes in the dtypes of the tensors it is given; ``autocast`` does not change them, and
-``GradScaler`` behaves as PyTorch's does when disabled (``scale(loss)`` is ``loss``, ``step``
-calls the optimizer's). Ported training loops run unchanged, in full precision. (Casting a model
-with ``model.half()`` does run in float16.)
+Inside ``with gt.autocast("cpu"):`` (bfloat16) or ``with gt.autocast("cuda"):`` (float16) the
+ops on PyTorch's autocast lists cast their floating-point arguments: matrix products and
+convolutions to the region's dtype, losses, linear algebra and FFTs to float32, ``cat`` and
+``stack`` to the widest (:mod:`gt.ops.autocast` has the lists and the rules). GT's tensors live on
+the cluster rather than on a PyTorch device, so a region of either device type applies to them,
+with that device type's lists. Backward passes run in the dtypes their forward ops used.
+
+:class:`GradScaler` scales losses and unscales gradients as PyTorch's does, skipping the steps
+whose gradients are not finite.
 """
 
 from __future__ import annotations
 
+import functools
+import warnings
 from collections.abc import Callable
 from typing import Any
 
-#: The autocast regions entered and not yet left, by device type (what the queries report).
-_ACTIVE: dict[str, list[Any]] = {}
+from gt.ops import autocast as _policy
+
 _DEFAULT_DTYPE = {"cuda": "float16", "cpu": "bfloat16"}
+_SUPPORTED = {"cpu": ("bfloat16", "float16"), "cuda": ("float16", "bfloat16")}
 
 
 class autocast:  # noqa: N801 - PyTorch's name
-    """A context manager (or decorator) that changes nothing: ops keep their inputs' dtypes.
-    :func:`is_autocast_enabled` and :func:`get_autocast_dtype` report the region as PyTorch's do,
-    for code that branches on them."""
+    """A region (context manager or decorator) in which PyTorch's autocast lists apply.
+
+    Args:
+        device_type: ``"cpu"`` (PyTorch's CPU lists) or ``"cuda"`` (its CUDA lists); other
+            device types are accepted and change nothing.
+        dtype: the lower precision (default bfloat16 for ``"cpu"``, float16 for ``"cuda"``).
+        enabled: ``False`` makes a region in which nothing is cast (inside an enabled one too).
+        cache_enabled: accepted (GT does not cache the casts of weights: results are the same).
+    """
 
     def __init__(self, device_type: str = "cuda", dtype: Any = None, enabled: bool = True,
                  cache_enabled: bool | None = None):  # fmt: skip
-        self.device_type, self.dtype, self.enabled = device_type, dtype, enabled
+        if not isinstance(device_type, str):
+            raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+        name = str.__str__(dtype) if dtype is not None else _DEFAULT_DTYPE.get(device_type)
+        name = (name or "float16").removeprefix("torch.").removeprefix("gt.")
+        supported = _SUPPORTED.get(device_type)
+        if enabled and supported is not None and name not in supported:
+            warnings.warn(
+                f"In {device_type} autocast, but the target dtype is not supported. Disabling "
+                f"autocast.\n{device_type.upper()} Autocast only supports dtypes of "
+                f"{', '.join('torch.' + s for s in supported)} currently.",
+                UserWarning,
+                stacklevel=2,
+            )
+            enabled = False
+        self.device_type, self.fast_dtype, self.enabled = device_type, name, bool(enabled)
 
     def __enter__(self) -> autocast:
-        dtype = self.dtype or _DEFAULT_DTYPE.get(self.device_type, "float16")
-        _ACTIVE.setdefault(self.device_type, []).append((self.enabled, dtype))
+        _policy.enter(self.device_type, self.enabled, self.fast_dtype)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        _ACTIVE.get(self.device_type, [None]).pop()
+        _policy.leave()
 
     def __call__(self, fn: Callable) -> Callable:
-        return fn
+        @functools.wraps(fn)
+        def in_region(*args: Any, **kwargs: Any) -> Any:
+            with autocast(self.device_type, self.fast_dtype, self.enabled):
+                return fn(*args, **kwargs)
+
+        return in_region
 
 
 class GradScaler:
-    """PyTorch's loss scaler with scaling off: every method passes its argument through."""
+    """PyTorch's loss scaler: ``scale(loss)`` multiplies by the scale, ``unscale_`` divides the
+    optimizer's gradients by it and notes whether any is not finite, ``step`` skips the
+    optimizer's step then, and ``update`` halves the scale after such a step and doubles it after
+    ``growth_interval`` good ones. With ``enabled=False`` every method passes its argument
+    through. (Finding non-finite gradients waits for the cluster, as PyTorch's ``step`` waits for
+    its device.)
+    """
 
     def __init__(self, device: str = "cuda", init_scale: float = 2.0**16, growth_factor: float = 2.0,
                  backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True):  # fmt: skip
-        self._enabled = False
+        self._device = device
+        self._enabled = bool(enabled)
+        if self._enabled:
+            if growth_factor <= 1.0:
+                raise AssertionError("The growth factor must be > 1.0.")
+            if backoff_factor >= 1.0:
+                raise AssertionError("The backoff factor must be < 1.0.")
+        self._scale = float(init_scale)
+        self._growth_factor, self._backoff_factor = float(growth_factor), float(backoff_factor)
+        self._growth_interval, self._growth_tracker = int(growth_interval), 0
+        self._unscaled: dict[int, bool] = {}  # id(optimizer) -> found a non-finite gradient
+        self._stepped: set[int] = set()
 
     def scale(self, outputs: Any) -> Any:
-        """``outputs`` unchanged."""
-        return outputs
+        """``outputs`` (a tensor, or lists and tuples of them) times the scale (a float32 number,
+        so a 0-d half loss comes back in float32, as in PyTorch)."""
+        if not self._enabled:
+            return outputs
+        if isinstance(outputs, (list, tuple)):
+            return type(outputs)(self.scale(o) for o in outputs)
+        from gt.factories import full  # noqa: PLC0415 - factories import tensors, which import this
+
+        return outputs * full((), self._scale, dtype="float32")
 
     def unscale_(self, optimizer: Any) -> None:
-        """Nothing to undo."""
+        """Divide ``optimizer``'s gradients by the scale, in place (once per step)."""
+        if not self._enabled:
+            return
+        key = id(optimizer)
+        if key in self._stepped:
+            raise RuntimeError("unscale_() is being called after step().")
+        if key in self._unscaled:
+            raise RuntimeError(
+                "unscale_() has already been called on this optimizer since the last update()."
+            )
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"]
+                 if getattr(p, "grad", None) is not None]  # fmt: skip
+        inv = 1.0 / self._scale  # (a power of two by default: exact)
+        finite = True
+        if grads:
+            from gt.ops.shaping import stack  # noqa: PLC0415
+
+            with _policy.suspended():
+                for g in grads:
+                    g.mul_(inv)
+                finite = bool(stack([g.isfinite().all() for g in grads]).all().item())
+        self._unscaled[key] = not finite
 
     def step(self, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
-        """``optimizer.step(*args, **kwargs)``."""
+        """``optimizer.step(*args, **kwargs)`` on unscaled gradients, unless one is not finite
+        (then nothing, and ``None`` is returned)."""
+        if not self._enabled:
+            return optimizer.step(*args, **kwargs)
+        if "closure" in kwargs:
+            raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
+        key = id(optimizer)
+        if key in self._stepped:
+            raise RuntimeError("step() has already been called since the last update().")
+        if key not in self._unscaled:
+            self.unscale_(optimizer)
+        self._stepped.add(key)
+        if self._unscaled[key]:
+            return None
         return optimizer.step(*args, **kwargs)
 
     def update(self, new_scale: Any = None) -> None:
-        """Nothing to update."""
+        """Set the scale for the next step: ``new_scale`` if given, else halved after a skipped
+        step or grown after ``growth_interval`` steps in a row without one."""
+        if not self._enabled:
+            return
+        if new_scale is not None:
+            self._scale = float(new_scale.item() if hasattr(new_scale, "item") else new_scale)
+        else:
+            if not self._unscaled:
+                raise AssertionError("No inf checks were recorded prior to update.")
+            if any(self._unscaled.values()):
+                self._scale *= self._backoff_factor
+                self._growth_tracker = 0
+            else:
+                self._growth_tracker += 1
+                if self._growth_tracker == self._growth_interval:
+                    self._scale *= self._growth_factor
+                    self._growth_tracker = 0
+        self._unscaled.clear()
+        self._stepped.clear()
 
     def get_scale(self) -> float:
-        """1.0."""
-        return 1.0
+        """The scale (1.0 when disabled)."""
+        return self._scale if self._enabled else 1.0
+
+    def get_growth_factor(self) -> float:
+        return self._growth_factor
+
+    def set_growth_factor(self, new_factor: float) -> None:
+        self._growth_factor = float(new_factor)
+
+    def get_backoff_factor(self) -> float:
+        return self._backoff_factor
+
+    def set_backoff_factor(self, new_factor: float) -> None:
+        self._backoff_factor = float(new_factor)
+
+    def get_growth_interval(self) -> int:
+        return self._growth_interval
+
+    def set_growth_interval(self, new_interval: int) -> None:
+        self._growth_interval = int(new_interval)
 
     def is_enabled(self) -> bool:
-        """False: no scaling happens."""
-        return False
+        """Whether scaling happens."""
+        return self._enabled
 
     def state_dict(self) -> dict:
-        """Empty, as PyTorch's for a disabled scaler."""
-        return {}
+        """PyTorch's keys (empty when disabled)."""
+        if not self._enabled:
+            return {}
+        return {"scale": self._scale, "growth_factor": self._growth_factor,
+                "backoff_factor": self._backoff_factor, "growth_interval": self._growth_interval,
+                "_growth_tracker": self._growth_tracker}  # fmt: skip
 
     def load_state_dict(self, state_dict: dict) -> None:
-        """Nothing to load."""
+        """Restore what :meth:`state_dict` gave."""
+        if not self._enabled:
+            return
+        if len(state_dict) == 0:
+            raise RuntimeError(
+                "The source state dict is empty, possibly because it was saved from a disabled "
+                "instance of GradScaler."
+            )
+        self._scale = float(state_dict["scale"])
+        self._growth_factor = float(state_dict["growth_factor"])
+        self._backoff_factor = float(state_dict["backoff_factor"])
+        self._growth_interval = int(state_dict["growth_interval"])
+        self._growth_tracker = int(state_dict["_growth_tracker"])
 
 
 def is_autocast_enabled(device_type: str = "cuda") -> bool:
-    """Whether the innermost ``autocast`` region of ``device_type`` is enabled (GT computes in
-    the tensors' own dtypes either way)."""
-    regions = _ACTIVE.get(device_type)
-    return bool(regions) and regions[-1][0]
+    """Whether the innermost ``autocast`` region of ``device_type`` is enabled."""
+    for dev, enabled, _ in reversed(_policy.REGIONS):
+        if dev == device_type:
+            return enabled
+    return False
 
 
 def is_autocast_cpu_enabled() -> bool:
@@ -91,10 +234,59 @@ def get_autocast_dtype(device_type: str) -> Any:
     outside one)."""
     from gt._dtype import dtype  # noqa: PLC0415 - tiny, and only here
 
-    regions = _ACTIVE.get(device_type)
-    name = regions[-1][1] if regions else _DEFAULT_DTYPE.get(device_type, "float16")
-    return dtype(str.__str__(name))
+    name = _DEFAULT_DTYPE.get(device_type, "float16")
+    for dev, _, fast in reversed(_policy.REGIONS):
+        if dev == device_type:
+            name = fast
+            break
+    return dtype(name)
 
 
-__all__ = ["GradScaler", "autocast", "get_autocast_dtype", "is_autocast_cpu_enabled",
-           "is_autocast_enabled"]  # fmt: skip
+def custom_fwd(fwd: Callable | None = None, *, device_type: str = "cuda",
+               cast_inputs: Any = None) -> Callable:  # fmt: skip
+    """``@custom_fwd`` on a custom ``Function``'s ``forward``: with ``cast_inputs`` given, inside
+    an enabled region its floating-point tensor arguments are cast to that dtype and it runs with
+    autocast off (as PyTorch's)."""
+    if fwd is None:
+        return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
+
+    @functools.wraps(fwd)
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        if cast_inputs is None or not _policy.in_force():
+            return fwd(*args, **kwargs)
+        target = str.__str__(cast_inputs).removeprefix("torch.").removeprefix("gt.")
+        with autocast(device_type, enabled=False):
+            return fwd(*_policy.cast_all(args, target), **_policy.cast_all(kwargs, target))
+
+    return forward
+
+
+def custom_bwd(bwd: Callable | None = None, *, device_type: str = "cuda") -> Callable:
+    """``@custom_bwd`` on a custom ``Function``'s ``backward`` (backward passes already run in
+    their forward ops' dtypes here)."""
+    if bwd is None:
+        return functools.partial(custom_bwd, device_type=device_type)
+    return bwd
+
+
+class DeviceAmp:
+    """``torch.cuda.amp`` and ``torch.cpu.amp``: the same, with the device type given (their
+    ``autocast`` takes ``enabled`` first)."""
+
+    def __init__(self, device_type: str):
+        self.device_type = device_type
+        self.custom_fwd = functools.partial(custom_fwd, device_type=device_type)
+        self.custom_bwd = functools.partial(custom_bwd, device_type=device_type)
+
+    def autocast(self, enabled: bool = True, dtype: Any = None,
+                 cache_enabled: bool = True) -> autocast:  # fmt: skip
+        """``autocast(self.device_type, dtype, enabled)``."""
+        return autocast(self.device_type, dtype, enabled, cache_enabled)
+
+    def GradScaler(self, *args: Any, **kwargs: Any) -> GradScaler:  # noqa: N802 - PyTorch's name
+        """``GradScaler(self.device_type, ...)``."""
+        return GradScaler(self.device_type, *args, **kwargs)
+
+
+__all__ = ["DeviceAmp", "GradScaler", "autocast", "custom_bwd", "custom_fwd", "get_autocast_dtype",
+           "is_autocast_cpu_enabled", "is_autocast_enabled"]  # fmt: skip

@@ -28,6 +28,7 @@ from gt.grad_hooks import (
     register_post_accumulate_grad_hook,
 )
 from gt.grad_mode import set_grad_enabled
+from gt.ops.autocast import suspended as autocast_suspended
 from gt.ops.layout import grad_layout
 from gt.runtime import ops as O
 from gt.runtime.ops import Past
@@ -103,7 +104,7 @@ def _topo_order(roots: list[Node]) -> list[Node]:
         seen.add(id(node))
         stack.append((node, True))
         for p in node.parents:
-            if type(p) is Node and id(p) not in seen:
+            if isinstance(p, Node) and id(p) not in seen:
                 stack.append((p, False))
     order.reverse()
     return order
@@ -115,7 +116,7 @@ def _to_run(order: list[Node], nodes: set[int], leaves: set[int]) -> set[int]:
     run: set[int] = set()
     for node in reversed(order):  # inputs before the nodes that use them
         for p in node.parents:
-            if type(p) is Node:
+            if isinstance(p, Node):
                 if id(p) in run or id(p) in nodes:
                     run.add(id(node))
                     break
@@ -148,7 +149,8 @@ class _Walk:
         conn = self.conn = roots[0]._conn
         before = conn.pin_source_line()
         try:
-            self._walk(roots, seeds)
+            with autocast_suspended():  # (backward ops keep their forward ops' dtypes)
+                self._walk(roots, seeds)
         finally:
             conn.restore_source_line(before)
 
@@ -300,7 +302,7 @@ class _Walk:
                 p, pg = p.parents[0], pg.grad
                 if p is None:
                     continue
-            if type(p) is Node:
+            if isinstance(p, Node):
                 prev = grads.get(p)
                 grads[p] = pg if prev is None else prev + pg
             else:

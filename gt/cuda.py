@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gt import amp
+from gt.amp import DeviceAmp
 from gt.factories import sync
+
+#: ``torch.cuda.amp``: ``autocast(enabled, dtype)`` for the "cuda" device type, its ``GradScaler``.
+amp = DeviceAmp("cuda")
 
 
 def is_available() -> bool:

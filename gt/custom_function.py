@@ -207,6 +207,8 @@ def _record(cls: type, ctx: FunctionCtx, args: tuple, out: Any, dirty: set[int])
     diff = [i for i, m in enumerate(metas) if m is not None]
     attrs = (cls, ctx, tuple(metas), len(args))
     node = Node(cls.__name__, parents, saved, args, attrs)
+    if not cls.__name__.startswith("_"):  # (GT's private ones stand for PyTorch's built-in ops)
+        node.label = f"{cls.__name__}Backward"  # PyTorch's name: the class's, no "0" suffix
     node.outs = out_slots
     node.rule = _backward_rule
     if len(diff) == 1 and len(outs) == 1:
@@ -214,6 +216,7 @@ def _record(cls: type, ctx: FunctionCtx, args: tuple, out: Any, dirty: set[int])
     else:
         for i in diff:
             sel = Node(cls.__name__, (node,), (), (outs[i],), (i, len(outs)))
+            sel.label = node.label
             sel.rule = _select_rule
             outs[i]._node, outs[i]._rg = sel, True
     return outs[0] if single else tuple(outs)

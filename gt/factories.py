@@ -32,6 +32,20 @@ def _shape(shape: Sequence[Any]) -> tuple[int, ...]:
     return out
 
 
+def _sized(shape: tuple, size: Any, name: str) -> tuple:
+    """The positional ``*shape`` of a factory, or its ``size=`` keyword as PyTorch spells it
+    (``torch.zeros(size=(n, 1))``)."""
+    if size is None:
+        return shape
+    if shape:
+        raise TypeError(f"{name}() got multiple values for argument 'size'")
+    if not hasattr(size, "__len__"):
+        raise TypeError(
+            f"{name}(): argument 'size' must be tuple of ints, not {type(size).__name__}"
+        )
+    return (tuple(size),)
+
+
 def _make(name: str, args: list, attrs: dict, requires_grad: bool = False) -> Tensor:
     t = create(get_connection(), name, args, attrs)
     if requires_grad:
@@ -108,15 +122,20 @@ def _plain(v: Any) -> Any:
 
 
 def full(
-    shape: Sequence[int],
-    fill_value: Any,
+    shape: Sequence[int] | None = None,
+    fill_value: Any = None,
     dtype: Any = None,
     requires_grad: bool = False,
     device: Any = None,
     *,
     out: Any = None,
+    size: Any = None,
 ) -> Tensor:
-    """A tensor of ``shape`` filled with ``fill_value``."""
+    """A tensor of ``shape`` (or ``size=``, PyTorch's name) filled with ``fill_value``."""
+    if size is not None:
+        shape = _sized(() if shape is None else (shape,), size, "full")[0]
+    if shape is None or fill_value is None:
+        raise TypeError("full() missing required argument 'size' or 'fill_value'")
     if out is not None:
         return _into(out, full(shape, fill_value, _dtype_of(dtype, out)), "full")
     if dtype is None:
@@ -145,25 +164,43 @@ def full(
 
 
 def zeros(
-    *shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None, out: Any = None
+    *shape: Any,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+    out: Any = None,
+    size: Any = None,
 ) -> Tensor:
     """A tensor of zeros."""
+    shape = _sized(shape, size, "zeros")
     made = full(_shape(shape), 0, S.canonical_dtype(_dtype_of(dtype, out)), requires_grad)
     return _into(out, made, "zeros")
 
 
 def ones(
-    *shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None, out: Any = None
+    *shape: Any,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+    out: Any = None,
+    size: Any = None,
 ) -> Tensor:
     """A tensor of ones."""
+    shape = _sized(shape, size, "ones")
     made = full(_shape(shape), 1, S.canonical_dtype(_dtype_of(dtype, out)), requires_grad)
     return _into(out, made, "ones")
 
 
 def empty(
-    *shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None, out: Any = None
+    *shape: Any,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+    out: Any = None,
+    size: Any = None,
 ) -> Tensor:
     """An uninitialized tensor (GT fills it with zeros)."""
+    shape = _sized(shape, size, "empty")
     return _into(out, zeros(*shape, dtype=_dtype_of(dtype, out), requires_grad=requires_grad),
                  "empty")  # fmt: skip
 
@@ -175,9 +212,11 @@ def randn(
     requires_grad: bool = False,
     device: Any = None,
     out: Any = None,
+    size: Any = None,
 ) -> Tensor:
     """Standard normal samples (from ``generator``'s stream when given); complex dtypes draw
     both parts with variance 1/2 (the real part first), as PyTorch does."""
+    shape = _sized(shape, size, "randn")
     if out is not None:
         return _into(out, randn(*shape, generator=generator, dtype=_dtype_of(dtype, out)), "randn")
     shp = _shape(shape)
@@ -207,9 +246,11 @@ def rand(
     requires_grad: bool = False,
     device: Any = None,
     out: Any = None,
+    size: Any = None,
 ) -> Tensor:
     """Uniform samples in [0, 1) (from ``generator``'s stream when given; each part of a complex
     dtype's)."""
+    shape = _sized(shape, size, "rand")
     if out is not None:
         return _into(out, rand(*shape, generator=generator, dtype=_dtype_of(dtype, out)), "rand")
     shp = _shape(shape)

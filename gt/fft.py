@@ -18,6 +18,7 @@ from typing import Any
 
 from gt import shapes as S
 from gt.factories import arange
+from gt.ops.autocast import mark_namespace
 from gt.tensor import Tensor
 
 __all__ = [
@@ -212,3 +213,9 @@ def ifftshift(input: Tensor, dim: Any = None) -> Tensor:
     """The inverse of :func:`fftshift`."""
     dims = _dims(input, dim)
     return input.roll([-(input.shape[d] // 2) for d in dims], dims)
+
+
+# PyTorch's CPU autocast computes every transform in float32 (not the frequency helpers)
+mark_namespace(
+    globals(), [n for n in __all__ if "freq" not in n and "shift" not in n], lambda n: "fft"
+)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gt.autograd.functional import _grads
+from gt.grad_graph import Node
 from gt.grad_mode import enable_grad, is_grad_enabled
 from gt.nn.module import Module
 from gt.nn.utils.stateless import call
@@ -125,6 +126,48 @@ def _fresh(t: Tensor) -> Tensor:
     return t.clone() if t.requires_grad else t.detach().requires_grad_(True)
 
 
+def _private(leaves: Any) -> set[int]:
+    """The ids of the new leaves among a transform's differentiation inputs (made by
+    :func:`_fresh` from tensors that did not require grad): nothing outside the transform can
+    differentiate with respect to them."""
+    return {id(t) for t in leaves if t._node is None}
+
+
+def _reaches_outside(t: Tensor, private: set[int]) -> bool:
+    """Whether ``t``'s graph reaches a tensor requiring grad other than the ``private`` leaves
+    (a captured parameter, an input that required grad, an outer transform's input)."""
+    if not t.requires_grad:
+        return False
+    if t._node is None:
+        return id(t) not in private
+    seen, todo = set(), [t._node]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for p in node.parents:
+            if isinstance(p, Node):
+                todo.append(p)
+            elif p is not None and id(p) not in private:
+                return True
+    return False
+
+
+def _release(tree: Any, private: set[int]) -> Any:
+    """``tree`` (a transform's result) with every tensor that depends on nothing requiring grad
+    but the transform's own ``private`` leaves detached, as PyTorch's results are: the graph the
+    transform recorded (``create_graph=True``, so that transforms compose) stays inside it. Where
+    a result depends on something outside, it keeps its graph (``grad(f)(x)`` with ``f`` using a
+    parameter that requires grad is differentiable with respect to that parameter)."""
+    leaves = _leaves(tree)
+    released = [t.detach() if t.requires_grad and not _reaches_outside(t, private) else t
+                for t in leaves]  # fmt: skip
+    if all(a is b for a, b in zip(released, leaves)):
+        return tree
+    return _rebuild(tree, released)
+
+
 def _argnums(argnums: Any, n: int) -> tuple[int, ...]:
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     for a in nums:
@@ -164,6 +207,8 @@ def grad_and_value(func: Callable, argnums: Any = 0, has_aux: bool = False) -> C
             flat = [leaf for leaves in diff for leaf in leaves]
             gs = list(_grads((out.reshape(()),), tuple(flat), (None,), True, False, "grad"))
             grads = tuple(_rebuild(args[a], gs) for a in nums)
+            private = _private(flat)
+            grads, out, aux = _release((grads, out, aux), private)
         g = grads[0] if isinstance(argnums, int) else grads
         return (g, (out, aux)) if has_aux else (g, out)
 
@@ -193,12 +238,14 @@ def vjp(func: Callable, *primals: Any, has_aux: bool = False) -> tuple:
             out, aux = out
     outs = _leaves(out)
     flat = tuple(leaf for leaves in diff for leaf in leaves)
+    private = _private(flat)
 
     def vjp_fn(cotangents: Any) -> tuple:
         with enable_grad():
             gs = list(_grads(tuple(outs), flat, tuple(_leaves(cotangents)), True, False, "vjp"))
-        return tuple(_rebuild(p, gs) for p in primals)
+        return _release(tuple(_rebuild(p, gs) for p in primals), private)
 
+    out, aux = _release((out, aux), private)
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
 
 
@@ -234,8 +281,15 @@ def jvp(func: Callable, primals: Any, tangents: Any, *, has_aux: bool = False) -
     """``(func(*primals), J @ tangents)`` (by the double-backward trick)."""
     if not isinstance(primals, tuple) or not isinstance(tangents, tuple):
         raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to be tuples")
-    out, aux, g, dummies = _jvp_graph(func, primals, _fresh, has_aux)
+    made: list[Tensor] = []
+
+    def fresh(t: Tensor) -> Tensor:
+        made.append(_fresh(t))
+        return made[-1]
+
+    out, aux, g, dummies = _jvp_graph(func, primals, fresh, has_aux)
     tangent_out = _push(out, g, dummies, tuple(_leaves(tangents)))
+    out, tangent_out, aux = _release((out, tangent_out, aux), _private((*made, *dummies)))
     return (out, tangent_out, aux) if has_aux else (out, tangent_out)
 
 
@@ -315,6 +369,7 @@ def jacrev(func: Callable, argnums: Any = 0, *, has_aux: bool = False,
                 per_arg = tuple(_rebuild(args[a], blocks) for a in nums)
                 per_output.append(per_arg[0] if isinstance(argnums, int) else per_arg)
             result = _rebuild(out, per_output)
+            result, aux = _release((result, aux), _private(flat))
         return (result, aux) if has_aux else result
 
     return wrapped

@@ -105,10 +105,126 @@ class Node:
         """PyTorch-style name, e.g. ``MulBackward0``."""
         if self.label is not None:
             return self.label
+        how = PRIMITIVE_NAMES.get(self.op)
+        if how is not None:
+            return how if how.__class__ is str else how(self)
         return "".join(p.capitalize() for p in self.op.split("_")) + "Backward0"
 
     def __repr__(self) -> str:
         return f"<{self.name()}>"
+
+
+def label(out: Tensor, name: str) -> Tensor:
+    """Give ``out``'s node the name PyTorch gives the node of the composite op that made it
+    (``MseLossBackward0`` for what ``F.mse_loss`` ends with): one attribute write, nothing when
+    ``out`` has no node (no_grad, a leaf). Call it only on a result the op made (never on an
+    input it returned as it is). Gradients do not change: only the name does."""
+    node = out._node
+    if node is not None:
+        node.label = name
+    return out
+
+
+def _getitem_name(node: Node) -> str:
+    """PyTorch's node for ``x[key]``: ``IndexBackward0`` with an index tensor or list, else the
+    node of the last view the key makes (``SelectBackward0`` for an int, ``SliceBackward0``,
+    ``UnsqueezeBackward0`` for None; a slice of a whole dimension makes none, unless it is the
+    only item, as in ``x[:]``; ``AliasBackward0`` when no item makes one, as ``x[...]``)."""
+    key = (node.attrs or {}).get("key") or ()
+    shape = node.shapes[0] if node.shapes else ()
+    if any(item[0] in ("t", "l") for item in key):
+        return "IndexBackward0"
+    used = sum(1 for item in key if item[0] in ("i", "s"))
+    name, dim = "AliasBackward0", 0
+    for item in key:
+        kind = item[0]
+        if kind == "e":
+            dim = len(shape) - used
+        elif kind == "n":
+            name = "UnsqueezeBackward0"
+        elif kind == "i":
+            name, dim, used = "SelectBackward0", dim + 1, used - 1
+        elif kind == "s":
+            n = shape[dim] if dim < len(shape) else 0
+            start, stop, step = item[1:4]
+            whole = (
+                (start is None or start == 0 or start <= -n)
+                and (stop is None or stop >= n)
+                and (step is None or step == 1)
+            )
+            if not whole or len(key) == 1:
+                name = "SliceBackward0"
+            dim, used = dim + 1, used - 1
+    return name
+
+
+def _matmul_name(node: Node) -> str:
+    """PyTorch's node for ``a @ b`` by the operands' ranks (``mm`` for two matrices, a view of a
+    folded ``mm`` / ``bmm`` for batches)."""
+    ra, rb = len(node.shapes[0]), len(node.shapes[1])
+    if ra == 2:
+        return "MmBackward0" if rb == 2 else "CloneBackward0"
+    return "UnsafeViewBackward0"
+
+
+def _sum_name(node: Node) -> str:
+    """``SumBackward0`` for the sum of every element, ``SumBackward1`` over dimensions."""
+    return "SumBackward0" if node.attrs is None else "SumBackward1"
+
+
+def _pow_name(node: Node) -> str:
+    """``PowBackward0`` for a number exponent, ``PowBackward1`` for a tensor one,
+    ``PowBackward2`` for a number base."""
+    if node.dtypes[0] is None:
+        return "PowBackward2"
+    return "PowBackward0" if node.dtypes[1] is None else "PowBackward1"
+
+
+def _sub_name(node: Node) -> str:
+    """``RsubBackward1`` for ``number - x``."""
+    return "RsubBackward1" if node.dtypes[0] is None else "SubBackward0"
+
+
+def _div_name(node: Node) -> str:
+    """``number / x`` is PyTorch's ``x.reciprocal() * number``: ``MulBackward0``."""
+    return "MulBackward0" if node.dtypes[0] is None else "DivBackward0"
+
+
+#: PyTorch's node names of the primitives named otherwise (a name, or a function of the node);
+#: read only when a node's name is asked for.
+PRIMITIVE_NAMES: dict[str, Any] = {
+    "concat": "CatBackward0",
+    "clip": "ClampBackward1",
+    "cast": "ToCopyBackward0",
+    "copy": "CloneBackward0",
+    "reshape": "ViewBackward0",
+    "transpose": "PermuteBackward0",
+    "getitem": _getitem_name,
+    "matmul": _matmul_name,
+    "sum": _sum_name,
+    "pow": _pow_name,
+    "sub": _sub_name,
+    "div": _div_name,
+    "log1p": "Log1PBackward0",
+    "max": "AmaxBackward0",
+    "min": "AminBackward0",
+}
+
+_NAMED_NODE_CLASSES: dict[str, type] = {}
+
+
+def named(node: Node) -> Node:
+    """``node`` as what ``tensor.grad_fn`` hands out: an instance of a subclass of :class:`Node`
+    named as PyTorch names the node's class (``type(y.grad_fn).__name__ == "MulBackward0"``, or
+    ``"MyFnBackward"`` for a ``Function``), made once per name; the node itself is kept, so
+    identity and ``isinstance(.., Node)`` hold."""
+    name = node.name()
+    if type(node).__name__ != name:
+        cls = _NAMED_NODE_CLASSES.get(name)
+        if cls is None:
+            cls = _NAMED_NODE_CLASSES[name] = type(name, (Node,), {"__slots__": ()})
+        node.__class__ = cls
+    return node
 
 
 def record(

@@ -16,6 +16,7 @@ from gt import fft as _fft
 from gt import shapes as S
 from gt.factories import tensor
 from gt.nn.convolution import fold, pad
+from gt.ops.autocast import autocast_op
 from gt.tensor import Tensor
 
 __all__ = ["bartlett_window", "blackman_window", "hamming_window", "hann_window", "istft",
@@ -118,6 +119,7 @@ def _lengths(
     return hop, win
 
 
+@autocast_op("stft")
 def stft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: int | None = None,
          window: Tensor | None = None, center: bool = True, pad_mode: str = "reflect",
          normalized: bool = False, onesided: bool | None = None,

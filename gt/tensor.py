@@ -28,6 +28,7 @@ from gt.autograd import _mode, record
 from gt.errors import DtypeError
 from gt.grad_mode import INFERENCE_THREADS
 from gt.ops.arith import ArithmeticOps
+from gt.ops.autocast import mark_methods
 from gt.ops.autograd_api import AutogradOps
 from gt.ops.base import TensorBase, immediate
 from gt.ops.compat import CompatOps
@@ -505,6 +506,7 @@ for _op in O.REGISTRY:
         if _name in Tensor.__dict__:
             raise TypeError(f"registry op {_op.name} would replace Tensor.{_name}")
         setattr(Tensor, _name, _op.api)
+mark_methods(Tensor)  # PyTorch's autocast lists (gt.ops.autocast); modules adding methods do too
 
 
 def upload(conn: Connection, array: np.ndarray) -> Tensor:

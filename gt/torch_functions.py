@@ -26,6 +26,7 @@ from gt.factories import tensor as _tensor
 from gt.linalg import toplevel as _toplevel
 from gt.nn import functional as F
 from gt.ops.arith import where
+from gt.ops.autocast import autocast_op, mark_methods
 from gt.ops.random import manual_seed
 from gt.ops.search import searchsorted
 from gt.ops.shaping import cat
@@ -306,6 +307,7 @@ def complex(real: Tensor, imag: Tensor) -> Tensor:  # noqa: A001 - PyTorch's nam
     return real._apply("complex", [real, imag])
 
 
+@autocast_op("polar")
 def polar(abs: Tensor, angle: Tensor) -> Tensor:  # noqa: A002 - PyTorch's names
     """The complex tensor ``abs * (cos(angle) + i sin(angle))``."""
     return complex(abs * angle.cos(), abs * angle.sin())
@@ -430,6 +432,7 @@ for _name, _fn in _TENSOR_METHODS.items():
     if _name in Tensor.__dict__:
         raise TypeError(f"gt.torch_functions would replace Tensor.{_name}")
     setattr(Tensor, _name, _fn)
+mark_methods(Tensor)  # (autocast: svd, qr, pinverse ...)
 
 
 def conv_tbc(input: Tensor, weight: Tensor, bias: Tensor, pad: int = 0) -> Tensor:  # noqa: A002

@@ -282,12 +282,14 @@ __all__ = ["affine_grid_generator", "alpha_dropout_", "binomial", "convolution",
 
 def _tensor_methods() -> None:
     """``b.triangular_solve(A)``: PyTorch's tensors have it as a method."""
+    from gt.ops.autocast import mark_methods  # noqa: PLC0415
     from gt.tensor import Tensor  # noqa: PLC0415
 
     for name, fn in (("triangular_solve", triangular_solve),):
         if name in Tensor.__dict__:
             raise TypeError(f"gt.torch_native would replace Tensor.{name}")
         setattr(Tensor, name, fn)
+    mark_methods(Tensor)
 
 
 _tensor_methods()

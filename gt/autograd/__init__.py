@@ -39,9 +39,10 @@ sys.modules.setdefault(f"{__name__}.function", function)
 
 
 def __getattr__(name: str) -> object:
-    """``gt.autograd.functional``, ``graph``, ``variable`` and ``Variable`` on first use (importing
-    them here would be a cycle: they need the tensor class, which imports this package)."""
-    if name in ("functional", "graph", "variable"):
+    """``gt.autograd.functional``, ``graph``, ``variable``, ``profiler``, ``Variable`` and
+    ``gradcheck`` on first use (importing them here would be a cycle: they need the tensor class,
+    which imports this package)."""
+    if name in ("functional", "graph", "variable", "profiler"):
         import importlib  # noqa: PLC0415
 
         return importlib.import_module(f"{__name__}.{name}")
@@ -49,6 +50,10 @@ def __getattr__(name: str) -> object:
         from gt.autograd.variable import Variable  # noqa: PLC0415
 
         return Variable
+    if name in ("gradcheck", "gradgradcheck", "GradcheckError"):  # (they need the tensor class)
+        from gt.autograd import _gradcheck  # noqa: PLC0415
+
+        return getattr(_gradcheck, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

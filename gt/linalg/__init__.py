@@ -18,5 +18,11 @@ from gt.linalg.lu import *  # noqa: F403
 from gt.linalg.lu import __all__ as _lu
 from gt.linalg.more import *  # noqa: F403
 from gt.linalg.more import __all__ as _more
+from gt.ops.autocast import mark_namespace
 
 __all__ = [*_core, *_lu, *_more, *_ldl]
+
+# For autocast, each function is PyTorch's op of its name (gt.ops.autocast), but the composites
+# whose products PyTorch casts one by one (matmul, matrix_power, multi_dot) stay unmarked.
+mark_namespace(globals(), [n for n in __all__ if n not in ("matmul", "matrix_power", "multi_dot")],
+               lambda n: n)  # fmt: skip

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gt import shapes as S
-from gt.errors import ShapeError
+from gt.errors import GTError, ShapeError
 from gt.factories import eye, zeros
 from gt.ops.arith import where
 from gt.ops.shaping import stack
@@ -69,7 +69,7 @@ def vector_norm(
         x = x.to(dtype)
     if x.dtype in S.COMPLEX_DTYPES:
         x = x.abs()  # (the norm of the moduli; the gradient flows through abs)
-    if x.dtype not in _FLOATS:
+    if x.dtype not in _FLOATS and x.dtype not in ("float16", "bfloat16"):
         raise RuntimeError(
             f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {x.dtype}"
         )
@@ -93,6 +93,9 @@ def matrix_norm(
     -inf (``"nuc"`` and +-2 through the singular values)."""
     if dtype is not None:
         a = a.to(dtype)
+    if a.dtype in ("float16", "bfloat16") and ord not in ("nuc", 2, -2):
+        # (PyTorch's kernels sum half precision in float32 and round once)
+        return matrix_norm(a.float(), ord, dim, keepdim).to(a.dtype)
     if a.dtype not in S.COMPLEX_DTYPES:
         _float("linalg.matrix_norm", a)
     if a.ndim < 2:
@@ -282,8 +285,27 @@ def cholesky(a: Tensor, *, upper: bool = False) -> Tensor:
 
 
 def cholesky_ex(a: Tensor, *, upper: bool = False, check_errors: bool = False) -> Any:
-    """``(L, info)``; ``info`` is zero (a failing factorization fails on the worker instead)."""
-    return CholeskyExResult(cholesky(a, upper=upper), _zeros_info(a))
+    """``(L, info)``, without failing: ``info`` is ``0`` where the factorization succeeded and
+    ``i > 0`` where the leading minor of order ``i`` is not positive definite (``L`` then holds
+    LAPACK's partial factor, whose ``i``-th diagonal entry is the first non-positive pivot);
+    ``check_errors=True`` raises PyTorch's message for the first failing matrix instead."""
+    check_float_square("linalg.cholesky_ex", a, complex_ok=True)
+    el = a._apply("linalg_cholesky", [a], {"ex": True})
+    d = el.diagonal(dim1=-2, dim2=-1)
+    bad = ~((d.real if d.dtype in S.COMPLEX_DTYPES else d) > 0)
+    first = bad.int().argmax(-1) + 1 if a.shape[-1] else bad.int().sum(-1)
+    info = where(bad.any(-1), first, 0).int()
+    if check_errors:
+        flat = info.reshape(-1).tolist()
+        failed = next((k for k, i in enumerate(flat) if i), None)
+        if failed is not None:
+            batch = f"(Batch element {failed}): " if a.ndim > 2 else ""
+            raise GTError(
+                f"linalg.cholesky_ex: {batch}The factorization could not be completed because the "
+                f"input is not positive-definite (the leading minor of order {flat[failed]} is not "
+                "positive-definite)."
+            )
+    return CholeskyExResult(el.mH if upper else el, info)
 
 
 def solve_triangular(

@@ -42,6 +42,8 @@ def matrix_exp(A: Tensor) -> Tensor:  # noqa: N803 - PyTorch's name
         raise TypeError(
             f"linalg.matrix_exp: expected a floating point or complex tensor, got {A.dtype}"
         )
+    if A.dtype in ("float16", "bfloat16"):  # (computed in float32, rounded once)
+        return matrix_exp(A.float()).to(A.dtype)
     n = A.shape[-1]
     if n == 0:
         return A.clone()

@@ -11,10 +11,13 @@ from __future__ import annotations
 import math
 
 from gt import factories as F
+from gt.ops.autocast import autocast_op
+from gt.ops.base import in_float32
 from gt.ops.shaping import cat
 from gt.tensor import Tensor
 
 
+@autocast_op("scaled_dot_product_attention")
 def scaled_dot_product_attention(
     query: Tensor,
     key: Tensor,
@@ -34,6 +37,13 @@ def scaled_dot_product_attention(
         scale: defaults to ``1 / sqrt(E)``.
         enable_gqa: let ``key``/``value`` have fewer heads (dimension -3) than ``query``.
     """
+    # (half precision: computed in float32 and rounded once, as PyTorch's CPU kernels do)
+    return in_float32(_attention, query, key, value, attn_mask, dropout_p, is_causal, scale,
+                      enable_gqa)  # fmt: skip
+
+
+def _attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None,
+               dropout_p: float, is_causal: bool, scale: float | None, enable_gqa: bool) -> Tensor:  # fmt: skip
     e = query.shape[-1]
     s = 1.0 / math.sqrt(e) if scale is None else scale
     if enable_gqa and key.ndim >= 3 and key.shape[-3] != query.shape[-3]:
@@ -65,6 +75,7 @@ def scaled_dot_product_attention(
 
 
 # ------------------------------------------------------------------ multi-head attention
+@autocast_op("linear")
 def _linear(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
     out = x @ w.T
     return out + b if b is not None else out
@@ -267,9 +278,11 @@ def multi_head_attention_forward(
         attn_mask = kp if attn_mask is None else attn_mask + kp
     if not training:
         dropout_p = 0.0
-    scores = (q * math.sqrt(1.0 / head_dim)) @ k.transpose(-2, -1)  # [N*h, L, S]
-    if attn_mask is not None:
-        scores = scores + attn_mask
+    q_scaled = q * math.sqrt(1.0 / head_dim)
+    if attn_mask is not None:  # PyTorch's baddbmm: under autocast the mask is cast with q and k
+        scores = attn_mask.baddbmm(q_scaled, k.transpose(-2, -1))  # [N*h, L, S]
+    else:
+        scores = q_scaled @ k.transpose(-2, -1)
     weights = scores.softmax(-1)
     if dropout_p > 0.0:
         keep = (F.rand(weights.shape, dtype=weights.dtype) >= dropout_p).to(weights.dtype)

@@ -15,6 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from gt.errors import ShapeError
+from gt.grad_graph import label
+from gt.ops.autocast import autocast_op, pad_op
+from gt.ops.base import in_float32
 from gt.ops.layout import keep_channels_last
 from gt.ops.shaping import cat
 from gt.runtime.ops.conv import out_size
@@ -62,6 +65,7 @@ def _batched(input: Tensor, spatial: int, op: str) -> tuple[Tensor, bool]:
 
 
 # ------------------------------------------------------------------ padding
+@autocast_op(pad_op)
 def pad(
     input: Tensor, pad: Sequence[int], mode: str = "constant", value: float | None = None
 ) -> Tensor:
@@ -255,18 +259,29 @@ def _conv(input: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, paddi
     return out.squeeze(0) if squeeze else keep_channels_last(out, input, weight)
 
 
+def _conv_node(out: Tensor, input: Tensor, dims: int) -> Tensor:
+    """A batched convolution's result, named as PyTorch's node (an unbatched one ends in the
+    squeeze of its batch of one, as PyTorch's does)."""
+    return label(out, "ConvolutionBackward0") if input.ndim == dims + 2 else out
+
+
+@autocast_op("conv1d")
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:  # fmt: skip
     """1-d convolution of ``[N, C, L]`` with ``weight [O, C/groups, k]``."""
-    return _conv(input, weight, bias, stride, padding, dilation, groups, 1)
+    out = in_float32(_conv, input, weight, bias, stride, padding, dilation, groups, 1)
+    return _conv_node(out, input, 1)
 
 
+@autocast_op("conv2d")
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:  # fmt: skip
     """2-d convolution (cross-correlation) of ``[N, C, H, W]`` with ``weight [O, C/groups, kh, kw]``."""
-    return _conv(input, weight, bias, stride, padding, dilation, groups, 2)
+    out = in_float32(_conv, input, weight, bias, stride, padding, dilation, groups, 2)
+    return _conv_node(out, input, 2)
 
 
+@autocast_op("conv3d")
 def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:  # fmt: skip
     """3-d convolution of ``[N, C, D, H, W]`` with ``weight [O, C/groups, kd, kh, kw]``.
@@ -274,7 +289,8 @@ def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
     ``padding`` is sizes, ``"valid"`` or ``"same"`` (stride 1 only, as in PyTorch); unbatched
     ``[C, D, H, W]`` inputs are accepted.
     """
-    return _conv(input, weight, bias, stride, padding, dilation, groups, 3)
+    out = in_float32(_conv, input, weight, bias, stride, padding, dilation, groups, 3)
+    return _conv_node(out, input, 3)
 
 
 def _conv_transpose(input: Tensor, weight: Tensor, bias: Tensor | None, stride: Any,
@@ -328,29 +344,35 @@ def _conv_transpose(input: Tensor, weight: Tensor, bias: Tensor | None, stride: 
     return out.squeeze(0) if squeeze else keep_channels_last(out, input, weight)
 
 
+@autocast_op("conv_transpose1d")
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
                      padding: Any = 0, output_padding: Any = 0, groups: int = 1,
                      dilation: Any = 1) -> Tensor:  # fmt: skip
     """Transposed 1-d convolution of ``[N, C, L]`` with ``weight [C, O/groups, k]``."""
-    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
-                           dilation, 1)  # fmt: skip
+    out = in_float32(_conv_transpose, input, weight, bias, stride, padding, output_padding,
+                     groups, dilation, 1)  # fmt: skip
+    return _conv_node(out, input, 1)
 
 
+@autocast_op("conv_transpose2d")
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
                      padding: Any = 0, output_padding: Any = 0, groups: int = 1,
                      dilation: Any = 1) -> Tensor:  # fmt: skip
     """Transposed 2-d convolution of ``[N, C, H, W]`` with ``weight [C, O/groups, kh, kw]``."""
-    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
-                           dilation, 2)  # fmt: skip
+    out = in_float32(_conv_transpose, input, weight, bias, stride, padding, output_padding,
+                     groups, dilation, 2)  # fmt: skip
+    return _conv_node(out, input, 2)
 
 
+@autocast_op("conv_transpose3d")
 def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
                      padding: Any = 0, output_padding: Any = 0, groups: int = 1,
                      dilation: Any = 1) -> Tensor:  # fmt: skip
     """Transposed 3-d convolution of ``[N, C, D, H, W]`` with ``weight [C, O/groups, kd, kh, kw]``
     (the adjoint of :func:`conv3d`; ``output_padding`` adds planes/rows/columns on one side)."""
-    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
-                           dilation, 3)  # fmt: skip
+    out = in_float32(_conv_transpose, input, weight, bias, stride, padding, output_padding,
+                     groups, dilation, 3)  # fmt: skip
+    return _conv_node(out, input, 3)
 
 
 # ------------------------------------------------------------------ interpolation

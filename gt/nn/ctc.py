@@ -29,6 +29,7 @@ from gt.errors import ShapeError
 from gt.grad_mode import is_grad_enabled
 from gt.nn.module import Module
 from gt.ops.arith import where
+from gt.ops.autocast import autocast_op
 from gt.ops.shaping import cat, stack
 from gt.tensor import Tensor
 
@@ -134,6 +135,7 @@ class _PyTorchGradient(Function):
         return grad, grad.reshape(1, -1, 1) * scale, None, None
 
 
+@autocast_op("ctc_loss")
 def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_lengths: Any,
              blank: int = 0, reduction: str = "mean", zero_infinity: bool = False) -> Tensor:  # fmt: skip
     """The CTC loss: ``-log p(target | input)`` summed over every alignment.

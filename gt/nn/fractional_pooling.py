@@ -22,6 +22,7 @@ import numpy as np
 from gt.errors import ShapeError
 from gt.factories import rand
 from gt.nn.module import Module
+from gt.ops.autocast import autocast_op
 from gt.ops.shaping import cat
 from gt.tensor import Tensor
 
@@ -148,6 +149,7 @@ def fractional_max_pool3d_with_indices(input: Tensor, kernel_size: Any, output_s
     return _fractional(input, kernel_size, output_size, output_ratio, _random_samples, 3)
 
 
+@autocast_op("fractional_max_pool2d")
 def fractional_max_pool2d(input: Tensor, kernel_size: Any, output_size: Any = None,
                           output_ratio: Any = None, return_indices: bool = False,
                           _random_samples: Tensor | None = None) -> Any:  # fmt: skip
@@ -156,6 +158,7 @@ def fractional_max_pool2d(input: Tensor, kernel_size: Any, output_size: Any = No
     return out if return_indices else out[0]
 
 
+@autocast_op("fractional_max_pool3d")
 def fractional_max_pool3d(input: Tensor, kernel_size: Any, output_size: Any = None,
                           output_ratio: Any = None, return_indices: bool = False,
                           _random_samples: Tensor | None = None) -> Any:  # fmt: skip

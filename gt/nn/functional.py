@@ -21,6 +21,7 @@ from typing import Any
 from gt import shapes as S
 from gt.errors import ShapeError
 from gt.factories import arange, rand
+from gt.grad_graph import label
 from gt.nn.attention_fn import multi_head_attention_forward, scaled_dot_product_attention
 from gt.nn.convolution import (
     conv1d,
@@ -112,6 +113,7 @@ from gt.nn.pooling import (
 from gt.nn.resize import interpolate
 from gt.nn.unpooling import max_unpool1d, max_unpool2d, max_unpool3d
 from gt.ops.arith import where
+from gt.ops.autocast import autocast_op
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names (input, ...)
@@ -138,22 +140,23 @@ def hardtanh(
 ) -> Tensor:
     """``x`` clamped to ``[min_val, max_val]``; the gradient is 1 strictly inside, else 0."""
     inside = (input > min_val) & (input < max_val)
-    return where(inside, input, input.clamp(min_val, max_val).detach())
+    return label(where(inside, input, input.clamp(min_val, max_val).detach()), "HardtanhBackward0")
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     """``x`` for ``x > 0``, else ``negative_slope * x``."""
-    return where(input > 0, input, input * negative_slope)
+    return label(where(input > 0, input, input * negative_slope), "LeakyReluBackward0")
 
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``."""
-    return where(input > 0, input, input.clamp(max=0.0).expm1() * alpha)
+    return label(where(input > 0, input, input.clamp(max=0.0).expm1() * alpha), "EluBackward0")
 
 
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x`` for ``x > 0``, else ``alpha * (exp(x / alpha) - 1)``."""
-    return where(input > 0, input, (input.clamp(max=0.0) * (1.0 / alpha)).expm1() * alpha)
+    out = where(input > 0, input, (input.clamp(max=0.0) * (1.0 / alpha)).expm1() * alpha)
+    return label(out, "CeluBackward0")
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -162,35 +165,36 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
     """Scaled ELU with the self-normalizing constants."""
-    return elu(input, _SELU_ALPHA) * _SELU_SCALE
+    return label(elu(input, _SELU_ALPHA) * _SELU_SCALE, "EluBackward0")
 
 
+@autocast_op("prelu")
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """``x`` for ``x > 0``, else ``weight * x`` (one weight, or one per channel, dimension 1)."""
     w = weight
     if weight.numel() > 1 and input.ndim >= 2:
         w = weight.reshape((1, -1) + (1,) * (input.ndim - 2))
-    return where(input > 0, input, input * w)
+    return label(where(input > 0, input, input * w), "PreluKernelBackward0")
 
 
 def logsigmoid(input: Tensor) -> Tensor:
     """``log(sigmoid(x))``, without overflow."""
-    return -((-input).softplus())
+    return label(-((-input).softplus()), "LogSigmoidBackward0")
 
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * tanh(softplus(x))``."""
-    return input * input.softplus().tanh()
+    return label(input * input.softplus().tanh(), "MishBackward0")
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     """``relu6(x + 3) / 6``."""
-    return hardtanh(input + 3.0, 0.0, 6.0) * (1.0 / 6.0)
+    return label(hardtanh(input + 3.0, 0.0, 6.0) * (1.0 / 6.0), "HardsigmoidBackward0")
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * relu6(x + 3) / 6``."""
-    return input * hardsigmoid(input)
+    return label(input * hardsigmoid(input), "HardswishBackward0")
 
 
 def softsign(input: Tensor) -> Tensor:
@@ -211,7 +215,7 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
 def glu(input: Tensor, dim: int = -1) -> Tensor:
     """``a * sigmoid(b)`` for the two halves ``a``, ``b`` of ``dim``."""
     a, b = input.chunk(2, dim)
-    return a * b.sigmoid()
+    return label(a * b.sigmoid(), "GluBackward0")
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
@@ -234,31 +238,37 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
     return input.silu()
 
 
+@autocast_op("softplus")
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """``log(1 + exp(beta * x)) / beta`` (``x`` above ``threshold``); derivative ``sigmoid``."""
     return input.softplus(beta, threshold)
 
 
+@autocast_op("softmax")
 def softmax(input: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
     """Softmax over ``dim``."""
     return (input if dtype is None else input.to(dtype)).softmax(dim)
 
 
+@autocast_op("log_softmax")
 def log_softmax(input: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
     """Log-softmax over ``dim``."""
     return (input if dtype is None else input.to(dtype)).log_softmax(dim)
 
 
+@autocast_op("softmin")
 def softmin(input: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
     """Softmax of ``-x`` over ``dim``."""
     return (-(input if dtype is None else input.to(dtype))).softmax(dim)
 
 
+@autocast_op("normalize")
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """``x / max(||x||_p, eps)`` over ``dim``."""
     return input / input.norm(p, dim, keepdim=True).clamp(min=eps)
 
 
+@autocast_op("cosine_similarity")
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """Cosine of the angle between ``x1`` and ``x2`` along ``dim`` (norms clamped at ``eps``)."""
     n1 = x1.norm(2, dim, keepdim=True).clamp(min=eps)
@@ -270,10 +280,11 @@ def pairwise_distance(
     x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False
 ) -> Tensor:
     """``||x1 - x2 + eps||_p`` along the last dimension."""
-    return (x1 - x2 + eps).norm(p, -1, keepdim)
+    return label((x1 - x2 + eps).norm(p, -1, keepdim), "NormBackward1")
 
 
 # ------------------------------------------------------------------ layers
+@autocast_op("linear")
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias`` (``weight`` is ``[out_features, in_features]``)."""
     if input.shape[-1:] != weight.shape[-1:]:
@@ -334,6 +345,7 @@ def _dropout(input: Tensor, p: float, training: bool, mask_shape: tuple[int, ...
     return input * keep * (1.0 / (1.0 - p))
 
 
+@autocast_op("layer_norm")
 def layer_norm(
     input: Tensor,
     normalized_shape: Sequence[int],
@@ -345,7 +357,8 @@ def layer_norm(
     input in float32, rounded once at the end, as PyTorch's kernel)."""
     if input.dtype in ("float16", "bfloat16"):
         wide = [t.float() if t is not None else None for t in (weight, bias)]
-        return layer_norm(input.float(), normalized_shape, *wide, eps).to(input.dtype)
+        out = layer_norm(input.float(), normalized_shape, *wide, eps).to(input.dtype)
+        return label(out, "NativeLayerNormBackward0")
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     k = len(shape)
     if input.shape[input.ndim - k :] != shape or input.ndim < k:
@@ -361,7 +374,7 @@ def layer_norm(
         out = out * weight
     if bias is not None:
         out = out + bias
-    return out
+    return label(out, "NativeLayerNormBackward0")
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:

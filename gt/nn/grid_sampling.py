@@ -19,6 +19,7 @@ from typing import Any
 
 from gt.errors import ShapeError
 from gt.ops.arith import where
+from gt.ops.autocast import autocast_op
 from gt.ops.shaping import stack
 from gt.tensor import Tensor
 
@@ -133,6 +134,7 @@ def _padded(x: Tensor, size: int, padding_mode: str, align_corners: bool) -> Ten
     return x
 
 
+@autocast_op("grid_sample")
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
                 padding_mode: str = "zeros", align_corners: bool | None = None) -> Tensor:  # fmt: skip
     """Sample ``input`` (``(N, C, H, W)`` or ``(N, C, D, H, W)``) at ``grid`` (``(N, Ho, Wo, 2)``

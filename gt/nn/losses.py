@@ -12,7 +12,9 @@ from typing import Any
 from gt import shapes as S
 from gt.errors import ShapeError
 from gt.factories import arange
+from gt.grad_graph import label
 from gt.ops.arith import where
+from gt.ops.autocast import autocast_op
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names (input, ...)
@@ -39,13 +41,16 @@ def _same_shape(input: Tensor, target: Tensor, op: str) -> None:
 
 
 # ------------------------------------------------------------------ losses
+@autocast_op("mse_loss")
 def mse_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,
              reduction: str = "mean") -> Tensor:  # fmt: skip
     """Mean squared error (``target`` broadcasts against ``input``)."""
     d = input - target
-    return _reduce(d * d, _legacy_reduction(size_average, reduce, reduction), "mse_loss")
+    out = _reduce(d * d, _legacy_reduction(size_average, reduce, reduction), "mse_loss")
+    return label(out, "MseLossBackward0")
 
 
+@autocast_op("l1_loss")
 def l1_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,
             reduction: str = "mean") -> Tensor:  # fmt: skip
     """Mean absolute error."""
@@ -79,6 +84,7 @@ def _check_target(input: Tensor, target: Tensor, op: str) -> None:
         )
 
 
+@autocast_op("nll_loss")
 def nll_loss(
     input: Tensor,
     target: Tensor,
@@ -108,10 +114,11 @@ def nll_loss(
         w = w * weight[safe]
     loss = -(picked * w)
     if reduction == "mean":
-        return loss.sum() / w.sum()
-    return _reduce(loss.reshape(out_shape), reduction, "nll_loss")
+        return label(loss.sum() / w.sum(), "NllLossBackward0")
+    return label(_reduce(loss.reshape(out_shape), reduction, "nll_loss"), "NllLossBackward0")
 
 
+@autocast_op("cross_entropy")
 def cross_entropy(
     input: Tensor,
     target: Tensor,
@@ -164,6 +171,7 @@ def cross_entropy(
     return loss * (1.0 - label_smoothing) + smooth * (label_smoothing / x.shape[1])
 
 
+@autocast_op("binary_cross_entropy")
 def binary_cross_entropy(
     input: Tensor,
     target: Tensor,
@@ -181,9 +189,11 @@ def binary_cross_entropy(
     loss = input._apply("binary_cross_entropy", [input, target.to(input.dtype)])
     if weight is not None:
         loss = loss * weight
-    return _reduce(loss, _legacy_reduction(size_average, reduce, reduction), "binary_cross_entropy")
+    out = _reduce(loss, _legacy_reduction(size_average, reduce, reduction), "binary_cross_entropy")
+    return label(out, "BinaryCrossEntropyBackward0")
 
 
+@autocast_op("binary_cross_entropy_with_logits")
 def binary_cross_entropy_with_logits(
     input: Tensor,
     target: Tensor,
@@ -204,9 +214,11 @@ def binary_cross_entropy_with_logits(
     if weight is not None:
         loss = loss * weight
     red = _legacy_reduction(size_average, reduce, reduction)
-    return _reduce(loss, red, "binary_cross_entropy_with_logits")
+    out = _reduce(loss, red, "binary_cross_entropy_with_logits")
+    return label(out, "BinaryCrossEntropyWithLogitsBackward0")
 
 
+@autocast_op("smooth_l1_loss")
 def smooth_l1_loss(
     input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,
     reduction: str = "mean", beta: float = 1.0,
@@ -218,9 +230,11 @@ def smooth_l1_loss(
     else:
         a = d.abs()
         loss = where(a < beta, d * d * (0.5 / beta), a - 0.5 * beta)
-    return _reduce(loss, _legacy_reduction(size_average, reduce, reduction), "smooth_l1_loss")
+    out = _reduce(loss, _legacy_reduction(size_average, reduce, reduction), "smooth_l1_loss")
+    return label(out, "SmoothL1LossBackward0")
 
 
+@autocast_op("huber_loss")
 def huber_loss(
     input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0
 ) -> Tensor:
@@ -228,9 +242,10 @@ def huber_loss(
     d = input - target
     a = d.abs()
     loss = where(a < delta, d * d * 0.5, (a - 0.5 * delta) * delta)
-    return _reduce(loss, reduction, "huber_loss")
+    return label(_reduce(loss, reduction, "huber_loss"), "HuberLossBackward0")
 
 
+@autocast_op("kl_div")
 def kl_div(
     input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,
     reduction: str = "mean", log_target: bool = False,
@@ -249,6 +264,7 @@ def kl_div(
     return _reduce(loss, red, "kl_div")
 
 
+@autocast_op("margin_ranking_loss")
 def margin_ranking_loss(
     input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, reduction: str = "mean"
 ) -> Tensor:
@@ -257,6 +273,7 @@ def margin_ranking_loss(
     return _reduce(loss, reduction, "margin_ranking_loss")
 
 
+@autocast_op("cosine_embedding_loss")
 def cosine_embedding_loss(
     input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, reduction: str = "mean"
 ) -> Tensor:

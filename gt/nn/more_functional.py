@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from gt.factories import arange, rand
 from gt.ops.arith import where
+from gt.ops.autocast import autocast_op
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names (input, ...)
@@ -85,6 +86,7 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
 
 
 # ------------------------------------------------------------------ layers and activations
+@autocast_op("bilinear")
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``y[..., o] = input1 @ weight[o] @ input2 + bias[o]`` (``weight``: ``[out, in1, in2]``)."""
     out_f, in1, in2 = weight.shape

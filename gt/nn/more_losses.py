@@ -15,6 +15,7 @@ from typing import Any
 from gt.factories import arange
 from gt.nn.losses import _legacy_reduction, _reduce
 from gt.ops.arith import where
+from gt.ops.autocast import autocast_op
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names (input, ...)
@@ -25,6 +26,7 @@ def _pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6
     return (x1 - x2 + eps).norm(p, -1)
 
 
+@autocast_op("triplet_margin_loss")
 def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0,
                         p: float = 2.0, eps: float = 1e-6, swap: bool = False,
                         size_average: Any = None, reduce: Any = None,
@@ -74,15 +76,15 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: 
     if not isinstance(var, Tensor):
         if var < 0:
             raise ValueError("var has negative entry/entries")
-        var = input.new_full((), float(var))
+        var = input.new_full(input.shape, float(var))
     if var.shape != input.shape:
         if input.shape[:-1] == var.shape:  # one variance per sample: broadcast over the last dim
             var = var.unsqueeze(-1)
-        elif input.shape[:-1] == var.shape[:-1] and var.shape[-1] == 1:  # heteroscedastic
+        elif (
+            input.ndim == var.ndim and sum(v for i, v in zip(input.shape, var.shape) if i != v) == 1
+        ):  # homoscedastic along the one dimension where var has size 1
             pass
-        elif var.ndim == 0:
-            pass
-        else:
+        else:  # (a 0-d var tensor too, as in PyTorch: a plain float is the scalar spelling)
             raise ValueError("var is of incorrect size")
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(reduction + " is not valid")
@@ -96,6 +98,7 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: 
     return _reduce(loss, reduction, "gaussian_nll_loss")
 
 
+@autocast_op("poisson_nll_loss")
 def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False,
                      size_average: Any = None, eps: float = 1e-8, reduce: Any = None,
                      reduction: str = "mean") -> Tensor:  # fmt: skip
@@ -117,6 +120,7 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full
     return _reduce(loss, red, "poisson_nll_loss")
 
 
+@autocast_op("hinge_embedding_loss")
 def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,
                          size_average: Any = None, reduce: Any = None,
                          reduction: str = "mean") -> Tensor:  # fmt: skip
@@ -127,6 +131,7 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,
     return _reduce(margin_part + self_part, red, "hinge_embedding_loss")
 
 
+@autocast_op("soft_margin_loss")
 def soft_margin_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,
                      reduction: str = "mean") -> Tensor:  # fmt: skip
     """``log(1 + exp(-target * input))`` (targets are 1 or -1)."""
@@ -150,6 +155,7 @@ def _logsigmoid(x: Tensor) -> Tensor:
     return -((-x).softplus())
 
 
+@autocast_op("multi_margin_loss")
 def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0,
                       weight: Tensor | None = None, size_average: Any = None, reduce: Any = None,
                       reduction: str = "mean") -> Tensor:  # fmt: skip
@@ -181,6 +187,7 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     return _reduce(loss, red, "multi_margin_loss")
 
 
+@autocast_op("multilabel_margin_loss")
 def multilabel_margin_loss(input: Tensor, target: Tensor, size_average: Any = None,
                            reduce: Any = None, reduction: str = "mean") -> Tensor:  # fmt: skip
     """Multi-label hinge loss: ``sum_{j in y, k not in y} max(0, 1 - (x[j] - x[k])) / C``, where

@@ -14,6 +14,8 @@ import numpy as np
 
 from gt.autograd import no_grad
 from gt.errors import ShapeError
+from gt.grad_graph import label
+from gt.ops.autocast import autocast_op
 from gt.ops.layout import keep_channels_last
 from gt.tensor import Tensor
 
@@ -35,7 +37,12 @@ def batch_norm(
     eps: float = 1e-5,
 ) -> Tensor:
     """Normalize each channel (dimension 1) by batch statistics (training, or no running
-    statistics) or by the running ones; update the running ones in place when training."""
+    statistics) or by the running ones; update the running ones in place when training (a half
+    input in float32, rounded once at the end, as PyTorch's kernel)."""
+    if input.dtype in ("float16", "bfloat16"):
+        wide = [t.float() if t is not None else None for t in (weight, bias)]
+        out = batch_norm(input.float(), running_mean, running_var, *wide, training, momentum, eps)
+        return label(out.to(input.dtype), "NativeBatchNormBackward0")
     if input.ndim < 2:
         raise ShapeError(f"batch_norm: expected at least 2-d input, got shape {list(input.shape)}")
     dims = (0,) + tuple(range(2, input.ndim))
@@ -62,7 +69,7 @@ def batch_norm(
         out = out * weight.reshape(cs)
     if bias is not None:
         out = out + bias.reshape(cs)
-    return keep_channels_last(out, input)
+    return label(keep_channels_last(out, input), "NativeBatchNormBackward0")
 
 
 def instance_norm(
@@ -100,9 +107,10 @@ def instance_norm(
         out = out * weight.reshape(cs)
     if bias is not None:
         out = out + bias.reshape(cs)
-    return out
+    return label(out, "ViewBackward0")  # (PyTorch's: a batch norm of the reshaped input)
 
 
+@autocast_op("group_norm")
 def group_norm(
     input: Tensor,
     num_groups: int,
@@ -110,7 +118,12 @@ def group_norm(
     bias: Tensor | None = None,
     eps: float = 1e-5,
 ) -> Tensor:
-    """Normalize each group of ``C / num_groups`` channels of each sample."""
+    """Normalize each group of ``C / num_groups`` channels of each sample (a half input in
+    float32, rounded once at the end, as PyTorch's kernel)."""
+    if input.dtype in ("float16", "bfloat16"):
+        wide = [t.float() if t is not None else None for t in (weight, bias)]
+        out = group_norm(input.float(), num_groups, *wide, eps).to(input.dtype)
+        return label(out, "NativeGroupNormBackward0")
     n, c = input.shape[:2]
     if c % num_groups:
         raise ShapeError(f"group_norm: {c} channels cannot be split into {num_groups} groups")
@@ -123,7 +136,7 @@ def group_norm(
         out = out * weight.reshape(cs)
     if bias is not None:
         out = out + bias.reshape(cs)
-    return out
+    return label(out, "NativeGroupNormBackward0")
 
 
 def rms_norm(

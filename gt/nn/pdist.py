@@ -11,11 +11,13 @@ import numpy as np
 
 from gt import shapes as S
 from gt.ops.arith import where
+from gt.ops.autocast import autocast_op
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names (input, ...)
 
 
+@autocast_op("pdist")
 def pdist(input: Tensor, p: float = 2) -> Tensor:
     """The ``p``-norm distance between each pair of rows ``i < j`` of ``[N, M]``: ``N(N-1)/2``
     values, ``(0, 1), (0, 2), ..., (N-2, N-1)``.

@@ -18,6 +18,7 @@ import numpy as np
 
 from gt.errors import ShapeError
 from gt.nn.convolution import _batched, _geometry, _pair, pad
+from gt.ops.autocast import autocast_op
 from gt.runtime.ops.conv import out_size
 from gt.tensor import Tensor
 
@@ -144,6 +145,7 @@ def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2)
 
 
+@autocast_op("max_pool3d")
 def max_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
                dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Tensor:  # fmt: skip
     """Largest value of each window of ``[N, C, D, H, W]`` (``stride`` defaults to the kernel;
@@ -165,6 +167,7 @@ def max_pool2d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None,
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, True, 2)
 
 
+@autocast_op("max_pool3d")
 def max_pool3d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
                             dilation: Any = 1, ceil_mode: bool = False,
                             return_indices: bool = True) -> tuple[Tensor, Tensor]:  # fmt: skip
@@ -186,6 +189,7 @@ def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
                      divisor_override, 2)  # fmt: skip
 
 
+@autocast_op("avg_pool3d")
 def avg_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
                ceil_mode: bool = False, count_include_pad: bool = True,
                divisor_override: int | None = None) -> Tensor:  # fmt: skip
@@ -283,6 +287,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
     return _adaptive_pool(input, output_size, "mean", 2)
 
 
+@autocast_op("adaptive_avg_pool3d")
 def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
     """Average pooling of ``[N, C, D, H, W]`` to ``output_size`` (an int, or three sizes where
     ``None`` keeps the input's); windows as PyTorch chooses them."""
@@ -300,6 +305,7 @@ def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = 
     return _adaptive_pool(input, output_size, "max", 2, return_indices)
 
 
+@autocast_op("adaptive_max_pool3d")
 def adaptive_max_pool3d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
     """Max pooling of ``[N, C, D, H, W]`` to ``output_size`` (as :func:`adaptive_avg_pool3d`)."""
     return _adaptive_pool(input, output_size, "max", 3, return_indices)

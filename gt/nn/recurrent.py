@@ -21,6 +21,8 @@ from gt.autograd import no_grad
 from gt.nn import functional as fn
 from gt.nn.module import Module, Parameter
 from gt.nn.utils.rnn import PackedSequence
+from gt.ops.autocast import lowered as autocast_lowered
+from gt.ops.autocast import suspended as autocast_suspended
 from gt.ops.shaping import cat, stack
 from gt.tensor import Tensor
 
@@ -220,12 +222,18 @@ class RNNBase(Module):
         b_ih = getattr(self, f"bias_ih{sfx}") if self.bias else None
         b_hh = getattr(self, f"bias_hh{sfx}") if self.bias else None
         w_hr = getattr(self, f"weight_hr{sfx}") if self.proj_size else None
-        return (
+        weights = (
             getattr(self, f"weight_ih{sfx}"),
-            (getattr(self, f"weight_hh{sfx}"), w_hr),
+            getattr(self, f"weight_hh{sfx}"),
+            w_hr,
             b_ih,
             b_hh,
         )
+        rounded = self.__dict__.get("_rounded")  # (an LSTM under autocast: see LSTM.forward)
+        if rounded is not None:
+            weights = tuple(rounded(w) for w in weights)
+        w_ih, w_hh, w_hr, b_ih, b_hh = weights
+        return w_ih, (w_hh, w_hr), b_ih, b_hh
 
     def _run(
         self, x: Tensor, states: list[Tensor], sizes: list[int] | None = None
@@ -353,8 +361,29 @@ class LSTM(RNNBase):
             hx = (None, None)
         elif not isinstance(hx, (tuple, list)) or len(hx) != 2:
             raise TypeError("LSTM: hx must be a tuple (h_0, c_0)")
+        low = autocast_lowered("lstm")
+        if low is not None and input.dtype in ("float32", "float16", "bfloat16"):
+            return self._forward_lowered(low, input, list(hx))
         out, (h, c) = self._forward(input, list(hx), ["hidden[0]", "hidden[1]"])
         return out, (h, c)
+
+    def _forward_lowered(self, low: str, input: Tensor, hx: list) -> tuple:
+        """Under CPU autocast PyTorch runs an LSTM on its inputs and weights rounded to ``low``
+        and returns ``low`` tensors; here the recurrence runs in float32 on the rounded values
+        and its results are rounded once (PyTorch's oneDNN kernel also rounds between layers:
+        values can differ by a few ulps of ``low``)."""
+
+        def rounded(t: Any) -> Any:
+            return t.to(low).float() if isinstance(t, Tensor) else t
+
+        self._rounded = rounded
+        try:
+            with autocast_suspended():
+                hx = [rounded(h) for h in hx]
+                out, (h, c) = self._forward(rounded(input), hx, ["hidden[0]", "hidden[1]"])
+        finally:
+            del self._rounded
+        return out.to(low), (h.to(low), c.to(low))
 
 
 class GRU(RNNBase):

@@ -13,6 +13,7 @@ from typing import Any
 from gt.errors import ShapeError
 from gt.nn.convolution import _pair
 from gt.nn.module import Module
+from gt.ops.autocast import autocast_op
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names (input, ...)
@@ -64,12 +65,14 @@ def max_unpool1d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any =
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1)
 
 
+@autocast_op("max_unpool2d")
 def max_unpool2d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None,
                  padding: Any = 0, output_size: Any = None) -> Tensor:  # fmt: skip
     """Undo 2-d max pooling: values back at their indices in ``[N, C, H_out, W_out]`` zeros."""
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 2)
 
 
+@autocast_op("max_unpool3d")
 def max_unpool3d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None,
                  padding: Any = 0, output_size: Any = None) -> Tensor:  # fmt: skip
     """Undo 3-d max pooling: values back at their indices in ``[N, C, D, H, W]`` zeros."""

@@ -17,6 +17,7 @@ import numpy as np
 
 from gt import shapes as S
 from gt.errors import DtypeError, ShapeError
+from gt.grad_graph import label
 from gt.ops import bitwise
 from gt.ops.base import TensorBase
 from gt.runtime import ops as O
@@ -225,11 +226,11 @@ class ArithmeticOps:
 
     def square(self) -> Tensor:
         """``self * self``."""
-        return self * self
+        return label(self * self, "PowBackward0")
 
     def reciprocal(self) -> Tensor:
         """``1 / self``."""
-        return 1.0 / self
+        return label(1.0 / self, "ReciprocalBackward0")
 
     def eq(self, o: Any) -> Tensor:
         """Elementwise ``==``."""
@@ -304,7 +305,7 @@ class ArithmeticOps:
 
     def rsqrt(self) -> Tensor:
         """Elementwise ``1 / sqrt(self)``."""
-        return 1.0 / self.sqrt()
+        return label(1.0 / self.sqrt(), "RsqrtBackward0")
 
     def sin(self) -> Tensor:
         """Elementwise sine."""
@@ -335,19 +336,20 @@ class ArithmeticOps:
         """Gaussian error linear unit: ``x * Phi(x)`` (``approximate="tanh"``: PyTorch's tanh form);
         half tensors in float32, rounded once, as PyTorch's kernel."""
         if self.dtype in ("float16", "bfloat16"):
-            return self.float().gelu(approximate).to(self.dtype)
+            return label(self.float().gelu(approximate).to(self.dtype), "GeluBackward0")
         if approximate == "none":
-            return self * 0.5 * (1.0 + (self * _SQRT1_2).erf())
+            return label(self * 0.5 * (1.0 + (self * _SQRT1_2).erf()), "GeluBackward0")
         if approximate == "tanh":
             k = math.sqrt(2.0 / math.pi)
-            return self * 0.5 * (1.0 + (k * (self + 0.044715 * self * self * self)).tanh())
+            out = self * 0.5 * (1.0 + (k * (self + 0.044715 * self * self * self)).tanh())
+            return label(out, "GeluBackward0")
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', not {approximate!r}")
 
     def silu(self) -> Tensor:
         """``x * sigmoid(x)`` (half tensors in float32, rounded once)."""
         if self.dtype in ("float16", "bfloat16"):
-            return self.float().silu().to(self.dtype)
-        return self * self.sigmoid()
+            return label(self.float().silu().to(self.dtype), "SiluBackward0")
+        return label(self * self.sigmoid(), "SiluBackward0")
 
     def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
         """``log(1 + exp(beta * x)) / beta`` (``x`` itself where ``beta * x > threshold``), without
@@ -373,7 +375,7 @@ class ArithmeticOps:
                 out = out.maximum(min)
             if max is not None:
                 out = out.minimum(max)
-            return out
+            return out if out is self else label(out, "ClampBackward0")
         dtype = self.dtype
         for b in (min, max):
             if b is not None:
@@ -389,11 +391,11 @@ class ArithmeticOps:
 
     def clamp_min(self, min: Any) -> Tensor:  # noqa: A002
         """``clamp(min=min)``."""
-        return self.clamp(min=min)
+        return label(self.clamp(min=min), "ClampMinBackward0")
 
     def clamp_max(self, max: Any) -> Tensor:  # noqa: A002
         """``clamp(max=max)``."""
-        return self.clamp(max=max)
+        return label(self.clamp(max=max), "ClampMaxBackward0")
 
     def maximum(self, other: Any) -> Tensor:
         """Elementwise maximum (ties split the gradient evenly)."""
@@ -410,7 +412,7 @@ class ArithmeticOps:
             raise ShapeError(
                 f"masked_fill: mask of shape {list(mask.shape)} does not broadcast to {list(self.shape)}"
             )
-        return out.to(self.dtype)
+        return label(out.to(self.dtype), "MaskedFillBackward0")
 
     def tril(self, diagonal: int = 0) -> Tensor:
         """Zero the elements above the ``diagonal``-th diagonal of the last two dimensions."""
@@ -428,7 +430,8 @@ class ArithmeticOps:
         rows, cols = self.shape[-2:]
         diff = self._arange(cols).reshape(1, cols) - self._arange(rows).reshape(rows, 1)
         keep = diff <= k if lower else diff >= k
-        return where(keep, self, 0 if self.dtype not in S.FLOAT_DTYPES else 0.0).to(self.dtype)
+        out = where(keep, self, 0 if self.dtype not in S.FLOAT_DTYPES else 0.0).to(self.dtype)
+        return label(out, "TrilBackward0" if lower else "TriuBackward0")
 
     def where(self, condition: Tensor, other: Any) -> Tensor:
         """``self`` where ``condition`` holds, else ``other``."""

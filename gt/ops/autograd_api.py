@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from gt import backprop
 from gt import shapes as S
+from gt.grad_graph import named
 from gt.ops import views
 
 if TYPE_CHECKING:
@@ -49,8 +50,10 @@ class AutogradOps:
 
     @property
     def grad_fn(self) -> Any:
-        """The backward node that made this tensor, or ``None`` for leaves."""
-        return self._node
+        """The backward node that made this tensor, or ``None`` for leaves (its class named as
+        PyTorch's, e.g. ``MulBackward0``)."""
+        node = self._node
+        return None if node is None else named(node)
 
     def backward(
         self,

@@ -25,3 +25,26 @@ def is_tensor(x: Any) -> bool:
 def immediate(v: Any) -> Any:
     """A Python number as an instruction argument (a bare int would be a tensor id: ``[v]``)."""
     return [v] if type(v) is int else v
+
+
+_HALF = ("float16", "bfloat16")
+_WIDE = ("float32", "float64", "complex64", "complex128")
+
+
+def in_float32(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` computed in float32 and rounded once, when its floating-point tensor
+    arguments are all of one half dtype (float16 or bfloat16): PyTorch's CPU kernels for products,
+    convolutions and attention accumulate in float32 and round their result once, where GT's
+    composite of several ops would round after each. Otherwise just ``fn(*args)``."""
+    half = None
+    for a in args:
+        if isinstance(a, TensorBase):
+            dt = a.dtype
+            if dt in _WIDE or (half is not None and dt in _HALF and dt != half):
+                return fn(*args)
+            if dt in _HALF:
+                half = dt
+    if half is None:
+        return fn(*args)
+    wide = (a.float() if isinstance(a, TensorBase) and a.dtype == half else a for a in args)
+    return fn(*wide).to(half)

@@ -24,9 +24,10 @@ import numpy as np
 
 from gt import shapes as S
 from gt.errors import ShapeError
+from gt.grad_graph import label
 from gt.ops import storage as storage_of
 from gt.ops.arith import where
-from gt.ops.base import TensorBase
+from gt.ops.base import TensorBase, in_float32
 from gt.ops.compat_inplace import CompatInplaceOps
 from gt.ops.functions import method_function
 from gt.ops.ordering import evenly_distributed
@@ -251,7 +252,7 @@ class CompatOps(CompatInplaceOps):
             )
         count = (n - size) // step + 1
         idx = (self._arange(count) * step).reshape(count, 1) + self._arange(size).reshape(1, size)
-        out = self[(slice(None),) * d + (idx,)].movedim(d + 1, -1)
+        out = label(self[(slice(None),) * d + (idx,)].movedim(d + 1, -1), "UnfoldBackward0")
         out._st = ("unfold", self._st, self.shape, d, step)  # PyTorch's view strides
         return out
 
@@ -381,11 +382,19 @@ class CompatOps(CompatInplaceOps):
 
     def addbmm(self, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
         """``beta * self + alpha * sum_b(batch1[b] @ batch2[b])``."""
-        return _scaled_sum(self, batch1.bmm(batch2).sum(0), beta, alpha, "addbmm")
+        if batch1.dtype not in ("float16", "bfloat16") or batch1.ndim != 3 or not len(batch1):
+            return _scaled_sum(self, batch1.bmm(batch2).sum(0), beta, alpha, "addbmm")
+        # PyTorch's CPU kernel adds one product at a time into the result (each rounded once)
+        out = self
+        for i in range(len(batch1)):
+            out = in_float32(lambda x, b1, b2, b: _scaled_sum(x, b1 @ b2, b, alpha, "addbmm"),
+                             out, batch1[i], batch2[i], beta if i == 0 else 1)  # fmt: skip
+        return out
 
     def baddbmm(self, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
         """``beta * self + alpha * (batch1 @ batch2)``, batch by batch."""
-        return _scaled_sum(self, batch1.bmm(batch2), beta, alpha, "baddbmm")
+        return in_float32(lambda x, b1, b2: _scaled_sum(x, b1.bmm(b2), beta, alpha, "baddbmm"),
+                          self, batch1, batch2)  # fmt: skip
 
     def mv(self, vec: Tensor) -> Tensor:
         """Matrix times vector."""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from gt import shapes as S
 from gt._dtype import dtype as _as_dtype
 from gt.errors import ShapeError
+from gt.grad_graph import label
 from gt.ops.arith import where
 from gt.ops.base import TensorBase
 from gt.ops.functions import method_function
@@ -146,7 +147,8 @@ class ComposedOps:
         """The sum with NaNs taken as 0."""
         x = self if self.dtype not in S.FLOAT_DTYPES else where(self != self, 0.0, self)
         x = x if dtype is None else x.to(dtype)
-        return x.sum() if dim is None and not keepdim else x.sum(dim, keepdim=keepdim)
+        out = x.sum() if dim is None and not keepdim else x.sum(dim, keepdim=keepdim)
+        return label(out, "NansumBackward0")
 
     def nanmean(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
         """The mean of the values that are not NaN (NaN where all are)."""

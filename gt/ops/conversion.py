@@ -14,6 +14,7 @@ import numpy as np
 from gt import shapes as S
 from gt._dtype import dtype_of_type_name, type_name
 from gt.ops.base import TensorBase
+from gt.grad_graph import label
 from gt.ops.device import device as Device
 from gt.ops.layout import formatted
 
@@ -158,7 +159,8 @@ class ConversionOps:
         """The tensor itself when PyTorch's would be contiguous (in ``memory_format``), else a
         handle on the same value that reports so (see :mod:`gt.ops.layout`; the worker's own
         layout is its business)."""
-        return formatted(self, "contiguous_format" if memory_format is None else memory_format)
+        out = formatted(self, "contiguous_format" if memory_format is None else memory_format)
+        return out if out is self else label(out, "CloneBackward0")
 
     def pin_memory(self) -> Tensor:
         """The tensor itself."""

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gt import shapes as S
+from gt.ops.autocast import autocast_op
 from gt.ops.base import is_tensor
 from gt.ops.einsum import einsum
 from gt.ops.functions import method_function
@@ -227,6 +228,7 @@ def meshgrid(*tensors: Any, indexing: str = "ij") -> tuple:
     return tuple(out)
 
 
+@autocast_op("cdist")
 def cdist(x1: Any, x2: Any, p: float = 2.0,
           compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Any:  # fmt: skip
     """Pairwise ``p``-norm distances between the rows of ``x1`` and ``x2``, from the differences

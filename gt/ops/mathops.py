@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from gt import shapes as S
 from gt.errors import ShapeError
+from gt.grad_graph import label
 from gt.ops import layout, views
 from gt.ops.arith import where
-from gt.ops.base import TensorBase
+from gt.ops.base import TensorBase, in_float32
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -140,23 +141,22 @@ class MathOps:
     # ------------------------------------------------------------------ interpolation
     def lerp(self, end: Any, weight: Any) -> Tensor:
         """``self + weight * (end - self)``."""
-        return self + (end - self) * weight
+        out = self + (end - self) * weight
+        return label(out, "LerpBackward0" if _is_number(weight) else "LerpBackward1")
 
     def addcmul(self, tensor1: Tensor, tensor2: Tensor, value: float = 1) -> Tensor:
         """``self + value * tensor1 * tensor2``."""
         prod = tensor1 * tensor2
-        return self + (prod if value == 1 else prod * value)
+        return label(self + (prod if value == 1 else prod * value), "AddcmulBackward0")
 
     def addcdiv(self, tensor1: Tensor, tensor2: Tensor, value: float = 1) -> Tensor:
         """``self + value * tensor1 / tensor2``."""
         q = tensor1 / tensor2
-        return self + (q if value == 1 else q * value)
+        return label(self + (q if value == 1 else q * value), "AddcdivBackward0")
 
     def addmm(self, mat1: Tensor, mat2: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
-        """``beta * self + alpha * (mat1 @ mat2)``."""
-        prod = mat1 @ mat2
-        prod = prod if alpha == 1 else prod * alpha
-        return (self if beta == 1 else self * beta) + prod
+        """``beta * self + alpha * (mat1 @ mat2)`` (half precision: in float32, rounded once)."""
+        return in_float32(_addmm, self, mat1, mat2, beta, alpha)
 
     # ------------------------------------------------------------------ small products
     def outer(self, other: Tensor) -> Tensor:
@@ -175,7 +175,7 @@ class MathOps:
             raise ShapeError(
                 f"dot: 1D tensors expected, but got {self.ndim}D and {other.ndim}D tensors"
             )
-        return (self * other).sum()
+        return label((self * other).sum(), "DotBackward0")
 
     def diag(self, diagonal: int = 0) -> Tensor:
         """A vector's diagonal matrix, or a matrix's ``diagonal``-th diagonal."""
@@ -196,6 +196,8 @@ class MathOps:
         d1 = S.normalize_axis(dim1, self.ndim, "diagonal")
         d2 = S.normalize_axis(dim2, self.ndim, "diagonal")
         out = self._diagonal(offset, d1, d2)
+        if out is not self:
+            label(out, "DiagonalBackward0")
         if out.numel():
             views.link(self, out, "diag", (offset, d1, d2))
             layout.viewed(self, out, "diag", (offset, d1, d2))
@@ -222,8 +224,18 @@ class MathOps:
         return self._diagonal(0, 0, 1).sum()
 
 
+def _is_number(x: Any) -> bool:
+    return not isinstance(x, TensorBase)
+
+
 def where_or_nonzero(condition: Tensor, input: Any = None, other: Any = None) -> Any:  # noqa: A002
     """``gt.where(cond, a, b)``; ``gt.where(cond)`` alone is ``cond.nonzero(as_tuple=True)``."""
     if input is None and other is None:
         return condition.nonzero(as_tuple=True)
     return where(condition, input, other)
+
+
+def _addmm(x: Tensor, mat1: Tensor, mat2: Tensor, beta: Any, alpha: Any) -> Tensor:
+    prod = mat1 @ mat2
+    prod = prod if alpha == 1 else prod * alpha
+    return (x if beta == 1 else x * beta) + prod

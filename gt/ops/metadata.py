@@ -112,9 +112,14 @@ class MetadataOps:
         return a.astype(dtype) if dtype is not None else a
 
     def __format__(self, spec: str) -> str:
-        if spec and self.numel() == 1:
-            return format(self.item(), spec)
-        return format(str(self), spec)
+        # PyTorch's rule: a 0-dim plain tensor formats as its Python number (f"loss {loss}" reads
+        # "loss 0.25", with or without a spec); anything else (a Parameter, a user's subclass, a
+        # 1-element vector) formats as its repr, and a spec for it is a TypeError (object's).
+        # GT's own Tensor, ``.data`` view and Buffer are PyTorch's plain tensors.
+        cls = type(self)
+        if self.dim() == 0 and cls.__name__ != "Parameter" and cls.__module__.startswith("gt."):
+            return format(self.detach().item(), spec)
+        return object.__format__(self, spec)
 
     def __repr__(self) -> str:
         return tensor_repr(self)

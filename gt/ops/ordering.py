@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from gt import shapes as S
 from gt.custom_function import Function
 from gt.errors import ShapeError
+from gt.grad_graph import label
 from gt.grad_mode import is_grad_enabled
 from gt.ops.arith import where
 from gt.ops.quantile import quantile
@@ -93,7 +94,7 @@ class OrderingOps:
         idx = self.argsort(dim, descending)
         if self.ndim == 0:
             return SortResult(self, idx)
-        return SortResult(self.gather(dim, idx), idx)
+        return SortResult(label(self.gather(dim, idx), "SortBackward0"), idx)
 
     def msort(self) -> Tensor:
         """Values sorted along the first dimension."""
@@ -112,7 +113,7 @@ class OrderingOps:
                 f"topk: selected index k ({k}) out of range for dimension {ax} of size {n}"
             )
         idx = self.argsort(ax, descending=largest).narrow(ax, 0, k)
-        return SortResult(self.gather(ax, idx), idx)
+        return SortResult(label(self.gather(ax, idx), "TopkBackward0"), idx)
 
     def kthvalue(self, k: int, dim: int = -1, keepdim: bool = False) -> SortResult:
         """The ``k``-th smallest value along ``dim`` (1-based) and its index."""
@@ -129,7 +130,10 @@ class OrderingOps:
                 return flat.sum() * float("nan")
             return evenly_distributed(self, flat._median_pick(0, False).values)
         ax = S.normalize_axis(dim, max(self.ndim, 1), "median")
-        return self._median_pick(ax, keepdim)
+        out = self._median_pick(ax, keepdim)
+        if out.values is not self:
+            label(out.values, "MedianBackward1")
+        return out
 
     def _median_pick(self, ax: int, keepdim: bool) -> SortResult:
         if self.ndim == 0 or self.shape[ax] == 0 or self.dtype not in S.INEXACT_DTYPES:
@@ -222,7 +226,8 @@ class OrderingOps:
         if dims is None:
             if not isinstance(shifts, int):
                 (shifts,) = shifts
-            return self.reshape(-1).roll(shifts, 0).reshape(self.shape)
+            out = self.reshape(-1).roll(shifts, 0).reshape(self.shape)
+            return out if out is self else label(out, "RollBackward0")
         shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
         dims = (dims,) if isinstance(dims, int) else tuple(dims)
         if len(shifts) != len(dims):
@@ -234,4 +239,4 @@ class OrderingOps:
             s = s % n if n else 0
             if s:
                 out = cat([out.narrow(ax, n - s, s), out.narrow(ax, 0, n - s)], ax)
-        return out
+        return out if out is self else label(out, "RollBackward0")

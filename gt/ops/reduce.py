@@ -15,6 +15,7 @@ import numpy as np
 from gt import shapes as S
 from gt.autograd import is_grad_enabled
 from gt.errors import DtypeError, ShapeError
+from gt.grad_graph import label
 from gt.ops.arith import where
 from gt.ops.base import TensorBase
 from gt.ops.ordering import evenly_distributed
@@ -36,6 +37,13 @@ def _pick(axis: Any, dim: Any) -> Any:
 
 def _keep(keepdims: bool, keepdim: bool | None) -> bool:
     return bool(keepdim) if keepdim is not None else bool(keepdims)
+
+
+#: PyTorch's node of ``a @ b`` with a vector operand, by the operands' ranks (a view of the
+#: folded product otherwise: ``UnsafeViewBackward0``).
+_MATMUL_NODE = {(1, 1): "DotBackward0", (1, 2): "SqueezeBackward4", (2, 1): "MvBackward0"}
+#: PyTorch's node of ``x.norm()`` (and ``linalg.vector_norm``).
+_NORM_NODE = "LinalgVectorNormBackward0"
 
 
 class ReductionOps:
@@ -63,7 +71,12 @@ class ReductionOps:
         b = other.reshape(other.shape[0], 1) if other.ndim == 1 else other
         full = S.matmul(a.shape, b.shape)
         out = a._apply("matmul", [a, b], None, shape=full)
-        return out.reshape(shape) if full != shape else out
+        if full == shape:
+            return out
+        # PyTorch's dot, mv, or a view of what it folds into one mm (the 2-d by 2-d node's name
+        # comes from the primitive's)
+        rank = (self.ndim, other.ndim)
+        return label(out.reshape(shape), _MATMUL_NODE.get(rank, "UnsafeViewBackward0"))
 
     def __rmatmul__(self, other: Any) -> Tensor:
         if isinstance(other, np.ndarray):
@@ -88,7 +101,7 @@ class ReductionOps:
             raise ShapeError(
                 f"bmm: both arguments must be 3-d, got shapes {list(self.shape)} and {list(other.shape)}"
             )
-        return self @ other
+        return label(self @ other, "BmmBackward0")
 
     # ------------------------------------------------------------------ reductions
     def _reduce(
@@ -143,10 +156,11 @@ class ReductionOps:
             )
         axes = S.normalize_axes(_pick(axis, dim), x.ndim, "mean")
         n = x.numel() if axes is None else S.prod(x.shape[a] for a in axes)
+        name = "MeanBackward0" if axes is None else "MeanBackward1"
         if x.dtype in ("float16", "bfloat16"):  # summed and divided in float32, rounded once
             wide = x.to(S.DEFAULT_FLOAT).sum(axes, _keep(keepdims, keepdim))
-            return (wide * (1.0 / n if n else float("nan"))).to(x.dtype)
-        return x.sum(axes, _keep(keepdims, keepdim)) * (1.0 / n if n else float("nan"))
+            return label((wide * (1.0 / n if n else float("nan"))).to(x.dtype), name)
+        return label(x.sum(axes, _keep(keepdims, keepdim)) * (1.0 / n if n else float("nan")), name)
 
     def _check_empty_extreme(self, name: str, axes: tuple[int, ...] | None) -> None:
         """As PyTorch: max/min/argmax of an empty tensor raise when reducing everything
@@ -193,12 +207,15 @@ class ReductionOps:
                 values = self._reduce(name, axes, True)
             if not keep and self.ndim:
                 values, arg = values.squeeze(axes[0]), arg.squeeze(axes[0])
+            if values is not self:
+                label(values, "MaxBackward0" if name == "max" else "MinBackward0")
             return ValuesIndices(values, arg)
         if whole and axes is None and not keep and self._rg and is_grad_enabled():
             # max() / min() of every element: PyTorch splits the gradient evenly among the ties,
             # and among the NaNs when the result is NaN (amax() gives NaN gradients there)
-            return evenly_distributed(self, self._reduce(name, None, False, grad=False), name)
-        return self._reduce(name, axes, keep)
+            out = evenly_distributed(self, self._reduce(name, None, False, grad=False), name)
+            return label(out, "MaxBackward1" if name == "max" else "MinBackward1")
+        return self._reduce(name, axes, keep)  # (named amax / amin by the primitive's name)
 
     def max(
         self,
@@ -290,7 +307,7 @@ class ReductionOps:
         if self.dtype in _HALF:  # computed in float32 and rounded once, as PyTorch's kernel
             wide = self.float().var(dim, keepdim=keepdim, correction=correction, axis=axis,
                                     keepdims=keepdims)  # fmt: skip
-            return wide.to(self.dtype)
+            return label(wide.to(self.dtype), "VarBackward0")
         x = self
         axes = S.normalize_axes(_pick(axis, dim), x.ndim, "var")
         keep = _keep(keepdims, keepdim)
@@ -298,7 +315,8 @@ class ReductionOps:
         d = x - x.mean(axes, keepdims=True)
         denom = n - correction
         sq = (d * d.conj()).real if d.dtype in S.COMPLEX_DTYPES else d * d
-        return sq.sum(axes, keep) * (1.0 / denom if denom > 0 else float("nan"))
+        out = sq.sum(axes, keep) * (1.0 / denom if denom > 0 else float("nan"))
+        return label(out, "VarBackward0")
 
     def _sqrt_zero_grad(self) -> Tensor:
         """``sqrt`` whose gradient is 0 (not NaN) where the value is 0, as PyTorch's ``norm`` and
@@ -322,10 +340,9 @@ class ReductionOps:
         if self.dtype in _HALF:  # (in float32, rounded once)
             wide = self.float().std(dim, unbiased, keepdim, correction=correction, axis=axis,
                                     keepdims=keepdims)  # fmt: skip
-            return wide.to(self.dtype)
-        return self.var(
-            dim, unbiased, keepdim, correction=correction, axis=axis, keepdims=keepdims
-        )._sqrt_zero_grad()
+            return label(wide.to(self.dtype), "StdBackward0")
+        out = self.var(dim, unbiased, keepdim, correction=correction, axis=axis, keepdims=keepdims)
+        return label(out._sqrt_zero_grad(), "StdBackward0")
 
     def norm(self, p: Any = 2, dim: Any = None, keepdim: bool = False) -> Tensor:
         """The ``p``-norm (2 by default) over ``dim`` (all elements when None; of the moduli of
@@ -333,20 +350,20 @@ class ReductionOps:
         x = self.abs() if self.dtype in S.COMPLEX_DTYPES else self
         x = x if x.dtype in S.FLOAT_DTYPES else x.to(S.DEFAULT_FLOAT)
         if p is None or p == 2 or p == "fro":
-            return (x * x).sum(dim, keepdim)._sqrt_zero_grad()
+            return label((x * x).sum(dim, keepdim)._sqrt_zero_grad(), _NORM_NODE)
         if p == 1:
-            return x.abs().sum(dim, keepdim)
+            return label(x.abs().sum(dim, keepdim), _NORM_NODE)
         if p == float("inf"):
-            return x.abs().amax(dim, keepdim)
+            return label(x.abs().amax(dim, keepdim), _NORM_NODE)
         if p == float("-inf"):
-            return x.abs().amin(dim, keepdim)
+            return label(x.abs().amin(dim, keepdim), _NORM_NODE)
         if p == 0:
             return (x != 0).to(x.dtype).sum(dim, keepdim)
         s = (x.abs() ** p).sum(dim, keepdim)
         if not (s._rg and is_grad_enabled()):
             return s ** (1.0 / p)
         pos = s > 0  # a zero norm has a zero gradient, as in PyTorch
-        return (where(pos, s, 1.0) ** (1.0 / p)) * pos.to(s.dtype)
+        return label((where(pos, s, 1.0) ** (1.0 / p)) * pos.to(s.dtype), _NORM_NODE)
 
     def any(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """Whether any element (over ``dim``) is nonzero."""
@@ -361,8 +378,8 @@ class ReductionOps:
         """``exp(x) / sum(exp(x))`` over ``dim``, computed without overflow (half tensors in
         float32, rounded once, as PyTorch's kernel)."""
         if self.dtype in _HALF:
-            return self.float().log_softmax(dim).exp().to(self.dtype)
-        return self.log_softmax(dim).exp()
+            return label(self.float().log_softmax(dim).exp().to(self.dtype), "SoftmaxBackward0")
+        return label(self.log_softmax(dim).exp(), "SoftmaxBackward0")
 
     def log_softmax(self, dim: int = -1) -> Tensor:
         """``log(softmax(x))`` over ``dim``: one primitive, stable (the max is subtracted first)."""
@@ -383,4 +400,5 @@ class ReductionOps:
             # rows of -inf give -inf (and +inf gives inf), not NaN
             m = m.masked_fill(m.isinf(), 0.0)
         out = (x - m).exp().sum(axes, keepdims=True).log() + m
-        return out if keepdim else out.reshape(S.reduce(x.shape, axes, False))
+        out = out if keepdim else out.reshape(S.reduce(x.shape, axes, False))
+        return label(out, "LogsumexpBackward0")

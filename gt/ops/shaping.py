@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from gt import shapes as S
 from gt.errors import ShapeError
+from gt.grad_graph import label
 from gt.indexing import encode_key
 from gt.ops import layout, views
 
@@ -53,7 +54,8 @@ class ShapeOps:
         if st is not None:  # (a row-major tensor always reshapes into a view)
             old = tuple(self.shape)
             if layout.view_strides(old, layout.resolve(st, old), new) is None:
-                return out  # a copy, as PyTorch's reshape of ``x.t()`` or ``x[:, 1:3]`` is
+                # a copy, as PyTorch's reshape of ``x.t()`` or ``x[:, 1:3]`` is
+                return label(out, "UnsafeViewBackward0")
             layout.viewed(self, out, "view", None)
         views.link(self, out, "reshape", None)
         return out
@@ -104,12 +106,15 @@ class ShapeOps:
         else:
             axes = S.normalize_axes(dim, self.ndim, "squeeze") or ()
             keep = [d for i, d in enumerate(self.shape) if not (i in axes and d == 1)]
-        return self.reshape(tuple(keep))
+        out = self.reshape(tuple(keep))
+        if out is self:
+            return out
+        return label(out, _SQUEEZE_NODE[0 if dim is None else 1 + isinstance(dim, (tuple, list))])
 
     def unsqueeze(self, dim: int) -> Tensor:
         """Insert a size-1 dimension at ``dim`` (in ``-ndim-1 .. ndim``)."""
         d = S.normalize_axis(dim, self.ndim + 1, "unsqueeze")
-        return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+        return label(self.reshape(self.shape[:d] + (1,) + self.shape[d:]), "UnsqueezeBackward0")
 
     # ------------------------------------------------------------------ permuting
     def permute(self, *dims: Any) -> Tensor:
@@ -148,7 +153,8 @@ class ShapeOps:
             d1 = S.normalize_axis(dim1, nd, "transpose")
         perm = list(range(nd))
         perm[d0], perm[d1] = perm[d1], perm[d0]
-        return self._permute(perm)
+        out = self._permute(perm)
+        return out if out is self else label(out, "TransposeBackward0")
 
     swapaxes = transpose
 
@@ -158,12 +164,14 @@ class ShapeOps:
             raise ShapeError(
                 f"t: expects a tensor with <= 2 dimensions, but got shape {list(self.shape)}"
             )
-        return self.transpose()
+        out = self.transpose()
+        return out if out is self else label(out, "TBackward0")
 
     @property
     def T(self) -> Tensor:
         """The last two dimensions swapped (the transpose of a matrix; batched like the prototype's)."""
-        return self.transpose()
+        out = self.transpose()
+        return out if out is self else label(out, "PermuteBackward0")
 
     @property
     def mT(self) -> Tensor:  # noqa: N802 - PyTorch's name
@@ -200,7 +208,8 @@ class ShapeOps:
         shape = (1,) * (len(sizes) - self.ndim) + self.shape
         inter = tuple(x for pair in ((1, d) for d in shape) for x in pair)
         big = tuple(x for pair in zip(sizes, shape) for x in pair)
-        return self.reshape(inter).expand(big).reshape(tuple(r * d for r, d in zip(sizes, shape)))
+        out = self.reshape(inter).expand(big).reshape(tuple(r * d for r, d in zip(sizes, shape)))
+        return out if out is self else label(out, "RepeatBackward0")
 
     def repeat_interleave(self, repeats: Any, dim: int | None = None, *,
                           output_size: int | None = None) -> Tensor:  # fmt: skip
@@ -243,7 +252,7 @@ class ShapeOps:
             raise IndexError(
                 f"narrow: start ({start}) + length ({length}) exceeds dimension size ({size}) of shape {list(self.shape)}"
             )
-        return self[(slice(None),) * d + (slice(start, start + length),)]
+        return label(self[(slice(None),) * d + (slice(start, start + length),)], "SliceBackward0")
 
     def split(self, split_size: Any, dim: int = 0) -> tuple:
         """Split into pieces of ``split_size`` along ``dim`` (or into the given section sizes).
@@ -268,8 +277,9 @@ class ShapeOps:
         out = []
         start = 0
         lead = (slice(None),) * d
+        name = "SplitBackward0" if isinstance(split_size, int) else "SplitWithSizesBackward0"
         for s in sections:
-            out.append(self[lead + (slice(start, start + s),)])
+            out.append(label(self[lead + (slice(start, start + s),)], name))
             start += s
         return tuple(out)
 
@@ -286,7 +296,7 @@ class ShapeOps:
         """The slices along ``dim``, with that dimension removed."""
         d = S.normalize_axis(dim, self.ndim, "unbind")
         lead = (slice(None),) * d
-        return tuple(self[lead + (i,)] for i in range(self.shape[d]))
+        return tuple(label(self[lead + (i,)], "UnbindBackward0") for i in range(self.shape[d]))
 
     # ------------------------------------------------------------------ selection by index tensors
     def index_select(self, dim: int, index: Any) -> Tensor:
@@ -294,7 +304,7 @@ class ShapeOps:
         d = S.normalize_axis(dim, len(self.shape), "index_select")
         if getattr(index, "ndim", 1) != 1:
             raise IndexError(f"index_select: index must be 1-d, got shape {list(index.shape)}")
-        return self[(slice(None),) * d + (index,)]
+        return label(self[(slice(None),) * d + (index,)], "IndexSelectBackward0")
 
     def gather(self, dim: int, index: Tensor) -> Tensor:
         """``out[i][j] = self[i][index[i][j]]`` for ``dim=1`` (and likewise for any ``dim``)."""
@@ -319,7 +329,7 @@ class ShapeOps:
                 shape = [1] * nd
                 shape[i] = index.shape[i]
                 key.append(self._arange(index.shape[i]).reshape(shape))
-        return self[tuple(key)]
+        return label(self[tuple(key)], "GatherBackward0")
 
     def flip(self, *dims: Any, **kw: Any) -> Tensor:
         """Reverse the order of elements along ``dims`` (positional, or ``dims=``)."""
@@ -332,7 +342,11 @@ class ShapeOps:
             ax = S.normalize_axis(d, len(self.shape), "flip")
             n = self.shape[ax]
             out = out[(slice(None),) * ax + (list(range(n - 1, -1, -1)),)] if n > 1 else out
-        return out
+        return out if out is self else label(out, "FlipBackward0")
+
+
+#: PyTorch's node of ``squeeze()``, ``squeeze(dim)`` and ``squeeze(dims)``.
+_SQUEEZE_NODE = ("SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2")
 
 
 def cat(tensors: Sequence[Tensor], dim: int = 0, *, axis: int | None = None) -> Tensor:
@@ -383,4 +397,4 @@ def stack(tensors: Sequence[Tensor], dim: int = 0, *, axis: int | None = None) -
                 f"stack: expects each tensor to be equal size, but got {list(shape)} at entry 0 and {list(t.shape)} at entry {i}"
             )
     d = S.normalize_axis(dim, len(shape) + 1, "stack")
-    return cat([t.unsqueeze(d) for t in tensors], d)
+    return label(cat([t.unsqueeze(d) for t in tensors], d), "StackBackward0")

@@ -298,7 +298,7 @@ def _boundary(outs: list, first: int) -> list:
         for i, p in enumerate(node.parents):
             if p is None:
                 continue
-            if type(p) is Node:
+            if isinstance(p, Node):
                 if p.seq > first:
                     stack.append(p)
                 elif id(p) not in found:
@@ -326,7 +326,7 @@ class _Frame:
 
 # ----------------------------------------------------------------------------- the backward
 class Checkpoint(Function):
-    """The node a checkpointed call leaves in the graph (``CheckpointBackward0``): its parents are
+    """The node a checkpointed call leaves in the graph (``CheckpointBackward``): its parents are
     what the call read from outside; its derivative recomputes the call."""
 
     @staticmethod

@@ -23,6 +23,8 @@ Errors: the shape rules raise PyTorch's messages for non-square or mismatched op
 client; a singular matrix (``inv``, ``solve``) or one that is not positive definite
 (``cholesky``) fails on the worker with NumPy's message (CuPy, like PyTorch on a GPU, gives
 non-finite values instead unless its debug checks are on), raised at the next sync point.
+``linalg_cholesky`` with the attr ``ex`` (``linalg.cholesky_ex``) never fails: a matrix that is not
+positive definite gets LAPACK's partial factor, from which the client reads ``info``.
 """
 
 from __future__ import annotations
@@ -138,7 +140,46 @@ def _k_slogdet(be: Any) -> Any:
 
 def _k_cholesky(be: Any) -> Any:
     xp = be.xp
-    return lambda v, at: xp.linalg.cholesky(v[0])
+    failed = getattr(xp.linalg, "LinAlgError", ArithmeticError)
+
+    def h(v: list, at: Any) -> Any:
+        if not (at and at.get("ex")):
+            return xp.linalg.cholesky(v[0])
+        # cholesky_ex: never fail; a matrix that is not positive definite keeps LAPACK's partial
+        # factor, whose first non-positive (or NaN) diagonal entry marks the failing minor
+        a = v[0]
+        try:
+            el = xp.linalg.cholesky(a)
+            if bool(xp.isfinite(el).all()):
+                return el
+        except failed:
+            pass
+        n = a.shape[-1]
+        flat = a.reshape(-1, n, n)
+        out = xp.empty_like(flat)
+        for i in range(flat.shape[0]):
+            out[i] = partial_cholesky(xp, flat[i])
+        return out.reshape(a.shape)
+
+    return h
+
+
+def partial_cholesky(xp: Any, a: Any) -> Any:
+    """LAPACK's unblocked ``potf2`` on the lower triangle of one matrix, column by column,
+    stopping (as it does) at the first pivot that is not positive (or is NaN), which is left in
+    place unsquared with the entries after it untouched: PyTorch's ``cholesky_ex`` factor of a
+    matrix that is not positive definite."""
+    w = xp.tril(a).copy()
+    for j in range(a.shape[-1]):
+        row = w[j, :j]
+        pivot = w[j, j] - row @ row.conj()
+        if not bool(pivot.real > 0):
+            w[j, j] = pivot
+            break
+        pivot = xp.sqrt(pivot)
+        w[j, j] = pivot
+        w[j + 1 :, j] = (w[j + 1 :, j] - w[j + 1 :, :j] @ row.conj()) / pivot
+    return w
 
 
 def triangle(xp: Any, a: Any, upper: bool, unit: bool) -> Any:
@@ -352,5 +393,6 @@ __all__ = [
     "broadcast_batch",
     "check_float_square",
     "check_square",
+    "partial_cholesky",
     "triangle",
 ]

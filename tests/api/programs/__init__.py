@@ -99,6 +99,13 @@ MODULES = (
     "optical_flow_stereo",
     "quant_finance",
     "geometry_3d",
+    "bayesian_uncertainty",
+    "adversarial_robustness",
+    "continual_distillation",
+    "ranking_transport",
+    "neural_odes_implicit",
+    "gan_style",
+    "mixed_precision",
 )
 
 
