@@ -39,10 +39,10 @@ sys.modules.setdefault(f"{__name__}.function", function)
 
 
 def __getattr__(name: str) -> object:
-    """``gt.autograd.functional``, ``graph``, ``variable``, ``profiler``, ``Variable`` and
+    """``gt.autograd.functional``, ``graph``, ``variable``, ``profiler``, ``forward_ad``, ``Variable`` and
     ``gradcheck`` on first use (importing them here would be a cycle: they need the tensor class,
     which imports this package)."""
-    if name in ("functional", "graph", "variable", "profiler"):
+    if name in ("functional", "graph", "variable", "profiler", "forward_ad"):
         import importlib  # noqa: PLC0415
 
         return importlib.import_module(f"{__name__}.{name}")

@@ -148,11 +148,13 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
     return label(where(input > 0, input, input * negative_slope), "LeakyReluBackward0")
 
 
+@autocast_op("elu")
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``."""
     return label(where(input > 0, input, input.clamp(max=0.0).expm1() * alpha), "EluBackward0")
 
 
+@autocast_op("celu")
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x`` for ``x > 0``, else ``alpha * (exp(x / alpha) - 1)``."""
     out = where(input > 0, input, (input.clamp(max=0.0) * (1.0 / alpha)).expm1() * alpha)
@@ -163,6 +165,7 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
+@autocast_op("selu")
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
     """Scaled ELU with the self-normalizing constants."""
     return label(elu(input, _SELU_ALPHA) * _SELU_SCALE, "EluBackward0")

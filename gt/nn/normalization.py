@@ -139,6 +139,7 @@ def group_norm(
     return label(out, "NativeGroupNormBackward0")
 
 
+@autocast_op("rms_norm")
 def rms_norm(
     input: Tensor,
     normalized_shape: int | Sequence[int],

@@ -154,6 +154,7 @@ TENSOR_METHODS = {
         "pow", "sum", "cumsum", "cumprod", "norm", "logsumexp", "softmax", "log_softmax",
         "renorm", "dist", "addcdiv", "addcmul", "atan2", "cross", "index_put", "scatter_add",
         "index_copy")},
+    "nansum": "nansum", "nanmean": "nanmean", "square": "pow",
     "__pow__": "pow", "__rpow__": "rpow", "__rtruediv__": "rtruediv",
 }  # fmt: skip
 

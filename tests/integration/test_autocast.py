@@ -150,3 +150,14 @@ def test_grad_scaler_scales_unscales_and_skips_steps_that_are_not_finite(conn):
         scaler.update()
     off = gt.amp.GradScaler(enabled=False)
     assert off.scale(loss) is loss and off.get_scale() == 1.0 and off.state_dict() == {}
+
+
+def test_gt_composites_of_listed_ops_keep_their_dtype_as_pytorchs_kernels(conn):
+    """GT builds ``elu``, ``nansum`` or ``rms_norm`` from ops CUDA's float32 list names (``expm1``,
+    ``sum``, ``pow``); PyTorch's are kernels on no list, so they keep float16."""
+    x = gt.tensor(A).half()
+    with gt.autocast("cuda"):
+        assert F.elu(x).dtype == gt.float16 and F.selu(x).dtype == gt.float16
+        assert x.nansum().dtype == gt.float16 and x.nanmean().dtype == gt.float16
+        assert F.rms_norm(x, (5,)).dtype == gt.float16
+        assert x.sum().dtype == gt.float32 and x.square().dtype == gt.float32  # (sum, pow: listed)

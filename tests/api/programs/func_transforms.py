@@ -56,3 +56,36 @@ def jacobians_hessians_vjp_jvp(torch):
             "vjp_x": vx, "vjp_b": vb, "jvp": tangent,
             "second": fn.grad(lambda t: fn.grad(lambda s: s.pow(3).sum())(t).sum())(x),
             "batched": batched}  # fmt: skip
+
+
+@program
+def forward_ad_dual_tensors_jvp_and_forward_over_reverse(torch):
+    """``torch.autograd.forward_ad`` as forward-gradient and Gauss-Newton code writes it: the JVP
+    of a network along a direction, a directional derivative of a loss used as a "forward
+    gradient" estimate, and a Hessian-vector product by forward-over-reverse."""
+    fwAD = torch.autograd.forward_ad
+    net = set_weights(torch, torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.Tanh(),
+                                                 torch.nn.Linear(6, 2)), seed=41)  # fmt: skip
+    x = torch.tensor(arr(42, 5, 4))
+    v = torch.tensor(arr(43, 5, 4))
+    with fwAD.dual_level():
+        out = net(fwAD.make_dual(x, v))
+        y, jvp = fwAD.unpack_dual(out)
+        params = {n: p.detach() for n, p in net.named_parameters()}
+        tangents = {n: torch.tensor(arr(44 + i, *p.shape)) for i, (n, p) in enumerate(params.items())}
+        duals = {n: fwAD.make_dual(p, tangents[n]) for n, p in params.items()}
+        loss = torch.func.functional_call(net, duals, (x,)).pow(2).mean()
+        directional = fwAD.unpack_dual(loss).tangent
+        forward_grad = {n: directional * t for n, t in tangents.items()}
+    w = torch.tensor(arr(50, 3), requires_grad=True)
+    u = torch.tensor(arr(51, 3))
+
+    def f(z):
+        return (z.sin() * z.pow(2)).sum()
+
+    with fwAD.dual_level():
+        wd = fwAD.make_dual(w, u)
+        (g,) = torch.autograd.grad(f(wd), wd, create_graph=True)
+        g_primal, hvp = fwAD.unpack_dual(g)
+    return {"y": y, "jvp": jvp, "directional": directional, "forward_grad": forward_grad,
+            "hvp": hvp, "grad": g_primal}  # fmt: skip
