@@ -4,6 +4,7 @@ are reached through :mod:`gt.autograd`."""
 
 from __future__ import annotations
 
+import functools
 from itertools import count
 from typing import TYPE_CHECKING, Any
 
@@ -123,6 +124,27 @@ def label(out: Tensor, name: str) -> Tensor:
     if node is not None:
         node.label = name
     return out
+
+
+def labels(name: str | Any) -> Any:
+    """Decorate a composite op so its result's node gets ``name`` (or ``name(*args, **kwargs)``,
+    where None keeps the name it has),
+    as :func:`label` does at the op's end; the first tensor of a tuple result is named
+    (``cummax``'s values). A result that is one of the op's own arguments is left as it is."""
+
+    def mark(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            out = fn(*args, **kwargs)
+            first = out[0] if isinstance(out, tuple) and out else out
+            node = getattr(first, "_node", None)
+            if node is not None and not any(first is a for a in args):
+                node.label = name if name.__class__ is str else name(*args, **kwargs) or node.label
+            return out
+
+        return run
+
+    return mark
 
 
 def _getitem_name(node: Node) -> str:

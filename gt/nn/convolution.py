@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gt.errors import ShapeError
-from gt.grad_graph import label
+from gt.grad_graph import label, labels
 from gt.ops.autocast import autocast_op, pad_op
 from gt.ops.base import in_float32
 from gt.ops.layout import keep_channels_last
@@ -65,7 +65,18 @@ def _batched(input: Tensor, spatial: int, op: str) -> tuple[Tensor, bool]:
 
 
 # ------------------------------------------------------------------ padding
+def _pad_node(input: Tensor, pad: Any, mode: str = "constant", value: Any = None) -> str:
+    """PyTorch's node for ``F.pad``'s result."""
+    n = len(pad) // 2
+    if mode == "reflect":
+        return f"ReflectionPad{n}DBackward0"
+    if mode == "replicate":
+        return f"ReplicationPad{n}DBackward0"
+    return "CopySlices" if mode == "circular" else "ConstantPadNdBackward0"
+
+
 @autocast_op(pad_op)
+@labels(_pad_node)
 def pad(
     input: Tensor, pad: Sequence[int], mode: str = "constant", value: float | None = None
 ) -> Tensor:

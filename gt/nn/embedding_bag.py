@@ -24,6 +24,7 @@ import numpy as np
 from gt import factories as F
 from gt import shapes as S
 from gt.autograd import Function, is_grad_enabled, no_grad
+from gt.grad_graph import label
 from gt.nn.module import Module, Parameter
 from gt.ops.arith import where
 from gt.sparse import SparseTensor
@@ -95,10 +96,11 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
         return _SparseLookup.apply(weight, input, padding_idx)
     rows = lookup(weight, input, scale_grad_by_freq)
     if padding_idx is None or not rows.requires_grad:
-        return rows
+        return rows if rows is weight else label(rows, "EmbeddingBackward0")
     pad = padding_idx % weight.shape[0]
     # The same values; only the gradient of the padding positions is cut off.
-    return where((input != pad).unsqueeze(-1), rows, rows.detach())
+    out = where((input != pad).unsqueeze(-1), rows, rows.detach())
+    return label(out, "EmbeddingBackward0")
 
 
 def _check(input: Tensor, weight: Tensor, offsets: Any, mode: str, scale_grad_by_freq: bool,

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from gt.errors import ShapeError
+from gt.grad_graph import label
 from gt.nn.convolution import _batched, _geometry, _pair, pad
 from gt.ops.autocast import autocast_op
 from gt.runtime.ops.conv import out_size
@@ -75,6 +76,12 @@ def _pool_windows(x: Tensor, kernel: tuple, stride: tuple, padding: tuple, dilat
     return cols.reshape(n, c, math.prod(kernel), math.prod(outs)), outs
 
 
+def _pool_node(out: Tensor, name: str, dims: int) -> Tensor:
+    """A pooling's result named as PyTorch's node: ``name``, or ``SqueezeBackward1`` for 1-d
+    pooling (PyTorch's is the 2-d one of the input unsqueezed)."""
+    return label(out, "SqueezeBackward1" if dims == 1 else name)
+
+
 def _max_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
               ceil_mode: bool, return_indices: bool, dims: int) -> Any:  # fmt: skip
     op = f"max_pool{dims}d"
@@ -85,10 +92,13 @@ def _max_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, dilati
     # max(dim) sends the gradient to the index it picks (the first maximum), as PyTorch does.
     best = cols.max(2)
     out = best.values.reshape(x.shape[0], x.shape[1], *outs)
+    name = f"MaxPool{dims}DWithIndicesBackward0"
     if not return_indices:
-        return out.squeeze(0) if squeeze else out
+        return _pool_node(out.squeeze(0) if squeeze else out, name, dims)
     where = _input_positions(best.indices, x, k, s, p, d, outs).reshape(out.shape)
-    return (out.squeeze(0), where.squeeze(0)) if squeeze else (out, where)
+    if squeeze:
+        out, where = out.squeeze(0), where.squeeze(0)
+    return _pool_node(out, name, dims), where
 
 
 def _input_positions(picked: Tensor, x: Tensor, kernel: tuple, stride: tuple, padding: tuple,
@@ -130,7 +140,7 @@ def _avg_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_m
             counted = _pool_windows(ones, k, s, p, one, ceil_mode, 0.0)[0].sum(2)
         out = total / counted
     out = out.reshape(x.shape[0], x.shape[1], *outs)
-    return out.squeeze(0) if squeeze else out
+    return _pool_node(out.squeeze(0) if squeeze else out, f"AvgPool{dims}DBackward0", dims)
 
 
 def max_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
@@ -272,9 +282,14 @@ def _adaptive_pool(input: Tensor, output_size: Any, reduce: str, dims: int,
                 out = _adaptive_dim(out, 2 + i, outs[i], reduce)
             else:
                 out, where = _adaptive_dim(out, 2 + i, outs[i], reduce, where)
-    if where is not None:
-        return (out.squeeze(0), where.squeeze(0)) if squeeze else (out, where)
-    return out.squeeze(0) if squeeze else out
+    if squeeze:
+        out, where = out.squeeze(0), None if where is None else where.squeeze(0)
+    if out is not input:
+        if dims == 2 and reduce != "max" and outs == [1, 1]:
+            label(out, "MeanBackward1")  # (PyTorch's adaptive_avg_pool2d to 1x1 is a mean)
+        else:
+            _pool_node(out, f"Adaptive{kind.capitalize()}Pool{dims}DBackward0", dims)
+    return out if where is None else (out, where)
 
 
 def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:

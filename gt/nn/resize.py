@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from gt.errors import ShapeError
+from gt.grad_graph import labels
 from gt.ops.layout import keep_channels_last
 from gt.tensor import Tensor
 
@@ -28,6 +29,15 @@ _CUBIC_A = -0.75  # PyTorch's bicubic (without antialiasing)
 _AA_CUBIC_A = -0.5  # PyTorch's antialiased bicubic (PIL's)
 
 
+def _upsample_node(input: Tensor, *args: Any, mode: str = "nearest", **kwargs: Any) -> str | None:
+    """PyTorch's node for ``interpolate``'s result (``area`` ends in an adaptive pool: kept)."""
+    mode = args[2] if len(args) > 2 else mode
+    kind = {"nearest": "Nearest", "nearest-exact": "NearestExact", "linear": "Linear",
+            "bilinear": "Bilinear", "bicubic": "Bicubic", "trilinear": "Trilinear"}.get(mode)  # fmt: skip
+    return None if kind is None else f"Upsample{kind}{input.ndim - 2}DBackward0"
+
+
+@labels(_upsample_node)
 def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
                 align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
                 antialias: bool = False) -> Tensor:  # fmt: skip

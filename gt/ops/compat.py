@@ -24,7 +24,7 @@ import numpy as np
 
 from gt import shapes as S
 from gt.errors import ShapeError
-from gt.grad_graph import label
+from gt.grad_graph import label, labels
 from gt.ops import storage as storage_of
 from gt.ops.arith import where
 from gt.ops.base import TensorBase, in_float32
@@ -307,6 +307,7 @@ class CompatOps(CompatInplaceOps):
         """:meth:`narrow` (GT's slices are copies already)."""
         return self.narrow(dim, start, length)
 
+    @labels("IndexCopyBackward0")
     def index_copy(self, dim: int, index: Tensor, source: Tensor) -> Tensor:
         """A copy with the entries ``index`` of ``dim`` replaced by ``source``'s slices."""
         d = S.normalize_axis(dim, max(self.ndim, 1), "index_copy")
@@ -324,12 +325,14 @@ class CompatOps(CompatInplaceOps):
         out[key] = values
         return out
 
+    @labels("PutBackward0")
     def put(self, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
         """A copy with the elements at the flat ``index`` set to (or, ``accumulate``, increased
         by) ``source``'s."""
         flat = self.reshape(-1).index_put((index.reshape(-1),), source.reshape(-1), accumulate)
         return flat.reshape(self.shape)
 
+    @labels("MaskedScatterBackward0")
     def masked_scatter(self, mask: Tensor, source: Tensor) -> Tensor:
         """A copy whose elements where the bool ``mask`` is true are, in order, ``source``'s
         first elements (no sync point: each one's position is a running count of the mask)."""

@@ -13,8 +13,8 @@ import numpy as np
 
 from gt import shapes as S
 from gt._dtype import dtype_of_type_name, type_name
-from gt.ops.base import TensorBase
 from gt.grad_graph import label
+from gt.ops.base import TensorBase
 from gt.ops.device import device as Device
 from gt.ops.layout import formatted
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gt import shapes as S
+from gt.grad_graph import labels
 from gt.ops.autocast import autocast_op
 from gt.ops.base import is_tensor
 from gt.ops.einsum import einsum
@@ -228,7 +229,19 @@ def meshgrid(*tensors: Any, indexing: str = "ij") -> tuple:
     return tuple(out)
 
 
+def _cdist_node(x1: Any, x2: Any, p: float = 2.0,
+                compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> str:  # fmt: skip
+    """PyTorch's node for ``cdist``'s result (Euclidean distances of more than 25 rows go through
+    its matrix-product formula, which ends in a view)."""
+    by_mm = compute_mode == "use_mm_for_euclid_dist" or (
+        compute_mode == "use_mm_for_euclid_dist_if_necessary"
+        and (x1.shape[-2] > 25 or x2.shape[-2] > 25)
+    )
+    return "ViewBackward0" if p == 2 and by_mm else "CdistBackward0"
+
+
 @autocast_op("cdist")
+@labels(_cdist_node)
 def cdist(x1: Any, x2: Any, p: float = 2.0,
           compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Any:  # fmt: skip
     """Pairwise ``p``-norm distances between the rows of ``x1`` and ``x2``, from the differences

@@ -156,7 +156,7 @@ class MathOps:
 
     def addmm(self, mat1: Tensor, mat2: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
         """``beta * self + alpha * (mat1 @ mat2)`` (half precision: in float32, rounded once)."""
-        return in_float32(_addmm, self, mat1, mat2, beta, alpha)
+        return label(in_float32(_addmm, self, mat1, mat2, beta, alpha), "AddmmBackward0")
 
     # ------------------------------------------------------------------ small products
     def outer(self, other: Tensor) -> Tensor:

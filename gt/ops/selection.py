@@ -14,6 +14,7 @@ import numpy as np
 
 from gt import shapes as S
 from gt.errors import ShapeError
+from gt.grad_graph import labels
 from gt.indexing import encode_key
 from gt.ops.base import TensorBase
 
@@ -59,6 +60,11 @@ class SelectionOps:
     __slots__ = ()
 
     # ------------------------------------------------------------------ scatter
+    @labels(
+        lambda self, dim, index, src=None, **kw: (
+            "ScatterBackward0" if isinstance(src, TensorBase) else "ScatterBackward1"
+        )
+    )
     def scatter(self, dim: int, index: Tensor, src: Any = None, *, value: Any = None,
                 reduce: str | None = None) -> Tensor:  # fmt: skip
         """A copy with ``out[index[i][j]][j] = src[i][j]`` for ``dim=0`` (and so on for any
@@ -86,6 +92,7 @@ class SelectionOps:
         d = S.normalize_axis(dim, self.ndim, "scatter_add")
         return self._scatter_add_at(_along(self, d, index, "scatter_add"), _source(src, index))
 
+    @labels("ScatterReduceBackward0")
     def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str,
                        include_self: bool = True) -> Tensor:  # fmt: skip
         """Combine ``src`` into ``self`` at ``index`` along ``dim`` by ``reduce``: ``"sum"``,
@@ -143,12 +150,14 @@ class SelectionOps:
         spread = index.reshape(shape).expand(source.shape)
         return self.scatter_reduce(d, spread, source, reduce, include_self=include_self)
 
+    @labels("IndexAddBackward0")
     def index_add(self, dim: int, index: Tensor, source: Tensor, *, alpha: Any = 1) -> Tensor:
         """A copy with ``alpha * source`` added at the entries ``index`` of ``dim``."""
         d = S.normalize_axis(dim, self.ndim, "index_add")
         src = source if alpha == 1 else source * alpha
         return self._scatter_add_at((slice(None),) * d + (index,), src)
 
+    @labels("IndexFillBackward0")
     def index_fill(self, dim: int, index: Tensor, value: Any) -> Tensor:
         """A copy with the entries ``index`` of ``dim`` set to ``value``."""
         d = S.normalize_axis(dim, self.ndim, "index_fill")

@@ -224,7 +224,8 @@ class ShapeOps:
             r = int(repeats)
             shape = x.shape
             big = shape[: d + 1] + (r,) + shape[d + 1 :]
-            return x.unsqueeze(d + 1).expand(big).reshape(shape[:d] + (n * r,) + shape[d + 1 :])
+            out = x.unsqueeze(d + 1).expand(big).reshape(shape[:d] + (n * r,) + shape[d + 1 :])
+            return label(out, "ViewBackward0")
         counts = [int(c) for c in (repeats.tolist() if hasattr(repeats, "tolist") else repeats)]
         if len(counts) != n:
             raise ShapeError(
