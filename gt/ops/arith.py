@@ -280,7 +280,7 @@ class ArithmeticOps:
         return self._unary("abs")
 
     def sign(self) -> Tensor:
-        """Elementwise sign (-1, 0 or 1); not differentiable (its gradient is zero)."""
+        """Elementwise sign (-1, 0 or 1; its gradient is zero)."""
         return self._apply("sign", [self])
 
     def exp(self) -> Tensor:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -320,7 +321,9 @@ def _same_signature(fn: Callable, in_region: Callable) -> Callable | None:
         f"    return _g_in(region, ({call_pos}), {{{', '.join(f'{n!r}: {n}' for n in kw)}}})\n"
     )
     scope = {"_g_force": _IN_FORCE, "_g_fn": fn, "_g_in": in_region, **defaults}
-    exec(compile(source, f"<autocast {fn.__qualname__}>", "exec"), scope)  # noqa: S102
+    # (named inside the package, so that the user's source line is found past it)
+    where = os.path.join(os.path.dirname(__file__), f"<autocast {fn.__qualname__}>")
+    exec(compile(source, where, "exec"), scope)  # noqa: S102
     return scope["run"]
 
 

@@ -61,7 +61,7 @@ class ComposedOps:
     def sgn(self) -> Tensor:
         """``x / |x|`` (0 at 0) for complex tensors; :meth:`sign` for real ones."""
         if self.dtype not in S.COMPLEX_DTYPES:
-            return self.sign()
+            return label(self.sign(), "SgnBackward0")
         r = self.abs()
         zero = r == 0
         return (self / r.masked_fill(zero, 1.0)).masked_fill(zero, 0.0)

@@ -204,6 +204,8 @@ CASES = [
     ("unbind", lambda x, **_: x.unbind()[0], "UnbindBackward0"),
     ("diagonal", lambda x, **_: x.diagonal(), "DiagonalBackward0"),
     ("unfold", lambda x, **_: x.unfold(1, 2, 1), "UnfoldBackward0"),
+    ("sign", lambda x, **_: x.sign(), "SignBackward0"),
+    ("sgn", lambda x, **_: x.sgn(), "SgnBackward0"),
     # padding, scatters, distances, resizing
     ("pad", lambda x4, **_: F.pad(x4, (1, 1)), "ConstantPadNdBackward0"),
     (

@@ -111,6 +111,11 @@ def _unary_kernel(ufunc: str) -> Callable[[Any], Any]:
     return make
 
 
+def _zero_grad(n: Any, g: Any) -> tuple:
+    """A piecewise-constant op: PyTorch's derivative is zero (its result still requires grad)."""
+    return (g.new_zeros(g.shape),)
+
+
 def _k_sign(be: Any) -> Any:
     """-1, 0 or 1, and 0 for NaN as in PyTorch (NumPy's sign keeps NaN); a bool is itself."""
     xp = be.xp
@@ -433,7 +438,8 @@ ENTRIES: list[Op] = [
         grad=lambda n, g: (_where(n.saved[0] > 0, g, 0.0),),
         doc="max(x, 0)",
     ),  # fmt: skip
-    _unary("sign", 33, kernel=_k_sign, doc="-1, 0 or 1, 0 for NaN (not differentiable)"),
+    _unary("sign", 33, kernel=_k_sign, grad=_zero_grad,
+           doc="-1, 0 or 1, 0 for NaN (PyTorch's derivative: zero)"),  # fmt: skip
     _unary("logical_not", 51, dtype=bool_dtype, doc="not x (bool result)"),
     _unary(
         "erf",

@@ -106,6 +106,8 @@ MODULES = (
     "neural_odes_implicit",
     "gan_style",
     "mixed_precision",
+    "medical_segmentation",
+    "survival_statistics",
 )
 
 
