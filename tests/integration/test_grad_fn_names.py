@@ -205,6 +205,8 @@ CASES = [
     ("diagonal", lambda x, **_: x.diagonal(), "DiagonalBackward0"),
     ("unfold", lambda x, **_: x.unfold(1, 2, 1), "UnfoldBackward0"),
     ("sign", lambda x, **_: x.sign(), "SignBackward0"),
+    ("cummax", lambda x, **_: x.cummax(0).values, "CummaxBackward0"),
+    ("cummin", lambda x, **_: x.cummin(1)[0], "CumminBackward0"),
     ("sgn", lambda x, **_: x.sgn(), "SgnBackward0"),
     # padding, scatters, distances, resizing
     ("pad", lambda x4, **_: F.pad(x4, (1, 1)), "ConstantPadNdBackward0"),

@@ -107,6 +107,9 @@ def _extreme_api(name: str) -> Any:
         ax = S.normalize_axis(dim, max(x.ndim, 1), name) if x.ndim else 0
         indices = x._apply(f"{name}_indices", [x], {"axis": ax})
         values = x.gather(ax, indices) if x.ndim else x.clone()
+        node = values._node
+        if node is not None:  # PyTorch's node name (CummaxBackward0), the gather's gradient
+            node.label = f"{name.capitalize()}Backward0"
         return RunningExtreme(values, indices)
 
     api.__name__ = name
