@@ -7,7 +7,14 @@ own namespace the first time one of them is asked for, so the dispatcher, the wo
 
 from gt import amp, backends, config, cpu, cuda, nn, optim, signal, utils
 from gt._foreach import *  # noqa: F403 - gt._foreach_add_, ... (its __all__; not in gt.__all__)
-from gt.amp import autocast, get_autocast_dtype, is_autocast_cpu_enabled, is_autocast_enabled
+from gt.amp import (
+    autocast,
+    get_autocast_cpu_dtype,
+    get_autocast_dtype,
+    get_autocast_gpu_dtype,
+    is_autocast_cpu_enabled,
+    is_autocast_enabled,
+)
 from gt.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled
 from gt.autograd import (
     enable_grad,
@@ -110,6 +117,8 @@ __all__ = [
     "amp",
     "autocast",
     "get_autocast_dtype",
+    "get_autocast_cpu_dtype",
+    "get_autocast_gpu_dtype",
     "is_autocast_cpu_enabled",
     "is_autocast_enabled",
     "is_inference",

@@ -242,6 +242,28 @@ def get_autocast_dtype(device_type: str) -> Any:
     return dtype(name)
 
 
+def get_autocast_cpu_dtype() -> Any:
+    """``get_autocast_dtype("cpu")``, under its older name (deprecated, as in PyTorch)."""
+    warnings.warn(
+        "torch.get_autocast_cpu_dtype() is deprecated. Please use torch.get_autocast_dtype('cpu') "
+        "instead.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return get_autocast_dtype("cpu")
+
+
+def get_autocast_gpu_dtype() -> Any:
+    """``get_autocast_dtype("cuda")``, under its older name (deprecated, as in PyTorch)."""
+    warnings.warn(
+        "torch.get_autocast_gpu_dtype() is deprecated. Please use torch.get_autocast_dtype('cuda') "
+        "instead.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return get_autocast_dtype("cuda")
+
+
 def custom_fwd(fwd: Callable | None = None, *, device_type: str = "cuda",
                cast_inputs: Any = None) -> Callable:  # fmt: skip
     """``@custom_fwd`` on a custom ``Function``'s ``forward``: with ``cast_inputs`` given, inside
@@ -289,4 +311,5 @@ class DeviceAmp:
 
 
 __all__ = ["DeviceAmp", "GradScaler", "autocast", "custom_bwd", "custom_fwd", "get_autocast_dtype",
-           "is_autocast_cpu_enabled", "is_autocast_enabled"]  # fmt: skip
+           "get_autocast_cpu_dtype", "get_autocast_gpu_dtype", "is_autocast_cpu_enabled",
+           "is_autocast_enabled"]  # fmt: skip

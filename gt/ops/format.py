@@ -132,6 +132,8 @@ def _format_body(a: np.ndarray, fmt: _Formatter, indent: int, summarize: bool) -
 
 def format_array(a: np.ndarray, indent: int = 7) -> str:
     """The bracketed body of a tensor's repr (what goes inside ``tensor(...)``)."""
+    if a.dtype.kind == "V" and a.dtype.name.startswith(("bfloat", "float")):
+        a = a.astype(np.float32)  # (ml_dtypes' bfloat16, kind "V": printed as float32, as PyTorch)
     if a.size == 0:
         return "[]"
     summarize = a.size > THRESHOLD

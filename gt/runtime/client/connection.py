@@ -67,8 +67,9 @@ SIGNAL_DEPTH = 0
 
 
 def raw_bytes(array: np.ndarray) -> Any:
-    """The bytes of a C-contiguous array without a copy (empty arrays have none to view)."""
-    return memoryview(array.reshape(-1)).cast("B") if array.size else b""
+    """The bytes of a C-contiguous array without a copy (empty arrays have none to view). Viewed
+    as bytes first: ml_dtypes' bfloat16 has no buffer-protocol format for ``memoryview``."""
+    return memoryview(array.reshape(-1).view(np.uint8)) if array.size else b""
 
 
 def _drain(q: deque) -> list:

@@ -32,6 +32,8 @@ _U8 = np.dtype(np.uint8)
 
 
 def _is_cupy(arr: Any) -> bool:
+    if isinstance(arr, np.generic):  # (a bfloat16 NumPy scalar's ``.data`` raises TypeError)
+        return False
     data = getattr(arr, "data", None)
     return data is not None and hasattr(data, "mem") and hasattr(data, "ptr")
 

@@ -106,6 +106,7 @@ MODULES = (
     "neural_odes_implicit",
     "gan_style",
     "mixed_precision",
+    "mixed_precision_recipes",
     "medical_segmentation",
     "survival_statistics",
 )
