@@ -102,7 +102,9 @@ def test_householder_product_refuses_what_pytorch_refuses(conn):
         LA.householder_product(a, gt.zeros(4, dtype="float64"))
     with pytest.raises(RuntimeError, match="batch dimensions of tau"):
         LA.householder_product(gt.zeros(2, 5, 3), gt.zeros(1, 3))
-    with pytest.raises(RuntimeError, match="tau dtype gt.float32 does not match input dtype gt.float64"):
+    with pytest.raises(
+        RuntimeError, match="tau dtype gt.float32 does not match input dtype gt.float64"
+    ):
         LA.householder_product(a, gt.zeros(3))
     with pytest.raises(TypeError):
         LA.householder_product(gt.zeros(5, 3, dtype="int64"), gt.zeros(3, dtype="int64"))

@@ -215,7 +215,12 @@ CASES = [
     ("sum_empty_is_zero", [("f", (0, 3))], lambda a: a.sum(0), lambda a: a.sum(0)),
     ("mean_all", T3, lambda a: a.mean(), lambda a: a.mean(dtype=F32)),
     ("mean_axis", T3, lambda a: a.mean(1), lambda a: a.mean(1)),
-    ("mean_int_with_a_dtype", [("i", (3, 4))], lambda a: a.mean(0, dtype=F32), lambda a: a.mean(0).astype(F32)),
+    (
+        "mean_int_with_a_dtype",
+        [("i", (3, 4))],
+        lambda a: a.mean(0, dtype=F32),
+        lambda a: a.mean(0).astype(F32),
+    ),
     ("max_all", T3, lambda a: a.max(), lambda a: a.max()),
     ("max_axis_values", T3, lambda a: a.max(axis=1).values, lambda a: a.max(1)),
     ("max_dim_values_and_indices", T3, lambda a: a.max(dim=-1).values, lambda a: a.max(-1)),

@@ -438,8 +438,13 @@ ENTRIES: list[Op] = [
         grad=lambda n, g: (_where(n.saved[0] > 0, g, 0.0),),
         doc="max(x, 0)",
     ),  # fmt: skip
-    _unary("sign", 33, kernel=_k_sign, grad=_zero_grad,
-           doc="-1, 0 or 1, 0 for NaN (PyTorch's derivative: zero)"),  # fmt: skip
+    _unary(
+        "sign",
+        33,
+        kernel=_k_sign,
+        grad=_zero_grad,
+        doc="-1, 0 or 1, 0 for NaN (PyTorch's derivative: zero)",
+    ),  # fmt: skip
     _unary("logical_not", 51, dtype=bool_dtype, doc="not x (bool result)"),
     _unary(
         "erf",

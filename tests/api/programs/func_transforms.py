@@ -72,7 +72,9 @@ def forward_ad_dual_tensors_jvp_and_forward_over_reverse(torch):
         out = net(fwAD.make_dual(x, v))
         y, jvp = fwAD.unpack_dual(out)
         params = {n: p.detach() for n, p in net.named_parameters()}
-        tangents = {n: torch.tensor(arr(44 + i, *p.shape)) for i, (n, p) in enumerate(params.items())}
+        tangents = {
+            n: torch.tensor(arr(44 + i, *p.shape)) for i, (n, p) in enumerate(params.items())
+        }
         duals = {n: fwAD.make_dual(p, tangents[n]) for n, p in params.items()}
         loss = torch.func.functional_call(net, duals, (x,)).pow(2).mean()
         directional = fwAD.unpack_dual(loss).tangent
