@@ -67,6 +67,8 @@ class Adagrad(Optimizer):
     ``sum += g*g``; ``p -= lr / (1 + (t-1)*lr_decay) * g / (sqrt(sum) + eps)``.
     """
 
+    SPARSE_GRADIENTS = "dense"
+
     def __init__(self, params: Iterable[Any], lr: float = 1e-2, lr_decay: float = 0.0,
                  weight_decay: float = 0.0, initial_accumulator_value: float = 0.0,
                  eps: float = 1e-10, foreach: Any = None, *, maximize: bool = False,
@@ -106,6 +108,8 @@ class SparseAdam(Optimizer):
     Raises:
         RuntimeError: at ``step``, for a parameter whose gradient is dense (as PyTorch's).
     """
+
+    SPARSE_GRADIENTS = "own"
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple = (0.9, 0.999),
                  eps: float = 1e-8, maximize: bool = False):  # fmt: skip

@@ -106,8 +106,32 @@ class Optimizer:
                     if p.dtype in _COMPLEX:
                         self._update_complex(p, group, state)
                     else:
-                        self._update(p, p.grad, group, state)
+                        self._update(p, self._dense(p.grad, group), group, state)
         return loss
+
+    #: Whether the optimizer takes sparse gradients (``nn.Embedding(sparse=True)``'s): "dense"
+    #: (SGD, Adagrad: PyTorch's sparse update equals the dense one of the densified gradient,
+    #: untouched rows changing by exactly zero), "own" (SparseAdam), or None (PyTorch refuses).
+    SPARSE_GRADIENTS: str | None = None
+
+    def _dense(self, g: Any, group: dict[str, Any]) -> Any:
+        if g.__class__ is Tensor or getattr(g, "is_sparse", False) is not True:
+            return g
+        if self.SPARSE_GRADIENTS == "own":
+            return g
+        name = type(self).__name__
+        if self.SPARSE_GRADIENTS is None:
+            hint = ", please consider SparseAdam instead" if name in ("Adam", "AdamW") else ""
+            raise RuntimeError(
+                f"{'Adam' if name == 'AdamW' else name} does not support sparse gradients{hint}"
+            )
+        if group.get("weight_decay"):
+            if name == "Adagrad":
+                raise RuntimeError("weight_decay option is not compatible with sparse gradients")
+            raise RuntimeError(
+                "add(sparse, dense) is not supported. Use add(dense, sparse) instead."
+            )
+        return g.to_dense()
 
     def _update(self, p: Tensor, g: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
         raise NotImplementedError

@@ -18,6 +18,8 @@ class SGD(Optimizer):
     first step); ``g = g + momentum * buf`` with Nesterov, else ``g = buf``; ``p -= lr * g``.
     """
 
+    SPARSE_GRADIENTS = "dense"
+
     def __init__(
         self,
         params: Iterable[Any],

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import gt
@@ -78,3 +79,41 @@ def test_a_sparse_embedding_gets_one_gradient_entry_per_lookup_and_sparse_adam_u
     p.sum().backward()
     with pytest.raises(RuntimeError, match="SparseAdam does not support dense gradients"):
         gt.optim.SparseAdam([p]).step()
+
+
+@pytest.mark.parametrize(
+    "make", [lambda ps: gt.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True),
+             lambda ps: gt.optim.Adagrad(ps, lr=0.1)],
+    ids=["sgd_nesterov", "adagrad"],
+)  # fmt: skip
+def test_sgd_and_adagrad_take_sparse_embedding_gradients_as_dense_ones(conn, make):
+    """PyTorch's SGD and Adagrad accept sparse gradients; their update equals the dense one
+    (a row no index touched changes by exactly zero)."""
+    weights = np.random.default_rng(3).standard_normal((6, 3)).astype(np.float32)
+    got = []
+    for sparse in (True, False):
+        emb = gt.nn.Embedding(6, 3, sparse=sparse)
+        with gt.no_grad():
+            emb.weight.copy_(gt.tensor(weights))
+        opt = make(emb.parameters())
+        for idx in ([0, 2, 2], [4, 0]):
+            opt.zero_grad()
+            (emb(gt.tensor(idx)) ** 2).sum().backward()
+            assert emb.weight.grad.is_sparse is sparse
+            opt.step()
+        got.append(emb.weight.numpy())
+    np.testing.assert_allclose(got[0], got[1], rtol=1e-6)
+    np.testing.assert_array_equal(got[0][[1, 3, 5]], weights[[1, 3, 5]])
+
+
+def test_optimizers_without_sparse_support_refuse_sparse_gradients_as_pytorchs(conn):
+    emb = gt.nn.Embedding(4, 2, sparse=True)
+    emb(gt.tensor([1])).sum().backward()
+    with pytest.raises(
+        RuntimeError, match="Adam does not support sparse gradients, please consider SparseAdam"
+    ):
+        gt.optim.AdamW(emb.parameters()).step()
+    with pytest.raises(RuntimeError, match="RMSprop does not support sparse gradients"):
+        gt.optim.RMSprop(emb.parameters()).step()
+    with pytest.raises(RuntimeError, match=r"add\(sparse, dense\) is not supported"):
+        gt.optim.SGD(emb.parameters(), lr=0.1, weight_decay=0.01).step()
