@@ -109,6 +109,8 @@ MODULES = (
     "mixed_precision_recipes",
     "medical_segmentation",
     "survival_statistics",
+    "video_models",
+    "nlp_classic",
 )
 
 
