@@ -2,7 +2,8 @@
 ops), differentiable ``log_prob``/``entropy``/KL, parameter validation with PyTorch's messages.
 
 Provided: :class:`Normal`, :class:`Uniform`, :class:`Laplace`, :class:`Exponential`,
-:class:`Bernoulli`, :class:`Categorical`, :class:`OneHotCategorical`, :class:`Independent`,
+:class:`Bernoulli`, :class:`Categorical`, :class:`OneHotCategorical` (and
+:class:`OneHotCategoricalStraightThrough`, its straight-through ``rsample``), :class:`Independent`,
 :class:`TransformedDistribution` (with every transform of ``torch.distributions.transforms``
 but ``CatTransform``, ``StackTransform`` and ``CumulativeDistributionTransform``, and
 :func:`biject_to`/:func:`transform_to` onto constraints),
@@ -29,7 +30,12 @@ from gt.distributions import kl_mixed as _kl_mixed  # noqa: F401 - registers the
 from gt.distributions import kl_more as _kl_more  # noqa: F401 - registers the KL rules
 from gt.distributions.constraint_registry import biject_to, transform_to
 from gt.distributions.continuous import Exponential, Laplace, Normal, Uniform
-from gt.distributions.discrete import Bernoulli, Categorical, OneHotCategorical
+from gt.distributions.discrete import (
+    Bernoulli,
+    Categorical,
+    OneHotCategorical,
+    OneHotCategoricalStraightThrough,
+)
 from gt.distributions.distribution import Distribution
 from gt.distributions.gamma_family import Beta, Chi2, Dirichlet, Gamma, Poisson, StudentT
 from gt.distributions.independent import Independent
@@ -114,6 +120,7 @@ __all__ = [
     "NegativeBinomial",
     "Normal",
     "OneHotCategorical",
+    "OneHotCategoricalStraightThrough",
     "Pareto",
     "Poisson",
     "PositiveDefiniteTransform",
@@ -162,7 +169,8 @@ def _register_torch_module_names() -> None:
         "lkj_cholesky": ["LKJCholesky"], "log_normal": ["LogNormal"],
         "logistic_normal": ["LogisticNormal"], "mixture_same_family": ["MixtureSameFamily"],
         "multinomial": ["Multinomial"], "multivariate_normal": ["MultivariateNormal"],
-        "normal": ["Normal"], "one_hot_categorical": ["OneHotCategorical"],
+        "normal": ["Normal"],
+        "one_hot_categorical": ["OneHotCategorical", "OneHotCategoricalStraightThrough"],
         "pareto": ["Pareto"], "poisson": ["Poisson"],
         "relaxed_categorical": ["RelaxedOneHotCategorical", "ExpRelaxedCategorical"],
         "studentT": ["StudentT"], "uniform": ["Uniform"], "weibull": ["Weibull"],

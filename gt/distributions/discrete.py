@@ -1,4 +1,5 @@
-"""Discrete distributions: :class:`Bernoulli`, :class:`Categorical`, :class:`OneHotCategorical`.
+"""Discrete distributions: :class:`Bernoulli`, :class:`Categorical`, :class:`OneHotCategorical`
+and :class:`OneHotCategoricalStraightThrough`.
 
 Each takes ``probs`` or ``logits`` (exactly one); the other is derived lazily, as in PyTorch.
 ``log_prob`` and ``entropy`` are computed from the logits, so they stay differentiable and finite.
@@ -28,7 +29,7 @@ from gt.ops.functional import broadcast_tensors, multinomial, where
 from gt.ops.typeinfo import Size, finfo
 from gt.tensor import Tensor
 
-__all__ = ["Bernoulli", "Categorical", "OneHotCategorical"]
+__all__ = ["Bernoulli", "Categorical", "OneHotCategorical", "OneHotCategoricalStraightThrough"]
 
 
 class Bernoulli(BinaryParameters, Distribution):
@@ -260,4 +261,16 @@ class OneHotCategorical(Distribution):
         return values.expand((k, *self._batch_shape, k)) if expand else values
 
     def __repr__(self) -> str:
-        return repr(self._categorical).replace("Categorical", "OneHotCategorical", 1)
+        return repr(self._categorical).replace("Categorical", type(self).__name__, 1)
+
+
+class OneHotCategoricalStraightThrough(OneHotCategorical):
+    """A :class:`OneHotCategorical` with a straight-through ``rsample``: the one-hot sample in the
+    forward pass, the gradient of the probabilities in the backward pass (Bengio et al., 2013)."""
+
+    has_rsample = True
+
+    def rsample(self, sample_shape: Any = ()) -> Tensor:
+        samples = self.sample(sample_shape)
+        probs = self._categorical.probs
+        return samples + (probs - probs.detach())

@@ -22,6 +22,9 @@ from gt.optim._options import require
 from gt.optim.optimizer import Optimizer
 from gt.tensor import Tensor
 
+#: A complex dtype's real counterpart: LBFGS's flat vectors hold complex values as real pairs.
+_REAL_OF = {"complex64": "float32", "complex128": "float64"}
+
 _NO_GROUPS = "LBFGS doesn't support per-parameter options (parameter groups)"
 
 
@@ -213,22 +216,33 @@ class LBFGS(Optimizer):
         return self.param_groups[0]["params"]
 
     def _flat_grad(self) -> Tensor:
-        parts = [
-            p.grad.reshape(-1) if p.grad is not None else zeros(p.numel(), dtype=p.dtype)
-            for p in self._params
-        ]
+        """The gradients as one real vector: a complex parameter's as (real, imaginary) pairs, as
+        PyTorch's ``view_as_real`` does."""
+        parts = []
+        for p in self._params:
+            if p.grad is None:
+                real = _REAL_OF.get(p.dtype)
+                parts.append(zeros(p.numel() * (2 if real else 1), dtype=real or p.dtype))
+            elif p.grad.dtype in _REAL_OF:
+                parts.append(p.grad._apply("view_as_real", [p.grad]).reshape(-1))
+            else:
+                parts.append(p.grad.reshape(-1))
         if len(parts) > 1:
             return cat(parts)
         # A 1-d gradient reshapes to itself: copy it, as backward may accumulate into it.
         return parts[0].clone() if parts[0] is self._params[0].grad else parts[0]
 
     def _add(self, t: float, d: Tensor) -> None:
-        """``params += t * d`` (``d`` flat)."""
+        """``params += t * d`` (``d`` flat; a complex parameter takes (real, imaginary) pairs)."""
         params = self._params
         offset = 0
         for p in params:
-            n = p.numel()
+            pairs = p.dtype in _REAL_OF
+            n = p.numel() * (2 if pairs else 1)
             seg = d if len(params) == 1 else d[offset : offset + n]
+            if pairs:
+                seg = seg.reshape(*p.shape, 2)
+                seg = seg._apply("view_as_complex", [seg])
             p.add_(seg.reshape(p.shape), alpha=t)
             offset += n
 

@@ -111,6 +111,8 @@ MODULES = (
     "survival_statistics",
     "video_models",
     "nlp_classic",
+    "timeseries_deep",
+    "rl_offline_model_based",
 )
 
 
