@@ -196,7 +196,8 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Any = None, max_norm: 
         offsets: for a 1-d input, where each bag starts (first 0); a tensor, list or tuple.
             Reading it is a sync point (the layout of the bags depends on it).
         mode: ``"sum"``, ``"mean"`` or ``"max"``.
-        sparse: accepted; the gradient of ``weight`` is dense.
+        sparse: ``weight``'s gradient is a :class:`gt.sparse.SparseTensor` (sum and mean
+            modes; PyTorch refuses it with max), one entry per index, as PyTorch's.
         per_sample_weights: a weight per index (``input``'s shape), ``mode="sum"`` only.
         include_last_offset: ``offsets`` has ``B + 1`` entries, the last one the end of the last
             bag (indices after it are ignored).
@@ -210,8 +211,9 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Any = None, max_norm: 
     pad = _padding(padding_idx, weight.shape[0])
     acc = _accumulator(weight.dtype)
     psw = None if per_sample_weights is None else per_sample_weights.to(acc)
+    look = _rows_of(weight, sparse, scale_grad_by_freq, pad)
     if input.ndim == 2:
-        return _fixed_bags(input, weight, mode, psw, pad, scale_grad_by_freq)
+        return _fixed_bags(input, weight, mode, psw, pad, look)
     starts, lengths = _bags(offsets, input.shape[0], include_last_offset)
     b, d = len(starts), weight.shape[1]
     if b == 0 or not lengths.sum():
@@ -222,7 +224,7 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Any = None, max_norm: 
     used = int(starts[-1] + lengths[-1])  # positions after the last bag's end are ignored
     idx = input[:used] if used < input.shape[0] else input
     bag_of = input._upload(np.repeat(np.arange(b, dtype=np.int64), lengths))
-    rows = lookup(weight, idx, scale_grad_by_freq).to(acc)
+    rows = look(idx).to(acc)
     keep = None if pad is None else (idx != pad).to(acc)
     scale = keep
     if psw is not None:
@@ -240,13 +242,23 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Any = None, max_norm: 
     return total / count.to(weight.dtype).unsqueeze(-1)
 
 
+def _rows_of(weight: Tensor, sparse: bool, scale_grad_by_freq: bool, pad: int | None) -> Any:
+    """How the bags look their rows up: with ``sparse`` (and a weight to differentiate), as
+    :func:`embedding` does, so that ``weight``'s gradient is sparse with one entry per index in
+    input order, those at ``padding_idx`` left out (PyTorch's, scaled by the per-sample weights
+    and the bags' counts)."""
+    if sparse and weight.requires_grad and is_grad_enabled() and not scale_grad_by_freq:
+        return lambda idx: _SparseLookup.apply(weight, idx, pad)
+    return lambda idx: lookup(weight, idx, scale_grad_by_freq)
+
+
 def _fixed_bags(input: Tensor, weight: Tensor, mode: str, psw: Tensor | None,
-                pad: int | None, scale_grad_by_freq: bool) -> Tensor:  # fmt: skip
+                pad: int | None, look: Any) -> Tensor:  # fmt: skip
     """``B`` bags of ``L`` indices each (a 2-d input)."""
     b, length = input.shape
     if length == 0:
         return weight.new_zeros((b, weight.shape[1]))
-    rows = lookup(weight, input, scale_grad_by_freq)  # [B, L, D]
+    rows = look(input)  # [B, L, D]
     keep = None if pad is None else input != pad
     if mode == "max":
         if keep is None:

@@ -117,3 +117,21 @@ def test_optimizers_without_sparse_support_refuse_sparse_gradients_as_pytorchs(c
         gt.optim.RMSprop(emb.parameters()).step()
     with pytest.raises(RuntimeError, match=r"add\(sparse, dense\) is not supported"):
         gt.optim.SGD(emb.parameters(), lr=0.1, weight_decay=0.01).step()
+
+
+def test_embedding_bag_sparse_gradients_have_pytorchs_entries(conn):
+    """One entry per index in input order, padding left out, scaled by the bag's count (mean) or
+    the per-sample weight (sum): the entries torch 2.13 gives for these bags."""
+    bag = gt.nn.EmbeddingBag(5, 2, mode="mean", sparse=True, padding_idx=4)
+    bag(gt.tensor([0, 2, 2, 4, 1]), gt.tensor([0, 3])).sum().backward()
+    g = bag.weight.grad
+    assert g.is_sparse and g._indices().tolist() == [[0, 2, 2, 1]]
+    np.testing.assert_allclose(g._values().numpy(), [[1 / 3] * 2] * 3 + [[1.0, 1.0]], rtol=1e-6)
+    weighted = gt.nn.EmbeddingBag(5, 2, mode="sum", sparse=True)
+    psw = gt.tensor([[1.0, 2.0], [3.0, 4.0]])
+    weighted(gt.tensor([[0, 2], [2, 1]]), per_sample_weights=psw).sum().backward()
+    np.testing.assert_array_equal(weighted.weight.grad._values().numpy()[:, 0], [1, 2, 3, 4])
+    before = weighted.weight.detach().numpy().copy()
+    gt.optim.SparseAdam(weighted.parameters(), lr=0.1).step()
+    after = weighted.weight.detach().numpy()
+    assert (after[[0, 1, 2]] != before[[0, 1, 2]]).all() and (after[[3, 4]] == before[[3, 4]]).all()
