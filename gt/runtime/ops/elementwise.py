@@ -111,8 +111,9 @@ def _unary_kernel(ufunc: str) -> Callable[[Any], Any]:
     return make
 
 
-def _zero_grad(n: Any, g: Any) -> tuple:
-    """A piecewise-constant op: PyTorch's derivative is zero (its result still requires grad)."""
+def zero_grad(n: Any, g: Any) -> tuple:
+    """The derivative of a piecewise-constant op (``sign``, ``floor`` ...): PyTorch's is zero, not
+    undefined (its result still requires grad)."""
     return (g.new_zeros(g.shape),)
 
 
@@ -442,7 +443,7 @@ ENTRIES: list[Op] = [
         "sign",
         33,
         kernel=_k_sign,
-        grad=_zero_grad,
+        grad=zero_grad,
         doc="-1, 0 or 1, 0 for NaN (PyTorch's derivative: zero)",
     ),  # fmt: skip
     _unary("logical_not", 51, dtype=bool_dtype, doc="not x (bool result)"),

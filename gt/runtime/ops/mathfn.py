@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from gt.runtime.ops.base import Op, first_dtype, same_shape, sum_to
-from gt.runtime.ops.elementwise import broadcast_rule
+from gt.runtime.ops.elementwise import broadcast_rule, zero_grad
 
 #: PyTorch's lower bound on the BCE derivative's denominator.
 BCE_EPS = 1e-12
@@ -64,11 +64,6 @@ def _k_round(be: Any) -> Any:
         return xp.round(v[0], d) if d else xp.rint(v[0])  # half to even, as in PyTorch
 
     return h
-
-
-def _zero_grad(n: Any, g: Any) -> tuple:
-    """Piecewise-constant ops: PyTorch's derivative is zero (not undefined)."""
-    return (g.new_zeros(g.shape),)
 
 
 def _k_bce(be: Any) -> Any:
@@ -140,16 +135,16 @@ ENTRIES: list[Op] = [
         grad=_d_softplus,
         saves="inputs",
     ),
-    _unary("floor", 70, "round down (zero derivative)", grad=_zero_grad),
-    _unary("ceil", 71, "round up (zero derivative)", grad=_zero_grad),
+    _unary("floor", 70, "round down (zero derivative)", grad=zero_grad),
+    _unary("ceil", 71, "round up (zero derivative)", grad=zero_grad),
     _unary(
         "round",
         72,
         "round half to even, to attrs.decimals (zero derivative)",
         kernel=_k_round,
-        grad=_zero_grad,
+        grad=zero_grad,
     ),
-    _unary("trunc", 73, "round toward zero (zero derivative)", grad=_zero_grad),
+    _unary("trunc", 73, "round toward zero (zero derivative)", grad=zero_grad),
     Op(
         "binary_cross_entropy",
         74,
