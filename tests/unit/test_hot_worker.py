@@ -3,6 +3,8 @@ its instructions eagerly, bound to the kernels or instruction by instruction."""
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pytest
 
@@ -203,3 +205,39 @@ def test_an_integer_immediate_reaches_a_replayed_kernel_as_the_integer():
     assert res.errors == [] and res.hot == 1
     assert seen == [-100] and type(seen[0]) is int
     np.testing.assert_array_equal(ex.tables[1][50], [0.0, 2.0])
+
+
+def test_an_in_place_update_of_kept_state_writes_its_own_memory_as_eagerly():
+    # S.mul_(0.5).add_(sum) as a momentum buffer is updated: a replay must not copy S each call
+    step = [ins("sum", 10, [X], {"axis": 0, "keepdims": False}),
+            ins("mul", S, [S, 0.5], {"inplace": True}),
+            ins("add", S, [S, 10], {"inplace": True})]  # fmt: skip
+    plan = {"plan": 1, "name": "ema", "steps": step, "inputs": [X], "temps": [10], "outs": []}
+    ex = executor()
+    run(ex, [ins("hot_define", 0, [], plan)])
+    ex.tables[1][S] = np.ones(3, np.float32)
+    state = weakref.ref(ex.tables[1][S])  # (a strong reference here would make it shared)
+    for call in range(3):
+        inputs(ex, [100 + call])
+        res = run(ex, [ins("hot", 0, [100 + call], {"plan": 1, "outs": [], "seeds": []})])
+        assert res.errors == [] and res.hot == 1
+    assert ex.tables[1][S] is state()  # the same buffer, updated in place
+    expect = np.ones(3, np.float32)
+    for _call in range(3):
+        rng = np.random.default_rng(1)
+        expect = expect * np.float32(0.5) + rng.standard_normal((2, 3)).astype(np.float32).sum(0)
+    np.testing.assert_array_equal(ex.tables[1][S], expect)
+
+
+def test_an_in_place_update_of_a_shared_array_leaves_the_other_holder_alone():
+    step = [ins("add", S, [S, X], {"inplace": True})]
+    plan = {"plan": 1, "name": "acc", "steps": step, "inputs": [X], "temps": [], "outs": []}
+    ex = executor()
+    run(ex, [ins("hot_define", 0, [], plan)])
+    shared = np.zeros((2, 3), np.float32)
+    ex.tables[1][S] = shared
+    ex.tables[1][7] = shared  # another id holds the same array (an alias the table made)
+    inputs(ex, [100])
+    res = run(ex, [ins("hot", 0, [100], {"plan": 1, "outs": [], "seeds": []})])
+    assert res.errors == [] and res.hot == 1
+    assert not shared.any() and ex.tables[1][S] is not shared and ex.tables[1][S].any()

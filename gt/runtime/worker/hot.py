@@ -190,7 +190,10 @@ class Compiled:
             o = reg(("id", out))
             written.add(out)
             drop = tuple(regs[("id", t)] for t in plan.drop_after[k])
-            steps.append((h, idx, attrs, o, drop, code, src))
+            # an in-place step on its first input: the register is one reference more than the
+            # eager path holds, and the kernel would take the array as shared and copy it
+            own = o if type(attrs) is dict and attrs.get("inplace") and idx[:1] == (o,) else -1
+            steps.append((h, idx, attrs, o, drop, code, src, own))
         fixed = set(plan.inputs) | set(plan.outs)
         temps = {t for t in written if t <= TEMP_BASE}
         # what the step reads or updates from the table: everything but inputs, results and temps
@@ -217,18 +220,21 @@ class Compiled:
         if seeds:
             steps = list(steps)
             for i, seed in zip(self.seeded, seeds):
-                h, idx, at, o, drop, code, src = steps[i]
-                steps[i] = (h, idx, {**at, "seed": seed}, o, drop, code, src)
+                h, idx, at, o, drop, code, src, own = steps[i]
+                steps[i] = (h, idx, {**at, "seed": seed}, o, drop, code, src, own)
         errors: list = []
         i = 0
         try:
-            for h, idx, at, o, drop, _code, _src in steps:
-                r[o] = h([r[j] for j in idx], at)
+            for h, idx, at, o, drop, _code, _src, own in steps:
+                vals = [r[j] for j in idx]
+                if own >= 0:
+                    r[own] = None
+                r[o] = h(vals, at)
                 for d in drop:
                     r[d] = None
                 i += 1
         except Exception as exc:  # from here on, check every input for a failure
-            h, idx, at, o, drop, code, src = steps[i]
+            h, idx, at, o, drop, code, src, _own = steps[i]
             r[o] = _Failed([f"{type(exc).__name__}: {exc}", code, src, False])
             errors.append(r[o].err[:3])
             for d in drop:
@@ -245,7 +251,7 @@ class Compiled:
 
     @staticmethod
     def _rest(r: list, steps: list, start: int, errors: list) -> None:
-        for h, idx, at, o, drop, code, src in steps[start:]:
+        for h, idx, at, o, drop, code, src, _own in steps[start:]:
             vals = [r[j] for j in idx]
             bad = next((v for v in vals if type(v) is _Failed), None)
             if bad is not None:
