@@ -29,6 +29,7 @@ from gt.grad_hooks import (
 )
 from gt.grad_mode import set_grad_enabled
 from gt.ops.autocast import suspended as autocast_suspended
+from gt.ops.base import BATCHING, refuse_outside_write
 from gt.ops.layout import grad_layout
 from gt.runtime import ops as O
 from gt.runtime.ops import Past
@@ -214,6 +215,8 @@ class _Walk:
         self._accumulate(leaf, g)
 
     def _accumulate(self, leaf: Tensor, g: Tensor) -> None:
+        if BATCHING:
+            refuse_outside_write(leaf)
         if g.dtype != leaf.dtype:
             g = g.to(leaf.dtype)
         if getattr(g, "is_sparse", False) is True:  # Embedding(sparse=True): entries appended
@@ -394,6 +397,8 @@ def backward(
 
 def _add_grad(t: Tensor, g: Tensor) -> None:
     """Accumulate into a computed tensor named in ``backward(inputs=...)``."""
+    if BATCHING:
+        refuse_outside_write(t)
     t.grad = g if t.grad is None else _summed(t.grad, g, g.requires_grad)
 
 

@@ -5,9 +5,9 @@ function transforms ``grad``, ``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``, 
 The transforms are built on GT's reverse-mode autograd with ``create_graph=True``, so they compose
 (``grad(grad(f))``, ``vmap(grad(f))`` for per-sample gradients, ``jacrev(jacrev(f))``). Inputs need
 not require grad: each transform differentiates with respect to fresh copies of its arguments,
-which stay connected to any outer transform's. Two differences from PyTorch, both in speed, not
-results: ``vmap`` runs the function once per batch entry and stacks the results (no batching
-rules), and ``jacfwd`` computes the same Jacobian as ``jacrev`` in reverse mode.
+which stay connected to any outer transform's. ``vmap`` runs the function once over the whole
+batch (:mod:`gt.func_batching`), and once per entry where it cannot; ``jacfwd`` computes the same
+Jacobian as ``jacrev`` in reverse mode.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gt.autograd.functional import _grads
+from gt.func_batching import RUNS, run_batched
 from gt.grad_graph import Node
 from gt.grad_mode import enable_grad, is_grad_enabled
 from gt.nn.module import Module
@@ -389,7 +390,13 @@ def hessian(func: Callable, argnums: Any = 0) -> Callable:
 def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = "error", *,
          chunk_size: int | None = None) -> Callable:  # fmt: skip
     """``func`` mapped over dim ``in_dims`` of its arguments (``None``: not mapped; a tuple: one
-    per argument), results stacked along ``out_dims``. Runs ``func`` once per batch entry."""
+    per argument), results stacked along ``out_dims``.
+
+    ``func`` runs once, on the batch (see :mod:`gt.func_batching`); where that cannot be done (a
+    value read inside, random numbers, a write to a tensor from outside, an op without a batching
+    rule, inputs or results that require grad) it runs once per entry and the results are
+    stacked, as PyTorch's results are. ``gt.func_batching.RUNS`` counts both and says why.
+    ``chunk_size`` is accepted and changes nothing."""
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         dims = in_dims if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(args)
@@ -404,6 +411,13 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
             raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped "
                              f"dimension, got sizes {sorted(sizes)} for the mapped dimension")  # fmt: skip
         (n,) = sizes
+        try:
+            out = run_batched(func, args, kwargs, tuple(dims), out_dims, n, _leaves, _rebuild)
+            RUNS["batched"] += 1
+            return out
+        except Exception as exc:  # (Unbatchable, or an error the run below raises where it belongs)
+            RUNS["per_entry"] += 1
+            RUNS["why"] = f"{type(exc).__name__}: {exc}"
         results = []
         for i in range(n):
             one = [a if d is None else _rebuild(a, [t.select(d, i) for t in _leaves(a)])

@@ -30,7 +30,7 @@ from gt.grad_mode import INFERENCE_THREADS
 from gt.ops.arith import ArithmeticOps
 from gt.ops.autocast import mark_methods
 from gt.ops.autograd_api import AutogradOps
-from gt.ops.base import TensorBase, immediate
+from gt.ops.base import BATCHING, TensorBase, immediate
 from gt.ops.compat import CompatOps
 from gt.ops.composed import ComposedOps
 from gt.ops.conversion import ConversionOps, host_array
@@ -149,6 +149,8 @@ class Tensor(
         self._st = self._vb = self._vs = None  # (an unset slot raises when read, which is slow)
         if INFERENCE_THREADS and get_ident() in INFERENCE_THREADS:
             self._inf = True
+        if BATCHING and tid is not None:  # vmap's batched run needs every shape (func_batching)
+            BATCHING[0][tid] = (self.shape, dtype)
 
     def _legacy_init(self, *args: Any) -> None:
         """``Tensor(data)`` (the default dtype) or ``Tensor(*sizes)`` (uninitialised: zeros in

@@ -48,3 +48,21 @@ def in_float32(fn: Any, *args: Any) -> Any:
         return fn(*args)
     wide = (a.float() if isinstance(a, TensorBase) and a.dtype == half else a for a in args)
     return fn(*wide).to(half)
+
+
+#: While ``gt.func.vmap`` runs a function batched (:mod:`gt.func_batching`): one dict, every
+#: tensor made meanwhile by id -> ``(shape, dtype)``. Empty otherwise (one cheap test per tensor).
+BATCHING: list = []
+
+
+class Unbatchable(Exception):
+    """What ``vmap``'s batched run cannot do (it runs the function once per entry instead)."""
+
+
+def refuse_outside_write(t: Any) -> None:
+    """Under ``vmap``'s batched run, refuse (before it happens) a change of a tensor made outside
+    the function: done once for the whole batch it would be wrong, and the per-entry run redoes
+    it."""
+    tid = getattr(t, "id", None)
+    if BATCHING and tid is not None and tid not in BATCHING[0]:
+        raise Unbatchable("a tensor made outside the function is changed in place")

@@ -27,7 +27,7 @@ from gt.autograd import _mode
 from gt.errors import DtypeError, ShapeError
 from gt.indexing import encode_key
 from gt.ops.arith import where
-from gt.ops.base import TensorBase
+from gt.ops.base import BATCHING, TensorBase, refuse_outside_write
 from gt.ops.random import random_attrs
 from gt.ops.views import is_basic_key, is_view_at, parts, write_back
 
@@ -43,6 +43,8 @@ def take_value(dst: Tensor, src: Tensor, keep_graph: bool = True) -> None:
         src: a freshly computed tensor that nothing else refers to.
         keep_graph: adopt ``src``'s autograd history (``False``: ``dst`` keeps its own flags).
     """
+    if BATCHING:
+        refuse_outside_write(dst)
     old = dst.id
     dst.id = src.id
     src.id = None
@@ -78,6 +80,8 @@ def apply_inplace(x: Tensor, name: str, compute: Callable[[Tensor], Tensor]) -> 
     ``compute`` receives a separate handle on ``x``'s current value (so a backward node that saves
     it keeps the old value) and must return a tensor of ``x``'s shape.
     """
+    if BATCHING:
+        refuse_outside_write(x)
     if not _mode.enabled:  # nothing is recorded: compute from x itself, then take the result over
         new = compute(x)
         if new.shape != x.shape:
