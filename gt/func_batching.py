@@ -38,6 +38,8 @@ _RESHAPE, _EXPAND, _MATMUL, _COPY, _ARANGE, _GETITEM = (
 )
 _SLICE_ALL = ["s", None, None, None]
 _FETCH = O.OPCODE["fetch"]
+#: Ops that treat each entry of their first dim on its own (sliding windows over [N, C, ...]).
+_PER_ROW = frozenset(O.OPCODE[n] for n in ("im2col", "col2im"))
 #: Linear algebra of the last two dims: the kernels broadcast the leading ones.
 _MATRICES = frozenset(op.code for op in O.REGISTRY if op.name.startswith("linalg_"))
 #: How ``vmap`` calls ran: ``batched``, ``per_entry``, and why the last per-entry one was not
@@ -156,7 +158,12 @@ class Batching:
             if opcode in _KEYED_WRITES:
                 self._keyed_write(opcode, out, args, attrs)
                 return
-            rule = Batching._matrices if opcode in _MATRICES else _RULES.get(_FAMILY[opcode])
+            if opcode in _MATRICES:
+                rule = Batching._matrices
+            elif opcode in _PER_ROW:
+                rule = Batching._per_row
+            else:
+                rule = _RULES.get(_FAMILY[opcode])
             if rule is None:
                 raise Unbatchable(f"{O.op_name(opcode)} has no batching rule")
             rule(self, opcode, out, args, attrs)
@@ -264,6 +271,16 @@ class Batching:
     def _matrices(self, opcode: int, out: int, args: list, attrs: Any) -> None:
         rank = max(len(self._shape(a)) for a in args if type(a) is int)
         self._send(opcode, out, [self._padded(a, rank) for a in args], attrs, self._out_shape(out))
+
+    def _per_row(self, opcode: int, out: int, args: list, attrs: Any) -> None:
+        """The batch folded into the op's own first dim, and unfolded from its result."""
+        (x,) = args
+        s, logical = self.batched[x], self._out_shape(out)
+        if not s or not logical:
+            raise Unbatchable(f"{O.op_name(opcode)} of a 0-d tensor")
+        rows = self._reshaped(x, [self.n * s[0], *s[1:]])
+        res = self._temp(opcode, [rows], attrs)
+        self._send(_RESHAPE, out, [res], {"shape": [self.n, *logical]}, logical)
 
     def _getitem(self, opcode: int, out: int, args: list, attrs: Any) -> None:
         x, idx = args[0], list(args[1:])

@@ -348,12 +348,13 @@ def _matrix(op: str, a: Tensor, complex_ok: bool = False) -> tuple[int, int]:
 
 def qr(a: Tensor, mode: str = "reduced") -> QRResult:
     """The QR factorization ``A = Q R`` of each matrix (``mode`` ``"reduced"``, ``"r"``, or
-    ``"complete"`` where it equals the reduced one, ``m <= n``). Gradients need ``m >= n``."""
+    ``"complete"``: Q square). Gradients need ``m >= n`` (and not ``"complete"`` with ``m > n``,
+    as in PyTorch)."""
     m, n = _matrix("linalg.qr", a, complex_ok=True)
     if mode not in ("reduced", "r", "complete"):
         raise RuntimeError(f"qr received unrecognized mode '{mode}'")
-    if mode == "complete" and m > n:
-        raise NotImplementedError("linalg.qr: mode='complete' with more rows than columns")
+    if mode == "complete" and m > n:  # (Q gains columns that span the rest of the space)
+        return QRResult(*unpack_qr(a._apply("linalg_qr", [a], {"mode": "complete"}), m, n, True))
     q, r = unpack_qr(a._apply("linalg_qr", [a]), m, n)
     if mode == "r":
         return QRResult(zeros((0,), dtype=a.dtype), r)

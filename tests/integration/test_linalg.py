@@ -209,3 +209,16 @@ def test_lstsq_matches_numpy_for_tall_and_rank_deficient_systems(conn):
         np.linalg.lstsq(low, b[:, 0], rcond=None)[0],
         atol=1e-10,
     )
+
+
+def test_complete_qr_of_a_tall_matrix_gives_a_square_orthogonal_q_and_no_gradient(conn):
+    a = np.random.default_rng(3).standard_normal((2, 5, 3))
+    q, r = LA.qr(gt.tensor(a), mode="complete")
+    assert tuple(q.shape) == (2, 5, 5) and tuple(r.shape) == (2, 5, 3)
+    want_q, want_r = np.linalg.qr(a, mode="complete")  # (LAPACK's signs, as PyTorch's CPU)
+    np.testing.assert_allclose(q.numpy(), want_q, atol=1e-12)
+    np.testing.assert_allclose(r.numpy(), want_r, atol=1e-12)
+    np.testing.assert_allclose(q.numpy() @ r.numpy(), a, atol=1e-12)
+    x = gt.tensor(a, requires_grad=True)
+    with pytest.raises(RuntimeError, match="not differentiable when mode='complete'"):
+        LA.qr(x, mode="complete").Q.sum().backward()

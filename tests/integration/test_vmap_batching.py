@@ -144,3 +144,21 @@ def test_mapped_inputs_that_require_grad_keep_their_graph(conn):
     assert (batched, per_entry) == (0, 1)
     out.sum().backward()
     np.testing.assert_allclose(a.grad.numpy(), 2 * a.detach().numpy())
+
+
+def test_per_sample_gradients_of_a_convolutional_network_are_batched(conn):
+    # PyTorch's per-sample-gradient tutorial uses a CNN: convolutions fold the batch into theirs
+    net = gt.nn.Sequential(gt.nn.Conv2d(2, 3, 3, padding=1), gt.nn.ReLU(), gt.nn.MaxPool2d(2),
+                           gt.nn.Flatten(), gt.nn.Linear(12, 2))  # fmt: skip
+    params = {k: v.detach() for k, v in net.named_parameters()}
+    x, y = _t(4, 2, 4, 4, dtype=np.float32), gt.tensor([1, 0, 0, 1])
+
+    def loss(p, xb, yb):
+        return F.cross_entropy(gt.func.functional_call(net, p, (xb[None],)), yb[None])
+
+    grads, batched, _ = _vmapped(gt.func.grad(loss), (params, x, y), (None, 0, 0))
+    assert batched == 1, RUNS["why"]
+    for i in range(4):
+        one = gt.func.grad(loss)(params, x[i], y[i])
+        for k in params:
+            np.testing.assert_allclose(grads[k][i].numpy(), one[k].numpy(), rtol=1e-5, atol=1e-6)

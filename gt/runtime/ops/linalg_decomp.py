@@ -44,9 +44,13 @@ def _matrix(op: str, shape: Shape) -> tuple[int, int]:
     return shape[-2], shape[-1]
 
 
+def _qr_complete(attrs: Any) -> bool:
+    return type(attrs) is dict and attrs.get("mode") == "complete"
+
+
 def _qr_shape(shapes: list, attrs: Any) -> Shape:
     m, n = _matrix("linalg.qr", shapes[0])
-    k = min(m, n)
+    k = m if _qr_complete(attrs) else min(m, n)
     return (*shapes[0][:-2], m * k + k * n)
 
 
@@ -84,7 +88,8 @@ def _k_qr(be: Any) -> Any:
     xp = be.xp
 
     def h(v: list, at: Any) -> Any:
-        q, r = _parts(xp, xp.linalg.qr(v[0], mode="reduced"))
+        mode = "complete" if _qr_complete(at) else "reduced"
+        q, r = _parts(xp, xp.linalg.qr(v[0], mode=mode))
         return _flat(xp, q, r).astype(v[0].dtype, copy=False)
 
     return h
@@ -117,9 +122,10 @@ def _k_svd(be: Any) -> Any:
 
 
 # ----------------------------------------------------------------------------- unpacking
-def unpack_qr(out: Any, m: int, n: int) -> tuple[Any, Any]:
-    """``(Q, R)`` from a packed ``linalg_qr`` result (or its gradient)."""
-    k = min(m, n)
+def unpack_qr(out: Any, m: int, n: int, complete: bool = False) -> tuple[Any, Any]:
+    """``(Q, R)`` from a packed ``linalg_qr`` result (or its gradient); ``complete``: Q is
+    ``m x m`` and R ``m x n``."""
+    k = m if complete else min(m, n)
     lead = tuple(out.shape[:-1])
     return out[..., : m * k].reshape(*lead, m, k), out[..., m * k :].reshape(*lead, k, n)
 
@@ -157,6 +163,10 @@ def _gap_inverse(w: Any) -> Any:
 def _d_qr(n: Any, g: Any) -> tuple:
     a, out = n.saved
     m, cols = n.shapes[0][-2:]
+    if _qr_complete(n.attrs) and m > cols:
+        raise RuntimeError(
+            "The QR decomposition is not differentiable when mode='complete' and nrows > ncols."
+        )
     if m < cols:
         raise NotImplementedError(
             "the derivative of linalg.qr is implemented for matrices with at least as many rows "
