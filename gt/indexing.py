@@ -32,7 +32,7 @@ def encode_key(x: Tensor, key: Any, op: str = "getitem") -> tuple[list, list, tu
     stand_in: list = []
     dim = 0  # the dimension of x the next item indexes (None once an Ellipsis makes it unknown)
     for item in key:
-        if isinstance(item, range):  # x[range(B), a]: a list of ints, as in PyTorch
+        if isinstance(item, (range, tuple)):  # x[range(B), a], x[..., (0, 1)]: lists, as in PyTorch
             item = list(item)
         if isinstance(item, bool):
             raise IndexError(f"{op}: a bare bool index is not supported")

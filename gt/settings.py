@@ -27,7 +27,8 @@ __all__ = [
     "contiguous_format", "get_default_device", "get_deterministic_debug_mode",
     "get_float32_matmul_precision", "get_num_interop_threads", "get_num_threads", "get_rng_state",
     "initial_seed", "is_deterministic_algorithms_warn_only_enabled", "is_warn_always_enabled",
-    "layout", "memory_format", "preserve_format", "set_default_device", "set_default_dtype",
+    "layout", "legacy_contiguous_format", "memory_format", "preserve_format",
+    "set_default_device", "set_default_dtype",
     "set_default_tensor_type", "set_deterministic_debug_mode", "set_float32_matmul_precision",
     "set_flush_denormal", "set_num_interop_threads", "set_num_threads", "set_printoptions",
     "set_rng_state", "set_warn_always", "strided", "use_deterministic_algorithms",
@@ -52,6 +53,7 @@ contiguous_format = memory_format("contiguous_format")
 channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")
 preserve_format = memory_format("preserve_format")
+legacy_contiguous_format = contiguous_format  # (PyTorch's alias; F.gumbel_softmax's code uses it)
 strided = layout("strided")
 
 

@@ -7,6 +7,7 @@ NumPy differ (type promotion of Python scalars, true division of integers).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -167,7 +168,10 @@ def matmul(a: Shape, b: Shape) -> Shape:
 
 
 def normalize_axis(axis: int, ndim: int, op: str = "op") -> int:
-    """Turn a possibly negative axis into ``0..ndim-1`` or raise IndexError like PyTorch."""
+    """Turn a possibly negative axis into ``0..ndim-1`` or raise IndexError like PyTorch (an
+    axis may be anything with ``__index__``: a NumPy integer or a 0-d integer tensor)."""
+    if type(axis) is not int:
+        axis = operator.index(axis)
     if not -max(ndim, 1) <= axis < max(ndim, 1):
         raise IndexError(
             f"{op}: dimension out of range (expected to be in range of [{-max(ndim, 1)}, {max(ndim, 1) - 1}], but got {axis})"

@@ -85,8 +85,8 @@ def erf(input: Tensor) -> Tensor:
 
 
 def erfc(input: Tensor) -> Tensor:
-    """``1 - erf(x)``."""
-    return 1.0 - input.erf()
+    """``1 - erf(x)``, accurate in the upper tail (see :meth:`gt.Tensor.erfc`)."""
+    return input.erfc()
 
 
 def ndtr(input: Tensor) -> Tensor:

@@ -4,9 +4,8 @@ ops), differentiable ``log_prob``/``entropy``/KL, parameter validation with PyTo
 Provided: :class:`Normal`, :class:`Uniform`, :class:`Laplace`, :class:`Exponential`,
 :class:`Bernoulli`, :class:`Categorical`, :class:`OneHotCategorical` (and
 :class:`OneHotCategoricalStraightThrough`, its straight-through ``rsample``), :class:`Independent`,
-:class:`TransformedDistribution` (with every transform of ``torch.distributions.transforms``
-but ``CatTransform``, ``StackTransform`` and ``CumulativeDistributionTransform``, and
-:func:`biject_to`/:func:`transform_to` onto constraints),
+:class:`TransformedDistribution` (with every transform of ``torch.distributions.transforms``,
+and :func:`biject_to`/:func:`transform_to` onto constraints),
 :class:`LogNormal`, :class:`MultivariateNormal` and :class:`LowRankMultivariateNormal` (on
 :mod:`gt.linalg`), :class:`Gamma`, :class:`Chi2`, :class:`Beta`, :class:`Dirichlet`,
 :class:`StudentT`, :class:`Poisson` (no sampler), :class:`Binomial` (sampled as a sum of coin
@@ -61,8 +60,10 @@ from gt.distributions.transformed_distribution import LogNormal, TransformedDist
 from gt.distributions.transforms import (
     AbsTransform,
     AffineTransform,
+    CatTransform,
     ComposeTransform,
     CorrCholeskyTransform,
+    CumulativeDistributionTransform,
     ExpTransform,
     IndependentTransform,
     LowerCholeskyTransform,
@@ -72,6 +73,7 @@ from gt.distributions.transforms import (
     SigmoidTransform,
     SoftmaxTransform,
     SoftplusTransform,
+    StackTransform,
     StickBreakingTransform,
     TanhTransform,
     Transform,
@@ -85,12 +87,14 @@ __all__ = [
     "Bernoulli",
     "Beta",
     "Binomial",
+    "CatTransform",
     "Categorical",
     "Cauchy",
     "Chi2",
     "ComposeTransform",
     "ContinuousBernoulli",
     "CorrCholeskyTransform",
+    "CumulativeDistributionTransform",
     "Dirichlet",
     "Distribution",
     "ExpRelaxedCategorical",
@@ -131,6 +135,7 @@ __all__ = [
     "SigmoidTransform",
     "SoftmaxTransform",
     "SoftplusTransform",
+    "StackTransform",
     "StickBreakingTransform",
     "StudentT",
     "TanhTransform",

@@ -141,3 +141,25 @@ def _transform_to_positive_definite(constraint: Any) -> T.Transform:
 @_both(constraints.corr_cholesky)
 def _transform_to_corr_cholesky(constraint: Any) -> T.Transform:
     return T.CorrCholeskyTransform()
+
+
+@biject_to.register(constraints.cat)
+def _biject_to_cat(constraint: Any) -> T.Transform:
+    return T.CatTransform([biject_to(c) for c in constraint.cseq], constraint.dim,
+                          constraint.lengths)  # fmt: skip
+
+
+@transform_to.register(constraints.cat)
+def _transform_to_cat(constraint: Any) -> T.Transform:
+    return T.CatTransform([transform_to(c) for c in constraint.cseq], constraint.dim,
+                          constraint.lengths)  # fmt: skip
+
+
+@biject_to.register(constraints.stack)
+def _biject_to_stack(constraint: Any) -> T.Transform:
+    return T.StackTransform([biject_to(c) for c in constraint.cseq], constraint.dim)
+
+
+@transform_to.register(constraints.stack)
+def _transform_to_stack(constraint: Any) -> T.Transform:
+    return T.StackTransform([transform_to(c) for c in constraint.cseq], constraint.dim)

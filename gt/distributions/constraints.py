@@ -12,6 +12,7 @@ from typing import Any
 __all__ = [
     "Constraint",
     "boolean",
+    "cat",
     "dependent",
     "dependent_property",
     "greater_than",
@@ -29,6 +30,7 @@ __all__ = [
     "real",
     "real_vector",
     "simplex",
+    "stack",
     "unit_interval",
 ]
 
@@ -223,6 +225,64 @@ class _HalfOpenInterval(_Interval):
         return (self.lower_bound <= value) & (value < self.upper_bound)
 
 
+class _Joined(Constraint):
+    """Constraints on the parts of a tensor along ``dim`` (discrete if any part is)."""
+
+    cseq: list
+    dim: int
+
+    @property
+    def is_discrete(self) -> bool:  # type: ignore[override]
+        return any(c.is_discrete for c in self.cseq)
+
+
+class _Cat(_Joined):
+    """Constraint ``cseq[i]`` on the slice of ``lengths[i]`` entries along ``dim`` (the domain
+    of :class:`~gt.distributions.transforms.CatTransform`)."""
+
+    def __init__(self, cseq: Any, dim: int = 0, lengths: Any = None):
+        self.cseq = list(cseq)
+        self.lengths = [1] * len(self.cseq) if lengths is None else list(lengths)
+        if len(self.lengths) != len(self.cseq):
+            raise ValueError("cat: lengths and constraints differ in number")
+        self.dim = dim
+
+    @property
+    def event_dim(self) -> int:  # type: ignore[override]
+        return max(c.event_dim for c in self.cseq)
+
+    def check(self, value: Any) -> Any:
+        from gt.ops.functional import cat as _cat  # noqa: PLC0415 - constraints is a leaf
+
+        checks, start = [], 0
+        for constr, length in zip(self.cseq, self.lengths):
+            checks.append(constr.check(value.narrow(self.dim, start, length)))
+            start = start + length
+        return _cat(checks, self.dim)
+
+
+class _Stack(_Joined):
+    """Constraint ``cseq[i]`` on ``value.select(dim, i)`` (the domain of
+    :class:`~gt.distributions.transforms.StackTransform`)."""
+
+    def __init__(self, cseq: Any, dim: int = 0):
+        self.cseq = list(cseq)
+        self.dim = dim
+
+    @property
+    def event_dim(self) -> int:  # type: ignore[override]
+        event_dim = max(c.event_dim for c in self.cseq)
+        if self.dim + event_dim < 0:
+            event_dim += 1
+        return event_dim
+
+    def check(self, value: Any) -> Any:
+        from gt.ops.functional import stack as _stack  # noqa: PLC0415 - constraints is a leaf
+
+        vs = [value.select(self.dim, i) for i in range(value.size(self.dim))]
+        return _stack([c.check(v) for v, c in zip(vs, self.cseq)], self.dim)
+
+
 class _Simplex(Constraint):
     event_dim = 1
 
@@ -247,6 +307,8 @@ interval = _Interval
 half_open_interval = _HalfOpenInterval
 simplex = _Simplex()
 independent = _IndependentConstraint
+cat = _Cat
+stack = _Stack
 
 
 class _LowerCholesky(Constraint):

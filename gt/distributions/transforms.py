@@ -36,8 +36,10 @@ from gt.tensor import Tensor
 __all__ = [
     "AbsTransform",
     "AffineTransform",
+    "CatTransform",
     "ComposeTransform",
     "CorrCholeskyTransform",
+    "CumulativeDistributionTransform",
     "ExpTransform",
     "IndependentTransform",
     "LowerCholeskyTransform",
@@ -47,6 +49,7 @@ __all__ = [
     "SigmoidTransform",
     "SoftmaxTransform",
     "SoftplusTransform",
+    "StackTransform",
     "StickBreakingTransform",
     "TanhTransform",
     "Transform",
@@ -299,3 +302,185 @@ class AbsTransform(Transform):
 
     def _inverse(self, y: Tensor) -> Tensor:
         return y
+
+
+class CatTransform(Transform):
+    """``transforms[i]`` applied to the ``lengths[i]`` entries of ``x`` along ``dim`` that it
+    owns, the results concatenated back (``torch.distributions.CatTransform``): one flow output
+    mapped onto a mixed support, e.g. exp for the positive entries and sigmoid for the unit ones.
+
+    Args:
+        tseq: the transforms, in order along ``dim``.
+        dim: the dimension the slices are taken along.
+        lengths: how many entries each transform owns (1 each by default).
+        cache_size: 0 or 1.
+    """
+
+    def __init__(self, tseq: Any, dim: int = 0, lengths: Any = None, cache_size: int = 0):
+        tseq = list(tseq)
+        if not all(isinstance(t, Transform) for t in tseq):
+            raise TypeError("CatTransform takes a sequence of Transforms")
+        if cache_size:
+            tseq = [t.with_cache(cache_size) for t in tseq]
+        super().__init__(cache_size=cache_size)
+        self.transforms = tseq
+        self.lengths = [1] * len(tseq) if lengths is None else list(lengths)
+        if len(self.lengths) != len(self.transforms):
+            raise ValueError("CatTransform: lengths and transforms differ in number")
+        self.dim = dim
+
+    @property
+    def event_dim(self) -> int:  # type: ignore[override]
+        return max(t.event_dim for t in self.transforms)
+
+    @property
+    def length(self) -> int:
+        return sum(self.lengths)
+
+    def with_cache(self, cache_size: int = 1) -> Transform:
+        if self._cache_size == cache_size:
+            return self
+        return CatTransform(self.transforms, self.dim, self.lengths, cache_size)
+
+    def _pieces(self, x: Tensor, fns: list) -> Tensor:
+        from gt.ops.functional import cat  # noqa: PLC0415
+
+        if not -x.dim() <= self.dim < x.dim() or x.size(self.dim) != self.length:
+            raise ValueError(f"CatTransform expects {self.length} entries along dim {self.dim}, "
+                             f"got shape {tuple(x.shape)}")  # fmt: skip
+        out, start = [], 0
+        for fn, length in zip(fns, self.lengths):
+            out.append(fn(x.narrow(self.dim, start, length)))
+            start = start + length
+        return cat(out, dim=self.dim)
+
+    def _call(self, x: Tensor) -> Tensor:
+        return self._pieces(x, self.transforms)
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        return self._pieces(y, [t.inv for t in self.transforms])
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        from gt.distributions.utils import sum_rightmost  # noqa: PLC0415
+        from gt.ops.functional import cat  # noqa: PLC0415
+
+        parts, start = [], 0
+        for t, length in zip(self.transforms, self.lengths):
+            ld = t.log_abs_det_jacobian(x.narrow(self.dim, start, length),
+                                        y.narrow(self.dim, start, length))  # fmt: skip
+            if t.event_dim < self.event_dim:
+                ld = sum_rightmost(ld, self.event_dim - t.event_dim)
+            parts.append(ld)
+            start = start + length
+        dim = self.dim - x.dim() if self.dim >= 0 else self.dim
+        dim = dim + self.event_dim
+        if dim < 0:  # the cat dim is a batch dim of the Jacobian: concatenate
+            return cat(parts, dim=dim)
+        return sum(parts)  # the cat dim is inside the event: add up
+
+    @property
+    def bijective(self) -> bool:  # type: ignore[override]
+        return all(t.bijective for t in self.transforms)
+
+    @property
+    def domain(self) -> Any:  # type: ignore[override]
+        return constraints.cat([t.domain for t in self.transforms], self.dim, self.lengths)
+
+    @property
+    def codomain(self) -> Any:  # type: ignore[override]
+        return constraints.cat([t.codomain for t in self.transforms], self.dim, self.lengths)
+
+
+class StackTransform(Transform):
+    """``transforms[i]`` applied to ``x.select(dim, i)``, the results stacked back along ``dim``
+    (``torch.distributions.StackTransform``).
+
+    Args:
+        tseq: one transform per index along ``dim``.
+        dim: the dimension.
+        cache_size: 0 or 1.
+    """
+
+    def __init__(self, tseq: Any, dim: int = 0, cache_size: int = 0):
+        tseq = list(tseq)
+        if not all(isinstance(t, Transform) for t in tseq):
+            raise TypeError("StackTransform takes a sequence of Transforms")
+        if cache_size:
+            tseq = [t.with_cache(cache_size) for t in tseq]
+        super().__init__(cache_size=cache_size)
+        self.transforms = tseq
+        self.dim = dim
+
+    def with_cache(self, cache_size: int = 1) -> Transform:
+        if self._cache_size == cache_size:
+            return self
+        return StackTransform(self.transforms, self.dim, cache_size)
+
+    def _slice(self, z: Tensor) -> list:
+        return [z.select(self.dim, i) for i in range(z.size(self.dim))]
+
+    def _apply(self, fns: list, z: Tensor) -> Tensor:
+        from gt.ops.functional import stack  # noqa: PLC0415
+
+        if not -z.dim() <= self.dim < z.dim() or z.size(self.dim) != len(self.transforms):
+            raise ValueError(f"StackTransform expects {len(self.transforms)} entries along dim "
+                             f"{self.dim}, got shape {tuple(z.shape)}")  # fmt: skip
+        return stack([fn(s) for s, fn in zip(self._slice(z), fns)], dim=self.dim)
+
+    def _call(self, x: Tensor) -> Tensor:
+        return self._apply(self.transforms, x)
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        return self._apply([t.inv for t in self.transforms], y)
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        from gt.ops.functional import stack  # noqa: PLC0415
+
+        parts = [t.log_abs_det_jacobian(xs, ys)
+                 for xs, ys, t in zip(self._slice(x), self._slice(y), self.transforms)]  # fmt: skip
+        return stack(parts, dim=self.dim)
+
+    @property
+    def bijective(self) -> bool:  # type: ignore[override]
+        return all(t.bijective for t in self.transforms)
+
+    @property
+    def domain(self) -> Any:  # type: ignore[override]
+        return constraints.stack([t.domain for t in self.transforms], self.dim)
+
+    @property
+    def codomain(self) -> Any:  # type: ignore[override]
+        return constraints.stack([t.codomain for t in self.transforms], self.dim)
+
+
+class CumulativeDistributionTransform(Transform):
+    """``y = distribution.cdf(x)``: a univariate distribution's CDF onto ``[0, 1]``, inverted by
+    its ``icdf``, with ``log |dy/dx| = distribution.log_prob(x)``
+    (``torch.distributions.CumulativeDistributionTransform``; Gaussian copulas and flows with a
+    uniform base use it)."""
+
+    bijective = True
+    codomain = constraints.unit_interval
+    sign = +1
+
+    def __init__(self, distribution: Any, cache_size: int = 0) -> None:
+        super().__init__(cache_size=cache_size)
+        self.distribution = distribution
+
+    @property
+    def domain(self) -> Any:  # type: ignore[override]
+        return self.distribution.support
+
+    def with_cache(self, cache_size: int = 1) -> Transform:
+        if self._cache_size == cache_size:
+            return self
+        return CumulativeDistributionTransform(self.distribution, cache_size=cache_size)
+
+    def _call(self, x: Tensor) -> Tensor:
+        return self.distribution.cdf(x)
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        return self.distribution.icdf(y)
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        return self.distribution.log_prob(x)

@@ -130,11 +130,12 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
           inplace: bool = False) -> Tensor:  # fmt: skip
     """Randomized leaky ReLU: negative inputs times a slope drawn from ``U(lower, upper)`` per
     element while training, times ``(lower + upper) / 2`` otherwise."""
+    # (x > 0 as PyTorch: at 0 the gradient is the slope, as leaky_relu's)
     if not training:
         slope = (lower + upper) / 2.0
-        return where(input >= 0, input, input * slope)
+        return where(input > 0, input, input * slope)
     a = rand(input.shape, dtype=input.dtype) * (upper - lower) + lower
-    return where(input >= 0, input, input * a)
+    return where(input > 0, input, input * a)
 
 
 # ------------------------------------------------------------------ dropout

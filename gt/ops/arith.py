@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,6 +43,23 @@ def _truth(v: Any) -> Any:
 
 def _is_scalar(v: Any) -> bool:
     return isinstance(v, (int, float, bool)) or isinstance(v, numbers.Number)
+
+
+def legacy_number_first(name: str, number: Any, tensor: Any) -> bool:
+    """Whether ``x.<name>(number, tensor, ...)`` is the deprecated overload that puts the scale
+    first (``p.data.add_(-lr, d_p)``, ``exp_avg_sq.addcmul_(1 - beta2, g, g)``, as DARTS' and
+    older optimizers' code writes it; the number may be a 0-d tensor, as DARTS' ``R``), which
+    PyTorch still accepts with a warning."""
+    is_number = _is_scalar(number) or (isinstance(number, TensorBase) and number.dim() == 0)
+    if not (is_number and isinstance(tensor, TensorBase)):
+        return False
+    warnings.warn(
+        f"This overload of {name} is deprecated: put the tensor first and the number as "
+        f"{'alpha' if name.startswith(('add', 'sub')) else 'value'}=",
+        UserWarning,
+        stacklevel=3,
+    )
+    return True
 
 
 class ArithmeticOps:
@@ -187,11 +205,15 @@ class ArithmeticOps:
 
     # ------------------------------------------------------------------ named arithmetic
     def add(self, other: Any, alpha: Any = 1) -> Tensor:
-        """``self + alpha * other``."""
+        """``self + alpha * other`` (also the deprecated ``add(alpha, other)``)."""
+        if legacy_number_first("add", other, alpha):
+            other, alpha = alpha * other, 1
         return self + (other if alpha == 1 else other * alpha)
 
     def sub(self, other: Any, alpha: Any = 1) -> Tensor:
-        """``self - alpha * other``."""
+        """``self - alpha * other`` (also the deprecated ``sub(alpha, other)``)."""
+        if legacy_number_first("sub", other, alpha):
+            other, alpha = alpha * other, 1
         return self - (other if alpha == 1 else other * alpha)
 
     def mul(self, other: Any) -> Tensor:

@@ -31,12 +31,13 @@ from gt.ops.base import TensorBase, in_float32
 from gt.ops.compat_inplace import CompatInplaceOps
 from gt.ops.functions import method_function
 from gt.ops.ordering import evenly_distributed
+from gt.runtime.ops import return_types
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
 
 #: What ``aminmax`` returns (PyTorch's ``torch.return_types.aminmax``).
-MinMax = namedtuple("aminmax", ["min", "max"])
+MinMax = return_types.aminmax
 #: What ``mode`` and ``nanmedian(dim)`` return.
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
 
@@ -140,7 +141,8 @@ class CompatOps(CompatInplaceOps):
             return evenly_distributed(
                 self, self.reshape(-1)._nan_pick(0, False).values, "nanmedian"
             )
-        return self._nan_pick(S.normalize_axis(dim, max(self.ndim, 1), "nanmedian"), keepdim)
+        out = self._nan_pick(S.normalize_axis(dim, max(self.ndim, 1), "nanmedian"), keepdim)
+        return return_types.nanmedian(*out)
 
     def _nan_pick(self, ax: int, keepdim: bool) -> ValuesIndices:
         if self.ndim == 0:
@@ -156,7 +158,7 @@ class CompatOps(CompatInplaceOps):
         """The most frequent value along ``dim`` (the smallest of equally frequent ones) and the
         index of its last occurrence, as PyTorch. Compares every pair: ``n^2`` per slice."""
         if self.ndim == 0:
-            return ValuesIndices(self, self.new_zeros((), dtype="int64"))
+            return return_types.mode(self, self.new_zeros((), dtype="int64"))
         ax = S.normalize_axis(dim, self.ndim, "mode")
         x = self.detach() if self.dtype != "bool" else self.detach().to("uint8")
         counts = (x.unsqueeze(ax) == x.unsqueeze(ax + 1)).sum(ax + 1)
@@ -166,7 +168,7 @@ class CompatOps(CompatInplaceOps):
         values = self.gather(ax, idx)
         if not keepdim:
             values, idx = values.squeeze(ax), idx.squeeze(ax)
-        return ValuesIndices(values, idx)
+        return return_types.mode(values, idx)
 
     # ------------------------------------------------------------------ splitting and flipping
     def tensor_split(self, indices_or_sections: Any, dim: int = 0) -> tuple:

@@ -26,7 +26,7 @@ from gt._dtype import dtype as as_dtype
 from gt.autograd import _mode
 from gt.errors import DtypeError, ShapeError
 from gt.indexing import encode_key
-from gt.ops.arith import where
+from gt.ops.arith import legacy_number_first, where
 from gt.ops.base import BATCHING, TensorBase, refuse_outside_write
 from gt.ops.random import random_attrs
 from gt.ops.views import is_basic_key, is_view_at, parts, write_back
@@ -172,7 +172,9 @@ class InplaceOps:
     __slots__ = ()
 
     def add_(self, other: Any, alpha: Any = 1) -> Tensor:
-        """``self += alpha * other`` in place."""
+        """``self += alpha * other`` in place (also the deprecated ``add_(alpha, other)``)."""
+        if legacy_number_first("add_", other, alpha):
+            other, alpha = alpha * other, 1
         _result_dtype(self, other, "add_")
         other = other if alpha == 1 else other * alpha
         if _direct(self, "add", other) is None:
@@ -180,7 +182,9 @@ class InplaceOps:
         return self
 
     def sub_(self, other: Any, alpha: Any = 1) -> Tensor:
-        """``self -= alpha * other`` in place."""
+        """``self -= alpha * other`` in place (also the deprecated ``sub_(alpha, other)``)."""
+        if legacy_number_first("sub_", other, alpha):
+            other, alpha = alpha * other, 1
         _result_dtype(self, other, "sub_")
         other = other if alpha == 1 else other * alpha
         if _direct(self, "sub", other) is None:

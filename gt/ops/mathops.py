@@ -15,7 +15,7 @@ from gt import shapes as S
 from gt.errors import ShapeError
 from gt.grad_graph import label
 from gt.ops import layout, views
-from gt.ops.arith import where
+from gt.ops.arith import legacy_number_first, where
 from gt.ops.base import TensorBase, in_float32
 
 if TYPE_CHECKING:
@@ -145,12 +145,16 @@ class MathOps:
         return label(out, "LerpBackward0" if _is_number(weight) else "LerpBackward1")
 
     def addcmul(self, tensor1: Tensor, tensor2: Tensor, value: float = 1) -> Tensor:
-        """``self + value * tensor1 * tensor2``."""
+        """``self + value * tensor1 * tensor2`` (also the deprecated ``addcmul(value, t1, t2)``)."""
+        if legacy_number_first("addcmul", tensor1, value):
+            tensor1, tensor2, value = tensor2 * tensor1, value, 1
         prod = tensor1 * tensor2
         return label(self + (prod if value == 1 else prod * value), "AddcmulBackward0")
 
     def addcdiv(self, tensor1: Tensor, tensor2: Tensor, value: float = 1) -> Tensor:
-        """``self + value * tensor1 / tensor2``."""
+        """``self + value * tensor1 / tensor2`` (also the deprecated ``addcdiv(value, t1, t2)``)."""
+        if legacy_number_first("addcdiv", tensor1, value):
+            tensor1, tensor2, value = tensor2 * tensor1, value, 1
         q = tensor1 / tensor2
         return label(self + (q if value == 1 else q * value), "AddcdivBackward0")
 

@@ -20,6 +20,7 @@ from gt.ops.arith import where
 from gt.ops.quantile import quantile
 from gt.ops.random import random_attrs
 from gt.ops.shaping import cat
+from gt.runtime.ops import return_types
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -93,8 +94,8 @@ class OrderingOps:
             dim = axis
         idx = self.argsort(dim, descending)
         if self.ndim == 0:
-            return SortResult(self, idx)
-        return SortResult(label(self.gather(dim, idx), "SortBackward0"), idx)
+            return return_types.sort(self, idx)
+        return return_types.sort(label(self.gather(dim, idx), "SortBackward0"), idx)
 
     def msort(self) -> Tensor:
         """Values sorted along the first dimension."""
@@ -105,7 +106,7 @@ class OrderingOps:
         if self.ndim == 0:
             if k > 1:
                 raise RuntimeError("topk: selected index k out of range")
-            return self.sort()
+            return return_types.topk(*self.sort())
         ax = S.normalize_axis(dim, self.ndim, "topk")
         n = self.shape[ax]
         if not 0 <= k <= n:
@@ -113,12 +114,12 @@ class OrderingOps:
                 f"topk: selected index k ({k}) out of range for dimension {ax} of size {n}"
             )
         idx = self.argsort(ax, descending=largest).narrow(ax, 0, k)
-        return SortResult(label(self.gather(ax, idx), "TopkBackward0"), idx)
+        return return_types.topk(label(self.gather(ax, idx), "TopkBackward0"), idx)
 
     def kthvalue(self, k: int, dim: int = -1, keepdim: bool = False) -> SortResult:
         """The ``k``-th smallest value along ``dim`` (1-based) and its index."""
         ax = S.normalize_axis(dim, max(self.ndim, 1), "kthvalue")
-        return self._pick_sorted(k - 1, ax, keepdim)
+        return return_types.kthvalue(*self._pick_sorted(k - 1, ax, keepdim))
 
     def median(self, dim: Any = None, keepdim: bool = False) -> Any:
         """The lower median; with ``dim``, ``(values, indices)`` as in PyTorch. A slice that holds
@@ -133,7 +134,7 @@ class OrderingOps:
         out = self._median_pick(ax, keepdim)
         if out.values is not self:
             label(out.values, "MedianBackward1")
-        return out
+        return return_types.median(*out)
 
     def _median_pick(self, ax: int, keepdim: bool) -> SortResult:
         if self.ndim == 0 or self.shape[ax] == 0 or self.dtype not in S.INEXACT_DTYPES:

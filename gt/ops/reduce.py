@@ -7,7 +7,6 @@ in every classifier's loss); ``mean``, ``var``, ``std``, ``softmax`` and ``logsu
 
 from __future__ import annotations
 
-from collections import namedtuple
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,6 +18,7 @@ from gt.grad_graph import label
 from gt.ops.arith import where
 from gt.ops.base import TensorBase
 from gt.ops.ordering import evenly_distributed
+from gt.runtime.ops import return_types
 from gt.runtime.ops.base import real_float
 
 #: Dtypes whose composite reductions (``var``, ``std``, ``softmax``) run in float32 and round once.
@@ -27,8 +27,8 @@ _HALF = frozenset(("float16", "bfloat16"))
 if TYPE_CHECKING:
     from gt.tensor import Tensor
 
-#: What ``x.max(dim)`` / ``x.min(dim)`` return, as in PyTorch.
-ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
+#: What ``x.max(dim)`` / ``x.min(dim)`` return, as in PyTorch (``gt.return_types.max``, ``.min``).
+ValuesIndices = return_types.max
 
 
 def _pick(axis: Any, dim: Any) -> Any:
@@ -209,7 +209,7 @@ class ReductionOps:
                 values, arg = values.squeeze(axes[0]), arg.squeeze(axes[0])
             if values is not self:
                 label(values, "MaxBackward0" if name == "max" else "MinBackward0")
-            return ValuesIndices(values, arg)
+            return return_types.TYPES[name](values, arg)
         if whole and axes is None and not keep and self._rg and is_grad_enabled():
             # max() / min() of every element: PyTorch splits the gradient evenly among the ties,
             # and among the NaNs when the result is NaN (amax() gives NaN gradients there)

@@ -126,6 +126,23 @@ def test_two_d_lists_of_ints_broadcast_as_index_tensors(conn):
     np.testing.assert_array_equal(y.numpy(), want)
 
 
+def test_a_tuple_inside_a_key_is_a_list_of_indices(conn):
+    # K-planes' pts[..., (0, 1)] and x[(0, 2), 1] read the inner tuple as a list, as in PyTorch
+    data = np.arange(24, dtype=np.float32).reshape(2, 4, 3)
+    x = gt.tensor(data, requires_grad=True)
+    np.testing.assert_array_equal(x[..., (0, 2)].numpy(), data[..., [0, 2]])
+    np.testing.assert_array_equal(x[(1, 0), 1].numpy(), data[[1, 0], 1])
+    x[..., (0, 2)].sum().backward()
+    want = np.zeros_like(data)
+    want[..., [0, 2]] = 1.0
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+    y = gt.zeros(2, 4, 3)
+    y[..., (1, 2)] = 7.0
+    want = np.zeros((2, 4, 3), dtype=np.float32)
+    want[..., [1, 2]] = 7.0
+    np.testing.assert_array_equal(y.numpy(), want)
+
+
 def test_nonzero_of_a_zero_dim_tensor_has_no_coordinates(conn):
     assert gt.tensor(3.0).nonzero().shape == (1, 0)
     assert gt.tensor(0).nonzero().shape == (0, 0)

@@ -214,6 +214,18 @@ def _d_where(n: Any, g: Any) -> tuple:
     return None, ga, gb
 
 
+def _d_relu(n: Any, g: Any) -> tuple:
+    """PyTorch's ``threshold_backward(grad, result, 0)``: ``g`` where the output is not <= 0.
+    Recorded (``create_graph``: the saved output is then a linked alias, which requires grad), the
+    gradient also stays in the output's graph with a zero derivative, as PyTorch's does: a second
+    derivative through a ReLU net is zeros (a PINN's ``u_xx``), not "not used in the graph"."""
+    y = n.saved[0]
+    keep = y != 0  # (the output is 0, positive or nan: PyTorch's ``not result <= 0`` keeps nan's)
+    if y.requires_grad:
+        return (_where(keep, g, y.sign() * 0.0),)  # (sign of an output: 0, 1 or 0 for nan)
+    return (_where(keep, g, 0.0),)
+
+
 def _d_clip(n: Any, g: Any) -> tuple:
     x, lo, hi = n.saved
     mask = None
@@ -435,8 +447,8 @@ ENTRIES: list[Op] = [
         "relu",
         32,
         kernel=_k_relu,
-        saves="inputs",
-        grad=lambda n, g: (_where(n.saved[0] > 0, g, 0.0),),
+        saves="output",
+        grad=_d_relu,
         doc="max(x, 0)",
     ),  # fmt: skip
     _unary(

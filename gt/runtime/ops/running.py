@@ -12,15 +12,13 @@ scans, of the positive and the negative parts of the incoming gradient), so it s
 from __future__ import annotations
 
 import math
-from collections import namedtuple
 from typing import Any
 
 from gt import shapes as S
+from gt.runtime.ops import return_types
 from gt.runtime.ops.base import Op, Shape, first_dtype, int64_dtype
 
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
-#: What ``cummax``/``cummin`` return (``torch.return_types.cummax``'s fields).
-RunningExtreme = namedtuple("RunningExtreme", ["values", "indices"])
 
 
 def _axis_shape(shapes: list, attrs: Any) -> Shape:
@@ -110,7 +108,7 @@ def _extreme_api(name: str) -> Any:
         node = values._node
         if node is not None:  # PyTorch's node name (CummaxBackward0), the gather's gradient
             node.label = f"{name.capitalize()}Backward0"
-        return RunningExtreme(values, indices)
+        return return_types.TYPES[name](values, indices)
 
     api.__name__ = name
     api.__doc__ = (f"The running {'maximum' if name == 'cummax' else 'minimum'} along ``dim`` and "

@@ -113,6 +113,12 @@ MODULES = (
     "nlp_classic",
     "timeseries_deep",
     "rl_offline_model_based",
+    "compression_equivariance",
+    "mixture_of_experts",
+    "scientific_ml",
+    "memory_routing_nets",
+    "implicit_neural_fields",
+    "flows_energy_scores",
 )
 
 
