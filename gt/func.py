@@ -412,7 +412,9 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
                              f"dimension, got sizes {sorted(sizes)} for the mapped dimension")  # fmt: skip
         (n,) = sizes
         try:
-            out = run_batched(func, args, kwargs, tuple(dims), out_dims, n, _leaves, _rebuild)
+            out = run_batched(
+                func, args, kwargs, tuple(dims), out_dims, n, _leaves, _rebuild, randomness
+            )
             RUNS["batched"] += 1
             return out
         except Exception as exc:  # (Unbatchable, or an error the run below raises where it belongs)

@@ -32,6 +32,9 @@ from gt.runtime.ops.shape import key_items
 
 _FAMILY = tuple(op.shard for op in O.REGISTRY)
 _RANDOM = frozenset(O.OPCODE[n] for n in ("randn", "rand", "randint", "poisson", "standard_gamma"))
+#: Random draws of a given shape (no tensor arguments): ``randomness="different"`` draws the
+#: batch's at once, ``"same"`` one for every entry.
+_DRAWS = frozenset(O.OPCODE[n] for n in ("randn", "rand", "randint"))
 _KEYED_WRITES = frozenset(O.OPCODE[n] for n in ("setitem", "index_add", "scatter_add"))
 _RESHAPE, _EXPAND, _MATMUL, _COPY, _ARANGE, _GETITEM = (
     O.OPCODE[n] for n in ("reshape", "expand", "matmul", "copy", "arange", "getitem")
@@ -57,8 +60,8 @@ class Batching:
             (its unmapped arguments, the modules and tensors it closes over).
     """
 
-    def __init__(self, conn: Any, n: int, known: dict) -> None:
-        self.conn, self.n, self.known = conn, n, known
+    def __init__(self, conn: Any, n: int, known: dict, randomness: str = "error") -> None:
+        self.conn, self.n, self.known, self.randomness = conn, n, known, randomness
         self.created: dict[int, tuple] = {}  # tensors made during the run: id -> (shape, dtype)
         self.batched: dict[int, tuple] = {}  # id -> logical shape (its value has the batch first)
         self._temps: list[int] = []
@@ -146,7 +149,12 @@ class Batching:
             self._emit(opcode, out, args, attrs)
             return
         if opcode in _RANDOM:
-            raise Unbatchable("random numbers (PyTorch's vmap wants randomness= for them)")
+            if opcode in _DRAWS and self.randomness == "different" and out in self.created:
+                logical = self._out_shape(out)
+                self._send(opcode, out, args, {**attrs, "shape": [self.n, *logical]}, logical)
+                return
+            if not (opcode in _DRAWS and self.randomness == "same"):
+                raise Unbatchable("random numbers (without randomness='same' or 'different')")
         batched = self.batched
         if not any(type(a) is int and a in batched for a in args):
             if out not in self.created and opcode != _FETCH:
@@ -395,7 +403,7 @@ def _known_tensors(roots: list) -> dict:
 
 
 def run_batched(func: Callable, args: tuple, kwargs: dict, dims: tuple, out_dims: Any, n: int,
-                leaves: Callable, rebuild: Callable) -> Any:  # fmt: skip
+                leaves: Callable, rebuild: Callable, randomness: str = "error") -> Any:  # fmt: skip
     """``vmap(func)(*args)`` as one batched run (see the module's docstring).
 
     Raises:
@@ -425,7 +433,7 @@ def run_batched(func: Callable, args: tuple, kwargs: dict, dims: tuple, out_dims
         known[h.id] = (tuple(h.shape), h.dtype)
     new_args = [a if d is None else rebuild(a, [handles[id(t)] for t in leaves(a)])
                 for a, d in zip(args, dims)]  # fmt: skip
-    with Batching(conn, n, known) as b:
+    with Batching(conn, n, known, randomness) as b:
         for h in handles.values():
             b.mark(h.id, tuple(h.shape))
         result = func(*new_args, **kwargs)

@@ -162,3 +162,17 @@ def test_per_sample_gradients_of_a_convolutional_network_are_batched(conn):
         one = gt.func.grad(loss)(params, x[i], y[i])
         for k in params:
             np.testing.assert_allclose(grads[k][i].numpy(), one[k].numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_random_draws_follow_randomness(conn):
+    x = gt.zeros(4, 3, dtype=gt.float32)
+    got, batched, _ = _vmapped(lambda r: r + gt.rand(3), (x,), (0,), randomness="different")
+    assert batched == 1, RUNS["why"]
+    rows = got.numpy()
+    assert len({tuple(r) for r in rows}) == 4 and ((rows >= 0) & (rows < 1)).all()
+    got, batched, _ = _vmapped(lambda r: r + gt.randn(3), (x,), (0,), randomness="same")
+    assert batched == 1, RUNS["why"]
+    rows = got.numpy()
+    assert (rows == rows[0]).all() and rows[0].std() > 0
+    got, batched, per_entry = _vmapped(lambda r: r + gt.rand(3), (x,), (0,))
+    assert (batched, per_entry) == (0, 1)  # (the default runs per entry, as it did before)
