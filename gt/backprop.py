@@ -282,14 +282,16 @@ class _Walk:
 
     def _run_rule(self, node: Node, g: Tensor, grads: dict) -> None:
         rule = node.rule
-        link = self.create_graph and bool(node.outs)
+        # (a node with a rule of its own for recorded passes, recorded_rule(), is linked too)
+        link = self.create_graph and (bool(node.outs) or hasattr(node, "double"))
         conj = node.cplx == "conj"  # a real rule of a holomorphic op: conj(rule(conj(g)))
         if conj:
             g = conj_if_complex(g)
         if rule is not None:  # a gt.autograd.Function: the user's backward, with its own lines
             in_grads = self._user_code(_apply_rule, node, rule, g, link)
         elif link or node.signal is not None:
-            in_grads = _apply_rule(node, O.BY_NAME[node.op].grad, g, link)
+            how = node.double if link and hasattr(node, "double") else O.BY_NAME[node.op].grad
+            in_grads = _apply_rule(node, how, g, link)
         else:
             in_grads = O.BY_NAME[node.op].grad(node, g)
         if conj:

@@ -46,6 +46,8 @@ class Node:
         seq: the order of its making (process-wide, increasing): which nodes a call made.
         label: the name PyTorch gives the node of a composite op that ended here (``F.linear``'s
             ``AddmmBackward0``), else ``None`` (the name comes from ``op``).
+        double: when set (:func:`recorded_rule`), the derivative rule that replaces the registry's
+            in a backward pass that is itself recorded (``create_graph=True``).
     """
 
     __slots__ = (
@@ -65,6 +67,7 @@ class Node:
         "seq",
         "cplx",
         "label",
+        "double",  # (set only by recorded_rule(); read with getattr when create_graph is on)
     )
 
     def __init__(self, op: str, parents: tuple, saved: tuple, inputs: tuple, attrs: Any):
@@ -124,6 +127,69 @@ def label(out: Tensor, name: str) -> Tensor:
     if node is not None:
         node.label = name
     return out
+
+
+def recorded_rule(out: Tensor, rule: Any, saved: tuple = ()) -> Tensor:
+    """Give ``out``'s node a derivative rule ``rule(node, g) -> input gradients`` of its own for
+    backward passes that are themselves recorded (``create_graph=True``); a first-order backward
+    keeps the registry's rule and costs nothing more.
+
+    For composite ops whose PyTorch node has a derivative formula of its own (``leaky_relu``,
+    ``hardtanh``, ``elu`` ...): the composition's derivative is right, but the derivative of that
+    derivative is not what PyTorch's is (the gradient of a ``where`` does not depend on the input at
+    all, or a kink is counted on the other side). ``saved``: more tensors for the rule to read,
+    appended to the node's own ``saved`` (freed with them, and packed by active
+    ``saved_tensors_hooks`` as they are). Nothing happens when ``out`` has no node."""
+    node = out._node
+    if node is None:
+        return out
+    node.double = rule
+    if saved:
+        node.versions = node.versions + tuple([getattr(t, "_version", 0) for t in saved])
+        hooks = SAVED_TENSOR_HOOKS[-1] if SAVED_TENSOR_HOOKS else None
+        if hooks is not None and node.unpack is not None:  # (the node's own were packed)
+            SAVED_TENSOR_HOOKS.append(None)
+            try:
+                saved = tuple([Packed(hooks[0](t)) if hasattr(t, "_conn") else t for t in saved])
+            finally:
+                SAVED_TENSOR_HOOKS.pop()
+        node.saved = node.saved + tuple(saved)
+    return out
+
+
+def zero_link(node: Node, g: Tensor, fail: str | None = None, inputs: tuple = ()) -> Tensor:
+    """``g``, recorded as depending on ``node``'s inputs with a zero derivative (``g + z``, ``z``
+    all ``-0.0``, so the value is ``g``'s bit for bit): a gradient that PyTorch's derivative
+    formula computes from the op's input, as ``leaky_relu_backward(grad, self)`` does, stays in the
+    input's graph, and differentiating it again gives zeros (that do not require grad) rather than
+    "not used in the graph". ``inputs``: the positions of the node's inputs that stand for the
+    op's input (default: all). With ``fail``, differentiating it again raises PyTorch's
+    "derivative for ``fail`` is not implemented" instead."""
+    which = inputs or tuple(range(len(node.parents)))
+    link = Node(node.op, tuple([node.parents[i] for i in which]), (), (), None)
+    link.shapes = tuple([node.shapes[i] for i in which])
+    link.dtypes = tuple([node.dtypes[i] for i in which])
+    link.label = node.name().removesuffix("0") + "Backward0"  # (LeakyReluBackwardBackward0)
+    link.rule = _zeros_to_inputs if fail is None else functools.partial(_not_implemented, fail)
+    z = g.new_zeros(g.shape).neg()
+    z._node, z._rg = link, True
+    return g + z
+
+
+def _zeros_to_inputs(node: Node, g: Any) -> tuple:
+    return tuple([None if p is None else g.new_zeros(s) for p, s in zip(node.parents, node.shapes)])
+
+
+def _not_implemented(what: str, node: Node, g: Any) -> tuple:
+    raise RuntimeError(f"derivative for {what} is not implemented")
+
+
+def zero_second_derivative(node: Node, g: Tensor) -> tuple:
+    """A :func:`recorded_rule` for piecewise-linear composites that end in a ``where`` whose
+    second operand is the op's input (``leaky_relu``, ``hardtanh``, ``threshold``, ``hardshrink``
+    ...): the registry's rule on a ``g`` kept in the input's graph (:func:`zero_link`), so the
+    second derivative is zeros, as PyTorch's."""
+    return O.BY_NAME[node.op].grad(node, zero_link(node, g, inputs=(1,)))
 
 
 def labels(name: str | Any) -> Any:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import random
 import warnings
-from collections import namedtuple
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +29,7 @@ from gt.ops.autocast import autocast_op, mark_methods
 from gt.ops.random import manual_seed
 from gt.ops.search import searchsorted
 from gt.ops.shaping import cat
+from gt.runtime.ops import return_types
 from gt.spectral import (
     bartlett_window,
     blackman_window,
@@ -61,9 +61,9 @@ pinverse = _linalg.pinv
 #: ``torch.OutOfMemoryError``: GT's out-of-memory error (a worker's pool refused an allocation).
 OutOfMemoryError = OutOfMemory
 
-SVDResult = namedtuple("SVDResult", ["U", "S", "V"])
-QRResult = namedtuple("QRResult", ["Q", "R"])
-HistogramResult = namedtuple("HistogramResult", ["hist", "bin_edges"])
+SVDResult = return_types.svd  # (the types of gt.return_types, as PyTorch's)
+QRResult = return_types.qr
+HistogramResult = return_types.histogram
 
 
 def embedding(weight: Tensor, input: Tensor, padding_idx: int = -1, scale_grad_by_freq: bool = False,

@@ -9,11 +9,11 @@ exactly, up to signs). Imported by :mod:`gt._api` only."""
 from __future__ import annotations
 
 import math
-from collections import namedtuple
 from typing import Any
 
 from gt import linalg as _linalg
 from gt.nn import functional as F
+from gt.runtime.ops import return_types
 from gt.torch_functions import bin_edges, bin_index
 
 _builtin_range = range  # (histogramdd's argument takes the name)
@@ -112,7 +112,7 @@ def binomial(count: Any, prob: Any, generator: Any = None) -> Any:
     return Binomial(total_count=count, probs=prob).sample()
 
 
-HistogramddResult = namedtuple("histogramdd", ["hist", "bin_edges"])
+HistogramddResult = return_types.histogramdd  # (as PyTorch's torch.return_types)
 
 
 def histogramdd(input: Any, bins: Any = 10, *, range: Any = None, weight: Any = None,  # noqa: A002
@@ -225,7 +225,7 @@ def _highest(t: Any) -> Any:
     return math.inf if t.is_floating_point() else iinfo(t.dtype).max
 
 
-TriangularSolveResult = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
+TriangularSolveResult = return_types.triangular_solve
 
 
 def triangular_solve(b: Any, A: Any, upper: bool = True, transpose: bool = False,  # noqa: N803

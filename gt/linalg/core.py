@@ -19,15 +19,16 @@ positive-definite) matrix fails on the worker and raises at the next sync point 
 from __future__ import annotations
 
 import math
-from collections import namedtuple
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gt import shapes as S
 from gt.errors import GTError, ShapeError
 from gt.factories import eye, zeros
+from gt.grad_graph import label
 from gt.ops.arith import where
 from gt.ops.shaping import stack
+from gt.runtime.ops import return_types
 from gt.runtime.ops.linalg import (
     SlogdetResult,
     check_float_square,
@@ -42,8 +43,8 @@ from gt.runtime.ops.linalg_eig import unpack_eig
 if TYPE_CHECKING:
     from gt.tensor import Tensor
 
-#: What ``cholesky_ex`` and ``inv_ex`` return.
-CholeskyExResult = namedtuple("CholeskyExResult", ["L", "info"])
+#: What ``cholesky_ex`` returns (``gt.return_types.linalg_cholesky_ex``, as PyTorch's).
+CholeskyExResult = return_types.linalg_cholesky_ex
 
 _FLOATS = ("float32", "float64")
 
@@ -175,7 +176,7 @@ def cross(a: Tensor, b: Tensor, *, dim: int = -1) -> Tensor:
     b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
     out = stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], -1)
     back = [perm.index(i) for i in range(a.ndim)]
-    return out.permute(*back)
+    return label(out.permute(*back), "LinalgCrossBackward0")
 
 
 def matrix_power(a: Tensor, n: int) -> Tensor:
@@ -242,7 +243,7 @@ def inv(a: Tensor) -> Tensor:
 def inv_ex(a: Tensor, *, check_errors: bool = False) -> Any:
     """``(inverse, info)``; ``info`` is zero (a singular matrix fails on the worker instead)."""
     out = inv(a)
-    return namedtuple("InvExResult", ["inverse", "info"])(out, _zeros_info(a))
+    return return_types.linalg_inv_ex(out, _zeros_info(a))
 
 
 def _zeros_info(a: Tensor) -> Tensor:
@@ -260,12 +261,14 @@ def solve(a: Tensor, b: Tensor, *, left: bool = True) -> Tensor:
             f"{a.dtype} and B of type {b.dtype} instead"
         )
     if not left:
-        return solve(a.mT, b.mT).mT
+        return label(solve(a.mT, b.mT).mT, "LinalgSolveExBackward0")
     # PyTorch's rule: B is a vector when it is 1-d, or its shape is A's batch shape plus n.
     vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and tuple(b.shape) == tuple(a.shape[:-1]))
     if vector:
-        return a._apply("linalg_solve", [a, b.unsqueeze(-1)]).squeeze(-1)
-    return a._apply("linalg_solve", [a, b])
+        x = a._apply("linalg_solve", [a, b.unsqueeze(-1)]).squeeze(-1)
+    else:
+        x = a._apply("linalg_solve", [a, b])
+    return label(x, "LinalgSolveExBackward0")  # (PyTorch's node: linalg_solve_ex's)
 
 
 def det(a: Tensor) -> Tensor:
@@ -275,13 +278,13 @@ def det(a: Tensor) -> Tensor:
 
 def slogdet(a: Tensor) -> SlogdetResult:
     """``(sign, log|det|)`` of each square matrix (``log|det| = -inf`` for a singular one)."""
-    return slogdet_api(a)
+    return return_types.linalg_slogdet(*slogdet_api(a))
 
 
 def cholesky(a: Tensor, *, upper: bool = False) -> Tensor:
     """The Cholesky factor of each symmetric positive-definite matrix: lower ``L`` with
     ``A = L L^T`` (``upper=True``: ``U = L^T``, ``A = U^T U``). Only the lower triangle is read."""
-    return cholesky_api(a, upper)
+    return label(cholesky_api(a, upper), "LinalgCholeskyExBackward0")
 
 
 def cholesky_ex(a: Tensor, *, upper: bool = False, check_errors: bool = False) -> Any:
@@ -305,7 +308,7 @@ def cholesky_ex(a: Tensor, *, upper: bool = False, check_errors: bool = False) -
                 f"input is not positive-definite (the leading minor of order {flat[failed]} is not "
                 "positive-definite)."
             )
-    return CholeskyExResult(el.mH if upper else el, info)
+    return CholeskyExResult(label(el.mH if upper else el, "LinalgCholeskyExBackward0"), info)
 
 
 def solve_triangular(
@@ -321,17 +324,18 @@ def solve_triangular(
             "linalg.solve_triangular: The input tensor B must have at least 2 dimensions."
         )
     if not left:  # X T = B  <=>  T^T X^T = B^T, and T^T is the other triangle
-        return solve_triangular(a.mT, b.mT, upper=not upper, unitriangular=unitriangular).mT
+        x = solve_triangular(a.mT, b.mT, upper=not upper, unitriangular=unitriangular).mT
+        return label(x, "LinalgSolveTriangularBackward0")
     attrs = {"upper": bool(upper), "unitriangular": bool(unitriangular)}
     return a._apply("linalg_solve_triangular", [a, b], attrs)
 
 
 # ----------------------------------------------------------------------------- decompositions
-QRResult = namedtuple("QRResult", ["Q", "R"])
-EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
-EigResult = namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
-SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
-LstsqResult = namedtuple("LstsqResult", ["solution", "residuals", "rank", "singular_values"])
+QRResult = return_types.linalg_qr  # (the types of gt.return_types, as PyTorch's)
+EighResult = return_types.linalg_eigh
+EigResult = return_types.linalg_eig
+SVDResult = return_types.linalg_svd
+LstsqResult = return_types.linalg_lstsq
 
 #: Machine epsilon per dtype (PyTorch's default tolerance for ranks and pseudo-inverses).
 _EPS = {"float32": 1.1920928955078125e-07, "float64": 2.220446049250313e-16}
@@ -354,8 +358,10 @@ def qr(a: Tensor, mode: str = "reduced") -> QRResult:
     if mode not in ("reduced", "r", "complete"):
         raise RuntimeError(f"qr received unrecognized mode '{mode}'")
     if mode == "complete" and m > n:  # (Q gains columns that span the rest of the space)
-        return QRResult(*unpack_qr(a._apply("linalg_qr", [a], {"mode": "complete"}), m, n, True))
+        q, r = unpack_qr(a._apply("linalg_qr", [a], {"mode": "complete"}), m, n, True)
+        return QRResult(label(q, "LinalgQrBackward0"), label(r, "LinalgQrBackward0"))
     q, r = unpack_qr(a._apply("linalg_qr", [a]), m, n)
+    q, r = label(q, "LinalgQrBackward0"), label(r, "LinalgQrBackward0")
     if mode == "r":
         return QRResult(zeros((0,), dtype=a.dtype), r)
     return QRResult(q, r)
@@ -369,7 +375,8 @@ def eigh(a: Tensor, UPLO: str = "L") -> EighResult:  # noqa: N803 - PyTorch's na
         raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
     src = a if UPLO == "L" else a.mH  # the upper triangle of A is the lower one of A^H
     w, v = unpack_eigh(a._apply("linalg_eigh", [src]))
-    return EighResult(w.real if w.dtype in S.COMPLEX_DTYPES else w, v)  # (Hermitian: real ones)
+    w = w.real if w.dtype in S.COMPLEX_DTYPES else w  # (Hermitian: real ones)
+    return EighResult(label(w, "LinalgEighBackward0"), label(v, "LinalgEighBackward0"))
 
 
 def eigvalsh(a: Tensor, UPLO: str = "L") -> Tensor:  # noqa: N803 - PyTorch's name
@@ -382,7 +389,8 @@ def eig(a: Tensor) -> EigResult:
     LAPACK's order, computed on the host (a CuPy worker copies the matrices there and back, as
     PyTorch's CUDA ``eig`` synchronises with the CPU). Gradients assume distinct eigenvalues."""
     check_float_square("linalg.eig", a, complex_ok=True)
-    return EigResult(*unpack_eig(a._apply("linalg_eig", [a])))
+    w, v = unpack_eig(a._apply("linalg_eig", [a]))
+    return EigResult(label(w, "LinalgEigBackward0"), label(v, "LinalgEigBackward0"))
 
 
 def eigvals(a: Tensor) -> Tensor:
@@ -399,7 +407,8 @@ def svd(a: Tensor, full_matrices: bool = True) -> SVDResult:
     full = bool(full_matrices) and m != n  # (square: the two factorizations agree)
     attrs = {"full": True} if full else None
     u, s, vh = unpack_svd(a._apply("linalg_svd", [a], attrs), m, n, full)
-    return SVDResult(u, s.real if s.dtype in S.COMPLEX_DTYPES else s, vh)  # (real values)
+    s = s.real if s.dtype in S.COMPLEX_DTYPES else s  # (real values)
+    return SVDResult(*(label(t, "LinalgSvdBackward0") for t in (u, s, vh)))
 
 
 def svdvals(a: Tensor) -> Tensor:
@@ -433,7 +442,7 @@ def pinv(a: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = Fal
     sd = s.detach()
     keep = sd > _tolerance(sd, a.dtype, m, n, atol, rtol)
     inv_s = where(keep, 1.0 / where(keep, s, 1.0), 0.0)  # (no 1/0 in the value or gradient)
-    return vh.mH @ (inv_s.unsqueeze(-1).to(u.dtype) * u.mH)
+    return label(vh.mH @ (inv_s.unsqueeze(-1).to(u.dtype) * u.mH), "LinalgPinvBackward0")
 
 
 def lstsq(a: Tensor, b: Tensor, rcond: Any = None, *, driver: Any = None) -> LstsqResult:
@@ -460,7 +469,8 @@ def lstsq(a: Tensor, b: Tensor, rcond: Any = None, *, driver: Any = None) -> Lst
     residuals = ((a @ x - bb).abs() ** 2).sum(-2) if m > n and driver != "gelsy" else empty
     sv = svdvals(a) if driver in ("gelsd", "gelss") else empty
     rank = matrix_rank(a, rtol=rcond) if driver != "gels" else zeros((0,), dtype="int64")
-    return LstsqResult(x.squeeze(-1) if vector else x, residuals, rank, sv)
+    x = label(x.squeeze(-1) if vector else x, "LinalgLstsqBackward0")
+    return LstsqResult(x, residuals, rank, sv)
 
 
 __all__ = [

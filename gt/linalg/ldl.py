@@ -20,7 +20,6 @@ require grad when an input does, and a backward pass through them raises.
 from __future__ import annotations
 
 import math
-from collections import namedtuple
 from typing import TYPE_CHECKING, Any
 
 from gt.custom_function import Function
@@ -28,12 +27,13 @@ from gt.errors import ShapeError
 from gt.factories import arange
 from gt.ops.arith import where
 from gt.ops.shaping import cat, stack
+from gt.runtime.ops import return_types
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
 
-LDLFactorResult = namedtuple("LDLFactorResult", ["LD", "pivots"])
-LDLFactorExResult = namedtuple("LDLFactorExResult", ["LD", "pivots", "info"])
+LDLFactorResult = return_types.linalg_ldl_factor  # (as PyTorch's torch.return_types)
+LDLFactorExResult = return_types.linalg_ldl_factor_ex
 
 _ALPHA = (1.0 + math.sqrt(17.0)) / 8.0
 _FLOATS = ("float32", "float64", "complex64", "complex128")

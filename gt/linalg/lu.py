@@ -10,7 +10,6 @@ index of the first one), so a singular matrix factors without NaNs.
 
 from __future__ import annotations
 
-from collections import namedtuple
 from typing import TYPE_CHECKING, Any
 
 from gt.errors import ShapeError
@@ -18,13 +17,14 @@ from gt.factories import arange, eye
 from gt.linalg.core import solve_triangular
 from gt.ops.arith import where
 from gt.ops.shaping import cat, stack
+from gt.runtime.ops import return_types
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
 
-LUFactorResult = namedtuple("LUFactorResult", ["LU", "pivots"])
-LUFactorExResult = namedtuple("LUFactorExResult", ["LU", "pivots", "info"])
-LUResult = namedtuple("LUResult", ["P", "L", "U"])
+LUFactorResult = return_types.linalg_lu_factor  # (as PyTorch's torch.return_types)
+LUFactorExResult = return_types.linalg_lu_factor_ex
+LUResult = return_types.linalg_lu  # (lu_unpack's: return_types.lu_unpack)
 
 _FLOATS = ("float32", "float64", "complex64", "complex128")
 
@@ -106,7 +106,7 @@ def _permutation(pivots: Tensor, m: int) -> Tensor:
 
 
 def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True,  # noqa: N803
-              unpack_pivots: bool = True) -> LUResult:  # fmt: skip
+              unpack_pivots: bool = True) -> Any:  # fmt: skip
     """``P, L, U`` with ``A = P @ L @ U`` from a compact factorisation."""
     m, n = LU_data.shape[-2], LU_data.shape[-1]
     k = min(m, n)
@@ -118,14 +118,14 @@ def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True,  # n
         perm = _permutation(LU_pivots, m)
         # P^T A = A[perm], so P[perm[i], i] = 1
         P = eye(m, dtype=LU_data.dtype)[perm].mT  # noqa: N806
-    return LUResult(P, L, U)
+    return return_types.lu_unpack(P, L, U)
 
 
 def lu(A: Tensor, *, pivot: bool = True) -> LUResult:  # noqa: N803
     """``P, L, U`` with ``A = P @ L @ U`` (``L`` unit lower, ``U`` upper)."""
     _check("linalg.lu", A)
     f = lu_factor_ex(A, pivot=pivot)
-    return lu_unpack(f.LU, f.pivots)
+    return LUResult(*lu_unpack(f.LU, f.pivots))
 
 
 def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True,  # noqa: N803

@@ -12,17 +12,18 @@ gradient comes from differentiating those.
 from __future__ import annotations
 
 import math
-from collections import namedtuple
 from typing import TYPE_CHECKING, Any
 
 from gt.errors import ShapeError
 from gt.factories import arange, eye
+from gt.grad_graph import label
 from gt.linalg.core import inv, matrix_norm, solve, solve_triangular, svdvals
+from gt.runtime.ops import return_types
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
 
-SolveExResult = namedtuple("SolveExResult", ["result", "info"])
+SolveExResult = return_types.linalg_solve_ex  # (as PyTorch's torch.return_types)
 
 _HOUSEHOLDER_DTYPES = ("float32", "float64", "complex64", "complex128")
 
@@ -46,7 +47,7 @@ def matrix_exp(A: Tensor) -> Tensor:  # noqa: N803 - PyTorch's name
         return matrix_exp(A.float()).to(A.dtype)
     n = A.shape[-1]
     if n == 0:
-        return A.clone()
+        return label(A.clone(), "LinalgMatrixExpBackward0")
     norm = float(A.abs().sum(-2).amax().item())  # the largest 1-norm in the batch
     squarings = max(0, math.ceil(math.log2(norm / _THETA13))) if norm > _THETA13 else 0
     a = A * (0.5**squarings) if squarings else A
@@ -67,7 +68,7 @@ def matrix_exp(A: Tensor) -> Tensor:  # noqa: N803 - PyTorch's name
     r = solve(v - u, v + u)
     for _ in range(squarings):
         r = r @ r
-    return r
+    return label(r, "LinalgMatrixExpBackward0")
 
 
 def cond(A: Tensor, p: Any = None) -> Tensor:  # noqa: N803
@@ -121,12 +122,14 @@ def vander(x: Tensor, *, N: int | None = None) -> Tensor:  # noqa: N803
 def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:  # noqa: N803
     """``X`` with ``A X = B`` given ``A``'s Cholesky factor (``torch.cholesky_solve``)."""
     low = L.mT if upper else L
-    return solve_triangular(low.mT, solve_triangular(low, B, upper=False), upper=True)
+    x = solve_triangular(low.mT, solve_triangular(low, B, upper=False), upper=True)
+    return label(x, "CholeskySolveBackward0")
 
 
 def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:  # noqa: N803
     """The inverse of ``A`` given its Cholesky factor (``torch.cholesky_inverse``)."""
-    return cholesky_solve(eye(L.shape[-1], dtype=L.dtype).expand(*L.shape), L, upper)
+    x = cholesky_solve(eye(L.shape[-1], dtype=L.dtype).expand(*L.shape), L, upper)
+    return label(x, "CholeskyInverseBackward0")
 
 
 def householder_product(A: Tensor, tau: Tensor) -> Tensor:  # noqa: N803 - PyTorch's name

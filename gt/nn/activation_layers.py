@@ -32,7 +32,7 @@ class ReLU6(_Activation):
     """``min(max(x, 0), 6)``."""
 
     def forward(self, x: Tensor) -> Tensor:
-        return fn.relu6(x)
+        return fn.relu6(x, self.inplace)
 
     def extra_repr(self) -> str:
         return "inplace=True" if self.inplace else ""
@@ -56,7 +56,7 @@ class SiLU(_Activation):
     """``x * sigmoid(x)``."""
 
     def forward(self, x: Tensor) -> Tensor:
-        return x.silu()
+        return fn.silu(x, self.inplace)
 
     def extra_repr(self) -> str:
         return "inplace=True" if self.inplace else ""
@@ -66,21 +66,21 @@ class Mish(_Activation):
     """``x * tanh(softplus(x))``."""
 
     def forward(self, x: Tensor) -> Tensor:
-        return fn.mish(x)
+        return fn.mish(x, self.inplace)
 
 
 class Hardswish(_Activation):
     """``x * relu6(x + 3) / 6``."""
 
     def forward(self, x: Tensor) -> Tensor:
-        return fn.hardswish(x)
+        return fn.hardswish(x, self.inplace)
 
 
 class Hardsigmoid(_Activation):
     """``relu6(x + 3) / 6``."""
 
     def forward(self, x: Tensor) -> Tensor:
-        return fn.hardsigmoid(x)
+        return fn.hardsigmoid(x, self.inplace)
 
 
 class Softsign(_Activation):
@@ -108,7 +108,7 @@ class SELU(_Activation):
     """Scaled ELU."""
 
     def forward(self, x: Tensor) -> Tensor:
-        return fn.selu(x)
+        return fn.selu(x, self.inplace)
 
     def extra_repr(self) -> str:
         return "inplace=True" if self.inplace else ""
@@ -136,7 +136,7 @@ class LeakyReLU(Module):
         self.negative_slope, self.inplace = negative_slope, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return fn.leaky_relu(x, self.negative_slope)
+        return fn.leaky_relu(x, self.negative_slope, self.inplace)
 
     def extra_repr(self) -> str:
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
@@ -150,7 +150,7 @@ class ELU(Module):
         self.alpha, self.inplace = alpha, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return fn.elu(x, self.alpha)
+        return fn.elu(x, self.alpha, self.inplace)
 
     def extra_repr(self) -> str:
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
@@ -160,7 +160,7 @@ class CELU(ELU):
     """``x`` for positive ``x``, else ``alpha * (exp(x / alpha) - 1)``."""
 
     def forward(self, x: Tensor) -> Tensor:
-        return fn.celu(x, self.alpha)
+        return fn.celu(x, self.alpha, self.inplace)
 
 
 class Hardtanh(Module):
@@ -171,7 +171,7 @@ class Hardtanh(Module):
         self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return fn.hardtanh(x, self.min_val, self.max_val)
+        return fn.hardtanh(x, self.min_val, self.max_val, self.inplace)
 
     def extra_repr(self) -> str:
         return f"min_val={self.min_val}, max_val={self.max_val}" + (
@@ -201,7 +201,7 @@ class Threshold(Module):
         self.threshold, self.value, self.inplace = threshold, value, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return fn.threshold(x, self.threshold, self.value)
+        return fn.threshold(x, self.threshold, self.value, self.inplace)
 
     def extra_repr(self) -> str:
         return f"threshold={self.threshold}, value={self.value}" + (

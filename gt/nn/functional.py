@@ -21,7 +21,7 @@ from typing import Any
 from gt import shapes as S
 from gt.errors import ShapeError
 from gt.factories import arange, rand
-from gt.grad_graph import label
+from gt.grad_graph import label, recorded_rule, zero_link, zero_second_derivative
 from gt.nn.attention_fn import multi_head_attention_forward, scaled_dot_product_attention
 from gt.nn.convolution import (
     conv1d,
@@ -114,6 +114,7 @@ from gt.nn.resize import interpolate
 from gt.nn.unpooling import max_unpool1d, max_unpool2d, max_unpool3d
 from gt.ops.arith import where
 from gt.ops.autocast import autocast_op
+from gt.ops.inplace import apply_inplace
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names (input, ...)
@@ -132,33 +133,72 @@ def relu_(input: Tensor) -> Tensor:
 
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     """``min(max(x, 0), 6)``; no gradient at 0 and 6 (as in PyTorch)."""
-    return hardtanh(input, 0.0, 6.0)
+    return hardtanh(input, 0.0, 6.0, inplace)
 
 
 def hardtanh(
     input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False
 ) -> Tensor:
     """``x`` clamped to ``[min_val, max_val]``; the gradient is 1 strictly inside, else 0."""
+    if inplace:
+        return apply_inplace(input, "hardtanh_", lambda x: hardtanh(x, min_val, max_val))
+    out = label(_hardtanh(input, min_val, max_val), "HardtanhBackward0")
+    return recorded_rule(out, zero_second_derivative)
+
+
+def _hardtanh(input: Tensor, min_val: float, max_val: float) -> Tensor:
+    """``hardtanh`` as a composition: its second derivative is not connected to the input (the
+    composites that end in it, as ``hardswish``, give their own)."""
     inside = (input > min_val) & (input < max_val)
-    return label(where(inside, input, input.clamp(min_val, max_val).detach()), "HardtanhBackward0")
+    return where(inside, input, input.clamp(min_val, max_val).detach())
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     """``x`` for ``x > 0``, else ``negative_slope * x``."""
-    return label(where(input > 0, input, input * negative_slope), "LeakyReluBackward0")
+    if inplace:
+        return apply_inplace(input, "leaky_relu_", lambda x: leaky_relu(x, negative_slope))
+    out = where(input > 0, input, input * negative_slope)
+    return recorded_rule(label(out, "LeakyReluBackward0"), zero_second_derivative)
 
 
 @autocast_op("elu")
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``."""
-    return label(where(input > 0, input, input.clamp(max=0.0).expm1() * alpha), "EluBackward0")
+    if inplace:
+        return apply_inplace(input, "elu_", lambda x: elu(x, alpha))
+    out = where(input > 0, input, input.clamp(max=0.0).expm1() * alpha)
+    return _elu_recorded(label(out, "EluBackward0"), input, alpha, None)
 
 
 @autocast_op("celu")
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x`` for ``x > 0``, else ``alpha * (exp(x / alpha) - 1)``."""
+    if inplace:
+        return apply_inplace(input, "celu_", lambda x: celu(x, alpha))
     out = where(input > 0, input, (input.clamp(max=0.0) * (1.0 / alpha)).expm1() * alpha)
-    return label(out, "CeluBackward0")
+    return _elu_recorded(label(out, "CeluBackward0"), input, alpha, 1.0 / alpha)
+
+
+def _elu_recorded(out: Tensor, input: Tensor, alpha: float, inv: float | None) -> Tensor:
+    """Give the ``where`` node of an ELU (or CELU: ``x / alpha`` inside) PyTorch's derivative for
+    recorded backward passes: the same first derivative (``alpha`` at 0, ``x <= 0`` counts), but
+    its own derivative counts ``x < 0`` only (PyTorch's ``elu_double_backward``), where the
+    composition's would give ``alpha`` at 0. The rule reads the input, which the composition's
+    ``clamp`` keeps anyway."""
+    node = out._node
+    if node is None or node.parents[1] is None:
+        return out
+
+    def rule(n: Any, g: Tensor) -> tuple:
+        cond, x = n.saved[0], n.saved[-1]
+        inner = where(x < 0, x, 0.0)  # (the value of x.clamp(max=0), the derivative of x < 0)
+        e = (inner if inv is None else inner * inv).expm1() + 1.0
+        gb = (where(cond, 0.0, g) * alpha) * e  # (the composition's rules, op for op)
+        if inv is not None:
+            gb = gb * inv
+        return None, where(cond, g, 0.0) + where(x <= 0, gb, 0.0), None
+
+    return recorded_rule(out, rule, (input,))
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -168,6 +208,8 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 @autocast_op("selu")
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
     """Scaled ELU with the self-normalizing constants."""
+    if inplace:
+        return apply_inplace(input, "selu_", selu)
     return label(elu(input, _SELU_ALPHA) * _SELU_SCALE, "EluBackward0")
 
 
@@ -177,7 +219,8 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     w = weight
     if weight.numel() > 1 and input.ndim >= 2:
         w = weight.reshape((1, -1) + (1,) * (input.ndim - 2))
-    return label(where(input > 0, input, input * w), "PreluKernelBackward0")
+    out = where(input > 0, input, input * w)
+    return recorded_rule(label(out, "PreluKernelBackward0"), zero_second_derivative)
 
 
 def logsigmoid(input: Tensor) -> Tensor:
@@ -187,17 +230,29 @@ def logsigmoid(input: Tensor) -> Tensor:
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * tanh(softplus(x))``."""
+    if inplace:
+        return apply_inplace(input, "mish_", mish)
     return label(input * input.softplus().tanh(), "MishBackward0")
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
-    """``relu6(x + 3) / 6``."""
-    return label(hardtanh(input + 3.0, 0.0, 6.0) * (1.0 / 6.0), "HardsigmoidBackward0")
+    """``relu6(x + 3) / 6``. As PyTorch's, its gradient is differentiable once more only in name:
+    a second derivative raises (PyTorch has no formula for ``hardsigmoid_backward``'s)."""
+    if inplace:
+        return apply_inplace(input, "hardsigmoid_", hardsigmoid)
+    out = label(_hardtanh(input + 3.0, 0.0, 6.0) * (1.0 / 6.0), "HardsigmoidBackward0")
+    return recorded_rule(out, _hardsigmoid_recorded)
+
+
+def _hardsigmoid_recorded(n: Any, g: Tensor) -> tuple:
+    return (zero_link(n, g, "aten::hardsigmoid_backward") * (1.0 / 6.0), None)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
-    """``x * relu6(x + 3) / 6``."""
-    return label(input * hardsigmoid(input), "HardswishBackward0")
+    """``x * relu6(x + 3) / 6`` (its second derivative is ``1/3`` strictly between -3 and 3)."""
+    if inplace:
+        return apply_inplace(input, "hardswish_", hardswish)
+    return label(input * (_hardtanh(input + 3.0, 0.0, 6.0) * (1.0 / 6.0)), "HardswishBackward0")
 
 
 def softsign(input: Tensor) -> Tensor:
@@ -212,7 +267,14 @@ def tanhshrink(input: Tensor) -> Tensor:
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """``x`` where ``x > threshold``, else ``value``."""
-    return where(input > threshold, input, value)
+    if inplace:
+        return apply_inplace(input, "threshold_", lambda x: _threshold(x, threshold, value))
+    return _threshold(input, threshold, value)
+
+
+def _threshold(input: Tensor, threshold: float, value: float) -> Tensor:
+    out = label(where(input > threshold, input, value), "ThresholdBackward0")
+    return recorded_rule(out, zero_second_derivative)
 
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
@@ -238,7 +300,7 @@ def sigmoid(input: Tensor) -> Tensor:
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * sigmoid(x)``."""
-    return input.silu()
+    return apply_inplace(input, "silu_", Tensor.silu) if inplace else input.silu()
 
 
 @autocast_op("softplus")
@@ -320,6 +382,8 @@ _LINEAR_NODE = (
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)`` (when training)."""
+    if inplace and training and p > 0.0:
+        return apply_inplace(input, "dropout_", lambda x: _dropout(x, p, training, x.shape))
     return _dropout(input, p, training, input.shape)
 
 
@@ -405,6 +469,42 @@ def upsample_bilinear(input: Tensor, size: Any = None, scale_factor: Any = None)
     return interpolate(input, size, scale_factor, "bilinear", True)
 
 
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """``elu`` in place."""
+    return elu(input, alpha, True)
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """``celu`` in place."""
+    return celu(input, alpha, True)
+
+
+def selu_(input: Tensor) -> Tensor:
+    """``selu`` in place."""
+    return selu(input, True)
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """``hardtanh`` in place."""
+    return hardtanh(input, min_val, max_val, True)
+
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """``leaky_relu`` in place."""
+    return leaky_relu(input, negative_slope, True)
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    """``threshold`` in place."""
+    return apply_inplace(input, "threshold_", lambda x: _threshold(x, threshold, value))
+
+
+def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
+           training: bool = False) -> Tensor:  # fmt: skip
+    """``rrelu`` in place."""
+    return rrelu(input, lower, upper, training, True)
+
+
 def upsample_nearest(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
     """Deprecated: :func:`interpolate` in ``nearest`` mode."""
     return interpolate(input, size, scale_factor, "nearest")
@@ -413,7 +513,8 @@ def upsample_nearest(input: Tensor, size: Any = None, scale_factor: Any = None) 
 __all__ = [
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
     "adaptive_max_pool2d", "adaptive_max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
-    "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits", "celu", "conv1d",
+    "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits", "celu", "celu_",
+    "conv1d", "elu_", "hardtanh_", "leaky_relu_", "rrelu_", "selu_", "threshold_",
     "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
     "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout",
     "dropout1d", "dropout2d", "elu", "embedding", "fold", "gelu", "glu", "group_norm",

@@ -8,8 +8,10 @@ gradients come from the primitives' rules; nothing here adds a registry primitiv
 from __future__ import annotations
 
 from gt.factories import arange, rand
+from gt.grad_graph import label, recorded_rule, zero_second_derivative
 from gt.ops.arith import where
 from gt.ops.autocast import autocast_op
+from gt.ops.inplace import apply_inplace
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names (input, ...)
@@ -111,7 +113,8 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """``x`` where ``|x| > lambd``, else 0."""
-    return where(input.abs() > lambd, input, 0.0)
+    out = label(where(input.abs() > lambd, input, 0.0), "HardshrinkBackward0")
+    return recorded_rule(out, zero_second_derivative)
 
 
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
@@ -123,19 +126,24 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
         raise RuntimeError(
             f"lambda must be in range [0, {top}] for input dtype {name}, but found {lambd:g}"
         )
-    return where(input > lambd, input - lambd, where(input < -lambd, input + lambd, 0.0))
+    out = where(input > lambd, input - lambd, where(input < -lambd, input + lambd, 0.0))
+    return recorded_rule(label(out, "SoftshrinkBackward0"), zero_second_derivative)
 
 
 def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
           inplace: bool = False) -> Tensor:  # fmt: skip
     """Randomized leaky ReLU: negative inputs times a slope drawn from ``U(lower, upper)`` per
     element while training, times ``(lower + upper) / 2`` otherwise."""
+    if inplace:
+        return apply_inplace(input, "rrelu_", lambda x: rrelu(x, lower, upper, training))
     # (x > 0 as PyTorch: at 0 the gradient is the slope, as leaky_relu's)
     if not training:
         slope = (lower + upper) / 2.0
-        return where(input > 0, input, input * slope)
-    a = rand(input.shape, dtype=input.dtype) * (upper - lower) + lower
-    return where(input > 0, input, input * a)
+        out = where(input > 0, input, input * slope)
+    else:
+        a = rand(input.shape, dtype=input.dtype) * (upper - lower) + lower
+        out = where(input > 0, input, input * a)
+    return recorded_rule(label(out, "RreluWithNoiseBackward0"), zero_second_derivative)
 
 
 # ------------------------------------------------------------------ dropout

@@ -255,7 +255,7 @@ class ComposedOps:
         x = [a.narrow(dim, i, 1) for i in range(3)]
         y = [b.narrow(dim, i, 1) for i in range(3)]
         parts = [x[1] * y[2] - x[2] * y[1], x[2] * y[0] - x[0] * y[2], x[0] * y[1] - x[1] * y[0]]
-        return cat(parts, dim)
+        return label(cat(parts, dim), "LinalgCrossBackward0")
 
     # ------------------------------------------------------------------ statistics
     def cov(self, *, correction: int = 1, fweights: Any = None, aweights: Any = None) -> Tensor:

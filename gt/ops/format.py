@@ -159,16 +159,21 @@ def format_tensor(
 
 
 def _add_suffixes(text: str, suffixes: list[str], indent: int) -> str:
-    """Append ``, suffix`` items, wrapping to a new line past the line width (as PyTorch does)."""
+    """Append ``, suffix`` items, wrapping to a new line past the line width (as PyTorch does).
+
+    A suffix is measured as PyTorch spells it (``dtype=torch.float64``, three columns wider than
+    ``dtype=gt.float64``), so lines break where PyTorch's do and the two reprs differ only in the
+    library's name."""
     parts = [text]
     last_line_len = len(text) - text.rfind("\n") + 1
     for suffix in suffixes:
-        if last_line_len + len(suffix) + 2 > LINEWIDTH:
+        width = len(suffix.replace("dtype=gt.", "dtype=torch."))
+        if last_line_len + width + 2 > LINEWIDTH:
             parts.append(",\n" + " " * indent + suffix)
-            last_line_len = indent + len(suffix)
+            last_line_len = indent + width
         else:
             parts.append(", " + suffix)
-            last_line_len += len(suffix) + 2
+            last_line_len += width + 2
     return "".join(parts) + ")"
 
 

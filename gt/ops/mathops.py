@@ -189,10 +189,11 @@ class MathOps:
             rows = [i + max(0, -diagonal) for i in range(self.shape[0])]
             cols = [i + max(0, diagonal) for i in range(self.shape[0])]
             out[rows, cols] = self
-            return out
+            return label(out, "DiagEmbedBackward0")
         if self.ndim != 2:
             raise ShapeError(f"diag: expected a 1-d or 2-d tensor, got shape {list(self.shape)}")
-        return self._diagonal(diagonal, 0, 1)  # (a copy, as PyTorch's diag of a matrix is)
+        out = self._diagonal(diagonal, 0, 1)  # (a copy, as PyTorch's diag of a matrix is)
+        return label(out, "DiagonalBackward0_copy")  # (PyTorch's name, diagonal_copy's node)
 
     def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
         """The ``offset``-th diagonal over ``dim1`` and ``dim2`` (as the last dimension); a view,
@@ -225,7 +226,7 @@ class MathOps:
         """Sum of a matrix's diagonal."""
         if self.ndim != 2:
             raise ShapeError(f"trace: expected a matrix, got shape {list(self.shape)}")
-        return self._diagonal(0, 0, 1).sum()
+        return label(self._diagonal(0, 0, 1).sum(), "TraceBackward0")
 
 
 def _is_number(x: Any) -> bool:

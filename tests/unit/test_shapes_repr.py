@@ -55,6 +55,18 @@ def test_repr_appends_autograd_suffixes():
     assert text == "tensor([1.], grad_fn=<AddBackward0>)"
 
 
+def test_repr_wraps_suffixes_where_pytorch_does_measuring_dtype_as_torch_spells_it():
+    # PyTorch: "tensor([ 1.3542,  1.0178, -0.4402], dtype=torch.float64," then the grad_fn on the
+    # next line (the dtype suffix is 3 columns wider there than "dtype=gt.float64")
+    a = np.array([1.3542, 1.0178, -0.4402])
+    text = format_tensor(a, "float64", ["grad_fn=<StackBackward0>"])
+    assert text == (
+        "tensor([ 1.3542,  1.0178, -0.4402], dtype=gt.float64,\n       grad_fn=<StackBackward0>)"
+    )
+    short = format_tensor(a[:2], "float64", ["grad_fn=<StackBackward0>"])
+    assert short == "tensor([1.3542, 1.0178], dtype=gt.float64, grad_fn=<StackBackward0>)"
+
+
 def test_repr_wraps_long_rows_at_80_columns():
     text = format_tensor(np.arange(30, dtype=np.float32) / 7, "float32")
     assert all(len(line) <= 80 for line in text.splitlines())

@@ -34,7 +34,7 @@ COMPLEX_GRAD: dict[str, str] = {
         """add sub mul div pow neg exp log sqrt sin cos tanh sigmoid copy cast matmul sum reshape
         transpose expand getitem setitem concat where cumsum log1p expm1 prod cumprod cumprod_grad im2col col2im
         scatter_add linalg_inv linalg_solve linalg_det linalg_solve_triangular asin acos atan asinh
-        acosh atanh""".split(),
+        acosh atanh logcumsumexp""".split(),
         "conj",
     ),
     **dict.fromkeys(

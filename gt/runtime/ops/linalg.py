@@ -29,15 +29,15 @@ positive definite gets LAPACK's partial factor, from which the client reads ``in
 
 from __future__ import annotations
 
-from collections import namedtuple
 from typing import Any
 
 from gt import shapes as S
 from gt.errors import ShapeError
+from gt.runtime.ops import return_types
 from gt.runtime.ops.base import Op, Shape, first_dtype, sum_to
 
 #: What ``slogdet`` returns (PyTorch's named tuple).
-SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
+SlogdetResult = return_types.slogdet  # (gt.linalg.slogdet's: return_types.linalg_slogdet)
 
 
 # ----------------------------------------------------------------------------- shape rules
@@ -218,7 +218,7 @@ def check_float_square(op: str, a: Any, complex_ok: bool = False) -> None:
 def inverse_api(a: Any) -> Any:
     """The inverse of each square matrix (``torch.inverse``, ``Tensor.inverse``)."""
     check_float_square("linalg.inv", a, complex_ok=True)
-    return a._apply("linalg_inv", [a])
+    return _named(a._apply("linalg_inv", [a]), "LinalgInvExBackward0")
 
 
 def det_api(a: Any) -> Any:
@@ -232,7 +232,9 @@ def slogdet_api(a: Any) -> Any:
     check_float_square("linalg.slogdet", a, complex_ok=True)
     both = a._apply("linalg_slogdet", [a])
     logabs = both[..., 1]
-    return SlogdetResult(both[..., 0], logabs.real if logabs.dtype in S.COMPLEX_DTYPES else logabs)
+    logabs = logabs.real if logabs.dtype in S.COMPLEX_DTYPES else logabs
+    name = "LinalgSlogdetBackward0"
+    return SlogdetResult(_named(both[..., 0], name), _named(logabs, name))
 
 
 def cholesky_api(a: Any, upper: bool = False) -> Any:
@@ -240,7 +242,16 @@ def cholesky_api(a: Any, upper: bool = False) -> Any:
     Only the lower triangle of ``a`` is read."""
     check_float_square("linalg.cholesky", a, complex_ok=True)
     el = a._apply("linalg_cholesky", [a])
-    return el.mH if upper else el
+    return _named(el.mH if upper else el, "CholeskyBackward0")
+
+
+def _named(out: Any, name: str) -> Any:
+    """``out`` with its node named as PyTorch names the node of the op that made it
+    (``LinalgInvExBackward0``: PyTorch's ``inv`` is ``inv_ex``'s first result)."""
+    node = out._node
+    if node is not None:
+        node.label = name
+    return out
 
 
 # ----------------------------------------------------------------------------- derivatives

@@ -52,7 +52,11 @@ def _d_softplus(n: Any, g: Any) -> tuple:
     at = n.attrs or {}
     beta, threshold = at.get("beta", 1.0), at.get("threshold", 20.0)
     z = x * beta if beta != 1.0 else x
-    inner = g * z.sigmoid()
+    s = z.sigmoid()
+    if s.requires_grad:  # recorded (create_graph): PyTorch's second derivative, which stops at
+        # the threshold itself too (``sigmoid'(z) * (z < threshold)``), where the first is sigmoid
+        s = z._apply("where", [z < threshold, z, z.detach()], {"dtype": z.dtype}).sigmoid()
+    inner = g * s
     return (g._apply("where", [z > threshold, g, inner], {"dtype": g.dtype}),)
 
 

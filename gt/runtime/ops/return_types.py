@@ -32,9 +32,38 @@ def structseq(name: str, fields: list[str]) -> type:
 _VALUES_INDICES = ("max", "min", "sort", "topk", "kthvalue", "median", "nanmedian", "mode",
                    "cummax", "cummin")  # fmt: skip
 
+#: The other types: each op's name in ``torch.return_types`` (``linalg_`` for ``torch.linalg``'s
+#: ops) and its fields, as PyTorch's.
+_OTHERS = {
+    "aminmax": ["min", "max"],
+    "frexp": ["mantissa", "exponent"],
+    "geqrf": ["a", "tau"],
+    "histogram": ["hist", "bin_edges"],
+    "histogramdd": ["hist", "bin_edges"],
+    "lu_unpack": ["P", "L", "U"],
+    "qr": ["Q", "R"],
+    "slogdet": ["sign", "logabsdet"],
+    "svd": ["U", "S", "V"],
+    "triangular_solve": ["solution", "cloned_coefficient"],
+    "linalg_cholesky_ex": ["L", "info"],
+    "linalg_eig": ["eigenvalues", "eigenvectors"],
+    "linalg_eigh": ["eigenvalues", "eigenvectors"],
+    "linalg_inv_ex": ["inverse", "info"],
+    "linalg_ldl_factor": ["LD", "pivots"],
+    "linalg_ldl_factor_ex": ["LD", "pivots", "info"],
+    "linalg_lstsq": ["solution", "residuals", "rank", "singular_values"],
+    "linalg_lu": ["P", "L", "U"],
+    "linalg_lu_factor": ["LU", "pivots"],
+    "linalg_lu_factor_ex": ["LU", "pivots", "info"],
+    "linalg_qr": ["Q", "R"],
+    "linalg_slogdet": ["sign", "logabsdet"],
+    "linalg_solve_ex": ["result", "info"],
+    "linalg_svd": ["U", "S", "Vh"],
+}
+
 #: Every type, by its name (``TYPES["topk"]`` is ``gt.return_types.topk``).
 TYPES: dict[str, type] = {name: structseq(name, ["values", "indices"]) for name in _VALUES_INDICES}
-TYPES["aminmax"] = structseq("aminmax", ["min", "max"])
+TYPES.update({name: structseq(name, fields) for name, fields in _OTHERS.items()})
 
 __all__ = sorted(TYPES)
 globals().update(TYPES)  # (module attributes named max, min, sort ...: not the builtins)

@@ -6,7 +6,9 @@ Steele), which both NumPy and CuPy run as array operations. Indices follow PyTor
 latest position wins (its ``>=``), and from the first NaN on, the running value is NaN with that
 NaN's index. ``logcumsumexp``'s derivative is computed in log space from the result (two reverse
 scans, of the positive and the negative parts of the incoming gradient), so it stays finite where
-``exp`` would overflow and is itself differentiable.
+``exp`` would overflow and is itself differentiable. Complex ``logcumsumexp`` (Heinsen's scan of
+signed values) accumulates in order, as PyTorch does: the branch of the log it ends on depends on
+the order.
 """
 
 from __future__ import annotations
@@ -63,12 +65,45 @@ def _k_extreme(smallest: bool) -> Any:
     return make
 
 
+def complex_logaddexp(xp: Any) -> Any:
+    """PyTorch's ``log(exp(new) + exp(acc))`` for complex numbers: ``log1p(exp(lo - hi)) + hi``
+    with ``hi`` the one of larger real part (ties: ``new``), both ``-inf``: ``lo``."""
+
+    def op(new: Any, acc: Any) -> Any:
+        acc_hi = new.real < acc.real
+        hi, lo = xp.where(acc_hi, acc, new), xp.where(acc_hi, new, acc)
+        inf = xp.isinf(lo.real) & (lo.real == hi.real)
+        out = xp.log1p(xp.exp(xp.where(inf, 0, lo) - xp.where(inf, 0, hi))) + hi
+        out = xp.where(inf & (hi.real < 0), lo, out)  # exp is 0 whatever the angle
+        both_big = inf & (hi.real > 0)
+        big = xp.log(xp.exp(xp.where(both_big, lo, 0)) + xp.exp(xp.where(both_big, hi, 0)))
+        return xp.where(both_big, big, out)
+
+    if not hasattr(xp, "errstate"):
+        return op
+
+    def quiet_op(new: Any, acc: Any) -> Any:  # (exp of a complex infinity)
+        with xp.errstate(invalid="ignore", over="ignore"):
+            return op(new, acc)
+
+    return quiet_op
+
+
 def _k_logcumsumexp(be: Any) -> Any:
     xp = be.xp
+    complex_op = complex_logaddexp(xp)
 
     def h(v: list, at: Any) -> Any:
         x = v[0]
-        return scan(xp, x, at["axis"], xp.logaddexp) if x.ndim else x.copy()
+        if x.ndim == 0:
+            return x.copy()
+        if x.dtype.kind != "c":
+            return scan(xp, x, at["axis"], xp.logaddexp)
+        # in order, as PyTorch does: the imaginary part (which branch of the log) depends on it
+        y = xp.moveaxis(x, at["axis"], 0).copy()
+        for i in range(1, y.shape[0]):
+            y[i] = complex_op(y[i], y[i - 1])
+        return xp.moveaxis(y, 0, at["axis"])
 
     return h
 
@@ -84,6 +119,8 @@ def _d_logcumsumexp(n: Any, g: Any) -> tuple:
     ax = n.attrs["axis"]
     if x.ndim == 0:
         return (g,)
+    if g.dtype in S.COMPLEX_DTYPES:  # (conjugated around by the engine) no sign split needed
+        return ((x + _reverse_logcumsumexp(g.log() - out, ax)).exp(),)
     floor = -math.inf
     pos = (g.clamp(min=0.0).log() - out).nan_to_num(nan=floor, neginf=floor)
     neg = ((-g).clamp(min=0.0).log() - out).nan_to_num(nan=floor, neginf=floor)
@@ -94,7 +131,7 @@ def _d_logcumsumexp(n: Any, g: Any) -> tuple:
 
 def logcumsumexp_api(x: Any, dim: int) -> Any:
     """``log(cumsum(exp(x)))`` along ``dim``, stable (``torch.logcumsumexp``)."""
-    if x.dtype not in _FLOATS:
+    if x.dtype not in _FLOATS and x.dtype not in S.COMPLEX_DTYPES:
         raise TypeError(f"logcumsumexp: expected a floating point tensor, not {x.dtype}")
     ax = S.normalize_axis(dim, max(x.ndim, 1), "logcumsumexp") if x.ndim else 0
     return x._apply("logcumsumexp", [x], {"axis": ax})

@@ -11,9 +11,9 @@ their infinities at the domain's edges (``asin`` at 1). ``fmod`` takes the sign 
 
 from __future__ import annotations
 
-from collections import namedtuple
 from typing import Any
 
+from gt.runtime.ops import return_types
 from gt.runtime.ops.base import Op, bool_dtype, first_dtype, same_shape, sum_to
 from gt.runtime.ops.elementwise import broadcast_rule
 
@@ -102,7 +102,8 @@ def _k_frexp(part: int) -> Any:
     return make
 
 
-FrexpResult = namedtuple("FrexpResult", ["mantissa", "exponent"])
+#: What ``frexp`` returns (``gt.return_types.frexp``, as PyTorch's).
+FrexpResult = return_types.frexp
 
 
 def _frexp_api(x: Any) -> Any:

@@ -119,6 +119,11 @@ MODULES = (
     "memory_routing_nets",
     "implicit_neural_fields",
     "flows_energy_scores",
+    "causal_inference",
+    "contrastive_multimodal",
+    "optimizer_research",
+    "robotics_control",
+    "state_space_models",
 )
 
 
