@@ -168,8 +168,7 @@ def test_a_real_input_gets_a_real_gradient(conn):
 def test_what_complex_numbers_cannot_do_is_refused_clearly(conn):
     z = gt.tensor([1 + 1j, 2 - 1j], requires_grad=True)
     for bad in (lambda: z < z, lambda: z.maximum(z), lambda: z.relu(), lambda: z.floor(),
-                lambda: z // 2, lambda: gt.fft.rfft(z), lambda: z.logcumsumexp(0),
-                lambda: z.softplus(), lambda: z.logsumexp(0), lambda: gt.special.i0(z),
+                lambda: z // 2, lambda: gt.fft.rfft(z), lambda: z.softplus(), lambda: z.logsumexp(0), lambda: gt.special.i0(z),
                 lambda: z.lgamma(), lambda: z.clamp(0, 1)):  # fmt: skip
         with pytest.raises((TypeError, RuntimeError)):
             bad()
