@@ -160,6 +160,7 @@ class Batching:
             if out not in self.created and opcode != _FETCH:
                 raise Unbatchable(f"{O.op_name(opcode)} into a tensor made outside the function")
             self._emit(opcode, out, args, attrs)
+            batched.pop(out, None)  # (a batched tensor given one value for every entry)
             return
         self._temps.clear()
         try:

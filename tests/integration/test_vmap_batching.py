@@ -176,3 +176,24 @@ def test_random_draws_follow_randomness(conn):
     assert (rows == rows[0]).all() and rows[0].std() > 0
     got, batched, per_entry = _vmapped(lambda r: r + gt.rand(3), (x,), (0,))
     assert (batched, per_entry) == (0, 1)  # (the default runs per entry, as it did before)
+
+
+@pytest.mark.parametrize("write", ["copy_", "fill_", "zero_", "setitem"])
+def test_a_batched_tensor_of_the_function_given_one_value_again_is_one_value(conn, write):
+    a = _t(4, 3)
+    ones = gt.ones(3, dtype=gt.float64)
+    writes = {
+        "copy_": lambda h: h.copy_(ones),
+        "fill_": lambda h: h.fill_(1.0),
+        "zero_": lambda h: h.zero_().add_(1.0),
+        "setitem": lambda h: h.__setitem__(..., 1.0),
+    }
+
+    def f(r):
+        h = r * 2
+        writes[write](h)  # every entry's h is ones now
+        return h + r
+
+    got, batched, _ = _vmapped(f, (a,), (0,))
+    assert batched == 1, RUNS["why"]
+    np.testing.assert_allclose(got.numpy(), a.numpy() + 1, rtol=1e-12)
