@@ -39,9 +39,10 @@ def test_live_source_sees_workers_clients_and_exec_events(cluster):
         assert src.ready.wait(10), "no snapshot from the control endpoint"
         assert wait_for(lambda: len(src.snapshot().workers) == 2)
         run_some_ops(cluster.address)
-        st = wait_for(lambda: (s := src.snapshot()).totals.instructions >= 60 and s)
+        # (the counts can arrive before the exec events that name the ops, on a busy machine)
+        st = wait_for(lambda: (s := src.snapshot()).totals.instructions >= 60
+                      and any(w.current_op for w in s.workers) and s)  # fmt: skip
         assert all(w.alive for w in st.workers)
-        assert any(w.current_op for w in st.workers)
         assert st.clients, "the client should be listed"
         assert wait_for(lambda: any(m.label == "checkpoint" for m in src.snapshot().marks))
         assert src.status().connected and src.status().address == cluster.address
