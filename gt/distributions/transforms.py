@@ -304,6 +304,14 @@ class AbsTransform(Transform):
         return y
 
 
+def _each_cached(owner: str, tseq: Any, cache_size: int) -> list:
+    """The transforms of a ``CatTransform``/``StackTransform``, each with the owner's cache."""
+    tseq = list(tseq)
+    if not all(isinstance(t, Transform) for t in tseq):
+        raise TypeError(f"{owner} takes a sequence of Transforms")
+    return [t.with_cache(cache_size) for t in tseq] if cache_size else tseq
+
+
 class CatTransform(Transform):
     """``transforms[i]`` applied to the ``lengths[i]`` entries of ``x`` along ``dim`` that it
     owns, the results concatenated back (``torch.distributions.CatTransform``): one flow output
@@ -317,13 +325,8 @@ class CatTransform(Transform):
     """
 
     def __init__(self, tseq: Any, dim: int = 0, lengths: Any = None, cache_size: int = 0):
-        tseq = list(tseq)
-        if not all(isinstance(t, Transform) for t in tseq):
-            raise TypeError("CatTransform takes a sequence of Transforms")
-        if cache_size:
-            tseq = [t.with_cache(cache_size) for t in tseq]
         super().__init__(cache_size=cache_size)
-        self.transforms = tseq
+        self.transforms = _each_cached("CatTransform", tseq, cache_size)
         self.lengths = [1] * len(tseq) if lengths is None else list(lengths)
         if len(self.lengths) != len(self.transforms):
             raise ValueError("CatTransform: lengths and transforms differ in number")
@@ -402,13 +405,8 @@ class StackTransform(Transform):
     """
 
     def __init__(self, tseq: Any, dim: int = 0, cache_size: int = 0):
-        tseq = list(tseq)
-        if not all(isinstance(t, Transform) for t in tseq):
-            raise TypeError("StackTransform takes a sequence of Transforms")
-        if cache_size:
-            tseq = [t.with_cache(cache_size) for t in tseq]
         super().__init__(cache_size=cache_size)
-        self.transforms = tseq
+        self.transforms = _each_cached("StackTransform", tseq, cache_size)
         self.dim = dim
 
     def with_cache(self, cache_size: int = 1) -> Transform:
