@@ -281,6 +281,7 @@ def _div_name(node: Node) -> str:
 #: PyTorch's node names of the primitives named otherwise (a name, or a function of the node);
 #: read only when a node's name is asked for.
 PRIMITIVE_NAMES: dict[str, Any] = {
+    "add_scaled": "AddBackward0",
     "concat": "CatBackward0",
     "clip": "ClampBackward1",
     "cast": "ToCopyBackward0",

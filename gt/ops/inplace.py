@@ -26,7 +26,7 @@ from gt._dtype import dtype as as_dtype
 from gt.autograd import _mode
 from gt.errors import DtypeError, ShapeError
 from gt.indexing import encode_key
-from gt.ops.arith import legacy_number_first, where
+from gt.ops.arith import legacy_number_first, scaled_add, where
 from gt.ops.base import BATCHING, TensorBase, refuse_outside_write
 from gt.ops.random import random_attrs
 from gt.ops.views import is_basic_key, is_view_at, parts, write_back
@@ -143,6 +143,17 @@ def _direct(x: Tensor, name: str, other: Any) -> Tensor | None:
     return x._apply_(name, [x, arg], {"inplace": True})
 
 
+def _scaled_(x: Tensor, other: Tensor, alpha: float, name: str) -> Tensor:
+    """``x += alpha * other`` as one ``add_scaled`` (see :func:`gt.ops.arith.scaled_add`): written
+    into the worker's array when nothing is recorded and ``other`` does not broadcast ``x``."""
+    recorded = _mode.enabled and (x.requires_grad or other.requires_grad)
+    if not recorded and other.shape == x.shape:
+        x._apply_("add_scaled", [x, other], {"alpha": alpha, "inplace": True})
+    else:
+        apply_inplace(x, name, lambda v: v._apply("add_scaled", [v, other], {"alpha": alpha}))
+    return x
+
+
 def _result_dtype(x: Tensor, other: Any, name: str, true_div: bool = False) -> None:
     if hasattr(other, "dtype") and hasattr(other, "_conn"):
         dt = S.promote_operands(x.dtype, x.ndim, other.dtype, other.ndim)
@@ -176,6 +187,8 @@ class InplaceOps:
         if legacy_number_first("add_", other, alpha):
             other, alpha = alpha * other, 1
         _result_dtype(self, other, "add_")
+        if scaled_add(self, other, alpha):
+            return _scaled_(self, other, float(alpha), "add_")
         other = other if alpha == 1 else other * alpha
         if _direct(self, "add", other) is None:
             apply_inplace(self, "add_", lambda x: x + other)
@@ -186,6 +199,8 @@ class InplaceOps:
         if legacy_number_first("sub_", other, alpha):
             other, alpha = alpha * other, 1
         _result_dtype(self, other, "sub_")
+        if scaled_add(self, other, alpha):
+            return _scaled_(self, other, -float(alpha), "sub_")
         other = other if alpha == 1 else other * alpha
         if _direct(self, "sub", other) is None:
             apply_inplace(self, "sub_", lambda x: x - other)

@@ -67,4 +67,8 @@ class SGD(Optimizer):
                 damp = 1.0 - group["dampening"]
                 buf.mul_(mom).add_(g if damp == 1.0 else g * damp)
             g = g + buf * mom if group["nesterov"] else buf
-        p.sub_(g * group["lr"])
+        lr = group["lr"]
+        if type(lr) is float or type(lr) is int:  # one fused pass, bit for bit p - g * lr
+            p.add_(g, alpha=-lr)
+        else:
+            p.sub_(g * lr)

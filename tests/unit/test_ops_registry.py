@@ -40,6 +40,7 @@ SAMPLES: dict[str, tuple[list, object]] = {
     "copy": ([A], None),
     "add": ([A, ROW], None),
     "sub": ([A, 2.0], None),
+    "add_scaled": ([A, B], {"alpha": -0.5}),
     "mul": ([A, B], None),
     "div": ([A, POS], None),
     "pow": ([POS, 1.5], None),

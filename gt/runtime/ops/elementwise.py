@@ -102,6 +102,54 @@ def _floor_kernel(ufunc: str, part: int) -> Callable[[Any], Any]:
     return make
 
 
+#: Elements per pass of a large in-place ``add_scaled`` on NumPy: ``alpha * b`` of one chunk
+#: stays in the cache for the add (256 KiB of float32).
+_AXPY_CHUNK = 1 << 16
+
+
+def scale_of(at: Any) -> float:
+    """``attrs["alpha"]`` of an ``add_scaled``: a real number (a bool, string or list is refused
+    here, where it enters the worker)."""
+    alpha = at.get("alpha") if type(at) is dict else None
+    if type(alpha) not in (float, int):
+        raise ValueError(f"add_scaled takes a number as its alpha, not {type(alpha).__name__}")
+    return float(alpha)
+
+
+def _axpy_chunked(xp: Any, x: Any, b: Any, alpha: float) -> Any:
+    """``x += alpha * b`` in chunks, rounded as ``alpha * b`` then the sum (two passes in the
+    cache instead of two over memory: PyTorch's ``add_(b, alpha=)`` is one fused pass)."""
+    xf, bf = x.reshape(-1), b.reshape(-1)
+    tmp = xp.empty(min(_AXPY_CHUNK, xf.size), x.dtype)
+    for start in range(0, xf.size, _AXPY_CHUNK):
+        stop = min(start + _AXPY_CHUNK, xf.size)
+        t = tmp[: stop - start]
+        xp.multiply(bf[start:stop], alpha, out=t)
+        xp.add(xf[start:stop], t, out=xf[start:stop])
+    return x
+
+
+def _k_add_scaled(be: Any) -> Any:
+    """``a + alpha * b`` (float32/float64 operands of one dtype, as the client sends them);
+    in place into ``a``'s array when it is private."""
+    xp = be.xp
+    chunks = be.name == "numpy"
+
+    def h(v: list, at: Any) -> Any:
+        alpha = scale_of(at)
+        if not at.get("inplace"):
+            return xp.add(v[0], xp.multiply(v[1], alpha))
+        x = v.pop(0)  # so the argument list no longer refers to it (see private())
+        b = v[0]
+        if not private(x) or x.shape != b.shape:
+            return xp.add(x, xp.multiply(b, alpha))
+        if chunks and x.size > 2 * _AXPY_CHUNK and x.flags.c_contiguous and b.flags.c_contiguous:
+            return _axpy_chunked(xp, x, b, alpha)
+        return xp.add(x, xp.multiply(b, alpha), out=x)
+
+    return h
+
+
 def _unary_kernel(ufunc: str) -> Callable[[Any], Any]:
     def make(be: Any) -> Any:
         xp = be.xp
@@ -147,6 +195,11 @@ def _d_add(n: Any, g: Any) -> tuple:
 
 def _d_sub(n: Any, g: Any) -> tuple:
     return unbroadcast(n, 0, g), (sum_to(-g, n.shapes[1]) if n.needs(1) else None)
+
+
+def _d_add_scaled(n: Any, g: Any) -> tuple:
+    alpha = n.attrs["alpha"]
+    return unbroadcast(n, 0, g), (sum_to(g * alpha, n.shapes[1]) if n.needs(1) else None)
 
 
 def _d_mul(n: Any, g: Any) -> tuple:
@@ -354,6 +407,15 @@ def _compare(name: str, code: int, ufunc: str) -> Op:
 ENTRIES: list[Op] = [
     _binary("add", 9, "add", grad=_d_add, partial="sum", doc="a + b"),
     _binary("sub", 10, "subtract", grad=_d_sub, partial="sum", doc="a - b"),
+    _binary(
+        "add_scaled",
+        153,
+        "add",
+        kernel=_k_add_scaled,
+        grad=_d_add_scaled,
+        partial="sum",
+        doc="a + alpha * b (attrs.alpha), PyTorch's add(b, alpha=) in one pass",
+    ),  # fmt: skip
     _binary("mul", 11, "multiply", grad=_d_mul, saves="inputs", partial="mul", doc="a * b"),
     _binary("div", 12, "true_divide", grad=_d_div, saves="inputs", partial="div", doc="a / b"),
     _binary("pow", 13, "power", grad=_d_pow, saves="inputs", doc="a ** b"),
