@@ -260,6 +260,18 @@ def _sum_name(node: Node) -> str:
     return "SumBackward0" if node.attrs is None else "SumBackward1"
 
 
+def _prod_name(node: Node) -> str:
+    """``ProdBackward0`` for the product of every element, ``ProdBackward1`` over a dimension."""
+    return "ProdBackward0" if node.attrs is None else "ProdBackward1"
+
+
+def _setitem_name(node: Node) -> str:
+    """``IndexPutBackward0`` for an assignment through index tensors or lists, ``CopySlices``
+    for one through ints and slices (PyTorch copies into a view there)."""
+    key = node.attrs.get("key", ()) if type(node.attrs) is dict else ()
+    return "IndexPutBackward0" if any(item[0] in ("t", "l") for item in key) else "CopySlices"
+
+
 def _pow_name(node: Node) -> str:
     """``PowBackward0`` for a number exponent, ``PowBackward1`` for a tensor one,
     ``PowBackward2`` for a number base."""
@@ -291,6 +303,8 @@ PRIMITIVE_NAMES: dict[str, Any] = {
     "getitem": _getitem_name,
     "matmul": _matmul_name,
     "sum": _sum_name,
+    "prod": _prod_name,
+    "setitem": _setitem_name,
     "pow": _pow_name,
     "sub": _sub_name,
     "div": _div_name,

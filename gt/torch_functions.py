@@ -22,6 +22,7 @@ from gt import shapes as S
 from gt.errors import OutOfMemory
 from gt.factories import arange, full_like, linspace
 from gt.factories import tensor as _tensor
+from gt.grad_graph import label
 from gt.linalg import toplevel as _toplevel
 from gt.nn import functional as F
 from gt.ops.arith import where
@@ -310,7 +311,7 @@ def complex(real: Tensor, imag: Tensor) -> Tensor:  # noqa: A001 - PyTorch's nam
 @autocast_op("polar")
 def polar(abs: Tensor, angle: Tensor) -> Tensor:  # noqa: A002 - PyTorch's names
     """The complex tensor ``abs * (cos(angle) + i sin(angle))``."""
-    return complex(abs * angle.cos(), abs * angle.sin())
+    return label(complex(abs * angle.cos(), abs * angle.sin()), "PolarBackward0")
 
 
 # ----------------------------------------------------------------------------- torch.<name> layers

@@ -110,7 +110,7 @@ def matrix_norm(
         raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got ({d0}, {d1})")
     if ord == "fro":
         sq = (a * a.conj()).real if a.dtype in S.COMPLEX_DTYPES else a * a
-        return sq.sum((d0, d1), keepdim)._sqrt_zero_grad()
+        return label(sq.sum((d0, d1), keepdim)._sqrt_zero_grad(), "LinalgVectorNormBackward0")
     if ord in ("nuc", 2, -2):
         rest = [i for i in range(a.ndim) if i not in (d0, d1)]
         sv = svdvals(a.permute(*rest, d0, d1))
@@ -118,7 +118,7 @@ def matrix_norm(
         if keepdim:
             for d in sorted((d0, d1)):
                 out = out.unsqueeze(d)
-        return out
+        return out if ord == "nuc" else label(out, "AmaxBackward0" if ord == 2 else "AminBackward0")
     if ord in (1, -1):  # the largest (smallest) column sum: sum over rows (d0), pick over d1
         inner, outer = d0, d1
     elif ord in (math.inf, -math.inf):
@@ -127,7 +127,8 @@ def matrix_norm(
         raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
     s = a.abs().sum(inner, keepdim=True)
     out = s.amax(outer, keepdim=True) if ord > 0 else s.amin(outer, keepdim=True)
-    return out if keepdim else out.squeeze((d0, d1) if d0 > d1 else (d1, d0))
+    out = out if keepdim else out.squeeze((d0, d1) if d0 > d1 else (d1, d0))
+    return label(out, "AmaxBackward0" if ord > 0 else "AminBackward0")
 
 
 def norm(
@@ -221,7 +222,7 @@ def multi_dot(tensors: Sequence[Tensor]) -> Tensor:
         out = out.squeeze(0)
     if last_1d:
         out = out.squeeze(-1)
-    return out
+    return label(out, "ViewBackward0")  # (PyTorch's product is a view, whatever the ends)
 
 
 def diagonal(a: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from gt import shapes as S
+from gt.grad_graph import label
 from gt.ops.arith import where
 from gt.ops.autocast import autocast_op
 from gt.tensor import Tensor
@@ -20,13 +21,19 @@ from gt.tensor import Tensor
 @autocast_op("pdist")
 def pdist(input: Tensor, p: float = 2) -> Tensor:
     """The ``p``-norm distance between each pair of rows ``i < j`` of ``[N, M]``: ``N(N-1)/2``
-    values, ``(0, 1), (0, 2), ..., (N-2, N-1)``.
+    values, ``(0, 1), (0, 2), ..., (N-2, N-1)`` (PyTorch's ``PdistBackward0`` node).
 
     Args:
         input: a 2-d floating tensor.
         p: ``0`` (how many elements differ), any positive number, or ``inf`` (largest element
             difference).
     """
+    out = _pdist(input, p)
+    return out if out is input else label(out, "PdistBackward0")
+
+
+def _pdist(input: Tensor, p: float = 2) -> Tensor:
+    """:func:`pdist`'s value."""
     if input.ndim != 2:
         raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
     if p < 0:

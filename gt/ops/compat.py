@@ -379,27 +379,29 @@ class CompatOps(CompatInplaceOps):
     # ------------------------------------------------------------------ products
     def addmv(self, mat: Tensor, vec: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
         """``beta * self + alpha * (mat @ vec)``."""
-        return _scaled_sum(self, mat.mv(vec), beta, alpha, "addmv")
+        return label(_scaled_sum(self, mat.mv(vec), beta, alpha, "addmv"), "AddmvBackward0")
 
     def addr(self, vec1: Tensor, vec2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
         """``beta * self + alpha * outer(vec1, vec2)``."""
-        return _scaled_sum(self, vec1.outer(vec2), beta, alpha, "addr")
+        return label(_scaled_sum(self, vec1.outer(vec2), beta, alpha, "addr"), "AddrBackward0")
 
     def addbmm(self, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
         """``beta * self + alpha * sum_b(batch1[b] @ batch2[b])``."""
         if batch1.dtype not in ("float16", "bfloat16") or batch1.ndim != 3 or not len(batch1):
-            return _scaled_sum(self, batch1.bmm(batch2).sum(0), beta, alpha, "addbmm")
+            out = _scaled_sum(self, batch1.bmm(batch2).sum(0), beta, alpha, "addbmm")
+            return label(out, "AddbmmBackward0")
         # PyTorch's CPU kernel adds one product at a time into the result (each rounded once)
         out = self
         for i in range(len(batch1)):
             out = in_float32(lambda x, b1, b2, b: _scaled_sum(x, b1 @ b2, b, alpha, "addbmm"),
                              out, batch1[i], batch2[i], beta if i == 0 else 1)  # fmt: skip
-        return out
+        return label(out, "AddbmmBackward0")
 
     def baddbmm(self, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
         """``beta * self + alpha * (batch1 @ batch2)``, batch by batch."""
-        return in_float32(lambda x, b1, b2: _scaled_sum(x, b1.bmm(b2), beta, alpha, "baddbmm"),
-                          self, batch1, batch2)  # fmt: skip
+        out = in_float32(lambda x, b1, b2: _scaled_sum(x, b1.bmm(b2), beta, alpha, "baddbmm"),
+                         self, batch1, batch2)  # fmt: skip
+        return label(out, "BaddbmmBackward0")
 
     def mv(self, vec: Tensor) -> Tensor:
         """Matrix times vector."""

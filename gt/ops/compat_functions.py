@@ -14,6 +14,7 @@ import numpy as np
 
 from gt.errors import ShapeError
 from gt.factories import tensor
+from gt.grad_graph import label
 from gt.ops.base import TensorBase
 from gt.ops.shaping import cat, stack
 
@@ -138,14 +139,16 @@ def std_mean(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool
              correction: Any = None) -> tuple:  # noqa: A002 # fmt: skip
     """``(std, mean)`` over ``dim``."""
     std = input.std(dim, unbiased, keepdim, correction=correction)
-    return std, input.mean(dim=dim, keepdim=keepdim)
+    mean = input.mean(dim=dim, keepdim=keepdim)
+    return label(std, "StdMeanBackward0"), label(mean, "StdMeanBackward0")
 
 
 def var_mean(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
              correction: Any = None) -> tuple:  # noqa: A002 # fmt: skip
     """``(var, mean)`` over ``dim``."""
     var = input.var(dim, unbiased, keepdim, correction=correction)
-    return var, input.mean(dim=dim, keepdim=keepdim)
+    mean = input.mean(dim=dim, keepdim=keepdim)
+    return label(var, "VarMeanBackward0"), label(mean, "VarMeanBackward0")
 
 
 def isin(elements: Any, test_elements: Any, *, assume_unique: bool = False,

@@ -49,7 +49,7 @@ class ComposedOps:
     # ------------------------------------------------------------------ elementwise
     def hypot(self, other: Any) -> Tensor:
         """``sqrt(self^2 + other^2)``, elementwise."""
-        return (self * self + other * other).sqrt()
+        return label((self * self + other * other).sqrt(), "HypotBackward0")
 
     def copysign(self, other: Any) -> Tensor:
         """``|self|`` with the sign of ``other`` (``-0.0`` counts as negative); a float result."""
@@ -176,7 +176,9 @@ class ComposedOps:
         a_shape = [d for s in a.shape for d in (s, 1)]
         b_shape = [d for s in b.shape for d in (1, s)]
         out = a.reshape(a_shape) * b.reshape(b_shape)
-        return out.reshape(tuple(x * y for x, y in zip(a.shape, b.shape)))
+        return label(
+            out.reshape(tuple(x * y for x, y in zip(a.shape, b.shape))), "UnsafeViewBackward0"
+        )
 
     def diag_embed(self, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
         """Matrices whose ``offset`` diagonal (in dims ``dim1``, ``dim2``) holds the last dim."""
@@ -191,7 +193,7 @@ class ComposedOps:
         d2 = S.normalize_axis(dim2, out.ndim, "diag_embed")
         if d1 == d2:
             raise ValueError("diag_embed: diagonal dimensions cannot be identical")
-        return out.movedim((out.ndim - 2, out.ndim - 1), (d1, d2))
+        return label(out.movedim((out.ndim - 2, out.ndim - 1), (d1, d2)), "DiagEmbedBackward0")
 
     def inner(self, other: Tensor) -> Tensor:
         """The sum of products over the last dims (a product with a 0-d tensor)."""
@@ -199,7 +201,7 @@ class ComposedOps:
             return self * other
         k = self.shape[-1]
         out = self.reshape(-1, k) @ other.reshape(-1, other.shape[-1]).mT
-        return out.reshape(tuple(self.shape[:-1]) + tuple(other.shape[:-1]))
+        return label(out.reshape(tuple(self.shape[:-1]) + tuple(other.shape[:-1])), "ViewBackward0")
 
     def rot90(self, k: int = 1, dims: Any = (0, 1)) -> Tensor:
         """Rotate by 90 degrees ``k`` times, from the first of ``dims`` towards the second."""
@@ -295,7 +297,7 @@ class ComposedOps:
 
     def dist(self, other: Tensor, p: float = 2) -> Tensor:
         """The ``p``-norm of ``self - other``."""
-        return (self - other).norm(p)
+        return label((self - other).norm(p), "DistBackward0")
 
     def bincount(self, weights: Any = None, minlength: int = 0) -> Tensor:
         """How often each value of a 1-d non-negative integer tensor occurs (weighted: the sum of

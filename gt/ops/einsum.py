@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gt import shapes as S
 from gt.errors import ShapeError
+from gt.grad_graph import label
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -148,12 +149,15 @@ def einsum(equation: str, *operands: Any) -> Tensor:
     for i, (t, term) in enumerate(zip(tensors, terms)):
         tensors[i], terms[i] = _diagonal(t, term)
     acc, acc_term = tensors[0], terms[0]
+    product = False  # whether the last contraction was a matrix product
     for k in range(1, len(tensors)):
         later = set(out).union(*terms[k + 1 :])
         acc, acc_term = _sum_out(acc, acc_term, later | set(terms[k]))
         t, tt = _sum_out(tensors[k], terms[k], later | set(acc_term))
+        product = any(c in tt and c not in later for c in acc_term)
         acc, acc_term = _contract(acc, acc_term, t, tt, later)
     acc, acc_term = _sum_out(acc, acc_term, set(out))
-    if acc_term == out:
-        return acc
-    return acc.permute([acc_term.index(c) for c in out])
+    if acc_term != out:
+        acc = acc.permute([acc_term.index(c) for c in out])
+    # PyTorch permutes its operands before the product and views the result: ViewBackward0
+    return label(acc, "ViewBackward0") if product else acc

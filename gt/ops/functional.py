@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gt import shapes as S
-from gt.grad_graph import labels
+from gt.grad_graph import label, labels
 from gt.ops.autocast import autocast_op
 from gt.ops.base import is_tensor
 from gt.ops.einsum import einsum
@@ -278,7 +278,8 @@ def tensordot(a: Any, b: Any, dims: Any = 2) -> Any:
     out = [c for i, c in enumerate(ta) if i not in da] + [
         c for j, c in enumerate(tb) if j not in db
     ]
-    return einsum(f"{''.join(ta)},{''.join(tb)}->{''.join(out)}", a, b)
+    out = einsum(f"{''.join(ta)},{''.join(tb)}->{''.join(out)}", a, b)
+    return label(out, "ViewBackward0") if out is not a and out is not b else out
 
 
 concatenate = cat

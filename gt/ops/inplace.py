@@ -25,6 +25,7 @@ from gt import shapes as S
 from gt._dtype import dtype as as_dtype
 from gt.autograd import _mode
 from gt.errors import DtypeError, ShapeError
+from gt.grad_graph import label
 from gt.indexing import encode_key
 from gt.ops.arith import legacy_number_first, scaled_add, where
 from gt.ops.base import BATCHING, TensorBase, refuse_outside_write
@@ -314,7 +315,8 @@ class InplaceOps:
             if not (isinstance(value, TensorBase) and value.numel() != 1):
                 v = value.reshape(()) if isinstance(value, TensorBase) else value
                 _check_leaf(self, "setitem")
-                apply_inplace(self, "setitem", lambda x: where(key, v, x))
+                apply_inplace(self, "setitem",
+                              lambda x: label(where(key, v, x), "IndexPutBackward0"))  # fmt: skip
                 return
             # else: the masked elements are filled in order, which needs the real indices
         wire, tensors, shape = encode_key(self, key, "setitem")

@@ -89,7 +89,7 @@ class MathOps:
         """``log(exp(self) + exp(other))`` without overflow."""
         m = self.maximum(other).detach()
         m = m.masked_fill(m.isinf(), 0.0)  # two -inf give -inf, an inf gives inf (not NaN)
-        return m + ((self - m).exp() + (other - m).exp()).log()
+        return label(m + ((self - m).exp() + (other - m).exp()).log(), "LogaddexpBackward0")
 
     def logit(self, eps: float | None = None) -> Tensor:
         """``log(p / (1 - p))`` (``p`` clamped to ``[eps, 1 - eps]`` when given)."""
