@@ -82,6 +82,7 @@ from gt.session import connect, disconnect, gpu_workers, mark
 from gt.settings import *  # noqa: F403 - gt.set_default_dtype, gt.set_printoptions, ... (its __all__)
 from gt.settings import __all__ as _settings_names
 from gt.sparse import sparse_coo, sparse_coo_tensor, spmm
+from gt.sparse_csr import sparse_csr, sparse_csr_tensor
 from gt.special import gammainc as igamma  # (torch.igamma)
 from gt.special import gammaincc as igammac
 from gt.special import xlogy  # (torch.xlogy)
@@ -140,6 +141,8 @@ __all__ = [
     "igammac",
     "sparse_coo",
     "sparse_coo_tensor",
+    "sparse_csr",
+    "sparse_csr_tensor",
     "spmm",
     "poisson",
     "config",

@@ -9,8 +9,9 @@ the order of the entries, so it is differentiable in the dense operand and in th
 gradient of the values is dense, where PyTorch's of a sparse operand is sparse). ``coalesce()``
 sorts the entries and adds up duplicates, reading the indices from the worker (a sync point).
 ``Embedding(sparse=True)``'s weight gets a sparse gradient (``gt.optim.SparseAdam`` reads it; two
-gradients add up by appending entries). Not built: ``EmbeddingBag``'s sparse gradients, CSR/CSC
-layouts, and elementwise ops between sparse tensors.
+gradients add up by appending entries). CSR matrices are in
+:mod:`gt.sparse_csr`. Not built: ``EmbeddingBag``'s sparse gradients, the CSC/BSR layouts, and
+elementwise ops between sparse tensors.
 """
 
 from __future__ import annotations
@@ -31,7 +32,71 @@ from gt.settings import layout
 sparse_coo = layout("sparse_coo")
 
 
-class SparseTensor:
+class SparseValues:
+    """What a sparse tensor does through its values alone (``_v``; ``_with(values)`` makes the
+    same entries with other values): dtype, device and grad flags, conversions, scaling by a
+    number. Shared by the COO and CSR layouts."""
+
+    __slots__ = ()
+    _v: Tensor
+
+    def _with(self, values: Tensor) -> Any:
+        raise NotImplementedError
+
+    dtype = property(lambda self: self._v.dtype, doc="The values' dtype.")
+    device = property(lambda self: self._v.device, doc="The values' device.")
+    requires_grad = property(lambda self: self._v.requires_grad, doc="Whether the values do.")
+    is_cuda = property(lambda self: self._v.is_cuda, doc="As the values'.")
+    grad_fn = property(lambda self: None, doc="None: sparse tensors are not recorded.")
+
+    def to(self, *args: Any, **kwargs: Any) -> Any:
+        """The values converted (a dtype) or moved (a device): indices are kept."""
+        return self._with(self._v.to(*args, **kwargs))
+
+    def cpu(self) -> Any:
+        """Itself (GT's data lives on its workers)."""
+        return self
+
+    def cuda(self, *args: Any, **kwargs: Any) -> Any:
+        """Itself (GT's data lives on its workers)."""
+        return self
+
+    def float(self) -> Any:
+        """Float32 values."""
+        return self.to("float32")
+
+    def double(self) -> Any:
+        """Float64 values."""
+        return self.to("float64")
+
+    def detach(self) -> Any:
+        """The same entries, out of autograd."""
+        return self._with(self._v.detach())
+
+    def requires_grad_(self, requires_grad: bool = True) -> Any:
+        """Let the values require grad (in place)."""
+        self._v.requires_grad_(requires_grad)
+        return self
+
+    def mul(self, other: Any) -> Any:
+        """Values times a number (or a 0-d tensor)."""
+        if isinstance(other, SparseValues) or (isinstance(other, Tensor) and other.ndim > 0):
+            raise NotImplementedError("gt.sparse: only multiplying by a number is supported")
+        return self._with(self._v * other)
+
+    __mul__ = __rmul__ = mul
+
+    def div(self, other: Any) -> Any:
+        """Values divided by a number (or a 0-d tensor)."""
+        return self._with(self._v / other)
+
+    __truediv__ = div
+
+    def __neg__(self) -> Any:
+        return self._with(-self._v)
+
+
+class SparseTensor(SparseValues):
     """A sparse COO tensor (see the module's docstring). Made by :func:`sparse_coo_tensor`,
     ``torch.sparse.FloatTensor(indices, values, size)`` or ``dense.to_sparse()``."""
 
@@ -44,10 +109,6 @@ class SparseTensor:
     is_sparse = property(lambda self: True, doc="True.")
     layout = property(lambda self: sparse_coo, doc="``gt.sparse_coo``.")
     shape = property(lambda self: self._shape, doc="The (dense) shape.")
-    dtype = property(lambda self: self._v.dtype, doc="The values' dtype.")
-    device = property(lambda self: self._v.device, doc="The values' device.")
-    requires_grad = property(lambda self: self._v.requires_grad, doc="Whether the values do.")
-    is_cuda = property(lambda self: self._v.is_cuda, doc="As the values'.")
 
     def size(self, dim: int | None = None) -> Any:
         """The shape, or one dimension of it."""
@@ -127,38 +188,18 @@ class SparseTensor:
             return dense
         return dense.index_put(tuple(self._i.unbind(0)), values, accumulate=True)
 
-    def to_sparse(self) -> SparseTensor:
+    def to_sparse(self, *args: Any, layout: Any = None, **kwargs: Any) -> Any:
+        """Itself (or, with ``layout=gt.sparse_csr``, a CSR matrix)."""
+        return self.to_sparse_csr() if layout == "sparse_csr" else self
+
+    def to_sparse_coo(self) -> SparseTensor:
         """Itself."""
         return self
 
-    def to(self, *args: Any, **kwargs: Any) -> SparseTensor:
-        """The values converted (a dtype) or moved (a device): indices are kept."""
-        return SparseTensor(self._i, self._v.to(*args, **kwargs), self._shape, self._coalesced)
+    # to_sparse_csr(): :mod:`gt.sparse_csr` (which builds on this module) adds it
 
-    def cpu(self) -> SparseTensor:
-        """Itself (GT's data lives on its workers)."""
-        return self
-
-    def cuda(self, *args: Any, **kwargs: Any) -> SparseTensor:
-        """Itself (GT's data lives on its workers)."""
-        return self
-
-    def float(self) -> SparseTensor:
-        """Float32 values."""
-        return self.to("float32")
-
-    def double(self) -> SparseTensor:
-        """Float64 values."""
-        return self.to("float64")
-
-    def detach(self) -> SparseTensor:
-        """The same entries, out of autograd."""
-        return SparseTensor(self._i, self._v.detach(), self._shape, self._coalesced)
-
-    def requires_grad_(self, requires_grad: bool = True) -> SparseTensor:
-        """Let the values require grad (in place)."""
-        self._v.requires_grad_(requires_grad)
-        return self
+    def _with(self, values: Tensor) -> SparseTensor:
+        return SparseTensor(self._i, values, self._shape, self._coalesced)
 
     # ------------------------------------------------------------------ arithmetic
     def t(self) -> SparseTensor:
@@ -173,24 +214,6 @@ class SparseTensor:
 
     matmul = mm
     __matmul__ = mm
-
-    def mul(self, other: Any) -> SparseTensor:
-        """Values times a number (or a 0-d tensor)."""
-        if isinstance(other, SparseTensor) or (isinstance(other, Tensor) and other.ndim > 0):
-            raise NotImplementedError("gt.sparse: only multiplying by a number is supported")
-        return SparseTensor(self._i, self._v * other, self._shape, self._coalesced)
-
-    __mul__ = __rmul__ = mul
-
-    def __truediv__(self, other: Any) -> SparseTensor:
-        return self.mul(1.0 / other) if isinstance(other, (int, float)) else self.div(other)
-
-    def div(self, other: Any) -> SparseTensor:
-        """Values divided by a number (or a 0-d tensor)."""
-        return SparseTensor(self._i, self._v / other, self._shape, self._coalesced)
-
-    def __neg__(self) -> SparseTensor:
-        return SparseTensor(self._i, -self._v, self._shape, self._coalesced)
 
     def add(self, other: Any) -> Any:
         """The entries of both (``other``'s first, then these, not coalesced: PyTorch's order), or,
@@ -209,8 +232,6 @@ class SparseTensor:
         sparse gradient."""
         self._i, self._v, self._coalesced = self._i[:, :0], self._v[:0], True
         return self
-
-    grad_fn = property(lambda self: None, doc="None: sparse tensors are not recorded.")
 
     def clone(self) -> SparseTensor:
         """A copy of the entries."""

@@ -309,11 +309,23 @@ class CompatInplaceOps:
         same = self.shape == tensor.shape and self.dtype == tensor.dtype
         return same and a[0] is b[0] and a[1:] == b[1:]
 
-    def to_sparse(self, sparse_dim: int | None = None) -> Any:
-        """This tensor's nonzero entries as a sparse COO tensor (:mod:`gt.sparse`; a sync point)."""
+    def to_sparse(self, sparse_dim: int | None = None, *, layout: Any = None) -> Any:
+        """This tensor's nonzero entries as a sparse COO tensor (:mod:`gt.sparse`; a sync point),
+        or, with ``layout=gt.sparse_csr``, a CSR matrix."""
         from gt.sparse import to_sparse  # noqa: PLC0415 - gt.sparse builds on Tensor
 
+        if layout == "sparse_csr":
+            return self.to_sparse_csr()
         return to_sparse(self, sparse_dim)
+
+    def to_sparse_csr(self, dense_dim: int | None = None) -> Any:
+        """This matrix's nonzero entries as a sparse CSR matrix (:mod:`gt.sparse_csr`; a sync
+        point)."""
+        from gt.sparse_csr import to_sparse_csr  # noqa: PLC0415 - it builds on Tensor
+
+        if dense_dim:
+            raise NotImplementedError("gt.sparse_csr: CSR matrices with dense dimensions")
+        return to_sparse_csr(self)
 
     def to_dense(self, dtype: Any = None) -> Tensor:
         """Itself (a dense tensor), converted to ``dtype`` if given."""
@@ -325,6 +337,7 @@ class CompatInplaceOps:
 
     is_cpu = property(lambda self: True, doc="True: not a CUDA tensor of this process.")
     is_sparse = property(lambda self: False, doc="False: GT's tensors are dense.")
+    is_sparse_csr = property(lambda self: False, doc="False: GT's tensors are dense.")
     is_quantized = property(lambda self: False, doc="False: no quantized dtypes in GT.")
     is_meta = property(lambda self: False, doc="False: every GT tensor holds data.")
     is_nested = property(lambda self: False, doc="False: no nested tensors in GT.")

@@ -1541,3 +1541,75 @@ def pygcn_sparse_adjacency_spmm_and_sparse_degrees(torch):
     return {"losses": losses, "output": output, "grads": grads(model), "nnz": [A._nnz(), Ac._nnz()],
             "indices": Ac.indices(), "values": Ac.values(), "deg": deg, "h": h, "x_grad": x.grad,
             "dense": adj.to_dense(), "is_sparse": [adj.is_sparse, features.is_sparse]}  # fmt: skip
+
+
+@program
+def csr_gcn_normalised_adjacency_training(torch):
+    """A GCN whose normalised adjacency ``D^-1/2 (A + I) D^-1/2`` is a CSR matrix, as newer graph
+    code keeps it (``dense.to_sparse_csr()``, ``torch.sparse.mm``, ``adj @ h``), trained with Adam;
+    then the CSR parts, its COO form and the dense product it stands for."""
+    nn, F = torch.nn, torch.nn.functional
+    N, C = 9, 3
+    src, dst = _edges(171, N, 14)
+    a = np.zeros((N, N), np.float32)
+    a[src, dst] = 1.0
+    a = np.maximum(a, a.T) + np.eye(N, dtype=np.float32)
+    dense = torch.tensor(a)
+    deg = dense.sum(1)
+    norm = deg.rsqrt().unsqueeze(1) * dense * deg.rsqrt().unsqueeze(0)
+    adj = norm.to_sparse_csr()
+    lin1 = set_weights(torch, nn.Linear(4, 8), seed=172)
+    lin2 = set_weights(torch, nn.Linear(8, C), seed=173)
+    x = torch.tensor(arr(174, N, 4))
+    y = torch.tensor(ints(175, C, N))
+    opt = torch.optim.Adam([*lin1.parameters(), *lin2.parameters()], lr=0.05)
+    losses = []
+    for _ in range(4):
+        opt.zero_grad()
+        h = F.relu(torch.sparse.mm(adj, lin1(x)))
+        out = adj @ lin2(h)
+        loss = F.cross_entropy(out, y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    coo = adj.to_sparse_coo()
+    return {"losses": losses, "out": out, "crow": adj.crow_indices(), "col": adj.col_indices(),
+            "values": adj.values(), "nnz": adj._nnz(), "coo_indices": coo.indices(),
+            "dense_back": adj.to_dense(), "w1": lin1.weight, "vector": adj @ deg,
+            "layout": str(adj.layout).split(".")[-1]}  # fmt: skip
+
+
+@program
+def csr_pagerank_power_iteration_and_learned_edge_weights(torch):
+    """PageRank by power iteration over a column-stochastic CSR matrix built from offsets
+    (``torch.sparse_csr_tensor(crow, col, values, size)``), then edge weights that require grad
+    inside a CSR matrix, fitted so that one propagation step matches a target."""
+    N = 8
+    src, dst = _edges(181, N, 16)
+    order = np.lexsort((src, dst))  # rows of the transition matrix are destinations
+    rows, cols = dst[order], src[order]
+    out_deg = np.bincount(src, minlength=N).astype(np.float32)
+    vals = 1.0 / np.maximum(out_deg[cols], 1.0)
+    crow = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=N))]).astype(np.int64)
+    P = torch.sparse_csr_tensor(torch.tensor(crow), torch.tensor(cols), torch.tensor(vals),
+                                size=(N, N))  # fmt: skip
+    r = torch.full((N,), 1.0 / N)
+    d = 0.85
+    history = []
+    for _ in range(20):
+        r = (1 - d) / N + d * (P @ r)
+        history.append(r.sum().item())
+    w = torch.tensor(vals.copy(), requires_grad=True)
+    target = torch.tensor(arr(182, N, 2))
+    feats = torch.tensor(arr(183, N, 2))
+    opt = torch.optim.SGD([w], lr=0.2)
+    fit = []
+    for _ in range(5):
+        opt.zero_grad()
+        A = torch.sparse_csr_tensor(torch.tensor(crow), torch.tensor(cols), w, size=(N, N))
+        loss = ((A @ feats - target) ** 2).mean()
+        loss.backward()
+        opt.step()
+        fit.append(loss.item())
+    return {"rank": r, "mass": history, "fit": fit, "w": w, "w_grad": w.grad,
+            "top": r.argsort(descending=True)}  # fmt: skip
