@@ -19,6 +19,12 @@ class DtypeError(GTError, TypeError):
     PyTorch, and a TypeError."""
 
 
+class LinAlgError(GTError):
+    """A linear algebra function got a matrix it cannot factor (``linalg.cholesky`` of one that is
+    not positive definite), raised at the call with PyTorch's message, as ``torch.linalg.
+    LinAlgError`` (a RuntimeError) is; ``gt.linalg.LinAlgError``."""
+
+
 class WorkerError(GTError):
     """An op failed on a worker; raised at the next sync point that depends on it.
 

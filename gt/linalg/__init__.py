@@ -10,6 +10,7 @@ factorisation of symmetric indefinite matrices (``ldl_factor``, ``ldl_factor_ex`
 
 from __future__ import annotations
 
+from gt.errors import LinAlgError
 from gt.linalg.core import *  # noqa: F403 - the public names of each part (see their __all__)
 from gt.linalg.core import __all__ as _core
 from gt.linalg.ldl import *  # noqa: F403
@@ -26,3 +27,4 @@ __all__ = [*_core, *_lu, *_more, *_ldl]
 # whose products PyTorch casts one by one (matmul, matrix_power, multi_dot) stay unmarked.
 mark_namespace(globals(), [n for n in __all__ if n not in ("matmul", "matrix_power", "multi_dot")],
                lambda n: n)  # fmt: skip
+__all__ += ["LinAlgError"]  # (torch.linalg.LinAlgError; a class, not an op to mark)

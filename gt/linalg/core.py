@@ -12,8 +12,9 @@ Complex matrices: every function of ``gt.linalg`` takes them, with PyTorch's com
 ``eig``/``eigvals`` give complex results for real matrices too. Not here:
 ``qr(mode="complete")`` for tall matrices, QR gradients for wide matrices. Spectral gradients (``eigh``, ``svd``) assume distinct eigen/singular values, as
 PyTorch's do.
-Errors: wrong shapes raise PyTorch's message at the call; a singular (or, for ``cholesky``, not
-positive-definite) matrix fails on the worker and raises at the next sync point that needs it.
+Errors: wrong shapes raise PyTorch's message at the call; a singular matrix fails on the worker
+and raises at the next sync point that needs it; ``cholesky`` of a matrix that is not positive
+definite raises :class:`LinAlgError` at the call, as PyTorch's does (a sync).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gt import shapes as S
-from gt.errors import GTError, ShapeError
+from gt.errors import LinAlgError, ShapeError
 from gt.factories import eye, zeros
 from gt.grad_graph import label
 from gt.ops.arith import where
@@ -32,7 +33,8 @@ from gt.runtime.ops import return_types
 from gt.runtime.ops.linalg import (
     SlogdetResult,
     check_float_square,
-    cholesky_api,
+    check_square,
+    checked_cholesky,
     det_api,
     inverse_api,
     slogdet_api,
@@ -181,8 +183,12 @@ def cross(a: Tensor, b: Tensor, *, dim: int = -1) -> Tensor:
 
 
 def matrix_power(a: Tensor, n: int) -> Tensor:
-    """``a`` multiplied by itself ``n`` times (``n < 0``: the inverse's power; 0: identity)."""
-    _square("linalg.matrix_power", a)
+    """``a`` multiplied by itself ``n`` times (``n < 0``: the inverse's power; 0: identity).
+    Any dtype that multiplies (integer, float, complex: ``U ** 2**k`` of a unitary); a negative
+    power only of what inverts (floats and complex), as PyTorch's."""
+    check_square("linalg.matrix_power", tuple(a.shape))
+    if n < 0:
+        _square("linalg.inv", a, complex_ok=True)
     if n == 0:
         return eye(a.shape[-1], dtype=a.dtype).expand(*a.shape) + 0 * a
     base = inv(a) if n < 0 else a
@@ -285,7 +291,9 @@ def slogdet(a: Tensor) -> SlogdetResult:
 def cholesky(a: Tensor, *, upper: bool = False) -> Tensor:
     """The Cholesky factor of each symmetric positive-definite matrix: lower ``L`` with
     ``A = L L^T`` (``upper=True``: ``U = L^T``, ``A = U^T U``). Only the lower triangle is read."""
-    return label(cholesky_api(a, upper), "LinalgCholeskyExBackward0")
+    check_float_square("linalg.cholesky", a, complex_ok=True)
+    el = checked_cholesky(a, "linalg.cholesky")
+    return label(el.mH if upper else el, "LinalgCholeskyExBackward0")
 
 
 def cholesky_ex(a: Tensor, *, upper: bool = False, check_errors: bool = False) -> Any:
@@ -304,7 +312,7 @@ def cholesky_ex(a: Tensor, *, upper: bool = False, check_errors: bool = False) -
         failed = next((k for k, i in enumerate(flat) if i), None)
         if failed is not None:
             batch = f"(Batch element {failed}): " if a.ndim > 2 else ""
-            raise GTError(
+            raise LinAlgError(
                 f"linalg.cholesky_ex: {batch}The factorization could not be completed because the "
                 f"input is not positive-definite (the leading minor of order {flat[failed]} is not "
                 "positive-definite)."

@@ -26,6 +26,7 @@ from gt import shapes as S
 from gt.errors import ShapeError
 from gt.grad_graph import label, labels
 from gt.ops import storage as storage_of
+from gt.ops import views
 from gt.ops.arith import where
 from gt.ops.base import TensorBase, in_float32
 from gt.ops.compat_inplace import CompatInplaceOps
@@ -65,19 +66,43 @@ class CompatOps(CompatInplaceOps):
     __slots__ = ()
 
     # ------------------------------------------------------------------ complex numbers
-    # (PyTorch's real/imag/conj are views or lazy; GT's tensors are values, so these are copies
-    # -- and a real tensor's real part and conjugate are the tensor itself, as in PyTorch.)
+    # (PyTorch's real/imag are views and its conj is lazy: ``real``/``imag`` are linked views here
+    # (see gt.ops.views), so ``H.imag[0, 1] = -1`` or ``z.real.mul_(2)`` change the complex
+    # tensor; a real tensor's real part and conjugate are the tensor itself, as in PyTorch.)
     @property
     def real(self) -> Tensor:
-        """The real part (a real tensor is its own real part)."""
-        return self._apply("real", [self]) if self.dtype in S.COMPLEX_DTYPES else self
+        """The real part, a view (a real tensor is its own real part)."""
+        if self.dtype not in S.COMPLEX_DTYPES:
+            return self
+        out = self._apply("real", [self])
+        views.link(self, out, "real", None)
+        return out
 
     @property
     def imag(self) -> Tensor:
-        """The imaginary part; refused for real tensors, as PyTorch refuses it."""
+        """The imaginary part, a view; refused for real tensors, as PyTorch refuses it."""
         if self.dtype not in S.COMPLEX_DTYPES:
             raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
-        return self._apply("imag", [self])
+        out = self._apply("imag", [self])
+        views.link(self, out, "imag", None)
+        return out
+
+    @real.setter
+    def real(self, value: Any) -> None:
+        """``z.real = v`` (and ``z.real += v``): ``v`` copied into the real part."""
+        self._set_part("real", value)
+
+    @imag.setter
+    def imag(self, value: Any) -> None:
+        """``z.imag = v`` (and ``z.imag += v``): ``v`` copied into the imaginary part."""
+        self._set_part("imag", value)
+
+    def _set_part(self, kind: str, value: Any) -> None:
+        vb = getattr(value, "_vb", None)
+        if vb is not None and vb[0]() is self and vb[1] == ((kind, None),):
+            return  # (``z.real += v``: the in-place op has written the view into ``z`` already)
+        part = getattr(self, kind)
+        part.copy_(value)
 
     def conj(self) -> Tensor:
         """The complex conjugate (a real tensor is its own)."""

@@ -49,7 +49,7 @@ parts: list = []
 def link(base: Any, view: Any, kind: str, data: Any) -> None:
     """Record that ``view`` is ``base`` seen through ``kind`` (``"key"``: ``base[data]``,
     ``"reshape"``, ``"perm"``: ``base.permute(data)``, ``"diag"``: ``base.diagonal(*data)``,
-    ``"detach"``: ``base.detach()``)."""
+    ``"detach"``: ``base.detach()``, ``"real"``/``"imag"``: a complex base's part)."""
     step = (kind, view.shape if kind == "reshape" else data)
     vb = base._vb
     if vb is not None and vb[0]() is not None:  # a view of a view: one more step from the root
@@ -160,6 +160,9 @@ def _write_into_root(view: Any, take_value: Any) -> None:
             take_value(parent, parent.diagonal_scatter(view, *data))
         elif kind == "reshape" or kind == "detach":
             take_value(parent, _aliased(view.reshape(parent.shape), view))
+        elif kind == "real" or kind == "imag":  # a complex tensor's part: the other part kept
+            parts_ = (view, parent.imag) if kind == "real" else (parent.real, view)
+            take_value(parent, parent._apply("complex", [p.to(view.dtype) for p in parts_]))
         else:  # "perm": undo the permutation
             inverse = [0] * len(data)
             for i, p in enumerate(data):
@@ -218,6 +221,10 @@ def _seen(root: Any, steps: tuple) -> Any:
             t = t.permute(data)
         elif kind == "diag":
             t = t.diagonal(*data)
+        elif kind == "real":
+            t = t.real
+        elif kind == "imag":
+            t = t.imag
     return t
 
 

@@ -49,11 +49,13 @@ def new_step(capturable: bool) -> int | Tensor:
 
 def advance(state: dict[str, Any]) -> int | Tensor:
     """Add one to ``state["step"]`` (in place for a tensor) and return it."""
-    if isinstance(state["step"], Tensor):
-        state["step"].add_(1.0)
+    step = dict.__getitem__(state, "step")  # the int itself (ParamState reads it as a tensor)
+    if isinstance(step, Tensor):
+        step.add_(1.0)
     else:
-        state["step"] += 1
-    return state["step"]
+        step += 1
+        state["step"] = step
+    return step
 
 
 def like(value: Any, p: Tensor) -> Any:

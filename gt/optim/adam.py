@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gt.factories import zeros, zeros_like
-from gt.optim._options import reject_differentiable
+from gt.optim._options import advance, reject_differentiable
 from gt.optim.optimizer import Optimizer
 from gt.tensor import Tensor
 
@@ -74,11 +74,7 @@ class Adam(Optimizer):
             state["exp_avg_sq"] = zeros_like(p)
             if group["amsgrad"]:
                 state["max_exp_avg_sq"] = zeros_like(p)
-        if isinstance(state["step"], Tensor):
-            state["step"].add_(1.0)
-        else:
-            state["step"] += 1
-        t = state["step"]
+        t = advance(state)
         m, v = state["exp_avg"], state["exp_avg_sq"]
         m.mul_(b1).add_(g * (1.0 - b1))
         v.mul_(b2).add_(g * g * (1.0 - b2))

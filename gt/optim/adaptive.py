@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from gt.factories import full_like, zeros_like
-from gt.optim.optimizer import Optimizer
+from gt.optim._options import advance
+from gt.optim.optimizer import Optimizer, ParamState
 from gt.tensor import Tensor
 
 
@@ -43,7 +44,7 @@ class RMSprop(Optimizer):
                 state["momentum_buffer"] = zeros_like(p)
             if group["centered"]:
                 state["grad_avg"] = zeros_like(p)
-        state["step"] += 1
+        advance(state)
         alpha, eps, lr = group["alpha"], group["eps"], group["lr"]
         v = state["square_avg"]
         v.mul_(alpha).addcmul_(g, g, value=1.0 - alpha)
@@ -83,18 +84,17 @@ class Adagrad(Optimizer):
                                       maximize=maximize))  # fmt: skip
         for group in self.param_groups:  # PyTorch creates the state eagerly
             for p in group["params"]:
-                self.state[p] = {
-                    "step": 0,
-                    "sum": full_like(p, group["initial_accumulator_value"]),
-                }
+                self.state[p] = ParamState(
+                    step=0, sum=full_like(p, group["initial_accumulator_value"])
+                )
 
     def _update(self, p: Tensor, g: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
         if group["maximize"]:
             g = -g
-        state["step"] += 1
+        step = advance(state)
         if group["weight_decay"]:
             g = g + p * group["weight_decay"]
-        clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
+        clr = group["lr"] / (1 + (step - 1) * group["lr_decay"])
         acc = state["sum"]
         acc.addcmul_(g, g, value=1.0)
         p.addcdiv_(g, acc.sqrt() + group["eps"], value=-clr)
@@ -110,6 +110,7 @@ class SparseAdam(Optimizer):
     """
 
     SPARSE_GRADIENTS = "own"
+    TENSOR_STEP = False  # PyTorch's SparseAdam counts in a Python int
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple = (0.9, 0.999),
                  eps: float = 1e-8, maximize: bool = False):  # fmt: skip

@@ -34,6 +34,22 @@ class _RequiredParameter:
 required = _RequiredParameter()
 
 
+class ParamState(dict):
+    """One parameter's state in GT's own optimizers. GT counts steps in a Python int (the
+    step-dependent factors are then computed on the client); PyTorch keeps a float32 0-d tensor,
+    and code that reads ``optimizer.state[p]["step"]`` (a FedOpt server, a logger, a warmup by
+    step) gets one here too, made when it is read. The updates read the int itself
+    (``dict.__getitem__``, as :func:`gt.optim._options.advance` does)."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: Any) -> Any:
+        value = dict.__getitem__(self, key)
+        if type(value) is int and key == "step":
+            return tensor(float(value))
+        return value
+
+
 class Optimizer:
     """Base class: parameter groups, per-parameter state, ``zero_grad``.
 
@@ -102,12 +118,18 @@ class Optimizer:
                 for p in group["params"]:
                     if p.grad is None:
                         continue
-                    state = self.state.setdefault(p, {})
+                    state = self.state.get(p)
+                    if state is None:
+                        state = self.state[p] = ParamState() if self.TENSOR_STEP else {}
                     if p.dtype in _COMPLEX:
                         self._update_complex(p, group, state)
                     else:
                         self._update(p, self._dense(p.grad, group), group, state)
         return loss
+
+    #: Whether PyTorch keeps this optimizer's step count as a tensor (read as one from
+    #: :class:`ParamState`); SparseAdam's is a Python int there too.
+    TENSOR_STEP = True
 
     #: Whether the optimizer takes sparse gradients (``nn.Embedding(sparse=True)``'s): "dense"
     #: (SGD, Adagrad: PyTorch's sparse update equals the dense one of the densified gradient,
@@ -212,6 +234,8 @@ class Optimizer:
                 continue
             self.state[p] = {k: (_loaded_step(v) if own else v) if k == "step"
                              else _copy_state(v, p) for k, v in st.items()}  # fmt: skip
+            if own and self.TENSOR_STEP:
+                self.state[p] = ParamState(self.state[p])
         for g, sg in zip(self.param_groups, saved_groups):
             params = g["params"]
             g.clear()
@@ -228,10 +252,11 @@ class Optimizer:
 
 def _exported(state: dict) -> dict:
     """A parameter's state as PyTorch saves it: a step count that GT keeps as a Python int (the
-    bias corrections are then computed on the client) becomes a float32 0-d tensor."""
+    bias corrections are then computed on the client) becomes a float32 0-d tensor; a
+    :class:`ParamState` a plain dict (what ``gt.load(weights_only=True)`` reads back)."""
     step = state.get("step")
     if type(step) is not int:
-        return state
+        return dict(state) if type(state) is ParamState else state
     return {**state, "step": tensor(float(step))}
 
 

@@ -264,6 +264,22 @@ def test_cumsum_kernel_and_its_integer_promotion():
     assert got.dtype == np.int64 and got.tolist() == [[1, 2], [4, 6]]
 
 
+def test_single_precision_cumsum_and_cumprod_accumulate_in_double_like_pytorch():
+    # PyTorch's CPU kernels keep float32 / complex64 running totals in double and round each
+    # output once: a DDSP phase cumsum(2 pi f0 / sr) over many samples does not drift.
+    x = (np.random.default_rng(3).standard_normal((2, 20000)) * 0.01 + 0.1).astype(np.float32)
+    for name, f in (("cumsum", np.cumsum), ("cumprod", np.cumprod)):
+        v = 1 + x * 1e-3 if name == "cumprod" else x
+        for axis in (0, 1):
+            got = _h(name)([v], {"axis": axis})
+            want = f(v.astype(np.float64), axis=axis).astype(np.float32)
+            assert got.dtype == np.float32 and np.array_equal(got, want), (name, axis)
+    z = (x + 1j * x[::-1]).astype(np.complex64)
+    got = _h("cumsum")([z], {"axis": 1})
+    assert got.dtype == np.complex64
+    assert np.array_equal(got, np.cumsum(z.astype(np.complex128), axis=1).astype(np.complex64))
+
+
 def test_methods_named_by_entries_exist_on_tensors_and_as_functions():
     import gt
 

@@ -20,11 +20,12 @@ primitives themselves), so second derivatives work too:
 * ``X = solve_triangular(T, B)``: ``gB = solve_triangular(T^T, g)``, ``gA = tri(-gB X^T)``.
 
 Errors: the shape rules raise PyTorch's messages for non-square or mismatched operands on the
-client; a singular matrix (``inv``, ``solve``) or one that is not positive definite
-(``cholesky``) fails on the worker with NumPy's message (CuPy, like PyTorch on a GPU, gives
-non-finite values instead unless its debug checks are on), raised at the next sync point.
-``linalg_cholesky`` with the attr ``ex`` (``linalg.cholesky_ex``) never fails: a matrix that is not
-positive definite gets LAPACK's partial factor, from which the client reads ``info``.
+client; a singular matrix (``inv``, ``solve``) fails on the worker with NumPy's message (CuPy,
+like PyTorch on a GPU, gives non-finite values instead unless its debug checks are on), raised at
+the next sync point. ``linalg_cholesky`` with the attr ``ex`` never fails: a matrix that is not
+positive definite gets LAPACK's partial factor, from which the client reads ``info``
+(``linalg.cholesky_ex``); ``cholesky`` and ``linalg.cholesky`` use it too and, as PyTorch's do,
+sync to raise ``LinAlgError`` at the call (GP code catches it and retries with jitter).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from gt import shapes as S
-from gt.errors import ShapeError
+from gt.errors import LinAlgError, ShapeError
 from gt.runtime.ops import return_types
 from gt.runtime.ops.base import Op, Shape, first_dtype, sum_to
 
@@ -241,8 +242,31 @@ def cholesky_api(a: Any, upper: bool = False) -> Any:
     """The lower (``upper=True``: upper) Cholesky factor (``torch.cholesky``, ``Tensor.cholesky``).
     Only the lower triangle of ``a`` is read."""
     check_float_square("linalg.cholesky", a, complex_ok=True)
-    el = a._apply("linalg_cholesky", [a])
+    el = checked_cholesky(a, "cholesky")
     return _named(el.mH if upper else el, "CholeskyBackward0")
+
+
+def checked_cholesky(a: Any, name: str) -> Any:
+    """The lower factor of each matrix, or :class:`~gt.errors.LinAlgError` with PyTorch's message
+    at the call when one is not positive definite (``name``: ``"linalg.cholesky"``, ``"cholesky"``).
+    Like PyTorch's (on GPUs too) the check syncs: code that catches the error and retries with
+    jitter needs it at the call, not at a later sync point. The factor comes from the ``ex``
+    kernel, whose first non-positive (or NaN) pivot marks the failing minor."""
+    el = a._apply("linalg_cholesky", [a], {"ex": True})
+    if a.numel() == 0:
+        return el
+    d = el.diagonal(dim1=-2, dim2=-1)
+    bad = ~((d.real if d.dtype in S.COMPLEX_DTYPES else d) > 0)
+    if not bool(bad.any().item()):
+        return el
+    failed = bad.any(-1).reshape(-1).tolist()
+    order = (bad.int().argmax(-1) + 1).reshape(-1).tolist()
+    k = failed.index(True)
+    batch = f"(Batch element {k}): " if a.ndim > 2 else ""
+    raise LinAlgError(
+        f"{name}: {batch}The factorization could not be completed because the input is not "
+        f"positive-definite (the leading minor of order {order[k]} is not positive-definite)."
+    )
 
 
 def _named(out: Any, name: str) -> Any:

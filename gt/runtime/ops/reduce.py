@@ -218,13 +218,19 @@ def _same_shape_axis(shapes: list, attrs: Any) -> Shape:
 
 # ----------------------------------------------------------------------------- cumsum
 def _k_cumsum(be: Any) -> Any:
-    xp = be.xp
+    xp, cpu = be.xp, be.name == "numpy"
 
     def h(v: list, at: Any) -> Any:
         x, dt = v[0], at.get("dtype")
         if dt is None and x.dtype.itemsize == 2 and x.dtype.kind in "fV":
             # half: running totals kept in float32, each rounded once (as PyTorch on the CPU)
             return xp.cumsum(x, axis=at["axis"], dtype=xp.float32).astype(x.dtype)
+        if cpu and dt is None and x.dtype in (xp.float32, xp.complex64):
+            # single: running totals kept in double, each rounded once (as PyTorch on the CPU,
+            # whose float32 phase = cumsum(2 pi f0 / sr) does not drift over long signals; its
+            # CUDA kernels scan in float, as CuPy's do)
+            wide = xp.float64 if x.dtype == xp.float32 else xp.complex128
+            return xp.cumsum(x, axis=at["axis"], dtype=wide).astype(x.dtype)
         return xp.cumsum(x, axis=at["axis"], dtype=dt)
 
     return h

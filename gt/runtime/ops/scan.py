@@ -68,11 +68,16 @@ def _half_prod(xp: Any, x: Any, at: Any) -> Any:
 
 
 def _k_cumprod(be: Any) -> Any:
-    xp = be.xp
+    xp, cpu = be.xp, be.name == "numpy"
 
     def h(v: list, at: Any) -> Any:
         x = v[0]
         dt = xp.int64 if x.dtype.kind in "biu" and x.dtype != xp.int64 else None
+        if cpu and x.dtype in (xp.float32, xp.complex64):
+            # running products kept in double, each rounded once (as PyTorch on the CPU; its
+            # CUDA kernels scan in float, as CuPy's do)
+            wide = xp.float64 if x.dtype == xp.float32 else xp.complex128
+            return xp.cumprod(x, axis=at["axis"], dtype=wide).astype(x.dtype)
         return xp.cumprod(x, axis=at["axis"], dtype=dt)
 
     return h

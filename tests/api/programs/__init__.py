@@ -124,6 +124,12 @@ MODULES = (
     "optimizer_research",
     "robotics_control",
     "state_space_models",
+    "gaussian_processes",
+    "quantum_simulation",
+    "molecular_ml",
+    "federated_privacy",
+    "ddsp_audio",
+    "knowledge_graphs",
 )
 
 
