@@ -38,7 +38,7 @@ class Adadelta(Optimizer):
     """
 
     def __init__(self, params: Iterable[Any], lr: float = 1.0, rho: float = 0.9,
-                 eps: float = 1e-6, weight_decay: float = 0.0, foreach: bool | None = None, *,
+                 eps: float = 1e-6, weight_decay: float = 0, foreach: bool | None = None, *,
                  capturable: bool = False, maximize: bool = False,
                  differentiable: bool = False):  # fmt: skip
         check_lr_eps_wd(lr, eps, weight_decay)
@@ -78,7 +78,7 @@ class ASGD(Optimizer):
     """
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-2, lambd: float = 1e-4,
-                 alpha: float = 0.75, t0: float = 1e6, weight_decay: float = 0.0,
+                 alpha: float = 0.75, t0: float = 1e6, weight_decay: float = 0,
                  foreach: bool | None = None, maximize: bool = False,
                  differentiable: bool = False, capturable: bool = False):  # fmt: skip
         check_lr_eps_wd(lr, None, weight_decay)

@@ -31,7 +31,7 @@ class Adam(Optimizer):
         lr: float = 1e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
-        weight_decay: float = 0.0,
+        weight_decay: float = 0,
         amsgrad: bool = False,
         *,
         foreach: bool | None = None,
@@ -39,6 +39,7 @@ class Adam(Optimizer):
         capturable: bool = False,
         differentiable: bool = False,
         fused: bool | None = None,
+        decoupled_weight_decay: bool = False,
     ):
         reject_differentiable(type(self).__name__, differentiable)
         if lr < 0 or eps < 0 or not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
@@ -55,6 +56,10 @@ class Adam(Optimizer):
                 amsgrad=amsgrad,
                 maximize=maximize,
                 capturable=capturable,
+                decoupled_weight_decay=bool(decoupled_weight_decay or self.decoupled),
+                differentiable=differentiable,
+                foreach=foreach,
+                fused=fused,
             ),
         )
 
@@ -63,7 +68,7 @@ class Adam(Optimizer):
             g = -g
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         if wd:
-            if self.decoupled:
+            if group.get("decoupled_weight_decay", self.decoupled):
                 p.mul_(1.0 - lr * wd)
             else:
                 g = g + p * wd

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gt.factories import full_like, zeros_like
-from gt.optim._options import advance
+from gt.optim._options import advance, reject_differentiable
 from gt.optim.optimizer import Optimizer, ParamState
 from gt.tensor import Tensor
 
@@ -21,16 +21,19 @@ class RMSprop(Optimizer):
     """
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-2, alpha: float = 0.99,
-                 eps: float = 1e-8, weight_decay: float = 0.0, momentum: float = 0.0,
+                 eps: float = 1e-8, weight_decay: float = 0, momentum: float = 0,
                  centered: bool = False, capturable: bool = False, foreach: Any = None,
                  maximize: bool = False, differentiable: bool = False):  # fmt: skip
+        reject_differentiable("RMSprop", differentiable)
         if lr < 0 or eps < 0 or momentum < 0 or weight_decay < 0 or alpha < 0:
             raise ValueError(
                 f"RMSprop: invalid hyperparameters lr={lr}, alpha={alpha}, eps={eps}, "
                 f"momentum={momentum}, weight_decay={weight_decay}"
             )
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
-                                      momentum=momentum, centered=centered, maximize=maximize))  # fmt: skip
+                                      momentum=momentum, centered=centered, maximize=maximize,
+                                      capturable=capturable, differentiable=differentiable,
+                                      foreach=foreach))  # fmt: skip
 
     def _update(self, p: Tensor, g: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
         if group["maximize"]:
@@ -70,10 +73,11 @@ class Adagrad(Optimizer):
 
     SPARSE_GRADIENTS = "dense"
 
-    def __init__(self, params: Iterable[Any], lr: float = 1e-2, lr_decay: float = 0.0,
-                 weight_decay: float = 0.0, initial_accumulator_value: float = 0.0,
+    def __init__(self, params: Iterable[Any], lr: float = 1e-2, lr_decay: float = 0,
+                 weight_decay: float = 0, initial_accumulator_value: float = 0,
                  eps: float = 1e-10, foreach: Any = None, *, maximize: bool = False,
                  differentiable: bool = False, fused: Any = None):  # fmt: skip
+        reject_differentiable("Adagrad", differentiable)
         if lr < 0 or lr_decay < 0 or weight_decay < 0 or initial_accumulator_value < 0 or eps < 0:
             raise ValueError(
                 f"Adagrad: invalid hyperparameters lr={lr}, lr_decay={lr_decay}, eps={eps}, "
@@ -81,7 +85,8 @@ class Adagrad(Optimizer):
             )
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value,
-                                      maximize=maximize))  # fmt: skip
+                                      maximize=maximize, differentiable=differentiable,
+                                      foreach=foreach, fused=fused))  # fmt: skip
         for group in self.param_groups:  # PyTorch creates the state eagerly
             for p in group["params"]:
                 self.state[p] = ParamState(

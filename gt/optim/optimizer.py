@@ -243,11 +243,11 @@ class Optimizer:
             g["params"] = params
 
     def __repr__(self) -> str:
-        lines = [f"{type(self).__name__} ("]
-        for i, g in enumerate(self.param_groups):
-            lines.append(f"Parameter Group {i}")
-            lines += [f"    {k}: {v}" for k, v in sorted(g.items()) if k != "params"]
-        return "\n".join(lines) + "\n)"
+        text = f"{type(self).__name__} ("
+        for i, g in enumerate(self.param_groups):  # (PyTorch's layout: groups a blank line apart)
+            text += f"\nParameter Group {i}\n"
+            text += "".join(f"    {k}: {v}\n" for k, v in sorted(g.items()) if k != "params")
+        return text + ")"
 
 
 def _exported(state: dict) -> dict:

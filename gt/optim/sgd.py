@@ -24,9 +24,9 @@ class SGD(Optimizer):
         self,
         params: Iterable[Any],
         lr: float = 1e-3,
-        momentum: float = 0.0,
-        dampening: float = 0.0,
-        weight_decay: float = 0.0,
+        momentum: float = 0,
+        dampening: float = 0,
+        weight_decay: float = 0,
         nesterov: bool = False,
         *,
         maximize: bool = False,
@@ -50,6 +50,9 @@ class SGD(Optimizer):
                 weight_decay=weight_decay,
                 nesterov=nesterov,
                 maximize=maximize,
+                foreach=foreach,
+                differentiable=differentiable,
+                fused=fused,
             ),
         )
 

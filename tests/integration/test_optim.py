@@ -213,3 +213,46 @@ def test_sgd_momentum_loop_leaks_no_worker_tensors(conn):
     after_1000 = _settled_count(conn.address)
     assert after_1000 == after_10, f"{after_1000 - after_10} tensors leaked over 990 steps"
     assert last_loss < first_loss
+
+
+def test_print_of_an_optimizer_is_pytorchs(conn):
+    w, b = gt.nn.Parameter(gt.ones(2)), gt.nn.Parameter(gt.ones(2))
+    opt = gt.optim.SGD([{"params": [w]}, {"params": [b], "lr": 0.5}], lr=0.1, momentum=0.9)
+    group = (
+        "    dampening: 0\n    differentiable: False\n    foreach: None\n    fused: None\n"
+        "    lr: {lr}\n    maximize: False\n    momentum: 0.9\n    nesterov: False\n"
+        "    weight_decay: 0\n"
+    )
+    assert repr(opt) == (
+        "SGD (\nParameter Group 0\n" + group.format(lr=0.1) + "\nParameter Group 1\n"
+        + group.format(lr=0.5) + ")"
+    )  # fmt: skip
+    keys = {
+        gt.optim.Adam: ["amsgrad", "betas", "capturable", "decoupled_weight_decay",
+                        "differentiable", "eps", "foreach", "fused", "lr", "maximize",
+                        "weight_decay"],
+        gt.optim.Adagrad: ["differentiable", "eps", "foreach", "fused",
+                           "initial_accumulator_value", "lr", "lr_decay", "maximize",
+                           "weight_decay"],
+        gt.optim.RMSprop: ["alpha", "capturable", "centered", "differentiable", "eps", "foreach",
+                           "lr", "maximize", "momentum", "weight_decay"],
+    }  # fmt: skip
+    for cls, want in keys.items():
+        assert sorted(cls([w]).defaults) == want
+    assert gt.optim.AdamW([w]).defaults["decoupled_weight_decay"] is True
+    assert "weight_decay: 0\n" in repr(gt.optim.Adam([w]))  # (PyTorch's default is the int 0)
+
+
+def test_adam_with_decoupled_weight_decay_is_adamw(conn):
+    start = np.linspace(-1, 1, 6).astype(np.float32)
+    results = []
+    for make in (lambda p: gt.optim.Adam([p], lr=0.1, weight_decay=0.1, decoupled_weight_decay=True),
+                 lambda p: gt.optim.AdamW([p], lr=0.1, weight_decay=0.1)):  # fmt: skip
+        p = gt.nn.Parameter(gt.tensor(start))
+        opt = make(p)
+        for _ in range(3):
+            opt.zero_grad()
+            (p * p).sum().backward()
+            opt.step()
+        results.append(p.detach().numpy())
+    np.testing.assert_array_equal(results[0], results[1])
