@@ -272,6 +272,13 @@ def _setitem_name(node: Node) -> str:
     return "IndexPutBackward0" if any(item[0] in ("t", "l") for item in key) else "CopySlices"
 
 
+def _fft_name(node: Node) -> str:
+    """PyTorch's ``FftR2CBackward0``, ``FftC2CBackward0`` or ``FftC2RBackward0`` by the transform's
+    kind."""
+    kind = node.attrs.get("kind", "c2c") if type(node.attrs) is dict else "c2c"
+    return f"Fft{kind.upper()}Backward0"
+
+
 def _pow_name(node: Node) -> str:
     """``PowBackward0`` for a number exponent, ``PowBackward1`` for a tensor one,
     ``PowBackward2`` for a number base."""
@@ -304,6 +311,12 @@ PRIMITIVE_NAMES: dict[str, Any] = {
     "matmul": _matmul_name,
     "sum": _sum_name,
     "prod": _prod_name,
+    "fft": _fft_name,
+    "im2col": "Im2ColBackward0",
+    "col2im": "Col2ImBackward0",
+    "erfcx": "SpecialErfcxBackward0",
+    "real": "SelectBackward0",
+    "imag": "SelectBackward0",
     "setitem": _setitem_name,
     "pow": _pow_name,
     "sub": _sub_name,

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from gt.custom_function import Function
+from gt.grad_graph import label
 from gt.ops import functional as _functional
 from gt.ops.arith import where
 from gt.ops.polynomials import *  # noqa: F403 - the orthogonal polynomials
@@ -91,7 +92,7 @@ def erfc(input: Tensor) -> Tensor:
 
 def ndtr(input: Tensor) -> Tensor:
     """The standard normal's cumulative distribution function."""
-    return 0.5 * (1.0 + (input * _SQRT1_2).erf())
+    return label(0.5 * (1.0 + (input * _SQRT1_2).erf()), "MulBackward1")
 
 
 def _log_ndtr_value(x: Tensor) -> Tensor:
@@ -122,7 +123,7 @@ class _LogNdtr(Function):
 
 def log_ndtr(input: Tensor) -> Tensor:
     """``log(ndtr(x))``, accurate in both tails (see :func:`_log_ndtr_value`)."""
-    return _LogNdtr.apply(_float(input))
+    return label(_LogNdtr.apply(_float(input)), "SpecialLogNdtrBackward0")
 
 
 class _Ndtri(Function):
@@ -349,7 +350,7 @@ def xlogy(input: Any, other: Any) -> Tensor:
 def xlog1py(input: Any, other: Any) -> Tensor:
     """``x * log1p(y)``, 0 where ``x == 0`` (NaN where ``y`` is NaN), as PyTorch."""
     x, y = _pair(input, other)
-    return _XLogY.apply(x, y, True)
+    return label(_XLogY.apply(x, y, True), "SpecialXlog1PyBackward0")
 
 
 class _Entr(Function):
@@ -371,7 +372,7 @@ class _Entr(Function):
 
 def entr(input: Tensor) -> Tensor:
     """Elementwise entropy: ``-x log x`` for ``x > 0``, 0 at 0, ``-inf`` below."""
-    return _Entr.apply(input)
+    return label(_Entr.apply(input), "SpecialEntrBackward0")
 
 
 def sinc(input: Tensor) -> Tensor:

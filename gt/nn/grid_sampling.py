@@ -18,6 +18,7 @@ import math
 from typing import Any
 
 from gt.errors import ShapeError
+from gt.grad_graph import label
 from gt.ops.arith import where
 from gt.ops.autocast import autocast_op
 from gt.ops.shaping import stack
@@ -147,6 +148,14 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
         raise ValueError("nn.functional.grid_sample(): expected padding_mode to be 'zeros', "
                          f"'border', or 'reflection', but got: '{padding_mode}'")  # fmt: skip
     align_corners = bool(align_corners)
+    out = _grid_sample(input, grid, mode, padding_mode, align_corners)
+    # PyTorch's node (its one kernel per rank) whatever the mode
+    return label(out, f"GridSampler{input.ndim - 2}DBackward0") if out is not input else out
+
+
+def _grid_sample(input: Tensor, grid: Tensor, mode: str, padding_mode: str,
+                 align_corners: bool) -> Tensor:  # fmt: skip
+    """:func:`grid_sample`'s value (arguments checked)."""
     if mode == "bicubic":
         return _bicubic(input, grid, padding_mode, align_corners)
     dims = input.ndim - 2

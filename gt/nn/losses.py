@@ -224,12 +224,11 @@ def smooth_l1_loss(
     reduction: str = "mean", beta: float = 1.0,
 ) -> Tensor:  # fmt: skip
     """Squared error below ``beta`` (halved, over ``beta``), absolute error above."""
+    if beta == 0:  # PyTorch's l1_loss then, and its nodes
+        return l1_loss(input, target, size_average, reduce, reduction)
     d = input - target
-    if beta == 0:
-        loss = d.abs()
-    else:
-        a = d.abs()
-        loss = where(a < beta, d * d * (0.5 / beta), a - 0.5 * beta)
+    a = d.abs()
+    loss = where(a < beta, d * d * (0.5 / beta), a - 0.5 * beta)
     out = _reduce(loss, _legacy_reduction(size_average, reduce, reduction), "smooth_l1_loss")
     return label(out, "SmoothL1LossBackward0")
 

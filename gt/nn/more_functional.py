@@ -38,7 +38,7 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     x = input.reshape(*lead, c // (r * r), r, r, h, w)
     # [.., C, r1, r2, H, W] -> [.., C, H, r1, W, r2]
     x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
-    return x.reshape(*lead, c // (r * r), h * r, w * r)
+    return label(x.reshape(*lead, c // (r * r), h * r, w * r), "PixelShuffleBackward0")
 
 
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
@@ -66,7 +66,7 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     x = input.reshape(*lead, c, h // r, r, w // r, r)
     # [.., C, H, r1, W, r2] -> [.., C, r1, r2, H, W]
     x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
-    return x.reshape(*lead, c * r * r, h // r, w // r)
+    return label(x.reshape(*lead, c * r * r, h // r, w // r), "PixelUnshuffleBackward0")
 
 
 def channel_shuffle(input: Tensor, groups: int) -> Tensor:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gt.factories import arange
+from gt.grad_graph import label
 from gt.nn.losses import _legacy_reduction, _reduce
 from gt.ops.arith import where
 from gt.ops.autocast import autocast_op
@@ -136,7 +137,8 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average: Any = None, re
                      reduction: str = "mean") -> Tensor:  # fmt: skip
     """``log(1 + exp(-target * input))`` (targets are 1 or -1)."""
     red = _legacy_reduction(size_average, reduce, reduction)
-    return _reduce((-target * input).softplus(), red, "soft_margin_loss")
+    out = _reduce((-target * input).softplus(), red, "soft_margin_loss")
+    return label(out, "SoftMarginLossBackward0")
 
 
 def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
@@ -184,7 +186,7 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     loss = where(is_y, 0.0, m).sum(1) * (1.0 / c)
     if input.ndim == 1:
         loss = loss.reshape(())
-    return _reduce(loss, red, "multi_margin_loss")
+    return label(_reduce(loss, red, "multi_margin_loss"), "MultiMarginLossBackward0")
 
 
 @autocast_op("multilabel_margin_loss")
@@ -210,7 +212,7 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average: Any = No
     loss = (pair * mask).sum((1, 2)) * (1.0 / c)
     if input.ndim == 1:
         loss = loss.reshape(())
-    return _reduce(loss, red, "multilabel_margin_loss")
+    return label(_reduce(loss, red, "multilabel_margin_loss"), "MultilabelMarginLossBackward0")
 
 
 __all__ = [

@@ -153,11 +153,11 @@ class CompatOps(CompatInplaceOps):
 
     def fmax(self, other: Tensor) -> Tensor:
         """Elementwise maximum that ignores NaN (NaN only where both are); ties pick ``self``."""
-        return where((self >= other) | (other != other), self, other)
+        return label(where((self >= other) | (other != other), self, other), "FmaxBackward0")
 
     def fmin(self, other: Tensor) -> Tensor:
         """Elementwise minimum that ignores NaN (NaN only where both are); ties pick ``self``."""
-        return where((self <= other) | (other != other), self, other)
+        return label(where((self <= other) | (other != other), self, other), "FminBackward0")
 
     def nanmedian(self, dim: Any = None, keepdim: bool = False) -> Any:
         """The lower median of the values that are not NaN (NaN where all are); with ``dim``,
@@ -287,7 +287,7 @@ class CompatOps(CompatInplaceOps):
     def take(self, index: Tensor) -> Tensor:
         """The elements at ``index`` in the flattened tensor (negative indices count from the
         end), in ``index``'s shape."""
-        return self.reshape(-1)[index]
+        return label(self.reshape(-1)[index], "TakeBackward0")
 
     def select(self, dim: int, index: int) -> Tensor:
         """The slice at ``index`` along ``dim``, that dimension removed."""
@@ -437,7 +437,7 @@ class CompatOps(CompatInplaceOps):
 
     def vdot(self, other: Tensor) -> Tensor:
         """The dot product of two vectors, this one conjugated (of real ones: :meth:`dot`)."""
-        return self.conj().dot(other)
+        return label(self.conj().dot(other), "VdotBackward0")
 
     def matrix_power(self, n: int) -> Tensor:
         """The square matrix (or batch) multiplied by itself ``n`` times (``n < 0``: its

@@ -76,15 +76,16 @@ class ComposedOps:
         hi = info.max if posinf is None else posinf
         lo = info.min if neginf is None else neginf
         out = where(self != self, float(nan), self)
-        return where(out == math.inf, float(hi), where(out == -math.inf, float(lo), out))
+        out = where(out == math.inf, float(hi), where(out == -math.inf, float(lo), out))
+        return label(out, "NanToNumBackward0")
 
     def deg2rad(self) -> Tensor:
         """Degrees to radians."""
-        return _float(self) * (math.pi / 180.0)
+        return label(_float(self) * (math.pi / 180.0), "Deg2RadBackward0")
 
     def rad2deg(self) -> Tensor:
         """Radians to degrees."""
-        return _float(self) * (180.0 / math.pi)
+        return label(_float(self) * (180.0 / math.pi), "Rad2DegBackward0")
 
     def logaddexp2(self, other: Any) -> Tensor:
         """``log2(2^self + 2^other)``, stable."""
@@ -135,7 +136,7 @@ class ComposedOps:
         x = _float(self)
         one = x * 0 + 1
         nonzero = where(x == 0, one, x * math.pi)  # (no 0/0 in the branch not taken)
-        return where(x == 0, one, nonzero.sin() / nonzero)
+        return label(where(x == 0, one, nonzero.sin() / nonzero), "SincBackward0")
 
     # ------------------------------------------------------------------ along a dimension
     def diff(self, n: int = 1, dim: int = -1, prepend: Any = None, append: Any = None) -> Tensor:
@@ -212,12 +213,14 @@ class ComposedOps:
             raise ValueError(f"expected rotation dims to be different, but got {d0} and {d1}")
         k %= 4
         if k == 1:
-            return self.flip(d1).transpose(d0, d1)
-        if k == 2:
-            return self.flip(d0, d1)
-        if k == 3:
-            return self.flip(d0).transpose(d0, d1)
-        return self.clone()
+            out = self.flip(d1).transpose(d0, d1)
+        elif k == 2:
+            out = self.flip(d0, d1)
+        elif k == 3:
+            out = self.flip(d0).transpose(d0, d1)
+        else:
+            out = self.clone()
+        return label(out, "Rot90Backward0")
 
     def tile(self, *dims: Any) -> Tensor:
         """Repeat the tensor ``dims[i]`` times along each dim (ones fill in the leading dims)."""

@@ -58,20 +58,20 @@ class MathOps:
 
     def frac(self) -> Tensor:
         """The fractional part ``x - trunc(x)`` (gradient 1)."""
-        return self - self.trunc()
+        return label(self - self.trunc(), "FracBackward0")
 
     # ------------------------------------------------------------------ more math
     def log2(self) -> Tensor:
         """Elementwise base-2 logarithm."""
-        return self.log() * (1.0 / _LN2)
+        return label(self.log() * (1.0 / _LN2), "Log2Backward0")
 
     def log10(self) -> Tensor:
         """Elementwise base-10 logarithm."""
-        return self.log() * (1.0 / _LN10)
+        return label(self.log() * (1.0 / _LN10), "Log10Backward0")
 
     def exp2(self) -> Tensor:
         """Elementwise ``2 ** x``."""
-        return (self * _LN2).exp()
+        return label((self * _LN2).exp(), "Exp2Backward0")
 
     def sinh(self) -> Tensor:
         """Elementwise hyperbolic sine."""
@@ -94,7 +94,7 @@ class MathOps:
     def logit(self, eps: float | None = None) -> Tensor:
         """``log(p / (1 - p))`` (``p`` clamped to ``[eps, 1 - eps]`` when given)."""
         p = self if eps is None else self.clamp(eps, 1.0 - eps)
-        return p.log() - (-p).log1p()
+        return label(p.log() - (-p).log1p(), "LogitBackward0")
 
     # ------------------------------------------------------------------ predicates
     def isnan(self) -> Tensor:

@@ -119,7 +119,10 @@ class OrderingOps:
     def kthvalue(self, k: int, dim: int = -1, keepdim: bool = False) -> SortResult:
         """The ``k``-th smallest value along ``dim`` (1-based) and its index."""
         ax = S.normalize_axis(dim, max(self.ndim, 1), "kthvalue")
-        return return_types.kthvalue(*self._pick_sorted(k - 1, ax, keepdim))
+        values, indices = self._pick_sorted(k - 1, ax, keepdim)
+        if values is not self:
+            label(values, "KthvalueBackward0")
+        return return_types.kthvalue(values, indices)
 
     def median(self, dim: Any = None, keepdim: bool = False) -> Any:
         """The lower median; with ``dim``, ``(values, indices)`` as in PyTorch. A slice that holds

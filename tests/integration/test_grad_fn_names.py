@@ -290,6 +290,41 @@ CASES = [
     ),
     ("setitem_full_mask", lambda x, y, **_: _assigned(y, (y == 0,), x.sum()), "IndexPutBackward0"),
     ("view_changed_in_place", lambda x, **_: _row_doubled(x * 1), "CopySlices"),
+    ("exp2", lambda x, **_: x.exp2(), "Exp2Backward0"),
+    ("log2", lambda x, **_: x.log2(), "Log2Backward0"),
+    ("log10", lambda x, **_: x.log10(), "Log10Backward0"),
+    ("frac", lambda x, **_: x.frac(), "FracBackward0"),
+    ("logit", lambda x, **_: (x * 0.5).sigmoid().logit(), "LogitBackward0"),
+    ("sinc", lambda x, **_: x.sinc(), "SincBackward0"),
+    ("deg2rad", lambda x, **_: x.deg2rad(), "Deg2RadBackward0"),
+    ("nan_to_num", lambda x, **_: x.nan_to_num(), "NanToNumBackward0"),
+    ("rot90", lambda x, **_: x.rot90(), "Rot90Backward0"),
+    ("fmax", lambda x, y, **_: x.fmax(y), "FmaxBackward0"),
+    ("take", lambda x, t, **_: x.take(t), "TakeBackward0"),
+    ("vdot", lambda v, **_: v.vdot(v), "VdotBackward0"),
+    ("kthvalue", lambda x, **_: x.kthvalue(2, 1).values, "KthvalueBackward0"),
+    ("fft_complex", lambda x, **_: gt.fft.fft(gt.complex(x, x)), "FftC2CBackward0"),
+    ("rfft", lambda x, **_: gt.fft.rfft(x), "FftR2CBackward0"),
+    ("irfft", lambda x, **_: gt.fft.irfft(gt.fft.rfft(x)), "FftC2RBackward0"),
+    ("real", lambda x, **_: gt.complex(x, x).real, "SelectBackward0"),
+    ("unfold", lambda x4, **_: F.unfold(x4, 2), "Im2ColBackward0"),
+    ("fold", lambda x4, **_: F.fold(F.unfold(x4, 2), (4, 4), 2), "Col2ImBackward0"),
+    ("soft_margin", lambda x, y, **_: F.soft_margin_loss(x, y), "SoftMarginLossBackward0"),
+    ("multi_margin", lambda x, t, **_: F.multi_margin_loss(x, t), "MultiMarginLossBackward0"),
+    ("smooth_l1_beta0", lambda x, y, **_: F.smooth_l1_loss(x, y, beta=0.0), "MeanBackward0"),
+    (
+        "pixel_shuffle",
+        lambda x4, **_: F.pixel_shuffle(x4[:, :1].repeat(1, 4, 1, 1), 2),
+        "PixelShuffleBackward0",
+    ),  # fmt: skip
+    (
+        "grid_sample",
+        lambda x4, **_: F.grid_sample(x4, gt.zeros(2, 2, 2, 2), align_corners=False),
+        "GridSampler2DBackward0",
+    ),  # fmt: skip
+    ("entr", lambda x, **_: gt.special.entr(x.sigmoid()), "SpecialEntrBackward0"),
+    ("log_ndtr", lambda x, **_: gt.special.log_ndtr(x), "SpecialLogNdtrBackward0"),
+    ("erfcx", lambda x, **_: gt.special.erfcx(x), "SpecialErfcxBackward0"),
 ]
 
 
