@@ -18,6 +18,7 @@ from typing import Any
 
 from gt import shapes as S
 from gt.factories import arange
+from gt.grad_graph import label
 from gt.ops.autocast import mark_namespace
 from gt.tensor import Tensor
 
@@ -83,9 +84,15 @@ def _emit(x: Tensor, kind: str, axes: list, sizes: list, norm: str, inverse: boo
 
 
 def _c2c(x: Tensor, s: Any, dim: Any, norm: str | None, inverse: bool, op: str) -> Tensor:
+    real = x.dtype not in S.COMPLEX_DTYPES
     x = _complex_input(x)
     axes, sizes = _axes_and_sizes(x, s, dim, op)
-    return _emit(x, "c2c", axes, sizes, _norm(norm, op), inverse, x.dtype)
+    out = _emit(x, "c2c", axes, sizes, _norm(norm, op), inverse, x.dtype)
+    if not real or len(axes) > 1:
+        return out
+    # (PyTorch transforms a real input along one axis one-sided and fills in the rest, the
+    # inverse as the conjugate of the forward: its nodes say so)
+    return label(out, "ConjBackward0" if inverse else "FftR2CBackward0")
 
 
 def _r2c(x: Tensor, s: Any, dim: Any, norm: str | None, op: str) -> Tensor:
