@@ -151,7 +151,10 @@ def _scaled_(x: Tensor, other: Tensor, alpha: float, name: str) -> Tensor:
     if not recorded and other.shape == x.shape:
         x._apply_("add_scaled", [x, other], {"alpha": alpha, "inplace": True})
     else:
-        apply_inplace(x, name, lambda v: v._apply("add_scaled", [v, other], {"alpha": alpha}))
+        node = "SubBackward0" if name == "sub_" else "AddBackward0"
+        apply_inplace(
+            x, name, lambda v: label(v._apply("add_scaled", [v, other], {"alpha": alpha}), node)
+        )
     return x
 
 

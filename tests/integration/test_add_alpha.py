@@ -84,9 +84,12 @@ def test_a_recorded_in_place_update_keeps_gradients_flowing(conn):
     v = gt.from_numpy(np.arange(3.0)).requires_grad_()
     h = w * 1.0  # not a leaf: it may change in place
     h.add_(v, alpha=-4.0)
+    assert h.grad_fn.name() == "AddBackward0"
+    h.sub_(v, alpha=0.5)
+    assert h.grad_fn.name() == "SubBackward0"
     h.sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), np.ones(3))
-    np.testing.assert_allclose(v.grad.numpy(), np.full(3, -4.0))
+    np.testing.assert_allclose(v.grad.numpy(), np.full(3, -4.5))
 
 
 def test_sgd_with_momentum_is_one_fused_update_per_parameter(conn, sent):
