@@ -120,9 +120,10 @@ def vander(x: Tensor, *, N: int | None = None) -> Tensor:  # noqa: N803
 
 
 def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:  # noqa: N803
-    """``X`` with ``A X = B`` given ``A``'s Cholesky factor (``torch.cholesky_solve``)."""
-    low = L.mT if upper else L
-    x = solve_triangular(low.mT, solve_triangular(low, B, upper=False), upper=True)
+    """``X`` with ``A X = B`` given ``A``'s Cholesky factor (``torch.cholesky_solve``): ``A = L
+    L^H`` (``U^H U`` when ``upper``), the conjugate transpose for complex factors."""
+    low = L.mH if upper else L
+    x = solve_triangular(low.mH, solve_triangular(low, B, upper=False), upper=True)
     return label(x, "CholeskySolveBackward0")
 
 

@@ -459,8 +459,11 @@ class CompatOps(CompatInplaceOps):
             base = base @ base
 
     def logdet(self) -> Tensor:
-        """``log(det(self))``: NaN for a negative determinant, -inf for a singular matrix."""
+        """``log(det(self))``: NaN for a negative determinant, -inf for a singular matrix; for
+        complex matrices the complex logarithm ``log(sign) + logabsdet``."""
         sign, logabs = self.slogdet()
+        if self.dtype.is_complex:
+            return sign.log() + logabs
         return where(sign < 0, math.nan, logabs)
 
     # ------------------------------------------------------------------ others

@@ -336,6 +336,8 @@ def _k_sigmoid(be: Any) -> Any:
 
     def h(v: list, at: Any) -> Any:
         x = v[0]
+        if x.dtype.kind == "c":  # complex: the analytic 1 / (1 + e^-x), no sign split
+            return (1 / (1 + xp.exp(-x))).astype(x.dtype, copy=False)
         e = xp.exp(-xp.abs(x))  # split by sign so neither branch overflows in exp
         return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
 

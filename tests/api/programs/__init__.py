@@ -130,6 +130,10 @@ MODULES = (
     "federated_privacy",
     "ddsp_audio",
     "knowledge_graphs",
+    "signal_comms",
+    "trajectory_forecasting",
+    "bioinformatics",
+    "hypernetworks_nas",
 )
 
 
