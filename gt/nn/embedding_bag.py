@@ -208,6 +208,15 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Any = None, max_norm: 
     _check(input, weight, offsets, mode, scale_grad_by_freq, sparse, max_norm, per_sample_weights)
     if max_norm is not None:
         renorm_rows_(weight, input, max_norm, norm_type)
+    out = _bagged(input, weight, offsets, mode, sparse, scale_grad_by_freq, per_sample_weights,
+                  include_last_offset, padding_idx)  # fmt: skip
+    return label(out, "EmbeddingBagBackward0")  # (PyTorch's one node, whatever the mode)
+
+
+def _bagged(input: Tensor, weight: Tensor, offsets: Any, mode: str, sparse: bool,
+            scale_grad_by_freq: bool, per_sample_weights: Tensor | None,
+            include_last_offset: bool, padding_idx: int | None) -> Tensor:  # fmt: skip
+    """:func:`embedding_bag`'s value (arguments checked, rows renormalised)."""
     pad = _padding(padding_idx, weight.shape[0])
     acc = _accumulator(weight.dtype)
     psw = None if per_sample_weights is None else per_sample_weights.to(acc)

@@ -148,11 +148,12 @@ def cross_entropy(
         if label_smoothing:
             t = t * (1.0 - label_smoothing) + label_smoothing / x.shape[1]
         per = -(x * (t if weight is None else t * weight)).sum(1)
-        return _reduce(
+        out = _reduce(
             per.reshape(target.shape[:1] + target.shape[2:] if input.ndim > 1 else ()),
             reduction,
             "cross_entropy",
         )
+        return label(out, "DivBackward1" if reduction == "mean" else "NegBackward0")
     loss = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
     if not label_smoothing:
         return loss

@@ -500,7 +500,7 @@ class CompatOps(CompatInplaceOps):
         out = self.lgamma()
         for i in range(1, p):
             out = out + (self - i / 2).lgamma()
-        return out + p * (p - 1) / 4 * math.log(math.pi)
+        return label(out + p * (p - 1) / 4 * math.log(math.pi), "MvlgammaBackward0")
 
     def unique_consecutive(self, return_inverse: bool = False, return_counts: bool = False,
                            dim: int | None = None) -> Any:  # fmt: skip

@@ -288,7 +288,7 @@ class ComposedOps:
                 norm = w_sum - correction * (w * aweights.to(x.dtype)).sum() / w_sum
             xm = x - avg
             c = ((xm * w) @ xm.mT) / norm.clamp(min=0.0)
-        return c.reshape(()) if self.ndim < 2 else c
+        return label(c.reshape(()) if self.ndim < 2 else c, "SqueezeBackward0")
 
     def corrcoef(self) -> Tensor:
         """Pearson correlation coefficients of the rows (clipped to [-1, 1])."""

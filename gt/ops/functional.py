@@ -305,7 +305,7 @@ def mvlgamma(input: Any, p: int) -> Any:  # noqa: A002 - PyTorch's name
     out = input.lgamma()
     for i in range(1, p):
         out = out + (input - i / 2).lgamma()
-    return out + p * (p - 1) / 4 * math.log(math.pi)
+    return label(out + p * (p - 1) / 4 * math.log(math.pi), "MvlgammaBackward0")
 
 
 __all__ = [

@@ -169,12 +169,14 @@ class OrderingOps:
                  interpolation: str = "linear") -> Tensor:  # fmt: skip
         """The ``q``-th quantiles over ``dim`` (all elements if None); ``q`` a float or a 1-d
         tensor (its dimension comes first); differentiable (see :mod:`gt.ops.quantile`)."""
-        return quantile(self, q, dim, keepdim, interpolation=interpolation)
+        out = quantile(self, q, dim, keepdim, interpolation=interpolation)
+        return out if out is self else label(out, "SqueezeBackward4")  # (PyTorch's last step)
 
     def nanquantile(self, q: Any, dim: Any = None, keepdim: bool = False, *,
                     interpolation: str = "linear") -> Tensor:  # fmt: skip
         """:meth:`quantile` that ignores NaN values (NaN only where a slice is all NaN)."""
-        return quantile(self, q, dim, keepdim, interpolation=interpolation, ignore_nan=True)
+        out = quantile(self, q, dim, keepdim, interpolation=interpolation, ignore_nan=True)
+        return out if out is self else label(out, "SqueezeBackward4")
 
     # ------------------------------------------------------------------ sampling
     def multinomial(

@@ -328,6 +328,27 @@ CASES = [
     ("entr", lambda x, **_: gt.special.entr(x.sigmoid()), "SpecialEntrBackward0"),
     ("log_ndtr", lambda x, **_: gt.special.log_ndtr(x), "SpecialLogNdtrBackward0"),
     ("erfcx", lambda x, **_: gt.special.erfcx(x), "SpecialErfcxBackward0"),
+    ("quantile", lambda x, **_: x.quantile(0.3, dim=1), "SqueezeBackward4"),
+    ("cov", lambda x, **_: x.cov(), "SqueezeBackward0"),
+    ("ce_probabilities", lambda x, **_: F.cross_entropy(x, x.detach().softmax(1)), "DivBackward1"),
+    (
+        "ce_probabilities_sum",
+        lambda x, **_: F.cross_entropy(x, x.detach().softmax(1), reduction="sum"),
+        "NegBackward0",
+    ),  # fmt: skip
+    ("bilinear", lambda x, **_: F.bilinear(x, x, gt.ones(2, 5, 5)), "ViewBackward0"),
+    (
+        "embedding_bag",
+        lambda x, t, **_: F.embedding_bag(t, x, gt.tensor([0, 2])),
+        "EmbeddingBagBackward0",
+    ),  # fmt: skip
+    (
+        "embedding_bag_max",
+        lambda x, t, **_: F.embedding_bag(t, x, gt.tensor([0, 2]), mode="max"),
+        "EmbeddingBagBackward0",
+    ),  # fmt: skip
+    ("mvlgamma", lambda x, **_: (x + 3).mvlgamma(2), "MvlgammaBackward0"),
+    ("multigammaln", lambda x, **_: gt.special.multigammaln(x + 3, 2), "MvlgammaBackward0"),
 ]
 
 
