@@ -6,7 +6,6 @@ never disagree.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -298,14 +297,8 @@ def polygamma(n: int, input: Any) -> Any:  # noqa: A002 - PyTorch's name
 
 
 def mvlgamma(input: Any, p: int) -> Any:  # noqa: A002 - PyTorch's name
-    """The multivariate log-gamma function of dimension ``p``:
-    ``p (p - 1) / 4 log(pi) + sum_i lgamma(input - i / 2)`` for ``i`` in ``0 .. p - 1``."""
-    if isinstance(p, bool) or not isinstance(p, int) or p < 1:
-        raise ValueError(f"mvlgamma: p has to be greater than or equal to 1, not {p!r}")
-    out = input.lgamma()
-    for i in range(1, p):
-        out = out + (input - i / 2).lgamma()
-    return label(out + p * (p - 1) / 4 * math.log(math.pi), "MvlgammaBackward0")
+    """The multivariate log-gamma function of dimension ``p`` (:meth:`gt.Tensor.mvlgamma`)."""
+    return input.mvlgamma(p)
 
 
 __all__ = [
