@@ -324,6 +324,7 @@ PRIMITIVE_NAMES: dict[str, Any] = {
     "log1p": "Log1PBackward0",
     "max": "AmaxBackward0",
     "min": "AminBackward0",
+    "floor_divide": "torch::autograd::NotImplemented",  # (its class: NotImplemented)
 }
 
 _NAMED_NODE_CLASSES: dict[str, type] = {}
@@ -338,7 +339,8 @@ def named(node: Node) -> Node:
     if type(node).__name__ != name:
         cls = _NAMED_NODE_CLASSES.get(name)
         if cls is None:
-            cls = _NAMED_NODE_CLASSES[name] = type(name, (Node,), {"__slots__": ()})
+            cls = type(name.rpartition("::")[2], (Node,), {"__slots__": ()})
+            _NAMED_NODE_CLASSES[name] = cls
         node.__class__ = cls
     return node
 

@@ -15,6 +15,7 @@ import numpy as np
 from gt import fft as _fft
 from gt import shapes as S
 from gt.factories import tensor
+from gt.grad_graph import label
 from gt.nn.convolution import fold, pad
 from gt.ops.autocast import autocast_op
 from gt.tensor import Tensor
@@ -173,8 +174,11 @@ def stft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: i
         raise RuntimeError("Cannot have onesided output if window or input is complex")
     norm = "ortho" if normalized else "backward"
     spec = _fft.rfft(frames, dim=1, norm=norm) if onesided else _fft.fft(frames, dim=1, norm=norm)
+    # PyTorch's last op: a squeeze of the batch of one (1-d input), else a transpose
     if input.ndim == 1:
-        spec = spec.reshape(spec.shape[1:])
+        spec = label(spec.reshape(spec.shape[1:]), "SqueezeBackward4")
+    else:
+        spec = label(spec, "TransposeBackward1")
     return spec if return_complex else spec._apply("view_as_real", [spec])
 
 

@@ -428,6 +428,7 @@ _TENSOR_METHODS = {
     "hardshrink": hardshrink, "prelu": F.prelu, "matrix_exp": _linalg.matrix_exp,
     "cholesky_solve": _toplevel.cholesky_solve, "cholesky_inverse": _toplevel.cholesky_inverse,
     "lu": _toplevel.lu, "lu_solve": _toplevel.lu_solve, "orgqr": _toplevel.orgqr,
+    "geqrf": _toplevel.geqrf, "ormqr": _toplevel.ormqr,
 }  # fmt: skip
 for _name, _fn in _TENSOR_METHODS.items():
     if _name in Tensor.__dict__:

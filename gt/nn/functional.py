@@ -18,10 +18,13 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from gt import shapes as S
 from gt.errors import ShapeError
 from gt.factories import arange, rand
 from gt.grad_graph import label, recorded_rule, zero_link, zero_second_derivative
+from gt.grad_mode import is_grad_enabled
 from gt.nn.attention_fn import multi_head_attention_forward, scaled_dot_product_attention
 from gt.nn.convolution import (
     conv1d,
@@ -176,7 +179,28 @@ def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     if inplace:
         return apply_inplace(input, "celu_", lambda x: celu(x, alpha))
     out = where(input > 0, input, (input.clamp(max=0.0) * (1.0 / alpha)).expm1() * alpha)
-    return _elu_recorded(label(out, "CeluBackward0"), input, alpha, 1.0 / alpha)
+    out = _elu_recorded(label(out, "CeluBackward0"), input, alpha, 1.0 / alpha)
+    node = out._node
+    if node is not None and node.parents[1] is not None:
+        node.rule = _celu_rule(alpha)
+    return out
+
+
+def _celu_rule(alpha: float) -> Any:
+    """PyTorch's derivative of ``celu`` (``elu_backward(grad, alpha, 1, 1.0 / alpha.toFloat(),
+    false, self)``), op for op, so the gradient has its bits: ``g`` for ``x > 0``, else
+    ``g * inv * alpha * exp(x * inv)`` with ``inv`` one over ``alpha`` rounded to float32 first
+    (PyTorch's constant, in float64 too); a NaN input passes ``g`` on, as PyTorch's. Differentiated again, only ``x < 0`` counts, as in
+    PyTorch's ``elu_double_backward``. (The one difference left: PyTorch's vectorised ``exp`` is
+    SLEEF's, which is 1 ulp off the correctly rounded one NumPy and CuPy give at some points.)"""
+    inv = 1.0 / float(np.float32(alpha))
+
+    def rule(n: Any, g: Tensor) -> tuple:
+        x = n.saved[-1]
+        inner = where(x < 0, x, 0.0)  # (the derivative of x < 0 only)
+        return None, where(x <= 0, ((g * inv) * alpha) * (inner * inv).exp(), g), None
+
+    return rule
 
 
 def _elu_recorded(out: Tensor, input: Tensor, alpha: float, inv: float | None) -> Tensor:
@@ -240,12 +264,24 @@ def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     a second derivative raises (PyTorch has no formula for ``hardsigmoid_backward``'s)."""
     if inplace:
         return apply_inplace(input, "hardsigmoid_", hardsigmoid)
-    out = label(_hardtanh(input + 3.0, 0.0, 6.0) * (1.0 / 6.0), "HardsigmoidBackward0")
-    return recorded_rule(out, _hardsigmoid_recorded)
+    out = label(_hardtanh(input + 3.0, 0.0, 6.0) / 6.0, "HardsigmoidBackward0")  # (PyTorch's /)
+    out = recorded_rule(out, _hardsigmoid_rule)
+    if out._node is not None:
+        out._node.rule = _hardsigmoid_rule
+    return out
 
 
-def _hardsigmoid_recorded(n: Any, g: Tensor) -> tuple:
-    return (zero_link(n, g, "aten::hardsigmoid_backward") * (1.0 / 6.0), None)
+#: PyTorch's ``hardsigmoid_backward`` multiplies by ``1.0f / 6.0f``, a float32 constant, in every
+#: dtype (float64 too).
+_ONE_SIXTH_F32 = float(np.float32(1.0) / np.float32(6.0))
+
+
+def _hardsigmoid_rule(n: Any, g: Tensor) -> tuple:
+    """``g / 6``'s node's derivative: PyTorch's ``g * (1.0f / 6.0f)`` (the ``hardtanh`` before it
+    passes it on inside ``(-3, 3)``); recorded, a second derivative raises as PyTorch's."""
+    if is_grad_enabled():
+        g = zero_link(n, g, "aten::hardsigmoid_backward")
+    return (g * _ONE_SIXTH_F32, None)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:

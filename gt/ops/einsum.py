@@ -156,8 +156,13 @@ def einsum(equation: str, *operands: Any) -> Tensor:
         t, tt = _sum_out(tensors[k], terms[k], later | set(acc_term))
         product = any(c in tt and c not in later for c in acc_term)
         acc, acc_term = _contract(acc, acc_term, t, tt, later)
-    acc, acc_term = _sum_out(acc, acc_term, set(out))
+    acc, kept = _sum_out(acc, acc_term, set(out))
+    summed, acc_term = kept != acc_term, kept
     if acc_term != out:
         acc = acc.permute([acc_term.index(c) for c in out])
+    if len(tensors) == 1:  # PyTorch's one operand: its diagonals, a permute, then any sum
+        if acc is operands[0]:  # ("ij->ij": a new view all the same, as PyTorch's permute)
+            acc = acc.unsqueeze(0).squeeze(0)
+        return label(acc, "SumBackward1" if summed else "PermuteBackward0")
     # PyTorch permutes its operands before the product and views the result: ViewBackward0
     return label(acc, "ViewBackward0") if product else acc

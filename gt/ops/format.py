@@ -181,7 +181,8 @@ def tensor_repr(t: Tensor) -> str:
     """``repr(t)``: fetches the data (a sync point)."""
     extra = []
     if t._node is not None:
-        extra.append(f"grad_fn=<{t._node.name()}>")
+        # (the node's class name, as PyTorch's: NotImplemented for torch::autograd::NotImplemented)
+        extra.append(f"grad_fn=<{t._node.name().rpartition('::')[2]}>")
     elif t.requires_grad:
         extra.append("requires_grad=True")
     text = format_tensor(t.numpy(), t.dtype, extra)

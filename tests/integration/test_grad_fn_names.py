@@ -349,6 +349,29 @@ CASES = [
     ),  # fmt: skip
     ("mvlgamma", lambda x, **_: (x + 3).mvlgamma(2), "MvlgammaBackward0"),
     ("multigammaln", lambda x, **_: gt.special.multigammaln(x + 3, 2), "MvlgammaBackward0"),
+    # stft: PyTorch squeezes the batch of one of a 1-d signal, else ends with a transpose
+    (
+        "stft_1d",
+        lambda x, **_: gt.stft(x.reshape(-1), 8, window=gt.hann_window(8), return_complex=True),
+        "SqueezeBackward4",
+    ),  # fmt: skip
+    (
+        "stft_2d",
+        lambda x, **_: gt.stft(x, 4, window=gt.hann_window(4), return_complex=True),
+        "TransposeBackward1",
+    ),  # fmt: skip
+    (
+        "stft_real_pairs",
+        lambda x, **_: gt.stft(x, 4, window=gt.hann_window(4), return_complex=False),
+        "ViewAsRealBackward0",
+    ),  # fmt: skip
+    # einsum of one operand: its diagonals, a permute, then any sum (a new view even unchanged)
+    ("einsum_diagonal", lambda x4, **_: gt.einsum("ii->i", x4[0, 0]), "PermuteBackward0"),
+    ("einsum_batch_diagonal", lambda x4, **_: gt.einsum("...ii->...i", x4), "PermuteBackward0"),
+    ("einsum_trace", lambda x4, **_: gt.einsum("ii", x4[0, 0]), "SumBackward1"),
+    ("einsum_diagonal_sum", lambda x3, **_: gt.einsum("bij->j", x3), "SumBackward1"),
+    ("einsum_unchanged", lambda x, **_: gt.einsum("ij->ij", x), "PermuteBackward0"),
+    ("einsum_transpose", lambda x, **_: gt.einsum("ij->ji", x), "PermuteBackward0"),
 ]
 
 
@@ -413,3 +436,29 @@ def test_names_do_not_change_gradients(conn):
     want = want + 2 * (a - a.mean()) / (a.size - 1)  # var
     want[:, 1:3] += 1 / 8  # mean of x.t()[1:3]
     np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "how",
+    [lambda x: gt.floor_divide(x, 2.0), lambda x: x // gt.full((4, 5), 3.0), lambda x: 7.0 // x],
+    ids=["scalar", "tensor", "reflected"],
+)
+def test_floor_divide_node_is_pytorchs_not_implemented(conn, how):
+    # PyTorch 2.13: grad_fn.name() "torch::autograd::NotImplemented", its class NotImplemented,
+    # and backward raises
+    x = gt.ones(4, 5, requires_grad=True)
+    out = how(x)
+    assert out.requires_grad
+    assert out.grad_fn.name() == "torch::autograd::NotImplemented"
+    assert type(out.grad_fn).__name__ == "NotImplemented"
+    assert "grad_fn=<NotImplemented>" in repr(out)
+    with pytest.raises(RuntimeError, match="derivative for aten::floor_divide is not implemented"):
+        out.sum().backward()
+
+
+def test_einsum_of_one_operand_unchanged_is_a_view_with_a_gradient(conn):
+    x = gt.ones(4, 5, requires_grad=True)
+    y = gt.einsum("ij->ij", x)
+    assert y is not x
+    (y * 2.0).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((4, 5), 2.0, np.float32))

@@ -140,6 +140,7 @@ SAMPLES: dict[str, tuple[list, object]] = {
     "linalg_qr": ([A.T.copy()], None),
     "linalg_eigh": ([SPD], None),
     "linalg_svd": ([SQ], None),
+    "geqrf": ([np.stack([A.T.copy(), A.T.copy()[::-1]])], None),
     "lgamma": ([A], None),
     "digamma": ([POS], None),
     "polygamma": ([POS], {"n": 2}),

@@ -81,6 +81,11 @@ def _with_float32(fn: Any, xp: Any, a: Any, b: Any) -> Any:
     return (fn(a, wide) if arr is b else fn(wide, b)).astype(dt)
 
 
+def _d_floor_divide(n: Any, g: Any) -> tuple:
+    """PyTorch records ``floor_divide`` with a ``NotImplemented`` node: backward raises."""
+    raise RuntimeError("derivative for aten::floor_divide is not implemented")
+
+
 def _floor_kernel(ufunc: str, part: int) -> Callable[[Any], Any]:
     """``floor_divide`` (part 0) or ``remainder`` (part 1): on CuPy, floats take NumPy's exact
     algorithm (:mod:`.float_divmod`; CuPy's own is ``floor(a / b)``)."""
@@ -448,7 +453,8 @@ ENTRIES: list[Op] = [
         49,
         "floor_divide",
         kernel=_floor_kernel("floor_divide", 0),
-        doc="a // b (not differentiable)",
+        grad=_d_floor_divide,
+        doc="a // b (not differentiable: backward raises PyTorch's error)",
     ),
     _binary(
         "remainder",

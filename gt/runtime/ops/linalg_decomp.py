@@ -9,6 +9,9 @@ way (a factor the program did not use gets zeros). Layouts, for a batch of ``m x
 * ``linalg_eigh``: ``(..., n, n + 1)``: column 0 the ascending eigenvalues, the rest ``V``.
 * ``linalg_svd`` (reduced): ``(..., m*k + k + k*n)``: ``U``, ``S`` (descending), ``Vh``; with
   the attr ``full`` (``full_matrices=True``): ``(..., m*m + k + n*n)``, square ``U`` and ``Vh``.
+* ``geqrf``: ``(..., m*n + k)``: LAPACK's compact Householder form (``R`` on and above the
+  diagonal, the reflectors' vectors below it), row-major, then ``tau``. Not differentiable (as in
+  PyTorch: backward raises ``NotImplementedError``).
 
 Derivatives (real matrices, written with ordinary tensor ops so they differentiate again):
 
@@ -32,6 +35,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from gt import shapes as S
 from gt.errors import ShapeError
 from gt.runtime.ops.base import Op, Shape, first_dtype
@@ -52,6 +57,11 @@ def _qr_shape(shapes: list, attrs: Any) -> Shape:
     m, n = _matrix("linalg.qr", shapes[0])
     k = m if _qr_complete(attrs) else min(m, n)
     return (*shapes[0][:-2], m * k + k * n)
+
+
+def _geqrf_shape(shapes: list, attrs: Any) -> Shape:
+    m, n = _matrix("geqrf", shapes[0])
+    return (*shapes[0][:-2], m * n + min(m, n))
 
 
 def _eigh_shape(shapes: list, attrs: Any) -> Shape:
@@ -95,6 +105,26 @@ def _k_qr(be: Any) -> Any:
     return h
 
 
+def _k_geqrf(be: Any) -> Any:
+    xp = be.xp
+
+    def h(v: list, at: Any) -> Any:
+        a = v[0]
+        *lead, m, n = a.shape
+        k = min(m, n)
+        count = int(np.prod(lead, dtype=np.int64))
+        flat = a.reshape(count, m, n)
+        out = xp.zeros((count, m * n + k), dtype=a.dtype)
+        if k:  # (LAPACK's ?geqrf, through qr's "raw" mode: h is the transposed compact form)
+            for b in range(flat.shape[0]):  # (one matrix a call: CuPy's raw QR takes no batches)
+                hb, tau = _parts(xp, xp.linalg.qr(flat[b], mode="raw"))
+                out[b, : m * n] = hb.T.reshape(-1)
+                out[b, m * n :] = tau
+        return out.reshape(*lead, m * n + k)
+
+    return h
+
+
 def _k_eigh(be: Any) -> Any:
     xp = be.xp
 
@@ -128,6 +158,12 @@ def unpack_qr(out: Any, m: int, n: int, complete: bool = False) -> tuple[Any, An
     k = m if complete else min(m, n)
     lead = tuple(out.shape[:-1])
     return out[..., : m * k].reshape(*lead, m, k), out[..., m * k :].reshape(*lead, k, n)
+
+
+def unpack_geqrf(out: Any, m: int, n: int) -> tuple[Any, Any]:
+    """``(a, tau)`` from a packed ``geqrf`` result."""
+    lead = tuple(out.shape[:-1])
+    return out[..., : m * n].reshape(*lead, m, n), out[..., m * n :]
 
 
 def unpack_eigh(out: Any) -> tuple[Any, Any]:
@@ -182,6 +218,10 @@ def _d_qr(n: Any, g: Any) -> tuple:
     b = gq + q @ y
     # B R^-H: solve R Y^H = B^H with R upper triangular.
     return (r._apply("linalg_solve_triangular", [r, b.mH], {"upper": True}).mH,)
+
+
+def _d_geqrf(n: Any, g: Any) -> tuple:
+    raise NotImplementedError("the derivative for 'geqrf' is not implemented.")
 
 
 def _d_eigh(n: Any, g: Any) -> tuple:
@@ -258,5 +298,14 @@ ENTRIES: list[Op] = [
         grad=_d_svd,
         saves="output",
         doc="SVD of each matrix, packed flat as U, S (descending), Vh; attr full: square U, Vh",
+    ),
+    Op(
+        "geqrf",
+        154,
+        shape=_geqrf_shape,
+        dtype=first_dtype,
+        kernel=_k_geqrf,
+        grad=_d_geqrf,
+        doc="LAPACK's compact Householder QR of each matrix, packed flat as a then tau",
     ),
 ]
