@@ -73,3 +73,20 @@ def test_add_scaled_refuses_an_alpha_that_is_not_a_number(alpha):
     a = np.ones(3, np.float32)
     with pytest.raises(ValueError, match="alpha"):
         ADD_SCALED([a, a], {"alpha": alpha})
+
+
+WHERE = BACKEND.handlers[O.OPCODE["where"]]
+
+
+@pytest.mark.parametrize("mask_order,values_order", [("F", "C"), ("C", "F"), ("F", "F")])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_mask_of_another_layout_selects_as_numpys_where(mask_order, values_order, dtype):
+    # relu's gradient of a Linear layer's transposed result: where(out != 0, g, 0)
+    h = np.asarray(rng.standard_normal((64, 48)), dtype, order=mask_order)
+    g = np.asarray(rng.standard_normal((64, 48)), dtype, order=values_order)
+    g[0, :3] = (np.inf, np.nan, -0.0)
+    h[0, :3] = -1.0
+    got = WHERE([h > 0, g, 0.0], {"dtype": np.dtype(dtype).name})
+    want = np.where(h > 0, g, dtype(0))
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))

@@ -326,6 +326,14 @@ def _k_where(be: Any) -> Any:
             # into -0.0 and an inf into nan there).
             bits = _SAME_SIZE_INT.get(a.dtype.itemsize)
             if bits is not None:
+                # the mask in the values' layout: a mask taken of a transposed result (a Linear
+                # layer's, see matmul_numpy) would make the AND walk one of them across rows,
+                # which costs more than reordering the one-byte mask first
+                if c.shape == a.shape and c.ndim > 1:
+                    if a.flags.c_contiguous and not c.flags.c_contiguous:
+                        c = np.ascontiguousarray(c)
+                    elif a.flags.f_contiguous and not c.flags.f_contiguous:
+                        c = np.asfortranarray(c)
                 keep = c.astype(bits)
                 np.negative(keep, out=keep)  # all ones where True
                 r = (a.view(bits) & keep).view(a.dtype)

@@ -30,11 +30,14 @@ from gt.runtime.worker.batch import (
     check_guarded,
     immediate,
 )
+from gt.runtime.worker.hot_chain import Chain, find_chains
 
 #: Plans one client may hold on a worker, and instructions per plan (bounds on what a client can
 #: make a worker keep).
 MAX_PLANS = 256
 MAX_STEPS = 100_000
+#: The ``own`` field of a compiled step that is a :class:`Chain` of steps.
+_CHAIN = -2
 #: Temporaries of a replay live under ``TEMP_BASE - k`` (the planner's own temporaries are
 #: small negative numbers; client ids are positive).
 TEMP_BASE = -(1 << 40)
@@ -152,9 +155,11 @@ class Compiled:
     returns is written back when it ends; temporaries live only in registers (dropped after their
     last use). Only plans whose every step has a kernel compile; a call whose inputs are not all
     in the table runs the ordinary path instead, so a missing tensor fails exactly as eagerly.
+    Runs of in-place updates over the same tensors (an optimizer's) become one :class:`Chain`
+    step, which runs them a cache-sized block at a time where it can (:mod:`.hot_chain`).
     """
 
-    __slots__ = ("steps", "base", "loads", "stores", "inputs", "outs", "seeded", "codes")
+    __slots__ = ("steps", "base", "loads", "stores", "inputs", "outs", "seeded")
 
     def __init__(self, plan: HotPlan, handlers: list) -> None:
         regs: dict[Any, int] = {}
@@ -200,9 +205,14 @@ class Compiled:
         self.loads = [(r, key[1]) for key, r in regs.items()
                       if key[0] == "id" and key[1] not in fixed and key[1] not in temps]  # fmt: skip
         self.stores = [(regs[("id", i)], i) for i in written if i not in fixed and i not in temps]
+        self.seeded = list(plan.seeded)
+        for start, stop in reversed(find_chains(steps)):  # (a seeded step is never in a chain)
+            chain = Chain(steps[start:stop])
+            steps[start:stop] = [
+                (None, (), chain, -1, (), steps[start][5], steps[start][6], _CHAIN)
+            ]
+            self.seeded = [i - (stop - start - 1) if i >= stop else i for i in self.seeded]
         self.steps, self.base, self.inputs, self.outs = steps, base, inputs, outs
-        self.seeded = plan.seeded
-        self.codes = [s[5] for s in steps]
 
     def run(self, tbl: Any, failed: dict, inputs: list, outs: list,
             seeds: list) -> tuple[bool, list]:  # fmt: skip
@@ -226,6 +236,11 @@ class Compiled:
         i = 0
         try:
             for h, idx, at, o, drop, _code, _src, own in steps:
+                if own == _CHAIN:
+                    if not at.blocked(r):
+                        at.stepwise(r)
+                    i += 1
+                    continue
                 vals = [r[j] for j in idx]
                 if own >= 0:
                     r[own] = None
@@ -234,12 +249,18 @@ class Compiled:
                     r[d] = None
                 i += 1
         except Exception as exc:  # from here on, check every input for a failure
-            h, idx, at, o, drop, code, src, _own = steps[i]
+            rest = steps[i + 1 :]
+            if steps[i][7] == _CHAIN:  # the step of the chain that raised, then the chain's rest
+                chain = steps[i][2]
+                rest = [*chain.steps[chain.at + 1 :], *rest]
+                h, idx, at, o, drop, code, src, _own = chain.steps[chain.at]
+            else:
+                h, idx, at, o, drop, code, src, _own = steps[i]
             r[o] = _Failed([f"{type(exc).__name__}: {exc}", code, src, False])
             errors.append(r[o].err[:3])
             for d in drop:
                 r[d] = None
-            self._rest(r, steps, i + 1, errors)
+            self._rest(r, rest, 0, errors)
         for k, tid in (*zip(self.outs, outs), *self.stores):
             v = r[k]
             if type(v) is _Failed:
@@ -251,7 +272,10 @@ class Compiled:
 
     @staticmethod
     def _rest(r: list, steps: list, start: int, errors: list) -> None:
-        for h, idx, at, o, drop, code, src, _own in steps[start:]:
+        steps = [
+            s for step in steps[start:] for s in (step[2].steps if step[7] == _CHAIN else (step,))
+        ]
+        for h, idx, at, o, drop, code, src, _own in steps:
             vals = [r[j] for j in idx]
             bad = next((v for v in vals if type(v) is _Failed), None)
             if bad is not None:
