@@ -301,6 +301,8 @@ def _div_name(node: Node) -> str:
 #: read only when a node's name is asked for.
 PRIMITIVE_NAMES: dict[str, Any] = {
     "add_scaled": "AddBackward0",
+    "nll_loss": "NllLossBackward0",
+    "nll_loss_backward": "NllLossBackwardBackward0",
     "concat": "CatBackward0",
     "clip": "ClampBackward1",
     "cast": "ToCopyBackward0",

@@ -109,3 +109,17 @@ def conn(cluster):
         yield c
     finally:
         gt.disconnect()
+
+
+@pytest.fixture
+def sent(conn, monkeypatch):
+    """The opcodes ``conn`` queues from now on (a list the test may clear)."""
+    codes: list[int] = []
+    emit = conn.emit
+
+    def spy(opcode, out, args, attrs=None):
+        codes.append(opcode)
+        return emit(opcode, out, args, attrs)
+
+    monkeypatch.setattr(conn, "emit", spy)
+    return codes

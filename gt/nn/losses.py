@@ -15,11 +15,13 @@ from gt.factories import arange
 from gt.grad_graph import label
 from gt.ops.arith import where
 from gt.ops.autocast import autocast_op
+from gt.ops.base import BATCHING
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names (input, ...)
 
 _REDUCTIONS = ("mean", "sum", "none")
+_REAL_FLOATS = ("float32", "float64", "float16", "bfloat16")
 
 
 def _reduce(loss: Tensor, reduction: str, op: str) -> Tensor:
@@ -84,6 +86,20 @@ def _check_target(input: Tensor, target: Tensor, op: str) -> None:
         )
 
 
+def _one_primitive(x: Tensor, weight: Tensor | None, ignore_index: Any, reduction: str) -> bool:
+    """Whether ``nll_loss`` is the ``nll_loss`` primitive (see :mod:`gt.runtime.ops.nll`): real
+    float inputs, a weight that needs no gradient (PyTorch has none for it), and not inside
+    ``vmap``'s batched run (which has a rule for the ops it composes, not for this one)."""
+    return (
+        x.dtype in _REAL_FLOATS
+        and type(ignore_index) is int
+        and reduction in _REDUCTIONS
+        and not BATCHING
+        and (weight is None or (weight.dtype == x.dtype and not weight.requires_grad
+                                and weight.shape == (x.shape[1],)))
+    )  # fmt: skip
+
+
 @autocast_op("nll_loss")
 def nll_loss(
     input: Tensor,
@@ -102,6 +118,12 @@ def nll_loss(
     _check_target(input, target, "nll_loss")
     out_shape = target.shape
     x, t = _class_last(input, target, "nll_loss")
+    if _one_primitive(x, weight, ignore_index, reduction):
+        at = {"ignore_index": ignore_index, "reduction": reduction}
+        loss = x._apply("nll_loss", [x, t, weight], at)
+        if reduction == "none" and loss.shape != tuple(out_shape):
+            return label(loss.reshape(out_shape), "NllLossBackward0")  # ([N, d1, ...] inputs)
+        return loss
     keep = t != ignore_index
     safe = where(keep, t, 0)
     picked = x[arange(x.shape[0]), safe]

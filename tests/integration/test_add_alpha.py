@@ -14,20 +14,6 @@ ADD_SCALED = O.OPCODE["add_scaled"]
 rng = np.random.default_rng(3)
 
 
-@pytest.fixture
-def sent(conn, monkeypatch):
-    """The opcodes the connection queues from now on."""
-    codes: list[int] = []
-    emit = conn.emit
-
-    def spy(opcode, out, args, attrs=None):
-        codes.append(opcode)
-        return emit(opcode, out, args, attrs)
-
-    monkeypatch.setattr(conn, "emit", spy)
-    return codes
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_add_and_sub_with_alpha_are_one_instruction_with_the_same_bits(conn, sent, dtype):
     a = rng.standard_normal((5, 300)).astype(dtype)

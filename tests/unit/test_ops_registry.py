@@ -96,6 +96,11 @@ SAMPLES: dict[str, tuple[list, object]] = {
     "round": ([A], {"decimals": 1}),
     "trunc": ([A], None),
     "binary_cross_entropy": ([POS / 3.0, (A > 0).astype(np.float32)], None),
+    "nll_loss": ([A, np.array([0, 3, -100]), None], {"ignore_index": -100, "reduction": "mean"}),
+    "nll_loss_backward": (
+        [np.full((), 0.5, np.float32), np.array([0, 3, -100]), ROW],
+        {"ignore_index": -100, "reduction": "sum", "shape": [3, 4]},
+    ),  # fmt: skip
     "prod": ([A], {"axis": 1, "keepdims": True}),
     "cumprod": ([A], {"axis": 0}),
     "cumprod_grad": ([A, B], {"axis": 1}),

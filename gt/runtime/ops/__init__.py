@@ -33,6 +33,7 @@ from gt.runtime.ops import (
     linalg_eig,
     mathfn,
     movement,
+    nll,
     reduce,
     running,
     scan,
@@ -86,6 +87,7 @@ REGISTRY, BY_NAME = _build(
         *special_more.ENTRIES,
         *complexnum.ENTRIES,
         *linalg_eig.ENTRIES,
+        *nll.ENTRIES,
     ]
 )
 #: Op names by opcode (what traces carry in their header).
