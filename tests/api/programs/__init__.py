@@ -134,6 +134,9 @@ MODULES = (
     "trajectory_forecasting",
     "bioinformatics",
     "hypernetworks_nas",
+    "vector_retrieval",
+    "epidemiology_systems",
+    "interpretability",
 )
 
 
