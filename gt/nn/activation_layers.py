@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from gt import factories as F
@@ -21,8 +22,8 @@ class _Activation(Module):
 class ReLU(_Activation):
     """``max(x, 0)``."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.relu(x, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.relu(input, self.inplace)
 
     def extra_repr(self) -> str:
         return "inplace=True" if self.inplace else ""
@@ -31,8 +32,8 @@ class ReLU(_Activation):
 class ReLU6(_Activation):
     """``min(max(x, 0), 6)``."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.relu6(x, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.relu6(input, self.inplace)
 
     def extra_repr(self) -> str:
         return "inplace=True" if self.inplace else ""
@@ -41,22 +42,22 @@ class ReLU6(_Activation):
 class Tanh(_Activation):
     """Hyperbolic tangent."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return x.tanh()
+    def forward(self, input: Tensor) -> Tensor:
+        return input.tanh()
 
 
 class Sigmoid(_Activation):
     """Logistic sigmoid."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return x.sigmoid()
+    def forward(self, input: Tensor) -> Tensor:
+        return input.sigmoid()
 
 
 class SiLU(_Activation):
     """``x * sigmoid(x)``."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.silu(x, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.silu(input, self.inplace)
 
     def extra_repr(self) -> str:
         return "inplace=True" if self.inplace else ""
@@ -65,50 +66,50 @@ class SiLU(_Activation):
 class Mish(_Activation):
     """``x * tanh(softplus(x))``."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.mish(x, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.mish(input, self.inplace)
 
 
 class Hardswish(_Activation):
     """``x * relu6(x + 3) / 6``."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.hardswish(x, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.hardswish(input, self.inplace)
 
 
 class Hardsigmoid(_Activation):
     """``relu6(x + 3) / 6``."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.hardsigmoid(x, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.hardsigmoid(input, self.inplace)
 
 
 class Softsign(_Activation):
     """``x / (1 + |x|)``."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.softsign(x)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.softsign(input)
 
 
 class LogSigmoid(_Activation):
     """``log(sigmoid(x))``."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.logsigmoid(x)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.logsigmoid(input)
 
 
 class Tanhshrink(_Activation):
     """``x - tanh(x)``."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.tanhshrink(x)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.tanhshrink(input)
 
 
 class SELU(_Activation):
     """Scaled ELU."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.selu(x, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.selu(input, self.inplace)
 
     def extra_repr(self) -> str:
         return "inplace=True" if self.inplace else ""
@@ -121,8 +122,8 @@ class GELU(Module):
         super().__init__()
         self.approximate = approximate
 
-    def forward(self, x: Tensor) -> Tensor:
-        return x.gelu(self.approximate)
+    def forward(self, input: Tensor) -> Tensor:
+        return input.gelu(self.approximate)
 
     def extra_repr(self) -> str:
         return f"approximate={self.approximate!r}"
@@ -135,8 +136,8 @@ class LeakyReLU(Module):
         super().__init__()
         self.negative_slope, self.inplace = negative_slope, inplace
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.leaky_relu(x, self.negative_slope, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.leaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self) -> str:
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
@@ -149,8 +150,8 @@ class ELU(Module):
         super().__init__()
         self.alpha, self.inplace = alpha, inplace
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.elu(x, self.alpha, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.elu(input, self.alpha, self.inplace)
 
     def extra_repr(self) -> str:
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
@@ -159,19 +160,28 @@ class ELU(Module):
 class CELU(ELU):
     """``x`` for positive ``x``, else ``alpha * (exp(x / alpha) - 1)``."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.celu(x, self.alpha, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.celu(input, self.alpha, self.inplace)
 
 
 class Hardtanh(Module):
     """``x`` clamped to ``[min_val, max_val]``."""
 
-    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False,
+                 min_value: float | None = None, max_value: float | None = None):  # fmt: skip
         super().__init__()
+        if min_value is not None:
+            warnings.warn("keyword argument `min_value` is deprecated and renamed to `min_val`",
+                          FutureWarning, stacklevel=2)  # fmt: skip
+            min_val = min_value
+        if max_value is not None:
+            warnings.warn("keyword argument `max_value` is deprecated and renamed to `max_val`",
+                          FutureWarning, stacklevel=2)  # fmt: skip
+            max_val = max_value
         self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.hardtanh(x, self.min_val, self.max_val, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.hardtanh(input, self.min_val, self.max_val, self.inplace)
 
     def extra_repr(self) -> str:
         return f"min_val={self.min_val}, max_val={self.max_val}" + (
@@ -186,8 +196,8 @@ class Softplus(Module):
         super().__init__()
         self.beta, self.threshold = beta, threshold
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.softplus(x, self.beta, self.threshold)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.softplus(input, self.beta, self.threshold)
 
     def extra_repr(self) -> str:
         return f"beta={float(self.beta)}, threshold={float(self.threshold)}"
@@ -200,8 +210,8 @@ class Threshold(Module):
         super().__init__()
         self.threshold, self.value, self.inplace = threshold, value, inplace
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.threshold(x, self.threshold, self.value, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.threshold(input, self.threshold, self.value, self.inplace)
 
     def extra_repr(self) -> str:
         return f"threshold={self.threshold}, value={self.value}" + (
@@ -218,8 +228,8 @@ class PReLU(Module):
         self.num_parameters = num_parameters
         self.weight = Parameter(F.full((num_parameters,), init, dtype=dtype or "float32"))
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.prelu(x, self.weight)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.prelu(input, self.weight)
 
     def extra_repr(self) -> str:
         return f"num_parameters={self.num_parameters}"
@@ -232,8 +242,8 @@ class GLU(Module):
         super().__init__()
         self.dim = dim
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.glu(x, self.dim)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.glu(input, self.dim)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
@@ -253,8 +263,8 @@ class Softmax(Module):
         super().__init__()
         self.dim = dim
 
-    def forward(self, x: Tensor) -> Tensor:
-        return x.softmax(_implicit_dim(x, self.dim))
+    def forward(self, input: Tensor) -> Tensor:
+        return input.softmax(_implicit_dim(input, self.dim))
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
@@ -263,12 +273,12 @@ class Softmax(Module):
 class LogSoftmax(Softmax):
     """Log-softmax over ``dim``."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return x.log_softmax(_implicit_dim(x, self.dim))
+    def forward(self, input: Tensor) -> Tensor:
+        return input.log_softmax(_implicit_dim(input, self.dim))
 
 
 class Softmin(Softmax):
     """Softmax of ``-x`` over ``dim``."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.softmin(x, _implicit_dim(x, self.dim))
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.softmin(input, _implicit_dim(input, self.dim))

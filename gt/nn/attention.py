@@ -38,8 +38,8 @@ class NonDynamicallyQuantizableLinear(Module):
             else:
                 self.register_parameter("bias", None)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.linear(x, self.weight, self.bias)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.linear(input, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return (

@@ -75,10 +75,10 @@ class Sequential(_NumberedModules):
             for i, m in enumerate(modules):
                 self.add_module(str(i), m)
 
-    def forward(self, x: Any) -> Any:
+    def forward(self, input: Any) -> Any:
         for m in self._modules.values():
-            x = m(x)
-        return x
+            input = m(input)
+        return input
 
     def __getitem__(self, idx: Any) -> Any:
         if isinstance(idx, slice):  # the slice keeps the modules' names, as in PyTorch

@@ -41,8 +41,8 @@ class _ConvNd(Module):
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
                  padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
-                 padding_mode: str = "zeros", output_padding: Any = 0, device: Any = None,
-                 dtype: Any = None):  # fmt: skip
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None, *,
+                 output_padding: Any = 0):  # fmt: skip
         super().__init__()
         n = self._dims
         if groups <= 0:
@@ -105,8 +105,8 @@ class _ConvNd(Module):
         conv = (C.conv1d, C.conv2d, C.conv3d)[self._dims - 1]
         return conv(x, weight, bias, self.stride, padding, self.dilation, self.groups)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return self._conv_forward(x, self.weight, self.bias)
+    def forward(self, input: Tensor) -> Tensor:
+        return self._conv_forward(input, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         n = self._dims
@@ -155,7 +155,7 @@ class _ConvTransposeNd(_ConvNd):
                  dilation: Any = 1, padding_mode: str = "zeros", device: Any = None,
                  dtype: Any = None):  # fmt: skip
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
-                         bias, padding_mode, output_padding, device, dtype)  # fmt: skip
+                         bias, padding_mode, device, dtype, output_padding=output_padding)  # fmt: skip
 
     def _output_padding(self, x: Tensor, output_size: Any) -> tuple:
         """``output_padding`` that gives ``output_size`` (PyTorch's rule and messages)."""
@@ -181,10 +181,10 @@ class _ConvTransposeNd(_ConvNd):
             )
         return tuple(v - lo for v, lo in zip(size, low))
 
-    def forward(self, x: Tensor, output_size: Any = None) -> Tensor:
+    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:
         conv = (C.conv_transpose1d, C.conv_transpose2d, C.conv_transpose3d)[self._dims - 1]
-        return conv(x, self.weight, self.bias, self.stride, self.padding,
-                    self._output_padding(x, output_size), self.groups, self.dilation)  # fmt: skip
+        return conv(input, self.weight, self.bias, self.stride, self.padding,
+                    self._output_padding(input, output_size), self.groups, self.dilation)  # fmt: skip
 
 
 class ConvTranspose1d(_ConvTransposeNd):
@@ -219,9 +219,9 @@ class _MaxPoolNd(Module):
         self.padding, self.dilation = padding, dilation
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, input: Tensor) -> Tensor:
         pool = (P.max_pool1d, P.max_pool2d, P.max_pool3d)[self._dims - 1]
-        return pool(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+        return pool(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
                     self.return_indices)  # fmt: skip
 
     def extra_repr(self) -> str:
@@ -262,9 +262,9 @@ class _AvgPoolNd(Module):
         self.padding, self.ceil_mode = padding, ceil_mode
         self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, input: Tensor) -> Tensor:
         pool = P.avg_pool3d if self._dims == 3 else P.avg_pool2d
-        return pool(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+        return pool(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                     self.count_include_pad, self.divisor_override)  # fmt: skip
 
     def extra_repr(self) -> str:
@@ -293,8 +293,8 @@ class AvgPool1d(Module):
         self.padding = _ntuple(padding, 1)
         self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
 
-    def forward(self, x: Tensor) -> Tensor:
-        return P.avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+    def forward(self, input: Tensor) -> Tensor:
+        return P.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                             self.count_include_pad)  # fmt: skip
 
     def extra_repr(self) -> str:
@@ -316,43 +316,43 @@ class _AdaptivePool(Module):
 class AdaptiveAvgPool1d(_AdaptivePool):
     """1-d average pooling to a fixed output size."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return P.adaptive_avg_pool1d(x, self.output_size)
+    def forward(self, input: Tensor) -> Tensor:
+        return P.adaptive_avg_pool1d(input, self.output_size)
 
 
 class AdaptiveAvgPool2d(_AdaptivePool):
     """Average pooling to a fixed output size."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return P.adaptive_avg_pool2d(x, self.output_size)
+    def forward(self, input: Tensor) -> Tensor:
+        return P.adaptive_avg_pool2d(input, self.output_size)
 
 
 class AdaptiveAvgPool3d(_AdaptivePool):
     """3-d average pooling of ``[N, C, D, H, W]`` to a fixed output size (``1``: global)."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return P.adaptive_avg_pool3d(x, self.output_size)
+    def forward(self, input: Tensor) -> Tensor:
+        return P.adaptive_avg_pool3d(input, self.output_size)
 
 
 class AdaptiveMaxPool1d(_AdaptivePool):
     """1-d max pooling to a fixed output size."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return P.adaptive_max_pool1d(x, self.output_size, self.return_indices)
+    def forward(self, input: Tensor) -> Tensor:
+        return P.adaptive_max_pool1d(input, self.output_size, self.return_indices)
 
 
 class AdaptiveMaxPool2d(_AdaptivePool):
     """Max pooling to a fixed output size."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return P.adaptive_max_pool2d(x, self.output_size, self.return_indices)
+    def forward(self, input: Tensor) -> Tensor:
+        return P.adaptive_max_pool2d(input, self.output_size, self.return_indices)
 
 
 class AdaptiveMaxPool3d(_AdaptivePool):
     """3-d max pooling of ``[N, C, D, H, W]`` to a fixed output size."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return P.adaptive_max_pool3d(x, self.output_size, self.return_indices)
+    def forward(self, input: Tensor) -> Tensor:
+        return P.adaptive_max_pool3d(input, self.output_size, self.return_indices)
 
 
 class Upsample(Module):
@@ -367,8 +367,8 @@ class Upsample(Module):
         )
         self.recompute_scale_factor = recompute_scale_factor
 
-    def forward(self, x: Tensor) -> Tensor:
-        return interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
+    def forward(self, input: Tensor) -> Tensor:
+        return interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
                              self.recompute_scale_factor)  # fmt: skip
 
     def extra_repr(self) -> str:
@@ -391,8 +391,8 @@ class Unfold(Module):
             stride,
         )
 
-    def forward(self, x: Tensor) -> Tensor:
-        return C.unfold(x, self.kernel_size, self.dilation, self.padding, self.stride)
+    def forward(self, input: Tensor) -> Tensor:
+        return C.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
 
     def extra_repr(self) -> str:
         return (
@@ -409,9 +409,9 @@ class Fold(Unfold):
         super().__init__(kernel_size, dilation, padding, stride)
         self.output_size = output_size
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, input: Tensor) -> Tensor:
         return C.fold(
-            x, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride
+            input, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride
         )
 
     def extra_repr(self) -> str:
@@ -425,8 +425,8 @@ class ZeroPad2d(Module):
         super().__init__()
         self.padding = _ntuple(padding, 4)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.pad(x, self.padding)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.pad(input, self.padding)
 
     def extra_repr(self) -> str:
         return f"{self.padding}"

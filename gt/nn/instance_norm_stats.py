@@ -25,12 +25,12 @@ def instance_norm_tracked(x: Tensor, running_mean: Tensor, running_var: Tensor,
 class _TrackedInstanceNorm:
     """Mixed into an ``InstanceNorm*d`` whose ``track_running_stats`` is on."""
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, input: Tensor) -> Tensor:
         if not self.track_running_stats:
-            return super().forward(x)  # type: ignore[misc]
-        unbatched = x.ndim == self._unbatched_dims
+            return super().forward(input)  # type: ignore[misc]
+        unbatched = input.ndim == self._unbatched_dims
         momentum = 0.0 if self.momentum is None else self.momentum
-        out = instance_norm_tracked(x.unsqueeze(0) if unbatched else x, self.running_mean,
+        out = instance_norm_tracked(input.unsqueeze(0) if unbatched else input, self.running_mean,
                                     self.running_var, self.weight, self.bias,
                                     self.training, momentum, self.eps)  # fmt: skip
         return out.squeeze(0) if unbatched else out

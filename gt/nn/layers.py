@@ -67,8 +67,8 @@ class Linear(Module):
         else:
             self.register_parameter("bias", None)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.linear(x, self.weight, self.bias)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.linear(input, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
@@ -80,8 +80,8 @@ class Identity(Module):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__()
 
-    def forward(self, x: Any) -> Any:
-        return x
+    def forward(self, input: Any) -> Any:
+        return input
 
 
 class Flatten(Module):
@@ -91,8 +91,8 @@ class Flatten(Module):
         super().__init__()
         self.start_dim, self.end_dim = start_dim, end_dim
 
-    def forward(self, x: Tensor) -> Tensor:
-        return x.flatten(self.start_dim, self.end_dim)
+    def forward(self, input: Tensor) -> Tensor:
+        return input.flatten(self.start_dim, self.end_dim)
 
     def extra_repr(self) -> str:
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
@@ -105,8 +105,8 @@ class Unflatten(Module):
         super().__init__()
         self.dim, self.unflattened_size = dim, tuple(unflattened_size)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return x.unflatten(self.dim, self.unflattened_size)
+    def forward(self, input: Tensor) -> Tensor:
+        return input.unflatten(self.dim, self.unflattened_size)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
@@ -121,8 +121,8 @@ class Dropout(Module):
             raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
         self.p, self.inplace = p, inplace
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.dropout(x, self.p, self.training)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.dropout(input, self.p, self.training)
 
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"
@@ -131,15 +131,15 @@ class Dropout(Module):
 class Dropout1d(Dropout):
     """Zero whole channels of ``[N, C, L]`` with probability ``p`` while training."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.dropout1d(x, self.p, self.training)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.dropout1d(input, self.p, self.training)
 
 
 class Dropout2d(Dropout):
     """Zero whole channels of ``[N, C, H, W]`` with probability ``p`` while training."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.dropout2d(x, self.p, self.training)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.dropout2d(input, self.p, self.training)
 
 
 class LayerNorm(Module):
@@ -178,8 +178,8 @@ class LayerNorm(Module):
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return fn.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
         return (
@@ -224,8 +224,8 @@ class Embedding(Module):
         rows, dim = embeddings.shape
         return cls(rows, dim, padding_idx, _weight=embeddings, _freeze=freeze, **kwargs)
 
-    def forward(self, idx: Tensor) -> Tensor:
-        return fn.embedding(idx, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
                             self.scale_grad_by_freq, self.sparse)  # fmt: skip
 
     def extra_repr(self) -> str:

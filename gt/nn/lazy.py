@@ -81,13 +81,13 @@ class LazyLinear(LazyModuleMixin, Linear):
         if bias:
             self.bias = UninitializedParameter(dtype=dtype)
 
-    def forward(self, x: Tensor) -> Tensor:
-        self.in_features = n = int(x.shape[-1])
+    def forward(self, input: Tensor) -> Tensor:
+        self.in_features = n = int(input.shape[-1])
         fill_placeholder(self.weight, _uniform_value((self.out_features, n), n, self.weight.dtype))
         if self.bias is not None:
             fill_placeholder(self.bias, _uniform_value((self.out_features,), n, self.bias.dtype))
         self.__class__ = self.cls_to_become
-        return self.forward(x)
+        return self.forward(input)
 
 
 class _LazyConvMixin(LazyModuleMixin):
@@ -134,9 +134,9 @@ class _LazyConvNd(_LazyConvMixin, _ConvNd):
                          padding_mode, dtype=dtype)  # fmt: skip
         self._placeholders(bias, dtype)
 
-    def forward(self, x: Tensor) -> Tensor:
-        self._materialize(x)
-        return self.forward(x)
+    def forward(self, input: Tensor) -> Tensor:
+        self._materialize(input)
+        return self.forward(input)
 
 
 class LazyConv1d(_LazyConvNd):
@@ -167,9 +167,9 @@ class _LazyConvTransposeNd(_LazyConvMixin, _ConvTransposeNd):
                          bias, dilation, padding_mode, dtype=dtype)  # fmt: skip
         self._placeholders(bias, dtype)
 
-    def forward(self, x: Tensor, output_size: Any = None) -> Tensor:
-        self._materialize(x)
-        return self.forward(x, output_size)
+    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:
+        self._materialize(input)
+        return self.forward(input, output_size)
 
 
 class LazyConvTranspose1d(_LazyConvTransposeNd):
@@ -219,19 +219,20 @@ class _LazyBatchNorm(_LazyNormMixin, _BatchNorm):
     cls_to_become: type = BatchNorm1d
 
     def __init__(self, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
-                 track_running_stats: bool = True, device: Any = None, dtype: Any = None):  # fmt: skip
-        super().__init__(0, eps, momentum, affine, track_running_stats, dtype=dtype)
-        self._placeholders(affine, track_running_stats, True, dtype)
+                 track_running_stats: bool = True, device: Any = None, dtype: Any = None, *,
+                 bias: bool = True):  # fmt: skip
+        super().__init__(0, eps, momentum, affine, track_running_stats, dtype=dtype, bias=bias)
+        self._placeholders(affine, track_running_stats, bias, dtype)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, input: Tensor) -> Tensor:
         dims = self.cls_to_become._expected_dims
-        if x.ndim not in dims:
+        if input.ndim not in dims:
             raise ValueError(
-                f"expected {' or '.join(f'{d}D' for d in dims)} input (got {x.ndim}D input)"
+                f"expected {' or '.join(f'{d}D' for d in dims)} input (got {input.ndim}D input)"
             )
-        self._materialize(int(x.shape[1]))
+        self._materialize(int(input.shape[1]))
         self.__class__ = self.cls_to_become
-        return self.forward(x)
+        return self.forward(input)
 
 
 class LazyBatchNorm1d(_LazyBatchNorm):
@@ -268,13 +269,13 @@ class _LazyInstanceNorm(_LazyNormMixin, _InstanceNorm):
         if track_running_stats:
             self.register_buffer("num_batches_tracked", F.zeros((), dtype="int64"))
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, input: Tensor) -> Tensor:
         d = self._unbatched_dims
-        if x.ndim not in (d, d + 1):
-            raise ValueError(f"expected {d}D or {d + 1}D input (got {x.ndim}D input)")
-        self._materialize(int(x.shape[0] if x.ndim == d else x.shape[1]))
+        if input.ndim not in (d, d + 1):
+            raise ValueError(f"expected {d}D or {d + 1}D input (got {input.ndim}D input)")
+        self._materialize(int(input.shape[0] if input.ndim == d else input.shape[1]))
         self.__class__ = self._with_stats if self.track_running_stats else self.cls_to_become
-        return self.forward(x)
+        return self.forward(input)
 
 
 class LazyInstanceNorm1d(_LazyInstanceNorm):

@@ -130,8 +130,9 @@ class BCEWithLogitsLoss(_Loss):
 class MarginRankingLoss(_Loss):
     """``max(0, -target * (x1 - x2) + margin)``."""
 
-    def __init__(self, margin: float = 0.0, reduction: str = "mean"):
-        super().__init__(reduction=reduction)
+    def __init__(self, margin: float = 0.0, size_average: Any = None, reduce: Any = None,
+                 reduction: str = "mean"):  # fmt: skip
+        super().__init__(size_average, reduce, reduction)
         self.margin = margin
 
     def forward(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
@@ -141,8 +142,9 @@ class MarginRankingLoss(_Loss):
 class CosineEmbeddingLoss(_Loss):
     """``1 - cos`` for similar pairs, ``max(0, cos - margin)`` for dissimilar ones."""
 
-    def __init__(self, margin: float = 0.0, reduction: str = "mean"):
-        super().__init__(reduction=reduction)
+    def __init__(self, margin: float = 0.0, size_average: Any = None, reduce: Any = None,
+                 reduction: str = "mean"):  # fmt: skip
+        super().__init__(size_average, reduce, reduction)
         self.margin = margin
 
     def forward(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:

@@ -48,13 +48,16 @@ class _BatchNorm(_NormStateVersion, Module):
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, device: Any = None,
-                 dtype: Any = None):  # fmt: skip
+                 dtype: Any = None, *, bias: bool = True):  # fmt: skip
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         if affine:
             self.weight = Parameter(F.ones(num_features, dtype=dtype))
-            self.bias = Parameter(F.zeros(num_features, dtype=dtype))
+            if bias:
+                self.bias = Parameter(F.zeros(num_features, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -75,10 +78,10 @@ class _BatchNorm(_NormStateVersion, Module):
                 self.running_var.fill_(1.0)
                 self.num_batches_tracked.zero_()
 
-    def forward(self, x: Tensor) -> Tensor:
-        if self._expected_dims and x.ndim not in self._expected_dims:
+    def forward(self, input: Tensor) -> Tensor:
+        if self._expected_dims and input.ndim not in self._expected_dims:
             raise ValueError(
-                f"expected {' or '.join(f'{d}D' for d in self._expected_dims)} input (got {x.ndim}D input)"
+                f"expected {' or '.join(f'{d}D' for d in self._expected_dims)} input (got {input.ndim}D input)"
             )
         momentum = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
@@ -88,7 +91,7 @@ class _BatchNorm(_NormStateVersion, Module):
                 momentum = 1.0 / float(self.num_batches_tracked.item())
         use_batch = self.training or not self.track_running_stats
         return N.batch_norm(
-            x,
+            input,
             self.running_mean if not self.training or self.track_running_stats else None,
             self.running_var if not self.training or self.track_running_stats else None,
             self.weight,
@@ -127,7 +130,7 @@ class GroupNorm(Module):
     """Normalize groups of channels of each sample, then scale and shift per channel."""
 
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
-                 device: Any = None, dtype: Any = None):  # fmt: skip
+                 device: Any = None, dtype: Any = None, *, bias: bool = True):  # fmt: skip
         super().__init__()
         if num_channels % num_groups:
             raise ValueError("num_channels must be divisible by num_groups")
@@ -139,13 +142,16 @@ class GroupNorm(Module):
         )
         if affine:
             self.weight = Parameter(F.ones(num_channels, dtype=dtype))
-            self.bias = Parameter(F.zeros(num_channels, dtype=dtype))
+            if bias:
+                self.bias = Parameter(F.zeros(num_channels, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return N.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+    def forward(self, input: Tensor) -> Tensor:
+        return N.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
         return (
@@ -175,10 +181,10 @@ class _InstanceNorm(_NormStateVersion, Module):
             self.register_buffer("running_var", F.ones(num_features, dtype=dtype))
             self.register_buffer("num_batches_tracked", F.zeros((), dtype="int64"))
 
-    def forward(self, x: Tensor) -> Tensor:
-        unbatched = x.ndim == self._unbatched_dims
+    def forward(self, input: Tensor) -> Tensor:
+        unbatched = input.ndim == self._unbatched_dims
         stats = (self.running_mean, self.running_var) if self.track_running_stats else (None, None)
-        out = N.instance_norm(x.unsqueeze(0) if unbatched else x, *stats, self.weight, self.bias,
+        out = N.instance_norm(input.unsqueeze(0) if unbatched else input, *stats, self.weight, self.bias,
                               self.training or not self.track_running_stats,
                               0.0 if self.momentum is None else self.momentum, self.eps)  # fmt: skip
         return out.squeeze(0) if unbatched else out
@@ -239,10 +245,10 @@ class LocalResponseNorm(Module):
         super().__init__()
         self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
 
-    def forward(self, x: Tensor) -> Tensor:
-        if x.ndim < 3:
-            raise ShapeError(f"LocalResponseNorm: expected 3-d or more input, got {x.ndim}-d")
-        return N.local_response_norm(x, self.size, self.alpha, self.beta, self.k)
+    def forward(self, input: Tensor) -> Tensor:
+        if input.ndim < 3:
+            raise ShapeError(f"LocalResponseNorm: expected 3-d or more input, got {input.ndim}-d")
+        return N.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
 
     def extra_repr(self) -> str:
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

@@ -48,10 +48,10 @@ class _PadNd(Module):
             if self._mode == "circular" and (before > size or after > size):
                 raise RuntimeError("Padding value causes wrapping around more than once.")
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, input: Tensor) -> Tensor:
         if self._mode != "constant":
-            self._check(x)
-        return pad(x, self.padding, self._mode)
+            self._check(input)
+        return pad(input, self.padding, self._mode)
 
     def extra_repr(self) -> str:
         return f"{self.padding}"
@@ -62,8 +62,8 @@ class _ConstantPadNd(_PadNd):
         super().__init__(padding)
         self.value = value
 
-    def forward(self, x: Tensor) -> Tensor:
-        return pad(x, self.padding, "constant", self.value)
+    def forward(self, input: Tensor) -> Tensor:
+        return pad(input, self.padding, "constant", self.value)
 
     def extra_repr(self) -> str:
         return f"padding={self.padding}, value={self.value}"

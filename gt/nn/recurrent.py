@@ -412,12 +412,13 @@ class RNNCellBase(Module):
         self,
         input_size: int,
         hidden_size: int,
-        bias: bool = True,
+        bias: bool,
+        num_chunks: int,
         device: Any = None,
         dtype: Any = None,
     ):
         super().__init__()
-        gates = self.gates
+        gates = num_chunks
         self.input_size = input_size
         self.hidden_size = hidden_size
         self.bias = bias
@@ -482,7 +483,7 @@ class RNNCell(RNNCellBase):
     ):
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"Unknown nonlinearity: {nonlinearity}")
-        super().__init__(input_size, hidden_size, bias, device, dtype)
+        super().__init__(input_size, hidden_size, bias, self.gates, device, dtype)
         self.nonlinearity = nonlinearity
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
@@ -497,6 +498,10 @@ class LSTMCell(RNNCellBase):
 
     gates = 4
 
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device: Any = None,
+                 dtype: Any = None):  # fmt: skip
+        super().__init__(input_size, hidden_size, bias, self.gates, device, dtype)
+
     def forward(self, input: Tensor, hx: Any = None) -> tuple[Tensor, Tensor]:
         x, (h, c), batched = self._prepare(input, [None, None] if hx is None else list(hx))
         gi = fn.linear(x, self.weight_ih, self.bias_ih)
@@ -508,6 +513,10 @@ class GRUCell(RNNCellBase):
     """One step of :class:`GRU`: ``forward(input, hx=None)`` returns ``h'``."""
 
     gates = 3
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device: Any = None,
+                 dtype: Any = None):  # fmt: skip
+        super().__init__(input_size, hidden_size, bias, self.gates, device, dtype)
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
         x, (h,), batched = self._prepare(input, [hx])

@@ -36,12 +36,12 @@ class SyncBatchNorm(_BatchNorm):
             self.register_parameter("bias", None)
         self.process_group = process_group
 
-    def forward(self, x: Tensor) -> Tensor:
-        if x.ndim < 2:
-            raise ValueError(f"expected at least 2D input (got {x.ndim}D input)")
-        if x.shape[1] == 0:
+    def forward(self, input: Tensor) -> Tensor:
+        if input.ndim < 2:
+            raise ValueError(f"expected at least 2D input (got {input.ndim}D input)")
+        if input.shape[1] == 0:
             raise ValueError("SyncBatchNorm number of input channels should be non-zero")
-        return super().forward(x)
+        return super().forward(input)
 
     @classmethod
     def convert_sync_batchnorm(cls, module: Module, process_group: Any = None) -> Module:
