@@ -363,12 +363,73 @@ def linspace(
         return _into(out, made, "linspace")
     if steps < 0:
         raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
+    cdt = complex_dtype(start, end, dtype, "linspace")
+    if cdt is not None:  # complex ends or dtype: each part as PyTorch's real kernel makes it
+        values = _complex_linspace_values(as_complex(start), as_complex(end), steps, cdt)
+        return from_numpy(values, requires_grad)
     dt = _float_dtype(dtype, "linspace")
     if dt in ("float32", "float64"):
         return from_numpy(_linspace_values(float(start), float(end), steps, dt), requires_grad)
     t = arange(steps, dtype=dt)
     out = t * ((end - start) / (steps - 1)) + start if steps > 1 else t + start
     return out.requires_grad_(True) if requires_grad else out
+
+
+#: How PyTorch's messages name the dtypes a complex range may not be cast to.
+_SCALAR = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
+           "int64": "Long", "float16": "Half", "bfloat16": "BFloat16", "float32": "Float",
+           "float64": "Double"}  # fmt: skip
+
+
+def _value(v: Any) -> Any:
+    """A Python number for a range's end (a 0-d tensor's value)."""
+    return v.item() if isinstance(v, Tensor) else v
+
+
+def as_complex(v: Any) -> complex:
+    """A range's end (a number or a 0-d tensor) as a Python complex number."""
+    return complex(_value(v))
+
+
+def _is_complex(v: Any) -> bool:
+    if isinstance(v, Tensor):
+        return v.dtype in S.COMPLEX_DTYPES
+    return isinstance(v, (complex, np.complexfloating))
+
+
+def complex_dtype(start: Any, end: Any, dtype: Any, op: str) -> str | None:
+    """The complex dtype of ``linspace``/``logspace`` (``op``) from ``start`` to ``end``: the one
+    asked for, or the default float's complex dtype for a complex end (``None``: a real range).
+
+    Raises:
+        RuntimeError: complex ends and a real ``dtype``, with PyTorch's message.
+    """
+    ends = _is_complex(start) or _is_complex(end)
+    asked = None if dtype is None else S.canonical_dtype(dtype)
+    if asked in S.COMPLEX_DTYPES:
+        return asked
+    if not ends:
+        return None
+    inferred = S.complex_of(S.canonical_dtype(None))
+    if asked is not None:
+        part = "double" if inferred == "complex128" else "float"
+        raise RuntimeError(f"torch.{op}(): inferred dtype c10::complex<{part}> can't be safely "
+                           f"cast to passed dtype {_SCALAR.get(asked, asked)}")  # fmt: skip
+    return inferred
+
+
+def _complex_linspace_values(start: complex, end: complex, steps: int, dtype: str) -> np.ndarray:
+    """PyTorch's CPU ``linspace`` of a complex dtype: its step is the real and imaginary parts'
+    steps, so each part is the real ``linspace`` of the parts (:func:`_linspace_values`), to the
+    last bit (checked against PyTorch 2.13 on random ends and lengths)."""
+    real = S.REAL_OF[dtype]
+    t = np.dtype(real).type
+    with np.errstate(over="ignore", invalid="ignore"):
+        re = _linspace_values(float(t(start.real)), float(t(end.real)), steps, real)
+        im = _linspace_values(float(t(start.imag)), float(t(end.imag)), steps, real)
+    out = np.empty(steps, dtype)
+    out.real, out.imag = re, im
+    return out
 
 
 def _linspace_values(start: float, end: float, steps: int, dtype: str) -> np.ndarray:

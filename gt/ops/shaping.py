@@ -11,10 +11,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gt import shapes as S
+from gt._dtype import _ITEMSIZE, name_of
+from gt._dtype import dtype as _DType
 from gt.errors import ShapeError
 from gt.grad_graph import label
 from gt.indexing import encode_key
-from gt.ops import layout, views
+from gt.ops import layout, storage, views
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -63,17 +65,64 @@ class ShapeOps:
     def view(self, *shape: Any, **kw: Any) -> Tensor:
         """Same as :meth:`reshape`: an in-place op on the result also changes this tensor (see
         :mod:`gt.ops.views`). The shape may also be given as ``size=``."""
+        if not shape and set(kw) == {"dtype"}:
+            shape = (kw.pop("dtype"),)
         shape = _shape_keyword("view", "size", shape, kw)
+        if len(shape) == 1 and isinstance(shape[0], _DType):
+            return self._view_dtype(shape[0])
         if (
             len(shape) == 1
             and not isinstance(shape[0], (tuple, list))
-            and not hasattr(shape[0], "__index__")
+            and (not hasattr(shape[0], "__index__") or isinstance(shape[0], type))
         ):
             raise TypeError(
-                f"view({shape[0]!r}): reinterpreting the bytes as another dtype is not supported; "
-                "use .to(dtype) to convert"
+                f"view() received an invalid combination of arguments - got "
+                f"({type(shape[0]).__name__}), but expected one of:\n * (gt.dtype dtype)\n"
+                " * (tuple of ints size)"
             )
         return self.reshape(*shape)
+
+    def _view_dtype(self, dtype: Any) -> Tensor:
+        """``view(dtype)``: the same bytes seen as ``dtype`` (NumPy's ``arr.view(dtype)``), with
+        PyTorch's rules and messages where the element sizes differ (the last dim scales; it must
+        be laid out contiguously). A view sharing the value both ways (:mod:`gt.ops.views`),
+        outside autograd, as PyTorch's (never differentiable, ``_base`` is ``None``)."""
+        old, new = name_of(self.dtype), name_of(dtype)
+        a, b = _ITEMSIZE[old], _ITEMSIZE[new]
+        strides = layout.strides_of(self)
+        if a != b:
+            what = f"to view {_SCALAR[old]} as {_SCALAR[new]} (different element sizes)"
+            if self.ndim == 0:
+                raise ShapeError(f"self.dim() cannot be 0 {what}")
+            if a > b:
+                if strides[-1] != 1:
+                    raise ShapeError(f"self.stride(-1) must be 1 {what}, but got {strides[-1]}")
+                r = a // b
+                strides = (*(s * r for s in strides[:-1]), 1)
+            else:
+                r = b // a
+                if self.shape[-1] % r:
+                    raise ShapeError(
+                        f"self.size(-1) must be divisible by {r} {what}, but got {self.shape[-1]}"
+                    )
+                offset = storage.placement(self)[1] if self._vb is not None else 0
+                if offset % r:
+                    raise ShapeError(
+                        f"self.storage_offset() must be divisible by {r} {what}, but got {offset}"
+                    )
+                if strides[-1] != 1:
+                    raise ShapeError(f"self.stride(-1) must be 1 {what}, but got {strides[-1]}")
+                for d, s in enumerate(strides[:-1]):
+                    if s % r:
+                        raise ShapeError(
+                            f"self.stride({d}) must be divisible by {r} {what}, but got {s}"
+                        )
+                strides = (*(s // r for s in strides[:-1]), 1)
+        out = self._apply("view_dtype", [self], {"dtype": new, "from": old}, grad=False)
+        if self._st is not None and strides != layout.row_major(tuple(out.shape)):
+            out._st = strides
+        views.link(self, out, "dtype", new)
+        return out
 
     def view_as(self, other: Tensor) -> Tensor:
         """Reshape to ``other``'s shape."""
@@ -347,6 +396,10 @@ class ShapeOps:
 
 
 #: PyTorch's node of ``squeeze()``, ``squeeze(dim)`` and ``squeeze(dims)``.
+#: PyTorch's scalar type names (its messages name dtypes so).
+_SCALAR = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
+           "int64": "Long", "float16": "Half", "bfloat16": "BFloat16", "float32": "Float",
+           "float64": "Double", "complex64": "ComplexFloat", "complex128": "ComplexDouble"}  # fmt: skip
 _SQUEEZE_NODE = ("SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2")
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gt._dtype import _ITEMSIZE
 from gt.ops import layout
 
 #: Made-up addresses start here and are 4 KiB apart per live tensor (``id`` is unique while it
@@ -32,7 +33,7 @@ def placement(t: Any) -> tuple[Any, int, tuple]:
     if root._proxy:
         root = root._owner
     shape, strides = tuple(root.shape), layout.strides_of(root)
-    offset = 0
+    offset, size = 0, root.dtype.itemsize
     for kind, data in vb[1]:
         if kind == "key":
             shape, strides, more = layout.key_geometry(shape, strides, data)
@@ -47,6 +48,13 @@ def placement(t: Any) -> tuple[Any, int, tuple]:
             new = tuple(data)
             strides = layout.view_strides(shape, strides, new) or layout.row_major(new)
             shape = new
+        elif kind == "dtype":  # counted in the new dtype's elements (PyTorch's view_dtype)
+            new = _ITEMSIZE[data]
+            if new != size and shape:
+                offset = offset * size // new
+                strides = (*(s * size // new for s in strides[:-1]), 1)
+                shape = (*shape[:-1], shape[-1] * size // new)
+            size = new
     return root, offset, layout.strides_of(t)
 
 
@@ -129,9 +137,10 @@ class TypedStorage(UntypedStorage):
 
 def base_of(t: Any) -> Any:
     """``t._base``: the tensor a view was taken from (its root), ``None`` for a tensor that is
-    not a view. ``detach()`` shares storage without being a view, as in PyTorch."""
+    not a view. ``detach()`` and ``view(dtype)`` share storage without being views (outside
+    autograd), as in PyTorch."""
     vb = t._vb
-    if vb is None or any(kind == "detach" for kind, _ in vb[1]):
+    if vb is None or any(kind == "detach" or kind == "dtype" for kind, _ in vb[1]):
         return None
     root, _, _ = placement(t)
     return None if root is t else root

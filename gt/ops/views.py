@@ -21,7 +21,8 @@ remembers its live views. Intermediate views need not stay alive: ``x.t()[2].fil
   not touch as they are (a flat buffer's other parameters, the other colour of a red-black
   sweep): only their versions move. ``x[key] += v`` writes ``x`` once (the view does it).
 
-A ``detach()`` step shares outside autograd (no graph, no leaf check), as ``root.data`` would. A
+A ``detach()`` step shares outside autograd (no graph, no leaf check), as ``root.data`` would,
+and so does a ``view(dtype)`` step (the bytes seen as another dtype; never differentiable). A
 view stops following when it or its root is reshaped in place, or the root is gone; ``x.data =
 y`` gives ``x`` a value that its old views do not see and that it shares with ``y`` from then
 on (a ``detach()`` step: ``p.data = flat[a:b].view_as(p)`` makes ``p`` a view of ``flat``), as
@@ -34,6 +35,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+from gt._dtype import dtype as as_dtype
 from gt.grad_mode import _mode
 from gt.indexing import encode_key
 
@@ -49,7 +51,8 @@ parts: list = []
 def link(base: Any, view: Any, kind: str, data: Any) -> None:
     """Record that ``view`` is ``base`` seen through ``kind`` (``"key"``: ``base[data]``,
     ``"reshape"``, ``"perm"``: ``base.permute(data)``, ``"diag"``: ``base.diagonal(*data)``,
-    ``"detach"``: ``base.detach()``, ``"real"``/``"imag"``: a complex base's part)."""
+    ``"detach"``: ``base.detach()``, ``"real"``/``"imag"``: a complex base's part, ``"dtype"``:
+    ``base.view(data)``, its bytes seen as dtype ``data``)."""
     step = (kind, view.shape if kind == "reshape" else data)
     vb = base._vb
     if vb is not None and vb[0]() is not None:  # a view of a view: one more step from the root
@@ -127,7 +130,7 @@ def _write_into_root(view: Any, take_value: Any) -> None:
     if root is None:
         return
     steps = view._vb[1]
-    detached = any(kind == "detach" for kind, _ in steps)
+    detached = _outside(steps)
     if not detached and _mode.enabled and root.requires_grad and root._node is None:
         view._vb = None
         raise RuntimeError(
@@ -160,6 +163,8 @@ def _write_into_root(view: Any, take_value: Any) -> None:
             take_value(parent, parent.diagonal_scatter(view, *data))
         elif kind == "reshape" or kind == "detach":
             take_value(parent, _aliased(view.reshape(parent.shape), view))
+        elif kind == "dtype":  # the bytes seen as the parent's dtype again
+            take_value(parent, _aliased(view._view_dtype(parent.dtype), view))
         elif kind == "real" or kind == "imag":  # a complex tensor's part: the other part kept
             parts_ = (view, parent.imag) if kind == "real" else (parent.real, view)
             take_value(parent, parent._apply("complex", [p.to(view.dtype) for p in parts_]))
@@ -188,7 +193,7 @@ def _follow(root: Any, take_value: Any) -> None:
         if src is None:
             continue
         steps = v._vb[1]
-        detached = any(kind == "detach" for kind, _ in steps)
+        detached = _outside(steps)
         if part is not None and steps[0][0] == "key" and _apart(part, steps[0][1], root.shape):
             # (a flat buffer's other parameters: unchanged, unless a history is to be rebased)
             if detached or not (_mode.enabled and src.requires_grad):
@@ -225,7 +230,16 @@ def _seen(root: Any, steps: tuple) -> Any:
             t = t.real
         elif kind == "imag":
             t = t.imag
+        elif kind == "dtype":
+            t = t._view_dtype(as_dtype(data))
     return t
+
+
+def _outside(steps: tuple) -> bool:
+    """Whether a view with these steps shares its root's value outside autograd: a ``detach()``
+    step, or a ``view(dtype)`` one (PyTorch's is not differentiable: writes through it, or into
+    its root, are not recorded, even for a leaf that requires grad)."""
+    return any(kind == "detach" or kind == "dtype" for kind, _ in steps)
 
 
 def _apart(a: Any, b: Any, shape: tuple) -> bool:

@@ -183,6 +183,7 @@ SAMPLES: dict[str, tuple[list, object]] = {
     "conj": ([CPLX], None),
     "angle": ([CPLX], None),
     "view_as_real": ([CPLX], None),
+    "view_dtype": ([A], {"dtype": "uint8", "from": "float32"}),
     "view_as_complex": ([np.stack([A, B], -1)], None),
     "complex": ([A, ROW], None),
     "linalg_eig": ([SQ], None),

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from gt import shapes as S
+from gt.errors import ShapeError
 from gt.runtime.ops.base import (
     Op,
     Shape,
@@ -269,6 +270,43 @@ def _k_concat(be: Any) -> Any:
     return lambda v, at: xp.concatenate(v, axis=at["axis"])
 
 
+# ----------------------------------------------------------------------------- bit views
+def itemsize(dtype: str) -> int:
+    """Bytes per element of GT's dtype ``dtype`` (bfloat16 without asking NumPy)."""
+    return 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize
+
+
+def _view_dtype_shape(shapes: list, attrs: Any) -> Shape:
+    """``x.view(dtype)``'s shape: the last dim scaled by the ratio of the element sizes."""
+    shape = tuple(shapes[0])
+    old, new = itemsize(attrs["from"]), itemsize(attrs["dtype"])
+    if old == new:
+        return shape
+    if not shape:
+        raise ShapeError(f"view_dtype: a 0-d tensor cannot be viewed as {attrs['dtype']}")
+    last = shape[-1] * old
+    if last % new:
+        raise ShapeError(
+            f"view_dtype: the last dim ({shape[-1]} x {old} bytes) is not a whole number of "
+            f"{attrs['dtype']} elements"
+        )
+    return (*shape[:-1], last // new)
+
+
+def _k_view_dtype(be: Any) -> Any:
+    def run(v: list, at: Any) -> Any:
+        x, dt = v[0], be.dtype(at["dtype"])
+        if x.dtype.itemsize != np.dtype(dt).itemsize and x.ndim and x.shape[-1] != 1:
+            if x.strides[-1] != x.dtype.itemsize:  # (the client's strides are bookkeeping)
+                x = be.xp.ascontiguousarray(x)
+        try:
+            return x.view(dt)  # a view sharing the input's memory (written only after a copy)
+        except ValueError:  # a layout NumPy or CuPy cannot reinterpret in place
+            return be.xp.ascontiguousarray(x).view(dt)
+
+    return run
+
+
 ENTRIES: list[Op] = [
     Op(
         "reshape",
@@ -343,5 +381,14 @@ ENTRIES: list[Op] = [
         dtype=first_dtype,
         kernel=_k_index_add,
         doc="x with v added at x[attrs.key] (repeated indices accumulate)",
+    ),  # fmt: skip
+    Op(
+        "view_dtype",
+        157,
+        shape=_view_dtype_shape,
+        dtype=lambda dtypes, attrs: attrs["dtype"],
+        kernel=_k_view_dtype,
+        shard="elementwise",
+        doc="x's bytes seen as attrs.dtype (from attrs['from']); the last dim scales with the sizes",
     ),  # fmt: skip
 ]
