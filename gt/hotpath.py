@@ -207,8 +207,8 @@ class _Capture:
                 return
             self.tries += 1
             if self.tries >= MAX_TRIES:
-                hint = (" (only Python numbers differ: an optimizer's step count? use "
-                        "Adam(capturable=True), or pass the number as a tensor)"
+                hint = (" (only Python numbers differ: a count or a schedule computed in "
+                        "Python? pass the number as a tensor)"
                         if numbers_differ(self.prev_canon, canon) else "")  # fmt: skip
                 raise NotCapturable(f"its instructions changed in {MAX_TRIES} calls in a row{hint}")
         self.conn, self.prev, self.prev_canon = conn, rec, canon

@@ -47,6 +47,26 @@ def new_step(capturable: bool) -> int | Tensor:
     return zeros((), dtype="float64") if capturable else 0
 
 
+#: The state entries that change every step and feed the update's factors as Python numbers
+#: (the step count; ASGD's ``eta`` and ``mu``; NAdam's ``mu_product``).
+_PER_STEP = ("step", "eta", "mu", "mu_product")
+
+
+def on_worker_when_captured(p: Tensor, state: dict[str, Any]) -> None:
+    """Inside a ``@gt.hot`` call that is being recorded, move ``state``'s per-step Python numbers
+    to float64 tensors on the worker, as ``capturable=True`` keeps them: the factors computed from
+    them are then worker ops, the same instructions every call, and the step can be captured
+    without the user asking for ``capturable``. The values are the same float64 numbers (each
+    factor is computed as the Python float would be, then rounded once where it meets ``p``), so
+    the updates do not change (``tests/integration/test_hot.py``)."""
+    if getattr(p._conn, "_rec_instrs", None) is None:
+        return
+    for name in _PER_STEP:
+        value = dict.get(state, name)
+        if type(value) in (int, float):
+            state[name] = full((), float(value), dtype="float64")
+
+
 def advance(state: dict[str, Any]) -> int | Tensor:
     """Add one to ``state["step"]`` (in place for a tensor) and return it."""
     step = dict.__getitem__(state, "step")  # the int itself (ParamState reads it as a tensor)
@@ -88,4 +108,5 @@ def begin(
             state[name] = full((), float(value), dtype="float64") if capturable else value
         for name in buffers:
             state[name] = zeros_like(p)
+    on_worker_when_captured(p, state)
     return g, advance(state)

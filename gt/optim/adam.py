@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gt.factories import zeros, zeros_like
-from gt.optim._options import advance, reject_differentiable
+from gt.optim._options import advance, on_worker_when_captured, reject_differentiable
 from gt.optim.optimizer import Optimizer
 from gt.tensor import Tensor
 
@@ -79,6 +79,7 @@ class Adam(Optimizer):
             state["exp_avg_sq"] = zeros_like(p)
             if group["amsgrad"]:
                 state["max_exp_avg_sq"] = zeros_like(p)
+        on_worker_when_captured(p, state)
         t = advance(state)
         m, v = state["exp_avg"], state["exp_avg_sq"]
         m.mul_(b1).add_(g * (1.0 - b1))

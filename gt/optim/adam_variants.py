@@ -12,7 +12,6 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from gt.factories import ones
 from gt.ops.arith import where
 from gt.optim._options import (
     add_ratio,
@@ -178,12 +177,14 @@ class RAdam(Optimizer):
         if isinstance(rho_t, Tensor):
             # Both branches on the worker, chosen there: no sync, the same instructions each step.
             # The clamp keeps the unused branch finite while rho_t <= 4.
+            # Each factor is the Python branch's, rounded where it meets p as a Python number
+            # would be, so both give the same bits (a step captured by @gt.hot moves the count
+            # here: gt.optim._options.on_worker_when_captured).
             tractable = rho_t > 5.0
             r = ((rho_t - 4.0).clamp(min=0.0) * (rho_t - 2.0) * rho_inf
                  / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t)).sqrt()  # fmt: skip
-            scale = where(tractable, r * bc2.sqrt(), ones((), dtype="float64"))
-            adaptive = where(tractable, 1.0 / (v.sqrt() + eps), ones((), dtype=p.dtype))
-            p.sub_(step * adaptive * like(scale, p))
+            rectified = step * (like(bc2.sqrt(), p) / (v.sqrt() + eps)) * like(r, p)
+            p.sub_(where(tractable, rectified, step))
         elif rho_t > 5.0:
             r = math.sqrt(
                 (rho_t - 4.0)

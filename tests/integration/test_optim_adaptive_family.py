@@ -243,13 +243,13 @@ def test_steps_queue_no_sync_points(conn, monkeypatch):
     assert fetches == [] and np.isfinite(p.numpy()).all()
 
 
-def _hot_or_eager_training(cls, hot: bool):
+def _hot_or_eager_training(cls, hot: bool, capturable: bool = True):
     rng = np.random.default_rng(3)
     model = gt.nn.Linear(4, 2)
     with gt.no_grad():
         for p in model.parameters():
             p.copy_(gt.tensor(rng.uniform(-0.5, 0.5, p.shape).astype(np.float32)))
-    opt = cls(model.parameters(), lr=0.05, weight_decay=0.01, capturable=True)
+    opt = cls(model.parameters(), lr=0.05, weight_decay=0.01, capturable=capturable)
 
     def step(x, y):
         opt.zero_grad()
@@ -266,10 +266,13 @@ def _hot_or_eager_training(cls, hot: bool):
     return [loss.item() for loss in losses], [p.numpy() for p in model.parameters()], fn
 
 
+@pytest.mark.parametrize("capturable", [True, False], ids=["capturable", "not capturable"])
 @pytest.mark.parametrize("cls", list(STATE_KEYS), ids=lambda c: c.__name__)
-def test_capturable_steps_replay_under_hot_with_the_eager_results(conn, cls):
-    eager_losses, eager_params, _ = _hot_or_eager_training(cls, hot=False)
-    hot_losses, hot_params, fn = _hot_or_eager_training(cls, hot=True)
+def test_capturable_steps_replay_under_hot_with_the_eager_results(conn, cls, capturable):
+    # not capturable: eagerly the step count is a Python number; captured, it moves to the
+    # worker (gt.optim._options.on_worker_when_captured), and the results must not change
+    eager_losses, eager_params, _ = _hot_or_eager_training(cls, hot=False, capturable=capturable)
+    hot_losses, hot_params, fn = _hot_or_eager_training(cls, hot=True, capturable=capturable)
     assert hot_losses == eager_losses  # bitwise: the same instructions ran
     for a, b in zip(hot_params, eager_params):
         np.testing.assert_array_equal(a, b)
