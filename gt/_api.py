@@ -9,11 +9,19 @@ from gt import amp, backends, config, cpu, cuda, nn, optim, signal, utils
 from gt._foreach import *  # noqa: F403 - gt._foreach_add_, ... (its __all__; not in gt.__all__)
 from gt.amp import (
     autocast,
+    clear_autocast_cache,
     get_autocast_cpu_dtype,
     get_autocast_dtype,
     get_autocast_gpu_dtype,
+    is_autocast_cache_enabled,
     is_autocast_cpu_enabled,
     is_autocast_enabled,
+    set_autocast_cache_enabled,
+    set_autocast_cpu_dtype,
+    set_autocast_cpu_enabled,
+    set_autocast_dtype,
+    set_autocast_enabled,
+    set_autocast_gpu_dtype,
 )
 from gt.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled
 from gt.autograd import (
@@ -91,6 +99,8 @@ from gt.torch_aliases import *  # noqa: F403 - gt.kl_div, gt.view_copy, gt.unsaf
 from gt.torch_aliases import __all__ as _torch_alias_names
 from gt.torch_functions import *  # noqa: F403 - gt.conv2d, gt.svd, gt.histogram, ... (its __all__)
 from gt.torch_functions import __all__ as _torch_function_names
+from gt.torch_level import *  # noqa: F403 - gt.sym_int, gt.native_layer_norm, gt.lstm, ...
+from gt.torch_level import __all__ as _torch_level_names
 from gt.torch_native import *  # noqa: F403 - gt.lstm_cell, gt.convolution, gt.pca_lowrank, ...
 from gt.torch_native import __all__ as _torch_native_names
 from gt.typed_tensors import *  # noqa: F403 - gt.FloatTensor, gt.LongTensor, ... (legacy)
@@ -106,6 +116,7 @@ __all__ = [
     *_torch_function_names,
     *_torch_alias_names,
     *_torch_native_names,
+    *_torch_level_names,
     *_settings_names,
     *_TYPED,
     "Generator",
@@ -122,6 +133,14 @@ __all__ = [
     "get_autocast_gpu_dtype",
     "is_autocast_cpu_enabled",
     "is_autocast_enabled",
+    "clear_autocast_cache",
+    "is_autocast_cache_enabled",
+    "set_autocast_cache_enabled",
+    "set_autocast_cpu_dtype",
+    "set_autocast_cpu_enabled",
+    "set_autocast_dtype",
+    "set_autocast_enabled",
+    "set_autocast_gpu_dtype",
     "is_inference",
     "bernoulli",
     "normal",

@@ -14,7 +14,8 @@ _FLOATING = frozenset(("float16", "bfloat16", "float32", "float64"))
 _COMPLEX = {"complex64": "float32", "complex128": "float64"}
 _SIGNED = _FLOATING | frozenset(("int8", "int16", "int32", "int64", "complex64", "complex128"))
 _ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "float16": 2,
-             "bfloat16": 2, "float32": 4, "float64": 8, "complex64": 8, "complex128": 16}  # fmt: skip
+             "bfloat16": 2, "float32": 4, "float64": 8, "complex64": 8, "complex128": 16,
+             "uint16": 2, "uint32": 4, "uint64": 8}  # fmt: skip
 
 
 def name_of(d: str) -> str:

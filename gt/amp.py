@@ -20,7 +20,7 @@ from typing import Any
 
 from gt.ops import autocast as _policy
 
-_DEFAULT_DTYPE = {"cuda": "float16", "cpu": "bfloat16"}
+_DEFAULT_DTYPE = {"cuda": "float16", "cpu": "bfloat16", "hpu": "bfloat16", "xla": "bfloat16"}
 _SUPPORTED = {"cpu": ("bfloat16", "float16"), "cuda": ("float16", "bfloat16")}
 
 
@@ -39,7 +39,11 @@ class autocast:  # noqa: N801 - PyTorch's name
                  cache_enabled: bool | None = None):  # fmt: skip
         if not isinstance(device_type, str):
             raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
-        name = str.__str__(dtype) if dtype is not None else _DEFAULT_DTYPE.get(device_type)
+        if dtype is not None:
+            name = str.__str__(dtype)
+        else:  # the dtype in force for the device type (set_autocast_dtype's), as PyTorch's
+            now = _policy.state(device_type)
+            name = now[1] if now else _DEFAULT_DTYPE.get(device_type)
         name = (name or "float16").removeprefix("torch.").removeprefix("gt.")
         supported = _SUPPORTED.get(device_type)
         if enabled and supported is not None and name not in supported:
@@ -52,13 +56,19 @@ class autocast:  # noqa: N801 - PyTorch's name
             )
             enabled = False
         self.device_type, self.fast_dtype, self.enabled = device_type, name, bool(enabled)
+        self._cache_enabled = _policy.CACHE[0] if cache_enabled is None else bool(cache_enabled)
+        self._prev_cache: list[bool] = []
 
     def __enter__(self) -> autocast:
         _policy.enter(self.device_type, self.enabled, self.fast_dtype)
+        self._prev_cache.append(_policy.CACHE[0])
+        _policy.CACHE[0] = self._cache_enabled
         return self
 
     def __exit__(self, *exc: Any) -> None:
         _policy.leave()
+        if self._prev_cache:
+            _policy.CACHE[0] = self._prev_cache.pop()
 
     def __call__(self, fn: Callable) -> Callable:
         @functools.wraps(fn)
@@ -216,12 +226,109 @@ class GradScaler:
         self._growth_tracker = int(state_dict["_growth_tracker"])
 
 
+#: The device types PyTorch's autocast functions accept (others raise its RuntimeError).
+DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve",
+                "fpga", "maia", "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia",
+                "privateuseone")  # fmt: skip
+
+
+def _device_type(device_type: Any) -> str:
+    if not isinstance(device_type, str):
+        raise TypeError(f"device_type must be a str, not {type(device_type).__name__}")
+    if device_type.split(":")[0] not in DEVICE_TYPES:
+        raise RuntimeError(
+            f"Expected one of {', '.join(DEVICE_TYPES)} device type at start of device string: "
+            f"{device_type}"
+        )
+    return device_type.split(":")[0]
+
+
+def _dtype_name(fn: str, dtype: Any, position: int = 2) -> str:
+    from gt._dtype import dtype as _dt  # noqa: PLC0415 - tiny, and only here
+
+    if not isinstance(dtype, _dt):
+        raise TypeError(f"{fn}(): argument 'dtype' (position {position}) must be torch.dtype, not "
+                        f"{type(dtype).__name__}")  # fmt: skip
+    return str.__str__(dtype)
+
+
 def is_autocast_enabled(device_type: str = "cuda") -> bool:
-    """Whether the innermost ``autocast`` region of ``device_type`` is enabled."""
-    for dev, enabled, _ in reversed(_policy.REGIONS):
-        if dev == device_type:
-            return enabled
-    return False
+    """Whether autocast is enabled for ``device_type`` here (its innermost region, else what
+    :func:`set_autocast_enabled` set)."""
+    now = _policy.state(_device_type(device_type))
+    return bool(now and now[0])
+
+
+def set_autocast_enabled(*args: Any) -> None:
+    """``set_autocast_enabled(device_type, enabled)`` (or ``(enabled)`` for ``"cuda"``): turn
+    autocast on or off here, as PyTorch's global state; an open region of that device type
+    restores its state when it closes."""
+    if len(args) == 1:
+        device_type, enabled, pos = "cuda", args[0], 1
+    elif len(args) == 2:
+        device_type, enabled, pos = _device_type(args[0]), args[1], 2
+    else:
+        raise TypeError(
+            "set_autocast_enabled() received an invalid combination of arguments - got "
+            f"({', '.join(type(a).__name__ for a in args)}), but expected one of:\n"
+            " * (str device_type, bool enabled)\n * (bool enabled)\n"
+        )
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_autocast_enabled(): argument 'enabled' (position {pos}) must be "
+                        f"bool, not {type(enabled).__name__}")  # fmt: skip
+    _policy.set_state(device_type, _DEFAULT_DTYPE.get(device_type, "float16"), enabled=enabled)
+
+
+def set_autocast_dtype(device_type: str, dtype: Any) -> None:
+    """The dtype autocast lowers to for ``device_type`` (and that ``autocast(device_type)``
+    regions opened from now on default to)."""
+    device_type = _device_type(device_type)
+    name = _dtype_name("set_autocast_dtype", dtype)
+    _policy.set_state(device_type, _DEFAULT_DTYPE.get(device_type, "float16"), dtype=name)
+
+
+def set_autocast_cpu_enabled(enabled: bool) -> None:
+    """``set_autocast_enabled("cpu", enabled)`` (deprecated, as in PyTorch)."""
+    warnings.warn("torch.set_autocast_cpu_enabled(enabled) is deprecated. Please use "
+                  "torch.set_autocast_enabled('cpu', enabled) instead.", DeprecationWarning,
+                  stacklevel=2)  # fmt: skip
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be a bool (got {type(enabled).__name__})")
+    set_autocast_enabled("cpu", enabled)
+
+
+def set_autocast_cpu_dtype(dtype: Any) -> None:
+    """``set_autocast_dtype("cpu", dtype)`` (deprecated, as in PyTorch)."""
+    warnings.warn("torch.set_autocast_cpu_dtype(dtype) is deprecated. Please use "
+                  "torch.set_autocast_dtype('cpu', dtype) instead.", DeprecationWarning,
+                  stacklevel=2)  # fmt: skip
+    _policy.set_state("cpu", "bfloat16", dtype=_dtype_name("set_autocast_cpu_dtype", dtype, 1))
+
+
+def set_autocast_gpu_dtype(dtype: Any) -> None:
+    """``set_autocast_dtype("cuda", dtype)`` (deprecated, as in PyTorch)."""
+    warnings.warn("torch.set_autocast_gpu_dtype(dtype) is deprecated. Please use "
+                  "torch.set_autocast_dtype('cuda', dtype) instead.", DeprecationWarning,
+                  stacklevel=2)  # fmt: skip
+    _policy.set_state("cuda", "float16", dtype=_dtype_name("set_autocast_gpu_dtype", dtype, 1))
+
+
+def is_autocast_cache_enabled() -> bool:
+    """Whether autocast's cast cache is on (a region's ``cache_enabled`` while it is open; GT
+    keeps no cache of cast weights, so this changes no result)."""
+    return _policy.CACHE[0]
+
+
+def set_autocast_cache_enabled(enabled: bool) -> None:
+    """Turn autocast's cast cache on or off (see :func:`is_autocast_cache_enabled`)."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_autocast_cache_enabled(): argument 'enabled' (position 1) must be "
+                        f"bool, not {type(enabled).__name__}")  # fmt: skip
+    _policy.CACHE[0] = enabled
+
+
+def clear_autocast_cache() -> None:
+    """Empty autocast's cast cache (GT keeps none: nothing to do)."""
 
 
 def is_autocast_cpu_enabled() -> bool:
@@ -234,12 +341,8 @@ def get_autocast_dtype(device_type: str) -> Any:
     outside one)."""
     from gt._dtype import dtype  # noqa: PLC0415 - tiny, and only here
 
-    name = _DEFAULT_DTYPE.get(device_type, "float16")
-    for dev, _, fast in reversed(_policy.REGIONS):
-        if dev == device_type:
-            name = fast
-            break
-    return dtype(name)
+    now = _policy.state(_device_type(device_type))
+    return dtype(now[1] if now else _DEFAULT_DTYPE.get(device_type, "float16"))
 
 
 def get_autocast_cpu_dtype() -> Any:
@@ -310,6 +413,8 @@ class DeviceAmp:
         return GradScaler(self.device_type, *args, **kwargs)
 
 
-__all__ = ["DeviceAmp", "GradScaler", "autocast", "custom_bwd", "custom_fwd", "get_autocast_dtype",
-           "get_autocast_cpu_dtype", "get_autocast_gpu_dtype", "is_autocast_cpu_enabled",
-           "is_autocast_enabled"]  # fmt: skip
+__all__ = ["DeviceAmp", "GradScaler", "autocast", "clear_autocast_cache", "custom_bwd",
+           "custom_fwd", "get_autocast_dtype", "get_autocast_cpu_dtype", "get_autocast_gpu_dtype",
+           "is_autocast_cache_enabled", "is_autocast_cpu_enabled", "is_autocast_enabled",
+           "set_autocast_cache_enabled", "set_autocast_cpu_dtype", "set_autocast_cpu_enabled",
+           "set_autocast_dtype", "set_autocast_enabled", "set_autocast_gpu_dtype"]  # fmt: skip

@@ -18,7 +18,10 @@ from gt.errors import ShapeError
 Shape = tuple[int, ...]
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
-INT_DTYPES = ("uint8", "int8", "int16", "int32", "int64")
+INT_DTYPES = ("uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64")
+#: PyTorch's "limited" unsigned dtypes: made, converted, compared and combined with their own
+#: dtype, floats and Python numbers; promoting them with another integer (or bool) raises.
+LIMITED_UINTS = ("uint16", "uint32", "uint64")
 COMPLEX_DTYPES = ("complex64", "complex128")
 #: Floating and complex dtypes: what math functions keep (integers become float32 first).
 INEXACT_DTYPES = FLOAT_DTYPES + COMPLEX_DTYPES
@@ -35,6 +38,9 @@ _RANK = {
     "int16": 2,
     "int32": 3,
     "int64": 4,
+    "uint16": 2,
+    "uint32": 3,
+    "uint64": 4,
     "float16": 5,
     "bfloat16": 5,  # computes only on CuPy workers that support it (worker/backend.py)
     "float32": 6,
@@ -87,6 +93,13 @@ def promote(a: str, b: str) -> str:
     """Result dtype of a binary op between two tensors (PyTorch's category rules)."""
     if a == b:
         return a
+    if (a in LIMITED_UINTS or b in LIMITED_UINTS) and _RANK[a] < 5 and _RANK[b] < 5:
+        names = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
+                 "int64": "Long", "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64"}  # fmt: skip
+        raise RuntimeError(
+            "Promotion for uint16, uint32, uint64 types is not supported, attempted to promote "
+            f"{names[a]} and {names[b]}"
+        )
     if {a, b} == {"uint8", "int8"}:  # neither holds the other: PyTorch's int16
         return "int16"
     if {a, b} == {"float16", "bfloat16"}:  # as in PyTorch: neither holds the other

@@ -34,7 +34,7 @@ _DEFAULT_TOLERANCES = {
     "complex128": (1e-7, 1e-7),
 }
 _ALLCLOSE_TOLERANCES = {"float16": (1e-3, 1e-3), "float32": (1e-4, 1e-5), "float64": (1e-5, 1e-8)}
-_INTEGRAL = ("bool", "uint8", "int8", "int16", "int32", "int64")
+_INTEGRAL = ("bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64")
 
 
 class _Mismatch(AssertionError):

@@ -488,6 +488,8 @@ def conv_tbc(input: Tensor, weight: Tensor, bias: Tensor, pad: int = 0) -> Tenso
 def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:  # noqa: A002
     """``nonzero`` cut or padded (with ``fill_value``) to ``size`` rows: ``[size, ndim]``.
     (A sync point in GT, as ``nonzero`` is.)"""
+    if size < 0:
+        raise RuntimeError("nonzero_static: 'size' must be an non-negative integer")
     found = input.nonzero()  # [n, ndim]
     n = found.shape[0]
     if n >= size:

@@ -186,6 +186,36 @@ REGIONS: list[tuple[str, bool, str]] = []
 _IN_FORCE: list[tuple[str, str] | None] = [None]
 
 
+#: The state set outside every region by ``gt.set_autocast_enabled``/``set_autocast_dtype``
+#: (PyTorch's global autocast state): device type -> ``(enabled, dtype name)``.
+BASE: dict[str, tuple[bool, str]] = {}
+#: ``gt.is_autocast_cache_enabled()`` (a region sets it while open; GT keeps no cast cache).
+CACHE = [True]
+
+
+def set_state(device_type: str, default_dtype: str, enabled: bool | None = None,
+              dtype: str | None = None) -> None:  # fmt: skip
+    """Change the state of ``device_type`` in force here, as PyTorch's setters do: that of its
+    innermost open region (which the region restores when it closes), else the base state."""
+    for i in range(len(REGIONS) - 1, -1, -1):
+        dev, was_enabled, was_dtype = REGIONS[i]
+        if dev == device_type:
+            REGIONS[i] = (dev, was_enabled if enabled is None else enabled, dtype or was_dtype)
+            break
+    else:
+        was_enabled, was_dtype = BASE.get(device_type, (False, default_dtype))
+        BASE[device_type] = (was_enabled if enabled is None else enabled, dtype or was_dtype)
+    _IN_FORCE[0] = _innermost()
+
+
+def state(device_type: str) -> tuple[bool, str] | None:
+    """``(enabled, dtype name)`` in force for ``device_type`` (None: never set nor entered)."""
+    for dev, enabled, dtype in reversed(REGIONS):
+        if dev == device_type:
+            return enabled, dtype
+    return BASE.get(device_type)
+
+
 def enter(device_type: str, enabled: bool, dtype: str) -> None:
     """Open a region (``autocast.__enter__``)."""
     REGIONS.append((device_type, enabled, dtype))
@@ -206,6 +236,9 @@ def _innermost() -> tuple[str, str] | None:
             continue
         seen.add(device_type)
         if enabled and device_type in POLICIES:
+            return device_type, dtype
+    for device_type, (enabled, dtype) in BASE.items():
+        if device_type not in seen and enabled and device_type in POLICIES:
             return device_type, dtype
     return None
 

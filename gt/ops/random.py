@@ -84,3 +84,43 @@ class Generator:
         self._initial, pos = int(state[0]), int(state[1])
         self._counter = itertools.count(pos)
         return self
+
+
+class _DefaultGenerator(Generator):
+    """``gt.default_generator``: the global stream (the one ``gt.manual_seed`` seeds) as a
+    :class:`Generator`, so ``generator=gt.default_generator`` draws what no generator draws."""
+
+    def __init__(self) -> None:  # (no state of its own)
+        pass
+
+    def manual_seed(self, seed: int) -> Generator:
+        manual_seed(seed)
+        return self
+
+    def seed(self) -> int:
+        manual_seed(random.SystemRandom().getrandbits(40))
+        return _seed_base
+
+    def initial_seed(self) -> int:
+        return _seed_base
+
+    def next_seed(self) -> int:
+        return next_seed()
+
+    def get_state(self) -> tuple[int, int]:
+        global _seed_counter
+        pos = next(_seed_counter)
+        _seed_counter = itertools.count(pos)
+        return (_seed_base, pos)
+
+    def set_state(self, state: tuple[int, int]) -> Generator:
+        global _seed_base, _seed_counter
+        _seed_base, _seed_counter = int(state[0]), itertools.count(int(state[1]))
+        return self
+
+    def __repr__(self) -> str:
+        return f"<gt.Generator object at {id(self):#x}>"
+
+
+#: ``gt.default_generator`` (PyTorch's ``torch.default_generator``).
+default_generator = _DefaultGenerator()

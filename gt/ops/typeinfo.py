@@ -20,6 +20,9 @@ class finfo:  # noqa: N801 - PyTorch's name
 
     def __init__(self, dtype: Any = None):
         name = S.canonical_dtype(dtype)
+        if name not in S.INEXACT_DTYPES:  # (PyTorch's words)
+            raise TypeError("torch.finfo() requires a floating point input type. Use torch.iinfo "
+                            "to handle 'torch.finfo'")  # fmt: skip
         if name == "bfloat16":
             info = _BFLOAT16
         else:

@@ -86,6 +86,9 @@ DTYPES: tuple[str, ...] = (
     "int16",
     "complex64",
     "complex128",
+    "uint16",
+    "uint32",
+    "uint64",
 )
 DTYPE_SET = frozenset(DTYPES)
 

@@ -40,7 +40,7 @@ def _sum_dtype(dtypes: list, attrs: Any) -> str:
     if type(attrs) is dict and isinstance(attrs.get("dtype"), str):
         return attrs["dtype"]  # sum(dtype=torch.int16) sums (and wraps) in int16
     d = first_dtype(dtypes, attrs)
-    return "int64" if d in ("bool", "int8", "uint8", "int16", "int32") else d
+    return "int64" if d in ("bool", "int8", "uint8", "int16", "int32", *S.LIMITED_UINTS) else d
 
 
 def _kept_dims(n: Any) -> tuple[tuple[int, ...] | None, bool, Shape, Shape]:

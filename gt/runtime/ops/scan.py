@@ -19,7 +19,7 @@ from gt import shapes as S
 from gt.runtime.ops.base import Op, Shape, first_dtype, half_in_float32
 from gt.runtime.ops.reduce import reduce_axes
 
-_SMALL_INTS = ("bool", "uint8", "int8", "int16", "int32")
+_SMALL_INTS = ("bool", "uint8", "int8", "int16", "int32", *S.LIMITED_UINTS)
 
 
 def axis_shape(shapes: list, attrs: Any) -> Shape:

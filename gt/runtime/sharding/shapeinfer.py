@@ -29,6 +29,9 @@ ITEMSIZE = {
     "int16": 2,
     "complex64": 8,
     "complex128": 16,
+    "uint16": 2,
+    "uint32": 4,
+    "uint64": 8,
 }
 
 
