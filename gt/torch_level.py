@@ -20,11 +20,12 @@ from gt import linalg as _linalg
 from gt.factories import empty as _empty
 from gt.factories import tensor as _tensor
 from gt.nn import functional as F
-from gt.nn.recurrent import RNNBase as _RNNBase
 from gt.ops import storage as _storage
 from gt.ops.random import default_generator
 from gt.tensor import Tensor
+from gt.torch_control import cond, lobpcg, while_loop
 from gt.torch_functions import nonzero_static
+from gt.torch_rnn import gru, lstm, rnn_relu, rnn_tanh
 
 # ----------------------------------------------------------------------------- sym_* helpers
 _NUMBER_TYPES = (np.integer, np.floating, builtins.int, builtins.float)
@@ -163,100 +164,6 @@ def native_channel_shuffle(input: Any, groups: int) -> Any:  # noqa: A002
     return F.channel_shuffle(input, builtins.int(groups))
 
 
-# ----------------------------------------------------------------------------- flat RNNs
-class _FlatRNN:
-    """What :meth:`RNNBase._run` reads of a recurrent module, over a flat weight list in
-    PyTorch's order (per layer and direction ``w_ih, w_hh[, b_ih, b_hh][, w_hr]``)."""
-
-    _run = _RNNBase._run
-    _step = _RNNBase._step
-    _packed_step = _RNNBase._packed_step
-
-    def __init__(self, mode: str, params: Any, has_biases: bool, num_layers: int,
-                 dropout: float, train: bool, bidirectional: bool, n_states: int):  # fmt: skip
-        params = list(params)
-        dirs = 2 if bidirectional else 1
-        if bidirectional and len(params) % 2:
-            raise RuntimeError("Odd number of params or hiddens given to a bidirectional RNN")
-        per = 4 if has_biases else 2
-        units = num_layers * dirs
-        if mode == "LSTM" and len(params) == units * (per + 1):
-            per += 1  # projections (w_hr)
-        if len(params) < units * per:
-            raise RuntimeError("Expected more weights in stacked_rnn")
-        self.mode, self.params, self.per, self.bias = mode, params, per, bool(has_biases)
-        self.num_layers, self.bidirectional = builtins.int(num_layers), bool(bidirectional)
-        self.dropout, self.training = builtins.float(dropout), bool(train)
-
-    def _weights(self, layer: int, d: int) -> tuple:
-        at = (layer * (2 if self.bidirectional else 1) + d) * self.per
-        w = self.params[at : at + self.per]
-        b_ih, b_hh = (w[2], w[3]) if self.bias else (None, None)
-        w_hr = w[-1] if self.per in (3, 5) else None
-        return w[0], (w[1], w_hr), b_ih, b_hh
-
-
-def _flat_rnn(mode: str, name: str, args: tuple, kwargs: dict, n_states: int) -> tuple:
-    from gt.ops.shaping import stack  # noqa: PLC0415 - (imported with the tensor methods)
-
-    names = ("input", "hx", "params", "has_biases", "num_layers", "dropout", "train",
-             "bidirectional", "batch_first")  # fmt: skip
-    packed = len(args) >= 4 and isinstance(args[3], (list, tuple))  # (data, batch_sizes, hx, params
-    if packed:
-        names = ("data", "batch_sizes", *names[1:-1])
-    given = dict(zip(names, args))
-    if len(args) > len(names) or set(given) & set(kwargs) or len({**given, **kwargs}) != len(names):
-        got = ", ".join(type(a).__name__ if not isinstance(a, Tensor) else "Tensor" for a in args)
-        hx = "tuple of Tensors hx" if n_states == 2 else "Tensor hx"
-        raise TypeError(
-            f"{name}() received an invalid combination of arguments - got ({got}), but expected "
-            f"one of:\n * (Tensor data, Tensor batch_sizes, {hx}, tuple of Tensors params, bool "
-            "has_biases, int num_layers, float dropout, bool train, bool bidirectional)\n"
-            f" * (Tensor input, {hx}, tuple of Tensors params, bool has_biases, int num_layers, "
-            "float dropout, bool train, bool bidirectional, bool batch_first)\n"
-        )
-    a = {**given, **kwargs}
-    hx = list(a["hx"]) if n_states == 2 else [a["hx"]]
-    rnn = _FlatRNN(mode, a["params"], a["has_biases"], a["num_layers"], a["dropout"], a["train"],
-                   a["bidirectional"], n_states)  # fmt: skip
-    if packed:
-        sizes = [builtins.int(s) for s in a["batch_sizes"].tolist()]
-        out, finals = rnn._run(a["data"], hx, sizes)
-        return (out, *(stack(f) for f in finals))
-    x = a["input"]
-    if a["batch_first"]:
-        x = x.transpose(0, 1)
-    if x.shape[0] == 0:
-        raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
-    out, finals = rnn._run(x, hx)
-    if a["batch_first"]:
-        out = out.transpose(0, 1)
-    return (out, *(stack(f) for f in finals))
-
-
-def lstm(*args: Any, **kwargs: Any) -> tuple[Any, Any, Any]:
-    """``torch.lstm(input, (h0, c0), params, has_biases, num_layers, dropout, train,
-    bidirectional, batch_first)`` (or ``(data, batch_sizes, hx, ...)`` of a packed sequence, no
-    ``batch_first``): ``(output, h_n, c_n)``."""
-    return _flat_rnn("LSTM", "lstm", args, kwargs, 2)
-
-
-def gru(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
-    """``torch.gru(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
-    batch_first)`` (or the packed form): ``(output, h_n)``."""
-    return _flat_rnn("GRU", "gru", args, kwargs, 1)
-
-
-def rnn_tanh(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
-    """``torch.rnn_tanh``: :func:`gru`'s arguments, an Elman RNN with tanh."""
-    return _flat_rnn("RNN_TANH", "rnn_tanh", args, kwargs, 1)
-
-
-def rnn_relu(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
-    """``torch.rnn_relu``: :func:`gru`'s arguments, an Elman RNN with ReLU."""
-    return _flat_rnn("RNN_RELU", "rnn_relu", args, kwargs, 1)
-
-
 # ----------------------------------------------------------------------------- creation
 def _ints(size: Any) -> list[int]:
     if len(size) == 1 and isinstance(size[0], (list, tuple)):
@@ -350,122 +257,6 @@ has_lapack = True
 has_spectral = True
 has_mkl = False
 has_openmp = False
-
-
-# ----------------------------------------------------------------------------- lobpcg
-def lobpcg(A: Any, k: int | None = None, B: Any = None, X: Any = None, n: int | None = None,  # noqa: N803
-           iK: Any = None, niter: int | None = None, tol: float | None = None,  # noqa: N803
-           largest: bool | None = None, method: str | None = None, tracker: Any = None,
-           ortho_iparams: Any = None, ortho_fparams: Any = None,
-           ortho_bparams: Any = None) -> tuple[Any, Any]:  # fmt: skip
-    """The ``k`` largest (``largest=False``: smallest) eigenpairs of the symmetric ``A``, or of
-    the generalised problem ``A x = λ B x`` with ``B`` positive definite, as PyTorch's LOBPCG
-    returns them (largest first, or smallest first). GT solves the dense problem exactly
-    (``eigh``) rather than iterating, so the eigenvalues are those LOBPCG converges to; the
-    eigenvectors are ``B``-orthonormal, up to sign."""
-    m = A.shape[-1]
-    if k is None:
-        k = 1 if X is None else X.shape[-1]
-    if n is None:
-        n = k if X is None else X.shape[-1]
-    if m < 3 * n:
-        raise ValueError(
-            f"LOBPCG algorithm is not applicable when the number of A rows (={m}) is smaller "
-            f"than 3 x the number of requested eigenpairs (={n})"
-        )
-    largest = True if largest is None else bool(largest)
-    if B is None:
-        vals, vecs = _linalg.eigh(A)
-    else:  # L^-1 A L^-T y = λ y, x = L^-T y
-        chol = _linalg.cholesky(B)
-        inv = _linalg.inv(chol)
-        vals, y = _linalg.eigh(inv @ A @ inv.mT)
-        vecs = inv.mT @ y
-    if largest:
-        vals, vecs = vals.flip(-1), vecs.flip(-1)
-    return vals[..., :k], vecs[..., :k]
-
-
-# ----------------------------------------------------------------------------- control flow
-def _leaves(tree: Any) -> list:
-    if isinstance(tree, (tuple, list)):
-        return [leaf for t in tree for leaf in _leaves(t)]
-    if isinstance(tree, dict):
-        return [leaf for t in tree.values() for leaf in _leaves(t)]
-    return [tree]
-
-
-def cond(pred: Any, true_fn: Any, false_fn: Any, operands: Any = ()) -> Any:
-    """``true_fn(*operands)`` if ``pred`` else ``false_fn(*operands)``, run eagerly as PyTorch's
-    ``torch.cond`` runs outside ``compile``: a Python ``pred`` just picks the branch; a tensor
-    one must have one element, the branches be callable and the operands tensors."""
-    if isinstance(pred, (builtins.bool, builtins.int, builtins.float)):
-        return true_fn(*operands) if pred else false_fn(*operands)
-    if not isinstance(pred, Tensor):
-        raise RuntimeError(f"Expected pred to be bool or tensor, but got {pred}.")
-    if pred.numel() != 1:
-        raise RuntimeError(f"Expected pred to be bool or single-element tensor, but got {pred}.")
-    if not callable(true_fn) or not callable(false_fn):
-        raise RuntimeError("Expect both branches to be callable.")
-    if not isinstance(operands, (tuple, list)) or not builtins.all(
-        isinstance(t, Tensor) for t in _leaves(operands)
-    ):
-        raise RuntimeError(
-            "Expect operands to be a tuple of possibly nested dict/list/tuple that only "
-            f"consists of tensor leaves, but got {operands}."
-        )
-    return true_fn(*operands) if pred.item() else false_fn(*operands)
-
-
-def _go_on(pred: Any) -> bool:
-    if isinstance(pred, Tensor):
-        if pred.ndim != 0:
-            raise RuntimeError(
-                "torch.while_loop: Expected cond_fn to return a scalar tensor or a bool but got "
-                f"{pred.shape}."
-            )
-        return builtins.bool(pred.item())
-    return builtins.bool(pred)
-
-
-def while_loop(cond_fn: Any, body_fn: Any, carried_inputs: Any) -> Any:
-    """``while cond_fn(*carried): carried = body_fn(*carried)``, run eagerly; the result is
-    ``body_fn``'s last value (a tuple, or the one value it returns), ``carried_inputs`` (as a
-    tuple) when the loop never runs. ``cond_fn`` must give a bool or a 0-d tensor, ``body_fn``
-    as many values as are carried, with their shapes and dtypes."""
-    if not callable(cond_fn) or not callable(body_fn):
-        raise RuntimeError("Expect cond_fn and body_fn to be callable.")
-    flat = _leaves(carried_inputs)
-    bad = tuple(type(t) for t in flat if not isinstance(t, (Tensor, builtins.int)))
-    if bad:
-        raise AssertionError(f"{flat} can only be of ({Tensor}, {builtins.int}) but got {bad}")
-    if not isinstance(carried_inputs, (tuple, list)) or not builtins.all(
-        isinstance(t, (Tensor, builtins.int)) for t in _leaves(carried_inputs)
-    ):
-        raise RuntimeError(
-            "Expect carried_inputs to be a tuple of possibly nested dict/list/tuple that only"
-            f"consists of tensor or int leaves, but got {carried_inputs}."
-        )
-    carried = tuple(carried_inputs)
-    result: Any = carried
-    while _go_on(cond_fn(*carried)):
-        out = body_fn(*carried)
-        new = tuple(out) if isinstance(out, (tuple, list)) else (out,)
-        if len(new) != len(carried):
-            raise RuntimeError(
-                "Expected body_fn_output and carried_inputs to have same number of outputs but "
-                f"got {len(new)} vs {len(carried)}"
-            )
-        for i, (a, b) in enumerate(zip(new, carried)):
-            if isinstance(a, Tensor) and isinstance(b, Tensor):
-                for what, x, y in (("dtype", a.dtype, b.dtype), ("size", tuple(a.shape), tuple(b.shape))):  # fmt: skip
-                    if x != y:
-                        raise RuntimeError(
-                            "Expected body_fn_output and carried_inputs to have same metadata "
-                            f"but found:\npair[{i}] differ in '{what}: {x} vs {y}'"
-                        )
-        carried, result = new, (new if isinstance(out, (tuple, list)) else out)
-    return result
 
 
 # ----------------------------------------------------------------------------- tensor methods
