@@ -127,6 +127,10 @@ def _to_run(order: list[Node], nodes: set[int], leaves: set[int]) -> set[int]:
     return run
 
 
+#: The backward passes under way, innermost last (a hook can ask which one it runs in).
+WALKS: list[_Walk] = []
+
+
 class _Walk:
     """One backward pass: the roots' seeds in, gradients to leaves (or to the asked-for tensors)
     out."""
@@ -142,6 +146,7 @@ class _Walk:
         self.found: dict[int, Tensor] = {}  # id(leaf) or id(node) -> its gradient
         self.conn: Any = None  # the roots' connection, while the walk runs
         self.accumulated: dict[int, Tensor] = {}  # leaves with post-accumulate hooks that got .grad
+        self.at_end: list[Callable[[], Any]] = []  # called once the walk is done
 
     def run(self, roots: list[Tensor], seeds: list[Tensor]) -> None:
         # Every instruction of the walk comes from the user's backward()/grad() line: pin it once
@@ -149,11 +154,15 @@ class _Walk:
         # hook -- has its own lines, see _user_code).
         conn = self.conn = roots[0]._conn
         before = conn.pin_source_line()
+        WALKS.append(self)
         try:
             with autocast_suspended():  # (backward ops keep their forward ops' dtypes)
                 self._walk(roots, seeds)
         finally:
+            WALKS.pop()
             conn.restore_source_line(before)
+        for fn in self.at_end:  # (register_multi_grad_hook's "all" hooks)
+            self._user_code(fn)
 
     def _walk(self, roots: list[Tensor], seeds: list[Tensor]) -> None:
         grads: dict[Node, Tensor] = {}

@@ -23,8 +23,8 @@ from gt.ops.autocast import mark_namespace
 from gt.tensor import Tensor
 
 __all__ = [
-    "fft", "fft2", "fftfreq", "fftn", "fftshift", "hfft", "ifft", "ifft2", "ifftn", "ifftshift",
-    "ihfft", "irfft", "irfft2", "irfftn", "rfft", "rfft2", "rfftfreq", "rfftn",
+    "fft", "fft2", "fftfreq", "fftn", "fftshift", "hfft", "hfft2", "hfftn", "ifft", "ifft2", "ifftn",
+    "ifftshift", "ihfft", "ihfft2", "ihfftn", "irfft", "irfft2", "irfftn", "rfft", "rfft2", "rfftfreq", "rfftn",
 ]  # fmt: skip
 
 _NORMS = ("backward", "forward", "ortho")
@@ -35,7 +35,9 @@ def _norm(norm: str | None, op: str) -> str:
     if norm is None:
         return "backward"
     if norm not in _NORMS:
-        raise ValueError(f"{op}: Invalid normalization mode: {norm!r} (one of {', '.join(_NORMS)})")
+        raise RuntimeError(
+            f'{op}: Invalid normalization mode: "{norm}" (one of {", ".join(_NORMS)})'
+        )
     return norm
 
 
@@ -61,7 +63,7 @@ def _axes_and_sizes(x: Tensor, s: Any, dim: Any, op: str) -> tuple[list[int], li
         dim = range(x.ndim) if s is None else range(x.ndim - len(s), x.ndim)
     axes = [S.normalize_axis(int(d), x.ndim, op) for d in dim]
     if len(set(axes)) != len(axes):
-        raise RuntimeError(f"{op}: dims must be unique, got {list(dim)}")
+        raise RuntimeError(f"{op}: FFT dims must be unique, got {list(dim)}")
     if s is None:
         sizes = [x.shape[a] for a in axes]
     else:
@@ -182,6 +184,40 @@ def ihfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None =
     """The inverse of :func:`hfft`: the one-sided half of a real signal's inverse transform."""
     norm = _DUAL[_norm(norm, "fft_ihfft")]
     return _r2c(input, n, dim, norm, "fft_ihfft").conj()
+
+
+def _ihfft_input(x: Tensor, op: str) -> Tensor:
+    if x.dtype in S.COMPLEX_DTYPES:
+        name = {"complex64": "ComplexFloat", "complex128": "ComplexDouble"}.get(x.dtype, x.dtype)
+        raise RuntimeError(f"{op}: Only supports floating-point dtypes, but found: {name}")
+    return x
+
+
+def hfft2(input: Tensor, s: Any = None, dim: Any = (-2, -1), norm: str | None = None) -> Tensor:
+    """:func:`hfftn` over two dimensions (the last two by default)."""
+    norm = _DUAL[_norm(norm, "fft_hfft2")]
+    return _c2r(_complex_input(input).conj(), s, dim, norm, "fft_hfft2")
+
+
+def hfftn(input: Tensor, s: Any = None, dim: Any = None, norm: str | None = None) -> Tensor:
+    """The n-d transform of a signal Hermitian-symmetric in the last of ``dim``, given by its
+    one-sided half: real, of length ``2 * (m - 1)`` there by default (``irfftn`` of the conjugate,
+    normalised the other way)."""
+    norm = _DUAL[_norm(norm, "fft_hfftn")]
+    return _c2r(_complex_input(input).conj(), s, dim, norm, "fft_hfftn")
+
+
+def ihfft2(input: Tensor, s: Any = None, dim: Any = (-2, -1), norm: str | None = None) -> Tensor:
+    """The inverse of :func:`hfft2`."""
+    norm = _DUAL[_norm(norm, "fft_ihfft2")]
+    return _r2c(_ihfft_input(input, "fft_ihfft2"), s, dim, norm, "fft_ihfft2").conj()
+
+
+def ihfftn(input: Tensor, s: Any = None, dim: Any = None, norm: str | None = None) -> Tensor:
+    """The inverse of :func:`hfftn`: the one-sided half (in the last of ``dim``) of a real
+    signal's n-d inverse transform (``rfftn``'s conjugate, normalised the other way)."""
+    norm = _DUAL[_norm(norm, "fft_ihfftn")]
+    return _r2c(_ihfft_input(input, "fft_ihfftn"), s, dim, norm, "fft_ihfftn").conj()
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -1,6 +1,7 @@
 """``gt.func``: PyTorch's ``torch.func``: ``functional_call``, ``stack_module_state`` and the
 function transforms ``grad``, ``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``,
-``hessian``, ``linearize`` and ``vmap``.
+``hessian``, ``linearize``, ``vmap`` and ``functionalize``, and
+``replace_all_batch_norm_modules_``.
 
 The transforms are built on GT's reverse-mode autograd with ``create_graph=True``, so they compose
 (``grad(grad(f))``, ``vmap(grad(f))`` for per-sample gradients, ``jacrev(jacrev(f))``). Inputs need
@@ -24,8 +25,9 @@ from gt.nn.utils.stateless import call
 from gt.ops.shaping import stack
 from gt.tensor import Tensor
 
-__all__ = ["functional_call", "grad", "grad_and_value", "hessian", "jacfwd", "jacrev", "jvp",
-           "linearize", "stack_module_state", "vjp", "vmap"]  # fmt: skip
+__all__ = ["functional_call", "functionalize", "grad", "grad_and_value", "hessian", "jacfwd",
+           "jacrev", "jvp", "linearize", "replace_all_batch_norm_modules_", "stack_module_state",
+           "vjp", "vmap"]  # fmt: skip
 
 
 def functional_call(module: Module, parameter_and_buffer_dicts: dict[str, Tensor] | Sequence[dict[str, Tensor]],
@@ -432,3 +434,51 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
         return _rebuild(first, stacked)
 
     return wrapped
+
+
+_REMOVE_MODES = ("mutations", "mutations_and_views")
+
+
+def functionalize(func: Callable, *, remove: str = "mutations") -> Callable:
+    """``func`` with its mutations removed, as PyTorch's eager ``functionalize``: the same
+    results (and gradients), the changes ``func`` makes to its inputs still applied to them at
+    the end, and no result aliasing an input (each such result is a copy). GT records no program
+    to rewrite, so ``remove`` (``"mutations"`` or ``"mutations_and_views"``) changes nothing else.
+    """
+    if remove not in _REMOVE_MODES:
+        raise RuntimeError(
+            f"functionalize(f, remove='mutations'): received invalid argument for remove={remove}."
+            " Valid options are:\n"
+            "     remove='mutations': all inplace and out= operators will be removed from the "
+            "program, and replaced with their out-of-place equivalents.\n"
+            "     remove='mutations_and_views': In addition to the above, all aliasing operators "
+            "{view} will be replaced with their non-aliasing counterparts, {view}_copy.\n"
+        )
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        out = func(*args, **kwargs)
+        inputs = {id(t) for t in _leaves(list(args)) + _leaves(kwargs)}
+        leaves = [t.clone() if id(t) in inputs or t._vb is not None else t for t in _leaves(out)]
+        return _rebuild(out, leaves)
+
+    wrapped.__name__ = getattr(func, "__name__", "wrapped")
+    wrapped.__qualname__ = getattr(func, "__qualname__", "wrapped")
+    wrapped.__doc__ = getattr(func, "__doc__", None)
+    wrapped.__wrapped__ = func  # type: ignore[attr-defined]
+    return wrapped
+
+
+def replace_all_batch_norm_modules_(root: Module) -> Module:
+    """Turn off the running statistics of every batch-norm module in ``root`` (in place, as
+    PyTorch's: ``running_mean``, ``running_var`` and ``num_batches_tracked`` become ``None`` and
+    ``track_running_stats`` ``False``, so they always normalise with the batch's statistics, as
+    ``vmap`` over a model needs); returns ``root``."""
+    from gt.nn.norm_layers import _BatchNorm  # noqa: PLC0415 - only here
+
+    for module in root.modules():
+        if isinstance(module, _BatchNorm) and module.track_running_stats:
+            module.running_mean = None
+            module.running_var = None
+            module.num_batches_tracked = None
+            module.track_running_stats = False
+    return root

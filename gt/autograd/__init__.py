@@ -20,6 +20,11 @@ import sys
 
 from gt import custom_function as function
 from gt.anomaly import detect_anomaly, set_detect_anomaly
+from gt.autograd._engine_modes import (
+    is_multithreading_enabled,
+    is_view_replay_enabled,
+    set_multithreading_enabled,
+)
 from gt.backprop import RemovableHandle, backward, grad, register_hook
 from gt.custom_function import Function, FunctionCtx, once_differentiable
 from gt.grad_graph import FLOAT_DTYPES, Node, record
@@ -74,10 +79,13 @@ __all__ = [
     "inference_mode",
     "is_inference_mode_enabled",
     "is_grad_enabled",
+    "is_multithreading_enabled",
+    "is_view_replay_enabled",
     "no_grad",
     "once_differentiable",
     "record",
     "register_hook",
     "set_grad_enabled",
+    "set_multithreading_enabled",
     "sum_to",
 ]

@@ -1,5 +1,7 @@
 """``gt.autograd.graph``: hooks on the tensors a backward pass keeps (``saved_tensors_hooks``,
-``save_on_cpu``, ``disable_saved_tensors_hooks``), as ``torch.autograd.graph``.
+``save_on_cpu``, ``disable_saved_tensors_hooks``, ``allow_mutation_on_saved_tensors``), hooks on
+several tensors' gradients at once (``register_multi_grad_hook``), ``increment_version`` and the
+graph's ``Node`` class, as ``torch.autograd.graph``.
 
 Inside ``saved_tensors_hooks(pack, unpack)``, every op recorded for autograd passes each tensor it
 keeps for backward through ``pack``, and backward gets it back through ``unpack`` when the op's
@@ -16,9 +18,17 @@ from typing import Any
 
 import numpy as np
 
-from gt.grad_graph import SAVED_TENSOR_HOOKS
+from gt.grad_graph import SAVED_TENSOR_HOOKS, Node
 
-__all__ = ["disable_saved_tensors_hooks", "save_on_cpu", "saved_tensors_hooks"]
+__all__ = [
+    "Node",
+    "allow_mutation_on_saved_tensors",
+    "disable_saved_tensors_hooks",
+    "increment_version",
+    "register_multi_grad_hook",
+    "save_on_cpu",
+    "saved_tensors_hooks",
+]
 
 
 class saved_tensors_hooks:  # noqa: N801 - PyTorch's name
@@ -68,3 +78,83 @@ class disable_saved_tensors_hooks:  # noqa: N801 - PyTorch's name
 
     def __exit__(self, *exc: Any) -> None:
         SAVED_TENSOR_HOOKS.pop()
+
+
+class allow_mutation_on_saved_tensors(saved_tensors_hooks):  # noqa: N801 - PyTorch's name
+    """A context in which a tensor saved for backward may be changed in place afterwards:
+    backward uses the value it had when it was saved (PyTorch clones it when it is changed; GT
+    keeps a copy of each tensor saved inside the context, which gives the same gradients)."""
+
+    def __init__(self) -> None:
+        def pack(t: Any) -> Any:
+            from gt.grad_mode import no_grad  # noqa: PLC0415 - the tensor module imports this package
+
+            with no_grad():
+                return t.detach().clone()
+
+        super().__init__(pack, lambda t: t)
+
+
+def increment_version(tensor: Any) -> None:
+    """Bump the version counter of ``tensor`` (or of each tensor of an iterable), as an in-place
+    change would: a later backward through a node that saved it then raises."""
+    for t in [tensor] if hasattr(tensor, "_conn") else tensor:
+        t._version += 1
+
+
+class _MultiHandle:
+    """What :func:`register_multi_grad_hook` returns: ``remove()`` unregisters every hook."""
+
+    def __init__(self, handles: tuple) -> None:
+        self.handles = handles
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+    def __enter__(self) -> _MultiHandle:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.remove()
+
+
+def register_multi_grad_hook(tensors: Any, fn: Callable, *, mode: str = "all") -> _MultiHandle:
+    """Call ``fn`` once per backward pass that computes a gradient of any of ``tensors``.
+
+    ``mode="all"``: ``fn(grads)`` after the pass, ``grads`` holding each tensor's gradient in
+    order (``None`` for those the pass did not reach). ``mode="any"``: ``fn(grad)`` with the first
+    of their gradients the pass computes. What ``fn`` returns is ignored.
+    """
+    from gt.backprop import WALKS  # noqa: PLC0415 - the autograd engine needs the tensor class
+    from gt.grad_hooks import register_hook  # noqa: PLC0415
+
+    modes = ("all", "any")
+    if mode not in modes:
+        raise ValueError(f"Expects mode to be one of {modes} but got {mode}")
+    tensors = tuple(tensors)
+    seen: dict[int, Any] = {}  # id(walk) -> the grads so far (mode "all") or True ("any")
+
+    def hook_for(i: int) -> Callable:
+        def hook(grad: Any) -> None:
+            walk = WALKS[-1] if WALKS else None
+            key = id(walk)
+            if mode == "any":
+                if key not in seen:
+                    seen[key] = True
+                    if walk is not None:
+                        walk.at_end.append(lambda: seen.pop(key, None))
+                    fn(grad)
+                return
+            grads = seen.get(key)
+            if grads is None:  # the first of this pass: fn runs when the pass is done
+                grads = seen[key] = [None] * len(tensors)
+                if walk is not None:
+                    walk.at_end.append(lambda: fn(seen.pop(key)))
+            grads[i] = grad if grads[i] is None else grads[i] + grad
+            if walk is None:  # (not inside a backward pass: nothing more can come)
+                fn(seen.pop(key))
+
+        return hook
+
+    return _MultiHandle(tuple(register_hook(t, hook_for(i)) for i, t in enumerate(tensors)))

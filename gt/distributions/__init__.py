@@ -16,8 +16,8 @@ flips), :class:`Multinomial`, :class:`Geometric`, :class:`Cauchy`, :class:`HalfN
 (gamma-Poisson sampler), :class:`ContinuousBernoulli`, :class:`InverseGamma`,
 :class:`FisherSnedecor`, :class:`GeneralizedPareto`, :class:`VonMises` (rejection sampler with a
 bounded number of rounds), :class:`LogisticNormal` (with :class:`StickBreakingTransform`), and
-:func:`kl_divergence` with :func:`register_kl`. Not provided: Wishart, LKJCholesky, the
-``ExponentialFamily`` base and its Bregman-divergence KL.
+:func:`kl_divergence` with :func:`register_kl`, :class:`Wishart`, :class:`LKJCholesky`, and the
+:class:`ExponentialFamily` base (Bregman-divergence entropy and same-family KL).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from gt.distributions.discrete import (
     OneHotCategoricalStraightThrough,
 )
 from gt.distributions.distribution import Distribution
+from gt.distributions.exp_family import ExponentialFamily
 from gt.distributions.gamma_family import Beta, Chi2, Dirichlet, Gamma, Poisson, StudentT
 from gt.distributions.independent import Independent
 from gt.distributions.kl import kl_divergence, register_kl
@@ -100,6 +101,7 @@ __all__ = [
     "ExpRelaxedCategorical",
     "ExpTransform",
     "Exponential",
+    "ExponentialFamily",
     "FisherSnedecor",
     "Gamma",
     "GeneralizedPareto",

@@ -10,6 +10,7 @@ from typing import Any
 
 from gt.distributions import constraints
 from gt.distributions.distribution import LOG_SQRT_2PI, Distribution
+from gt.distributions.exp_family import ExponentialFamily
 from gt.distributions.utils import broadcast_all
 from gt.factories import rand, randn
 from gt.grad_mode import no_grad
@@ -45,7 +46,7 @@ class LocScale(Distribution):
         return self.loc
 
 
-class Normal(LocScale):
+class Normal(LocScale, ExponentialFamily):
     """The normal (Gaussian) distribution with mean ``loc`` and standard deviation ``scale``.
 
     Args:
@@ -87,6 +88,16 @@ class Normal(LocScale):
 
     def entropy(self) -> Tensor:
         return 0.5 + 0.5 * math.log(2 * math.pi) + self.scale.log()
+
+    # (exponential family: natural parameters, log normalizer, expected carrier measure)
+    _mean_carrier_measure = 0
+
+    @property
+    def _natural_params(self) -> tuple[Tensor, Tensor]:
+        return (self.loc / self.scale.pow(2), -0.5 * self.scale.pow(2).reciprocal())
+
+    def _log_normalizer(self, x: Tensor, y: Tensor) -> Tensor:
+        return -0.25 * x.pow(2) / y + 0.5 * (-math.pi / y).log()
 
 
 class Uniform(Distribution):
@@ -187,7 +198,7 @@ class Laplace(LocScale):
         return 1 + (2 * self.scale).log()
 
 
-class Exponential(Distribution):
+class Exponential(ExponentialFamily):
     """The exponential distribution with rate ``rate`` (mean ``1 / rate``)."""
 
     arg_constraints = {"rate": constraints.positive}
@@ -235,3 +246,13 @@ class Exponential(Distribution):
 
     def entropy(self) -> Tensor:
         return 1.0 - self.rate.log()
+
+    # (exponential family: natural parameters, log normalizer, expected carrier measure)
+    _mean_carrier_measure = 0
+
+    @property
+    def _natural_params(self) -> tuple[Tensor]:
+        return (-self.rate,)
+
+    def _log_normalizer(self, x: Tensor) -> Tensor:
+        return -(-x).log()

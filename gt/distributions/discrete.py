@@ -13,6 +13,7 @@ from typing import Any
 
 from gt.distributions import constraints
 from gt.distributions.distribution import Distribution
+from gt.distributions.exp_family import ExponentialFamily
 from gt.distributions.utils import (
     BinaryParameters,
     bce_with_logits,
@@ -32,7 +33,7 @@ from gt.tensor import Tensor
 __all__ = ["Bernoulli", "Categorical", "OneHotCategorical", "OneHotCategoricalStraightThrough"]
 
 
-class Bernoulli(BinaryParameters, Distribution):
+class Bernoulli(BinaryParameters, ExponentialFamily):
     """A coin flip: 1 with probability ``probs`` (or ``sigmoid(logits)``), else 0.
 
     Args:
@@ -85,6 +86,16 @@ class Bernoulli(BinaryParameters, Distribution):
 
     def entropy(self) -> Tensor:
         return bce_with_logits(self.logits, self.probs)
+
+    # (exponential family: natural parameters, log normalizer, expected carrier measure)
+    _mean_carrier_measure = 0
+
+    @property
+    def _natural_params(self) -> tuple[Tensor]:
+        return (self.probs.logit(),)
+
+    def _log_normalizer(self, x: Tensor) -> Tensor:
+        return x.exp().log1p()
 
     def enumerate_support(self, expand: bool = True) -> Tensor:
         n = len(self._batch_shape)

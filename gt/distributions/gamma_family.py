@@ -16,6 +16,7 @@ from typing import Any
 
 from gt.distributions import constraints
 from gt.distributions.distribution import Distribution
+from gt.distributions.exp_family import ExponentialFamily
 from gt.distributions.utils import broadcast_all
 from gt.factories import randn
 from gt.grad_mode import no_grad
@@ -38,7 +39,7 @@ def standard_gamma(concentration: Tensor) -> Tensor:
     return concentration._apply("standard_gamma", [concentration], {"seed": next_seed()})
 
 
-class Gamma(Distribution):
+class Gamma(ExponentialFamily):
     """The gamma distribution with shape ``concentration`` and inverse scale ``rate``."""
 
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
@@ -78,6 +79,16 @@ class Gamma(Distribution):
         c = self.concentration
         return c - self.rate.log() + c.lgamma() + (1.0 - c) * c.digamma()
 
+    # (exponential family: natural parameters, log normalizer, expected carrier measure)
+    _mean_carrier_measure = 0
+
+    @property
+    def _natural_params(self) -> tuple[Tensor, Tensor]:
+        return (self.concentration - 1, -self.rate)
+
+    def _log_normalizer(self, x: Tensor, y: Tensor) -> Tensor:
+        return (x + 1).lgamma() + (x + 1) * (-y.reciprocal()).log()
+
     def cdf(self, value: Any) -> Tensor:
         value = _as_tensor(value, self.rate)
         if self._validate_args:
@@ -104,7 +115,7 @@ class Chi2(Gamma):
         return ["concentration", "rate"]
 
 
-class Dirichlet(Distribution):
+class Dirichlet(ExponentialFamily):
     """The Dirichlet distribution over the simplex of the last dimension of ``concentration``."""
 
     arg_constraints = {"concentration": constraints.independent(constraints.positive, 1)}
@@ -163,8 +174,16 @@ class Dirichlet(Distribution):
             - ((c - 1.0) * c.digamma()).sum(-1)
         )
 
+    # (exponential family: natural parameters, log normalizer, expected carrier measure)
+    @property
+    def _natural_params(self) -> tuple[Tensor]:
+        return (self.concentration,)
 
-class Beta(Distribution):
+    def _log_normalizer(self, x: Tensor) -> Tensor:
+        return x.lgamma().sum(-1) - x.sum(-1).lgamma()
+
+
+class Beta(ExponentialFamily):
     """The beta distribution on ``[0, 1]`` with concentrations ``concentration1`` (of 1) and
     ``concentration0`` (of 0); a two-class :class:`Dirichlet`."""
 
@@ -214,6 +233,14 @@ class Beta(Distribution):
 
     def entropy(self) -> Tensor:
         return self._dirichlet.entropy()
+
+    # (exponential family: natural parameters, log normalizer, expected carrier measure)
+    @property
+    def _natural_params(self) -> tuple[Tensor, Tensor]:
+        return (self.concentration1, self.concentration0)
+
+    def _log_normalizer(self, x: Tensor, y: Tensor) -> Tensor:
+        return x.lgamma() + y.lgamma() - (x + y).lgamma()
 
     def expand(self, batch_shape: Any, _instance: Any = None) -> Beta:
         new = Beta.__new__(Beta)
@@ -295,7 +322,7 @@ class StudentT(Distribution):
         )
 
 
-class Poisson(Distribution):
+class Poisson(ExponentialFamily):
     """The Poisson distribution with mean ``rate`` (counts as floats, as PyTorch's)."""
 
     arg_constraints = {"rate": constraints.nonnegative}
@@ -328,6 +355,14 @@ class Poisson(Distribution):
         if self._validate_args:
             self._validate_sample(value)
         return xlogy(value, self.rate) - self.rate - (value + 1).lgamma()
+
+    # (exponential family: natural parameters, log normalizer, expected carrier measure)
+    @property
+    def _natural_params(self) -> tuple[Tensor]:
+        return (self.rate.log(),)
+
+    def _log_normalizer(self, x: Tensor) -> Tensor:
+        return x.exp()
 
 
 def _as_tensor(value: Any, like: Tensor) -> Any:

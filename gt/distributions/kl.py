@@ -10,6 +10,7 @@ from typing import Any
 from gt.distributions.continuous import Exponential, Laplace, Normal, Uniform
 from gt.distributions.discrete import Bernoulli, Categorical, OneHotCategorical
 from gt.distributions.distribution import Distribution
+from gt.distributions.exp_family import ExponentialFamily
 from gt.distributions.independent import Independent
 from gt.distributions.multivariate_normal import MultivariateNormal, _linalg, batch_mahalanobis
 from gt.distributions.transformed_distribution import TransformedDistribution
@@ -156,3 +157,26 @@ def _kl_mvn_mvn(p: MultivariateNormal, q: MultivariateNormal) -> Tensor:
     term2 = term2.pow(2).flatten(-2).sum(-1)
     term3 = batch_mahalanobis(q_l, q.loc - p.loc)
     return half_term1 + 0.5 * (term2 + term3 - n)
+
+
+@register_kl(ExponentialFamily, ExponentialFamily)
+def _kl_expfamily_expfamily(p: ExponentialFamily, q: ExponentialFamily) -> Tensor:
+    """Two members of one exponential family without a closed form: the Bregman divergence of
+    the log normalizer ``F`` between the natural parameters, ``F(tq) - F(tp) - <tq - tp, grad
+    F(tp)>`` (its gradient by autograd, as PyTorch's fallback)."""
+    if type(p) is not type(q):
+        raise NotImplementedError(
+            "The cross KL-divergence between different exponential families cannot be computed "
+            "using Bregman divergences"
+        )
+    from gt.backprop import grad  # noqa: PLC0415 - only here
+    from gt.grad_mode import enable_grad  # noqa: PLC0415
+
+    with enable_grad():
+        p_nparams = [param.detach().requires_grad_() for param in p._natural_params]
+        lg_normal = p._log_normalizer(*p_nparams)
+        gradients = grad(lg_normal.sum(), p_nparams, create_graph=True)
+    result = q._log_normalizer(*q._natural_params) - lg_normal
+    for pnp, qnp, g in zip(p_nparams, q._natural_params, gradients):
+        result = result - sum_rightmost((qnp - pnp) * g, len(q.event_shape))
+    return result

@@ -2,8 +2,8 @@
 edge cases: :class:`ContinuousBernoulli`, :class:`InverseGamma`, :class:`FisherSnedecor` and
 :class:`GeneralizedPareto`.
 
-:class:`ContinuousBernoulli` derives from :class:`Distribution` (GT has no ``ExponentialFamily``
-base, so its Bregman-divergence entropy/KL fallback is absent; the closed forms are here).
+:class:`ContinuousBernoulli` derives from :class:`ExponentialFamily`, as in PyTorch (its closed
+forms are here; the Bregman-divergence ones of the base agree).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 from gt.distributions import constraints
 from gt.distributions.distribution import Distribution
+from gt.distributions.exp_family import ExponentialFamily
 from gt.distributions.gamma_family import Gamma
 from gt.distributions.transformed_distribution import TransformedDistribution
 from gt.distributions.transforms import PowerTransform
@@ -43,7 +44,7 @@ def _shape_of(args: tuple, first: Tensor) -> tuple:
     return () if all(isinstance(a, Number) for a in args) else tuple(first.shape)
 
 
-class ContinuousBernoulli(BinaryParameters, Distribution):
+class ContinuousBernoulli(BinaryParameters, ExponentialFamily):
     """The continuous Bernoulli distribution on ``[0, 1]`` (Loaiza-Ganem and Cunningham, 2019):
     density ``C(p) p^x (1 - p)^(1 - x)``. ``probs`` is not a probability nor ``logits`` log-odds;
     near ``p = 1/2`` (inside ``lims``) Taylor expansions replace the unstable closed forms.

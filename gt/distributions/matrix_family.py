@@ -17,6 +17,7 @@ from typing import Any
 
 from gt.distributions import constraints
 from gt.distributions.distribution import Distribution
+from gt.distributions.exp_family import ExponentialFamily
 from gt.distributions.gamma_family import Beta, Chi2
 from gt.distributions.multivariate_normal import ScaleTrilMatrices, _linalg, scale_tril_of
 from gt.factories import arange, randn, tensor
@@ -34,7 +35,7 @@ def _mvdigamma(x: Tensor, p: int) -> Tensor:
     return (x.unsqueeze(-1) - arange(p, dtype=x.dtype) / 2).digamma().sum(-1)
 
 
-class Wishart(ScaleTrilMatrices, Distribution):
+class Wishart(ScaleTrilMatrices, ExponentialFamily):
     """The Wishart distribution of ``df`` degrees of freedom and one of ``covariance_matrix``,
     ``precision_matrix`` or ``scale_tril`` (its lower Cholesky factor): the distribution of
     ``sum_k x_k x_k^T`` for ``df`` draws of a zero-mean normal with that covariance.
@@ -136,6 +137,18 @@ class Wishart(ScaleTrilMatrices, Distribution):
             - (nu - p - 1) / 2 * _mvdigamma(nu / 2, p)
             + nu * p / 2
         )
+
+    # (exponential family: natural parameters, log normalizer, expected carrier measure)
+    _mean_carrier_measure = 0
+
+    @property
+    def _natural_params(self) -> tuple[Tensor, Tensor]:
+        return -self.precision_matrix / 2, (self.df - self._event_shape[-1] - 1) / 2
+
+    def _log_normalizer(self, x: Tensor, y: Tensor) -> Tensor:
+        p = self._event_shape[-1]
+        half = y + (p + 1) / 2
+        return half * (-_linalg().slogdet(-2 * x).logabsdet + _LOG_2 * p) + half.mvlgamma(p)
 
 
 class LKJCholesky(Distribution):

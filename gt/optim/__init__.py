@@ -2,7 +2,7 @@
 
 ``SGD`` (momentum, weight decay, Nesterov), ``Adam``/``AdamW`` (amsgrad), ``RMSprop`` (centered,
 momentum), ``Adagrad``, ``Adadelta``, ``Adamax``, ``NAdam``, ``RAdam``, ``ASGD``, ``Rprop``,
-``Adafactor`` and ``LBFGS`` (with the strong-Wolfe line search); ``gt.optim.lr_scheduler`` holds
+``Adafactor``, ``Muon`` (2-d parameters) and ``LBFGS`` (with the strong-Wolfe line search); ``gt.optim.lr_scheduler`` holds
 the schedulers, ``gt.optim.swa_utils`` weight averaging (``AveragedModel``, ``SWALR``,
 ``update_bn``). Optimizer state and ``state_dict`` follow PyTorch's layout.
 """
@@ -19,6 +19,7 @@ from gt.optim.adam import Adam, AdamW
 from gt.optim.adam_variants import Adamax, NAdam, RAdam
 from gt.optim.adaptive import Adagrad, RMSprop, SparseAdam
 from gt.optim.lbfgs import LBFGS
+from gt.optim.muon import Muon
 from gt.optim.optimizer import Optimizer
 from gt.optim.rprop import Rprop
 from gt.optim.sgd import SGD
@@ -34,6 +35,7 @@ __all__ = [
     "Adam",
     "AdamW",
     "Adamax",
+    "Muon",
     "NAdam",
     "Optimizer",
     "RAdam",

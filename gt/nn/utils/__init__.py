@@ -5,7 +5,8 @@ Gradient clipping (``clip_grad_norm_``, ``get_total_norm``, ``clip_grads_with_no
 (``fuse_conv_bn_eval`` ...), ``skip_init``, weight and spectral normalization (the hook-based
 ``weight_norm`` / ``spectral_norm`` and, in ``parametrizations``, the parametrization-based ones),
 ``parametrize`` (``register_parametrization`` ...), ``prune`` (magnitude, random and custom
-pruning masks), ``stateless.functional_call``, and ``rnn`` (packed variable-length sequences).
+pruning masks), ``stateless.functional_call``, ``rnn`` (packed variable-length sequences), and
+``convert_conv2d_weight_memory_format`` / ``convert_conv3d_weight_memory_format``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ from gt.nn.utils.fusion import (
     fuse_linear_bn_weights,
 )
 from gt.nn.utils.init import skip_init
+from gt.nn.utils.memory_format import (
+    convert_conv2d_weight_memory_format,
+    convert_conv3d_weight_memory_format,
+)
 from gt.nn.utils.spectral_norm import remove_spectral_norm, spectral_norm
 from gt.nn.utils.weight_norm import remove_weight_norm, weight_norm
 
@@ -41,6 +46,8 @@ __all__ = [
     "clip_grad_norm_",
     "clip_grad_value_",
     "clip_grads_with_norm_",
+    "convert_conv2d_weight_memory_format",
+    "convert_conv3d_weight_memory_format",
     "convert_parameters",
     "fuse_conv_bn_eval",
     "fuse_conv_bn_weights",
