@@ -94,3 +94,24 @@ def test_bfloat16_on_numpy_workers_is_computed_as_pytorchs_cpu_kernels(conn):
 def _softmax_once(a: np.ndarray) -> np.ndarray:
     e = np.exp(a - a.max(1, keepdims=True))
     return e / e.sum(1, keepdims=True)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_norms_are_taken_in_float32_and_rounded_once(conn, dtype):
+    # PyTorch's norm kernels square, sum and root half values in float32: rounding each step to
+    # half instead put a bfloat16 norm an ulp off in 10 % of random matrices
+    rng = np.random.default_rng(4)
+    for _ in range(40):
+        a = gt.tensor(rng.standard_normal((int(rng.integers(2, 30)), 9)).astype(np.float32))
+        h = a.to(getattr(gt, dtype))
+        w = h.float().numpy()
+        for p, want in ((2, np.sqrt((w * w).sum())), (1, np.abs(w).sum()),
+                        (3, (np.abs(w) ** 3).sum() ** (1 / 3))):  # fmt: skip
+            got = h.norm(p)
+            assert got.dtype == getattr(gt, dtype)
+            np.testing.assert_array_equal(got.float().numpy(),
+                                          gt.tensor(np.float32(want)).to(got.dtype).float().numpy())  # fmt: skip
+        rows = h.norm(dim=1).float().numpy()
+        np.testing.assert_array_equal(
+            rows, gt.tensor(np.sqrt((w * w).sum(1))).to(h.dtype).float().numpy()
+        )
