@@ -57,8 +57,7 @@ nan = _math.nan
 pi = _math.pi
 e = _math.e
 
-__version__ = "0.1.0"
-
+from gt.torch_version import __version__ as __version__  # noqa: E402 - a TorchVersion
 
 #: Submodules, by name: ``gt.X`` for one of them imports just that module.
 _SUBMODULES = frozenset(

@@ -7,7 +7,9 @@ own namespace the first time one of them is asked for, so the dispatcher, the wo
 
 from gt import amp, backends, config, cpu, cuda, nn, optim, signal, utils
 from gt._foreach import *  # noqa: F403 - gt._foreach_add_, ... (its __all__; not in gt.__all__)
+from gt._stream import Event, Stream  # torch.Stream / torch.Event (device-agnostic)
 from gt.amp import (
+    GradScaler,
     autocast,
     clear_autocast_cache,
     get_autocast_cpu_dtype,
@@ -73,6 +75,7 @@ from gt.fake_quant import __all__ as _fake_quant_names
 from gt.hotpath import HotFunction, hot
 from gt.linalg.toplevel import *  # noqa: F403 - gt.matrix_exp, gt.lu, ... (its __all__)
 from gt.linalg.toplevel import __all__ as _linalg_names
+from gt.nested import jagged  # torch.jagged (nested tensors' layout)
 from gt.ops.compat import *  # noqa: F403 - gt.divide, gt.aminmax, gt.tensor_split, ... (its __all__)
 from gt.ops.compat import __all__ as _compat_names
 from gt.ops.compat_functions import *  # noqa: F403 - gt.as_tensor, gt.column_stack, gt.isin, ...
@@ -120,6 +123,9 @@ __all__ = [
     *_settings_names,
     *_TYPED,
     "Generator",
+    "GradScaler",
+    "Stream",
+    "Event",
     "is_anomaly_check_nan_enabled",
     "is_anomaly_enabled",
     "set_anomaly_enabled",
@@ -162,6 +168,7 @@ __all__ = [
     "sparse_coo_tensor",
     "sparse_csr",
     "sparse_csr_tensor",
+    "jagged",
     "spmm",
     "poisson",
     "config",

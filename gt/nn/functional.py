@@ -388,6 +388,8 @@ def pairwise_distance(
 @autocast_op("linear")
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias`` (``weight`` is ``[out_features, in_features]``)."""
+    if getattr(input, "is_nested", False):  # a gt.nested tensor: component by component
+        return input._linear(weight, bias)
     if input.shape[-1:] != weight.shape[-1:]:
         raise ShapeError(
             f"linear: input of shape {list(input.shape)} does not match weight of shape "

@@ -14,9 +14,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "gt"
 
-USER_API = ("gt.errors", "gt.shapes", "gt.ops", "gt.indexing", "gt.autograd", "gt.signal",
+USER_API = ("gt.errors", "gt.random", "gt.version", "gt.torch_version", "gt.functional", "gt._stream", "gt.mps", "gt.xpu", "gt.multiprocessing", "gt.hub", "gt.shapes", "gt.ops", "gt.indexing", "gt.autograd", "gt.signal",
             "gt.tensor", "gt.factories", "gt.session", "gt.config", "gt.optim", "gt.nn",
-            "gt.client", "gt.serialization", "gt.utils", "gt.cuda", "gt.cpu", "gt.backends", "gt.amp", "gt.hotpath", "gt.guards", "gt.backprop", "gt.grad_mode", "gt.grad_graph", "gt.custom_function", "gt.linalg", "gt.distributions", "gt.special", "gt.func", "gt.func_batching", "gt.torch_functions", "gt.testing", "gt.jit", "gt.compiler", "gt.profiler", "gt.fft", "gt.spectral", "gt.distributed", "gt.settings", "gt.grad_hooks", "gt._dtype", "gt._foreach", "gt.typed_tensors", "gt.signal_windows", "gt.quasirandom", "gt.signal_scope", "gt.anomaly", "gt.fake_quant", "gt.torch_aliases", "gt.torch_native", "gt.torch_level", "gt.torch_rnn", "gt.torch_control", "gt.sparse", "gt.sparse_csr")  # fmt: skip
+            "gt.client", "gt.serialization", "gt.utils", "gt.cuda", "gt.cpu", "gt.backends", "gt.amp", "gt.hotpath", "gt.guards", "gt.backprop", "gt.grad_mode", "gt.grad_graph", "gt.custom_function", "gt.linalg", "gt.distributions", "gt.special", "gt.func", "gt.func_batching", "gt.torch_functions", "gt.testing", "gt.jit", "gt.compiler", "gt.profiler", "gt.fft", "gt.spectral", "gt.distributed", "gt.settings", "gt.grad_hooks", "gt._dtype", "gt._foreach", "gt.typed_tensors", "gt.signal_windows", "gt.quasirandom", "gt.signal_scope", "gt.anomaly", "gt.fake_quant", "gt.torch_aliases", "gt.torch_native", "gt.torch_level", "gt.torch_rnn", "gt.torch_control", "gt.sparse", "gt.sparse_csr", "gt.masked", "gt.nested")  # fmt: skip
 TRACE_OUT = ("gt.trace.events", "gt.trace.emit")
 
 #: The layer a module belongs to (the longest matching prefix) -> what it may import from gt.
