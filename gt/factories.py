@@ -19,6 +19,7 @@ from gt.ops import functions as _functions
 from gt.ops.functions import write_out
 from gt.ops.layout import cloned_layout
 from gt.ops.random import next_seed, random_attrs
+from gt.range_values import complex_linspace_values, linspace_values
 from gt.session import get_connection
 from gt.tensor import Tensor, create, host_array, upload
 
@@ -365,11 +366,11 @@ def linspace(
         raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
     cdt = complex_dtype(start, end, dtype, "linspace")
     if cdt is not None:  # complex ends or dtype: each part as PyTorch's real kernel makes it
-        values = _complex_linspace_values(as_complex(start), as_complex(end), steps, cdt)
+        values = complex_linspace_values(as_complex(start), as_complex(end), steps, cdt)
         return from_numpy(values, requires_grad)
     dt = _float_dtype(dtype, "linspace")
     if dt in ("float32", "float64"):
-        return from_numpy(_linspace_values(float(start), float(end), steps, dt), requires_grad)
+        return from_numpy(linspace_values(float(start), float(end), steps, dt), requires_grad)
     t = arange(steps, dtype=dt)
     out = t * ((end - start) / (steps - 1)) + start if steps > 1 else t + start
     return out.requires_grad_(True) if requires_grad else out
@@ -416,37 +417,6 @@ def complex_dtype(start: Any, end: Any, dtype: Any, op: str) -> str | None:
         raise RuntimeError(f"torch.{op}(): inferred dtype c10::complex<{part}> can't be safely "
                            f"cast to passed dtype {_SCALAR.get(asked, asked)}")  # fmt: skip
     return inferred
-
-
-def _complex_linspace_values(start: complex, end: complex, steps: int, dtype: str) -> np.ndarray:
-    """PyTorch's CPU ``linspace`` of a complex dtype: its step is the real and imaginary parts'
-    steps, so each part is the real ``linspace`` of the parts (:func:`_linspace_values`), to the
-    last bit (checked against PyTorch 2.13 on random ends and lengths)."""
-    real = S.REAL_OF[dtype]
-    t = np.dtype(real).type
-    with np.errstate(over="ignore", invalid="ignore"):
-        re = _linspace_values(float(t(start.real)), float(t(end.real)), steps, real)
-        im = _linspace_values(float(t(start.imag)), float(t(end.imag)), steps, real)
-    out = np.empty(steps, dtype)
-    out.real, out.imag = re, im
-    return out
-
-
-def _linspace_values(start: float, end: float, steps: int, dtype: str) -> np.ndarray:
-    """PyTorch's CPU ``linspace`` to the last bit: ``step = (end - start) / (steps - 1)`` in the
-    dtype, then ``start + step * i`` on the first half and ``end - step * (steps - 1 - i)`` on the
-    second, each rounded once (the kernel is compiled with fused multiply-adds), so worked out in
-    extended precision. Sampling grids built with ``linspace`` (``meshgrid`` + ``grid_sample``
-    warps) put points on pixel centres, where a last-bit difference moves the gradient."""
-    t = np.dtype(dtype).type
-    if steps == 1:
-        return np.array([start], dtype)
-    first, last = t(start), t(end)
-    step = np.longdouble(t(t(last - first) / t(steps - 1)))
-    i = np.arange(steps)
-    lo = np.longdouble(first) + step * i
-    hi = np.longdouble(last) - step * (steps - 1 - i)
-    return np.where(i < steps // 2, lo, hi).astype(dtype)
 
 
 def eye(

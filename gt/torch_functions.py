@@ -30,6 +30,7 @@ from gt.ops.autocast import autocast_op, mark_methods
 from gt.ops.random import manual_seed
 from gt.ops.search import searchsorted
 from gt.ops.shaping import cat
+from gt.range_values import complex_logspace_values
 from gt.runtime.ops import return_types
 from gt.spectral import (
     bartlett_window,
@@ -91,48 +92,17 @@ def qr(input: Tensor, some: bool = True) -> QRResult:
 def logspace(start: float, end: float, steps: int, base: float = 10.0, *, dtype: Any = None,
              requires_grad: bool = False, device: Any = None) -> Tensor:  # fmt: skip
     """``base ** linspace(start, end, steps)`` (complex ends or ``dtype``: as PyTorch's complex
-    kernel computes them, see :func:`_complex_logspace_values`)."""
+    kernel computes them, see :func:`gt.range_values.complex_logspace_values`)."""
     cdt = complex_dtype(start, end, dtype, "logspace")
     if cdt is not None:
         if steps < 0:
             raise ValueError(f"logspace: number of steps must be non-negative, got {steps}")
-        values = _complex_logspace_values(as_complex(start), as_complex(end), int(steps),
+        values = complex_logspace_values(as_complex(start), as_complex(end), int(steps),
                                           float(base), cdt)  # fmt: skip
         return from_numpy(values, requires_grad)
     exps = linspace(start, end, steps, dtype="float64")
     out = (exps * math.log(base)).exp().to(S.canonical_dtype(dtype))
     return out.requires_grad_(True) if requires_grad else out
-
-
-def _complex_logspace_values(start: Any, end: Any, steps: int, base: float,
-                             dtype: str) -> np.ndarray:  # fmt: skip
-    """PyTorch's CPU ``logspace`` of a complex dtype, to the last bit (checked against PyTorch
-    2.13 on random ends, lengths and bases): the exponents ``start + step * i`` (first half) and
-    ``end - step * (steps - 1 - i)`` (second half) in the dtype, the step being the difference
-    times ``1 / (steps - 1)`` (its complex division by a real number), then
-    ``exp(exponent * log(base))``; a single value is ``base ** start`` worked out in double."""
-    c = np.dtype(dtype).type
-    r = np.dtype(S.REAL_OF[dtype]).type
-    if steps == 1:
-        one = np.empty(1, np.complex128)  # (``complex`` here is PyTorch's function)
-        if base > 0:
-            rho, theta = math.pow(base, start.real), start.imag * math.log(base)
-            one.real, one.imag = rho * math.cos(theta), rho * math.sin(theta)
-        else:
-            one[0] = np.exp(np.complex128(start) * np.log(np.complex128(base)))
-        return one.astype(dtype)
-    with np.errstate(all="ignore"):
-        s, e = c(start), c(end)
-        inv = r(1) / r(max(steps - 1, 1))
-        d = e - s
-        step_re, step_im = r(d.real) * inv, r(d.imag) * inv
-        i = np.arange(steps)
-        k = (steps - 1 - i).astype(r)
-        low = i < steps // 2
-        exps = np.empty(steps, dtype)
-        exps.real = np.where(low, s.real + step_re * i.astype(r), e.real - step_re * k)
-        exps.imag = np.where(low, s.imag + step_im * i.astype(r), e.imag - step_im * k)
-        return np.exp(exps * np.log(c(base)))
 
 
 def range(start: float = 0, end: float | None = None, step: float = 1, *,  # noqa: A001
