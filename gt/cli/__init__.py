@@ -45,6 +45,16 @@ EPILOG = (
 )
 
 
+def _version() -> str:
+    """The installed distribution's version (``gt-multiplex``), without importing the tensor API."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gt-multiplex")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every ``gt`` subcommand."""
     parser = argparse.ArgumentParser(
@@ -53,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"gt {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         command.add_parser(subparsers)

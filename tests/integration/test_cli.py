@@ -72,6 +72,14 @@ def test_help_lists_every_command():
         assert command in out.stdout
 
 
+def test_version_names_the_installed_distribution():
+    from importlib.metadata import version
+
+    out = subprocess.run(gt_cmd("--version"), capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0
+    assert out.stdout.strip() == f"gt {version('gt-multiplex')}"
+
+
 def test_gt_ps_without_dispatchers_says_so(tmp_path):
     env = {**os.environ, "GT_RUNTIME_DIR": str(tmp_path)}
     out = subprocess.run(gt_cmd("ps"), env=env, capture_output=True, text=True, timeout=30)
