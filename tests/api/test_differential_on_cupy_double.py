@@ -3,7 +3,7 @@ every kernel, view, reduction, optimizer step and print of a usual PyTorch progr
 CuPy code paths (explicit host copies, the device memory pool, only the CuPy API of the supported
 versions), and must still give PyTorch's results.
 
-To keep CI within its time, every sixth program of each module (in name order) runs here, which still reaches
+To keep CI within its time, every tenth program of each module (in name order) runs here, which still reaches
 every module and nearly every kernel (each kernel also runs alone on the double in
 ``tests/unit/test_kernels_on_cupy_double.py``); ``GT_DOUBLE_ALL_PROGRAMS=1`` runs them all, as
 ``scripts/gpu_check.sh --with-programs`` does on real CuPy."""
@@ -40,7 +40,7 @@ _NAMES = (
     else sorted(
         n
         for module in {p.module for p in PROGRAMS.values()}
-        for n in sorted(n for n, p in PROGRAMS.items() if p.module == module)[::6]
+        for n in sorted(n for n, p in PROGRAMS.items() if p.module == module)[::10]
     )
 )
 
