@@ -14,16 +14,13 @@ from gt.tensor import Tensor
 class Adam(Optimizer):
     """Adam (Kingma & Ba) with bias correction; ``weight_decay`` adds ``wd * p`` to the gradient.
 
-    ``m = m.lerp(g, 1-b1)`` (PyTorch's spelling: it rounds as PyTorch's does, up to the fused
-    multiply-add of PyTorch's kernel); ``v = b2*v + (1-b2)*g*g``;
+    ``m = b1*m + (1-b1)*g``; ``v = b2*v + (1-b2)*g*g``;
     ``p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)``.
 
     ``capturable=True`` (as in PyTorch, for CUDA graphs) keeps the step count ``t`` as a tensor
     on the worker and computes the bias corrections there, in float64, so that a step under
     ``@gt.hot`` is the same instructions every call and can be captured; the results are the same
-    as without it. By default ``t`` is a Python number, whose corrections change every call (a
-    step being captured by ``@gt.hot`` moves it to the worker: see
-    :func:`gt.optim._options.on_worker_when_captured`).
+    as without it. By default ``t`` is a Python number, whose corrections change every call.
     """
 
     decoupled = False
@@ -85,7 +82,7 @@ class Adam(Optimizer):
         on_worker_when_captured(p, state)
         t = advance(state)
         m, v = state["exp_avg"], state["exp_avg_sq"]
-        m.lerp_(g, 1.0 - b1)
+        m.mul_(b1).add_(g * (1.0 - b1))
         v.mul_(b2).add_(g * g * (1.0 - b2))
         if group["amsgrad"]:
             vmax = state["max_exp_avg_sq"]
