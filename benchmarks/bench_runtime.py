@@ -10,7 +10,9 @@ reference's number, their ratio and the target ratio, and PASS or FAIL:
    all fired at once (ZeroMQ's high-water marks give backpressure), then one fetch. Target >= 1.0x.
 2. ``sync-roundtrip``: ``(x + 1).numpy()`` repeated; median seconds per call against one
    request/reply through the same chain (add + fetch in one message, the 16-byte result back
-   through the forwarder). Target <= 1.3x.
+   through the forwarder: four hops). Target <= 1.0x (issue 14's; it was <= 1.3x while GT took
+   three hops). ``2b``: the chain's client sends straight to its worker, which answers straight
+   back: two hops, as GT's direct batches. Target <= 1.0x.
 3. ``upload+fetch 64MiB``: ``gt.from_numpy(a).numpy()`` of a 64 MiB float32 array, bandwidth
    ``2 * 64 MiB / time``, best of N, against a zero-copy ZeroMQ echo of the same array between two
    processes (``copy=False`` on every send and receive). Target >= 0.8x.
@@ -160,9 +162,9 @@ def forwarder_main(conn: Any, stop: Any, parent_pid: int) -> None:
 def chain_worker_main(conn: Any, stop: Any, parent_pid: int, back: str) -> None:
     """The reference chain's last hop: executes ``full``/``add``/``fetch`` on NumPy arrays.
 
-    A fetch whose attrs name a client (``{"to": identity}``) is answered straight to that client
-    on the worker's own ROUTER (what GT's workers do: three hops, not four); other fetches go back
-    through the forwarder.
+    Requests come from the forwarder, and replies go back through it (four hops a round trip);
+    or they come straight from a client on the worker's own ROUTER, and are answered there (two
+    hops, as GT's direct batches), with a table per client as GT's worker keeps.
     """
     with child_guard(conn):
         ctx = zmq.Context()
@@ -173,33 +175,41 @@ def chain_worker_main(conn: Any, stop: Any, parent_pid: int, back: str) -> None:
         direct.setsockopt(zmq.SNDTIMEO, 1000)
         conn.send(bind_random(direct))
         packb, unpackb = msgpack.packb, msgpack.unpackb
-        tables: dict[int, dict[int, np.ndarray]] = {}
+        tables: dict[Any, dict[int, np.ndarray]] = {}
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(direct, zmq.POLLIN)
         try:
             while not stop.is_set() and parent_alive(parent_pid):
-                if not sock.poll(POLL_MS):
-                    continue
-                for _ in range(256):
-                    try:
-                        msg = sock.recv(zmq.NOBLOCK)
-                    except zmq.Again:
-                        break
-                    cno, instrs, frees = unpackb(msg)
-                    tbl = tables.setdefault(cno, {})
-                    for code, out, args, attrs, _src in instrs:
-                        if code == OP_ADD:
-                            tbl[out] = tbl[args[0]] + args[1]
-                        elif code == OP_FETCH:
-                            a = tbl[args[0]]
-                            if attrs and "to" in attrs:
-                                hdr = packb([out, a.dtype.name, list(a.shape)])
-                                direct.send_multipart([attrs["to"], hdr, a.tobytes()])
+                events = dict(poller.poll(POLL_MS))
+                for s in (sock, direct):
+                    if s not in events:
+                        continue
+                    for _ in range(256):
+                        try:
+                            if s is sock:
+                                cno, instrs, frees = unpackb(s.recv(zmq.NOBLOCK))
                             else:
-                                hdr = packb([cno, out, a.dtype.name, list(a.shape)])
-                                sock.send_multipart([hdr, a.tobytes()])
-                        elif code == OP_FULL:
-                            tbl[out] = np.full(attrs["shape"], args[0], dtype=attrs["dtype"])
-                    for f in frees:
-                        tbl.pop(f, None)
+                                cno, body = s.recv_multipart(zmq.NOBLOCK)
+                                instrs, frees = unpackb(body)
+                        except zmq.Again:
+                            break
+                        tbl = tables.setdefault(cno, {})
+                        for code, out, args, attrs, _src in instrs:
+                            if code == OP_ADD:
+                                tbl[out] = tbl[args[0]] + args[1]
+                            elif code == OP_FETCH:
+                                a = tbl[args[0]]
+                                if s is direct:
+                                    hdr = packb([out, a.dtype.name, list(a.shape)])
+                                    direct.send_multipart([cno, hdr, a.tobytes()])
+                                else:
+                                    hdr = packb([cno, out, a.dtype.name, list(a.shape)])
+                                    sock.send_multipart([hdr, a.tobytes()])
+                            elif code == OP_FULL:
+                                tbl[out] = np.full(attrs["shape"], args[0], dtype=attrs["dtype"])
+                        for f in frees:
+                            tbl.pop(f, None)
         finally:
             ctx.destroy(linger=0)
 
@@ -255,8 +265,8 @@ def numpy_matmul_main(conn: Any, stop: Any, parent_pid: int, n: int, count: int,
 class ChainClient:
     """The parent's DEALER into the reference chain, speaking the chain's message format.
 
-    With ``direct`` (the chain worker's ROUTER) it also holds a DEALER there, and fetches can ask
-    for their reply on it (``fetch(..., direct=True)``): the same three hops as GT's round trip.
+    With ``direct`` (the chain worker's ROUTER) it also holds a DEALER there, and round trips can
+    go straight to the worker and back (``roundtrips(..., direct=True)``): two hops, as GT's.
     """
 
     def __init__(self, ctx: zmq.Context, front: str, direct: str | None = None):
@@ -266,12 +276,10 @@ class ChainClient:
         self.sock.connect(front)
         self.next_id = 1
         self.direct = None
-        self.known = False  # whether the chain worker has seen our direct socket (see roundtrips)
-        self.ident = os.urandom(8)
         if direct is not None:
             self.direct = _socket(ctx, zmq.DEALER)
-            self.direct.setsockopt(zmq.IDENTITY, self.ident)
             self.direct.setsockopt(zmq.RCVTIMEO, RECV_TIMEOUT_MS)
+            self.direct.setsockopt(zmq.SNDTIMEO, RECV_TIMEOUT_MS)
             self.direct.connect(direct)
 
     def new_id(self) -> int:
@@ -279,17 +287,19 @@ class ChainClient:
         self.next_id += 1
         return self.next_id
 
-    def zeros4(self) -> int:
+    def _send(self, instrs: list, frees: list, direct: bool) -> None:
+        (self.direct if direct else self.sock).send(msgpack.packb([instrs, frees]))
+
+    def zeros4(self, direct: bool = False) -> int:
         """Create a 4-element float32 zeros array on the chain worker; returns its id."""
         tid = self.new_id()
-        ins = [OP_FULL, tid, [0.0], {"shape": [4], "dtype": "float32"}, 1]
-        self.sock.send(msgpack.packb([[ins], []]))
+        self._send([[OP_FULL, tid, [0.0], {"shape": [4], "dtype": "float32"}, 1]], [], direct)
         return tid
 
-    def fetch(self, tid: int) -> np.ndarray:
-        """Fetch tensor ``tid`` (a full round trip through the chain)."""
-        self.sock.send(msgpack.packb([[[OP_FETCH, self.new_id(), [tid], None, 1]], []]))
-        return self.recv_array()
+    def fetch(self, tid: int, direct: bool = False) -> np.ndarray:
+        """Fetch tensor ``tid`` (a full round trip)."""
+        self._send([[OP_FETCH, self.new_id(), [tid], None, 1]], [], direct)
+        return self.recv_array(direct)
 
     def recv_array(self, direct: bool = False) -> np.ndarray:
         """Receive one fetch reply (raises ``zmq.Again`` after ``RECV_TIMEOUT_MS``)."""
@@ -323,24 +333,17 @@ class ChainClient:
 
     def roundtrips(self, n: int, direct: bool = False) -> list[float]:
         """``n`` synchronous ``(x + 1)`` + fetch round trips; returns seconds per round trip.
-        ``direct``: the reply comes straight from the chain worker (three hops, as in GT)."""
-        x = self.zeros4()
-        self.fetch(x)
-        sock, packb, new_id = self.sock, msgpack.packb, self.new_id
-        to = {"to": self.ident} if direct else None
-        while direct and not self.known:  # until the worker's ROUTER knows us (once: a reply
-            sock.send(packb([[[OP_FETCH, new_id(), [x], to, 1]], []]))  # to a stranger is lost)
-            if self.direct.poll(100):
-                self.recv_array(direct=True)
-                while self.direct.poll(50):  # replies to earlier tries
-                    self.recv_array(direct=True)
-                self.known = True
+        ``direct``: straight to the chain worker and back (two hops, as GT's direct batches)."""
+        x = self.zeros4(direct)
+        self.fetch(x, direct)
+        sock = self.direct if direct else self.sock
+        packb, new_id = msgpack.packb, self.new_id
         times = []
         prev: list[int] = []
         for _ in range(n):
             t0 = time.perf_counter()
             out = new_id()
-            ins = [[OP_ADD, out, [x, 1.0], None, 1], [OP_FETCH, new_id(), [out], to, 1]]
+            ins = [[OP_ADD, out, [x, 1.0], None, 1], [OP_FETCH, new_id(), [out], None, 1]]
             sock.send(packb([ins, prev]))
             y = self.recv_array(direct)
             times.append(time.perf_counter() - t0)
@@ -454,12 +457,12 @@ def _bench_pipelined(cfg: Config, batch: int) -> Result:
 
 def bench_roundtrip(cfg: Config) -> Result:
     """Benchmark 2: synchronous tiny op + fetch against the chain replying through the forwarder
-    (four hops; GT takes three)."""
+    (four hops; GT takes two once its batches go straight to the worker)."""
     return _bench_roundtrip(cfg, direct=False)
 
 
 def bench_roundtrip_same_hops(cfg: Config) -> Result:
-    """Benchmark 2b: the same, the chain's worker replying straight to the client (three hops)."""
+    """Benchmark 2b: the same, straight to the chain's worker and back (two hops, as GT's)."""
     return _bench_roundtrip(cfg, direct=True)
 
 
@@ -493,14 +496,14 @@ def _bench_roundtrip(cfg: Config, direct: bool) -> Result:
         finally:
             client.close()
             ctx.destroy(linger=0)
-    how = ("the worker replies straight to the client (3 hops, as GT)" if direct else
-           "reply back through the forwarder (4 hops; GT takes 3)")  # fmt: skip
+    how = ("straight to the worker and back (2 hops, as GT)" if direct else
+           "reply back through the forwarder (4 hops; GT takes 2)")  # fmt: skip
     return Result(
         name="2b sync, same hops" if direct else "2 sync (x+1).numpy()",
         unit="s",
         gt=median(gt_times),
         ref=median(ref_times),
-        target=1.0 if direct else 1.3,
+        target=1.0,
         higher_is_better=False,
         note=f"median of {cfg.roundtrip_rounds}x{n} round trips (means: gt "
         f"{sum(gt_times) / len(gt_times) * 1e6:.0f} us, reference "

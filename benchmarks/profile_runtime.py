@@ -6,7 +6,7 @@ For each workload, on GT and on the reference chain of ``bench_runtime.py``:
 
 * ``pipelined``: ``x = x + 1`` in a loop, with a fetch every 100k ops;
 * ``roundtrip``: ``(x + 1).numpy()`` (the reference: add + fetch in one message, answered back
-  through the forwarder, then straight to the client as GT's worker does) in a loop;
+  through the forwarder, then straight to the chain worker and back, as GT's direct batches go) in a loop;
 
 it prints the rate, then the CPU time that each process (client, dispatcher/forwarder, worker)
 and each of its threads (``main``, ZeroMQ's I/O thread, GT's helper threads) used per op, split
@@ -297,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 pipelined, roundtrip = ref_loads(client)
                 measure("reference pipelined x=x+1", pipelined, "op", pids, args.seconds)
                 measure("reference roundtrip add+fetch", roundtrip, "rt", pids, args.seconds)
-                measure(  # the stronger reference: the worker replies to the client (GT's 3 hops)
+                measure(  # the stronger reference: straight to the worker and back (GT's 2 hops)
                     "reference roundtrip, same hops",
                     lambda seconds: roundtrip(seconds, direct=True),
                     "rt",

@@ -25,9 +25,11 @@ kind           from -> to                   frames after the header
 Hello          client -> dispatcher front
 Welcome        dispatcher -> client
 Batch          client -> dispatcher         body, then upload buffers
+               client -> worker data        (a direct batch: see :class:`Known`)
 Run            dispatcher -> worker         body, then upload buffers
 Done           worker -> dispatcher
 Ack            dispatcher -> client
+               worker -> client (direct)    (of a direct batch)
 Data           worker -> client (direct)    the array's bytes
 Relay          worker -> dispatcher         the array's bytes (a Data for a client without a
                                             direct link; the dispatcher forwards it as Data)
@@ -44,6 +46,9 @@ Reply          dispatcher -> tool
 Stats          worker -> dispatcher
 Peers          dispatcher -> worker
 Peer           worker -> worker data        the array's bytes
+Known          worker -> client (direct)
+Route          dispatcher -> client
+SourceLines    client -> dispatcher
 =============  ===========================  =======================================================
 """
 
@@ -57,9 +62,9 @@ import msgpack
 
 from gt.runtime.field_checks import ANY, Check, compile_checks, opt
 
-VERSION = (
-    3  # 3: a fetch that ends a batch acknowledges it (Run.ack, Data.ack, Done.acked, Ack.told)
-)
+#: 3: a fetch that ends a batch acknowledges it (Run.ack, Data.ack, Done.acked, Ack.told);
+#: 4: direct batches (Known, Route, SourceLines, Done.direct).
+VERSION = 4
 
 # Error codes carried by Error messages.
 E_WORKER_LOST = "worker_lost"
@@ -245,12 +250,14 @@ class Run(NamedTuple):
     ack: bool = False
 
 
-@_kind(5, client=int, seq=int, errors=_errors, n=int, exec_ns=int, dropped=bool, acked=bool)
+@_kind(5, client=int, seq=int, errors=_errors, n=int, exec_ns=int, dropped=bool, acked=bool,
+       direct=bool)  # fmt: skip
 class Done(NamedTuple):
     """A worker ran a batch: the errors (``[message, opcode, src]``), instructions, nanoseconds.
     ``dropped``: it did not run to its end because its client left (``n`` of it ran).
     ``acked``: the worker acknowledged it to the client itself (:attr:`Data.ack`); the dispatcher
-    then sends an :class:`Ack` only to tell errors."""
+    then sends an :class:`Ack` only to tell errors. ``direct``: the client sent it straight to the
+    worker (:class:`Known`), which acknowledged it; the dispatcher only counts it."""
 
     client: int
     seq: int
@@ -259,6 +266,7 @@ class Done(NamedTuple):
     exec_ns: int
     dropped: bool = False
     acked: bool = False
+    direct: bool = False
 
 
 @_kind(6, seq=int, errors=_errors, told=bool)
@@ -422,6 +430,36 @@ class Events(NamedTuple):
     """A client's event batch (the next frame, as :func:`gt.trace.events.pack_batch` makes it),
     for the dispatcher to publish on the bus once it has checked that every event is the
     sender's own."""
+
+
+@_kind(24, client=int)
+class Known(NamedTuple):
+    """A worker tells a client (on the direct data link) that it knows it as ``client`` and runs
+    the batches it sends there: the dispatcher forwarded one of its batches whole (:attr:`Run.ack`),
+    so it does not plan them. From then on, while its dispatcher allows it (:class:`Route`), the
+    client sends its batches straight to the worker, which acknowledges them itself (an
+    :class:`Ack` on the same link, or the :class:`Data` of a fetch that ends one) and tells the
+    dispatcher afterwards (:attr:`Done.direct`): a round trip takes two messages, not three."""
+
+    client: int
+
+
+@_kind(25, direct=bool)
+class Route(NamedTuple):
+    """The dispatcher tells a client whether its batches may go straight to its worker
+    (``direct``): not while a shard config or a placed tensor makes the dispatcher plan them. The
+    client switches once every batch it sent the other way is acknowledged."""
+
+    direct: bool
+
+
+@_kind(26, srclocs=_srclocs)
+class SourceLines(NamedTuple):
+    """New source lines ``[[id, text]]`` of a client whose batches go straight to its worker (a
+    :class:`Batch` through the dispatcher carries them itself): the dispatcher keeps them for
+    monitors that attach later."""
+
+    srclocs: list
 
 
 #: Every message kind, in wire-kind order.

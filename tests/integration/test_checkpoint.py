@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import time
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -355,15 +356,21 @@ def test_backward_twice_needs_retain_graph_and_inputs_changed_in_place_raise(con
 
 
 # ----------------------------------------------------------------------------- memory
-def _held_bytes(address: str, client: int) -> int:
+def _held_bytes(address: str, conn: Any) -> int:
     """What this client holds on the workers (call it after ``gt.sync()``): the total from stats
-    that have caught up with every batch sent, or else the same total in three reports in a row
-    (workers report every half second; after a sync nothing this client holds changes)."""
+    that have caught up with every batch sent (the dispatcher has heard of all of this client's,
+    and each worker's report counts every batch the dispatcher knows it ran), or else the same
+    total in three reports in a row (workers report every half second; after a sync nothing this
+    client holds changes)."""
+    client = conn.client_no
     deadline = time.monotonic() + 30
     last: list[int] = []
     while time.monotonic() < deadline:
-        total, fresh = 0, True
-        for w in request(address, "stats", timeout=10.0)["workers"]:
+        total = 0
+        stats = request(address, "stats", timeout=10.0)
+        mine = [c for c in stats["clients"] if c["id"] == client]
+        fresh = bool(mine) and mine[0]["batches"] >= conn.sent_batches
+        for w in stats["workers"]:
             st = w["stats"]
             if not st:
                 fresh = False
@@ -404,10 +411,10 @@ def test_a_checkpointed_deep_mlp_holds_far_fewer_bytes_after_forward(cluster, co
     for name, run in runs.items():
         model.zero_grad(set_to_none=True)
         gt.sync()
-        before = _held_bytes(cluster.address, conn.client_no)
+        before = _held_bytes(cluster.address, conn)
         y = run()
         gt.sync()
-        held[name] = _held_bytes(cluster.address, conn.client_no) - before
+        held[name] = _held_bytes(cluster.address, conn) - before
         y.sum().backward()
         grads[name] = {n: p.grad.numpy() for n, p in model.named_parameters()}
         del y

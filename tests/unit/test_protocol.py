@@ -16,7 +16,7 @@ SAMPLES = {
     P.Welcome: P.Welcome(3, 0, [{"id": 0, "host": "h", "data": "tcp://x:1"}], {"heartbeat": 1.0}),
     P.Batch: P.Batch(7, 2, [[1, "a.py:3"]], [[1, "layer1", None, False]]),
     P.Run: P.Run(3, 7, 2, b"\x02" * 16, True, "alice", True),
-    P.Done: P.Done(3, 7, [ERR], 2, 12_345, True, True),
+    P.Done: P.Done(3, 7, [ERR], 2, 12_345, True, True, True),
     P.Ack: P.Ack(7, [ERR], True),
     P.Data: P.Data(5, "float32", [2, 3], None, 7),
     P.Relay: P.Relay(3, 5, None, None, ERR, 7),
@@ -44,6 +44,9 @@ SAMPLES = {
     P.Peer: P.Peer(3, 1, 0, "float64", [4], None),
     P.Configure: P.Configure({"memory_limit": 1000000, "spill_threshold": 0.8}),
     P.Events: P.Events(),
+    P.Known: P.Known(3),
+    P.Route: P.Route(True),
+    P.SourceLines: P.SourceLines([[1, "train.py:12"]]),
 }
 
 #: A wrong value for every field of every kind (the protocol must refuse each one).
@@ -56,7 +59,7 @@ WRONG = {
     "worker": "0", "tok": [1], "request": 5, "ok": 1, "stats": [], "endpoints": {"0": "x"},
     "tag": 1.0, "step": None, "args": object(), "payload": object(), "planned": 1, "dropped": 0,
     "gpu": [0], "memory": [1], "data_key": b"short", "keys": {0: b"not 40 bytes"},
-    "tenant": "x" * 33, "ack": "7", "acked": 1, "told": 0,
+    "tenant": "x" * 33, "ack": "7", "acked": 1, "told": 0, "direct": 1,
 }  # fmt: skip
 
 

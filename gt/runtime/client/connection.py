@@ -49,6 +49,7 @@ _FETCH = O.OPCODE["fetch"]
 _UPLOAD = O.OPCODE["upload"]
 _HEARTBEAT = P.encode(P.Heartbeat())
 _EVENTS = P.encode(P.Events())
+_NOBLOCK = int(zmq.NOBLOCK)
 # The gt package itself (gt/runtime/client/connection.py -> gt/): frames inside it are not the user's.
 
 _POS_SPAN = 1 << 24  # a free is packed as id * _POS_SPAN + its position in the pending batch
@@ -166,6 +167,15 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
         self._signal_ids: dict[tuple, int] = {}
         self._new_signals: list[list] = []
         self._annotated = False
+        # Direct batches (gt.runtime.worker.direct): sent straight to the home worker once it
+        # knows us (Known) while the dispatcher allows it (Route), and never after a batch with
+        # signals (the dispatcher may have placed our tensors); ``_route_direct``: the way the
+        # batches in flight went (a switch waits until they are all acknowledged).
+        self._direct_known = False
+        self._direct_allowed = False
+        self._planned_once = False
+        self._route_direct = False
+        self.direct_batches = 0
         self._control_reply: tuple | None = None
         self._first_pending = 0.0
         self._in_flight = 0
@@ -225,6 +235,7 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
         self.heartbeat_interval = float(settings.get("heartbeat", 1.0))
         self.liveness = float(settings.get("liveness", DEFAULT_TIMEOUT))
         self.clock_offset = run_clock_offset(settings.get("clock"), settings.get("boot"))
+        self._direct_allowed = settings.get("direct") is True
 
     def _abandon(self) -> None:
         """Close the sockets of a connection that never got going."""
@@ -363,6 +374,15 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
                 raise GTTimeout(
                     f"the dispatcher accepted no batch for {self.timeout:.0f}s (GT_TIMEOUT)"
                 )
+        if self._annotated or self._new_signals:
+            self._planned_once = True
+        direct = self._direct_known and self._direct_allowed and not self._planned_once
+        if direct is not self._route_direct:
+            # The two ways reach the worker by different paths: a batch sent one way could
+            # overtake one sent the other. Switch once everything in flight is acknowledged.
+            self._drain_in_flight(deadline, "switching between the dispatcher and the worker")
+            direct = self._direct_known and self._direct_allowed and not self._planned_once
+            self._route_direct = direct
         instrs, self._instrs = self._instrs, []
         packed = _drain(self._frees)
         frees = [k // _POS_SPAN for k in packed]
@@ -372,13 +392,19 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
         self._batch_seq += 1
         body = P.encode_body(instrs, frees, free_at)
         sock = self._sock
-        if self._annotated or self._new_signals:
+        if direct:
+            self._send_direct(P.encode(P.Batch(self._batch_seq, len(instrs))), body, bufs,
+                              srclocs, deadline)  # fmt: skip
+        elif self._annotated or self._new_signals:
             signals, self._new_signals = self._new_signals, []
             self._annotated = False
             hdr = P.encode(P.Batch(self._batch_seq, len(instrs), srclocs or None, signals))
+            send_parts(sock, [hdr, body, *map(raw_bytes, bufs)] if bufs else [hdr, body])
+            self._last_sent = time.monotonic()
         else:
             hdr = P.encode(P.Batch(self._batch_seq, len(instrs), srclocs or None))
-        send_parts(sock, [hdr, body, *map(raw_bytes, bufs)] if bufs else [hdr, body])
+            send_parts(sock, [hdr, body, *map(raw_bytes, bufs)] if bufs else [hdr, body])
+            self._last_sent = time.monotonic()
         ev = self.events
         if ev.enabled:
             if srclocs:
@@ -398,7 +424,41 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
         self._in_flight += 1
         self.sent_batches += 1
         self.sent_instructions += len(instrs)
-        self._last_sent = time.monotonic()
+
+    def _send_direct(
+        self, hdr: bytes, body: bytes, bufs: list, srclocs: list, deadline: float
+    ) -> None:
+        """Send a batch straight to the home worker; its new source lines (and a heartbeat, when
+        one is due) go to the dispatcher, which no longer sees our batches."""
+        if srclocs:
+            self._sock.send(P.encode(P.SourceLines(srclocs)))
+            self._last_sent = time.monotonic()
+        elif time.monotonic() - self._last_sent >= self.heartbeat_interval:
+            self._sock.send(_HEARTBEAT)
+            self._last_sent = time.monotonic()
+        parts = [hdr, body, *map(raw_bytes, bufs)] if bufs else [hdr, body]
+        while True:
+            try:  # (not blocking: a DEALER whose worker went away would block for ever)
+                send_parts(self._direct, parts, _NOBLOCK)
+                break
+            except zmq.Again:
+                self._pump(self._wait_slice())  # the dispatcher says why, or the link comes back
+                if self._broken is not None:
+                    raise self._broken from None
+                if time.monotonic() > deadline:
+                    raise GTTimeout(
+                        f"the worker took no batch for {self.timeout:.0f}s (GT_TIMEOUT)"
+                    ) from None
+        self.direct_batches += 1
+
+    def _drain_in_flight(self, deadline: float, doing: str) -> None:
+        """Wait until every batch sent is acknowledged."""
+        while self._in_flight > 0:
+            self._pump(self._wait_slice())
+            if self._broken is not None:
+                raise self._broken
+            if time.monotonic() > deadline:
+                raise GTTimeout(f"{doing}: no acknowledgement for {self.timeout:.0f}s (GT_TIMEOUT)")
 
     def fetch(self, tid: int) -> np.ndarray:
         """Wait for tensor ``tid`` and return its data as a NumPy array."""

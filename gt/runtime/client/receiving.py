@@ -94,6 +94,11 @@ class Receiving:
                 self._in_flight -= 1  # (but one that is told, if the batch's fence fails)
         elif kind is P.Reply:
             self._control_reply = (msg.ok, msg.payload)
+        elif kind is P.Known:  # our worker runs batches we send it straight (worker.direct)
+            if msg.client == self.client_no:
+                self._direct_known = True
+        elif kind is P.Route:
+            self._direct_allowed = msg.direct
         elif kind is P.Error and self._broken is None:  # (the first says why: later ones follow)
             if msg.code == P.E_WORKER_LOST:
                 self._broken = WorkerLost(msg.message)

@@ -118,6 +118,8 @@ class ControlRequests:
         raw, by = args.get("config"), args.get("by")
         alive = [w.wid for w in self.planner.alive_workers()]
         before, after = self.placement.apply_config(raw, alive)
+        for c in list(self.planner.clients.values()):
+            self.tell_route(c)  # a config with rules: their batches come through here again
         self.events.emit(
             E.CONFIG,
             {
@@ -169,6 +171,7 @@ class ControlRequests:
                 "counters": {
                     "batches": self.batches_routed,
                     "planned": self.batches_planned,
+                    "direct": p.direct_batches,
                     "bad_messages": self.bad_messages,
                     "internal_errors": self.internal_errors,
                     "clients": len(p.clients),

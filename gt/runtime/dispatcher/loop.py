@@ -295,14 +295,16 @@ class Dispatcher(WorkerMessages, ControlRequests, PeerKeeping):
             if len(frames) < 3:
                 raise P.ProtocolError("batch without a body")
             if msg.srclocs:
-                locs = self._srclocs.setdefault(cno, {})
-                room = MAX_SRCLOCS - len(locs)  # a snapshot carries them all: keep them bounded
-                if room > 0:
-                    locs.update((k, v[:MAX_SRCLOC_TEXT]) for k, v in msg.srclocs[:room])
+                self._keep_srclocs(cno, msg.srclocs)
             if msg.signals is None and not self.placement.wants(cno):
                 self._send_batches(self.planner.submit(cno, (msg.seq, msg.n, frames[2:])))
             else:
                 self._plan_batch(c, msg.seq, frames, msg.signals)
+                self.tell_route(c)  # (before the batch's Ack: the client switches after it)
+        elif kind is P.SourceLines:
+            if cno is None:
+                raise P.ProtocolError("source lines from an unknown client")
+            self._keep_srclocs(cno, msg.srclocs)
         elif kind is P.Heartbeat:
             self.front.send_multipart([ident, _HEARTBEAT])
         elif kind is P.Hello:
@@ -325,6 +327,20 @@ class Dispatcher(WorkerMessages, ControlRequests, PeerKeeping):
                 self._drop_client(cno)
         else:
             raise P.ProtocolError(f"unexpected {kind.__name__} from a client")
+
+    def _keep_srclocs(self, cno: int, srclocs: list) -> None:
+        locs = self._srclocs.setdefault(cno, {})
+        room = MAX_SRCLOCS - len(locs)  # a snapshot carries them all: keep them bounded
+        if room > 0:
+            locs.update((k, v[:MAX_SRCLOC_TEXT]) for k, v in srclocs[:room])
+
+    def tell_route(self, c: Any) -> None:
+        """Tell a client when whether its batches may go straight to its worker changes: not
+        while a shard config or a placed tensor of its own makes the planner rewrite them."""
+        direct = not self.placement.wants(c.cno)
+        if direct is not c.direct:
+            c.direct = direct
+            self.front.send_multipart([c.ident, P.encode(P.Route(direct))])
 
     def _answer(self, msg: P.Control, frame: Any, tenant: int | None = None) -> P.Reply:
         role, name = security.role_of(frame), security.tenant_of(frame)
@@ -363,7 +379,8 @@ class Dispatcher(WorkerMessages, ControlRequests, PeerKeeping):
             }
             for w in self.planner.alive_workers()
         ]
-        settings = {**self._settings(), "liveness": self.client_timeout}
+        c.direct = not self.placement.wants(c.cno)
+        settings = {**self._settings(), "liveness": self.client_timeout, "direct": c.direct}
         self.front.send_multipart([ident, P.encode(P.Welcome(c.cno, c.home, workers, settings))])
         self.events.emit(
             E.CLIENT_JOINED,

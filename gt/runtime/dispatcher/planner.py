@@ -75,6 +75,14 @@ class WorkerState:
     instructions_done: int = 0
     stats: dict = field(default_factory=dict)
 
+    def count(self, n_instructions: int, dropped: bool) -> None:
+        """A batch of this worker ended (``dropped``: cut short because its client left)."""
+        if dropped:
+            self.batches_dropped += 1
+        else:
+            self.batches_done += 1
+        self.instructions_done += n_instructions
+
 
 @dataclass
 class ClientState:
@@ -91,6 +99,7 @@ class ClientState:
     batches: int = 0
     instructions: int = 0
     errors: int = 0
+    direct: bool = False  # whether it was last told its batches may go straight to its worker
 
 
 class Planner:
@@ -109,6 +118,7 @@ class Planner:
         self._next_wid = 0
         self._next_cno = 1
         self._rr: deque[int] = deque()  # clients with queued batches, in round-robin order
+        self.direct_batches = 0  # batches clients sent straight to their workers (count_direct)
         self.pending: dict[tuple[int, int], list] = {}  # (client, seq) -> [parts left, errors]
 
     # ------------------------------------------------------------------ membership
@@ -232,11 +242,7 @@ class Planner:
         w = self.workers.get(wid)
         if w is not None and w.in_flight > 0:
             w.in_flight -= 1
-            if dropped:
-                w.batches_dropped += 1
-            else:
-                w.batches_done += 1
-            w.instructions_done += n_instructions
+            w.count(n_instructions, dropped)
         c = self.clients.get(cno)
         ack: list | None = errors
         pend = self.pending.get((cno, seq)) if seq is not None else None
@@ -253,6 +259,19 @@ class Planner:
             if ack is not None and c.in_flight > 0:
                 c.in_flight -= 1
         return (self.schedule() if self._rr else []), ack
+
+    def count_direct(self, wid: int, cno: int, n: int, errors: int, dropped: bool) -> None:
+        """Count a batch the client sent straight to its worker, which ran it (and acknowledged
+        it): it never held a place in the dispatcher's queues."""
+        w = self.workers.get(wid)
+        if w is not None:
+            w.count(n, dropped)
+        c = self.clients.get(cno)
+        if c is not None:
+            c.batches += 1
+            c.instructions += n
+            c.errors += errors
+        self.direct_batches += 1
 
     def schedule(self) -> list[tuple[WorkerState, ClientState, Any]]:
         """Round-robin over clients with queued batches while their workers have room.

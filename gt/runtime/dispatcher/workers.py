@@ -40,6 +40,14 @@ class WorkerMessages:
         if kind is P.Done:
             if wid is None:
                 raise P.ProtocolError("Done from an unregistered worker")
+            if msg.direct:  # a batch its client sent it straight: acknowledged already
+                c = self.planner.clients.get(msg.client)
+                if c is not None and c.home != wid:
+                    raise P.ProtocolError(
+                        f"worker {wid} reported a direct batch of another's client"
+                    )
+                self.planner.count_direct(wid, msg.client, msg.n, len(msg.errors), msg.dropped)
+                return
             running = self.planner.workers[wid].running
             key = (msg.client, msg.seq)
             if not running.get(key):  # only the worker that runs a batch may say it is done

@@ -36,6 +36,7 @@ from gt.runtime.sockets import COPY_BELOW, send_parts, take
 from gt.runtime.worker.backend import Backend, load_backend
 from gt.runtime.worker.batch import BatchResult
 from gt.runtime.worker.device_monitor import DeviceMonitor
+from gt.runtime.worker.direct import DirectLink
 from gt.runtime.worker.executor import Executor
 from gt.runtime.worker.memory import keep_freed_memory
 from gt.runtime.worker.memory_keeper import WorkerMemory
@@ -161,6 +162,7 @@ class Worker:
         self.memory.configure(settings.get("memory"))
         self.inbox: deque[list] = deque()  # [frames, parsed header, parsed body]
         self.sched = Scheduler()  # the batches to run, per client, in turn
+        self.direct = DirectLink(self.data, self.sched, self.guard is not None)
         self._hb = threading.Thread(target=self._heartbeat_loop, name="gt-heartbeat", daemon=True)
         self._hb.start()
 
@@ -207,7 +209,8 @@ class Worker:
         next_stats = 0.0
         try:
             while not self._stop.is_set():
-                events = dict(poller.poll(poll_timeout_ms(bool(self.sched.order), len(self.inbox))))
+                wait = poll_timeout_ms(bool(self.sched.order), len(self.inbox))
+                events = dict(poller.poll(self.direct.wait_ms(wait) if self.direct.dones else wait))
                 if self.data in events:
                     self._drain_data()
                 if self.sock in events or self.inbox:
@@ -217,6 +220,8 @@ class Worker:
                         self._take_messages()
                 if self.sched.order and not self._stop.is_set():
                     self._run_slice()
+                if self.direct.dones and self.direct.due(time.monotonic()):
+                    self.direct.flush(self.sock)
                 self.events.tick()
                 if time.monotonic() >= next_stats:
                     next_stats = time.monotonic() + 0.5
@@ -298,6 +303,9 @@ class Worker:
         if ex.sticky_error is not None:  # the GPU is unusable: say so and go
             self.stop_reason = f"the GPU failed: {ex.sticky_error}"
             self._stop.set()
+        if e.direct:  # acknowledged here; the dispatcher hears of it a little later
+            self.direct.finished(e, res.errors, len(e.job.instrs), e.job.b.acked)
+            return
         send_parts(
             self.sock,
             [
@@ -324,6 +332,9 @@ class Worker:
         def stop() -> bool:
             if sched.others_waiting(client):
                 return True
+            self._drain_data()  # (direct batches queue at once: another client's may be there)
+            if sched.others_waiting(client):
+                return True
             self._take_messages()
             for item in self.inbox:
                 msg = self._parsed(item)
@@ -344,14 +355,19 @@ class Worker:
         frames = item[0]
         kind = type(msg)
         if kind is P.Run:
+            self.direct.learn(msg)
             if len(frames) >= 2:
                 self.sched.add(msg.client, Entry(item, msg, msg.planned))
         elif kind is P.DropClient:
             # Its queued batches are nobody's now; each is still reported done (having run
             # nothing more), or the dispatcher would count them in flight for ever.
+            self.direct.forget(msg.client)
             for e in self.sched.drop(msg.client):
                 n = e.job.idx if e.job is not None else 0
-                self.sock.send(P.encode(P.Done(msg.client, e.msg.seq, [], n, e.busy_ns, True)))
+                if e.direct:
+                    self.direct.finished(e, [], n, False, dropped=True)
+                else:
+                    self.sock.send(P.encode(P.Done(msg.client, e.msg.seq, [], n, e.busy_ns, True)))
             self.executor.drop_client(msg.client)
             self.peers.drop(msg.client)
         elif kind is P.Peers:
@@ -368,9 +384,15 @@ class Worker:
             if frames is None:
                 return
             try:
-                if len(frames) != 3:
+                if len(frames) < 2:
                     raise P.ProtocolError("a data message is [identity, header, payload]")
                 msg = P.parse(frames[1].buffer)
+                if type(msg) is P.Batch:  # a direct batch (its own length: a body, then buffers)
+                    entry = self.direct.accept(frames, msg)
+                    self.sched.add(entry.msg.client, entry)
+                    continue
+                if len(frames) != 3:
+                    raise P.ProtocolError("a data message is [identity, header, payload]")
                 if type(msg) is P.Upload:
                     self.pending_uploads[(frames[0].bytes, msg.tok)] = (frames[2], time.monotonic())
                 elif type(msg) is P.Peer:
@@ -508,6 +530,8 @@ class Worker:
         }
 
     def _report_stats(self) -> None:
+        if self.direct.dones:  # (the dispatcher's counts then never trail the report's)
+            self.direct.flush(self.sock)
         self._expire_unclaimed()
         self.memory.tick()
         mem = self.memory.report()

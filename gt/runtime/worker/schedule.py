@@ -33,10 +33,11 @@ DEBT_MAX_S = 4 * SLICE_S
 class Entry:
     """One queued batch: its message, the executor's job once started, its time so far."""
 
-    __slots__ = ("item", "msg", "job", "busy_ns", "planned", "n")
+    __slots__ = ("item", "msg", "job", "busy_ns", "planned", "n", "direct")
 
     def __init__(self, item: Any, msg: Any, planned: bool = False) -> None:
         self.item, self.msg, self.planned = item, msg, planned
+        self.direct = False  # sent straight to this worker (gt.runtime.worker.direct)
         self.job: Any = None
         self.busy_ns = 0
         self.n = 0  # arrival number, set by the scheduler

@@ -1,0 +1,159 @@
+"""Batches sent straight to the home worker (protocol 4): when they go that way, when they do not,
+and that nothing is lost either way (results, errors, source lines, the dispatcher's counts)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import msgpack
+import numpy as np
+import pytest
+import zmq
+from helpers import wait_for
+
+import gt
+from gt.runtime import protocol as P
+from gt.runtime.control import request
+from gt.runtime.launch import LocalCluster
+
+pytestmark = pytest.mark.timeout(120)
+DP = {"rows": {"shard": {"axis": 0}}, "params": {"replicate": {}}}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    cl = LocalCluster(workers=2)
+    yield cl
+    cl.stop()
+
+
+@pytest.fixture
+def conn(cluster):
+    request(cluster.endpoints["control"], "config_apply", {"config": {}, "by": "test"})
+    c = gt.connect(cluster.address, timeout=30)
+    yield c
+    gt.disconnect()
+
+
+def _client(cluster: LocalCluster, cno: int) -> dict:
+    return next(c for c in request(cluster.address, "stats")["clients"] if c["id"] == cno)
+
+
+def round_trips(n: int) -> list[float]:
+    x = gt.zeros(4)
+    return [float((x + i).numpy()[0]) for i in range(n)]
+
+
+def test_round_trips_go_straight_to_the_worker_after_the_first(cluster, conn):
+    assert round_trips(20) == [float(i) for i in range(20)]
+    # the first batch goes through the dispatcher, which forwards it whole: then the worker knows
+    # the client and says so, and the next ones go straight there
+    assert conn.direct_batches >= 18, (conn.direct_batches, conn.sent_batches)
+
+    # the dispatcher still counts every batch and instruction (told a few ms later)
+    def counted() -> bool:
+        c = _client(cluster, conn.client_no)
+        return (c["batches"], c["instructions"]) == (conn.sent_batches, conn.sent_instructions)
+
+    wait_for(counted)
+
+
+def test_a_worker_error_in_a_direct_batch_is_raised_at_the_sync(conn):
+    round_trips(3)
+    before = conn.direct_batches
+    x = gt.zeros(3)
+    bad = x[gt.tensor([0, 7])]  # found out of range on the worker only
+    bad.add_(1.0)
+    with pytest.raises(gt.WorkerError, match="getitem"):
+        gt.sync()  # (a batch without a fetch: the worker acknowledges it with its errors)
+    assert conn.direct_batches > before
+    assert round_trips(2) == [0.0, 1.0]  # and the connection goes on
+
+
+def test_new_source_lines_of_direct_batches_reach_the_dispatcher(cluster, conn):
+    round_trips(3)
+    before = conn.direct_batches
+    y = gt.ones(2) * 3.0  # a line of this file the client has not sent before
+    assert y.numpy().tolist() == [3.0, 3.0]
+    assert conn.direct_batches > before
+    locs = request(cluster.address, "snapshot")["srclocs"]
+    mine = locs.get(conn.client_no) or locs.get(str(conn.client_no))
+    line = next(
+        i for i, t in enumerate(open(__file__).read().splitlines(), 1) if "y = gt.ones(2)" in t
+    )
+    assert any(text.endswith(f"test_direct_batches.py:{line}") for text in mine.values()), mine
+
+
+def test_a_batch_with_signals_keeps_the_client_on_the_dispatcher(conn):
+    round_trips(3)
+    with gt.signal.context("rows"):
+        y = gt.ones(4) + 1.0
+    assert y.numpy().tolist() == [2.0] * 4
+    before = conn.direct_batches
+    assert round_trips(5) == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert conn.direct_batches == before  # the dispatcher may have placed its tensors
+
+
+def test_a_config_applied_mid_run_routes_batches_through_the_dispatcher_and_back(cluster, conn):
+    control = cluster.endpoints["control"]
+    round_trips(3)
+    request(control, "config_apply", {"config": DP, "by": "test"})
+    x = gt.arange(8, dtype=gt.float32)
+    wait_for(lambda: (x + 0).numpy() is not None and not conn._route_direct, timeout=30)
+    before = conn.direct_batches
+    # planned now: a shard rule applies to this client's new tensors at once
+    with gt.signal.context("rows"):
+        z = gt.arange(20).reshape(10, 2)
+    gt.sync()
+    assert request(cluster.address, "placement")[conn.client_no][z.id].startswith("shard(axis=0")
+    np.testing.assert_array_equal((z * 2).numpy(), np.arange(20).reshape(10, 2) * 2)
+    assert conn.direct_batches == before
+    request(control, "config_apply", {"config": {}, "by": "test"})
+    np.testing.assert_array_equal((x + 1).numpy(), np.arange(8) + 1)  # (placed: stays planned)
+    assert conn.direct_batches == before
+
+
+def test_a_client_goes_straight_again_once_a_config_is_cleared(cluster):
+    control = cluster.endpoints["control"]
+    request(control, "config_apply", {"config": DP, "by": "test"})
+    try:
+        conn = gt.connect(cluster.address, timeout=30)
+        assert round_trips(5) == [0.0, 1.0, 2.0, 3.0, 4.0]
+        assert conn.direct_batches == 0  # a config with rules: every batch is planned
+        request(control, "config_apply", {"config": {}, "by": "test"})
+        x = gt.zeros(4)
+        wait_for(lambda: (x + 1).numpy()[0] == 1.0 and conn.direct_batches >= 2, timeout=30)
+    finally:
+        gt.disconnect()
+        request(control, "config_apply", {"config": {}, "by": "test"})
+
+
+def test_without_a_direct_link_batches_go_through_the_dispatcher(cluster, monkeypatch):
+    monkeypatch.setenv("GT_NO_DIRECT", "1")
+    conn = gt.connect(cluster.address, timeout=30)
+    try:
+        assert round_trips(10) == [float(i) for i in range(10)]
+        assert conn.direct_batches == 0
+    finally:
+        gt.disconnect()
+
+
+def test_a_batch_from_a_stranger_on_the_data_socket_is_refused_with_an_error(cluster, conn):
+    round_trips(2)  # the worker is up and knows this client (not the stranger)
+    data = conn.workers[0]["data"] if conn.home_worker == conn.workers[0]["id"] else None
+    data = data or next(w["data"] for w in conn.workers if w["id"] == conn.home_worker)
+    ctx = zmq.Context.instance()
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.setsockopt(zmq.IDENTITY, os.urandom(16))
+    s.setsockopt(zmq.RCVTIMEO, 10_000)
+    try:
+        s.connect(data)
+        body = msgpack.packb([[[1, 5, [1.0], {"shape": [2], "dtype": "float32"}, 0]], []])
+        s.send_multipart([P.encode(P.Batch(1, 1)), body])
+        msg = P.parse(s.recv_multipart()[0])
+        assert type(msg) is P.Error and msg.code == P.E_UNKNOWN_CLIENT
+    finally:
+        s.close(0)
+    assert round_trips(2) == [0.0, 1.0]  # the worker runs on
