@@ -40,6 +40,8 @@ def test_a_tenant_runs_a_program_with_its_own_key_and_is_known_by_name(cluster, 
         assert conn.role == "client"
         big = np.arange(40_000, dtype=np.float32)  # the direct path: the worker lets alice in
         assert (gt.from_numpy(big) * 2).numpy().sum() == big.sum() * 2
+        assert [gt.tensor([float(i)]).item() for i in range(3)] == [0.0, 1.0, 2.0]
+        assert conn.direct_batches > 0  # its batches go straight to the worker, over CURVE too
         as_role("cluster")
         me = next(c for c in request(cluster["control"], "stats")["clients"]
                   if c["id"] == conn.client_no)  # fmt: skip

@@ -15,11 +15,17 @@ TOKEN = b"t" * 16
 
 
 class Frame:
-    """What pyzmq's zero-copy receive yields, as far as DirectLink reads it."""
+    """What pyzmq's zero-copy receive yields, as far as DirectLink reads it (``peer``: the
+    ZAP User-Id a CURVE connection's frames carry)."""
 
-    def __init__(self, data: bytes):
+    def __init__(self, data: bytes, peer: str | None = None):
         self.bytes = data
         self.buffer = memoryview(data)
+        self.peer = peer
+
+    def get(self, name: str) -> str | None:
+        assert name == "User-Id"
+        return self.peer
 
 
 @pytest.fixture
@@ -48,8 +54,8 @@ def run(ack: bool = True, token: bytes | None = TOKEN) -> P.Run:
     return P.Run(3, 1, 2, token, not ack, "alice", ack)
 
 
-def batch_frames(seq: int = 5, token: bytes = TOKEN) -> list:
-    return [Frame(token), Frame(P.encode(P.Batch(seq, 1))), Frame(P.encode_body([], []))]
+def batch_frames(seq: int = 5, token: bytes = TOKEN, peer: str | None = None) -> list:
+    return [Frame(token), Frame(P.encode(P.Batch(seq, 1)), peer), Frame(P.encode_body([], []))]
 
 
 def test_a_forwarded_batch_makes_its_client_known_once(link):
@@ -159,3 +165,20 @@ def test_owed_dones_go_after_a_delay_or_a_count(link):
     finally:
         a.close(0)
         b.close(0)
+
+
+@pytest.mark.parametrize(
+    "peer, ok",
+    [("client:alice", True), ("client:bob", False), ("client", False), ("monitor", False),
+     ("worker", False), ("admin", False)],
+)  # fmt: skip
+def test_over_curve_only_the_tenant_the_dispatcher_named_may_send(link, peer, ok):
+    dl, client = link
+    dl.guarded = True
+    dl.learn(run())  # the dispatcher forwarded a batch of alice's program
+    got(client)
+    if ok:
+        assert dl.accept(batch_frames(peer=peer), P.Batch(5, 1)).msg.tenant == "alice"
+    else:
+        with pytest.raises(P.ProtocolError, match="may not run it"):
+            dl.accept(batch_frames(peer=peer), P.Batch(5, 1))
