@@ -49,6 +49,7 @@ Peer           worker -> worker data        the array's bytes
 Known          worker -> client (direct)
 Route          dispatcher -> client
 SourceLines    client -> dispatcher
+Ran            worker -> dispatcher
 =============  ===========================  =======================================================
 """
 
@@ -63,7 +64,7 @@ import msgpack
 from gt.runtime.field_checks import ANY, Check, compile_checks, opt
 
 #: 3: a fetch that ends a batch acknowledges it (Run.ack, Data.ack, Done.acked, Ack.told);
-#: 4: direct batches (Known, Route, SourceLines, Done.direct).
+#: 4: direct batches (Known, Route, SourceLines, Ran).
 VERSION = 4
 
 # Error codes carried by Error messages.
@@ -250,14 +251,12 @@ class Run(NamedTuple):
     ack: bool = False
 
 
-@_kind(5, client=int, seq=int, errors=_errors, n=int, exec_ns=int, dropped=bool, acked=bool,
-       direct=bool)  # fmt: skip
+@_kind(5, client=int, seq=int, errors=_errors, n=int, exec_ns=int, dropped=bool, acked=bool)
 class Done(NamedTuple):
     """A worker ran a batch: the errors (``[message, opcode, src]``), instructions, nanoseconds.
     ``dropped``: it did not run to its end because its client left (``n`` of it ran).
     ``acked``: the worker acknowledged it to the client itself (:attr:`Data.ack`); the dispatcher
-    then sends an :class:`Ack` only to tell errors. ``direct``: the client sent it straight to the
-    worker (:class:`Known`), which acknowledged it; the dispatcher only counts it."""
+    then sends an :class:`Ack` only to tell errors."""
 
     client: int
     seq: int
@@ -266,7 +265,6 @@ class Done(NamedTuple):
     exec_ns: int
     dropped: bool = False
     acked: bool = False
-    direct: bool = False
 
 
 @_kind(6, seq=int, errors=_errors, told=bool)
@@ -439,7 +437,7 @@ class Known(NamedTuple):
     so it does not plan them. From then on, while its dispatcher allows it (:class:`Route`), the
     client sends its batches straight to the worker, which acknowledges them itself (an
     :class:`Ack` on the same link, or the :class:`Data` of a fetch that ends one) and tells the
-    dispatcher afterwards (:attr:`Done.direct`): a round trip takes two messages, not three."""
+    dispatcher afterwards (:class:`Ran`): a round trip takes two messages, not three."""
 
     client: int
 
@@ -460,6 +458,25 @@ class SourceLines(NamedTuple):
     monitors that attach later."""
 
     srclocs: list
+
+
+def _count(v: Any) -> bool:
+    """A count (an int, not below 0)."""
+    return type(v) is int and v >= 0
+
+
+@_kind(27, client=int, batches=_count, n=_count, errors=_count, dropped=_count)
+class Ran(NamedTuple):
+    """A worker ran ``batches`` batches that client ``client`` sent it straight (:class:`Known`),
+    ``n`` instructions with ``errors`` errors in all, ``dropped`` of them cut short because the
+    client left; it acknowledged them itself, so the dispatcher only counts them (a few ms late,
+    one message for many)."""
+
+    client: int
+    batches: int
+    n: int
+    errors: int
+    dropped: int = 0
 
 
 #: Every message kind, in wire-kind order.

@@ -128,7 +128,7 @@ def test_an_unacknowledged_batch_is_acknowledged_and_its_done_owed(link):
     err = ["ValueError: boom", 9, 3]
     dl.finished(e, [err], 1, acked=False)
     assert got(client) == P.Ack(5, [err], False)
-    assert [P.parse(d) for d in dl.dones] == [P.Done(3, 5, [err], 1, 0, False, False, True)]
+    assert dl.dones == {3: [1, 1, 1, 0]} and dl.owed == 1
 
 
 def test_a_batch_its_fetch_acknowledged_sends_nothing_more_unless_it_failed(link):
@@ -142,17 +142,18 @@ def test_a_batch_its_fetch_acknowledged_sends_nothing_more_unless_it_failed(link
     assert got(client) == P.Ack(5, [["late", 1, 0]], True)
 
 
-def test_owed_dones_go_after_a_delay_or_a_count(link):
+def test_the_dispatcher_is_told_after_a_delay_or_a_count_one_message_per_client(link):
     dl, client = link
     dl.learn(run())
     got(client)
     e = dl.accept(batch_frames(), P.Batch(5, 1))
     assert not dl.due(0.0) and dl.wait_ms(100) == 100
-    dl.finished(e, [], 1, acked=True)
+    dl.finished(e, [], 3, acked=True)
     assert not dl.due(dl.first_done) and 0 < dl.wait_ms(100) <= D.DONE_DELAY_S * 1000 + 1
     assert dl.due(dl.first_done + 2 * D.DONE_DELAY_S)
-    for _ in range(D.DONE_BATCH - 1):
+    for _ in range(D.DONE_BATCH - 2):
         dl.finished(e, [], 1, acked=True)
+    dl.finished(e, [], 0, acked=False, dropped=True)  # its client left
     assert dl.due(dl.first_done)
     ctx = zmq.Context.instance()
     a, b = ctx.socket(zmq.PAIR), ctx.socket(zmq.PAIR)
@@ -160,8 +161,9 @@ def test_owed_dones_go_after_a_delay_or_a_count(link):
     b.connect("inproc://dispatcher")
     try:
         dl.flush(a)
-        assert dl.dones == []
-        assert all(P.parse(b.recv()).direct for _ in range(D.DONE_BATCH))
+        assert dl.dones == {} and dl.owed == 0
+        assert P.parse(b.recv()) == P.Ran(3, D.DONE_BATCH, 3 + D.DONE_BATCH - 2, 0, 1)
+        assert not b.poll(50)  # one message for all of them
     finally:
         a.close(0)
         b.close(0)

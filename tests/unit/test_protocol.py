@@ -16,7 +16,7 @@ SAMPLES = {
     P.Welcome: P.Welcome(3, 0, [{"id": 0, "host": "h", "data": "tcp://x:1"}], {"heartbeat": 1.0}),
     P.Batch: P.Batch(7, 2, [[1, "a.py:3"]], [[1, "layer1", None, False]]),
     P.Run: P.Run(3, 7, 2, b"\x02" * 16, True, "alice", True),
-    P.Done: P.Done(3, 7, [ERR], 2, 12_345, True, True, True),
+    P.Done: P.Done(3, 7, [ERR], 2, 12_345, True, True),
     P.Ack: P.Ack(7, [ERR], True),
     P.Data: P.Data(5, "float32", [2, 3], None, 7),
     P.Relay: P.Relay(3, 5, None, None, ERR, 7),
@@ -47,6 +47,7 @@ SAMPLES = {
     P.Known: P.Known(3),
     P.Route: P.Route(True),
     P.SourceLines: P.SourceLines([[1, "train.py:12"]]),
+    P.Ran: P.Ran(3, 40, 80, 1, 2),
 }
 
 #: A wrong value for every field of every kind (the protocol must refuse each one).
@@ -59,8 +60,10 @@ WRONG = {
     "worker": "0", "tok": [1], "request": 5, "ok": 1, "stats": [], "endpoints": {"0": "x"},
     "tag": 1.0, "step": None, "args": object(), "payload": object(), "planned": 1, "dropped": 0,
     "gpu": [0], "memory": [1], "data_key": b"short", "keys": {0: b"not 40 bytes"},
-    "tenant": "x" * 33, "ack": "7", "acked": 1, "told": 0, "direct": 1,
+    "tenant": "x" * 33, "ack": "7", "acked": 1, "told": 0, "direct": 1, "batches": -1,
 }  # fmt: skip
+#: Where one kind reads a field name as another type (a count, not a flag).
+WRONG_FOR = {(P.Ran, "dropped"): -2, (P.Ran, "errors"): True}
 
 
 def test_every_kind_has_a_sample():
@@ -81,7 +84,7 @@ def test_every_kind_round_trips(kind):
 )
 def test_a_wrong_field_type_is_refused_naming_the_field(kind, field):
     values = list(SAMPLES[kind])
-    values[kind._fields.index(field)] = WRONG[field]
+    values[kind._fields.index(field)] = WRONG_FOR.get((kind, field), WRONG[field])
     frame = msgpack.packb([P.VERSION, kind.KIND, *values], use_bin_type=True)
     with pytest.raises(P.ProtocolError, match=f"{kind.__name__}.{field}"):
         P.parse(frame)

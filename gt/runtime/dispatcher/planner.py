@@ -260,18 +260,21 @@ class Planner:
                 c.in_flight -= 1
         return (self.schedule() if self._rr else []), ack
 
-    def count_direct(self, wid: int, cno: int, n: int, errors: int, dropped: bool) -> None:
-        """Count a batch the client sent straight to its worker, which ran it (and acknowledged
-        it): it never held a place in the dispatcher's queues."""
+    def count_direct(self, wid: int, ran: Any) -> None:
+        """Count the batches a client sent straight to its worker, which ran them (and
+        acknowledged them): ``ran`` is the worker's :class:`~gt.runtime.protocol.Ran`. They never
+        held a place in the dispatcher's queues."""
         w = self.workers.get(wid)
         if w is not None:
-            w.count(n, dropped)
-        c = self.clients.get(cno)
+            w.batches_done += ran.batches - ran.dropped
+            w.batches_dropped += ran.dropped
+            w.instructions_done += ran.n
+        c = self.clients.get(ran.client)
         if c is not None:
-            c.batches += 1
-            c.instructions += n
-            c.errors += errors
-        self.direct_batches += 1
+            c.batches += ran.batches
+            c.instructions += ran.n
+            c.errors += ran.errors
+        self.direct_batches += ran.batches
 
     def schedule(self) -> list[tuple[WorkerState, ClientState, Any]]:
         """Round-robin over clients with queued batches while their workers have room.

@@ -40,14 +40,6 @@ class WorkerMessages:
         if kind is P.Done:
             if wid is None:
                 raise P.ProtocolError("Done from an unregistered worker")
-            if msg.direct:  # a batch its client sent it straight: acknowledged already
-                c = self.planner.clients.get(msg.client)
-                if c is not None and c.home != wid:
-                    raise P.ProtocolError(
-                        f"worker {wid} reported a direct batch of another's client"
-                    )
-                self.planner.count_direct(wid, msg.client, msg.n, len(msg.errors), msg.dropped)
-                return
             running = self.planner.workers[wid].running
             key = (msg.client, msg.seq)
             if not running.get(key):  # only the worker that runs a batch may say it is done
@@ -56,6 +48,11 @@ class WorkerMessages:
             if not running[key]:
                 del running[key]
             self._done(wid, msg)
+        elif kind is P.Ran:  # batches a client sent it straight: acknowledged already
+            c = self.planner.clients.get(msg.client)
+            if wid is None or (c is not None and c.home != wid):
+                raise P.ProtocolError(f"worker {wid} counted batches of a client it is not home to")
+            self.planner.count_direct(wid, msg)
         elif kind is P.Relay:
             c = self.planner.clients.get(msg.client)
             w = self.planner.workers.get(wid) if wid is not None else None

@@ -5,8 +5,9 @@ signal) gains nothing from the hop through it: the worker runs them as they come
 dispatcher has forwarded one such batch (:attr:`Run.ack`), the worker knows the client's token,
 number and tenant from a trusted source and tells the client (``Known``) on its direct data link;
 the client then sends its batches there, and the worker acknowledges them itself: a sync round
-trip takes two messages instead of three. The dispatcher hears of each batch afterwards, a few
-at a time (:attr:`Done.direct`), for its counters; it never waits for those.
+trip takes two messages instead of three. The dispatcher hears of them afterwards, one
+:class:`~gt.runtime.protocol.Ran` per client every few ms, for its counters; it never waits for
+those.
 
 This module keeps the worker's side of it: who may send here, turning a direct ``Batch`` into a
 queued :class:`~gt.runtime.worker.schedule.Entry`, and the acknowledgements.
@@ -28,7 +29,7 @@ from gt.runtime.worker.schedule import Entry, Scheduler
 DIRECT_QUEUE_MAX = 64
 #: The dispatcher hears of direct batches at most this late, or once this many are waiting.
 DONE_DELAY_S = 0.005
-DONE_BATCH = 32
+DONE_BATCH = 256
 
 
 class DirectLink:
@@ -45,8 +46,11 @@ class DirectLink:
         self.sched = sched
         self.guarded = guarded
         self.clients: dict[bytes, tuple[int, str | None]] = {}  # token -> (client, tenant)
-        self.dones: list[bytes] = []  # encoded Done messages the dispatcher has not had yet
-        self.first_done = 0.0  # when the oldest of them was queued (time.monotonic)
+        # per client, what the dispatcher has not heard of yet: [batches, instructions, errors,
+        # dropped] (one Ran message each when it is told)
+        self.dones: dict[int, list[int]] = {}
+        self.owed = 0  # batches in ``dones``
+        self.first_done = 0.0  # when the oldest of them ended (time.monotonic)
         self.batches = 0  # direct batches accepted
 
     def learn(self, run: P.Run) -> None:
@@ -107,36 +111,41 @@ class DirectLink:
         self, entry: Entry, errors: list, n: int, acked: bool, dropped: bool = False
     ) -> None:
         """A direct batch ended: acknowledge it to its client (unless a fetch that ended it did,
-        and it found no error) and owe the dispatcher its :class:`Done`."""
+        and it found no error) and owe the dispatcher its count."""
         run = entry.msg
         if not dropped and (errors or not acked):
             try:
                 send_parts(self.data, [run.token, P.encode(P.Ack(run.seq, errors, acked))])
             except zmq.ZMQError:  # the client is gone
                 pass
-        if not self.dones:
+        if not self.owed:
             self.first_done = time.monotonic()
-        done = P.Done(run.client, run.seq, errors, n, entry.busy_ns, dropped, acked, True)
-        self.dones.append(P.encode(done))
+        self.owed += 1
+        c = self.dones.get(run.client)
+        if c is None:
+            c = self.dones[run.client] = [0, 0, 0, 0]
+        c[0] += 1
+        c[1] += n
+        c[2] += len(errors)
+        c[3] += dropped
 
     def due(self, now: float) -> bool:
-        """Whether the owed :class:`Done` messages should go now."""
-        return bool(self.dones) and (
-            len(self.dones) >= DONE_BATCH or now - self.first_done >= DONE_DELAY_S
-        )
+        """Whether the dispatcher should be told now."""
+        return self.owed >= DONE_BATCH or (self.owed > 0 and now - self.first_done >= DONE_DELAY_S)
 
     def wait_ms(self, idle_ms: int) -> int:
-        """The main loop's poll timeout with ``idle_ms`` its usual one: short while a Done is owed."""
-        if not self.dones:
+        """The main loop's poll timeout with ``idle_ms`` its usual one: short while a count is
+        owed."""
+        if not self.owed:
             return idle_ms
         left = DONE_DELAY_S - (time.monotonic() - self.first_done)
         return min(idle_ms, max(0, int(left * 1000) + 1))
 
     def flush(self, sock: zmq.Socket) -> None:
-        """Send the owed :class:`Done` messages to the dispatcher (on its socket ``sock``)."""
-        dones, self.dones = self.dones, []
-        for d in dones:
-            send_parts(sock, [d])
+        """Tell the dispatcher (on its socket ``sock``) what ran: one :class:`Ran` per client."""
+        dones, self.dones, self.owed = self.dones, {}, 0
+        for client, (batches, n, errors, dropped) in dones.items():
+            send_parts(sock, [P.encode(P.Ran(client, batches, n, errors, dropped))])
 
 
 __all__ = ["DONE_BATCH", "DONE_DELAY_S", "DIRECT_QUEUE_MAX", "DirectLink"]

@@ -210,7 +210,7 @@ class Worker:
         try:
             while not self._stop.is_set():
                 wait = poll_timeout_ms(bool(self.sched.order), len(self.inbox))
-                events = dict(poller.poll(self.direct.wait_ms(wait) if self.direct.dones else wait))
+                events = dict(poller.poll(self.direct.wait_ms(wait) if self.direct.owed else wait))
                 if self.data in events:
                     self._drain_data()
                 if self.sock in events or self.inbox:
@@ -220,7 +220,7 @@ class Worker:
                         self._take_messages()
                 if self.sched.order and not self._stop.is_set():
                     self._run_slice()
-                if self.direct.dones and self.direct.due(time.monotonic()):
+                if self.direct.owed and self.direct.due(time.monotonic()):
                     self.direct.flush(self.sock)
                 self.events.tick()
                 if time.monotonic() >= next_stats:
@@ -530,7 +530,7 @@ class Worker:
         }
 
     def _report_stats(self) -> None:
-        if self.direct.dones:  # (the dispatcher's counts then never trail the report's)
+        if self.direct.owed:  # (the dispatcher's counts then never trail the report's)
             self.direct.flush(self.sock)
         self._expire_unclaimed()
         self.memory.tick()
