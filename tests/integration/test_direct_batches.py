@@ -157,3 +157,40 @@ def test_a_batch_from_a_stranger_on_the_data_socket_is_refused_with_an_error(clu
     finally:
         s.close(0)
     assert round_trips(2) == [0.0, 1.0]  # the worker runs on
+
+
+def test_exec_events_say_how_many_batches_wait_on_the_worker(cluster, conn):
+    """The dispatcher no longer sees a direct client's batches in flight: the worker's own exec
+    events say how deep its queue is (the dashboard's queue column)."""
+    from gt.trace import events as E
+
+    sub = zmq.Context.instance().socket(zmq.SUB)
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.connect(cluster.endpoints["events"])
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    try:
+        wait_for(lambda: sub.poll(100), timeout=10)  # subscribed: the dispatcher's stats arrive
+        round_trips(3)
+        a = gt.ones(400, 400)
+        for _ in range(60):  # one long batch (about a second on this machine) ...
+            a = (a @ a) * 0.0025
+        conn.flush()
+        for i in range(3):  # ... and three short ones behind it
+            gt.ones(2) + float(i)
+            conn.flush()
+        gt.sync()
+        assert conn.direct_batches >= 4
+        queues: list[int] = []
+
+        def heard() -> bool:
+            while sub.poll(50):
+                source, _seq, events = E.unpack_batch(sub.recv_multipart()[1])
+                queues.extend(f["queue"] for kind, _t, f in events
+                              if kind == E.EXEC and f.get("client") == conn.client_no)  # fmt: skip
+            return len(queues) >= 4 and queues[-1] == 0
+
+        wait_for(heard, timeout=20)
+        assert all(type(q) is int and q >= 0 for q in queues), queues
+        assert max(queues) >= 1, queues  # the short batches waited behind the long one
+    finally:
+        sub.close(0)

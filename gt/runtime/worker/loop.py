@@ -472,7 +472,7 @@ class Worker:
             ops, outs, srcs = [], [], []
         ev.emit(E.EXEC, {"worker": self.wid, "client": run.client, "batch": run.seq,
                          "t0": res.t0 + off, "t1": res.t1 + off, "n": len(res.instrs), "ops": ops,
-                         "outs": outs, "srcs": srcs, "durs": res.durs, "hot": res.hot, "queue": None,
+                         "outs": outs, "srcs": srcs, "durs": res.durs, "hot": res.hot, "queue": self.sched.count() - 1,
                          "errors": len(res.fresh_errors), "more": not res.done},
                 res.t0 + off)  # fmt: skip
         for msg, opcode, src in res.fresh_errors[:8]:

@@ -133,6 +133,10 @@ class Scheduler:
             self._current = None
         return list(q)
 
+    def count(self) -> int:
+        """Batches queued, the one running (or resuming) included."""
+        return sum(map(len, self.queues.values()))
+
     def waiting(self) -> list[Entry]:
         """Every queued batch not started yet, in about the order they will start."""
         out = []
