@@ -194,3 +194,16 @@ def test_exec_events_say_how_many_batches_wait_on_the_worker(cluster, conn):
         assert max(queues) >= 1, queues  # the short batches waited behind the long one
     finally:
         sub.close(0)
+
+
+def test_a_control_request_goes_after_the_direct_batches_sent_before_it(conn):
+    """Configs and memory settings apply from the point of the program that asked for them: the
+    dispatcher must not act on one before the worker has run what was sent before it."""
+    round_trips(3)
+    a = gt.ones(400, 400)
+    for _ in range(60):  # a long batch, sent straight to the worker without a sync
+        a = (a @ a) * 0.0025
+    conn.flush()
+    assert conn._in_flight == 1
+    conn.control("stats")
+    assert conn._in_flight == 0  # it ran before the request went

@@ -25,6 +25,9 @@ class Requests:
         """
         with self._lock:
             self._flush_locked()
+            if self._route_direct:  # sent straight to the worker: the dispatcher must not
+                # act on the request (say, the workers' memory limit) before they have run
+                self._drain_in_flight(time.monotonic() + self.timeout, f"before {request!r}")
             self._control_reply = None
             self._sock.send(P.encode(P.Control(request, args)))
             self._last_sent = time.monotonic()
