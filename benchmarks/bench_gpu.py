@@ -25,6 +25,11 @@ time as GT.
    with clients' transfers staged (``GT_PINNED_STAGING=all``) and not (``0``): staged /
    unstaged (the default stages only transfers between workers); CuPy's own pageable and pinned
    copies of the bytes are printed beside them (one hop fewer: no client process).
+6. ``hot sgd fused``: a captured (``@gt.hot``) SGD-with-momentum update of 8 parameters of
+   2048 x 2048 float32 on one CuPy worker, each parameter's ``buf.mul_``, ``buf.add_``,
+   ``p.add_(alpha=)`` replayed as one CUDA kernel, against the same replay with
+   ``GT_FUSED_CHAINS=0`` in the worker (three kernels a parameter); time per step, and whether
+   both give the same bits. Reported.
 
 Every process started here is stopped on exit, error or Ctrl-C.
 """
@@ -274,6 +279,40 @@ def gt_transfers(nbytes: int, repeats: int) -> tuple[list[float], list[float]]:
         cl.stop()
 
 
+def gt_hot_sgd(n: int, params: int, steps: int, repeats: int) -> tuple[list[float], Any]:
+    """Seconds per captured SGD-momentum step (``steps`` replays, then a sync that waits for
+    the device), and the first parameter's values after them."""
+    import gt  # noqa: PLC0415
+
+    cl = _cluster(1)
+    try:
+        gt.manual_seed(0)
+        ps = [gt.randn(n, n) for _ in range(params)]
+        bufs = [gt.zeros(n, n) for _ in range(params)]
+        gs = [gt.randn(n, n) * 0.01 for _ in range(params)]
+
+        @gt.hot
+        def update(lr):
+            for p, b, g in zip(ps, bufs, gs):
+                b.mul_(0.9).add_(g)
+                p.add_(b, alpha=-lr)
+
+        for _ in range(4):  # captured at the second call; the rest replay
+            update(0.01)
+        gt.sync()
+        samples = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                update(0.01)
+            gt.sync()
+            samples.append((time.perf_counter() - t0) / steps)
+        return samples, ps[0].numpy()
+    finally:
+        gt.disconnect()
+        cl.stop()
+
+
 def _staging(mode: str) -> Any:
     """Set ``GT_PINNED_STAGING`` for the workers started next (returns the previous value)."""
     old = os.environ.get("GT_PINNED_STAGING")
@@ -294,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", help="write the results here")
-    names = ("matmul", "tiny", "sharded", "allreduce", "transfers")
+    names = ("matmul", "tiny", "sharded", "allreduce", "transfers", "hot")
     ap.add_argument("--only", choices=names, action="append", help="run only these (repeatable)")
     # a dry run of this script on the CuPy test double (scripts/gpu_check.sh --dry-run)
     ap.add_argument("--test-double", action="store_true", help=argparse.SUPPRESS)
@@ -401,6 +440,25 @@ def main(argv: list[str] | None = None) -> int:
                                   f"{nbytes / cupy_ref / 1e9:.2f} GB/s",
                                   {"gt": on, "ref": off}))  # fmt: skip
             print_result_line(results[-1])
+
+    if "hot" in only:
+        n = (256 if args.test_double else 512) if args.quick else 2048
+        fused, p_fused = gt_hot_sgd(n, 8, 20, r)
+        old = os.environ.get("GT_FUSED_CHAINS")
+        os.environ["GT_FUSED_CHAINS"] = "0"
+        try:
+            steps, p_steps = gt_hot_sgd(n, 8, 20, r)
+        finally:
+            _restore("GT_FUSED_CHAINS", old)
+        same = p_fused.tobytes() == p_steps.tobytes()
+        results.append(Result(f"hot sgd {n}x{n} x8 fused", "x", best(steps) / best(fused), 1.0,
+                              0.0, True,
+                              f"reported: step time with three kernels a parameter / fused "
+                              f"({best(steps) * 1e3:.3f} vs {best(fused) * 1e3:.3f} ms); "
+                              f"same bits: {same}", {"gt": fused, "ref": steps}))  # fmt: skip
+        print_result_line(results[-1])
+        if not same:
+            raise RuntimeError("the fused replay gave other bits than its steps")
 
     print()
     print(format_table(results))

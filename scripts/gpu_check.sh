@@ -22,7 +22,7 @@
 #                 workers (GT_BACKEND=cupy; the memory suite spills to pinned host memory)
 #   5. bench      benchmarks/bench_gpu.py: matmul 4096/8192 f32/f16/bf16 vs CuPy direct, tiny-op
 #                 rate, 2-worker sharded matmul, 2-worker all-reduce and 64 MiB upload/fetch
-#                 with pinned staging on and off
+#                 with pinned staging on and off, a replayed SGD step fused and not
 #   6. top        scripts/gpu_top_check.py: `gt top --once --json` during load, NVML fields
 #   7. programs   (--with-programs only) the differential suite's PyTorch programs on two CuPy
 #                 workers, against PyTorch's stored results

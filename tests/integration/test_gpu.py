@@ -198,3 +198,38 @@ def test_frexp_of_a_subnormal_float32_on_cupy_is_not_flushed_to_zero(cupy_be):
     e = xp.asnumpy(cupy_be.handlers[O.OPCODE["frexp_exponent"]]([xp.asarray(x)], None))
     np.testing.assert_array_equal(m, np.frexp(x)[0])
     np.testing.assert_array_equal(e, np.frexp(x)[1])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_replayed_sgd_step_fused_on_the_gpu_equals_its_steps_bit_for_bit(cupy_be, dtype):
+    """A chain of in-place updates runs as one CUDA kernel (no fused multiply-adds): the same
+    bits as the steps' own kernels, which it must have replaced (one launch a replay)."""
+    from gt.runtime.worker.executor import Executor
+    from tests.unit.test_hot_chain import BUF, P_, PLAN, G, arrays
+    from tests.unit.test_hot_worker import FakeIO, NoPeers, ins, run
+
+    a = arrays(1 << 20, dtype, seed=6)
+    results = []
+    for fuse in (False, True):
+        ex = Executor(cupy_be, NoPeers(), FakeIO())
+        launches: list = []
+        if fuse:
+            real = cupy_be.elementwise_kernel
+
+            def counted(*args, real=real, launches=launches):
+                k = real(*args)
+                return (lambda *xs: launches.append(1) or k(*xs)) if k is not None else None
+
+            ex._fuse = counted
+        else:
+            ex._fuse = None
+        run(ex, [ins("hot_define", 0, [], PLAN)])
+        for k, v in a.items():
+            ex.tables[1][k] = cupy_be.from_host(v.copy())
+        for _ in range(3):
+            run(ex, [ins("hot", 0, [G], {"plan": PLAN["plan"], "outs": [], "seeds": []})])
+        assert len(launches) == (3 if fuse else 0)
+        results.append({k: cupy_be.to_host(ex.tables[1][k]) for k in (P_, BUF)})
+    for k in (P_, BUF):
+        assert results[0][k].tobytes() == results[1][k].tobytes()

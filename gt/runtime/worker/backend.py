@@ -207,6 +207,27 @@ class Backend:
             op.kernel(self) if op.kernel is not None else None for op in O.REGISTRY
         ]
 
+    def elementwise_kernel(self, in_params: str, out_params: str, operation: str,
+                           name: str) -> Any:  # fmt: skip
+        """A CUDA elementwise kernel (``cupy.ElementwiseKernel``, made once per source) compiled
+        without fused multiply-adds, so each ``*`` and ``+`` rounds as a kernel of its own would;
+        ``None`` where there is none (NumPy, or a CuPy without custom kernels)."""
+        key = (in_params, out_params, operation)
+        kernels = self.__dict__.setdefault("_elementwise", {})
+        k = kernels.get(key, False)
+        if k is False:
+            make = getattr(self.xp, "ElementwiseKernel", None) if self.name == "cupy" else None
+            try:
+                k = (
+                    make(in_params, out_params, operation, name, options=("--fmad=false",))
+                    if make
+                    else None
+                )
+            except Exception:  # (compiled at the first call; this only checks the arguments)
+                k = None
+            kernels[key] = k
+        return k
+
     def special(self, name: str) -> Callable[..., Any]:
         """Special function ``name`` of :data:`SPECIAL_FUNCTIONS` (SciPy's spelling and
         arguments); found at its first call, so no worker imports SciPy before it needs it."""

@@ -14,6 +14,7 @@ computed from a failed tensor fails with the same message, and the error is repo
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Protocol
 
@@ -74,6 +75,12 @@ class Executor:
     def __init__(self, backend: Backend, peers: Any, io: ExecutorIO):
         self.backend = backend
         self.handlers = backend.handlers
+        # a replayed step's chains of in-place updates as one CUDA kernel (GT_FUSED_CHAINS=0: off)
+        self._fuse = (
+            getattr(backend, "elementwise_kernel", None)
+            if getattr(backend, "name", "") == "cupy" and os.environ.get("GT_FUSED_CHAINS") != "0"
+            else None
+        )
         self.peers = peers
         self.io = io
         self.tables: dict[int, dict[int, Any]] = {}
@@ -371,7 +378,7 @@ class Executor:
             return
         b.hot += 1
         if self.pool is None and not self.sync_each_op:
-            fast = plan.compiled(self.handlers)
+            fast = plan.compiled(self.handlers, self._fuse)
             if fast is not None:
                 ran, errors = fast.run(b.tbl, b.failed, inputs, outs, seeds)
                 if ran:

@@ -65,11 +65,12 @@ class HotPlan:
         self.seeded, self.drop_after = seeded, drop_after
         self._compiled: Any = False  # not tried yet
 
-    def compiled(self, handlers: list) -> Compiled | None:
-        """The plan bound to these kernels (made once), or ``None`` if a step has none."""
+    def compiled(self, handlers: list, fuse: Any = None) -> Compiled | None:
+        """The plan bound to these kernels (made once), or ``None`` if a step has none;
+        ``fuse``: the backend's elementwise-kernel factory, for its chains (CuPy)."""
         if self._compiled is False:
             try:
-                self._compiled = Compiled(self, handlers)
+                self._compiled = Compiled(self, handlers, fuse)
             except ValueError:
                 self._compiled = None
         return self._compiled
@@ -161,7 +162,7 @@ class Compiled:
 
     __slots__ = ("steps", "base", "loads", "stores", "inputs", "outs", "seeded")
 
-    def __init__(self, plan: HotPlan, handlers: list) -> None:
+    def __init__(self, plan: HotPlan, handlers: list, fuse: Any = None) -> None:
         regs: dict[Any, int] = {}
         base: list = []
 
@@ -208,6 +209,7 @@ class Compiled:
         self.seeded = list(plan.seeded)
         for start, stop in reversed(find_chains(steps)):  # (a seeded step is never in a chain)
             chain = Chain(steps[start:stop])
+            chain.kernel = fuse
             steps[start:stop] = [
                 (None, (), chain, -1, (), steps[start][5], steps[start][6], _CHAIN)
             ]
@@ -237,7 +239,7 @@ class Compiled:
         try:
             for h, idx, at, o, drop, _code, _src, own in steps:
                 if own == _CHAIN:
-                    if not at.blocked(r):
+                    if not (at.blocked(r) or at.fused(r)):
                         at.stepwise(r)
                     i += 1
                     continue

@@ -11,10 +11,15 @@ operations in the same order, so the results are the step-by-step results bit fo
 ``sub``/``add_scaled`` steps that share tensors; :class:`Chain` runs one blocked when its arrays
 allow it (NumPy arrays of one shape and float dtype, contiguous, large, and targets that nothing
 else refers to, exactly as each step's own kernel would decide to write in place), and step by
-step otherwise. Pure NumPy: no sockets.
+step otherwise. On CuPy workers a chain runs as one elementwise kernel instead (:meth:`Chain.fused`, the kernel's
+source from :func:`fused_source`): one pass over the arrays instead of one per step, compiled
+without fused multiply-adds so every element is rounded as the steps would round it. No sockets.
 """
 
 from __future__ import annotations
+
+import math
+from typing import Any
 
 import numpy as np
 
@@ -63,10 +68,42 @@ def find_chains(steps: list) -> list[tuple[int, int]]:
     return runs
 
 
+#: dtype -> (its name in a kernel's parameters, its C type in the kernel's code)
+_C_TYPES = {np.dtype(np.float32): ("float32", "float"), np.dtype(np.float64): ("float64", "double")}
+_C_OPS = ("*", "+", "-")
+
+
+def fused_source(ops: tuple, targets: tuple, reads: tuple, scalars: frozenset,
+                 types: tuple[str, str]) -> tuple[str, str, str]:  # fmt: skip
+    """``(in_params, out_params, operation)`` of a CuPy elementwise kernel that runs a chain's
+    ``ops`` (``(kind, target, operand, alpha)`` over registers) on every element.
+
+    Each register the chain reads is an input (``i<r>`` an array it updates, ``a<r>`` one it only
+    reads, ``s<r>`` a number); each it updates is an output (``o<r>``) too, written once at the
+    end from a local that the steps update in their order. ``add_scaled``'s ``x + b * alpha``
+    is a product then a sum, two roundings, as its own kernel does them.
+    """
+    dtype, ctype = types
+
+    def name(j: int) -> str:
+        return f"v{j}" if j in targets else f"s{j}" if j in scalars else f"a{j}"
+
+    ins = [f"{dtype} {'i' if j in targets else 's' if j in scalars else 'a'}{j}" for j in reads]
+    body = [f"{ctype} v{t} = i{t};" for t in targets]
+    for kind, t, b, alpha in ops:
+        if kind == 3:
+            body.append(f"v{t} = v{t} + {name(b)} * ({ctype})({float(alpha)!r});")
+        else:
+            body.append(f"v{t} = v{t} {_C_OPS[kind]} {name(b)};")
+    body += [f"o{t} = v{t};" for t in targets]
+    outs = ", ".join(f"{dtype} o{t}" for t in targets)
+    return ", ".join(ins), outs, " ".join(body)
+
+
 class Chain:
     """One run of in-place updates (compiled steps, see :class:`gt.runtime.worker.hot.Compiled`)."""
 
-    __slots__ = ("steps", "targets", "reads", "ops", "at")
+    __slots__ = ("steps", "targets", "reads", "ops", "at", "kernel")
 
     def __init__(self, steps: list) -> None:
         self.steps = steps
@@ -78,6 +115,46 @@ class Chain:
             (_KINDS[s[5]], s[3], s[1][1], float(s[2]["alpha"]) if _KINDS[s[5]] == 3 else 0.0)
             for s in steps
         )
+        self.kernel: Any = None  # (a backend's kernel factory, for fused(); None: not fused)
+
+    def fused(self, r: list) -> bool:
+        """On CuPy arrays, run the chain as one elementwise kernel where each step would have
+        written in place; False (nothing done) if not."""
+        make = self.kernel
+        if make is None:
+            return False
+        shape = dtype = None
+        scalars = []
+        for j in self.reads:
+            v = r[j]
+            if type(v) in (float, int):
+                if j in self.targets:
+                    return False
+                scalars.append(j)
+                continue
+            if type(v) is np.ndarray or not hasattr(v, "shape") or not hasattr(v, "flags"):
+                return False
+            if shape is None:
+                shape, dtype = v.shape, v.dtype
+                if dtype not in _C_TYPES:
+                    return False
+            elif v.shape != shape or v.dtype != dtype:
+                return False
+            if not v.flags.c_contiguous:
+                return False
+        if not all(math.isfinite(op[3]) for op in self.ops):
+            return False
+        v = None  # (a reference held here would make a target look shared)
+        if not self._targets_private(r):
+            return False
+        ins, outs, body = fused_source(self.ops, self.targets, self.reads, frozenset(scalars),
+                                       _C_TYPES[dtype])  # fmt: skip
+        kernel = make(ins, outs, body, "gt_chain")
+        if kernel is None:
+            return False
+        kernel(*[r[j] for j in self.reads], *[r[t] for t in self.targets])
+        self._dropped(r)
+        return True
 
     def blocked(self, r: list) -> bool:
         """Run the chain a block at a time if its registers allow it; False (nothing done) if not."""
@@ -96,14 +173,8 @@ class Chain:
             elif j in self.targets or type(v) not in (float, int):
                 return False
         v = None  # (a reference held here would make a target look shared)
-        for k in self.targets:  # as each step's kernel would see it (see Compiled.run's `own`)
-            x = r[k]
-            r[k] = None
-            ok = private(x)
-            r[k] = x
-            if not ok:
-                return False
-        x = None
+        if not self._targets_private(r):
+            return False
         flat = {j: r[j].reshape(-1) if type(r[j]) is np.ndarray else r[j] for j in self.reads}
         n = r[self.targets[0]].size
         tmp = np.empty(min(BLOCK, n), dtype) if any(op[0] == 3 for op in self.ops) else None
@@ -121,10 +192,26 @@ class Chain:
                     np.add(xc, t_, out=xc)
                 else:
                     ufuncs[kind](xc, bv, out=xc)
+        self._dropped(r)
+        return True
+
+    def _targets_private(self, r: list) -> bool:
+        """Whether each step's kernel would write its target in place (see ``Compiled.run``'s
+        ``own``: the register is the one reference the eager path would not hold)."""
+        for k in self.targets:
+            x = r[k]
+            r[k] = None
+            ok = private(x)
+            r[k] = x
+            if not ok:
+                return False
+        return True
+
+    def _dropped(self, r: list) -> None:
+        """Drop the temporaries whose last use was in the chain."""
         for step in self.steps:
             for d in step[4]:
                 r[d] = None
-        return True
 
     def stepwise(self, r: list) -> None:
         """Run the steps one by one as :meth:`Compiled.run` would (``self.at`` says which step

@@ -1,0 +1,128 @@
+"""A replayed step's chain of in-place updates as one elementwise kernel (CuPy workers): the
+kernel's source does what the steps do, in their order and with their roundings, and the chain
+falls back to its steps wherever they would not have written in place.
+
+The real kernel is compiled by CuPy on a GPU (``tests/integration/test_gpu.py`` compares it with
+the steps there). Here a stand-in factory runs the generated source with NumPy, statement by
+statement, on arrays posing as device arrays: what is tested is the source and the plumbing.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from gt.runtime.worker.hot_chain import fused_source
+from tests.unit.test_executor import ins
+from tests.unit.test_hot_chain import BUF, P_, PLAN, G, arrays, replay
+
+_OPS = {"*": np.multiply, "+": np.add, "-": np.subtract}
+
+
+class Device(np.ndarray):
+    """An array that is not a NumPy array by type, as a CuPy array is not."""
+
+
+def on_device(a: np.ndarray) -> Device:
+    d = Device(a.shape, a.dtype)  # (owns its memory: a view would never be written in place)
+    d[...] = a
+    return d
+
+
+def interpreted(calls: list):
+    """A kernel factory that runs a kernel's source with NumPy (``calls``: one entry a launch)."""
+
+    def make(in_params: str, out_params: str, body: str, name: str):
+        ins_ = [p.split() for p in in_params.split(", ")]
+        outs = [p.split()[1] for p in out_params.split(", ")]
+        dtype = np.dtype(ins_[0][0])
+
+        def value(env: dict, x: str):
+            return env[x] if type(env[x]) is np.ndarray else dtype.type(env[x])
+
+        def launch(*args):
+            calls.append(body)
+            env = {n: (np.asarray(a).copy() if isinstance(a, np.ndarray) else a)
+                   for (_t, n), a in zip(ins_, args)}  # fmt: skip
+            out_arrays = dict(zip(outs, args[len(ins_) :]))
+            for stmt in filter(None, (s.strip() for s in body.split(";"))):
+                if m := re.fullmatch(r"(?:float|double) (v\d+) = (i\d+)", stmt):
+                    env[m[1]] = env[m[2]].copy()
+                elif m := re.fullmatch(
+                    r"(v\d+) = \1 \+ (\w+) \* \((?:float|double)\)\((.+)\)", stmt
+                ):
+                    env[m[1]] = env[m[1]] + value(env, m[2]) * dtype.type(float(m[3]))
+                elif m := re.fullmatch(r"(v\d+) = \1 ([*+-]) (\w+)", stmt):
+                    env[m[1]] = _OPS[m[2]](env[m[1]], value(env, m[3]))
+                elif m := re.fullmatch(r"(o\d+) = (v\d+)", stmt):
+                    out_arrays[m[1]][...] = env[m[2]]
+                else:
+                    raise AssertionError(f"a statement the kernel source should not hold: {stmt}")
+
+        return launch
+
+    return make
+
+
+def fusing(monkeypatch, calls: list) -> None:
+    """Executors made from here on fuse with :func:`interpreted` (as a CuPy worker's would)."""
+    import tests.unit.test_hot_chain as H
+
+    real = H.executor
+
+    def made(*a, **k):
+        ex = real(*a, **k)
+        ex._fuse = interpreted(calls)
+        return ex
+
+    monkeypatch.setattr(H, "executor", made)
+
+
+def test_the_source_of_sgds_update_reads_each_register_once_and_writes_each_target_once():
+    ops = ((0, 2, 7, 0.0), (1, 2, 3, 0.0), (3, 1, 2, -0.01))  # buf*=m, buf+=g, p+=buf*-lr
+    ins_, outs, body = fused_source(ops, (2, 1), (2, 7, 3, 1), frozenset({7}), ("float32", "float"))
+    assert ins_ == "float32 i2, float32 s7, float32 a3, float32 i1"
+    assert outs == "float32 o2, float32 o1"
+    assert body == ("float v2 = i2; float v1 = i1; v2 = v2 * s7; v2 = v2 + a3; "
+                    "v1 = v1 + v2 * (float)(-0.01); o2 = v2; o1 = v1;")  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_fused_sgd_step_equals_the_steps_bit_for_bit(monkeypatch, dtype):
+    a = arrays(1000, dtype, seed=3)
+    ex_steps, _ = replay(a, 3)  # NumPy, step by step (small: not blocked either)
+    calls: list = []
+    fusing(monkeypatch, calls)
+    ex, _ = replay({k: on_device(v) for k, v in a.items()}, 3)
+    assert len(calls) == 3  # one launch a replay
+    for k in (P_, BUF):
+        got, want = np.asarray(ex.tables[1][k]), ex_steps.tables[1][k]
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+def test_a_shared_target_is_updated_step_by_step_as_eagerly(monkeypatch):
+    a = arrays(1000, seed=4)
+    calls: list = []
+    fusing(monkeypatch, calls)
+    dev = {k: on_device(v) for k, v in a.items()}
+    ex, _ = replay(dev, 1)
+    held = ex.tables[1][BUF]  # someone else now holds the buffer: no step may write it in place
+    before = np.asarray(held).copy()
+    from tests.unit.test_hot_worker import run
+
+    run(ex, [ins("hot", 0, [G], {"plan": PLAN["plan"], "outs": [], "seeds": []})])
+    assert len(calls) == 1  # the second replay ran its steps instead
+    assert np.asarray(held).tobytes() == before.tobytes()
+
+
+def test_arrays_of_other_shapes_are_not_fused(monkeypatch):
+    a = arrays(1000, seed=5)
+    a[G] = a[G][:1].copy()  # a gradient that broadcasts
+    calls: list = []
+    fusing(monkeypatch, calls)
+    ex_steps, _ = replay(a, 2)
+    ex, _ = replay({k: on_device(v) for k, v in a.items()}, 2)
+    assert calls == []
+    assert np.asarray(ex.tables[1][P_]).tobytes() == ex_steps.tables[1][P_].tobytes()
