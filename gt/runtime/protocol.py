@@ -67,6 +67,10 @@ from gt.runtime.field_checks import ANY, Check, compile_checks, opt
 #: 4: direct batches (Known, Route, SourceLines, Ran).
 VERSION = 4
 
+#: Batches a client may have unacknowledged on a worker's direct link (:class:`Known`): the
+#: worker refuses more, so a client caps its window there at this.
+DIRECT_WINDOW = 64
+
 # Error codes carried by Error messages.
 E_WORKER_LOST = "worker_lost"
 E_PROTOCOL = "protocol"

@@ -207,3 +207,18 @@ def test_a_control_request_goes_after_the_direct_batches_sent_before_it(conn):
     assert conn._in_flight == 1
     conn.control("stats")
     assert conn._in_flight == 0  # it ran before the request went
+
+
+def test_a_window_wider_than_the_direct_links_is_capped_there(cluster):
+    """A program may ask for a wide window; its worker takes at most DIRECT_WINDOW batches from
+    the direct link, so the client waits there instead of being refused."""
+    conn = gt.connect(cluster.address, timeout=30, window=200, batch_limit=1)
+    try:
+        round_trips(2)
+        x = gt.zeros(4)
+        for _ in range(300):  # one instruction a batch: 300 batches, pipelined
+            x = x + 1
+        assert x.numpy().tolist() == [300.0] * 4
+        assert conn.direct_batches >= 300
+    finally:
+        gt.disconnect()

@@ -366,7 +366,8 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
         if self._broken is not None:
             raise self._broken
         deadline = time.monotonic() + self.timeout
-        while self._in_flight >= self.window:
+        window = min(self.window, P.DIRECT_WINDOW) if self._route_direct else self.window
+        while self._in_flight >= window:
             self._pump(self._wait_slice())
             if self._broken is not None:
                 raise self._broken

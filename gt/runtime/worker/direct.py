@@ -25,8 +25,9 @@ from gt.runtime.sockets import send_parts
 from gt.runtime.worker.schedule import Entry, Scheduler
 
 #: Batches one client may have queued from its direct link. An honest client holds at most its
-#: window (16) unacknowledged; past this the batch is refused (with an error, so it cannot hang).
-DIRECT_QUEUE_MAX = 64
+#: window there (:data:`P.DIRECT_WINDOW`) unacknowledged; past this the batch is refused (with
+#: an error, so it cannot hang).
+DIRECT_QUEUE_MAX = P.DIRECT_WINDOW
 #: The dispatcher hears of direct batches at most this late, or once this many are waiting.
 DONE_DELAY_S = 0.005
 DONE_BATCH = 256
