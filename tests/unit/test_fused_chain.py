@@ -126,3 +126,30 @@ def test_arrays_of_other_shapes_are_not_fused(monkeypatch):
     ex, _ = replay({k: on_device(v) for k, v in a.items()}, 2)
     assert calls == []
     assert np.asarray(ex.tables[1][P_]).tobytes() == ex_steps.tables[1][P_].tobytes()
+
+
+def test_a_kernel_that_will_not_compile_leaves_the_steps_to_run(monkeypatch):
+    a = arrays(1000, seed=6)
+    ex_steps, _ = replay(a, 2)
+    tried: list = []
+
+    def broken(*_args):
+        def launch(*_xs):
+            tried.append(1)
+            raise RuntimeError("NVRTC_ERROR_COMPILATION")
+
+        return launch
+
+    import tests.unit.test_hot_chain as H
+
+    real = H.executor
+
+    def made(*a_, **k):
+        ex = real(*a_, **k)
+        ex._fuse = broken
+        return ex
+
+    monkeypatch.setattr(H, "executor", made)
+    ex, res = replay({k: on_device(v) for k, v in a.items()}, 2)
+    assert tried == [1] and not res.errors  # tried once, then the steps; nothing failed
+    assert np.asarray(ex.tables[1][P_]).tobytes() == ex_steps.tables[1][P_].tobytes()

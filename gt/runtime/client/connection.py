@@ -377,13 +377,12 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
                 )
         if self._annotated or self._new_signals:
             self._planned_once = True
-        direct = self._direct_known and self._direct_allowed and not self._planned_once
+        direct = self._goes_direct()
         if direct is not self._route_direct:
             # The two ways reach the worker by different paths: a batch sent one way could
             # overtake one sent the other. Switch once everything in flight is acknowledged.
             self._drain_in_flight(deadline, "switching between the dispatcher and the worker")
-            direct = self._direct_known and self._direct_allowed and not self._planned_once
-            self._route_direct = direct
+            direct = self._route_direct = self._goes_direct()
         instrs, self._instrs = self._instrs, []
         packed = _drain(self._frees)
         frees = [k // _POS_SPAN for k in packed]
@@ -425,6 +424,15 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
         self._in_flight += 1
         self.sent_batches += 1
         self.sent_instructions += len(instrs)
+
+    def _goes_direct(self) -> bool:
+        """Whether the next batch may go straight to the home worker."""
+        return (
+            self._direct_known
+            and self._direct_allowed
+            and not self._planned_once
+            and self._direct is not None
+        )
 
     def _send_direct(
         self, hdr: bytes, body: bytes, bufs: list, srclocs: list, deadline: float

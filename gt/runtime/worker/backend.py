@@ -203,6 +203,7 @@ class Backend:
             self.scatter_max = sorted_scatter_extreme(self.xp, "amax")
             self.scatter_min = sorted_scatter_extreme(self.xp, "amin")
         self._special: dict[str, Callable[..., Any]] = {}
+        self._elementwise: dict[tuple, Any] = {}  # (elementwise_kernel)
         self.handlers: list[Handler | None] = [
             op.kernel(self) if op.kernel is not None else None for op in O.REGISTRY
         ]
@@ -213,7 +214,7 @@ class Backend:
         without fused multiply-adds, so each ``*`` and ``+`` rounds as a kernel of its own would;
         ``None`` where there is none (NumPy, or a CuPy without custom kernels)."""
         key = (in_params, out_params, operation)
-        kernels = self.__dict__.setdefault("_elementwise", {})
+        kernels = self._elementwise
         k = kernels.get(key, False)
         if k is False:
             make = getattr(self.xp, "ElementwiseKernel", None) if self.name == "cupy" else None

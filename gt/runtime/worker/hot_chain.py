@@ -152,7 +152,11 @@ class Chain:
         kernel = make(ins, outs, body, "gt_chain")
         if kernel is None:
             return False
-        kernel(*[r[j] for j in self.reads], *[r[t] for t in self.targets])
+        try:
+            kernel(*[r[j] for j in self.reads], *[r[t] for t in self.targets])
+        except Exception:  # it would not compile or launch here: the steps, from now on
+            self.kernel = None
+            return False
         self._dropped(r)
         return True
 
