@@ -79,9 +79,12 @@ def _axes_and_sizes(x: Tensor, s: Any, dim: Any, op: str) -> tuple[list[int], li
     return axes, sizes
 
 
-def _emit(x: Tensor, kind: str, axes: list, sizes: list, norm: str, inverse: bool, dtype: str) -> Tensor:  # fmt: skip
+def _emit(x: Tensor, kind: str, axes: list, sizes: list, norm: str, inverse: bool, dtype: str,
+          real: bool = False) -> Tensor:  # fmt: skip
     attrs = {"kind": kind, "axes": axes, "s": sizes, "norm": norm, "inverse": inverse,
              "dtype": dtype}  # fmt: skip
+    if real:  # a real signal made complex: its self-conjugate bins are real (the kernel says so)
+        attrs["real"] = True
     return x._apply("fft", [x], attrs)
 
 
@@ -89,7 +92,7 @@ def _c2c(x: Tensor, s: Any, dim: Any, norm: str | None, inverse: bool, op: str) 
     real = x.dtype not in S.COMPLEX_DTYPES
     x = _complex_input(x)
     axes, sizes = _axes_and_sizes(x, s, dim, op)
-    out = _emit(x, "c2c", axes, sizes, _norm(norm, op), inverse, x.dtype)
+    out = _emit(x, "c2c", axes, sizes, _norm(norm, op), inverse, x.dtype, real)
     if not real or len(axes) > 1:
         return out
     # (PyTorch transforms a real input along one axis one-sided and fills in the rest, the

@@ -183,9 +183,28 @@ def _k_fft(be: Any) -> Any:
             out = _chunked(f, v[0], axes, s=s, norm=at["norm"])
         else:
             out = f(v[0], s=s, axes=axes, norm=at["norm"])
-        return out.astype(at["dtype"], copy=False)
+        out = out.astype(at["dtype"], copy=False)
+        if kind == "r2c" or (kind == "c2c" and at.get("real")):  # (a real signal's spectrum)
+            _real_self_conjugate_bins(out, axes, s)
+        return out
 
     return run
+
+
+def _real_self_conjugate_bins(out: Any, axes: tuple, s: tuple) -> None:
+    """Zero, in place, the imaginary part of the bins of a real signal's spectrum that are their
+    own conjugates (index 0 and ``n / 2`` on every transformed axis): they are real, and PyTorch
+    (which transforms real input one-sided and fills in the rest by symmetry) gives them exactly
+    so, where a complex transform leaves rounding noise whose sign ``angle`` would see."""
+    combos: list[tuple] = [()]
+    for n in s:
+        combos = [(*c, k) for c in combos for k in ((0, n // 2) if n % 2 == 0 and n > 1 else (0,))]
+    imag = out.imag
+    for combo in combos:
+        idx = [slice(None)] * out.ndim
+        for ax, k in zip(axes, combo):
+            idx[ax] = k
+        imag[tuple(idx)] = 0
 
 
 def _fft_shape(shapes: list, attrs: Any) -> S.Shape:

@@ -137,6 +137,9 @@ MODULES = (
     "vector_retrieval",
     "epidemiology_systems",
     "interpretability",
+    "weather_climate",
+    "document_ocr",
+    "multitask_learning",
 )
 
 
