@@ -199,12 +199,12 @@ def _real_self_conjugate_bins(out: Any, axes: tuple, s: tuple) -> None:
     combos: list[tuple] = [()]
     for n in s:
         combos = [(*c, k) for c in combos for k in ((0, n // 2) if n % 2 == 0 and n > 1 else (0,))]
-    imag = out.imag
     for combo in combos:
-        idx = [slice(None)] * out.ndim
+        idx: list = [slice(None)] * out.ndim
         for ax, k in zip(axes, combo):
             idx[ax] = k
-        imag[tuple(idx)] = 0
+        key = tuple(idx)
+        out[key] = out[key].real  # (not through ``out.imag``: on some backends that is a copy)
 
 
 def _fft_shape(shapes: list, attrs: Any) -> S.Shape:
