@@ -83,7 +83,8 @@ class DirectLink:
         tok = frames[0].bytes
         who = self.clients.get(tok)
         if who is None:
-            self._refuse(tok, "this worker does not know the client that sent a batch to it")
+            self._refuse(tok, "the worker does not know this client (its dispatcher dropped it, "
+                         "or the worker restarted): reconnect")  # fmt: skip
         client, tenant = who  # type: ignore[misc]
         if self.guarded and (
             security.role_of(frames[1]) not in security.RUNS_PROGRAMS
