@@ -222,3 +222,30 @@ def test_a_window_wider_than_the_direct_links_is_capped_there(cluster):
         assert conn.direct_batches >= 300
     finally:
         gt.disconnect()
+
+
+class _Frame:
+    def __init__(self, data: bytes):
+        self.buffer = memoryview(data)
+
+
+def test_a_worker_refusal_waits_briefly_for_the_dispatcher_to_say_why(conn):
+    """When a worker refuses a direct batch (it no longer knows the client), the dispatcher has
+    usually said why on its own socket (a revoked key): that reason wins; without one, the
+    worker's is raised after a grace instead of leaving the program waiting."""
+    from gt.runtime.client.receiving import REFUSED_GRACE_S
+
+    round_trips(2)
+    refusal = P.encode(P.Error(P.E_UNKNOWN_CLIENT, "the worker does not know this client"))
+    conn._handle([_Frame(refusal)], direct=True)
+    assert conn._broken is None  # not yet: the dispatcher may say why
+    conn._refused = (conn._clock.now() - REFUSED_GRACE_S - 1, conn._refused[1])
+    conn._pump(0.01)
+    assert isinstance(conn._broken, gt.DispatcherLost)
+    assert "the worker refused this program's batch" in str(conn._broken)
+    conn._broken = None
+    conn._refused = None
+    conn._handle([_Frame(refusal)], direct=True)  # and this time the dispatcher explains
+    conn._handle([_Frame(P.encode(P.Error(P.E_REVOKED, "tenant carol's key was taken out")))])
+    assert "carol's key was taken out" in str(conn._broken)
+    conn._broken = None  # (the connection itself is fine: let the fixture close it)

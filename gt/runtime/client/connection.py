@@ -175,6 +175,7 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
         self._direct_allowed = False
         self._planned_once = False
         self._route_direct = False
+        self._refused: tuple | None = None  # (running time, why) the worker refused a batch
         self.direct_batches = 0
         self._control_reply: tuple | None = None
         self._first_pending = 0.0

@@ -18,6 +18,9 @@ _HEARTBEAT = P.encode(P.Heartbeat())
 #: its process, its connection's monitor, its silence. Not at every wake: that is a system call or
 #: two on every reply, and a cut connection has a grace of seconds anyway.
 LOOK_S = 0.05
+#: Seconds (running clock) a client waits, after its worker refused a direct batch, for its
+#: dispatcher to say why (a revoked key, a dropped client) before it gives the worker's reason.
+REFUSED_GRACE_S = 2.0
 
 
 class Receiving:
@@ -39,7 +42,7 @@ class Receiving:
             direct = self._direct
             frames = take(direct, ready=True)
             while frames is not None:
-                self._handle(frames)
+                self._handle(frames, direct=True)
                 frames = take(direct)
         if self._sock in events:
             sock = self._sock
@@ -51,6 +54,9 @@ class Receiving:
         if self._broken is None and running >= self._look_due:
             self._look_due = running + LOOK_S
             self._broken = self._lost(running)
+        refused = self._refused
+        if refused is not None and self._broken is None and running - refused[0] > REFUSED_GRACE_S:
+            self._broken = DispatcherLost(f"the worker refused this program's batch: {refused[1]}")
 
     def _lost(self, running: float) -> Exception | None:
         """Whether the dispatcher is gone: its process ended (a cluster we started), its
@@ -76,7 +82,7 @@ class Receiving:
             )
         return None
 
-    def _handle(self, frames: list) -> None:
+    def _handle(self, frames: list, direct: bool = False) -> None:
         try:
             msg = P.parse(frames[0].buffer)
         except P.ProtocolError:
@@ -99,6 +105,9 @@ class Receiving:
                 self._direct_known = True
         elif kind is P.Route:
             self._direct_allowed = msg.direct
+        elif kind is P.Error and direct:  # the worker refused a batch: the dispatcher says why
+            if self._refused is None:
+                self._refused = (self._clock.now(), msg.message)
         elif kind is P.Error and self._broken is None:  # (the first says why: later ones follow)
             if msg.code == P.E_WORKER_LOST:
                 self._broken = WorkerLost(msg.message)
