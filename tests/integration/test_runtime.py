@@ -55,10 +55,10 @@ def _count_messages(conn) -> dict:
     seen: dict = {}
     handle = conn._handle
 
-    def counting(frames):
+    def counting(frames, **kw):
         kind = type(P.parse(frames[0].buffer)).__name__
         seen[kind] = seen.get(kind, 0) + 1
-        handle(frames)
+        handle(frames, **kw)
 
     conn._handle = counting
     return seen
