@@ -36,10 +36,31 @@ except ImportError:  # pragma: no cover - depends on the installed Textual
 
 
 class Footer(TextualFooter):
-    """A ``Footer`` whose rebuilds leave nothing behind."""
+    """A ``Footer`` whose rebuilds leave nothing behind, and that rebuilds only when what it
+    shows changed.
+
+    Textual rebuilds every key widget of a screen's footer each time the screen's bindings are
+    announced again, which is each time the screen is shown: opening a worker's detail and going
+    back cost ~15 ms of CPU in footer widgets that came out the same (py-spy, ``gt top`` under
+    ``bench_top_latency.py --key enter``), as much as the rest of the press.
+    """
+
+    _shown: tuple | None = None
+
+    def _bindings_shown(self) -> tuple:
+        """What :meth:`compose` would draw: each shown binding with its state."""
+        return tuple(
+            (b.key, self.app.get_key_display(b), b.description, b.action, b.group, enabled, tooltip)
+            for (_, b, enabled, tooltip) in self.screen.active_bindings.values()
+            if b.show
+        ) + (self.compact, self.show_command_palette)
 
     async def recompose(self) -> None:
+        shown = self._bindings_shown() if self._bindings_ready else None
+        if shown is not None and shown == self._shown and self.children:
+            return  # the same keys as drawn: nothing to rebuild
         await super().recompose()
+        self._shown = shown
         prune_closed_watchers(self)
 
 

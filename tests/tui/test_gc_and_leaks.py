@@ -139,6 +139,58 @@ def test_footer_leaves_no_key_widgets_behind_across_screen_changes():
     assert after <= first + 4, (first, after)
 
 
+class _Toggling(Screen):
+    BINDINGS = [("a", "app.push_screen('other')", "other"), ("b", "ring", "ring")]
+    bell_on = True
+
+    def compose(self):
+        yield Footer()
+
+    def action_ring(self) -> None:
+        self.app.bell()
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        # None: shown, but greyed out (False would hide the key)
+        return None if action == "ring" and not self.bell_on else True
+
+
+class _ToggleApp(App):
+    SCREENS = {"other": _Other}
+    ENABLE_COMMAND_PALETTE = False  # as in gt top: only the screen's own keys
+
+    def on_mount(self) -> None:
+        self.push_screen(_Toggling())
+
+
+def test_footer_rebuilds_only_when_the_bindings_it_shows_change():
+    async def run() -> tuple[bool, bool, bool]:
+        app = _ToggleApp()
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            footer = app.screen.query_one(Footer)
+            keys = list(footer.query(FooterKey))
+            for _ in range(3):  # shown again with the same bindings: the same key widgets
+                await pilot.press("a")
+                await pilot.pause()
+                await pilot.press("x")
+                await pilot.pause()
+            kept = list(footer.query(FooterKey)) == keys and len(keys) == 2
+            app.screen.bell_on = False  # a binding turns off: the footer must show it
+            app.screen.refresh_bindings()
+            await pilot.pause()
+            await pilot.pause()
+            after = list(footer.query(FooterKey))
+            rebuilt = after != keys and [k.has_class("-disabled") for k in after] == [False, True]
+            await pilot.press("a")
+            await pilot.pause()
+            return kept, rebuilt, [k.key for k in app.screen.query(FooterKey)] == ["x"]
+
+    kept, rebuilt, other_drawn = asyncio.run(run())
+    assert kept, "the footer rebuilt its keys although its bindings had not changed"
+    assert rebuilt, "the footer kept showing a binding as enabled after it was turned off"
+    assert other_drawn
+
+
 def test_styles_cache_helper_caches_by_colour_not_by_instance():
     from textual._styles_cache import StylesCache
     from textual.color import Color
