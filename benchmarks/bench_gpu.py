@@ -20,6 +20,10 @@ time as GT.
    events, as bandwidth; against a host round trip of the same bytes in CuPy (``asnumpy`` then
    ``asarray``: the floor of a host-staged exchange). Reported. Then the same all-reduce with
    pinned staging turned off (``GT_PINNED_STAGING=0`` in the workers): staged / unstaged.
+   With two GPUs or more (the workers then sit on distinct GPUs), ``all-reduce ... nccl``: the
+   wall time of a step that needs the all-reduce (``part.relu()[:1].numpy()``) with NCCL
+   (default) and with ``GT_NCCL=0`` (the host-staged ring): ring / NCCL, both results checked
+   equal.
 5. ``upload 64MiB`` and ``fetch 64MiB``: ``gt.tensor(host)`` then a one-element fetch, and
    ``x.numpy()``, on one CuPy worker (client to worker over its ipc socket, then the device),
    with clients' transfers staged (``GT_PINNED_STAGING=all``) and not (``0``): staged /
@@ -320,6 +324,33 @@ def _staging(mode: str) -> Any:
     return old
 
 
+def gt_allreduce_step(nbytes: int, repeats: int) -> tuple[list[float], Any]:
+    """Wall seconds of a 2-worker step whose use of a partial sum needs its all-reduce, and the
+    step's result (end to end: NCCL's time is on the GPUs' streams, not in exec events)."""
+    from bench_sharding import _cluster  # noqa: PLC0415
+
+    import gt  # noqa: PLC0415
+
+    cl = _cluster(2)
+    try:
+        gt.load_config(ROWS)
+        gt.manual_seed(0)
+        with gt.signal.context("data"):
+            x = gt.randn(2, nbytes // 4)  # one row per worker
+        samples, got = [], None
+        for i in range(repeats + WARMUP):
+            part = x.sum(0)  # a partial sum on each worker
+            gt.sync()
+            t0 = time.perf_counter()
+            got = part.relu()[:1].numpy()  # relu needs the whole sum: the all-reduce
+            if i >= WARMUP:
+                samples.append(time.perf_counter() - t0)
+        return samples, got
+    finally:
+        gt.disconnect()
+        cl.stop()
+
+
 def gt_allreduce(nbytes: int, repeats: int) -> list[float]:
     """Seconds per 2-worker all-reduce, from the workers' exec events (bench_sharding's method)."""
     from bench_sharding import bench_allreduce  # noqa: PLC0415
@@ -416,6 +447,25 @@ def main(argv: list[str] | None = None) -> int:
                               "reported: pinned staging's speed-up (time unstaged / staged)",
                               {"gt": ar, "ref": plain}))  # fmt: skip
         print_result_line(results[-1])
+        if cp.cuda.runtime.getDeviceCount() >= 2:
+            nccl, by_nccl = gt_allreduce_step(nbytes, r)
+            old = os.environ.get("GT_NCCL")
+            os.environ["GT_NCCL"] = "0"
+            try:
+                ring, by_ring = gt_allreduce_step(nbytes, r)
+            finally:
+                _restore("GT_NCCL", old)
+            same = bool((by_nccl == by_ring).all())
+            results.append(Result(f"all-reduce {nbytes // MIB}MiB x2 nccl", "x",
+                                  best(ring) / best(nccl), 1.0, 0.0, same,
+                                  "reported: a step needing the all-reduce, time with GT_NCCL=0 "
+                                  f"/ with NCCL (results {'equal' if same else 'DIFFER'})",
+                                  {"gt": nccl, "ref": ring}))  # fmt: skip
+            print_result_line(results[-1])
+        else:
+            print(
+                "all-reduce over NCCL: skipped, one GPU (two workers cannot be NCCL ranks on one)"
+            )
 
     if "transfers" in only:
         nbytes = (8 if args.quick else 64) * MIB

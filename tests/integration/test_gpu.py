@@ -233,3 +233,17 @@ def test_a_replayed_sgd_step_fused_on_the_gpu_equals_its_steps_bit_for_bit(cupy_
         results.append({k: cupy_be.to_host(ex.tables[1][k]) for k in (P_, BUF)})
     for k in (P_, BUF):
         assert results[0][k].tobytes() == results[1][k].tobytes()
+
+
+@pytest.mark.gpu
+def test_on_two_gpus_a_gradient_is_all_reduced_over_nccl(monkeypatch):
+    """Real NCCL between two worker processes on two GPUs (skipped with one: NCCL cannot make two
+    ranks on one device, and the workers then take the ring)."""
+    if len(B.list_devices("cupy")) < 2:
+        pytest.skip("needs two GPUs")
+    from tests.integration.test_nccl_all_reduce import data_parallel_gradient
+
+    monkeypatch.setenv("GT_BACKEND", "cupy")
+    got, want, moved = data_parallel_gradient()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert moved and {f["via"] for f in moved} == {"nccl"}, moved

@@ -68,8 +68,9 @@ class Bus:
         return out
 
 
-def test_transfers_and_rewrites_are_in_the_event_stream(cluster, conn):
-    bus = Bus(cluster)
+def data_parallel_gradient() -> tuple[np.ndarray, np.ndarray]:
+    """On the connected cluster: a data-parallel step's weight gradient (the workers' partial
+    sums, all-reduced) and NumPy's."""
     gt.load_config(DP)
     gt.manual_seed(1)
     with gt.signal.context("rows"):
@@ -79,7 +80,14 @@ def test_transfers_and_rewrites_are_in_the_event_stream(cluster, conn):
     with gt.signal.context("rows"):
         loss = (x @ w).relu().sum()
     loss.backward()
-    g = w.grad.numpy()  # partial sums of the two workers, all-reduced
+    g = w.grad.numpy()
+    xs, ws = x.numpy(), w.numpy()
+    return g, xs.T @ (xs @ ws > 0).astype(np.float32)
+
+
+def test_transfers_and_rewrites_are_in_the_event_stream(cluster, conn):
+    bus = Bus(cluster)
+    g, want = data_parallel_gradient()
     events = bus.collect(1.0)
     xfers = [f for s, k, f in events if k == E.TRANSFER]
     assert {f["worker"] for f in xfers} == {0, 1}
@@ -87,8 +95,7 @@ def test_transfers_and_rewrites_are_in_the_event_stream(cluster, conn):
     assert any(f["what"] == "all_reduce" and f["bytes"] > 0 for f in xfers), xfers
     moves = [f["rewrite"]["moves"] for s, k, f in events if k == E.DISPATCHED and f["rewrite"]]
     assert any("all_reduce" in m for m in moves)
-    xs, ws = x.numpy(), w.numpy()
-    np.testing.assert_allclose(g, xs.T @ (xs @ ws > 0).astype(np.float32), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-4)
 
 
 def test_config_applied_live_through_the_control_endpoint(cluster, conn):

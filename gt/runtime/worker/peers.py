@@ -18,9 +18,10 @@ On a GPU the data is staged through host memory: pinned buffers on the worker's 
 (:mod:`gt.runtime.worker.staging`), so a background all-reduce never stops the compute stream: its
 device-to-host copy is queued behind the compute work that makes its input, its ring steps advance
 between the worker's other instructions as messages arrive (:meth:`Peers.progress`), and its result
-goes back on the copy stream, which the compute stream waits for. Transfer events say the path
-(``via``: ``"zmq"`` between host buffers, ``"zmq+pinned"`` staged from a GPU). NCCL is not used
-yet.
+goes back on the copy stream, which the compute stream waits for. Between CuPy workers on distinct
+GPUs of one host, all-reduces go over NCCL instead (:mod:`gt.runtime.worker.nccl`), device to
+device. Transfer events say the path (``via``: ``"zmq"`` between host buffers, ``"zmq+pinned"``
+staged from a GPU, ``"nccl"``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from gt.runtime import protocol as P
 from gt.runtime import security
 from gt.runtime.ops import ALL_REDUCE
 from gt.runtime.worker.collectives import ALGOS, all_reduce_steps
+from gt.runtime.worker.nccl import FAIL, NCCL, NcclLink, load_nccl
 from gt.trace import events as E
 
 ZERO_COPY_MIN = 64 * 1024
@@ -103,6 +105,8 @@ class Peers:
         self.inflight: list[Pending] = []  # background all-reduces, oldest first
         self._progress_at = 0  # monotonic ns before which progress() does not look again
         self.via = "zmq+pinned" if getattr(backend, "transfer_path", "host") == "pinned" else "zmq"
+        self._nccl: NcclLink | None = None  # made at the first all-reduce
+        self.nccl_unused = ""  # why this worker's all-reduces do not use NCCL ("": they may)
 
     # ------------------------------------------------------------------ links
     def set_endpoints(self, endpoints: dict, keys: dict | None = None) -> None:
@@ -113,6 +117,8 @@ class Peers:
             key = (keys or {}).get(wid)
             if (self.endpoints.get(wid), self.keys.get(wid)) != (v, key) and wid in self.socks:
                 self.socks.pop(wid).close(0)
+            if self.endpoints.get(wid) not in (None, str(v)) and self._nccl is not None:
+                self._nccl.forget(wid)  # a new process under that id: a new communicator
             self.endpoints[wid] = str(v)
             if key is not None:
                 self.keys[wid] = key
@@ -166,14 +172,15 @@ class Peers:
         self.socks.clear()
 
     # ------------------------------------------------------------------ point to point
-    def _event(self, peer: int, nbytes: int, t0: int, t1: int, direction: str, what: str) -> None:
+    def _event(self, peer: int | None, nbytes: int, t0: int, t1: int, direction: str, what: str,
+               via: str | None = None) -> None:  # fmt: skip
         ev = self.events
         if ev is not None and ev.enabled:
             off = ev.offset
             ev.emit(E.TRANSFER, {"worker": self.wid, "peer": peer, "bytes": nbytes, "t0": t0 + off,
                                  "t1": t1 + off, "direction": direction, "what": what, "client": self.cno,
                                  "batch": self.batch,
-                                 "via": self.via if direction in ("send", "recv") else None},
+                                 "via": (via or self.via) if direction in ("send", "recv") else None},
                     t0 + off)  # fmt: skip
 
     def send(
@@ -184,8 +191,10 @@ class Peers:
         arr: np.ndarray | None,
         what: str,
         err: list | None = None,
+        quiet: bool = False,
     ) -> None:
-        """Send a host array (or an error marker) to ``peer``; never blocks."""
+        """Send a host array (or an error marker) to ``peer``; never blocks. ``quiet``: no
+        transfer event (a few bytes of set-up, not data)."""
         t0 = time.monotonic_ns()
         if err is not None or arr is None:
             hdr = P.encode(
@@ -198,11 +207,13 @@ class Peers:
         hdr = P.encode(P.Peer(self.cno, tag, step, arr.dtype.name, list(arr.shape), None))
         payload = memoryview(arr.reshape(-1)).cast("B") if arr.size else b""
         self._sock(peer).send_multipart([hdr, payload], copy=arr.nbytes < ZERO_COPY_MIN)
-        self.bytes_sent += arr.nbytes
-        self._event(peer, arr.nbytes, t0, time.monotonic_ns(), "send", what)
+        if not quiet:
+            self.bytes_sent += arr.nbytes
+            self._event(peer, arr.nbytes, t0, time.monotonic_ns(), "send", what)
 
-    def recv(self, peer: int, tag: int, step: int, what: str) -> np.ndarray:
+    def recv(self, peer: int, tag: int, step: int, what: str, quiet: bool = False) -> np.ndarray:
         """Wait for the message ``(tag, step)`` from ``peer``; a host array (read-only, no copy).
+        ``quiet``: no transfer event (the wait, if any, is still its own slice).
 
         Raises:
             PeerFailure: the peer sent an error marker (its input had failed).
@@ -237,8 +248,9 @@ class Peers:
             if len(buf)
             else np.empty(shape, dtype=dtype)
         )
-        self.bytes_received += arr.nbytes
-        self._event(peer, arr.nbytes, max(t0, t_arrived), time.monotonic_ns(), "recv", what)
+        if not quiet:
+            self.bytes_received += arr.nbytes
+            self._event(peer, arr.nbytes, max(t0, t_arrived), time.monotonic_ns(), "recv", what)
         return arr
 
     def waited(self, peer: int | None, t0: int, t1: int, what: str) -> None:
@@ -269,6 +281,16 @@ class Peers:
         of data, so its peers fail fast; it then raises :class:`PeerFailure`.
         """
         run = _Run(self, attrs.get("tag", 0), O.OPS[code], err)
+        comm = self._communicator(run, code, attrs)
+        if comm is not None:
+            x = vals[0] if vals and err is None else None
+            link, ws = self._nccl, list(attrs["workers"])
+            link.send_headers(run, x, ws)
+            how = link.decide(run, x, ws, attrs.get("op", "sum"))
+            if how == NCCL:
+                return link.result(self._launch(comm, x, attrs), x.shape)
+            if how == FAIL:
+                raise PeerFailure(run.err)
         host = None
         if vals and vals[0] is not None and err is None:
             host = self.backend.to_host(vals[0], peer=True)
@@ -292,8 +314,14 @@ class Peers:
             raise ValueError(f"{O.OPS[code]} cannot run asynchronously")
         run = _Run(self, attrs.get("tag", 0), O.OPS[code], None)
         run.background = True
-        host, ready = self.backend.to_host_async(vals[0])
-        pend = Pending(run, host, ready, attrs, self.cno, self.batch)
+        comm = self._communicator(run, code, attrs)
+        if comm is not None:  # its headers now; the all-reduce once everyone's are here
+            self._nccl.send_headers(run, vals[0], list(attrs["workers"]))
+            pend = Pending(run, None, None, attrs, self.cno, self.batch)
+            pend.nccl = (comm, vals[0])
+        else:
+            host, ready = self.backend.to_host_async(vals[0])
+            pend = Pending(run, host, ready, attrs, self.cno, self.batch)
         self.inflight.append(pend)
         try:
             self._advance(pend)
@@ -302,8 +330,47 @@ class Peers:
             raise
         return pend
 
+    def _communicator(self, run: _Run, code: int, attrs: dict) -> Any:
+        """The NCCL communicator for this all-reduce's group (made at its first), or ``None``:
+        the ring over ZeroMQ."""
+        if code != ALL_REDUCE or len(attrs.get("workers") or ()) < 2:
+            return None
+        if self._nccl is None:
+            nccl, self.nccl_unused = load_nccl(self.backend)
+            self._nccl = NcclLink(self.backend, nccl)
+        # (a worker without NCCL takes part in the group's decision too: it says it cannot)
+        return self._nccl.communicator(run, list(attrs["workers"]))
+
+    def _launch(self, comm: Any, x: Any, attrs: dict) -> tuple:
+        """Queue one NCCL all-reduce; its transfer events carry the bytes NCCL's ring moves."""
+        t0 = time.monotonic_ns()
+        launched = self._nccl.launch(comm, x, attrs.get("op", "sum"))
+        t1 = time.monotonic_ns()
+        n = len(attrs["workers"])
+        moved = 2 * (n - 1) * int(x.nbytes) // n
+        self.bytes_sent += moved
+        self.bytes_received += moved
+        self._event(None, moved, t0, t1, "send", "all_reduce", "nccl")
+        self._event(None, moved, t1, t1, "recv", "all_reduce", "nccl")
+        return launched
+
     def _advance(self, pend: Pending) -> None:
         """Run ``pend`` up to the next message that has not arrived (or to its end)."""
+        if pend.nccl is not None:
+            comm, x = pend.nccl
+            link, ws = self._nccl, list(pend.attrs["workers"])
+            if pend.run.background and link.headers_missing(pend.run, ws):
+                return
+            how = link.decide(pend.run, x, ws, pend.attrs.get("op", "sum"))
+            pend.nccl = None
+            if how == NCCL:
+                pend.launched, pend.shape = self._launch(comm, x, pend.attrs), x.shape
+                pend.done = True
+                return
+            if how == FAIL:
+                pend.done = True
+                return
+            pend.host, pend.ready = self.backend.to_host_async(x)  # the ring, from here
         if pend.steps is None:
             if pend.ready is not None and not pend.ready.done:
                 return  # its input is still on its way to the host
@@ -362,6 +429,8 @@ class Peers:
                     raise TimeoutError(msg.removeprefix("TimeoutError: "))
                 raise RuntimeError(msg)
             raise PeerFailure(run.err)
+        if pend.launched is not None:
+            return self._nccl.result(pend.launched, pend.shape)
         return self.backend.from_host(pend.result, peer=True)
 
 
@@ -369,7 +438,8 @@ class Pending:
     """An all-reduce in flight (see :meth:`Peers.start`): its input's host copy (ready when the
     ``ready`` event is done; ``None``: already), and the ring's steps once begun."""
 
-    __slots__ = ("run", "host", "ready", "attrs", "steps", "cno", "batch", "result", "done")
+    __slots__ = ("run", "host", "ready", "attrs", "steps", "cno", "batch", "result", "done",
+                 "nccl", "launched", "shape")  # fmt: skip
 
     def __init__(self, run: _Run, host: Any, ready: Any, attrs: dict, cno: int, batch: int):
         self.run, self.host, self.ready, self.attrs = run, host, ready, attrs
@@ -377,6 +447,9 @@ class Pending:
         self.steps: Any = None
         self.result: Any = None
         self.done = False
+        self.nccl: tuple | None = None  # (communicator, input) until its headers are read
+        self.launched: tuple | None = None  # what NcclLink.launch queued
+        self.shape: tuple = ()
 
     def fail(self, message: str) -> None:
         """End it with an error that started here (:meth:`Peers.finish` raises it)."""

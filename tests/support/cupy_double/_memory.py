@@ -92,6 +92,15 @@ def block_of(a: np.ndarray) -> Memory:
         return mem
 
 
+_live: dict[int, int] = {}  # address -> bytes of every device allocation alive
+
+
+def is_device_address(ptr: int, nbytes: int) -> bool:
+    """Whether ``[ptr, ptr + nbytes)`` lies inside one live device allocation."""
+    with _lock:
+        return any(a <= ptr and ptr + nbytes <= a + n for a, n in list(_live.items()))
+
+
 def view(shape: Any, dtype: Any, memptr: MemoryPointer, strides: Any = None) -> np.ndarray:
     """What ``cupy.ndarray(shape, dtype, memptr=..., strides=...)`` sees: a view over the block."""
     if memptr.mem is None:
@@ -126,10 +135,13 @@ class MemoryPool:
             if reuse:
                 self._cached_blocks = max(0, self._cached_blocks - 1)
             self._used += size
-        weakref.finalize(a, self._freed, size)
+            addr = _address(root_of(a))
+            _live[addr] = int(a.nbytes)
+        weakref.finalize(a, self._freed, size, addr)
 
-    def _freed(self, size: int) -> None:
+    def _freed(self, size: int, addr: int = 0) -> None:
         with _lock:
+            _live.pop(addr, None)
             self._used -= size
             self._cached += size
             self._cached_blocks += 1

@@ -12,7 +12,7 @@ import threading
 import types
 from typing import Any
 
-from . import _memory, _streams
+from . import _memory, _nccl, _streams
 from ._memory import MemoryPointer, MemoryPool, PinnedMemoryPool
 from ._streams import CUDARuntimeError as _CUDARuntimeError
 from ._streams import Event, Stream, get_elapsed_time
@@ -124,6 +124,10 @@ class Device:
 
     def __repr__(self) -> str:
         return f"<CUDA Device {self.id} (double)>"
+
+
+#: ``cupy.cuda.nccl`` (``CUPY_DOUBLE_NCCL=0``: a CuPy built without NCCL, whose import fails)
+nccl = _nccl if os.environ.get("CUPY_DOUBLE_NCCL", "1") != "0" else None
 
 
 def get_current_stream() -> Stream:

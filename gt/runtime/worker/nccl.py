@@ -1,0 +1,186 @@
+"""All-reduce between GPU workers over NCCL (CuPy's bindings), where every participant can.
+
+A group of workers (the ``workers`` of an all-reduce) uses NCCL when each of them is a CuPy worker
+whose CuPy has NCCL, all of them are on one host and on distinct GPUs (NCCL refuses two ranks on
+one device; across hosts its traffic would bypass GT's CURVE), and ``GT_NCCL`` is not ``0``.
+Otherwise its all-reduces take the host-staged ZeroMQ ring (:mod:`gt.runtime.worker.collectives`).
+The group decides once, at its first all-reduce, over the peer links: every participant sends
+every other its device key (host and GPU UUID; empty if it cannot use NCCL, and then it takes the
+ring at once, without waiting for anyone). The others, seeing the same keys, decide alike; if NCCL
+can serve the group, the first participant sends the rest an NCCL unique id and all of them make
+the communicator.
+
+Each all-reduce then begins with a header from every participant to every other over the peer
+links: its dtype and element count, or the error marker of an input that failed. Every
+participant learns the same things and so decides alike: fail with the original error, take the
+ring (a dtype NCCL has no type for, or inputs that disagree), or queue the all-reduce on the
+worker's communication stream behind the compute work that makes its input; the compute stream
+waits for it where the result is used, so the host never waits for the device here, and a
+background all-reduce does not hold up the compute stream.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+from typing import Any
+
+import numpy as np
+
+#: Peer-message steps of the headers and the set-up, beyond any ring's (a ring of n: 0 .. 2n-3).
+HEADER_STEP = 1 << 20
+KEY_STEP, UID_STEP = HEADER_STEP + 1, HEADER_STEP + 2
+#: dtype name -> the name of NCCL's type constant in ``cupy.cuda.nccl``.
+NCCL_TYPES = {"int8": "NCCL_INT8", "uint8": "NCCL_UINT8", "int32": "NCCL_INT32",
+              "uint32": "NCCL_UINT32", "int64": "NCCL_INT64", "uint64": "NCCL_UINT64",
+              "float16": "NCCL_FLOAT16", "float32": "NCCL_FLOAT32", "float64": "NCCL_FLOAT64",
+              "bfloat16": "NCCL_BFLOAT16"}  # fmt: skip
+NCCL_OPS = {"sum": "NCCL_SUM", "max": "NCCL_MAX", "min": "NCCL_MIN"}
+_TYPE_CODES = {name: i for i, name in enumerate(sorted(NCCL_TYPES))}
+RING, FAIL, NCCL = "ring", "fail", "nccl"
+
+
+def load_nccl(backend: Any) -> tuple[Any, str]:
+    """``(cupy.cuda.nccl, "")`` for a CuPy worker that can use it, else ``(None, why not)``."""
+    if getattr(backend, "name", "") != "cupy":
+        return None, "not a CuPy worker"
+    if os.environ.get("GT_NCCL", "1") == "0":
+        return None, "GT_NCCL=0"
+    xp = backend.xp
+    try:
+        mod = importlib.import_module(f"{xp.__name__}.cuda.nccl")
+    except ImportError:
+        mod = getattr(xp.cuda, "nccl", None)
+    except Exception as exc:  # a CuPy whose NCCL library does not load
+        return None, f"cupy.cuda.nccl does not import: {type(exc).__name__}: {exc}"
+    if mod is None or not getattr(mod, "available", True):
+        return None, "this CuPy has no NCCL"
+    return mod, ""
+
+
+class NcclLink:
+    """One worker's NCCL communicators, one per group of workers, and its communication stream.
+
+    Args:
+        backend: the worker's backend.
+        nccl: ``cupy.cuda.nccl`` (from :func:`load_nccl`), or ``None``: this worker cannot use
+            NCCL, and says so when a group decides, so the group takes the ring.
+    """
+
+    def __init__(self, backend: Any, nccl: Any):
+        self.backend = backend
+        self.nccl = nccl
+        self.comms: dict[tuple[int, ...], Any] = {}  # group -> communicator, or None: the ring
+        self._stream: Any = None
+
+    def device_key(self) -> bytes:
+        """This worker's host and GPU, as the group's first worker compares them."""
+        if self.nccl is None:
+            return b""
+        ident = self.backend.identity
+        if ident is not None and ident.mig:
+            return b""  # NCCL has no transport between MIG instances
+        gpu = (ident.uuid or ident.pci_bus_id or str(ident.index)) if ident is not None else ""
+        if not gpu:
+            gpu = f"cuda:{self.backend.xp.cuda.runtime.getDevice()}"
+        return f"{socket.gethostname()}\0{gpu}".encode()
+
+    def forget(self, wid: int) -> None:
+        """Drop the communicators of groups with ``wid`` in them (it was restarted or left)."""
+        for group in [g for g in self.comms if wid in g]:
+            comm = self.comms.pop(group)
+            if comm is not None:
+                try:
+                    comm.destroy()
+                except Exception:  # its peer is gone: nothing more to release
+                    pass
+
+    def communicator(self, run: Any, workers: list[int]) -> Any:
+        """The group's communicator, made at its first all-reduce (every participant is here at
+        the same collective); ``None``: the group takes the ring."""
+        group = tuple(workers)
+        if group not in self.comms:
+            self.comms[group] = self._make(run, list(workers))
+        return self.comms[group]
+
+    def _make(self, run: Any, ws: list[int]) -> Any:
+        # straight through the peer links, not the run: a failed input must not fail the set-up
+        p, root, me, what = run.p, ws[0], run.me, "nccl setup"
+        mine = self.device_key()
+        for w in ws:
+            if w != me:
+                p.send(w, run.tag, KEY_STEP, np.frombuffer(mine, np.uint8), what, quiet=True)
+        if not mine:  # the others learn from the empty key: this worker never waits here
+            return None
+        keys = [mine if w == me else p.recv(w, run.tag, KEY_STEP, what, quiet=True).tobytes()
+                for w in ws]  # fmt: skip
+        hosts = {k.split(b"\0")[0] for k in keys}
+        if not (all(keys) and len(set(keys)) == len(keys) and len(hosts) == 1):
+            return None  # every participant sees the same keys, so all of them take the ring
+        if me == root:
+            uid = np.array(self.nccl.get_unique_id(), np.int8)
+            for w in ws[1:]:
+                p.send(w, run.tag, UID_STEP, uid, what, quiet=True)
+        else:
+            uid = p.recv(root, run.tag, UID_STEP, what, quiet=True)
+        ident = self.backend.identity
+        with self.backend.xp.cuda.Device(ident.index if ident is not None else None):
+            return self.nccl.NcclCommunicator(len(ws), tuple(int(v) for v in uid), ws.index(me))
+
+    # ------------------------------------------------------------------ one all-reduce
+    def send_headers(self, run: Any, x: Any, workers: list[int]) -> None:
+        """Tell every other participant this input's dtype and size (or its error: the run's
+        error marker goes instead)."""
+        name = str(x.dtype) if x is not None else ""
+        code = _TYPE_CODES.get(name, -1)
+        head = np.array([code, -1 if x is None else int(x.size)], np.int64)
+        for w in workers:
+            if w != run.me:
+                run.send(w, HEADER_STEP, head)
+
+    def headers_missing(self, run: Any, workers: list[int]) -> bool:
+        """In the background, whether a participant's header has yet to arrive."""
+        return any(run.missing(w, HEADER_STEP) for w in workers if w != run.me)
+
+    def decide(self, run: Any, x: Any, workers: list[int], op: str) -> str:
+        """Read the others' headers: :data:`FAIL` (the run holds the error), :data:`RING` or
+        :data:`NCCL`, the same on every participant."""
+        mine = np.array([_TYPE_CODES.get(str(x.dtype), -1) if x is not None else -1,
+                         -1 if x is None else int(x.size)], np.int64)  # fmt: skip
+        heads = [mine]
+        for w in workers:
+            if w != run.me:
+                heads.append(run.recv(w, HEADER_STEP))
+        if run.err is not None:
+            return FAIL
+        codes, sizes = {int(h[0]) for h in heads}, {int(h[1]) for h in heads}
+        name = next((n for n, c in _TYPE_CODES.items() if c in codes), None)
+        if (len(codes), len(sizes)) != (1, 1) or -1 in codes or op not in NCCL_OPS:
+            return RING
+        if not hasattr(self.nccl, NCCL_TYPES[name]):  # an older NCCL: no bfloat16
+            return RING
+        return NCCL
+
+    def launch(self, comm: Any, x: Any, op: str) -> tuple[Any, Any, Any]:
+        """Queue the all-reduce of ``x`` on the communication stream, after the compute stream's
+        work so far; returns ``(result, event, input)``: the result is there once the event is,
+        and the input is held until then (its memory must not be reused while NCCL reads it)."""
+        xp = self.backend.xp
+        compute = xp.cuda.get_current_stream()
+        if self._stream is None:
+            self._stream = xp.cuda.Stream(non_blocking=True)
+        src = xp.ascontiguousarray(x)
+        out = xp.empty_like(src)
+        self._stream.wait_event(compute.record())
+        dtype = getattr(self.nccl, NCCL_TYPES[str(src.dtype)])
+        comm.allReduce(src.data.ptr, out.data.ptr, int(src.size), dtype,
+                       getattr(self.nccl, NCCL_OPS[op]), self._stream.ptr)  # fmt: skip
+        return out, self._stream.record(), src
+
+    def result(self, launched: tuple[Any, Any, Any], shape: tuple[int, ...]) -> Any:
+        """The result of :meth:`launch`, for the compute stream, which waits for the collective
+        (so the input's memory, let go after this, is reused only once NCCL is done with it)."""
+        out, done, _src = launched
+        self.backend.xp.cuda.get_current_stream().wait_event(done)
+        return out.reshape(shape)

@@ -1,0 +1,223 @@
+"""All-reduces between CuPy workers on distinct GPUs go over NCCL, decided alike by every
+participant over real ZeroMQ peer links; everything else keeps the host-staged ring.
+
+The workers here are threads with the CuPy test double, whose ``cupy.cuda.nccl`` queues each
+collective on its stream as NCCL does (it happens only once that stream's work runs) and meets
+its ranks in files. This exercises GT's decisions, set-up, stream order and failure paths; it is
+not NCCL itself, which needs two GPUs (``scripts/gpu_check.sh`` runs the ``gpu`` test on one).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zmq
+
+from gt.runtime import ops as O
+from gt.runtime.worker.backend import Backend
+from gt.runtime.worker.nccl import NcclLink
+from gt.runtime.worker.peers import PeerFailure
+from gt.trace import events as E
+from tests.integration.test_sharding_peers import Node, in_threads
+from tests.unit.test_peers_accounting import _Events as Events
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+import cupy_double as cp  # noqa: E402
+
+pytestmark = pytest.mark.timeout(60)
+ALL_REDUCE = O.OPCODE["all_reduce"]
+
+
+@pytest.fixture
+def gpus(tmp_path, monkeypatch):
+    """``make(devices)``: one node per entry, a CuPy worker pinned to that double device."""
+    monkeypatch.setenv("CUPY_DOUBLE_DEVICES", "4")
+    monkeypatch.setenv("CUPY_DOUBLE_NCCL_DIR", str(tmp_path / "nccl"))
+    monkeypatch.setenv("CUPY_DOUBLE_NCCL_TIMEOUT", "20")
+    ctx = zmq.Context()
+    made: list[Node] = []
+
+    def make(devices: list[int]) -> list[Node]:
+        for i, dev in enumerate(devices):
+            node = Node(ctx, i, str(tmp_path))
+            node.peers.backend = Backend(cp, dev, name="cupy")
+            node.peers.via = "zmq+pinned"
+            node.peers.events = Events()
+            made.append(node)
+        table = {i: x.endpoint for i, x in enumerate(made)}
+        for x in made:
+            x.peers.set_endpoints(table)
+        return made
+
+    yield make
+    for x in made:
+        x.peers.close()
+        x.data.close(0)
+    ctx.term()
+
+
+def _inputs(n: int, count: int = 1000, dtype=np.float32) -> list:
+    return [cp.asarray((np.arange(count) % 7 + w).astype(dtype)) for w in range(n)]
+
+
+def _vias(node: Node) -> set:
+    """How the data moved (headers and set-up, a few bytes over ZeroMQ, left out)."""
+    return {f["via"] for _k, f in node.peers.events.emitted
+            if f["direction"] in ("send", "recv") and f["bytes"] > 256}  # fmt: skip
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_workers_on_distinct_gpus_all_reduce_over_nccl(gpus, n):
+    nodes = gpus(list(range(n)))
+    xs = _inputs(n)
+    attrs = {"workers": list(range(n)), "op": "sum", "tag": 5}
+    out = in_threads(lambda w: nodes[w].peers.run(ALL_REDUCE, [xs[w]], attrs), range(n))
+    want = sum(cp.asnumpy(x) for x in xs)
+    for w in range(n):
+        assert type(out[w]) is cp.ndarray, out[w]
+        np.testing.assert_array_equal(cp.asnumpy(out[w]), want)
+        assert _vias(nodes[w]) == {"nccl"}
+        assert isinstance(nodes[w].peers._nccl, NcclLink)
+        sent = [f["bytes"] for _k, f in nodes[w].peers.events.emitted
+                if f["direction"] == "send" and f["via"] == "nccl"]  # fmt: skip
+        assert sent == [2 * (n - 1) * xs[w].nbytes // n]
+
+
+def test_the_communicator_is_made_once_per_group_and_max_min_reduce(gpus):
+    nodes = gpus([0, 1])
+    xs = _inputs(2, 64, np.int32)
+    comms = []
+    for tag, op, fold in ((1, "sum", np.add), (2, "max", np.maximum), (3, "min", np.minimum)):
+        attrs = {"workers": [0, 1], "op": op, "tag": tag}
+        out = in_threads(lambda w, a=attrs: nodes[w].peers.run(ALL_REDUCE, [xs[w]], a), range(2))
+        want = fold(cp.asnumpy(xs[0]), cp.asnumpy(xs[1]))
+        for w in range(2):
+            np.testing.assert_array_equal(cp.asnumpy(out[w]), want)
+        comms.append(dict(nodes[0].peers._nccl.comms))
+    assert len(comms[0]) == 1 and comms[0] == comms[1] == comms[2]  # the same communicator
+
+
+def test_a_background_all_reduce_is_there_only_once_the_compute_stream_waits_for_it(gpus):
+    nodes = gpus([0, 1])
+    xs = _inputs(2, 4096)
+    attrs = {"workers": [0, 1], "op": "sum", "tag": 9, "async": True}
+
+    def work(w):
+        peers = nodes[w].peers
+        pend = peers.start(ALL_REDUCE, [xs[w]], attrs)
+        for _ in range(3):
+            peers.progress()
+        return peers.finish(pend)
+
+    out = in_threads(work, range(2))
+    want = cp.asnumpy(xs[0]) + cp.asnumpy(xs[1])
+    for w in range(2):
+        np.testing.assert_array_equal(cp.asnumpy(out[w]), want)
+        assert _vias(nodes[w]) == {"nccl"}
+
+
+def test_a_failed_input_fails_every_participant_with_its_own_message(gpus):
+    nodes = gpus([0, 1])
+    xs = _inputs(2)
+    attrs = {"workers": [0, 1], "op": "sum", "tag": 4}
+    err = ["ZeroDivisionError: the input broke", O.OPCODE["div"], 3]
+
+    def work(w):
+        if w == 0:
+            return nodes[0].peers.run(ALL_REDUCE, [None], attrs, err)
+        return nodes[1].peers.run(ALL_REDUCE, [xs[1]], attrs)
+
+    out = in_threads(work, range(2))
+    for w in range(2):
+        assert isinstance(out[w], PeerFailure), out[w]
+        assert out[w].err[0] == err[0]
+    # and the group goes on: the next all-reduce still works over NCCL
+    attrs2 = {**attrs, "tag": 6}
+    out = in_threads(lambda w: nodes[w].peers.run(ALL_REDUCE, [xs[w]], attrs2), range(2))
+    np.testing.assert_array_equal(cp.asnumpy(out[0]), cp.asnumpy(xs[0]) + cp.asnumpy(xs[1]))
+
+
+def test_two_workers_on_one_gpu_take_the_ring(gpus):
+    nodes = gpus([1, 1])  # NCCL refuses two ranks on one device
+    xs = _inputs(2)
+    attrs = {"workers": [0, 1], "op": "sum", "tag": 2}
+    out = in_threads(lambda w: nodes[w].peers.run(ALL_REDUCE, [xs[w]], attrs), range(2))
+    for w in range(2):
+        np.testing.assert_array_equal(cp.asnumpy(out[w]), cp.asnumpy(xs[0]) + cp.asnumpy(xs[1]))
+        assert _vias(nodes[w]) == {"zmq+pinned"}
+        assert nodes[w].peers._nccl.comms == {(0, 1): None}
+
+
+def test_a_dtype_nccl_lacks_takes_the_ring_for_that_all_reduce_only(gpus):
+    nodes = gpus([0, 1])
+    xs = [cp.asarray(np.full(100, 1 + 2j, np.complex64) * (w + 1)) for w in range(2)]
+    attrs = {"workers": [0, 1], "op": "sum", "tag": 7}
+    out = in_threads(lambda w: nodes[w].peers.run(ALL_REDUCE, [xs[w]], attrs), range(2))
+    for w in range(2):
+        np.testing.assert_array_equal(cp.asnumpy(out[w]), cp.asnumpy(xs[0]) + cp.asnumpy(xs[1]))
+        assert _vias(nodes[w]) == {"zmq+pinned"}
+        assert list(nodes[w].peers._nccl.comms.values())[0] is not None  # the group keeps NCCL
+
+
+def test_gt_nccl_0_keeps_the_ring_and_says_why(gpus, monkeypatch):
+    monkeypatch.setenv("GT_NCCL", "0")
+    nodes = gpus([0, 1])
+    xs = _inputs(2)
+    attrs = {"workers": [0, 1], "op": "sum", "tag": 8}
+    out = in_threads(lambda w: nodes[w].peers.run(ALL_REDUCE, [xs[w]], attrs), range(2))
+    for w in range(2):
+        np.testing.assert_array_equal(cp.asnumpy(out[w]), cp.asnumpy(xs[0]) + cp.asnumpy(xs[1]))
+        assert _vias(nodes[w]) == {"zmq+pinned"}
+        assert nodes[w].peers._nccl.nccl is None and nodes[w].peers.nccl_unused == "GT_NCCL=0"
+        assert nodes[w].peers._nccl.comms == {(0, 1): None}
+
+
+def data_parallel_gradient() -> tuple[np.ndarray, np.ndarray, list[dict]]:
+    """A 2-worker local cluster (in this environment) computes a data-parallel gradient: ``(its
+    gradient, NumPy's, the all-reduce's data-carrying send events)``."""
+    import gt
+    from gt.runtime.launch import LocalCluster
+    from tests.integration import test_sharding_runtime as sharding
+
+    with LocalCluster(workers=2) as cluster:
+        gt.connect(cluster.address, timeout=30)
+        try:
+            bus = sharding.Bus(cluster)
+            got, want = sharding.data_parallel_gradient()
+            events = bus.collect(1.0)
+        finally:
+            gt.config.clear()
+            gt.disconnect()
+    moved = [f for _s, k, f in events if k == E.TRANSFER and f["what"] == "all_reduce"
+             and f["direction"] == "send" and f["bytes"] > 256]  # fmt: skip
+    return got, want, moved
+
+
+def test_a_data_parallel_gradient_is_all_reduced_over_nccl_between_worker_processes(tmp_path):
+    """Two worker processes of a local cluster, each pinned to its own (double) GPU: the gradient's
+    partial sums meet over NCCL, and the event stream says so."""
+    from helpers import cupy_double_environment
+
+    with cupy_double_environment(), pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CUPY_DOUBLE_DEVICES", "2")
+        mp.setenv("CUPY_DOUBLE_NCCL_DIR", str(tmp_path / "nccl"))
+        got, want, moved = data_parallel_gradient()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert moved and {f["via"] for f in moved} == {"nccl"}, moved
+    assert {f["worker"] for f in moved} == {0, 1}
+
+
+def test_a_peer_at_a_new_address_gets_a_new_communicator(gpus):
+    nodes = gpus([0, 1])
+    xs = _inputs(2)
+    attrs = {"workers": [0, 1], "op": "sum", "tag": 1}
+    in_threads(lambda w: nodes[w].peers.run(ALL_REDUCE, [xs[w]], attrs), range(2))
+    link = nodes[0].peers._nccl
+    assert list(link.comms) == [(0, 1)]
+    nodes[0].peers.set_endpoints({1: nodes[1].endpoint})  # unchanged: kept
+    assert list(link.comms) == [(0, 1)]
+    nodes[0].peers.set_endpoints({1: nodes[1].endpoint + "-restarted"})
+    assert link.comms == {}

@@ -1,0 +1,157 @@
+"""``cupy.cuda.nccl`` of the CuPy test double: communicators whose ranks are threads or processes
+of this machine.
+
+Like NCCL, a collective is queued on the stream it is given and happens when that stream's work
+runs (here: when the stream is synchronized, or another stream waits for an event recorded after
+it); ranks meet in files under ``$CUPY_DOUBLE_NCCL_DIR`` (default: the temp dir), one folder per
+unique id, so threads of a test and worker processes alike can be ranks. As NCCL does, it refuses
+two ranks on one device and buffers that are not device memory of the right size, and a rank that
+waits more than ``$CUPY_DOUBLE_NCCL_TIMEOUT`` seconds (default 60) for the others raises instead
+of hanging the test (NCCL would hang).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import _memory, _streams
+
+available = True
+
+NCCL_INT8, NCCL_UINT8, NCCL_INT32, NCCL_UINT32, NCCL_INT64, NCCL_UINT64 = 0, 1, 2, 3, 4, 5
+NCCL_FLOAT16, NCCL_FLOAT32, NCCL_FLOAT64, NCCL_BFLOAT16 = 6, 7, 8, 9
+NCCL_SUM, NCCL_PROD, NCCL_MAX, NCCL_MIN = 0, 1, 2, 3
+_TYPES = {NCCL_INT8: np.int8, NCCL_UINT8: np.uint8, NCCL_INT32: np.int32,
+          NCCL_UINT32: np.uint32, NCCL_INT64: np.int64, NCCL_UINT64: np.uint64,
+          NCCL_FLOAT16: np.float16, NCCL_FLOAT32: np.float32, NCCL_FLOAT64: np.float64}  # fmt: skip
+_REDUCE = {NCCL_SUM: np.add, NCCL_PROD: np.multiply, NCCL_MAX: np.maximum, NCCL_MIN: np.minimum}
+_made = threading.local()
+
+
+class NcclError(RuntimeError):
+    """What CuPy raises for a failed NCCL call."""
+
+
+def _dir() -> Path:
+    return (
+        Path(os.environ.get("CUPY_DOUBLE_NCCL_DIR") or tempfile.gettempdir()) / "cupy-double-nccl"
+    )
+
+
+def _timeout() -> float:
+    return float(os.environ.get("CUPY_DOUBLE_NCCL_TIMEOUT", "60"))
+
+
+def get_unique_id() -> tuple[int, ...]:
+    """128 signed chars, as CuPy returns NCCL's ``ncclUniqueId``."""
+    return tuple(int(v) for v in np.frombuffer(os.urandom(128), np.int8))
+
+
+def groupStart() -> None:  # noqa: N802 - NCCL's name
+    """Accepted (the double runs each call on its own)."""
+
+
+def groupEnd() -> None:  # noqa: N802
+    """Accepted."""
+
+
+def _write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + f".{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)  # whole or absent: a reader never sees half a file
+
+
+def _wait_all(paths: list[Path], what: str) -> list[bytes]:
+    deadline = time.monotonic() + _timeout()
+    while not all(p.exists() for p in paths):
+        if time.monotonic() > deadline:
+            raise NcclError(f"ncclInternalError: the double waited {_timeout():.0f}s for {what}")
+        time.sleep(0.001)
+    return [p.read_bytes() for p in paths]
+
+
+def _device_buffer(ptr: int, nbytes: int, what: str) -> np.ndarray:
+    """The bytes at a device address, checked against the double's pool."""
+    if nbytes and not _memory.is_device_address(ptr, nbytes):
+        raise NcclError(
+            f"ncclInvalidArgument: {what} {ptr:#x} is not device memory of {nbytes} bytes"
+        )
+    return (
+        np.frombuffer((ctypes.c_char * nbytes).from_address(ptr), np.uint8)
+        if nbytes
+        else np.empty(0, np.uint8)
+    )
+
+
+class NcclCommunicator:
+    """``NcclCommunicator(ndev, commId, rank)``: blocks until all ``ndev`` ranks have joined."""
+
+    def __init__(self, ndev: int, commId: tuple, rank: int):  # noqa: N803 - CuPy's names
+        if len(commId) != 128 or not 0 <= rank < ndev:
+            raise NcclError("ncclInvalidArgument: bad unique id or rank")
+        self._ndev, self._rank, self._seq = int(ndev), int(rank), 0
+        self._dir = _dir() / bytes(np.array(commId, np.int8).view(np.uint8)).hex()[:32]
+        self._dir.mkdir(parents=True, exist_ok=True)
+        device = _streams_device()
+        _write(self._dir / f"join.{rank}", f"{os.uname().nodename}/{device}".encode())
+        joined = _wait_all([self._dir / f"join.{r}" for r in range(ndev)], "the ranks to join")
+        if len(set(joined)) != len(joined):
+            raise NcclError("ncclInvalidUsage: Duplicate GPU detected (two ranks on one device)")
+        self.device_id = device
+
+    def rank_id(self) -> int:
+        return self._rank
+
+    def size(self) -> int:
+        return self._ndev
+
+    def allReduce(self, sendbuf: int, recvbuf: int, count: int, datatype: int, op: int,  # noqa: N802
+                  stream: int) -> None:  # fmt: skip
+        """Queue an all-reduce of ``count`` elements on the stream whose pointer is ``stream``."""
+        if datatype not in _TYPES or op not in _REDUCE:
+            raise NcclError("ncclInvalidArgument: datatype or op")
+        dtype = np.dtype(_TYPES[datatype])
+        nbytes = int(count) * dtype.itemsize
+        src = _device_buffer(int(sendbuf), nbytes, "sendbuff")
+        dst = _device_buffer(int(recvbuf), nbytes, "recvbuff")
+        seq, self._seq = self._seq, self._seq + 1
+        here = self._dir / f"{seq}.{self._rank}"
+
+        def run() -> None:
+            _write(here, src.tobytes())
+            parts = _wait_all(
+                [self._dir / f"{seq}.{r}" for r in range(self._ndev)], f"all-reduce {seq}"
+            )
+            acc = np.frombuffer(parts[0], dtype).copy()
+            for p in parts[1:]:
+                _REDUCE[op](acc, np.frombuffer(p, dtype), out=acc)
+            dst[:] = acc.view(np.uint8)
+
+        _stream_at(int(stream)).defer(run)
+
+    def destroy(self) -> None:
+        """Accepted (the files stay in the temp dir)."""
+
+    abort = destroy
+
+
+def _streams_device() -> int:
+    from .cuda import runtime  # (the runtime module imports this one)
+
+    return runtime.getDevice()
+
+
+def _stream_at(ptr: int) -> _streams.Stream:
+    if ptr == 0:
+        return _streams.NULL
+    for s in list(_streams._all):
+        if s.ptr == ptr:
+            return s
+    raise NcclError(f"ncclInvalidArgument: no stream at {ptr:#x}")
