@@ -221,3 +221,28 @@ def test_a_peer_at_a_new_address_gets_a_new_communicator(gpus):
     assert list(link.comms) == [(0, 1)]
     nodes[0].peers.set_endpoints({1: nodes[1].endpoint + "-restarted"})
     assert link.comms == {}
+
+
+def test_a_peer_that_never_joins_aborts_the_communicator_after_the_peer_timeout(gpus):
+    nodes = gpus([0, 1])
+    xs = _inputs(2)
+    attrs = {"workers": [0, 1], "op": "sum", "tag": 1}
+    in_threads(lambda w: nodes[w].peers.run(ALL_REDUCE, [xs[w]], attrs), range(2))  # the comm
+    first = nodes[0].peers
+    first.timeout = 1.0
+    # worker 1 sends its header (it reached the collective) but then stops, as a dead process
+    # would, before NCCL's part: worker 0's all-reduce is queued and must not wait forever.
+    nodes[1].peers._nccl.send_headers(_Solo(nodes[1].peers, 2), xs[1], [0, 1])
+    with pytest.raises(TimeoutError, match="aborted"):
+        first.run(ALL_REDUCE, [xs[0]], {**attrs, "tag": 2})
+    assert first._nccl.comms == {}  # the next all-reduce of the group makes a new one
+
+
+class _Solo:
+    """Just enough of a run for :meth:`NcclLink.send_headers`."""
+
+    def __init__(self, peers, tag):
+        self.me, self.p, self.tag = peers.wid, peers, tag
+
+    def send(self, peer, step, arr):
+        self.p.send(peer, self.tag, step, arr, "all_reduce")

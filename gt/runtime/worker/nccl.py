@@ -14,9 +14,10 @@ Each all-reduce then begins with a header from every participant to every other 
 links: its dtype and element count, or the error marker of an input that failed. Every
 participant learns the same things and so decides alike: fail with the original error, take the
 ring (a dtype NCCL has no type for, or inputs that disagree), or queue the all-reduce on the
-worker's communication stream behind the compute work that makes its input; the compute stream
-waits for it where the result is used, so the host never waits for the device here, and a
-background all-reduce does not hold up the compute stream.
+worker's communication stream behind the compute work that makes its input. Where the result is
+used, the host waits for it as it would for the ring's last message, and at most as long
+(``GT_PEER_TIMEOUT``): then the communicator is aborted rather than left blocked on a dead peer.
+A background all-reduce runs on its stream meanwhile, beside the compute stream's work.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from __future__ import annotations
 import importlib
 import os
 import socket
+import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -73,6 +76,7 @@ class NcclLink:
         self.nccl = nccl
         self.comms: dict[tuple[int, ...], Any] = {}  # group -> communicator, or None: the ring
         self._stream: Any = None
+        self.watchdog = Watchdog()
 
     def device_key(self) -> bytes:
         """This worker's host and GPU, as the group's first worker compares them."""
@@ -162,10 +166,11 @@ class NcclLink:
             return RING
         return NCCL
 
-    def launch(self, comm: Any, x: Any, op: str) -> tuple[Any, Any, Any]:
+    def launch(self, comm: Any, x: Any, op: str) -> tuple:
         """Queue the all-reduce of ``x`` on the communication stream, after the compute stream's
-        work so far; returns ``(result, event, input)``: the result is there once the event is,
-        and the input is held until then (its memory must not be reused while NCCL reads it)."""
+        work so far; returns ``(result, event, communicator, input)`` for :meth:`result`: the
+        result is there once the event is, and the input is held until then (its memory must not
+        be reused while NCCL reads it)."""
         xp = self.backend.xp
         compute = xp.cuda.get_current_stream()
         if self._stream is None:
@@ -176,11 +181,82 @@ class NcclLink:
         dtype = getattr(self.nccl, NCCL_TYPES[str(src.dtype)])
         comm.allReduce(src.data.ptr, out.data.ptr, int(src.size), dtype,
                        getattr(self.nccl, NCCL_OPS[op]), self._stream.ptr)  # fmt: skip
-        return out, self._stream.record(), src
+        return out, self._stream.record(), comm, src
 
-    def result(self, launched: tuple[Any, Any, Any], shape: tuple[int, ...]) -> Any:
-        """The result of :meth:`launch`, for the compute stream, which waits for the collective
-        (so the input's memory, let go after this, is reused only once NCCL is done with it)."""
-        out, done, _src = launched
+    def result(self, launched: tuple, shape: tuple[int, ...], workers: list[int],
+               timeout: float) -> Any:  # fmt: skip
+        """The result of :meth:`launch`, once NCCL has finished it (the input's memory, let go
+        after this, is then free to reuse).
+
+        Raises:
+            TimeoutError: it did not finish within ``timeout`` seconds (a participant died or
+                stopped): the group's communicator is aborted, so nothing stays blocked, and the
+                group makes a new one at its next all-reduce.
+        """
+        out, done, comm, _src = launched
+        if not done.done:
+            # NCCL waits for every rank without a limit; a ring's receive gives up after
+            # GT_PEER_TIMEOUT, and so does this, by aborting the communicator from the watchdog
+            # (which NCCL allows from another thread) while this thread waits on the event.
+            self.watchdog.arm(timeout, comm.abort)
+            try:
+                done.synchronize()
+            except Exception as exc:
+                if self.watchdog.disarm():
+                    raise  # not the watchdog's doing: the device's own error
+                raise self._aborted(workers, timeout, exc) from None
+            if not self.watchdog.disarm():
+                raise self._aborted(workers, timeout, None)
         self.backend.xp.cuda.get_current_stream().wait_event(done)
         return out.reshape(shape)
+
+    def _aborted(self, workers: list[int], timeout: float, exc: Exception | None) -> TimeoutError:
+        self.comms.pop(tuple(workers), None)  # (aborted already: nothing to destroy)
+        why = f": {type(exc).__name__}: {exc}" if exc is not None else ""
+        return TimeoutError(
+            f"the NCCL all-reduce with workers {list(workers)} did not finish within "
+            f"{timeout:.0f}s (GT_PEER_TIMEOUT); its communicator was aborted{why}"
+        )
+
+
+class Watchdog:
+    """Calls a function once a deadline passes, unless disarmed first (one deadline at a time,
+    on a daemon thread started at the first :meth:`arm`)."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._armed: tuple[float, Any] | None = None
+        self._fired = False
+        self._thread: threading.Thread | None = None
+
+    def arm(self, seconds: float, fire: Any) -> None:
+        """Call ``fire()`` in ``seconds`` unless :meth:`disarm` comes first."""
+        with self._cv:
+            self._armed, self._fired = (time.monotonic() + seconds, fire), False
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="gt-nccl-watchdog",
+                                                daemon=True)  # fmt: skip
+                self._thread.start()
+            self._cv.notify()
+
+    def disarm(self) -> bool:
+        """Cancel the deadline; ``False`` if it had already fired."""
+        with self._cv:
+            self._armed = None
+            return not self._fired
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                while self._armed is None:
+                    self._cv.wait()
+                deadline, fire = self._armed
+                left = deadline - time.monotonic()
+                if left > 0:
+                    self._cv.wait(left)
+                    continue
+                self._armed, self._fired = None, True
+            try:
+                fire()
+            except Exception:  # an abort that failed: the waiting thread still times out
+                pass

@@ -288,7 +288,7 @@ class Peers:
             link.send_headers(run, x, ws)
             how = link.decide(run, x, ws, attrs.get("op", "sum"))
             if how == NCCL:
-                return link.result(self._launch(comm, x, attrs), x.shape)
+                return link.result(self._launch(comm, x, attrs), x.shape, ws, self.timeout)
             if how == FAIL:
                 raise PeerFailure(run.err)
         host = None
@@ -430,7 +430,8 @@ class Peers:
                 raise RuntimeError(msg)
             raise PeerFailure(run.err)
         if pend.launched is not None:
-            return self._nccl.result(pend.launched, pend.shape)
+            return self._nccl.result(pend.launched, pend.shape, list(pend.attrs["workers"]),
+                                     self.timeout)  # fmt: skip
         return self.backend.from_host(pend.result, peer=True)
 
 

@@ -68,9 +68,11 @@ def _write(path: Path, data: bytes) -> None:
     tmp.replace(path)  # whole or absent: a reader never sees half a file
 
 
-def _wait_all(paths: list[Path], what: str) -> list[bytes]:
+def _wait_all(paths: list[Path], what: str, aborted=lambda: False) -> list[bytes]:
     deadline = time.monotonic() + _timeout()
     while not all(p.exists() for p in paths):
+        if aborted():
+            raise NcclError("ncclRemoteError: the communicator was aborted")
         if time.monotonic() > deadline:
             raise NcclError(f"ncclInternalError: the double waited {_timeout():.0f}s for {what}")
         time.sleep(0.001)
@@ -97,6 +99,7 @@ class NcclCommunicator:
         if len(commId) != 128 or not 0 <= rank < ndev:
             raise NcclError("ncclInvalidArgument: bad unique id or rank")
         self._ndev, self._rank, self._seq = int(ndev), int(rank), 0
+        self._aborted = False
         self._dir = _dir() / bytes(np.array(commId, np.int8).view(np.uint8)).hex()[:32]
         self._dir.mkdir(parents=True, exist_ok=True)
         device = _streams_device()
@@ -126,9 +129,8 @@ class NcclCommunicator:
 
         def run() -> None:
             _write(here, src.tobytes())
-            parts = _wait_all(
-                [self._dir / f"{seq}.{r}" for r in range(self._ndev)], f"all-reduce {seq}"
-            )
+            paths = [self._dir / f"{seq}.{r}" for r in range(self._ndev)]
+            parts = _wait_all(paths, f"all-reduce {seq}", lambda: self._aborted)
             acc = np.frombuffer(parts[0], dtype).copy()
             for p in parts[1:]:
                 _REDUCE[op](acc, np.frombuffer(p, dtype), out=acc)
@@ -139,7 +141,9 @@ class NcclCommunicator:
     def destroy(self) -> None:
         """Accepted (the files stay in the temp dir)."""
 
-    abort = destroy
+    def abort(self) -> None:
+        """What NCCL allows from another thread: a collective waiting for the others gives up."""
+        self._aborted = True
 
 
 def _streams_device() -> int:
