@@ -27,9 +27,12 @@ import os
 import socket
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
+
+from gt.runtime.ops import ALL_GATHER, ALL_REDUCE, BCAST, REDUCE_SCATTER
 
 #: Peer-message steps of the headers and the set-up, beyond any ring's (a ring of n: 0 .. 2n-3).
 HEADER_STEP = 1 << 20
@@ -42,6 +45,9 @@ NCCL_TYPES = {"int8": "NCCL_INT8", "uint8": "NCCL_UINT8", "int32": "NCCL_INT32",
 NCCL_OPS = {"sum": "NCCL_SUM", "max": "NCCL_MAX", "min": "NCCL_MIN"}
 _TYPE_CODES = {name: i for i, name in enumerate(sorted(NCCL_TYPES))}
 RING, FAIL, NCCL = "ring", "fail", "nccl"
+NO_INPUT = -2  # a header's dtype code for a participant that has no input (a broadcast's receiver)
+#: The collectives NCCL takes over (the others, and point-to-point transfers, stay on ZeroMQ).
+NCCL_CODES = frozenset((ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BCAST))
 
 
 def load_nccl(backend: Any) -> tuple[Any, str]:
@@ -101,11 +107,11 @@ class NcclLink:
                     pass
 
     def communicator(self, run: Any, workers: list[int]) -> Any:
-        """The group's communicator, made at its first all-reduce (every participant is here at
-        the same collective); ``None``: the group takes the ring."""
-        group = tuple(workers)
+        """The group's communicator (its ranks: the workers in ascending order), made at the
+        group's first collective, where every participant is at once; ``None``: the ring."""
+        group = tuple(sorted(workers))
         if group not in self.comms:
-            self.comms[group] = self._make(run, list(workers))
+            self.comms[group] = self._make(run, list(group))
         return self.comms[group]
 
     def _make(self, run: Any, ws: list[int]) -> Any:
@@ -132,13 +138,19 @@ class NcclLink:
         with self.backend.xp.cuda.Device(ident.index if ident is not None else None):
             return self.nccl.NcclCommunicator(len(ws), tuple(int(v) for v in uid), ws.index(me))
 
-    # ------------------------------------------------------------------ one all-reduce
+    # ------------------------------------------------------------------ one collective
+    @staticmethod
+    def header(x: Any) -> np.ndarray:
+        """``[dtype code, ndim, *shape]`` of an input; dtype code -1: a dtype NCCL lacks, -2: no
+        input (a broadcast's receivers)."""
+        if x is None:
+            return np.array([NO_INPUT, 0], np.int64)
+        return np.array([_TYPE_CODES.get(str(x.dtype), -1), x.ndim, *x.shape], np.int64)
+
     def send_headers(self, run: Any, x: Any, workers: list[int]) -> None:
-        """Tell every other participant this input's dtype and size (or its error: the run's
+        """Tell every other participant this input's dtype and shape (or its error: the run's
         error marker goes instead)."""
-        name = str(x.dtype) if x is not None else ""
-        code = _TYPE_CODES.get(name, -1)
-        head = np.array([code, -1 if x is None else int(x.size)], np.int64)
+        head = self.header(x)
         for w in workers:
             if w != run.me:
                 run.send(w, HEADER_STEP, head)
@@ -147,44 +159,82 @@ class NcclLink:
         """In the background, whether a participant's header has yet to arrive."""
         return any(run.missing(w, HEADER_STEP) for w in workers if w != run.me)
 
-    def decide(self, run: Any, x: Any, workers: list[int], op: str) -> str:
-        """Read the others' headers: :data:`FAIL` (the run holds the error), :data:`RING` or
-        :data:`NCCL`, the same on every participant."""
-        mine = np.array([_TYPE_CODES.get(str(x.dtype), -1) if x is not None else -1,
-                         -1 if x is None else int(x.size)], np.int64)  # fmt: skip
-        heads = [mine]
-        for w in workers:
-            if w != run.me:
-                heads.append(run.recv(w, HEADER_STEP))
+    def decide(self, run: Any, code: int, x: Any, attrs: dict) -> tuple[str, list]:
+        """Read the others' headers: ``(FAIL, [])`` (the run holds the error), ``(RING, [])`` or
+        ``(NCCL, headers in the instruction's worker order)``, the same on every participant."""
+        ws = list(attrs["workers"])
+        heads = [self.header(x) if w == run.me else run.recv(w, HEADER_STEP) for w in ws]
         if run.err is not None:
-            return FAIL
-        codes, sizes = {int(h[0]) for h in heads}, {int(h[1]) for h in heads}
-        name = next((n for n, c in _TYPE_CODES.items() if c in codes), None)
-        if (len(codes), len(sizes)) != (1, 1) or -1 in codes or op not in NCCL_OPS:
-            return RING
-        if not hasattr(self.nccl, NCCL_TYPES[name]):  # an older NCCL: no bfloat16
-            return RING
-        return NCCL
+            return FAIL, []
+        return (NCCL, heads) if self._fits(code, heads, attrs) else (RING, [])
 
-    def launch(self, comm: Any, x: Any, op: str) -> tuple:
-        """Queue the all-reduce of ``x`` on the communication stream, after the compute stream's
-        work so far; returns ``(result, event, communicator, input)`` for :meth:`result`: the
-        result is there once the event is, and the input is held until then (its memory must not
-        be reused while NCCL reads it)."""
+    def _fits(self, code: int, heads: list, attrs: dict) -> bool:
+        """Whether NCCL can do this collective with these inputs exactly as the ring would."""
+        ws, op = list(attrs["workers"]), attrs.get("op", "sum")
+        kinds = [int(h[0]) for h in heads]
+        shapes = [tuple(int(v) for v in h[2:]) for h in heads]
+        if code == BCAST:  # the first worker's tensor to the others
+            given, name_code = kinds[1:], kinds[0]
+            if name_code < 0 or any(k != NO_INPUT for k in given):
+                return False
+        else:
+            if len(set(kinds)) != 1 or kinds[0] < 0 or len(set(shapes)) != 1:
+                return False
+            name_code = kinds[0]
+            if code in (ALL_REDUCE, REDUCE_SCATTER) and op not in NCCL_OPS:
+                return False
+            if code in (ALL_GATHER, REDUCE_SCATTER):
+                axis = int(attrs["axis"])
+                if ws != sorted(ws) or not 0 <= axis < len(shapes[0]):
+                    return False  # NCCL's rank order is the group's ascending order
+                if code == REDUCE_SCATTER:
+                    sizes = [int(v) for v in attrs["sizes"]]
+                    if len(set(sizes)) != 1 or sum(sizes) != shapes[0][axis]:
+                        return False  # NCCL splits evenly
+        name = next(n for n, c in _TYPE_CODES.items() if c == name_code)
+        return hasattr(self.nccl, NCCL_TYPES[name])  # an older NCCL: no bfloat16
+
+    def launch(self, code: int, comm: Any, x: Any, heads: list, attrs: dict) -> Launched:
+        """Queue the collective on the communication stream, after the compute stream's work
+        so far, and return what :meth:`result` needs."""
         xp = self.backend.xp
         compute = xp.cuda.get_current_stream()
         if self._stream is None:
             self._stream = xp.cuda.Stream(non_blocking=True)
-        src = xp.ascontiguousarray(x)
-        out = xp.empty_like(src)
-        self._stream.wait_event(compute.record())
-        dtype = getattr(self.nccl, NCCL_TYPES[str(src.dtype)])
-        comm.allReduce(src.data.ptr, out.data.ptr, int(src.size), dtype,
-                       getattr(self.nccl, NCCL_OPS[op]), self._stream.ptr)  # fmt: skip
-        return out, self._stream.record(), comm, src
+        ws = list(attrs["workers"])
+        group = sorted(ws)
+        name = next(n for n, c in _TYPE_CODES.items() if c == int(heads[0][0]))
+        dtype = getattr(self.nccl, NCCL_TYPES[name])
+        stream = self._stream.ptr
+        after = _as_is
+        if code == BCAST:
+            shape = tuple(int(v) for v in heads[0][2:])
+            src = xp.ascontiguousarray(x) if x is not None else None
+            out = xp.empty(shape, dtype=name if name != "bfloat16" else self.backend.bf16)
+            self._stream.wait_event(compute.record())
+            comm.broadcast((src if src is not None else out).data.ptr, out.data.ptr,
+                           int(out.size), dtype, group.index(ws[0]), stream)  # fmt: skip
+        else:
+            axis = int(attrs.get("axis", 0))
+            src = xp.ascontiguousarray(xp.moveaxis(x, axis, 0) if axis else x)
+            n, op = len(ws), getattr(self.nccl, NCCL_OPS.get(attrs.get("op", "sum"), "NCCL_SUM"))
+            self._stream.wait_event(compute.record())
+            if code == ALL_REDUCE:
+                out = xp.empty_like(src)
+                comm.allReduce(src.data.ptr, out.data.ptr, int(src.size), dtype, op, stream)
+            elif code == ALL_GATHER:
+                out = xp.empty((n * src.shape[0], *src.shape[1:]), src.dtype)
+                comm.allGather(src.data.ptr, out.data.ptr, int(src.size), dtype, stream)
+            else:  # REDUCE_SCATTER: rank r keeps block r
+                out = xp.empty((src.shape[0] // n, *src.shape[1:]), src.dtype)
+                comm.reduceScatter(src.data.ptr, out.data.ptr, int(out.size), dtype, op, stream)
+            if axis:
+                after = _axis_back(xp, axis)
+        return Launched(
+            out, self._stream.record(), comm, src, after, moved_bytes(code, x, out, len(ws))
+        )
 
-    def result(self, launched: tuple, shape: tuple[int, ...], workers: list[int],
-               timeout: float) -> Any:  # fmt: skip
+    def result(self, launched: Launched, workers: list[int], timeout: float) -> Any:
         """The result of :meth:`launch`, once NCCL has finished it (the input's memory, let go
         after this, is then free to reuse).
 
@@ -193,7 +243,7 @@ class NcclLink:
                 stopped): the group's communicator is aborted, so nothing stays blocked, and the
                 group makes a new one at its next all-reduce.
         """
-        out, done, comm, _src = launched
+        out, done, comm = launched.out, launched.done, launched.comm
         if not done.done:
             # NCCL waits for every rank without a limit; a ring's receive gives up after
             # GT_PEER_TIMEOUT, and so does this, by aborting the communicator from the watchdog
@@ -208,7 +258,7 @@ class NcclLink:
             if not self.watchdog.disarm():
                 raise self._aborted(workers, timeout, None)
         self.backend.xp.cuda.get_current_stream().wait_event(done)
-        return out.reshape(shape)
+        return launched.after(out)
 
     def _aborted(self, workers: list[int], timeout: float, exc: Exception | None) -> TimeoutError:
         self.comms.pop(tuple(workers), None)  # (aborted already: nothing to destroy)
@@ -217,6 +267,37 @@ class NcclLink:
             f"the NCCL all-reduce with workers {list(workers)} did not finish within "
             f"{timeout:.0f}s (GT_PEER_TIMEOUT); its communicator was aborted{why}"
         )
+
+
+class Launched(NamedTuple):
+    """A collective queued by :meth:`NcclLink.launch`."""
+
+    out: Any  #: NCCL's output buffer (there once ``done`` is)
+    done: Any  #: an event on the communication stream after the collective
+    comm: Any  #: its communicator (aborted if it never finishes)
+    src: Any  #: its input, held until then: its memory must not be reused while NCCL reads it
+    after: Callable[[Any], Any]  #: the output as the instruction's result
+    moved: int  #: bytes NCCL's algorithm sends (and receives) per rank
+
+
+def _as_is(out: Any) -> Any:
+    return out
+
+
+def _axis_back(xp: Any, axis: int) -> Callable[[Any], Any]:
+    """Undo moving ``axis`` to the front (NCCL concatenates and splits along the first)."""
+    return lambda out: xp.ascontiguousarray(xp.moveaxis(out, 0, axis))
+
+
+def moved_bytes(code: int, x: Any, out: Any, n: int) -> int:
+    """Bytes each rank sends in NCCL's ring algorithms (as many arrive)."""
+    if code == ALL_REDUCE:
+        return 2 * (n - 1) * int(out.nbytes) // n
+    if code == ALL_GATHER:
+        return (n - 1) * int(out.nbytes) // n
+    if code == REDUCE_SCATTER:
+        return (n - 1) * int(out.nbytes)
+    return int(out.nbytes)  # a broadcast: the tensor passes every rank once
 
 
 class Watchdog:

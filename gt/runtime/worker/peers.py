@@ -19,8 +19,8 @@ On a GPU the data is staged through host memory: pinned buffers on the worker's 
 device-to-host copy is queued behind the compute work that makes its input, its ring steps advance
 between the worker's other instructions as messages arrive (:meth:`Peers.progress`), and its result
 goes back on the copy stream, which the compute stream waits for. Between CuPy workers on distinct
-GPUs of one host, all-reduces go over NCCL instead (:mod:`gt.runtime.worker.nccl`), device to
-device. Transfer events say the path (``via``: ``"zmq"`` between host buffers, ``"zmq+pinned"``
+GPUs of one host, all-reduces, all-gathers, reduce-scatters and broadcasts go over NCCL instead
+(:mod:`gt.runtime.worker.nccl`), device to device, where NCCL can do exactly what the ring does. Transfer events say the path (``via``: ``"zmq"`` between host buffers, ``"zmq+pinned"``
 staged from a GPU, ``"nccl"``).
 """
 
@@ -38,7 +38,7 @@ from gt.runtime import protocol as P
 from gt.runtime import security
 from gt.runtime.ops import ALL_REDUCE
 from gt.runtime.worker.collectives import ALGOS, all_reduce_steps
-from gt.runtime.worker.nccl import FAIL, NCCL, NcclLink, load_nccl
+from gt.runtime.worker.nccl import FAIL, NCCL, NCCL_CODES, Launched, NcclLink, load_nccl
 from gt.trace import events as E
 
 ZERO_COPY_MIN = 64 * 1024
@@ -286,9 +286,9 @@ class Peers:
             x = vals[0] if vals and err is None else None
             link, ws = self._nccl, list(attrs["workers"])
             link.send_headers(run, x, ws)
-            how = link.decide(run, x, ws, attrs.get("op", "sum"))
+            how, heads = link.decide(run, code, x, attrs)
             if how == NCCL:
-                return link.result(self._launch(comm, x, attrs), x.shape, ws, self.timeout)
+                return link.result(self._launch(code, comm, x, heads, attrs), ws, self.timeout)
             if how == FAIL:
                 raise PeerFailure(run.err)
         host = None
@@ -331,9 +331,9 @@ class Peers:
         return pend
 
     def _communicator(self, run: _Run, code: int, attrs: dict) -> Any:
-        """The NCCL communicator for this all-reduce's group (made at its first), or ``None``:
-        the ring over ZeroMQ."""
-        if code != ALL_REDUCE or len(attrs.get("workers") or ()) < 2:
+        """The NCCL communicator for this collective's group (made at its first), or ``None``:
+        the ZeroMQ algorithms."""
+        if code not in NCCL_CODES or len(attrs.get("workers") or ()) < 2:
             return None
         if self._nccl is None:
             nccl, self.nccl_unused = load_nccl(self.backend)
@@ -341,17 +341,15 @@ class Peers:
         # (a worker without NCCL takes part in the group's decision too: it says it cannot)
         return self._nccl.communicator(run, list(attrs["workers"]))
 
-    def _launch(self, comm: Any, x: Any, attrs: dict) -> tuple:
-        """Queue one NCCL all-reduce; its transfer events carry the bytes NCCL's ring moves."""
+    def _launch(self, code: int, comm: Any, x: Any, heads: list, attrs: dict) -> Launched:
+        """Queue one NCCL collective; its transfer events carry the bytes NCCL's ring moves."""
         t0 = time.monotonic_ns()
-        launched = self._nccl.launch(comm, x, attrs.get("op", "sum"))
+        launched = self._nccl.launch(code, comm, x, heads, attrs)
         t1 = time.monotonic_ns()
-        n = len(attrs["workers"])
-        moved = 2 * (n - 1) * int(x.nbytes) // n
-        self.bytes_sent += moved
-        self.bytes_received += moved
-        self._event(None, moved, t0, t1, "send", "all_reduce", "nccl")
-        self._event(None, moved, t1, t1, "recv", "all_reduce", "nccl")
+        self.bytes_sent += launched.moved
+        self.bytes_received += launched.moved
+        self._event(None, launched.moved, t0, t1, "send", O.OPS[code], "nccl")
+        self._event(None, launched.moved, t1, t1, "recv", O.OPS[code], "nccl")
         return launched
 
     def _advance(self, pend: Pending) -> None:
@@ -361,10 +359,10 @@ class Peers:
             link, ws = self._nccl, list(pend.attrs["workers"])
             if pend.run.background and link.headers_missing(pend.run, ws):
                 return
-            how = link.decide(pend.run, x, ws, pend.attrs.get("op", "sum"))
+            how, heads = link.decide(pend.run, ALL_REDUCE, x, pend.attrs)
             pend.nccl = None
             if how == NCCL:
-                pend.launched, pend.shape = self._launch(comm, x, pend.attrs), x.shape
+                pend.launched = self._launch(ALL_REDUCE, comm, x, heads, pend.attrs)
                 pend.done = True
                 return
             if how == FAIL:
@@ -430,8 +428,7 @@ class Peers:
                 raise RuntimeError(msg)
             raise PeerFailure(run.err)
         if pend.launched is not None:
-            return self._nccl.result(pend.launched, pend.shape, list(pend.attrs["workers"]),
-                                     self.timeout)  # fmt: skip
+            return self._nccl.result(pend.launched, list(pend.attrs["workers"]), self.timeout)
         return self.backend.from_host(pend.result, peer=True)
 
 
@@ -440,7 +437,7 @@ class Pending:
     ``ready`` event is done; ``None``: already), and the ring's steps once begun."""
 
     __slots__ = ("run", "host", "ready", "attrs", "steps", "cno", "batch", "result", "done",
-                 "nccl", "launched", "shape")  # fmt: skip
+                 "nccl", "launched")  # fmt: skip
 
     def __init__(self, run: _Run, host: Any, ready: Any, attrs: dict, cno: int, batch: int):
         self.run, self.host, self.ready, self.attrs = run, host, ready, attrs
@@ -449,8 +446,7 @@ class Pending:
         self.result: Any = None
         self.done = False
         self.nccl: tuple | None = None  # (communicator, input) until its headers are read
-        self.launched: tuple | None = None  # what NcclLink.launch queued
-        self.shape: tuple = ()
+        self.launched: Launched | None = None  # what NcclLink.launch queued
 
     def fail(self, message: str) -> None:
         """End it with an error that started here (:meth:`Peers.finish` raises it)."""

@@ -79,6 +79,12 @@ def _wait_all(paths: list[Path], what: str, aborted=lambda: False) -> list[bytes
     return [p.read_bytes() for p in paths]
 
 
+def _op(op: int) -> np.ufunc:
+    if op not in _REDUCE:
+        raise NcclError("ncclInvalidArgument: op")
+    return _REDUCE[op]
+
+
 def _device_buffer(ptr: int, nbytes: int, what: str) -> np.ndarray:
     """The bytes at a device address, checked against the double's pool."""
     if nbytes and not _memory.is_device_address(ptr, nbytes):
@@ -118,23 +124,49 @@ class NcclCommunicator:
     def allReduce(self, sendbuf: int, recvbuf: int, count: int, datatype: int, op: int,  # noqa: N802
                   stream: int) -> None:  # fmt: skip
         """Queue an all-reduce of ``count`` elements on the stream whose pointer is ``stream``."""
-        if datatype not in _TYPES or op not in _REDUCE:
-            raise NcclError("ncclInvalidArgument: datatype or op")
+        reduce = _op(op)
+        self._queue(sendbuf, recvbuf, count, count, datatype, stream,
+                    lambda parts: reduce.reduce(np.stack(parts), axis=0))  # fmt: skip
+
+    def allGather(self, sendbuf: int, recvbuf: int, count: int, datatype: int,  # noqa: N802
+                  stream: int) -> None:  # fmt: skip
+        """Queue an all-gather: every rank's ``count`` elements, in rank order, to every rank."""
+        self._queue(sendbuf, recvbuf, count, count * self._ndev, datatype, stream, np.concatenate)
+
+    def reduceScatter(self, sendbuf: int, recvbuf: int, recvcount: int, datatype: int,  # noqa: N802
+                      op: int, stream: int) -> None:  # fmt: skip
+        """Queue a reduce-scatter: rank r gets the r-th ``recvcount`` elements of the reduction."""
+        reduce, r, k = _op(op), self._rank, int(recvcount)
+        self._queue(sendbuf, recvbuf, k * self._ndev, k, datatype, stream,
+                    lambda parts: reduce.reduce(np.stack(parts), axis=0)[r * k:(r + 1) * k])  # fmt: skip
+
+    def broadcast(self, sendbuff: int, recvbuff: int, count: int, datatype: int, root: int,
+                  stream: int) -> None:  # fmt: skip
+        """Queue a broadcast of the root's ``count`` elements (the others' send buffers are
+        not read)."""
+        if not 0 <= root < self._ndev:
+            raise NcclError("ncclInvalidArgument: root")
+        sent = count if self._rank == root else 0
+        self._queue(sendbuff, recvbuff, sent, count, datatype, stream, lambda parts: parts[root])
+
+    def _queue(self, sendbuf: int, recvbuf: int, n_send: int, n_recv: int, datatype: int,
+               stream: int, combine) -> None:  # fmt: skip
+        if datatype not in _TYPES:
+            raise NcclError("ncclInvalidArgument: datatype")
         dtype = np.dtype(_TYPES[datatype])
-        nbytes = int(count) * dtype.itemsize
-        src = _device_buffer(int(sendbuf), nbytes, "sendbuff")
-        dst = _device_buffer(int(recvbuf), nbytes, "recvbuff")
+        src = _device_buffer(int(sendbuf), int(n_send) * dtype.itemsize, "sendbuff")
+        dst = _device_buffer(int(recvbuf), int(n_recv) * dtype.itemsize, "recvbuff")
         seq, self._seq = self._seq, self._seq + 1
         here = self._dir / f"{seq}.{self._rank}"
 
         def run() -> None:
             _write(here, src.tobytes())
             paths = [self._dir / f"{seq}.{r}" for r in range(self._ndev)]
-            parts = _wait_all(paths, f"all-reduce {seq}", lambda: self._aborted)
-            acc = np.frombuffer(parts[0], dtype).copy()
-            for p in parts[1:]:
-                _REDUCE[op](acc, np.frombuffer(p, dtype), out=acc)
-            dst[:] = acc.view(np.uint8)
+            parts = _wait_all(paths, f"collective {seq}", lambda: self._aborted)
+            got = np.asarray(combine([np.frombuffer(b, dtype) for b in parts]), dtype)
+            if got.nbytes != dst.nbytes:
+                raise NcclError("ncclInvalidUsage: the ranks' counts disagree")
+            dst[:] = got.view(np.uint8)
 
         _stream_at(int(stream)).defer(run)
 
