@@ -1,23 +1,26 @@
-"""All-reduce between GPU workers over NCCL (CuPy's bindings), where every participant can.
+"""Collectives between GPU workers over NCCL (CuPy's bindings), where every participant can.
 
-A group of workers (the ``workers`` of an all-reduce) uses NCCL when each of them is a CuPy worker
-whose CuPy has NCCL, all of them are on one host and on distinct GPUs (NCCL refuses two ranks on
-one device; across hosts its traffic would bypass GT's CURVE), and ``GT_NCCL`` is not ``0``.
-Otherwise its all-reduces take the host-staged ZeroMQ ring (:mod:`gt.runtime.worker.collectives`).
-The group decides once, at its first all-reduce, over the peer links: every participant sends
+All-reduces, all-gathers, reduce-scatters and broadcasts (:data:`NCCL_CODES`). A group of workers
+(the ``workers`` of a collective) uses NCCL when each of them is a CuPy worker whose CuPy has NCCL,
+all of them are on one host and on distinct GPUs (NCCL refuses two ranks on one device; across
+hosts its traffic would bypass GT's CURVE), and ``GT_NCCL`` is not ``0``. Otherwise its
+collectives take the host-staged ZeroMQ algorithms (:mod:`gt.runtime.worker.collectives`).
+The group decides once, at its first collective, over the peer links: every participant sends
 every other its device key (host and GPU UUID; empty if it cannot use NCCL, and then it takes the
 ring at once, without waiting for anyone). The others, seeing the same keys, decide alike; if NCCL
 can serve the group, the first participant sends the rest an NCCL unique id and all of them make
 the communicator.
 
-Each all-reduce then begins with a header from every participant to every other over the peer
-links: its dtype and element count, or the error marker of an input that failed. Every
+Each collective then begins with a header from every participant to every other over the peer
+links: its input's dtype and shape, or the error marker of an input that failed. Every
 participant learns the same things and so decides alike: fail with the original error, take the
-ring (a dtype NCCL has no type for, or inputs that disagree), or queue the all-reduce on the
-worker's communication stream behind the compute work that makes its input. Where the result is
+ZeroMQ algorithm (a dtype NCCL has no type for, inputs that disagree, or what NCCL cannot do
+exactly as the ring does: uneven reduce-scatter blocks, a group not in ascending order for an
+all-gather), or queue the collective on the worker's communication stream behind the compute
+work that makes its input. Where the result is
 used, the host waits for it as it would for the ring's last message, and at most as long
 (``GT_PEER_TIMEOUT``): then the communicator is aborted rather than left blocked on a dead peer.
-A background all-reduce runs on its stream meanwhile, beside the compute stream's work.
+A background all-reduce runs on that stream meanwhile, beside the compute stream's work.
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ class NcclLink:
         self.watchdog = Watchdog()
 
     def device_key(self) -> bytes:
-        """This worker's host and GPU, as the group's first worker compares them."""
+        """This worker's host and GPU, as the participants compare them (empty: no NCCL here)."""
         if self.nccl is None:
             return b""
         ident = self.backend.identity
@@ -102,8 +105,8 @@ class NcclLink:
             comm = self.comms.pop(group)
             if comm is not None:
                 try:
-                    comm.destroy()
-                except Exception:  # its peer is gone: nothing more to release
+                    comm.abort()  # (destroy would wait for the gone peer's share of pending work)
+                except Exception:  # nothing more to release
                     pass
 
     def communicator(self, run: Any, workers: list[int]) -> Any:
