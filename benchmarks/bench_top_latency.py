@@ -9,7 +9,9 @@ each press it also reads, from ``/proc``, how much CPU ``gt top`` 's main thread
 it sat runnable waiting for a CPU: on a machine busier than its cores, that wait is most of the
 slow presses, and no change to the app can remove it.
 
-    python benchmarks/bench_top_latency.py [--presses 30] [--key help|enter]
+    python benchmarks/bench_top_latency.py [--presses 100] [--key help|enter]
+
+A 99th percentile needs a hundred presses: over fewer, "p99" is the slowest press (nearest rank).
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--presses", type=int, default=30)
+    ap.add_argument("--presses", type=int, default=100, help="presses to time (default 100)")
     ap.add_argument(
         "--key",
         choices=sorted(KEYS),
