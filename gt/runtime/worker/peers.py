@@ -20,8 +20,9 @@ device-to-host copy is queued behind the compute work that makes its input, its 
 between the worker's other instructions as messages arrive (:meth:`Peers.progress`), and its result
 goes back on the copy stream, which the compute stream waits for. Between CuPy workers on distinct
 GPUs of one host, all-reduces, all-gathers, reduce-scatters and broadcasts go over NCCL instead
-(:mod:`gt.runtime.worker.nccl`), device to device, where NCCL can do exactly what the ring does. Transfer events say the path (``via``: ``"zmq"`` between host buffers, ``"zmq+pinned"``
-staged from a GPU, ``"nccl"``).
+(:mod:`gt.runtime.worker.nccl`), device to device, where NCCL can do exactly what the ring does.
+Transfer events say the path (``via``: ``"zmq"`` between host buffers, ``"zmq+pinned"`` staged
+from a GPU, ``"nccl"``).
 """
 
 from __future__ import annotations
@@ -105,8 +106,8 @@ class Peers:
         self.inflight: list[Pending] = []  # background all-reduces, oldest first
         self._progress_at = 0  # monotonic ns before which progress() does not look again
         self.via = "zmq+pinned" if getattr(backend, "transfer_path", "host") == "pinned" else "zmq"
-        self._nccl: NcclLink | None = None  # made at the first all-reduce
-        self.nccl_unused = ""  # why this worker's all-reduces do not use NCCL ("": they may)
+        self._nccl: NcclLink | None = None  # made at the first collective
+        self.nccl_unused = ""  # why this worker's collectives do not use NCCL ("": they may)
 
     # ------------------------------------------------------------------ links
     def set_endpoints(self, endpoints: dict, keys: dict | None = None) -> None:
