@@ -47,6 +47,7 @@ NCCL_TYPES = {"int8": "NCCL_INT8", "uint8": "NCCL_UINT8", "int32": "NCCL_INT32",
               "bfloat16": "NCCL_BFLOAT16"}  # fmt: skip
 NCCL_OPS = {"sum": "NCCL_SUM", "max": "NCCL_MAX", "min": "NCCL_MIN"}
 _TYPE_CODES = {name: i for i, name in enumerate(sorted(NCCL_TYPES))}
+_TYPE_NAMES = {i: name for name, i in _TYPE_CODES.items()}
 RING, FAIL, NCCL = "ring", "fail", "nccl"
 NO_INPUT = -2  # a header's dtype code for a participant that has no input (a broadcast's receiver)
 #: The collectives NCCL takes over (the others, and point-to-point transfers, stay on ZeroMQ).
@@ -194,7 +195,7 @@ class NcclLink:
                     sizes = [int(v) for v in attrs["sizes"]]
                     if len(set(sizes)) != 1 or sum(sizes) != shapes[0][axis]:
                         return False  # NCCL splits evenly
-        name = next(n for n, c in _TYPE_CODES.items() if c == name_code)
+        name = _TYPE_NAMES[name_code]
         return hasattr(self.nccl, NCCL_TYPES[name])  # an older NCCL: no bfloat16
 
     def launch(self, code: int, comm: Any, x: Any, heads: list, attrs: dict) -> Launched:
@@ -206,7 +207,7 @@ class NcclLink:
             self._stream = xp.cuda.Stream(non_blocking=True)
         ws = list(attrs["workers"])
         group = sorted(ws)
-        name = next(n for n, c in _TYPE_CODES.items() if c == int(heads[0][0]))
+        name = _TYPE_NAMES[int(heads[0][0])]
         dtype = getattr(self.nccl, NCCL_TYPES[name])
         stream = self._stream.ptr
         after = _as_is
