@@ -78,6 +78,10 @@ def _list_devices(args: argparse.Namespace) -> int:
         for d in devices:
             uuid = d.get("nvml_uuid") or "?"
             print(f"cuda:{d['index']}  {d['name']}  {d.get('pci_bus_id') or '?'}  {uuid}")
+        from gt.runtime.worker.backend import cupy_module
+        from gt.runtime.worker.nccl import nccl_summary
+
+        print(nccl_summary(cupy_module(), len(devices)))
     return 0
 
 

@@ -165,3 +165,20 @@ def test_host_copies_keep_zero_dim_shapes_and_device_arrays_never_reach_numpy(do
     assert type(arr) is double.ndarray and be.to_host(arr).flags.c_contiguous
     arr[0, 0] = 7.0  # a device copy: writeable, and the received frame is untouched
     assert be.to_host(arr)[0, 0] == 7.0
+
+
+def test_list_devices_says_how_collectives_between_the_gpus_travel(double, monkeypatch, capsys):
+    from gt.cli import main
+
+    assert main(["worker", "--list-devices", "--backend", "cupy"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == [
+        "cuda:0  CuPy test double  0000:10:00.0  GPU-d00b1e00-0102-0304-0506-0708090a0b0c",
+        "cuda:1  CuPy test double  0000:11:00.0  GPU-d00b1e01-0102-0304-0506-0708090a0b0c",
+    ]
+    assert out[2] == "collectives: NCCL between workers on distinct GPUs (GT_NCCL=0: ZeroMQ)"
+    monkeypatch.setenv("GT_NCCL", "0")
+    assert main(["worker", "--list-devices", "--backend", "cupy"]) == 0
+    assert capsys.readouterr().out.splitlines()[2] == (
+        "collectives: ZeroMQ through pinned host memory (GT_NCCL=0)"
+    )

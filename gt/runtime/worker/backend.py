@@ -65,6 +65,15 @@ def _import_cupy() -> tuple[ModuleType, Any]:
     return cupy, None
 
 
+def cupy_module() -> ModuleType:
+    """``cupy`` (or the test double where ``GT_CUPY_DOUBLE`` asks for it).
+
+    Raises:
+        ImportError: CuPy is not installed.
+    """
+    return _import_cupy()[0]
+
+
 def _cupyx(be: Backend) -> Any:
     if be._cupyx is None:
         import cupyx  # noqa: PLC0415 - CuPy workers only

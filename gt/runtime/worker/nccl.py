@@ -30,6 +30,7 @@ import os
 import socket
 import threading
 import time
+import types
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -70,6 +71,24 @@ def load_nccl(backend: Any) -> tuple[Any, str]:
     if mod is None or not getattr(mod, "available", True):
         return None, "this CuPy has no NCCL"
     return mod, ""
+
+
+def nccl_summary(xp: Any, gpus: int) -> str:
+    """One line for ``gt worker --list-devices``: how collectives between this machine's GPU
+    workers would travel."""
+    nccl, why = load_nccl(types.SimpleNamespace(name="cupy", xp=xp))
+    if nccl is None:
+        return f"collectives: ZeroMQ through pinned host memory ({why})"
+    get_version = getattr(nccl, "get_version", None)
+    version = ""
+    if get_version is not None:
+        try:
+            v = int(get_version())  # e.g. 22105 for 2.21.5
+            version = f" {v // 10000}.{v // 100 % 100}.{v % 100}"
+        except Exception:  # a library that does not say: the line goes without it
+            version = ""
+    one = "; with one GPU here, workers sharing it use ZeroMQ" if gpus < 2 else ""
+    return f"collectives: NCCL{version} between workers on distinct GPUs (GT_NCCL=0: ZeroMQ){one}"
 
 
 class NcclLink:
