@@ -10,6 +10,7 @@ not NCCL itself, which needs two GPUs (``scripts/gpu_check.sh`` runs the ``gpu``
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -304,3 +305,47 @@ def test_uneven_blocks_and_out_of_order_groups_take_the_ring(gpus):
     for w in range(2):
         np.testing.assert_array_equal(cp.asnumpy(out[w]), want)
         assert _vias(nodes[w]) == {"zmq+pinned"}
+
+
+def _launching_late(node: Node, monkeypatch, late_s: float = 0.3) -> None:
+    """This worker reaches each collective (its header goes out) but queues its NCCL part
+    ``late_s`` later, as a slow peer's device would take it up."""
+    link = node.peers._nccl
+    launch = link.launch
+
+    def late(*args, **kwargs):
+        time.sleep(late_s)
+        return launch(*args, **kwargs)
+
+    monkeypatch.setattr(link, "launch", late)
+
+
+def test_a_collectives_time_is_the_workers_communication_or_its_wait_not_compute(gpus, monkeypatch):
+    nodes = gpus([0, 1])
+    xs = _inputs(2)
+    attrs = {"workers": [0, 1], "op": "sum", "tag": 1}
+    in_threads(lambda w: nodes[w].peers.run(ALL_REDUCE, [xs[w]], attrs), range(2))  # set-up
+    _launching_late(nodes[1], monkeypatch)
+    for node in nodes:
+        node.peers.events.emitted.clear()
+    sync = {**attrs, "tag": 2}
+    in_threads(lambda w: nodes[w].peers.run(ALL_REDUCE, [xs[w]], sync), range(2))
+    sends = [f for _k, f in nodes[0].peers.events.emitted
+             if f["direction"] == "send" and f["via"] == "nccl"]  # fmt: skip
+    # worker 0 sat 0.3 s in NCCL for its peer's part: the collective's time (communication)
+    assert len(sends) == 1 and sends[0]["t1"] - sends[0]["t0"] >= 250_000_000, sends
+
+    for node in nodes:
+        node.peers.events.emitted.clear()
+    waited = nodes[0].peers.waited_ns
+    background = {**attrs, "tag": 3, "async": True}
+    in_threads(lambda w: nodes[w].peers.finish(nodes[w].peers.start(ALL_REDUCE, [xs[w]], background)),
+               range(2))  # fmt: skip
+    emitted = [f for _k, f in nodes[0].peers.events.emitted]
+    sends = [f for f in emitted if f["direction"] == "send" and f["via"] == "nccl"]
+    waits = [f["t1"] - f["t0"] for f in emitted if f["direction"] == "wait"]
+    # in the background only the launch is the worker's; where it then needs the result, it
+    # waits for the device, and that wait (which the executor takes off the op) is its own slice
+    assert len(sends) == 1 and sends[0]["t1"] - sends[0]["t0"] < 250_000_000, sends
+    assert sum(waits) >= 250_000_000, emitted
+    assert nodes[0].peers.waited_ns - waited >= 250_000_000

@@ -288,8 +288,12 @@ class Peers:
             link, ws = self._nccl, list(attrs["workers"])
             link.send_headers(run, x, ws)
             how, heads = link.decide(run, code, x, attrs)
-            if how == NCCL:
-                return link.result(self._launch(code, comm, x, heads, attrs), ws, self.timeout)
+            if how == NCCL:  # the worker is busy with it from its launch to its end
+                t0 = time.monotonic_ns()
+                launched = self._launch(code, comm, x, heads, attrs)
+                value = link.result(launched, ws, self.timeout)
+                self._nccl_events(code, launched.moved, t0, time.monotonic_ns())
+                return value
             if how == FAIL:
                 raise PeerFailure(run.err)
         host = None
@@ -343,15 +347,17 @@ class Peers:
         return self._nccl.communicator(run, list(attrs["workers"]))
 
     def _launch(self, code: int, comm: Any, x: Any, heads: list, attrs: dict) -> Launched:
-        """Queue one NCCL collective; its transfer events carry the bytes NCCL's ring moves."""
-        t0 = time.monotonic_ns()
+        """Queue one NCCL collective (counting the bytes NCCL's ring moves)."""
         launched = self._nccl.launch(code, comm, x, heads, attrs)
-        t1 = time.monotonic_ns()
         self.bytes_sent += launched.moved
         self.bytes_received += launched.moved
-        self._event(None, launched.moved, t0, t1, "send", O.OPS[code], "nccl")
-        self._event(None, launched.moved, t1, t1, "recv", O.OPS[code], "nccl")
         return launched
+
+    def _nccl_events(self, code: int, moved: int, t0: int, t1: int) -> None:
+        """The transfer events of an NCCL collective that occupied the worker from ``t0`` to
+        ``t1``: its communication, as the ring's sends and receives are."""
+        self._event(None, moved, t0, t1, "send", O.OPS[code], "nccl")
+        self._event(None, moved, t1, t1, "recv", O.OPS[code], "nccl")
 
     def _advance(self, pend: Pending) -> None:
         """Run ``pend`` up to the next message that has not arrived (or to its end)."""
@@ -362,8 +368,10 @@ class Peers:
                 return
             how, heads = link.decide(pend.run, ALL_REDUCE, x, pend.attrs)
             pend.nccl = None
-            if how == NCCL:
+            if how == NCCL:  # queued beside the compute stream: only the launch is the worker's
+                t0 = time.monotonic_ns()
                 pend.launched = self._launch(ALL_REDUCE, comm, x, heads, pend.attrs)
+                self._nccl_events(ALL_REDUCE, pend.launched.moved, t0, time.monotonic_ns())
                 pend.done = True
                 return
             if how == FAIL:
@@ -428,8 +436,11 @@ class Peers:
                     raise TimeoutError(msg.removeprefix("TimeoutError: "))
                 raise RuntimeError(msg)
             raise PeerFailure(run.err)
-        if pend.launched is not None:
-            return self._nccl.result(pend.launched, list(pend.attrs["workers"]), self.timeout)
+        if pend.launched is not None:  # what is left of it is a wait for the device
+            t0 = time.monotonic_ns()
+            value = self._nccl.result(pend.launched, list(pend.attrs["workers"]), self.timeout)
+            self.waited(None, t0, time.monotonic_ns(), "all_reduce")
+            return value
         return self.backend.from_host(pend.result, peer=True)
 
 
