@@ -349,3 +349,21 @@ def test_a_collectives_time_is_the_workers_communication_or_its_wait_not_compute
     assert len(sends) == 1 and sends[0]["t1"] - sends[0]["t0"] < 250_000_000, sends
     assert sum(waits) >= 250_000_000, emitted
     assert nodes[0].peers.waited_ns - waited >= 250_000_000
+
+
+def test_a_group_whose_nccl_set_up_fails_on_one_worker_takes_the_ring(gpus, monkeypatch, capfd):
+    monkeypatch.setenv("CUPY_DOUBLE_NCCL_FAIL_DEVICE", "1")
+    nodes = gpus([0, 1])
+    for node in nodes:
+        node.peers.timeout = 2.0  # the healthy worker gives NCCL's set-up half of it
+    xs = _inputs(2)
+    attrs = {"workers": [0, 1], "op": "sum", "tag": 1}
+    out = in_threads(lambda w: nodes[w].peers.run(ALL_REDUCE, [xs[w]], attrs), range(2))
+    for w in range(2):
+        np.testing.assert_array_equal(cp.asnumpy(out[w]), cp.asnumpy(xs[0]) + cp.asnumpy(xs[1]))
+        assert _vias(nodes[w]) == {"zmq+pinned"}
+        assert nodes[w].peers._nccl.comms == {(0, 1): None}
+    assert "ncclSystemError" in nodes[1].peers._nccl.unused
+    assert "no answer in 1s" in nodes[0].peers._nccl.unused  # it waited for the broken one
+    said = capfd.readouterr().err
+    assert said.count("the collectives of workers [0, 1] take ZeroMQ") == 2, said

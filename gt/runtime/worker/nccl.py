@@ -28,6 +28,7 @@ from __future__ import annotations
 import importlib
 import os
 import socket
+import sys
 import threading
 import time
 import types
@@ -40,7 +41,7 @@ from gt.runtime.ops import ALL_GATHER, ALL_REDUCE, BCAST, REDUCE_SCATTER
 
 #: Peer-message steps of the headers and the set-up, beyond any ring's (a ring of n: 0 .. 2n-3).
 HEADER_STEP = 1 << 20
-KEY_STEP, UID_STEP = HEADER_STEP + 1, HEADER_STEP + 2
+KEY_STEP, UID_STEP, MADE_STEP = HEADER_STEP + 1, HEADER_STEP + 2, HEADER_STEP + 3
 #: dtype name -> the name of NCCL's type constant in ``cupy.cuda.nccl``.
 NCCL_TYPES = {"int8": "NCCL_INT8", "uint8": "NCCL_UINT8", "int32": "NCCL_INT32",
               "uint32": "NCCL_UINT32", "int64": "NCCL_INT64", "uint64": "NCCL_UINT64",
@@ -106,6 +107,7 @@ class NcclLink:
         self.comms: dict[tuple[int, ...], Any] = {}  # group -> communicator, or None: the ring
         self._stream: Any = None
         self.watchdog = Watchdog()
+        self.unused = ""  # why the last group that tried NCCL did not get it ("": none failed)
 
     def device_key(self) -> bytes:
         """This worker's host and GPU, as the participants compare them (empty: no NCCL here)."""
@@ -157,9 +159,46 @@ class NcclLink:
                 p.send(w, run.tag, UID_STEP, uid, what, quiet=True)
         else:
             uid = p.recv(root, run.tag, UID_STEP, what, quiet=True)
+        comm = self._init(len(ws), tuple(int(v) for v in uid), ws.index(me), p.timeout / 2)
+        # NCCL's set-up fails on one machine and works on another (shared memory, network
+        # interfaces): the group uses it only if it worked for every participant, else the ring
+        for w in ws:
+            if w != me:
+                p.send(w, run.tag, MADE_STEP, np.array([comm is not None], np.uint8), what,
+                       quiet=True)  # fmt: skip
+        made = [comm is not None]
+        made += [bool(p.recv(w, run.tag, MADE_STEP, what, quiet=True)[0]) for w in ws if w != me]
+        if all(made):
+            return comm
+        if comm is not None:
+            comm.abort()
+        if not self.unused:
+            self.unused = "NCCL's set-up failed on another worker of the group"
+        print(f"gt worker: {self.unused}; the collectives of workers {ws} take ZeroMQ",
+              file=sys.stderr, flush=True)  # fmt: skip
+        return None
+
+    def _init(self, n: int, uid: tuple, rank: int, timeout: float) -> Any:
+        """``NcclCommunicator(n, uid, rank)``, or ``None`` if it failed or did not return within
+        ``timeout`` seconds (NCCL's own set-up waits for every rank without a limit: a rank whose
+        set-up failed would otherwise leave the others blocked; the thread is then left behind)."""
         ident = self.backend.identity
-        with self.backend.xp.cuda.Device(ident.index if ident is not None else None):
-            return self.nccl.NcclCommunicator(len(ws), tuple(int(v) for v in uid), ws.index(me))
+        got: dict[str, Any] = {}
+
+        def init() -> None:
+            try:
+                with self.backend.xp.cuda.Device(ident.index if ident is not None else None):
+                    got["comm"] = self.nccl.NcclCommunicator(n, uid, rank)
+            except Exception as exc:  # reported below, as the reason the group took the ring
+                got["error"] = f"{type(exc).__name__}: {exc}"
+
+        t = threading.Thread(target=init, name="gt-nccl-init", daemon=True)
+        t.start()
+        t.join(timeout)
+        if "comm" in got:
+            return got["comm"]
+        self.unused = f"NCCL's set-up failed: {got.get('error') or f'no answer in {timeout:.0f}s'}"
+        return None
 
     # ------------------------------------------------------------------ one collective
     @staticmethod

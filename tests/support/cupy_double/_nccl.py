@@ -7,7 +7,8 @@ it); ranks meet in files under ``$CUPY_DOUBLE_NCCL_DIR`` (default: the temp dir)
 unique id, so threads of a test and worker processes alike can be ranks. As NCCL does, it refuses
 two ranks on one device and buffers that are not device memory of the right size, and a rank that
 waits more than ``$CUPY_DOUBLE_NCCL_TIMEOUT`` seconds (default 60) for the others raises instead
-of hanging the test (NCCL would hang).
+of hanging the test (NCCL would hang). ``$CUPY_DOUBLE_NCCL_FAIL_DEVICE``: making a communicator on
+that device fails, as NCCL's set-up does on a machine it cannot use.
 """
 
 from __future__ import annotations
@@ -109,6 +110,9 @@ class NcclCommunicator:
         self._dir = _dir() / bytes(np.array(commId, np.int8).view(np.uint8)).hex()[:32]
         self._dir.mkdir(parents=True, exist_ok=True)
         device = _streams_device()
+        if str(device) == os.environ.get("CUPY_DOUBLE_NCCL_FAIL_DEVICE"):  # a broken machine
+            raise NcclError("ncclSystemError: System call (e.g. socket, malloc) or external "
+                            "library call failed or device error (the double's knob)")  # fmt: skip
         _write(self._dir / f"join.{rank}", f"{os.uname().nodename}/{device}".encode())
         joined = _wait_all([self._dir / f"join.{r}" for r in range(ndev)], "the ranks to join")
         if len(set(joined)) != len(joined):
