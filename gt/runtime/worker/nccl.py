@@ -170,9 +170,8 @@ class NcclLink:
         made += [bool(p.recv(w, run.tag, MADE_STEP, what, quiet=True)[0]) for w in ws if w != me]
         if all(made):
             return comm
-        if comm is not None:
+        if comm is not None:  # (else _init said why)
             comm.abort()
-        if not self.unused:
             self.unused = "NCCL's set-up failed on another worker of the group"
         print(f"gt worker: {self.unused}; the collectives of workers {ws} take ZeroMQ",
               file=sys.stderr, flush=True)  # fmt: skip
