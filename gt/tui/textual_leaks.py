@@ -56,6 +56,8 @@ class Footer(TextualFooter):
         ) + (self.compact, self.show_command_palette)
 
     async def recompose(self) -> None:
+        if not self.is_attached or self._pruning:
+            return  # (a rebuild queued before its screen went away: Textual's own test)
         shown = self._bindings_shown() if self._bindings_ready else None
         if shown is not None and shown == self._shown and self.children:
             return  # the same keys as drawn: nothing to rebuild

@@ -229,3 +229,19 @@ def test_strips_cut_or_cropped_to_themselves_are_freed_without_the_cyclic_collec
 
     assert uncycle_strips() and uncycle_strips()  # idempotent
     assert churn() < 50  # Textual's own methods left each strip in a cycle: 200 strips, 2,000+
+
+
+def test_a_footer_rebuild_queued_before_its_screen_went_away_does_nothing():
+    async def run() -> bool:
+        app = _ToggleApp()
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            await app.push_screen(_Other())  # not installed: removed when popped
+            await pilot.pause()
+            footer = app.screen.query_one(Footer)
+            await app.pop_screen()
+            await pilot.pause()
+            await footer.recompose()  # what a late bindings signal does (under load, CI saw it)
+            return footer.is_attached
+
+    assert asyncio.run(run()) is False
