@@ -19,7 +19,7 @@ import zmq
 
 from gt.runtime import ops as O
 from gt.runtime.worker.backend import Backend
-from gt.runtime.worker.nccl import NcclLink
+from gt.runtime.worker.nccl import _TYPE_CODES, NcclLink
 from gt.runtime.worker.peers import PeerFailure
 from gt.trace import events as E
 from tests.integration.test_sharding_peers import Node, in_threads
@@ -64,6 +64,17 @@ def _inputs(n: int, count: int = 1000, dtype=np.float32) -> list:
     return [cp.asarray((np.arange(count) % 7 + w).astype(dtype)) for w in range(n)]
 
 
+def _sum_of_two(gpus) -> list[Node]:
+    """Two workers on double GPUs 0 and 1 all-reduce (results checked); the nodes."""
+    nodes = gpus([0, 1])
+    xs = _inputs(2)
+    attrs = {"workers": [0, 1], "op": "sum", "tag": 5}
+    out = in_threads(lambda w: nodes[w].peers.run(ALL_REDUCE, [xs[w]], attrs), range(2))
+    for w in range(2):
+        np.testing.assert_array_equal(cp.asnumpy(out[w]), cp.asnumpy(xs[0]) + cp.asnumpy(xs[1]))
+    return nodes
+
+
 def _vias(node: Node) -> set:
     """How the data moved (headers and set-up, a few bytes over ZeroMQ, left out)."""
     return {f["via"] for _k, f in node.peers.events.emitted
@@ -85,6 +96,23 @@ def test_workers_on_distinct_gpus_all_reduce_over_nccl(gpus, n):
         sent = [f["bytes"] for _k, f in nodes[w].peers.events.emitted
                 if f["direction"] == "send" and f["via"] == "nccl"]  # fmt: skip
         assert sent == [2 * (n - 1) * xs[w].nbytes // n]
+
+
+@pytest.mark.parametrize("api", ["14", "13", "13-unsigned"])
+def test_the_unique_id_reaches_nccl_in_the_form_each_cupy_takes(gpus, monkeypatch, api):
+    # CuPy 14 hands NCCL's id over as bytes; CuPy 13 as a tuple of C chars (unsigned on ARM)
+    monkeypatch.setenv("CUPY_DOUBLE_NCCL_API", api)
+    for node in _sum_of_two(gpus):
+        assert _vias(node) == {"nccl"}, node.peers._nccl.unused
+
+
+@pytest.mark.parametrize(("version", "via"), [(20900, "zmq+pinned"), (21000, "nccl")])
+def test_bfloat16_goes_over_nccl_only_from_the_nccl_version_that_has_it(monkeypatch, version, via):
+    monkeypatch.setenv("CUPY_DOUBLE_NCCL_VERSION", str(version))
+    link = NcclLink(Backend(cp, 0, name="cupy"), cp.cuda.nccl)
+    head = np.array([_TYPE_CODES["bfloat16"], 1, 8], np.int64)
+    fits = link._fits(ALL_REDUCE, [head, head], {"workers": [0, 1], "op": "sum"})
+    assert fits is (via == "nccl")
 
 
 def test_the_communicator_is_made_once_per_group_and_max_min_reduce(gpus):
@@ -165,15 +193,10 @@ def test_a_dtype_nccl_lacks_takes_the_ring_for_that_all_reduce_only(gpus):
 
 def test_gt_nccl_0_keeps_the_ring_and_says_why(gpus, monkeypatch):
     monkeypatch.setenv("GT_NCCL", "0")
-    nodes = gpus([0, 1])
-    xs = _inputs(2)
-    attrs = {"workers": [0, 1], "op": "sum", "tag": 8}
-    out = in_threads(lambda w: nodes[w].peers.run(ALL_REDUCE, [xs[w]], attrs), range(2))
-    for w in range(2):
-        np.testing.assert_array_equal(cp.asnumpy(out[w]), cp.asnumpy(xs[0]) + cp.asnumpy(xs[1]))
-        assert _vias(nodes[w]) == {"zmq+pinned"}
-        assert nodes[w].peers._nccl.nccl is None and nodes[w].peers.nccl_unused == "GT_NCCL=0"
-        assert nodes[w].peers._nccl.comms == {(0, 1): None}
+    for node in _sum_of_two(gpus):
+        assert _vias(node) == {"zmq+pinned"}
+        assert node.peers._nccl.nccl is None and node.peers.nccl_unused == "GT_NCCL=0"
+        assert node.peers._nccl.comms == {(0, 1): None}
 
 
 def data_parallel_gradient() -> tuple[np.ndarray, np.ndarray, list[dict]]:
@@ -237,6 +260,20 @@ def test_a_peer_that_never_joins_aborts_the_communicator_after_the_peer_timeout(
     with pytest.raises(TimeoutError, match="aborted"):
         first.run(ALL_REDUCE, [xs[0]], {**attrs, "tag": 2})
     assert first._nccl.comms == {}  # the next all-reduce of the group makes a new one
+
+
+def test_an_aborted_communicator_is_forgotten_whatever_the_order_of_the_workers(gpus):
+    nodes = gpus([0, 1])
+    xs = _inputs(2)
+    attrs = {"workers": [1, 0], "op": "sum", "tag": 1}  # an all-reduce may list them any way
+    in_threads(lambda w: nodes[w].peers.run(ALL_REDUCE, [xs[w]], attrs), range(2))
+    first = nodes[0].peers
+    assert list(first._nccl.comms) == [(0, 1)]
+    first.timeout = 1.0
+    nodes[1].peers._nccl.send_headers(_Solo(nodes[1].peers, 2), xs[1], [1, 0])
+    with pytest.raises(TimeoutError, match="aborted"):
+        first.run(ALL_REDUCE, [xs[0]], {**attrs, "tag": 2})
+    assert first._nccl.comms == {}  # not kept, aborted, for the group's next collective
 
 
 class _Solo:

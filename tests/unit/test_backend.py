@@ -12,6 +12,7 @@ import pytest
 
 from gt.runtime import ops as O
 from gt.runtime.worker import backend as B
+from gt.runtime.worker.devices import complete_uuid
 
 SUPPORT = str(Path(__file__).resolve().parents[1] / "support")
 
@@ -167,16 +168,35 @@ def test_host_copies_keep_zero_dim_shapes_and_device_arrays_never_reach_numpy(do
     assert be.to_host(arr)[0, 0] == 7.0
 
 
+def test_a_uuid_cupy_cut_short_is_completed_only_by_one_that_begins_with_it(double, monkeypatch):
+    cut = double.cuda.runtime.getDeviceProperties(0)["uuid"]
+    assert cut == bytes([0xD0, 0x0B, 0x1E])  # as real CuPy returns a UUID with a zero byte
+    monkeypatch.setattr(B, "nvml_uuid_at", lambda bus: None)  # no NVML
+    assert B.read_identity(double, 0).uuid is None  # then matched by bus id, never guessed
+    other = "GPU-d00b1e05-0102-0304-0506-0708090a0b0c"  # the same start, but no zero byte after
+    monkeypatch.setattr(B, "nvml_uuid_at", lambda bus: other)
+    assert B.read_identity(double, 0).uuid is None
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-d00b1e00-0102-0304-0506-0708090a0b0c,1")
+    assert B.read_identity(double, 0).uuid == "d00b1e00-0102-0304-0506-0708090a0b0c"
+    assert complete_uuid(b"\xd0\x0b", ["MIG-d00b0000-0000-0000-0000-000000000000"]) == (
+        "d00b0000-0000-0000-0000-000000000000"
+    )
+    assert complete_uuid(b"\xd0", ["garbage", None, "GPU-zz"]) is None
+
+
 def test_list_devices_says_how_collectives_between_the_gpus_travel(double, monkeypatch, capsys):
     from gt.cli import main
 
+    # device 0's UUID has a zero byte, where CuPy cuts it short: NVML (by bus id) completes it
+    nvml = {"0000:10:00.0": "GPU-d00b1e00-0102-0304-0506-0708090a0b0c"}
+    monkeypatch.setattr(B, "nvml_uuid_at", nvml.get)
     assert main(["worker", "--list-devices", "--backend", "cupy"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[:2] == [
         "cuda:0  CuPy test double  0000:10:00.0  GPU-d00b1e00-0102-0304-0506-0708090a0b0c",
         "cuda:1  CuPy test double  0000:11:00.0  GPU-d00b1e01-0102-0304-0506-0708090a0b0c",
     ]
-    assert out[2] == "collectives: NCCL between workers on distinct GPUs (GT_NCCL=0: ZeroMQ)"
+    assert out[2] == "collectives: NCCL 2.21.5 between workers on distinct GPUs (GT_NCCL=0: ZeroMQ)"
     monkeypatch.setenv("GT_NCCL", "0")
     assert main(["worker", "--list-devices", "--backend", "cupy"]) == 0
     assert capsys.readouterr().out.splitlines()[2] == (

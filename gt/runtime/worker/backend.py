@@ -15,6 +15,7 @@ refuses, so CI exercises the CuPy code paths without a GPU. It validates nothing
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import platform
@@ -29,7 +30,14 @@ from gt.runtime import ops as O
 from gt.runtime.ops.base import Handler
 from gt.runtime.ops.index import scatter_add_any, sorted_scatter_extreme
 from gt.runtime.worker.bf16_numpy import compute_in_float32
-from gt.runtime.worker.devices import DeviceIdentity, format_uuid, normalize_bus_id, visible_entry
+from gt.runtime.worker.device_monitor import nvml_uuid_at
+from gt.runtime.worker.devices import (
+    DeviceIdentity,
+    complete_uuid,
+    format_uuid,
+    normalize_bus_id,
+    visible_entry,
+)
 from gt.runtime.worker.special_functions import SPECIAL_FUNCTIONS, erf_numpy, find_special
 from gt.runtime.worker.staging import HostStaging, staging_mode
 
@@ -124,7 +132,12 @@ def read_identity(cp: Any, index: int) -> DeviceIdentity:
         bus = normalize_bus_id(cp.cuda.runtime.deviceGetPCIBusId(index))
     except Exception:
         bus = None
-    return DeviceIdentity(index, name, format_uuid(props.get("uuid")), bus, visible_entry(index))
+    visible = visible_entry(index)
+    uuid = format_uuid(props.get("uuid"))
+    if uuid is None and props.get("uuid"):  # cut short at a zero byte (see complete_uuid)
+        mig = bool(visible) and visible.upper().startswith("MIG-")
+        uuid = complete_uuid(props.get("uuid"), [visible, None if mig else nvml_uuid_at(bus)])
+    return DeviceIdentity(index, name, uuid, bus, visible)
 
 
 def _say_fallback(reason: str) -> None:
@@ -216,6 +229,14 @@ class Backend:
         self.handlers: list[Handler | None] = [
             op.kernel(self) if op.kernel is not None else None for op in O.REGISTRY
         ]
+
+    def linalg_checked(self) -> Any:
+        """A context in which a factorization that fails raises ``LinAlgError`` on this backend
+        (CuPy by default returns cuSOLVER's output unchecked, to spare a device sync)."""
+        if self.name == "numpy":
+            return contextlib.nullcontext()
+        errstate = getattr(_cupyx(self), "errstate", None)
+        return errstate(linalg="raise") if errstate is not None else contextlib.nullcontext()
 
     def elementwise_kernel(self, in_params: str, out_params: str, operation: str,
                            name: str) -> Any:  # fmt: skip

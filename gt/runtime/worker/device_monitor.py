@@ -47,6 +47,17 @@ def _call(nv: Any, fn: str, *args: Any) -> Any:
         return None
 
 
+def nvml_uuid_at(bus_id: str | None) -> str | None:
+    """NVML's UUID (``GPU-…``) of the GPU at PCI bus id ``bus_id``; ``None`` without NVML or
+    such a GPU."""
+    nv = _nvml() if bus_id else None
+    if nv is None:
+        return None
+    h = _call(nv, "nvmlDeviceGetHandleByPciBusId", bus_id)
+    uuid = _text(_call(nv, "nvmlDeviceGetUUID", h)) if h is not None else None
+    return uuid if isinstance(uuid, str) else None
+
+
 def _legacy_mig(nv: Any, entry: str) -> Any:
     """The MIG device named ``MIG-GPU-<uuid>/<gi>/<ci>`` (CUDA 11.0-11.x's spelling)."""
     try:

@@ -70,6 +70,29 @@ def format_uuid(raw: Any) -> str | None:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+def complete_uuid(raw: Any, candidates: Any) -> str | None:
+    """The UUID whose start CUDA gave as ``raw`` when CuPy cut it short: CuPy reads the 16 raw
+    bytes as a C string, so a UUID with a zero byte (about one GPU in 16) comes back ending just
+    before it. Returns the first of ``candidates`` (NVML's ``GPU-…`` text, or a
+    ``CUDA_VISIBLE_DEVICES`` entry) that begins with ``raw`` and then a zero byte, without its
+    prefix; ``None`` if none does (the device is then matched by bus id)."""
+    if isinstance(raw, str):
+        raw = raw.encode("latin-1")
+    if not isinstance(raw, (bytes, bytearray)) or not 0 < len(raw) < 16:
+        return None
+    for text in candidates:
+        if not isinstance(text, str):
+            continue
+        bare = text.split("-", 1)[1] if text[:4].upper() in ("GPU-", "MIG-") else text
+        try:
+            full = bytes.fromhex(bare.replace("-", ""))
+        except ValueError:
+            continue
+        if len(full) == 16 and full.startswith(bytes(raw) + b"\0"):
+            return format_uuid(full)
+    return None
+
+
 def normalize_bus_id(bus_id: Any) -> str | None:
     """A PCI bus id as ``dddd:bb:dd.f`` in lower case (NVML pads the domain to 8 digits, CUDA to
     4; both name the same device), or ``None``."""

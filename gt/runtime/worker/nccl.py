@@ -54,6 +54,33 @@ RING, FAIL, NCCL = "ring", "fail", "nccl"
 NO_INPUT = -2  # a header's dtype code for a participant that has no input (a broadcast's receiver)
 #: The collectives NCCL takes over (the others, and point-to-point transfers, stay on ZeroMQ).
 NCCL_CODES = frozenset((ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BCAST))
+#: The first NCCL version with a bfloat16 type (2.10.0, as ``get_version()`` codes it).
+BFLOAT16_SINCE = 21000
+#: Bytes in NCCL's ``ncclUniqueId``.
+UNIQUE_ID_BYTES = 128
+
+
+def unique_id_bytes(uid: Any) -> bytes:
+    """``get_unique_id()``'s answer as the 128 bytes of NCCL's ``ncclUniqueId``: CuPy 14 returns
+    them as ``bytes``; CuPy 13 as a tuple of C ``char`` values (signed on x86, 0..255 where
+    ``char`` is unsigned, as on ARM)."""
+    raw = bytes(uid) if isinstance(uid, (bytes, bytearray)) else bytes(int(v) & 0xFF for v in uid)
+    if len(raw) != UNIQUE_ID_BYTES:
+        raise ValueError(f"an NCCL unique id is {UNIQUE_ID_BYTES} bytes, not {len(raw)}")
+    return raw
+
+
+def make_communicator(nccl: Any, n: int, uid: bytes, rank: int) -> Any:
+    """``nccl.NcclCommunicator(n, uid, rank)`` with the id in the form this CuPy takes: ``bytes``
+    (CuPy 14), else a tuple of signed, then of unsigned ``char`` values (CuPy 13; Cython refuses
+    the wrong form, or a value out of ``char``'s range, before NCCL is called)."""
+    forms = (uid, tuple(v - 256 if v > 127 else v for v in uid), tuple(uid))
+    for form in forms[:-1]:
+        try:
+            return nccl.NcclCommunicator(n, form, rank)
+        except (TypeError, OverflowError):
+            continue
+    return nccl.NcclCommunicator(n, forms[-1], rank)
 
 
 def load_nccl(backend: Any) -> tuple[Any, str]:
@@ -108,6 +135,7 @@ class NcclLink:
         self._stream: Any = None
         self.watchdog = Watchdog()
         self.unused = ""  # why the last group that tried NCCL did not get it ("": none failed)
+        self._version: int | None = None
 
     def device_key(self) -> bytes:
         """This worker's host and GPU, as the participants compare them (empty: no NCCL here)."""
@@ -154,12 +182,12 @@ class NcclLink:
         if not (all(keys) and len(set(keys)) == len(keys) and len(hosts) == 1):
             return None  # every participant sees the same keys, so all of them take the ring
         if me == root:
-            uid = np.array(self.nccl.get_unique_id(), np.int8)
+            uid = unique_id_bytes(self.nccl.get_unique_id())
             for w in ws[1:]:
-                p.send(w, run.tag, UID_STEP, uid, what, quiet=True)
+                p.send(w, run.tag, UID_STEP, np.frombuffer(uid, np.uint8), what, quiet=True)
         else:
-            uid = p.recv(root, run.tag, UID_STEP, what, quiet=True)
-        comm = self._init(len(ws), tuple(int(v) for v in uid), ws.index(me), p.timeout / 2)
+            uid = p.recv(root, run.tag, UID_STEP, what, quiet=True).tobytes()
+        comm = self._init(len(ws), uid, ws.index(me), p.timeout / 2)
         # NCCL's set-up fails on one machine and works on another (shared memory, network
         # interfaces): the group uses it only if it worked for every participant, else the ring
         for w in ws:
@@ -177,7 +205,7 @@ class NcclLink:
               file=sys.stderr, flush=True)  # fmt: skip
         return None
 
-    def _init(self, n: int, uid: tuple, rank: int, timeout: float) -> Any:
+    def _init(self, n: int, uid: bytes, rank: int, timeout: float) -> Any:
         """``NcclCommunicator(n, uid, rank)``, or ``None`` if it failed or did not return within
         ``timeout`` seconds (NCCL's own set-up waits for every rank without a limit: a rank whose
         set-up failed would otherwise leave the others blocked; the thread is then left behind)."""
@@ -187,7 +215,7 @@ class NcclLink:
         def init() -> None:
             try:
                 with self.backend.xp.cuda.Device(ident.index if ident is not None else None):
-                    got["comm"] = self.nccl.NcclCommunicator(n, uid, rank)
+                    got["comm"] = make_communicator(self.nccl, n, uid, rank)
             except Exception as exc:  # reported below, as the reason the group took the ring
                 got["error"] = f"{type(exc).__name__}: {exc}"
 
@@ -253,7 +281,18 @@ class NcclLink:
                     if len(set(sizes)) != 1 or sum(sizes) != shapes[0][axis]:
                         return False  # NCCL splits evenly
         name = _TYPE_NAMES[name_code]
-        return hasattr(self.nccl, NCCL_TYPES[name])  # an older NCCL: no bfloat16
+        if name == "bfloat16" and self.nccl_version() < BFLOAT16_SINCE:
+            return False  # the constant is compiled into CuPy; the NCCL it loaded may lack it
+        return hasattr(self.nccl, NCCL_TYPES[name])
+
+    def nccl_version(self) -> int:
+        """The loaded NCCL's version code (``22105`` for 2.21.5; 0 if it does not say)."""
+        if self._version is None:
+            try:
+                self._version = int(self.nccl.get_version())
+            except Exception:
+                self._version = 0
+        return self._version
 
     def launch(self, code: int, comm: Any, x: Any, heads: list, attrs: dict) -> Launched:
         """Queue the collective on the communication stream, after the compute stream's work
@@ -302,7 +341,7 @@ class NcclLink:
         Raises:
             TimeoutError: it did not finish within ``timeout`` seconds (a participant died or
                 stopped): the group's communicator is aborted, so nothing stays blocked, and the
-                group makes a new one at its next all-reduce.
+                group makes a new one at its next collective.
         """
         out, done, comm = launched.out, launched.done, launched.comm
         if not done.done:
@@ -322,10 +361,11 @@ class NcclLink:
         return launched.after(out)
 
     def _aborted(self, workers: list[int], timeout: float, exc: Exception | None) -> TimeoutError:
-        self.comms.pop(tuple(workers), None)  # (aborted already: nothing to destroy)
+        # (aborted already: nothing to destroy; the next collective of the group makes a new one)
+        self.comms.pop(tuple(sorted(workers)), None)
         why = f": {type(exc).__name__}: {exc}" if exc is not None else ""
         return TimeoutError(
-            f"the NCCL all-reduce with workers {list(workers)} did not finish within "
+            f"the NCCL collective with workers {list(workers)} did not finish within "
             f"{timeout:.0f}s (GT_PEER_TIMEOUT); its communicator was aborted{why}"
         )
 

@@ -8,7 +8,10 @@ unique id, so threads of a test and worker processes alike can be ranks. As NCCL
 two ranks on one device and buffers that are not device memory of the right size, and a rank that
 waits more than ``$CUPY_DOUBLE_NCCL_TIMEOUT`` seconds (default 60) for the others raises instead
 of hanging the test (NCCL would hang). ``$CUPY_DOUBLE_NCCL_FAIL_DEVICE``: making a communicator on
-that device fails, as NCCL's set-up does on a machine it cannot use.
+that device fails, as NCCL's set-up does on a machine it cannot use. ``$CUPY_DOUBLE_NCCL_API``:
+``14`` (default) hands the unique id over as ``bytes``, as CuPy 14 does; ``13`` and
+``13-unsigned`` as CuPy 13's tuple of signed (x86) or unsigned (ARM) ``char`` values.
+``$CUPY_DOUBLE_NCCL_VERSION``: what ``get_version()`` says (default 22105).
 """
 
 from __future__ import annotations
@@ -50,9 +53,41 @@ def _timeout() -> float:
     return float(os.environ.get("CUPY_DOUBLE_NCCL_TIMEOUT", "60"))
 
 
-def get_unique_id() -> tuple[int, ...]:
-    """128 signed chars, as CuPy returns NCCL's ``ncclUniqueId``."""
-    return tuple(int(v) for v in np.frombuffer(os.urandom(128), np.int8))
+def _api() -> str:
+    """Which CuPy's NCCL API the double has: ``14`` (the default; the id is ``bytes``), ``13``
+    (a tuple of signed ``char`` values, as on x86) or ``13-unsigned`` (as on ARM)."""
+    return os.environ.get("CUPY_DOUBLE_NCCL_API", "14")
+
+
+def get_version() -> int:
+    """NCCL's version code (``$CUPY_DOUBLE_NCCL_VERSION``, default 22105: NCCL 2.21.5)."""
+    return int(os.environ.get("CUPY_DOUBLE_NCCL_VERSION", "22105"))
+
+
+def get_unique_id() -> bytes | tuple[int, ...]:
+    """NCCL's 128-byte ``ncclUniqueId`` as CuPy returns it: ``bytes`` since CuPy 14, a tuple of C
+    ``char`` values before."""
+    raw = os.urandom(128)
+    api = _api()
+    if api == "14":
+        return raw
+    return tuple(int(v) for v in np.frombuffer(raw, np.int8 if api == "13" else np.uint8))
+
+
+def _id_bytes(commId: object) -> bytes:  # noqa: N803 - CuPy's name
+    """The id as the constructor of this API takes it (Cython's checks: the type, then each
+    value's range as a C ``char``), as bytes."""
+    api = _api()
+    want = bytes if api == "14" else tuple
+    if type(commId) is not want:
+        raise TypeError(f"Argument 'commId' has incorrect type (expected {want.__name__}, "
+                        f"got {type(commId).__name__})")  # fmt: skip
+    if api == "14":
+        return commId
+    lo, hi = (-128, 127) if api == "13" else (0, 255)
+    if any(not lo <= v <= hi for v in commId):
+        raise OverflowError("value too large to convert to char")
+    return bytes(v & 0xFF for v in commId)
 
 
 def groupStart() -> None:  # noqa: N802 - NCCL's name
@@ -102,12 +137,13 @@ def _device_buffer(ptr: int, nbytes: int, what: str) -> np.ndarray:
 class NcclCommunicator:
     """``NcclCommunicator(ndev, commId, rank)``: blocks until all ``ndev`` ranks have joined."""
 
-    def __init__(self, ndev: int, commId: tuple, rank: int):  # noqa: N803 - CuPy's names
-        if len(commId) != 128 or not 0 <= rank < ndev:
+    def __init__(self, ndev: int, commId: bytes | tuple, rank: int):  # noqa: N803 - CuPy's names
+        uid = _id_bytes(commId)
+        if len(uid) != 128 or not 0 <= rank < ndev:
             raise NcclError("ncclInvalidArgument: bad unique id or rank")
         self._ndev, self._rank, self._seq = int(ndev), int(rank), 0
         self._aborted = False
-        self._dir = _dir() / bytes(np.array(commId, np.int8).view(np.uint8)).hex()[:32]
+        self._dir = _dir() / uid.hex()[:32]
         self._dir.mkdir(parents=True, exist_ok=True)
         device = _streams_device()
         if str(device) == os.environ.get("CUPY_DOUBLE_NCCL_FAIL_DEVICE"):  # a broken machine

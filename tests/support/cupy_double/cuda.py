@@ -48,7 +48,9 @@ class _Runtime(types.ModuleType):
         _check(device)
         return {
             "name": b"CuPy test double",
-            "uuid": bytes([0xD0, 0x0B, 0x1E, device]) + bytes(range(1, 13)),
+            # CuPy reads CUDA's 16 UUID bytes as a C string: it ends before a zero byte (so
+            # device 0's, d00b1e00-..., comes back as its first three bytes)
+            "uuid": (bytes([0xD0, 0x0B, 0x1E, device]) + bytes(range(1, 13))).split(b"\0")[0],
             "pciBusID": 0x10 + device,
             "pciDeviceID": 0,
             "pciDomainID": 0,
