@@ -202,3 +202,32 @@ def test_cupy_scatter_max_and_min_are_numpys_for_every_dtype(reduce, dtype):
     out = DOUBLE.from_host(x.copy())
     scatter(out, (DOUBLE.from_host(np.zeros(0, np.int64)),), DOUBLE.from_host(src[:0, 0]))
     np.testing.assert_array_equal(DOUBLE.to_host(out), x)
+
+
+def test_a_half_product_on_cupy_is_accumulated_in_float32_as_pytorchs_cuda_kernel():
+    # CuPy's cumprod is a tree scan, so the CPU kernel's running half product is not there to be
+    # had; PyTorch's CUDA kernel accumulates in float32 and rounds once
+    x = np.random.default_rng(0).uniform(0.9, 1.1, 1000).astype(np.float16)
+    once = np.float16(np.prod(x.astype(np.float32)))
+    running = np.cumprod(x)[-1]
+    assert once != running  # (the two rules differ here)
+    prod = O.OPCODE["prod"]
+    for be, want in ((DOUBLE, once), (NP, running)):
+        got = be.to_host(be.handlers[prod]([be.from_host(x.copy())], {"axis": 0}))
+        assert got.dtype == np.float16 and got == want
+        kept = be.to_host(be.handlers[prod]([be.from_host(x.reshape(10, 100))], {"keepdims": True}))
+        assert kept.shape == (1, 1)  # keepdims with no axis: every dim kept, as size 1
+
+
+def test_a_wider_dtype_view_of_misaligned_device_memory_is_made_from_an_aligned_copy():
+    # CuPy reinterprets without checking alignment, and a misaligned 4-byte load faults on a GPU
+    raw = np.arange(17, dtype=np.uint8)
+    x = DOUBLE.from_host(raw.copy())[1:]
+    assert x.data.ptr % 4  # as a slice one byte in leaves it
+    view = O.OPCODE["view_dtype"]
+    got = DOUBLE.handlers[view]([x], {"dtype": "float32"})
+    assert got.data.ptr % 4 == 0 and got.shape == (4,)
+    np.testing.assert_array_equal(DOUBLE.to_host(got), raw[1:].view(np.float32))
+    whole = DOUBLE.from_host(raw[:16].copy())
+    shared = DOUBLE.handlers[view]([whole], {"dtype": "float32"})
+    assert shared.data.ptr == whole.data.ptr  # aligned: still a view of the same memory

@@ -145,12 +145,15 @@ def _k_cholesky(be: Any) -> Any:
 
     def h(v: list, at: Any) -> Any:
         if not (at and at.get("ex")):
-            return xp.linalg.cholesky(v[0])
+            with be.linalg_checked():
+                return xp.linalg.cholesky(v[0])
         # cholesky_ex: never fail; a matrix that is not positive definite keeps LAPACK's partial
         # factor, whose first non-positive (or NaN) diagonal entry marks the failing minor
         a = v[0]
         try:
-            el = xp.linalg.cholesky(a)
+            # (CuPy returns cuSOLVER's unspecified output for such a matrix unless told to check)
+            with be.linalg_checked():
+                el = xp.linalg.cholesky(a)
             if bool(xp.isfinite(el).all()):
                 return el
         except failed:

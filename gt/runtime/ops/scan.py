@@ -39,12 +39,12 @@ def _int64_for_small_ints(dtypes: list, attrs: Any) -> str:
 
 
 def _k_prod(be: Any) -> Any:
-    xp = be.xp
+    xp, cpu = be.xp, be.name == "numpy"
 
     def h(v: list, at: Any) -> Any:
         x = v[0]
         if x.dtype.itemsize == 2 and x.dtype.kind in "fV" and x.size:
-            return _half_prod(xp, x, at)
+            return _half_prod(xp, x, at) if cpu else _half_prod_gpu(xp, x, at)
         dt = xp.int64 if x.dtype.kind in "biu" and x.dtype != xp.int64 else None
         if not at:
             return xp.asarray(xp.prod(x, dtype=dt))
@@ -60,11 +60,20 @@ def _half_prod(xp: Any, x: Any, at: Any) -> Any:
     partial product rounded to half (a running product's last value)."""
     axis = at.get("axis") if at else None
     if axis is None:
-        return xp.cumprod(x.reshape(-1))[-1:].reshape(())
+        keep = bool(at and at.get("keepdims"))
+        return xp.cumprod(x.reshape(-1))[-1:].reshape((1,) * x.ndim if keep else ())
     if x.shape[axis] == 0:
         return xp.prod(x, axis=axis, keepdims=at.get("keepdims", False))
     last = xp.take(xp.cumprod(x, axis=axis), [x.shape[axis] - 1], axis=axis)
     return last if at.get("keepdims", False) else xp.squeeze(last, axis=axis)
+
+
+def _half_prod_gpu(xp: Any, x: Any, at: Any) -> Any:
+    """A half-precision product as PyTorch's CUDA kernel makes it: accumulated in float32, rounded
+    once (CuPy's ``cumprod`` is a tree scan, so the CPU's running product cannot be had there)."""
+    axis = at.get("axis") if at else None
+    keep = bool(at and at.get("keepdims"))
+    return xp.prod(x.astype(xp.float32), axis=axis, keepdims=keep).astype(x.dtype)
 
 
 def _k_cumprod(be: Any) -> Any:

@@ -294,17 +294,27 @@ def _view_dtype_shape(shapes: list, attrs: Any) -> Shape:
 
 
 def _k_view_dtype(be: Any) -> Any:
+    gpu = be.name != "numpy"
+
     def run(v: list, at: Any) -> Any:
         x, dt = v[0], be.dtype(at["dtype"])
-        if x.dtype.itemsize != np.dtype(dt).itemsize and x.ndim and x.shape[-1] != 1:
+        size = np.dtype(dt).itemsize
+        if x.dtype.itemsize != size and x.ndim and x.shape[-1] != 1:
             if x.strides[-1] != x.dtype.itemsize:  # (the client's strides are bookkeeping)
                 x = be.xp.ascontiguousarray(x)
+        if gpu and size > x.dtype.itemsize and _misaligned(x, size):
+            x = x.copy()  # CuPy does not check; a misaligned wide load faults on the device
         try:
             return x.view(dt)  # a view sharing the input's memory (written only after a copy)
         except ValueError:  # a layout NumPy or CuPy cannot reinterpret in place
             return be.xp.ascontiguousarray(x).view(dt)
 
     return run
+
+
+def _misaligned(x: Any, size: int) -> bool:
+    """Whether a device array's start or outer strides are not multiples of ``size`` bytes."""
+    return bool(x.data.ptr % size) or any(st % size for st in x.strides[:-1])
 
 
 ENTRIES: list[Op] = [

@@ -1,11 +1,15 @@
 """``cupyx`` of the CuPy test double: ``scatter_add``/``scatter_max``/``scatter_min`` (wrapping
 out-of-range indices, as CuPy's do) and the ``scipy.special`` functions GT calls (``erf``, ``gammaln``, ``digamma``, ``erfinv``:
-SciPy's when it is installed, else ``math.erf`` and GT's own NumPy versions)."""
+SciPy's when it is installed, else ``math.erf`` and GT's own NumPy versions), and ``errstate``
+whose ``linalg`` setting the double's ``cupy.linalg.cholesky`` follows."""
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 import types
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -84,6 +88,30 @@ def _scatter_ufunc(ufunc: Any) -> Any:
     return scatter
 
 
+_config = threading.local()
+
+
+def linalg_mode() -> str:
+    """``cupyx.errstate``'s ``linalg`` setting in this thread: ``ignore`` (CuPy's default) or
+    ``raise``."""
+    return getattr(_config, "linalg", "ignore")
+
+
+@contextlib.contextmanager
+def errstate(*, divide: Any = None, over: Any = None, under: Any = None, invalid: Any = None,
+             linalg: str | None = None) -> Iterator[None]:  # fmt: skip
+    """``cupyx.errstate``: of its settings the double keeps ``linalg`` (thread-local, as CuPy's)."""
+    old = linalg_mode()
+    if linalg is not None:
+        if linalg not in ("ignore", "raise"):
+            raise ValueError(f"Unknown error mode: {linalg}")
+        _config.linalg = linalg
+    try:
+        yield
+    finally:
+        _config.linalg = old
+
+
 def make_cupyx() -> types.ModuleType:
     """The ``cupyx`` namespace the backend uses."""
     cupyx = types.ModuleType("cupy_double.cupyx")
@@ -98,4 +126,5 @@ def make_cupyx() -> types.ModuleType:
     cupyx.scatter_add = _scatter_add  # type: ignore[attr-defined]
     cupyx.scatter_max = _scatter_ufunc(np.maximum)  # type: ignore[attr-defined]
     cupyx.scatter_min = _scatter_ufunc(np.minimum)  # type: ignore[attr-defined]
+    cupyx.errstate = errstate  # type: ignore[attr-defined]
     return cupyx
