@@ -50,10 +50,8 @@ def interpreted(calls: list):
             for stmt in filter(None, (s.strip() for s in body.split(";"))):
                 if m := re.fullmatch(r"(?:float|double) (v\d+) = (i\d+)", stmt):
                     env[m[1]] = env[m[2]].copy()
-                elif m := re.fullmatch(
-                    r"(v\d+) = \1 \+ (\w+) \* \((?:float|double)\)\((.+)\)", stmt
-                ):
-                    env[m[1]] = env[m[1]] + value(env, m[2]) * dtype.type(float(m[3]))
+                elif m := re.fullmatch(r"(v\d+) = \1 \+ (\w+) \* \((?:float|double)\)(c\d+)", stmt):
+                    env[m[1]] = env[m[1]] + value(env, m[2]) * dtype.type(env[m[3]])
                 elif m := re.fullmatch(r"(v\d+) = \1 ([*+-]) (\w+)", stmt):
                     env[m[1]] = _OPS[m[2]](env[m[1]], value(env, m[3]))
                 elif m := re.fullmatch(r"(o\d+) = (v\d+)", stmt):
@@ -83,10 +81,19 @@ def fusing(monkeypatch, calls: list) -> None:
 def test_the_source_of_sgds_update_reads_each_register_once_and_writes_each_target_once():
     ops = ((0, 2, 7, 0.0), (1, 2, 3, 0.0), (3, 1, 2, -0.01))  # buf*=m, buf+=g, p+=buf*-lr
     ins_, outs, body = fused_source(ops, (2, 1), (2, 7, 3, 1), frozenset({7}), ("float32", "float"))
-    assert ins_ == "float32 i2, float32 s7, float32 a3, float32 i1"
-    assert outs == "float32 o2, float32 o1"
-    assert body == ("float v2 = i2; float v1 = i1; v2 = v2 * s7; v2 = v2 + a3; "
-                    "v1 = v1 + v2 * (float)(-0.01); o2 = v2; o1 = v1;")  # fmt: skip
+    assert ins_ == "float32 i0, float32 s1, float32 a2, float32 i3, float64 c0"
+    assert outs == "float32 o0, float32 o3"
+    assert body == ("float v0 = i0; float v3 = i3; v0 = v0 * s1; v0 = v0 + a2; "
+                    "v3 = v3 + v0 * (float)c0; o0 = v0; o3 = v3;")  # fmt: skip
+
+
+def test_every_parameters_chain_and_every_learning_rate_share_one_kernel_source():
+    # other registers (another parameter's update) and another alpha (a scheduled learning rate)
+    a = fused_source(((0, 2, 7, 0.0), (3, 1, 2, -0.01)), (2, 1), (2, 7, 1), frozenset({7}),
+                     ("float32", "float"))  # fmt: skip
+    b = fused_source(((0, 12, 9, 0.0), (3, 4, 12, -0.5)), (12, 4), (12, 9, 4), frozenset({9}),
+                     ("float32", "float"))  # fmt: skip
+    assert a == b  # compiled once by CuPy
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -97,6 +104,7 @@ def test_a_fused_sgd_step_equals_the_steps_bit_for_bit(monkeypatch, dtype):
     fusing(monkeypatch, calls)
     ex, _ = replay({k: on_device(v) for k, v in a.items()}, 3)
     assert len(calls) == 3  # one launch a replay
+    assert ex.hot.fused_launches() == 3 and ex_steps.hot.fused_launches() == 0  # (its stats)
     for k in (P_, BUF):
         got, want = np.asarray(ex.tables[1][k]), ex_steps.tables[1][k]
         assert got.dtype == want.dtype and got.tobytes() == want.tobytes()

@@ -344,6 +344,17 @@ class HotPlans:
         self.calls[key] = self.calls.get(key, 0) + 1
         return plan, args, outs, seeds
 
+    def fused_launches(self) -> int:
+        """Chains of in-place updates run as one kernel so far, over the plans still held."""
+        return sum(
+            step[2].launches
+            for mine in self.plans.values()
+            for plan in mine.values()
+            if plan._compiled
+            for step in plan._compiled.steps
+            if step[7] == _CHAIN
+        )
+
     def drop_client(self, cno: int) -> None:
         """Forget a client's plans."""
         self.plans.pop(cno, None)

@@ -78,32 +78,44 @@ def fused_source(ops: tuple, targets: tuple, reads: tuple, scalars: frozenset,
     """``(in_params, out_params, operation)`` of a CuPy elementwise kernel that runs a chain's
     ``ops`` (``(kind, target, operand, alpha)`` over registers) on every element.
 
-    Each register the chain reads is an input (``i<r>`` an array it updates, ``a<r>`` one it only
-    reads, ``s<r>`` a number); each it updates is an output (``o<r>``) too, written once at the
-    end from a local that the steps update in their order. ``add_scaled``'s ``x + b * alpha``
-    is a product then a sum, two roundings, as its own kernel does them.
+    Parameters are named by position, not by register, and each ``add_scaled``'s alpha is a
+    parameter (``c<k>``, a double, after the registers), so every chain of the same steps over the
+    same dtype has the same source: CuPy compiles it once, not once per parameter or learning rate.
+    Each register the chain reads (in ``reads``' order, position ``p``) is an input (``i<p>`` an
+    array it updates, ``a<p>`` one it only reads, ``s<p>`` a number); each it updates is an output
+    (``o<p>``) too, written once at the end from a local that the steps update in their order.
+    ``add_scaled``'s ``x + b * alpha`` is a product then a sum, two roundings, with alpha rounded to
+    the arrays' type first, as its own kernel does them.
     """
     dtype, ctype = types
+    pos = {j: p for p, j in enumerate(reads)}
 
     def name(j: int) -> str:
-        return f"v{j}" if j in targets else f"s{j}" if j in scalars else f"a{j}"
+        p = pos[j]
+        return f"v{p}" if j in targets else f"s{p}" if j in scalars else f"a{p}"
 
-    ins = [f"{dtype} {'i' if j in targets else 's' if j in scalars else 'a'}{j}" for j in reads]
-    body = [f"{ctype} v{t} = i{t};" for t in targets]
-    for kind, t, b, alpha in ops:
+    ins = [
+        f"{dtype} {'i' if j in targets else 's' if j in scalars else 'a'}{pos[j]}" for j in reads
+    ]
+    body = [f"{ctype} v{pos[t]} = i{pos[t]};" for t in targets]
+    k = 0
+    for kind, t, b, _alpha in ops:
+        v = f"v{pos[t]}"
         if kind == 3:
-            body.append(f"v{t} = v{t} + {name(b)} * ({ctype})({float(alpha)!r});")
+            ins.append(f"float64 c{k}")
+            body.append(f"{v} = {v} + {name(b)} * ({ctype})c{k};")
+            k += 1
         else:
-            body.append(f"v{t} = v{t} {_C_OPS[kind]} {name(b)};")
-    body += [f"o{t} = v{t};" for t in targets]
-    outs = ", ".join(f"{dtype} o{t}" for t in targets)
+            body.append(f"{v} = {v} {_C_OPS[kind]} {name(b)};")
+    body += [f"o{pos[t]} = v{pos[t]};" for t in targets]
+    outs = ", ".join(f"{dtype} o{pos[t]}" for t in targets)
     return ", ".join(ins), outs, " ".join(body)
 
 
 class Chain:
     """One run of in-place updates (compiled steps, see :class:`gt.runtime.worker.hot.Compiled`)."""
 
-    __slots__ = ("steps", "targets", "reads", "ops", "at", "kernel")
+    __slots__ = ("steps", "targets", "reads", "ops", "at", "kernel", "launches")
 
     def __init__(self, steps: list) -> None:
         self.steps = steps
@@ -116,6 +128,7 @@ class Chain:
             for s in steps
         )
         self.kernel: Any = None  # (a backend's kernel factory, for fused(); None: not fused)
+        self.launches = 0  # times it ran as one kernel (the worker's stats: hot_fused)
 
     def fused(self, r: list) -> bool:
         """On CuPy arrays, run the chain as one elementwise kernel where each step would have
@@ -152,11 +165,13 @@ class Chain:
         kernel = make(ins, outs, body, "gt_chain")
         if kernel is None:
             return False
+        alphas = [op[3] for op in self.ops if op[0] == 3]
         try:
-            kernel(*[r[j] for j in self.reads], *[r[t] for t in self.targets])
+            kernel(*[r[j] for j in self.reads], *alphas, *[r[t] for t in self.targets])
         except Exception:  # it would not compile or launch here: the steps, from now on
             self.kernel = None
             return False
+        self.launches += 1
         self._dropped(r)
         return True
 

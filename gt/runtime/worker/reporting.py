@@ -89,6 +89,7 @@ class Reporting:
             "batches": ex.batches,
             "instructions": ex.instructions,
             "busy_ns": ex.busy_ns,
+            "hot_fused": ex.hot.fused_launches(),  # replayed chains run as one CUDA kernel
             "bad_messages": self.bad_messages,
             "unclaimed": sum(len(f.buffer) for f, _ in self.pending_uploads.values()),
             "sent": self.peers.bytes_sent,  # to other workers, since the worker started
