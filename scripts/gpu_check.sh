@@ -4,10 +4,15 @@
 #   bash scripts/gpu_check.sh              # on a machine with a CUDA GPU and CuPy
 #   bash scripts/gpu_check.sh --dry-run    # anywhere: the same steps on the CuPy test double
 #   bash scripts/gpu_check.sh --plan       # print the steps and exit
-#   bash scripts/gpu_check.sh --with-programs   # also the differential programs (+ up to 5 min)
+#   bash scripts/gpu_check.sh --with-programs   # also the differential programs (+ up to 9 min)
+#   bash scripts/gpu_check.sh --programs-only   # install, then only the programs (one device
+#                                               # call of its own: with them, the check is longer
+#                                               # than one 10-minute call)
 #
-# Results go to $OUT when it is set, else ./gpu-results (five files): summary.txt (one line per
-# step, PASS or FAIL with its exit code and seconds), steps.log (every step's output, in order),
+# Results go to $OUT when it is set, else ./gpu-results: summary.txt (one line per step, PASS or
+# FAIL with its exit code and seconds), step-NAME.log (each step's output, written as it runs, so
+# a check cut off at a device's time limit still shows how far each step got), steps.log (all of
+# them, in order),
 # bench_gpu.json, top.json and top_check.txt. What the machine lacks (pyzmq, textual and their dependencies) is installed from
 # the wheels in .whl/ (carried in the working tree; no network) into a private folder put first
 # on PYTHONPATH; nothing is installed into the machine's own Python.
@@ -34,9 +39,11 @@ cd "$(dirname "$0")/.." || exit 2
 ROOT=$PWD
 MODE=run
 WITH_PROGRAMS=0
+PROGRAMS_ONLY=0
 for arg in "$@"; do
   case $arg in
     --with-programs) WITH_PROGRAMS=1 ;;
+    --programs-only) WITH_PROGRAMS=1 PROGRAMS_ONLY=1 ;;
     *) MODE=$arg ;;
   esac
 done
@@ -49,8 +56,12 @@ START=$SECONDS
 
 STEPS=(install env gpu-tests op-suites bench top)
 LIMITS=(30 20 90 230 100 30)
-PROGRAMS_LIMIT=300
-if [ "$WITH_PROGRAMS" = 1 ]; then STEPS+=(programs); LIMITS+=("$PROGRAMS_LIMIT"); fi  # seconds: with 5 s of grace each, 8 min 50 s at the very most
+# 1404 programs since Dec 5 (565 took 131 s on the H200 on Dec 4): about 6-7 minutes expected
+PROGRAMS_LIMIT=540
+if [ "$PROGRAMS_ONLY" = 1 ]; then STEPS=(install programs); LIMITS=(30 "$PROGRAMS_LIMIT")
+elif [ "$WITH_PROGRAMS" = 1 ]; then STEPS+=(programs); LIMITS+=("$PROGRAMS_LIMIT"); fi
+# seconds, with 5 s of grace each: 8 min 50 s at the very most without the programs, 9 min 35 s
+# for --programs-only
 # (gpu-tests compiles every kernel once, into CuPy's cache on disk, which op-suites then reads).
 # Measured on an H200 on Dec 4 2026: install 2 s, env 4 s, gpu-tests 51 s, op-suites about 200 s
 # with a cold kernel cache (177 s warm), bench 30 s, top 10 s; the second session's end-to-end
@@ -61,7 +72,8 @@ if [ "$MODE" = "--plan" ]; then
   exit 0
 fi
 if [ "$MODE" != "run" ] && [ "$MODE" != "--dry-run" ] && [ "$MODE" != "--install-only" ]; then
-  echo "usage: bash scripts/gpu_check.sh [--dry-run | --plan | --install-only] [--with-programs]" >&2
+  echo "usage: bash scripts/gpu_check.sh [--dry-run | --plan | --install-only]" \
+    "[--with-programs | --programs-only]" >&2
   exit 2
 fi
 
@@ -71,13 +83,13 @@ mkdir -p "$RESULTS"
 
 note() { echo "[gpu_check +$((SECONDS - START))s] $*"; }
 
-# step NAME LIMIT COMMAND...: run it with a time limit, append its output to steps.log, record
-# the verdict
+# step NAME LIMIT COMMAND...: run it with a time limit, its output into step-NAME.log as it
+# comes, then onto steps.log; record the verdict
 # (a shell function of this script runs in a child bash: `timeout` runs programs only).
 step() {
   local name=$1 limit=$2 t0=$SECONDS rc log
   shift 2
-  log=$(mktemp)
+  log="$RESULTS/step-$name.log"
   note "$name: $*"
   if [ "$(type -t "$1")" = function ]; then
     timeout --kill-after=5 "$limit" bash -c "$1" >"$log" 2>&1
@@ -88,10 +100,10 @@ step() {
   local verdict=PASS
   [ $rc -ne 0 ] && verdict=FAIL && FAILED=$((FAILED + 1))
   [ $rc -eq 124 ] && verdict="FAIL (timed out after ${limit}s)"
+  [ $rc -eq 137 ] && verdict="FAIL (timed out after ${limit}s, then killed)"
   { echo "===== $name: $* (rc=$rc)"; cat "$log"; } >>"$RESULTS/steps.log"
   printf '%-10s %s rc=%s %ss\n' "$name" "$verdict" "$rc" "$((SECONDS - t0))" | tee -a "$RESULTS/summary.txt"
   tail -n 5 "$log" | sed 's/^/    /'
-  rm -f "$log"
 }
 
 install_wheels() {
@@ -124,7 +136,7 @@ for mod in ("cupy", "pynvml", "ml_dtypes", "cupy_double"):
         print(mod, getattr(m, "__version__", "?"))
     except Exception as exc:
         print(mod, "missing:", exc)
-try:  # whether NCCL could carry collectives here (GT does not use it yet)
+try:  # whether NCCL can carry collectives between GPU workers here
     from cupy.cuda import nccl
     print("nccl", nccl.get_version(), "available" if nccl.available else "not available")
 except Exception as exc:
@@ -172,13 +184,17 @@ if [ "$MODE" = "--dry-run" ]; then
 fi
 
 step install "${LIMITS[0]}" install_wheels
-step env "${LIMITS[1]}" env_report
-step gpu-tests "${LIMITS[2]}" "${PYTEST[@]}" -m gpu -rfEs --tb=short tests/integration/test_gpu.py \
-  tests/integration/test_gpu_transfers.py tests/integration/test_ops_forward.py
-# (-v: a step stopped at its limit still names every test it ran)
-step op-suites "${LIMITS[3]}" "${PYTEST[@]}" -v -rfE --tb=short "${SUITES[@]}"
-step bench "${LIMITS[4]}" "${BENCH[@]}"
-step top "${LIMITS[5]}" "${TOP[@]}"
+if [ "$PROGRAMS_ONLY" = 0 ]; then
+  step env "${LIMITS[1]}" env_report
+  # (-v: a step stopped at its limit still names every test it ran; --timeout 30, under the
+  # step's limit: a test that hangs is named and failed, and the step goes on)
+  step gpu-tests "${LIMITS[2]}" "${PYTEST[@]}" --timeout 30 -v -m gpu -rfEs --tb=short \
+    tests/integration/test_gpu.py tests/integration/test_gpu_transfers.py \
+    tests/integration/test_ops_forward.py
+  step op-suites "${LIMITS[3]}" "${PYTEST[@]}" -v -rfE --tb=short "${SUITES[@]}"
+  step bench "${LIMITS[4]}" "${BENCH[@]}"
+  step top "${LIMITS[5]}" "${TOP[@]}"
+fi
 if [ "$WITH_PROGRAMS" = 1 ]; then
   step programs "$PROGRAMS_LIMIT" "${PROGRAMS[@]}"
 fi

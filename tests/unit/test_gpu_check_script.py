@@ -31,6 +31,11 @@ def test_the_plan_names_every_step_and_fits_nine_minutes_normally():
     assert sum(limits) + 5 * len(limits) < 9 * 60  # each step's limit plus its grace
     more = _run("--plan", "--with-programs").stdout.splitlines()
     assert [line.split()[0] for line in more] == [*steps, "programs"]
+    # the programs alone fit one device call of 10 minutes (with the install before them)
+    alone = _run("--plan", "--programs-only").stdout.splitlines()
+    assert [line.split()[0] for line in alone] == ["install", "programs"]
+    limits = [int(line.split("(")[1].split()[0]) for line in alone]
+    assert sum(limits) + 5 * len(limits) < 10 * 60
 
 
 def _wheel(folder: Path) -> None:
@@ -55,6 +60,7 @@ def test_carried_wheels_install_offline_into_a_private_folder(tmp_path):
     assert res.returncode == 0 and summary.startswith("install    PASS"), (res.stdout, summary)
     assert (site / "gtcheckdummy" / "__init__.py").exists()
     assert "zmq" in (out / "steps.log").read_text()  # the imports were checked
+    assert "zmq" in (out / "step-install.log").read_text()  # (kept, step by step)
 
 
 def _doc(**stats) -> dict:
