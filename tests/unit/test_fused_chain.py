@@ -4,7 +4,9 @@ falls back to its steps wherever they would not have written in place.
 
 The real kernel is compiled by CuPy on a GPU (``tests/integration/test_gpu.py`` compares it with
 the steps there). Here a stand-in factory runs the generated source with NumPy, statement by
-statement, on arrays posing as device arrays: what is tested is the source and the plumbing.
+statement, on arrays posing as device arrays: what is tested is the source and the plumbing; the
+last test goes through a worker's own backend on the CuPy double, whose ``ElementwiseKernel``
+interprets the source the same way.
 """
 
 from __future__ import annotations
@@ -161,3 +163,31 @@ def test_a_kernel_that_will_not_compile_leaves_the_steps_to_run(monkeypatch):
     ex, res = replay({k: on_device(v) for k, v in a.items()}, 2)
     assert tried == [1] and not res.errors  # tried once, then the steps; nothing failed
     assert np.asarray(ex.tables[1][P_]).tobytes() == ex_steps.tables[1][P_].tobytes()
+
+
+def test_a_cupy_worker_on_the_double_fuses_its_replays_from_one_compiled_source():
+    """The worker's own wiring (its backend's kernel factory, GT_FUSED_CHAINS unset) on the CuPy
+    double, whose ElementwiseKernel interprets the source: one launch a replay, the steps' bits."""
+    import sys
+    from pathlib import Path
+
+    from gt.runtime.worker.backend import Backend
+    from gt.runtime.worker.executor import Executor
+    from tests.unit.test_hot_worker import FakeIO, NoPeers, run
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+    import cupy_double as cp
+
+    a = arrays(1000, seed=7)
+    ex_steps, _ = replay(a, 3)
+    be = Backend(cp, name="cupy", cupyx=cp.cupyx)
+    ex = Executor(be, NoPeers(), FakeIO())
+    run(ex, [ins("hot_define", 0, [], PLAN)])
+    for k, v in a.items():
+        ex.tables[1][k] = be.from_host(v.copy())
+    for _ in range(3):
+        run(ex, [ins("hot", 0, [G], {"plan": PLAN["plan"], "outs": [], "seeds": []})])
+    assert ex.hot.fused_launches() == 3
+    assert len(be._elementwise) == 1  # one source, compiled once
+    for k in (P_, BUF):
+        assert be.to_host(ex.tables[1][k]).tobytes() == ex_steps.tables[1][k].tobytes()

@@ -30,6 +30,7 @@ import numpy as np
 from . import _api, _cupyx, _memory, _streams, cuda
 from ._array import ndarray, refuse_host, unwrap, wrap, wrap_key
 from ._cupyx import make_cupyx
+from ._kernel import ElementwiseKernel  # noqa: F401 - CuPy's name, for GT's fused kernels
 
 __version__ = "14.0.0+double"
 IS_TEST_DOUBLE = True
