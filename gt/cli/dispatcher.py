@@ -107,10 +107,12 @@ def run(args: argparse.Namespace) -> int:
 
     from gt.runtime import security
     from gt.runtime.dispatcher.loop import Dispatcher
-    from gt.runtime.launch import local_gpus
+    from gt.runtime.launch import USABLE_GPUS_ENV, local_gpus
 
     gpus = local_gpus() if args.workers == "auto" else []
     workers = max(1, len(gpus)) if args.workers == "auto" else args.workers
+    if gpus:  # the local workers take these, one each (not a device that failed the probe)
+        os.environ[USABLE_GPUS_ENV] = ",".join(str(int(g["index"])) for g in gpus)
     memory = memory_from_args(args)
     if args.ipc is None:
         _ensure_keys(args.keys)

@@ -85,11 +85,17 @@ def _list_devices(args: argparse.Namespace) -> int:
     return 0
 
 
-def pick_device(slot: int | None, slurm_localid: str | None, count: Any) -> int | None:
+def pick_device(slot: int | None, slurm_localid: str | None, count: Any,
+                usable: str | None = None) -> int | None:  # fmt: skip
     """The CUDA device of a worker given no ``--device``: its slot among a dispatcher's local
     workers, else its task's place on the node under SLURM (``srun`` sets ``SLURM_LOCALID``, so
     ``srun --ntasks-per-node=GPUS gt worker ...`` puts one worker on each GPU), modulo the
-    devices there are (``count()``); ``None`` on a machine without GPUs, or when neither says."""
+    devices there are (``count()``); ``None`` on a machine without GPUs, or when neither says.
+    ``usable``: a dispatcher's list of the GPUs that passed its probe (``"0,1,3"``, see
+    :data:`gt.runtime.launch.USABLE_GPUS_ENV`): a slot takes the slot-th of those instead."""
+    gpus = [int(v) for v in (usable or "").split(",") if v.strip().isdigit()]
+    if slot is not None and gpus:
+        return gpus[slot % len(gpus)]
     k = (
         slot
         if slot is not None
@@ -103,12 +109,26 @@ def pick_device(slot: int | None, slurm_localid: str | None, count: Any) -> int 
     return k % n if n else None
 
 
+def sharing(slot: int | None, local: str | None, device: int | None, count: Any,
+            usable: str | None = None) -> int:  # fmt: skip
+    """How many of its dispatcher's ``local`` workers run where this one does, itself included:
+    those whose slot picks its GPU, or all of them for a NumPy worker (``device`` None: they
+    share the machine's RAM); 1 for a worker started on its own (no slot)."""
+    n = int(local) if (local or "").isdigit() else 1
+    if slot is None or n <= 1:
+        return 1
+    if device is None:
+        return n
+    return max(1, sum(pick_device(k, None, count, usable) == device for k in range(n)))
+
+
 def run(args: argparse.Namespace) -> int:
     """Run a worker until its dispatcher goes away, SIGTERM or Ctrl-C; 1 if it cannot start."""
     if args.list_devices:
         return _list_devices(args)
     import zmq
 
+    from gt.runtime.launch import LOCAL_WORKERS_ENV, USABLE_GPUS_ENV
     from gt.runtime.worker.backend import device_count, load_backend
     from gt.runtime.worker.loop import Worker
 
@@ -124,10 +144,15 @@ def run(args: argparse.Namespace) -> int:
         os.environ["GT_BACKEND"] = args.backend
     device = args.device
     if device is None:
-        device = pick_device(args.slot, os.environ.get("SLURM_LOCALID"), device_count)
+        device = pick_device(args.slot, os.environ.get("SLURM_LOCALID"), device_count,
+                             os.environ.get(USABLE_GPUS_ENV))  # fmt: skip
     try:
-        w = Worker(back, backend=load_backend(device=device), memory=memory, bind=args.bind,
-                   advertise=args.advertise, register_timeout=max(args.timeout, 30.0))  # fmt: skip
+        backend = load_backend(device=device)
+        pinned = backend.identity.index if backend.identity is not None else None
+        shared = sharing(args.slot, os.environ.get(LOCAL_WORKERS_ENV), pinned, device_count,
+                         os.environ.get(USABLE_GPUS_ENV))  # fmt: skip
+        w = Worker(back, backend=backend, memory=memory, bind=args.bind, advertise=args.advertise,
+                   register_timeout=max(args.timeout, 30.0), sharing=shared)  # fmt: skip
     except (RuntimeError, ValueError, zmq.ZMQError) as exc:
         print(f"gt worker: {exc}", file=sys.stderr)
         return 1

@@ -47,9 +47,15 @@ def blas_threads_per_worker(n_workers: int) -> int:
     return max(1, cores // max(1, n_workers))
 
 
+#: How many local workers their dispatcher starts (so a worker knows who shares its device).
+LOCAL_WORKERS_ENV = "GT_LOCAL_WORKERS"
+
+
 def worker_env(n_workers: int) -> dict[str, str]:
-    """The environment for a worker: BLAS thread counts set unless the user already chose them."""
+    """The environment for a worker: BLAS thread counts set unless the user already chose them,
+    and how many local workers there are (:data:`LOCAL_WORKERS_ENV`)."""
     env = dict(os.environ)
+    env[LOCAL_WORKERS_ENV] = str(n_workers)
     threads = os.environ.get("GT_BLAS_THREADS") or str(blas_threads_per_worker(n_workers))
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env.setdefault(var, threads)
@@ -65,7 +71,14 @@ def local_gpus(timeout: float = GPU_PROBE_TIMEOUT_S) -> list[dict[str, Any]]:
     """The GPUs a local worker would use (``gt worker --list-devices --json`` in a child process:
     each passed a test kernel); empty without CuPy, with ``GT_BACKEND=numpy``, or on any failure.
     """
-    if os.environ.get("GT_BACKEND") == "numpy" or importlib.util.find_spec("cupy") is None:
+    if os.environ.get("GT_BACKEND") == "numpy":
+        return []
+    # (GT_CUPY_DOUBLE: the test suite's CuPy stand-in, which is no installed ``cupy``)
+    if importlib.util.find_spec("cupy") is None and os.environ.get("GT_CUPY_DOUBLE") in (
+        None,
+        "",
+        "0",
+    ):
         return []
     cmd = [sys.executable, "-m", "gt", "worker", "--list-devices", "--json"]
     try:
@@ -75,6 +88,11 @@ def local_gpus(timeout: float = GPU_PROBE_TIMEOUT_S) -> list[dict[str, Any]]:
     except (OSError, subprocess.SubprocessError, ValueError):
         return []
     return found if isinstance(found, list) else []
+
+
+#: The usable GPUs (``"0,1,3"``) a dispatcher with ``--workers auto`` found, for the local workers
+#: it starts: slot ``k`` takes the ``k``-th of them, so a GPU that failed the probe gets none.
+USABLE_GPUS_ENV = "GT_USABLE_GPUS"
 
 
 def default_workers() -> int:

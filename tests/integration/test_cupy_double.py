@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import cupy_double_environment
+from helpers import cupy_double_environment, wait_for
 from test_autograd_ops import test_gradient_matches_finite_differences  # noqa: F401
 from test_ops_forward import test_op_matches_numpy  # noqa: F401
 from test_ops_inplace import *  # noqa: F403 - re-run those cases here
@@ -88,3 +88,17 @@ def test_local_workers_are_spread_round_robin_over_the_gpus(cupy_double_env, mon
         workers = request(c.address, "stats", timeout=5.0)["workers"]
     devices = sorted(w["device"].split(" ")[0] for w in workers)
     assert devices == ["cuda:0", "cuda:0", "cuda:1"], workers
+
+
+def test_one_worker_per_usable_gpu_and_none_on_a_gpu_that_fails_its_probe(cupy_double_env,
+                                                                          monkeypatch):  # fmt: skip
+    monkeypatch.setenv("CUPY_DOUBLE_DEVICES", "3")
+    monkeypatch.setenv("CUPY_DOUBLE_BROKEN_DEVICES", "1")
+    with LocalCluster(workers=None) as c:  # --workers auto
+        ready = wait_for(
+            lambda: len(request(c.address, "stats", timeout=5.0)["workers"]) >= 2, timeout=60
+        )
+        workers = request(c.address, "stats", timeout=5.0)["workers"]
+    assert ready
+    devices = sorted(w["device"].split(" ")[0] for w in workers)
+    assert devices == ["cuda:0", "cuda:2"], workers  # (not cuda:1, falling back to NumPy)

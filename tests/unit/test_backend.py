@@ -52,6 +52,9 @@ def _fake_cupy(count=None, kernel_error=None) -> types.SimpleNamespace:
         def __exit__(self, *a):
             return False
 
+        def use(self):
+            pass
+
     def arange(*a, **k):
         raise kernel_error
 
@@ -98,6 +101,16 @@ def test_a_kernel_failure_on_the_double_falls_back(double, monkeypatch, capfd):
     monkeypatch.setenv("CUPY_DOUBLE_BROKEN", "1")
     assert B.load_backend("auto").name == "numpy"
     assert "cudaErrorInsufficientDriver" in capfd.readouterr().err
+
+
+def test_a_worker_of_gpu_1_makes_no_context_on_gpu_0(double):
+    # leaving ``with Device(1)`` would make device 0 current again: on CUDA 12 a context there
+    # (memory on GPU 0 for every worker, and no start at all in exclusive-process mode)
+    double.cuda.runtime.setDevice(0)
+    double.cuda._contexts.clear()
+    be = B.cupy_backend(1)
+    assert be.identity.index == 1 and double.cuda.runtime.getDevice() == 1
+    assert double.cuda._contexts == {1}
 
 
 def test_a_worker_is_pinned_to_its_device_and_knows_its_identity(double):

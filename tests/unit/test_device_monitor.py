@@ -52,6 +52,9 @@ class FakeNVML:
     def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, h):  # noqa: N802
         return next(p for m, p, _, _ in self.migs.values() if m == h)
 
+    def nvmlDeviceGetMigMode(self, h):  # noqa: N802 - [current, pending]
+        return [1, 1] if h == "gpu1" else [0, 0]
+
     def nvmlDeviceGetMaxMigDeviceCount(self, h):  # noqa: N802
         return 7 if h == "gpu1" else 0
 
@@ -171,6 +174,22 @@ def test_a_mig_instance_reports_its_memory_and_its_gpus_board_counters():
     s = mon.sample()
     assert s["mig"] is True and s["mem_used"] == 5 and s["util"] is None
     assert s["temp"] == 61 and s["power"] == 412.5 and s["name"].endswith("MIG 1g.18gb")
+
+
+def test_a_mig_instance_known_only_by_its_gpus_bus_id_does_not_report_the_whole_gpus_memory():
+    # CUDA_VISIBLE_DEVICES unset and no UUID NVML knows: the bus id finds the parent GPU
+    ident = DeviceIdentity(0, "NVIDIA H200 MIG 1g.18gb", None, "0000:3b:00.0")
+    mon = DeviceMonitor(Collect(), 0, ident, nvml=FakeNVML())
+    mon.stop()
+    s = mon.sample()
+    assert mon.found_by == "pci" and s["mig"] is True
+    assert s["mem_used"] is None and s["mem_total"] is None and s["util"] is None  # not the GPU's
+    assert s["temp"] == 61 and s["power"] == 412.5  # the board's, as for a named instance
+    assert s["name"] == "NVIDIA H200 MIG 1g.18gb" and s["uuid"] is None
+    whole = DeviceMonitor(Collect(), 0, DeviceIdentity(0, "H200", None, "0000:1a:00.0"),
+                          nvml=FakeNVML())  # fmt: skip
+    whole.stop()
+    assert whole.sample()["mem_used"] == 50 and whole.sample()["mig"] is False  # (no MIG there)
 
 
 def test_numpy_workers_and_unknown_devices_sample_nothing():

@@ -73,3 +73,6 @@ def test_a_worker_takes_its_slots_gpu_or_its_slurm_tasks():
     assert pick_device(2, "7", lambda: 8) == 2  # the dispatcher's slot wins
     assert pick_device(None, None, lambda: 8) is None  # neither says: the default device
     assert pick_device(None, "0", lambda: 0) is None  # no GPU: NumPy
+    # a dispatcher found GPUs 0, 1 and 3 usable (2 failed its probe): its slots take those
+    assert [pick_device(k, None, lambda: 4, "0,1,3") for k in range(4)] == [0, 1, 3, 0]
+    assert pick_device(None, "2", lambda: 4, "0,1,3") == 2  # (srun's tasks: as before)

@@ -132,6 +132,19 @@ def test_the_device_pools_refusal_is_met_by_spilling(tmp_path):
 def test_a_fractional_limit_is_a_fraction_of_the_devices_memory(monkeypatch):
     monkeypatch.setenv("CUPY_DOUBLE_MEMORY", str(3 << 30))
     assert capacity(Backend(cp, name="cupy", cupyx=cp.cupyx)) == 3 << 30
+    # two local workers on that GPU: each limit is a fraction of its half, so 0.8 stays 0.8
+    assert capacity(Backend(cp, name="cupy", cupyx=cp.cupyx), sharing=2) == 3 << 29
+
+
+def test_who_shares_a_workers_device():
+    from gt.cli.worker import sharing
+
+    four_gpus = lambda: 4  # noqa: E731
+    assert sharing(None, "8", 1, four_gpus) == 1  # started on its own
+    assert sharing(1, "8", 1, four_gpus) == 2  # slots 1 and 5 on GPU 1
+    assert sharing(0, "3", 0, four_gpus) == 1  # fewer workers than GPUs
+    assert sharing(2, "6", 3, four_gpus, "1,3") == 3  # slots 1, 3, 5 on GPU 3 (of 1 and 3)
+    assert sharing(0, "3", None, lambda: 0) == 3  # NumPy workers share the machine's RAM
 
 
 def test_a_spilled_tensor_the_device_cannot_take_back_stays_spilled_and_its_op_fails(tmp_path):

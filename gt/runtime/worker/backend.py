@@ -101,16 +101,22 @@ def _device_count(cp: Any) -> tuple[int, str]:
     return n, "" if n > 0 else "CUDA sees no device"
 
 
-def _probe(cp: Any, index: int) -> None:
+def _probe(cp: Any, index: int, *, pin: bool = False) -> None:
     """Run a tiny elementwise kernel (compiled by NVRTC), a reduction and a matrix product (cuBLAS)
     on device ``index`` and read the result back: what fails when CuPy's CUDA libraries are
-    missing or do not match the driver.
+    missing or do not match the driver. ``pin``: make ``index`` this thread's device for good
+    (a worker's); otherwise the device that was current is made current again, which gives this
+    process a context there too (CUDA 12's ``cudaSetDevice``).
 
     Raises:
         CupyUnavailable: any of it failed, or gave a wrong answer.
     """
     try:
-        with cp.cuda.Device(index):
+        if pin:  # not ``with Device``: leaving it would make device 0 current, and so give a
+            # worker of another GPU a context (memory, and a failure in exclusive-process mode)
+            # on device 0
+            cp.cuda.Device(index).use()
+        with contextlib.nullcontext() if pin else cp.cuda.Device(index):
             x = cp.arange(4, dtype=cp.float32)
             y = x * 2 + 1  # 1 3 5 7
             m = y.reshape(2, 2)
@@ -422,7 +428,7 @@ def cupy_backend(device: int | None = None, *, probe: bool = True) -> Backend:
     if not 0 <= index < n:
         raise CupyUnavailable(f"CUDA device {index} does not exist: {n} visible (0..{n - 1})")
     if probe:
-        _probe(cp, index)
+        _probe(cp, index, pin=True)
     try:
         return Backend(cp, index, name="cupy", cupyx=cupyx)
     except Exception as exc:
@@ -484,9 +490,8 @@ def list_devices(prefer: str | None = None) -> list[dict[str, Any]]:
         try:
             _probe(cp, i)
             out.append(read_identity(cp, i).as_dict())
-        except Exception as exc:
-            if prefer == "auto":
-                _say_fallback(str(exc))
+        except Exception as exc:  # (no worker will be placed there)
+            print(f"gt worker: CUDA device {i} is left out: {exc}", file=sys.stderr, flush=True)
     return out
 
 

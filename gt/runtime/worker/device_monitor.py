@@ -58,6 +58,15 @@ def nvml_uuid_at(bus_id: str | None) -> str | None:
     return uuid if isinstance(uuid, str) else None
 
 
+def _mig_enabled(nv: Any, h: Any) -> bool:
+    """Whether the GPU at handle ``h`` is split into MIG instances now (its current mode)."""
+    mode = _call(nv, "nvmlDeviceGetMigMode", h)
+    try:
+        return bool(mode[0])
+    except (TypeError, IndexError):
+        return False
+
+
 def _legacy_mig(nv: Any, entry: str) -> Any:
     """The MIG device named ``MIG-GPU-<uuid>/<gi>/<ci>`` (CUDA 11.0-11.x's spelling)."""
     try:
@@ -131,6 +140,7 @@ class DeviceMonitor:
         self.nvml = None
         self.handle = self.parent = None
         self.found_by = "none"
+        self.instance_unknown = False  # a MIG instance known only by its GPU's bus id
         if identity is None:
             return
         self.nvml = nvml if nvml is not None else _nvml()
@@ -142,6 +152,10 @@ class DeviceMonitor:
         if _call(self.nvml, "nvmlDeviceIsMigDeviceHandle", self.handle):
             self.parent = _call(self.nvml, "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
                                 self.handle)  # fmt: skip
+        elif self.found_by == "pci" and _mig_enabled(self.nvml, self.handle):
+            # a MIG instance NVML could not name (no UUID matched): the bus id names its whole
+            # GPU, whose memory and utilization are not this worker's; only the board counters are
+            self.parent, self.instance_unknown = self.handle, True
         self._thread = threading.Thread(target=self._loop, name="gt-nvml", daemon=True)
         self._thread.start()
 
@@ -155,7 +169,8 @@ class DeviceMonitor:
         nv, h = self.nvml, self.handle
         mig = self.parent is not None
         board = self.parent if mig else h  # board-wide counters of a MIG instance: its GPU's
-        mem = _call(nv, "nvmlDeviceGetMemoryInfo", h)
+        unknown = self.instance_unknown
+        mem = None if unknown else _call(nv, "nvmlDeviceGetMemoryInfo", h)
         util = None if mig else _call(nv, "nvmlDeviceGetUtilizationRates", h)
         power = _call(nv, "nvmlDeviceGetPowerUsage", board)
         ident = self.identity
@@ -174,8 +189,10 @@ class DeviceMonitor:
             "pcie_rx": _call(
                 nv, "nvmlDeviceGetPcieThroughput", board, getattr(nv, "NVML_PCIE_UTIL_RX_BYTES", 1)
             ),
-            "name": _text(_call(nv, "nvmlDeviceGetName", h)),
-            "uuid": _text(_call(nv, "nvmlDeviceGetUUID", h)),
+            "name": (ident.name if ident is not None else None)
+            if unknown
+            else _text(_call(nv, "nvmlDeviceGetName", h)),
+            "uuid": None if unknown else _text(_call(nv, "nvmlDeviceGetUUID", h)),
             "index": ident.index if ident is not None else None,
             "bus_id": ident.pci_bus_id if ident is not None else None,
             "mig": mig,

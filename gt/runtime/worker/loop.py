@@ -104,6 +104,7 @@ class Worker(Reporting):
     def __init__(
         self, connect: str, *, backend: Backend | None = None, register_timeout: float = 30.0,
         memory: Mapping | None = None, bind: str | None = None, advertise: str | None = None,
+        sharing: int = 1,
     ):  # fmt: skip
         self.keeps_memory = keep_freed_memory()
         self.backend = backend or load_backend()
@@ -158,7 +159,8 @@ class Worker(Reporting):
         self.peers = Peers(self.wid, self.ctx, self.data, self._drain_data, self.events,
                            self.backend, self._stop.is_set)  # fmt: skip
         self.executor = Executor(self.backend, self.peers, self)
-        self.memory = WorkerMemory(self.backend, self.executor, memory, self._pool_transfer)
+        self.memory = WorkerMemory(self.backend, self.executor, memory, self._pool_transfer,
+                                   sharing=sharing)  # fmt: skip
         self.memory.configure(settings.get("memory"))
         self.inbox: deque[list] = deque()  # [frames, parsed header, parsed body]
         self.sched = Scheduler()  # the batches to run, per client, in turn

@@ -26,12 +26,14 @@ from gt.runtime.worker.spill import SpillStore
 IDLE_RELEASE_S = float(os.environ.get("GT_IDLE_RELEASE_S", 30.0))
 
 
-def capacity(backend: Any) -> int | None:
-    """What a fractional limit is a fraction of: the GPU's memory, or the machine's RAM."""
+def capacity(backend: Any, sharing: int = 1) -> int | None:
+    """What a fractional limit is a fraction of: the GPU's memory, or the machine's RAM, divided
+    among the ``sharing`` local workers on it (each may use its share, not all of it)."""
+    share = max(1, sharing)
     try:
         if backend.name == "cupy":
-            return int(backend.xp.cuda.Device().mem_info[1])
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            return int(backend.xp.cuda.Device().mem_info[1]) // share
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // share
     except (AttributeError, ValueError, OSError):
         return None
     except Exception:  # a device that does not answer: fractions then mean no limit
@@ -46,10 +48,13 @@ class WorkerMemory:
         executor: its executor (the pool is attached to it).
         flags: the worker's own settings (``gt worker --memory-limit ...``), not yet normalised.
         transfer: ``transfer(direction, t0, t1, nbytes, client)`` for spill traffic.
+        sharing: the local workers on this worker's GPU (or machine, on NumPy), itself included:
+            a fractional limit is of its share (see :func:`capacity`).
     """
 
     def __init__(self, backend: Any, executor: Executor, flags: Mapping | None,
-                 transfer: Callable[[str, int, int, int, int], None]) -> None:  # fmt: skip
+                 transfer: Callable[[str, int, int, int, int], None], *,
+                 sharing: int = 1) -> None:  # fmt: skip
         self.backend = backend
         self.executor = executor
         self.flags = MS.normalize(flags or {})
@@ -57,7 +62,7 @@ class WorkerMemory:
         self.dispatcher: dict = {}
         self.runtime: dict = {}
         self.transfer = transfer
-        self.capacity = capacity(backend)
+        self.capacity = capacity(backend, sharing)
         self.settings = MS.resolve([self.flags, self.env], self.capacity)
         self.peak = 0
         self.last_active = time.monotonic()

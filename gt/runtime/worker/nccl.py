@@ -209,13 +209,16 @@ class NcclLink:
         """``NcclCommunicator(n, uid, rank)``, or ``None`` if it failed or did not return within
         ``timeout`` seconds (NCCL's own set-up waits for every rank without a limit: a rank whose
         set-up failed would otherwise leave the others blocked; the thread is then left behind)."""
-        ident = self.backend.identity
+        ident, cuda = self.backend.identity, self.backend.xp.cuda
+        device = ident.index if ident is not None else cuda.runtime.getDevice()  # (this thread's)
         got: dict[str, Any] = {}
 
         def init() -> None:
             try:
-                with self.backend.xp.cuda.Device(ident.index if ident is not None else None):
-                    got["comm"] = make_communicator(self.nccl, n, uid, rank)
+                # ``use``, not ``with``: leaving the block would make device 0 current in this
+                # thread, which gives the worker a context on device 0 (CUDA 12)
+                cuda.Device(device).use()
+                got["comm"] = make_communicator(self.nccl, n, uid, rank)
             except Exception as exc:  # reported below, as the reason the group took the ring
                 got["error"] = f"{type(exc).__name__}: {exc}"
 

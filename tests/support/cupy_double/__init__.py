@@ -41,6 +41,11 @@ def _check_kernel() -> None:
         raise cuda.runtime.CUDARuntimeError(
             35, "cudaErrorInsufficientDriver: CUDA driver version is insufficient (double)"
         )
+    broken = os.environ.get("CUPY_DOUBLE_BROKEN_DEVICES", "")  # "1,3": these fail every kernel
+    if broken and str(cuda.runtime.getDevice()) in broken.split(","):
+        raise cuda.runtime.CUDARuntimeError(
+            999, "cudaErrorUnknown: unspecified launch failure (the double's broken device)"
+        )
 
 
 # ----------------------------------------------------------------------------- ufuncs

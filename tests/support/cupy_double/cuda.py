@@ -18,6 +18,9 @@ from ._streams import CUDARuntimeError as _CUDARuntimeError
 from ._streams import Event, Stream, get_elapsed_time
 
 _local = threading.local()
+#: Devices this process has made a context on (the double's record, for tests: a worker of GPU k
+#: should have one on k only).
+_contexts: set[int] = set()
 
 
 def _count() -> int:
@@ -70,6 +73,7 @@ class _Runtime(types.ModuleType):
     def setDevice(self, device: int) -> None:  # noqa: N802
         _check(device)
         _local.device = device
+        _contexts.add(device)  # (CUDA 12 makes the device's primary context here)
 
     def deviceSynchronize(self) -> None:  # noqa: N802
         _streams.synchronize_all()
