@@ -127,6 +127,9 @@ def test_the_communicator_is_made_once_per_group_and_max_min_reduce(gpus):
             np.testing.assert_array_equal(cp.asnumpy(out[w]), want)
         comms.append(dict(nodes[0].peers._nccl.comms))
     assert len(comms[0]) == 1 and comms[0] == comms[1] == comms[2]  # the same communicator
+    comm = next(iter(comms[0].values()))
+    nodes[0].peers.close()  # a stopping worker aborts it: destroying could wait on a dead peer
+    assert comm._aborted and nodes[0].peers._nccl.comms == {}
 
 
 def test_a_background_all_reduce_is_there_only_once_the_compute_stream_waits_for_it(gpus):

@@ -7,6 +7,7 @@ import types
 
 import numpy as np
 
+from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime.worker.backend import Backend
 from gt.runtime.worker.clock import CudaClock, HostClock, clock_for
@@ -30,6 +31,8 @@ class FakeCuda:
                 self.at: float | None = None
 
             def record(self) -> None:
+                if outer.fail and outer.sticky:  # a failed context refuses every CUDA call
+                    raise RuntimeError(outer.fail)
                 self.at = outer.device_ms
                 outer.device_ms += 5.0
 
@@ -79,10 +82,11 @@ def test_op_times_are_the_differences_between_device_events():
 def test_a_device_error_at_the_fence_fails_the_batchs_outputs_and_says_how_to_pin_it():
     fake = FakeCuda()
     ex = _executor(fake)
-    fake.fail = "cudaErrorLaunchFailure: unspecified launch failure"
+    # (not sticky: CUDA clears it once reported; a kernel's fault, 700 or 719, would stay)
+    fake.fail = "cudaErrorInvalidResourceHandle: invalid resource handle"
     res = _run(ex, [ins("full", 1, [1.0], {"shape": [4], "dtype": "float32"}),
                     ins("neg", 2, [1], src=9), ins("fetch", 3, [2])], timed=False)  # fmt: skip
-    assert len(res.errors) == 1 and "launch failure" in res.errors[0][0]
+    assert len(res.errors) == 1 and "invalid resource handle" in res.errors[0][0]
     assert "GT_CUDA_SYNC_EACH_OP=1" in res.errors[0][0]
     assert 2 in ex.failed[1] and 2 not in ex.tables[1]
     assert ex.sticky_error is None  # the device answered again: the worker goes on
@@ -96,6 +100,41 @@ def test_an_error_that_stays_is_sticky_and_stops_the_worker():
     fake.fail, fake.sticky = "cudaErrorIllegalAddress: an illegal memory access", True
     _run(ex, [ins("full", 1, [1.0], {"shape": [4], "dtype": "float32"})], timed=False)
     assert ex.sticky_error is not None and "illegal memory access" in ex.sticky_error
+
+
+def test_a_sticky_error_while_ops_are_timed_fails_the_batch_instead_of_the_worker():
+    # timing is on by default: the events recorded around each op fail too once the GPU has
+    fake = FakeCuda()
+    ex = _executor(fake)
+    res = _run(ex, [ins("full", 1, [1.0], {"shape": [4], "dtype": "float32"})])
+    fake.fail, fake.sticky = "cudaErrorIllegalAddress: an illegal memory access", True
+    res = _run(ex, [ins("neg", 2, [1], src=4), ins("exp", 3, [2], src=5)])
+    assert ex.sticky_error is not None and "illegal memory access" in ex.sticky_error
+    assert res.done and res.durs == [] and 2 in ex.failed[1] and 3 in ex.failed[1]
+    assert "illegal memory access" in res.errors[0][0]
+
+
+def test_what_is_left_of_a_batch_when_the_gpu_fails_mid_slice_fails_with_its_error():
+    fake = FakeCuda()
+    ex = _executor(fake)
+    body = P.encode_body([ins("full", 1, [1.0], {"shape": [4], "dtype": "float32"}, src=1),
+                          ins("neg", 2, [1], src=2), ins("exp", 3, [2], src=3)], [], None)  # fmt: skip
+    job = ex.begin(1, 1, b"tok", body, [], False)
+
+    class AfterOne:  # a slice's stop: asked from the second op on, it says stop
+        deadline = 0.0
+
+        def __call__(self):
+            return True
+
+    res = ex.step(job, AfterOne())
+    assert not res.done and job.idx == 1
+    ex.sticky_error = "CUDARuntimeError: cudaErrorIllegalAddress"
+    ex.abandon(job)
+    assert job.idx == 3 and 2 in ex.failed[1] and 3 in ex.failed[1]
+    assert ex.failed[1][2][:3] == ["the GPU failed before this op ran: "
+                                   "CUDARuntimeError: cudaErrorIllegalAddress", O.OPCODE["neg"], 2]  # fmt: skip
+    assert [e[2] for e in job.b.errors] == [2]
 
 
 def test_sync_each_op_puts_a_device_error_on_the_op_that_caused_it():

@@ -238,3 +238,32 @@ def test_a_batch_run_in_slices_computes_what_it_computes_in_one_go():
     fresh = [e for p in parts for e in p.fresh_errors]
     assert fresh == res.errors == parts[-1].errors and len(fresh) == 1  # reported once
     assert sliced.batches == whole.batches == 1
+
+
+@pytest.mark.parametrize("error", [RuntimeError("CUBLAS_STATUS_ALLOC_FAILED"),
+                                   RuntimeError("cudaErrorMemoryAllocation: out of memory"),
+                                   MemoryError("Out of memory allocating 512 bytes")])  # fmt: skip
+def test_an_op_a_cuda_library_could_not_allocate_for_is_tried_again_after_giving_memory_back(
+    ex, error, monkeypatch
+):
+    # cuBLAS's or cuSOLVER's own workspace: no MemoryError, but the same cure (cached blocks back)
+    import gt.runtime.worker.executor as X
+
+    released = []
+    monkeypatch.setattr(X, "release_cached", lambda be: released.append(1))
+    real, calls = ex.handlers[OP["neg"]], []
+
+    def refused_once(vals, attrs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise error
+        return real(vals, attrs)
+
+    ex.handlers[OP["neg"]] = refused_once
+    res = run(ex, [ins("full", 1, [2.0], {"shape": [3], "dtype": "float32"}),
+                   ins("neg", 2, [1]), ins("fetch", 9, [2])])  # fmt: skip
+    assert res.errors == [] and released == [1] and len(calls) == 2
+    np.testing.assert_array_equal(ex.io.replies[9][0], [-2.0, -2.0, -2.0])
+    ex.handlers[OP["neg"]] = lambda vals, attrs: (_ for _ in ()).throw(RuntimeError("bad"))
+    res = run(ex, [ins("neg", 3, [1])])  # any other error fails the op at once
+    assert res.errors[0][0] == "RuntimeError: bad"

@@ -174,3 +174,37 @@ def test_a_full_device_without_a_limit_is_an_out_of_memory_error_naming_the_op(t
                                                    "the device's memory")  # fmt: skip
     assert "no memory limit is set on this worker" in msg
     assert (M.fetched(ex, 3) == 1).all()  # the worker goes on
+
+
+def test_a_read_back_is_allocated_for_the_compute_stream_and_copied_after_its_work(monkeypatch):
+    # CuPy gives a freed block back to the stream it was allocated on: a buffer allocated on the
+    # prefetch stream, used and freed by the compute stream, would be handed to the next read-back
+    # while compute kernels may still read it
+    store = SpillStore(cp)
+    compute, copy = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    store.compute_stream = compute
+    seen, real_empty = [], cp.empty
+
+    def empty(*a, **k):
+        seen.append(cp.cuda.get_current_stream())
+        return real_empty(*a, **k)
+
+    monkeypatch.setattr(cp, "empty", empty)
+    waited = []
+    real_wait = copy.wait_event
+    monkeypatch.setattr(copy, "wait_event", lambda ev: waited.append(ev) or real_wait(ev))
+    host = np.arange(64, dtype=np.uint8)
+    dev = store.get(host, 64, copy)
+    assert seen == [compute] and len(waited) == 1
+    assert (cp.asnumpy(dev) == host).all()
+
+
+def test_an_allocation_larger_than_the_whole_limit_spills_nobodys_tensors(tmp_path):
+    ex = make_on_double(tmp_path, limit=100 * KB)
+    base = _device_used()
+    run(ex, [full(1, 1, 10 * KB), full(2, 2, 10 * KB)])  # 80 KiB, on the device
+    cp.get_default_memory_pool().set_limit(size=base + 100 * KB)  # the worker's, as it sets it
+    res = run(ex, [full(3, 3, 64 * KB), ins("fetch", 4, [1])])  # 256 KiB: more than the limit
+    assert len(res.errors) == 1 and res.errors[0][0].startswith("OutOfMemory: ")
+    assert ex.pool.counters["spill_out"] == 0 and not ex.pool.spilled  # 1 and 2 stayed put
+    assert (M.fetched(ex, 4) == 1).all()

@@ -36,7 +36,12 @@ from gt.runtime.worker.hot import HotPlans
 from gt.runtime.worker.memory import release_cached
 from gt.runtime.worker.peers import PeerFailure
 from gt.runtime.worker.pool import MemoryPool
-from gt.runtime.worker.pool_table import OutOfMemory, device_out_of_memory
+from gt.runtime.worker.pool_table import (
+    OutOfMemory,
+    allocation_size,
+    device_out_of_memory,
+    out_of_memory,
+)
 from gt.runtime.worker.spill import root_of
 
 _NEVER = 1 << 62
@@ -60,6 +65,15 @@ class ExecutorIO(Protocol):
     ) -> None:  # fmt: skip
         """Send a fetch's array (or its error) to the client; ``ack``: the batch it ends, which
         the client may then count as done (no error so far)."""
+
+
+class _Refused:
+    """An op's result the allocator refused (``size``: the bytes it asked for, if it said)."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, size: int | None) -> None:
+        self.size = size
 
 
 class Executor:
@@ -206,11 +220,12 @@ class Executor:
             for f in job.late:
                 self._free(b, f)
         if dclock.device:  # a slice is done when the device has done it
-            if marks:
-                marks.append(dclock.mark())
             try:
+                if marks:
+                    marks.append(dclock.mark())
                 dclock.fence()
-            except Exception as exc:
+            except Exception as exc:  # (recording an event fails too once the GPU has failed)
+                marks.clear()  # no device times for this slice
                 self._device_failed(b, job.instrs[start : job.idx], exc)
         res.t1 = time.monotonic_ns()
         if marks:
@@ -219,10 +234,11 @@ class Executor:
             waits.append(self.peers.waited_ns)
             # An instruction's time excludes what it spent waiting for data (shown as a wait slice
             # of its own): an op that needs an all-reduce's result is not charged for the all-reduce.
-            res.durs = [
-                max(0, d - (w1 - w0))
-                for d, w0, w1 in zip(dclock.durations(marks), waits, waits[1:])
-            ]
+            try:
+                times = dclock.durations(marks)
+            except Exception:  # the device failed after the fence: the slice goes untimed
+                times = []
+            res.durs = [max(0, d - (w1 - w0)) for d, w0, w1 in zip(times, waits, waits[1:])]
         res.errors, res.instrs = b.errors, job.instrs[start : job.idx]
         res.fresh_errors, job.reported = b.errors[job.reported :], len(b.errors)
         res.hot, b.hot = b.hot, 0
@@ -263,8 +279,13 @@ class Executor:
             if self.pending:  # an all-reduce runs in the background: move it on
                 peers.progress()
             if stamp_t is not None:
-                stamp_t(mark())
-                stamp_w(peers.waited_ns)
+                try:
+                    stamp_t(mark())
+                except Exception:  # the GPU has failed: the slice goes untimed (the fence says why)
+                    stamp[0].clear()
+                    stamp_t = None
+                else:
+                    stamp_w(peers.waited_ns)
             try:
                 self._one(b, ins)
                 if sync_each:  # a device error then lands on the op that caused it
@@ -322,8 +343,12 @@ class Executor:
                 check_broadcast(code, vals)
             try:
                 r = h(vals, attrs)
-            except MemoryError:  # the allocator refused (on a GPU: the device, or its pool's limit)
-                r = self._after_refusal(code, lambda: h(vals, attrs))
+            except Exception as exc:  # the allocator refused (on a GPU: the device, its pool's
+                if not out_of_memory(exc):  # limit, or a CUDA library's workspace): retried
+                    raise
+                r = _Refused(allocation_size(exc))  # below, once the handler's frame, which
+            if type(r) is _Refused:  # holds its temporaries, is gone
+                r = self._after_refusal(code, lambda: h(vals, attrs), r.size)
             tbl[out] = r
         elif code in _COMM:
             self._comm(b, code, out, vals, attrs, src)
@@ -344,6 +369,24 @@ class Executor:
             tbl[out] = vals[0]
         elif code != _MARK:
             raise P.ProtocolError(f"unknown opcode {code!r}")
+
+    def abandon(self, job: Job) -> None:
+        """Fail what is left of a batch the GPU can no longer run (a sticky error mid-slice): its
+        outputs fail with that error, as if each op had raised it, and the batch is done."""
+        b = job.b
+        why = f"the GPU failed before this op ran: {self.sticky_error}"
+        first = None
+        for ins in job.instrs[job.idx :]:
+            if type(ins) is list and len(ins) > P.I_SRC and type(ins[P.I_OUT]) is int:
+                src = ins[P.I_SRC] if type(ins[P.I_SRC]) is int else 0
+                b.tbl.pop(ins[P.I_OUT], None)
+                b.failed[ins[P.I_OUT]] = err = [why, ins[P.I_OP], src, False]
+                first = first or err
+        if first is not None:
+            b.report(first)
+        job.idx = len(job.instrs)
+        for f in job.late:
+            self._free(b, f)
 
     def _device_failed(self, b: BatchState, instrs: list, exc: Exception) -> None:
         """The device raised at the batch's fence: some op of this batch caused it. Its outputs
@@ -468,18 +511,24 @@ class Executor:
             b.tbl.pop(out, None)
             b.failed[out] = [*err[:3], False]
 
-    def _after_refusal(self, code: int, make: Any) -> Any:
+    def _after_refusal(self, code: int, make: Any, size: int | None = None) -> Any:
         """``make()`` again after the allocator refused it: spill what the pool may and give the
         allocator's cached blocks back, as long as that frees something; then the refusal becomes
-        the user's :class:`OutOfMemory` (naming the op, the sizes, and what is held)."""
+        the user's :class:`OutOfMemory` (naming the op, the sizes, and what is held). An
+        allocation (``size`` bytes, if known) larger than the whole limit spills nothing: no room
+        made would let it fit, and the other clients' tensors would leave the device for naught."""
+        limit = self.pool.limit if self.pool is not None else None
+        hopeless = size is not None and limit is not None and size > limit
         while True:
-            spilled = self.pool is not None and self.pool.make_room()
+            spilled = not hopeless and self.pool is not None and self.pool.make_room()
             release_cached(self.backend)
             try:
                 return make()
             except OutOfMemory:
                 raise
-            except MemoryError as exc:
+            except Exception as exc:
+                if not out_of_memory(exc):
+                    raise
                 if spilled:  # something left the device: try again
                     continue
                 if self.pool is not None:
@@ -492,7 +541,8 @@ class Executor:
         frame = self.io.upload(b.token, attrs["tok"]) if "tok" in attrs else b.bufs[attrs["buf"]]
         try:
             return self.backend.from_frame(frame, dtype, shape)
-        except MemoryError:  # the device refused the copy: as for any other op's result
-            return self._after_refusal(
-                _UPLOAD, lambda: self.backend.from_frame(frame, dtype, shape)
-            )
+        except MemoryError as exc:  # the device refused the copy: as for any other op's result
+            size = allocation_size(exc)  # (retried outside this handler, as in _one)
+        return self._after_refusal(
+            _UPLOAD, lambda: self.backend.from_frame(frame, dtype, shape), size
+        )

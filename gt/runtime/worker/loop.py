@@ -289,6 +289,9 @@ class Worker(Reporting):
         # a planned batch pairs its transfers with other workers': it is never cut
         stop = None if msg.planned else self._slice_stop(msg.client)
         res = ex.step(e.job, stop)
+        if not res.done and ex.sticky_error is not None:  # the GPU failed mid-slice: no more of
+            ex.abandon(e.job)  # this batch (nor any other) can run here
+            res.done, res.errors = True, e.job.b.errors
         e.busy_ns += res.busy_ns
         if stop is not None and (not res.done or self.sched.others_waiting(msg.client)):
             # what of the slice another client waited for: since it began, or since the last

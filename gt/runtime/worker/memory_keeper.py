@@ -98,6 +98,8 @@ class WorkerMemory:
             store = SpillStore(self.backend.xp if self.backend.name == "cupy" else None)
             ident = getattr(self.backend, "identity", None)
             store.device = getattr(ident, "index", None)
+            if self.backend.name == "cupy":  # (this thread's: the one the executor computes on)
+                store.compute_stream = self.backend.xp.cuda.get_current_stream()
             pool = MemoryPool(limit=limit, client_limit=quota, threshold=s["spill_threshold"],
                               prefetch=s["prefetch"], store=store, transfer=self.transfer)  # fmt: skip
             self.executor.use_pool(pool)

@@ -149,15 +149,24 @@ class NcclLink:
             gpu = f"cuda:{self.backend.xp.cuda.runtime.getDevice()}"
         return f"{socket.gethostname()}\0{gpu}".encode()
 
+    def close(self) -> None:
+        """Abort every communicator (the worker stops: destroying one would wait for its peers'
+        share of pending work, for ever if a peer is gone or the GPU has failed)."""
+        for group in list(self.comms):
+            self._abort(group)
+
     def forget(self, wid: int) -> None:
         """Drop the communicators of groups with ``wid`` in them (it was restarted or left)."""
         for group in [g for g in self.comms if wid in g]:
-            comm = self.comms.pop(group)
-            if comm is not None:
-                try:
-                    comm.abort()  # (destroy would wait for the gone peer's share of pending work)
-                except Exception:  # nothing more to release
-                    pass
+            self._abort(group)
+
+    def _abort(self, group: tuple[int, ...]) -> None:
+        comm = self.comms.pop(group)
+        if comm is not None:
+            try:
+                comm.abort()  # (destroy would wait for the gone peer's share of pending work)
+            except Exception:  # nothing more to release
+                pass
 
     def communicator(self, run: Any, workers: list[int]) -> Any:
         """The group's communicator (its ranks: the workers in ascending order), made at the

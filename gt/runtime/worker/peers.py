@@ -167,7 +167,9 @@ class Peers:
             del self.stash[key]
 
     def close(self) -> None:
-        """Close every peer socket."""
+        """Close every peer socket (and abort the NCCL communicators)."""
+        if self._nccl is not None:
+            self._nccl.close()
         for s in self.socks.values():
             s.close(0)
         self.socks.clear()
@@ -423,6 +425,9 @@ class Peers:
             try:
                 if pend.steps is None and pend.ready is not None:
                     pend.ready.synchronize()
+                    # (copied: not asked again, since a query of an event reports a GPU that
+                    # failed meanwhile as "not done", for ever, where synchronize raised)
+                    pend.ready = None
                 while not pend.done:
                     self._advance(pend)
             finally:

@@ -37,6 +37,19 @@ def over_limit(op: int, requested: int, limit: int, what: str, held: int,
     )
 
 
+#: How CUDA's libraries say that an allocation of their own failed (cuBLAS's and cuSOLVER's
+#: workspaces, cuFFT's plans, a module's load): errors that are no ``MemoryError`` in CuPy.
+_OOM_TEXT = ("cudaErrorMemoryAllocation", "CUDA_ERROR_OUT_OF_MEMORY", "CUBLAS_STATUS_ALLOC_FAILED",
+             "CUSOLVER_STATUS_ALLOC_FAILED", "CUFFT_ALLOC_FAILED")  # fmt: skip
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` says the device ran out of memory (CuPy's pool, or a CUDA library)."""
+    if isinstance(exc, MemoryError):
+        return True
+    return isinstance(exc, RuntimeError) and any(t in str(exc) for t in _OOM_TEXT)
+
+
 def allocation_size(exc: BaseException) -> int | None:
     """The bytes an allocator's out-of-memory error says it was asked for (CuPy: "Out of memory
     allocating 4,000,256 bytes ..."), or ``None``."""

@@ -17,6 +17,8 @@ from gt.runtime.worker.pool_table import SpilledBuffer
 
 #: Seconds since another client's turn during which the worker counts as shared (no prefetch).
 SHARED_S = 0.25
+#: Seconds the prefetch thread waits after a read that failed (the device refused it, say).
+FAILED_BACKOFF_S = 0.1
 #: How much nicer than the executor the prefetch thread runs (``setpriority``; 19 is the lowest).
 PREFETCH_NICE = 10
 
@@ -94,12 +96,13 @@ class Prefetcher:
                 rec.state = "loading"
                 self.loading_bytes += rec.nbytes
             t0 = time.monotonic_ns()
+            failed = False
             try:
                 # given up (and read on demand, if need be) once another client's turn begins
                 raw = self.store.get(rec.handle, rec.nbytes, self._stream(),
                                      lambda c=rec.cno: self.running == c)  # fmt: skip
             except Exception:  # freed meanwhile (file gone), or the device refused: read on demand
-                raw = None
+                raw, failed = None, True
             t1 = time.monotonic_ns()
             with self.lock:
                 self.loading_bytes -= rec.nbytes
@@ -110,6 +113,8 @@ class Prefetcher:
                 elif rec.state == "loading":
                     rec.state = "out"
                 self.lock.notify_all()
+                if failed and not self._stop:  # not straight back at the same read (a full
+                    self.lock.wait(FAILED_BACKOFF_S)  # device would refuse it again at once)
             if raw is not None and self.transfer is not None:
                 self.transfer("prefetch", t0, t1, rec.nbytes, rec.cno)
 

@@ -130,6 +130,7 @@ class SpillStore:
         self.in_use = 0  # bytes of the file's extents that hold a spilled buffer
         self.extents = 0  # how many
         self.device = None  # the CUDA device the worker is pinned to (set by the pool)
+        self.compute_stream: Any = None  # the stream the executor computes on (CuPy; ditto)
 
     # ------------------------------------------------------------------ the file's extents
     def _file(self) -> int:
@@ -233,9 +234,15 @@ class SpillStore:
         cp = self.xp
         if stream is None:
             return cp.asarray(handle)
-        with stream:
+        # Allocated for the compute stream, which will use and free it: CuPy gives a freed block
+        # back to the stream it was allocated on, so a block of the copy stream's would be handed
+        # to the next read-back while compute kernels may still read the tensor freed from it.
+        # The copy waits for the compute work queued so far (which may still use this block).
+        compute = self.compute_stream or cp.cuda.get_current_stream()
+        with compute:
             dev = cp.empty((nbytes,), _U8)
-            dev.set(handle, stream=stream)
+        stream.wait_event(compute.record())
+        dev.set(handle, stream=stream)
         stream.synchronize()
         return dev
 
