@@ -247,7 +247,7 @@ def test_an_op_a_cuda_library_could_not_allocate_for_is_tried_again_after_giving
     ex, error, monkeypatch
 ):
     # cuBLAS's or cuSOLVER's own workspace: no MemoryError, but the same cure (cached blocks back)
-    import gt.runtime.worker.executor as X
+    import gt.runtime.worker.failures as X
 
     released = []
     monkeypatch.setattr(X, "release_cached", lambda be: released.append(1))

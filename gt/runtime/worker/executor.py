@@ -32,14 +32,13 @@ from gt.runtime.worker.batch import (
     resolve_args,
 )
 from gt.runtime.worker.clock import SYNC_EACH_OP, clock_for
+from gt.runtime.worker.failures import FailureHandling, Refused
 from gt.runtime.worker.hot import HotPlans
 from gt.runtime.worker.memory import release_cached
 from gt.runtime.worker.peers import PeerFailure
 from gt.runtime.worker.pool import MemoryPool
 from gt.runtime.worker.pool_table import (
-    OutOfMemory,
     allocation_size,
-    device_out_of_memory,
     out_of_memory,
 )
 from gt.runtime.worker.spill import root_of
@@ -67,16 +66,7 @@ class ExecutorIO(Protocol):
         the client may then count as done (no error so far)."""
 
 
-class _Refused:
-    """An op's result the allocator refused (``size``: the bytes it asked for, if it said)."""
-
-    __slots__ = ("size",)
-
-    def __init__(self, size: int | None) -> None:
-        self.size = size
-
-
-class Executor:
+class Executor(FailureHandling):
     """Per-client tensor tables and the loop that runs batches against them.
 
     Args:
@@ -343,11 +333,14 @@ class Executor:
                 check_broadcast(code, vals)
             try:
                 r = h(vals, attrs)
-            except Exception as exc:  # the allocator refused (on a GPU: the device, its pool's
-                if not out_of_memory(exc):  # limit, or a CUDA library's workspace): retried
+            except Exception as exc:
+                if not out_of_memory(exc):
                     raise
-                r = _Refused(allocation_size(exc))  # below, once the handler's frame, which
-            if type(r) is _Refused:  # holds its temporaries, is gone
+                # the allocator refused (on a GPU: the device, its pool's limit, or a CUDA
+                # library's workspace); retried below, once this handler's frame (which holds
+                # the attempt's temporaries) is gone
+                r = Refused(allocation_size(exc))
+            if type(r) is Refused:
                 r = self._after_refusal(code, lambda: h(vals, attrs), r.size)
             tbl[out] = r
         elif code in _COMM:
@@ -369,41 +362,6 @@ class Executor:
             tbl[out] = vals[0]
         elif code != _MARK:
             raise P.ProtocolError(f"unknown opcode {code!r}")
-
-    def abandon(self, job: Job) -> None:
-        """Fail what is left of a batch the GPU can no longer run (a sticky error mid-slice): its
-        outputs fail with that error, as if each op had raised it, and the batch is done."""
-        b = job.b
-        why = f"the GPU failed before this op ran: {self.sticky_error}"
-        first = None
-        for ins in job.instrs[job.idx :]:
-            if type(ins) is list and len(ins) > P.I_SRC and type(ins[P.I_OUT]) is int:
-                src = ins[P.I_SRC] if type(ins[P.I_SRC]) is int else 0
-                b.tbl.pop(ins[P.I_OUT], None)
-                b.failed[ins[P.I_OUT]] = err = [why, ins[P.I_OP], src, False]
-                first = first or err
-        if first is not None:
-            b.report(first)
-        job.idx = len(job.instrs)
-        for f in job.late:
-            self._free(b, f)
-
-    def _device_failed(self, b: BatchState, instrs: list, exc: Exception) -> None:
-        """The device raised at the batch's fence: some op of this batch caused it. Its outputs
-        are failed; if the device still fails, the error is sticky and the worker must stop."""
-        last = instrs[-1] if instrs and type(instrs[-1]) is list else [-1, None, None, None, 0]
-        msg = (f"{type(exc).__name__}: {exc} (raised by the GPU while it ran this batch; "
-               "GT_CUDA_SYNC_EACH_OP=1 names the exact op)")  # fmt: skip
-        err = [msg, last[P.I_OP], last[P.I_SRC] if type(last[P.I_SRC]) is int else 0, False]
-        for ins in instrs:
-            if type(ins) is list and len(ins) > P.I_OUT and type(ins[P.I_OUT]) is int:
-                b.tbl.pop(ins[P.I_OUT], None)
-                b.failed[ins[P.I_OUT]] = err
-        b.report(err)
-        try:
-            self.clock.fence()
-        except Exception as again:  # e.g. an illegal address: every later call fails too
-            self.sticky_error = f"{type(again).__name__}: {again}"
 
     def _hot(self, b: BatchState, args: list, attrs: Any, src: int) -> None:
         """Replay a captured step: bound to the kernels when it can be, else instruction by
@@ -510,30 +468,6 @@ class Executor:
         if type(out) is int:
             b.tbl.pop(out, None)
             b.failed[out] = [*err[:3], False]
-
-    def _after_refusal(self, code: int, make: Any, size: int | None = None) -> Any:
-        """``make()`` again after the allocator refused it: spill what the pool may and give the
-        allocator's cached blocks back, as long as that frees something; then the refusal becomes
-        the user's :class:`OutOfMemory` (naming the op, the sizes, and what is held). An
-        allocation (``size`` bytes, if known) larger than the whole limit spills nothing: no room
-        made would let it fit, and the other clients' tensors would leave the device for naught."""
-        limit = self.pool.limit if self.pool is not None else None
-        hopeless = size is not None and limit is not None and size > limit
-        while True:
-            spilled = not hopeless and self.pool is not None and self.pool.make_room()
-            release_cached(self.backend)
-            try:
-                return make()
-            except OutOfMemory:
-                raise
-            except Exception as exc:
-                if not out_of_memory(exc):
-                    raise
-                if spilled:  # something left the device: try again
-                    continue
-                if self.pool is not None:
-                    raise self.pool.device_refused(exc, code) from None
-                raise device_out_of_memory(exc, code, None, 0) from None
 
     def _upload(self, b: BatchState, attrs: dict) -> Any:
         dtype = P.check_dtype(attrs["dtype"])
