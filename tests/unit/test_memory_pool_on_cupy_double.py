@@ -208,3 +208,22 @@ def test_an_allocation_larger_than_the_whole_limit_spills_nobodys_tensors(tmp_pa
     assert len(res.errors) == 1 and res.errors[0][0].startswith("OutOfMemory: ")
     assert ex.pool.counters["spill_out"] == 0 and not ex.pool.spilled  # 1 and 2 stayed put
     assert (M.fetched(ex, 4) == 1).all()
+
+
+def test_under_per_thread_default_streams_buffers_come_back_on_demand_only(monkeypatch):
+    # the executor's stream is then "the calling thread's": the prefetch thread cannot order a
+    # read-back after it, so it does not read back at all
+    from gt.runtime.worker.memory_keeper import WorkerMemory
+
+    be = Backend(cp, name="cupy", cupyx=cp.cupyx)
+    settings = {"memory_limit": "1MB", "prefetch": "256kB"}
+    plain = WorkerMemory(be, Executor(be, NoPeers(), DeviceIO()), settings, lambda *a: None)
+    plain.apply()  # (as the worker does once it has heard from its dispatcher)
+    assert plain.pool.prefetch > 0
+    plain.pool.close()
+    ptds = type("S", (), {"ptr": cp.cuda.runtime.streamPerThread})()
+    monkeypatch.setattr(cp.cuda, "get_current_stream", lambda: ptds)
+    per_thread = WorkerMemory(be, Executor(be, NoPeers(), DeviceIO()), settings, lambda *a: None)
+    per_thread.apply()
+    assert per_thread.pool.prefetch == 0 and per_thread.pool._thread is None
+    per_thread.pool.close()

@@ -85,3 +85,34 @@ def test_an_all_reduce_failing_in_the_background_fails_itself_not_the_running_op
     with pytest.raises(RuntimeError, match="peer socket gone"):
         p.finish(pend)
     assert p.inflight == []
+
+
+@pytest.mark.timeout(20)  # (what it guards against is a loop that never ends)
+def test_an_all_reduce_that_turns_to_the_ring_while_waited_for_syncs_its_copy_not_polls_it():
+    # the event of its input's copy to the host: on a GPU that failed meanwhile, a query says
+    # "not done" for ever, where synchronize raises; here it is simply never done by itself
+    p = _peers()
+
+    class NeverDone:
+        done = False
+
+        def __init__(self) -> None:
+            self.synced = 0
+
+        def synchronize(self) -> None:
+            self.synced += 1
+
+    class RingLink:  # NCCL's decision for this group: the ring (a dtype NCCL lacks, say)
+        def headers_missing(self, run, ws):
+            return False
+
+        def decide(self, run, code, x, attrs):
+            return "ring", []
+
+    ev, host = NeverDone(), np.ones(3, np.float32)
+    p._nccl = RingLink()
+    p.backend.to_host_async = lambda x: (host, ev)
+    pend = Pending(_Run(p, 0, "all_reduce", None), None, None, {"workers": [0]}, 1, 7)
+    pend.nccl = (None, object())
+    np.testing.assert_array_equal(p.finish(pend), host)
+    assert ev.synced == 1

@@ -344,6 +344,13 @@ class Backend:
             return np.asarray(self.xp.asnumpy(arr), order="C")  # (asnumpy's order is C already)
         return np.asarray(arr, order="C")
 
+    def release_staged(self) -> None:
+        """Let go of the staging buffers (and the device arrays they copied) whose copies are
+        done (also done at each staged transfer; the executor calls it at each slice's end, so
+        they do not outlive a quiet spell)."""
+        if self._staging:
+            self._staging.release()
+
     def to_host_async(self, arr: Any) -> tuple[np.ndarray, Any]:
         """Start a host copy of ``arr`` for a peer: ``(host array, event)``, the bytes being there
         once the event is done (``None``: at once). With staging the host does not wait."""

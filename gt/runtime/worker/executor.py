@@ -217,6 +217,8 @@ class Executor(FailureHandling):
             except Exception as exc:  # (recording an event fails too once the GPU has failed)
                 marks.clear()  # no device times for this slice
                 self._device_failed(b, job.instrs[start : job.idx], exc)
+            else:
+                self.backend.release_staged()  # (its copies are done with the slice's work)
         res.t1 = time.monotonic_ns()
         if marks:
             if not dclock.device:

@@ -40,6 +40,12 @@ def capacity(backend: Any, sharing: int = 1) -> int | None:
         return None
 
 
+def _per_thread(backend: Any, stream: Any) -> bool:
+    """Whether ``stream`` is CuPy's per-thread default stream (``CUPY_CUDA_PER_THREAD_DEFAULT_STREAM``)."""
+    ptds = getattr(backend.xp.cuda.runtime, "streamPerThread", None)
+    return ptds is not None and getattr(stream, "ptr", None) == ptds
+
+
 class WorkerMemory:
     """The memory side of one worker.
 
@@ -93,24 +99,36 @@ class WorkerMemory:
             [self.runtime, self.flags, self.dispatcher, self.env], self.capacity
         )
         limit, quota = s["memory_limit"], s["client_memory_limit"]
+        compute = self._compute_stream()
+        # Under CuPy's per-thread default streams the executor's stream cannot be named from the
+        # prefetch thread (its handle means "the calling thread's"), so a read-back there could
+        # not be ordered after the executor's work: buffers come back on demand only.
+        prefetch = (
+            0 if compute is not None and _per_thread(self.backend, compute) else s["prefetch"]
+        )
         pool = self.pool
         if pool is None and (limit is not None or quota is not None):
             store = SpillStore(self.backend.xp if self.backend.name == "cupy" else None)
             ident = getattr(self.backend, "identity", None)
             store.device = getattr(ident, "index", None)
-            if self.backend.name == "cupy":  # (this thread's: the one the executor computes on)
-                store.compute_stream = self.backend.xp.cuda.get_current_stream()
+            store.compute_stream = compute
             pool = MemoryPool(limit=limit, client_limit=quota, threshold=s["spill_threshold"],
-                              prefetch=s["prefetch"], store=store, transfer=self.transfer)  # fmt: skip
+                              prefetch=prefetch, store=store, transfer=self.transfer)  # fmt: skip
             self.executor.use_pool(pool)
         elif pool is not None:
             pool.configure(limit=limit, client_limit=quota, threshold=s["spill_threshold"],
-                           prefetch=s["prefetch"])  # fmt: skip
+                           prefetch=prefetch)  # fmt: skip
         if self.backend.name == "cupy":  # the device pool refuses past the limit by itself
             try:
                 self.backend.xp.get_default_memory_pool().set_limit(size=limit or 0)
             except Exception as exc:  # an old CuPy: the accounting still holds the limit
                 print(f"gt worker: CuPy's pool takes no limit ({exc})", file=sys.stderr)
+
+    def _compute_stream(self) -> Any:
+        """The stream the executor computes on (this thread's current one; CuPy only)."""
+        if self.backend.name != "cupy":
+            return None
+        return self.backend.xp.cuda.get_current_stream()
 
     def active(self) -> None:
         """A batch ran."""

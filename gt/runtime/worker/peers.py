@@ -382,7 +382,12 @@ class Peers:
             pend.host, pend.ready = self.backend.to_host_async(x)  # the ring, from here
         if pend.steps is None:
             if pend.ready is not None and not pend.ready.done:
-                return  # its input is still on its way to the host
+                if pend.run.background:
+                    return  # its input is still on its way to the host
+                # waited for (finish): synchronize, which raises for a failed GPU, where a query
+                # of the event would say "not done" for ever
+                pend.ready.synchronize()
+                pend.ready = None
             pend.steps = all_reduce_steps(pend.run, pend.host, pend.attrs)
         try:
             next(pend.steps)

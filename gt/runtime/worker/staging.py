@@ -114,7 +114,9 @@ class HostStaging:
         except TypeError:  # CuPy < 13 has no `blocking`; with a stream and pinned `out` it is async
             src.get(stream=stream, out=out)
         done = stream.record()
-        self._hold(done, src)  # the compute stream may free src: its block must outlive the copy
+        # the compute stream may free src, and the caller out: both must outlive the copy (CuPy's
+        # pinned pool hands a freed block out again at once, whatever copy still writes it)
+        self._hold(done, src, out)
         self.staged_out += out.nbytes
         self.release()
         return out, done

@@ -37,6 +37,7 @@ class _Runtime(types.ModuleType):
     """``cupy.cuda.runtime``."""
 
     CUDARuntimeError = _CUDARuntimeError
+    streamLegacy, streamPerThread = 1, 2  # (CuPy's handles of the default streams)
 
     def __init__(self) -> None:
         super().__init__("cupy_double.cuda.runtime")
