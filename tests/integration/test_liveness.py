@@ -72,6 +72,38 @@ def test_a_killed_local_worker_is_reported_within_a_second(cluster):
     assert time.monotonic() - t0 < 1.0
 
 
+def test_a_local_worker_that_dies_is_started_again_on_its_slot_a_few_times(cluster):
+    # (on a GPU machine: a worker stopped by a GPU that failed under it gets a fresh context)
+    first = _workers(cluster.address)
+    gone = first[0]["pid"]
+    os.kill(gone, signal.SIGKILL)
+    wait_for(lambda: any(w["pid"] == gone and not w["alive"] for w in _workers(cluster.address)),
+             timeout=10)  # fmt: skip
+    wait_for(lambda: sum(w["alive"] for w in _workers(cluster.address)) == 2, timeout=30)
+    now = _workers(cluster.address)
+    new = [w for w in now if w["alive"] and w["pid"] not in {x["pid"] for x in first}]
+    assert len(new) == 1 and new[0]["device"] == first[0]["device"]  # its slot's device
+    gt.connect(cluster.address, timeout=30)
+    try:
+        assert gt.tensor([4.0]).item() == 4.0
+    finally:
+        gt.disconnect()
+    for _ in range(2):  # it died twice more within the minute: it stays down
+        pid = next(w["pid"] for w in _workers(cluster.address) if w["alive"]
+                   and w["pid"] != first[1]["pid"])  # fmt: skip
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda pid=pid: not any(w["pid"] == pid and w["alive"]
+                                         for w in _workers(cluster.address)), timeout=10)  # fmt: skip
+        wait_for(lambda: cluster_settled(cluster), timeout=30)
+    alive = [w for w in _workers(cluster.address) if w["alive"]]
+    assert [w["pid"] for w in alive] == [first[1]["pid"]]  # the other worker, untouched
+
+
+def cluster_settled(cluster) -> bool:
+    """No local worker is starting (a restarted one has registered, or none was started)."""
+    return request(cluster.address, "stats", timeout=5.0).get("starting", 0) == 0
+
+
 def test_a_dispatcher_whose_workers_all_died_starts_new_local_ones(cluster):
     killed = {w["pid"] for w in _workers(cluster.address)}
     for pid in killed:

@@ -207,6 +207,7 @@ class ControlRequests:
             "bad_messages": self.bad_messages,
             "internal_errors": self.internal_errors,
             "endpoints": self.endpoints,
+            "starting": self.starting(),  # local workers started (or restarted), not yet registered
             "workers": [
                 {
                     "id": w.wid,

@@ -3,15 +3,17 @@
 A mixin of :class:`gt.runtime.dispatcher.loop.Dispatcher` (see :mod:`gt.runtime.liveness` for the
 rules): local worker processes are watched through the OS and never timed out; a remote peer is
 lost when its connection closes and it does not come back within a short grace, or when it stays
-silent for the (long) timeout on the dispatcher's running clock. When the last worker is gone, a
-dispatcher that started local workers starts them again (a few times), and otherwise says so to
-every client that asks, instead of queueing them forever.
+silent for the (long) timeout on the dispatcher's running clock. A local worker that dies (killed,
+or stopped by a GPU that failed under it) is started again in its slot, so on its GPU, at most
+:data:`RESTARTS` times within :data:`RESTART_WINDOW_S`; when every worker is gone for good, the
+dispatcher says so to every client that asks, instead of queueing them forever.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections import deque
 from typing import Any
 
@@ -30,7 +32,7 @@ from gt.runtime.liveness import (
     watch_disconnects,
 )
 
-#: Local worker restarts allowed per :data:`RESTART_WINDOW_S` once every worker is gone.
+#: Restarts of one local worker's slot allowed per :data:`RESTART_WINDOW_S`.
 RESTARTS = 2
 RESTART_WINDOW_S = 60.0
 #: Clients waiting for a worker to register at most (more are refused at once).
@@ -66,7 +68,8 @@ class PeerKeeping:
         self._cut: dict[tuple[str, int], float] = {}  # peer -> running time its connection closed
         self.local_workers = 0
         self._local_pids: set[int] = set()
-        self._restarts: deque[float] = deque()
+        self._slot_of: dict[int, int] = {}  # a local worker's pid -> its slot (so its GPU)
+        self._restarts: dict[int, deque[float]] = {}  # slot -> when it was restarted lately
         self.shutdown_reason: str | None = None
 
     # ------------------------------------------------------------------ hearing from peers
@@ -113,6 +116,9 @@ class PeerKeeping:
         for proc in procs:
             self.children.append(proc)
             self._local_pids.add(proc.pid)
+            slot = _slot(proc)
+            if slot is not None:
+                self._slot_of[proc.pid] = slot
 
     def is_local(self, info: dict) -> bool:
         """Whether a registering worker is one of our own child processes."""
@@ -127,13 +133,17 @@ class PeerKeeping:
     def check_peers(self) -> None:
         """Run from the loop's housekeeping: find lost workers and clients."""
         now = self.clock.tick()
+        died = []
         for proc in self.children:
             code = proc.poll()
             if code is not None:
+                died.append(proc)
                 for w in self.planner.workers.values():
                     if w.alive and w.info.get("pid") == proc.pid:
                         self._worker_lost(w.wid, f"exited with code {code}")
         self.children = [p for p in self.children if p.poll() is None]
+        for proc in died:
+            self._restart(proc, now)
         self.on_monitor_events()
         for (kind, pid), at in list(self._cut.items()):
             if now - at > self.reconnect_grace:
@@ -159,17 +169,31 @@ class PeerKeeping:
         elif pid in self.planner.clients:
             self._drop_client(pid, why)
 
+    def _restart(self, proc: subprocess.Popen, now: float) -> None:
+        """Start a local worker that died again, in its slot (on its GPU), unless that slot has
+        used its restarts (then it stays down, and says so)."""
+        slot = self._slot_of.pop(proc.pid, None)
+        if slot is None or self._stop.is_set():
+            return
+        times = self._restarts.setdefault(slot, deque())
+        while times and now - times[0] > RESTART_WINDOW_S:
+            times.popleft()
+        if len(times) >= RESTARTS:
+            print(f"gt dispatcher: local worker {slot} died {RESTARTS + 1} times within "
+                  f"{RESTART_WINDOW_S:g}s; it is not started again", file=sys.stderr)  # fmt: skip
+            return
+        times.append(now)
+        back = self.endpoints["back"]
+        self.adopt_local_workers(
+            [spawn_worker(back, parent_pid=os.getpid(), n_workers=self.local_workers, slot=slot)]
+        )
+
     def _no_workers(self, now: float) -> None:
-        """Every worker is gone: start local ones again, or tell waiting clients and exit."""
+        """Every worker is gone: wait for local ones starting again, else tell waiting clients
+        (and, if this dispatcher's own workers died as often as they may, stop)."""
         if self.starting():
             return
-        if self.local_workers and self.planner.workers:  # we had workers, and they all died
-            while self._restarts and now - self._restarts[0] > RESTART_WINDOW_S:
-                self._restarts.popleft()
-            if len(self._restarts) < RESTARTS:
-                self._restarts.append(now)
-                self.start_local_workers(self.local_workers)
-                return
+        if self.local_workers and self.planner.workers:  # ours, and none will start again
             self.shutdown_reason = (
                 f"all {self.local_workers} local worker(s) died {RESTARTS + 1} times within "
                 f"{RESTART_WINDOW_S:g}s; the dispatcher stops"
@@ -203,3 +227,12 @@ class PeerKeeping:
     def _worker_lost(self, wid: int, reason: str) -> None: ...
 
     def _drop_client(self, cno: int, reason: str = "bye") -> None: ...
+
+
+def _slot(proc: subprocess.Popen) -> int | None:
+    """The ``--slot`` a local worker was started with (see :func:`gt.runtime.launch.spawn_worker`)."""
+    args = proc.args if isinstance(proc.args, list) else []
+    try:
+        return int(args[args.index("--slot") + 1])
+    except (ValueError, IndexError):
+        return None
