@@ -61,6 +61,7 @@ from typing import Any, NamedTuple
 
 import msgpack
 
+from gt.runtime import field_checks as F
 from gt.runtime.field_checks import ANY, Check, compile_checks, opt
 
 #: 3: a fetch that ends a batch acknowledges it (Run.ack, Data.ack, Done.acked, Ack.told);
@@ -82,25 +83,9 @@ E_REVOKED = "revoked"  # the tenant's key was removed from the cluster's keys
 # Positions in an instruction list (see the module docstring).
 I_OP, I_OUT, I_ARGS, I_ATTRS, I_SRC, I_SIGNAL = range(6)
 
+
 #: Dtypes travel as short names; the set is closed so a peer never builds arbitrary dtypes.
-DTYPES: tuple[str, ...] = (
-    "float32",
-    "float64",
-    "float16",
-    "int32",
-    "int64",
-    "bool",
-    "uint8",
-    "int8",
-    "bfloat16",  # only CuPy workers that compute in it accept it (see worker/backend.py)
-    "int16",
-    "complex64",
-    "complex128",
-    "uint16",
-    "uint32",
-    "uint64",
-)
-DTYPE_SET = frozenset(DTYPES)
+DTYPES, DTYPE_SET = F.DTYPES, F.DTYPE_SET
 
 
 class ProtocolError(ValueError):
@@ -108,73 +93,6 @@ class ProtocolError(ValueError):
 
 
 # ----------------------------------------------------------------------------- field checks
-def _dtype(v: Any) -> bool:
-    return v in DTYPE_SET if type(v) is str else False
-
-
-def _shape(v: Any) -> bool:
-    return type(v) is list and all(type(d) is int and d >= 0 for d in v)
-
-
-def _error(v: Any) -> bool:
-    """A worker error: ``[message, opcode, src]``."""
-    return (
-        type(v) is list
-        and len(v) == 3
-        and type(v[0]) is str
-        and type(v[1]) is int
-        and type(v[2]) is int
-    )
-
-
-def _errors(v: Any) -> bool:
-    return type(v) is list and (not v or all(_error(e) for e in v))
-
-
-def _str_list(v: Any) -> bool:
-    return type(v) is list and all(type(s) is str for s in v)
-
-
-def _srclocs(v: Any) -> bool:
-    """New source lines: ``[[id, "file.py:12"], ...]``."""
-    return type(v) is list and all(
-        type(e) is list and len(e) == 2 and type(e[0]) is int and type(e[1]) is str for e in v
-    )
-
-
-def _signals(v: Any) -> bool:
-    """New signal-table entries: ``[[id, name, backward or None, is_backward], ...]``."""
-    return type(v) is list and all(
-        type(e) is list
-        and len(e) == 4
-        and type(e[0]) is int
-        and type(e[1]) is str
-        and (e[2] is None or type(e[2]) is str)
-        and type(e[3]) is bool
-        for e in v
-    )
-
-
-def _endpoints(v: Any) -> bool:
-    return type(v) is dict and all(type(k) is int and type(e) is str for k, e in v.items())
-
-
-def _keys(v: Any) -> bool:
-    """``{worker_id: CURVE public key}`` (z85, 40 bytes) of workers' data sockets."""
-    return type(v) is dict and all(
-        type(k) is int and type(e) is bytes and len(e) == 40 for k, e in v.items()
-    )
-
-
-def _tenant(v: Any) -> bool:
-    """A tenant's name (as the keyring allows: 1 to 32 characters)."""
-    return type(v) is str and 0 < len(v) <= 32
-
-
-def _key(v: Any) -> bool:
-    return type(v) is bytes and len(v) == 40
-
-
 def _bad_field(cls: type, values: list) -> str:
     for name, v in zip(cls._fields, values):  # type: ignore[attr-defined]
         if not cls._check_one[name]([v]):  # type: ignore[attr-defined]
@@ -204,7 +122,7 @@ def _kind(kind: int, /, **checks: Check) -> Callable[[type], type]:
 
 
 # ----------------------------------------------------------------------------- message kinds
-@_kind(1, pid=int, host=str, argv=_str_list, token=bytes)
+@_kind(1, pid=int, host=str, argv=F.is_str_list, token=bytes)
 class Hello(NamedTuple):
     """A client introduces itself; ``token`` is the identity of its direct data sockets."""
 
@@ -224,7 +142,7 @@ class Welcome(NamedTuple):
     settings: dict
 
 
-@_kind(3, seq=int, n=int, srclocs=opt(_srclocs), signals=opt(_signals))
+@_kind(3, seq=int, n=int, srclocs=opt(F.is_srclocs), signals=opt(F.is_signals))
 class Batch(NamedTuple):
     """A client's batch of ``n`` instructions; new source lines ``[[id, text]]`` and new signal
     table entries ``[[id, name, backward, is_backward]]`` ride along."""
@@ -235,7 +153,7 @@ class Batch(NamedTuple):
     signals: list | None = None
 
 
-@_kind(4, client=int, seq=int, n=int, token=opt(bytes), planned=bool, tenant=opt(_tenant),
+@_kind(4, client=int, seq=int, n=int, token=opt(bytes), planned=bool, tenant=opt(F.is_tenant),
        ack=bool)  # fmt: skip
 class Run(NamedTuple):
     """The dispatcher hands a worker a client's batch (or this worker's part of a planned one);
@@ -255,7 +173,7 @@ class Run(NamedTuple):
     ack: bool = False
 
 
-@_kind(5, client=int, seq=int, errors=_errors, n=int, exec_ns=int, dropped=bool, acked=bool)
+@_kind(5, client=int, seq=int, errors=F.is_errors, n=int, exec_ns=int, dropped=bool, acked=bool)
 class Done(NamedTuple):
     """A worker ran a batch: the errors (``[message, opcode, src]``), instructions, nanoseconds.
     ``dropped``: it did not run to its end because its client left (``n`` of it ran).
@@ -271,7 +189,7 @@ class Done(NamedTuple):
     acked: bool = False
 
 
-@_kind(6, seq=int, errors=_errors, told=bool)
+@_kind(6, seq=int, errors=F.is_errors, told=bool)
 class Ack(NamedTuple):
     """The dispatcher tells a client that batch ``seq`` ran everywhere, with its errors.
     ``told``: the worker already acknowledged it (:attr:`Data.ack`); this only brings errors
@@ -282,7 +200,9 @@ class Ack(NamedTuple):
     told: bool = False
 
 
-@_kind(7, req=int, dtype=opt(_dtype), shape=opt(_shape), error=opt(_error), ack=opt(int))
+@_kind(
+    7, req=int, dtype=opt(F.is_dtype), shape=opt(F.is_shape), error=opt(F.is_error), ack=opt(int)
+)
 class Data(NamedTuple):
     """A fetched array (in the next frame) for request ``req``, or the error that replaced it.
     ``ack``: the client batch this fetch ended, acknowledged with it (see :attr:`Run.ack`)."""
@@ -294,7 +214,7 @@ class Data(NamedTuple):
     ack: int | None = None
 
 
-@_kind(8, client=int, req=int, dtype=opt(_dtype), shape=opt(_shape), error=opt(_error),
+@_kind(8, client=int, req=int, dtype=opt(F.is_dtype), shape=opt(F.is_shape), error=opt(F.is_error),
        ack=opt(int))  # fmt: skip
 class Relay(NamedTuple):
     """A :class:`Data` for client ``client``, sent through the dispatcher."""
@@ -330,7 +250,7 @@ class Error(NamedTuple):
 
 
 @_kind(12, host=str, pid=int, device=str, backend=str, data=str, hb=bytes, gpu=opt(dict),
-       data_key=opt(_key))  # fmt: skip
+       data_key=opt(F.is_key))  # fmt: skip
 class Register(NamedTuple):
     """A worker asks to join: where it runs, its data endpoint, its heartbeat socket's identity,
     its GPU (``index``, ``name``, ``uuid``, ``pci_bus_id`` ...; ``None`` on NumPy), and the CURVE
@@ -396,7 +316,7 @@ class Stats(NamedTuple):
     stats: dict
 
 
-@_kind(20, endpoints=_endpoints, keys=opt(_keys))
+@_kind(20, endpoints=F.is_endpoints, keys=opt(F.is_keys))
 class Peers(NamedTuple):
     """Where every worker's data socket is: ``{worker_id: endpoint}``, and over TCP the CURVE
     public key of each (``{worker_id: key}``)."""
@@ -405,8 +325,8 @@ class Peers(NamedTuple):
     keys: dict | None = None
 
 
-@_kind(21, client=int, tag=int, step=int, dtype=opt(_dtype), shape=opt(_shape),
-       error=opt(_error))  # fmt: skip
+@_kind(21, client=int, tag=int, step=int, dtype=opt(F.is_dtype), shape=opt(F.is_shape),
+       error=opt(F.is_error))  # fmt: skip
 class Peer(NamedTuple):
     """Step ``step`` of transfer ``tag`` for client ``client``: an array (next frame) or an
     error marker, so a collective's participants fail together instead of waiting."""
@@ -455,7 +375,7 @@ class Route(NamedTuple):
     direct: bool
 
 
-@_kind(26, srclocs=_srclocs)
+@_kind(26, srclocs=F.is_srclocs)
 class SourceLines(NamedTuple):
     """New source lines ``[[id, text]]`` of a client whose batches go straight to its worker (a
     :class:`Batch` through the dispatcher carries them itself): the dispatcher keeps them for
@@ -464,12 +384,7 @@ class SourceLines(NamedTuple):
     srclocs: list
 
 
-def _count(v: Any) -> bool:
-    """A count (an int, not below 0)."""
-    return type(v) is int and v >= 0
-
-
-@_kind(27, client=int, batches=_count, n=_count, errors=_count, dropped=_count)
+@_kind(27, client=int, batches=F.is_count, n=F.is_count, errors=F.is_count, dropped=F.is_count)
 class Ran(NamedTuple):
     """A worker ran ``batches`` batches that client ``client`` sent it straight (:class:`Known`),
     ``n`` instructions with ``errors`` errors in all, ``dropped`` of them cut short because the
@@ -618,13 +533,13 @@ def check_instruction(ins: Any) -> tuple[int, int, list, Any, int]:
 
 def check_dtype(name: Any) -> str:
     """Return ``name`` if it is a dtype GT transports, else raise :class:`ProtocolError`."""
-    if not _dtype(name):
+    if not F.is_dtype(name):
         raise ProtocolError(f"unsupported dtype {_excerpt(name)}")
     return name
 
 
 def check_shape(shape: Any) -> tuple[int, ...]:
     """Validate a shape from the wire: a list of non-negative ints."""
-    if not _shape(shape):
+    if not F.is_shape(shape):
         raise ProtocolError(f"bad shape {_excerpt(shape)}")
     return tuple(shape)
