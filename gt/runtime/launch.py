@@ -74,11 +74,8 @@ def local_gpus(timeout: float = GPU_PROBE_TIMEOUT_S) -> list[dict[str, Any]]:
     if os.environ.get("GT_BACKEND") == "numpy":
         return []
     # (GT_CUPY_DOUBLE: the test suite's CuPy stand-in, which is no installed ``cupy``)
-    if importlib.util.find_spec("cupy") is None and os.environ.get("GT_CUPY_DOUBLE") in (
-        None,
-        "",
-        "0",
-    ):
+    double = os.environ.get("GT_CUPY_DOUBLE", "") not in ("", "0")
+    if importlib.util.find_spec("cupy") is None and not double:
         return []
     cmd = [sys.executable, "-m", "gt", "worker", "--list-devices", "--json"]
     try:

@@ -16,6 +16,7 @@ refuses, so CI exercises the CuPy code paths without a GPU. It validates nothing
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import os
 import platform
@@ -138,12 +139,12 @@ def read_identity(cp: Any, index: int) -> DeviceIdentity:
         bus = normalize_bus_id(cp.cuda.runtime.deviceGetPCIBusId(index))
     except Exception:
         bus = None
-    visible = visible_entry(index)
-    uuid = format_uuid(props.get("uuid"))
-    if uuid is None and props.get("uuid"):  # cut short at a zero byte (see complete_uuid)
-        mig = bool(visible) and visible.upper().startswith("MIG-")
-        uuid = complete_uuid(props.get("uuid"), [visible, None if mig else nvml_uuid_at(bus)])
-    return DeviceIdentity(index, name, uuid, bus, visible)
+    raw = props.get("uuid")
+    ident = DeviceIdentity(index, name, format_uuid(raw), bus, visible_entry(index))
+    if ident.uuid is None and raw:  # cut short at a zero byte (see complete_uuid)
+        nvml = None if ident.mig else nvml_uuid_at(bus)  # (the bus names a MIG's whole GPU)
+        ident = dataclasses.replace(ident, uuid=complete_uuid(raw, [ident.visible, nvml]))
+    return ident
 
 
 def _say_fallback(reason: str) -> None:
