@@ -100,6 +100,16 @@ def test_no_device_raises_a_cuda_runtime_error(monkeypatch):
         cp.cuda.runtime.getDeviceCount()
 
 
+def test_a_cuda_runtime_error_is_made_from_its_status_as_cupys_is():
+    import pickle
+
+    err = cp.cuda.runtime.CUDARuntimeError(700)
+    assert (err.status, str(err)) == (700, "cudaErrorIllegalAddress: an illegal memory access "
+                                           "was encountered")  # fmt: skip
+    again = pickle.loads(pickle.dumps(err))
+    assert (type(again), again.status, str(again)) == (type(err), 700, str(err))
+
+
 @pytest.mark.parametrize(
     ("op", "args", "key", "message"),
     [

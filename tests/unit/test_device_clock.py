@@ -156,3 +156,46 @@ def test_sync_each_op_puts_a_device_error_on_the_op_that_caused_it():
     res = _run(ex, ops, timed=False)
     assert [e[2] for e in res.errors] == [2]  # src 2: the neg, not the batch's last op
     assert 1 in ex.tables[1] and 2 in ex.failed[1] and 3 in ex.failed[1]
+
+
+class CUDARuntimeError(RuntimeError):
+    """Named as CuPy's (``cupy_backends.cuda.api.runtime.CUDARuntimeError``)."""
+
+
+class FaultAtFetch(FakeIO):
+    """A fetch's copy to the host is the first call to wait for the device: an earlier kernel's
+    fault is reported there."""
+
+    def reply(self, client, token, req, arr, err, ack=None):
+        if arr is not None:
+            raise CUDARuntimeError("cudaErrorIllegalAddress: an illegal memory access")
+        super().reply(client, token, req, arr, err, ack)
+
+
+def _fetch_after_a_faulty_kernel(sync_each: bool) -> list:
+    ex = Executor(Backend(np, "cpu"), NoPeers(), FaultAtFetch())
+    ex.sync_each_op = sync_each
+    _run(ex, [ins("full", 1, [1.0], {"shape": [4], "dtype": "float32"}, src=1),
+              ins("neg", 2, [1], src=2), ins("fetch", 3, [2], src=3)], timed=False)  # fmt: skip
+    return ex.io.replies[3][1]
+
+
+def test_a_gpu_error_first_seen_at_a_fetch_says_an_earlier_op_may_have_caused_it():
+    msg, opcode, src = _fetch_after_a_faulty_kernel(sync_each=False)
+    assert (opcode, src) == (O.OPCODE["fetch"], 3)  # where CUDA reported it
+    assert msg.startswith("CUDARuntimeError: cudaErrorIllegalAddress")
+    assert "an earlier op of the batch may have caused" in msg and "GT_CUDA_SYNC_EACH_OP=1" in msg
+
+
+def test_with_each_op_fenced_a_gpu_error_at_a_fetch_is_the_fetchs_own():
+    msg, _, _ = _fetch_after_a_faulty_kernel(sync_each=True)
+    assert msg == "CUDARuntimeError: cudaErrorIllegalAddress: an illegal memory access"
+
+
+def test_an_ordinary_error_of_an_op_is_not_blamed_on_the_gpu():
+    ex = Executor(Backend(np, "cpu"), NoPeers(), FakeIO())
+    res = _run(ex, [ins("full", 1, [1.0], {"shape": [4], "dtype": "float32"}),
+                    ins("full", 2, [1.0], {"shape": [3], "dtype": "float32"}),
+                    ins("matmul", 3, [1, 2], src=7)], timed=False)  # fmt: skip
+    assert len(res.errors) == 1 and res.errors[0][2] == 7
+    assert "GT_CUDA_SYNC_EACH_OP" not in res.errors[0][0]

@@ -32,7 +32,7 @@ from gt.runtime.worker.batch import (
     resolve_args,
 )
 from gt.runtime.worker.clock import SYNC_EACH_OP, clock_for
-from gt.runtime.worker.failures import FailureHandling, Refused
+from gt.runtime.worker.failures import FailureHandling, Refused, op_error_text
 from gt.runtime.worker.hot import HotPlans
 from gt.runtime.worker.memory import release_cached
 from gt.runtime.worker.peers import PeerFailure
@@ -408,7 +408,7 @@ class Executor(FailureHandling):
         code = ins[P.I_OP] if ok and ins else -1
         src = ins[P.I_SRC] if ok and len(ins) > P.I_SRC else 0
         out = ins[P.I_OUT] if ok and len(ins) > P.I_OUT else None
-        err = [f"{type(exc).__name__}: {exc}", code, src if type(src) is int else 0, False]
+        err = [op_error_text(exc, self.sync_each_op), code, src if type(src) is int else 0, False]
         if code == _FETCH and type(out) is int:
             self.io.reply(b.cno, b.token, out, None, err[:3])
         elif type(out) is int:

@@ -19,6 +19,24 @@ from gt.runtime.worker.batch import BatchState, Job
 from gt.runtime.worker.memory import release_cached
 from gt.runtime.worker.pool_table import OutOfMemory, device_out_of_memory, out_of_memory
 
+#: What CuPy raises when the CUDA runtime or driver reports an error. A kernel's fault (an illegal
+#: address) is reported at whichever later call first waits for the device: a fetch's copy, an
+#: allocation, another launch.
+_DEVICE_ERRORS = frozenset({"CUDARuntimeError", "CUDADriverError"})
+
+
+def op_error_text(exc: Exception, exact: bool) -> str:
+    """An op's error as its client reads it. A CUDA error not ``exact`` (ops not fenced one by
+    one) may be an earlier op's fault: the text says so, and how to find the op."""
+    text = f"{type(exc).__name__}: {exc}"
+    if not exact and type(exc).__name__ in _DEVICE_ERRORS:
+        text += (
+            " (reported by the GPU at this op, which an earlier op of the batch may have "
+            "caused: CUDA reports a kernel's fault at the next call that waits for the "
+            "device; GT_CUDA_SYNC_EACH_OP=1 names the exact op)"
+        )
+    return text
+
 
 class Refused:
     """An op's result the allocator refused (``size``: the bytes it asked for, if it said)."""

@@ -23,12 +23,32 @@ _lock = threading.RLock()
 _all: weakref.WeakSet = weakref.WeakSet()
 
 
-class CUDARuntimeError(RuntimeError):
-    """What CuPy raises for a failed CUDA runtime call (``cupy.cuda.runtime.CUDARuntimeError``)."""
+#: CUDA's ``cudaGetErrorName`` and ``cudaGetErrorString`` of the statuses the double raises.
+_ERRORS = {
+    6: ("cudaErrorInvalidResourceHandle", "invalid resource handle"),
+    35: (
+        "cudaErrorInsufficientDriver",
+        "CUDA driver version is insufficient for CUDA runtime version",
+    ),  # fmt: skip
+    100: ("cudaErrorNoDevice", "no CUDA-capable device is detected"),
+    101: ("cudaErrorInvalidDevice", "invalid device ordinal"),
+    600: ("cudaErrorNotReady", "device not ready"),
+    700: ("cudaErrorIllegalAddress", "an illegal memory access was encountered"),
+    999: ("cudaErrorUnknown", "unknown error"),
+}
 
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
+
+class CUDARuntimeError(RuntimeError):
+    """What CuPy raises for a failed CUDA runtime call (``cupy.cuda.runtime.CUDARuntimeError``):
+    made from the status alone, its text CUDA's name and description of it, as CuPy's is."""
+
+    def __init__(self, status: int):
+        name, text = _ERRORS.get(status, ("cudaErrorUnknown", "unknown error"))
+        super().__init__(f"{name}: {text}")
         self.status = status
+
+    def __reduce__(self):  # (pickles as CuPy's does: by its status)
+        return (type(self), (self.status,))
 
 
 class Stream:
@@ -185,8 +205,8 @@ def get_elapsed_time(start_event: Event, end_event: Event) -> float:
     start, end = start_event, end_event
     for e in (start, end):
         if e.disable_timing:
-            raise CUDARuntimeError(6, "cudaErrorInvalidResourceHandle: event has no timing data")
+            raise CUDARuntimeError(6)  # (an event made with disable_timing)
         if e.t_ns is None:
-            raise CUDARuntimeError(600, "cudaErrorNotReady: device not ready")
+            raise CUDARuntimeError(600)
     assert start.t_ns is not None and end.t_ns is not None
     return (end.t_ns - start.t_ns) / 1e6

@@ -30,7 +30,7 @@ def _count() -> int:
 def _check(index: int) -> None:
     n = _count()
     if not 0 <= index < n:
-        raise _CUDARuntimeError(101, "cudaErrorInvalidDevice: invalid device ordinal")
+        raise _CUDARuntimeError(101)
 
 
 class _Runtime(types.ModuleType):
@@ -45,7 +45,7 @@ class _Runtime(types.ModuleType):
     def getDeviceCount(self) -> int:  # noqa: N802 - CUDA's name
         n = _count()
         if n <= 0:
-            raise _CUDARuntimeError(100, "cudaErrorNoDevice: no CUDA-capable device is detected")
+            raise _CUDARuntimeError(100)
         return n
 
     def getDeviceProperties(self, device: int) -> dict[str, Any]:  # noqa: N802
