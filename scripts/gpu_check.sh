@@ -14,7 +14,8 @@
 # a check cut off at a device's time limit still shows how far each step got), steps.log (all of
 # them, in order),
 # bench_gpu.json, top.json and top_check.txt. What the machine lacks (pyzmq, textual and their dependencies) is installed from
-# the wheels in .whl/ (carried in the working tree; no network) into a private folder put first
+# the wheels in .whl/ (made here by scripts/gpu_wheels.sh, carried in the working tree: the
+# machine has no network) into a private folder put first
 # on PYTHONPATH; nothing is installed into the machine's own Python.
 #
 # Steps (each with its own time limit; a failing step does not stop the others):
