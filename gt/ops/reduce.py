@@ -159,8 +159,11 @@ class ReductionOps:
         name = "MeanBackward0" if axes is None else "MeanBackward1"
         if x.dtype in ("float16", "bfloat16"):  # summed and divided in float32, rounded once
             wide = x.to(S.DEFAULT_FLOAT).sum(axes, _keep(keepdims, keepdim))
-            return label((wide * (1.0 / n if n else float("nan"))).to(x.dtype), name)
-        return label(x.sum(axes, _keep(keepdims, keepdim)) * (1.0 / n if n else float("nan")), name)
+            return label((wide / n if n else wide * float("nan")).to(x.dtype), name)
+        # divided, not multiplied by 1/n: PyTorch's CPU mean is its sum divided by n, and a
+        # product with a rounded 1/n is off by an ulp where the division is exact (0.2 * 6 / 6)
+        total = x.sum(axes, _keep(keepdims, keepdim))
+        return label(total / n if n else total * float("nan"), name)
 
     def _check_empty_extreme(self, name: str, axes: tuple[int, ...] | None) -> None:
         """As PyTorch: max/min/argmax of an empty tensor raise when reducing everything
@@ -315,7 +318,8 @@ class ReductionOps:
         d = x - x.mean(axes, keepdims=True)
         denom = n - correction
         sq = (d * d.conj()).real if d.dtype in S.COMPLEX_DTYPES else d * d
-        out = sq.sum(axes, keep) * (1.0 / denom if denom > 0 else float("nan"))
+        total = sq.sum(axes, keep)
+        out = total / denom if denom > 0 else total * float("nan")
         return label(out, "VarBackward0")
 
     def _sqrt_zero_grad(self) -> Tensor:

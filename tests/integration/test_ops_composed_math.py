@@ -224,3 +224,16 @@ def test_running_extremes_and_logcumsumexp(conn):
     np.testing.assert_allclose(got, np.logaddexp.accumulate(big, axis=1), rtol=1e-12)
     with pytest.raises(TypeError, match="floating point"):
         gt.tensor([1, 2]).logcumsumexp(0)
+
+
+def test_mean_and_var_divide_by_the_count_as_pytorchs_cpu_kernels_do(conn):
+    """0.2 * 6 summed in float32 is 1.2000000477; divided by 6 it rounds to float32's 0.2, but
+    times float32(1/6) it rounds one ulp higher (PyTorch CPU: mean 0.2, std 0.0)."""
+    x = np.full((3, 2), 0.2, np.float32)
+    total = x.sum(dtype=np.float32)
+    t = gt.tensor(x)
+    assert t.mean().item() == float(total / np.float32(6)) == float(np.float32(0.2))
+    assert t.mean(0).numpy().tolist() == [float(np.float32(0.2))] * 2
+    assert t.std().item() == 0.0 and t.var(1, correction=0).numpy().tolist() == [0.0] * 3
+    half = gt.tensor(x.astype(np.float16))
+    assert half.mean().item() == float(np.float16(total / np.float32(6)))

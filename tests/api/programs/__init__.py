@@ -140,6 +140,7 @@ MODULES = (
     "weather_climate",
     "document_ocr",
     "multitask_learning",
+    "makemore_manual_backprop",
 )
 
 
