@@ -17,6 +17,7 @@ from gt.errors import ShapeError
 from gt.grad_graph import label
 from gt.ops.autocast import autocast_op
 from gt.ops.layout import keep_channels_last
+from gt.ops.reduce import centered
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names (input, ...)
@@ -128,8 +129,7 @@ def group_norm(
     if c % num_groups:
         raise ShapeError(f"group_norm: {c} channels cannot be split into {num_groups} groups")
     x = input.reshape(n, num_groups, -1)
-    mean = x.mean(-1, keepdim=True)
-    d = x - mean
+    _, d = centered(x, (2,))
     out = (d * ((d * d).mean(-1, keepdim=True) + eps).rsqrt()).reshape(input.shape)
     cs = _channel_shape(input)
     if weight is not None:

@@ -237,3 +237,32 @@ def test_mean_and_var_divide_by_the_count_as_pytorchs_cpu_kernels_do(conn):
     assert t.std().item() == 0.0 and t.var(1, correction=0).numpy().tolist() == [0.0] * 3
     half = gt.tensor(x.astype(np.float16))
     assert half.mean().item() == float(np.float16(total / np.float32(6)))
+
+
+def test_a_constant_column_has_a_std_of_exactly_zero_as_in_pytorch(conn):
+    """PyTorch's var and std (Welford) give exactly 0 for constant data, and scalers rely on it
+    (``std[std == 0] = 1``); a mean rounded an ulp off would leave 1e-8 and a column of noise."""
+    x = np.full((7, 22), 0.1, np.float32)  # (7 rows: 0.1 * 7 / 7 is not 0.1 in float32)
+    x[:, 1] = np.arange(7)
+    t = gt.tensor(x)
+    std = t.std(0)
+    assert std[0].item() == 0.0 and std[1].item() > 1.0
+    std[std == 0] = 1.0
+    scaled = ((t - t.mean(0)) / std).numpy()
+    assert np.abs(scaled[:, 0]).max() < 1e-7  # (x - mean) / 1: the mean's rounding only
+    assert t.var(1)[0].item() != 0.0 and t.var().item() > 0.0
+    assert gt.var_mean(t[:, 2:], 1)[0].numpy().tolist() == [0.0] * 7
+
+
+def test_group_norm_of_constant_groups_is_exactly_zero(conn):
+    x = np.full((3, 7, 1), 0.3, np.float32)
+    assert not gt.nn.functional.group_norm(gt.tensor(x), 1).numpy().any()
+
+
+def test_the_gradient_of_var_is_unchanged_by_centering_on_the_first_element(conn):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 9)).astype(np.float32)
+    t = gt.tensor(x, requires_grad=True)
+    t.var(1).sum().backward()
+    want = 2.0 * (x - x.mean(1, keepdims=True)) / 8.0
+    np.testing.assert_allclose(t.grad.numpy(), want, rtol=1e-5, atol=1e-6)
