@@ -129,7 +129,7 @@ def group_norm(
     if c % num_groups:
         raise ShapeError(f"group_norm: {c} channels cannot be split into {num_groups} groups")
     x = input.reshape(n, num_groups, -1)
-    _, d = centered(x, (2,))
+    d = centered(x, (2,))
     out = (d * ((d * d).mean(-1, keepdim=True) + eps).rsqrt()).reshape(input.shape)
     cs = _channel_shape(input)
     if weight is not None:

@@ -41,9 +41,9 @@ def _keep(keepdims: bool, keepdim: bool | None) -> bool:
 
 #: PyTorch's node of ``a @ b`` with a vector operand, by the operands' ranks (a view of the
 #: folded product otherwise: ``UnsafeViewBackward0``).
-def centered(x: Tensor, axes: tuple[int, ...] | None) -> tuple[Tensor, Tensor]:
-    """``(mean, x - mean)`` over ``axes`` (all if ``None``), kept as dimensions of size 1, for
-    variances and normalizations. The data are summed less their first element along ``axes``
+def centered(x: Tensor, axes: tuple[int, ...] | None) -> Tensor:
+    """``x`` less its mean over ``axes`` (all if ``None``), for variances and normalizations.
+    The data are summed less their first element along ``axes``
     (not differentiated through: the gradient stays ``1/n`` for each element), so a constant row
     has exactly its value as mean and exactly 0 as deviations, as PyTorch's Welford kernels give
     (``var`` and ``std`` 0, so ``std[std == 0] = 1`` finds it; ``group_norm`` 0); a plain
@@ -52,11 +52,9 @@ def centered(x: Tensor, axes: tuple[int, ...] | None) -> tuple[Tensor, Tensor]:
     dims = tuple(range(x.ndim)) if axes is None else axes
     n = S.prod(x.shape[a] for a in dims)
     if n == 0 or x.ndim == 0:
-        mean = x.mean(dims, keepdims=True)
-        return mean, x - mean
+        return x - x.mean(dims, keepdims=True)
     first = x[tuple(slice(0, 1) if i in dims else slice(None) for i in range(x.ndim))].detach()
-    mean = first + (x - first).sum(dims, keepdims=True) / n
-    return mean, x - mean
+    return x - (first + (x - first).sum(dims, keepdims=True) / n)
 
 
 _MATMUL_NODE = {(1, 1): "DotBackward0", (1, 2): "SqueezeBackward4", (2, 1): "MvBackward0"}
@@ -333,7 +331,7 @@ class ReductionOps:
         axes = S.normalize_axes(_pick(axis, dim), x.ndim, "var")
         keep = _keep(keepdims, keepdim)
         n = x.numel() if axes is None else S.prod(x.shape[a] for a in axes)
-        _, d = centered(x, axes)
+        d = centered(x, axes)
         denom = n - correction
         sq = (d * d.conj()).real if d.dtype in S.COMPLEX_DTYPES else d * d
         total = sq.sum(axes, keep)
