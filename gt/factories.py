@@ -159,7 +159,9 @@ def full(
     value: Any = (
         bool(fill_value)
         if dtype == "bool"
-        else (float(fill_value) if dtype in S.INEXACT_DTYPES else int(fill_value))
+        else (
+            float(fill_value) if dtype in S.INEXACT_DTYPES else S.fill_int(int(fill_value), dtype)
+        )
     )
     return _make("full", [value], {"shape": list(shape), "dtype": dtype}, requires_grad)
 

@@ -230,14 +230,15 @@ def fftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None,
     ``[0, 1, ..., (n - 1) // 2, -(n // 2), ..., -1] / (d * n)``."""
     k = arange(n, dtype="int64")
     k = k - (k >= (n + 1) // 2).to("int64") * n
-    out = (k.to(S.canonical_dtype(dtype)) / (d * n)).to(S.canonical_dtype(dtype))
+    # (times the reciprocal, as PyTorch computes it: a division would round differently)
+    out = (k.to(S.canonical_dtype(dtype)) * (1.0 / (d * n))).to(S.canonical_dtype(dtype))
     return out.requires_grad_(requires_grad) if requires_grad else out
 
 
 def rfftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None,
              requires_grad: bool = False, **_: Any) -> Tensor:  # fmt: skip
     """The sample frequencies of :func:`rfft` of an ``n``-point signal: ``[0, ..., n // 2] / (d * n)``."""
-    out = (arange(n // 2 + 1, dtype=S.canonical_dtype(dtype)) / (d * n)).to(
+    out = (arange(n // 2 + 1, dtype=S.canonical_dtype(dtype)) * (1.0 / (d * n))).to(
         S.canonical_dtype(dtype)
     )
     return out.requires_grad_(requires_grad) if requires_grad else out

@@ -129,6 +129,50 @@ def promote_scalar(dtype: str, value: Any) -> str:
     raise TypeError(f"unsupported scalar {value!r}")
 
 
+#: Each integer dtype's range, and the C type PyTorch names in its overflow errors.
+INT_RANGE = {d: (int(np.iinfo(d).min), int(np.iinfo(d).max)) for d in INT_DTYPES}
+_C_TYPE = {"int32": "int", **{d: f"{d}_t" for d in INT_DTYPES if d != "int32"}}
+
+
+def python_int(value: int) -> int:
+    """``value`` if PyTorch can hold it as a scalar at all (a signed or an unsigned 64-bit int)."""
+    if value >= 1 << 64:
+        raise RuntimeError("int too big to convert")
+    if value < -(1 << 63):
+        raise RuntimeError("can't convert negative int to unsigned")
+    return value
+
+
+def wrap_int(value: int, dtype: str) -> int:
+    """A Python int as an integer ``dtype`` holds it after a C cast, in two's complement: how
+    PyTorch takes the number of ``tensor <op> number`` (``uint8 + 300`` adds 44, ``uint8 + -1``
+    adds 255, ``int32 * 2654435761`` multiplies by -1640531535). Other dtypes take it as it is."""
+    if dtype not in INT_RANGE:
+        return value
+    lo, hi = INT_RANGE[dtype]
+    return (python_int(value) - lo) % (hi - lo + 1) + lo
+
+
+def fill_int(value: int, dtype: str, type_name: str | None = None) -> int:
+    """A fill value (``fill_``, ``full``, ``masked_fill``, ``where``, ``clamp``, ``x[i] = v``,
+    an ``alpha``) for an integer ``dtype``, checked as PyTorch checks it: it must fit, except
+    that a negative one may wrap into an unsigned dtype (``uint8`` takes -255 to 255).
+
+    Args:
+        type_name: the dtype's name in the error (default: the C type, as PyTorch's kernels say).
+
+    Raises:
+        RuntimeError: it does not fit (PyTorch's message).
+    """
+    if dtype not in INT_RANGE:  # (a complex tensor's zeros, say)
+        return value
+    lo, hi = INT_RANGE[dtype]
+    if python_int(value) > hi or value < (-hi if lo == 0 else lo):
+        name = type_name or _C_TYPE[dtype]
+        raise RuntimeError(f"value cannot be converted to type {name} without overflow")
+    return wrap_int(value, dtype)
+
+
 def broadcast(a: Shape, b: Shape, op: str = "op") -> Shape:
     """NumPy/PyTorch broadcasting of two shapes.
 

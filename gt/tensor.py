@@ -66,6 +66,8 @@ _COMPLEX_UNARY = frozenset(("neg", "exp", "log", "sqrt", "sin", "cos", "tanh", "
 _REAL_ONLY = frozenset(("maximum", "minimum", "lt", "le", "gt", "ge", "floor_divide",
                         "remainder", "fmod", "atan2", "gammainc", "gammaincc", "zeta", "gcd",
                         "lcm", "nextafter"))  # fmt: skip
+#: Integer divisions: a zero divisor raises (PyTorch's CPU kernels raise ZeroDivisionError).
+_INT_DIVISIONS = frozenset(("floor_divide", "remainder", "fmod"))
 #: Backward-only primitives with no derivative of their own, and the ops whose rules use them: a
 #: backward pass with ``create_graph=True`` through one raises rather than return a wrong result.
 _FIRST_ORDER_ONLY = {
@@ -329,8 +331,8 @@ class Tensor(
                 raise TypeError(f"{name} is not supported for complex tensors")
             if true_div and dtype not in _INEXACT:
                 dtype = S.DEFAULT_FLOAT
-            if dtype == _BOOL and name == "sub":
-                _refuse_bool_sub()
+            if name == "sub" and _BOOL in (self.dtype, other.dtype):
+                _refuse_bool_sub(both=self.dtype == other.dtype)
             a = self if self.dtype == dtype else self.to(dtype)
             b = other if other.dtype == dtype else other.to(dtype)
             conn = self._conn
@@ -352,8 +354,8 @@ class Tensor(
         dtype = S.promote_scalar(self.dtype, other)
         if true_div and dtype not in _INEXACT:
             dtype = S.DEFAULT_FLOAT
-        if dtype == _BOOL and name == "sub":
-            _refuse_bool_sub()
+        if name == "sub" and self.dtype == _BOOL:
+            _refuse_bool_sub(both=isinstance(other, (bool, np.bool_)))
         if dtype in _COMPLEX:
             if name in _REAL_ONLY:
                 raise TypeError(f"{name} is not supported for complex tensors")
@@ -365,8 +367,12 @@ class Tensor(
             imm: Any = float(other)
         elif dtype == "bool":
             imm = bool(other)
+        elif name == "pow":  # (an exponent is not cast to the tensor's dtype)
+            imm = [S.python_int(int(other))]
         else:
-            imm = [int(other)]
+            imm = [S.wrap_int(int(other), dtype)]  # PyTorch casts the number: uint8 + 300 adds 44
+            if imm[0] == 0 and not reflected and name in _INT_DIVISIONS:
+                raise RuntimeError(f"{name}: ZeroDivisionError (an integer divided by zero)")
         conn = self._conn
         out = Tensor(conn, conn.new_id(), a.shape, dtype)
         conn.emit(opcode, out.id, [imm, a.id] if reflected else [a.id, imm])
@@ -420,10 +426,15 @@ class Tensor(
         set_data(self, value, take_value)  # (shared with ``value`` from now on, as in PyTorch)
 
 
-def _refuse_bool_sub() -> None:
+def _refuse_bool_sub(both: bool = True) -> None:
+    if both:
+        raise DtypeError(
+            "sub: subtraction, the `-` operator, with two bool tensors is not supported; use the "
+            "`^` or logical_xor() operator instead"
+        )
     raise DtypeError(
-        "sub: subtraction, the `-` operator, with two bool tensors is not supported; use the `^` "
-        "or logical_xor() operator instead"
+        "sub: subtraction, the `-` operator, with a bool tensor is not supported; to invert a "
+        "mask use the `~` or logical_not() operator instead"
     )
 
 

@@ -229,7 +229,7 @@ class ArithmeticOps:
             other, alpha = alpha * other, 1
         if scaled_add(self, other, alpha):
             return self._apply("add_scaled", [self, other], {"alpha": float(alpha)})
-        return self + (other if alpha == 1 else other * alpha)
+        return self + (other if alpha == 1 else other * int_alpha(self, other, alpha))
 
     def sub(self, other: Any, alpha: Any = 1) -> Tensor:
         """``self - alpha * other`` (also the deprecated ``sub(alpha, other)``)."""
@@ -238,7 +238,7 @@ class ArithmeticOps:
         if scaled_add(self, other, alpha):  # a - alpha*b == a + (-alpha)*b, bit for bit
             return label(self._apply("add_scaled", [self, other], {"alpha": -float(alpha)}),
                          "SubBackward0")  # fmt: skip
-        return self - (other if alpha == 1 else other * alpha)
+        return self - (other if alpha == 1 else other * int_alpha(self, other, alpha))
 
     def mul(self, other: Any) -> Tensor:
         """``self * other``."""
@@ -428,7 +428,9 @@ class ArithmeticOps:
                 dtype = S.promote_scalar(dtype, b)
         x = self.to(dtype)
         lo, hi = (
-            None if b is None else (float(b) if dtype in S.FLOAT_DTYPES else int(b))
+            None
+            if b is None
+            else (float(b) if dtype in S.FLOAT_DTYPES else S.fill_int(int(b), dtype))
             for b in (min, max)
         )
         return x._apply("clip", [x, lo, hi])
@@ -484,6 +486,24 @@ class ArithmeticOps:
         return where(condition, self, other)
 
 
+def int_alpha(x: Tensor, other: Any, alpha: Any) -> Any:
+    """``alpha`` as PyTorch takes it for ``add``/``sub`` of integers or bools: cast to the
+    result's dtype (``True``/``False`` for bools), after checking that it fits."""
+    if type(alpha) is not int:
+        return alpha
+    if isinstance(other, TensorBase):
+        dtype = S.promote_operands(x.dtype, x.ndim, other.dtype, other.ndim)
+    elif isinstance(other, (int, float, bool, complex)):
+        dtype = S.promote_scalar(x.dtype, other)
+    else:
+        return alpha
+    if dtype == "bool":
+        return bool(alpha)
+    if dtype in S.INT_RANGE:
+        S.fill_int(alpha, dtype)
+    return alpha
+
+
 def where(condition: Tensor, input: Any, other: Any) -> Tensor:  # noqa: A002 - PyTorch's names
     """Pick from ``input`` where ``condition`` is true and from ``other`` elsewhere, broadcasting.
 
@@ -521,6 +541,8 @@ def where(condition: Tensor, input: Any, other: Any) -> Tensor:  # noqa: A002 - 
             inputs.append(float(v))
         else:
             inputs.append(
-                float(v) if dtype in S.FLOAT_DTYPES else (bool(v) if dtype == "bool" else int(v))
+                float(v)
+                if dtype in S.FLOAT_DTYPES
+                else (bool(v) if dtype == "bool" else S.fill_int(int(v), dtype))
             )
     return condition._apply("where", inputs, {"dtype": dtype}, shape=shape)

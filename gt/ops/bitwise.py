@@ -39,15 +39,6 @@ _LOGICAL = {
 SHIFTS = ("bitwise_left_shift", "bitwise_right_shift")
 
 
-def wrap_int(value: int, dtype: str) -> int:
-    """``value`` wrapped into ``dtype``'s range, two's complement (what PyTorch casts it to)."""
-    bits = np.dtype(dtype).itemsize * 8
-    value &= (1 << bits) - 1
-    if np.dtype(dtype).kind == "i" and value >= 1 << (bits - 1):
-        value -= 1 << bits
-    return value
-
-
 def check_dtype(name: str, dtype: str) -> None:
     """Raise ``TypeError`` unless ``name`` is defined for ``dtype`` (integers; bool but shifts)."""
     if dtype in S.INT_DTYPES or (dtype == "bool" and name not in SHIFTS):
@@ -96,7 +87,7 @@ def binary(x: Tensor, other: Any, name: str, reflected: bool = False) -> Tensor:
             opcode, logical = _LOGICAL[name]
             return x._compare(opcode, bool(other), logical)
         a = x.to(dtype)
-        imm = bool(other) if dtype == "bool" else wrap_int(int(other), dtype)
+        imm = bool(other) if dtype == "bool" else S.wrap_int(int(other), dtype)
         return x._apply(name, [imm, a] if reflected else [a, imm], grad=False)
     if isinstance(other, numbers.Number):  # a float (or complex) number
         check_dtype(name, x.dtype)

@@ -33,7 +33,11 @@ def host_array(data: Any, dtype: Any = None) -> np.ndarray:
     arr = np.array(data)
     own = isinstance(data, (np.ndarray, np.generic))
     if dtype is not None:
-        arr = arr.astype(S.canonical_dtype(dtype))
+        dtype = S.canonical_dtype(dtype)
+        if not own and dtype in S.INT_RANGE and arr.dtype.kind in "iu" and arr.size:
+            for v in (int(arr.min()), int(arr.max())):  # Python ints must fit, as in PyTorch
+                S.fill_int(v, dtype, type_name=dtype)
+        arr = arr.astype(dtype)
     elif arr.dtype == np.float64 and not own and not _holds_double(data):
         arr = arr.astype(S.DEFAULT_FLOAT)  # (gt.set_default_dtype's; float32 at start)
     elif arr.dtype == np.complex128 and not own:
@@ -197,7 +201,7 @@ class ConversionOps:
         value = (
             bool(fill_value)
             if dt == "bool"
-            else (float(fill_value) if dt in _FLOATS else int(fill_value))
+            else (float(fill_value) if dt in _FLOATS else S.fill_int(int(fill_value), dt))
         )
         out = self._create("full", [value], {"shape": list(shape), "dtype": dt})
         return out.requires_grad_(True) if requires_grad else out

@@ -27,7 +27,7 @@ from gt.autograd import _mode
 from gt.errors import DtypeError, ShapeError
 from gt.grad_graph import label
 from gt.indexing import encode_key
-from gt.ops.arith import legacy_number_first, scaled_add, where
+from gt.ops.arith import int_alpha, legacy_number_first, scaled_add, where
 from gt.ops.base import BATCHING, TensorBase, refuse_outside_write
 from gt.ops.random import random_attrs
 from gt.ops.views import is_basic_key, is_view_at, parts, write_back
@@ -136,7 +136,7 @@ def _direct(x: Tensor, name: str, other: Any) -> Tensor | None:
         elif x.dtype == "bool":
             return None
         else:
-            arg = int(other)
+            arg = S.wrap_int(int(other), x.dtype)  # (as ``x + other`` takes it: uint8 += 300)
     else:
         return None
     if name == "div" and x.dtype not in S.INEXACT_DTYPES:
@@ -193,7 +193,7 @@ class InplaceOps:
         _result_dtype(self, other, "add_")
         if scaled_add(self, other, alpha):
             return _scaled_(self, other, float(alpha), "add_")
-        other = other if alpha == 1 else other * alpha
+        other = other if alpha == 1 else other * int_alpha(self, other, alpha)
         if _direct(self, "add", other) is None:
             apply_inplace(self, "add_", lambda x: x + other)
         return self
@@ -205,7 +205,7 @@ class InplaceOps:
         _result_dtype(self, other, "sub_")
         if scaled_add(self, other, alpha):
             return _scaled_(self, other, -float(alpha), "sub_")
-        other = other if alpha == 1 else other * alpha
+        other = other if alpha == 1 else other * int_alpha(self, other, alpha)
         if _direct(self, "sub", other) is None:
             apply_inplace(self, "sub_", lambda x: x - other)
         return self
@@ -366,5 +366,5 @@ def _setitem_value(x: Tensor, value: Any, shape: tuple[int, ...]) -> Any:
             return bool(value)
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"setitem: cannot convert float {value} to integer")
-        return int(value)
+        return S.fill_int(int(value), x.dtype)
     raise TypeError(f"setitem: can't assign a {type(value).__name__} to a tensor")

@@ -15,7 +15,7 @@ from gt import shapes as S
 from gt.errors import ShapeError
 from gt.grad_graph import label
 from gt.ops import layout, views
-from gt.ops.arith import legacy_number_first, where
+from gt.ops.arith import int_alpha, legacy_number_first, where
 from gt.ops.base import TensorBase, in_float32
 
 if TYPE_CHECKING:
@@ -149,7 +149,9 @@ class MathOps:
         if legacy_number_first("addcmul", tensor1, value):
             tensor1, tensor2, value = tensor2 * tensor1, value, 1
         prod = tensor1 * tensor2
-        return label(self + (prod if value == 1 else prod * value), "AddcmulBackward0")
+        if value != 1:
+            prod = prod * int_alpha(self, prod, value)
+        return label(self + prod, "AddcmulBackward0")
 
     def addcdiv(self, tensor1: Tensor, tensor2: Tensor, value: float = 1) -> Tensor:
         """``self + value * tensor1 / tensor2`` (also the deprecated ``addcdiv(value, t1, t2)``)."""

@@ -182,3 +182,30 @@ def test_canonical_dtype_accepts_aliases_and_rejects_unknown():
     assert S.canonical_dtype("cdouble") == "complex128"
     with pytest.raises(TypeError, match="unsupported dtype"):
         S.canonical_dtype("complex32")
+
+
+@pytest.mark.parametrize(
+    ("value", "dtype", "want"),
+    [(300, "uint8", 44), (-1, "uint8", 255), (200, "int8", -56), (-129, "int8", 127),
+     (2**63, "int64", -(2**63)), (2**64 - 1, "int64", -1), (2654435761, "int32", -1640531535),
+     (70000, "int16", 4464), (5, "uint64", 5), (-1, "uint64", 2**64 - 1)],
+)  # fmt: skip
+def test_wrap_int_casts_a_python_int_as_c_does(value, dtype, want):
+    assert S.wrap_int(value, dtype) == want
+    assert S.wrap_int(value, dtype) == np.array(value % 2**64, np.uint64).astype(dtype).item()
+
+
+def test_fill_int_takes_what_fits_and_negatives_of_unsigned_dtypes_only():
+    assert S.fill_int(-255, "uint8") == 1 and S.fill_int(255, "uint8") == 255
+    assert S.fill_int(-128, "int8") == -128 and S.fill_int(2**31 - 1, "int32") == 2**31 - 1
+    for value, dtype, name in ((256, "uint8", "uint8_t"), (-256, "uint8", "uint8_t"),
+                               (128, "int8", "int8_t"), (2**31, "int32", "int"),
+                               (2**63, "int64", "int64_t")):  # fmt: skip
+        with pytest.raises(RuntimeError, match=f"to type {name} without overflow"):
+            S.fill_int(value, dtype)
+    with pytest.raises(RuntimeError, match="to type uint8 without"):
+        S.fill_int(300, "uint8", type_name="uint8")
+    with pytest.raises(RuntimeError, match="int too big"):
+        S.wrap_int(2**64, "int64")
+    with pytest.raises(RuntimeError, match="negative int"):
+        S.wrap_int(-(2**63) - 1, "int64")

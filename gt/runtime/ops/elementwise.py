@@ -81,6 +81,28 @@ def _with_float32(fn: Any, xp: Any, a: Any, b: Any) -> Any:
     return (fn(a, wide) if arr is b else fn(wide, b)).astype(dt)
 
 
+def zero_divisor_checked(make_kernel: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A binary kernel that refuses an integer divisor holding a zero on NumPy, as PyTorch's CPU
+    kernels do (NumPy would give 0 and a warning). On CuPy it is left to the kernel, as PyTorch's
+    CUDA kernels leave it: a check there would wait for the device."""
+
+    def make(be: Any) -> Any:
+        h = make_kernel(be)
+        if be.name == "cupy":
+            return h
+
+        def checked(v: list, at: Any) -> Any:
+            b = v[1]
+            kind = getattr(getattr(b, "dtype", None), "kind", "")
+            if (kind in "iu" and kind and not b.all()) or (type(b) is int and b == 0):
+                raise ZeroDivisionError("integer division by zero")
+            return h(v, at)
+
+        return checked
+
+    return make
+
+
 def _d_floor_divide(n: Any, g: Any) -> tuple:
     """PyTorch records ``floor_divide`` with a ``NotImplemented`` node: backward raises."""
     raise RuntimeError("derivative for aten::floor_divide is not implemented")
@@ -460,7 +482,7 @@ ENTRIES: list[Op] = [
         "floor_divide",
         49,
         "floor_divide",
-        kernel=_floor_kernel("floor_divide", 0),
+        kernel=zero_divisor_checked(_floor_kernel("floor_divide", 0)),
         grad=_d_floor_divide,
         doc="a // b (not differentiable: backward raises PyTorch's error)",
     ),
@@ -468,7 +490,7 @@ ENTRIES: list[Op] = [
         "remainder",
         50,
         "remainder",
-        kernel=_floor_kernel("remainder", 1),
+        kernel=zero_divisor_checked(_floor_kernel("remainder", 1)),
         grad=_d_remainder,
         saves="inputs",
         doc="a % b",

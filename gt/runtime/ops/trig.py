@@ -15,7 +15,7 @@ from typing import Any
 
 from gt.runtime.ops import return_types
 from gt.runtime.ops.base import Op, bool_dtype, first_dtype, same_shape, sum_to
-from gt.runtime.ops.elementwise import broadcast_rule
+from gt.runtime.ops.elementwise import broadcast_rule, zero_divisor_checked
 
 
 def _k_ufunc(fn: str) -> Any:
@@ -121,8 +121,9 @@ def _unary(name: str, code: int, fn: str, grad: Any, doc: str, aliases: tuple = 
 
 def _binary(name: str, code: int, fn: str, doc: str, **kw: Any) -> Op:
     kw.setdefault("dtype", first_dtype)
-    return Op(name, code, arity=2, shape=broadcast_rule(name), kernel=_k_ufunc(fn),
-              shard="elementwise", doc=doc, **kw)  # fmt: skip
+    kw.setdefault("kernel", _k_ufunc(fn))
+    return Op(name, code, arity=2, shape=broadcast_rule(name), shard="elementwise", doc=doc,
+              **kw)  # fmt: skip
 
 
 ENTRIES: list[Op] = [
@@ -142,7 +143,7 @@ ENTRIES: list[Op] = [
             grad=_d_atan2, saves="inputs", methods=("atan2", "arctan2"),
             api=_binary_api("atan2", true_div=True)),
     _binary("fmod", 113, "fmod", "C's fmod: a - trunc(a / b) b, the sign of a",
-            grad=_d_fmod, saves="inputs", methods=("fmod",), api=_binary_api("fmod")),
+            kernel=zero_divisor_checked(_k_ufunc("fmod")), grad=_d_fmod, saves="inputs", methods=("fmod",), api=_binary_api("fmod")),
     Op("signbit", 114, shape=same_shape, dtype=bool_dtype, kernel=_k_ufunc("signbit"),
        shard="elementwise", methods=("signbit",), api=lambda x: x._apply("signbit", [x]),
        doc="whether the sign bit is set (true for -0.0)"),
