@@ -141,6 +141,9 @@ MODULES = (
     "document_ocr",
     "multitask_learning",
     "makemore_manual_backprop",
+    "cellular_lattice",
+    "blackbox_evolution",
+    "integer_bit_algorithms",
 )
 
 
