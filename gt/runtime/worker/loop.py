@@ -214,7 +214,7 @@ class Worker(Reporting):
                 wait = poll_timeout_ms(bool(self.sched.order), len(self.inbox))
                 events = dict(poller.poll(self.direct.wait_ms(wait) if self.direct.owed else wait))
                 if self.data in events:
-                    self._drain_data()
+                    self._drain_data(ready=True)
                 if self.sock in events or self.inbox:
                     self._take_messages(self.sock in events)
                     while self.inbox:  # batches go to their client's queue, the rest is done now
@@ -383,9 +383,12 @@ class Worker(Reporting):
             self.stop_reason = "stopped by the dispatcher"
             self._stop.set()
 
-    def _drain_data(self) -> None:
+    def _drain_data(self, ready: bool = False) -> None:
+        """Take every message waiting on the data socket (``ready``: a poll has just said one
+        waits, so the first receive need not ask first)."""
         while True:
-            frames = take(self.data)
+            frames = take(self.data, ready)
+            ready = False
             if frames is None:
                 return
             try:
