@@ -185,11 +185,13 @@ def _not_implemented(what: str, node: Node, g: Any) -> tuple:
 
 
 def zero_second_derivative(node: Node, g: Tensor) -> tuple:
-    """A :func:`recorded_rule` for piecewise-linear composites that end in a ``where`` whose
-    second operand is the op's input (``leaky_relu``, ``hardtanh``, ``threshold``, ``hardshrink``
-    ...): the registry's rule on a ``g`` kept in the input's graph (:func:`zero_link`), so the
-    second derivative is zeros, as PyTorch's."""
-    return O.BY_NAME[node.op].grad(node, zero_link(node, g, inputs=(1,)))
+    """A :func:`recorded_rule` for piecewise-linear composites that end in a ``where`` one of
+    whose branches is the op's input (``leaky_relu``, ``hardtanh``, ``threshold``, ``hardshrink``
+    ...; the second operand, or the third when the second is a constant): the registry's rule on
+    a ``g`` kept in the input's graph (:func:`zero_link`), so the second derivative is zeros, as
+    PyTorch's."""
+    branch = 1 if node.parents[1] is not None or len(node.parents) < 3 else 2
+    return O.BY_NAME[node.op].grad(node, zero_link(node, g, inputs=(branch,)))
 
 
 def labels(name: str | Any) -> Any:

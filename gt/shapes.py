@@ -247,6 +247,14 @@ def normalize_axes(axis: Any, ndim: int, op: str = "op") -> tuple[int, ...] | No
     return norm
 
 
+def reduction_axes(axis: Any, ndim: int, op: str = "op") -> tuple[int, ...] | None:
+    """A reduction's ``dim`` as :func:`normalize_axes` reads it, except that an empty one
+    (``dim=()``, ``dim=[]``) reduces every dimension, as in PyTorch, and so does ``dim=0`` or
+    ``-1`` of a 0-d tensor."""
+    axes = normalize_axes(axis, ndim, op)
+    return None if axes == () or (axes is not None and ndim == 0) else axes
+
+
 def reduce(shape: Shape, axes: tuple[int, ...] | None, keepdims: bool) -> Shape:
     """Result shape of a reduction over ``axes`` (``None`` = every axis)."""
     if axes is None:

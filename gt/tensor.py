@@ -343,6 +343,8 @@ class Tensor(
             return out
         if isinstance(other, _SCALARS) or isinstance(other, numbers.Number):
             return self._binary_scalar(opcode, other, name, reflected, true_div)
+        if isinstance(other, np.bool_):  # (not a numbers.Number: NumPy would take the operator)
+            return self._binary_scalar(opcode, bool(other), name, reflected, true_div)
         if isinstance(other, np.ndarray):
             return self._binary(opcode, self._upload(host_array(other)), name, reflected, true_div)
         return NotImplemented

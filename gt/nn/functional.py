@@ -309,7 +309,8 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
 
 
 def _threshold(input: Tensor, threshold: float, value: float) -> Tensor:
-    out = label(where(input > threshold, input, value), "ThresholdBackward0")
+    # (``<=`` picks value, as PyTorch's kernel: a NaN stays NaN)
+    out = label(where(input <= threshold, value, input), "ThresholdBackward0")
     return recorded_rule(out, zero_second_derivative)
 
 

@@ -113,7 +113,8 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """``x`` where ``|x| > lambd``, else 0."""
-    out = label(where(input.abs() > lambd, input, 0.0), "HardshrinkBackward0")
+    # (the zero where |x| <= lambd, as PyTorch's kernel: a NaN stays NaN)
+    out = label(where(input.abs() <= lambd, 0.0, input), "HardshrinkBackward0")
     return recorded_rule(out, zero_second_derivative)
 
 
@@ -126,7 +127,8 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
         raise RuntimeError(
             f"lambda must be in range [0, {top}] for input dtype {name}, but found {lambd:g}"
         )
-    out = where(input > lambd, input - lambd, where(input < -lambd, input + lambd, 0.0))
+    # (x * 0 in the middle, as PyTorch's kernel: a NaN stays NaN)
+    out = where(input > lambd, input - lambd, where(input < -lambd, input + lambd, input * 0.0))
     return recorded_rule(label(out, "SoftshrinkBackward0"), zero_second_derivative)
 
 

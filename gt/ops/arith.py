@@ -229,7 +229,7 @@ class ArithmeticOps:
             other, alpha = alpha * other, 1
         if scaled_add(self, other, alpha):
             return self._apply("add_scaled", [self, other], {"alpha": float(alpha)})
-        return self + (other if alpha == 1 else other * int_alpha(self, other, alpha))
+        return self + (other if alpha == 1 else alpha_times(self, other, alpha))
 
     def sub(self, other: Any, alpha: Any = 1) -> Tensor:
         """``self - alpha * other`` (also the deprecated ``sub(alpha, other)``)."""
@@ -238,7 +238,7 @@ class ArithmeticOps:
         if scaled_add(self, other, alpha):  # a - alpha*b == a + (-alpha)*b, bit for bit
             return label(self._apply("add_scaled", [self, other], {"alpha": -float(alpha)}),
                          "SubBackward0")  # fmt: skip
-        return self - (other if alpha == 1 else other * int_alpha(self, other, alpha))
+        return self - (other if alpha == 1 else alpha_times(self, other, alpha))
 
     def mul(self, other: Any) -> Tensor:
         """``self * other``."""
@@ -271,8 +271,9 @@ class ArithmeticOps:
         return -self
 
     def square(self) -> Tensor:
-        """``self * self``."""
-        return label(self * self, "PowBackward0")
+        """``self * self`` (of bools, an int64 result, as PyTorch's ``pow(x, 2)``)."""
+        x = self.to("int64") if self.dtype == "bool" else self
+        return label(x * x, "PowBackward0")
 
     def reciprocal(self) -> Tensor:
         """``1 / self``."""
@@ -486,22 +487,25 @@ class ArithmeticOps:
         return where(condition, self, other)
 
 
-def int_alpha(x: Tensor, other: Any, alpha: Any) -> Any:
-    """``alpha`` as PyTorch takes it for ``add``/``sub`` of integers or bools: cast to the
-    result's dtype (``True``/``False`` for bools), after checking that it fits."""
-    if type(alpha) is not int:
-        return alpha
+def alpha_times(x: Tensor, other: Any, alpha: Any) -> Any:
+    """``alpha * other``, the term of ``x + alpha * other`` (``add``, ``sub``, ``addcmul``'s
+    value), as PyTorch computes it: ``other`` first in the sum's dtype (``add(f16, int64,
+    alpha=1.5)`` stays float16), and an int ``alpha`` as that dtype takes it (a bool for bools,
+    checked to fit an integer dtype)."""
     if isinstance(other, TensorBase):
         dtype = S.promote_operands(x.dtype, x.ndim, other.dtype, other.ndim)
-    elif isinstance(other, (int, float, bool, complex)):
+        if other.dtype != dtype and dtype not in S.COMPLEX_DTYPES:
+            other = other.to(dtype)
+    elif isinstance(other, (int, float, bool)):
         dtype = S.promote_scalar(x.dtype, other)
     else:
-        return alpha
-    if dtype == "bool":
-        return bool(alpha)
-    if dtype in S.INT_RANGE:
-        S.fill_int(alpha, dtype)
-    return alpha
+        return other * alpha
+    if type(alpha) is int:
+        if dtype == "bool":
+            alpha = bool(alpha)
+        elif dtype in S.INT_RANGE:
+            S.fill_int(alpha, dtype)
+    return other * alpha
 
 
 def where(condition: Tensor, input: Any, other: Any) -> Tensor:  # noqa: A002 - PyTorch's names
@@ -529,6 +533,8 @@ def where(condition: Tensor, input: Any, other: Any) -> Tensor:  # noqa: A002 - 
         t = tensors[0]
         s = other if t is input else input
         dtype = S.promote_scalar(t.dtype, s)
+    elif all(isinstance(v, (bool, np.bool_)) for v in (input, other)):
+        dtype = "bool"  # where(c, True, False)
     else:
         dtype = S.DEFAULT_FLOAT if any(isinstance(v, float) for v in (input, other)) else "int64"
     inputs: list = [condition]

@@ -519,7 +519,7 @@ class CompatOps(CompatInplaceOps):
         extra = ([inverse] if return_inverse else []) + extra
         if not extra:
             return out
-        return (out, *(self._upload(np.ascontiguousarray(e, dtype=np.int64)) for e in extra))
+        return (out, *(self._upload(np.array(e, dtype=np.int64)) for e in extra))  # (0-d stays 0-d)
 
 
 # ----------------------------------------------------------------------------- gt.<name> functions

@@ -24,7 +24,7 @@ from gt.errors import ShapeError
 from gt.ops import layout, storage
 from gt.ops.arith import where
 from gt.ops.base import TensorBase
-from gt.ops.inplace import apply_inplace
+from gt.ops.inplace import apply_inplace, castable
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -39,16 +39,9 @@ def inplace_of(name: str) -> Callable[..., Any]:
     """
 
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        def compute(x: Tensor) -> Tensor:
-            new = getattr(x, name)(*args, **kwargs)
-            if S.category(new.dtype) > S.category(x.dtype):
-                raise TypeError(
-                    f"{name}_: result type {new.dtype} can't be cast to the desired output type "
-                    f"{x.dtype}"
-                )
-            return new
-
-        return apply_inplace(self, name + "_", compute)
+        return apply_inplace(
+            self, name + "_", lambda x: castable(name + "_", getattr(x, name)(*args, **kwargs), x)
+        )
 
     method.__name__ = method.__qualname__ = name + "_"
     method.__doc__ = f"In-place :meth:`{name}`."
@@ -410,6 +403,9 @@ class CompatInplaceOps:
 
 for _name in INPLACE_NAMES:
     setattr(CompatInplaceOps, _name + "_", inplace_of(_name))
+# ``x //= y`` and ``x %= y`` change x (without them Python rebinds x to a new tensor)
+CompatInplaceOps.__ifloordiv__ = CompatInplaceOps.floor_divide_
+CompatInplaceOps.__imod__ = CompatInplaceOps.remainder_
 
 
 def is_inference(input: Any) -> bool:  # noqa: A002 - PyTorch's name

@@ -26,6 +26,7 @@ from gt.ops.base import TensorBase
 from gt.ops.functions import method_function
 from gt.ops.shaping import cat
 from gt.ops.typeinfo import finfo
+from gt.runtime import ops as O
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -48,8 +49,8 @@ class ComposedOps:
 
     # ------------------------------------------------------------------ elementwise
     def hypot(self, other: Any) -> Tensor:
-        """``sqrt(self^2 + other^2)``, elementwise."""
-        return label((self * self + other * other).sqrt(), "HypotBackward0")
+        """``sqrt(self^2 + other^2)``, elementwise, without overflow or underflow."""
+        return self._binary(O.OPCODE["hypot"], other, "hypot", true_div=True)
 
     def copysign(self, other: Any) -> Tensor:
         """``|self|`` with the sign of ``other`` (``-0.0`` counts as negative); a float result."""
@@ -327,7 +328,8 @@ class ComposedOps:
             lo, hi = lo - 1, hi + 1
         if lo > hi:
             raise ValueError(f"histc: max must be larger than min (min {min}, max {max})")
-        idx = ((x - lo) * (bins / (hi - lo))).floor().clamp(0, bins - 1).long()
+        # (a NaN is counted nowhere: its bin index must still be a valid one, not INT64_MIN)
+        idx = ((x - lo) * (bins / (hi - lo))).floor().clamp(0, bins - 1).nan_to_num(0.0).long()
         inside = ((x >= lo) & (x <= hi)).to(self.dtype)
         return self.new_zeros((bins,)).scatter_add(0, idx, inside)
 

@@ -37,7 +37,8 @@ def host_array(data: Any, dtype: Any = None) -> np.ndarray:
         if not own and dtype in S.INT_RANGE and arr.dtype.kind in "iu" and arr.size:
             for v in (int(arr.min()), int(arr.max())):  # Python ints must fit, as in PyTorch
                 S.fill_int(v, dtype, type_name=dtype)
-        arr = arr.astype(dtype)
+        with np.errstate(over="ignore"):  # (1e20 as float16 is inf, silently, as in PyTorch)
+            arr = arr.astype(dtype)
     elif arr.dtype == np.float64 and not own and not _holds_double(data):
         arr = arr.astype(S.DEFAULT_FLOAT)  # (gt.set_default_dtype's; float32 at start)
     elif arr.dtype == np.complex128 and not own:
@@ -198,11 +199,19 @@ class ConversionOps:
         """A tensor of ``size`` filled with ``fill_value`` (default dtype: this tensor's)."""
         dt = S.canonical_dtype(dtype) if dtype is not None else self.dtype
         shape = (size,) if isinstance(size, int) else tuple(int(d) for d in size)
-        value = (
-            bool(fill_value)
-            if dt == "bool"
-            else (float(fill_value) if dt in _FLOATS else S.fill_int(int(fill_value), dt))
-        )
+        if dt in S.COMPLEX_DTYPES:
+            v = complex(fill_value)
+            if v.imag:  # (no complex immediates on the wire: the two parts, joined)
+                real = self.new_full(shape, v.real, S.REAL_OF[dt])
+                out = real._apply("complex", [real, self.new_full(shape, v.imag, S.REAL_OF[dt])])
+                return out.requires_grad_(True) if requires_grad else out
+            value: Any = v.real
+        elif dt == "bool":
+            value = bool(fill_value)
+        elif dt in _FLOATS:
+            value = float(fill_value)
+        else:
+            value = S.fill_int(int(fill_value), dt)
         out = self._create("full", [value], {"shape": list(shape), "dtype": dt})
         return out.requires_grad_(True) if requires_grad else out
 

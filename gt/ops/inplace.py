@@ -27,7 +27,7 @@ from gt.autograd import _mode
 from gt.errors import DtypeError, ShapeError
 from gt.grad_graph import label
 from gt.indexing import encode_key
-from gt.ops.arith import int_alpha, legacy_number_first, scaled_add, where
+from gt.ops.arith import alpha_times, legacy_number_first, scaled_add, where
 from gt.ops.base import BATCHING, TensorBase, refuse_outside_write
 from gt.ops.random import random_attrs
 from gt.ops.views import is_basic_key, is_view_at, parts, write_back
@@ -115,6 +115,18 @@ def apply_inplace(x: Tensor, name: str, compute: Callable[[Tensor], Tensor]) -> 
     return x
 
 
+def castable(name: str, new: Tensor, x: Tensor) -> Tensor:
+    """``new``, the value an in-place op computed for ``x``, if ``x``'s dtype can hold its kind
+    (PyTorch refuses a float result into an integer tensor, a complex one into a real tensor, a
+    number into a bool tensor: ``int_tensor.sqrt_()`` raises rather than truncate)."""
+    if S.category(new.dtype) > S.category(x.dtype):
+        raise DtypeError(
+            f"{name}: result type {as_dtype(new.dtype)} can't be cast to the desired output type "
+            f"{as_dtype(x.dtype)}"
+        )
+    return new
+
+
 def _direct(x: Tensor, name: str, other: Any) -> Tensor | None:
     """``x op= other`` as one instruction that updates the worker's array in place when it can.
 
@@ -193,7 +205,7 @@ class InplaceOps:
         _result_dtype(self, other, "add_")
         if scaled_add(self, other, alpha):
             return _scaled_(self, other, float(alpha), "add_")
-        other = other if alpha == 1 else other * int_alpha(self, other, alpha)
+        other = other if alpha == 1 else alpha_times(self, other, alpha)
         if _direct(self, "add", other) is None:
             apply_inplace(self, "add_", lambda x: x + other)
         return self
@@ -205,7 +217,7 @@ class InplaceOps:
         _result_dtype(self, other, "sub_")
         if scaled_add(self, other, alpha):
             return _scaled_(self, other, -float(alpha), "sub_")
-        other = other if alpha == 1 else other * int_alpha(self, other, alpha)
+        other = other if alpha == 1 else alpha_times(self, other, alpha)
         if _direct(self, "sub", other) is None:
             apply_inplace(self, "sub_", lambda x: x - other)
         return self
@@ -248,7 +260,7 @@ class InplaceOps:
 
     def clamp_(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - PyTorch's names
         """Clamp in place."""
-        return apply_inplace(self, "clamp_", lambda x: x.clamp(min, max))
+        return apply_inplace(self, "clamp_", lambda x: castable("clamp_", x.clamp(min, max), x))
 
     def neg_(self) -> Tensor:
         """Negate in place."""

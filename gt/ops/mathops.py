@@ -11,11 +11,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from gt import shapes as S
 from gt.errors import ShapeError
 from gt.grad_graph import label
 from gt.ops import layout, views
-from gt.ops.arith import int_alpha, legacy_number_first, where
+from gt.ops.arith import alpha_times, legacy_number_first, where
 from gt.ops.base import TensorBase, in_float32
 
 if TYPE_CHECKING:
@@ -62,24 +64,34 @@ class MathOps:
 
     # ------------------------------------------------------------------ more math
     def log2(self) -> Tensor:
-        """Elementwise base-2 logarithm."""
-        return label(self.log() * (1.0 / _LN2), "Log2Backward0")
+        """Elementwise base-2 logarithm (``log2(8)`` is 3 exactly)."""
+        if self.dtype in S.COMPLEX_DTYPES:
+            return label(self.log() * (1.0 / _LN2), "Log2Backward0")
+        return _real_float(self)._apply("log2", [_real_float(self)])
 
     def log10(self) -> Tensor:
-        """Elementwise base-10 logarithm."""
-        return label(self.log() * (1.0 / _LN10), "Log10Backward0")
+        """Elementwise base-10 logarithm (``log10(1000)`` is 3 exactly)."""
+        if self.dtype in S.COMPLEX_DTYPES:
+            return label(self.log() * (1.0 / _LN10), "Log10Backward0")
+        return _real_float(self)._apply("log10", [_real_float(self)])
 
     def exp2(self) -> Tensor:
-        """Elementwise ``2 ** x``."""
-        return label((self * _LN2).exp(), "Exp2Backward0")
+        """Elementwise ``2 ** x`` (``exp2(3)`` is 8 exactly)."""
+        if self.dtype in S.COMPLEX_DTYPES:
+            return label((self * _LN2).exp(), "Exp2Backward0")
+        return _real_float(self)._apply("exp2", [_real_float(self)])
 
     def sinh(self) -> Tensor:
-        """Elementwise hyperbolic sine."""
-        return (self.exp() - (-self).exp()) * 0.5
+        """Elementwise hyperbolic sine (tiny values and -0.0 kept, no early overflow)."""
+        if self.dtype in S.COMPLEX_DTYPES:
+            return (self.exp() - (-self).exp()) * 0.5
+        return _real_float(self)._apply("sinh", [_real_float(self)])
 
     def cosh(self) -> Tensor:
-        """Elementwise hyperbolic cosine."""
-        return (self.exp() + (-self).exp()) * 0.5
+        """Elementwise hyperbolic cosine (no early overflow)."""
+        if self.dtype in S.COMPLEX_DTYPES:
+            return (self.exp() + (-self).exp()) * 0.5
+        return _real_float(self)._apply("cosh", [_real_float(self)])
 
     def tan(self) -> Tensor:
         """Elementwise tangent."""
@@ -140,9 +152,17 @@ class MathOps:
 
     # ------------------------------------------------------------------ interpolation
     def lerp(self, end: Any, weight: Any) -> Tensor:
-        """``self + weight * (end - self)``."""
-        out = self + (end - self) * weight
-        return label(out, "LerpBackward0" if _is_number(weight) else "LerpBackward1")
+        """``self + weight * (end - self)``, from the nearer end as PyTorch's kernels compute it:
+        ``end - (end - self) * (1 - weight)`` once ``|weight| >= 0.5`` (the two round
+        differently, and only that one gives ``lerp(inf, 0, 0.5) = inf``)."""
+        diff = end - self
+        if _is_number(weight):
+            wide = np.float64 if self.dtype == "float64" else np.float32  # (PyTorch's opmath)
+            w = wide(weight)
+            out = self + diff * float(w) if abs(w) < 0.5 else end - diff * float(wide(1) - w)
+            return label(out, "LerpBackward0")
+        out = where(weight.abs() < 0.5, self + diff * weight, end - diff * (1 - weight))
+        return label(out, "LerpBackward1")
 
     def addcmul(self, tensor1: Tensor, tensor2: Tensor, value: float = 1) -> Tensor:
         """``self + value * tensor1 * tensor2`` (also the deprecated ``addcmul(value, t1, t2)``)."""
@@ -150,7 +170,7 @@ class MathOps:
             tensor1, tensor2, value = tensor2 * tensor1, value, 1
         prod = tensor1 * tensor2
         if value != 1:
-            prod = prod * int_alpha(self, prod, value)
+            prod = alpha_times(self, prod, value)
         return label(self + prod, "AddcmulBackward0")
 
     def addcdiv(self, tensor1: Tensor, tensor2: Tensor, value: float = 1) -> Tensor:
@@ -229,6 +249,11 @@ class MathOps:
         if self.ndim != 2:
             raise ShapeError(f"trace: expected a matrix, got shape {list(self.shape)}")
         return label(self._diagonal(0, 0, 1).sum(), "TraceBackward0")
+
+
+def _real_float(x: Tensor) -> Tensor:
+    """``x``, or ``x`` as the default float dtype when it holds integers or bools."""
+    return x if x.dtype in S.FLOAT_DTYPES else x.to(S.DEFAULT_FLOAT)
 
 
 def _is_number(x: Any) -> bool:

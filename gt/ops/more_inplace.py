@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gt import shapes as S
 from gt.ops.conversion import _size
-from gt.ops.inplace import apply_inplace, take_value
+from gt.ops.inplace import apply_inplace, castable, take_value
 from gt.ops.random import random_attrs
 
 if TYPE_CHECKING:
@@ -25,7 +24,9 @@ def _inplace(name: str) -> Callable[..., Any]:
     """``x.<name>_(*args)``: ``x`` takes the value of ``x.<name>(*args)``."""
 
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        return apply_inplace(self, name + "_", lambda x: getattr(x, name)(*args, **kwargs))
+        return apply_inplace(
+            self, name + "_", lambda x: castable(name + "_", getattr(x, name)(*args, **kwargs), x)
+        )
 
     method.__name__ = method.__qualname__ = name + "_"
     method.__doc__ = f"In-place :meth:`{name}`."
@@ -37,16 +38,9 @@ def _inplace_bitwise(name: str) -> Callable[..., Any]:
     not need a wider category than ``x``'s dtype (as in PyTorch, ``bool &= int`` is refused)."""
 
     def method(self: Tensor, other: Any) -> Tensor:
-        def compute(x: Tensor) -> Tensor:
-            new = getattr(x, name)(other)
-            if S.category(new.dtype) > S.category(x.dtype):
-                raise TypeError(
-                    f"{name}_: result type {new.dtype} can't be cast to the desired output type "
-                    f"{x.dtype}"
-                )
-            return new
-
-        return apply_inplace(self, name + "_", compute)
+        return apply_inplace(
+            self, name + "_", lambda x: castable(name + "_", getattr(x, name)(other), x)
+        )
 
     method.__name__ = method.__qualname__ = name + "_"
     method.__doc__ = f"In-place :meth:`{name}` (also ``x op= other``)."

@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 ValuesIndices = return_types.max
 
 
+def _no_dims(dim: Any) -> bool:
+    """Whether ``dim`` is an empty sequence (``dim=()``)."""
+    return dim is not None and not isinstance(dim, int) and len(dim) == 0
+
+
 def _pick(axis: Any, dim: Any) -> Any:
     return dim if dim is not None else axis
 
@@ -144,7 +149,7 @@ class ReductionOps:
     ) -> Tensor:
         """Sum over ``axis`` (int, tuple or None for all); ``dim``/``keepdim`` are aliases."""
         x = self if dtype is None else self.to(dtype)
-        axes = S.normalize_axes(_pick(axis, dim), x.ndim, "sum")
+        axes = S.reduction_axes(_pick(axis, dim), x.ndim, "sum")
         keep = _keep(keepdims, keepdim)
         if dtype is not None and x.dtype in S.INT_DTYPES and x.dtype != "int64":
             # sum(dtype=torch.int16) stays int16 (and wraps), where a plain sum widens to int64
@@ -170,7 +175,7 @@ class ReductionOps:
                 "mean(): could not infer output dtype. Input dtype must be either a floating "
                 f"point or complex dtype. Got: {x.dtype} (pass dtype= or call .float() first)"
             )
-        axes = S.normalize_axes(_pick(axis, dim), x.ndim, "mean")
+        axes = S.reduction_axes(_pick(axis, dim), x.ndim, "mean")
         n = x.numel() if axes is None else S.prod(x.shape[a] for a in axes)
         name = "MeanBackward0" if axes is None else "MeanBackward1"
         if x.dtype in ("float16", "bfloat16"):  # summed and divided in float32, rounded once
@@ -213,7 +218,7 @@ class ReductionOps:
             other = dim if isinstance(dim, TensorBase) else axis
             return self.maximum(other) if name == "max" else self.minimum(other)
         d = _pick(axis, dim)
-        axes = S.normalize_axes(d, self.ndim, name)
+        axes = S.reduction_axes(d, self.ndim, name)
         keep = _keep(keepdims, keepdim)
         self._check_empty_extreme(name, axes)
         if dim is not None and isinstance(dim, int) and axis is None:
@@ -328,7 +333,7 @@ class ReductionOps:
                                     keepdims=keepdims)  # fmt: skip
             return label(wide.to(self.dtype), "VarBackward0")
         x = self
-        axes = S.normalize_axes(_pick(axis, dim), x.ndim, "var")
+        axes = S.reduction_axes(_pick(axis, dim), x.ndim, "var")
         keep = _keep(keepdims, keepdim)
         n = x.numel() if axes is None else S.prod(x.shape[a] for a in axes)
         d = centered(x, axes)
@@ -390,12 +395,16 @@ class ReductionOps:
         return label((where(pos, s, 1.0) ** (1.0 / p)) * pos.to(s.dtype), _NORM_NODE)
 
     def any(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        """Whether any element (over ``dim``) is nonzero."""
-        return (self != 0).sum(dim, keepdim) > 0
+        """Whether any element (over ``dim``) is nonzero (uint8 for a uint8 tensor, as in
+        PyTorch; an empty ``dim`` reduces nothing, unlike ``sum``'s)."""
+        out = (self != 0) if _no_dims(dim) else (self != 0).sum(dim, keepdim) > 0
+        return out.to("uint8") if self.dtype == "uint8" else out
 
     def all(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        """Whether every element (over ``dim``) is nonzero."""
-        return (self == 0).sum(dim, keepdim) == 0
+        """Whether every element (over ``dim``) is nonzero (uint8 for a uint8 tensor; an empty
+        ``dim`` reduces nothing)."""
+        out = (self != 0) if _no_dims(dim) else (self == 0).sum(dim, keepdim) == 0
+        return out.to("uint8") if self.dtype == "uint8" else out
 
     # ------------------------------------------------------------------ normalizing functions
     def softmax(self, dim: int = -1) -> Tensor:
@@ -416,7 +425,7 @@ class ReductionOps:
     def logsumexp(self, dim: Any = -1, keepdim: bool = False) -> Tensor:
         """``log(sum(exp(x)))`` over ``dim``, computed without overflow."""
         x = real_float(self, "logsumexp")
-        axes = S.normalize_axes(dim, x.ndim, "logsumexp")
+        axes = S.reduction_axes(dim, x.ndim, "logsumexp")
         if x.numel() == 0:  # no shift needed (and no max): the log of an empty sum is -inf
             m = x.new_zeros(S.reduce(x.shape, axes, True))
         else:

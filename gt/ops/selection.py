@@ -242,7 +242,8 @@ class SelectionOps:
             return out
         extra = []
         if return_inverse:
-            extra.append(self._upload(np.ascontiguousarray(inverse, dtype=np.int64)))
+            # (np.array, not ascontiguousarray: that makes a 0-d tensor's inverse 1-d)
+            extra.append(self._upload(np.array(inverse, dtype=np.int64)))
         if return_counts:
             extra.append(self._upload(np.ascontiguousarray(counts, dtype=np.int64)))
         return (out, *extra)

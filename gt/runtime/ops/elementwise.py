@@ -384,9 +384,11 @@ def _k_relu(be: Any) -> Any:
     return lambda v, at: xp.maximum(v[0], xp.zeros((), dtype=v[0].dtype))
 
 
+@half_in_float32
 def _k_erf(be: Any) -> Any:
     erf = be.erf  # SciPy's or CuPy's, found by the backend
-    return lambda v, at: erf(v[0])
+    # (in the input's dtype: a fallback without SciPy computes in float64)
+    return lambda v, at: erf(v[0]).astype(v[0].dtype, copy=False)
 
 
 def _k_cast(be: Any) -> Any:

@@ -222,6 +222,8 @@ def _k_cumsum(be: Any) -> Any:
 
     def h(v: list, at: Any) -> Any:
         x, dt = v[0], at.get("dtype")
+        if x.ndim == 0:  # (NumPy's cumsum of a 0-d array is 1-d; the client said 0-d)
+            return h([x.reshape(1)], at).reshape(())
         if dt is None and x.dtype.itemsize == 2 and x.dtype.kind in "fV":
             # half: running totals kept in float32, each rounded once (as PyTorch on the CPU)
             return xp.cumsum(x, axis=at["axis"], dtype=xp.float32).astype(x.dtype)

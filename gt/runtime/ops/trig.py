@@ -11,10 +11,11 @@ their infinities at the domain's edges (``asin`` at 1). ``fmod`` takes the sign 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from gt.runtime.ops import return_types
-from gt.runtime.ops.base import Op, bool_dtype, first_dtype, same_shape, sum_to
+from gt.runtime.ops.base import Op, bool_dtype, first_dtype, half_in_float32, same_shape, sum_to
 from gt.runtime.ops.elementwise import broadcast_rule, zero_divisor_checked
 
 
@@ -58,6 +59,40 @@ def _d_atan2(n: Any, g: Any) -> tuple:
     gy = sum_to(g * x / r2, n.shapes[0]) if n.needs(0) else None
     gx = sum_to(-g * y / r2, n.shapes[1]) if n.needs(1) else None
     return gy, gx
+
+
+def _d_hypot(n: Any, g: Any) -> tuple:
+    a, b = n.saved
+    h = a.hypot(b)
+    ga = sum_to(g * a / h, n.shapes[0]) if n.needs(0) else None
+    gb = sum_to(g * b / h, n.shapes[1]) if n.needs(1) else None
+    return ga, gb
+
+
+def _k_log10(be: Any) -> Any:
+    """``log10``; float32 computed in float64 and rounded once (NumPy's float32 loop gives
+    3.0000002 for log10(1000), PyTorch's 3; CUDA's ``log10f`` is only within 2 ulp either)."""
+    f, wide = be.xp.log10, be.xp.float64
+
+    def h(v: list, at: Any) -> Any:
+        x = v[0]
+        if x.dtype.kind == "f" and x.dtype.itemsize == 4:
+            return f(x.astype(wide)).astype(x.dtype)
+        return f(x)
+
+    return h
+
+
+def _exact(name: str, code: int, fn: Any, grad: Any, saves: str, doc: str) -> Op:
+    """A real-float elementwise function computed by the library's own routine (not composed of
+    ``exp``/``log``: ``exp2(3)`` is 8 and ``log2(8)`` is 3 exactly, ``sinh`` keeps tiny values);
+    half tensors in float32, rounded once. The Tensor methods of :mod:`gt.ops.mathops` call it."""
+    kernel = half_in_float32(fn if callable(fn) else _k_ufunc(fn))
+    return Op(name, code, shape=same_shape, dtype=first_dtype, kernel=kernel,
+              grad=grad, saves=saves, shard="elementwise", partial=None, doc=doc)  # fmt: skip
+
+
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
 
 
 def _d_fmod(n: Any, g: Any) -> tuple:
@@ -142,6 +177,18 @@ ENTRIES: list[Op] = [
     _binary("atan2", 112, "arctan2", "the angle of (x, y) = (b, a) in (-pi, pi]; a is y",
             grad=_d_atan2, saves="inputs", methods=("atan2", "arctan2"),
             api=_binary_api("atan2", true_div=True)),
+    _exact("log2", 158, "log2", lambda n, g: (g / (n.saved[0] * _LN2),), "inputs",
+           "base-2 logarithm (exact at powers of two)"),
+    _exact("log10", 159, _k_log10, lambda n, g: (g / (n.saved[0] * _LN10),), "inputs",
+           "base-10 logarithm (exact at powers of ten)"),
+    _exact("exp2", 160, "exp2", lambda n, g: (g * n.saved[0] * _LN2,), "output",
+           "2 ** x (exact at integers)"),
+    _exact("sinh", 161, "sinh", lambda n, g: (g * n.saved[0].cosh(),), "inputs",
+           "hyperbolic sine; derivative cosh"),
+    _exact("cosh", 162, "cosh", lambda n, g: (g * n.saved[0].sinh(),), "inputs",
+           "hyperbolic cosine; derivative sinh"),
+    _binary("hypot", 163, "hypot", "sqrt(a^2 + b^2) without overflow or underflow",
+            kernel=half_in_float32(_k_ufunc("hypot")), grad=_d_hypot, saves="inputs"),
     _binary("fmod", 113, "fmod", "C's fmod: a - trunc(a / b) b, the sign of a",
             kernel=zero_divisor_checked(_k_ufunc("fmod")), grad=_d_fmod, saves="inputs", methods=("fmod",), api=_binary_api("fmod")),
     Op("signbit", 114, shape=same_shape, dtype=bool_dtype, kernel=_k_ufunc("signbit"),
