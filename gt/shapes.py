@@ -403,8 +403,8 @@ def promote_operands(a: str, a_ndim: int, b: str, b_ndim: int) -> str:
         dim_t, zero_t = (b, a) if a_ndim == 0 else (a, b)
         if category(zero_t) <= category(dim_t):
             return dim_t
-        if zero_t in COMPLEX_DTYPES and dim_t == "float64":
-            return "complex128"
+        if zero_t in COMPLEX_DTYPES and dim_t in FLOAT_DTYPES:  # the complex of the float
+            return complex_of(dim_t)  # (float32[3] + complex128[] is complex64)
         return zero_t
     return promote(a, b)
 

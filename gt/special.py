@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from gt import shapes as S
 from gt.custom_function import Function
 from gt.grad_graph import label
 from gt.ops import functional as _functional
@@ -319,10 +320,9 @@ class _XLogY(Function):
     def forward(ctx: Any, x: Tensor, y: Tensor, one_plus: bool) -> Tensor:
         ctx.save_for_backward(x, y)
         ctx.one_plus = one_plus
-        if one_plus:
-            value = x * where(x == 0, y * 0, y).log1p()
-        else:
-            value = x * where(x == 0, y * 0 + 1, y).log()  # (log(1) = 0 where x is 0: no 0 * -inf)
+        # where x is 0 the result is 0 (+0, and 0 for y = inf too), unless y is NaN
+        safe = where(x == 0, 0.0 if one_plus else 1.0, y)
+        value = where(x == 0, 0.0, x * (safe.log1p() if one_plus else safe.log()))
         return where(y != y, y, value)
 
     @staticmethod
@@ -403,9 +403,17 @@ def log_softmax(input: Tensor, dim: int, dtype: Any = None) -> Tensor:
 
 
 def _pair(input: Any, other: Any) -> tuple[Any, Any]:
-    """Both operands as tensors of one connection (a Python number becomes one like the other)."""
+    """Both operands as tensors of one connection and of their common floating dtype (a Python
+    number becomes a 0-d one; integers become float32), as PyTorch promotes them."""
+    if isinstance(input, Tensor) and isinstance(other, Tensor):
+        dtype = S.promote_operands(input.dtype, input.ndim, other.dtype, other.ndim)
+    else:
+        t, number = (input, other) if isinstance(input, Tensor) else (other, input)
+        dtype = S.promote_scalar(t.dtype, number)
+    if dtype not in S.FLOAT_DTYPES:
+        dtype = S.DEFAULT_FLOAT
     if not isinstance(input, Tensor):
-        input = other.new_full((), float(input))
+        input = other.new_full((), float(input), dtype)
     if not isinstance(other, Tensor):
-        other = input.new_full((), float(other))
-    return input, other
+        other = input.new_full((), float(other), dtype)
+    return input.to(dtype), other.to(dtype)

@@ -53,10 +53,13 @@ class ComposedOps:
         return self._binary(O.OPCODE["hypot"], other, "hypot", true_div=True)
 
     def copysign(self, other: Any) -> Tensor:
-        """``|self|`` with the sign of ``other`` (``-0.0`` counts as negative); a float result."""
-        mag = _float(self).abs()
+        """``|self|`` with the sign of ``other`` (``-0.0`` counts as negative); a float result,
+        of both operands' dtype (``copysign(int64, float64)`` is float64)."""
         if isinstance(other, TensorBase):
+            dtype = S.promote_operands(self.dtype, self.ndim, other.dtype, other.ndim)
+            mag = self.to(dtype if dtype in S.FLOAT_DTYPES else S.DEFAULT_FLOAT).abs()
             return where(other.signbit(), -mag, mag)
+        mag = _float(self).abs()
         return -mag if math.copysign(1.0, float(other)) < 0 else mag
 
     def sgn(self) -> Tensor:
@@ -133,8 +136,8 @@ class ComposedOps:
         return label(where(upper, tail, 1.0 - x.erf()), "ErfcBackward0")
 
     def sinc(self) -> Tensor:
-        """The normalized sinc ``sin(pi x) / (pi x)``, 1 at 0."""
-        x = _float(self)
+        """The normalized sinc ``sin(pi x) / (pi x)``, 1 at 0 (of complex numbers too)."""
+        x = self if self.dtype in S.COMPLEX_DTYPES else _float(self)
         one = x * 0 + 1
         nonzero = where(x == 0, one, x * math.pi)  # (no 0/0 in the branch not taken)
         return label(where(x == 0, one, nonzero.sin() / nonzero), "SincBackward0")
@@ -159,6 +162,8 @@ class ComposedOps:
         x = self if self.dtype not in S.FLOAT_DTYPES else where(self != self, 0.0, self)
         x = x if dtype is None else x.to(dtype)
         out = x.sum() if dim is None and not keepdim else x.sum(dim, keepdim=keepdim)
+        if dtype is not None and out.dtype != x.dtype:  # (in dtype=, as PyTorch's)
+            out = out.to(x.dtype)
         return label(out, "NansumBackward0")
 
     def nanmean(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
@@ -456,11 +461,10 @@ def result_type(tensor1: Any, tensor2: Any) -> Any:
 
 
 def can_cast(from_: Any, to: Any) -> bool:
-    """Whether PyTorch's casting rules allow ``from_`` to ``to`` (no float to integer, no number
-    to bool)."""
-    kinds = {"bool": 0, "float16": 2, "bfloat16": 2, "float32": 2, "float64": 2}
+    """Whether PyTorch's casting rules allow ``from_`` to ``to`` (no complex to real, no float to
+    integer, no number to bool)."""
     a, b = S.canonical_dtype(from_), S.canonical_dtype(to)
-    return kinds.get(a, 1) <= kinds.get(b, 1)
+    return S.category(a) <= S.category(b)
 
 
 __all__ = [

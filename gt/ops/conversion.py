@@ -31,7 +31,7 @@ def host_array(data: Any, dtype: Any = None) -> np.ndarray:
     dtype, and so does a NumPy scalar: ``np.float64(0.5)`` alone or in a list makes float64, as in
     PyTorch)."""
     arr = np.array(data)
-    own = isinstance(data, (np.ndarray, np.generic))
+    own = isinstance(data, (np.ndarray, np.generic)) or _all_numpy(data)
     if dtype is not None:
         dtype = S.canonical_dtype(dtype)
         if not own and dtype in S.INT_RANGE and arr.dtype.kind in "iu" and arr.size:
@@ -46,6 +46,17 @@ def host_array(data: Any, dtype: Any = None) -> np.ndarray:
     elif arr.dtype.kind in "iu" and arr.dtype != np.int32 and not own:
         arr = arr.astype(np.int64)
     return np.ascontiguousarray(arr).reshape(arr.shape)
+
+
+def _all_numpy(data: Any) -> bool:
+    """Whether a (nested) list holds NumPy scalars and arrays only: PyTorch keeps their dtype
+    (``tensor([np.uint8(1)])`` is uint8), as for an array."""
+    if not isinstance(data, (list, tuple)) or not data:
+        return False
+    return all(
+        _all_numpy(v) if isinstance(v, (list, tuple)) else isinstance(v, (np.generic, np.ndarray))
+        for v in data
+    )
 
 
 def _holds_double(data: Any) -> bool:

@@ -105,7 +105,8 @@ class MathOps:
 
     def logit(self, eps: float | None = None) -> Tensor:
         """``log(p / (1 - p))`` (``p`` clamped to ``[eps, 1 - eps]`` when given)."""
-        p = self if eps is None else self.clamp(eps, 1.0 - eps)
+        x = _real_float(self)  # (1 - p of a uint8 p would wrap)
+        p = x if eps is None else x.clamp(eps, 1.0 - eps)
         return label(p.log() - (-p).log1p(), "LogitBackward0")
 
     # ------------------------------------------------------------------ predicates
@@ -201,7 +202,10 @@ class MathOps:
             raise ShapeError(
                 f"dot: 1D tensors expected, but got {self.ndim}D and {other.ndim}D tensors"
             )
-        return label((self * other).sum(), "DotBackward0")
+        out = (self * other).sum()
+        if out.dtype != self.dtype and self.dtype == other.dtype:  # (int8 dot int8 is int8)
+            out = out.to(self.dtype)
+        return label(out, "DotBackward0")
 
     def diag(self, diagonal: int = 0) -> Tensor:
         """A vector's diagonal matrix, or a matrix's ``diagonal``-th diagonal."""

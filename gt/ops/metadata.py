@@ -68,6 +68,16 @@ class MetadataOps:
             raise TypeError("iteration over a 0-d tensor")
         return (self[i] for i in range(self.shape[0]))
 
+    def __contains__(self, element: Any) -> bool:
+        """``element in x``: whether any element equals it (a sync point), as in PyTorch; Python
+        would otherwise iterate the first dimension and compare whole rows."""
+        if not (hasattr(element, "_conn") or isinstance(element, (int, float, complex, np.generic))):
+            raise RuntimeError(
+                "Tensor.__contains__ only supports Tensor or scalar, but you passed in a "
+                f"{type(element)}."
+            )
+        return bool((self == element).any().item())
+
     def __hash__(self) -> int:
         return id(self)
 

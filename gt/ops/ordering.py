@@ -217,14 +217,18 @@ class OrderingOps:
                 raise TypeError(f"prod: dim must be an int, not {type(dim).__name__}")
             ax = S.normalize_axis(dim, max(x.ndim, 1), "prod")
             attrs = {"axis": ax if x.ndim else None, "keepdims": bool(keepdim)}
-        return x._apply("prod", [x], attrs)
+        out = x._apply("prod", [x], attrs)
+        # (with dtype=, the product stays in it: int64 products cast down wrap as int16 ones do)
+        return out.to(x.dtype) if dtype is not None and out.dtype != x.dtype else out
 
     def cumprod(self, dim: int, *, dtype: Any = None) -> Tensor:
         """Running products along ``dim`` (integers multiply in int64, as in PyTorch)."""
         x = self if dtype is None else self.to(dtype)
         if x.ndim == 0:
-            return x._apply("cumprod", [x.reshape(1)], {"axis": 0}).reshape(())
-        return x._apply("cumprod", [x], {"axis": S.normalize_axis(dim, x.ndim, "cumprod")})
+            out = x._apply("cumprod", [x.reshape(1)], {"axis": 0}).reshape(())
+        else:
+            out = x._apply("cumprod", [x], {"axis": S.normalize_axis(dim, x.ndim, "cumprod")})
+        return out.to(x.dtype) if dtype is not None and out.dtype != x.dtype else out
 
     # ------------------------------------------------------------------ rotation
     def roll(self, shifts: Any, dims: Any = None) -> Tensor:

@@ -157,7 +157,8 @@ class ReductionOps:
             attrs = {"axis": list(axes) if axes is not None else None, "keepdims": keep,
                      "dtype": str.__str__(x.dtype)}  # fmt: skip
             return x._apply("sum", [x], attrs, shape=shape)
-        return x._reduce("sum", axes, keep)
+        out = x._reduce("sum", axes, keep)
+        return out.to("bool") if x.dtype == "bool" and dtype is not None else out  # (dtype=bool)
 
     def mean(
         self,
@@ -340,7 +341,7 @@ class ReductionOps:
         denom = n - correction
         sq = (d * d.conj()).real if d.dtype in S.COMPLEX_DTYPES else d * d
         total = sq.sum(axes, keep)
-        out = total / denom if denom > 0 else total * float("nan")
+        out = total / max(0, denom)  # (as PyTorch: past n, a sum over 0 is inf, and 0/0 NaN)
         return label(out, "VarBackward0")
 
     def _sqrt_zero_grad(self) -> Tensor:

@@ -167,3 +167,62 @@ def test_fill_values_of_complex_tensors_keep_their_fraction_and_imaginary_part(c
     assert z.clone().fill_(2.5).tolist() == [2.5 + 0j, 2.5 + 0j]
     assert z.new_full((1,), 3 + 4j).tolist() == [3 + 4j]
     assert gt.add(2.5, gt.tensor([1 + 1j])).tolist() == [3.5 + 1j]
+
+
+def test_xlogy_promotes_a_python_number_and_gives_zero_where_x_is_zero(conn):
+    got = gt.xlogy(gt.tensor([1, 2]), 2.5)  # (2.5 was cast to the int tensor's dtype: log 2)
+    np.testing.assert_allclose(got.numpy(), [math.log(2.5), 2 * math.log(2.5)], rtol=1e-6)
+    assert got.dtype == gt.float32
+    assert gt.xlogy(gt.tensor([1.5], dtype=gt.float16), gt.tensor([3])).dtype == gt.float16
+    out = gt.xlogy(gt.tensor([0.0, -0.0, 0.0]), gt.tensor([INF, 2.0, NAN])).numpy()
+    _same(out[:2], np.array([0.0, 0.0], np.float32))
+    assert math.isnan(out[2])
+    assert gt.special.xlog1py(gt.tensor([0.0]), gt.tensor([INF])).tolist() == [0.0]
+
+
+def test_promotions_and_casts_between_floats_and_complex_numbers(conn):
+    assert (gt.tensor([1.0]) + gt.tensor(1j, dtype=gt.complex128)).dtype == gt.complex64
+    assert (gt.tensor([1.0], dtype=gt.float64) + gt.tensor(1j)).dtype == gt.complex128
+    assert gt.can_cast(gt.float32, gt.complex64) and not gt.can_cast(gt.complex64, gt.float32)
+    got = gt.copysign(gt.tensor([1, 2]), gt.tensor([-1.0], dtype=gt.float64))
+    assert got.dtype == gt.float64 and got.tolist() == [-1.0, -2.0]
+    z = gt.sinc(gt.tensor([0.5 + 1j, 0j]))
+    assert z.dtype == gt.complex64
+    w = np.pi * (0.5 + 1j)
+    np.testing.assert_allclose(z.numpy(), [np.sin(w) / w, 1.0], rtol=1e-5)
+
+
+def test_reductions_with_a_dtype_stay_in_it(conn):
+    i = gt.tensor([100, 100, 100])
+    for out, want in (
+        (gt.prod(i, dtype=gt.int16), np.prod(np.int16([100] * 3), dtype=np.int16)),
+        (gt.prod(i, 0, dtype=gt.int8), np.prod(np.int8([100] * 3), dtype=np.int8)),
+        (gt.nansum(i, dtype=gt.int16), np.int16(300)),
+    ):
+        assert out.numpy().dtype == want.dtype and out.tolist() == want
+    c = gt.cumprod(gt.tensor([1, 2, 3]), 0, dtype=gt.int16)
+    assert c.dtype == gt.int16 and c.tolist() == [1, 2, 6]
+    s = gt.sum(gt.tensor([1, -1]), dtype=gt.bool)
+    assert s.dtype == gt.bool and s.tolist() is True
+    d = gt.dot(gt.tensor([1, 2], dtype=gt.int8), gt.tensor([3, 4], dtype=gt.int8))
+    assert d.dtype == gt.int8 and d.tolist() == 11
+
+
+def test_logit_of_integers_and_lists_of_numpy_scalars(conn):
+    assert math.isnan(gt.logit(gt.tensor([4], dtype=gt.uint8)).tolist()[0])  # (1 - 4 wrapped)
+    assert gt.tensor([np.uint8(1)]).dtype == gt.uint8
+    assert gt.tensor([np.complex128(1j)]).dtype == gt.complex128
+    assert gt.tensor([np.int16(3), 4]).dtype == gt.int64  # (a Python int among them: int64)
+
+
+def test_var_past_its_count_is_inf_as_in_pytorch(conn):
+    x = gt.tensor([1.0, 2.0])
+    assert x.var(correction=2).tolist() == INF and x.std(correction=3).tolist() == INF
+    assert math.isnan(gt.tensor([1.0, 1.0]).var(correction=2).tolist())  # 0 / 0
+
+
+def test_in_asks_whether_any_element_equals(conn):
+    x = gt.arange(6.0).reshape(2, 3)
+    assert 4.0 in x and 2.5 not in x and gt.tensor(3.0) in x
+    with pytest.raises(RuntimeError, match="only supports Tensor or scalar"):
+        _ = "a" in x
