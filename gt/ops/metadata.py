@@ -71,7 +71,9 @@ class MetadataOps:
     def __contains__(self, element: Any) -> bool:
         """``element in x``: whether any element equals it (a sync point), as in PyTorch; Python
         would otherwise iterate the first dimension and compare whole rows."""
-        if not (hasattr(element, "_conn") or isinstance(element, (int, float, complex, np.generic))):
+        if not (
+            hasattr(element, "_conn") or isinstance(element, (int, float, complex, np.generic))
+        ):
             raise RuntimeError(
                 "Tensor.__contains__ only supports Tensor or scalar, but you passed in a "
                 f"{type(element)}."
