@@ -362,7 +362,9 @@ class _Entr(Function):
         ctx.save_for_backward(x)
         positive = x > 0
         safe = where(positive, x, x * 0 + 1)  # (-1 log 1 = 0 where the value is not used)
-        return where(positive | (x == 0), -safe * safe.log(), x * 0 - math.inf)
+        # 0 (not -0.0) at 0, -inf below (-inf too), NaN for NaN
+        below = where(x != x, x, math.inf * -1.0)
+        return where(positive, -safe * safe.log(), where(x == 0, 0.0, below))
 
     @staticmethod
     def backward(ctx: Any, g: Tensor) -> Tensor:

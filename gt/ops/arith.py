@@ -535,6 +535,8 @@ def where(condition: Tensor, input: Any, other: Any) -> Tensor:  # noqa: A002 - 
         dtype = S.promote_scalar(t.dtype, s)
     elif all(isinstance(v, (bool, np.bool_)) for v in (input, other)):
         dtype = "bool"  # where(c, True, False)
+    elif any(isinstance(v, complex) for v in (input, other)):
+        dtype = S.complex_of(S.DEFAULT_FLOAT)
     else:
         dtype = S.DEFAULT_FLOAT if any(isinstance(v, float) for v in (input, other)) else "int64"
     inputs: list = [condition]

@@ -136,7 +136,7 @@ class CompatOps(CompatInplaceOps):
         if self.dtype in S.COMPLEX_DTYPES:
             return self._apply("angle", [self])
         x = self if self.dtype in S.FLOAT_DTYPES else self.to(S.DEFAULT_FLOAT)
-        return where(x < 0, math.pi, x * 0)
+        return where(x < 0, math.pi, where(x != x, x * 0, 0.0))  # (+0 for -0.0 and inf too)
 
     def bernoulli(self, p: Any = None, *, generator: Any = None) -> Tensor:
         """1 with probability ``self`` (or ``p`` when given), else 0, in this tensor's dtype."""

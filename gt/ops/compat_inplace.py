@@ -76,7 +76,7 @@ class CompatInplaceOps:
         if down.dtype in S.FLOAT_DTYPES:
             return (self / other).trunc().to(down.dtype)
         # integers: floor division, moved up by one where the exact quotient is negative
-        rest = self - down * other
+        rest = (self.to(down.dtype) if self.dtype == "bool" else self) - down * other
         neg = (self < 0) != (other < 0)
         return down + ((rest != 0) & neg).to(down.dtype)
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from gt import shapes as S
 from gt.autograd import _mode
 from gt.ops.base import TensorBase
@@ -16,7 +18,7 @@ from gt.ops.inplace import take_value
 #: Functions PyTorch also takes with a number first (its ``Scalar self`` overloads).
 SCALAR_FIRST = frozenset(
     """add sub subtract mul multiply div divide true_divide pow float_power bitwise_and bitwise_or
-    bitwise_xor bitwise_left_shift bitwise_right_shift remainder xlogy""".split()
+    bitwise_xor bitwise_left_shift bitwise_right_shift remainder floor_divide xlogy""".split()
 )
 
 
@@ -57,6 +59,8 @@ def method_function(name: str, doc: str | None = None) -> Callable[..., Any]:
     scalar_first = name in SCALAR_FIRST
 
     def fn(input: Any, *args: Any, out: Any = None, **kwargs: Any) -> Any:  # noqa: A002
+        if scalar_first and isinstance(input, np.generic):  # (gt.add(np.int32(3), x))
+            input = input.item()
         if (
             scalar_first
             and not isinstance(input, TensorBase)

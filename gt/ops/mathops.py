@@ -99,6 +99,10 @@ class MathOps:
 
     def logaddexp(self, other: Any) -> Tensor:
         """``log(exp(self) + exp(other))`` without overflow."""
+        if self.dtype == "bool":  # (bools are subtracted below: as floats, as PyTorch's kernel)
+            return self.to(S.DEFAULT_FLOAT).logaddexp(other)
+        if isinstance(other, TensorBase) and other.dtype == "bool":
+            other = other.to(self.dtype if self.dtype in S.FLOAT_DTYPES else S.DEFAULT_FLOAT)
         m = self.maximum(other).detach()
         m = m.masked_fill(m.isinf(), 0.0)  # two -inf give -inf, an inf gives inf (not NaN)
         return label(m + ((self - m).exp() + (other - m).exp()).log(), "LogaddexpBackward0")

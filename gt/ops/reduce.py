@@ -370,9 +370,11 @@ class ReductionOps:
         out = self.var(dim, unbiased, keepdim, correction=correction, axis=axis, keepdims=keepdims)
         return label(out._sqrt_zero_grad(), "StdBackward0")
 
-    def norm(self, p: Any = 2, dim: Any = None, keepdim: bool = False) -> Tensor:
+    def norm(self, p: Any = 2, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
         """The ``p``-norm (2 by default) over ``dim`` (all elements when None; of the moduli of
-        complex values)."""
+        complex values; in ``dtype`` when given)."""
+        if dtype is not None:
+            return self.to(dtype).norm(p, dim, keepdim)
         x = self.abs() if self.dtype in S.COMPLEX_DTYPES else self
         x = x if x.dtype in S.FLOAT_DTYPES else x.to(S.DEFAULT_FLOAT)
         if x.dtype in _HALF and p not in (float("inf"), float("-inf")):
@@ -408,16 +410,19 @@ class ReductionOps:
         return out.to("uint8") if self.dtype == "uint8" else out
 
     # ------------------------------------------------------------------ normalizing functions
-    def softmax(self, dim: int = -1) -> Tensor:
+    def softmax(self, dim: int = -1, dtype: Any = None) -> Tensor:
         """``exp(x) / sum(exp(x))`` over ``dim``, computed without overflow (half tensors in
-        float32, rounded once, as PyTorch's kernel)."""
+        float32, rounded once, as PyTorch's kernel; in ``dtype`` when given)."""
+        if dtype is not None:
+            return self.to(dtype).softmax(dim)
         if self.dtype in _HALF:
             return label(self.float().log_softmax(dim).exp().to(self.dtype), "SoftmaxBackward0")
         return label(self.log_softmax(dim).exp(), "SoftmaxBackward0")
 
-    def log_softmax(self, dim: int = -1) -> Tensor:
-        """``log(softmax(x))`` over ``dim``: one primitive, stable (the max is subtracted first)."""
-        x = real_float(self, "log_softmax")
+    def log_softmax(self, dim: int = -1, dtype: Any = None) -> Tensor:
+        """``log(softmax(x))`` over ``dim``: one primitive, stable (the max is subtracted first;
+        in ``dtype`` when given)."""
+        x = real_float(self if dtype is None else self.to(dtype), "log_softmax")
         ax = S.normalize_axis(dim, len(x.shape), "log_softmax")
         if not x.shape or x.numel() == 0:
             return x - x if x.shape else x * 0.0  # one element (log 1 = 0), or nothing to do

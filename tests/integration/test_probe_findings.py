@@ -226,3 +226,24 @@ def test_in_asks_whether_any_element_equals(conn):
     assert 4.0 in x and 2.5 not in x and gt.tensor(3.0) in x
     with pytest.raises(RuntimeError, match="only supports Tensor or scalar"):
         _ = "a" in x
+
+
+def test_calls_that_raised_where_pytorch_computes(conn):
+    b, x = gt.tensor([True, False]), gt.tensor([1.0, 2.0])
+    assert gt.where(b, 1 + 2j, 0.0).tolist() == [1 + 2j, 0j]
+    for out in (x.softmax(0, dtype=gt.float64), gt.softmax(x, 0, dtype=gt.float64),
+                x.log_softmax(0, dtype=gt.float64), x.norm(dtype=gt.float64)):  # fmt: skip
+        assert out.dtype == gt.float64
+    assert gt.div(b, gt.tensor([2, 1]), rounding_mode="trunc").tolist() == [0, 0]
+    np.testing.assert_allclose(gt.logaddexp(b, x).numpy(), np.logaddexp([1, 0], [1, 2]))
+    np.testing.assert_allclose(gt.logaddexp(x, b).numpy(), np.logaddexp([1, 2], [1, 0]))
+    assert gt.add(np.int32(3), x).tolist() == [4.0, 5.0]
+    assert gt.floor_divide(7, gt.tensor([2, 3])).tolist() == [3, 2]
+
+
+def test_angle_and_entr_at_zero_infinity_and_nan(conn):
+    x = gt.tensor([INF, -0.0, 0.0, -2.0, NAN, -INF, 3.0])
+    a = gt.angle(x).numpy()
+    _same(a, np.array([0.0, 0.0, 0.0, np.pi, NAN, np.pi, 0.0], np.float32))
+    e = gt.special.entr(x).numpy()
+    _same(e[:6], np.array([-INF, 0.0, 0.0, -INF, NAN, -INF], np.float32))
