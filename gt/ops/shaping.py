@@ -17,6 +17,7 @@ from gt.errors import ShapeError
 from gt.grad_graph import label
 from gt.indexing import encode_key
 from gt.ops import layout, storage, views
+from gt.ops.base import TensorBase
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -285,6 +286,11 @@ class ShapeOps:
 
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, key: Any) -> Tensor:
+        if type(key) is bool or (
+            isinstance(key, TensorBase) and key.dtype == "bool" and key.ndim == 0
+        ):  # x[True] is x with a new first dimension, x[False] the same with none of it
+            taken = self.unsqueeze(0)
+            return taken if bool(key) else taken[0:0]  # (a 0-d mask's value: a sync point)
         wire, tensors, shape = encode_key(self, key)
         out = self._apply("getitem", [self, *tensors], {"key": wire}, shape=shape)
         if not tensors and views.is_basic_key(key):  # a view in PyTorch (advanced: a copy)
@@ -339,6 +345,8 @@ class ShapeOps:
             raise ValueError(f"chunk: chunks must be positive, got {chunks}")
         d = S.normalize_axis(dim, self.ndim, "chunk")
         size = self.shape[d]
+        if size == 0:  # (PyTorch: ``chunks`` empty pieces)
+            return tuple(self.narrow(d, 0, 0) for _ in range(chunks))
         step = max(1, -(-size // chunks))
         return self.split(step, d)
 
@@ -352,6 +360,8 @@ class ShapeOps:
     def index_select(self, dim: int, index: Any) -> Tensor:
         """The entries of ``index`` (a 1-d integer tensor or list) along ``dim``."""
         d = S.normalize_axis(dim, len(self.shape), "index_select")
+        if getattr(index, "ndim", 1) == 0:  # (a 0-d index selects one entry, kept as a dimension)
+            index = index.reshape(1)
         if getattr(index, "ndim", 1) != 1:
             raise IndexError(f"index_select: index must be 1-d, got shape {list(index.shape)}")
         return label(self[(slice(None),) * d + (index,)], "IndexSelectBackward0")

@@ -247,3 +247,20 @@ def test_angle_and_entr_at_zero_infinity_and_nan(conn):
     _same(a, np.array([0.0, 0.0, 0.0, np.pi, NAN, np.pi, 0.0], np.float32))
     e = gt.special.entr(x).numpy()
     _same(e[:6], np.array([-INF, 0.0, 0.0, -INF, NAN, -INF], np.float32))
+
+
+def test_a_zero_remainder_has_the_dividends_sign(conn):
+    a = gt.tensor([-0.0, 0.0, 1.0, -4.0, 4.0, 5.5, -5.5])
+    b = gt.tensor([2.0, -2.0, -1.0, 2.0, -2.0, 2.0, 2.0])
+    _same(gt.remainder(a, b).numpy(), np.array([-0.0, 0.0, 0.0, -0.0, 0.0, 1.5, 0.5], np.float32))
+    _same((gt.tensor([-4.0, 4.0]) % 2).numpy(), np.array([-0.0, 0.0], np.float32))
+
+
+def test_bool_keys_empty_chunks_0d_index_and_half_sinc(conn):
+    x = gt.arange(6.0).reshape(2, 3)
+    assert x[True].shape == (1, 2, 3) and x[False].shape == (0, 2, 3)
+    assert x[gt.tensor(True)].tolist() == [x.tolist()] and x[gt.tensor(False)].shape == (0, 2, 3)
+    assert [t.shape for t in gt.zeros(0, 3).chunk(3)] == [(0, 3)] * 3
+    assert x.index_select(1, gt.tensor(2)).tolist() == [[2.0], [5.0]]
+    s = gt.sinc(gt.tensor([1.0, 0.5, 65504.0], dtype=gt.float16)).numpy()  # (in float32, once)
+    _same(s, np.array([-0.0, 0.63671875, 0.0], np.float16))

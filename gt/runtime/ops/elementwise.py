@@ -114,19 +114,36 @@ def _floor_kernel(ufunc: str, part: int) -> Callable[[Any], Any]:
     plain = _binary_kernel(ufunc)
 
     def make(be: Any) -> Any:
-        if be.name != "cupy":
-            return plain(be)
         xp, fn = be.xp, getattr(be.xp, ufunc)
+        if be.name != "cupy":
+            h = plain(be)
+            if part == 0:
+                return h
+
+            def numpy_remainder(v: list, at: Any) -> Any:
+                a, b = v[0], v[1]
+                return (
+                    _zero_of_dividend(xp, h(v, at), a) if is_float(a) or is_float(b) else h(v, at)
+                )
+
+            return numpy_remainder
 
         def h(v: list, at: Any) -> Any:
             a, b = v[0], v[1]
             if is_float(a) or is_float(b):
-                return floor_divmod(xp, a, b)[part]
+                r = floor_divmod(xp, a, b)[part]
+                return r if part == 0 else _zero_of_dividend(xp, r, a)
             return fn(a, b)
 
         return h
 
     return make
+
+
+def _zero_of_dividend(xp: Any, r: Any, a: Any) -> Any:
+    """A zero remainder with the dividend's sign, as PyTorch's (``-4 % 2`` is -0.0; NumPy gives a
+    zero the divisor's sign); other remainders as they are."""
+    return xp.where(r == 0, xp.copysign(r, a), r)
 
 
 #: Elements per pass of a large in-place ``add_scaled`` on NumPy: ``alpha * b`` of one chunk
