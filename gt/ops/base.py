@@ -22,6 +22,14 @@ def is_tensor(x: Any) -> bool:
     return isinstance(x, TensorBase)
 
 
+def as_float(x: Any) -> Any:
+    """Tensor ``x``, or ``x`` as the default float dtype (float32) when it holds integers or
+    bools (what math functions of integers compute in, as in PyTorch)."""
+    from gt import shapes as S  # noqa: PLC0415 - keep this leaf module free of imports
+
+    return x if x.dtype in S.FLOAT_DTYPES else x.to(S.DEFAULT_FLOAT)
+
+
 def immediate(v: Any) -> Any:
     """A Python number as an instruction argument (a bare int would be a tensor id: ``[v]``)."""
     return [v] if type(v) is int else v

@@ -22,7 +22,7 @@ from gt._dtype import dtype as _as_dtype
 from gt.errors import ShapeError
 from gt.grad_graph import label
 from gt.ops.arith import where
-from gt.ops.base import TensorBase
+from gt.ops.base import TensorBase, as_float
 from gt.ops.functions import method_function
 from gt.ops.shaping import cat
 from gt.ops.typeinfo import finfo
@@ -36,10 +36,6 @@ _LN2 = math.log(2.0)
 
 def _eye(like: Any, n: int, m: int) -> Any:
     return like._create("eye", [], {"n": n, "m": m, "dtype": like.dtype})
-
-
-def _float(x: Any) -> Any:
-    return x if x.dtype in S.FLOAT_DTYPES else x.to(S.DEFAULT_FLOAT)
 
 
 class ComposedOps:
@@ -59,7 +55,7 @@ class ComposedOps:
             dtype = S.promote_operands(self.dtype, self.ndim, other.dtype, other.ndim)
             mag = self.to(dtype if dtype in S.FLOAT_DTYPES else S.DEFAULT_FLOAT).abs()
             return where(other.signbit(), -mag, mag)
-        mag = _float(self).abs()
+        mag = as_float(self).abs()
         return -mag if math.copysign(1.0, float(other)) < 0 else mag
 
     def sgn(self) -> Tensor:
@@ -85,11 +81,11 @@ class ComposedOps:
 
     def deg2rad(self) -> Tensor:
         """Degrees to radians."""
-        return label(_float(self) * (math.pi / 180.0), "Deg2RadBackward0")
+        return label(as_float(self) * (math.pi / 180.0), "Deg2RadBackward0")
 
     def rad2deg(self) -> Tensor:
         """Radians to degrees."""
-        return label(_float(self) * (180.0 / math.pi), "Rad2DegBackward0")
+        return label(as_float(self) * (180.0 / math.pi), "Rad2DegBackward0")
 
     def logaddexp2(self, other: Any) -> Tensor:
         """``log2(2^self + 2^other)``, stable."""
@@ -111,8 +107,8 @@ class ComposedOps:
     def ldexp(self, other: Any) -> Tensor:
         """``self * 2 ** other``."""
         if isinstance(other, TensorBase):
-            return _float(self) * other.to(_float(self).dtype).exp2()
-        return _float(self) * (2.0 ** float(other))
+            return as_float(self) * other.to(as_float(self).dtype).exp2()
+        return as_float(self) * (2.0 ** float(other))
 
     def isposinf(self) -> Tensor:
         """Where the value is +inf."""
@@ -127,7 +123,7 @@ class ComposedOps:
         it is ``erfcx(x) exp(-x^2)`` (``1 - erf`` loses every digit once erf rounds to 1, as in
         the Gaussian likelihoods of learned image codecs); ``1 - erf`` below 0. Each branch is
         computed on its own half, so both stay finite."""
-        x = _float(self)
+        x = as_float(self)
         if x.dtype in ("float16", "bfloat16"):  # (in float32, rounded once, as PyTorch does)
             return x.float().erfc().to(x.dtype)
         upper = x >= 0
@@ -139,7 +135,7 @@ class ComposedOps:
         """The normalized sinc ``sin(pi x) / (pi x)``, 1 at 0 (of complex numbers too)."""
         if self.dtype in ("float16", "bfloat16"):  # in float32, rounded once (sinc(1) is -0.0)
             return label(self.float().sinc().to(self.dtype), "SincBackward0")
-        x = self if self.dtype in S.COMPLEX_DTYPES else _float(self)
+        x = self if self.dtype in S.COMPLEX_DTYPES else as_float(self)
         one = x * 0 + 1
         nonzero = where(x == 0, one, x * math.pi)  # (no 0/0 in the branch not taken)
         return label(where(x == 0, one, nonzero.sin() / nonzero), "SincBackward0")
@@ -277,7 +273,7 @@ class ComposedOps:
             raise ShapeError(
                 f"cov(): expected input to have two or fewer dimensions, not {self.ndim}"
             )
-        x = _float(self if self.ndim == 2 else self.reshape(1, -1))
+        x = as_float(self if self.ndim == 2 else self.reshape(1, -1))
         w = None
         if fweights is not None:
             w = fweights.to(x.dtype)

@@ -18,7 +18,7 @@ from gt.errors import ShapeError
 from gt.grad_graph import label
 from gt.ops import layout, views
 from gt.ops.arith import alpha_times, legacy_number_first, where
-from gt.ops.base import TensorBase, in_float32
+from gt.ops.base import TensorBase, as_float, in_float32
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -67,31 +67,31 @@ class MathOps:
         """Elementwise base-2 logarithm (``log2(8)`` is 3 exactly)."""
         if self.dtype in S.COMPLEX_DTYPES:
             return label(self.log() * (1.0 / _LN2), "Log2Backward0")
-        return _real_float(self)._apply("log2", [_real_float(self)])
+        return as_float(self)._apply("log2", [as_float(self)])
 
     def log10(self) -> Tensor:
         """Elementwise base-10 logarithm (``log10(1000)`` is 3 exactly)."""
         if self.dtype in S.COMPLEX_DTYPES:
             return label(self.log() * (1.0 / _LN10), "Log10Backward0")
-        return _real_float(self)._apply("log10", [_real_float(self)])
+        return as_float(self)._apply("log10", [as_float(self)])
 
     def exp2(self) -> Tensor:
         """Elementwise ``2 ** x`` (``exp2(3)`` is 8 exactly)."""
         if self.dtype in S.COMPLEX_DTYPES:
             return label((self * _LN2).exp(), "Exp2Backward0")
-        return _real_float(self)._apply("exp2", [_real_float(self)])
+        return as_float(self)._apply("exp2", [as_float(self)])
 
     def sinh(self) -> Tensor:
         """Elementwise hyperbolic sine (tiny values and -0.0 kept, no early overflow)."""
         if self.dtype in S.COMPLEX_DTYPES:
             return (self.exp() - (-self).exp()) * 0.5
-        return _real_float(self)._apply("sinh", [_real_float(self)])
+        return as_float(self)._apply("sinh", [as_float(self)])
 
     def cosh(self) -> Tensor:
         """Elementwise hyperbolic cosine (no early overflow)."""
         if self.dtype in S.COMPLEX_DTYPES:
             return (self.exp() + (-self).exp()) * 0.5
-        return _real_float(self)._apply("cosh", [_real_float(self)])
+        return as_float(self)._apply("cosh", [as_float(self)])
 
     def tan(self) -> Tensor:
         """Elementwise tangent."""
@@ -109,7 +109,7 @@ class MathOps:
 
     def logit(self, eps: float | None = None) -> Tensor:
         """``log(p / (1 - p))`` (``p`` clamped to ``[eps, 1 - eps]`` when given)."""
-        x = _real_float(self)  # (1 - p of a uint8 p would wrap)
+        x = as_float(self)  # (1 - p of a uint8 p would wrap)
         p = x if eps is None else x.clamp(eps, 1.0 - eps)
         return label(p.log() - (-p).log1p(), "LogitBackward0")
 
@@ -257,11 +257,6 @@ class MathOps:
         if self.ndim != 2:
             raise ShapeError(f"trace: expected a matrix, got shape {list(self.shape)}")
         return label(self._diagonal(0, 0, 1).sum(), "TraceBackward0")
-
-
-def _real_float(x: Tensor) -> Tensor:
-    """``x``, or ``x`` as the default float dtype when it holds integers or bools."""
-    return x if x.dtype in S.FLOAT_DTYPES else x.to(S.DEFAULT_FLOAT)
 
 
 def _is_number(x: Any) -> bool:
