@@ -163,6 +163,8 @@ class CompatOps(CompatInplaceOps):
         """The lower median of the values that are not NaN (NaN where all are); with ``dim``,
         ``(values, indices)`` (of an all-NaN slice: its first index; PyTorch's varies)."""
         if dim is None:
+            if self.numel() == 0 and self.is_floating_point():  # (PyTorch: NaN, as median's)
+                return self.new_full((), float("nan"))
             return evenly_distributed(
                 self, self.reshape(-1)._nan_pick(0, False).values, "nanmedian"
             )
@@ -181,15 +183,27 @@ class CompatOps(CompatInplaceOps):
 
     def mode(self, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
         """The most frequent value along ``dim`` (the smallest of equally frequent ones) and the
-        index of its last occurrence, as PyTorch. Compares every pair: ``n^2`` per slice."""
+        index of its last occurrence, as PyTorch. Compares every pair: ``n^2`` per slice.
+
+        Each NaN counts once, as a value of its own, and loses ties to numbers (PyTorch's CPU
+        result with NaNs depends on how its sort happens to place them)."""
         if self.ndim == 0:
             return return_types.mode(self, self.new_zeros((), dtype="int64"))
         ax = S.normalize_axis(dim, self.ndim, "mode")
         x = self.detach() if self.dtype != "bool" else self.detach().to("uint8")
         counts = (x.unsqueeze(ax) == x.unsqueeze(ax + 1)).sum(ax + 1)
-        top = counts == counts.amax(ax, keepdim=True)
-        value = where(top, x, x.amax(ax, keepdim=True)).amin(ax, keepdim=True)
-        idx = where(x == value, _along(x, ax, x.shape[ax]), -1).amax(ax, keepdim=True)
+        if x.is_floating_point():
+            nan = x != x
+            counts = counts + nan.to(counts.dtype)
+            top = (counts == counts.amax(ax, keepdim=True)) & ~nan
+            value = where(top, x, float("inf")).amin(ax, keepdim=True)
+            value = where(top.any(ax, keepdim=True), value, float("nan"))
+            hit = (x == value) | (nan & (value != value))
+        else:
+            top = counts == counts.amax(ax, keepdim=True)
+            value = where(top, x, x.amax(ax, keepdim=True)).amin(ax, keepdim=True)
+            hit = x == value
+        idx = where(hit, _along(x, ax, x.shape[ax]), -1).amax(ax, keepdim=True)
         values = self.gather(ax, idx)
         if not keepdim:
             values, idx = values.squeeze(ax), idx.squeeze(ax)

@@ -40,9 +40,11 @@ def host_array(data: Any, dtype: Any = None) -> np.ndarray:
         with np.errstate(over="ignore"):  # (1e20 as float16 is inf, silently, as in PyTorch)
             arr = arr.astype(dtype)
     elif arr.dtype == np.float64 and not own and not _holds_double(data):
-        arr = arr.astype(S.DEFAULT_FLOAT)  # (gt.set_default_dtype's; float32 at start)
+        with np.errstate(over="ignore"):  # (1e300 as float32 is inf, silently, as in PyTorch)
+            arr = arr.astype(S.DEFAULT_FLOAT)  # (gt.set_default_dtype's; float32 at start)
     elif arr.dtype == np.complex128 and not own:
-        arr = arr.astype(S.complex_of(S.DEFAULT_FLOAT))
+        with np.errstate(over="ignore"):
+            arr = arr.astype(S.complex_of(S.DEFAULT_FLOAT))
     elif arr.dtype.kind in "iu" and arr.dtype != np.int32 and not own:
         arr = arr.astype(np.int64)
     return np.ascontiguousarray(arr).reshape(arr.shape)

@@ -23,7 +23,10 @@ if TYPE_CHECKING:
 
 
 def _along(x: Tensor, d: int, index: Tensor, op: str) -> tuple:
-    """The index tuple that addresses ``x`` at ``index`` along ``d`` (``gather``'s positions)."""
+    """The index tuple that addresses ``x`` at ``index`` along ``d`` (``gather``'s positions);
+    a 0-d index addresses one entry of a 1-d ``x``, as PyTorch allows."""
+    if index.ndim == 0 and x.ndim == 1 and index.dtype in S.INT_DTYPES:
+        return (index,)
     if index.ndim != x.ndim or index.dtype not in S.INT_DTYPES:
         raise RuntimeError(
             f"{op}: index must be an integer tensor with as many dimensions as the input "
@@ -48,6 +51,8 @@ def _source(src: Any, index: Tensor) -> Any:
     """``src`` cut to ``index``'s shape (PyTorch reads only that corner of a larger source)."""
     if not isinstance(src, TensorBase) or src.shape == index.shape:
         return src
+    if not index.shape:  # (a 0-d index takes the source's first entry)
+        return src.reshape(-1)[0]
     return src[tuple(slice(0, n) for n in index.shape)]
 
 

@@ -369,7 +369,9 @@ class ShapeOps:
     def gather(self, dim: int, index: Tensor) -> Tensor:
         """``out[i][j] = self[i][index[i][j]]`` for ``dim=1`` (and likewise for any ``dim``)."""
         nd = len(self.shape)
-        d = S.normalize_axis(dim, nd, "gather")
+        d = S.normalize_axis(dim, max(nd, 1), "gather")
+        if nd == 1 and len(index.shape) == 0 and index.dtype in S.INT_DTYPES:  # (as PyTorch)
+            return label(self[(index,)], "GatherBackward0")
         if len(index.shape) != nd or index.dtype not in S.INT_DTYPES:
             raise IndexError(
                 f"gather: index must be an integer tensor with {nd} dimensions like the input "
@@ -399,7 +401,9 @@ class ShapeOps:
             dims = (kw["dims"],)
         out = self
         for d in _dims(dims):
-            ax = S.normalize_axis(d, len(self.shape), "flip")
+            ax = S.normalize_axis(d, max(len(self.shape), 1), "flip")  # (0-d: dims 0 and -1)
+            if not self.shape:
+                continue
             n = self.shape[ax]
             out = out[(slice(None),) * ax + (list(range(n - 1, -1, -1)),)] if n > 1 else out
         return out if out is self else label(out, "FlipBackward0")

@@ -103,6 +103,33 @@ def zero_divisor_checked(make_kernel: Callable[[Any], Any]) -> Callable[[Any], A
     return make
 
 
+def _integer_pow(make_kernel: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``power`` that takes an integer base to negative integer exponents as PyTorch does: 1 and
+    -1 give 1 and +-1, every other base 0 (NumPy raises). On NumPy only when an exponent is
+    negative; on CuPy always (asking would wait for the device)."""
+
+    def make(be: Any) -> Any:
+        h, xp, ask = make_kernel(be), be.xp, be.name != "cupy"
+
+        def k(v: list, at: Any) -> Any:
+            a, b = v[0], v[1]
+            if getattr(getattr(b, "dtype", None), "kind", "") != "i" or not (
+                type(a) is int or getattr(getattr(a, "dtype", None), "kind", "") in ("i", "u")
+            ):
+                return h(v, at)
+            neg = b < 0
+            if ask and not neg.any():
+                return h(v, at)
+            r = h([a, xp.where(neg, 0, b)], None)
+            odd = (b % 2).astype(bool)
+            small = xp.where(xp.asarray(a) == 1, 1, xp.where(xp.asarray(a) == -1, 1 - 2 * odd, 0))
+            return xp.where(neg, small, r).astype(r.dtype, copy=False)
+
+        return k
+
+    return make
+
+
 def _d_floor_divide(n: Any, g: Any) -> tuple:
     """PyTorch records ``floor_divide`` with a ``NotImplemented`` node: backward raises."""
     raise RuntimeError("derivative for aten::floor_divide is not implemented")
@@ -474,7 +501,15 @@ ENTRIES: list[Op] = [
     ),  # fmt: skip
     _binary("mul", 11, "multiply", grad=_d_mul, saves="inputs", partial="mul", doc="a * b"),
     _binary("div", 12, "true_divide", grad=_d_div, saves="inputs", partial="div", doc="a / b"),
-    _binary("pow", 13, "power", grad=_d_pow, saves="inputs", doc="a ** b"),
+    _binary(
+        "pow",
+        13,
+        "power",
+        kernel=_integer_pow(_binary_kernel("power")),
+        grad=_d_pow,
+        saves="inputs",
+        doc="a ** b",
+    ),  # fmt: skip
     _binary(
         "maximum",
         14,

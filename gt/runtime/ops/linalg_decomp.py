@@ -33,6 +33,7 @@ or ``Vh`` carry gradient.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -91,7 +92,13 @@ def _parts(xp: Any, result: Any) -> tuple:
 
 def _flat(xp: Any, *parts: Any) -> Any:
     lead = parts[0].shape[:-2]
-    return xp.concatenate([p.reshape(*lead, -1) for p in parts], axis=-1)
+    return xp.concatenate([_rows(p, lead) for p in parts], axis=-1)
+
+
+def _rows(p: Any, lead: tuple) -> Any:
+    """``p`` with everything after the batch dims ``lead`` flattened (sizes spelled out: -1 is
+    ambiguous in an empty batch)."""
+    return p.reshape(*lead, math.prod(p.shape[len(lead) :]))
 
 
 def _k_qr(be: Any) -> Any:
@@ -144,7 +151,7 @@ def _k_svd(be: Any) -> Any:
         a = v[0]
         u, s, vh = _parts(xp, xp.linalg.svd(a, full_matrices=_svd_full(at)))
         lead = a.shape[:-2]
-        return xp.concatenate([u.reshape(*lead, -1), s, vh.reshape(*lead, -1)], axis=-1).astype(
+        return xp.concatenate([_rows(u, lead), s, _rows(vh, lead)], axis=-1).astype(
             a.dtype, copy=False
         )
 

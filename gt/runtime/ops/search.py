@@ -7,6 +7,11 @@ value (``attrs.right``: ``>``). A 1-d ``seq`` serves values of any shape (NumPy'
 leading dimensions (a vectorised binary search: ``ceil(log2(n + 1))`` rounds of
 ``take_along_axis``, so no Python loop over rows). The client has already promoted both to one
 dtype, applied any ``sorter`` and turned a number into a 0-d tensor. Not differentiable.
+
+A sequence that ends in NaN (where a sort puts NaN) is searched as PyTorch searches it, with
+comparisons that are false for NaN, on NumPy workers; CuPy workers keep ``cupy.searchsorted``,
+which orders NaN after every number as NumPy does: asking whether the last element is NaN would
+wait for the device, and the step-by-step search takes ``log2(n)`` rounds of kernels.
 """
 
 from __future__ import annotations
@@ -57,11 +62,17 @@ def _rows(xp: Any, seq: Any, val: Any, right: bool) -> Any:
 
 def _k_searchsorted(be: Any) -> Any:
     xp = be.xp
+    ask = be.name != "cupy"  # (looking at an element of a CuPy array waits for the device)
 
     def h(v: list, at: Any) -> Any:
         seq, val = v
         right = bool(at and at.get("right"))
         dtype = searchsorted_dtype([], at)
+        if seq.ndim == 1 and ask and seq.dtype.kind == "f" and seq.size and seq[-1] != seq[-1]:
+            # NaN ends the sequence: NumPy treats it as the largest value, PyTorch's comparisons
+            # as incomparable, which the binary search of _rows reproduces step by step.
+            flat = _rows(xp, seq.reshape(1, -1), val.reshape(1, -1), right)
+            return flat.reshape(val.shape).astype(dtype, copy=False)
         if seq.ndim == 1:
             # (CuPy's searchsorted is 1-d in the sequence; the values go flat and come back.)
             flat = xp.searchsorted(seq, val.reshape(-1), side="right" if right else "left")
