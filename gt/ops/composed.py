@@ -31,7 +31,8 @@ from gt.runtime import ops as O
 if TYPE_CHECKING:
     from gt.tensor import Tensor
 
-_LN2 = math.log(2.0)
+#: The largest power of two ``ldexp`` applies: past it every float's product is 0 or inf.
+_LDEXP_MAX = 3000.0
 
 
 def _eye(like: Any, n: int, m: int) -> Any:
@@ -88,8 +89,13 @@ class ComposedOps:
         return label(as_float(self) * (180.0 / math.pi), "Rad2DegBackward0")
 
     def logaddexp2(self, other: Any) -> Tensor:
-        """``log2(2^self + 2^other)``, stable."""
-        return (self * _LN2).logaddexp(other * _LN2) / _LN2
+        """``log2(2^self + 2^other)``, stable: in base 2 throughout, so that equal arguments give
+        exactly one more (``logaddexp2(-1e4, -1e4)`` is -9999, as PyTorch's)."""
+        x = as_float(self)
+        o = as_float(other) if isinstance(other, TensorBase) else other
+        m = x.maximum(o).detach()
+        m = m.masked_fill(m.isinf(), 0.0)  # two -inf give -inf, an inf gives inf (not NaN)
+        return label(m + ((x - m).exp2() + (o - m).exp2()).log2(), "Logaddexp2Backward0")
 
     def heaviside(self, values: Any) -> Tensor:
         """The step function: 0 below zero, 1 above, ``values`` at zero."""
@@ -105,10 +111,18 @@ class ComposedOps:
         return base**exponent
 
     def ldexp(self, other: Any) -> Tensor:
-        """``self * 2 ** other``."""
-        if isinstance(other, TensorBase):
-            return as_float(self) * other.to(as_float(self).dtype).exp2()
-        return as_float(self) * (2.0 ** float(other))
+        """``self * 2 ** other``, exact as C's ``ldexp``: computed in float64 with the power split
+        in three, so that no factor overflows before the product does (``ldexp(0., 1024)`` is 0,
+        ``ldexp(0.5, 1024)`` 2^1023) and the result is rounded once."""
+        x = as_float(self)
+        if x.is_complex():
+            return x * (other.to(x.dtype).exp2() if isinstance(other, TensorBase) else 2.0**other)
+        e = other if isinstance(other, TensorBase) else x.new_full((), other, dtype="float64")
+        e = e.to("float64").clamp(-_LDEXP_MAX, _LDEXP_MAX)  # (beyond: 0 or inf from any float)
+        third = (e / 3).trunc()
+        part = third.exp2()
+        out = x.to("float64") * part * part * (e - 2 * third).exp2()
+        return label(out.to(x.dtype), "LdexpBackward0")
 
     def isposinf(self) -> Tensor:
         """Where the value is +inf."""

@@ -94,3 +94,28 @@ def test_a_python_float_too_large_for_float32_is_inf_without_a_warning(conn):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert gt.tensor([1e308, -1e300]).tolist() == [float("inf"), float("-inf")]
+
+
+def test_ldexp_is_exact_at_the_extremes(conn):
+    x = gt.tensor([1.0, 1.5, -2.0, 0.0, 3.0, 0.5], dtype=gt.float64)
+    e = gt.tensor([2000, -2000, 127, 1024, -1074, 1024])
+    want = [float("inf"), 0.0, -(2.0**128), 0.0, 1.5e-323, 2.0**1023]
+    assert gt.ldexp(x, e).tolist() == want  # (0 * 2^1024 was NaN, 0.5 * 2^1024 inf)
+    h = gt.ldexp(gt.tensor([1.0, 0.0, 1.0], dtype=gt.float16), gt.tensor([2000, 1024, -30]))
+    assert (h.dtype, h.tolist()) == (gt.float16, [float("inf"), 0.0, 0.0])
+    a = gt.tensor([1.0, 3.0], requires_grad=True)
+    gt.ldexp(a, gt.tensor([2, -1])).sum().backward()
+    assert a.grad.tolist() == [4.0, 0.5]
+
+
+def test_logaddexp2_of_equal_arguments_is_one_more(conn):
+    a = gt.tensor([-1e4, 6e4, 0.0, float("-inf")], dtype=gt.float64)
+    assert gt.logaddexp2(a, a).tolist() == [-9999.0, 60001.0, 1.0, float("-inf")]
+    assert gt.logaddexp2(gt.tensor([-1e4]), gt.tensor([-1e4])).tolist() == [-9999.0]
+    assert gt.logaddexp2(gt.tensor([1, 2]), gt.tensor([1, 2])).tolist() == [2.0, 3.0]
+    assert gt.logaddexp2(a, a).grad_fn is None
+    b = gt.tensor([1.0, 2.0], requires_grad=True)
+    out = gt.logaddexp2(b, gt.tensor([1.0, 0.0]))
+    assert out.grad_fn.name() == "Logaddexp2Backward0"
+    out.sum().backward()
+    np.testing.assert_allclose(b.grad.numpy(), [0.5, 0.8], rtol=1e-6)
