@@ -31,8 +31,25 @@ def as_float(x: Any) -> Any:
 
 
 def immediate(v: Any) -> Any:
-    """A Python number as an instruction argument (a bare int would be a tensor id: ``[v]``)."""
-    return [v] if type(v) is int else v
+    """A Python number as an instruction argument (a bare int would be a tensor id: ``[v]``).
+
+    A NumPy number (or 0-d array) gives its Python value. Anything else is refused here, at the
+    user's call, with a ``TypeError`` as PyTorch's: on the wire it would fail the whole batch at
+    some later flush (an array cannot be encoded; a worker takes only numbers).
+    """
+    t = type(v)
+    if t is int:
+        return [v]
+    if t is float or t is bool or v is None:
+        return v
+    if t is list and len(v) == 1 and type(v[0]) is int:  # (already an immediate)
+        return v
+    if type(v).__module__ == "numpy" and getattr(v, "ndim", None) == 0 and v.dtype.kind in "biuf":
+        return immediate(v.item())
+    raise TypeError(
+        f"an op's argument is a {t.__module__}.{t.__qualname__}: GT's ops take tensors and "
+        "Python numbers (gt.as_tensor makes a tensor of an array)"
+    )
 
 
 _HALF = ("float16", "bfloat16")

@@ -405,8 +405,16 @@ KIND_NAMES: dict[int, str] = {code: cls.__name__ for code, cls in _KINDS.items()
 
 # ----------------------------------------------------------------------------- encoding
 def packb(obj: Any) -> bytes:
-    """Encode one header or body with msgpack (no pickle, no extension types)."""
-    return msgpack.packb(obj, use_bin_type=True)
+    """Encode one header or body with msgpack (no pickle, no extension types); a NumPy number
+    (in an op's attributes, say) travels as its Python value."""
+    return msgpack.packb(obj, use_bin_type=True, default=_plain)
+
+
+def _plain(obj: Any) -> Any:
+    """msgpack's hook for objects it cannot encode: NumPy numbers become Python ones."""
+    if type(obj).__module__ == "numpy" and getattr(obj, "ndim", None) == 0:
+        return obj.item()
+    raise TypeError(f"can not serialize {type(obj).__module__}.{type(obj).__qualname__} object")
 
 
 def unpackb(data: Any) -> Any:

@@ -183,6 +183,7 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
         self._replies: dict[int, tuple] = {}
         self._errors: list[tuple] = []  # worker errors not yet raised by gt.sync()
         self._broken: Exception | None = None
+        self._unsent: Exception | None = None  # ops a timer flush dropped: raised at the next one
         self._last_heard = self._clock.now()
         self._last_sent = time.monotonic()
         self.sent_instructions = 0
@@ -362,6 +363,9 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
             self._flush_locked()
 
     def _flush_locked(self) -> None:
+        if self._unsent is not None and threading.current_thread() is not self._timer:
+            exc, self._unsent = self._unsent, None  # (what the timer thread's flush could not send)
+            raise exc
         if not self._instrs and not self._frees:
             return
         if self._broken is not None:
@@ -391,7 +395,12 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
         bufs, self._bufs = self._bufs, []
         srclocs, self._new_srclocs = self._new_srclocs, []
         self._batch_seq += 1
-        body = P.encode_body(instrs, frees, free_at)
+        try:
+            body = P.encode_body(instrs, frees, free_at)
+            refused = None
+        except (TypeError, ValueError, OverflowError) as exc:  # (ops check their arguments: a bug)
+            instrs, refused = self._encodable(instrs, exc)
+            body = P.encode_body(instrs, frees, free_at)
         sock = self._sock
         if direct:
             self._send_direct(P.encode(P.Batch(self._batch_seq, len(instrs))), body, bufs,
@@ -425,6 +434,27 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
         self._in_flight += 1
         self.sent_batches += 1
         self.sent_instructions += len(instrs)
+        if refused is not None:
+            raise refused
+
+    def _encodable(self, instrs: list, exc: Exception) -> tuple[list, Exception]:
+        """The instructions of a batch that msgpack can encode, and the error that names the
+        first one it cannot: the rest of the batch still goes, so one bad argument costs its own
+        op (whose result will be missing), not every tensor made since the last flush."""
+        kept, bad = [], []
+        for ins in instrs:
+            try:
+                P.packb(ins)
+                kept.append(ins)
+            except (TypeError, ValueError, OverflowError):
+                bad.append(ins)
+        first = bad[0] if bad else [0, 0, [], None, 0]
+        where = self.srclocs.get(first[4], "?") if type(first[4]) is int else "?"
+        err = TypeError(
+            f"{O.op_name(first[0])} at {where} was not sent: {exc} ({len(bad)} such op(s) dropped "
+            "from the batch; their results do not exist)"
+        )
+        return kept, err
 
     def _goes_direct(self) -> bool:
         """Whether the next batch may go straight to the home worker."""

@@ -131,6 +131,8 @@ class Receiving:
                     try:
                         if self._broken is None:
                             self._flush_locked()
+                    except TypeError as exc:  # ops it could not encode: the program's next
+                        self._unsent = exc  # flush raises this, from the program's own thread
                     except Exception:  # reported at the next sync point instead
                         pass
                     finally:
