@@ -274,9 +274,15 @@ def _jvp_graph(func: Callable, primals: tuple, fresh: Callable[[Tensor], Tensor]
 
 
 def _push(out: Any, g: tuple, dummies: tuple, tangents: tuple, create_graph: bool = True) -> Any:
-    """``J @ tangents`` (the gradient of ``g . tangents`` by the dummies), shaped as ``out``."""
+    """``J @ tangents`` (the gradient of ``g . tangents`` by the dummies), shaped as ``out``.
+    A ``g`` that does not depend on the dummies (the function's derivative is zero there, as
+    ``round``'s) adds nothing: its tangent is zeros, as PyTorch's forward mode gives."""
+    live = [i for i, gi in enumerate(g) if gi.requires_grad]
+    if not live:
+        return _rebuild(out, [d.new_zeros(d.shape).detach() for d in dummies])
     with enable_grad():
-        res = list(_grads(g, dummies, tangents, create_graph, False, "jvp"))
+        res = list(_grads(tuple(g[i] for i in live), dummies, tuple(tangents[i] for i in live),
+                          create_graph, False, "jvp"))  # fmt: skip
     return _rebuild(out, res)
 
 

@@ -15,6 +15,7 @@ gradient at their edges, ``leaky_relu`` and ``elu`` take the negative side's slo
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -151,7 +152,12 @@ def hardtanh(
 
 def _hardtanh(input: Tensor, min_val: float, max_val: float) -> Tensor:
     """``hardtanh`` as a composition: its second derivative is not connected to the input (the
-    composites that end in it, as ``hardswish``, give their own)."""
+    composites that end in it, as ``hardswish``, give their own). Integer tensors stay integer,
+    their bounds cut toward zero, as PyTorch's kernel casts them."""
+    if input.dtype in S.INT_DTYPES:
+        if input.dtype.startswith("uint") and (min_val < 0 or max_val < 0):
+            raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
+        min_val, max_val = int(min_val), int(max_val)
     inside = (input > min_val) & (input < max_val)
     return where(inside, input, input.clamp(min_val, max_val).detach())
 
@@ -346,22 +352,44 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
     return input.softplus(beta, threshold)
 
 
+def _implicit_dim(name: str, input: Tensor, dim: int | None, stacklevel: int) -> int:
+    """``dim``, or PyTorch's deprecated choice when it is None (0 for 0-, 1- and 3-d inputs, else
+    1), with PyTorch's warning."""
+    if dim is not None:
+        return dim
+    warnings.warn(
+        f"Implicit dimension choice for {name} has been deprecated. Change the call to include "
+        "dim=X as an argument.",
+        UserWarning,
+        stacklevel=stacklevel + 1,
+    )
+    return 0 if input.ndim in (0, 1, 3) else 1
+
+
 @autocast_op("softmax")
-def softmax(input: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
-    """Softmax over ``dim``."""
-    return (input if dtype is None else input.to(dtype)).softmax(dim)
+def softmax(
+    input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None
+) -> Tensor:
+    """Softmax over ``dim`` (None: PyTorch's deprecated implicit choice, with its warning)."""
+    d = _implicit_dim("softmax", input, dim, _stacklevel)
+    return (input if dtype is None else input.to(dtype)).softmax(d)
 
 
 @autocast_op("log_softmax")
-def log_softmax(input: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
-    """Log-softmax over ``dim``."""
-    return (input if dtype is None else input.to(dtype)).log_softmax(dim)
+def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
+                dtype: Any = None) -> Tensor:  # fmt: skip
+    """Log-softmax over ``dim`` (None: PyTorch's deprecated implicit choice, with its warning)."""
+    d = _implicit_dim("log_softmax", input, dim, _stacklevel)
+    return (input if dtype is None else input.to(dtype)).log_softmax(d)
 
 
 @autocast_op("softmin")
-def softmin(input: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
-    """Softmax of ``-x`` over ``dim``."""
-    return (-(input if dtype is None else input.to(dtype))).softmax(dim)
+def softmin(
+    input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None
+) -> Tensor:
+    """Softmax of ``-x`` over ``dim`` (None: PyTorch's deprecated implicit choice)."""
+    d = _implicit_dim("softmin", input, dim, _stacklevel)
+    return (-(input if dtype is None else input.to(dtype))).softmax(d)
 
 
 @autocast_op("normalize")

@@ -260,7 +260,10 @@ def smooth_l1_loss(
 def huber_loss(
     input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0
 ) -> Tensor:
-    """Squared error below ``delta`` (halved), ``delta`` times the absolute error above."""
+    """Squared error below ``delta`` (halved), ``delta`` times the absolute error above (in the
+    input's dtype, as PyTorch's)."""
+    if isinstance(target, Tensor) and input.is_floating_point() and target.is_floating_point():
+        target = target.to(input.dtype)
     d = input - target
     a = d.abs()
     loss = where(a < delta, d * d * 0.5, (a - 0.5 * delta) * delta)

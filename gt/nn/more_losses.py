@@ -137,8 +137,17 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average: Any = None, re
                      reduction: str = "mean") -> Tensor:  # fmt: skip
     """``log(1 + exp(-target * input))`` (targets are 1 or -1)."""
     red = _legacy_reduction(size_average, reduce, reduction)
+    target = _like_input(target, input)
     out = _reduce((-target * input).softplus(), red, "soft_margin_loss")
     return label(out, "SoftMarginLossBackward0")
+
+
+def _like_input(target: Any, input: Tensor) -> Any:
+    """A float ``target`` in ``input``'s float dtype: the losses whose result PyTorch gives in the
+    input's dtype (``huber_loss``, ``soft_margin_loss``)."""
+    if isinstance(target, Tensor) and input.is_floating_point() and target.is_floating_point():
+        return target.to(input.dtype)
+    return target
 
 
 def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
@@ -205,10 +214,10 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average: Any = No
     # Entries before the first -1 are targets; the -1 and everything after it are ignored.
     valid = (t == -1).long().cumsum(1) == 0  # [N, C]
     hit = (t.unsqueeze(2) == arange(c)) & valid.unsqueeze(2)  # [N, slot, class]
-    is_target = hit.long().sum(1) > 0  # [N, C]
-    tgt = is_target.to(x.dtype)
+    named = hit.long().sum(1)  # [N, C]: how often each class is named (PyTorch counts repeats)
+    tgt = (named > 0).to(x.dtype)
     pair = (1.0 - x.unsqueeze(2) + x.unsqueeze(1)).clamp(min=0.0)  # [N, j, k]
-    mask = tgt.unsqueeze(2) * (1.0 - tgt).unsqueeze(1)
+    mask = named.to(x.dtype).unsqueeze(2) * (1.0 - tgt).unsqueeze(1)
     loss = (pair * mask).sum((1, 2)) * (1.0 / c)
     if input.ndim == 1:
         loss = loss.reshape(())

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from gt import shapes as S
 from gt.errors import ShapeError
 from gt.grad_graph import label
 from gt.nn.convolution import _batched, _geometry, _pair, pad
@@ -128,19 +129,37 @@ def _avg_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_m
     cols, outs = _pool_windows(x, k, s, p, one, ceil_mode, 0.0)
     total = cols.sum(2)
     if divisor_override:
-        out = total * (1.0 / divisor_override)
+        div: Any = divisor_override
     elif count_include_pad and not ceil_mode:
-        out = total * (1.0 / math.prod(k))
-    else:  # a divisor per window: count the ones it covers
-        ones = x.new_ones((1, 1, *x.shape[2:]))
-        if count_include_pad:  # windows count padding, but not the ceil-mode overhang
-            ones = pad(ones, [v for q in reversed(p) for v in (q, q)], value=1.0)
-            counted = _pool_windows(ones, k, s, (0,) * dims, one, ceil_mode, 0.0)[0].sum(2)
-        else:
-            counted = _pool_windows(ones, k, s, p, one, ceil_mode, 0.0)[0].sum(2)
-        out = total / counted
+        div = math.prod(k)
+    else:  # a divisor per window (it depends on the shapes alone: counted here, uploaded)
+        counts = _window_counts(x.shape[2:], k, s, p, outs, count_include_pad)
+        wide = x.dtype in S.INT_DTYPES or not total.is_floating_point()
+        div = x._upload(counts.astype("float64" if wide else total.dtype))
+    if x.dtype in S.INT_DTYPES:  # PyTorch's integer pooling divides in integers (toward zero)
+        out = (total.to("float64") / div).trunc().to(x.dtype)
+    else:
+        out = total * (1.0 / div) if isinstance(div, int) else total / div
     out = out.reshape(x.shape[0], x.shape[1], *outs)
     return _pool_node(out.squeeze(0) if squeeze else out, f"AvgPool{dims}DBackward0", dims)
+
+
+def _window_counts(sizes: Any, kernel: tuple, stride: tuple, padding: tuple, outs: list,
+                   count_include_pad: bool) -> np.ndarray:  # fmt: skip
+    """The divisor of each window, flattened as ``[1, 1, L]``: the elements it covers, padding
+    included or not, never the part a ceil-mode window runs past the right padding (PyTorch's
+    rule: a window ends at ``size + padding``)."""
+    per_dim = []
+    for size, k, s, p, o in zip(sizes, kernel, stride, padding, outs):
+        start = np.arange(o) * s - p
+        end = np.minimum(start + k, size + p)
+        if not count_include_pad:
+            start, end = np.maximum(start, 0), np.minimum(end, size)
+        per_dim.append((end - start).astype(np.float64))
+    counts = per_dim[0]
+    for c in per_dim[1:]:
+        counts = np.multiply.outer(counts, c)
+    return np.ascontiguousarray(counts.reshape(1, 1, -1))
 
 
 def max_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,

@@ -23,6 +23,7 @@ from gt.ops import bitwise
 from gt.ops.base import TensorBase
 from gt.runtime import ops as O
 from gt.runtime.ops.base import real_float
+from gt.runtime.ops.elementwise import DIV_FLOOR
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -250,7 +251,11 @@ class ArithmeticOps:
         if rounding_mode is None:
             return self / other
         if rounding_mode == "floor":
-            return self // other
+            out = self // other
+            if out._node is not None:  # (unlike floor_divide's, its derivative is zero)
+                out._node.attrs = dict(DIV_FLOOR)
+                out._node.label = "DivBackward2"
+            return out
         if rounding_mode == "trunc":
             return self.divide(other, rounding_mode="trunc")
         raise ValueError(
@@ -417,12 +422,7 @@ class ArithmeticOps:
         if self.dtype in S.COMPLEX_DTYPES:
             raise TypeError("clamp is not supported for complex tensors")
         if not (min is None or _is_scalar(min)) or not (max is None or _is_scalar(max)):
-            out = self
-            if min is not None:
-                out = out.maximum(min)
-            if max is not None:
-                out = out.minimum(max)
-            return out if out is self else label(out, "ClampBackward0")
+            return label(self._clamp_tensors(min, max), "ClampBackward0")
         dtype = self.dtype
         for b in (min, max):
             if b is not None:
@@ -437,6 +437,26 @@ class ArithmeticOps:
         return x._apply("clip", [x, lo, hi])
 
     clip = clamp
+
+    def _clamp_tensors(self, min: Any, max: Any) -> Tensor:  # noqa: A002
+        """``clamp`` with a tensor bound, with PyTorch's gradients: all of it to ``self`` where it
+        lies within the bounds (ties included), to ``min`` where ``self`` is below it (and
+        ``min < max``), to ``max`` where ``self`` is above it (or ``max < min``); none through a
+        NaN. The value is ``minimum(maximum(self, min), max)``'s (NaN propagates)."""
+        value = self
+        if min is not None:
+            value = value.maximum(min)
+        if max is not None:
+            value = value.minimum(max)
+        value = value.detach()
+        if max is None:
+            return where(self >= min, self, where(self < min, min, value))
+        if min is None:
+            return where(self <= max, self, where(self > max, max, value))
+        inside = (self >= min) & (self <= max)
+        below = (self < min) & (min < max)
+        above = (self > max) | (max < min)
+        return where(inside, self, where(below, min, where(above, max, value)))
 
     def clamp_min(self, min: Any) -> Tensor:  # noqa: A002
         """``clamp(min=min)``."""

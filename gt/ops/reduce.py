@@ -349,8 +349,8 @@ class ReductionOps:
         ``std`` backward are: the square root is taken of 1 there and the result masked."""
         if not (self._rg and is_grad_enabled()):
             return self.sqrt()
-        pos = self > 0
-        return where(pos, self, 1.0).sqrt() * pos.to(self.dtype)
+        zero = self == 0  # (not ``self > 0``: a NaN variance, past its count, stays NaN)
+        return where(zero, 1.0, self).sqrt() * (~zero).to(self.dtype)
 
     def std(
         self,

@@ -131,8 +131,16 @@ def _integer_pow(make_kernel: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 def _d_floor_divide(n: Any, g: Any) -> tuple:
-    """PyTorch records ``floor_divide`` with a ``NotImplemented`` node: backward raises."""
+    """PyTorch records ``floor_divide`` with a ``NotImplemented`` node: backward raises; but
+    ``div(rounding_mode="floor")`` (recorded with attrs ``{"rounding": "floor"}``) has a zero
+    derivative."""
+    if n.attrs == DIV_FLOOR:
+        return tuple([g.new_zeros(s) if n.needs(i) else None for i, s in enumerate(n.shapes)])
     raise RuntimeError("derivative for aten::floor_divide is not implemented")
+
+
+#: The attrs of a ``floor_divide`` node that ``div(rounding_mode="floor")`` recorded.
+DIV_FLOOR = {"rounding": "floor"}
 
 
 def _floor_kernel(ufunc: str, part: int) -> Callable[[Any], Any]:
@@ -317,15 +325,20 @@ def _d_pow(n: Any, g: Any) -> tuple:
 
 
 def _d_extreme2(pick: str) -> Callable[[Any, Any], tuple]:
-    """maximum/minimum: the gradient goes to the chosen input; ties split it evenly."""
+    """maximum/minimum: the gradient goes to the chosen input; ties split it evenly; an input
+    that does not lose (a NaN on either side) keeps all of it, as PyTorch's rule."""
 
     def rule(n: Any, g: Any) -> tuple:
         a, b = n.saved
-        win = (a > b) if pick == "max" else (a < b)
         dt = g.dtype
-        wa = win.to(dt) + (a == b).to(dt) * 0.5
-        ga = sum_to(g * wa, n.shapes[0]) if n.needs(0) else None
-        gb = sum_to(g * (1.0 - wa), n.shapes[1]) if n.needs(1) else None
+        half_tie = (a == b).to(dt) * 0.5
+        ga = gb = None
+        if n.needs(0):
+            loses = (a < b) if pick == "max" else (a > b)
+            ga = sum_to(g * (1.0 - loses.to(dt) - half_tie), n.shapes[0])
+        if n.needs(1):
+            loses = (b < a) if pick == "max" else (b > a)
+            gb = sum_to(g * (1.0 - loses.to(dt) - half_tie), n.shapes[1])
         return ga, gb
 
     return rule

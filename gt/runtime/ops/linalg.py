@@ -36,6 +36,7 @@ from gt import shapes as S
 from gt.errors import LinAlgError, ShapeError
 from gt.runtime.ops import return_types
 from gt.runtime.ops.base import Op, Shape, first_dtype, sum_to
+from gt.runtime.ops.elementwise import _where
 
 #: What ``slogdet`` returns (PyTorch's named tuple).
 SlogdetResult = return_types.slogdet  # (gt.linalg.slogdet's: return_types.linalg_slogdet)
@@ -282,8 +283,6 @@ def _named(out: Any, name: str) -> Any:
 
 
 # ----------------------------------------------------------------------------- derivatives
-def _inv_t(a: Any) -> Any:
-    return a._apply("linalg_inv", [a]).mT
 
 
 def _d_inv(n: Any, g: Any) -> tuple:
@@ -302,9 +301,19 @@ def _d_solve(n: Any, g: Any) -> tuple:
     )
 
 
+def _regular_inverse(a: Any, singular: Any) -> Any:
+    """The inverse of each matrix of ``a``, the identity's where ``singular`` (a determinant of
+    exactly 0: LAPACK's inverse would refuse it, and with it the whole batch)."""
+    k = a.shape[-1]
+    eye = a._create("eye", [], {"n": k, "m": k, "dtype": a.dtype})
+    safe = _where(singular.unsqueeze(-1).unsqueeze(-1), eye, a)
+    return safe._apply("linalg_inv", [safe])
+
+
 def _d_det(n: Any, g: Any) -> tuple:
     a, d = n.saved
-    return ((g * d).unsqueeze(-1).unsqueeze(-1) * _inv_t(a),)
+    # det * A^-T; 0 for a singular matrix, as PyTorch's (whose solve then has a zero right side)
+    return ((g * d).unsqueeze(-1).unsqueeze(-1) * _regular_inverse(a, d == 0).mT,)
 
 
 def _d_slogdet(n: Any, g: Any) -> tuple:
@@ -313,7 +322,9 @@ def _d_slogdet(n: Any, g: Any) -> tuple:
     if c.dtype in S.COMPLEX_DTYPES:
         # PyTorch's: (g_logabsdet - i Im(conj(g_sign) sign)) A^-H (the sign moves with Im tr(A^-1 dA))
         c = c.real - (g[..., 0].conj() * both[..., 0]).imag * 1j
-    return (c.unsqueeze(-1).unsqueeze(-1) * a._apply("linalg_inv", [a]).mH,)
+    singular = both[..., 0] == 0  # (sign 0: log|det| is -inf, its gradient undefined: NaN)
+    ga = c.unsqueeze(-1).unsqueeze(-1) * _regular_inverse(a, singular).mH
+    return (_where(singular.unsqueeze(-1).unsqueeze(-1), float("nan"), ga),)
 
 
 def _trisolve(t: Any, b: Any, upper: bool) -> Any:

@@ -41,6 +41,7 @@ import numpy as np
 from gt import shapes as S
 from gt.errors import ShapeError
 from gt.runtime.ops.base import Op, Shape, first_dtype
+from gt.runtime.ops.elementwise import _where
 from gt.runtime.ops.linalg import check_square
 
 
@@ -203,6 +204,14 @@ def _gap_inverse(w: Any) -> Any:
     return (1.0 - eye) / (gap + eye)
 
 
+def _scaled(f: Any, k: Any) -> Any:
+    """``f * k`` with 0 wherever ``k`` is 0, whatever ``f`` is there: ``f`` (inverse gaps or
+    singular values) is inf at repeated or zero values, and ``k`` is 0 wherever the output's
+    vectors got no gradient -- so a loss of the values alone (``eigvalsh``, ``svdvals``, a
+    nuclear norm) has a finite gradient at a repeated value, as PyTorch's has."""
+    return _where(k == 0, 0.0, f * k)
+
+
 def _d_qr(n: Any, g: Any) -> tuple:
     a, out = n.saved
     m, cols = n.shapes[0][-2:]
@@ -236,7 +245,7 @@ def _d_eigh(n: Any, g: Any) -> tuple:
     w, v = unpack_eigh(out)
     gw, gv = unpack_eigh(g)
     s = v.mH @ gv  # (mH: mT for real matrices; the same rule for Hermitian ones, as PyTorch's)
-    inner = _gap_inverse(w) * (0.5 * (s - s.mH))
+    inner = _scaled(_gap_inverse(w), 0.5 * (s - s.mH))
     inner = inner + gw.unsqueeze(-1) * _eye_like(w, w.shape[-1])
     return (v @ inner @ v.mH,)
 
@@ -258,16 +267,16 @@ def _d_svd(n: Any, g: Any) -> tuple:
     f = _gap_inverse(s * s)
     su, sv = s.unsqueeze(-2), s.unsqueeze(-1)  # (. S): scales columns; (S .): scales rows
     uhgu = u.mH @ gu
-    core = (f * (uhgu - uhgu.mH)) * su + gs.unsqueeze(-1) * eye_k
-    core = core + sv * (f * (v.mH @ gv - gv.mH @ v))
+    core = _scaled(f, uhgu - uhgu.mH) * su + gs.unsqueeze(-1) * eye_k
+    core = core + sv * _scaled(f, v.mH @ gv - gv.mH @ v)
     if uhgu.dtype in S.COMPLEX_DTYPES:  # the phases of U's columns: i Im(diag(U^H gU)) / S
         core = core + (uhgu.diagonal(0, -2, -1).imag / s).diag_embed() * 1j
     ga = u @ core @ vh
     inv_s = 1.0 / s
     if m > k:  # (I - U U^H) gU S^-1 V^H: zero when U is square
-        ga = ga + (gu - u @ uhgu) * inv_s.unsqueeze(-2) @ vh
+        ga = ga + _scaled(inv_s.unsqueeze(-2), gu - u @ uhgu) @ vh
     if cols > k:  # U S^-1 gV^H (I - V V^H): zero when V is square
-        ga = ga + u @ (inv_s.unsqueeze(-1) * (gvh - (gvh @ v) @ vh))
+        ga = ga + u @ _scaled(inv_s.unsqueeze(-1), gvh - (gvh @ v) @ vh)
     return (ga,)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from gt.runtime.ops import return_types
 from gt.runtime.ops.base import Op, bool_dtype, first_dtype, half_in_float32, same_shape, sum_to
-from gt.runtime.ops.elementwise import broadcast_rule, zero_divisor_checked
+from gt.runtime.ops.elementwise import _where, broadcast_rule, zero_divisor_checked
 
 
 def _k_ufunc(fn: str) -> Any:
@@ -56,8 +56,9 @@ def _not_integer(t: Any) -> bool:
 def _d_atan2(n: Any, g: Any) -> tuple:
     y, x = n.saved
     r2 = x * x + y * y
-    gy = sum_to(g * x / r2, n.shapes[0]) if n.needs(0) else None
-    gx = sum_to(-g * y / r2, n.shapes[1]) if n.needs(1) else None
+    recip = _where(r2 == 0, 0.0, 1.0 / _where(r2 == 0, 1.0, r2))  # (0 at the origin, as PyTorch)
+    gy = sum_to(g * x * recip, n.shapes[0]) if n.needs(0) else None
+    gx = sum_to(-g * y * recip, n.shapes[1]) if n.needs(1) else None
     return gy, gx
 
 
