@@ -115,11 +115,12 @@ def _source_coord(coord: Tensor, size: int, padding_mode: str, align_corners: bo
 
 
 def _clip(x: Tensor, size: int) -> Tensor:
-    """``x`` clamped into ``[0, size - 1]``, with gradient 1 strictly inside and 0 on the edges
+    """``x`` clamped into ``[0, size - 1]`` (NaN to 0), with gradient 1 strictly inside and 0 on the edges
     and beyond (PyTorch's ``clip_coordinates_set_grad`` counts the borders as outside, so a
     position exactly on the first or last pixel gives the grid no gradient)."""
     inside = (x > 0.0) & (x < size - 1.0)
-    return where(inside, x, x.detach().clamp(0.0, size - 1.0))
+    # (NaN clips to 0, as PyTorch's clip_coordinates gives it)
+    return where(inside, x, x.detach().nan_to_num(0.0).clamp(0.0, size - 1.0))
 
 
 def _padded(x: Tensor, size: int, padding_mode: str, align_corners: bool) -> Tensor:
@@ -197,12 +198,17 @@ def _grid_sample(input: Tensor, grid: Tensor, mode: str, padding_mode: str,
             pos, w = taps[i][(corner >> (dims - 1 - i)) & 1]
             inside = (pos >= 0) & (pos <= sizes[i] - 1)
             valid = inside if valid is None else valid & inside
-            term = pos.clamp(0, sizes[i] - 1).long() * strides[i]
+            # (a NaN or infinite position reads element 0, weighted 0 below: as PyTorch's bounds
+            # check, it adds nothing; cast to an integer it would be an index out of range)
+            term = where(inside, pos, 0.0).clamp(0, sizes[i] - 1).long() * strides[i]
             index = term if index is None else index + term
             if w is not None:
                 weight = w if weight is None else weight * w
         picked = flat_in.gather(2, index.unsqueeze(1).expand(n, c, points))
-        scale = valid.to(input.dtype) if weight is None else weight * valid.to(input.dtype)
+        if mode == "nearest":  # (weight 1: a position out of range adds 0, NaN or infinite)
+            scale = where(valid, weight, 0.0)
+        else:  # (a NaN weight, from a NaN or infinite position, makes NaN, as PyTorch's)
+            scale = weight * valid.to(input.dtype)
         term = picked * scale.unsqueeze(1)
         out = term if out is None else out + term
     return out.reshape(n, c, *out_sizes)
@@ -241,7 +247,8 @@ def _bicubic(input: Tensor, grid: Tensor, padding_mode: str, align_corners: bool
         for j in range(4):
             px = _padded(x0 + (j - 1.0), w, padding_mode, align_corners)
             inside = (px >= 0) & (px <= w - 1) & (py >= 0) & (py <= h - 1)
-            index = py.clamp(0, h - 1).long() * w + px.clamp(0, w - 1).long()
+            index = (where(inside, py, 0.0).clamp(0, h - 1).long() * w
+                     + where(inside, px, 0.0).clamp(0, w - 1).long())  # fmt: skip
             picked = flat_in.gather(2, index.unsqueeze(1).expand(n, c, points))
             term = picked * (wy[i] * wx[j] * inside.to(input.dtype)).unsqueeze(1)
             out = term if out is None else out + term

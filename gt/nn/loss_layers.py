@@ -74,7 +74,8 @@ class CrossEntropyLoss(_Loss):
                  ignore_index: int = -100, reduce: Any = None, reduction: str = "mean",
                  label_smoothing: float = 0.0):  # fmt: skip
         super().__init__(size_average, reduce, reduction)
-        self.weight, self.ignore_index, self.label_smoothing = weight, ignore_index, label_smoothing
+        self.register_buffer("weight", weight)  # (in the state dict, as PyTorch's)
+        self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return L.cross_entropy(
@@ -93,7 +94,8 @@ class NLLLoss(_Loss):
     def __init__(self, weight: Tensor | None = None, size_average: Any = None,
                  ignore_index: int = -100, reduce: Any = None, reduction: str = "mean"):  # fmt: skip
         super().__init__(size_average, reduce, reduction)
-        self.weight, self.ignore_index = weight, ignore_index
+        self.register_buffer("weight", weight)
+        self.ignore_index = ignore_index
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return L.nll_loss(
@@ -107,7 +109,7 @@ class BCELoss(_Loss):
     def __init__(self, weight: Tensor | None = None, size_average: Any = None, reduce: Any = None,
                  reduction: str = "mean"):  # fmt: skip
         super().__init__(size_average, reduce, reduction)
-        self.weight = weight
+        self.register_buffer("weight", weight)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return L.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
@@ -119,7 +121,8 @@ class BCEWithLogitsLoss(_Loss):
     def __init__(self, weight: Tensor | None = None, size_average: Any = None, reduce: Any = None,
                  reduction: str = "mean", pos_weight: Tensor | None = None):  # fmt: skip
         super().__init__(size_average, reduce, reduction)
-        self.weight, self.pos_weight = weight, pos_weight
+        self.register_buffer("weight", weight)
+        self.register_buffer("pos_weight", pos_weight)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return L.binary_cross_entropy_with_logits(

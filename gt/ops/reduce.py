@@ -391,7 +391,12 @@ class ReductionOps:
             return label(x.abs().amin(dim, keepdim), _NORM_NODE)
         if p == 0:
             return (x != 0).to(x.dtype).sum(dim, keepdim)
-        s = (x.abs() ** p).sum(dim, keepdim)
+        a = x.abs()
+        if p < 1 and a._rg and is_grad_enabled():  # |x|^p's slope at 0 is inf: PyTorch's is 0
+            nz = a != 0
+            s = (where(nz, a, 1.0) ** p * nz.to(a.dtype)).sum(dim, keepdim)
+        else:
+            s = (a**p).sum(dim, keepdim)
         if not (s._rg and is_grad_enabled()):
             return s ** (1.0 / p)
         pos = s > 0  # a zero norm has a zero gradient, as in PyTorch

@@ -165,3 +165,34 @@ def test_jvp_of_functions_with_a_zero_derivative_is_zero(conn):
     assert tangent.tolist() == [1.0, 2.0, 3.0]
     _, (t1, t2) = gt.func.jvp(lambda a: (gt.floor(a), 2 * a), (x,), (t,))
     assert t1.tolist() == [0.0, 0.0, 0.0] and t2.tolist() == [2.0, 4.0, 6.0]
+
+
+def test_weighted_loss_modules_keep_their_weights_in_the_state_dict(conn):
+    assert list(gt.nn.CrossEntropyLoss().state_dict()) == []
+    ce = gt.nn.CrossEntropyLoss(weight=gt.ones(3))
+    ce.load_state_dict({"weight": gt.tensor([1.0, 2.0, 3.0])})  # (a PyTorch checkpoint's key)
+    assert ce.weight.tolist() == [1.0, 2.0, 3.0]
+    bce = gt.nn.BCEWithLogitsLoss(weight=gt.ones(2), pos_weight=gt.ones(2))
+    assert sorted(bce.state_dict()) == ["pos_weight", "weight"]
+    assert list(gt.nn.NLLLoss(gt.ones(2)).state_dict()) == ["weight"]
+    assert list(gt.nn.BCELoss(gt.ones(2)).state_dict()) == ["weight"]
+
+
+def test_grid_sample_at_nan_and_infinite_positions(conn):
+    image = gt.arange(9.0).reshape(1, 1, 3, 3)
+    grid = gt.tensor([[[[NAN, 0.0], [float("inf"), 0.0], [0.25, 0.5]]]])
+    near = F.grid_sample(image, grid, mode="nearest", align_corners=False)
+    assert near.tolist() == [[[[0.0, 0.0, 7.0]]]]  # (out of range: 0; it used to fail the worker)
+    border = F.grid_sample(image, grid, mode="nearest", padding_mode="border", align_corners=False)
+    assert border.tolist() == [[[[3.0, 5.0, 7.0]]]]  # (NaN clips to 0, inf to the edge)
+    lin = F.grid_sample(image, grid, align_corners=False).numpy()
+    assert np.isnan(lin[..., :2]).all() and lin[..., 2].tolist() == [[[6.625]]]
+
+
+def test_a_norm_below_one_has_a_zero_gradient_at_zero_elements(conn):
+    (g,) = _grads(lambda a: gt.norm(a, p=0.5), [0.0, 1.0, 4.0])
+    assert g.tolist() == [0.0, 3.0, 1.5]
+    (g,) = _grads(lambda a: gt.linalg.vector_norm(a, ord=0.3), [0.0, -1.0, 4.0])
+    np.testing.assert_allclose(g, [0.0, -8.6075, 3.2616], atol=1e-4)
+    (g,) = _grads(lambda a: gt.norm(a, p=0.5), [0.0, 0.0])
+    assert g.tolist() == [0.0, 0.0]
