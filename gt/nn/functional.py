@@ -150,7 +150,7 @@ def hardtanh(
     return recorded_rule(out, zero_second_derivative)
 
 
-def _hardtanh(input: Tensor, min_val: float, max_val: float) -> Tensor:
+def _hardtanh(input: Tensor, min_val: float, max_val: float, nan_passes: bool = True) -> Tensor:
     """``hardtanh`` as a composition: its second derivative is not connected to the input (the
     composites that end in it, as ``hardswish``, give their own). Integer tensors stay integer,
     their bounds cut toward zero, as PyTorch's kernel casts them."""
@@ -158,6 +158,11 @@ def _hardtanh(input: Tensor, min_val: float, max_val: float) -> Tensor:
         if input.dtype.startswith("uint") and (min_val < 0 or max_val < 0):
             raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
         min_val, max_val = int(min_val), int(max_val)
+    # (as PyTorch's backward tests it: for hardtanh a NaN is not outside and keeps its gradient;
+    # for hardsigmoid, ``nan_passes=False``, it is not inside and gets none)
+    if nan_passes:
+        outside = (input <= min_val) | (input >= max_val)
+        return where(outside, input.clamp(min_val, max_val).detach(), input)
     inside = (input > min_val) & (input < max_val)
     return where(inside, input, input.clamp(min_val, max_val).detach())
 
@@ -175,7 +180,8 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``."""
     if inplace:
         return apply_inplace(input, "elu_", lambda x: elu(x, alpha))
-    out = where(input > 0, input, input.clamp(max=0.0).expm1() * alpha)
+    # (``<= 0`` picks the curve, as PyTorch's kernel: a NaN takes the line, and its gradient)
+    out = where(input <= 0, input.clamp(max=0.0).expm1() * alpha, input)
     return _elu_recorded(label(out, "EluBackward0"), input, alpha, None)
 
 
@@ -184,10 +190,10 @@ def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x`` for ``x > 0``, else ``alpha * (exp(x / alpha) - 1)``."""
     if inplace:
         return apply_inplace(input, "celu_", lambda x: celu(x, alpha))
-    out = where(input > 0, input, (input.clamp(max=0.0) * (1.0 / alpha)).expm1() * alpha)
+    out = where(input <= 0, (input.clamp(max=0.0) * (1.0 / alpha)).expm1() * alpha, input)
     out = _elu_recorded(label(out, "CeluBackward0"), input, alpha, 1.0 / alpha)
     node = out._node
-    if node is not None and node.parents[1] is not None:
+    if node is not None and node.parents[2] is not None:  # (the input: the where's third)
         node.rule = _celu_rule(alpha)
     return out
 
@@ -204,7 +210,7 @@ def _celu_rule(alpha: float) -> Any:
     def rule(n: Any, g: Tensor) -> tuple:
         x = n.saved[-1]
         inner = where(x < 0, x, 0.0)  # (the derivative of x < 0 only)
-        return None, where(x <= 0, ((g * inv) * alpha) * (inner * inv).exp(), g), None
+        return None, None, where(x <= 0, ((g * inv) * alpha) * (inner * inv).exp(), g)
 
     return rule
 
@@ -216,17 +222,17 @@ def _elu_recorded(out: Tensor, input: Tensor, alpha: float, inv: float | None) -
     composition's would give ``alpha`` at 0. The rule reads the input, which the composition's
     ``clamp`` keeps anyway."""
     node = out._node
-    if node is None or node.parents[1] is None:
+    if node is None or node.parents[2] is None:  # (the input: the where's third)
         return out
 
     def rule(n: Any, g: Tensor) -> tuple:
-        cond, x = n.saved[0], n.saved[-1]
+        curve, x = n.saved[0], n.saved[-1]  # (curve: x <= 0, the where's condition)
         inner = where(x < 0, x, 0.0)  # (the value of x.clamp(max=0), the derivative of x < 0)
         e = (inner if inv is None else inner * inv).expm1() + 1.0
-        gb = (where(cond, 0.0, g) * alpha) * e  # (the composition's rules, op for op)
+        gb = (where(curve, g, 0.0) * alpha) * e  # (the composition's rules, op for op)
         if inv is not None:
             gb = gb * inv
-        return None, where(cond, g, 0.0) + where(x <= 0, gb, 0.0), None
+        return None, None, where(curve, 0.0, g) + where(x <= 0, gb, 0.0)
 
     return recorded_rule(out, rule, (input,))
 
@@ -270,7 +276,9 @@ def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     a second derivative raises (PyTorch has no formula for ``hardsigmoid_backward``'s)."""
     if inplace:
         return apply_inplace(input, "hardsigmoid_", hardsigmoid)
-    out = label(_hardtanh(input + 3.0, 0.0, 6.0) / 6.0, "HardsigmoidBackward0")  # (PyTorch's /)
+    out = label(
+        _hardtanh(input + 3.0, 0.0, 6.0, False) / 6.0, "HardsigmoidBackward0"
+    )  # (PyTorch's /)
     out = recorded_rule(out, _hardsigmoid_rule)
     if out._node is not None:
         out._node.rule = _hardsigmoid_rule

@@ -127,8 +127,9 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
         raise RuntimeError(
             f"lambda must be in range [0, {top}] for input dtype {name}, but found {lambd:g}"
         )
-    # (x * 0 in the middle, as PyTorch's kernel: a NaN stays NaN)
-    out = where(input > lambd, input - lambd, where(input < -lambd, input + lambd, input * 0.0))
+    # (the middle as PyTorch's backward tests it: a NaN is outside, stays NaN, keeps its gradient)
+    middle = (input >= -lambd) & (input <= lambd)
+    out = where(middle, input * 0.0, where(input > lambd, input - lambd, input + lambd))
     return recorded_rule(label(out, "SoftshrinkBackward0"), zero_second_derivative)
 
 

@@ -196,3 +196,20 @@ def test_a_norm_below_one_has_a_zero_gradient_at_zero_elements(conn):
     np.testing.assert_allclose(g, [0.0, -8.6075, 3.2616], atol=1e-4)
     (g,) = _grads(lambda a: gt.norm(a, p=0.5), [0.0, 0.0])
     assert g.tolist() == [0.0, 0.0]
+
+
+def test_activations_pass_a_nans_gradient_as_pytorchs_backward_does(conn):
+    x = [NAN, -2.0, 0.5]
+    for f, want in [
+        (F.hardtanh, [1.0, 0.0, 1.0]),
+        (F.relu6, [1.0, 0.0, 1.0]),
+        (F.elu, [1.0, math.exp(-2.0), 1.0]),
+        (lambda a: F.softshrink(a, 0.5), [1.0, 1.0, 0.0]),
+        (F.hardsigmoid, [0.0, 1 / 6, 1 / 6]),  # (its backward counts a NaN as outside)
+    ]:
+        out = f(gt.tensor(x, dtype=gt.float64))
+        assert math.isnan(out.tolist()[0])
+        (g,) = _grads(f, x)
+        np.testing.assert_allclose(g, want, rtol=1e-7)
+    (g,) = _grads(lambda a: F.celu(a, 2.0), x)
+    assert g[0] == 1.0
