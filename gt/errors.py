@@ -41,6 +41,11 @@ class WorkerError(GTError):
         super().__init__(f"{op} failed on a worker: {message} (from {source})")
 
 
+class WorkerIndexError(WorkerError, IndexError):
+    """A worker's op failed with an ``IndexError`` (an index tensor out of range): caught by
+    ``except IndexError`` as PyTorch's is."""
+
+
 class OutOfMemory(WorkerError, MemoryError):
     """An op's result did not fit under a worker's memory limit or the client's quota, even after
     spilling; the worker and every other tensor are fine.

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gt import shapes as S
-from gt.ops.base import TensorBase
+from gt.ops.base import BATCHING, TensorBase
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -93,6 +94,30 @@ def encode_key(x: Tensor, key: Any, op: str = "getitem") -> tuple[list, list, tu
             raise IndexError(f"{op}: unsupported index {item!r}")
     shape = S.index_shape(x.shape, tuple(stand_in), op)
     return wire, tensors, shape
+
+
+def plain_key(key: Any) -> Any:
+    """``key`` with the items PyTorch reads as something else made so: a 0-d integer tensor is
+    its int (fetched: a sync point, as PyTorch's indexing with a GPU tensor is), so that
+    ``x[i][j] = v`` with a tensor ``i`` writes into ``x`` through a view as it does in PyTorch; a
+    uint8 tensor is a bool mask (with PyTorch's deprecation warning)."""
+    items = key if type(key) is tuple else (key,)
+    if not any(isinstance(k, TensorBase) and (k.ndim == 0 or k.dtype == "uint8") for k in items):
+        return key
+    out = []
+    for k in items:
+        if isinstance(k, TensorBase) and k.dtype == "uint8":
+            warnings.warn(
+                "indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool "
+                "instead.",
+                UserWarning,
+                stacklevel=3,
+            )
+            k = k.to("bool")
+        if isinstance(k, TensorBase) and k.ndim == 0 and k.dtype in S.INT_DTYPES and not BATCHING:
+            k = int(k.item())  # (under vmap's batching, each entry's index: a tensor it stays)
+        out.append(k)
+    return tuple(out) if type(key) is tuple else out[0]
 
 
 def _sequence_as_tuple(key: Any) -> bool:

@@ -26,7 +26,7 @@ from gt._dtype import dtype as as_dtype
 from gt.autograd import _mode
 from gt.errors import DtypeError, ShapeError
 from gt.grad_graph import label
-from gt.indexing import encode_key
+from gt.indexing import encode_key, plain_key
 from gt.ops.arith import alpha_times, legacy_number_first, scaled_add, where
 from gt.ops.base import BATCHING, TensorBase, refuse_outside_write
 from gt.ops.random import random_attrs
@@ -308,6 +308,11 @@ class InplaceOps:
         return apply_inplace(self, "masked_fill_", lambda x: x.masked_fill(mask, value))
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        if isinstance(key, TensorBase) and key.dtype == "uint8" and key.shape == self.shape:
+            raise RuntimeError(  # (PyTorch's x[mask] = v is masked_fill_, which refuses it)
+                "masked_fill_ only supports boolean masks, but got mask with dtype unsigned char"
+            )
+        key = plain_key(key)
         if isinstance(value, TensorBase) and value._vb is not None and is_view_at(self, key, value):
             return  # (the second half of ``x[key] += v``: the view already wrote itself back)
         owner = self._owner if self._proxy else self

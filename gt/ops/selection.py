@@ -26,7 +26,7 @@ def _along(x: Tensor, d: int, index: Tensor, op: str) -> tuple:
     """The index tuple that addresses ``x`` at ``index`` along ``d`` (``gather``'s positions);
     a 0-d index addresses one entry of a 1-d ``x``, as PyTorch allows."""
     if index.ndim == 0 and x.ndim == 1 and index.dtype in S.INT_DTYPES:
-        return (index,)
+        return (index.reshape(1),)  # (a 0-d index in a key is read as an int: a sync)
     if index.ndim != x.ndim or index.dtype not in S.INT_DTYPES:
         raise RuntimeError(
             f"{op}: index must be an integer tensor with as many dimensions as the input "
@@ -159,6 +159,8 @@ class SelectionOps:
     def index_add(self, dim: int, index: Tensor, source: Tensor, *, alpha: Any = 1) -> Tensor:
         """A copy with ``alpha * source`` added at the entries ``index`` of ``dim``."""
         d = S.normalize_axis(dim, self.ndim, "index_add")
+        if self.dtype in S.INT_DTYPES and type(alpha) is float:  # (cast to the dtype first, as
+            alpha = int(alpha)  # PyTorch's kernel does: 2.5 adds twice)
         src = source if alpha == 1 else source * alpha
         return self._scatter_add_at((slice(None),) * d + (index,), src)
 

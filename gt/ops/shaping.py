@@ -15,7 +15,7 @@ from gt._dtype import _ITEMSIZE, name_of
 from gt._dtype import dtype as _DType
 from gt.errors import ShapeError
 from gt.grad_graph import label
-from gt.indexing import encode_key
+from gt.indexing import encode_key, plain_key
 from gt.ops import layout, storage, views
 from gt.ops.base import TensorBase
 
@@ -288,9 +288,11 @@ class ShapeOps:
     def __getitem__(self, key: Any) -> Tensor:
         if type(key) is bool or (
             isinstance(key, TensorBase) and key.dtype == "bool" and key.ndim == 0
-        ):  # x[True] is x with a new first dimension, x[False] the same with none of it
+        ):  # x[True] is x with a new first dimension, x[False] the same with none of it: copies,
+            # as any mask's result is in PyTorch
             taken = self.unsqueeze(0)
-            return taken if bool(key) else taken[0:0]  # (a 0-d mask's value: a sync point)
+            return taken.clone() if bool(key) else taken[0:0]  # (a 0-d mask's value: a sync)
+        key = plain_key(key)
         wire, tensors, shape = encode_key(self, key)
         out = self._apply("getitem", [self, *tensors], {"key": wire}, shape=shape)
         if not tensors and views.is_basic_key(key):  # a view in PyTorch (advanced: a copy)
@@ -371,7 +373,8 @@ class ShapeOps:
         nd = len(self.shape)
         d = S.normalize_axis(dim, max(nd, 1), "gather")
         if nd == 1 and len(index.shape) == 0 and index.dtype in S.INT_DTYPES:  # (as PyTorch)
-            return label(self[(index,)], "GatherBackward0")
+            # (as a 1-d index: a 0-d one in a key is read as an int, which would be a sync)
+            return label(self[(index.reshape(1),)].reshape(()), "GatherBackward0")
         if len(index.shape) != nd or index.dtype not in S.INT_DTYPES:
             raise IndexError(
                 f"gather: index must be an integer tensor with {nd} dimensions like the input "

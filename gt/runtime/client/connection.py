@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import zmq
 
-from gt.errors import DispatcherLost, GTTimeout, OutOfMemory, WorkerError
+from gt.errors import DispatcherLost, GTTimeout, OutOfMemory, WorkerError, WorkerIndexError
 from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime import security
@@ -545,9 +545,12 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
         """Build the user-facing exception from a worker's ``[message, opcode, src]``."""
         msg, opcode, src = err[0], err[1], err[2]
         op = O.op_name(opcode)
-        cls = (
-            OutOfMemory if isinstance(msg, str) and msg.startswith("OutOfMemory:") else WorkerError
-        )
+        cls = WorkerError
+        if isinstance(msg, str):
+            if msg.startswith("OutOfMemory:"):
+                cls = OutOfMemory
+            elif msg.startswith("IndexError:"):  # (``except IndexError`` catches it, as PyTorch's)
+                cls = WorkerIndexError
         return cls(msg, op, self.srclocs.get(src, "?"))
 
     # ----------------------------------------------------------------------------- teardown

@@ -1,0 +1,59 @@
+"""What an indexing probe against PyTorch 2.13 found on Dec 6 (2,833 cases), as PyTorch behaves:
+a 0-d integer tensor index is an int, so ``x[i][j] = v`` writes through a view; a uint8 tensor
+is a mask (with PyTorch's warning); ``x[True]`` is a copy; an integer ``index_add_`` casts a
+float ``alpha`` first; and an index out of range is an ``IndexError`` for ``except``. Every test
+runs on NumPy workers and on workers whose CuPy is the test double."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import each_backend_cluster
+
+import gt
+
+pytestmark = pytest.mark.timeout(90)
+
+cluster = each_backend_cluster(workers=1)
+
+
+def test_a_0d_integer_tensor_index_is_an_int_and_gives_a_view(conn):
+    x = gt.arange(12.0).reshape(3, 4)
+    x[gt.tensor(1)][2] = -5.0
+    x[x.sum(1).argmax()][0] = -7.0
+    x[gt.tensor(0, dtype=gt.int32)].zero_()
+    assert x.tolist() == [[0.0] * 4, [4.0, 5.0, -5.0, 7.0], [-7.0, 9.0, 10.0, 11.0]]
+    row = x[gt.tensor(1)]
+    x.add_(1)
+    assert row.tolist() == [5.0, 6.0, -4.0, 8.0]  # (a view sees later changes)
+    x[:, gt.tensor(3)] = 0.0
+    assert x[:, 3].tolist() == [0.0, 0.0, 0.0]
+
+
+def test_a_uint8_tensor_index_is_a_mask(conn):
+    x = gt.arange(6.0).reshape(2, 3)
+    with pytest.warns(UserWarning, match="uint8 is now deprecated"):
+        rows = x[gt.tensor([1, 0], dtype=gt.uint8)]
+    assert rows.tolist() == [[0.0, 1.0, 2.0]]
+    with pytest.warns(UserWarning):
+        assert x[(x > 2).to(gt.uint8)].tolist() == [3.0, 4.0, 5.0]
+    with pytest.raises(RuntimeError, match="only supports boolean masks"):
+        x[(x > 2).to(gt.uint8)] = -1.0
+
+
+def test_x_true_is_a_copy(conn):
+    x = gt.arange(3.0)
+    t = x[True]
+    t.add_(100)
+    assert x.tolist() == [0.0, 1.0, 2.0] and t.tolist() == [[100.0, 101.0, 102.0]]
+
+
+def test_integer_index_add_casts_a_float_alpha_first(conn):
+    out = gt.tensor([0, 1, 2]).index_add_(0, gt.tensor([1]), gt.tensor([5]), alpha=2.5)
+    assert out.tolist() == [0, 11, 2]
+
+
+def test_an_index_out_of_range_is_an_index_error(conn):
+    with pytest.raises(IndexError, match="out of bounds"):
+        gt.zeros(3)[gt.tensor([7])].tolist()
+    with pytest.raises(gt.errors.WorkerError):  # (and still a WorkerError)
+        gt.zeros(3).index_select(0, gt.tensor([5])).tolist()
