@@ -57,3 +57,20 @@ def test_an_index_out_of_range_is_an_index_error(conn):
         gt.zeros(3)[gt.tensor([7])].tolist()
     with pytest.raises(gt.errors.WorkerError):  # (and still a WorkerError)
         gt.zeros(3).index_select(0, gt.tensor([5])).tolist()
+
+
+def test_a_failed_in_place_write_leaves_the_tensor_as_it_was(conn):
+    x = gt.zeros(3)
+    x[gt.tensor([7])] = 1.0
+    with pytest.raises(IndexError, match="out of bounds"):
+        x.tolist()  # (its first read says why, once: it used to fail every read after)
+    assert x.tolist() == [0.0, 0.0, 0.0]
+    with pytest.raises(IndexError):
+        gt.sync()  # (and so does the next sync point, as for any failed op)
+    x[gt.tensor([1])] = 2.0
+    assert x.tolist() == [0.0, 2.0, 0.0]
+    y = gt.ones(2)
+    y.index_fill_(0, gt.tensor([5]), 3.0)
+    with pytest.raises(IndexError):
+        y.tolist()
+    assert y.tolist() == [1.0, 1.0]

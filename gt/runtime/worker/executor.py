@@ -350,7 +350,9 @@ class Executor(FailureHandling):
         elif code == _UPLOAD:
             tbl[out] = self._upload(b, attrs)
         elif code == _FETCH:
-            if ins is b.ack_with and not b.errors:  # the batch's end, and nothing failed
+            if b.failed and args[0] in b.failed:  # (an in-place op on it failed: see _op_failed)
+                self.io.reply(b.cno, b.token, out, None, b.failed.pop(args[0])[:3])
+            elif ins is b.ack_with and not b.errors:  # the batch's end, and nothing failed
                 self.io.reply(b.cno, b.token, out, vals[0], None, b.seq)
                 b.acked = True
             else:
@@ -412,6 +414,15 @@ class Executor(FailureHandling):
         if code == _FETCH and type(out) is int:
             self.io.reply(b.cno, b.token, out, None, err[:3])
         elif type(out) is int:
+            args = ins[P.I_ARGS] if ok and len(ins) > P.I_ARGS else None
+            attrs = ins[P.I_ATTRS] if ok and len(ins) > P.I_ATTRS else None
+            if (type(attrs) is dict and attrs.get("inplace") and type(args) is list and args
+                    and args[0] == out and out in b.tbl and not self.sticky_error):  # fmt: skip
+                # An in-place op that raised (x[out_of_range] = v) wrote nothing: the tensor
+                # stays as it was, as PyTorch's does; the error goes to its next fetch, once.
+                b.failed[out] = err
+                b.report(err)
+                return
             b.tbl.pop(out, None)  # (set if the op ran and its device failed afterwards)
             b.failed[out] = err
         b.report(err)
