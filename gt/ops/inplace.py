@@ -312,6 +312,18 @@ class InplaceOps:
             raise RuntimeError(  # (PyTorch's x[mask] = v is masked_fill_, which refuses it)
                 "masked_fill_ only supports boolean masks, but got mask with dtype unsigned char"
             )
+        if type(key) is bool or (
+            isinstance(key, TensorBase) and key.dtype == "bool" and key.ndim == 0
+        ):  # x[True] = v writes all of x (through its new first dimension), x[False] nothing
+            if not bool(key):  # (a 0-d mask's value: a sync point)
+                return
+            if (
+                isinstance(value, TensorBase)
+                and value.ndim == self.ndim + 1
+                and value.shape[0] == 1
+            ):
+                value = value[0]
+            key = Ellipsis
         key = plain_key(key)
         if isinstance(value, TensorBase) and value._vb is not None and is_view_at(self, key, value):
             return  # (the second half of ``x[key] += v``: the view already wrote itself back)

@@ -268,8 +268,8 @@ class ShapeOps:
         x = self.reshape(-1) if dim is None else self
         d = 0 if dim is None else S.normalize_axis(dim, x.ndim, "repeat_interleave")
         n = x.shape[d]
-        if isinstance(repeats, int) or (
-            hasattr(repeats, "numel") and repeats.numel() == 1 and repeats.ndim == 0
+        if isinstance(repeats, int) or (  # (a 1-element tensor of repeats applies to each)
+            hasattr(repeats, "numel") and repeats.numel() == 1 and repeats.ndim <= 1
         ):
             r = int(repeats)
             shape = x.shape
@@ -368,8 +368,9 @@ class ShapeOps:
             raise IndexError(f"index_select: index must be 1-d, got shape {list(index.shape)}")
         return label(self[(slice(None),) * d + (index,)], "IndexSelectBackward0")
 
-    def gather(self, dim: int, index: Tensor) -> Tensor:
-        """``out[i][j] = self[i][index[i][j]]`` for ``dim=1`` (and likewise for any ``dim``)."""
+    def gather(self, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
+        """``out[i][j] = self[i][index[i][j]]`` for ``dim=1`` (and likewise for any ``dim``;
+        ``sparse_grad`` is accepted and ignored: GT's gradients are dense)."""
         nd = len(self.shape)
         d = S.normalize_axis(dim, max(nd, 1), "gather")
         if nd == 1 and len(index.shape) == 0 and index.dtype in S.INT_DTYPES:  # (as PyTorch)

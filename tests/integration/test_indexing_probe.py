@@ -74,3 +74,17 @@ def test_a_failed_in_place_write_leaves_the_tensor_as_it_was(conn):
     with pytest.raises(IndexError):
         y.tolist()
     assert y.tolist() == [1.0, 1.0]
+
+
+def test_bool_keys_in_assignment_and_small_signatures(conn):
+    x = gt.zeros(2, 3)
+    x[True] = 1.0
+    x[False] = 5.0
+    assert x.tolist() == [[1.0] * 3] * 2
+    x[gt.tensor(True)] = gt.tensor([[7.0, 8.0, 9.0]])
+    x[gt.tensor(False)] = 2.0
+    assert x.tolist() == [[7.0, 8.0, 9.0]] * 2
+    r = gt.tensor([1, 2, 3])
+    assert r.repeat_interleave(gt.tensor([2])).tolist() == [1, 1, 2, 2, 3, 3]
+    g = gt.ones(2, 2).gather(1, gt.tensor([[0], [1]]), sparse_grad=False)
+    assert g.tolist() == [[1.0], [1.0]]
