@@ -214,3 +214,8 @@ kaiming_uniform = _make_deprecate(kaiming_uniform_)
 kaiming_normal = _make_deprecate(kaiming_normal_)
 orthogonal = _make_deprecate(orthogonal_)
 sparse = _make_deprecate(sparse_)
+
+
+#: PyTorch's private name for ``(fan_in, fan_out)`` (``torch.nn.init._calculate_fan_in_and_fan_out``),
+#: which layers' ``reset_parameters`` and user code call.
+_calculate_fan_in_and_fan_out = _fans

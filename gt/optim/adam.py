@@ -91,8 +91,10 @@ class Adam(Optimizer):
         bc1 = 1.0 - b1**t
         bc2 = 1.0 - b2**t
         inv_sqrt_bc2, step_size = 1.0 / bc2**0.5, lr / bc1
-        if isinstance(t, Tensor):  # float64 on the worker, then float32 as a Python number is
-            inv_sqrt_bc2, step_size = inv_sqrt_bc2.float(), step_size.float()
+        if isinstance(t, Tensor):  # float64 on the worker, then in the precision a Python
+            # number has next to the parameter (float32, or float64 for a double parameter)
+            wide = "float64" if p.dtype in ("float64", "complex128") else "float32"
+            inv_sqrt_bc2, step_size = inv_sqrt_bc2.to(wide), step_size.to(wide)
         denom = v.sqrt() * inv_sqrt_bc2 + eps
         p.sub_(m / denom * step_size)
 

@@ -96,6 +96,8 @@ class Adagrad(Optimizer):
     def _update(self, p: Tensor, g: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
         if group["maximize"]:
             g = -g
+        if "sum" not in state:  # (a group added after construction: PyTorch's lazy state)
+            state.update(step=0, sum=full_like(p, group["initial_accumulator_value"]))
         step = advance(state)
         if group["weight_decay"]:
             g = g + p * group["weight_decay"]

@@ -161,6 +161,7 @@ class ReduceLROnPlateau(LRScheduler):
         self.optimizer = optimizer
         self.factor, self.patience, self.cooldown, self.eps = factor, patience, cooldown, eps
         self.min_lrs = _per_group(min_lr, optimizer.param_groups)
+        self.default_min_lr = None if isinstance(min_lr, (list, tuple)) else min_lr
         self.mode, self.threshold, self.threshold_mode = mode, threshold, threshold_mode
         self.mode_worse = math.inf if mode == "min" else -math.inf
         self.last_epoch = 0
@@ -179,7 +180,18 @@ class ReduceLROnPlateau(LRScheduler):
             self.cooldown_counter -= 1
             self.num_bad_epochs = 0
         if self.num_bad_epochs > self.patience:
-            for i, group in enumerate(self.optimizer.param_groups):
+            groups = self.optimizer.param_groups
+            if len(groups) != len(self.min_lrs):  # (a group added since: PyTorch's rule)
+                if self.default_min_lr is None:
+                    raise RuntimeError(
+                        "The number of param groups in the `optimizer` "
+                        f"({len(groups)}) differs from when `ReduceLROnPlateau` was "
+                        f"initialized ({len(self.min_lrs)}), usually due to a new param group "
+                        "being added to the optimizer. Please modify the `min_lrs` field to "
+                        "match the length of the `optimizer` param groups."
+                    )
+                self.min_lrs = [self.default_min_lr] * len(groups)
+            for i, group in enumerate(groups):
                 old = float(group["lr"])
                 new = max(old * self.factor, self.min_lrs[i])
                 if old - new > self.eps:

@@ -48,6 +48,13 @@ class LambdaLR(LRScheduler):
         """Everything but the optimizer and the functions."""
         return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
 
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`; the functions stay this scheduler's (PyTorch's state dict
+        may name them ``None``: only callable objects' states are kept there)."""
+        state = dict(state_dict)
+        state.pop("lr_lambdas", None)
+        self.__dict__.update(state)
+
 
 class MultiplicativeLR(LambdaLR):
     """Multiply the rate by ``lr_lambda(epoch)`` at every step after the first."""
@@ -212,7 +219,27 @@ class CosineAnnealingLR(LRScheduler):
         return [self.eta_min + (b - self.eta_min) * c for b in self.base_lrs]
 
 
-class SequentialLR(LRScheduler):
+class _OfSchedulers:
+    """The state dict of a scheduler made of schedulers (``SequentialLR``, ``ChainedScheduler``):
+    each one's own state dict, not the objects (which hold their optimizer: a reloaded composite
+    would step the old one's rates), as PyTorch keeps it."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything but the optimizer, with each scheduler's own state dict."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`, each scheduler from its own."""
+        state = dict(state_dict)
+        saved = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for s, st in zip(self._schedulers, saved):
+            s.load_state_dict(st)
+
+
+class SequentialLR(_OfSchedulers, LRScheduler):
     """Run ``schedulers`` one after another, switching at the ``milestones``."""
 
     def __init__(self, optimizer: Optimizer, schedulers: list[LRScheduler], milestones: list[int],
@@ -245,7 +272,7 @@ class SequentialLR(LRScheduler):
         self._last_lr = sched.get_last_lr()
 
 
-class ChainedScheduler(LRScheduler):
+class ChainedScheduler(_OfSchedulers, LRScheduler):
     """Step several schedulers of one optimizer together: each ``step()`` steps them all in
     order, so their effects compose (say, a warm-up times a decay)."""
 
@@ -283,20 +310,6 @@ class ChainedScheduler(LRScheduler):
         for s in self._schedulers:
             s.step()
         self._last_lr = self._lrs()
-
-    def state_dict(self) -> dict[str, Any]:
-        """Everything but the optimizer, with each scheduler's own state dict."""
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`, each scheduler from its own."""
-        state = dict(state_dict)
-        saved = state.pop("_schedulers")
-        self.__dict__.update(state)
-        for s, st in zip(self._schedulers, saved):
-            s.load_state_dict(st)
 
 
 __all__ = [

@@ -1,0 +1,78 @@
+"""What a probe of optimizers, schedulers and their state dicts against PyTorch 2.13 found on
+Dec 6 (430 configurations), as PyTorch behaves: a reloaded ``SequentialLR`` steps its own
+optimizer, ``Adam(capturable=True)`` keeps a double parameter's precision, ``Adagrad`` takes a
+group added later, ``LambdaLR`` loads PyTorch's state dict, ``ReduceLROnPlateau`` follows a group
+added later, and ``nn.init._calculate_fan_in_and_fan_out`` exists."""
+
+from __future__ import annotations
+
+import pytest
+
+import gt
+from gt.optim.lr_scheduler import (
+    ChainedScheduler,
+    ConstantLR,
+    ExponentialLR,
+    LambdaLR,
+    ReduceLROnPlateau,
+    SequentialLR,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_a_reloaded_sequential_scheduler_steps_its_own_optimizer(conn):
+    p = gt.nn.Parameter(gt.ones(2))
+
+    def make(o):
+        return SequentialLR(o, [ConstantLR(o, 0.5, total_iters=3), ExponentialLR(o, 0.8)], [4])
+
+    o = gt.optim.SGD([p], lr=0.1)
+    s = make(o)
+    for _ in range(6):
+        o.step()
+        s.step()
+    before = o.param_groups[0]["lr"]
+    o2 = gt.optim.SGD([p], lr=0.1)
+    o2.load_state_dict(o.state_dict())
+    s2 = make(o2)
+    s2.load_state_dict(s.state_dict())
+    o2.step()
+    s2.step()
+    assert o2.param_groups[0]["lr"] == pytest.approx(0.04) and o.param_groups[0]["lr"] == before
+    assert all(type(st) is dict for st in s.state_dict()["_schedulers"])  # (no live objects)
+    c = ChainedScheduler([ExponentialLR(o2, 0.9)])
+    assert all(type(st) is dict for st in c.state_dict()["_schedulers"])
+
+
+def test_capturable_adam_keeps_a_double_parameters_precision(conn):
+    w = gt.tensor([1.0, -2.0], dtype=gt.float64, requires_grad=True)
+    opt = gt.optim.Adam([w], lr=0.1, capturable=True)
+    w.grad = gt.tensor([0.3, 0.7], dtype=gt.float64)
+    opt.step()
+    assert w.tolist()[0] == pytest.approx(0.9000000033333332, rel=1e-15, abs=0)
+
+
+def test_adagrad_and_plateau_follow_a_param_group_added_later(conn):
+    p, q = gt.nn.Parameter(gt.ones(2)), gt.nn.Parameter(gt.ones(2))
+    ada = gt.optim.Adagrad([p], lr=0.1)
+    ada.add_param_group({"params": [q]})
+    p.grad, q.grad = gt.ones(2), gt.ones(2)
+    ada.step()
+    assert q.tolist() == pytest.approx([0.9, 0.9])
+    sgd = gt.optim.SGD([p], lr=0.1)
+    plateau = ReduceLROnPlateau(sgd, patience=0, min_lr=0.01)
+    sgd.add_param_group({"params": [q], "lr": 0.2})
+    for metric in (1.0, 2.0, 3.0):
+        plateau.step(metric)
+    assert [g["lr"] for g in sgd.param_groups] == pytest.approx([0.01, 0.01])
+
+
+def test_lambda_lr_loads_pytorchs_state_dict_and_init_has_pytorchs_fan_helper(conn):
+    sched = LambdaLR(gt.optim.SGD([gt.nn.Parameter(gt.ones(1))], lr=0.1), lambda e: 0.5**e)
+    state = sched.state_dict()
+    state["lr_lambdas"] = [None]  # (how PyTorch saves a plain function)
+    sched.load_state_dict(state)
+    sched.step()
+    assert sched.get_last_lr() == pytest.approx([0.05])
+    assert gt.nn.init._calculate_fan_in_and_fan_out(gt.ones(3, 4, 5)) == (20, 15)
