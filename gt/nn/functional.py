@@ -15,7 +15,6 @@ gradient at their edges, ``leaky_relu`` and ``elu`` take the negative side's slo
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -115,6 +114,7 @@ from gt.nn.pooling import (
     max_pool3d_with_indices,
 )
 from gt.nn.resize import interpolate
+from gt.nn.softmax_fn import log_softmax, softmax, softmin
 from gt.nn.unpooling import max_unpool1d, max_unpool2d, max_unpool3d
 from gt.ops.arith import where
 from gt.ops.autocast import autocast_op
@@ -358,46 +358,6 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """``log(1 + exp(beta * x)) / beta`` (``x`` above ``threshold``); derivative ``sigmoid``."""
     return input.softplus(beta, threshold)
-
-
-def _implicit_dim(name: str, input: Tensor, dim: int | None, stacklevel: int) -> int:
-    """``dim``, or PyTorch's deprecated choice when it is None (0 for 0-, 1- and 3-d inputs, else
-    1), with PyTorch's warning."""
-    if dim is not None:
-        return dim
-    warnings.warn(
-        f"Implicit dimension choice for {name} has been deprecated. Change the call to include "
-        "dim=X as an argument.",
-        UserWarning,
-        stacklevel=stacklevel + 1,
-    )
-    return 0 if input.ndim in (0, 1, 3) else 1
-
-
-@autocast_op("softmax")
-def softmax(
-    input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None
-) -> Tensor:
-    """Softmax over ``dim`` (None: PyTorch's deprecated implicit choice, with its warning)."""
-    d = _implicit_dim("softmax", input, dim, _stacklevel)
-    return (input if dtype is None else input.to(dtype)).softmax(d)
-
-
-@autocast_op("log_softmax")
-def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
-                dtype: Any = None) -> Tensor:  # fmt: skip
-    """Log-softmax over ``dim`` (None: PyTorch's deprecated implicit choice, with its warning)."""
-    d = _implicit_dim("log_softmax", input, dim, _stacklevel)
-    return (input if dtype is None else input.to(dtype)).log_softmax(d)
-
-
-@autocast_op("softmin")
-def softmin(
-    input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None
-) -> Tensor:
-    """Softmax of ``-x`` over ``dim`` (None: PyTorch's deprecated implicit choice)."""
-    d = _implicit_dim("softmin", input, dim, _stacklevel)
-    return (-(input if dtype is None else input.to(dtype))).softmax(d)
 
 
 @autocast_op("normalize")

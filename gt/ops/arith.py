@@ -23,7 +23,7 @@ from gt.ops import bitwise
 from gt.ops.base import TensorBase
 from gt.runtime import ops as O
 from gt.runtime.ops.base import real_float
-from gt.runtime.ops.elementwise import DIV_FLOOR
+from gt.runtime.ops.integer_rules import DIV_FLOOR
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor

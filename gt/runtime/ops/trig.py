@@ -16,7 +16,8 @@ from typing import Any
 
 from gt.runtime.ops import return_types
 from gt.runtime.ops.base import Op, bool_dtype, first_dtype, half_in_float32, same_shape, sum_to
-from gt.runtime.ops.elementwise import _where, broadcast_rule, zero_divisor_checked
+from gt.runtime.ops.elementwise import _where, broadcast_rule
+from gt.runtime.ops.integer_rules import zero_divisor_checked
 
 
 def _k_ufunc(fn: str) -> Any:
