@@ -9,6 +9,7 @@ moves on.
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -84,6 +85,17 @@ class Optimizer:
                 raise TypeError(f"optimizer can only optimize Tensors, got {type(p).__name__}")
             if not p.is_leaf:
                 raise ValueError("can't optimize a non-leaf Tensor")
+        if len({id(p) for p in params}) != len(params):
+            warnings.warn(
+                "optimizer contains a parameter group with duplicate parameters; in future, this "
+                "will cause an error; see github.com/pytorch/pytorch/issues/40967 for more "
+                "information",
+                UserWarning,
+                stacklevel=3,
+            )
+        seen = {id(q) for g in self.param_groups for q in g["params"]}
+        if any(id(q) in seen for q in params):  # (it would be stepped once per group)
+            raise ValueError("some parameters appear in more than one parameter group")
         for name, default in self.defaults.items():
             if default is required and name not in group:
                 raise ValueError(

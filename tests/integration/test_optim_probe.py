@@ -76,3 +76,15 @@ def test_lambda_lr_loads_pytorchs_state_dict_and_init_has_pytorchs_fan_helper(co
     sched.step()
     assert sched.get_last_lr() == pytest.approx([0.05])
     assert gt.nn.init._calculate_fan_in_and_fan_out(gt.ones(3, 4, 5)) == (20, 15)
+
+
+def test_a_parameter_in_two_groups_is_refused_as_pytorch_refuses_it(conn):
+    p, q = gt.nn.Parameter(gt.ones(2)), gt.nn.Parameter(gt.ones(2))
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        gt.optim.SGD([{"params": [p]}, {"params": [p, q]}], lr=0.1)
+    opt = gt.optim.Adam([p], lr=0.1)
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        opt.add_param_group({"params": [p]})  # (it would be stepped once per group)
+    assert len(opt.param_groups) == 1
+    with pytest.warns(UserWarning, match="duplicate parameters"):
+        gt.optim.SGD([q, q], lr=0.1)
