@@ -44,7 +44,7 @@ def immediate(v: Any) -> Any:
         return v
     if t is list and len(v) == 1 and type(v[0]) is int:  # (already an immediate)
         return v
-    if type(v).__module__ == "numpy" and getattr(v, "ndim", None) == 0 and v.dtype.kind in "biuf":
+    if t.__module__ == "numpy" and getattr(v, "ndim", None) == 0 and v.dtype.kind in "biuf":
         return immediate(v.item())
     raise TypeError(
         f"an op's argument is a {t.__module__}.{t.__qualname__}: GT's ops take tensors and "

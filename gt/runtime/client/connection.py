@@ -448,7 +448,9 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
                 kept.append(ins)
             except (TypeError, ValueError, OverflowError):
                 bad.append(ins)
-        first = bad[0] if bad else [0, 0, [], None, 0]
+        if not bad:  # (every op encodes alone: not an argument's fault)
+            raise exc
+        first = bad[0]
         where = self.srclocs.get(first[4], "?") if type(first[4]) is int else "?"
         err = TypeError(
             f"{O.op_name(first[0])} at {where} was not sent: {exc} ({len(bad)} such op(s) dropped "

@@ -416,14 +416,13 @@ class Executor(FailureHandling):
         elif type(out) is int:
             args = ins[P.I_ARGS] if ok and len(ins) > P.I_ARGS else None
             attrs = ins[P.I_ATTRS] if ok and len(ins) > P.I_ATTRS else None
-            if (type(attrs) is dict and attrs.get("inplace") and type(args) is list and args
-                    and args[0] == out and out in b.tbl and not self.sticky_error):  # fmt: skip
-                # An in-place op that raised (x[out_of_range] = v) wrote nothing: the tensor
-                # stays as it was, as PyTorch's does; the error goes to its next fetch, once.
-                b.failed[out] = err
-                b.report(err)
-                return
-            b.tbl.pop(out, None)  # (set if the op ran and its device failed afterwards)
+            # An in-place op that raised (x[out_of_range] = v) wrote nothing: the tensor stays as
+            # it was, as PyTorch's does, and the error goes to its next fetch, once. Otherwise
+            # the output is gone (set if the op ran and its device failed afterwards).
+            kept = (type(attrs) is dict and attrs.get("inplace") and type(args) is list and args
+                    and args[0] == out and not self.sticky_error)  # fmt: skip
+            if not kept:
+                b.tbl.pop(out, None)
             b.failed[out] = err
         b.report(err)
 
