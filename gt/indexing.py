@@ -120,6 +120,41 @@ def plain_key(key: Any) -> Any:
     return tuple(out) if type(key) is tuple else out[0]
 
 
+def bool_items(key: Any) -> tuple | None:
+    """For a tuple key holding bools (or 0-d bool tensors, read: a sync point): ``(first,
+    second)``, two keys that index in turn as PyTorch indexes with it, else ``None``. A bool is a
+    new dimension of size 1 (``first`` puts it there, as ``None``) indexed by ``[0]`` when true,
+    ``[]`` when false (``second`` holds the bool for the caller to make that index tensor): an
+    advanced index, broadcast with the key's others, so the result is a copy
+    (``x[True, 0]`` is ``x[0]`` with a new first dimension, ``x[0, False]`` has none of it)."""
+    if type(key) is not tuple or not any(
+        type(k) is bool or (isinstance(k, TensorBase) and k.dtype == "bool" and k.ndim == 0)
+        for k in key
+    ):
+        return None
+    first: list = []
+    second: list = []
+    for k in key:
+        if type(k) is bool or (isinstance(k, TensorBase) and k.dtype == "bool" and k.ndim == 0):
+            first.append(None)
+            second.append(bool(k))
+        elif k is None:
+            first.append(None)
+            second.append(slice(None))
+        elif k is Ellipsis:
+            first.append(Ellipsis)
+            second.append(Ellipsis)
+        else:
+            first.append(slice(None))
+            second.append(k)
+    return tuple(first), tuple(second)
+
+
+def bool_indices(x: Any, second: tuple) -> tuple:
+    """:func:`bool_items`' second key with each bool made its index tensor (``[0]`` or ``[]``)."""
+    return tuple(x._arange(1 if k else 0) if type(k) is bool else k for k in second)
+
+
 def _sequence_as_tuple(key: Any) -> bool:
     """PyTorch's rule for a list used as a whole key: short lists (fewer than 32 items) holding a
     tensor, a sequence, a slice, ``...`` or ``None`` are read as a tuple of indices

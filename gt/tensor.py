@@ -44,7 +44,7 @@ from gt.ops.reduce import ReductionOps
 from gt.ops.selection import SelectionOps
 from gt.ops.shaping import ShapeOps
 from gt.ops.typeinfo import Size
-from gt.ops.views import set_data, write_back
+from gt.ops.views import refuse_overlap, set_data, write_back
 from gt.runtime import ops as O
 from gt.runtime.client import Connection
 from gt.runtime.ops.complexnum import complex_grad_mode
@@ -265,6 +265,8 @@ class Tensor(
 
     def _apply_(self, name: str, inputs: list, attrs: Any = None) -> Tensor:
         """Queue primitive ``name`` with this tensor as its output, in place (never recorded)."""
+        if self._vb is not None and name != "setitem":  # (setitem checks the part it writes)
+            refuse_overlap(self)
         args = [t.id if isinstance(t, TensorBase) else immediate(t) for t in inputs]
         self._conn.emit(_OP[name], self.id, args, attrs)
         self._version += 1

@@ -25,6 +25,7 @@ from gt.factories import tensor as _tensor
 from gt.grad_graph import label
 from gt.linalg import toplevel as _toplevel
 from gt.nn import functional as F
+from gt.ops import views
 from gt.ops.arith import where
 from gt.ops.autocast import autocast_op, mark_methods
 from gt.ops.random import manual_seed
@@ -288,15 +289,17 @@ def is_complex(input: Tensor) -> bool:
 
 
 def view_as_real(input: Tensor) -> Tensor:
-    """A complex tensor as real (real, imaginary) pairs in a new last dimension of size 2 (a copy:
-    GT's tensors are values)."""
+    """A complex tensor as real (real, imaginary) pairs in a new last dimension of size 2 (a view:
+    a change of either is seen by the other, see :mod:`gt.ops.views`)."""
     if input.dtype not in S.COMPLEX_DTYPES:
         raise RuntimeError("view_as_real is only supported for complex tensors")
-    return input._apply("view_as_real", [input])
+    out = input._apply("view_as_real", [input])
+    views.link(input, out, "as_real", None)
+    return out
 
 
 def view_as_complex(input: Tensor) -> Tensor:
-    """Real pairs in a last dimension of size 2 as a complex tensor (a copy)."""
+    """Real pairs in a last dimension of size 2 as a complex tensor (a view)."""
     if input.dtype not in ("float32", "float64"):
         raise RuntimeError(
             "view_as_complex is only supported for float and double tensors, but got a tensor of "
@@ -304,7 +307,9 @@ def view_as_complex(input: Tensor) -> Tensor:
         )
     if not input.shape or input.shape[-1] != 2:
         raise RuntimeError("Tensor must have a last dimension of size 2")
-    return input._apply("view_as_complex", [input])
+    out = input._apply("view_as_complex", [input])
+    views.link(input, out, "as_complex", None)
+    return out
 
 
 def complex(real: Tensor, imag: Tensor) -> Tensor:  # noqa: A001 - PyTorch's name

@@ -181,7 +181,7 @@ def householder_product(A: Tensor, tau: Tensor) -> Tensor:  # noqa: N803 - PyTor
     for i in reversed(range(k)):
         vi = v[..., :, i : i + 1]  # (*, m, 1)
         q = q - (vi * tau[..., i : i + 1].unsqueeze(-1)) @ (vi.mH @ q)
-    return label(q, "LinalgHouseholderProductBackward0") if k else q
+    return label(q, "LinalgHouseholderProductBackward0") if k else q.clone()
 
 
 __all__ = ["SolveExResult", "cond", "householder_product", "matrix_exp", "solve_ex", "tensorinv",

@@ -475,12 +475,9 @@ class ArithmeticOps:
         return self._binary(_OP["minimum"], other, "minimum")
 
     def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
-        """``value`` where the bool ``mask`` (broadcast to this shape) is true, else ``self``."""
+        """``value`` where the bool ``mask`` is true, else ``self`` (the two broadcast together,
+        as in PyTorch; ``masked_fill_`` needs a mask that broadcasts to this shape)."""
         out = where(mask, value, self)
-        if out.shape != self.shape:
-            raise ShapeError(
-                f"masked_fill: mask of shape {list(mask.shape)} does not broadcast to {list(self.shape)}"
-            )
         return label(out.to(self.dtype), "MaskedFillBackward0")
 
     def tril(self, diagonal: int = 0) -> Tensor:

@@ -295,6 +295,7 @@ class CompatOps(CompatInplaceOps):
         idx = (self._arange(count) * step).reshape(count, 1) + self._arange(size).reshape(1, size)
         out = label(self[(slice(None),) * d + (idx,)].movedim(d + 1, -1), "UnfoldBackward0")
         out._st = ("unfold", self._st, self.shape, d, step)  # PyTorch's view strides
+        views.link(self, out, "unfold", (d, size, step))
         return out
 
     # ------------------------------------------------------------------ indexing
@@ -309,7 +310,8 @@ class CompatOps(CompatInplaceOps):
         return self[(slice(None),) * d + (int(index),)]
 
     def as_strided(self, size: Any, stride: Any, storage_offset: int | None = None) -> Tensor:
-        """The elements PyTorch's ``as_strided`` would read, gathered (a copy, not a view): the
+        """The elements PyTorch's ``as_strided`` would read, gathered (a view of a contiguous
+        tensor that is no view itself, see :mod:`gt.ops.views`; else a copy): the
         storage is that of the tensor this is a view of (itself if none, see
         :mod:`gt.ops.storage`), its values in the order of its strides (see :mod:`gt.ops.layout`),
         element ``i`` of the result at ``storage_offset + sum(i_k * stride[k])``; the offset and
@@ -342,7 +344,12 @@ class CompatOps(CompatInplaceOps):
                 f"setStorage: sizes {list(size)}, strides {list(stride)} and storage offset "
                 f"{storage_offset} are out of bounds for storage of {storage.shape[0]} elements"
             )
-        return storage[self._upload(np.ascontiguousarray(where_at))]
+        out = storage[self._upload(np.ascontiguousarray(where_at))]
+        if stride:
+            out._st = stride  # (PyTorch's strides, whatever GT's copy holds)
+        if root is self and self.is_contiguous():  # (its storage is its row-major order)
+            views.link(self, out, "strided", (size, stride, int(storage_offset)))
+        return out
 
     def narrow_copy(self, dim: int, start: int, length: int) -> Tensor:
         """:meth:`narrow` (GT's slices are copies already)."""

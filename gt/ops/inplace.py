@@ -26,11 +26,11 @@ from gt._dtype import dtype as as_dtype
 from gt.autograd import _mode
 from gt.errors import DtypeError, ShapeError
 from gt.grad_graph import label
-from gt.indexing import encode_key, plain_key
+from gt.indexing import bool_indices, bool_items, encode_key, plain_key
 from gt.ops.arith import alpha_times, legacy_number_first, scaled_add, where
 from gt.ops.base import BATCHING, TensorBase, refuse_outside_write
 from gt.ops.random import random_attrs
-from gt.ops.views import is_basic_key, is_view_at, parts, write_back
+from gt.ops.views import is_basic_key, is_view_at, parts, refuse_overlap, write_back
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -83,6 +83,8 @@ def apply_inplace(x: Tensor, name: str, compute: Callable[[Tensor], Tensor]) -> 
     """
     if BATCHING:
         refuse_outside_write(x)
+    if x._vb is not None and name != "fill_" and name != "setitem":  # (setitem checks its part)
+        refuse_overlap(x, None, name)
     if not _mode.enabled:  # nothing is recorded: compute from x itself, then take the result over
         new = compute(x)
         if new.shape != x.shape:
@@ -325,6 +327,10 @@ class InplaceOps:
                 value = value[0]
             key = Ellipsis
         key = plain_key(key)
+        two = bool_items(key)
+        if two is not None:  # (a view with the bools' new dimensions, then an advanced index)
+            self[two[0]][bool_indices(self, two[1])] = value
+            return
         if isinstance(value, TensorBase) and value._vb is not None and is_view_at(self, key, value):
             return  # (the second half of ``x[key] += v``: the view already wrote itself back)
         owner = self._owner if self._proxy else self
@@ -338,6 +344,8 @@ class InplaceOps:
             self._setitem(key, value)
 
     def _setitem(self, key: Any, value: Any) -> None:
+        if self._vb is not None:
+            refuse_overlap(self, key, None if is_basic_key(key) else "index_put_")
         if isinstance(value, np.ndarray):
             value = self.new_tensor(value)
         if isinstance(value, TensorBase) and value._conn is not self._conn:

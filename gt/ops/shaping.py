@@ -7,6 +7,7 @@ Primitives: ``reshape``, ``transpose`` (a permutation), ``expand``, ``getitem`` 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +16,7 @@ from gt._dtype import _ITEMSIZE, name_of
 from gt._dtype import dtype as _DType
 from gt.errors import ShapeError
 from gt.grad_graph import label
-from gt.indexing import encode_key, plain_key
+from gt.indexing import bool_indices, bool_items, encode_key, plain_key
 from gt.ops import layout, storage, views
 from gt.ops.base import TensorBase
 
@@ -219,9 +220,23 @@ class ShapeOps:
 
     @property
     def T(self) -> Tensor:
-        """The last two dimensions swapped (the transpose of a matrix; batched like the prototype's)."""
-        out = self.transpose()
-        return out if out is self else label(out, "PermuteBackward0")
+        """The transpose of a matrix; every dimension reversed otherwise, with PyTorch's
+        deprecation warning (``x.mT`` transposes a batch of matrices)."""
+        if self.ndim == 2:
+            return label(self.transpose(), "PermuteBackward0")
+        if self.ndim == 0:
+            warnings.warn("Tensor.T is deprecated on 0-D tensors. This function is the identity "
+                          "in these cases.", UserWarning, stacklevel=2)  # fmt: skip
+            return self
+        warnings.warn(
+            "The use of `x.T` on tensors of dimension other than 2 to reverse their shape is "
+            "deprecated and it will throw an error in a future release. Consider `x.mT` to "
+            "transpose batches of matrices or `x.permute(*torch.arange(x.ndim - 1, -1, -1))` to "
+            "reverse the dimensions of a tensor.",
+            UserWarning,
+            stacklevel=2,
+        )
+        return self if self.ndim < 2 else label(self.permute(*range(self.ndim - 1, -1, -1)), "PermuteBackward0")  # fmt: skip
 
     @property
     def mT(self) -> Tensor:  # noqa: N802 - PyTorch's name
@@ -238,6 +253,7 @@ class ShapeOps:
             return self
         out = self._apply("expand", [self], {"shape": list(shape)}, shape=shape)
         layout.expanded(self, out)
+        views.link(self, out, "expand", shape)
         return out
 
     def expand_as(self, other: Tensor) -> Tensor:
@@ -259,7 +275,7 @@ class ShapeOps:
         inter = tuple(x for pair in ((1, d) for d in shape) for x in pair)
         big = tuple(x for pair in zip(sizes, shape) for x in pair)
         out = self.reshape(inter).expand(big).reshape(tuple(r * d for r, d in zip(sizes, shape)))
-        return out if out is self else label(out, "RepeatBackward0")
+        return out if out is self else label(views.as_new(out), "RepeatBackward0")
 
     def repeat_interleave(self, repeats: Any, dim: int | None = None, *,
                           output_size: int | None = None) -> Tensor:  # fmt: skip
@@ -275,7 +291,7 @@ class ShapeOps:
             shape = x.shape
             big = shape[: d + 1] + (r,) + shape[d + 1 :]
             out = x.unsqueeze(d + 1).expand(big).reshape(shape[:d] + (n * r,) + shape[d + 1 :])
-            return label(out, "ViewBackward0")
+            return label(views.as_new(out), "ViewBackward0")
         counts = [int(c) for c in (repeats.tolist() if hasattr(repeats, "tolist") else repeats)]
         if len(counts) != n:
             raise ShapeError(
@@ -293,6 +309,9 @@ class ShapeOps:
             taken = self.unsqueeze(0)
             return taken.clone() if bool(key) else taken[0:0]  # (a 0-d mask's value: a sync)
         key = plain_key(key)
+        two = bool_items(key)
+        if two is not None:
+            return self[two[0]][bool_indices(self, two[1])]
         wire, tensors, shape = encode_key(self, key)
         out = self._apply("getitem", [self, *tensors], {"key": wire}, shape=shape)
         if not tensors and views.is_basic_key(key):  # a view in PyTorch (advanced: a copy)

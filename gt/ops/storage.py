@@ -48,6 +48,25 @@ def placement(t: Any) -> tuple[Any, int, tuple]:
             new = tuple(data)
             strides = layout.view_strides(shape, strides, new) or layout.row_major(new)
             shape = new
+        elif kind == "expand":
+            lead = len(data) - len(shape)  # (new leading dimensions, and broadcast ones: stride 0)
+            strides = (0,) * lead + tuple(
+                st if n == data[lead + i] else 0 for i, (n, st) in enumerate(zip(shape, strides))
+            )
+            shape = tuple(data)
+        elif kind == "unfold":
+            d, n, step = data
+            count = (shape[d] - n) // step + 1
+            shape = (*shape[:d], count, *shape[d + 1 :], n)
+            strides = (*strides[:d], strides[d] * step, *strides[d + 1 :], strides[d])
+        elif kind == "strided":  # (made of a contiguous root only: counted from its start)
+            shape, strides, offset = tuple(data[0]), tuple(data[1]), data[2]
+        elif kind == "as_real":  # each complex element as two real ones
+            shape, strides, offset = (*shape, 2), (*(2 * s for s in strides), 1), 2 * offset
+            size //= 2
+        elif kind == "as_complex":
+            shape, strides, offset = shape[:-1], tuple(s // 2 for s in strides[:-1]), offset // 2
+            size *= 2
         elif kind == "dtype":  # counted in the new dtype's elements (PyTorch's view_dtype)
             new = _ITEMSIZE[data]
             if new != size and shape:

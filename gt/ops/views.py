@@ -21,6 +21,12 @@ remembers its live views. Intermediate views need not stay alive: ``x.t()[2].fil
   not touch as they are (a flat buffer's other parameters, the other colour of a red-black
   sweep): only their versions move. ``x[key] += v`` writes ``x`` once (the view does it).
 
+Broadcasts and windows are views too (``expand``/``broadcast_to``, ``unfold``, ``as_strided`` of a
+contiguous tensor, ``view_as_real``/``view_as_complex``): they follow their root. Where such a
+view sees one element of its root more than once, PyTorch refuses most in-place ops on it (not
+``fill_``/``zero_``): so does GT (:func:`refuse_overlap`); a change it allows is written into the
+root element by element, each root element taking the value of a copy that changed.
+
 A ``detach()`` step shares outside autograd (no graph, no leaf check), as ``root.data`` would,
 and so does a ``view(dtype)`` step (the bytes seen as another dtype; never differentiable). A
 view stops following when it or its root is reshaped in place, or the root is gone; ``x.data =
@@ -32,12 +38,16 @@ Advanced indexing makes copies, as in PyTorch.
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
 import weakref
 from typing import Any
 
 from gt._dtype import dtype as as_dtype
 from gt.grad_mode import _mode
 from gt.indexing import encode_key
+from gt.ops import layout
 
 #: Views whose change is being written into their root right now (they already hold the value
 #: the root's other views are brought up to).
@@ -46,26 +56,46 @@ _writing: list = []
 _following: set[int] = set()
 #: ``(root, key)`` while ``root[key] = value`` runs: views of other parts need not follow.
 parts: list = []
+#: Steps that may see one root element more than once (written back element by element).
+_OVERLAPPING = frozenset({"expand", "unfold", "strided"})
+#: Steps that only pick root elements (so the same steps applied to the root's element numbers
+#: say where each of the view's elements sits in its root).
+_PICKING = frozenset({"key", "reshape", "perm", "diag", "detach", "expand", "unfold", "strided"})
+_OVERLAP_MESSAGE = (
+    "unsupported operation: more than one element of the written-to tensor refers to a single "
+    "memory location. Please clone() the tensor before performing the operation."
+)
 
 
 def link(base: Any, view: Any, kind: str, data: Any) -> None:
     """Record that ``view`` is ``base`` seen through ``kind`` (``"key"``: ``base[data]``,
     ``"reshape"``, ``"perm"``: ``base.permute(data)``, ``"diag"``: ``base.diagonal(*data)``,
     ``"detach"``: ``base.detach()``, ``"real"``/``"imag"``: a complex base's part, ``"dtype"``:
-    ``base.view(data)``, its bytes seen as dtype ``data``)."""
+    ``base.view(data)``, its bytes seen as dtype ``data``; ``"expand"``: ``base.expand(data)``,
+    ``"unfold"``: ``base.unfold(*data)``, ``"strided"``: ``base.as_strided(*data)``,
+    ``"as_real"``/``"as_complex"``: ``view_as_real(base)``/``view_as_complex(base)``)."""
     step = (kind, view.shape if kind == "reshape" else data)
     vb = base._vb
+    # (a proxy such as ``p.data`` dies with the expression that made it: held strongly; so is the
+    # root of a view that may see an element twice, which a write must reach to change every
+    # copy, as ``zeros(3).expand(2, 3)[0, 0] = 1`` does in PyTorch; other roots weakly, so that
+    # a view does not keep its root's array alive)
+    strong = kind in _OVERLAPPING
     if vb is not None and vb[0]() is not None:  # a view of a view: one more step from the root
         ref, steps, _shape, root_shape = vb
         root = ref()
+        if strong and type(ref) is weakref.ref:
+            ref = _holding(root)
         view._vb = (ref, (*steps, step), view.shape, root_shape)
     else:
-        # (a proxy such as ``p.data`` dies with the expression that made it: held strongly; a
-        # tensor weakly, so that a view does not keep its root's array alive)
-        ref = (lambda: base) if base._proxy else weakref.ref(base)
+        ref = _holding(base) if base._proxy or strong else weakref.ref(base)
         root = base
         view._vb = (ref, (step,), view.shape, base.shape)
     _register(root._owner if root._proxy else root, view)
+
+
+def _holding(root: Any) -> Any:
+    return lambda: root
 
 
 def _register(root: Any, view: Any) -> None:
@@ -82,6 +112,14 @@ def _register(root: Any, view: Any) -> None:
 def unlink(t: Any) -> None:
     """``t`` takes a value of its own (``t.data = y``): its views and its root no longer see it."""
     t._vb = t._vs = None
+
+
+def as_new(t: Any) -> Any:
+    """``t`` as a tensor of its own: no view of anything, row-major (an op whose PyTorch result is
+    a new tensor, which GT builds from views: ``repeat`` from a broadcast)."""
+    t._vb = None
+    t._st = None
+    return t
 
 
 def set_data(t: Any, value: Any, take_value: Any) -> None:
@@ -142,6 +180,12 @@ def _write_into_root(view: Any, take_value: Any) -> None:
     if detached:  # shared outside autograd, as PyTorch's detach() shares storage
         _mode.enabled = False
     try:
+        if any(kind in _OVERLAPPING for kind, _ in steps):
+            if all(kind in _PICKING for kind, _ in steps):
+                _scatter_into_root(root, view, steps, take_value)
+            else:  # (a broadcast seen as real numbers, say: not followed any further)
+                view._vb = None
+            return
         j = len(steps) - 1
         while j > 0 and steps[j][0] in ("reshape", "detach"):
             j -= 1
@@ -165,6 +209,10 @@ def _write_into_root(view: Any, take_value: Any) -> None:
             take_value(parent, _aliased(view.reshape(parent.shape), view))
         elif kind == "dtype":  # the bytes seen as the parent's dtype again
             take_value(parent, _aliased(view._view_dtype(parent.dtype), view))
+        elif kind == "as_real":
+            take_value(parent, _aliased(_as_complex(view), view))
+        elif kind == "as_complex":
+            take_value(parent, _aliased(_as_real(view), view))
         elif kind == "real" or kind == "imag":  # a complex tensor's part: the other part kept
             parts_ = (view, parent.imag) if kind == "real" else (parent.real, view)
             take_value(parent, parent._apply("complex", [p.to(view.dtype) for p in parts_]))
@@ -178,6 +226,85 @@ def _write_into_root(view: Any, take_value: Any) -> None:
         _writing.pop()
 
 
+def _scatter_into_root(root: Any, view: Any, steps: tuple, take_value: Any) -> None:
+    """Write a view that may see a root element more than once into its root: each element of
+    the view that changed goes to the root element it sees (``fill_`` of a broadcast writes the
+    whole root; ``b[0] = v`` of ``b = x.expand(2, 3)`` writes ``x``), the rest is kept."""
+    n = root.numel()
+    if n == 0:
+        return
+    numbers = root._arange(n)
+    where_at = _seen(numbers.reshape(root.shape), steps)  # the root element each sees
+    changed = _differs(view, _seen(root, steps))
+    # (one slot past the end takes what did not change, so that only changed copies land)
+    spare = root.new_zeros((n + 1,)).scatter(0, numbers, root.reshape(-1))
+    dest = where_at.where(changed, n).reshape(-1)
+    new = spare.scatter(0, dest, view.reshape(-1).to(root.dtype))[:n].reshape(root.shape)
+    take_value(root, _aliased(new, view))
+
+
+#: Integer dtypes of the floating ones' sizes: a change is told by the bits (``-0.0`` from ``0.0``).
+_BITS = {"float16": "int16", "bfloat16": "int16", "float32": "int32", "float64": "int64"}
+
+
+def _differs(a: Any, b: Any) -> Any:
+    """Where ``a`` and ``b`` (same shape and dtype) hold different values, bit for bit."""
+    bits = _BITS.get(str(a.dtype).removeprefix("gt."))
+    if bits is not None:
+        return a._view_dtype(as_dtype(bits)) != b._view_dtype(as_dtype(bits))
+    return a != b
+
+
+def _as_real(t: Any) -> Any:
+    return t._apply("view_as_real", [t])
+
+
+def _as_complex(t: Any) -> Any:
+    return t._apply("view_as_complex", [t])
+
+
+def refuse_overlap(t: Any, key: Any = None, name: str | None = None) -> None:
+    """Raise PyTorch's error before an in-place op (other than a fill) writes into ``t`` (or
+    ``t[key]``, a basic key) where it sees one element of its root more than once (a stride of 0
+    along a dimension longer than 1, as PyTorch tells internal overlap); for the ops PyTorch
+    still allows there (``name``: ``masked_fill_``, ``index_fill_``, ``index_put_``, which
+    ``x[indices] = v`` is), its deprecation warning instead."""
+    vb = t._vb
+    if vb is None or not any(kind in _OVERLAPPING for kind, _ in vb[1]):
+        return  # (the strides tell, whether or not the root still lives)
+    shape, strides = tuple(t.shape), layout.strides_of(t)
+    if key is not None and is_basic_key(key):
+        shape, strides, _ = layout.key_geometry(shape, strides, key)
+    if any(s == 0 and n > 1 for n, s in zip(shape, strides)):
+        example = _DEPRECATED.get(name)
+        if example is None:
+            raise RuntimeError(_OVERLAP_MESSAGE)
+        warnings.warn(
+            f"Use of {name} on expanded tensors is deprecated. Please clone() the tensor before "
+            f"performing this operation. This also applies to advanced indexing e.g. {example}",
+            UserWarning,
+            stacklevel=_user_level(),
+        )
+
+
+#: In-place ops PyTorch runs on a tensor that sees an element twice, with a warning (and the
+#: example its warning gives).
+_DEPRECATED = {
+    "masked_fill_": "tensor[mask] = scalar",
+    "index_fill_": "tensor[mask] = scalar",
+    "index_put_": "tensor[indices] = tensor",
+}
+_GT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _user_level() -> int:
+    """The ``stacklevel`` that points a warning at the first caller outside GT."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_GT_DIR):
+        frame, level = frame.f_back, level + 1
+    return level - 1
+
+
 def _aliased(new: Any, view: Any) -> Any:
     return new if new is not view else view._alias()
 
@@ -187,8 +314,10 @@ def _follow(root: Any, take_value: Any) -> None:
     part = parts[-1][1] if parts and parts[-1][0] is root else None
     for r in list(root._vs):
         v = r()
-        if v is None or v.id is None or v._vb is None or any(w is v for w in _writing):
+        if v is None or v.id is None or v._vb is None:
             continue
+        if any(w is v for w in _writing) and not any(k in _OVERLAPPING for k, _ in v._vb[1]):
+            continue  # (a view that sees an element twice takes the value written through both)
         src = _root_of(v)
         if src is None:
             continue
@@ -232,6 +361,16 @@ def _seen(root: Any, steps: tuple) -> Any:
             t = t.imag
         elif kind == "dtype":
             t = t._view_dtype(as_dtype(data))
+        elif kind == "expand":
+            t = t.expand(data)
+        elif kind == "unfold":
+            t = t.unfold(*data)
+        elif kind == "strided":
+            t = t.as_strided(*data)
+        elif kind == "as_real":
+            t = _as_real(t)
+        elif kind == "as_complex":
+            t = _as_complex(t)
     return t
 
 
@@ -319,4 +458,5 @@ def is_basic_key(key: Any) -> bool:
     return True
 
 
-__all__ = ["is_basic_key", "is_view_at", "link", "set_data", "unlink", "write_back"]
+__all__ = ["as_new", "is_basic_key", "is_view_at", "link", "refuse_overlap", "set_data", "unlink",
+           "write_back"]  # fmt: skip

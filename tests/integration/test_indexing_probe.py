@@ -88,3 +88,40 @@ def test_bool_keys_in_assignment_and_small_signatures(conn):
     assert r.repeat_interleave(gt.tensor([2])).tolist() == [1, 1, 2, 2, 3, 3]
     g = gt.ones(2, 2).gather(1, gt.tensor([[0], [1]]), sparse_grad=False)
     assert g.tolist() == [[1.0], [1.0]]
+
+
+def test_bools_inside_a_tuple_key_are_new_dimensions_indexed_as_pytorch_does(conn):
+    x = gt.arange(24.0).reshape(2, 3, 4)
+    assert x[True, 0].shape == (1, 3, 4) and x[True, 0].tolist() == [x[0].tolist()]
+    assert x[0, True, 1:3].shape == (1, 2, 4)
+    assert x[0, :, True].shape == (3, 1, 4)
+    assert x[True, False].shape == (0, 2, 3, 4)
+    assert x[..., True].shape == (2, 3, 4, 1)
+    # (a bool is an advanced index: broadcast with the key's others, and the result is a copy)
+    assert x[:, True, 1, [0, 1]].tolist() == [[4.0, 5.0], [16.0, 17.0]]
+    assert x[[0, 1], True, 1].shape == (2, 4)
+    assert x[gt.tensor(True), 1].tolist() == [x[1].tolist()]
+    y = x[True, 0]
+    y.fill_(-1.0)
+    assert x[0, 0, 0].item() == 0.0
+    x[True, 0] = 9.0
+    x[1, False] = 7.0  # (selects nothing)
+    assert x[0].tolist() == [[9.0] * 4] * 3 and x[1, 0, 0].item() == 12.0
+
+
+def test_t_reverses_every_dimension_beyond_matrices_with_pytorchs_warning(conn):
+    x = gt.arange(24.0).reshape(2, 3, 4)
+    with pytest.warns(UserWarning, match="use of `x.T` on tensors of dimension other than 2"):
+        t = x.T
+    assert t.shape == (4, 3, 2) and t[3, 2, 1].item() == x[1, 2, 3].item()
+    assert x[0].T.shape == (4, 3)
+    with pytest.warns(UserWarning, match="deprecated on 0-D tensors"):
+        assert gt.tensor(2.0).T.item() == 2.0
+
+
+def test_masked_fill_broadcasts_its_input_to_a_larger_mask(conn):
+    x = gt.arange(3.0)
+    out = x.masked_fill(gt.tensor([[True, False, False], [False, False, True]]), -1.0)
+    assert out.tolist() == [[-1.0, 1.0, 2.0], [0.0, 1.0, -1.0]]
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        x.masked_fill_(gt.ones(2, 3, dtype=gt.bool), 0.0)
