@@ -15,6 +15,7 @@ import numpy as np
 from gt.ops.conversion import _size
 from gt.ops.inplace import apply_inplace, castable, take_value
 from gt.ops.random import random_attrs
+from gt.ops.views import regeometry
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -123,7 +124,7 @@ class MoreInplaceOps:
         n, flat = math.prod(shape), self.detach().reshape(-1)
         if n > flat.shape[0]:
             flat = cat([flat, flat.new_zeros((n - flat.shape[0],))])
-        return self._reshape_in_place(flat[:n].reshape(shape))
+        return self._reshape_in_place(flat[:n].reshape(shape), shared=False)
 
     def resize_as_(self, other: Tensor, memory_format: Any = None) -> Tensor:
         """:meth:`resize_` to ``other``'s shape."""
@@ -149,10 +150,16 @@ class MoreInplaceOps:
         self.copy_(new)
         return self
 
-    def _reshape_in_place(self, new: Tensor) -> Tensor:
+    def _reshape_in_place(self, new: Tensor, shared: bool = True) -> Tensor:
+        """``self`` takes ``new``, its value seen with another shape (``shared``: a view of
+        ``self``, whose value ``self`` keeps sharing with the views taken before)."""
         if new is self:
             return self
-        take_value(self, new if new.id is not None else new._alias())
+        st = new._st  # (PyTorch's strides: ``x.t_()`` is no longer contiguous)
+        if not (shared and regeometry(self, new, take_value)):
+            take_value(self, new if new.id is not None else new._alias())
+        if shared:
+            self._st = st
         return self
 
     def detach_(self) -> Tensor:

@@ -114,6 +114,45 @@ def unlink(t: Any) -> None:
     t._vb = t._vs = None
 
 
+def regeometry(t: Any, new: Any, take_value: Any) -> bool:
+    """``t.t_()``, ``t.transpose_(...)``, ``t.squeeze_()``, ``t.unsqueeze_(...)``: ``t`` takes
+    ``new`` (``t`` seen another way, a view of it) and keeps sharing its value as PyTorch's does
+    its storage: a view of ``t`` taken before still writes into ``t`` and sees ``t``'s changes.
+    A view ``t`` becomes the view of its root that ``new`` is; a root with live views becomes a
+    view of a hidden tensor that holds its former value, the root of those views from now on.
+    ``False`` where that does not apply (nothing shares ``t``'s value: the caller just takes
+    ``new``)."""
+    vb = new._vb
+    if t._proxy or vb is None:
+        return False
+    root = vb[0]()
+    if root is not t:  # (a live view already: one step further from the same root)
+        t._vb = None  # (its value does not change: nothing to write back)
+        take_value(t, new)
+        if root is not None:
+            t._vb, new._vb = vb, None
+            _register(root, t)
+        return True
+    if not (t._vs and any(r() is not None and r() is not new for r in t._vs)):
+        return False
+    former = t._handle()  # the former value, under the same id (the views' root from now on)
+    former.id, former._rg, former._node, former._version = t.id, t._rg, t._node, t._version
+    former._st, former._vs, t._vs = t._st, [r for r in t._vs if r() is not new], None
+    for r in former._vs:
+        v = r()
+        if v is not None and v._vb is not None:
+            ref = v._vb[0]
+            v._vb = (
+                weakref.ref(former) if type(ref) is weakref.ref else _holding(former),
+                *v._vb[1:],
+            )
+    t.id, new._vb = None, None  # (so that taking ``new`` frees nothing)
+    take_value(t, new)
+    t._vb = (_holding(former), vb[1], t.shape, former.shape)
+    _register(former, t)
+    return True
+
+
 def as_new(t: Any) -> Any:
     """``t`` as a tensor of its own: no view of anything, row-major (an op whose PyTorch result is
     a new tensor, which GT builds from views: ``repeat`` from a broadcast)."""
@@ -458,5 +497,5 @@ def is_basic_key(key: Any) -> bool:
     return True
 
 
-__all__ = ["as_new", "is_basic_key", "is_view_at", "link", "refuse_overlap", "set_data", "unlink",
+__all__ = ["as_new", "regeometry", "is_basic_key", "is_view_at", "link", "refuse_overlap", "set_data", "unlink",
            "write_back"]  # fmt: skip
