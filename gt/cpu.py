@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from gt.amp import DeviceAmp
@@ -30,5 +31,8 @@ def synchronize(device: Any = None) -> None:
     """Wait until every op issued so far has run (``gt.sync()``)."""
     sync()
 
+
+# ``from torch.cpu.amp import autocast``
+sys.modules.setdefault(f"{__name__}.amp", amp)  # type: ignore[arg-type]
 
 __all__ = ["amp", "current_device", "device_count", "is_available", "synchronize"]

@@ -9,9 +9,11 @@ path; the seeding functions do nothing (GT has one seed stream: ``gt.manual_seed
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from gt.amp import DeviceAmp
+from gt.errors import OutOfMemory
 from gt.factories import sync
 
 #: ``torch.cuda.amp``: ``autocast(enabled, dtype)`` for the "cuda" device type, its ``GradScaler``.
@@ -49,8 +51,59 @@ def is_bf16_supported() -> bool:
     return False
 
 
+def is_initialized() -> bool:
+    """False: this process never initialises CUDA."""
+    return False
+
+
+def memory_allocated(device: Any = None) -> int:
+    """0, as PyTorch's without a CUDA device (a worker's memory: ``gt top``, ``gt.memory``)."""
+    return 0
+
+
+memory_reserved = max_memory_allocated = max_memory_reserved = memory_allocated
+
+
+def seed() -> None:
+    """Accepted and ignored, as :func:`manual_seed`."""
+
+
+def get_arch_list() -> list[str]:
+    """``[]``: no CUDA architectures in this process."""
+    return []
+
+
+class device:  # noqa: N801 - PyTorch's name
+    """``with torch.cuda.device(i):``: accepted, no effect (GT's workers own their devices)."""
+
+    def __init__(self, device: Any):
+        self.idx = device
+
+    def __enter__(self) -> device:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+#: ``torch.cuda.OutOfMemoryError``: GT's (a worker's memory limit).
+OutOfMemoryError = OutOfMemory
+
+# ``from torch.cuda.amp import autocast, GradScaler`` (older training scripts' spelling)
+sys.modules.setdefault(f"{__name__}.amp", amp)  # type: ignore[arg-type]
+
+
 __all__ = [
+    "OutOfMemoryError",
     "amp",
+    "device",
+    "get_arch_list",
+    "is_initialized",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "memory_allocated",
+    "memory_reserved",
+    "seed",
     "device_count",
     "empty_cache",
     "is_available",

@@ -46,6 +46,12 @@ class WorkerIndexError(WorkerError, IndexError):
     ``except IndexError`` as PyTorch's is."""
 
 
+class WorkerLinAlgError(WorkerError, LinAlgError):
+    """A worker's factorization failed (``linalg.inv`` or ``linalg.solve`` of a singular matrix),
+    with PyTorch's message: caught by ``except gt.linalg.LinAlgError`` around the sync point that
+    raises it (``inv_ex``/``solve_ex`` report it in ``info`` instead, without failing)."""
+
+
 class OutOfMemory(WorkerError, MemoryError):
     """An op's result did not fit under a worker's memory limit or the client's quota, even after
     spilling; the worker and every other tensor are fine.

@@ -9,6 +9,7 @@ input (``memory_format=torch.preserve_format``, the default) or take ``memory_fo
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -81,6 +82,8 @@ def from_numpy(array: np.ndarray, requires_grad: bool = False) -> Tensor:
     """Upload a NumPy array (the array must not be changed until the next sync point)."""
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy expects an ndarray, got {type(array).__name__}")
+    if not array.dtype.isnative:  # (a big-endian array: its values, in this machine's order)
+        array = array.astype(array.dtype.newbyteorder("="))
     if not array.flags.c_contiguous:
         array = np.ascontiguousarray(array).reshape(array.shape)  # (it makes 0-d arrays 1-d)
     t = upload(get_connection(), array)
@@ -99,8 +102,25 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, device: An
         out = out.to(dtype) if dtype is not None else out
         return out.requires_grad_(True) if requires_grad else out
     if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(data)):
-        return tensor([_plain(v) for v in data], dtype, requires_grad)
+        # Each tensor is a number of its dtype (one element, as PyTorch's item()), promoted with
+        # the others as PyTorch does (an int32 tensor and a Python int: int64)
+        if dtype is None:
+            dtype = functools.reduce(S.promote, (_element_dtype(v) for v in _flat(data)))
+        return tensor(_plain(data), dtype, requires_grad)
     return from_numpy(host_array(data, dtype), requires_grad=requires_grad)
+
+
+def _element_dtype(v: Any) -> str:
+    """The dtype an element of ``tensor([...])``'s data brings to the result's."""
+    if isinstance(v, Tensor):
+        return v.dtype
+    if isinstance(v, (bool, np.bool_)):
+        return "bool"
+    if isinstance(v, (int, np.integer)):
+        return v.dtype.name if isinstance(v, np.integer) else "int64"
+    if isinstance(v, (complex, np.complexfloating)):
+        return S.complex_of(S.DEFAULT_FLOAT) if isinstance(v, complex) else v.dtype.name
+    return v.dtype.name if isinstance(v, np.floating) else S.DEFAULT_FLOAT
 
 
 _functions.number_tensor = tensor  # gt.div(16, 2): the first number becomes a tensor, as here
@@ -116,7 +136,9 @@ def _flat(data: Any) -> Any:
 
 def _plain(v: Any) -> Any:
     if isinstance(v, Tensor):
-        return v.numpy()
+        if v.numel() != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return v.item()
     if isinstance(v, (list, tuple)):
         return [_plain(x) for x in v]
     return v
@@ -323,7 +345,7 @@ def randperm(
 
 
 def arange(
-    start: Any,
+    start: Any = None,
     end: Any = None,
     step: Any = 1,
     dtype: Any = None,
@@ -332,11 +354,17 @@ def arange(
     *,
     out: Any = None,
 ) -> Tensor:
-    """Evenly spaced values in [start, end)."""
+    """Evenly spaced values in [start, end) (``arange(end=n)`` starts at 0; a bound may be a
+    one-element tensor, read as its number: a sync point, as PyTorch's on a GPU)."""
     if out is not None:
         return _into(out, arange(start, end, step, dtype=_dtype_of(dtype, out)), "arange")
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
     if end is None:
         start, end = 0, start
+    elif start is None:
+        start = 0
+    if end is None:
+        raise TypeError("arange() missing required argument 'end' (pos 1)")
     if step == 0:
         raise ValueError("arange: step must be nonzero")
     if dtype is None:
@@ -370,6 +398,10 @@ def linspace(
     if cdt is not None:  # complex ends or dtype: each part as PyTorch's real kernel makes it
         values = complex_linspace_values(as_complex(start), as_complex(end), steps, cdt)
         return from_numpy(values, requires_grad)
+    dt = S.canonical_dtype(dtype)
+    if dt in S.INT_DTYPES:  # (PyTorch's values in floating point, truncated toward zero)
+        values = linspace_values(float(start), float(end), steps, "float64")
+        return from_numpy(np.trunc(values).astype(dt), requires_grad)
     dt = _float_dtype(dtype, "linspace")
     if dt in ("float32", "float64"):
         return from_numpy(linspace_values(float(start), float(end), steps, dt), requires_grad)

@@ -95,8 +95,9 @@ def set_printoptions(precision: int | None = None, threshold: int | None = None,
         ]
     for name, value in (("PRECISION", precision), ("THRESHOLD", threshold),
                         ("EDGEITEMS", edgeitems), ("LINEWIDTH", linewidth)):  # fmt: skip
-        if value is not None:
-            setattr(_format, name, int(value))
+        if value is not None:  # (``threshold=float("inf")``, a common idiom: never summarise)
+            big = isinstance(value, float) and value == float("inf")
+            setattr(_format, name, 2**63 - 1 if big else int(value))
     _format.SCI_MODE = sci_mode
 
 

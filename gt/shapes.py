@@ -240,6 +240,8 @@ def normalize_axes(axis: Any, ndim: int, op: str = "op") -> tuple[int, ...] | No
     """Normalize ``None``, an int or a sequence of ints into a sorted tuple (``None`` = all)."""
     if axis is None:
         return None
+    if not isinstance(axis, int) and getattr(axis, "ndim", None) == 0:
+        axis = operator.index(axis)  # (a 0-d integer tensor or array: its number)
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     norm = tuple(sorted({normalize_axis(a, ndim, op) for a in axes}))
     if len(norm) != len(axes):

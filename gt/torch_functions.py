@@ -78,10 +78,12 @@ def embedding(weight: Tensor, input: Tensor, padding_idx: int = -1, scale_grad_b
 
 def svd(input: Tensor, some: bool = True, compute_uv: bool = True) -> SVDResult:
     """The older ``torch.svd``: ``U, S, V`` with ``input = U diag(S) V^T`` (``V``, not ``Vh``)."""
+    if not compute_uv:  # (square zero U and V, whatever ``some`` says, as PyTorch's)
+        s = _linalg.svdvals(input)
+        m, n, batch = input.shape[-2], input.shape[-1], tuple(input.shape[:-2])
+        return SVDResult(input.new_zeros((*batch, m, m)), s, input.new_zeros((*batch, n, n)))
     u, s, vh = _linalg.svd(input, full_matrices=not some)
-    if not compute_uv:
-        return SVDResult(u.new_zeros(u.shape), s, vh.new_zeros(vh.shape))
-    return SVDResult(u, s, vh.mT)
+    return SVDResult(u, s, vh.mH)  # (V: Vh's conjugate transpose, for complex input too)
 
 
 def qr(input: Tensor, some: bool = True) -> QRResult:

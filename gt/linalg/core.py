@@ -41,6 +41,7 @@ from gt.runtime.ops.linalg import (
 )
 from gt.runtime.ops.linalg_decomp import unpack_eigh, unpack_qr, unpack_svd
 from gt.runtime.ops.linalg_eig import unpack_eig
+from gt.runtime.ops.linalg_info import singular_message
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -248,17 +249,36 @@ def inv(a: Tensor) -> Tensor:
 
 
 def inv_ex(a: Tensor, *, check_errors: bool = False) -> Any:
-    """``(inverse, info)``; ``info`` is zero (a singular matrix fails on the worker instead)."""
-    out = inv(a)
-    return return_types.linalg_inv_ex(out, _zeros_info(a))
+    """``(inverse, info)``, without failing: ``info`` is 0, or for a singular matrix the 1-based
+    column of LU's first zero pivot (its inverse is then NaN); ``check_errors=True`` raises
+    PyTorch's ``LinAlgError`` for the first singular matrix (a sync point)."""
+    check_float_square("linalg.inv_ex", a, complex_ok=True)
+    out = label(a._apply("linalg_inv", [a], {"ex": True}), "LinalgInvExBackward0")
+    info = lu_info(a)
+    if check_errors:
+        raise_if_singular("linalg.inv_ex", info)
+    return return_types.linalg_inv_ex(out, info)
 
 
-def _zeros_info(a: Tensor) -> Tensor:
-    return zeros(a.shape[:-2], dtype="int32")
+def lu_info(a: Tensor) -> Tensor:
+    """LAPACK ``getrf``'s ``info`` of each square matrix of ``a`` (int32, ``a``'s batch shape)."""
+    return a._apply("linalg_lu_info", [a])
+
+
+def raise_if_singular(op: str, info: Tensor) -> None:
+    """PyTorch's ``LinAlgError`` if ``info`` marks a singular matrix (reads it: a sync point)."""
+    values = info.numpy()
+    if values.size and values.max() > 0:
+        raise LinAlgError(singular_message(op, values))
 
 
 def solve(a: Tensor, b: Tensor, *, left: bool = True) -> Tensor:
     """``X`` with ``A X = B`` (``left=False``: ``X A = B``); ``B`` may be a (batch of) vector."""
+    return solve_with(a, b, left, None)
+
+
+def solve_with(a: Tensor, b: Tensor, left: bool, attrs: Any) -> Tensor:
+    """:func:`solve` with the worker's ``attrs`` (``{"ex": True}``: NaN for a singular matrix)."""
     _square("linalg.solve", a, complex_ok=True)
     if b.dtype not in S.COMPLEX_DTYPES:
         _float("linalg.solve", b)
@@ -268,13 +288,13 @@ def solve(a: Tensor, b: Tensor, *, left: bool = True) -> Tensor:
             f"{a.dtype} and B of type {b.dtype} instead"
         )
     if not left:
-        return label(solve(a.mT, b.mT).mT, "LinalgSolveExBackward0")
+        return label(solve_with(a.mT, b.mT, True, attrs).mT, "LinalgSolveExBackward0")
     # PyTorch's rule: B is a vector when it is 1-d, or its shape is A's batch shape plus n.
     vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and tuple(b.shape) == tuple(a.shape[:-1]))
     if vector:
-        x = a._apply("linalg_solve", [a, b.unsqueeze(-1)]).squeeze(-1)
+        x = a._apply("linalg_solve", [a, b.unsqueeze(-1)], attrs).squeeze(-1)
     else:
-        x = a._apply("linalg_solve", [a, b])
+        x = a._apply("linalg_solve", [a, b], attrs)
     return label(x, "LinalgSolveExBackward0")  # (PyTorch's node: linalg_solve_ex's)
 
 
@@ -407,7 +427,7 @@ def eigvals(a: Tensor) -> Tensor:
     return eig(a).eigenvalues
 
 
-def svd(a: Tensor, full_matrices: bool = True) -> SVDResult:
+def svd(a: Tensor, full_matrices: bool = True, *, driver: str | None = None) -> SVDResult:
     """``A = U diag(S) Vh`` with descending ``S``; ``full_matrices=True`` (the default, as in
     PyTorch) completes ``U`` and ``Vh`` of a non-square matrix to square orthonormal ones (as
     LAPACK does; the completing columns get no gradient, as in PyTorch). Gradients assume
@@ -420,8 +440,9 @@ def svd(a: Tensor, full_matrices: bool = True) -> SVDResult:
     return SVDResult(*(label(t, "LinalgSvdBackward0") for t in (u, s, vh)))
 
 
-def svdvals(a: Tensor) -> Tensor:
-    """The singular values of each matrix, descending."""
+def svdvals(a: Tensor, *, driver: str | None = None) -> Tensor:
+    """The singular values of each matrix, descending (``driver``: cuSOLVER's choice in
+    PyTorch, accepted and ignored, as PyTorch ignores it on the CPU)."""
     return svd(a, full_matrices=False).S
 
 
@@ -434,18 +455,26 @@ def _tolerance(s: Tensor, dtype: str, m: int, n: int, atol: Any, rtol: Any) -> A
 
 
 def matrix_rank(
-    a: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False
+    a: Tensor, tol: Any = None, *, atol: Any = None, rtol: Any = None, hermitian: bool = False
 ) -> Tensor:
-    """The number of singular values above the tolerance, per matrix (int64; no sync)."""
+    """The number of singular values above the tolerance, per matrix (int64; no sync);
+    ``tol``: the older spelling of ``atol`` (with ``rtol`` 0), as PyTorch's."""
+    if tol is not None:
+        atol, rtol = tol, 0.0 if rtol is None else rtol
     m, n = _matrix("linalg.matrix_rank", a, complex_ok=True)
     s = eigvalsh(a).abs().sort(-1, descending=True).values if hermitian else svdvals(a)
     s = s.detach()
     return (s > _tolerance(s, a.dtype, m, n, atol, rtol)).sum(-1)
 
 
-def pinv(a: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False) -> Tensor:
+def pinv(
+    a: Tensor, rcond: Any = None, *, atol: Any = None, rtol: Any = None, hermitian: bool = False
+) -> Tensor:
     """The Moore-Penrose pseudo-inverse through the SVD; singular values at or below the
-    tolerance count as zero. (``hermitian`` is accepted and uses the SVD too.)"""
+    tolerance count as zero (``rcond``: the older spelling of ``rtol``, with ``atol`` 0, as
+    PyTorch's). ``hermitian`` is accepted and uses the SVD too."""
+    if rcond is not None:
+        atol, rtol = 0.0 if atol is None else atol, rcond
     m, n = _matrix("linalg.pinv", a, complex_ok=True)
     u, s, vh = svd(a, full_matrices=False)
     sd = s.detach()

@@ -17,7 +17,16 @@ from typing import TYPE_CHECKING, Any
 from gt.errors import ShapeError
 from gt.factories import arange, eye
 from gt.grad_graph import label
-from gt.linalg.core import inv, matrix_norm, solve, solve_triangular, svdvals
+from gt.linalg.core import (
+    inv,
+    lu_info,
+    matrix_norm,
+    raise_if_singular,
+    solve,
+    solve_triangular,
+    solve_with,
+    svdvals,
+)
 from gt.runtime.ops import return_types
 
 if TYPE_CHECKING:
@@ -83,9 +92,14 @@ def cond(A: Tensor, p: Any = None) -> Tensor:  # noqa: N803
 
 def solve_ex(A: Tensor, B: Tensor, *, left: bool = True,  # noqa: N803
              check_errors: bool = False) -> SolveExResult:  # fmt: skip
-    """:func:`solve` and ``info`` (zeros: a singular matrix fails on the worker instead)."""
-    x = solve(A, B, left=left)
-    return SolveExResult(x, A.new_zeros(tuple(A.shape[:-2]), dtype="int32"))
+    """:func:`solve` and ``info`` (``A``'s batch shape), without failing: ``info`` is 0, or for
+    a singular matrix the 1-based column of LU's first zero pivot (its solution is then NaN);
+    ``check_errors=True`` raises PyTorch's ``LinAlgError`` for it (a sync point)."""
+    x = solve_with(A, B, left, {"ex": True})
+    info = lu_info(A)
+    if check_errors:
+        raise_if_singular("linalg.solve_ex", info)
+    return SolveExResult(x, info)
 
 
 def tensorinv(A: Tensor, ind: int = 2) -> Tensor:  # noqa: N803

@@ -6,6 +6,7 @@ import warnings
 from typing import Any
 
 from gt import factories as F
+from gt.autograd import no_grad
 from gt.nn import functional as fn
 from gt.nn.module import Module, Parameter
 from gt.tensor import Tensor
@@ -225,8 +226,13 @@ class PReLU(Module):
     def __init__(self, num_parameters: int = 1, init: float = 0.25, device: Any = None,
                  dtype: Any = None):  # fmt: skip
         super().__init__()
-        self.num_parameters = num_parameters
+        self.num_parameters, self.init = num_parameters, init
         self.weight = Parameter(F.full((num_parameters,), init, dtype=dtype or "float32"))
+
+    def reset_parameters(self) -> None:
+        """The slope back to ``init``."""
+        with no_grad():
+            self.weight.fill_(self.init)
 
     def forward(self, input: Tensor) -> Tensor:
         return fn.prelu(input, self.weight)

@@ -12,40 +12,22 @@ from collections.abc import Iterator
 from typing import Any
 
 from gt import factories as F
-from gt.autograd import no_grad
-from gt.nn import functional as fn
 from gt.nn import init
 from gt.nn.attention_fn import multi_head_attention_forward, scaled_dot_product_attention
+from gt.nn.layers import Linear
 from gt.nn.module import Module, Parameter
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names
 
 
-class NonDynamicallyQuantizableLinear(Module):
-    """``MultiheadAttention.out_proj``: a Linear (named as in PyTorch, so ``repr`` matches)."""
+class NonDynamicallyQuantizableLinear(Linear):
+    """``MultiheadAttention.out_proj``: a :class:`gt.nn.Linear` (so ``isinstance(m, nn.Linear)``
+    initialisation and weight-decay loops reach it), named as in PyTorch."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype: Any = None):
-        super().__init__()
-        self.in_features, self.out_features = in_features, out_features
-        bound = fn.kaiming_bound(in_features)
-        with no_grad():
-            self.weight = Parameter(
-                F.rand(out_features, in_features, dtype=dtype) * (2 * bound) - bound
-            )
-            if bias:
-                self.bias = Parameter(F.rand(out_features, dtype=dtype) * (2 * bound) - bound)
-            else:
-                self.register_parameter("bias", None)
-
-    def forward(self, input: Tensor) -> Tensor:
-        return fn.linear(input, self.weight, self.bias)
-
-    def extra_repr(self) -> str:
-        return (
-            f"in_features={self.in_features}, out_features={self.out_features}, "
-            f"bias={self.bias is not None}"
-        )
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 device: Any = None, dtype: Any = None):  # fmt: skip
+        super().__init__(in_features, out_features, bias, dtype=dtype)
 
 
 class MultiheadAttention(Module):
@@ -85,7 +67,7 @@ class MultiheadAttention(Module):
             self.in_proj_bias = Parameter(F.zeros(3 * embed_dim, dtype=dtype))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias, dtype)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias, dtype=dtype)
         if add_bias_kv:
             self.bias_k = Parameter(F.zeros(1, 1, embed_dim, dtype=dtype))
             self.bias_v = Parameter(F.zeros(1, 1, embed_dim, dtype=dtype))

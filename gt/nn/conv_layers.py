@@ -12,6 +12,7 @@ from gt.nn import convolution as C
 from gt.nn import functional as fn
 from gt.nn import pooling as P
 from gt.nn.module import Module, Parameter
+from gt.nn.resetting import redraw
 from gt.nn.resize import interpolate
 from gt.tensor import Tensor
 
@@ -83,6 +84,11 @@ class _ConvNd(Module):
             self.bias = _uniform((out_channels,), bound, dtype)
         else:
             self.register_parameter("bias", None)
+
+    def reset_parameters(self) -> None:
+        """Draw ``weight`` and ``bias`` again, as the constructor did."""
+        fan_in = self.weight.shape[1] * math.prod(self.kernel_size)
+        redraw(self, ("weight", "bias"), 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0)
 
     def _mode_padding(self) -> list[int]:
         """``F.pad`` sizes (last dimension first) for a ``padding_mode`` other than zeros."""

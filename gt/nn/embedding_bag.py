@@ -26,6 +26,7 @@ from gt import shapes as S
 from gt.autograd import Function, is_grad_enabled, no_grad
 from gt.grad_graph import label
 from gt.nn.module import Module, Parameter
+from gt.nn.resetting import redraw_rows
 from gt.ops.arith import where
 from gt.sparse import SparseTensor
 from gt.tensor import Tensor
@@ -362,6 +363,10 @@ class EmbeddingBag(Module):
                   include_last_offset, padding_idx)  # fmt: skip
         bag.weight.requires_grad_(not freeze)
         return bag
+
+    def reset_parameters(self) -> None:
+        """Draw the table again (standard normal, the ``padding_idx`` row zero)."""
+        redraw_rows(self)
 
     def forward(self, input: Tensor, offsets: Any = None,
                 per_sample_weights: Tensor | None = None) -> Tensor:  # fmt: skip

@@ -426,14 +426,22 @@ def dropout1d(
     input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
 ) -> Tensor:
     """Zero whole channels (dimension 1 of ``[N, C, L]``) with probability ``p``."""
-    return _dropout(input, p, training, input.shape[:-1] + (1,))
+    return in_place_if(inplace and training and p > 0.0, input, "dropout1d_",
+                       lambda x: _dropout(x, p, training, x.shape[:-1] + (1,)))  # fmt: skip
 
 
 def dropout2d(
     input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
 ) -> Tensor:
     """Zero whole channels (dimension 1 of ``[N, C, H, W]``) with probability ``p``."""
-    return _dropout(input, p, training, input.shape[:-2] + (1, 1))
+    return in_place_if(inplace and training and p > 0.0, input, "dropout2d_",
+                       lambda x: _dropout(x, p, training, x.shape[:-2] + (1, 1)))  # fmt: skip
+
+
+def in_place_if(inplace: bool, input: Tensor, name: str, compute: Any) -> Tensor:
+    """``compute(input)``, written into ``input`` when ``inplace`` (the ``inplace=True`` of a
+    dropout while training: the caller's tensor changes too, as PyTorch's)."""
+    return apply_inplace(input, name, compute) if inplace else compute(input)
 
 
 def _dropout(input: Tensor, p: float, training: bool, mask_shape: tuple[int, ...]) -> Tensor:

@@ -14,6 +14,7 @@ from gt import factories as F
 from gt.autograd import no_grad
 from gt.nn import functional as fn
 from gt.nn.module import Module, Parameter
+from gt.nn.resetting import redraw, redraw_rows, refill
 from gt.tensor import Tensor
 
 __all__ = [
@@ -67,6 +68,10 @@ class Linear(Module):
         else:
             self.register_parameter("bias", None)
 
+    def reset_parameters(self) -> None:
+        """Draw ``weight`` and ``bias`` again, as the constructor did."""
+        redraw(self, ("weight", "bias"), fn.kaiming_bound(self.in_features))
+
     def forward(self, input: Tensor) -> Tensor:
         return fn.linear(input, self.weight, self.bias)
 
@@ -112,8 +117,8 @@ class Unflatten(Module):
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
-class Dropout(Module):
-    """Zero elements with probability ``p`` while training; the identity in eval mode."""
+class _DropoutNd(Module):
+    """What every dropout layer shares: ``p`` and ``inplace`` (the base PyTorch's have)."""
 
     def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
@@ -121,25 +126,30 @@ class Dropout(Module):
             raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
         self.p, self.inplace = p, inplace
 
-    def forward(self, input: Tensor) -> Tensor:
-        return fn.dropout(input, self.p, self.training)
-
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"
 
 
-class Dropout1d(Dropout):
+class Dropout(_DropoutNd):
+    """Zero elements with probability ``p`` while training; the identity in eval mode
+    (``inplace``: the input itself is changed, as PyTorch's)."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.dropout(input, self.p, self.training, self.inplace)
+
+
+class Dropout1d(_DropoutNd):
     """Zero whole channels of ``[N, C, L]`` with probability ``p`` while training."""
 
     def forward(self, input: Tensor) -> Tensor:
-        return fn.dropout1d(input, self.p, self.training)
+        return fn.dropout1d(input, self.p, self.training, self.inplace)
 
 
-class Dropout2d(Dropout):
+class Dropout2d(_DropoutNd):
     """Zero whole channels of ``[N, C, H, W]`` with probability ``p`` while training."""
 
     def forward(self, input: Tensor) -> Tensor:
-        return fn.dropout2d(input, self.p, self.training)
+        return fn.dropout2d(input, self.p, self.training, self.inplace)
 
 
 class LayerNorm(Module):
@@ -177,6 +187,10 @@ class LayerNorm(Module):
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
+
+    def reset_parameters(self) -> None:
+        """``weight`` back to ones, ``bias`` to zeros."""
+        refill(self, ones=("weight",), zeros=("bias",))
 
     def forward(self, input: Tensor) -> Tensor:
         return fn.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -223,6 +237,10 @@ class Embedding(Module):
         """An embedding whose table is a copy of ``embeddings`` (frozen by default)."""
         rows, dim = embeddings.shape
         return cls(rows, dim, padding_idx, _weight=embeddings, _freeze=freeze, **kwargs)
+
+    def reset_parameters(self) -> None:
+        """Draw the table again (standard normal, the ``padding_idx`` row zero)."""
+        redraw_rows(self)
 
     def forward(self, input: Tensor) -> Tensor:
         return fn.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,

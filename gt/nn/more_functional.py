@@ -154,6 +154,8 @@ def dropout3d(
     input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
 ) -> Tensor:
     """Zero whole channels (dimension 1 of ``[N, C, D, H, W]``) with probability ``p``."""
+    if inplace and training and p > 0.0:
+        return apply_inplace(input, "dropout3d_", lambda x: dropout3d(x, p, training))
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
@@ -186,6 +188,8 @@ def alpha_dropout(
     input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False
 ) -> Tensor:
     """Dropout that keeps SELU's self-normalization (dropped units go to SELU's saturation)."""
+    if inplace and training and p > 0.0:  # (the caller's tensor changes too, as PyTorch's)
+        return apply_inplace(input, "alpha_dropout_", lambda x: alpha_dropout(x, p, training))
     return _alpha_dropout(input, p, training, input.shape)
 
 
@@ -193,6 +197,9 @@ def feature_alpha_dropout(
     input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False
 ) -> Tensor:
     """Alpha dropout of whole channels (dimension 1)."""
+    if inplace and training and p > 0.0:
+        return apply_inplace(input, "feature_alpha_dropout_",
+                             lambda x: feature_alpha_dropout(x, p, training))  # fmt: skip
     shape = input.shape[:2] + (1,) * (input.ndim - 2)
     return _alpha_dropout(input, p, training, shape)
 

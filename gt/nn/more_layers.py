@@ -10,8 +10,9 @@ from typing import Any
 from gt.nn import functional as fn
 from gt.nn import more_functional as MF
 from gt.nn.conv_layers import Upsample
-from gt.nn.layers import Dropout, _uniform
+from gt.nn.layers import _DropoutNd, _uniform
 from gt.nn.module import Module
+from gt.nn.resetting import redraw
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names
@@ -120,6 +121,11 @@ class Bilinear(Module):
         else:
             self.register_parameter("bias", None)
 
+    def reset_parameters(self) -> None:
+        """Draw ``weight`` and ``bias`` again, as the constructor did."""
+        n = self.in1_features
+        redraw(self, ("weight", "bias"), 1.0 / math.sqrt(n) if n > 0 else 0.0)
+
     def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
         return MF.bilinear(input1, input2, self.weight, self.bias)
 
@@ -168,22 +174,22 @@ class RReLU(Module):
         )
 
 
-class Dropout3d(Dropout):
+class Dropout3d(_DropoutNd):
     """Zero whole channels of ``[N, C, D, H, W]`` with probability ``p`` while training."""
 
     def forward(self, input: Tensor) -> Tensor:
-        return MF.dropout3d(input, self.p, self.training)
+        return MF.dropout3d(input, self.p, self.training, self.inplace)
 
 
-class AlphaDropout(Dropout):
+class AlphaDropout(_DropoutNd):
     """Dropout that keeps SELU activations normalized; the identity in eval mode."""
 
     def forward(self, input: Tensor) -> Tensor:
-        return MF.alpha_dropout(input, self.p, self.training)
+        return MF.alpha_dropout(input, self.p, self.training, self.inplace)
 
 
-class FeatureAlphaDropout(Dropout):
+class FeatureAlphaDropout(_DropoutNd):
     """Alpha dropout of whole channels; the identity in eval mode."""
 
     def forward(self, input: Tensor) -> Tensor:
-        return MF.feature_alpha_dropout(input, self.p, self.training)
+        return MF.feature_alpha_dropout(input, self.p, self.training, self.inplace)

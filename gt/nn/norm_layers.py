@@ -12,6 +12,7 @@ from gt.autograd import no_grad
 from gt.errors import ShapeError
 from gt.nn import normalization as N
 from gt.nn.module import Module, Parameter
+from gt.nn.resetting import refill
 from gt.tensor import Tensor
 
 
@@ -77,6 +78,11 @@ class _BatchNorm(_NormStateVersion, Module):
                 self.running_mean.zero_()
                 self.running_var.fill_(1.0)
                 self.num_batches_tracked.zero_()
+
+    def reset_parameters(self) -> None:
+        """The running statistics reset, ``weight`` back to ones and ``bias`` to zeros."""
+        self.reset_running_stats()
+        refill(self, ones=("weight",), zeros=("bias",))
 
     def forward(self, input: Tensor) -> Tensor:
         if self._expected_dims and input.ndim not in self._expected_dims:
@@ -150,6 +156,10 @@ class GroupNorm(Module):
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
 
+    def reset_parameters(self) -> None:
+        """``weight`` back to ones, ``bias`` to zeros."""
+        refill(self, ones=("weight",), zeros=("bias",))
+
     def forward(self, input: Tensor) -> Tensor:
         return N.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
@@ -180,6 +190,18 @@ class _InstanceNorm(_NormStateVersion, Module):
             self.register_buffer("running_mean", F.zeros(num_features, dtype=dtype))
             self.register_buffer("running_var", F.ones(num_features, dtype=dtype))
             self.register_buffer("num_batches_tracked", F.zeros((), dtype="int64"))
+        else:  # (the attributes exist, as None, as in PyTorch)
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                self.register_buffer(name, None)
+
+    def reset_running_stats(self) -> None:
+        """Running mean 0, variance 1, no batches seen (with ``track_running_stats``)."""
+        refill(self, ones=("running_var",), zeros=("running_mean", "num_batches_tracked"))
+
+    def reset_parameters(self) -> None:
+        """The running statistics reset, ``weight`` back to ones and ``bias`` to zeros."""
+        self.reset_running_stats()
+        refill(self, ones=("weight",), zeros=("bias",))
 
     def forward(self, input: Tensor) -> Tensor:
         unbatched = input.ndim == self._unbatched_dims
@@ -228,6 +250,10 @@ class RMSNorm(Module):
             self.weight = Parameter(F.ones(shape, dtype=dtype))
         else:
             self.register_parameter("weight", None)
+
+    def reset_parameters(self) -> None:
+        """``weight`` back to ones."""
+        refill(self, ones=("weight",))
 
     def forward(self, x: Tensor) -> Tensor:
         return N.rms_norm(x, self.normalized_shape, self.weight, self.eps)

@@ -20,6 +20,7 @@ from gt import factories as F
 from gt.autograd import no_grad
 from gt.nn import functional as fn
 from gt.nn.module import Module, Parameter
+from gt.nn.resetting import redraw
 from gt.nn.utils.rnn import PackedSequence
 from gt.ops.autocast import lowered as autocast_lowered
 from gt.ops.autocast import suspended as autocast_suspended
@@ -152,6 +153,10 @@ class RNNBase(Module):
                     setattr(self, name, _uniform(shape, bound, dtype))
                     names.append(name)
         self._flat_weights_names = names
+
+    def reset_parameters(self) -> None:
+        """Draw every weight and bias again, uniform in ``±1/sqrt(hidden_size)``."""
+        redraw(self, tuple(self._flat_weights_names), 1.0 / math.sqrt(self.hidden_size))
 
     @property
     def all_weights(self) -> list[list[Parameter]]:
@@ -431,6 +436,11 @@ class RNNCellBase(Module):
         else:
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
+
+    def reset_parameters(self) -> None:
+        """Draw every weight and bias again, uniform in ``±1/sqrt(hidden_size)``."""
+        names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+        redraw(self, names, 1.0 / math.sqrt(self.hidden_size))
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"

@@ -477,6 +477,11 @@ class ArithmeticOps:
     def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
         """``value`` where the bool ``mask`` is true, else ``self`` (the two broadcast together,
         as in PyTorch; ``masked_fill_`` needs a mask that broadcasts to this shape)."""
+        if isinstance(value, float) and not math.isfinite(value) and self.dtype in S.INT_DTYPES:
+            raise RuntimeError(
+                f"value cannot be converted to type {_C_TYPES.get(self.dtype, self.dtype)} "
+                "without overflow"
+            )
         out = where(mask, value, self)
         return label(out.to(self.dtype), "MaskedFillBackward0")
 
@@ -523,6 +528,11 @@ def alpha_times(x: Tensor, other: Any, alpha: Any) -> Any:
         elif dtype in S.INT_RANGE:
             S.fill_int(alpha, dtype)
     return other * alpha
+
+
+#: How PyTorch's messages name the integer dtypes (their C types).
+_C_TYPES = {"int64": "int64_t", "int32": "int", "int16": "int16_t", "int8": "int8_t",
+            "uint8": "uint8_t"}  # fmt: skip
 
 
 def where(condition: Tensor, input: Any, other: Any) -> Tensor:  # noqa: A002 - PyTorch's names

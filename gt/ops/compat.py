@@ -55,8 +55,8 @@ def _along(x: Tensor, d: int, n: int) -> Tensor:
 def _scaled_sum(x: Tensor, prod: Tensor, beta: Any, alpha: Any, name: str) -> Tensor:
     """``beta * x + alpha * prod`` (``x`` is not read when ``beta == 0``, as in PyTorch)."""
     prod = prod if alpha == 1 else prod * alpha
-    if beta == 0:
-        return prod.expand(S.broadcast(x.shape, prod.shape, name))
+    if beta == 0:  # (a new tensor, as PyTorch's: no view of ``prod``)
+        return views.as_new(prod.expand(S.broadcast(x.shape, prod.shape, name)).clone())
     return (x if beta == 1 else x * beta) + prod
 
 

@@ -47,6 +47,8 @@ def host_array(data: Any, dtype: Any = None) -> np.ndarray:
             arr = arr.astype(S.complex_of(S.DEFAULT_FLOAT))
     elif arr.dtype.kind in "iu" and arr.dtype != np.int32 and not own:
         arr = arr.astype(np.int64)
+    if not arr.dtype.isnative:  # (a big-endian array: its values, in this machine's order)
+        arr = arr.astype(arr.dtype.newbyteorder("="))
     return np.ascontiguousarray(arr).reshape(arr.shape)
 
 
@@ -119,7 +121,7 @@ class ConversionOps:
         dtype = S.canonical_dtype(dtype)
         if dtype == self.dtype:
             return self.clone() if copy else self
-        if self.dtype in S.COMPLEX_DTYPES and dtype not in S.COMPLEX_DTYPES:
+        if self.dtype in S.COMPLEX_DTYPES and dtype not in S.COMPLEX_DTYPES and dtype != "bool":
             warnings.warn(
                 "Casting complex values to real discards the imaginary part", stacklevel=2
             )

@@ -133,7 +133,16 @@ class MathOps:
     def isclose(
         self, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False
     ) -> Tensor:
-        """``|self - other| <= atol + rtol * |other|`` elementwise (infinities equal themselves)."""
+        """``|self - other| <= atol + rtol * |other|`` elementwise (infinities equal themselves;
+        integers and bools compared exactly, their difference taken without wrapping)."""
+        if self.dtype == "bool" or self.dtype in S.INT_DTYPES:
+            if isinstance(other, TensorBase) and (
+                other.dtype == "bool" or other.dtype in S.INT_DTYPES
+            ):
+                if rtol == 0 and atol == 0:
+                    return self == other
+                a, b = self.to("float64"), other.to("float64")
+                return (a - b).abs() <= atol + rtol * b.abs()
         other_abs = other.abs() if isinstance(other, TensorBase) else abs(other)
         err = (self - other).abs()
         # an infinite error is never within tolerance (inf vs -inf: inf <= atol + rtol * inf)
@@ -273,4 +282,6 @@ def where_or_nonzero(condition: Tensor, input: Any = None, other: Any = None) ->
 def _addmm(x: Tensor, mat1: Tensor, mat2: Tensor, beta: Any, alpha: Any) -> Tensor:
     prod = mat1 @ mat2
     prod = prod if alpha == 1 else prod * alpha
+    if beta == 0:  # (``x`` is not read, as in PyTorch: its NaN and inf do not reach the result)
+        return prod
     return (x if beta == 1 else x * beta) + prod

@@ -84,8 +84,9 @@ class MetadataOps:
         return id(self)
 
     # ------------------------------------------------------------------ sync points
-    def numpy(self) -> np.ndarray:
-        """Wait for the data and return it as a NumPy array (a sync point)."""
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """Wait for the data and return it as a NumPy array (a sync point; always a copy, so
+        ``force`` changes nothing)."""
         return self._conn.fetch(self.id)
 
     def item(self) -> Any:
@@ -115,7 +116,7 @@ class MetadataOps:
         return bool(self.item())
 
     def __index__(self) -> int:
-        if self.dtype not in S.INT_DTYPES or self.numel() != 1:
+        if (self.dtype not in S.INT_DTYPES and self.dtype != "bool") or self.numel() != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
 

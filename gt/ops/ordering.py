@@ -8,6 +8,7 @@ is two slices joined.
 
 from __future__ import annotations
 
+import operator
 from collections import namedtuple
 from typing import TYPE_CHECKING, Any
 
@@ -233,6 +234,8 @@ class OrderingOps:
     # ------------------------------------------------------------------ rotation
     def roll(self, shifts: Any, dims: Any = None) -> Tensor:
         """Rotate elements by ``shifts`` along ``dims`` (the flattened tensor when None)."""
+        shifts, dims = (operator.index(v) if getattr(v, "ndim", None) == 0 else v
+                        for v in (shifts, dims))  # fmt: skip
         if dims is None:
             if not isinstance(shifts, int):
                 (shifts,) = shifts

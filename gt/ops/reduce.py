@@ -375,6 +375,10 @@ class ReductionOps:
         complex values; in ``dtype`` when given)."""
         if dtype is not None:
             return self.to(dtype).norm(p, dim, keepdim)
+        if p == "nuc":  # (the matrix norm, over two dims: the last two of a matrix by default)
+            from gt.linalg import matrix_norm  # noqa: PLC0415 - linalg builds on the tensor
+
+            return matrix_norm(self, "nuc", (-2, -1) if dim is None else dim, keepdim)
         x = self.abs() if self.dtype in S.COMPLEX_DTYPES else self
         x = x if x.dtype in S.FLOAT_DTYPES else x.to(S.DEFAULT_FLOAT)
         if x.dtype in _HALF and p not in (float("inf"), float("-inf")):

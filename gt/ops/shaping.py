@@ -7,6 +7,7 @@ Primitives: ``reshape``, ``transpose`` (a permutation), ``expand``, ``getitem`` 
 
 from __future__ import annotations
 
+import operator
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -82,7 +83,13 @@ class ShapeOps:
                 f"({type(shape[0]).__name__}), but expected one of:\n * (gt.dtype dtype)\n"
                 " * (tuple of ints size)"
             )
-        return self.reshape(*shape)
+        out = self.reshape(*shape)
+        if out is self:  # (a new tensor even with the same shape, as PyTorch's: not a leaf)
+            out = self._apply("reshape", [self], {"shape": list(self.shape)}, shape=self.shape)
+            if self._st is not None:
+                layout.viewed(self, out, "view", None)
+            views.link(self, out, "reshape", None)
+        return out
 
     def _view_dtype(self, dtype: Any) -> Tensor:
         """``view(dtype)``: the same bytes seen as ``dtype`` (NumPy's ``arr.view(dtype)``), with
@@ -340,6 +347,8 @@ class ShapeOps:
         d = S.normalize_axis(dim, self.ndim, "split")
         size = self.shape[d]
         split_size_or_sections = split_size
+        if getattr(split_size, "ndim", None) == 0:  # (a 0-d tensor: its number, a sync point)
+            split_size_or_sections = operator.index(split_size)
         if isinstance(split_size_or_sections, int):
             step = split_size_or_sections
             if step <= 0:

@@ -59,11 +59,31 @@ class iinfo:  # noqa: N801 - PyTorch's name
 
 
 class Size(tuple):
-    """A shape (a tuple of ints), as ``torch.Size``."""
+    """A shape (a tuple of ints), as ``torch.Size``: a slice of it, and it joined with a tuple or
+    repeated, is a ``Size`` too."""
+
+    __slots__ = ()
 
     def numel(self) -> int:
         """Product of the sizes."""
         return S.prod(self)
+
+    def __getitem__(self, key: Any) -> Any:
+        item = tuple.__getitem__(self, key)
+        return Size(item) if key.__class__ is slice else item
+
+    def __add__(self, other: Any) -> Any:
+        joined = tuple.__add__(self, other)
+        return joined if joined is NotImplemented else Size(joined)
+
+    def __radd__(self, other: Any) -> Any:
+        return Size(tuple(other) + tuple(self)) if isinstance(other, tuple) else NotImplemented
+
+    def __mul__(self, n: Any) -> Any:
+        repeated = tuple.__mul__(self, n)
+        return repeated if repeated is NotImplemented else Size(repeated)
+
+    __rmul__ = __mul__
 
     def __repr__(self) -> str:
         return f"gt.Size({list(self)})"

@@ -137,6 +137,7 @@ SAMPLES: dict[str, tuple[list, object]] = {
     "bitwise_right_shift": ([-INTS, SHIFTS], None),
     "searchsorted": ([np.sort(ROW), A], {"right": True, "dtype": "int32"}),
     "linalg_inv": ([SQ], None),
+    "linalg_lu_info": ([SQ], None),
     "linalg_solve": ([SQ, RHS], None),
     "linalg_det": ([SQ], None),
     "linalg_slogdet": ([SQ], None),

@@ -23,7 +23,14 @@ from typing import Any
 import numpy as np
 import zmq
 
-from gt.errors import DispatcherLost, GTTimeout, OutOfMemory, WorkerError, WorkerIndexError
+from gt.errors import (
+    DispatcherLost,
+    GTTimeout,
+    OutOfMemory,
+    WorkerError,
+    WorkerIndexError,
+    WorkerLinAlgError,
+)
 from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime import security
@@ -553,6 +560,8 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
                 cls = OutOfMemory
             elif msg.startswith("IndexError:"):  # (``except IndexError`` catches it, as PyTorch's)
                 cls = WorkerIndexError
+            elif msg.startswith("LinAlgError:"):
+                cls = WorkerLinAlgError
         return cls(msg, op, self.srclocs.get(src, "?"))
 
     # ----------------------------------------------------------------------------- teardown

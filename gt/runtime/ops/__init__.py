@@ -31,6 +31,7 @@ from gt.runtime.ops import (
     linalg,
     linalg_decomp,
     linalg_eig,
+    linalg_info,
     mathfn,
     movement,
     nll,
@@ -87,6 +88,7 @@ REGISTRY, BY_NAME = _build(
         *special_more.ENTRIES,
         *complexnum.ENTRIES,
         *linalg_eig.ENTRIES,
+        *linalg_info.ENTRIES,
         *nll.ENTRIES,
     ]
 )

@@ -205,9 +205,17 @@ def _k_full(be: Any) -> Any:
 
 def _k_arange(be: Any) -> Any:
     xp = be.xp
-    return lambda v, at: xp.arange(
-        at["start"], at["stop"], at["step"], dtype=_dtype(be, at["dtype"])
-    )
+
+    def arange(v: Any, at: Any) -> Any:
+        dtype = _dtype(be, at["dtype"])
+        if xp.dtype(dtype).kind not in "fc":
+            return xp.arange(at["start"], at["stop"], at["step"], dtype=dtype)
+        # PyTorch's values: start + i * step in double, then rounded (NumPy's float32 arange
+        # steps by a rounded increment: arange(0, 1, 0.1)[9] was 0.90000004, not 0.9f)
+        n = _arange_shape([], at)[0]
+        return (xp.arange(n, dtype=xp.float64) * at["step"] + at["start"]).astype(dtype)
+
+    return arange
 
 
 def _k_eye(be: Any) -> Any:

@@ -390,6 +390,8 @@ def _k_erf(be: Any) -> Any:
 def _k_cast(be: Any) -> Any:
     def run(v: list, at: Any) -> Any:
         x, dtype = v[0], at["dtype"]
+        if x.dtype.kind == "c" and dtype == "bool":
+            return x != 0  # (either part nonzero, as PyTorch's)
         if x.dtype.kind == "c" and dtype not in S.COMPLEX_DTYPES:
             x = x.real  # (what the cast means; NumPy would warn that it drops the imaginary part)
         return x.astype(be.dtype(dtype))  # (bfloat16: the backend's, which it may refuse)

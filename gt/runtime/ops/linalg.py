@@ -20,9 +20,10 @@ primitives themselves), so second derivatives work too:
 * ``X = solve_triangular(T, B)``: ``gB = solve_triangular(T^T, g)``, ``gA = tri(-gB X^T)``.
 
 Errors: the shape rules raise PyTorch's messages for non-square or mismatched operands on the
-client; a singular matrix (``inv``, ``solve``) fails on the worker with NumPy's message (CuPy,
-like PyTorch on a GPU, gives non-finite values instead unless its debug checks are on), raised at
-the next sync point. ``linalg_cholesky`` with the attr ``ex`` never fails: a matrix that is not
+client; a singular matrix (``inv``, ``solve``) fails on the worker with PyTorch's message, raised
+as ``LinAlgError`` at the next sync point (CuPy gives non-finite values instead unless its debug
+checks are on); with the attr ``ex`` (``inv_ex``, ``solve_ex``) each singular matrix's result is
+NaN and the rest are computed (:mod:`gt.runtime.ops.linalg_info`). ``linalg_cholesky`` with the attr ``ex`` never fails: a matrix that is not
 positive definite gets LAPACK's partial factor, from which the client reads ``info``
 (``linalg.cholesky_ex``); ``cholesky`` and ``linalg.cholesky`` use it too and, as PyTorch's do,
 sync to raise ``LinAlgError`` at the call (GP code catches it and retries with jitter).
@@ -37,6 +38,7 @@ from gt.errors import LinAlgError, ShapeError
 from gt.runtime.ops import return_types
 from gt.runtime.ops.base import Op, Shape, first_dtype, sum_to
 from gt.runtime.ops.elementwise import _where
+from gt.runtime.ops.linalg_info import checked
 
 #: What ``slogdet`` returns (PyTorch's named tuple).
 SlogdetResult = return_types.slogdet  # (gt.linalg.slogdet's: return_types.linalg_slogdet)
@@ -108,7 +110,18 @@ def _solve_shape(op: str) -> Any:
 # ----------------------------------------------------------------------------- kernels
 def _k_inv(be: Any) -> Any:
     xp = be.xp
-    return lambda v, at: xp.linalg.inv(v[0])
+
+    def h(v: list, at: Any) -> Any:
+        a = v[0]
+
+        def run(info: Any) -> Any:
+            if info is None:
+                return xp.linalg.inv(a)
+            return _each_regular(xp, info, a, None, lambda m, _: xp.linalg.inv(m))
+
+        return checked(xp, "linalg.inv", run, a, bool(at and at.get("ex")))
+
+    return h
 
 
 def _k_solve(be: Any) -> Any:
@@ -119,9 +132,28 @@ def _k_solve(be: Any) -> Any:
         batch = broadcast_batch("linalg.solve", a.shape[:-2], b.shape[:-2])
         a = xp.broadcast_to(a, (*batch, *a.shape[-2:]))
         b = xp.broadcast_to(b, (*batch, *b.shape[-2:]))
-        return xp.linalg.solve(a, b)
+
+        def run(info: Any) -> Any:
+            if info is None:
+                return xp.linalg.solve(a, b)
+            return _each_regular(xp, info, a, b, xp.linalg.solve)
+
+        return checked(xp, "linalg.solve", run, a, bool(at and at.get("ex")))
 
     return h
+
+
+def _each_regular(xp: Any, info: Any, a: Any, b: Any, solve: Any) -> Any:
+    """``solve(a, b)`` matrix by matrix where ``info`` is 0, NaN for the singular ones."""
+    n = a.shape[-1]
+    rhs = a if b is None else b
+    out = xp.full(rhs.shape, xp.nan, dtype=xp.result_type(a, rhs))
+    flat_a, flat_out, ok = a.reshape(-1, n, n), out.reshape(-1, *rhs.shape[-2:]), info.reshape(-1)
+    flat_b = None if b is None else b.reshape(-1, *b.shape[-2:])
+    for i in range(flat_a.shape[0]):
+        if int(ok[i]) == 0:
+            flat_out[i] = solve(flat_a[i], None if b is None else flat_b[i])
+    return flat_out.reshape(rhs.shape)
 
 
 def _k_det(be: Any) -> Any:

@@ -294,7 +294,7 @@ class ndarray:  # noqa: N801 - CuPy's name
 
     def __iter__(self) -> Any:
         for i in range(len(self._a)):
-            yield _new(self._a[i])
+            yield wrap(self._a[i])  # (an element of a 1-d array: a 0-d array, as CuPy's)
 
     def __repr__(self) -> str:
         return repr(self._a)
