@@ -13,6 +13,7 @@ precision on GPUs only, for powers of two).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -231,17 +232,22 @@ def fftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None,
     k = arange(n, dtype="int64")
     k = k - (k >= (n + 1) // 2).to("int64") * n
     # (times the reciprocal, as PyTorch computes it: a division would round differently)
-    out = (k.to(S.canonical_dtype(dtype)) * (1.0 / (d * n))).to(S.canonical_dtype(dtype))
+    out = (k.to(S.canonical_dtype(dtype)) * _reciprocal(d * n)).to(S.canonical_dtype(dtype))
     return out.requires_grad_(requires_grad) if requires_grad else out
 
 
 def rfftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None,
              requires_grad: bool = False, **_: Any) -> Tensor:  # fmt: skip
     """The sample frequencies of :func:`rfft` of an ``n``-point signal: ``[0, ..., n // 2] / (d * n)``."""
-    out = (arange(n // 2 + 1, dtype=S.canonical_dtype(dtype)) * (1.0 / (d * n))).to(
+    out = (arange(n // 2 + 1, dtype=S.canonical_dtype(dtype)) * _reciprocal(d * n)).to(
         S.canonical_dtype(dtype)
     )
     return out.requires_grad_(requires_grad) if requires_grad else out
+
+
+def _reciprocal(v: float) -> float:
+    """``1 / v``, infinite for 0 (``fftfreq(4, d=0)``: PyTorch's NaN and infinities)."""
+    return 1.0 / v if v else math.inf
 
 
 def _dims(x: Tensor, dim: Any) -> list[int]:

@@ -143,7 +143,10 @@ def histogram(input: Tensor, bins: Any = 100, *, range: Any = None,  # noqa: A00
     if isinstance(bins, Tensor):
         edges = bins.to(input.dtype)
     else:
-        lo, hi = (float(x.min().item()), float(x.max().item())) if range is None else range
+        if range is not None:
+            lo, hi = range
+        else:  # (no data: PyTorch's range is [0, 1])
+            lo, hi = (float(x.min().item()), float(x.max().item())) if x.numel() else (0.0, 1.0)
         edges = bin_edges(lo, hi, int(bins), input.dtype)
     n = edges.shape[0] - 1
     idx, inside = bin_index(x, edges)

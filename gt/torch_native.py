@@ -126,7 +126,9 @@ def histogramdd(input: Any, bins: Any = 10, *, range: Any = None, weight: Any = 
     per_dim = list(bins) if isinstance(bins, (list, tuple)) else [bins] * d
     if len(per_dim) != d:
         raise ValueError(f"histogramdd: {len(per_dim)} bin specifications for {d} dimensions")
-    if range is None and not all(hasattr(b, "shape") for b in per_dim):
+    if range is None and not all(hasattr(b, "shape") for b in per_dim) and not pts.shape[0]:
+        lows, highs = [0.0] * d, [1.0] * d  # (no points: PyTorch's range is [0, 1])
+    elif range is None and not all(hasattr(b, "shape") for b in per_dim):
         lows, highs = pts.min(dim=0).values.tolist(), pts.max(dim=0).values.tolist()
     elif range is not None:
         lows, highs = [float(v) for v in range[0::2]], [float(v) for v in range[1::2]]

@@ -30,7 +30,7 @@ from gt.ops import views
 from gt.ops.arith import where
 from gt.ops.base import TensorBase, in_float32
 from gt.ops.compat_inplace import CompatInplaceOps
-from gt.ops.functions import method_function
+from gt.ops.functions import method_function, numpy_names
 from gt.ops.ordering import evenly_distributed
 from gt.runtime.ops import return_types
 
@@ -105,8 +105,13 @@ class CompatOps(CompatInplaceOps):
         part.copy_(value)
 
     def conj(self) -> Tensor:
-        """The complex conjugate (a real tensor is its own)."""
-        return self._apply("conj", [self]) if self.dtype in S.COMPLEX_DTYPES else self
+        """The complex conjugate (a real tensor is its own): a view, as PyTorch's lazy one is
+        (``z``'s later changes reach it, and a change of it reaches ``z``, conjugated)."""
+        if self.dtype not in S.COMPLEX_DTYPES:
+            return self
+        out = self._apply("conj", [self])
+        views.link(self, out, "conj", None)
+        return out
 
     def conj_physical(self) -> Tensor:
         """The complex conjugate, always a new tensor."""
@@ -147,6 +152,7 @@ class CompatOps(CompatInplaceOps):
         return (u < prob).to(self.dtype)
 
     # ------------------------------------------------------------------ reductions
+    @numpy_names
     def aminmax(self, *, dim: int | None = None, keepdim: bool = False) -> MinMax:
         """``(min, max)`` over ``dim`` (all elements when None)."""
         return MinMax(self.amin(dim, keepdim), self.amax(dim, keepdim))
@@ -159,6 +165,7 @@ class CompatOps(CompatInplaceOps):
         """Elementwise minimum that ignores NaN (NaN only where both are); ties pick ``self``."""
         return label(where((self <= other) | (other != other), self, other), "FminBackward0")
 
+    @numpy_names
     def nanmedian(self, dim: Any = None, keepdim: bool = False) -> Any:
         """The lower median of the values that are not NaN (NaN where all are); with ``dim``,
         ``(values, indices)`` (of an all-NaN slice: its first index; PyTorch's varies)."""
@@ -529,7 +536,8 @@ class CompatOps(CompatInplaceOps):
         to one; optionally each element's run index and each run's length. A sync point."""
         a = self.numpy()
         d = None if dim is None else S.normalize_axis(dim, self.ndim, "unique_consecutive")
-        rows = a.reshape(-1, 1) if d is None else np.moveaxis(a, d, 0).reshape(a.shape[d], -1)
+        rows = (a.reshape(-1, 1) if d is None else
+                np.moveaxis(a, d, 0).reshape(a.shape[d], math.prod(np.delete(a.shape, d))))  # fmt: skip
         starts = np.ones(len(rows), bool)
         starts[1:] = (rows[1:] != rows[:-1]).any(axis=1)
         first = np.flatnonzero(starts)

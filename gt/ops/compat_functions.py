@@ -137,7 +137,9 @@ def cartesian_prod(*tensors: Tensor) -> Tensor:
 
 def std_mean(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
              correction: Any = None) -> tuple:  # noqa: A002 # fmt: skip
-    """``(std, mean)`` over ``dim``."""
+    """``(std, mean)`` over ``dim`` (a bool first argument is ``unbiased``)."""
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
     std = input.std(dim, unbiased, keepdim, correction=correction)
     mean = input.mean(dim=dim, keepdim=keepdim)
     return label(std, "StdMeanBackward0"), label(mean, "StdMeanBackward0")
@@ -145,7 +147,9 @@ def std_mean(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool
 
 def var_mean(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
              correction: Any = None) -> tuple:  # noqa: A002 # fmt: skip
-    """``(var, mean)`` over ``dim``."""
+    """``(var, mean)`` over ``dim`` (a bool first argument is ``unbiased``)."""
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
     var = input.var(dim, unbiased, keepdim, correction=correction)
     mean = input.mean(dim=dim, keepdim=keepdim)
     return label(var, "VarMeanBackward0"), label(mean, "VarMeanBackward0")

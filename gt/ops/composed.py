@@ -23,7 +23,7 @@ from gt.errors import ShapeError
 from gt.grad_graph import label
 from gt.ops.arith import where
 from gt.ops.base import TensorBase, as_float
-from gt.ops.functions import method_function
+from gt.ops.functions import method_function, numpy_names
 from gt.ops.shaping import cat
 from gt.ops.typeinfo import finfo
 from gt.runtime import ops as O
@@ -104,10 +104,14 @@ class ComposedOps:
         return where(self == 0, values, (self > 0).to(self.dtype))
 
     def float_power(self, exponent: Any) -> Tensor:
-        """``self ** exponent`` in float64."""
-        base = self.to("float64")
+        """``self ** exponent`` in float64 (complex128 when either is complex)."""
+        wide = "float64"
+        if (self.dtype in S.COMPLEX_DTYPES or isinstance(exponent, complex)
+                or (isinstance(exponent, TensorBase) and exponent.dtype in S.COMPLEX_DTYPES)):  # fmt: skip
+            wide = "complex128"
+        base = self.to(wide)
         if isinstance(exponent, TensorBase):
-            exponent = exponent.to("float64")
+            exponent = exponent.to(wide)
         return base**exponent
 
     def ldexp(self, other: Any) -> Tensor:
@@ -169,6 +173,7 @@ class ComposedOps:
             x = hi != lo if x.dtype == "bool" else hi - lo
         return x
 
+    @numpy_names
     def nansum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
         """The sum with NaNs taken as 0."""
         x = self if self.dtype not in S.FLOAT_DTYPES else where(self != self, 0.0, self)
@@ -178,6 +183,7 @@ class ComposedOps:
             out = out.to(x.dtype)
         return label(out, "NansumBackward0")
 
+    @numpy_names
     def nanmean(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
         """The mean of the values that are not NaN (NaN where all are)."""
         if self.dtype not in S.FLOAT_DTYPES:
@@ -329,6 +335,8 @@ class ComposedOps:
         if self.numel() and int(self.min().item()) < 0:
             raise ValueError("bincount only supports 1-d non-negative integral inputs.")
         vals = self.new_ones(self.shape, dtype="int64") if weights is None else weights
+        if weights is not None and vals.dtype not in ("float32", "float64"):
+            vals = vals.to("float64")  # (PyTorch's sums of other weights: float64)
         out = self.new_zeros((n,), dtype=vals.dtype)
         return out.scatter_add(0, self.long(), vals) if self.numel() else out
 

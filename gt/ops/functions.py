@@ -5,6 +5,8 @@ polyak updates and preallocated buffers)."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -85,4 +87,34 @@ def method_function(name: str, doc: str | None = None) -> Callable[..., Any]:
     return fn
 
 
-__all__ = ["SCALAR_FIRST", "method_function", "write_out"]
+__all__ = ["SCALAR_FIRST", "method_function", "numpy_names", "write_out"]
+
+
+def numpy_names(fn: Any) -> Any:
+    """``fn`` (a reduction taking ``dim``/``keepdim``) that also takes NumPy's ``axis`` and
+    ``keepdims``, as PyTorch's reductions do."""
+
+    @functools.wraps(fn)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs and ("axis" in kwargs or "keepdims" in kwargs):
+            axis, keepdims = kwargs.pop("axis", None), kwargs.pop("keepdims", None)
+            if axis is not None or keepdims is not None:  # (``dim`` may have come by position)
+                bound = sig.bind_partial(self, *args, **kwargs)
+                if axis is not None:
+                    bound.arguments["dim"] = axis
+                if keepdims is not None:
+                    bound.arguments["keepdim"] = keepdims
+                return fn(*bound.args, **bound.kwargs)
+        return fn(self, *args, **kwargs)
+
+    # (wrappers that copy a signature, as autocast's marks do, must see the two names too)
+    sig = inspect.signature(fn)
+    params = [  # (``dim`` may come as ``axis``: not required by name)
+        q.replace(default=None) if q.name == "dim" and q.default is q.empty else q
+        for q in sig.parameters.values()
+    ]
+    at = next((i for i, q in enumerate(params) if q.kind is q.VAR_KEYWORD), len(params))
+    extra = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None)
+             for n in ("axis", "keepdims") if n not in sig.parameters]  # fmt: skip
+    call.__signature__ = sig.replace(parameters=params[:at] + extra + params[at:])  # type: ignore[attr-defined]
+    return call

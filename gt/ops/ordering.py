@@ -18,6 +18,7 @@ from gt.errors import ShapeError
 from gt.grad_graph import label
 from gt.grad_mode import is_grad_enabled
 from gt.ops.arith import where
+from gt.ops.functions import numpy_names
 from gt.ops.quantile import quantile
 from gt.ops.random import random_attrs
 from gt.ops.shaping import cat
@@ -125,6 +126,7 @@ class OrderingOps:
             label(values, "KthvalueBackward0")
         return return_types.kthvalue(values, indices)
 
+    @numpy_names
     def median(self, dim: Any = None, keepdim: bool = False) -> Any:
         """The lower median; with ``dim``, ``(values, indices)`` as in PyTorch. A slice that holds
         a NaN has the median NaN (its index the first NaN's). The gradient of ``median()`` over
@@ -208,6 +210,7 @@ class OrderingOps:
         return (p.log() + gumbel).topk(num_samples, -1).indices
 
     # ------------------------------------------------------------------ products
+    @numpy_names
     def prod(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
         """Product over ``dim`` (one dimension, or all); the gradient is exact where factors are 0."""
         x = self if dtype is None else self.to(dtype)
@@ -222,6 +225,7 @@ class OrderingOps:
         # (with dtype=, the product stays in it: int64 products cast down wrap as int16 ones do)
         return out.to(x.dtype) if dtype is not None and out.dtype != x.dtype else out
 
+    @numpy_names
     def cumprod(self, dim: int, *, dtype: Any = None) -> Tensor:
         """Running products along ``dim`` (integers multiply in int64, as in PyTorch)."""
         x = self if dtype is None else self.to(dtype)

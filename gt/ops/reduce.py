@@ -17,6 +17,7 @@ from gt.errors import DtypeError, ShapeError
 from gt.grad_graph import label
 from gt.ops.arith import where
 from gt.ops.base import TensorBase
+from gt.ops.functions import numpy_names
 from gt.ops.ordering import evenly_distributed
 from gt.runtime.ops import return_types
 from gt.runtime.ops.base import real_float
@@ -273,10 +274,12 @@ class ReductionOps:
             dim, axis = axis, None
         return self._extreme("min", axis, dim, keepdims, keepdim, whole=True)
 
+    @numpy_names
     def amax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """Largest values over ``dim`` (int, tuple or None), values only."""
         return self._extreme("max", dim, None, keepdim, None)
 
+    @numpy_names
     def amin(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """Smallest values over ``dim`` (int, tuple or None), values only."""
         return self._extreme("min", dim, None, keepdim, None)
@@ -298,14 +301,16 @@ class ReductionOps:
         return self._apply(name, [self], attrs, shape=shape)
 
     def argmax(
-        self, dim: Any = None, keepdim: bool = False, *, axis: Any = None, keepdims: bool = False
-    ) -> Tensor:
+        self, dim: Any = None, keepdim: bool | None = None, *, axis: Any = None,
+        keepdims: bool = False,
+    ) -> Tensor:  # fmt: skip
         """Index of the largest value (in the flattened tensor when ``dim`` is None)."""
         return self._arg("argmax", _pick(axis, dim), _keep(keepdims, keepdim))
 
     def argmin(
-        self, dim: Any = None, keepdim: bool = False, *, axis: Any = None, keepdims: bool = False
-    ) -> Tensor:
+        self, dim: Any = None, keepdim: bool | None = None, *, axis: Any = None,
+        keepdims: bool = False,
+    ) -> Tensor:  # fmt: skip
         """Index of the smallest value (in the flattened tensor when ``dim`` is None)."""
         return self._arg("argmin", _pick(axis, dim), _keep(keepdims, keepdim))
 
@@ -320,7 +325,10 @@ class ReductionOps:
         keepdims: bool = False,
     ) -> Tensor:
         """Variance over ``dim``; ``correction=1`` (default, or ``unbiased=True``) divides by n-1.
-        Of complex values: the mean squared modulus of the deviations (a real tensor)."""
+        Of complex values: the mean squared modulus of the deviations (a real tensor). A bool
+        first argument is ``unbiased`` (PyTorch's ``var(unbiased)``), not a dimension."""
+        if isinstance(dim, bool):
+            dim, unbiased = None, dim
         if isinstance(unbiased, int) and not isinstance(unbiased, bool) and dim is not None:
             raise TypeError("var: pass unbiased as a keyword (or use correction=)")
         if correction is None:
@@ -363,6 +371,8 @@ class ReductionOps:
         keepdims: bool = False,
     ) -> Tensor:
         """Standard deviation over ``dim`` (see :meth:`var`)."""
+        if isinstance(dim, bool):  # (``std(unbiased)``)
+            dim, unbiased = None, dim
         if self.dtype in _HALF:  # (in float32, rounded once)
             wide = self.float().std(dim, unbiased, keepdim, correction=correction, axis=axis,
                                     keepdims=keepdims)  # fmt: skip
@@ -406,12 +416,14 @@ class ReductionOps:
         pos = s > 0  # a zero norm has a zero gradient, as in PyTorch
         return label((where(pos, s, 1.0) ** (1.0 / p)) * pos.to(s.dtype), _NORM_NODE)
 
+    @numpy_names
     def any(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """Whether any element (over ``dim``) is nonzero (uint8 for a uint8 tensor, as in
         PyTorch; an empty ``dim`` reduces nothing, unlike ``sum``'s)."""
         out = (self != 0) if _no_dims(dim) else (self != 0).sum(dim, keepdim) > 0
         return out.to("uint8") if self.dtype == "uint8" else out
 
+    @numpy_names
     def all(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """Whether every element (over ``dim``) is nonzero (uint8 for a uint8 tensor; an empty
         ``dim`` reduces nothing)."""
@@ -437,6 +449,7 @@ class ReductionOps:
             return x - x if x.shape else x * 0.0  # one element (log 1 = 0), or nothing to do
         return x._apply("log_softmax", [x], {"axis": ax}, shape=x.shape)
 
+    @numpy_names
     def logsumexp(self, dim: Any = -1, keepdim: bool = False) -> Tensor:
         """``log(sum(exp(x)))`` over ``dim``, computed without overflow."""
         x = real_float(self, "logsumexp")

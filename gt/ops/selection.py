@@ -17,6 +17,7 @@ from gt.errors import ShapeError
 from gt.grad_graph import labels
 from gt.indexing import encode_key
 from gt.ops.base import TensorBase
+from gt.ops.functions import numpy_names
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -213,6 +214,7 @@ class SelectionOps:
 
     argwhere = nonzero
 
+    @numpy_names
     def count_nonzero(self, dim: Any = None) -> Tensor:
         """Number of nonzero elements (over ``dim``)."""
         return (self != 0).sum(dim)

@@ -73,7 +73,8 @@ def link(base: Any, view: Any, kind: str, data: Any) -> None:
     ``"detach"``: ``base.detach()``, ``"real"``/``"imag"``: a complex base's part, ``"dtype"``:
     ``base.view(data)``, its bytes seen as dtype ``data``; ``"expand"``: ``base.expand(data)``,
     ``"unfold"``: ``base.unfold(*data)``, ``"strided"``: ``base.as_strided(*data)``,
-    ``"as_real"``/``"as_complex"``: ``view_as_real(base)``/``view_as_complex(base)``)."""
+    ``"as_real"``/``"as_complex"``: ``view_as_real(base)``/``view_as_complex(base)``,
+    ``"conj"``: ``base.conj()``)."""
     step = (kind, view.shape if kind == "reshape" else data)
     vb = base._vb
     # (a proxy such as ``p.data`` dies with the expression that made it: held strongly; so is the
@@ -248,6 +249,8 @@ def _write_into_root(view: Any, take_value: Any) -> None:
             take_value(parent, _aliased(view.reshape(parent.shape), view))
         elif kind == "dtype":  # the bytes seen as the parent's dtype again
             take_value(parent, _aliased(view._view_dtype(parent.dtype), view))
+        elif kind == "conj":
+            take_value(parent, _aliased(view._apply("conj", [view]), view))
         elif kind == "as_real":
             take_value(parent, _aliased(_as_complex(view), view))
         elif kind == "as_complex":
@@ -406,6 +409,8 @@ def _seen(root: Any, steps: tuple) -> Any:
             t = t.unfold(*data)
         elif kind == "strided":
             t = t.as_strided(*data)
+        elif kind == "conj":
+            t = t._apply("conj", [t])
         elif kind == "as_real":
             t = _as_real(t)
         elif kind == "as_complex":

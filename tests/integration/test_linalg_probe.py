@@ -71,3 +71,17 @@ def test_the_older_svd_gives_v_conjugated_and_square_zeros_without_uv(conn):
     assert (u @ gt.diag(s).to(z.dtype) @ v.mH - z).abs().max().item() < 1e-12
     none = gt.svd(gt.ones(3, 2), compute_uv=False)
     assert none.U.shape == (3, 3) and none.V.shape == (2, 2) and none.U.abs().sum().item() == 0
+
+
+def test_conj_is_a_view_and_fft_helpers_at_the_edges(conn):
+    z = gt.tensor([1 + 2j, 3 - 1j])
+    c = z.conj()
+    z.add_(10)
+    assert c.tolist() == [11 - 2j, 13 + 1j] and c._base is z
+    c[0] = 0
+    assert z.tolist()[0] == 0j
+    assert gt.fft.fftfreq(0).shape == (0,)
+    freq = gt.fft.fftfreq(4, d=0).tolist()
+    assert freq[1:] == [float("inf"), float("-inf"), float("-inf")] and freq[0] != freq[0]
+    power = gt.float_power(gt.tensor([1 + 1j]), 2)
+    assert power.dtype == gt.complex128 and power.tolist() == [2j]

@@ -98,6 +98,8 @@ def _k_cumprod_grad(be: Any) -> Any:
     def h(v: list, at: Any) -> Any:
         x, g = xp.moveaxis(v[0], at["axis"], 0), xp.moveaxis(v[1], at["axis"], 0)
         n = x.shape[0]
+        if n == 0:  # (an empty scan: an empty gradient)
+            return xp.zeros_like(v[0])
         # d/dx_i sum_j g_j prod_{k<=j} x_k = (prod_{k<i} x_k) * s_i, s_i = g_i + x_{i+1} s_{i+1}.
         before = xp.ones_like(x)
         if n > 1:
@@ -120,6 +122,8 @@ def _k_cumprod_jvp(be: Any) -> Any:
 
     def h(v: list, at: Any) -> Any:
         x, u = _along_front(xp, v, at["axis"])
+        if x.shape[0] == 0:
+            return xp.zeros_like(v[0])
         # c_j = c_{j-1} x_j, so dc_j = dc_{j-1} x_j + c_{j-1} u_j: exact where factors are 0.
         c = xp.cumprod(x, axis=0)
         d = xp.empty_like(x)
@@ -137,6 +141,8 @@ def _k_cumprod_grad_grad(be: Any) -> Any:
     def h(v: list, at: Any) -> Any:
         x, g, u = _along_front(xp, v, at["axis"])
         n = x.shape[0]
+        if n == 0:
+            return xp.zeros_like(v[0])
         # F = sum_j g_j D_j with D = J(x) u from the recurrence of cumprod_jvp; reverse mode
         # through it: b_j = dF/dD_j, a_j = dF/dc_j, dF/dx_j = a_j c_{j-1} + b_j D_{j-1}.
         c = xp.cumprod(x, axis=0)
