@@ -66,7 +66,6 @@ from gt.nn.conv_layers import (
     MaxPool3d,
     Unfold,
     Upsample,
-    ZeroPad2d,
 )
 from gt.nn.ctc import CTCLoss
 from gt.nn.embedding_bag import EmbeddingBag
@@ -176,6 +175,7 @@ from gt.nn.padding_layers import (
     ReplicationPad2d,
     ReplicationPad3d,
     ZeroPad1d,
+    ZeroPad2d,
     ZeroPad3d,
 )
 from gt.nn.recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase

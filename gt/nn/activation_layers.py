@@ -30,16 +30,6 @@ class ReLU(_Activation):
         return "inplace=True" if self.inplace else ""
 
 
-class ReLU6(_Activation):
-    """``min(max(x, 0), 6)``."""
-
-    def forward(self, input: Tensor) -> Tensor:
-        return fn.relu6(input, self.inplace)
-
-    def extra_repr(self) -> str:
-        return "inplace=True" if self.inplace else ""
-
-
 class Tanh(_Activation):
     """Hyperbolic tangent."""
 
@@ -144,21 +134,25 @@ class LeakyReLU(Module):
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
-class ELU(Module):
-    """``x`` for positive ``x``, else ``alpha * (exp(x) - 1)``."""
+class _WithAlpha(Module):
+    """What ``ELU`` and ``CELU`` share (PyTorch's two are unrelated classes)."""
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False):
         super().__init__()
         self.alpha, self.inplace = alpha, inplace
 
-    def forward(self, input: Tensor) -> Tensor:
-        return fn.elu(input, self.alpha, self.inplace)
-
     def extra_repr(self) -> str:
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
 
 
-class CELU(ELU):
+class ELU(_WithAlpha):
+    """``x`` for positive ``x``, else ``alpha * (exp(x) - 1)``."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return fn.elu(input, self.alpha, self.inplace)
+
+
+class CELU(_WithAlpha):
     """``x`` for positive ``x``, else ``alpha * (exp(x / alpha) - 1)``."""
 
     def forward(self, input: Tensor) -> Tensor:
@@ -188,6 +182,21 @@ class Hardtanh(Module):
         return f"min_val={self.min_val}, max_val={self.max_val}" + (
             ", inplace=True" if self.inplace else ""
         )
+
+
+class ReLU6(Hardtanh):
+    """``min(max(x, 0), 6)``: a :class:`Hardtanh` from 0 to 6, as PyTorch's."""
+
+    def __init__(self, inplace: bool = False):
+        super().__init__(0.0, 6.0, inplace)
+
+    def forward(self, input: Tensor) -> Tensor:
+        if self.min_val == 0.0 and self.max_val == 6.0:  # (its own kernel: integers stay so)
+            return fn.relu6(input, self.inplace)
+        return super().forward(input)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
 
 
 class Softplus(Module):
@@ -262,28 +271,32 @@ def _implicit_dim(x: Tensor, dim: int | None) -> int:
     return 0 if x.ndim in (0, 1, 3) else 1
 
 
-class Softmax(Module):
-    """Softmax over ``dim``."""
+class _OverDim(Module):
+    """What ``Softmax``, ``LogSoftmax`` and ``Softmin`` share (unrelated classes in PyTorch)."""
 
     def __init__(self, dim: int | None = None):
         super().__init__()
         self.dim = dim
 
-    def forward(self, input: Tensor) -> Tensor:
-        return input.softmax(_implicit_dim(input, self.dim))
-
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
 
 
-class LogSoftmax(Softmax):
+class Softmax(_OverDim):
+    """Softmax over ``dim``."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return input.softmax(_implicit_dim(input, self.dim))
+
+
+class LogSoftmax(_OverDim):
     """Log-softmax over ``dim``."""
 
     def forward(self, input: Tensor) -> Tensor:
         return input.log_softmax(_implicit_dim(input, self.dim))
 
 
-class Softmin(Softmax):
+class Softmin(_OverDim):
     """Softmax of ``-x`` over ``dim``."""
 
     def forward(self, input: Tensor) -> Tensor:

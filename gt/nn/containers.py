@@ -222,6 +222,10 @@ class ModuleDict(Module):
         """Remove and return the module named ``key``."""
         return self._modules.pop(key)
 
+    def clear(self) -> None:
+        """Remove every module."""
+        self._modules.clear()
+
     def update(self, modules: Any) -> None:
         """Add (or replace) modules from a dict or pairs."""
         items = modules.items() if hasattr(modules, "items") else modules

@@ -12,6 +12,7 @@ from gt.nn import convolution as C
 from gt.nn import functional as fn
 from gt.nn import pooling as P
 from gt.nn.module import Module, Parameter
+from gt.nn.padding_layers import ZeroPad2d  # noqa: F401 - (its old home: pickles name it here)
 from gt.nn.resetting import redraw
 from gt.nn.resize import interpolate
 from gt.tensor import Tensor
@@ -385,8 +386,8 @@ class Upsample(Module):
         return info + f", mode={self.mode!r}"
 
 
-class Unfold(Module):
-    """Sliding windows as columns (``F.unfold``)."""
+class _Windows(Module):
+    """What ``Unfold`` and ``Fold`` share (PyTorch's two are unrelated classes)."""
 
     def __init__(self, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1):
         super().__init__()
@@ -397,9 +398,6 @@ class Unfold(Module):
             stride,
         )
 
-    def forward(self, input: Tensor) -> Tensor:
-        return C.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
-
     def extra_repr(self) -> str:
         return (
             f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, "
@@ -407,7 +405,14 @@ class Unfold(Module):
         )
 
 
-class Fold(Unfold):
+class Unfold(_Windows):
+    """Sliding windows as columns (``F.unfold``)."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return C.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
+
+
+class Fold(_Windows):
     """Columns summed back into an image (``F.fold``)."""
 
     def __init__(self, output_size: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0,
@@ -422,17 +427,3 @@ class Fold(Unfold):
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}, " + super().extra_repr()
-
-
-class ZeroPad2d(Module):
-    """Pad the last two dimensions with zeros (``padding``: one size or left, right, top, bottom)."""
-
-    def __init__(self, padding: Any):
-        super().__init__()
-        self.padding = _ntuple(padding, 4)
-
-    def forward(self, input: Tensor) -> Tensor:
-        return fn.pad(input, self.padding)
-
-    def extra_repr(self) -> str:
-        return f"{self.padding}"

@@ -190,6 +190,17 @@ class Module(ModuleState, ModuleConversions):
                 raise AttributeError(f"`{part}` is not an nn.Module")
         return m
 
+    def set_submodule(self, target: str, module: Module, strict: bool = False) -> None:
+        """Put ``module`` at dotted path ``target`` (its parent must exist; ``strict``: so must
+        the name)."""
+        if not target:
+            raise ValueError("Cannot set the submodule without a target name!")
+        parent_path, _, name = target.rpartition(".")
+        parent = self.get_submodule(parent_path)
+        if strict and not hasattr(parent, name):
+            raise AttributeError(f"{parent._get_name()} has no attribute `{name}`")
+        setattr(parent, name, module)
+
     # ------------------------------------------------------------------ calling
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """The computation; subclasses override it."""

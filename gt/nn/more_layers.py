@@ -136,21 +136,25 @@ class Bilinear(Module):
         )
 
 
-class Hardshrink(Module):
-    """``x`` where ``|x| > lambd``, else 0."""
+class _Shrink(Module):
+    """What ``Hardshrink`` and ``Softshrink`` share (unrelated classes in PyTorch)."""
 
     def __init__(self, lambd: float = 0.5):
         super().__init__()
         self.lambd = lambd
 
-    def forward(self, input: Tensor) -> Tensor:
-        return MF.hardshrink(input, self.lambd)
-
     def extra_repr(self) -> str:
         return f"{self.lambd}"
 
 
-class Softshrink(Hardshrink):
+class Hardshrink(_Shrink):
+    """``x`` where ``|x| > lambd``, else 0."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return MF.hardshrink(input, self.lambd)
+
+
+class Softshrink(_Shrink):
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
 
     def forward(self, input: Tensor) -> Tensor:

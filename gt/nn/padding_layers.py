@@ -1,6 +1,5 @@
-"""Padding modules with PyTorch's names: ``ZeroPad1d/3d``, ``ConstantPad1d/2d/3d``,
-``ReflectionPad1d/2d/3d``, ``ReplicationPad1d/2d/3d`` and ``CircularPad1d/2d/3d`` (``ZeroPad2d``
-lives in :mod:`gt.nn.conv_layers`). Each pads the last 1, 2 or 3 dimensions with ``F.pad``;
+"""Padding modules with PyTorch's names: ``ZeroPad1d/2d/3d``, ``ConstantPad1d/2d/3d``,
+``ReflectionPad1d/2d/3d``, ``ReplicationPad1d/2d/3d`` and ``CircularPad1d/2d/3d``. Each pads the last 1, 2 or 3 dimensions with ``F.pad``;
 ``padding`` is one size for every side or PyTorch's (left, right, top, bottom, front, back)."""
 
 from __future__ import annotations
@@ -89,6 +88,17 @@ class ConstantPad3d(_ConstantPadNd):
 
 class ZeroPad1d(ConstantPad1d):
     """Pad the last dimension with zeros."""
+
+    def __init__(self, padding: Any):
+        super().__init__(padding, 0.0)
+
+    def extra_repr(self) -> str:
+        return f"{self.padding}"
+
+
+class ZeroPad2d(ConstantPad2d):
+    """Pad the last two dimensions with zeros (``padding``: one size or left, right, top,
+    bottom)."""
 
     def __init__(self, padding: Any):
         super().__init__(padding, 0.0)

@@ -83,3 +83,22 @@ def test_dropout_layers_share_a_base_and_drop_in_place(conn):
     y = gt.ones(4, 6, 5)
     nn.Dropout1d(0.5, inplace=True)(y)
     assert set(y.flatten().tolist()) <= {0.0, 2.0} and len(set(y.flatten().tolist())) == 2
+
+
+def test_class_relations_as_in_pytorch(conn):
+    relu6 = nn.ReLU6()
+    assert isinstance(relu6, nn.Hardtanh) and (relu6.min_val, relu6.max_val) == (0.0, 6.0)
+    relu6.max_val = 1.0
+    assert relu6(gt.tensor([0.5, 3.0])).tolist() == [0.5, 1.0]
+    assert nn.ReLU6()(gt.tensor([-1, 9])).tolist() == [0, 6]
+    assert isinstance(nn.ZeroPad2d(1), nn.ConstantPad2d) and nn.ZeroPad2d(1).value == 0.0
+    for child, parent in ((nn.LogSoftmax(1), nn.Softmax), (nn.Softmin(1), nn.Softmax),
+                          (nn.CELU(), nn.ELU), (nn.Softshrink(), nn.Hardshrink),
+                          (nn.Fold(4, 2), nn.Unfold)):  # fmt: skip
+        assert not isinstance(child, parent), type(child).__name__
+    model = nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.ReLU()))
+    model.set_submodule("1.0", nn.Tanh())
+    assert isinstance(model[1][0], nn.Tanh)
+    table = nn.ModuleDict({"a": nn.ReLU()})
+    table.clear()
+    assert len(table) == 0
