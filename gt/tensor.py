@@ -189,7 +189,8 @@ class Tensor(
 
     # ------------------------------------------------------------------ copying and pickling
     def __deepcopy__(self, memo: dict) -> Tensor:
-        """A copy with its own value, ``requires_grad`` and ``grad`` (graph leaves only)."""
+        """A copy with its own value, ``requires_grad`` and ``grad`` (graph leaves only; a
+        ``Parameter``'s copy has no ``grad``, as PyTorch's)."""
         if self._node is not None:
             raise RuntimeError(
                 "Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
@@ -204,7 +205,7 @@ class Tensor(
         out._rg = self._rg
         cloned_layout(self, out, None)  # (PyTorch's copy is a clone: the same strides)
         memo[id(self)] = out
-        if self.grad is not None:
+        if self.grad is not None and cls is Tensor:  # (a Parameter's copy has none, as PyTorch's)
             out.grad = copy.deepcopy(self.grad, memo)
         if cls is Tensor and self.__dict__:  # (PyTorch's Parameter copies leave them behind)
             out.__dict__.update(copy.deepcopy(self.__dict__, memo))

@@ -102,3 +102,14 @@ def test_class_relations_as_in_pytorch(conn):
     table = nn.ModuleDict({"a": nn.ReLU()})
     table.clear()
     assert len(table) == 0
+
+
+def test_a_deep_copied_module_has_no_gradients(conn):
+    import copy
+
+    layer = nn.Linear(2, 2)
+    layer(gt.ones(1, 2)).sum().backward()
+    assert layer.weight.grad is not None and copy.deepcopy(layer).weight.grad is None
+    leaf = gt.ones(2, requires_grad=True)
+    leaf.grad = gt.ones(2)
+    assert copy.deepcopy(leaf).grad.tolist() == [1.0, 1.0]  # (a plain tensor keeps its own)
