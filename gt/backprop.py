@@ -146,6 +146,7 @@ class _Walk:
         self.found: dict[int, Tensor] = {}  # id(leaf) or id(node) -> its gradient
         self.conn: Any = None  # the roots' connection, while the walk runs
         self.accumulated: dict[int, Tensor] = {}  # leaves with post-accumulate hooks that got .grad
+        self.hooked: dict[int, tuple] = {}  # leaves with hooks: (leaf, its gradient so far)
         self.at_end: list[Callable[[], Any]] = []  # called once the walk is done
 
     def run(self, roots: list[Tensor], seeds: list[Tensor]) -> None:
@@ -158,6 +159,7 @@ class _Walk:
         try:
             with autocast_suspended():  # (backward ops keep their forward ops' dtypes)
                 self._walk(roots, seeds)
+                self._hooked_leaves()
         finally:
             WALKS.pop()
             conn.restore_source_line(before)
@@ -195,6 +197,8 @@ class _Walk:
                 continue
             if node.hooks:
                 g = self._user_code(_run_hooks, node.hooks, g)
+            if node.retain is not None:  # (retain_grad() holds under autograd.grad too)
+                self._retain(node, g)
             if id(node) in self.want_nodes:
                 self.found[id(node)] = g
             if id(node) in to_run:
@@ -211,10 +215,26 @@ class _Walk:
             self.conn.restore_source_line(pin)
 
     def _to_leaf(self, leaf: Tensor, g: Tensor) -> None:
-        if _LEAF_HOOKS:
-            hooks = _LEAF_HOOKS.get(id(leaf))
+        if _LEAF_HOOKS and id(leaf) in _LEAF_HOOKS:
+            # (its hooks run once, on the sum of every contribution, as PyTorch's: a weight used
+            # in each step of a loop is clamped once, not per use; see _hooked_leaves)
+            prev = self.hooked.get(id(leaf))
+            self.hooked[id(leaf)] = (leaf, g if prev is None else prev[1] + g)
+            return
+        self._deliver(leaf, g)
+
+    def _hooked_leaves(self) -> None:
+        """The leaves with hooks, once the walk is done: each hook runs on the leaf's whole
+        gradient, then it is delivered."""
+        while self.hooked:
+            key = next(iter(self.hooked))
+            leaf, g = self.hooked.pop(key)
+            hooks = _LEAF_HOOKS.get(key)
             if hooks:
                 g = self._user_code(_run_hooks, hooks, g)
+            self._deliver(leaf, g)
+
+    def _deliver(self, leaf: Tensor, g: Tensor) -> None:
         if self.wanted is not None:
             key = id(leaf)
             if key in self.want_leaves:

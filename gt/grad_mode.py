@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -21,7 +23,11 @@ def is_grad_enabled() -> bool:
 
 
 def _decorated(fn: Callable, context: Callable[[], Any]) -> Callable:
-    """``fn`` run inside a fresh ``context()`` at each call (the decorator form of a mode)."""
+    """``fn`` run inside a fresh ``context()`` at each call (the decorator form of a mode); a
+    generator function's body runs inside it at each step (and not while its caller runs), as
+    PyTorch's decorators do for generation loops."""
+    if inspect.isgeneratorfunction(fn):
+        return functools.wraps(fn)(_stepwise(fn, context))
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         with context():
@@ -30,6 +36,33 @@ def _decorated(fn: Callable, context: Callable[[], Any]) -> Callable:
     wrapper.__name__ = getattr(fn, "__name__", "wrapper")
     wrapper.__doc__ = fn.__doc__
     return wrapper
+
+
+def _stepwise(fn: Callable, context: Callable[[], Any]) -> Callable:
+    """A generator function that drives ``fn``'s generator, each step inside ``context()``."""
+
+    def steps(*args: Any, **kwargs: Any) -> Any:
+        inner = fn(*args, **kwargs)
+        try:
+            with context():
+                value = next(inner)
+            while True:
+                try:
+                    sent = yield value
+                except GeneratorExit:
+                    with context():
+                        inner.close()
+                    raise
+                except BaseException as exc:  # (thrown in by the caller: thrown on, inside)
+                    with context():
+                        value = inner.throw(exc)
+                else:
+                    with context():
+                        value = inner.send(sent)
+        except StopIteration as done:
+            return done.value
+
+    return steps
 
 
 class set_grad_enabled:

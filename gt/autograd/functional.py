@@ -42,8 +42,11 @@ def _prepare(inputs: tuple, create_graph: bool) -> tuple:
 
 def _grads(outputs: tuple, inputs: tuple, grad_outputs: tuple, create_graph: bool, strict: bool,
            fn: str) -> tuple:  # fmt: skip
-    gs = _grad(outputs, inputs, grad_outputs, retain_graph=True, create_graph=create_graph,
-               allow_unused=True)  # fmt: skip
+    if not any(o.requires_grad for o in outputs):  # (independent of every input: zeros)
+        gs: tuple = (None,) * len(inputs)
+    else:
+        gs = _grad(outputs, inputs, grad_outputs, retain_graph=True, create_graph=create_graph,
+                   allow_unused=True)  # fmt: skip
     result = []
     for i, (g, x) in enumerate(zip(gs, inputs)):
         if g is None:

@@ -191,7 +191,11 @@ class _LoaderIter:
             for m in maps:
                 index = [m[i] for i in index]
             key = _as_slice(index)
-            return [t[key] for t in tensors]
+            if type(key) is slice and key.stop <= len(tensors[0]):
+                # (a new tensor, as a collated batch is: a slice would be a view of the dataset,
+                # and an in-place change of the batch would reach it)
+                return [t[key].clone() for t in tensors]
+            return [t[index] for t in tensors]  # (an index past the end raises, as PyTorch's)
         dataset = loader.dataset
         if callable(getattr(dataset, "__getitems__", None)):
             return loader.collate_fn(dataset.__getitems__(index))
