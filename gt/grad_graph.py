@@ -117,6 +117,50 @@ class Node:
     def __repr__(self) -> str:
         return f"<{self.name()}>"
 
+    @property
+    def next_functions(self) -> tuple:
+        """PyTorch's ``((node, 0), ...)``, one per input: the node that made it, an
+        :class:`AccumulateGrad` for a leaf that requires grad, ``None`` for an input that needs
+        no gradient (graph-walking tools such as torchviz read it)."""
+        return tuple(
+            (named(p) if isinstance(p, Node) else None if p is None else AccumulateGrad(p), 0)
+            for p in self.parents
+        )
+
+    def register_prehook(self, hook: Any) -> Any:
+        """Call ``hook(grad_outputs)`` (a one-tuple) before this node's rule runs; a tuple it
+        returns replaces the gradient. Returns the handle that removes it."""
+        from gt.grad_hooks import RemovableHandle  # noqa: PLC0415 - it builds on this module
+
+        def on_gradient(g: Any) -> Any:
+            out = hook((g,))
+            return None if out is None else out[0]
+
+        if self.hooks is None:
+            self.hooks = []
+        self.hooks.append(on_gradient)
+        return RemovableHandle(self.hooks, on_gradient)
+
+
+class AccumulateGrad:
+    """What ``next_functions`` shows for a leaf that requires grad: PyTorch's node that adds a
+    gradient into ``variable.grad``."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable: Any):
+        self.variable = variable
+
+    @property
+    def next_functions(self) -> tuple:
+        return ()
+
+    def name(self) -> str:
+        return "torch::autograd::AccumulateGrad"
+
+    def __repr__(self) -> str:
+        return "<AccumulateGrad>"
+
 
 def label(out: Tensor, name: str) -> Tensor:
     """Give ``out``'s node the name PyTorch gives the node of the composite op that made it

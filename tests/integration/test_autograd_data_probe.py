@@ -70,3 +70,18 @@ def test_retain_grad_under_autograd_grad_and_independent_jacobians(conn):
     assert h.grad.tolist() == [4.0, 4.0]
     jac = gt.autograd.functional.jacobian(lambda v: gt.ones(2, dtype=gt.float64), gt.ones(2, dtype=gt.float64))  # fmt: skip
     assert jac.tolist() == [[0.0, 0.0], [0.0, 0.0]]
+
+
+def test_grad_fn_next_functions_and_prehooks(conn):
+    x = gt.ones(2, requires_grad=True)
+    w = gt.ones(2, requires_grad=True)
+    y = (x * w + 1).sum()
+    ((add, _),) = y.grad_fn.next_functions
+    assert type(add).__name__ == "AddBackward0" and add.next_functions[1] == (None, 0)
+    mul = add.next_functions[0][0]
+    leaves = [f.variable for f, _ in mul.next_functions]
+    assert leaves[0] is x and leaves[1] is w
+    seen = []
+    y.grad_fn.register_prehook(lambda go: seen.append(go[0].tolist()) or (go[0] * 2,))
+    y.backward()
+    assert seen == [1.0] and x.grad.tolist() == [2.0, 2.0]
