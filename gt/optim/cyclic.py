@@ -12,6 +12,9 @@ from typing import Any
 from gt.optim.optimizer import Optimizer
 from gt.optim.scheduler_base import LRScheduler, _per_group
 
+#: The keys of a ``OneCycleLR`` phase in its state dict, as PyTorch's.
+_PHASE_KEYS = ("end_step", "start_lr", "end_lr", "start_momentum", "end_momentum")
+
 
 class CosineAnnealingWarmRestarts(LRScheduler):
     """Cosine annealing restarted every ``T_i`` epochs (``T_i`` grows by ``T_mult``)."""
@@ -83,17 +86,19 @@ class OneCycleLR(LRScheduler):
         self._anneal_func_type = anneal_strategy
         up = float(pct_start * total_steps) - 1
         if three_phase:
-            self._schedule_phases = [
+            phases = [
                 (up, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
                 (float(2 * pct_start * total_steps) - 2, "max_lr", "initial_lr", "base_momentum",
                  "max_momentum"),
                 (total_steps - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum"),
             ]  # fmt: skip
         else:
-            self._schedule_phases = [
+            phases = [
                 (up, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
                 (total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum"),
             ]
+        # (dicts with PyTorch's keys: a state dict loads into either library)
+        self._schedule_phases = [dict(zip(_PHASE_KEYS, phase)) for phase in phases]
         groups = optimizer.param_groups
         max_lrs = _per_group(max_lr, groups)
         if last_epoch == -1:
@@ -132,7 +137,11 @@ class OneCycleLR(LRScheduler):
         lrs = []
         for group in self.optimizer.param_groups:
             start = 0.0
-            for i, (end, lr0, lr1, m0, m1) in enumerate(self._schedule_phases):
+            for i, phase in enumerate(self._schedule_phases):
+                if isinstance(phase, dict):
+                    end, lr0, lr1, m0, m1 = (phase[k] for k in _PHASE_KEYS)
+                else:  # (a state dict saved by an older GT: tuples)
+                    end, lr0, lr1, m0, m1 = phase
                 if step <= end or i == len(self._schedule_phases) - 1:
                     pct = (step - start) / (end - start)
                     lr = self._anneal(group[lr0], group[lr1], pct)

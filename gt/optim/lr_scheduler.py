@@ -9,6 +9,7 @@ agree with PyTorch's to the last bit, not only in closed form. Construction sets
 from __future__ import annotations
 
 import math
+import types
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -45,15 +46,24 @@ class LambdaLR(LRScheduler):
         return [base * f(self.last_epoch) for f, base in zip(self.lr_lambdas, self.base_lrs)]
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything but the optimizer and the functions."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+        """Everything but the optimizer; ``lr_lambdas`` as PyTorch saves them: ``None`` for a
+        plain function, a callable object's attributes otherwise."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+        state["lr_lambdas"] = [
+            None if isinstance(fn, types.FunctionType) else dict(vars(fn)) if hasattr(fn, "__dict__") else None
+            for fn in self.lr_lambdas
+        ]  # fmt: skip
+        return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`; the functions stay this scheduler's (PyTorch's state dict
-        may name them ``None``: only callable objects' states are kept there)."""
+        """Restore :meth:`state_dict`; the functions stay this scheduler's, a callable object
+        taking back the attributes saved for it."""
         state = dict(state_dict)
-        state.pop("lr_lambdas", None)
+        saved = state.pop("lr_lambdas", None) or []
         self.__dict__.update(state)
+        for fn, attrs in zip(self.lr_lambdas, saved):
+            if attrs is not None:
+                vars(fn).update(attrs)
 
 
 class MultiplicativeLR(LambdaLR):

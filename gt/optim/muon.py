@@ -50,8 +50,8 @@ def _fma(base: Tensor, x: Tensor, scale: float) -> Tensor:
     (a fused multiply-add, with ``scale`` a float32 number): computed in float64, where the
     product of two float32 numbers is exact. The orthogonalisation rounds to bfloat16, so a
     float32 ulp of difference here could change a whole step."""
-    if base.dtype != "float32":
-        return base + x * scale
+    if base.dtype != "float32":  # (``x`` widened first: a bfloat16 update times ``scale``
+        return base + x.to(base.dtype) * scale  # rounds in float64, as PyTorch's add_ does)
     return (base.double() + x.double() * float(np.float32(scale))).float()
 
 

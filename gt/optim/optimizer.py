@@ -17,6 +17,11 @@ from typing import Any
 from gt.autograd import enable_grad, no_grad
 from gt.factories import tensor
 from gt.guards import Hyperparameters
+from gt.optim.optimizer_hooks import (
+    OptimizerHooks,
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
 from gt.tensor import Tensor
 
 _COMPLEX = frozenset(("complex64", "complex128"))
@@ -51,7 +56,7 @@ class ParamState(dict):
         return value
 
 
-class Optimizer:
+class Optimizer(OptimizerHooks):
     """Base class: parameter groups, per-parameter state, ``zero_grad``.
 
     Args:
@@ -80,6 +85,19 @@ class Optimizer:
         """Add a group of parameters with its own hyperparameters."""
         params = group["params"]
         params = [params] if isinstance(params, Tensor) else list(params)
+        group = dict(group)
+        if params and all(isinstance(p, tuple) and len(p) == 2 for p in params):
+            # ``named_parameters()``: the names are kept beside the parameters, as PyTorch's
+            group["param_names"] = [name for name, _ in params]
+            params = [p for _, p in params]
+        if self.param_groups and ("param_names" in group) != (
+            "param_names" in self.param_groups[0]
+        ):
+            raise ValueError(
+                "all optimizer param groups should be with/without names. cannot add param group "
+                + ("without" if "param_names" not in group else "with")
+                + " names to the optimizer"
+            )
         for p in params:
             if not isinstance(p, Tensor):
                 raise TypeError(f"optimizer can only optimize Tensors, got {type(p).__name__}")
@@ -198,6 +216,7 @@ class Optimizer:
         The state's tensors are the optimizer's own (as in PyTorch): save or clone them for a
         snapshot.
         """
+        self._gt_run("_gt_sd_pre")
         index: dict[int, int] = {}
         groups = []
         for g in self.param_groups:
@@ -209,7 +228,9 @@ class Optimizer:
         own = self._gt_state()
         state = {index[id(p)]: _exported(s) if own else s
                  for p, s in self.state.items() if id(p) in index}  # fmt: skip
-        return {"state": state, "param_groups": groups}
+        out = {"state": state, "param_groups": groups}
+        changed = self._gt_run("_gt_sd_post", out)
+        return out if changed is None else changed
 
     def _gt_state(self) -> bool:
         """Whether the state is made by GT's own update (an optimizer with an ``_update``), whose
@@ -224,6 +245,8 @@ class Optimizer:
         Raises:
             ValueError: the saved groups do not match this optimizer's in number or size.
         """
+        replaced = self._gt_run("_gt_load_pre", state_dict)
+        state_dict = state_dict if replaced is None else replaced
         saved_groups = state_dict["param_groups"]
         if len(saved_groups) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
@@ -253,6 +276,7 @@ class Optimizer:
             g.clear()
             g.update({k: v for k, v in sg.items() if k != "params"})
             g["params"] = params
+        self._gt_run("_gt_load_post")
 
     def __repr__(self) -> str:
         text = f"{type(self).__name__} ("
@@ -293,3 +317,6 @@ def _copy_state(value: Any, param: Tensor) -> Any:
     if isinstance(value, list):  # LBFGS's history
         return [_copy_state(v, param) for v in value]
     return value
+
+
+__all__ = ["Optimizer", "register_optimizer_step_post_hook", "register_optimizer_step_pre_hook"]

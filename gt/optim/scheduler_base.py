@@ -35,6 +35,7 @@ class LRScheduler:
     def _initial_step(self) -> None:
         self._step_count = 0
         self._is_initial = True
+        self._get_lr_called_within_step = False  # (PyTorch's key, so state dicts match)
         try:
             self.step()
         finally:

@@ -88,3 +88,46 @@ def test_a_parameter_in_two_groups_is_refused_as_pytorch_refuses_it(conn):
     assert len(opt.param_groups) == 1
     with pytest.warns(UserWarning, match="duplicate parameters"):
         gt.optim.SGD([q, q], lr=0.1)
+
+
+def test_optimizer_hooks_as_pytorchs(conn):
+    from gt.optim.optimizer import register_optimizer_step_pre_hook
+
+    p = gt.nn.Parameter(gt.ones(2))
+    opt = gt.optim.SGD([p], lr=0.1)
+    calls = []
+    opt.register_step_pre_hook(lambda o, a, k: calls.append("pre"))
+    handle = opt.register_step_post_hook(lambda o, a, k: calls.append("post"))
+    every = register_optimizer_step_pre_hook(lambda o, a, k: calls.append("global"))
+    try:
+        p.grad = gt.ones(2)
+        opt.step()
+        assert calls == ["global", "pre", "post"] and p.tolist() == pytest.approx([0.9, 0.9])
+        handle.remove()
+        every.remove()
+        opt.step()
+        assert calls == ["global", "pre", "post", "pre"]
+    finally:
+        every.remove()
+    opt.register_state_dict_post_hook(lambda o, sd: {**sd, "extra": 1})
+    assert opt.state_dict()["extra"] == 1
+    seen = []
+    opt.register_load_state_dict_pre_hook(lambda o, sd: seen.append(sorted(sd)) or None)
+    opt.register_load_state_dict_post_hook(lambda o: seen.append("loaded"))
+    opt.load_state_dict(opt.state_dict())
+    assert seen == [["extra", "param_groups", "state"], "loaded"]
+
+
+def test_named_parameters_and_scheduler_state_dicts_cross_to_pytorch(conn):
+    model = gt.nn.Linear(2, 2)
+    opt = gt.optim.AdamW(model.named_parameters(), lr=0.01)
+    assert opt.state_dict()["param_groups"][0]["param_names"] == ["weight", "bias"]
+    with pytest.raises(ValueError, match="with/without names"):
+        opt.add_param_group({"params": [gt.nn.Parameter(gt.ones(1))]})
+    one_cycle = gt.optim.lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=10)
+    phase = one_cycle.state_dict()["_schedule_phases"][0]
+    assert set(phase) == {"end_step", "start_lr", "end_lr", "start_momentum", "end_momentum"}
+    sgd = gt.optim.SGD([gt.nn.Parameter(gt.ones(1))], lr=0.1)
+    lam = gt.optim.lr_scheduler.LambdaLR(sgd, lambda e: 0.9)
+    state = lam.state_dict()
+    assert state["lr_lambdas"] == [None] and state["_get_lr_called_within_step"] is False
