@@ -48,6 +48,16 @@ class RemovableHandle:
         self.remove()
 
 
+def new_args_kwargs(result: Any, what: str) -> tuple:
+    """A pre-hook's ``(new_args, new_kwargs)`` (a module's forward pre-hook with kwargs, an
+    optimizer's step pre-hook), checked as PyTorch checks it."""
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise RuntimeError(
+            f"{what} must return None or a tuple of (new_args, new_kwargs), but got {result}."
+        )
+    return result
+
+
 def register_hook(t: Tensor, hook: Callable) -> RemovableHandle:
     """Call ``hook(grad)`` whenever a gradient with respect to ``t`` is computed; a hook that
     returns a tensor replaces the gradient (what ``.grad``, later hooks and the rest of the walk

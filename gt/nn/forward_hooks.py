@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gt import guards
-from gt.grad_hooks import RemovableHandle
+from gt.grad_hooks import RemovableHandle, new_args_kwargs
 from gt.nn import backward_hooks
 from gt.nn.backward_hooks import LIVE as _LIVE_BACKWARD_HOOKS
 
@@ -97,12 +97,7 @@ def call(module: Module, args: tuple, kwargs: dict) -> Any:
             if with_kwargs:
                 new = hook(module, args, kwargs)
                 if new is not None:
-                    if not (isinstance(new, tuple) and len(new) == 2):
-                        raise RuntimeError(
-                            "forward pre-hook must return None or a tuple of (new_args, "
-                            f"new_kwargs), but got {new}."
-                        )
-                    args, kwargs = new
+                    args, kwargs = new_args_kwargs(new, "forward pre-hook")
             else:
                 new = hook(module, args)
                 if new is not None:

@@ -14,7 +14,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from gt.grad_hooks import RemovableHandle
+from gt.grad_hooks import RemovableHandle, new_args_kwargs
 
 #: Hooks of every optimizer's step (``register_optimizer_step_pre_hook`` ...), by handle id.
 _GLOBAL_PRE: dict[int, Callable] = {}
@@ -59,12 +59,7 @@ def _hooked(step: Callable) -> Callable:
         for hook in (*_GLOBAL_PRE.values(), *pre.values()):
             result = hook(self, args, kwargs)
             if result is not None:
-                if not (isinstance(result, tuple) and len(result) == 2):
-                    raise RuntimeError(
-                        "optimizer step pre hook must return None or a tuple of "
-                        f"(new_args, new_kwargs), but got {result}."
-                    )
-                args, kwargs = result
+                args, kwargs = new_args_kwargs(result, "optimizer step pre hook")
         self._gt_in_step = True
         try:
             out = step(self, *args, **kwargs)
