@@ -22,14 +22,15 @@ remembers its live views. Intermediate views need not stay alive: ``x.t()[2].fil
   sweep): only their versions move. ``x[key] += v`` writes ``x`` once (the view does it).
 
 Broadcasts and windows are views too (``expand``/``broadcast_to``, ``unfold``, ``as_strided`` of a
-contiguous tensor, ``view_as_real``/``view_as_complex``): they follow their root. Where such a
+contiguous tensor, ``view_as_real``/``view_as_complex``, ``conj()``): they follow their root. Where such a
 view sees one element of its root more than once, PyTorch refuses most in-place ops on it (not
 ``fill_``/``zero_``): so does GT (:func:`refuse_overlap`); a change it allows is written into the
 root element by element, each root element taking the value of a copy that changed.
 
 A ``detach()`` step shares outside autograd (no graph, no leaf check), as ``root.data`` would,
-and so does a ``view(dtype)`` step (the bytes seen as another dtype; never differentiable). A
-view stops following when it or its root is reshaped in place, or the root is gone; ``x.data =
+and so does a ``view(dtype)`` step (the bytes seen as another dtype; never differentiable).
+``t_``/``transpose_``/``squeeze_``/``unsqueeze_`` keep the sharing (:func:`regeometry`); a view
+stops following when its root is ``resize_``d, or the root is gone; ``x.data =
 y`` gives ``x`` a value that its old views do not see and that it shares with ``y`` from then
 on (a ``detach()`` step: ``p.data = flat[a:b].view_as(p)`` makes ``p`` a view of ``flat``), as
 in PyTorch; an in-place change through ``v.data`` of a view ``v`` reaches ``v``'s root too.
