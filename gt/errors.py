@@ -78,3 +78,16 @@ class DispatcherLost(GTError):
 
 class GTTimeout(GTError, TimeoutError):
     """A sync point waited longer than its timeout."""
+
+
+def worker_error_class(message: object) -> type[WorkerError]:
+    """The exception class for a worker's error ``message``: by the exception it names first
+    (``except MemoryError``/``IndexError``/``gt.linalg.LinAlgError`` catch theirs, as PyTorch's)."""
+    if isinstance(message, str):
+        if message.startswith("OutOfMemory:"):
+            return OutOfMemory
+        if message.startswith("IndexError:"):
+            return WorkerIndexError
+        if message.startswith("LinAlgError:"):
+            return WorkerLinAlgError
+    return WorkerError

@@ -23,14 +23,7 @@ from typing import Any
 import numpy as np
 import zmq
 
-from gt.errors import (
-    DispatcherLost,
-    GTTimeout,
-    OutOfMemory,
-    WorkerError,
-    WorkerIndexError,
-    WorkerLinAlgError,
-)
+from gt.errors import DispatcherLost, GTTimeout, WorkerError, worker_error_class
 from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime import security
@@ -554,14 +547,7 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
         """Build the user-facing exception from a worker's ``[message, opcode, src]``."""
         msg, opcode, src = err[0], err[1], err[2]
         op = O.op_name(opcode)
-        cls = WorkerError
-        if isinstance(msg, str):
-            if msg.startswith("OutOfMemory:"):
-                cls = OutOfMemory
-            elif msg.startswith("IndexError:"):  # (``except IndexError`` catches it, as PyTorch's)
-                cls = WorkerIndexError
-            elif msg.startswith("LinAlgError:"):
-                cls = WorkerLinAlgError
+        cls = worker_error_class(msg)
         return cls(msg, op, self.srclocs.get(src, "?"))
 
     # ----------------------------------------------------------------------------- teardown
