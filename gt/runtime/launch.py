@@ -29,14 +29,26 @@ from gt.runtime.control import ControlError, request
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def _libc_prctl() -> Any:
+    """libc's ``prctl``, looked up once in this process (``None`` off Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
     try:
-        import ctypes
+        import ctypes  # noqa: PLC0415 - only where there is a prctl
 
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except Exception:
-        pass
+        return ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _libc_prctl()
+
+
+def _die_with_parent() -> None:
+    """Runs in the child between fork and exec: one C call and nothing else. An import or a
+    ``dlopen`` here could wait for ever on a lock that another thread of the parent held at the
+    fork (a multithreaded dispatcher spawning workers), leaving a child that never starts."""
+    _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def blas_threads_per_worker(n_workers: int) -> int:
@@ -137,7 +149,7 @@ def spawn_worker(
         env=worker_env(n_workers),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
-        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        preexec_fn=_die_with_parent if _PRCTL is not None else None,
     )
 
 
@@ -196,7 +208,7 @@ class LocalCluster:
             cmd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            preexec_fn=_die_with_parent if _PRCTL is not None else None,
         )
         deadline = time.monotonic() + start_timeout
         self.endpoints = self._read_ready(start_timeout)
@@ -285,7 +297,7 @@ class RecorderProcess:
             cmd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            preexec_fn=_die_with_parent if _PRCTL is not None else None,
         )
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
