@@ -210,7 +210,8 @@ def test_a_control_request_goes_after_the_direct_batches_sent_before_it(conn):
     for _ in range(60):  # a long batch, sent straight to the worker without a sync
         a = (a @ a) * 0.0025
     conn.flush()
-    assert conn._in_flight == 1
+    # (one batch, or more where the client's timer thread sent part of it first: a busy machine)
+    assert conn._in_flight >= 1
     conn.control("stats")
     assert conn._in_flight == 0  # it ran before the request went
 
