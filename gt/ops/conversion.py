@@ -21,6 +21,8 @@ from gt.ops.layout import formatted
 if TYPE_CHECKING:
     from gt.tensor import Tensor
 
+#: Every tensor's ``device`` (see :attr:`ConversionOps.device`).
+_CPU = Device("cpu")
 _FLOATS = frozenset(S.FLOAT_DTYPES)
 _DEVICE_NAMES = ("cpu", "cuda", "gt", "mps", "meta")
 
@@ -188,8 +190,12 @@ class ConversionOps:
 
     @property
     def device(self) -> Device:
-        """Where the data lives, as PyTorch code asks: ``gt`` (placement is the cluster's)."""
-        return Device("gt")
+        """``cpu``, as PyTorch code asks: the program sees a CPU-only PyTorch
+        (``gt.cuda.is_available()`` is False, ``is_cpu`` True) while the cluster decides where
+        the data lives (a worker's GPU or its CPU). So ``x.device.type == "cpu"`` checks,
+        ``autocast(device_type=x.device.type)`` and ``x.to(x.device)`` behave as on PyTorch's
+        CPU."""
+        return _CPU
 
     @property
     def is_cuda(self) -> bool:

@@ -44,6 +44,15 @@ def test_products_run_in_the_regions_dtype_and_the_rest_as_they_are(conn):
     )
 
 
+def test_a_region_for_the_tensors_own_device_type_is_pytorchs_cpu_region(conn):
+    # Ported code writes ``autocast(device_type=x.device.type)``; a GT tensor's device is "cpu"
+    # (there is no CUDA device in the program), so the region is the CPU one, in bfloat16.
+    a, b = gt.tensor(A), gt.tensor(B)
+    assert a.device == gt.device("cpu") and str(a.device) == "cpu"
+    with gt.autocast(device_type=a.device.type):
+        assert (a @ b).dtype == gt.bfloat16
+
+
 def test_losses_and_linear_algebra_run_in_float32_and_cat_promotes(conn):
     h = gt.tensor(A).bfloat16()
     with gt.autocast("cpu"):

@@ -1981,9 +1981,9 @@ def torchvision_v2_uint8_resize_crop_to_dtype_normalize_pipeline(torch):
             return image
         dtype = image.dtype
         acceptable_dtypes = [torch.float32, torch.float64]
-        # (torchvision adds ``and image.device.type == "cpu"`` to the bilinear case: the goldens
-        # come from the CPU, and GT's tensors are on device "gt", which would take the cast)
-        if interpolation in ("nearest", "nearest-exact", "bilinear"):
+        if interpolation in ("nearest", "nearest-exact"):
+            acceptable_dtypes.append(torch.uint8)
+        elif interpolation == "bilinear" and image.device.type == "cpu":
             acceptable_dtypes.append(torch.uint8)
         image = image.reshape(-1, num_channels, old_height, old_width)
         need_cast = dtype not in acceptable_dtypes
