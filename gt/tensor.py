@@ -33,7 +33,7 @@ from gt.ops.autograd_api import AutogradOps
 from gt.ops.base import BATCHING, TensorBase, immediate
 from gt.ops.compat import CompatOps
 from gt.ops.composed import ComposedOps
-from gt.ops.conversion import ConversionOps, host_array
+from gt.ops.conversion import ConversionOps, host_array, numpy_operand_dtype
 from gt.ops.inplace import InplaceOps, take_value
 from gt.ops.layout import cloned_layout
 from gt.ops.mathops import MathOps
@@ -68,6 +68,7 @@ _REAL_ONLY = frozenset(("maximum", "minimum", "lt", "le", "gt", "ge", "floor_div
                         "lcm", "nextafter"))  # fmt: skip
 #: Integer divisions: a zero divisor raises (PyTorch's CPU kernels raise ZeroDivisionError).
 _INT_DIVISIONS = frozenset(("floor_divide", "remainder", "fmod"))
+_COMPARISONS = frozenset(("lt", "le", "gt", "ge", "eq", "ne"))
 #: Backward-only primitives with no derivative of their own, and the ops whose rules use them: a
 #: backward pass with ``create_graph=True`` through one raises rather than return a wrong result.
 _FIRST_ORDER_ONLY = {
@@ -349,7 +350,11 @@ class Tensor(
         if isinstance(other, np.bool_):  # (not a numbers.Number: NumPy would take the operator)
             return self._binary_scalar(opcode, bool(other), name, reflected, true_div)
         if isinstance(other, np.ndarray):
-            return self._binary(opcode, self._upload(host_array(other)), name, reflected, true_div)
+            arr = host_array(other)
+            want = None if name in _COMPARISONS else numpy_operand_dtype(self.dtype, arr, true_div)
+            a = self if want is None or want == self.dtype else self.to(want)
+            b = self._upload(arr if want is None or want == arr.dtype.name else arr.astype(want))
+            return a._binary(opcode, b, name, reflected, true_div)
         return NotImplemented
 
     def _binary_scalar(

@@ -334,7 +334,7 @@ def _as_subclass(self: Any, cls: type) -> Any:
     if not (isinstance(cls, type) and issubclass(cls, Tensor)):
         raise TypeError("Creating a Tensor subclass from a class that does not inherit from Tensor "
                         "is not possible. Make sure your class inherits from Tensor.")  # fmt: skip
-    out = self.view_as(self)
+    out = self.view(self.shape)  # (a new tensor: ``view_as(self)`` gives ``self`` back)
     if cls is not type(out):
         out.__class__ = cls
     return out

@@ -27,6 +27,21 @@ _FLOATS = frozenset(S.FLOAT_DTYPES)
 _DEVICE_NAMES = ("cpu", "cuda", "gt", "mps", "meta")
 
 
+def numpy_operand_dtype(dtype: Any, arr: np.ndarray, true_div: bool) -> str | None:
+    """The dtype of ``tensor <op> ndarray`` as PyTorch gives it: its operators leave an ndarray
+    operand to NumPy (the tensor seen through ``__array__``, the result wrapped back), so NumPy's
+    promotion decides (float32 with an int64 array, or with a 0-d float64 one, makes float64).
+    None where that is not a GT dtype (GT's own promotion then applies)."""
+    try:
+        out = np.result_type(np.dtype(str.__str__(dtype)), arr.dtype)
+    except TypeError:
+        return None
+    if true_div and out.kind in "biu":  # (NumPy's true division of integers gives float64)
+        out = np.dtype(np.float64)
+    name = out.name
+    return name if name in S.INEXACT_DTYPES or name in S.INT_DTYPES or name == "bool" else None
+
+
 def host_array(data: Any, dtype: Any = None) -> np.ndarray:
     """A C-contiguous copy of ``data`` with PyTorch's dtypes: Python floats become the default
     dtype (float32), complex numbers its complex partner and ints int64 (an ndarray keeps its own

@@ -68,6 +68,10 @@ class MetadataOps:
             raise TypeError("iteration over a 0-d tensor")
         return (self[i] for i in range(self.shape[0]))
 
+    def __reversed__(self) -> Any:
+        """``reversed(x)``: ``x.flip(0)``, as PyTorch's (a 0-d tensor as it is)."""
+        return self.flip(0) if self.shape else self
+
     def __contains__(self, element: Any) -> bool:
         """``element in x``: whether any element equals it (a sync point), as in PyTorch; Python
         would otherwise iterate the first dimension and compare whole rows."""
@@ -101,18 +105,32 @@ class MetadataOps:
         """The data as nested Python lists (a sync point)."""
         return self.numpy().tolist()
 
+    def _number(self) -> Any:
+        """The single value, for ``float()``/``int()``/``complex()`` (PyTorch's ValueError for
+        more elements: an ``except ValueError`` around them catches it there too)."""
+        if self.numel() != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return self.item()
+
     def __float__(self) -> float:
-        return float(self.item())
+        value = self._number()
+        if isinstance(value, complex):  # (Python's TypeError would escape ``except RuntimeError``)
+            raise RuntimeError("value cannot be converted to type double without overflow")
+        return float(value)
 
     def __complex__(self) -> complex:
-        return complex(self.item())
+        return complex(self._number())
 
     def __int__(self) -> int:
-        return int(self.item())
+        value = self._number()
+        if isinstance(value, complex):
+            raise RuntimeError("value cannot be converted to type int64_t without overflow")
+        return int(value)
 
     def __bool__(self) -> bool:
         if self.numel() != 1:
-            raise RuntimeError(f"Boolean value of Tensor with {self.numel()} elements is ambiguous")
+            what = "more than one value" if self.numel() else "no values"
+            raise RuntimeError(f"Boolean value of Tensor with {what} is ambiguous")
         return bool(self.item())
 
     def __index__(self) -> int:
@@ -123,6 +141,16 @@ class MetadataOps:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = self.numpy()
         return a.astype(dtype) if dtype is not None else a
+
+    def __array_wrap__(self, array: Any, context: Any = None, return_scalar: bool = False) -> Any:
+        """What a NumPy function of a tensor returns (``np.exp(x)``, ``np.argmax(x)``): a tensor,
+        as PyTorch's (bool results as uint8, its quirk); an array GT has no dtype for as it is."""
+        arr = np.asarray(array)
+        if arr.dtype == np.bool_:
+            arr = arr.astype(np.uint8)
+        if arr.dtype.kind not in "biufc":
+            return array
+        return self._upload(np.ascontiguousarray(arr).reshape(arr.shape))  # (0-d stays 0-d)
 
     def __format__(self, spec: str) -> str:
         # PyTorch's rule: a 0-dim plain tensor formats as its Python number (f"loss {loss}" reads

@@ -17,6 +17,7 @@ from gt.errors import DtypeError, ShapeError
 from gt.grad_graph import label
 from gt.ops.arith import where
 from gt.ops.base import TensorBase
+from gt.ops.conversion import numpy_operand_dtype
 from gt.ops.functions import numpy_names
 from gt.ops.ordering import evenly_distributed
 from gt.runtime.ops import return_types
@@ -76,8 +77,9 @@ class ReductionOps:
     # ------------------------------------------------------------------ matmul
     def __matmul__(self, other: Any) -> Tensor:
         if not isinstance(other, TensorBase):
-            if isinstance(other, np.ndarray):
-                return self @ self.new_tensor(other)
+            if isinstance(other, np.ndarray):  # (NumPy's promotion, as PyTorch's ``@``)
+                want = numpy_operand_dtype(self.dtype, other, False) or self.dtype
+                return self.to(want) @ self.new_tensor(other, dtype=want)
             return NotImplemented
         shape = S.matmul(self.shape, other.shape)
         if self.dtype != other.dtype:

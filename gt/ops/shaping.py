@@ -134,10 +134,12 @@ class ShapeOps:
         return out
 
     def view_as(self, other: Tensor) -> Tensor:
-        """Reshape to ``other``'s shape."""
-        return self.reshape(other.shape)
+        """:meth:`view` to ``other``'s shape (a new tensor even when the shape is the same)."""
+        return self.view(other.shape)
 
-    reshape_as = view_as
+    def reshape_as(self, other: Tensor) -> Tensor:
+        """:meth:`reshape` to ``other``'s shape."""
+        return self.reshape(other.shape)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         """Merge dimensions ``start_dim..end_dim`` into one."""

@@ -69,9 +69,13 @@ def on_worker_when_captured(p: Tensor, state: dict[str, Any]) -> None:
 
 def advance(state: dict[str, Any]) -> int | Tensor:
     """Add one to ``state["step"]`` (in place for a tensor) and return it."""
-    step = dict.__getitem__(state, "step")  # the int itself (ParamState reads it as a tensor)
+    counting = getattr(state, "count", None)  # (a ParamState reads its step as a tensor)
+    step = counting() if counting is not None else state["step"]
     if isinstance(step, Tensor):
         step.add_(1.0)
+    elif counting is not None:
+        step += 1
+        state.counted(step)
     else:
         step += 1
         state["step"] = step

@@ -44,16 +44,69 @@ class ParamState(dict):
     """One parameter's state in GT's own optimizers. GT counts steps in a Python int (the
     step-dependent factors are then computed on the client); PyTorch keeps a float32 0-d tensor,
     and code that reads ``optimizer.state[p]["step"]`` (a FedOpt server, a logger, a warmup by
-    step) gets one here too, made when it is read. The updates read the int itself
-    (``dict.__getitem__``, as :func:`gt.optim._options.advance` does)."""
+    step) gets one here too, made when it is first read and then kept: later steps add one to it
+    in place, as PyTorch's do, and an in-place change the program makes to it (``zero_()`` to
+    restart a warmup) is taken into the count at the next step (a sync point, only then). The
+    updates read the int itself (:meth:`count`)."""
 
-    __slots__ = ()
+    __slots__ = ("_shown",)
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        #: ``(count, tensor, its version)``: the step tensor handed out, and what it showed.
+        self._shown: tuple[int, Tensor, int] | None = None
 
     def __getitem__(self, key: Any) -> Any:
         value = dict.__getitem__(self, key)
-        if type(value) is int and key == "step":
-            return tensor(float(value))
+        if key == "step" and type(value) is int:
+            shown = self._shown
+            if shown is not None and shown[0] == value:
+                return shown[1]
+            t = tensor(float(value))
+            self._shown = (value, t, t._version)
+            return t
         return value
+
+    def count(self) -> Any:
+        """The step count as the update reads it: the int, or what the program wrote into the
+        step tensor it read (an int when whole, else a float)."""
+        value = dict.__getitem__(self, "step")
+        shown = self._shown
+        if shown is None or type(value) is not int or shown[0] != value:
+            return value
+        if shown[1]._version != shown[2]:
+            edited = float(shown[1].item())
+            value = int(edited) if edited.is_integer() else edited
+            dict.__setitem__(self, "step", value)
+            self._shown = (value, shown[1], shown[1]._version) if type(value) is int else None
+        return value
+
+    def counted(self, value: Any) -> None:
+        """Store the next step count, and add one to the step tensor handed out (in place)."""
+        shown = self._shown
+        dict.__setitem__(self, "step", value)
+        if shown is not None and type(value) is int and shown[0] == value - 1:
+            shown[1].add_(1.0)
+            self._shown = (value, shown[1], shown[1]._version)
+
+    # (PyTorch's state holds the tensor: every way of reading a dict shows it)
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self[key] if dict.__contains__(self, key) else default
+
+    def items(self) -> Any:  # type: ignore[override]
+        return [(k, self[k]) for k in dict.keys(self)]
+
+    def values(self) -> Any:  # type: ignore[override]
+        return [self[k] for k in dict.keys(self)]
+
+    def __iter__(self) -> Any:  # (so that ``dict(state)`` and ``{**state}`` read through it)
+        return dict.__iter__(self)
+
+    def copy(self) -> dict:
+        return dict(self.items())
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
 
 
 class Optimizer(OptimizerHooks):
@@ -149,12 +202,15 @@ class Optimizer(OptimizerHooks):
                     if p.grad is None:
                         continue
                     state = self.state.get(p)
-                    if state is None:
+                    new = state is None
+                    if new:
                         state = self.state[p] = ParamState() if self.TENSOR_STEP else {}
                     if p.dtype in _COMPLEX:
                         self._update_complex(p, group, state)
                     else:
                         self._update(p, self._dense(p.grad, group), group, state)
+                    if new and not state:  # (SGD without momentum keeps no state: no entry)
+                        del self.state[p]
         return loss
 
     #: Whether PyTorch keeps this optimizer's step count as a tensor (read as one from
@@ -290,9 +346,11 @@ def _exported(state: dict) -> dict:
     """A parameter's state as PyTorch saves it: a step count that GT keeps as a Python int (the
     bias corrections are then computed on the client) becomes a float32 0-d tensor; a
     :class:`ParamState` a plain dict (what ``gt.load(weights_only=True)`` reads back)."""
+    if type(state) is ParamState:
+        return dict(state.items())
     step = state.get("step")
     if type(step) is not int:
-        return dict(state) if type(state) is ParamState else state
+        return state
     return {**state, "step": tensor(float(step))}
 
 
