@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gt.autograd.functional import _grads
+from gt.autograd.functional import _grads, dummy_like
 from gt.func_batching import RUNS, run_batched
 from gt.grad_graph import Node
 from gt.grad_mode import enable_grad, is_grad_enabled
@@ -115,7 +115,8 @@ def _rebuild(tree: Any, leaves: list) -> Any:
     if isinstance(tree, Tensor):
         return leaves.pop(0)
     if isinstance(tree, tuple):
-        return tuple(_rebuild(item, leaves) for item in tree)
+        items = [_rebuild(item, leaves) for item in tree]
+        return type(tree)(*items) if hasattr(tree, "_fields") else tuple(items)
     if isinstance(tree, list):
         return [_rebuild(item, leaves) for item in tree]
     if isinstance(tree, dict):
@@ -268,7 +269,7 @@ def _jvp_graph(func: Callable, primals: tuple, fresh: Callable[[Tensor], Tensor]
         if has_aux:
             out, aux = out
         outs = _leaves(out)
-        dummies = tuple(o.new_zeros(o.shape).requires_grad_(True) for o in outs)
+        dummies = tuple(dummy_like(o) for o in outs)
         g = _grads(tuple(outs), tuple(flat), dummies, True, False, "jvp")
     return out, aux, g, dummies
 
@@ -436,7 +437,7 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
         first = results[0]
         columns = list(zip(*[_leaves(r) for r in results]))
         outs = out_dims if isinstance(out_dims, (tuple, list)) else (out_dims,) * len(columns)
-        stacked = [stack(list(col), d) for col, d in zip(columns, outs)]
+        stacked = [col[0] if d is None else stack(list(col), d) for col, d in zip(columns, outs)]
         return _rebuild(first, stacked)
 
     return wrapped

@@ -450,6 +450,11 @@ def run_batched(func: Callable, args: tuple, kwargs: dict, dims: tuple, out_dims
     made: dict[int, Tensor] = {}
     final = []
     for t, d in zip(outs, od):
+        if d is None:  # (not mapped: the one value, as it is)
+            if t.id in batched:
+                raise Unbatchable("out_dims=None for a result that differs by entry")
+            final.append(t)
+            continue
         if id(t) in made:
             phys = made[id(t)]
         elif t.id in batched:
@@ -459,7 +464,7 @@ def run_batched(func: Callable, args: tuple, kwargs: dict, dims: tuple, out_dims
         else:  # the same for every entry
             phys = t.detach().unsqueeze(0).expand(n, *t.shape).contiguous()
             made[id(t)] = phys
-        final.append(phys if d in (0, None) else phys.movedim(0, d))
+        final.append(phys if d == 0 else phys.movedim(0, d))
     return rebuild(result, final)
 
 

@@ -34,6 +34,13 @@ def _as_tuple(x: Any, what: str, fn: str) -> tuple[bool, tuple]:
                     f"but the given {what} has type {type(x).__name__}.")  # fmt: skip
 
 
+def dummy_like(out: Tensor) -> Tensor:
+    """The zero cotangent of the double-backward trick for ``out`` (requiring grad where its
+    dtype can: an integer output's tangent is zeros)."""
+    dummy = out.new_zeros(out.shape)
+    return dummy.requires_grad_(True) if dummy.is_floating_point() or dummy.is_complex() else dummy
+
+
 def _prepare(inputs: tuple, create_graph: bool) -> tuple:
     """Fresh leaves that require grad (or the inputs themselves when building a graph)."""
     return tuple(t if create_graph and t.requires_grad else t.detach().requires_grad_(True)
@@ -42,11 +49,18 @@ def _prepare(inputs: tuple, create_graph: bool) -> tuple:
 
 def _grads(outputs: tuple, inputs: tuple, grad_outputs: tuple, create_graph: bool, strict: bool,
            fn: str) -> tuple:  # fmt: skip
-    if not any(o.requires_grad for o in outputs):  # (independent of every input: zeros)
-        gs: tuple = (None,) * len(inputs)
-    else:
-        gs = _grad(outputs, inputs, grad_outputs, retain_graph=True, create_graph=create_graph,
-                   allow_unused=True)  # fmt: skip
+    # Only outputs with a graph and inputs that require grad take part: a constant output (a
+    # bias's gradient in an HVP) adds nothing, and an integer output's dummy (in the
+    # double-backward trick) has no gradient; their entries are zeros, as PyTorch's.
+    live_out = [i for i, o in enumerate(outputs) if o.requires_grad]
+    live_in = [i for i, x in enumerate(inputs) if x.requires_grad]
+    gs: list = [None] * len(inputs)
+    if live_out and live_in:
+        sub = _grad(tuple(outputs[i] for i in live_out), tuple(inputs[i] for i in live_in),
+                    tuple(grad_outputs[i] for i in live_out), retain_graph=True,
+                    create_graph=create_graph, allow_unused=True)  # fmt: skip
+        for i, g in zip(live_in, sub):
+            gs[i] = g
     result = []
     for i, (g, x) in enumerate(zip(gs, inputs)):
         if g is None:
@@ -101,7 +115,7 @@ def jvp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False,
             vs = tuple(x.new_ones(x.shape) for x in xs)
         else:
             vs = _as_tuple(v, "v", "jvp")[1]
-        dummies = tuple(o.new_zeros(o.shape).requires_grad_(True) for o in outs)
+        dummies = tuple(dummy_like(o) for o in outs)
         g = _grads(outs, xs, dummies, True, strict, "jvp")
         res = _grads(g, dummies, vs, create_graph, strict, "jvp")
     outs = tuple(o if create_graph else o.detach() for o in outs)

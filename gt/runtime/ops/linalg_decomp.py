@@ -208,8 +208,13 @@ def _scaled(f: Any, k: Any) -> Any:
     """``f * k`` with 0 wherever ``k`` is 0, whatever ``f`` is there: ``f`` (inverse gaps or
     singular values) is inf at repeated or zero values, and ``k`` is 0 wherever the output's
     vectors got no gradient -- so a loss of the values alone (``eigvalsh``, ``svdvals``, a
-    nuclear norm) has a finite gradient at a repeated value, as PyTorch's has."""
-    return _where(k == 0, 0.0, f * k)
+    nuclear norm) has a finite gradient at a repeated value, as PyTorch's has.
+
+    Where ``f`` is finite the product is a plain one, so it stays linear in ``k`` at ``k == 0``:
+    forward mode (``jvp``, by double backward) differentiates it there, with respect to a zero
+    cotangent, and a mask on ``k`` would give every tangent 0."""
+    finite = f.isfinite()
+    return _where(finite, f, 0.0) * k + _where(finite, 0.0, _where(k == 0, 0.0, f * k))
 
 
 def _d_qr(n: Any, g: Any) -> tuple:

@@ -121,6 +121,14 @@ def _d_logcumsumexp(n: Any, g: Any) -> tuple:
         return (g,)
     if g.dtype in S.COMPLEX_DTYPES:  # (conjugated around by the engine) no sign split needed
         return ((x + _reverse_logcumsumexp(g.log() - out, ax)).exp(),)
+    if g.requires_grad:
+        # Recorded (a gradient of this gradient will be taken with respect to g: forward mode's
+        # double backward, at g = 0, where the log-space sum has no slope). A form linear in g,
+        # shifted by the largest output (x_i <= out_j <= m for i <= j): exact unless the outputs
+        # span more than float's exponent range.
+        m = out.amax(ax, keepdim=True).detach()
+        tail = (g * (m - out).exp()).flip(ax).cumsum(ax).flip(ax)
+        return ((x - m).exp() * tail,)
     floor = -math.inf
     pos = (g.clamp(min=0.0).log() - out).nan_to_num(nan=floor, neginf=floor)
     neg = ((-g).clamp(min=0.0).log() - out).nan_to_num(nan=floor, neginf=floor)
