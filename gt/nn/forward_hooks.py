@@ -93,7 +93,9 @@ def call(module: Module, args: tuple, kwargs: dict) -> Any:
     called: set[int] = set()
     try:
         pre = [(h, False) for h in _PRE.values()] if _PRE else []
-        for hook, with_kwargs in pre + list(module._forward_pre_hooks.values()):
+        kw = module._forward_pre_hooks_with_kwargs
+        pre += [(h, k in kw) for k, h in module._forward_pre_hooks.items()]
+        for hook, with_kwargs in pre:
             if with_kwargs:
                 new = hook(module, args, kwargs)
                 if new is not None:
@@ -109,7 +111,8 @@ def call(module: Module, args: tuple, kwargs: dict) -> Any:
             bw, args = backward_hooks.begin(module, args)
         result = module.forward(*args, **kwargs)
         post = list(_POST.items())
-        post += [(k, (h, w, k in always)) for k, (h, w) in module._forward_hooks.items()]
+        kw = module._forward_hooks_with_kwargs
+        post += [(k, (h, k in kw, k in always)) for k, h in module._forward_hooks.items()]
         for key, (hook, with_kwargs, always_call) in post:
             if always_call:
                 called.add(key)
@@ -121,7 +124,8 @@ def call(module: Module, args: tuple, kwargs: dict) -> Any:
         return result
     except Exception:
         pending = [(k, h, False, "global module") for k, (h, _, a) in _POST.items() if a]
-        pending += [(k, h, w, "module") for k, (h, w) in module._forward_hooks.items()
+        kw = module._forward_hooks_with_kwargs
+        pending += [(k, h, k in kw, "module") for k, h in module._forward_hooks.items()
                     if k in always]  # fmt: skip
         for key, hook, with_kwargs, kind in pending:
             if key in called:

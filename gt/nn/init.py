@@ -31,21 +31,40 @@ def _fans(t: Tensor) -> tuple[int, int]:
     return t.shape[1] * receptive, t.shape[0] * receptive
 
 
+def _calculate_correct_fan(tensor: Tensor, mode: str) -> int:
+    """The fan of ``mode`` (``"fan_in"`` or ``"fan_out"``), PyTorch's private helper."""
+    mode = mode.lower()
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"Mode {mode} not supported, please use one of ['fan_in', 'fan_out']")
+    fan_in, fan_out = _fans(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def _empty_warned(tensor: Tensor) -> bool:
+    """Whether ``tensor`` has no elements (then, as PyTorch, a Kaiming init warns, does nothing)."""
+    if 0 in tensor.shape:
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
+        return True
+    return False
+
+
 def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
     """The recommended gain for an activation (``"relu"``, ``"tanh"``, ``"leaky_relu"``, ...)."""
     if nonlinearity in ("linear", "conv1d", "conv2d", "conv3d", "sigmoid"):
-        return 1.0
+        return 1  # (an int, as PyTorch's)
     if nonlinearity == "tanh":
         return 5.0 / 3
     if nonlinearity == "relu":
         return math.sqrt(2.0)
     if nonlinearity == "leaky_relu":
+        if param is not None and (isinstance(param, bool) or not isinstance(param, (int, float))):
+            raise ValueError(f"negative_slope {param} not a valid number")
         slope = 0.01 if param is None else param
         return math.sqrt(2.0 / (1 + slope**2))
     if nonlinearity == "selu":
         return 3.0 / 4
     if nonlinearity in ("conv_transpose1d", "conv_transpose2d", "conv_transpose3d"):
-        return 1.0
+        return 1
     raise ValueError(f"unsupported nonlinearity {nonlinearity!r}")
 
 
@@ -61,21 +80,29 @@ def _assign(tensor: Tensor, values: np.ndarray) -> Tensor:
 
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
                   b: float = 2.0, generator: Any = None) -> Tensor:  # fmt: skip
-    """Fill with normal samples of ``mean``/``std`` redrawn until they lie in ``[a, b]``
-    (absolute bounds, as in PyTorch)."""
-    rng = _host_rng(generator)
-    out = rng.normal(mean, std, tensor.shape)
-    bad = (out < a) | (out > b)
-    while bad.any():  # redraw the outliers: exactly the truncated distribution
-        out[bad] = rng.normal(mean, std, int(bad.sum()))
-        bad = (out < a) | (out > b)
-    return _assign(tensor, out)
+    """Fill with samples of the normal distribution of ``mean``/``std`` truncated to ``[a, b]``
+    (absolute bounds, as in PyTorch): by its inverse CDF, so bounds far in a tail (or ``a ==
+    b``) cost no more than any others, and with PyTorch's warning when the mean is more than 2
+    standard deviations outside them."""
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The "
+                      "distribution of values may be incorrect.", stacklevel=2)  # fmt: skip
+    lo, hi = (0.5 * (1.0 + math.erf((v - mean) / (std * math.sqrt(2.0)))) for v in (a, b))
+    if lo > hi:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found "
+                           f"from={2 * lo - 1} > to={2 * hi - 1}")  # fmt: skip
+    _assign(tensor, _host_rng(generator).uniform(2 * lo - 1, 2 * hi - 1, tensor.shape))
+    with no_grad():  # erf^-1 of a uniform draw in (erf(a'), erf(b')) is the truncated normal
+        tensor.erfinv_().mul_(std * math.sqrt(2.0)).add_(mean).clamp_(min=a, max=b)
+    return tensor
 
 
 def orthogonal_(tensor: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
     """Fill with a (semi-)orthogonal matrix scaled by ``gain`` (rows or columns orthonormal)."""
     if tensor.ndim < 2:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:  # (nothing to fill, as PyTorch)
+        return tensor
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
     flat = _host_rng(generator).normal(0.0, 1.0, (rows, cols))
@@ -155,8 +182,9 @@ def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator: Any = None) -> 
 def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
                      nonlinearity: str = "leaky_relu", generator: Any = None) -> Tensor:  # fmt: skip
     """He uniform: bound ``gain * sqrt(3 / fan)``."""
-    fan_in, fan_out = _fans(tensor)
-    fan = fan_in if mode == "fan_in" else fan_out
+    if _empty_warned(tensor):
+        return tensor
+    fan = _calculate_correct_fan(tensor, mode)
     bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / fan)
     return uniform_(tensor, -bound, bound, generator)
 
@@ -164,8 +192,9 @@ def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
 def kaiming_normal_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
                     nonlinearity: str = "leaky_relu", generator: Any = None) -> Tensor:  # fmt: skip
     """He normal: std ``gain / sqrt(fan)``."""
-    fan_in, fan_out = _fans(tensor)
-    fan = fan_in if mode == "fan_in" else fan_out
+    if _empty_warned(tensor):
+        return tensor
+    fan = _calculate_correct_fan(tensor, mode)
     return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan), generator)
 
 

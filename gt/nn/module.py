@@ -72,8 +72,11 @@ class Module(ModuleState, ModuleConversions):
         object.__setattr__(self, "_modules", {})
         object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "training", True)
+        # (PyTorch's tables: hook by key; the keys of those called with kwargs kept apart)
         object.__setattr__(self, "_forward_pre_hooks", {})
+        object.__setattr__(self, "_forward_pre_hooks_with_kwargs", {})
         object.__setattr__(self, "_forward_hooks", {})
+        object.__setattr__(self, "_forward_hooks_with_kwargs", {})
         object.__setattr__(self, "_backward_hooks", {})
         object.__setattr__(self, "_backward_pre_hooks", {})
 
@@ -215,16 +218,19 @@ class Module(ModuleState, ModuleConversions):
             return self.forward(*args, **kwargs)
         return forward_hooks.call(self, args, kwargs)
 
-    def _add_hook(self, table: dict, hook: Callable, with_kwargs: bool, prepend: bool) -> Any:
+    def _add_hook(self, name: str, hook: Callable, with_kwargs: bool, prepend: bool) -> Any:
         if not callable(hook):
             raise TypeError(f"the hook must be callable, got {type(hook).__name__}")
+        table, kwargs_keys = self.__dict__[name], self.__dict__[f"{name}_with_kwargs"]
         key = next(_HOOK_KEYS)
-        table[key] = (hook, with_kwargs)
+        table[key] = hook
+        if with_kwargs:
+            kwargs_keys[key] = True
         guards.bump()  # a captured step (gt.hot) that ran without this hook must be captured again
         if prepend:
             for k in [k for k in table if k != key]:
                 table[k] = table.pop(k)  # move the others behind the new one
-        return RemovableHandle(table, key)
+        return forward_hooks.Handle(table, key, kwargs_keys)
 
     def register_forward_pre_hook(
         self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False
@@ -232,7 +238,7 @@ class Module(ModuleState, ModuleConversions):
         """Call ``hook(module, args)`` before every ``forward``; a result that is not ``None``
         replaces the positional arguments (a non-tuple is wrapped). With ``with_kwargs=True``:
         ``hook(module, args, kwargs)`` returning ``None`` or ``(args, kwargs)``."""
-        return self._add_hook(self._forward_pre_hooks, hook, with_kwargs, prepend)
+        return self._add_hook("_forward_pre_hooks", hook, with_kwargs, prepend)
 
     def register_forward_hook(
         self,
@@ -246,12 +252,14 @@ class Module(ModuleState, ModuleConversions):
         ``None`` replaces the output. With ``with_kwargs=True``: ``hook(module, args, kwargs,
         output)``. With ``always_call=True`` the hook also runs when the call raises (``output``
         is then ``None`` if ``forward`` did not return)."""
-        handle = self._add_hook(self._forward_hooks, hook, with_kwargs, prepend)
+        handle = self._add_hook("_forward_hooks", hook, with_kwargs, prepend)
         if not always_call:
             return handle
         always = self.__dict__.setdefault("_forward_hooks_always_called", {})
         always[handle._key] = True
-        return forward_hooks.Handle(self._forward_hooks, handle._key, always)
+        return forward_hooks.Handle(
+            self._forward_hooks, handle._key, always, self._forward_hooks_with_kwargs
+        )
 
     def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
         """Call ``hook(module, grad_input, grad_output)`` whenever the gradients with respect to
@@ -432,8 +440,9 @@ class Module(ModuleState, ModuleConversions):
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.__dict__.setdefault("_non_persistent", set())
-        self.__dict__.setdefault("_forward_pre_hooks", {})
-        self.__dict__.setdefault("_forward_hooks", {})
+        for name in ("_forward_pre_hooks", "_forward_hooks"):
+            self.__dict__.setdefault(name, {})
+            self.__dict__.setdefault(f"{name}_with_kwargs", {})
         backward_hooks.retrack(self)  # (a copy's hooks fire, and its original's handles spare them)
 
 

@@ -9,7 +9,6 @@ from typing import Any
 
 from gt import guards
 from gt.autograd import no_grad
-from gt.ops.inplace import take_value
 from gt.ops.layout import restride
 from gt.tensor import Tensor
 
@@ -98,6 +97,8 @@ class ModuleConversions:
 
 
 def _take(t: Tensor, new: Tensor) -> None:
-    """``t`` takes ``new``'s value (and dtype) in place, keeping its own autograd flags."""
+    """``t`` takes ``new``'s value (and dtype), keeping its own autograd flags, as PyTorch's
+    ``param.data = fn(param)``: what was taken of ``t`` before (a state dict's values, views)
+    keeps the old value."""
     if new is not t:
-        take_value(t, new.detach(), keep_graph=False)
+        t.data = new.detach()

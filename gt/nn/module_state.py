@@ -158,10 +158,10 @@ class ModuleState:
         children's) in ``destination``."""
         for name, p in self._parameters.items():
             if p is not None:
-                destination[prefix + name] = p if keep_vars else p.data
+                destination[prefix + name] = p if keep_vars else p.detach()
         for name, b in self._buffers.items():
             if b is not None and name not in self._non_persistent:
-                destination[prefix + name] = b if keep_vars else b.data
+                destination[prefix + name] = b if keep_vars else b.detach()
         if self._has_extra_state("get_extra_state"):
             destination[prefix + EXTRA_STATE_KEY_SUFFIX] = self.get_extra_state()
 
@@ -171,9 +171,10 @@ class ModuleState:
         """Parameters, persistent buffers and extra state keyed by dotted name, in registration
         order, with ``_metadata`` (each module's ``_version``).
 
-        As in PyTorch the values are the tensors' ``.data`` (without autograd history) and share
-        the tensors' values: they follow later updates of the model (``.clone()`` them, or
-        ``copy.deepcopy`` the dict, for a snapshot). ``keep_vars=True`` gives the tensors
+        As in PyTorch the values are the tensors detached (without autograd history) and share
+        the tensors' values: they follow later in-place updates of the model (``.clone()`` them,
+        or ``copy.deepcopy`` the dict, for a snapshot), not a value put in their place
+        (``p.data = ...``, ``model.double()``). ``keep_vars=True`` gives the tensors
         themselves. No sync point.
         """
         if args:  # PyTorch's deprecated positional form: destination, prefix, keep_vars

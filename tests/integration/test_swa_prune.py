@@ -169,7 +169,7 @@ def test_pruning_twice_prunes_what_is_left(conn):
     _set(lin, (w, _arr(4, 4)))
     prune.l1_unstructured(lin, "weight", amount=0.5)  # 10 of 20
     prune.l1_unstructured(lin, "weight", amount=0.5)  # 5 of the 10 left
-    hooks = [h for h, _ in lin._forward_pre_hooks.values()]
+    hooks = list(lin._forward_pre_hooks.values())
     assert len(hooks) == 1 and isinstance(hooks[0], prune.PruningContainer) and len(hooks[0]) == 2
     np.testing.assert_array_equal(lin.weight_mask.numpy(), _smallest(w, 15))
 

@@ -33,7 +33,8 @@ def _tensors(tensors: Any) -> list[Tensor]:
 def get_total_norm(tensors: Iterable[Tensor] | Tensor, norm_type: float = 2.0,
                    error_if_nonfinite: bool = False, foreach: bool | None = None) -> Tensor:  # fmt: skip
     """The ``norm_type``-norm of the norms of ``tensors`` (say, the gradients): their joint norm,
-    as if they were one vector. Differentiable. ``foreach`` is accepted (GT batches anyway).
+    as if they were one vector, outside autograd (as PyTorch's). ``foreach`` is accepted (GT
+    batches anyway).
 
     Raises:
         RuntimeError: with ``error_if_nonfinite``, the norm is ``nan`` or ``inf`` (this reads it:
@@ -43,6 +44,11 @@ def get_total_norm(tensors: Iterable[Tensor] | Tensor, norm_type: float = 2.0,
     norm_type = float(norm_type)
     if not ts:
         return tensor(0.0)
+    with no_grad():
+        return _total_norm(ts, norm_type, error_if_nonfinite)
+
+
+def _total_norm(ts: list, norm_type: float, error_if_nonfinite: bool) -> Tensor:
     norms = [t.norm(norm_type) for t in ts]
     dtypes = {n.dtype for n in norms}
     if len(dtypes) > 1:  # stack in the widest dtype, as PyTorch's promotion does
@@ -68,7 +74,10 @@ def clip_grads_with_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float
     with no_grad():
         scale = (float(max_norm) / (total_norm + 1e-6)).clamp(max=1.0)
         for g in grads:
-            g.mul_(scale.to(g.dtype))
+            if g.dtype in ("float16", "bfloat16"):  # (PyTorch's kernel multiplies in float32)
+                g.copy_(g.float().mul_(scale))
+            else:
+                g.mul_(scale.to(g.dtype))
 
 
 def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float,

@@ -56,7 +56,7 @@ __all__ = [
 
 def _pruning_hooks(module: Module) -> Iterable[tuple[Any, BasePruningMethod]]:
     """``(key, method)`` of the pruning methods among ``module``'s forward pre-hooks."""
-    for key, (hook, _with_kwargs) in list(module._forward_pre_hooks.items()):
+    for key, hook in list(module._forward_pre_hooks.items()):
         if isinstance(hook, BasePruningMethod):
             yield key, hook
 
@@ -496,5 +496,5 @@ def is_pruned(module: Module) -> bool:
     return any(
         isinstance(hook, BasePruningMethod)
         for _, sub in module.named_modules()
-        for hook, _with_kwargs in sub._forward_pre_hooks.values()
+        for hook in sub._forward_pre_hooks.values()
     )

@@ -233,11 +233,14 @@ def pad_sequence(
     ``batch_first``), padding with ``padding_value`` on the right (or the left)."""
     if padding_side not in ("left", "right"):
         raise ValueError(f"padding_side must be 'left' or 'right', not {padding_side!r}")
+    sequences = sequences.unbind(0) if isinstance(sequences, Tensor) else list(sequences)
     if not sequences:
         raise RuntimeError("received an empty list of sequences")
     longest = max(s.shape[0] for s in sequences)
+    dtype = sequences[0].dtype  # (every sequence in the first one's dtype, as PyTorch's copy)
     out = []
     for s in sequences:
+        s = s if s.dtype == dtype else s.to(dtype)
         short = longest - s.shape[0]
         if short:
             pad = F.full((short, *s.shape[1:]), padding_value, dtype=s.dtype)
@@ -248,6 +251,7 @@ def pad_sequence(
 
 def pack_sequence(sequences: Sequence[Tensor], enforce_sorted: bool = True) -> PackedSequence:
     """Pack a list of tensors of different lengths (``[L_i, *]``)."""
+    sequences = list(sequences)
     lengths = [s.shape[0] for s in sequences]
     return pack_padded_sequence(pad_sequence(sequences), lengths, enforce_sorted=enforce_sorted)
 
@@ -257,7 +261,7 @@ def unpad_sequence(padded: Tensor, lengths: Any, batch_first: bool = False) -> l
     sizes = _host_lengths(lengths)
     if not batch_first:
         padded = padded.transpose(0, 1)
-    return [padded[i, :n] for i, n in enumerate(sizes)]
+    return [padded[i, :n].clone() for i, n in enumerate(sizes)]  # (copies, as PyTorch's)
 
 
 def unpack_sequence(packed: PackedSequence) -> list[Tensor]:

@@ -93,7 +93,7 @@ class SpectralNorm:
     def apply(module: Module, name: str, n_power_iterations: int, dim: int,
               eps: float) -> SpectralNorm:  # fmt: skip
         """Reparametrize ``module.<name>`` and register the hook (see :func:`spectral_norm`)."""
-        for hook, _ in module._forward_pre_hooks.values():
+        for hook in module._forward_pre_hooks.values():
             if isinstance(hook, SpectralNorm) and hook.name == name:
                 raise RuntimeError(
                     f"Cannot register two spectral_norm hooks on the same parameter {name}"
@@ -143,7 +143,7 @@ def remove_spectral_norm(module: T, name: str = "weight") -> T:
     Raises:
         ValueError: ``module`` has no spectral norm on ``name``.
     """
-    for key, (hook, _) in list(module._forward_pre_hooks.items()):
+    for key, hook in list(module._forward_pre_hooks.items()):
         if isinstance(hook, SpectralNorm) and hook.name == name:
             hook.remove(module)
             del module._forward_pre_hooks[key]

@@ -60,7 +60,7 @@ class WeightNorm:
             FutureWarning,
             stacklevel=3,
         )
-        for hook, _ in module._forward_pre_hooks.values():
+        for hook in module._forward_pre_hooks.values():
             if isinstance(hook, WeightNorm) and hook.name == name:
                 raise RuntimeError(
                     f"Cannot register two weight_norm hooks on the same parameter {name}"
@@ -110,7 +110,7 @@ def remove_weight_norm(module: T, name: str = "weight") -> T:
     Raises:
         ValueError: ``module`` has no weight norm on ``name``.
     """
-    for key, (hook, _) in list(module._forward_pre_hooks.items()):
+    for key, hook in list(module._forward_pre_hooks.items()):
         if isinstance(hook, WeightNorm) and hook.name == name:
             hook.remove(module)
             del module._forward_pre_hooks[key]
