@@ -17,6 +17,7 @@ import numpy as np
 
 from gt import shapes as S
 from gt.ops import functions as _functions
+from gt.ops import random as _random_state
 from gt.ops.functions import write_out
 from gt.ops.layout import cloned_layout
 from gt.ops.random import next_seed, random_attrs
@@ -559,3 +560,6 @@ def randint_like(
 def sync() -> None:
     """Wait until every op issued so far has run; raise the first worker error not yet seen."""
     get_connection().sync()
+
+
+_random_state.make_tensor = tensor  # (what ``get_rng_state`` returns: a uint8 tensor)

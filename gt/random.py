@@ -14,7 +14,7 @@ from typing import Any
 
 from gt.ops import random as _random
 from gt.ops.random import Generator, default_generator
-from gt.settings import get_rng_state, initial_seed, set_rng_state
+from gt.settings import get_rng_state, initial_seed, rng_bytes, set_rng_state
 from gt.utils.data._utils.worker import get_worker_info
 
 
@@ -45,7 +45,7 @@ def fork_rng(
         return
     if devices is not None:
         devices = list(devices)  # (a generator of ids is read once, as PyTorch reads it)
-    state = get_rng_state()
+    state = rng_bytes()  # (bytes, not a tensor: forking costs no upload or fetch)
     try:
         yield
     finally:

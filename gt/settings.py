@@ -133,18 +133,23 @@ def initial_seed() -> int:
     return _random._seed_base
 
 
-def get_rng_state() -> np.ndarray:
-    """Where ``gt.manual_seed``'s stream stands, as bytes (a uint8 array) for :func:`set_rng_state`."""
+def rng_bytes() -> np.ndarray:
+    """Where ``gt.manual_seed``'s stream stands, as 16 bytes (a uint8 array; no tensor made)."""
     pos = next(_random._seed_counter)
     _random._seed_counter = itertools.count(pos)
-    return np.array([_random._seed_base, pos], dtype="<i8").view(np.uint8)
+    return _random.state_bytes(_random._seed_base, pos)
+
+
+def get_rng_state() -> Any:
+    """Where ``gt.manual_seed``'s stream stands, for :func:`set_rng_state`: a uint8 tensor, as
+    PyTorch's ``ByteTensor`` (so a checkpoint holding it loads with ``weights_only``)."""
+    return _random.make_tensor(rng_bytes())
 
 
 def set_rng_state(new_state: Any) -> None:
-    """Go back to a state from :func:`get_rng_state` (a uint8 array or tensor)."""
-    raw = new_state.numpy() if hasattr(new_state, "numpy") else np.asarray(new_state)
-    base, pos = np.ascontiguousarray(raw, dtype=np.uint8).view("<i8")
-    _random._seed_base, _random._seed_counter = int(base), itertools.count(int(pos))
+    """Go back to a state from :func:`get_rng_state` (a uint8 tensor or array)."""
+    base, pos = _random.state_pair(new_state)
+    _random._seed_base, _random._seed_counter = base, itertools.count(pos)
 
 
 # ----------------------------------------------------------------------------- recorded settings

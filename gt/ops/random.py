@@ -41,6 +41,33 @@ def poisson(input: Any, generator: Any = None) -> Any:  # noqa: A002 - PyTorch's
     return input._apply("poisson", [input], {"seed": seed})
 
 
+def state_bytes(base: int, pos: int) -> Any:
+    """A stream's seed and position as 16 bytes (little-endian int64s), a uint8 array."""
+    import numpy as np  # noqa: PLC0415 - (this module is imported by ``import gt`` itself)
+
+    return np.array([base, pos], dtype="<i8").view(np.uint8)
+
+
+def state_pair(state: Any) -> tuple[int, int]:
+    """``(seed, position)`` from a state: a uint8 tensor or array of 16 bytes, or the pair."""
+    import numpy as np  # noqa: PLC0415
+
+    if isinstance(state, tuple) and len(state) == 2:  # (GT's former form)
+        return int(state[0]), int(state[1])
+    raw = state.numpy() if hasattr(state, "numpy") and not isinstance(state, np.ndarray) else state
+    base, pos = np.ascontiguousarray(np.asarray(raw), dtype=np.uint8).view("<i8")
+    return int(base), int(pos)
+
+
+#: Makes a tensor of a uint8 array (``gt.tensor``; set by :mod:`gt.factories`, which builds on
+#: this module).
+make_tensor: Any = None
+
+
+def _state_tensor(base: int, pos: int) -> Any:
+    return make_tensor(state_bytes(base, pos))
+
+
 class Generator:
     """A source of random seeds of its own, as ``torch.Generator``: pass it as ``generator=`` to
     the random factories, ``multinomial``, ``randperm`` and ``DataLoader``.
@@ -73,15 +100,15 @@ class Generator:
         """The seed of the next random op drawn from this generator."""
         return (self._initial << 22) + next(self._counter) + (1 << 62)
 
-    def get_state(self) -> tuple[int, int]:
-        """The stream's position, for :meth:`set_state`."""
+    def get_state(self) -> Any:
+        """The stream's position, for :meth:`set_state`: a uint8 tensor, as PyTorch's."""
         pos = next(self._counter)
         self._counter = itertools.count(pos)
-        return (self._initial, pos)
+        return _state_tensor(self._initial, pos)
 
-    def set_state(self, state: tuple[int, int]) -> Generator:
+    def set_state(self, state: Any) -> Generator:
         """Go back to a position returned by :meth:`get_state`."""
-        self._initial, pos = int(state[0]), int(state[1])
+        self._initial, pos = state_pair(state)
         self._counter = itertools.count(pos)
         return self
 
@@ -107,15 +134,16 @@ class _DefaultGenerator(Generator):
     def next_seed(self) -> int:
         return next_seed()
 
-    def get_state(self) -> tuple[int, int]:
+    def get_state(self) -> Any:
         global _seed_counter
         pos = next(_seed_counter)
         _seed_counter = itertools.count(pos)
-        return (_seed_base, pos)
+        return _state_tensor(_seed_base, pos)
 
-    def set_state(self, state: tuple[int, int]) -> Generator:
+    def set_state(self, state: Any) -> Generator:
         global _seed_base, _seed_counter
-        _seed_base, _seed_counter = int(state[0]), itertools.count(int(state[1]))
+        _seed_base, pos = state_pair(state)
+        _seed_counter = itertools.count(pos)
         return self
 
     def __repr__(self) -> str:

@@ -120,3 +120,19 @@ def test_number_conversions_raise_as_pytorchs(conn):
     with pytest.raises(RuntimeError, match="more than one value is ambiguous"):
         bool(gt.ones(2))
     assert int(gt.tensor([7])) == 7 and float(gt.tensor([[0.5]])) == 0.5
+
+
+def test_rng_states_are_uint8_tensors_that_checkpoints_keep(conn):
+    import io  # noqa: PLC0415
+
+    state = gt.get_rng_state()
+    assert isinstance(state, gt.Tensor) and state.dtype == gt.uint8 and state.shape == (16,)
+    drawn = gt.rand(3).tolist()
+    buf = io.BytesIO()
+    gt.save({"rng": state}, buf)
+    gt.set_rng_state(gt.load(io.BytesIO(buf.getvalue()))["rng"])  # (a weights_only load)
+    assert gt.rand(3).tolist() == drawn
+    g = gt.Generator().manual_seed(5)
+    kept = g.get_state()
+    first = gt.rand(2, generator=g).tolist()
+    assert kept.dtype == gt.uint8 and gt.rand(2, generator=g.set_state(kept)).tolist() == first

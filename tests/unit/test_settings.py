@@ -51,7 +51,7 @@ def test_printoptions_change_the_repr_and_a_profile_restores_it():
 
 def test_rng_state_round_trips_the_seed_stream_and_threads_reach_new_workers():
     rnd.manual_seed(7)
-    state = settings.get_rng_state()
+    state = settings.rng_bytes()
     first = [rnd.next_seed() for _ in range(3)]
     settings.set_rng_state(state)
     assert [rnd.next_seed() for _ in range(3)] == first and settings.initial_seed() == 7
