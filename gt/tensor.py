@@ -79,6 +79,13 @@ _FIRST_ORDER_ONLY = {
 }
 
 
+def _first_order_only(node: Any, g: Any) -> tuple:
+    raise NotImplementedError(
+        f"{_FIRST_ORDER_ONLY[node.op]} is not implemented in GT (a backward with "
+        "create_graph=True reached it)"
+    )
+
+
 class Tensor(
     TensorBase,
     MetadataOps,
@@ -259,10 +266,10 @@ class Tensor(
             elif name in _FIRST_ORDER_ONLY and any(
                 isinstance(t, TensorBase) and t._rg for t in inputs
             ):
-                raise NotImplementedError(
-                    f"{_FIRST_ORDER_ONLY[name]} is not implemented "
-                    "in GT (a backward with create_graph=True reached it)"
-                )
+                # (recorded with a rule that raises: only a derivative that reaches it fails, so
+                # transforms that record every pass, as a Hessian of a product, still work)
+                record(out, name, tuple(inputs), attrs, saved=())
+                out._node.rule = _first_order_only
         return out
 
     def _apply_(self, name: str, inputs: list, attrs: Any = None) -> Tensor:

@@ -76,3 +76,19 @@ def test_vmap_results_with_out_dims_none_are_not_stacked(conn):
     assert total.shape == (2,) and same.shape == (3,) and same.tolist() == [2.0, 2.0, 2.0]
     values = gt.func.vmap(gt.linalg.eigh)(_t(np.stack([_SPD, _SPD]))).eigenvalues
     assert values.shape == (2, 3)
+
+
+def test_hessian_and_forward_mode_of_products(conn):
+    x = _t([0.5, 1.5, 2.0])
+    np.testing.assert_allclose(
+        gt.func.hessian(lambda a: a.prod())(x).numpy(),
+        [[0.0, 2.0, 1.5], [2.0, 0.0, 0.5], [1.5, 0.5, 0.0]],
+    )
+    _, tangent = gt.func.jvp(lambda a: a.cumprod(0), (x,), (_t([1.0, 1.0, 1.0]),))
+    np.testing.assert_allclose(tangent.numpy(), [1.0, 2.0, 4.75])
+    y = x.clone().requires_grad_()
+    (g,) = gt.autograd.grad(y.prod(), y, create_graph=True)
+    (h,) = gt.autograd.grad(g.sum(), y, create_graph=True)
+    np.testing.assert_allclose(h.detach().numpy(), [3.5, 2.5, 2.0])
+    with pytest.raises(NotImplementedError, match="third derivative through prod"):
+        gt.autograd.grad(h.sum(), y)  # (not implemented: it raises, never a wrong value)
