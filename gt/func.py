@@ -396,6 +396,25 @@ def hessian(func: Callable, argnums: Any = 0) -> Callable:
     return jacfwd(jacrev(func, argnums), argnums)
 
 
+def _leaf_dims(tree: Any, dims: Any, what: str) -> list:
+    """The dim of each tensor of ``tree`` (in :func:`_leaves` order) that ``dims`` gives: an int or
+    None for the whole tree, or a tuple/list/dict nested as the tree is (PyTorch's pytree rule)."""
+    if dims is None or isinstance(dims, int):
+        return [dims] * len(_leaves(tree))
+    if isinstance(tree, Tensor) and isinstance(dims, tuple) and len(dims) == 1:
+        return _leaf_dims(tree, dims[0], what)
+    if (
+        isinstance(tree, (tuple, list))
+        and isinstance(dims, (tuple, list))
+        and len(dims) == len(tree)
+    ):
+        return [d for item, sub in zip(tree, dims) for d in _leaf_dims(item, sub, what)]
+    if isinstance(tree, dict) and isinstance(dims, dict) and set(dims) == set(tree):
+        return [d for k in tree for d in _leaf_dims(tree[k], dims[k], what)]
+    raise ValueError(f"vmap: {what}={dims!r} is not compatible with the structure of "
+                     f"{'inputs' if what == 'in_dims' else 'outputs'}")  # fmt: skip
+
+
 def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = "error", *,
          chunk_size: int | None = None) -> Callable:  # fmt: skip
     """``func`` mapped over dim ``in_dims`` of its arguments (``None``: not mapped; a tuple: one
@@ -408,11 +427,13 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
     ``chunk_size`` is accepted and changes nothing."""
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        dims = in_dims if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(args)
-        if len(dims) != len(args):
+        top = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
+        if isinstance(in_dims, list) or len(top) != len(args):
             raise ValueError(f"vmap(f, in_dims={in_dims}, ...)(<inputs>): in_dims is not "
                              f"compatible with the structure of inputs ({len(args)} arguments)")  # fmt: skip
-        sizes = {leaf.shape[d] for a, d in zip(args, dims) if d is not None for leaf in _leaves(a)}
+        dims = [_leaf_dims(a, d, "in_dims") for a, d in zip(args, top)]
+        sizes = {leaf.shape[d] for a, ds in zip(args, dims)
+                 for leaf, d in zip(_leaves(a), ds) if d is not None}  # fmt: skip
         if not sizes:
             raise ValueError("vmap(f, in_dims=..., ...)(<inputs>): at least one input must be "
                              "mapped over (got in_dims all None)")  # fmt: skip
@@ -421,9 +442,8 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
                              f"dimension, got sizes {sorted(sizes)} for the mapped dimension")  # fmt: skip
         (n,) = sizes
         try:
-            out = run_batched(
-                func, args, kwargs, tuple(dims), out_dims, n, _leaves, _rebuild, randomness
-            )
+            out = run_batched(func, args, kwargs, tuple(dims), out_dims, n, _leaves, _rebuild,
+                              randomness, lambda r, o: _leaf_dims(r, o, "out_dims"))  # fmt: skip
             RUNS["batched"] += 1
             return out
         except Exception as exc:  # (Unbatchable, or an error the run below raises where it belongs)
@@ -431,12 +451,12 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
             RUNS["why"] = f"{type(exc).__name__}: {exc}"
         results = []
         for i in range(n):
-            one = [a if d is None else _rebuild(a, [t.select(d, i) for t in _leaves(a)])
-                   for a, d in zip(args, dims)]  # fmt: skip
+            one = [_rebuild(a, [t if d is None else t.select(d, i) for t, d in zip(_leaves(a), ds)])
+                   for a, ds in zip(args, dims)]  # fmt: skip
             results.append(func(*one, **kwargs))
         first = results[0]
         columns = list(zip(*[_leaves(r) for r in results]))
-        outs = out_dims if isinstance(out_dims, (tuple, list)) else (out_dims,) * len(columns)
+        outs = _leaf_dims(first, out_dims, "out_dims")
         stacked = [col[0] if d is None else stack(list(col), d) for col, d in zip(columns, outs)]
         return _rebuild(first, stacked)
 

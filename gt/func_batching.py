@@ -404,8 +404,11 @@ def _known_tensors(roots: list) -> dict:
 
 
 def run_batched(func: Callable, args: tuple, kwargs: dict, dims: tuple, out_dims: Any, n: int,
-                leaves: Callable, rebuild: Callable, randomness: str = "error") -> Any:  # fmt: skip
-    """``vmap(func)(*args)`` as one batched run (see the module's docstring).
+                leaves: Callable, rebuild: Callable, randomness: str = "error",
+                leaf_dims: Callable | None = None) -> Any:  # fmt: skip
+    """``vmap(func)(*args)`` as one batched run (see the module's docstring). ``dims``: per
+    argument, the mapped dim of each of its tensors (None: not mapped); ``leaf_dims(result,
+    out_dims)``: the same for the results.
 
     Raises:
         Unbatchable: it cannot be (nothing was sent that changes a tensor the caller holds).
@@ -414,7 +417,7 @@ def run_batched(func: Callable, args: tuple, kwargs: dict, dims: tuple, out_dims
     from gt.ops.typeinfo import Size
     from gt.tensor import Tensor
 
-    mapped = [(t, d) for a, d in zip(args, dims) if d is not None for t in leaves(a)]
+    mapped = [(t, d) for a, ds in zip(args, dims) for t, d in zip(leaves(a), ds) if d is not None]
     conn = mapped[0][0]._conn
     everything = [t for a in (*args, *kwargs.values()) for t in leaves(a)]
     if any(t._conn is not conn for t in everything):
@@ -432,8 +435,9 @@ def run_batched(func: Callable, args: tuple, kwargs: dict, dims: tuple, out_dims
         h.shape = Size(tuple(t.shape[:d]) + tuple(t.shape[d + 1 :]))
         handles[id(t)] = h
         known[h.id] = (tuple(h.shape), h.dtype)
-    new_args = [a if d is None else rebuild(a, [handles[id(t)] for t in leaves(a)])
-                for a, d in zip(args, dims)]  # fmt: skip
+    new_args = [a if all(d is None for d in ds) else
+                rebuild(a, [t if d is None else handles[id(t)] for t, d in zip(leaves(a), ds)])
+                for a, ds in zip(args, dims)]  # fmt: skip
     with Batching(conn, n, known, randomness) as b:
         for h in handles.values():
             b.mark(h.id, tuple(h.shape))
@@ -444,9 +448,7 @@ def run_batched(func: Callable, args: tuple, kwargs: dict, dims: tuple, out_dims
         if is_grad_enabled() and any(t.requires_grad for t in outs):
             raise Unbatchable("results that require grad")
         batched = dict(b.batched)
-    od = out_dims if isinstance(out_dims, (tuple, list)) else (out_dims,) * len(outs)
-    if len(od) != len(outs):
-        raise Unbatchable("out_dims of another structure")
+    od = leaf_dims(result, out_dims) if leaf_dims is not None else [out_dims] * len(outs)
     made: dict[int, Tensor] = {}
     final = []
     for t, d in zip(outs, od):

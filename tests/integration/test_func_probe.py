@@ -92,3 +92,22 @@ def test_hessian_and_forward_mode_of_products(conn):
     np.testing.assert_allclose(h.detach().numpy(), [3.5, 2.5, 2.0])
     with pytest.raises(NotImplementedError, match="third derivative through prod"):
         gt.autograd.grad(h.sum(), y)  # (not implemented: it raises, never a wrong value)
+
+
+def test_vmap_takes_in_dims_and_out_dims_nested_as_the_arguments_are(conn):
+    m, x = gt.arange(6.0).reshape(2, 3), gt.ones(3)
+    got = gt.func.vmap(lambda d: d["a"] * d["b"], in_dims=({"a": 0, "b": None},))({"a": m, "b": x})
+    assert got.tolist() == m.tolist()
+    assert gt.func.vmap(lambda p: p[0] + p[1], in_dims=((0, None),))((m, x)).tolist() == [
+        [1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]  # fmt: skip
+    first, (second, _) = gt.func.vmap(lambda t: (t, (t * 2, t * 3)), out_dims=(1, 0))(m)
+    assert first.shape == (3, 2) and second.shape == (2, 3)
+    out = gt.func.vmap(lambda t: {"p": t, "q": t.sum()}, out_dims={"p": 1, "q": 0})(m)
+    assert out["p"].shape == (3, 2) and out["q"].tolist() == [3.0, 12.0]
+    # (per entry: cummax has no batching rule)
+    runs = gt.func.vmap(lambda p: p[0].cummax(0).values + p[1], in_dims=((1, None),))(
+        (m, gt.ones(2))
+    )
+    assert runs.tolist() == [[1.0, 4.0], [2.0, 5.0], [3.0, 6.0]]
+    with pytest.raises(ValueError, match="in_dims"):
+        gt.func.vmap(lambda a: a, in_dims=[0])(m)
