@@ -136,3 +136,17 @@ def test_rng_states_are_uint8_tensors_that_checkpoints_keep(conn):
     kept = g.get_state()
     first = gt.rand(2, generator=g).tolist()
     assert kept.dtype == gt.uint8 and gt.rand(2, generator=g.set_state(kept)).tolist() == first
+
+
+def test_a_worker_error_a_fetch_raised_is_not_raised_again_at_the_next_sync(conn):
+    y = gt.ones(2)
+    for _ in range(3):  # (the same op on the same line each time: each failure is raised once)
+        with pytest.raises(gt.errors.WorkerError):
+            y[gt.tensor([5])].tolist()
+    gt.sync()  # (it raised the first of them again)
+    x = gt.zeros(3)
+    x[gt.tensor([7])] = 1.0  # (not fetched: the sync point reports it)
+    with pytest.raises(gt.errors.WorkerError):
+        gt.sync()
+    gt.sync()
+    assert (x + 1).tolist() == [1.0, 1.0, 1.0]

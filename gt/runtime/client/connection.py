@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 import uuid
-from collections import deque
+from collections import Counter, deque
 from typing import Any
 
 import numpy as np
@@ -182,6 +182,7 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
         self._in_flight = 0
         self._replies: dict[int, tuple] = {}
         self._errors: list[tuple] = []  # worker errors not yet raised by gt.sync()
+        self._raised: Counter = Counter()  # raised by a fetch before their batch's ack came
         self._broken: Exception | None = None
         self._unsent: Exception | None = None  # ops a timer flush dropped: raised at the next one
         self._last_heard = self._clock.now()
@@ -519,6 +520,7 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
                 self._pump(self._wait_slice())
             dtype, shape, err, frame = self._replies.pop(req)
         if err is not None:
+            self._seen(err)
             raise self.worker_error(err)
         arr = (
             np.frombuffer(frame, dtype=dtype)

@@ -13,6 +13,12 @@ from gt.runtime import protocol as P
 from gt.runtime.liveness import DEFAULT_RECONNECT_GRACE, read_event
 from gt.runtime.sockets import take
 
+
+def error_key(err: list) -> tuple:
+    """A worker error ``[message, opcode, src]`` as a hashable key."""
+    return (str(err[0]), err[1], err[2])
+
+
 _HEARTBEAT = P.encode(P.Heartbeat())
 #: How often (seconds of the running clock) a waiting client looks whether its dispatcher is gone:
 #: its process, its connection's monitor, its silence. Not at every wake: that is a system call or
@@ -82,6 +88,17 @@ class Receiving:
             )
         return None
 
+    def _seen(self, err: list) -> None:
+        """A worker error a fetch raised: the sync point after it does not raise it again (it
+        comes in the batch's acknowledgement too, before or after the fetch's reply)."""
+        key = error_key(err)
+        with self._lock:
+            for i, e in enumerate(self._errors):
+                if error_key(e) == key:
+                    del self._errors[i]
+                    return
+            self._raised[key] += 1
+
     def _handle(self, frames: list, direct: bool = False) -> None:
         try:
             msg = P.parse(frames[0].buffer)
@@ -91,8 +108,12 @@ class Receiving:
         if kind is P.Ack:
             if not msg.told:  # (told: the worker acknowledged it with its data already)
                 self._in_flight -= 1
-            if msg.errors:
-                self._errors.extend(msg.errors)
+            for err in msg.errors:
+                key = error_key(err)
+                if self._raised[key]:  # (a fetch raised it already)
+                    self._raised[key] -= 1
+                else:
+                    self._errors.append(err)
         elif kind is P.Data:
             buf = frames[1].buffer if len(frames) > 1 else None
             self._replies[msg.req] = (msg.dtype, msg.shape, msg.error, buf)
