@@ -65,8 +65,7 @@ def test_a_failed_in_place_write_leaves_the_tensor_as_it_was(conn):
     with pytest.raises(IndexError, match="out of bounds"):
         x.tolist()  # (its first read says why, once: it used to fail every read after)
     assert x.tolist() == [0.0, 0.0, 0.0]
-    with pytest.raises(IndexError):
-        gt.sync()  # (and so does the next sync point, as for any failed op)
+    gt.sync()  # (the error was raised once, by that read: the sync point does not repeat it)
     x[gt.tensor([1])] = 2.0
     assert x.tolist() == [0.0, 2.0, 0.0]
     y = gt.ones(2)
