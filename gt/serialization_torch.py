@@ -112,6 +112,25 @@ def _rebuild_from_type_v2(func: Any, new_type: type, args: tuple, state: Any) ->
     return t
 
 
+def _get_layout(name: str) -> str:
+    return name.rpartition(".")[2]  # ("torch.sparse_coo" -> "sparse_coo")
+
+
+def _rebuild_sparse_tensor(layout: Any, data: tuple) -> Any:
+    name = str(layout)
+    if name == "sparse_coo":
+        from gt.sparse import SparseTensor  # noqa: PLC0415
+
+        return SparseTensor(
+            data[0], data[1], tuple(data[2]), bool(data[3]) if len(data) > 3 else False
+        )
+    if name == "sparse_csr":
+        from gt.sparse_csr import SparseCsrTensor  # noqa: PLC0415
+
+        return SparseCsrTensor(data[0], data[1], data[2], tuple(data[3]))
+    raise pickle.UnpicklingError(f"a sparse tensor of layout {name}, which GT does not have")
+
+
 def _torch_names() -> dict[tuple[str, str], Any]:
     """PyTorch's globals in a checkpoint, and what each reads as here."""
     from gt._dtype import BY_NAME  # noqa: PLC0415
@@ -126,6 +145,8 @@ def _torch_names() -> dict[tuple[str, str], Any]:
         ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
         ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
         ("torch._tensor", "_rebuild_from_type_v2"): _rebuild_from_type_v2,
+        ("torch._utils", "_rebuild_sparse_tensor"): _rebuild_sparse_tensor,
+        ("torch.serialization", "_get_layout"): _get_layout,
         ("torch._tensor", "Tensor"): Tensor,
         ("torch", "Tensor"): Tensor,
         ("torch.nn.parameter", "Parameter"): Parameter,
@@ -201,6 +222,8 @@ _V3 = _Global("torch._utils", "_rebuild_tensor_v3")
 _PARAMETER = _Global("torch._utils", "_rebuild_parameter")
 _SIZE, _DEVICE = _Global("torch", "Size"), _Global("torch", "device")
 _UNTYPED = _Global("torch.storage", "UntypedStorage")
+_SPARSE = _Global("torch._utils", "_rebuild_sparse_tensor")
+_GET_LAYOUT = _Global("torch.serialization", "_get_layout")
 _GLOBALS: dict[str, _Global] = {}
 
 
@@ -209,6 +232,15 @@ def _named(module: str, name: str) -> _Global:
     if key not in _GLOBALS:
         _GLOBALS[key] = _Global(module, name)
     return _GLOBALS[key]
+
+
+class _Layout:
+    """A sparse layout, written as ``torch.serialization._get_layout("torch.sparse_coo")``."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
 
 
 class _Plain:
@@ -247,11 +279,21 @@ class _ArchivePickler(pickle._Pickler):  # (the Python pickler: it lets ``save``
         from gt.nn.module import Parameter  # noqa: PLC0415
         from gt.ops.device import device  # noqa: PLC0415
         from gt.ops.typeinfo import Size  # noqa: PLC0415
+        from gt.sparse import SparseTensor  # noqa: PLC0415
+        from gt.sparse_csr import SparseCsrTensor  # noqa: PLC0415
         from gt.tensor import DataView, Tensor  # noqa: PLC0415
 
         kind = type(obj)
         if kind is _Plain:
             return self._tensor(obj.tensor)
+        if kind is _Layout:
+            return (_GET_LAYOUT, (obj.name,))
+        if kind is SparseTensor:
+            data = (obj._indices(), obj._values(), Size(obj.shape), obj.is_coalesced())
+            return (_SPARSE, (_Layout("torch.sparse_coo"), data))
+        if kind is SparseCsrTensor:
+            data = (obj.crow_indices(), obj.col_indices(), obj.values(), Size(obj.shape))
+            return (_SPARSE, (_Layout("torch.sparse_csr"), data))
         if kind is Parameter and not obj.__dict__:
             return (_PARAMETER, (_Plain(obj), obj.requires_grad, collections.OrderedDict()))
         if kind in (Tensor, DataView) and not obj.__dict__ and not getattr(obj, "is_sparse", 0):

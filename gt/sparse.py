@@ -103,6 +103,8 @@ class SparseTensor(SparseValues):
     __slots__ = ("_i", "_v", "_shape", "_coalesced")
 
     def __init__(self, indices: Tensor, values: Tensor, shape: tuple[int, ...], coalesced: bool):
+        # (one entry or none is coalesced whatever the caller says, as PyTorch's flag)
+        coalesced = bool(coalesced) or indices.shape[1] <= 1
         self._i, self._v, self._shape, self._coalesced = indices, values, Size(shape), coalesced
 
     # ------------------------------------------------------------------ what it is
@@ -216,13 +218,15 @@ class SparseTensor(SparseValues):
     __matmul__ = mm
 
     def add(self, other: Any) -> Any:
-        """The entries of both (``other``'s first, then these, not coalesced: PyTorch's order), or,
-        for a dense tensor, the dense sum."""
+        """The entries of both (``other``'s first, then these: PyTorch's order), merged when both
+        are coalesced (as PyTorch's: equal indices added, the result coalesced; a sync point) and
+        left uncoalesced otherwise; for a dense tensor, the dense sum."""
         if isinstance(other, SparseTensor):
             if other._shape != self._shape:
                 raise ShapeError(f"sparse add: shapes {list(self._shape)} and {list(other._shape)}")
             i = cat([other._i, self._i], 1)
-            return SparseTensor(i, cat([other._v, self._v], 0), self._shape, False)
+            both = SparseTensor(i, cat([other._v, self._v], 0), self._shape, False)
+            return both.coalesce() if self._coalesced and other._coalesced else both
         return self.to_dense() + other
 
     __add__ = __radd__ = add
@@ -330,20 +334,29 @@ spmm = mm
 
 def addmm(mat: Tensor, sparse: SparseTensor, dense: Tensor, *, beta: float = 1.0,
           alpha: float = 1.0) -> Tensor:  # fmt: skip
-    """``beta * mat + alpha * (sparse @ dense)`` (``torch.sparse.addmm``)."""
-    return mat * beta + mm(sparse, dense) * alpha
+    """``beta * mat + alpha * (sparse @ dense)`` (``torch.sparse.addmm``); with ``beta=0``
+    ``mat`` is not read (its NaN do not pass, as in PyTorch: the ``empty`` + ``beta=0`` idiom)."""
+    product = mm(sparse, dense) * alpha
+    if beta == 0:
+        return product + product.new_zeros(mat.shape) if product.shape != mat.shape else product
+    return mat * beta + product
 
 
 def sum(input: SparseTensor, dim: Any = None) -> Any:  # noqa: A001 - PyTorch's name
-    """The sum of all entries (a dense 0-d tensor), or over ``dim`` (a sparse tensor of the
-    rest, as ``torch.sparse.sum``; ``.to_dense()`` gives e.g. a graph's degrees)."""
+    """The sum of all entries (a dense 0-d tensor), or over ``dim``, as ``torch.sparse.sum``: a
+    dense tensor when every sparse dimension is summed, else a sparse tensor of the rest (its
+    dense dimensions kept dense; ``.to_dense()`` gives e.g. a graph's degrees)."""
     if dim is None:
         return input._v.sum()
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    dense = input.to_dense().sum(
-        tuple(S.normalize_axis(d, input.dim(), "sparse.sum") for d in dims)
-    )
-    return to_sparse(dense)
+    if not dims:  # (nothing summed: the tensor itself, as PyTorch gives it)
+        return input
+    axes = tuple(sorted({S.normalize_axis(d, input.dim(), "sparse.sum") for d in dims}))
+    dense = input.to_dense().sum(axes)
+    kept_sparse = input.sparse_dim() - len([a for a in axes if a < input.sparse_dim()])
+    if kept_sparse == 0:
+        return dense
+    return to_sparse(dense, kept_sparse)
 
 
 def to_sparse(dense: Tensor, sparse_dim: int | None = None) -> SparseTensor:

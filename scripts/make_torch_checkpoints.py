@@ -46,6 +46,8 @@ def contents(torch):  # noqa: ANN001, ANN201 - ``torch`` or ``gt``
         "slice": base[2:9:3],
         "parameter": torch.nn.Parameter(torch.arange(3.0)),
         "needs_grad": torch.arange(2.0).requires_grad_(),
+        "sparse": torch.tensor([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]).to_sparse(),
+        "csr": torch.eye(3).to_sparse_csr(),
         "size": torch.Size([2, 3]),
         "dtype": torch.float16,
         "device": torch.device("cpu"),
@@ -75,7 +77,9 @@ def check(torch) -> int:  # noqa: ANN001
     bad = []
     for key, value in want.items():
         other = got[key]
-        if isinstance(value, torch.Tensor):
+        if isinstance(value, torch.Tensor) and value.layout != torch.strided:
+            same = other.layout == value.layout and torch.equal(other.to_dense(), value.to_dense())
+        elif isinstance(value, torch.Tensor):
             same = (type(other) is type(value) and other.dtype == value.dtype
                     and other.shape == value.shape and other.requires_grad == value.requires_grad
                     and torch.equal(other.detach(), value.detach()))  # fmt: skip

@@ -57,6 +57,12 @@ def test_a_pytorch_checkpoint_loads_with_every_dtype_and_layout(conn):
     assert saved["slice"].tolist() == [2.0, 5.0, 8.0]  # (a storage offset and a step)
     assert type(saved["parameter"]) is gt.nn.Parameter and saved["parameter"].requires_grad
     assert saved["needs_grad"].requires_grad and saved["needs_grad"].is_leaf
+    assert saved["sparse"].is_sparse and saved["sparse"].is_coalesced()
+    assert saved["sparse"].to_dense().tolist() == [[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]
+    assert (
+        saved["csr"].layout == gt.sparse_csr
+        and saved["csr"].to_dense().tolist() == np.eye(3).tolist()
+    )
     assert saved["size"] == gt.Size([2, 3]) and isinstance(saved["size"], gt.Size)
     assert saved["dtype"] is gt.float16 and saved["device"] == gt.device("cpu")
     assert saved["python"] == {"step": 7, "name": "run-1", "lrs": [0.1, 0.01], "raw": b"\x00\x01"}
@@ -97,7 +103,8 @@ def _globals(pkl: bytes) -> set[str]:
 def test_gt_save_writes_pytorchs_archive(conn, tmp_path):
     model = gt.nn.Linear(3, 2)
     obj = {"sd": model.state_dict(), "p": gt.nn.Parameter(gt.ones(2)),
-           "u16": gt.tensor([1, 2], dtype=gt.uint16), "dt": gt.float16, "size": gt.Size([1, 2])}  # fmt: skip
+           "u16": gt.tensor([1, 2], dtype=gt.uint16), "dt": gt.float16, "size": gt.Size([1, 2]),
+           "sparse": gt.eye(2).to_sparse()}  # fmt: skip
     path = tmp_path / "ckpt.pt"
     gt.save(obj, path)
     with zipfile.ZipFile(path) as archive:
@@ -105,7 +112,7 @@ def test_gt_save_writes_pytorchs_archive(conn, tmp_path):
         assert {"archive/data.pkl", "archive/byteorder", "archive/version"} <= set(names)
         assert archive.read("archive/byteorder") == b"little"
         storages = [i for i in archive.infolist() if i.filename.startswith("archive/data/")]
-        assert len(storages) == 4 and all(i.compress_type == zipfile.ZIP_STORED for i in storages)
+        assert len(storages) == 6 and all(i.compress_type == zipfile.ZIP_STORED for i in storages)
         for info in storages:  # (each storage's bytes start 64-byte aligned, as PyTorch's)
             archive.fp.seek(info.header_offset + 26)
             name_len, extra_len = np.frombuffer(archive.fp.read(4), "<u2")
@@ -113,12 +120,14 @@ def test_gt_save_writes_pytorchs_archive(conn, tmp_path):
         names_used = _globals(archive.read("archive/data.pkl"))
     assert {"torch._utils _rebuild_tensor_v2", "torch._utils _rebuild_tensor_v3",
             "torch._utils _rebuild_parameter", "torch FloatStorage", "torch uint16",
-            "torch float16", "torch Size", "collections OrderedDict"} <= names_used  # fmt: skip
+            "torch float16", "torch Size", "collections OrderedDict",
+            "torch._utils _rebuild_sparse_tensor"} <= names_used  # fmt: skip
     assert not any(name.startswith("gt") for name in names_used)
     back = gt.load(path)
     assert back["sd"]["weight"].tolist() == model.weight.tolist()
     assert type(back["p"]) is gt.nn.Parameter and back["u16"].tolist() == [1, 2]
     assert back["dt"] is gt.float16 and back["size"] == (1, 2)
+    assert back["sparse"].to_dense().tolist() == [[1.0, 0.0], [0.0, 1.0]]
 
 
 class Config:
