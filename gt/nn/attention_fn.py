@@ -292,7 +292,9 @@ def multi_head_attention_forward(
         keep = (F.rand(weights.shape, dtype=weights.dtype) >= dropout_p).to(weights.dtype)
         weights = weights * keep * (1.0 / (1.0 - dropout_p))
     out = (weights @ v).transpose(0, 1).reshape(tgt_len * bsz, embed_dim)
-    out = _linear(out, out_proj_weight, out_proj_bias).reshape(tgt_len, bsz, -1)
+    out = _linear(out, out_proj_weight, out_proj_bias).reshape(
+        tgt_len, bsz, out_proj_weight.shape[0]
+    )
     if not batched:
         out = out.squeeze(1)
     if not need_weights:

@@ -255,6 +255,8 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     w = weight
     if weight.numel() > 1 and input.ndim >= 2:
         w = weight.reshape((1, -1) + (1,) * (input.ndim - 2))
+    elif input.ndim == 0 and weight.numel() == 1:  # (a 0-d input stays 0-d)
+        w = weight.reshape(())
     out = where(input > 0, input, input * w)
     return recorded_rule(label(out, "PreluKernelBackward0"), zero_second_derivative)
 

@@ -280,8 +280,8 @@ def kl_div(
     if log_target:
         loss = target.exp() * (target - input)
     else:
-        # target * log(target), taken as 0 where target is 0 (xlogy)
-        safe = where(target > 0, target, 1.0)
+        # target * log(target), taken as 0 where target is 0 (xlogy: NaN for a negative one)
+        safe = where(target == 0, 1.0, target)
         loss = target * safe.log() - target * input
     red = _legacy_reduction(size_average, reduce, reduction)
     if red == "batchmean":

@@ -95,11 +95,14 @@ class _BatchNorm(_NormStateVersion, Module):
                 self.num_batches_tracked.add_(1)
             if self.momentum is None:  # cumulative moving average
                 momentum = 1.0 / float(self.num_batches_tracked.item())
-        use_batch = self.training or not self.track_running_stats
+        # (PyTorch's rule: batch statistics in training, or when there are no running ones; a
+        # module whose track_running_stats was turned off after it was made keeps its buffers)
+        use_batch = self.training or (self.running_mean is None and self.running_var is None)
+        tracked = not self.training or self.track_running_stats
         return N.batch_norm(
             input,
-            self.running_mean if not self.training or self.track_running_stats else None,
-            self.running_var if not self.training or self.track_running_stats else None,
+            self.running_mean if tracked else None,
+            self.running_var if tracked else None,
             self.weight,
             self.bias,
             use_batch,

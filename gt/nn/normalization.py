@@ -48,6 +48,11 @@ def batch_norm(
         raise ShapeError(f"batch_norm: expected at least 2-d input, got shape {list(input.shape)}")
     dims = (0,) + tuple(range(2, input.ndim))
     cs = _channel_shape(input)
+    if input.numel() == 0:  # (an empty batch: nothing to normalize, the running stats kept)
+        out = input * 1.0
+        return label(
+            out if weight is None else out * weight.reshape(cs), "NativeBatchNormBackward0"
+        )
     if training or running_mean is None or running_var is None:
         n = input.numel() // input.shape[1]
         if training and n <= 1:
@@ -86,7 +91,13 @@ def instance_norm(
     """Normalize each sample's channels over their spatial dimensions. With running statistics:
     while ``use_input_stats``, each sample's own statistics normalize and ``running_mean`` and
     ``running_var`` (unbiased) move towards their batch averages by ``momentum``, in place; else
-    the running statistics normalize (as PyTorch's ``track_running_stats=True`` in eval mode)."""
+    the running statistics normalize (as PyTorch's ``track_running_stats=True`` in eval mode).
+    A half input is normalized in float32 and rounded once (float32 parameters keep its dtype)."""
+    if input.dtype in ("float16", "bfloat16"):
+        wide = [t.float() if t is not None else None for t in (weight, bias)]
+        out = instance_norm(input.float(), running_mean, running_var, *wide, use_input_stats,
+                            momentum, eps)  # fmt: skip
+        return label(out.to(input.dtype), "ViewBackward0")
     dims = tuple(range(2, input.ndim))
     cs = _channel_shape(input)
     if use_input_stats or running_mean is None or running_var is None:
@@ -96,7 +107,7 @@ def instance_norm(
         out = d * (var + eps).rsqrt()
         if running_mean is not None and running_var is not None:
             n, c = input.shape[0], input.shape[1]
-            count = input.numel() // (n * c)
+            count = input.numel() // max(n * c, 1)
             with no_grad():
                 batch_mean = mean.reshape(n, c).mean(0)
                 unbiased = var.reshape(n, c).mean(0) * (count / max(count - 1, 1))
@@ -128,7 +139,7 @@ def group_norm(
     n, c = input.shape[:2]
     if c % num_groups:
         raise ShapeError(f"group_norm: {c} channels cannot be split into {num_groups} groups")
-    x = input.reshape(n, num_groups, -1)
+    x = input.reshape(n, num_groups, input.numel() // max(n * num_groups, 1))
     d = centered(x, (2,))
     out = (d * ((d * d).mean(-1, keepdim=True) + eps).rsqrt()).reshape(input.shape)
     cs = _channel_shape(input)
@@ -156,8 +167,12 @@ def rms_norm(
     if eps is None:
         eps = float(np.finfo(np.dtype(input.dtype)).eps)
     dims = tuple(range(input.ndim - len(shape), input.ndim))
-    out = input * ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
-    return out * weight if weight is not None else out
+    # (in float32 for a half input, and in the input's dtype in the end, as PyTorch's composite:
+    # a float32 weight on a half input keeps it half)
+    x = input.float() if input.dtype in ("float16", "bfloat16") else input
+    out = x * ((x * x).mean(dims, keepdim=True) + eps).rsqrt()
+    out = out * weight if weight is not None else out
+    return out if out.dtype == input.dtype else out.to(input.dtype)
 
 
 def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75,

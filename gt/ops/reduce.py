@@ -405,8 +405,11 @@ class ReductionOps:
             return label(x.abs().amax(dim, keepdim), _NORM_NODE)
         if p == float("-inf"):
             return label(x.abs().amin(dim, keepdim), _NORM_NODE)
-        if p == 0:
-            return (x != 0).to(x.dtype).sum(dim, keepdim)
+        if p == 0:  # (a count, in the graph with a zero gradient, as PyTorch's)
+            count = (x != 0).to(x.dtype).sum(dim, keepdim)
+            if not (x._rg and is_grad_enabled()):
+                return count
+            return count + (where(x.isfinite(), x, 0.0) * 0.0).sum(dim, keepdim)
         a = x.abs()
         if p < 1 and a._rg and is_grad_enabled():  # |x|^p's slope at 0 is inf: PyTorch's is 0
             nz = a != 0

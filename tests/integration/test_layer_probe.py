@@ -1,0 +1,62 @@
+"""What a probe of ``torch.nn`` layers called as programs call them (unbatched, batch 0, half and
+double modules, channels_last, eval) against PyTorch 2.13 found on Dec 6 (9,406 cases), as PyTorch
+behaves: a batch of none through attention, batch, group and instance norms; ``track_running_stats``
+turned off after construction; RMSNorm and InstanceNorm keeping a half input half with float32
+parameters; a zero-norm distance in the graph; PReLU of a 0-d input; KL divergence of a negative
+target. Every test runs on NumPy workers and on workers whose CuPy is the test double."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from helpers import each_backend_cluster
+
+import gt
+from gt import nn
+
+pytestmark = pytest.mark.timeout(90)
+
+cluster = each_backend_cluster(workers=1)
+
+
+def test_an_empty_batch_goes_through_attention_and_the_norms(conn):
+    mha = nn.MultiheadAttention(8, 2)
+    out, weights = mha(gt.zeros(4, 0, 8), gt.zeros(4, 0, 8), gt.zeros(4, 0, 8))
+    assert out.shape == (4, 0, 8) and weights.shape == (0, 4, 4)
+    enc = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+    assert enc(gt.zeros(3, 0, 8)).shape == (3, 0, 8)
+    bn = nn.BatchNorm2d(3)
+    assert bn(gt.zeros(0, 3, 4, 4)).shape == (0, 3, 4, 4)
+    assert bn.running_mean.tolist() == [0.0] * 3 and bn.num_batches_tracked.item() == 1
+    assert nn.GroupNorm(2, 4)(gt.zeros(0, 4, 3)).shape == (0, 4, 3)
+    assert nn.InstanceNorm1d(2, track_running_stats=True)(gt.zeros(0, 2, 5)).shape == (0, 2, 5)
+
+
+def test_batch_norm_in_eval_uses_the_buffers_it_has(conn):
+    m = nn.BatchNorm1d(2)
+    m.track_running_stats = False
+    m.eval()
+    out = m(gt.tensor([[1.0, 2.0], [3.0, 6.0]])).numpy()  # (x / sqrt(1 + eps): the buffers')
+    assert abs(out - [[1.0, 2.0], [3.0, 6.0]]).max() < 1e-4
+    assert m.running_mean.tolist() == [0.0, 0.0]
+
+
+def test_norms_keep_a_half_input_half_with_float32_parameters(conn):
+    r = nn.RMSNorm(2)(gt.tensor([[1.0, 3.0]]).half())
+    assert r.dtype == gt.float16 and nn.Linear(2, 2).half()(r).dtype == gt.float16
+    assert nn.RMSNorm(2).double()(gt.tensor([[1.0, 3.0]])).dtype == gt.float32
+    i = nn.InstanceNorm1d(2, affine=True)(gt.arange(6.0).reshape(1, 2, 3).half())
+    assert i.dtype == gt.float16
+    assert abs(i.float()[0, 0, 0].item() + 1.2247) < 2e-3
+
+
+def test_small_cases_of_activations_distances_and_losses(conn):
+    a = gt.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
+    d = nn.PairwiseDistance(p=0)(a, gt.tensor([[1.0, 0.0, 3.0]]))
+    assert d.requires_grad and d.tolist() == [3.0]  # (eps counts in every slot)
+    d.sum().backward()
+    assert a.grad.tolist() == [[0.0, 0.0, 0.0]]
+    assert nn.PReLU()(gt.tensor(-2.0)).shape == ()
+    kl = nn.functional.kl_div(gt.tensor([-1, -0.5]), gt.tensor([0.5, -0.3]), reduction="none")
+    assert abs(kl[0].item() - 0.1534264) < 1e-6 and math.isnan(kl[1].item())
