@@ -50,6 +50,15 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
         raise ShapeError(
             f"interpolate: expected at least a 3-d input, got shape {list(input.shape)}"
         )
+    wants = {"linear": 3, "bilinear": 4, "bicubic": 4, "trilinear": 5}.get(mode)
+    if wants is not None and input.ndim != wants:  # (PyTorch's: no mode of another rank)
+        if mode == "bicubic":
+            raise NotImplementedError(
+                f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for "
+                "the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
+                f"nearest-exact (got {mode})"
+            )
+        raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs {wants}D input")
     if antialias and (mode not in ("bilinear", "bicubic") or input.ndim != 4):
         raise ValueError(
             "Anti-alias option is restricted to bilinear and bicubic modes and requires a 4-D "

@@ -60,3 +60,13 @@ def test_small_cases_of_activations_distances_and_losses(conn):
     assert nn.PReLU()(gt.tensor(-2.0)).shape == ()
     kl = nn.functional.kl_div(gt.tensor([-1, -0.5]), gt.tensor([0.5, -0.3]), reduction="none")
     assert abs(kl[0].item() - 0.1534264) < 1e-6 and math.isnan(kl[1].item())
+
+
+def test_interpolation_modes_refuse_inputs_of_another_rank(conn):
+    # (bilinear on a 3-d input interpolated its last dimension only; PyTorch refuses it)
+    with pytest.raises(NotImplementedError, match="Got 3D input, but bilinear mode needs 4D"):
+        nn.functional.interpolate(gt.zeros(2, 3, 4), scale_factor=2, mode="bilinear")
+    with pytest.raises(NotImplementedError, match="trilinear mode needs 5D"):
+        nn.Upsample(scale_factor=2, mode="trilinear")(gt.zeros(1, 2, 3, 4))
+    assert nn.functional.interpolate(gt.zeros(1, 2, 3), scale_factor=2, mode="linear").shape == (
+        1, 2, 6)  # fmt: skip
