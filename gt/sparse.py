@@ -95,6 +95,66 @@ class SparseValues:
     def __neg__(self) -> Any:
         return self._with(-self._v)
 
+    neg = __neg__
+
+    # (functions that keep zeros zero: applied to the stored values, as PyTorch's sparse kernels)
+    def abs(self) -> Any:
+        """``|x|`` of every entry."""
+        return self._with(self._v.abs())
+
+    __abs__ = abs
+
+    def sqrt(self) -> Any:
+        """``sqrt(x)`` of every entry."""
+        return self._with(self._v.sqrt())
+
+    def square(self) -> Any:
+        """``x * x`` of every entry."""
+        return self._with(self._v * self._v)
+
+    def sign(self) -> Any:
+        """The sign of every entry."""
+        return self._with(self._v.sign())
+
+    def relu(self) -> Any:
+        """``max(x, 0)`` of every entry."""
+        return self._with(self._v.relu())
+
+    def pow(self, exponent: Any) -> Any:
+        """Every entry to a positive number's power (zeros stay zeros)."""
+        if not isinstance(exponent, (int, float)) or exponent <= 0:
+            raise RuntimeError("pow: a sparse tensor to a power that is not a positive number")
+        return self._with(self._v**exponent)
+
+    __pow__ = pow
+
+    def half(self) -> Any:
+        """Float16 values."""
+        return self.to("float16")
+
+    def bfloat16(self) -> Any:
+        """Bfloat16 values."""
+        return self.to("bfloat16")
+
+    def long(self) -> Any:
+        """Int64 values."""
+        return self.to("int64")
+
+    def int(self) -> Any:
+        """Int32 values."""
+        return self.to("int32")
+
+    def bool(self) -> Any:
+        """Bool values."""
+        return self.to("bool")
+
+    def numel(self) -> int:
+        """The number of elements of the dense tensor."""
+        return S.prod(self.shape)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
 
 class SparseTensor(SparseValues):
     """A sparse COO tensor (see the module's docstring). Made by :func:`sparse_coo_tensor`,
@@ -211,8 +271,26 @@ class SparseTensor(SparseValues):
         return SparseTensor(self._i.flip(0), self._v, (self._shape[1], self._shape[0]), False)
 
     def mm(self, other: Tensor) -> Tensor:
-        """``self @ other`` for a 2-d sparse matrix and a dense matrix."""
+        """``self @ other`` for a 2-d sparse matrix and a dense matrix (a sparse one: a sparse
+        result, through a dense intermediate)."""
         return mm(self, other)
+
+    def mul(self, other: Any) -> Any:
+        """Times a number, or elementwise times a tensor of the same shape (dense: the entries
+        times the dense values at their indices; sparse: through the dense product), sparse."""
+        if isinstance(other, SparseValues):
+            if tuple(other.shape) != tuple(self._shape):
+                raise ShapeError(f"sparse mul: shapes {list(self._shape)} and {list(other.shape)}")
+            return to_sparse(self.to_dense() * other.to_dense(), self.sparse_dim())
+        if isinstance(other, Tensor) and other.ndim > 0:
+            if tuple(other.shape) != tuple(self._shape):
+                raise ShapeError(f"sparse mul: shapes {list(self._shape)} and {list(other.shape)}")
+            at = tuple(self._i.unbind(0)) if self._nnz() else None
+            picked = other[at] if at is not None else other.new_zeros((0, *self._v.shape[1:]))
+            return SparseTensor(self._i, self._v * picked, self._shape, self._coalesced)
+        return self._with(self._v * other)
+
+    __mul__ = __rmul__ = mul
 
     matmul = mm
     __matmul__ = mm
@@ -311,6 +389,8 @@ def mm(sparse: SparseTensor, dense: Tensor) -> Tensor:
     result in the entries' order."""
     if not isinstance(sparse, SparseTensor):
         return sparse.mm(dense)
+    if isinstance(dense, SparseTensor):  # (sparse @ sparse: sparse, as PyTorch's)
+        return to_sparse(mm(sparse, dense.to_dense()))
     if sparse.dim() != 2 or sparse.sparse_dim() != 2 or dense.ndim != 2:
         raise ShapeError(
             f"sparse.mm: expected a 2-d sparse matrix and a 2-d dense one, got "

@@ -54,3 +54,15 @@ def test_sparse_sum_is_dense_over_every_sparse_dimension(conn):
     rows = gt.sparse.sum(hybrid, 0)
     assert rows.is_sparse and rows.dense_dim() == 1 and rows.to_dense().tolist() == [[1, 2], [3, 4]]
     assert gt.sparse.sum(s, ()) is s
+
+
+def test_sparse_products_elementwise_ops_and_conversions(conn):
+    a = gt.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 2.0], [0.0, 2.0, 0.0]]).to_sparse()
+    d = gt.tensor([[2.0, 0.0, 0.0], [0.0, 3.0, 0.0], [0.0, 0.0, 1.0]]).to_sparse()
+    normalized = gt.sparse.mm(gt.sparse.mm(d, a), d)  # (the normalized-adjacency idiom)
+    assert normalized.is_sparse
+    assert normalized.to_dense().tolist() == [[0, 6, 0], [6, 0, 6], [0, 6, 0]]
+    assert (a * gt.full((3, 3), 2.0)).to_dense().tolist() == [[0, 2, 0], [2, 0, 4], [0, 4, 0]]
+    assert (a * a).to_dense().tolist() == [[0, 1, 0], [1, 0, 4], [0, 4, 0]]
+    assert (-a).abs().pow(2).to_dense().tolist() == [[0, 1, 0], [1, 0, 4], [0, 4, 0]]
+    assert a.long().dtype == gt.int64 and a.numel() == 9 and len(a) == 3
