@@ -44,10 +44,15 @@ def _same_shape(input: Tensor, target: Tensor, op: str) -> None:
 
 # ------------------------------------------------------------------ losses
 @autocast_op("mse_loss")
+def _numeric(target: Any) -> Any:
+    """A bool target as 0/1 in uint8 (PyTorch promotes it; GT refuses bool subtraction)."""
+    return target.to("uint8") if getattr(target, "dtype", None) == "bool" else target
+
+
 def mse_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,
              reduction: str = "mean") -> Tensor:  # fmt: skip
     """Mean squared error (``target`` broadcasts against ``input``)."""
-    d = input - target
+    d = input - _numeric(target)
     out = _reduce(d * d, _legacy_reduction(size_average, reduce, reduction), "mse_loss")
     return label(out, "MseLossBackward0")
 
@@ -249,7 +254,7 @@ def smooth_l1_loss(
     """Squared error below ``beta`` (halved, over ``beta``), absolute error above."""
     if beta == 0:  # PyTorch's l1_loss then, and its nodes
         return l1_loss(input, target, size_average, reduce, reduction)
-    d = input - target
+    d = input - _numeric(target)
     a = d.abs()
     loss = where(a < beta, d * d * (0.5 / beta), a - 0.5 * beta)
     out = _reduce(loss, _legacy_reduction(size_average, reduce, reduction), "smooth_l1_loss")
@@ -264,7 +269,7 @@ def huber_loss(
     input's dtype, as PyTorch's)."""
     if isinstance(target, Tensor) and input.is_floating_point() and target.is_floating_point():
         target = target.to(input.dtype)
-    d = input - target
+    d = input - _numeric(target)
     a = d.abs()
     loss = where(a < delta, d * d * 0.5, (a - 0.5 * delta) * delta)
     return label(_reduce(loss, reduction, "huber_loss"), "HuberLossBackward0")

@@ -70,3 +70,11 @@ def test_interpolation_modes_refuse_inputs_of_another_rank(conn):
         nn.Upsample(scale_factor=2, mode="trilinear")(gt.zeros(1, 2, 3, 4))
     assert nn.functional.interpolate(gt.zeros(1, 2, 3), scale_factor=2, mode="linear").shape == (
         1, 2, 6)  # fmt: skip
+
+
+def test_mse_smooth_l1_and_huber_take_a_bool_target(conn):
+    x, t = gt.tensor([0.5, 2.0]), gt.tensor([True, False])
+    assert nn.MSELoss()(x, t).item() == 2.125
+    assert nn.SmoothL1Loss()(x, t).item() == 0.8125 and nn.HuberLoss()(x, t).item() == 0.8125
+    with pytest.raises(Exception, match="bool"):  # (L1 refuses it, as PyTorch's)
+        nn.L1Loss()(x, t)
