@@ -34,7 +34,10 @@ class ModuleConversions:
             for m in self.modules():
                 for name, b in m._buffers.items():
                     if b is not None and (kinds is None or b.dtype in kinds):
-                        m._buffers[name] = fn(b)
+                        if getattr(b, "cls_to_become", None) is not None:
+                            _take(b, fn(b))  # (an uninitialized buffer stays one, in the dtype)
+                        else:
+                            m._buffers[name] = fn(b)
         guards.bump()  # a captured step (gt.hot) holding the old buffers is captured again
         return self
 

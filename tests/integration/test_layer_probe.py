@@ -78,3 +78,11 @@ def test_mse_smooth_l1_and_huber_take_a_bool_target(conn):
     assert nn.SmoothL1Loss()(x, t).item() == 0.8125 and nn.HuberLoss()(x, t).item() == 0.8125
     with pytest.raises(Exception, match="bool"):  # (L1 refuses it, as PyTorch's)
         nn.L1Loss()(x, t)
+
+
+def test_a_lazy_norm_converted_before_its_first_call(conn):
+    m = nn.LazyBatchNorm1d().double()
+    assert isinstance(m.running_mean, nn.UninitializedBuffer) and m.running_mean.dtype == gt.float64
+    y = m(gt.ones(3, 4, dtype=gt.float64))
+    assert y.dtype == gt.float64 and m.running_mean.shape == (4,)
+    assert m.running_mean.dtype == gt.float64
