@@ -27,6 +27,7 @@ from gt._dtype import dtype as _DType
 from gt.autograd import _mode, record
 from gt.errors import DtypeError
 from gt.grad_mode import INFERENCE_THREADS
+from gt.ops import subclassing
 from gt.ops.arith import ArithmeticOps
 from gt.ops.autocast import mark_methods
 from gt.ops.autograd_api import AutogradOps
@@ -131,6 +132,18 @@ class Tensor(
         "__dict__",  # users' own attributes (p._no_weight_decay = True), as PyTorch's tensors take
     )
     __array_priority__ = 1000  # so ndarray + Tensor defers to Tensor.__radd__
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A program's subclass: its methods go through ``__torch_function__`` (their tensor
+        results are of the subclass, as PyTorch's; see :mod:`gt.ops.subclassing`)."""
+        super().__init_subclass__(**kwargs)
+        subclassing.wrap_subclass(cls, Tensor)
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
+        """PyTorch's default: run ``func`` and give its tensor results this class."""
+        return subclassing.default_torch_function(cls, func, types, args, kwargs, Tensor)
+
     _proxy = False  # a handle on another tensor's value (DataView), held strongly by its views
 
     def __init__(

@@ -43,6 +43,11 @@ class Parameter(Tensor):
 
     __slots__ = ()
 
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
+        """Plain results, as PyTorch's Parameter (a subclass of it may define its own)."""
+        return func(*args, **(kwargs or {}))
+
     def __init__(self, data: Tensor | None = None, requires_grad: bool = True):
         if data is None:
             data = zeros(0)

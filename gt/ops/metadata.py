@@ -163,4 +163,8 @@ class MetadataOps:
         return object.__format__(self, spec)
 
     def __repr__(self) -> str:
-        return tensor_repr(self)
+        text = tensor_repr(self)
+        cls = type(self)  # (a program's subclass prints its name, as PyTorch's: ``MyT([1., 2.])``)
+        if not (cls.__module__ + ".").startswith("gt.") and text.startswith("tensor("):
+            text = cls.__name__ + text[len("tensor") :]
+        return text

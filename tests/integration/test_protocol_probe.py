@@ -150,3 +150,29 @@ def test_a_worker_error_a_fetch_raised_is_not_raised_again_at_the_next_sync(conn
         gt.sync()
     gt.sync()
     assert (x + 1).tolist() == [1.0, 1.0, 1.0]
+
+
+class Boxes(gt.Tensor):
+    """A subclass as torchvision's ``tv_tensors`` make them."""
+
+
+class Logged(gt.Tensor):
+    calls: list = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
+        cls.calls.append(func.__name__)
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_methods_of_a_subclass_give_the_subclass(conn):
+    boxes = gt.tensor([[0.0, 0.0, 2.0, 2.0]]).as_subclass(Boxes)
+    for result in (boxes + 1, 1 + boxes, boxes * boxes, boxes[0], boxes.sum(), boxes.split(1)[0]):
+        assert type(result) is Boxes
+    assert type(gt.ones(2)) is gt.Tensor and repr(boxes[0, :2]) == "Boxes([0., 0.])"
+    assert {boxes: 1}[boxes] == 1  # (still hashable)
+    Logged.calls.clear()
+    total = (gt.ones(2).as_subclass(Logged) + 1).sum()
+    assert type(total) is Logged and total.item() == 4.0 and Logged.calls[:2] == ["__add__", "sum"]
+    layer = gt.nn.Linear(2, 2)
+    assert type(layer.weight * 2) is gt.Tensor  # (a Parameter's results are plain)
