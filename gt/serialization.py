@@ -103,7 +103,13 @@ def _weights_only_global(module: str, name: str) -> Any:
 
 def _any_global(module: str, name: str) -> Any:
     if module == "torch" or module.startswith("torch."):  # (PyTorch's own classes: GT's twins)
-        module = "gt" + module[len("torch") :]
+        try:
+            return pickle.Unpickler.find_class(_NO_FILE, "gt" + module[len("torch") :], name)
+        except (ImportError, AttributeError):
+            raise pickle.UnpicklingError(
+                f"the checkpoint holds PyTorch's {module}.{name}, which GT does not have (save "
+                "its state_dict with PyTorch instead, and load that)"
+            ) from None
     return pickle.Unpickler.find_class(_NO_FILE, module, name)
 
 
