@@ -540,7 +540,6 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
                 if time.monotonic() > deadline:
                     raise GTTimeout(f"sync did not finish within {self.timeout:.0f}s (GT_TIMEOUT)")
                 self._pump(self._wait_slice())
-            self._raised.clear()  # (every ack is in: what a fetch raised and none matched, goes)
             if self._errors:
                 err = self._errors[0]
                 self._errors.clear()
