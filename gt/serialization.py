@@ -12,6 +12,7 @@ not (re-save such a file with a recent PyTorch).
 
 from __future__ import annotations
 
+import _compat_pickle
 import contextlib
 import io
 import os
@@ -44,6 +45,7 @@ _SAFE = {
     ("builtins", "bool"),
     ("builtins", "slice"),
     ("builtins", "range"),
+    ("builtins", "bytearray"),
     ("_codecs", "encode"),  # (how protocol 2 pickles bytes)
     ("collections", "Counter"),
     ("gt.ops.typeinfo", "Size"),
@@ -90,6 +92,11 @@ def safe_globals(safe_globals: Iterable[Any]) -> Iterator[None]:
 
 
 def _weights_only_global(module: str, name: str) -> Any:
+    # (protocol 2 writes Python 2's names, ``__builtin__.set``: the unpickler maps them back)
+    if (module, name) in _compat_pickle.NAME_MAPPING:
+        module, name = _compat_pickle.NAME_MAPPING[(module, name)]
+    elif module in _compat_pickle.IMPORT_MAPPING:
+        module = _compat_pickle.IMPORT_MAPPING[module]
     if (module, name) in _ALLOWED:
         return _ALLOWED[(module, name)]
     if (module, name) in _SAFE:

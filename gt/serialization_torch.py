@@ -289,10 +289,11 @@ class _ArchivePickler(pickle._Pickler):  # (the Python pickler: it lets ``save``
         if kind is _Layout:
             return (_GET_LAYOUT, (obj.name,))
         if kind is SparseTensor:
-            data = (obj._indices(), obj._values(), Size(obj.shape), obj.is_coalesced())
+            # (detached: a loaded sparse tensor does not require grad, as PyTorch's)
+            data = (obj._indices(), obj._values().detach(), Size(obj.shape), obj.is_coalesced())
             return (_SPARSE, (_Layout("torch.sparse_coo"), data))
         if kind is SparseCsrTensor:
-            data = (obj.crow_indices(), obj.col_indices(), obj.values(), Size(obj.shape))
+            data = (obj.crow_indices(), obj.col_indices(), obj.values().detach(), Size(obj.shape))
             return (_SPARSE, (_Layout("torch.sparse_csr"), data))
         if kind is Parameter and not obj.__dict__:
             return (_PARAMETER, (_Plain(obj), obj.requires_grad, collections.OrderedDict()))

@@ -97,34 +97,45 @@ class SparseValues:
 
     neg = __neg__
 
-    # (functions that keep zeros zero: applied to the stored values, as PyTorch's sparse kernels)
+    # (functions that keep zeros zero: applied to the stored values, as PyTorch's sparse kernels,
+    # duplicates added up first: they are not linear)
+    def _summed(self) -> Any:
+        coalesce = getattr(self, "coalesce", None)
+        return coalesce() if coalesce is not None else self
+
     def abs(self) -> Any:
         """``|x|`` of every entry."""
-        return self._with(self._v.abs())
+        s = self._summed()
+        return s._with(s._v.abs())
 
     __abs__ = abs
 
     def sqrt(self) -> Any:
         """``sqrt(x)`` of every entry."""
-        return self._with(self._v.sqrt())
+        s = self._summed()
+        return s._with(s._v.sqrt())
 
     def square(self) -> Any:
         """``x * x`` of every entry."""
-        return self._with(self._v * self._v)
+        s = self._summed()
+        return s._with(s._v * s._v)
 
     def sign(self) -> Any:
         """The sign of every entry."""
-        return self._with(self._v.sign())
+        s = self._summed()
+        return s._with(s._v.sign())
 
     def relu(self) -> Any:
         """``max(x, 0)`` of every entry."""
-        return self._with(self._v.relu())
+        s = self._summed()
+        return s._with(s._v.relu())
 
     def pow(self, exponent: Any) -> Any:
         """Every entry to a positive number's power (zeros stay zeros)."""
         if not isinstance(exponent, (int, float)) or exponent <= 0:
             raise RuntimeError("pow: a sparse tensor to a power that is not a positive number")
-        return self._with(self._v**exponent)
+        s = self._summed()
+        return s._with(s._v**exponent)
 
     __pow__ = pow
 
@@ -163,8 +174,6 @@ class SparseTensor(SparseValues):
     __slots__ = ("_i", "_v", "_shape", "_coalesced")
 
     def __init__(self, indices: Tensor, values: Tensor, shape: tuple[int, ...], coalesced: bool):
-        # (one entry or none is coalesced whatever the caller says, as PyTorch's flag)
-        coalesced = bool(coalesced) or indices.shape[1] <= 1
         self._i, self._v, self._shape, self._coalesced = indices, values, Size(shape), coalesced
 
     # ------------------------------------------------------------------ what it is
@@ -370,7 +379,8 @@ def sparse_coo_tensor(indices: Any, values: Any, size: Any = None, *, dtype: Any
             raise ShapeError(f"sparse_coo_tensor: an index is out of bounds for size {list(size)}")
     if requires_grad:
         v = v.detach().requires_grad_(True)
-    return SparseTensor(i, v, size, bool(is_coalesced))
+    # (one entry or none is coalesced whatever the caller says, as PyTorch's constructor marks it)
+    return SparseTensor(i, v, size, bool(is_coalesced) or i.shape[1] <= 1)
 
 
 def FloatTensor(indices: Any, values: Any, size: Any = None) -> SparseTensor:  # noqa: N802

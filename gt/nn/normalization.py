@@ -49,10 +49,9 @@ def batch_norm(
     dims = (0,) + tuple(range(2, input.ndim))
     cs = _channel_shape(input)
     if input.numel() == 0:  # (an empty batch: nothing to normalize, the running stats kept)
-        out = input * 1.0
-        return label(
-            out if weight is None else out * weight.reshape(cs), "NativeBatchNormBackward0"
-        )
+        out = input * 1.0 if weight is None else input * weight.reshape(cs)
+        out = out if bias is None else out + bias.reshape(cs)  # (zero gradients reach both)
+        return label(out, "NativeBatchNormBackward0")
     if training or running_mean is None or running_var is None:
         n = input.numel() // input.shape[1]
         if training and n <= 1:

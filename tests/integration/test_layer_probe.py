@@ -29,6 +29,8 @@ def test_an_empty_batch_goes_through_attention_and_the_norms(conn):
     bn = nn.BatchNorm2d(3)
     assert bn(gt.zeros(0, 3, 4, 4)).shape == (0, 3, 4, 4)
     assert bn.running_mean.tolist() == [0.0] * 3 and bn.num_batches_tracked.item() == 1
+    bn(gt.zeros(0, 3, 4, 4)).sum().backward()
+    assert bn.bias.grad.tolist() == [0.0] * 3 and bn.weight.grad.tolist() == [0.0] * 3
     assert nn.GroupNorm(2, 4)(gt.zeros(0, 4, 3)).shape == (0, 4, 3)
     assert nn.InstanceNorm1d(2, track_running_stats=True)(gt.zeros(0, 2, 5)).shape == (0, 2, 5)
 

@@ -66,3 +66,10 @@ def test_sparse_products_elementwise_ops_and_conversions(conn):
     assert (a * a).to_dense().tolist() == [[0, 1, 0], [1, 0, 4], [0, 4, 0]]
     assert (-a).abs().pow(2).to_dense().tolist() == [[0, 1, 0], [1, 0, 4], [0, 4, 0]]
     assert a.long().dtype == gt.int64 and a.numel() == 9 and len(a) == 3
+
+
+def test_nonlinear_entry_functions_add_duplicates_first(conn):
+    twice = gt.sparse_coo_tensor(gt.tensor([[1, 1], [0, 0]]), gt.tensor([1.0, 1.0]), (2, 2))
+    assert not twice.is_coalesced() and twice.pow(2).to_dense().tolist() == [[0, 0], [4, 0]]
+    one = gt.tensor([[0.0, 1.0], [0.0, 0.0]]).to_sparse()
+    assert one.is_coalesced() and not one.t().is_coalesced()  # (as PyTorch's flags)

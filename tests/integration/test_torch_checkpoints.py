@@ -157,6 +157,12 @@ def test_former_gt_files_streams_and_allowed_globals_load(conn):
             b[: len(chunk)] = chunk
             return len(chunk)
 
+    plain = io.BytesIO()  # (protocol 2 names them __builtin__'s; weights_only takes them)
+    sparse = gt.tensor([[1.0, 0.0], [0.0, 2.0]]).to_sparse().requires_grad_()
+    gt.save({"s": {1, 2}, "c": 1 + 2j, "b": bytearray(b"ab"), "sparse": sparse}, plain)
+    back = gt.load(io.BytesIO(plain.getvalue()))
+    assert back["s"] == {1, 2} and back["c"] == 1 + 2j and back["b"] == bytearray(b"ab")
+    assert not back["sparse"].requires_grad  # (as PyTorch's loaded sparse tensors)
     with pytest.raises(pickle.UnpicklingError, match="add_safe_globals"):
         gt.load(io.BytesIO(buf.getvalue()))
     with gt.serialization.safe_globals([Config]):
