@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from gt import shapes as S
 from gt._dtype import dtype as _as_dtype
+from gt.autograd import is_grad_enabled
 from gt.errors import ShapeError
 from gt.grad_graph import label
 from gt.ops.arith import where
@@ -55,7 +56,12 @@ class ComposedOps:
         if isinstance(other, TensorBase):
             dtype = S.promote_operands(self.dtype, self.ndim, other.dtype, other.ndim)
             mag = self.to(dtype if dtype in S.FLOAT_DTYPES else S.DEFAULT_FLOAT).abs()
-            return where(other.signbit(), -mag, mag)
+            out = where(other.signbit(), -mag, mag)
+            if other.requires_grad and is_grad_enabled():
+                # ``other`` in the graph with a zero gradient, as PyTorch's (``out + -0.0``
+                # keeps every value, signed zeros included)
+                out = out + (where(other.isfinite(), other, 0.0) * 0.0).abs().neg().to(out.dtype)
+            return out
         mag = as_float(self).abs()
         return -mag if math.copysign(1.0, float(other)) < 0 else mag
 

@@ -6,6 +6,8 @@ NumPy workers and on workers whose CuPy is the test double."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from helpers import each_backend_cluster
@@ -111,3 +113,14 @@ def test_vmap_takes_in_dims_and_out_dims_nested_as_the_arguments_are(conn):
     assert runs.tolist() == [[1.0, 4.0], [2.0, 5.0], [3.0, 6.0]]
     with pytest.raises(ValueError, match="in_dims"):
         gt.func.vmap(lambda a: a, in_dims=[0])(m)
+
+
+def test_copysign_keeps_its_sign_operand_in_the_graph(conn):
+    a = gt.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    b = gt.tensor([-1.0, 1.0, -0.0], requires_grad=True)
+    out = gt.copysign(a, b)
+    assert out.tolist() == [-1.0, 2.0, -3.0] and math.copysign(1.0, out[2].item()) < 0
+    ga, gb = gt.autograd.grad(out.sum(), (a, b))  # (it said b was not used)
+    assert ga.tolist() == [-1.0, -1.0, -1.0] and gb.tolist() == [0.0, 0.0, 0.0]
+    zeros = gt.copysign(gt.tensor([0.0, 2.0]), gt.tensor([-1.0, -1.0]))
+    assert [math.copysign(1.0, v) for v in zeros.tolist()] == [-1.0, -1.0]
