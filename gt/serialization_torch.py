@@ -29,6 +29,7 @@ from typing import IO, Any
 import numpy as np
 
 from gt._dtype import dtype as _GtDtype
+from gt._dtype import name_of
 
 #: How the file starts: a zip archive (PyTorch's format since 1.6, and GT's) ...
 ZIP_MAGIC = b"PK\x03\x04"
@@ -258,6 +259,16 @@ class _ArchivePickler(pickle._Pickler):  # (the Python pickler: it lets ``save``
     def __init__(self, fh: IO[bytes], archive: zipfile.ZipFile, prefix: str):
         super().__init__(fh, protocol=2)
         self._archive, self._prefix, self._count = archive, prefix, 0
+        # (the classes it rewrites, looked up once: ``reducer_override`` sees every object)
+        from gt.nn.module import Parameter  # noqa: PLC0415 - gt.nn builds on this layer's peers
+        from gt.ops.device import device  # noqa: PLC0415
+        from gt.ops.typeinfo import Size  # noqa: PLC0415
+        from gt.sparse import SparseTensor  # noqa: PLC0415
+        from gt.sparse_csr import SparseCsrTensor  # noqa: PLC0415
+        from gt.tensor import DataView, Tensor  # noqa: PLC0415
+
+        self._parameter, self._device, self._size = Parameter, device, Size
+        self._coo, self._csr, self._plain_kinds = SparseTensor, SparseCsrTensor, (Tensor, DataView)
 
     def save(self, obj: Any, save_persistent_id: bool = True) -> None:
         if type(obj) is _GtDtype and str.__str__(obj) in _DTYPES:
@@ -276,46 +287,37 @@ class _ArchivePickler(pickle._Pickler):  # (the Python pickler: it lets ``save``
             type(obj[1]) is _Global) else None  # fmt: skip
 
     def reducer_override(self, obj: Any) -> Any:
-        from gt.nn.module import Parameter  # noqa: PLC0415
-        from gt.ops.device import device  # noqa: PLC0415
-        from gt.ops.typeinfo import Size  # noqa: PLC0415
-        from gt.sparse import SparseTensor  # noqa: PLC0415
-        from gt.sparse_csr import SparseCsrTensor  # noqa: PLC0415
-        from gt.tensor import DataView, Tensor  # noqa: PLC0415
+        kind, Size = type(obj), self._size  # noqa: N806 - the class
 
-        kind = type(obj)
         if kind is _Plain:
             return self._tensor(obj.tensor)
         if kind is _Layout:
             return (_GET_LAYOUT, (obj.name,))
-        if kind is SparseTensor:
+        if kind is self._coo:
             # (detached: a loaded sparse tensor does not require grad, as PyTorch's)
             data = (obj._indices(), obj._values().detach(), Size(obj.shape), obj.is_coalesced())
             return (_SPARSE, (_Layout("torch.sparse_coo"), data))
-        if kind is SparseCsrTensor:
+        if kind is self._csr:
             data = (obj.crow_indices(), obj.col_indices(), obj.values().detach(), Size(obj.shape))
             return (_SPARSE, (_Layout("torch.sparse_csr"), data))
-        if kind is Parameter and not obj.__dict__:
+        if kind is self._parameter and not obj.__dict__:
             return (_PARAMETER, (_Plain(obj), obj.requires_grad, collections.OrderedDict()))
-        if kind in (Tensor, DataView) and not obj.__dict__ and not getattr(obj, "is_sparse", 0):
+        if kind in self._plain_kinds and not obj.__dict__:
             return self._tensor(obj)
         if kind is Size:
             return (_SIZE, (tuple(obj),))
-        if kind is device:
+        if kind is self._device:
             return (_DEVICE, (str(obj),))
         return NotImplemented
 
     def _tensor(self, t: Any) -> tuple:
-        from gt._dtype import name_of  # noqa: PLC0415
-
         value = t.detach().numpy()
         data = np.ascontiguousarray(value).reshape(value.shape)  # (0-d stays 0-d)
         dtype, key = name_of(t.dtype), str(self._count)
         self._count += 1
         write_entry(self._archive, f"{self._prefix}data/{key}", data.tobytes(), align=True)
         shape = tuple(int(s) for s in data.shape)
-        strides = tuple(int(s) // max(data.itemsize, 1) for s in data.strides) if data.size else (
-            _row_major(shape))  # fmt: skip
+        strides = _row_major(shape)  # (the bytes are written row-major)
         hooks = collections.OrderedDict()
         if dtype in _STORAGE_OF:
             storage = ("storage", _named("torch", _STORAGE_OF[dtype]), key, "cpu", data.size)

@@ -92,12 +92,7 @@ def test_a_legacy_pytorch_file_is_refused_with_what_to_do(conn):
 
 
 def _globals(pkl: bytes) -> set[str]:
-    found, strings = set(), []
-    for op, arg, _ in pickletools.genops(pkl):
-        if op.name == "GLOBAL":
-            found.add(arg)
-        strings.append(arg)
-    return found
+    return {arg for op, arg, _ in pickletools.genops(pkl) if op.name == "GLOBAL"}
 
 
 def test_gt_save_writes_pytorchs_archive(conn, tmp_path):
