@@ -64,7 +64,7 @@ _SUBMODULES = frozenset(
     name.removesuffix(".py")
     for name in _os.listdir(_os.path.dirname(__file__))
     if not name.startswith("_") and (name.endswith(".py") or "." not in name)
-)
+) | {"_tensor_str"}  # (a private module of PyTorch's that programs reach into)
 _loaded = False
 _loading = False  # (only ever True inside the lock, for the thread that loads)
 _lock = _threading.RLock()

@@ -94,19 +94,23 @@ TYPED = {
     "ShortTensor": "int16", "IntTensor": "int32", "LongTensor": "int64", "BoolTensor": "bool",
 }  # fmt: skip
 _TYPED_NAME = {d: name for name, d in TYPED.items()}
+_COMPLEX_TYPE_NAME = {"complex64": "ComplexFloatTensor", "complex128": "ComplexDoubleTensor"}
 
 
 def type_name(d: str) -> str:
     """``"gt.FloatTensor"`` for float32 ...: what ``x.type()`` returns (PyTorch's
-    ``"torch.FloatTensor"``); complex dtypes, which have no legacy constructor, by dtype."""
-    name = _TYPED_NAME.get(str.__str__(d))
-    return f"gt.{name}" if name else f"gt.{str.__str__(d)}"
+    ``"torch.FloatTensor"``; ``"gt.ComplexFloatTensor"`` for complex64, as PyTorch names it
+    though it has no such constructor)."""
+    d = str.__str__(d)
+    name = _TYPED_NAME.get(d) or _COMPLEX_TYPE_NAME.get(d)
+    return f"gt.{name}" if name else f"gt.{d}"
 
 
 def dtype_of_type_name(name: str) -> str | None:
     """The dtype a legacy type name stands for (``"torch.LongTensor"``, ``"gt.FloatTensor"``,
     ``"FloatTensor"``), else ``None``."""
-    return TYPED.get(name.rsplit(".", 1)[-1])
+    last = name.rsplit(".", 1)[-1]
+    return TYPED.get(last) or {v: k for k, v in _COMPLEX_TYPE_NAME.items()}.get(last)
 
 
 #: The one dtype object of each name.

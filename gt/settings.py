@@ -88,11 +88,10 @@ def set_printoptions(precision: int | None = None, threshold: int | None = None,
     if profile is not None:
         presets = {"default": (4, 1000, 3, 80), "short": (2, 1000, 2, 80),
                    "full": (4, 2**63 - 1, 3, 80)}  # fmt: skip
-        if profile not in presets:
-            raise ValueError(f"set_printoptions: unknown profile {profile!r}")
-        _format.PRECISION, _format.THRESHOLD, _format.EDGEITEMS, _format.LINEWIDTH = presets[
-            profile
-        ]
+        if profile in presets:  # (another name is ignored, as PyTorch ignores it)
+            _format.PRECISION, _format.THRESHOLD, _format.EDGEITEMS, _format.LINEWIDTH = presets[
+                profile
+            ]
     for name, value in (("PRECISION", precision), ("THRESHOLD", threshold),
                         ("EDGEITEMS", edgeitems), ("LINEWIDTH", linewidth)):  # fmt: skip
         if value is not None:  # (``threshold=float("inf")``, a common idiom: never summarise)

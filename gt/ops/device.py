@@ -43,8 +43,7 @@ class device:  # noqa: N801 - PyTorch's name
         return f"device(type='{self.type}', index={self.index})"
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, str):
-            other = device(other)
+        # (a string is not equal to a device, as in PyTorch: ``x.device == "cpu"`` is False there)
         if not isinstance(other, device):
             return NotImplemented
         return (self.type, self.index) == (other.type, other.index)

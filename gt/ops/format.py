@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gt import shapes as S
 from gt._dtype import name_of
 
 if TYPE_CHECKING:
@@ -25,7 +26,14 @@ EDGEITEMS = 3
 PRECISION = 4
 #: ``True``/``False`` forces scientific notation on or off; ``None`` lets the values decide.
 SCI_MODE: bool | None = None
-_DEFAULT_DTYPES = ("float32", "int64", "bool", "complex64")
+
+
+def _default_dtypes() -> tuple[str, ...]:
+    """The dtypes a repr does not name: the default float (``set_default_dtype``), its complex
+    partner (complex128 for float64, else complex64, as PyTorch's ``_default_complex_dtype``),
+    int64 and bool."""
+    f = S.DEFAULT_FLOAT
+    return (f, "complex128" if f == "float64" else "complex64", "int64", "bool")
 
 
 class _Formatter:
@@ -150,9 +158,9 @@ def format_tensor(
     if a.size == 0:
         if a.shape != (0,):
             suffixes.append(f"size={tuple(a.shape)}")
-        if dtype != "float32":
+        if dtype != S.DEFAULT_FLOAT:
             suffixes.append(f"dtype=gt.{name_of(dtype)}")
-    elif dtype not in _DEFAULT_DTYPES:
+    elif dtype not in _default_dtypes():
         suffixes.append(f"dtype=gt.{name_of(dtype)}")
     suffixes += extra or []
     return _add_suffixes(prefix + body, suffixes, len(prefix))

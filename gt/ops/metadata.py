@@ -115,7 +115,9 @@ class MetadataOps:
     def __float__(self) -> float:
         value = self._number()
         if isinstance(value, complex):  # (Python's TypeError would escape ``except RuntimeError``)
-            raise RuntimeError("value cannot be converted to type double without overflow")
+            if value.imag:
+                raise RuntimeError("value cannot be converted to type double without overflow")
+            value = value.real  # (PyTorch converts a complex number with no imaginary part)
         return float(value)
 
     def __complex__(self) -> complex:
@@ -124,7 +126,9 @@ class MetadataOps:
     def __int__(self) -> int:
         value = self._number()
         if isinstance(value, complex):
-            raise RuntimeError("value cannot be converted to type int64_t without overflow")
+            if value.imag:
+                raise RuntimeError("value cannot be converted to type int64_t without overflow")
+            value = value.real
         return int(value)
 
     def __bool__(self) -> bool:

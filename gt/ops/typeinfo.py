@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -58,11 +59,28 @@ class iinfo:  # noqa: N801 - PyTorch's name
         return f"iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"
 
 
+def _size_item(d: Any) -> int:
+    """One size as an int (``operator.index``), PyTorch's TypeError for anything else."""
+    try:
+        return operator.index(d)  # (an integer tensor of one element too: its __index__)
+    except TypeError:
+        raise TypeError(
+            f"gt.Size() takes an iterable of 'int' (an item is '{type(d).__name__}')"
+        ) from None
+
+
 class Size(tuple):
     """A shape (a tuple of ints), as ``torch.Size``: a slice of it, and it joined with a tuple or
     repeated, is a ``Size`` too."""
 
     __slots__ = ()
+
+    def __new__(cls, sizes: Any = ()) -> Size:
+        t = tuple.__new__(cls, sizes)
+        for d in t:
+            if d.__class__ is not int:  # (NumPy integers, 0-d or one-element integer tensors)
+                return tuple.__new__(cls, map(_size_item, t))
+        return t
 
     def numel(self) -> int:
         """Product of the sizes."""
