@@ -48,6 +48,25 @@ def _inplace_bitwise(name: str) -> Callable[..., Any]:
     return method
 
 
+#: ``random_()``'s exclusive top for floats: one past ``2**mantissa bits`` (PyTorch's range).
+_FLOAT_TOP = {
+    "float16": 2**11 + 1,
+    "bfloat16": 2**8 + 1,
+    "float32": 2**24 + 1,
+    "float64": 2**53 + 1,
+}
+
+
+def _random_top(dtype: str) -> int:
+    """``random_()``'s exclusive top for ``dtype`` (int64 and uint64 stop one short of their
+    largest value: the draw is made in int64)."""
+    if dtype in _FLOAT_TOP:
+        return _FLOAT_TOP[dtype]
+    if dtype == "bool":
+        return 2
+    return min(int(np.iinfo(dtype).max) + 1, 2**63 - 1)
+
+
 class MoreInplaceOps:
     """In-place forms of :class:`gt.Tensor` ops."""
 
@@ -216,13 +235,17 @@ class MoreInplaceOps:
 
         return apply_inplace(self, "geometric_", draw)
 
-    def random_(self, low: int = 0, high: int | None = None) -> Tensor:
-        """Fill with integers uniform in ``[low, high)``, in place."""
-        if high is None:
-            low, high = 0, low
+    def random_(self, from_: Any = None, to: Any = None, *, generator: Any = None) -> Tensor:
+        """Fill with integers uniform in ``[from_, to)``, in place; ``random_(to)`` from 0, and
+        ``random_()`` over every integer the dtype holds exactly (``[0, 2**24]`` for float32, as
+        PyTorch's: its mantissa's range; up to the largest value for integer dtypes)."""
+        if to is None:
+            low, high = 0, (_random_top(self.dtype) if from_ is None else from_)
+        else:
+            low, high = from_, to
 
         def draw(x: Tensor) -> Tensor:
-            attrs = random_attrs(x.shape, "int64", low=int(low), high=int(high))
+            attrs = random_attrs(x.shape, "int64", generator, low=int(low), high=int(high))
             return x._create("randint", [], attrs).to(x.dtype)
 
         return apply_inplace(self, "random_", draw)

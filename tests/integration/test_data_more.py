@@ -103,12 +103,12 @@ def test_chain_dataset_and_plus_read_iterable_datasets_one_after_another():
         data.ConcatDataset([_rows(2)])
 
 
-def test_get_worker_info_is_none_so_a_self_sharding_stream_is_read_once(conn):
-    """Loading runs in the calling process whatever ``num_workers`` is: a dataset that splits its
-    stream by worker yields every sample exactly once."""
+def test_a_self_sharding_stream_is_read_once_in_pytorchs_worker_order(conn):
+    """Each of ``num_workers`` reads its share of a dataset that splits its stream by worker;
+    their batches come round-robin, as from PyTorch's worker processes."""
     assert data.get_worker_info() is None
     loader = data.DataLoader(_rows(5, sharded=True), batch_size=2, num_workers=3)
-    assert [a.tolist() for a, _ in loader] == [[0, 1], [2, 3], [4]]
+    assert [a.tolist() for a, _ in loader] == [[0, 3], [1, 4], [2]]
     assert loader.num_workers == 3 and loader.prefetch_factor == 2
 
 

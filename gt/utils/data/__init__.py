@@ -5,8 +5,9 @@ Laid out as ``torch.utils.data`` (``dataset``, ``sampler``, ``distributed``, ``d
 
 A ``DataLoader`` over a ``TensorDataset`` (or a ``Subset`` of one) takes each batch with one
 indexing op per tensor, on the workers; other datasets are indexed per sample (or per batch, with
-``__getitems__``) and collated as PyTorch's default ``collate_fn`` does. Loading always runs in the
-calling process: ``num_workers`` starts no workers and :func:`get_worker_info` is ``None``.
+``__getitems__``) and collated as PyTorch's default ``collate_fn`` does. Loading runs in the
+calling process; with ``num_workers`` each worker's code runs as in a PyTorch worker (its dataset
+copy, ``worker_init_fn``, :func:`get_worker_info`, its own generators, PyTorch's batch order).
 
 Random orders (shuffling, ``RandomSampler``, ``SubsetRandomSampler``, ``WeightedRandomSampler``,
 ``random_split``) draw from GT's seed or a ``gt.Generator``: reproducible, not PyTorch's numbers.

@@ -1,10 +1,12 @@
 """``gt.utils.data.dataloader``: ``DataLoader``, as ``torch.utils.data.dataloader``.
 
-Batches are loaded in the calling process: ``num_workers``, ``prefetch_factor``,
-``persistent_workers``, ``pin_memory``, ``timeout`` and ``multiprocessing_context`` are checked as
-PyTorch checks them and kept, and start no workers (``worker_init_fn`` is never called, and
-:func:`get_worker_info` returns ``None``). A ``TensorDataset``, or ``Subset`` of one, batched by
-the default ``collate_fn``, takes each batch with one indexing op per tensor on the workers.
+Batches are loaded in the calling process. With ``num_workers > 0`` each worker's code still runs
+as it would in a PyTorch worker process (its own dataset copy, ``worker_init_fn``,
+:func:`get_worker_info`, its own generators; batches in PyTorch's round-robin order: see
+:mod:`gt.utils.data._utils.worker`); ``prefetch_factor``, ``pin_memory``, ``timeout`` and
+``multiprocessing_context`` are checked as PyTorch checks them and kept. A ``TensorDataset``, or
+``Subset`` of one, batched by the default ``collate_fn``, takes each batch with one indexing op per
+tensor on the cluster's workers.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import numpy as np
+
+from gt.ops.random import default_generator
 from gt.utils.data._utils.collate import default_collate, default_convert
-from gt.utils.data._utils.worker import get_worker_info
+from gt.utils.data._utils.worker import LoaderWorker, get_worker_info
 from gt.utils.data.dataset import Dataset as Dataset  # (the names torch's module also holds)
 from gt.utils.data.dataset import IterableDataset, Subset, TensorDataset
 from gt.utils.data.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
@@ -141,6 +146,22 @@ class DataLoader:
             raise AssertionError("_SingleProcessDataLoaderIter requires timeout == 0")
         return _LoaderIter(self)
 
+    def _start_workers(self) -> list[LoaderWorker]:
+        """The workers of a new pass (none for ``num_workers=0``): new ones each pass, or the
+        same ones every pass with ``persistent_workers``, seeded from a draw of ``gt``'s stream
+        (or ``generator``) as PyTorch seeds its own."""
+        if self.num_workers == 0:
+            return []
+        kept = self.__dict__.get("_persistent")
+        if kept is not None:
+            return kept
+        base = (self.generator or default_generator).next_seed()  # (a draw, made here)
+        workers = [LoaderWorker(i, self.num_workers, base + i, self.dataset, self.worker_init_fn)
+                   for i in range(self.num_workers)]  # fmt: skip
+        if self.persistent_workers:
+            self.__dict__["_persistent"] = workers
+        return workers
+
     def __len__(self) -> int:
         if not self._iterable:
             return len(self._index_sampler)
@@ -150,16 +171,33 @@ class DataLoader:
         return length
 
 
+class _Stream:
+    """An ``IterableDataset``'s iterator in one worker (or in the loader's process)."""
+
+    def __init__(self, it: Iterator) -> None:
+        self.it, self.ended = it, False
+
+
 class _LoaderIter:
-    """One pass over a :class:`DataLoader`, in the calling process."""
+    """One pass over a :class:`DataLoader`: in the calling process, or as its ``num_workers``
+    workers would run it (:class:`~gt.utils.data._utils.worker.LoaderWorker`: batch ``k`` by
+    worker ``k % num_workers``; an ``IterableDataset`` iterated by each, round-robin)."""
 
     def __init__(self, loader: DataLoader):
         self._loader = loader
         self._index_sampler = loader._index_sampler
         self._indices = iter(self._index_sampler)
         self._len_called = loader._IterableDataset_len_called
-        self._stream = iter(loader.dataset) if loader._iterable else None
-        self._ended = False
+        self._workers = loader._start_workers()
+        self._turn = 0  # batches handed to workers so far
+        if loader._iterable:
+            if self._workers:
+                for w in self._workers:
+                    with w.running():
+                        w.stream = _Stream(iter(w.dataset))
+            else:
+                self._stream = _Stream(iter(loader.dataset))
+        self._active = list(self._workers)
         self._num_yielded = 0
         self._rows = _tensor_rows(loader.dataset) if loader.collate_fn is default_collate else None
 
@@ -170,24 +208,51 @@ class _LoaderIter:
         return len(self._index_sampler)
 
     def __next__(self) -> Any:
-        index = next(self._indices)
-        data = self._fetch_stream(index) if self._stream is not None else self._fetch(index)
+        loader = self._loader
+        if self._workers:
+            data = self._from_workers()
+        elif loader._iterable:
+            data = self._fetch_stream(next(self._indices), self._stream)
+        else:
+            data = self._fetch(next(self._indices), loader.dataset)
         self._num_yielded += 1
         if self._len_called is not None and self._num_yielded > self._len_called:
             warnings.warn(
-                f"Length of IterableDataset {self._loader.dataset} was reported to be "
+                f"Length of IterableDataset {loader.dataset} was reported to be "
                 f"{self._len_called}(when accessing len(dataloader)), but {self._num_yielded} "
                 "samples have been fetched. ",
                 stacklevel=2,
             )
         return data
 
-    def _fetch(self, index: Any) -> Any:
+    def _from_workers(self) -> Any:
+        if not self._loader._iterable:
+            index = next(self._indices)
+            w = self._workers[self._turn % len(self._workers)]
+            self._turn += 1
+            with w.running():
+                return self._fetch(index, w.dataset)
+        while self._active:  # the next worker whose stream has not ended, in turn
+            w = self._workers[self._turn % len(self._workers)]
+            self._turn += 1
+            if w not in self._active:
+                continue
+            index = next(self._indices)
+            with w.running():
+                try:
+                    return self._fetch_stream(index, w.stream)
+                except StopIteration:
+                    self._active.remove(w)
+        raise StopIteration
+
+    def _fetch(self, index: Any, dataset: Any) -> Any:
         loader = self._loader
         if not loader._auto_collation:
-            return loader.collate_fn(loader.dataset[index])
-        if self._rows is not None:  # one indexing op per tensor, on the workers
+            return loader.collate_fn(dataset[index])
+        ints = _ints(index) if self._rows is not None else None
+        if ints is not None:  # one indexing op per tensor, on the workers
             tensors, maps = self._rows
+            index = ints
             for m in maps:
                 index = [m[i] for i in index]
             key = _as_slice(index)
@@ -196,23 +261,22 @@ class _LoaderIter:
                 # and an in-place change of the batch would reach it)
                 return [t[key].clone() for t in tensors]
             return [t[index] for t in tensors]  # (an index past the end raises, as PyTorch's)
-        dataset = loader.dataset
         if callable(getattr(dataset, "__getitems__", None)):
             return loader.collate_fn(dataset.__getitems__(index))
         return loader.collate_fn([dataset[i] for i in index])
 
-    def _fetch_stream(self, index: Any) -> Any:
-        if self._ended:
+    def _fetch_stream(self, index: Any, stream: _Stream) -> Any:
+        if stream.ended:
             raise StopIteration
         loader = self._loader
         if not loader._auto_collation:
-            return loader.collate_fn(next(self._stream))
+            return loader.collate_fn(next(stream.it))
         batch = []
         for _ in index:
             try:
-                batch.append(next(self._stream))
+                batch.append(next(stream.it))
             except StopIteration:
-                self._ended = True
+                stream.ended = True
                 break
         if not batch or (loader.drop_last and len(batch) < len(index)):
             raise StopIteration
@@ -231,9 +295,27 @@ def _tensor_rows(dataset: Any) -> tuple[tuple, list] | None:
     if (
         isinstance(dataset, TensorDataset)
         and type(dataset).__getitem__ is TensorDataset.__getitem__
+        and getattr(type(dataset), "__getitems__", None)
+        is getattr(TensorDataset, "__getitems__", None)
     ):
         return dataset.tensors, maps
     return None
+
+
+def _ints(index: Any) -> list[int] | None:
+    """A batch of indices as Python ints (NumPy integers too), or ``None`` when it holds
+    anything else (tensors, a tuple's nested keys ...): those are fetched sample by sample, as
+    PyTorch fetches them, for a batch is never itself a key."""
+    if type(index) is not list and type(index) is not tuple:
+        return None
+    out = []
+    for i in index:
+        if type(i) is not int:
+            if not isinstance(i, np.integer):
+                return None
+            i = int(i)
+        out.append(i)
+    return out
 
 
 def _as_slice(idx: list[int]) -> Any:

@@ -34,8 +34,9 @@ class IterableDataset(Dataset[T_co], Iterable[T_co]):
     """An iterable-style dataset: ``__iter__`` yields the samples (a stream, a generator, a file);
     ``a + b`` chains them. A ``DataLoader`` over one batches the stream and takes no sampler.
 
-    GT's ``DataLoader`` iterates in the calling process, so ``get_worker_info()`` is ``None``
-    inside ``__iter__`` and the whole stream is read once, whatever ``num_workers`` is.
+    With ``num_workers=N`` a ``DataLoader`` iterates it once per worker, as PyTorch's does
+    (``get_worker_info()`` inside ``__iter__`` says which worker; a dataset that does not shard
+    itself by it is read N times), in the calling process.
     """
 
     def __add__(self, other: Dataset[T_co]) -> ChainDataset:

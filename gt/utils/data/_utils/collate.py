@@ -128,11 +128,16 @@ def collate_numpy_array_fn(batch: Any, *, collate_fn_map: CollateMap | None = No
         if b.shape != elem.shape:
             raise RuntimeError("stack expects each tensor to be equal size, but got "
                                f"{list(elem.shape)} at entry 0 and {list(b.shape)} at entry {i}")  # fmt: skip
+    if any(b.dtype != elem.dtype for b in batch):  # promoted as PyTorch's stack promotes
+        return stack([tensor(np.asarray(b)) for b in batch], 0)
     return tensor(np.stack(batch))
 
 
 def collate_numpy_scalar_fn(batch: Any, *, collate_fn_map: CollateMap | None = None) -> Tensor:
-    """NumPy scalars as a tensor of their dtype."""
+    """NumPy scalars as a tensor of their dtype (of several, promoted as PyTorch promotes)."""
+    kind = type(batch[0])
+    if any(type(b) is not kind for b in batch):
+        return stack([tensor(b) for b in batch], 0)
     return tensor(np.asarray(batch))
 
 
