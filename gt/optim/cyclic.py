@@ -10,7 +10,7 @@ from functools import partial
 from typing import Any
 
 from gt.optim.optimizer import Optimizer
-from gt.optim.scheduler_base import LRScheduler, _per_group
+from gt.optim.scheduler_base import LRScheduler, _per_group, set_group_value
 
 #: The keys of a ``OneCycleLR`` phase in its state dict, as PyTorch's.
 _PHASE_KEYS = ("end_step", "start_lr", "end_lr", "start_momentum", "end_momentum")
@@ -25,6 +25,10 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             raise ValueError(f"Expected positive integer T_0, but got {T_0}")
         if T_mult < 1 or not isinstance(T_mult, int):
             raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
+        if not isinstance(eta_min, (float, int)):
+            raise ValueError(
+                f"Expected float or int eta_min, but got {eta_min} of type {type(eta_min)}"
+            )
         self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
         self.T_cur = last_epoch
         super().__init__(optimizer, last_epoch)
@@ -53,8 +57,8 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         else:
             self.T_i, self.T_cur = self.T_0, epoch
         self.last_epoch = math.floor(epoch)
-        for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
-            group["lr"] = lr
+        for group, lr in zip(self.optimizer.param_groups, self.get_lr(), strict=True):
+            set_group_value(group, "lr", lr)
         self._last_lr = self._lrs()
 
 
@@ -70,6 +74,8 @@ class OneCycleLR(LRScheduler):
                  max_momentum: float | list[float] = 0.95, div_factor: float = 25.0,
                  final_div_factor: float = 1e4, three_phase: bool = False,
                  last_epoch: int = -1):  # fmt: skip
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
                 raise ValueError(
@@ -163,6 +169,8 @@ class ReduceLROnPlateau(LRScheduler):
     def __init__(self, optimizer: Optimizer, mode: str = "min", factor: float = 0.1,
                  patience: int = 10, threshold: float = 1e-4, threshold_mode: str = "rel",
                  cooldown: int = 0, min_lr: float | list[float] = 0, eps: float = 1e-8):  # fmt: skip
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
         if factor >= 1.0:
             raise ValueError("Factor should be < 1.0.")
         if mode not in ("min", "max") or threshold_mode not in ("rel", "abs"):
@@ -204,7 +212,7 @@ class ReduceLROnPlateau(LRScheduler):
                 old = float(group["lr"])
                 new = max(old * self.factor, self.min_lrs[i])
                 if old - new > self.eps:
-                    group["lr"] = new
+                    set_group_value(group, "lr", new)
             self.cooldown_counter = self.cooldown
             self.num_bad_epochs = 0
         self._last_lr = self._lrs()
@@ -259,7 +267,7 @@ class CyclicLR(LRScheduler):
         base_lrs = _format_param("base_lr", optimizer, base_lr)
         if last_epoch == -1:
             for lr, group in zip(base_lrs, optimizer.param_groups):
-                group["lr"] = lr
+                set_group_value(group, "lr", lr)
         self.max_lrs = _format_param("max_lr", optimizer, max_lr)
         up = float(step_size_up)
         down = float(step_size_down) if step_size_down is not None else up

@@ -22,7 +22,7 @@ from gt.optim.cyclic import (
     ReduceLROnPlateau,
 )
 from gt.optim.optimizer import Optimizer
-from gt.optim.scheduler_base import LRScheduler
+from gt.optim.scheduler_base import LRScheduler, set_group_value
 
 _LRScheduler = LRScheduler
 
@@ -249,6 +249,37 @@ class _OfSchedulers:
             s.load_state_dict(st)
 
 
+def _check_parts(composite: Any, schedulers: Sequence[Any], optimizer: Optimizer) -> None:
+    """What PyTorch checks of a composite's schedulers: each has an optimizer, ``optimizer``,
+    and none is a ``ReduceLROnPlateau`` (its ``step`` needs a metric)."""
+    name = type(composite).__name__
+    for i, s in enumerate(schedulers):
+        if not hasattr(s, "optimizer"):
+            raise TypeError(f"{name} at index {i} should have `optimizer` as its attribute.")
+        if isinstance(s, ReduceLROnPlateau):
+            raise ValueError(
+                f"{name} does not support `ReduceLROnPlateau` scheduler as it requires additional "
+                f"kwargs to be specified when calling `step`, but got one at index {i} in the "
+                "given schedulers sequence."
+            )
+        if optimizer is not s.optimizer:
+            raise ValueError(
+                f"{name} expects all schedulers to belong to the same optimizer, but got "
+                f"scheduler {type(s).__name__} at index {i} has {s.optimizer}, which is "
+                f"different from {type(optimizer).__name__}."
+            )
+
+
+def _undo_first_steps(sched: Any) -> None:
+    """Undo the step each scheduler took when built, into the schedulers of composite ones (a
+    ``SequentialLR`` or ``ChainedScheduler`` among them), as PyTorch's ``recursive_undo``."""
+    for s in sched._schedulers:
+        if hasattr(s, "_schedulers"):
+            _undo_first_steps(s)
+        elif hasattr(s, "last_epoch"):
+            s.last_epoch -= 1
+
+
 class SequentialLR(_OfSchedulers, LRScheduler):
     """Run ``schedulers`` one after another, switching at the ``milestones``."""
 
@@ -259,13 +290,13 @@ class SequentialLR(_OfSchedulers, LRScheduler):
                 "Sequential Schedulers expects number of schedulers provided to be one more than "
                 "the number of milestone points"
             )
+        _check_parts(self, schedulers, optimizer)
         self._schedulers, self._milestones = schedulers, milestones
         self.last_epoch = last_epoch + 1
         self.optimizer = optimizer
         for group in optimizer.param_groups:
-            group["lr"] = group["initial_lr"]
-        for s in schedulers:  # undo the first step each of them took when built
-            s.last_epoch -= 1
+            set_group_value(group, "lr", group["initial_lr"])
+        _undo_first_steps(self)
         first = schedulers[bisect_right(milestones, 0)]
         first._initial_step()
         self._last_lr = first.get_last_lr()
@@ -294,23 +325,7 @@ class ChainedScheduler(_OfSchedulers, LRScheduler):
                 "scheduler."
             )
         optimizer = optimizer or schedulers[0].optimizer
-        for i, s in enumerate(schedulers):
-            if not hasattr(s, "optimizer"):
-                raise TypeError(
-                    f"{type(self).__name__} at index {i} should have `optimizer` as its attribute."
-                )
-            if isinstance(s, ReduceLROnPlateau):
-                raise ValueError(
-                    f"{type(self).__name__} does not support `ReduceLROnPlateau` scheduler as it "
-                    "requires additional kwargs to be specified when calling `step`, but got one "
-                    f"at index {i} in the given schedulers sequence."
-                )
-            if optimizer is not s.optimizer:
-                raise ValueError(
-                    f"{type(self).__name__} expects all schedulers to belong to the same "
-                    f"optimizer, but got scheduler {type(s).__name__} at index {i} has "
-                    f"{s.optimizer}, which is different from {type(optimizer).__name__}."
-                )
+        _check_parts(self, schedulers, optimizer)
         self._schedulers = schedulers
         self.optimizer = optimizer
         self._last_lr = self._lrs()

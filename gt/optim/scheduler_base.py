@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from gt.optim.optimizer import Optimizer
+from gt.tensor import Tensor
 
 
 class LRScheduler:
@@ -20,7 +21,7 @@ class LRScheduler:
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
-                group.setdefault("initial_lr", group["lr"])
+                group.setdefault("initial_lr", _copied(group["lr"]))
         else:
             for i, group in enumerate(optimizer.param_groups):
                 if "initial_lr" not in group:
@@ -28,7 +29,7 @@ class LRScheduler:
                         f"param 'initial_lr' is not specified in param_groups[{i}] when resuming "
                         "an optimizer"
                     )
-        self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
+        self.base_lrs = group_values(optimizer, "initial_lr")
         self.last_epoch = last_epoch
         self._initial_step()
 
@@ -62,12 +63,14 @@ class LRScheduler:
             self.last_epoch = epoch
             closed = getattr(self, "_get_closed_form_lr", None)
             values = closed() if closed is not None else self.get_lr()
-        for group, lr in zip(self.optimizer.param_groups, values):
-            group["lr"] = lr
-        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+        # (strict: a group added after the scheduler was made has no rate of a per-group list;
+        # PyTorch's zip raises the same ValueError)
+        for group, lr in zip(self.optimizer.param_groups, values, strict=True):
+            set_group_value(group, "lr", lr)
+        self._last_lr = self._lrs()
 
     def _lrs(self) -> list[float]:
-        return [group["lr"] for group in self.optimizer.param_groups]
+        return group_values(self.optimizer, "lr")
 
     def state_dict(self) -> dict[str, Any]:
         """Everything but the optimizer."""
@@ -84,3 +87,23 @@ def _per_group(value: Any, groups: list) -> list:
             raise ValueError(f"expected {len(groups)} values, got {len(value)}")
         return list(value)
     return [value] * len(groups)
+
+
+def set_group_value(group: dict, key: str, value: Any) -> None:
+    """Set a param group's ``lr`` (or another value): a tensor there is filled in place, as
+    PyTorch's schedulers do (a program holding it sees the new rate), anything else replaced."""
+    old = group[key]
+    if isinstance(old, Tensor):
+        old.fill_(value)
+    else:
+        group[key] = value
+
+
+def group_values(optimizer: Optimizer, key: str) -> list:
+    """Each param group's ``key``, tensors copied (``base_lrs`` and ``get_last_lr()`` are not
+    the optimizer's own tensors)."""
+    return [_copied(group[key]) for group in optimizer.param_groups]
+
+
+def _copied(value: Any) -> Any:
+    return value.clone() if isinstance(value, Tensor) else value
