@@ -139,6 +139,7 @@ class _Walk:
         self.create_graph = create_graph
         self.retain_graph = retain_graph
         self.handed: set[int] = set()  # ids of tensors already given to someone as a gradient
+        self.seen: set[int] = set()  # ids of gradients a hook was given (and may hold)
         # grad() / backward(inputs=): the tensors whose gradients are wanted, by leaf id or node
         self.wanted = wanted
         self.want_leaves = {id(t) for t in wanted or () if t._node is None}
@@ -215,6 +216,8 @@ class _Walk:
             self.conn.restore_source_line(pin)
 
     def _to_leaf(self, leaf: Tensor, g: Tensor) -> None:
+        if self.wanted is not None and id(leaf) not in self.want_leaves:
+            return  # (not asked for: its hooks do not run, as PyTorch runs no node for it)
         if _LEAF_HOOKS and id(leaf) in _LEAF_HOOKS:
             # (its hooks run once, on the sum of every contribution, as PyTorch's: a weight used
             # in each step of a loop is clamped once, not per use; see _hooked_leaves)
@@ -232,6 +235,7 @@ class _Walk:
             hooks = _LEAF_HOOKS.get(key)
             if hooks:
                 g = self._user_code(_run_hooks, hooks, g)
+                self.seen.add(id(g))  # a hook may keep it: never to be a .grad added to in place
             self._deliver(leaf, g)
 
     def _deliver(self, leaf: Tensor, g: Tensor) -> None:
@@ -251,7 +255,9 @@ class _Walk:
         if getattr(g, "is_sparse", False) is True:  # Embedding(sparse=True): entries appended
             leaf.grad = g if leaf.grad is None else g.add(leaf.grad)  # (the held entries first)
         elif leaf.grad is None:
-            if id(g) in self.handed:  # the same tensor object must not become two leaves' .grad
+            if id(g) in self.seen:  # later passes add to a .grad in place: not to the hook's
+                g = g.clone() if self.create_graph else g.detach().clone()
+            elif id(g) in self.handed:  # one tensor object must not become two leaves' .grad
                 g = g.clone() if self.create_graph else g.detach()
             if g._st is not None or leaf._st is not None:  # the layout contract: leaf's strides
                 want = grad_layout(leaf)
@@ -284,8 +290,8 @@ class _Walk:
             g._vb = None  # (as in _accumulate: a .grad never writes into another tensor)
             out.grad = g
             self.handed.add(id(out.grad))
-        else:
-            out.grad = _summed(out.grad, g, self.create_graph)
+        else:  # (a new tensor, as PyTorch's: a .grad read before keeps its value)
+            out.grad = out.grad + g
 
     def _propagate(self, node: Node, g: Tensor, grads: dict) -> None:
         """Run ``node``'s derivative rule and hand each input its gradient."""

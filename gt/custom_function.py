@@ -187,11 +187,14 @@ def _record(cls: type, ctx: FunctionCtx, args: tuple, out: Any, dirty: set[int])
     outs = [out] if single else list(out)
     seen: set[int] = {id(a) for a in args if isinstance(a, TensorBase)}
     dirty_seen: set[int] = set()
-    metas = []  # per output: (shape, dtype) of a tensor, None for anything else
+    metas = []  # per output: (shape, dtype) of a differentiable tensor, None for anything else
+    zeros = []  # per output: (shape, dtype) of every tensor (the zeros backward gets for it)
     for i, o in enumerate(outs):
         if not isinstance(o, TensorBase):
             metas.append(None)
+            zeros.append(None)
             continue
+        zeros.append((o.shape, o.dtype))
         if id(o) in ctx._non_differentiable or o.dtype not in GRAD_DTYPES:
             metas.append(None)
             continue
@@ -205,7 +208,7 @@ def _record(cls: type, ctx: FunctionCtx, args: tuple, out: Any, dirty: set[int])
     saved, out_slots = _saved(ctx.to_save, outs)
     ctx.to_save = ()
     diff = [i for i, m in enumerate(metas) if m is not None]
-    attrs = (cls, ctx, tuple(metas), len(args))
+    attrs = (cls, ctx, tuple(zeros), len(args))
     node = Node(cls.__name__, parents, saved, args, attrs)
     if not cls.__name__.startswith("_"):  # (GT's private ones stand for PyTorch's built-in ops)
         node.label = f"{cls.__name__}Backward"  # PyTorch's name: the class's, no "0" suffix
@@ -263,9 +266,11 @@ def _select_rule(node: Node, g: Any) -> tuple:
 
 
 def _backward_rule(node: Node, g: Any) -> tuple:
-    cls, ctx, metas, n_args = node.attrs
+    cls, ctx, zeros, n_args = node.attrs
     grads = list(g.grads) if isinstance(g, _OutputGrads) else [g]
-    for i, (gi, meta) in enumerate(zip(grads, metas)):
+    # (zeros for every tensor output without a gradient, non-differentiable ones included, as
+    # PyTorch materializes them)
+    for i, (gi, meta) in enumerate(zip(grads, zeros)):
         if gi is None and meta is not None and ctx.materialize_grads:
             grads[i] = _zeros_like_meta(meta, node, g)
     ctx._saved = node.saved

@@ -88,13 +88,8 @@ class set_grad_enabled:
         return _decorated(fn, lambda: set_grad_enabled(self.mode))
 
 
-class no_grad(set_grad_enabled):
-    """Context manager (or decorator) in which no op is recorded for backward.
-
-    Example:
-        >>> with gt.no_grad():
-        ...     w -= 0.1 * w.grad
-    """
+class _BareDecorator(set_grad_enabled):
+    """A grad mode that also decorates without parentheses (``@gt.no_grad``)."""
 
     def __new__(cls, fn: Callable | None = None) -> Any:
         self = object.__new__(cls)
@@ -102,6 +97,15 @@ class no_grad(set_grad_enabled):
             return self
         self.__init__()  # used as @gt.no_grad, without parentheses: decorate fn now
         return self(fn)
+
+
+class no_grad(_BareDecorator):
+    """Context manager (or decorator) in which no op is recorded for backward.
+
+    Example:
+        >>> with gt.no_grad():
+        ...     w -= 0.1 * w.grad
+    """
 
     def __init__(self, fn: Callable | None = None) -> None:
         self.prev = _mode.enabled
@@ -164,10 +168,11 @@ class inference_mode(set_grad_enabled):
         return _decorated(fn, lambda: inference_mode(self.inference))
 
 
-class enable_grad(set_grad_enabled):
-    """Context manager (or decorator) that turns recording back on inside :class:`no_grad`."""
+class enable_grad(_BareDecorator):
+    """Context manager (or decorator, with or without ``()``) that turns recording back on
+    inside :class:`no_grad`."""
 
-    def __init__(self) -> None:
+    def __init__(self, fn: Callable | None = None) -> None:
         self.prev = _mode.enabled
         self.mode = True
 
