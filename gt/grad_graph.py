@@ -158,6 +158,22 @@ class AccumulateGrad:
     def name(self) -> str:
         return "torch::autograd::AccumulateGrad"
 
+    def register_hook(self, hook: Any) -> Any:
+        """Call ``hook(grad_inputs, grad_outputs)`` -- ``()`` and ``(variable.grad,)`` -- once the
+        variable's gradient has been accumulated (a post-accumulate hook: PyTorch passes the
+        incoming gradient where GT passes the accumulated one). Returns the removing handle."""
+        return self.variable.register_post_accumulate_grad_hook(lambda v: hook((), (v.grad,)))
+
+    def register_prehook(self, hook: Any) -> Any:
+        """Call ``hook(grad_outputs)`` (a one-tuple) before the gradient is accumulated; a tuple
+        it returns replaces it. Returns the removing handle."""
+
+        def on_gradient(g: Any) -> Any:
+            out = hook((g,))
+            return None if out is None else out[0]
+
+        return self.variable.register_hook(on_gradient)
+
     def __repr__(self) -> str:
         return "<AccumulateGrad>"
 

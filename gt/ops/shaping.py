@@ -266,8 +266,15 @@ class ShapeOps:
         return out
 
     def expand_as(self, other: Tensor) -> Tensor:
-        """Broadcast to ``other``'s shape."""
-        return self.expand(other.shape)
+        """Broadcast to ``other``'s shape: a new view even when the shape is the same, as
+        PyTorch's (``p.expand_as(p).grad_fn.next_functions[0][0]`` is how Megatron and DeepSpeed
+        reach a parameter's ``AccumulateGrad`` to hook it)."""
+        out = self.expand(other.shape)
+        if out is self:
+            out = self._apply("expand", [self], {"shape": list(self.shape)}, shape=self.shape)
+            layout.expanded(self, out)
+            views.link(self, out, "expand", self.shape)
+        return out
 
     broadcast_to = expand
 

@@ -73,3 +73,19 @@ def test_enable_grad_decorates_without_parentheses(conn):
     with gt.no_grad():
         assert doubled_requires_grad(x)
         assert not (x * 2).requires_grad
+
+
+def test_a_parameters_accumulate_grad_node_is_reached_and_hooked_as_megatron_does(conn):
+    p = gt.nn.Parameter(gt.tensor([1.0, 2.0]))
+    tmp = p.expand_as(p)  # a new view, not p itself
+    assert tmp is not p and not tmp.is_leaf and type(tmp.grad_fn).__name__ == "ExpandBackward0"
+    acc = tmp.grad_fn.next_functions[0][0]
+    calls = []
+    post = acc.register_hook(lambda *unused: calls.append(p.grad.tolist()))
+    pre = acc.register_prehook(lambda grads: calls.append(("pre", grads[0].tolist())))
+    (p * 3).sum().backward()
+    assert calls == [("pre", [3.0, 3.0]), [3.0, 3.0]]
+    post.remove()
+    pre.remove()
+    (p * 3).sum().backward()
+    assert len(calls) == 2 and p.grad.tolist() == [6.0, 6.0]
