@@ -188,7 +188,7 @@ class _Walk:
                 if node.retain is not None:
                     self._retain(node, g)
                 self._propagate(node, g, grads)
-                if free:
+                if free and _holds_tensors(node.saved):  # (one that keeps none may run again)
                     node.saved = None
             return
         to_run = _to_run(order, self.want_nodes, self.want_leaves)
@@ -204,7 +204,7 @@ class _Walk:
                 self.found[id(node)] = g
             if id(node) in to_run:
                 self._propagate(node, g, grads)
-                if free:
+                if free and _holds_tensors(node.saved):  # (one that keeps none may run again)
                     node.saved = None
 
     def _user_code(self, fn: Callable, *args: Any) -> Any:
@@ -347,6 +347,15 @@ class _Walk:
                 grads[p] = pg if prev is None else prev + pg
             else:
                 self._to_leaf(p, pg)
+
+
+def _holds_tensors(saved: tuple) -> bool:
+    """Whether a node keeps a tensor (freed after a pass without ``retain_graph``); a node that
+    keeps only numbers runs again, as PyTorch's ``x + 1`` or ``x * 2`` backward does."""
+    for t in saved:
+        if t is not None and type(t) is not float and type(t) is not int:
+            return True
+    return False
 
 
 def _apply_rule(node: Node, rule: Callable, g: Tensor, link: bool) -> tuple:

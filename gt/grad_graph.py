@@ -409,6 +409,11 @@ def named(node: Node) -> Node:
     return node
 
 
+#: ``saves`` kinds whose saved tensors are inputs (or ``None``), never aliases of the output.
+_KEEPS_INPUTS = ("inputs", "others", "divisor")
+_BY_NEEDS = ("others", "divisor")  # (what they keep depends on which inputs want a gradient)
+
+
 def record(
     out: Tensor, op: str, inputs: tuple, attrs: Any = None, saved: tuple | None = None
 ) -> Tensor:
@@ -449,16 +454,17 @@ def record(
         out._rg = True
         return out
     entry = O.BY_NAME[op]
-    saved = entry.saved(inputs, out)
+    how = entry.saves
+    needs = tuple([p is not None for p in parents]) if how in _BY_NEEDS else ()
+    saved = entry.saved(inputs, out, needs)
     node = out._node = Node(op, tuple(parents), tuple(saved), inputs, attrs)
     node.cplx = mode
-    how = entry.saves
     # Saved tensors that are not inputs are aliases of the output (an output cannot be saved
     # itself: its node would point back at it). Backward with create_graph needs to know them, to
     # link their uses in the derivative back to this node.
     if how == "output":
         node.outs = _FIRST
-    elif how is not None and how != "inputs" and saved:
+    elif how is not None and how not in _KEEPS_INPUTS and saved:
         node.outs = tuple([i for i, t in enumerate(saved) if all(t is not x for x in inputs)])
     if SAVED_TENSOR_HOOKS:
         _pack(node)

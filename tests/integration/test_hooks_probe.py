@@ -89,3 +89,52 @@ def test_a_parameters_accumulate_grad_node_is_reached_and_hooked_as_megatron_doe
     pre.remove()
     (p * 3).sum().backward()
     assert len(calls) == 2 and p.grad.tolist() == [6.0, 6.0]
+
+
+def test_a_product_with_a_constant_keeps_only_what_its_derivative_reads(conn):
+    import weakref
+
+    x = gt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    w = gt.ones(2, 3)
+    for f, want in [
+        (lambda h: h * 2.0, [2.0] * 3),
+        (lambda h: w @ h, [2.0] * 3),
+        (lambda h: gt.nn.functional.linear(h, w), [2.0] * 3),
+        (lambda h: h / 4.0, [0.25] * 3),
+    ]:
+        x.grad = None
+        h = x * 1
+        y = f(h)
+        h.add_(1)  # what the derivative does not read may change, as in PyTorch
+        y.sum().backward()
+        assert x.grad.tolist() == want
+    h = x * 1
+    y = h * h  # each factor's derivative reads the other: both kept, and checked
+    h.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    h = x * 1
+    kept = weakref.ref(h)
+    y = h * 0.5
+    del h
+    assert kept() is None  # not held by the product's node
+    y.sum().backward()
+
+
+def test_a_graph_that_keeps_no_tensor_runs_backward_again(conn):
+    x = gt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    for f, once in [
+        (lambda: (x + 1).sum(), [1.0] * 3),
+        (lambda: x.view(3, 1).sum(), [1.0] * 3),
+        (lambda: x.mean(), [1 / 3] * 3),
+        (lambda: gt.cat([x, x[1:]]).sum(), [1.0, 2.0, 2.0]),
+    ]:
+        x.grad = None
+        loss = f()
+        loss.backward()
+        loss.backward()  # PyTorch too: nothing was freed
+        assert x.grad.tolist() == pytest.approx([2 * v for v in once])
+    loss = (x * x).sum()
+    loss.backward()
+    with pytest.raises(RuntimeError, match="a second time"):
+        loss.backward()

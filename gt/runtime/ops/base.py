@@ -72,7 +72,10 @@ class Op:
         dtype: the result dtype rule.
         kernel: ``kernel(env)`` returns the handler that runs it on ``env.xp`` (:class:`KernelEnv`).
         grad: the derivative rule (``None``: not differentiable, gradients stop here).
-        saves: what backward needs: ``"inputs"``, ``"output"``, or a function
+        saves: what backward needs: ``"inputs"``, ``"output"``, ``"others"`` (the inputs
+            where each one's derivative reads only the other operand, ``a * b`` and ``a @ b``:
+            an input is kept only when another one wants a gradient), ``"divisor"``
+            (``a / b``: ``b``, and ``a`` only when ``b`` wants a gradient), or a function
             ``(inputs, output) -> tuple`` of tensors to keep.
         shard: the family of sharding rules (:data:`SHARD_FAMILIES`), ``None``: one worker.
         partial: how partial sums pass through it (:data:`PARTIAL_RULES`), ``None``: they don't.
@@ -112,12 +115,22 @@ class Op:
         if self.methods and self.api is None:
             raise ValueError(f"{self.name}: methods {self.methods} need an api function")
 
-    def saved(self, inputs: tuple, out: Any) -> tuple:
-        """The tensors backward keeps for this op, given its inputs and output."""
+    def saved(self, inputs: tuple, out: Any, needs: tuple = ()) -> tuple:
+        """The tensors backward keeps for this op, given its inputs, output, and which inputs
+        want a gradient (``needs``; all of them when not given). What is not kept (``None`` in
+        its place) is neither held alive nor checked for in-place changes, as in PyTorch, where
+        ``x * 2`` keeps no ``x``."""
         s = self.saves
         if s is None:
             return ()
         if s == "inputs":
+            return inputs
+        if s == "others" and needs:
+            wanted = sum(map(bool, needs))
+            return tuple([t if wanted - bool(w) > 0 else None for t, w in zip(inputs, needs)])
+        if s == "divisor" and needs:
+            return (inputs[0] if needs[1] else None, inputs[1])
+        if s in ("others", "divisor"):
             return inputs
         if s == "output":
             return (out._alias(),)

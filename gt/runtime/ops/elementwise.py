@@ -453,8 +453,8 @@ ENTRIES: list[Op] = [
         partial="sum",
         doc="a + alpha * b (attrs.alpha), PyTorch's add(b, alpha=) in one pass",
     ),  # fmt: skip
-    _binary("mul", 11, "multiply", grad=_d_mul, saves="inputs", partial="mul", doc="a * b"),
-    _binary("div", 12, "true_divide", grad=_d_div, saves="inputs", partial="div", doc="a / b"),
+    _binary("mul", 11, "multiply", grad=_d_mul, saves="others", partial="mul", doc="a * b"),
+    _binary("div", 12, "true_divide", grad=_d_div, saves="divisor", partial="div", doc="a / b"),
     _binary(
         "pow",
         13,

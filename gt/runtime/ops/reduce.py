@@ -268,7 +268,7 @@ ENTRIES: list[Op] = [
         dtype=first_dtype,
         kernel=_k_matmul,
         grad=_d_matmul,
-        saves="inputs",
+        saves="others",
         shard="matmul",
         doc="a @ b with batch broadcasting (both at least 2-d)",
     ),  # fmt: skip
