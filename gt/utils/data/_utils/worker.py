@@ -22,6 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from gt.ops import random as _random
+from gt.settings import rng_bytes, set_rng_state
+
 
 @dataclass(frozen=True)
 class WorkerInfo:
@@ -55,16 +58,13 @@ class LoaderWorker:
     """
 
     def __init__(self, wid: int, num_workers: int, seed: int, dataset: Any, init_fn: Any) -> None:
-        from gt.random import manual_seed  # noqa: PLC0415
-        from gt.settings import rng_bytes  # noqa: PLC0415 - (gt.random imports this module)
-
         self.dataset = copy.copy(dataset)
         self.info = WorkerInfo(wid, num_workers, seed, self.dataset)
         saved = _states()
         try:
             random.seed(seed)
             np.random.seed(seed % 2**32)
-            manual_seed(seed)
+            _random.manual_seed(seed)
             self.states = (random.getstate(), np.random.get_state(), rng_bytes())
         finally:
             _restore(saved)
@@ -89,14 +89,10 @@ class LoaderWorker:
 
 
 def _states() -> tuple:
-    from gt.settings import rng_bytes  # noqa: PLC0415
-
     return random.getstate(), np.random.get_state(), rng_bytes()
 
 
 def _restore(states: tuple) -> None:
-    from gt.settings import set_rng_state  # noqa: PLC0415
-
     random.setstate(states[0])
     np.random.set_state(states[1])
     set_rng_state(states[2])
