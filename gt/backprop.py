@@ -140,6 +140,7 @@ class _Walk:
         self.retain_graph = retain_graph
         self.handed: set[int] = set()  # ids of tensors already given to someone as a gradient
         self.seen: set[int] = set()  # ids of gradients a hook was given (and may hold)
+        self.fresh: set[int] = set()  # ids of .grad tensors this pass made (never added in place)
         # grad() / backward(inputs=): the tensors whose gradients are wanted, by leaf id or node
         self.wanted = wanted
         self.want_leaves = {id(t) for t in wanted or () if t._node is None}
@@ -188,8 +189,8 @@ class _Walk:
                 if node.retain is not None:
                     self._retain(node, g)
                 self._propagate(node, g, grads)
-                if free and _holds_tensors(node.saved):  # (one that keeps none may run again)
-                    node.saved = None
+                if free:
+                    _spend(node)
             return
         to_run = _to_run(order, self.want_nodes, self.want_leaves)
         for node in order:
@@ -204,8 +205,8 @@ class _Walk:
                 self.found[id(node)] = g
             if id(node) in to_run:
                 self._propagate(node, g, grads)
-                if free and _holds_tensors(node.saved):  # (one that keeps none may run again)
-                    node.saved = None
+                if free:
+                    _spend(node)
 
     def _user_code(self, fn: Callable, *args: Any) -> Any:
         """Call ``fn`` (which runs the user's code) with source lines looked up again."""
@@ -265,8 +266,15 @@ class _Walk:
                     g = g.clone() if self.create_graph else g.detach()
                     g._st = want
             self.handed.add(id(g))
+            self.fresh.add(id(g))
             g._vb = None  # a .grad is its own tensor, never a view that writes into another
             leaf.grad = g
+        elif id(leaf.grad) in self.fresh:
+            # Made in this pass: it may still be on its way to other nodes (``a + a + a`` hands
+            # one gradient to both operands of each sum), so it is not added to in place;
+            # nobody outside the pass holds it yet.
+            leaf.grad = leaf.grad + g
+            self.fresh.add(id(leaf.grad))
         else:
             leaf.grad = _summed(leaf.grad, g, self.create_graph)
         if _POST_ACCUMULATE_HOOKS and id(leaf) in _POST_ACCUMULATE_HOOKS:
@@ -349,13 +357,15 @@ class _Walk:
                 self._to_leaf(p, pg)
 
 
-def _holds_tensors(saved: tuple) -> bool:
-    """Whether a node keeps a tensor (freed after a pass without ``retain_graph``); a node that
-    keeps only numbers runs again, as PyTorch's ``x + 1`` or ``x * 2`` backward does."""
-    for t in saved:
+def _spend(node: Node) -> None:
+    """A pass without ``retain_graph`` went through ``node``: the tensors it keeps are freed; a
+    node that keeps only numbers may run again, as PyTorch's ``x + 1`` or ``x * 2`` backward
+    does (``spent`` still says a pass went through it)."""
+    node.spent = True
+    for t in node.saved:
         if t is not None and type(t) is not float and type(t) is not int:
-            return True
-    return False
+            node.saved = None
+            return
 
 
 def _apply_rule(node: Node, rule: Callable, g: Tensor, link: bool) -> tuple:

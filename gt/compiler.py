@@ -66,7 +66,11 @@ def compile(  # (torch.compile's name)
 def _has_graph(value: Any) -> bool:
     if isinstance(value, TensorBase):  # a graph backward() has not yet run through (and freed)
         node = value._node
-        return node is not None and getattr(node, "saved", None) is not None
+        return (
+            node is not None
+            and getattr(node, "saved", None) is not None
+            and not getattr(node, "spent", False)
+        )
     if isinstance(value, (tuple, list)):
         return any(_has_graph(v) for v in value)
     if isinstance(value, dict):

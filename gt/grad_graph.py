@@ -68,6 +68,7 @@ class Node:
         "cplx",
         "label",
         "double",  # (set only by recorded_rule(); read with getattr when create_graph is on)
+        "spent",  # (set once a backward pass without retain_graph went through; read with getattr)
     )
 
     def __init__(self, op: str, parents: tuple, saved: tuple, inputs: tuple, attrs: Any):

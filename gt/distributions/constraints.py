@@ -361,3 +361,53 @@ positive_definite = _PositiveDefinite()
 positive_semidefinite = _PositiveSemidefinite()
 corr_cholesky = _CorrCholesky()
 __all__ += ["corr_cholesky", "lower_cholesky", "positive_definite", "positive_semidefinite"]
+
+
+class _LowerTriangular(Constraint):
+    """Lower-triangular square matrices."""
+
+    event_dim = 2
+
+    def check(self, value: Any) -> Any:
+        return (value.tril() == value).flatten(-2).all(-1)
+
+
+class _Square(Constraint):
+    """Square matrices (of any values)."""
+
+    event_dim = 2
+
+    def check(self, value: Any) -> Any:
+        same = value.shape[-2] == value.shape[-1]
+        return value.new_full(tuple(value.shape[:-2]), same, dtype="bool")
+
+
+class _Symmetric(_Square):
+    """Symmetric square matrices (to within 1e-6)."""
+
+    def check(self, value: Any) -> Any:
+        square = super().check(value)
+        if not square.all():
+            return square
+        return value.isclose(value.mT, atol=1e-6).all(-2).all(-1)
+
+
+class _Multinomial(Constraint):
+    """Non-negative integer counts along the last dimension summing to at most ``upper_bound``."""
+
+    is_discrete = True
+    event_dim = 1
+
+    def __init__(self, upper_bound: Any):
+        self.upper_bound = upper_bound
+
+    def check(self, x: Any) -> Any:
+        return (x >= 0).all(dim=-1) & (x.sum(dim=-1) <= self.upper_bound)
+
+
+lower_triangular = _LowerTriangular()
+multinomial = _Multinomial
+positive_integer = _IntegerGreaterThan(1)
+square = _Square()
+symmetric = _Symmetric()
+__all__ += ["lower_triangular", "multinomial", "positive_integer", "square", "symmetric"]

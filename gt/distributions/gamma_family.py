@@ -137,13 +137,15 @@ class Dirichlet(ExponentialFamily):
     @property
     def mode(self) -> Tensor:
         c = self.concentration
-        k = c.shape[-1]
         mode = (c - 1).clamp(min=0.0)
         mode = mode / mode.sum(-1, keepdim=True)
-        # PyTorch: where every concentration is at most 1, the mode is the corner of the largest
+        # Where every concentration is below 1, the mode is the corner of the largest (what
+        # PyTorch's code means; its argmax of a NaN row picks the first); where every one is 1,
+        # NaN (0 / 0: no single mode), as PyTorch's
+
         below = (c < 1).all(-1, keepdim=True)
         corner = (c == c.max(-1, keepdim=True).values).to(c.dtype)
-        return where(below, corner, where(mode != mode, 1.0 / k, mode))
+        return where(below, corner, mode)
 
     @property
     def variance(self) -> Tensor:

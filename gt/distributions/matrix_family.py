@@ -83,6 +83,23 @@ class Wishart(ScaleTrilMatrices, ExponentialFamily):
         # the squared diagonal of Bartlett's factor: chi-squared with df - i degrees of freedom
         self._dist_chi2 = Chi2(self.df.unsqueeze(-1) - arange(p, dtype=self.df.dtype))
 
+    def expand(self, batch_shape: Any, _instance: Any = None) -> Wishart:
+        """``df`` and the matrix given expanded to ``batch_shape`` (the matrices keep their
+        event dimensions)."""
+        new = self.__new__(type(self)) if _instance is None else _instance
+        batch_shape = tuple(batch_shape)
+        p = self._event_shape[-1]
+        new.df = self.df.expand(batch_shape)
+        new._unbroadcasted_scale_tril = self._unbroadcasted_scale_tril
+        for name in ("covariance_matrix", "scale_tril", "precision_matrix"):
+            if name in self.__dict__:
+                new.__dict__[name] = self.__dict__[name].expand((*batch_shape, p, p))
+        new.arg_constraints = self.arg_constraints
+        new._dist_chi2 = Chi2(new.df.unsqueeze(-1) - arange(p, dtype=new.df.dtype))
+        Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
     def _matrix_shape(self) -> tuple:
         return (*self._batch_shape, *self._event_shape)
 
