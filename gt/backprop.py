@@ -27,7 +27,7 @@ from gt.grad_hooks import (
     register_hook,
     register_post_accumulate_grad_hook,
 )
-from gt.grad_mode import set_grad_enabled
+from gt.grad_mode import no_grad, set_grad_enabled
 from gt.ops.autocast import suspended as autocast_suspended
 from gt.ops.base import BATCHING, refuse_outside_write
 from gt.ops.layout import grad_layout
@@ -449,6 +449,22 @@ def backward(
             if g is not None:
                 walk._accumulate(t, g) if t._node is None else _add_grad(t, g)
         walk.run_post_accumulate_hooks()
+
+
+def reset_grads(params: Any, set_to_none: bool) -> None:
+    """``zero_grad``: each parameter's ``.grad`` to ``None``, or to zeros in place -- first cut
+    from any graph a ``create_graph`` pass gave it (as PyTorch's, so the graph is not kept)."""
+    for p in params:
+        g = p.grad
+        if g is None:
+            continue
+        if set_to_none:
+            p.grad = None
+            continue
+        if g.requires_grad:
+            g.detach_()
+        with no_grad():
+            g.zero_()
 
 
 def _add_grad(t: Tensor, g: Tensor) -> None:

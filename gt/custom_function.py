@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from gt.grad_graph import GRAD_DTYPES, Node
+from gt.grad_graph import GRAD_DTYPES, SAVED_TENSOR_HOOKS, Node, _pack
 from gt.grad_mode import _mode, no_grad
 from gt.ops.base import TensorBase
 from gt.runtime.ops import sum_to
@@ -214,6 +214,8 @@ def _record(cls: type, ctx: FunctionCtx, args: tuple, out: Any, dirty: set[int])
         node.label = f"{cls.__name__}Backward"  # PyTorch's name: the class's, no "0" suffix
     node.outs = out_slots
     node.rule = _backward_rule
+    if SAVED_TENSOR_HOOKS:  # (saved_tensors_hooks see what save_for_backward kept, as PyTorch's)
+        _pack(node)
     if len(diff) == 1 and len(outs) == 1:
         outs[0]._node, outs[0]._rg = node, True
     else:

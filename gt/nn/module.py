@@ -7,8 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from gt import guards
-from gt.autograd import no_grad
-from gt.backprop import RemovableHandle
+from gt.backprop import RemovableHandle, reset_grads
 from gt.factories import zeros
 from gt.nn import backward_hooks, forward_hooks
 from gt.nn.backward_hooks import LIVE as _LIVE_BACKWARD_HOOKS
@@ -295,12 +294,11 @@ class Module(ModuleState, ModuleConversions):
         return backward_hooks.add(self, self._backward_pre_hooks, hook, prepend)
 
     def register_backward_hook(self, hook: Callable) -> Any:
-        """Not supported: PyTorch's deprecated non-full backward hook (use
-        :meth:`register_full_backward_hook`)."""
-        raise NotImplementedError(
-            "Module.register_backward_hook (PyTorch's deprecated non-full backward hook) is not "
-            "supported in GT; use register_full_backward_hook"
-        )
+        """PyTorch's deprecated backward hook, run as :meth:`register_full_backward_hook`:
+        ``grad_output`` is the same (what Grad-CAM code reads), and ``grad_input`` holds the
+        gradients of the module's inputs, where PyTorch's gives those of the inputs of the last
+        op of ``forward`` (for a ``Linear``, also its weight's and bias')."""
+        return self.register_full_backward_hook(hook)
 
     # ------------------------------------------------------------------ traversal
     def named_modules(
@@ -404,14 +402,7 @@ class Module(ModuleState, ModuleConversions):
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset every parameter's gradient (to ``None``, or to zeros in place)."""
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                with no_grad():
-                    p.grad.zero_()
+        reset_grads(self.parameters(), set_to_none)
 
     def apply(self, fn: Callable[[Module], Any]) -> Module:
         """Call ``fn`` on every submodule, then on this module."""

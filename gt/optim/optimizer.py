@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from gt.autograd import enable_grad, no_grad
+from gt.backprop import reset_grads
 from gt.factories import tensor
 from gt.guards import Hyperparameters
 from gt.optim.optimizer_hooks import (
@@ -180,15 +181,7 @@ class Optimizer(OptimizerHooks):
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset gradients: to ``None`` (default), or to zeros in place."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    with no_grad():
-                        p.grad.zero_()
+        reset_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update every parameter that has a gradient; returns ``closure()`` when given."""

@@ -276,9 +276,13 @@ def test_a_hook_can_return_a_lone_tensor_for_one_input_and_reads_tuple_outputs(c
     np.testing.assert_allclose(x.grad.numpy(), np.full_like(X, 2 + 3 + 1))
 
 
-def test_the_deprecated_non_full_hook_is_refused(conn):
+def test_the_deprecated_non_full_hook_runs_as_a_full_one(conn):
     lin, _, _ = _linear()
-    with pytest.raises(NotImplementedError, match="register_full_backward_hook"):
-        lin.register_backward_hook(lambda m, gi, go: None)
+    seen = []
+    handle = lin.register_backward_hook(lambda m, gi, go: seen.append(go[0].shape))
+    x = gt.tensor(np.ones((2, lin.in_features), np.float32), requires_grad=True)
+    lin(x).sum().backward()
+    assert seen == [(2, lin.out_features)]  # grad_output, as Grad-CAM code reads it
+    handle.remove()
     with pytest.raises(TypeError, match="callable"):
         lin.register_full_backward_hook(3)

@@ -138,3 +138,34 @@ def test_a_graph_that_keeps_no_tensor_runs_backward_again(conn):
     loss.backward()
     with pytest.raises(RuntimeError, match="a second time"):
         loss.backward()
+
+
+def test_zero_grad_in_place_cuts_a_gradient_from_its_graph(conn):
+    p = gt.nn.Parameter(gt.tensor([1.0, 2.0]))
+    (p * p).sum().backward(create_graph=True)
+    assert p.grad.requires_grad
+    gt.optim.SGD([p], lr=0.1).zero_grad(set_to_none=False)
+    assert not p.grad.requires_grad and p.grad.grad_fn is None and p.grad.tolist() == [0.0, 0.0]
+
+
+def test_saved_tensors_hooks_see_what_a_custom_function_saves(conn):
+    calls = []
+
+    class Square(gt.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return a * a
+
+        @staticmethod
+        def backward(ctx, g):
+            (a,) = ctx.saved_tensors
+            return 2 * a * g
+
+    x = gt.tensor([1.0, 2.0], requires_grad=True)
+    pack = lambda t: calls.append("pack") or t * 1  # noqa: E731
+    unpack = lambda t: calls.append("unpack") or t  # noqa: E731
+    with gt.autograd.graph.saved_tensors_hooks(pack, unpack):
+        y = Square.apply(x)
+    y.sum().backward()
+    assert calls == ["pack", "unpack"] and x.grad.tolist() == [2.0, 4.0]
