@@ -249,6 +249,8 @@ class _Walk:
         self._accumulate(leaf, g)
 
     def _accumulate(self, leaf: Tensor, g: Tensor) -> None:
+        if not leaf._rg:  # frozen since the forward (requires_grad_(False)): PyTorch skips it
+            return
         if BATCHING:
             refuse_outside_write(leaf)
         if g.dtype != leaf.dtype:

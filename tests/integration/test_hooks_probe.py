@@ -169,3 +169,12 @@ def test_saved_tensors_hooks_see_what_a_custom_function_saves(conn):
         y = Square.apply(x)
     y.sum().backward()
     assert calls == ["pack", "unpack"] and x.grad.tolist() == [2.0, 4.0]
+
+
+def test_a_leaf_frozen_after_the_forward_gets_no_gradient(conn):
+    x = gt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    w = gt.ones(3, requires_grad=True)
+    loss = (x * x * w).sum()
+    x.requires_grad_(False)
+    loss.backward()
+    assert x.grad is None and w.grad.tolist() == [1.0, 4.0, 9.0]
