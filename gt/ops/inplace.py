@@ -30,7 +30,14 @@ from gt.indexing import bool_indices, bool_items, encode_key, plain_key
 from gt.ops.arith import alpha_times, legacy_number_first, scaled_add, where
 from gt.ops.base import BATCHING, TensorBase, refuse_outside_write
 from gt.ops.random import random_attrs
-from gt.ops.views import is_basic_key, is_view_at, parts, refuse_overlap, write_back
+from gt.ops.views import (
+    is_basic_key,
+    is_view_at,
+    parts,
+    recorded_alias,
+    refuse_overlap,
+    write_back,
+)
 
 if TYPE_CHECKING:
     from gt.tensor import Tensor
@@ -108,7 +115,7 @@ def apply_inplace(x: Tensor, name: str, compute: Callable[[Tensor], Tensor]) -> 
         if new.dtype != old.dtype:
             new = new.to(old.dtype)
         if new.id == old.id:  # compute returned the handle itself: nothing changes
-            new = old._alias()
+            new = recorded_alias(old)  # (with its history: x stays in the graph)
     except BaseException:
         old.id = None  # x still owns its value
         raise

@@ -349,7 +349,16 @@ def _user_level() -> int:
 
 
 def _aliased(new: Any, view: Any) -> Any:
-    return new if new is not view else view._alias()
+    """``new``, or -- when it is ``view`` itself (a reshape to the same shape) -- a new handle on
+    the same value that carries ``view``'s history, so the tensor that takes it stays in the
+    graph (``x.view(-1)[0] = v`` of a 1-d ``x`` cut ``x`` from autograd)."""
+    return new if new is not view else recorded_alias(view)
+
+
+def recorded_alias(t: Any) -> Any:
+    """A new handle on ``t``'s value (no copy on the worker), recorded for autograd like a
+    reshape: unlike ``t._alias()``, it carries ``t``'s history."""
+    return t._apply("reshape", [t], {"shape": list(t.shape)}, shape=t.shape)
 
 
 def _follow(root: Any, take_value: Any) -> None:

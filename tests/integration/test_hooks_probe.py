@@ -178,3 +178,18 @@ def test_a_leaf_frozen_after_the_forward_gets_no_gradient(conn):
     x.requires_grad_(False)
     loss.backward()
     assert x.grad is None and w.grad.tolist() == [1.0, 4.0, 9.0]
+
+
+def test_a_write_through_a_view_of_the_same_shape_keeps_the_base_in_the_graph(conn):
+    b = gt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    t = b * 1
+    t.view(-1)[0] = t.view(-1)[-1] * 3  # (the view has the base's shape: a 1-d base)
+    assert t.requires_grad and t.grad_fn is not None
+    t.sum().backward()
+    assert b.grad.tolist() == [0.0, 1.0, 4.0]
+    c = gt.tensor([[1.23, 1.71, -1.79], [0.76, 1.99, -0.31]])
+    b = gt.tensor([1.96, 0.37, 0.43], requires_grad=True)
+    t = c @ b
+    t.view(2).mul_(3)
+    (t.sum() + b.sum()).backward()
+    assert b.grad.tolist() == pytest.approx((3 * c.sum(0) + 1).tolist())
