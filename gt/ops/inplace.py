@@ -25,7 +25,7 @@ from gt import shapes as S
 from gt._dtype import dtype as as_dtype
 from gt.autograd import _mode
 from gt.errors import DtypeError, ShapeError
-from gt.grad_graph import label
+from gt.grad_graph import GRAD_DTYPES, label, record
 from gt.indexing import bool_indices, bool_items, encode_key, plain_key
 from gt.ops.arith import alpha_times, legacy_number_first, scaled_add, where
 from gt.ops.base import BATCHING, TensorBase, refuse_outside_write
@@ -74,6 +74,14 @@ def _broadcasts_to(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
         return False
 
 
+#: PyTorch's node names for a tensor overwritten by a value independent of it.
+_OVERWRITE_NODES = {"zero_": "ZeroBackward0", "fill_": "FillBackward2", "copy_": "CopyBackwards",
+                    "uniform_": "UniformBackward0", "normal_": "NormalBackward0",
+                    "random_": "RandomBackward0"}  # fmt: skip
+#: In-place ops PyTorch allows on a view that sees an element twice (setitem checks its part).
+_ALLOWED_ON_OVERLAP = frozenset({"fill_", "zero_", "setitem"})
+
+
 def _check_leaf(x: Tensor, name: str) -> None:
     if _mode.enabled and x.requires_grad and x._node is None:
         raise RuntimeError(
@@ -90,7 +98,7 @@ def apply_inplace(x: Tensor, name: str, compute: Callable[[Tensor], Tensor]) -> 
     """
     if BATCHING:
         refuse_outside_write(x)
-    if x._vb is not None and name != "fill_" and name != "setitem":  # (setitem checks its part)
+    if x._vb is not None and name not in _ALLOWED_ON_OVERLAP:
         refuse_overlap(x, None, name)
     if not _mode.enabled:  # nothing is recorded: compute from x itself, then take the result over
         new = compute(x)
@@ -116,6 +124,12 @@ def apply_inplace(x: Tensor, name: str, compute: Callable[[Tensor], Tensor]) -> 
             new = new.to(old.dtype)
         if new.id == old.id:  # compute returned the handle itself: nothing changes
             new = recorded_alias(old)  # (with its history: x stays in the graph)
+        elif old._rg and not new._rg and new.dtype in GRAD_DTYPES:
+            # overwritten by a value that does not depend on it (``y.zero_()``, ``fill_``, a
+            # constant ``copy_``, a random fill): still in the graph, as PyTorch's, its old
+            # history getting zeros
+            record(new, "mul", (old, 0.0), None, saved=(None, 0.0))
+            label(new, _OVERWRITE_NODES.get(name, "FillBackward0"))
     except BaseException:
         old.id = None  # x still owns its value
         raise
@@ -277,7 +291,7 @@ class InplaceOps:
 
     def zero_(self) -> Tensor:
         """Set every element to zero, in place."""
-        return self.fill_(0)
+        return apply_inplace(self, "zero_", lambda x: x.new_full(x.shape, 0))
 
     def fill_(self, value: Any) -> Tensor:
         """Set every element to ``value``, in place."""

@@ -193,3 +193,19 @@ def test_a_write_through_a_view_of_the_same_shape_keeps_the_base_in_the_graph(co
     t.view(2).mul_(3)
     (t.sum() + b.sum()).backward()
     assert b.grad.tolist() == pytest.approx((3 * c.sum(0) + 1).tolist())
+
+
+def test_a_computed_tensor_overwritten_by_a_constant_stays_in_the_graph(conn):
+    x = gt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    for fill, node in [
+        (lambda y: y.zero_(), "ZeroBackward0"),
+        (lambda y: y.fill_(1.5), "FillBackward2"),
+        (lambda y: y.copy_(gt.ones(3)), "CopyBackwards"),
+        (lambda y: y.normal_(), "NormalBackward0"),
+    ]:
+        x.grad = None
+        y = x * 2
+        fill(y)
+        assert y.requires_grad and type(y.grad_fn).__name__ == node
+        y.sum().backward()  # (it raised: nothing in the loss required grad)
+        assert x.grad.tolist() == [0.0, 0.0, 0.0]
