@@ -168,3 +168,25 @@ def test_gt_ps_says_how_each_dispatcher_is_and_which_does_not_answer(cluster):
         assert "NOT ANSWERING" in ps()
     finally:
         os.kill(cluster.proc.pid, signal.SIGCONT)
+
+
+def test_a_program_making_new_source_lines_all_the_time_keeps_hearing_its_dispatcher(
+    monkeypatch,
+):
+    """Source lines sent beside direct batches get no answer: heartbeats must still go out, or
+    a program that makes a new line every step (``exec``, a long notebook) took its dispatcher
+    for gone once the liveness window passed (60 s by default; 2 s here)."""
+    monkeypatch.setenv("GT_CLIENT_TIMEOUT", "2")
+    monkeypatch.setenv("GT_HEARTBEAT", "0.2")
+    with LocalCluster(workers=1) as c:
+        conn = gt.connect(c.address)
+        try:
+            ns = {"gt": gt, "x": gt.ones(2)}
+            deadline = time.monotonic() + 4.0  # two windows of the client's liveness
+            i = 0
+            while time.monotonic() < deadline:
+                exec(f"y = (x + {i}).tolist()", ns)  # a code object of its own: a new line
+                i += 1
+            assert ns["y"] == [float(i), float(i)] and conn.direct_batches > 0
+        finally:
+            gt.disconnect()

@@ -475,8 +475,10 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
         one is due) go to the dispatcher, which no longer sees our batches."""
         if srclocs:
             self._sock.send(P.encode(P.SourceLines(srclocs)))
-            self._last_sent = time.monotonic()
-        elif time.monotonic() - self._last_sent >= self.heartbeat_interval:
+        # (after source lines too: the dispatcher answers them with nothing, and a program that
+        # makes new lines all the time -- exec, a long notebook -- would hear nothing back and
+        # take the dispatcher for gone)
+        if time.monotonic() - self._last_sent >= self.heartbeat_interval:
             self._sock.send(_HEARTBEAT)
             self._last_sent = time.monotonic()
         parts = [hdr, body, *map(raw_bytes, bufs)] if bufs else [hdr, body]
