@@ -502,10 +502,18 @@ class DataView(Tensor):
         self.grad = None
         self._node = None
         self._version = 0
-        self._st = self._vb = self._vs = None
+        self._vb = self._vs = None
 
     def __del__(self) -> None:
         pass  # the owner frees the value
+
+    @property  # type: ignore[override]
+    def _st(self) -> Any:  # (the owner's strides: ``x.t().data`` is no contiguous tensor)
+        return self._owner._st
+
+    @_st.setter
+    def _st(self, value: Any) -> None:
+        self._owner._st = value
 
     @property  # type: ignore[override]
     def id(self) -> Any:

@@ -101,6 +101,7 @@ class AutogradOps:
         autograd, even for a leaf that requires grad, and it follows ``self``'s changes.
         """
         out = self._alias()
+        out._st = self._st  # (its strides: a transposed tensor's detach is no contiguous one)
         views.link(self, out, "detach", None)
         return out
 

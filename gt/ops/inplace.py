@@ -35,6 +35,7 @@ from gt.ops.views import (
     is_view_at,
     parts,
     recorded_alias,
+    refuse_leaf_root,
     refuse_overlap,
     write_back,
 )
@@ -111,6 +112,8 @@ def apply_inplace(x: Tensor, name: str, compute: Callable[[Tensor], Tensor]) -> 
         take_value(x, new if new is not x else x._alias())
         return x
     _check_leaf(x, name)
+    if x._vb is not None:
+        refuse_leaf_root(x)
     old = x._handle()
     old.id = x.id  # both refer to the value while compute runs (it may read x itself)
     old._rg, old._node, old._version = x._rg, x._node, x._version
@@ -367,6 +370,7 @@ class InplaceOps:
     def _setitem(self, key: Any, value: Any) -> None:
         if self._vb is not None:
             refuse_overlap(self, key, None if is_basic_key(key) else "index_put_")
+            refuse_leaf_root(self)
         if isinstance(value, np.ndarray):
             value = self.new_tensor(value)
         if isinstance(value, TensorBase) and value._conn is not self._conn:

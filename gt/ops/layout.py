@@ -201,9 +201,27 @@ def cloned_layout(src: Any, out: Any, memory_format: Any) -> Any:
     if memory_format is not None and str.__str__(memory_format) != "preserve_format":
         return formatted(out, memory_format)
     st = src._st
-    if st is not None and 0 not in strides_of(src):
-        out._st = st
+    if st is not None:
+        shape, strides = tuple(src.shape), strides_of(src)
+        if 0 in strides:  # (an expanded view's copy is row-major)
+            return out
+        dense = dense_in_order(shape, strides)
+        if matches(strides, dense, shape):
+            out._st = st
+        elif not matches(dense, row_major(shape), shape):  # (a slice's copy is dense, its
+            out._st = dense  # dimensions in the same order, as PyTorch's ``empty_like``)
     return out
+
+
+def dense_in_order(shape: tuple, strides: tuple) -> tuple:
+    """The strides of a dense tensor of ``shape`` whose dimensions lie in memory in the order
+    ``strides`` gives them (largest stride outermost; ties keep their order)."""
+    order = sorted(range(len(shape)), key=lambda d: -strides[d])
+    out, step = [0] * len(shape), 1
+    for d in reversed(order):
+        out[d] = step
+        step *= max(int(shape[d]), 1)
+    return tuple(out)
 
 
 def restride(t: Any, memory_format: Any) -> None:

@@ -244,7 +244,7 @@ class OrderingOps:
             if not isinstance(shifts, int):
                 (shifts,) = shifts
             out = self.reshape(-1).roll(shifts, 0).reshape(self.shape)
-            return out if out is self else label(out, "RollBackward0")
+            return label(out, "RollBackward0")
         shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
         dims = (dims,) if isinstance(dims, int) else tuple(dims)
         if len(shifts) != len(dims):
@@ -256,4 +256,6 @@ class OrderingOps:
             s = s % n if n else 0
             if s:
                 out = cat([out.narrow(ax, n - s, s), out.narrow(ax, 0, n - s)], ax)
-        return out if out is self else label(out, "RollBackward0")
+        if out is self:  # (a whole turn: still a copy, as PyTorch's)
+            out = self.clone()
+        return label(out, "RollBackward0")

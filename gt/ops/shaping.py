@@ -447,7 +447,9 @@ class ShapeOps:
                 continue
             n = self.shape[ax]
             out = out[(slice(None),) * ax + (list(range(n - 1, -1, -1)),)] if n > 1 else out
-        return out if out is self else label(out, "FlipBackward0")
+        if out is self:  # (nothing to reverse: still a copy, as PyTorch's)
+            out = self.clone()
+        return label(out, "FlipBackward0")
 
 
 #: PyTorch's node of ``squeeze()``, ``squeeze(dim)`` and ``squeeze(dims)``.

@@ -204,18 +204,29 @@ def _root_of(view: Any) -> Any:
     return root
 
 
-def _write_into_root(view: Any, take_value: Any) -> None:
-    root = _root_of(view)
-    if root is None:
-        return
-    steps = view._vb[1]
-    detached = _outside(steps)
-    if not detached and _mode.enabled and root.requires_grad and root._node is None:
-        view._vb = None
+def refuse_leaf_root(view: Any) -> None:
+    """Raise PyTorch's error if an in-place change of ``view`` would change a leaf that requires
+    grad (asked before the change: the view stays as it was, and stays a view)."""
+    root = _root_of(view) if view._vb is not None else None
+    if root is not None:
+        _refuse_leaf(view, root)
+
+
+def _refuse_leaf(view: Any, root: Any) -> None:
+    if _mode.enabled and root.requires_grad and root._node is None and not _outside(view._vb[1]):
         raise RuntimeError(
             "a view of a leaf Variable that requires grad is being used in an in-place "
             "operation (wrap it in `with gt.no_grad():`)"
         )
+
+
+def _write_into_root(view: Any, take_value: Any) -> None:
+    root = _root_of(view)
+    if root is None:
+        return
+    _refuse_leaf(view, root)
+    steps = view._vb[1]
+    detached = _outside(steps)
     _writing.append(view)
     enabled = _mode.enabled
     if detached:  # shared outside autograd, as PyTorch's detach() shares storage

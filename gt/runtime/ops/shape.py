@@ -229,11 +229,14 @@ def _k_getitem(be: Any) -> Any:
 
 def _k_setitem(be: Any) -> Any:
     check = bounds_check(be)
+    xp_array, asarray = be.xp.ndarray, be.xp.asarray
 
     def h(v: list, at: dict) -> Any:
         # Write into the array only when the client asked for it (out id == input id) and no other
         # tensor can observe it; otherwise work on a copy, so tensors never share values.
         x = v.pop(0)  # so the argument list no longer refers to it
+        if not isinstance(x, xp_array):  # (NumPy's scalar of a full index, ``x[1]``: 0-d)
+            x = asarray(x)
         if check is not None:
             check(at["key"], v[1:], x.shape)
         if not (at.get("inplace") and private(x)):
