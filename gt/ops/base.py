@@ -91,3 +91,21 @@ def refuse_outside_write(t: Any) -> None:
     tid = getattr(t, "id", None)
     if BATCHING and tid is not None and tid not in BATCHING[0]:
         raise Unbatchable("a tensor made outside the function is changed in place")
+
+
+def zero_dim_as_one(method: Any) -> Any:
+    """``method(self, dim, index, *rest)`` of a 0-d tensor run on it as one element, as PyTorch
+    runs ``index_fill``/``index_add``/``index_copy`` of a 0-d tensor (a 0-d source too)."""
+
+    def run(self: Any, dim: Any, index: Any, *rest: Any, **kw: Any) -> Any:
+        if self.ndim != 0:
+            return method(self, dim, index, *rest, **kw)
+        rest = tuple(r.reshape(1) if isinstance(r, TensorBase) and r.ndim == 0 else r for r in rest)
+        return method(self.reshape(1), dim, index.reshape(-1), *rest, **kw).reshape(())
+
+    run.__name__, run.__doc__, run.__qualname__ = (
+        method.__name__,
+        method.__doc__,
+        method.__qualname__,
+    )
+    return run

@@ -28,9 +28,10 @@ from gt.grad_graph import label, labels
 from gt.ops import storage as storage_of
 from gt.ops import views
 from gt.ops.arith import where
-from gt.ops.base import TensorBase, in_float32
+from gt.ops.base import TensorBase, in_float32, zero_dim_as_one
 from gt.ops.compat_inplace import CompatInplaceOps
 from gt.ops.functions import method_function, numpy_names
+from gt.ops.inplace import apply_inplace
 from gt.ops.ordering import evenly_distributed
 from gt.runtime.ops import return_types
 
@@ -114,8 +115,14 @@ class CompatOps(CompatInplaceOps):
         return out
 
     def conj_physical(self) -> Tensor:
-        """The complex conjugate, always a new tensor."""
-        return self.conj() if self.dtype in S.COMPLEX_DTYPES else self.clone()
+        """The complex conjugate, always a new tensor (not a view, unlike :meth:`conj`)."""
+        return self._apply("conj", [self]) if self.dtype in S.COMPLEX_DTYPES else self.clone()
+
+    def conj_physical_(self) -> Tensor:
+        """Conjugate in place (a real tensor stays as it is)."""
+        if self.dtype not in S.COMPLEX_DTYPES:
+            return self
+        return apply_inplace(self, "conj_physical_", lambda x: x._apply("conj", [x]))
 
     def resolve_conj(self) -> Tensor:
         """The tensor itself (no lazy conjugation in GT)."""
@@ -363,6 +370,7 @@ class CompatOps(CompatInplaceOps):
         return self.narrow(dim, start, length)
 
     @labels("IndexCopyBackward0")
+    @zero_dim_as_one
     def index_copy(self, dim: int, index: Tensor, source: Tensor) -> Tensor:
         """A copy with the entries ``index`` of ``dim`` replaced by ``source``'s slices."""
         d = S.normalize_axis(dim, max(self.ndim, 1), "index_copy")

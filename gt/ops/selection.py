@@ -16,7 +16,7 @@ from gt import shapes as S
 from gt.errors import ShapeError
 from gt.grad_graph import labels
 from gt.indexing import encode_key
-from gt.ops.base import TensorBase
+from gt.ops.base import TensorBase, zero_dim_as_one
 from gt.ops.functions import numpy_names
 
 if TYPE_CHECKING:
@@ -157,6 +157,7 @@ class SelectionOps:
         return self.scatter_reduce(d, spread, source, reduce, include_self=include_self)
 
     @labels("IndexAddBackward0")
+    @zero_dim_as_one
     def index_add(self, dim: int, index: Tensor, source: Tensor, *, alpha: Any = 1) -> Tensor:
         """A copy with ``alpha * source`` added at the entries ``index`` of ``dim``."""
         d = S.normalize_axis(dim, self.ndim, "index_add")
@@ -166,6 +167,7 @@ class SelectionOps:
         return self._scatter_add_at((slice(None),) * d + (index,), src)
 
     @labels("IndexFillBackward0")
+    @zero_dim_as_one
     def index_fill(self, dim: int, index: Tensor, value: Any) -> Tensor:
         """A copy with the entries ``index`` of ``dim`` set to ``value``."""
         d = S.normalize_axis(dim, self.ndim, "index_fill")

@@ -67,3 +67,19 @@ def test_a_refused_inplace_op_on_a_view_of_a_leaf_changes_nothing(conn):
     with gt.no_grad():
         v.add_(1)  # still a view of w
     assert w.tolist() == [2.0, 3.0, 3.0]
+
+
+def test_index_ops_of_a_zero_dim_tensor_and_the_physical_conjugate(conn):
+    for op, want in [
+        (lambda x: x.index_fill_(0, gt.tensor([0]), 1.0), 1.0),
+        (lambda x: x.index_add_(0, gt.tensor([0]), gt.tensor(2.0)), 7.0),
+        (lambda x: x.index_copy_(0, gt.tensor([0]), gt.tensor(7.0)), 7.0),
+    ]:
+        x = gt.tensor(5.0)
+        op(x)
+        assert x.shape == () and x.item() == want
+    z = gt.tensor([1 + 2j, 3 - 1j])
+    z.conj_physical().mul_(0)  # a new tensor, not a view of z
+    assert z.tolist() == [1 + 2j, 3 - 1j]
+    z.conj_physical_()
+    assert z.tolist() == [1 - 2j, 3 + 1j]
