@@ -349,9 +349,12 @@ class _Walk:
             if p is None or pg is None:
                 continue
             if type(pg) is Past:  # already the gradient of that input's own input
-                p, pg = p.parents[0], pg.grad
-                if p is None:
-                    continue
+                if p.hooks or p.retain is not None or id(p) in self.want_nodes:
+                    pg = pg.grad.mT  # (``x.T`` has hooks, retains or is asked for: its own)
+                else:
+                    p, pg = p.parents[0], pg.grad
+                    if p is None:
+                        continue
             if isinstance(p, Node):
                 prev = grads.get(p)
                 grads[p] = pg if prev is None else prev + pg
@@ -441,12 +444,14 @@ def backward(
     wanted = _as_list(inputs, "inputs") if inputs is not None else None
     if wanted is not None and not wanted:
         raise RuntimeError("backward: 'inputs' argument to backward() cannot be empty")
+    if not roots:  # (nothing to differentiate: outputs filtered down to none, say)
+        return
     retain = create_graph if retain_graph is None else retain_graph
     with set_grad_enabled(create_graph):
         seeds = _check_roots(roots, seeds)
         walk = _Walk(create_graph, retain, wanted)
         walk.run(roots, seeds)
-        for t in wanted or ():
+        for t in {id(t): t for t in wanted or ()}.values():  # (one named twice counts once)
             g = walk.found.get(id(t) if t._node is None else id(t._node))
             if g is not None:
                 walk._accumulate(t, g) if t._node is None else _add_grad(t, g)
@@ -529,17 +534,18 @@ def grad(
         allow_unused = materialize_grads
     retain = create_graph if retain_graph is None else retain_graph
     with set_grad_enabled(create_graph):
-        seeds = _check_roots(roots, seeds)
         walk = _Walk(create_graph, retain, wanted)
-        walk.run(roots, seeds)
+        if roots:
+            walk.run(roots, _check_roots(roots, seeds))
         result = []
         for t in wanted:
             g = walk.found.get(id(t) if t._node is None else id(t._node))
             if g is None:
                 if not allow_unused:
                     raise RuntimeError(
-                        "One of the differentiated Tensors appears to not have been used in the "
-                        "graph. Set allow_unused=True if this is the desired behavior."
+                        f"The differentiated Tensor at index {len(result)} appears to not have "
+                        "been used in the graph. Set allow_unused=True if this is the desired "
+                        "behavior."
                     )
                 g = t.new_zeros(t.shape) if materialize_grads else None
             elif g.dtype != t.dtype:

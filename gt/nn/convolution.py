@@ -97,6 +97,8 @@ def pad(
         out = _pad_dim(out, d, before, after, mode, 0.0 if value is None else value)
     if mode != "circular" and any(int(p) > 0 for p in pad):  # a new tensor: PyTorch's layout
         out = keep_channels_last(out, input)
+    if out is input:  # (nothing to pad: still a new tensor, as PyTorch's)
+        out = input.clone()
     return out
 
 

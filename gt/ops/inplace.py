@@ -63,8 +63,12 @@ def take_value(dst: Tensor, src: Tensor, keep_graph: bool = True) -> None:
     dst.dtype = src.dtype
     dst._version += 1
     if keep_graph and _mode.enabled:
+        before = dst._node
         dst._node = src._node
         dst._rg = src._rg
+        if before is not None and before.retain is not None and dst._node is not None:
+            if before.retain() is dst:  # retain_grad() follows the tensor to its new value
+                before.retain, dst._node.retain = None, before.retain
     write_back(dst, take_value)
 
 

@@ -209,3 +209,45 @@ def test_a_computed_tensor_overwritten_by_a_constant_stays_in_the_graph(conn):
         assert y.requires_grad and type(y.grad_fn).__name__ == node
         y.sum().backward()  # (it raised: nothing in the loss required grad)
         assert x.grad.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_retain_grad_follows_the_tensor_through_an_inplace_op(conn):
+    a = gt.tensor([-1.0, 2.0, 3.0], requires_grad=True)
+    t = a / 4
+    t.retain_grad()
+    gt.nn.functional.relu(t, inplace=True)  # (a ResNet's ReLU(inplace=True) after a probe)
+    t.mul_(2)
+    (t * 3).sum().backward()
+    assert t.grad.tolist() == [3.0, 3.0, 3.0] and a.grad.tolist() == [0.0, 1.5, 1.5]
+
+
+def test_a_transposed_operand_of_a_product_gets_its_hooks_and_its_own_gradient(conn):
+    c = gt.tensor([[1.0, 0.0, 2.0], [0.0, 1.0, 1.0]])
+    b = gt.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
+    t = b.T
+    t.register_hook(lambda g: g * 0)
+    (t @ c).sum().backward()
+    assert b.grad.tolist() == [[0.0] * 3] * 2
+    b = gt.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
+    t = b.T
+    assert gt.autograd.grad((t @ t.T).sum(), [t])[0].tolist() == [[12.0, 30.0]] * 3
+    t = b.T
+    t.retain_grad()
+    (t @ c).sum().backward()
+    assert t.grad.tolist() == [[3.0, 2.0]] * 3
+
+
+def test_an_input_named_twice_counts_once_and_no_outputs_give_no_gradients(conn):
+    a = gt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    (a * 2).sum().backward(inputs=[a, a])
+    assert a.grad.tolist() == [2.0, 2.0, 2.0]
+    assert gt.autograd.grad([], [a], allow_unused=True) == (None,)
+    gt.autograd.backward([], grad_tensors=[])
+    with pytest.raises(RuntimeError, match="index 0 appears to not have been used"):
+        gt.autograd.grad([], [a])
+
+
+def test_padding_by_nothing_is_a_new_tensor(conn):
+    x = gt.tensor([[1.0, 2.0, 3.0]])
+    gt.nn.functional.pad(x, (0, 0)).mul_(10)
+    assert x.tolist() == [[1.0, 2.0, 3.0]]
