@@ -25,8 +25,8 @@ import numpy as np
 from gt import shapes as S
 from gt.errors import ShapeError
 from gt.grad_graph import label, labels
+from gt.ops import layout, views
 from gt.ops import storage as storage_of
-from gt.ops import views
 from gt.ops.arith import where
 from gt.ops.base import TensorBase, in_float32, zero_dim_as_one
 from gt.ops.compat_inplace import CompatInplaceOps
@@ -61,6 +61,12 @@ def _scaled_sum(x: Tensor, prod: Tensor, beta: Any, alpha: Any, name: str) -> Te
     return (x if beta == 1 else x * beta) + prod
 
 
+def _part_strides(z: Any, part: Tensor) -> None:
+    """``z.real``/``z.imag``: PyTorch's strides, twice the complex tensor's (a part is every
+    other float of it), so ``contiguous()`` of one is a copy, not ``z``'s own value."""
+    part._st = tuple(2 * s for s in layout.strides_of(z))
+
+
 class CompatOps(CompatInplaceOps):
     """More of PyTorch's methods of :class:`gt.Tensor`, composed from primitives."""
 
@@ -76,6 +82,7 @@ class CompatOps(CompatInplaceOps):
         if self.dtype not in S.COMPLEX_DTYPES:
             return self
         out = self._apply("real", [self])
+        _part_strides(self, out)
         views.link(self, out, "real", None)
         return out
 
@@ -85,6 +92,7 @@ class CompatOps(CompatInplaceOps):
         if self.dtype not in S.COMPLEX_DTYPES:
             raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
         out = self._apply("imag", [self])
+        _part_strides(self, out)
         views.link(self, out, "imag", None)
         return out
 

@@ -83,3 +83,14 @@ def test_index_ops_of_a_zero_dim_tensor_and_the_physical_conjugate(conn):
     assert z.tolist() == [1 + 2j, 3 - 1j]
     z.conj_physical_()
     assert z.tolist() == [1 - 2j, 3 + 1j]
+
+
+def test_the_parts_of_a_complex_tensor_have_pytorchs_strides(conn):
+    z = gt.tensor([1 + 2j, 3 - 1j])
+    assert z.imag.stride() == (2,) and not z.imag.is_contiguous()
+    z.imag.contiguous().zero_()  # a copy: z keeps its imaginary parts
+    assert z.tolist() == [1 + 2j, 3 - 1j]
+    z.imag.zero_()
+    assert z.tolist() == [1 + 0j, 3 + 0j]
+    w = gt.tensor([[1 + 2j, 3 - 1j], [1j, 2 + 2j]])
+    assert w.t().real.stride() == (2, 4)
