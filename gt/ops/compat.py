@@ -64,7 +64,8 @@ def _scaled_sum(x: Tensor, prod: Tensor, beta: Any, alpha: Any, name: str) -> Te
 def _part_strides(z: Any, part: Tensor) -> None:
     """``z.real``/``z.imag``: PyTorch's strides, twice the complex tensor's (a part is every
     other float of it), so ``contiguous()`` of one is a copy, not ``z``'s own value."""
-    part._st = tuple(2 * s for s in layout.strides_of(z))
+    if z.ndim:  # (a 0-d part has no strides to speak of)
+        part._st = tuple(2 * s for s in layout.strides_of(z))
 
 
 class CompatOps(CompatInplaceOps):

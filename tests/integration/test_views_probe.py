@@ -94,3 +94,5 @@ def test_the_parts_of_a_complex_tensor_have_pytorchs_strides(conn):
     assert z.tolist() == [1 + 0j, 3 + 0j]
     w = gt.tensor([[1 + 2j, 3 - 1j], [1j, 2 + 2j]])
     assert w.t().real.stride() == (2, 4)
+    s = gt.tensor(1 + 2j)
+    assert s.real.item() == 1.0 and gt.stack([s.real, s.imag]).tolist() == [1.0, 2.0]
