@@ -82,9 +82,15 @@ def _broadcasts_to(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
 #: PyTorch's node names for a tensor overwritten by a value independent of it.
 _OVERWRITE_NODES = {"zero_": "ZeroBackward0", "fill_": "FillBackward2", "copy_": "CopyBackwards",
                     "uniform_": "UniformBackward0", "normal_": "NormalBackward0",
-                    "random_": "RandomBackward0"}  # fmt: skip
+                    "random_": "RandomBackward0", "bernoulli_": "BernoulliBackward2"}  # fmt: skip
 #: In-place ops PyTorch allows on a view that sees an element twice (setitem checks its part).
 _ALLOWED_ON_OVERLAP = frozenset({"fill_", "zero_", "setitem"})
+
+
+def _node_name(name: str) -> str:
+    """PyTorch's node name of an in-place fill with no gradient of its own (``exponential_``:
+    ``ExponentialBackward0``)."""
+    return "".join(p.capitalize() for p in name.strip("_").split("_")) + "Backward0"
 
 
 def _check_leaf(x: Tensor, name: str) -> None:
@@ -136,7 +142,7 @@ def apply_inplace(x: Tensor, name: str, compute: Callable[[Tensor], Tensor]) -> 
             # constant ``copy_``, a random fill): still in the graph, as PyTorch's, its old
             # history getting zeros
             record(new, "mul", (old, 0.0), None, saved=(None, 0.0))
-            label(new, _OVERWRITE_NODES.get(name, "FillBackward0"))
+            label(new, _OVERWRITE_NODES.get(name) or _node_name(name))
     except BaseException:
         old.id = None  # x still owns its value
         raise

@@ -251,3 +251,15 @@ def test_padding_by_nothing_is_a_new_tensor(conn):
     x = gt.tensor([[1.0, 2.0, 3.0]])
     gt.nn.functional.pad(x, (0, 0)).mul_(10)
     assert x.tolist() == [[1.0, 2.0, 3.0]]
+
+
+def test_a_random_fill_keeps_the_tensor_in_the_graph_under_pytorchs_name(conn):
+    x = gt.tensor([0.4, 0.6], requires_grad=True)
+    for fill, node in [
+        (lambda y: y.exponential_(), "ExponentialBackward0"),
+        (lambda y: y.cauchy_(), "CauchyBackward0"),
+        (lambda y: y.bernoulli_(0.5), "BernoulliBackward2"),
+    ]:
+        y = x * 1
+        fill(y)
+        assert y.requires_grad and type(y.grad_fn).__name__ == node
