@@ -219,6 +219,8 @@ class _Walk:
     def _to_leaf(self, leaf: Tensor, g: Tensor) -> None:
         if self.wanted is not None and id(leaf) not in self.want_leaves:
             return  # (not asked for: its hooks do not run, as PyTorch runs no node for it)
+        if leaf.__dict__ and "_nograd_view" in leaf.__dict__:
+            return  # (a view taken under no_grad: PyTorch's gives it no gradient)
         if _LEAF_HOOKS and id(leaf) in _LEAF_HOOKS:
             # (its hooks run once, on the sum of every contribution, as PyTorch's: a weight used
             # in each step of a loop is clamped once, not per use; see _hooked_leaves)
@@ -345,6 +347,9 @@ class _Walk:
             in_grads = real_where_real(node.dtypes, in_grads)
         if _anomaly["enabled"] and _anomaly["check_nan"]:
             check_gradients(node, in_grads)
+        post = getattr(node, "posthooks", None)
+        if post:
+            in_grads = self._user_code(_run_post_hooks, node, post, in_grads, g)
         for p, pg in zip(node.parents, in_grads):
             if p is None or pg is None:
                 continue
@@ -360,6 +365,29 @@ class _Walk:
                 grads[p] = pg if prev is None else prev + pg
             else:
                 self._to_leaf(p, pg)
+
+
+def _run_post_hooks(node: Node, hooks: list, in_grads: tuple, g: Tensor) -> tuple:
+    """``node.register_hook`` hooks: each sees the inputs' gradients (``None`` where an input
+    needs none) and ``(g,)``; a tuple one returns replaces the inputs' gradients."""
+    grads = tuple(
+        [
+            None if p is None else (pg.grad.mT if type(pg) is Past else pg)
+            for p, pg in zip(node.parents, in_grads)
+        ]
+    )
+    for hook in list(hooks):
+        out = hook(grads, (g,))
+        if out is not None:
+            out = tuple(out)
+            if len(out) != len(grads):
+                name = getattr(hook, "__name__", type(hook).__name__)
+                raise RuntimeError(
+                    f"hook '{name}' has returned an incorrect number of values (got {len(out)}, "
+                    f"but expected {len(grads)})"
+                )
+            grads = out
+    return grads
 
 
 def _spend(node: Node) -> None:

@@ -69,6 +69,7 @@ class Node:
         "label",
         "double",  # (set only by recorded_rule(); read with getattr when create_graph is on)
         "spent",  # (set once a backward pass without retain_graph went through; read with getattr)
+        "posthooks",  # (set only by register_hook(); read with getattr)
     )
 
     def __init__(self, op: str, parents: tuple, saved: tuple, inputs: tuple, attrs: Any):
@@ -141,6 +142,18 @@ class Node:
             self.hooks = []
         self.hooks.append(on_gradient)
         return RemovableHandle(self.hooks, on_gradient)
+
+    def register_hook(self, hook: Any) -> Any:
+        """Call ``hook(grad_inputs, grad_outputs)`` once this node's rule has run: one gradient
+        per input (``None`` where an input needs none) and the one-tuple it got; a tuple it
+        returns replaces ``grad_inputs``. Returns the handle that removes it."""
+        from gt.grad_hooks import RemovableHandle  # noqa: PLC0415 - it builds on this module
+
+        hooks = getattr(self, "posthooks", None)
+        if hooks is None:
+            hooks = self.posthooks = []
+        hooks.append(hook)
+        return RemovableHandle(hooks, hook)
 
 
 class AccumulateGrad:

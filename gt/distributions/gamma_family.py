@@ -70,6 +70,9 @@ class Gamma(ExponentialFamily):
 
     def log_prob(self, value: Any) -> Tensor:
         value = _as_tensor(value, self.rate)
+        if getattr(value, "dtype", None) != self.rate.dtype and hasattr(value, "to"):
+            # (PyTorch's Gamma casts the value to its own dtype)
+            value = value.to(self.rate.dtype)
         if self._validate_args:
             self._validate_sample(value)
         c, r = self.concentration, self.rate

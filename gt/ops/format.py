@@ -105,7 +105,7 @@ def _summarized(a: np.ndarray) -> np.ndarray:
     if a.ndim == 0:
         return a.reshape(1)
     if a.shape[0] > 2 * EDGEITEMS:
-        parts = [a[:EDGEITEMS], a[-EDGEITEMS:]]
+        parts = [a[:EDGEITEMS], a[a.shape[0] - EDGEITEMS :]]  # (a[-0:] is all of it)
     else:
         parts = [a]
     return np.concatenate(
@@ -119,9 +119,11 @@ def _format_body(a: np.ndarray, fmt: _Formatter, indent: int, summarize: bool) -
         return fmt(a.item())
     if a.ndim == 1:
         n = a.shape[0]
-        if summarize and n > 2 * EDGEITEMS:
+        if summarize and not EDGEITEMS:
+            items = ["..."]
+        elif summarize and n > 2 * EDGEITEMS:
             items = [fmt(v) for v in a[:EDGEITEMS].tolist()] + [" ..."]
-            items += [fmt(v) for v in a[-EDGEITEMS:].tolist()]
+            items += [fmt(v) for v in a[n - EDGEITEMS :].tolist()]
         else:
             items = [fmt(v) for v in a.tolist()]
         per_line = max(1, (LINEWIDTH - indent) // (fmt.max_width + 2))
@@ -160,8 +162,11 @@ def format_tensor(
             suffixes.append(f"size={tuple(a.shape)}")
         if dtype != S.DEFAULT_FLOAT:
             suffixes.append(f"dtype=gt.{name_of(dtype)}")
-    elif dtype not in _default_dtypes():
-        suffixes.append(f"dtype=gt.{name_of(dtype)}")
+    else:
+        if not EDGEITEMS:  # (nothing of it is shown: PyTorch names its size)
+            suffixes.append(f"size={tuple(a.shape)}")
+        if dtype not in _default_dtypes():
+            suffixes.append(f"dtype=gt.{name_of(dtype)}")
     suffixes += extra or []
     return _add_suffixes(prefix + body, suffixes, len(prefix))
 

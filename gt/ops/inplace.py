@@ -93,8 +93,20 @@ def _node_name(name: str) -> str:
     return "".join(p.capitalize() for p in name.strip("_").split("_")) + "Backward0"
 
 
+#: PyTorch's refusal of an in-place change, in grad mode, of a view taken under ``no_grad``.
+NOGRAD_VIEW_CHANGED = (
+    "A view was created in no_grad mode and is being modified inplace with grad mode enabled. "
+    "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
+    "your code by moving both the view and the inplace either both inside the no_grad block (if "
+    "you don't want the inplace to be tracked) or both outside (if you want the inplace to be "
+    "tracked)."
+)
+
+
 def _check_leaf(x: Tensor, name: str) -> None:
     if _mode.enabled and x.requires_grad and x._node is None:
+        if getattr(x, "_nograd_view", False):
+            raise RuntimeError(NOGRAD_VIEW_CHANGED)
         raise RuntimeError(
             f"{name}: a leaf Variable that requires grad is being used in an in-place operation "
             "(wrap it in `with gt.no_grad():`)"

@@ -94,6 +94,12 @@ def link(base: Any, view: Any, kind: str, data: Any) -> None:
         root = base
         view._vb = (ref, (step,), view.shape, base.shape)
     _register(root._owner if root._proxy else root, view)
+    if not _mode.enabled and base._rg and kind != "detach" and kind != "dtype":
+        # (PyTorch's view taken under no_grad of a tensor that requires grad requires grad too,
+        # and prints so, yet it is a leaf no gradient reaches, and it may not change in place
+        # once grad mode is back: see gt.ops.inplace._check_leaf and gt.backprop)
+        view._rg = True
+        view.__dict__["_nograd_view"] = True
 
 
 def _holding(root: Any) -> Any:

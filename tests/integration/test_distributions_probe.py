@@ -58,3 +58,12 @@ def test_wishart_expands_its_batch(conn):
     lp = w.log_prob(gt.eye(2).expand(3, 2, 2))
     assert lp.shape == (3,) and lp.tolist() == pytest.approx([-4.2241716] * 3)
     assert w.rsample().shape == (3, 2, 2) and w.mean.shape == (3, 2, 2)
+
+
+def test_gamma_answers_a_float64_value_in_its_own_dtype(conn):
+    d = gt.distributions.Gamma(gt.ones(3), gt.ones(3))
+    v = gt.tensor([0.5, 1.0, 2.0], dtype=gt.float64)
+    assert d.log_prob(v).dtype == gt.float32  # (PyTorch's casts the value; Normal's does not)
+    assert gt.distributions.Chi2(gt.ones(3)).log_prob(v).dtype == gt.float32
+    assert gt.distributions.Normal(gt.zeros(3), 1.0).log_prob(v).dtype == gt.float64
+    assert abs(d.log_prob(v)[0].item() - (-0.5)) < 1e-6

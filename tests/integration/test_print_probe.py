@@ -75,3 +75,15 @@ def test_a_device_is_not_equal_to_a_string(conn):
     assert d == gt.device("cpu") and d.type == "cpu" and str(d) == "cpu"
     assert not d == "cpu" and d != "cpu" and "cpu" not in [d]
     assert gt.device("cuda:1") != "cuda:1"
+
+
+def test_no_edge_items_prints_only_the_size(conn):
+    gt.set_printoptions(edgeitems=0, threshold=5)
+    try:
+        assert repr(gt.arange(10.0)) == "tensor([...], size=(10,))"
+        assert repr(gt.arange(40.0).reshape(8, 5)) == "tensor([...], size=(8, 5))"
+        assert repr(gt.arange(3.0)) == "tensor([0., 1., 2.], size=(3,))"  # (PyTorch's too)
+        gt.set_printoptions(edgeitems=1)
+        assert repr(gt.arange(10.0)) == "tensor([0.,  ..., 9.])"  # (two spaces, as PyTorch)
+    finally:
+        gt.set_printoptions(profile="default")
