@@ -32,6 +32,12 @@ class RemovableHandle:
         self._hooks = hooks
         self._key = key
 
+    @property
+    def id(self) -> int:
+        """The hook's key in its table (PyTorch's handle id)."""
+        key = self._key
+        return key if type(key) is int else id(key)
+
     def remove(self) -> None:
         """Unregister the hook."""
         if isinstance(self._hooks, dict):

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from gt import guards
 from gt.backprop import RemovableHandle
 from gt.custom_function import Function
+from gt.factories import zeros
 from gt.grad_mode import _mode
 from gt.ops.base import TensorBase
 
@@ -161,6 +162,7 @@ class BackwardHookCall:
         "n_outputs",
         "output_index",
         "grad_outputs",
+        "constants",
     )
 
     def __init__(self, module: Module, hooks: list, pre_hooks: list):
@@ -173,6 +175,7 @@ class BackwardHookCall:
         self.n_outputs = 0
         self.output_index: list[int] = []
         self.grad_outputs: tuple | None = None
+        self.constants: list = []  # (position, shape, dtype) of the inputs needing no gradient
 
     def wrap_inputs(self, args: tuple) -> tuple:
         """``args`` with each tensor that requires grad replaced by its hooked alias."""
@@ -184,6 +187,11 @@ class BackwardHookCall:
             return args
         wrapped = BackwardHookFunction.apply(self._on_grad_inputs, *[args[i] for i in index])
         self.input_index = index
+        self.constants = [
+            (i, a.shape, a.dtype)
+            for i, a in enumerate(args)
+            if isinstance(a, TensorBase) and not a.requires_grad
+        ]
         self.inputs = [(t, t._version) for t in wrapped]
         new = list(args)
         for i, t in zip(index, wrapped):
@@ -250,6 +258,11 @@ class BackwardHookCall:
         if grad_outputs is None:  # the gradient did not come through the module's outputs
             return list(grads)
         grad_inputs = _pack(self.input_index, grads, self.n_inputs)
+        if self.constants:  # (PyTorch's hooks get zeros for a tensor input needing no gradient)
+            filled = list(grad_inputs)
+            for i, shape, dtype in self.constants:
+                filled[i] = zeros(shape, dtype=dtype)
+            grad_inputs = tuple(filled)
         for hook in self.hooks:
             new = hook(self.module, grad_inputs, grad_outputs)
             if new is None:

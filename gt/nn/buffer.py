@@ -2,7 +2,9 @@
 module's attributes (``self.stats = nn.Buffer(t)``), as ``torch.nn.Buffer`` does (PyTorch 2.5+).
 
 Assigning a plain tensor makes a plain attribute; ``register_buffer`` registers any tensor. A
-``Buffer`` records whether it is ``persistent`` (kept in ``state_dict``). GT tensors have fixed
+``Buffer`` records whether it is ``persistent`` (kept in ``state_dict``); once registered it is a
+plain tensor (its persistence is the module's), that ``isinstance(t, nn.Buffer)`` still knows, as
+in PyTorch. GT tensors have fixed
 slots (so that copies and pickles can set their class), so the flag is the class: a non-persistent
 buffer is a ``_NonPersistentBuffer``, a ``Buffer`` subclass.
 """
@@ -13,7 +15,15 @@ from gt.factories import empty
 from gt.tensor import Tensor
 
 
-class Buffer(Tensor):
+class _BufferMeta(type):
+    def __instancecheck__(cls, obj: object) -> bool:
+        # (a registered buffer is a plain tensor, as in PyTorch, and still an ``nn.Buffer``)
+        if cls is Buffer and isinstance(obj, Tensor) and "_is_buffer" in obj.__dict__:
+            return True
+        return super().__instancecheck__(obj)
+
+
+class Buffer(Tensor, metaclass=_BufferMeta):
     """A tensor that is a module's state but not a parameter (``running_mean`` of BatchNorm).
 
     Args:

@@ -145,6 +145,11 @@ class ModuleList(_NumberedModules):
 
     def extend(self, modules: Any) -> ModuleList:
         """Add several modules at the end."""
+        if not isinstance(modules, collections.abc.Iterable):
+            raise TypeError(
+                "ModuleList.extend should be called with an iterable, but got "
+                + type(modules).__name__
+            )
         for m in modules:
             self.append(m)
         return self
@@ -189,10 +194,10 @@ class ModuleList(_NumberedModules):
 class ModuleDict(Module):
     """A dict of modules whose parameters are registered."""
 
-    def __init__(self, modules: dict[str, Module] | None = None):
+    def __init__(self, modules: Any = None):
         super().__init__()
-        for k, m in (modules or {}).items():
-            self.add_module(k, m)
+        if modules is not None:
+            self.update(modules)
 
     def __getitem__(self, key: str) -> Module:
         return self._modules[key]
@@ -227,10 +232,31 @@ class ModuleDict(Module):
         self._modules.clear()
 
     def update(self, modules: Any) -> None:
-        """Add (or replace) modules from a dict or pairs."""
-        items = modules.items() if hasattr(modules, "items") else modules
-        for k, m in items:
-            self.add_module(k, m)
+        """Add (or replace) modules from a mapping, or from an iterable of ``(name, module)``
+        pairs."""
+        if not isinstance(modules, collections.abc.Iterable):
+            raise TypeError(
+                "ModuleDict.update should be called with an iterable of key/value pairs, but got "
+                + type(modules).__name__
+            )
+        if isinstance(modules, (collections.abc.Mapping, ModuleDict)):
+            for k, m in modules.items():
+                self[k] = m
+            return
+        for j, pair in enumerate(modules):
+            if not isinstance(pair, collections.abc.Iterable):
+                raise TypeError(
+                    f"ModuleDict update sequence element #{j} should be Iterable; is "
+                    + type(pair).__name__
+                )
+            if len(pair) != 2:
+                raise ValueError(
+                    f"ModuleDict update sequence element #{j} has length {len(pair)}; 2 is required"
+                )
+            self[pair[0]] = pair[1]
+
+    def __delitem__(self, key: str) -> None:
+        del self._modules[key]
 
     def __contains__(self, key: str) -> bool:
         return key in self._modules
@@ -406,6 +432,11 @@ class ParameterDict(Module):
     def __or__(self, other: ParameterDict) -> ParameterDict:
         out = self.copy()
         out.update(other)
+        return out
+
+    def __ror__(self, other: Any) -> Any:
+        out = other.copy()
+        out.update(self)
         return out
 
     def __ior__(self, other: ParameterDict) -> ParameterDict:

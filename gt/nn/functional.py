@@ -326,7 +326,10 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
 
 def _threshold(input: Tensor, threshold: float, value: float) -> Tensor:
     # (``<=`` picks value, as PyTorch's kernel: a NaN stays NaN)
-    out = label(where(input <= threshold, value, input), "ThresholdBackward0")
+    out = where(input <= threshold, value, input)
+    if out.dtype != input.dtype:  # (an integer input stays integer, as PyTorch's kernel keeps it)
+        out = out.to(input.dtype)
+    out = label(out, "ThresholdBackward0")
     return recorded_rule(out, zero_second_derivative)
 
 
@@ -370,7 +373,11 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -
 
 @autocast_op("cosine_similarity")
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
-    """Cosine of the angle between ``x1`` and ``x2`` along ``dim`` (norms clamped at ``eps``)."""
+    """Cosine of the angle between ``x1`` and ``x2`` along ``dim`` (norms clamped at ``eps``),
+    after broadcasting them together (an ``(N, D)`` batch against a ``(D,)`` query)."""
+    if x1.shape != x2.shape:
+        shape = S.broadcast(tuple(x1.shape), tuple(x2.shape), "cosine_similarity")
+        x1, x2 = x1.expand(shape), x2.expand(shape)
     n1 = x1.norm(2, dim, keepdim=True).clamp(min=eps)
     n2 = x2.norm(2, dim, keepdim=True).clamp(min=eps)
     return ((x1 / n1) * (x2 / n2)).sum(dim)

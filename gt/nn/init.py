@@ -248,3 +248,25 @@ sparse = _make_deprecate(sparse_)
 #: PyTorch's private name for ``(fan_in, fan_out)`` (``torch.nn.init._calculate_fan_in_and_fan_out``),
 #: which layers' ``reset_parameters`` and user code call.
 _calculate_fan_in_and_fan_out = _fans
+
+
+# PyTorch's private helpers that older timm and other initialisation code call
+def _no_grad_uniform_(tensor: Tensor, a: float, b: float, generator: Any = None) -> Tensor:
+    return uniform_(tensor, a, b, generator)
+
+
+def _no_grad_normal_(tensor: Tensor, mean: float, std: float, generator: Any = None) -> Tensor:
+    return normal_(tensor, mean, std, generator)
+
+
+def _no_grad_trunc_normal_(tensor: Tensor, mean: float, std: float, a: float, b: float,
+                           generator: Any = None) -> Tensor:  # fmt: skip
+    return trunc_normal_(tensor, mean, std, a, b, generator)
+
+
+def _no_grad_fill_(tensor: Tensor, val: float) -> Tensor:
+    return constant_(tensor, val)
+
+
+def _no_grad_zero_(tensor: Tensor) -> Tensor:
+    return zeros_(tensor)

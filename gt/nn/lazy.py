@@ -62,7 +62,18 @@ def _uniform_value(shape: tuple[int, ...], fan_in: int, dtype: str) -> Tensor:
 
 
 class LazyModuleMixin:
-    """What every lazy module has: ``has_uninitialized_params``."""
+    """What every lazy module has: ``has_uninitialized_params``, and a ``load_state_dict`` that
+    gives each placeholder the shape of its tensor in the checkpoint (the first call keeps the
+    values loaded), as PyTorch's."""
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any) -> None:
+        with no_grad():
+            for table in (self._parameters, self._buffers):  # type: ignore[attr-defined]
+                for name, t in table.items():
+                    src = state_dict.get(prefix + name)
+                    if is_lazy(t) and isinstance(src, Tensor) and not is_lazy(src):
+                        t.materialize(src.shape)
+        super()._load_from_state_dict(state_dict, prefix, *args)  # type: ignore[misc]
 
     def has_uninitialized_params(self) -> bool:
         """Whether a parameter or buffer is still a placeholder."""
@@ -83,9 +94,11 @@ class LazyLinear(LazyModuleMixin, Linear):
 
     def forward(self, input: Tensor) -> Tensor:
         self.in_features = n = int(input.shape[-1])
-        fill_placeholder(self.weight, _uniform_value((self.out_features, n), n, self.weight.dtype))
-        if self.bias is not None:
-            fill_placeholder(self.bias, _uniform_value((self.out_features,), n, self.bias.dtype))
+        w, b = self.weight, self.bias
+        if is_lazy(w):  # (not when a checkpoint was loaded into it)
+            fill_placeholder(w, _uniform_value((self.out_features, n), n, w.dtype))
+        if is_lazy(b):
+            fill_placeholder(b, _uniform_value((self.out_features,), n, b.dtype))
         self.__class__ = self.cls_to_become
         return self.forward(input)
 
@@ -116,8 +129,9 @@ class _LazyConvMixin(LazyModuleMixin):
         else:
             shape = (self.out_channels, self.in_channels // self.groups, *self.kernel_size)
         fan_in = shape[1] * math.prod(self.kernel_size)
-        fill_placeholder(self.weight, _uniform_value(shape, fan_in, self.weight.dtype))
-        if self.bias is not None:
+        if is_lazy(self.weight):  # (not when a checkpoint was loaded into it)
+            fill_placeholder(self.weight, _uniform_value(shape, fan_in, self.weight.dtype))
+        if is_lazy(self.bias):
             fill_placeholder(
                 self.bias, _uniform_value((self.out_channels,), fan_in, self.bias.dtype)
             )

@@ -67,14 +67,22 @@ class KLDivLoss(_Loss):
         return L.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
 
 
-class CrossEntropyLoss(_Loss):
+class _WeightedLoss(_Loss):
+    """A loss with an optional per-class ``weight`` kept as a buffer (it moves with the module)."""
+
+    def __init__(self, weight: Tensor | None = None, size_average: Any = None, reduce: Any = None,
+                 reduction: str = "mean"):  # fmt: skip
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight", weight)
+
+
+class CrossEntropyLoss(_WeightedLoss):
     """Cross entropy of logits and class targets (see :func:`gt.nn.functional.cross_entropy`)."""
 
     def __init__(self, weight: Tensor | None = None, size_average: Any = None,
                  ignore_index: int = -100, reduce: Any = None, reduction: str = "mean",
                  label_smoothing: float = 0.0):  # fmt: skip
-        super().__init__(size_average, reduce, reduction)
-        self.register_buffer("weight", weight)  # (in the state dict, as PyTorch's)
+        super().__init__(weight, size_average, reduce, reduction)  # (weight: a buffer)
         self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
@@ -88,13 +96,12 @@ class CrossEntropyLoss(_Loss):
         )
 
 
-class NLLLoss(_Loss):
+class NLLLoss(_WeightedLoss):
     """Negative log-likelihood of log-probabilities and class targets."""
 
     def __init__(self, weight: Tensor | None = None, size_average: Any = None,
                  ignore_index: int = -100, reduce: Any = None, reduction: str = "mean"):  # fmt: skip
-        super().__init__(size_average, reduce, reduction)
-        self.register_buffer("weight", weight)
+        super().__init__(weight, size_average, reduce, reduction)
         self.ignore_index = ignore_index
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
@@ -103,13 +110,12 @@ class NLLLoss(_Loss):
         )
 
 
-class BCELoss(_Loss):
+class BCELoss(_WeightedLoss):
     """Binary cross entropy of probabilities."""
 
     def __init__(self, weight: Tensor | None = None, size_average: Any = None, reduce: Any = None,
                  reduction: str = "mean"):  # fmt: skip
-        super().__init__(size_average, reduce, reduction)
-        self.register_buffer("weight", weight)
+        super().__init__(weight, size_average, reduce, reduction)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return L.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,7 +16,7 @@ from gt.nn.backward_hooks import (  # noqa: F401 - torch.nn.modules.module has t
     register_module_full_backward_hook,
     register_module_full_backward_pre_hook,
 )
-from gt.nn.buffer import Buffer
+from gt.nn.buffer import Buffer, _NonPersistentBuffer
 from gt.nn.forward_hooks import (  # noqa: F401 - torch.nn.modules.module has them
     register_module_forward_hook,
     register_module_forward_pre_hook,
@@ -70,24 +71,48 @@ class Module(ModuleState, ModuleConversions):
     training: bool
     _parameter_class = Parameter
 
-    def __init__(self) -> None:
-        object.__setattr__(self, "_parameters", {})
-        object.__setattr__(self, "_buffers", {})
-        object.__setattr__(self, "_modules", {})
-        object.__setattr__(self, "_non_persistent", set())
-        object.__setattr__(self, "training", True)
-        # (PyTorch's tables: hook by key; the keys of those called with kwargs kept apart)
-        object.__setattr__(self, "_forward_pre_hooks", {})
-        object.__setattr__(self, "_forward_pre_hooks_with_kwargs", {})
-        object.__setattr__(self, "_forward_hooks", {})
-        object.__setattr__(self, "_forward_hooks_with_kwargs", {})
-        object.__setattr__(self, "_backward_hooks", {})
-        object.__setattr__(self, "_backward_pre_hooks", {})
+    #: PyTorch's flag for classes whose ``__init__`` passes unused arguments to the next class.
+    call_super_init: bool = False
+    dump_patches: bool = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if args or kwargs:  # (PyTorch's message for a subclass passing its arguments on)
+            raise TypeError(
+                f"{type(self).__name__}.__init__() got an unexpected keyword argument "
+                f"'{next(iter(kwargs))}'"
+                if kwargs
+                else f"{type(self).__name__}.__init__() takes 1 positional argument but "
+                f"{len(args) + 1} were given"
+            )
+        d = self.__dict__
+        d["training"] = True
+        d["_parameters"] = {}
+        d["_buffers"] = {}
+        d["_non_persistent_buffers_set"] = set()
+        # (PyTorch's tables, which libraries read: hooks by key; the keys of those called with
+        # kwargs, or always, kept apart)
+        d["_backward_pre_hooks"] = OrderedDict()
+        d["_backward_hooks"] = OrderedDict()
+        d["_is_full_backward_hook"] = None
+        d["_forward_hooks"] = OrderedDict()
+        d["_forward_hooks_with_kwargs"] = OrderedDict()
+        d["_forward_hooks_always_called"] = OrderedDict()
+        d["_forward_pre_hooks"] = OrderedDict()
+        d["_forward_pre_hooks_with_kwargs"] = OrderedDict()
+        d["_state_dict_hooks"] = OrderedDict()
+        d["_state_dict_pre_hooks"] = OrderedDict()
+        d["_load_state_dict_pre_hooks"] = OrderedDict()
+        d["_load_state_dict_post_hooks"] = OrderedDict()
+        d["_modules"] = {}
 
     # ------------------------------------------------------------------ attributes
     def __setattr__(self, name: str, value: Any) -> None:
-        if "_parameters" not in self.__dict__:
-            raise AttributeError("cannot assign to a Module before Module.__init__() is called")
+        if "_parameters" not in self.__dict__:  # (before Module.__init__: plain values only)
+            for kind, what in ((Parameter, "parameters"), (Module, "module"), (Buffer, "buffer")):
+                if isinstance(value, kind):
+                    raise AttributeError(f"cannot assign {what} before Module.__init__() call")
+            object.__setattr__(self, name, value)
+            return
         params, bufs, mods = self._parameters, self._buffers, self._modules
         # PyTorch's rules: a Parameter or Module registers (replacing whatever had the name); a
         # registered name keeps its kind (a parameter takes a Parameter or None, a buffer a tensor
@@ -95,7 +120,10 @@ class Module(ModuleState, ModuleConversions):
         if isinstance(value, Parameter):
             for d in (self.__dict__, bufs, mods):
                 d.pop(name, None)
-            params[name] = value
+            self._non_persistent_buffers_set.discard(name)
+            # (through register_parameter, as PyTorch's: accelerate's init_empty_weights and
+            # transformers' loading patch it to see every parameter a layer makes)
+            self.register_parameter(name, value)
         elif name in params:
             if value is not None:
                 raise TypeError(
@@ -106,6 +134,8 @@ class Module(ModuleState, ModuleConversions):
         elif isinstance(value, Module):
             for d in (self.__dict__, params, bufs):
                 d.pop(name, None)
+            self._non_persistent_buffers_set.discard(name)
+            value = _registered(_MODULE_REGISTRATION_HOOKS, self, name, value)
             mods[name] = value
         elif name in mods:
             if value is not None:
@@ -134,6 +164,12 @@ class Module(ModuleState, ModuleConversions):
                 return d[reg][name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
+    def __dir__(self) -> list[str]:
+        # (PyTorch's: the class's and instance's attributes, and every registered name that is
+        # a Python identifier, so completion in a notebook offers ``model.encoder``)
+        keys = [*dir(type(self)), *self.__dict__, *self._parameters, *self._modules, *self._buffers]
+        return sorted({k for k in keys if not k[0].isdigit()})
+
     def __delattr__(self, name: str) -> None:
         for reg in (self._parameters, self._buffers, self._modules):
             if name in reg:
@@ -142,25 +178,63 @@ class Module(ModuleState, ModuleConversions):
         object.__delattr__(self, name)
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
-        """Register ``param`` (or ``None``, a placeholder) under ``name``."""
-        if param is None:
-            self._parameters[name] = None
-        else:
-            setattr(self, name, param)
+        """Register ``param`` (or ``None``, a placeholder) under ``name`` (a new name: one that
+        is not an attribute already, with no dot), after the hooks of
+        ``register_module_parameter_registration_hook``."""
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        _check_name(name, "parameter")
+        if name not in self._parameters and hasattr(self, name):
+            raise KeyError(f"attribute '{name}' already exists")
+        if param is not None:
+            if not isinstance(param, Parameter):
+                raise TypeError(
+                    f"cannot assign '{_typename(param)}' object to parameter '{name}' "
+                    "(gt.nn.Parameter or None required)"
+                )
+            if param._node is not None:
+                raise ValueError(
+                    f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must "
+                    f"be created explicitly. To express '{name}' as a function of another Tensor, "
+                    "compute the value in the forward() method."
+                )
+        param = _registered(_PARAMETER_REGISTRATION_HOOKS, self, name, param)
+        self._parameters[name] = param
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """Register a tensor that is state but not a parameter (in ``state_dict`` unless not
-        ``persistent``)."""
-        self.__dict__.pop(name, None)
+        ``persistent``), under a new name (or a buffer's), after the hooks of
+        ``register_module_buffer_registration_hook``."""
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        _check_name(name, "buffer")
+        if name not in self._buffers and hasattr(self, name):
+            raise KeyError(f"attribute '{name}' already exists")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(
+                f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
+                "(gt Tensor or None required)"
+            )
+        tensor = _registered(_BUFFER_REGISTRATION_HOOKS, self, name, tensor)
+        if type(tensor) in _PLAIN_BUFFERS:  # (an nn.Buffer is a plain tensor once registered,
+            persistent_flag = tensor.persistent  # as PyTorch's always is)
+            tensor.__class__ = Tensor
+            tensor.__dict__.update(_is_buffer=True, persistent=persistent_flag)
         self._buffers[name] = tensor
         if persistent:
-            self._non_persistent.discard(name)
+            self._non_persistent_buffers_set.discard(name)
         else:
-            self._non_persistent.add(name)
+            self._non_persistent_buffers_set.add(name)
 
     def add_module(self, name: str, module: Module | None) -> None:
-        """Register a submodule under ``name``."""
-        self.__dict__.pop(name, None)
+        """Register a submodule under ``name`` (a new name, or a submodule's), after the hooks of
+        ``register_module_module_registration_hook``."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{_typename(module)} is not a Module subclass")
+        _check_name(name, "module", show=True)
+        if name not in self._modules and hasattr(self, name):
+            raise KeyError(f"attribute '{name}' already exists")
+        module = _registered(_MODULE_REGISTRATION_HOOKS, self, name, module)
         self._modules[name] = module
 
     register_module = add_module
@@ -222,6 +296,41 @@ class Module(ModuleState, ModuleConversions):
             return self.forward(*args, **kwargs)
         return forward_hooks.call(self, args, kwargs)
 
+    def _call_impl(self, *args: Any, **kwargs: Any) -> Any:
+        """What calling the module does (PyTorch's name, which wrappers call directly)."""
+        return self.__call__(*args, **kwargs)
+
+    _wrapped_call_impl = _call_impl
+
+    def _slow_forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
+
+    def compile(self, *args: Any, **kwargs: Any) -> None:
+        """PyTorch's ``model.compile()`` compiles the module in place: accepted, and nothing to
+        do in GT (a repeated step is captured and replayed by the runtime; see ``gt.hot``)."""
+        return None
+
+    def _named_members(
+        self, get_members_fn: Callable, prefix: str = "", recurse: bool = True,
+        remove_duplicate: bool = True,
+    ) -> Iterator[tuple[str, Any]]:  # fmt: skip
+        """``(dotted name, member)`` for what ``get_members_fn(module)`` gives of this module (and
+        its submodules, with ``recurse``), each once with ``remove_duplicate`` (PyTorch's helper
+        that libraries reuse)."""
+        seen: set[int] = set()
+        mods = (
+            self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+            if recurse
+            else [(prefix, self)]
+        )
+        for module_prefix, module in mods:
+            for k, v in get_members_fn(module):
+                if v is None or id(v) in seen:
+                    continue
+                if remove_duplicate:
+                    seen.add(id(v))
+                yield (module_prefix + ("." if module_prefix else "") + k, v)
+
     def _add_hook(self, name: str, hook: Callable, with_kwargs: bool, prepend: bool) -> Any:
         if not callable(hook):
             raise TypeError(f"the hook must be callable, got {type(hook).__name__}")
@@ -269,8 +378,8 @@ class Module(ModuleState, ModuleConversions):
         """Call ``hook(module, grad_input, grad_output)`` whenever the gradients with respect to
         this module's inputs are computed; a tuple it returns replaces ``grad_input``.
 
-        ``grad_input`` has one entry per positional argument (``None`` for a non-tensor or an
-        input needing no gradient), ``grad_output`` one per output (``None`` for a non-tensor or
+        ``grad_input`` has one entry per positional argument (``None`` for a non-tensor, zeros
+        for a tensor needing no gradient), ``grad_output`` one per output (``None`` for a non-tensor or
         an output no gradient reached). With no input needing a gradient the hook gets
         ``grad_input`` all ``None`` and must return ``None``. ``forward`` then receives aliases
         of its inputs (and may not change them in place). See :mod:`gt.nn.backward_hooks`.
@@ -308,9 +417,9 @@ class Module(ModuleState, ModuleConversions):
         names once, unless not ``remove_duplicate``)."""
         if remove_duplicate:
             memo = set() if memo is None else memo
-            if id(self) in memo:
+            if self in memo:  # (the modules themselves, as PyTorch's memo holds)
                 return
-            memo.add(id(self))
+            memo.add(self)
         yield prefix, self
         for name, m in self._modules.items():
             if m is not None:
@@ -434,12 +543,89 @@ class Module(ModuleState, ModuleConversions):
         return text + ")"
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self.__dict__.setdefault("_non_persistent", set())
-        for name in ("_forward_pre_hooks", "_forward_hooks"):
-            self.__dict__.setdefault(name, {})
-            self.__dict__.setdefault(f"{name}_with_kwargs", {})
+        d = self.__dict__
+        d.update(state)
+        old = d.pop("_non_persistent", None)  # (its name before Dec 6 2026)
+        d.setdefault("_non_persistent_buffers_set", set() if old is None else old)
+        for name in _HOOK_TABLES:
+            d.setdefault(name, OrderedDict())
+        d.setdefault("_is_full_backward_hook", None)
         backward_hooks.retrack(self)  # (a copy's hooks fire, and its original's handles spare them)
+
+
+#: The classes of ``nn.Buffer`` values (not placeholders such as ``UninitializedBuffer``).
+_PLAIN_BUFFERS = (Buffer, _NonPersistentBuffer)
+#: Every hook table a module has (PyTorch's names).
+_HOOK_TABLES = (
+    "_backward_pre_hooks", "_backward_hooks", "_forward_hooks", "_forward_hooks_with_kwargs",
+    "_forward_hooks_always_called", "_forward_pre_hooks", "_forward_pre_hooks_with_kwargs",
+    "_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
+    "_load_state_dict_post_hooks",
+)  # fmt: skip
+#: ``register_module_*_registration_hook``'s hooks, by key: ``hook(module, name, value)``.
+_PARAMETER_REGISTRATION_HOOKS: dict = OrderedDict()
+_BUFFER_REGISTRATION_HOOKS: dict = OrderedDict()
+_MODULE_REGISTRATION_HOOKS: dict = OrderedDict()
+#: PyTorch's names of those tables (``torch.nn.modules.module._global_*``).
+_global_parameter_registration_hooks = _PARAMETER_REGISTRATION_HOOKS
+_global_buffer_registration_hooks = _BUFFER_REGISTRATION_HOOKS
+_global_module_registration_hooks = _MODULE_REGISTRATION_HOOKS
+
+
+def _registration_hook(table: dict, hook: Callable) -> RemovableHandle:
+    key = next(_HOOK_KEYS)
+    table[key] = hook
+    return RemovableHandle(table, key)
+
+
+def register_module_parameter_registration_hook(hook: Callable) -> RemovableHandle:
+    """Call ``hook(module, name, param)`` whenever any module registers a parameter; a result
+    that is not ``None`` is registered instead. Returns the handle that removes it."""
+    return _registration_hook(_PARAMETER_REGISTRATION_HOOKS, hook)
+
+
+def register_module_buffer_registration_hook(hook: Callable) -> RemovableHandle:
+    """Call ``hook(module, name, buffer)`` whenever any module registers a buffer; a result
+    that is not ``None`` is registered instead. Returns the handle that removes it."""
+    return _registration_hook(_BUFFER_REGISTRATION_HOOKS, hook)
+
+
+def register_module_module_registration_hook(hook: Callable) -> RemovableHandle:
+    """Call ``hook(module, name, submodule)`` whenever any module registers a submodule; a
+    result that is not ``None`` is registered instead. Returns the handle that removes it."""
+    return _registration_hook(_MODULE_REGISTRATION_HOOKS, hook)
+
+
+def _registered(table: dict, module: Any, name: str, value: Any) -> Any:
+    """``value`` after the registration hooks in ``table`` (one returning ``None`` keeps it)."""
+    for hook in list(table.values()):
+        out = hook(module, name, value)
+        if out is not None:
+            value = out
+    return value
+
+
+def _typename(obj: Any) -> str:
+    if isinstance(obj, Tensor):
+        return obj.type()
+    t = type(obj)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _check_name(name: Any, kind: str, show: bool = False) -> None:
+    """PyTorch's checks of a name to register (a string, not empty, with no dot)."""
+    if not isinstance(name, str):
+        raise TypeError(f"{kind} name should be a string. Got {_typename(name)}")
+    if "." in name:
+        raise KeyError(f'{kind} name can\'t contain "."' + (f", got: {name}" if show else ""))
+    if name == "":
+        raise KeyError(f'{kind} name can\'t be empty string ""')
+
+
+#: PyTorch's names in ``torch.nn.modules.module`` that libraries import.
+_IncompatibleKeys = IncompatibleKeys
+_global_forward_hooks = forward_hooks._POST
+_global_forward_pre_hooks = forward_hooks._PRE
 
 
 def indent(text: str, spaces: int) -> str:
@@ -449,3 +635,6 @@ def indent(text: str, spaces: int) -> str:
         return text
     pad = " " * spaces
     return lines[0] + "\n" + "\n".join(pad + ln if ln.strip() else "" for ln in lines[1:])
+
+
+_addindent = indent

@@ -20,26 +20,37 @@ class ModuleConversions:
     """Conversions of a module's parameters (their gradients too) and buffers, in place: the
     Parameter objects stay the same, so an optimizer made before still holds them."""
 
-    def _convert(self, fn: Callable[[Tensor], Tensor], kinds: tuple[str, ...] | None) -> Any:
-        """Give each parameter (and its gradient) of a dtype in ``kinds`` (every one if
-        ``None``) the value ``fn(t)`` in place, and replace each such buffer by ``fn(buffer)``
-        (as PyTorch does: a buffer taken out before keeps its old value)."""
+    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> Any:
+        """PyTorch's: each parameter (in place: the Parameter object stays, and so does its
+        gradient's) and each buffer takes the value ``fn(t)``, submodules first. Every conversion
+        goes through it, so a module that overrides it (to cast a cache of its own, as rotary
+        embeddings do) takes part; a buffer taken out before keeps its old value."""
+        if recurse:
+            for m in self.children():
+                m._apply(fn)
         with no_grad():
-            for p in self.parameters():
-                if kinds is None or p.dtype in kinds:
-                    _take(p, fn(p))
-                    if p.grad is not None:
-                        grad = fn(p.grad)
-                        p.grad = grad.detach() if grad is not p.grad else grad
-            for m in self.modules():
-                for name, b in m._buffers.items():
-                    if b is not None and (kinds is None or b.dtype in kinds):
-                        if getattr(b, "cls_to_become", None) is not None:
-                            _take(b, fn(b))  # (an uninitialized buffer stays one, in the dtype)
-                        else:
-                            m._buffers[name] = fn(b)
+            for p in self._parameters.values():
+                if p is None:
+                    continue
+                _take(p, fn(p))
+                if p.grad is not None:
+                    _take(p.grad, fn(p.grad))
+            bufs = self._buffers
+            for name, b in bufs.items():
+                if b is not None:
+                    if getattr(b, "cls_to_become", None) is not None:
+                        _take(b, fn(b))  # (an uninitialized buffer stays one, in the dtype)
+                    else:
+                        bufs[name] = fn(b)
         guards.bump()  # a captured step (gt.hot) holding the old buffers is captured again
         return self
+
+    def _convert(self, fn: Callable[[Tensor], Tensor], kinds: tuple[str, ...] | None) -> Any:
+        """:meth:`_apply` of ``fn`` to the tensors of a dtype in ``kinds`` (every one if
+        ``None``)."""
+        if kinds is None:
+            return self._apply(fn)
+        return self._apply(lambda t: fn(t) if t.dtype in kinds else t)
 
     def to(self, *args: Any, **kwargs: Any) -> Any:
         """Convert floating-point and complex parameters, gradients and buffers to a dtype, in
@@ -81,12 +92,16 @@ class ModuleConversions:
         return self._convert(lambda t: Tensor.to(t, "float16"), _FLOATING)
 
     def cpu(self) -> Any:
-        """This module (placement is the cluster's business)."""
-        return self
+        """This module (placement is the cluster's business; a module's own ``_apply`` still
+        sees the call, as in PyTorch)."""
+        return self._apply(_same)
 
     def cuda(self, *args: Any, **kwargs: Any) -> Any:
-        """This module (placement is the cluster's business)."""
-        return self
+        """This module (placement is the cluster's business; a module's own ``_apply`` still
+        sees the call, as in PyTorch)."""
+        return self._apply(_same)
+
+    xpu = ipu = mtia = cuda
 
     def bfloat16(self) -> Any:
         """Floating-point parameters and buffers to bfloat16 (computed by CuPy workers that
@@ -97,6 +112,10 @@ class ModuleConversions:
         """This module: PyTorch moves parameters to ``device`` without copying their values; in
         GT they stay where the cluster keeps them, values included."""
         return self
+
+
+def _same(t: Tensor) -> Tensor:
+    return t
 
 
 def _take(t: Tensor, new: Tensor) -> None:

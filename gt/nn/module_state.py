@@ -160,7 +160,7 @@ class ModuleState:
             if p is not None:
                 destination[prefix + name] = p if keep_vars else p.detach()
         for name, b in self._buffers.items():
-            if b is not None and name not in self._non_persistent:
+            if b is not None and name not in self._non_persistent_buffers_set:
                 destination[prefix + name] = b if keep_vars else b.detach()
         if self._has_extra_state("get_extra_state"):
             destination[prefix + EXTRA_STATE_KEY_SUFFIX] = self.get_extra_state()
@@ -225,7 +225,7 @@ class ModuleState:
         local.update(
             (k, v)
             for k, v in self._buffers.items()
-            if v is not None and k not in self._non_persistent
+            if v is not None and k not in self._non_persistent_buffers_set
         )
         assign = local_metadata.get("assign_to_params_buffers", False)
         for name, t in local.items():

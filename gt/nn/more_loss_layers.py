@@ -7,20 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 from gt.nn import more_losses as L
-from gt.nn.loss_layers import _Loss
+from gt.nn.loss_layers import _Loss, _WeightedLoss  # noqa: F401 - (found here too)
 from gt.nn.more_layers import PairwiseDistance
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names
-
-
-class _WeightedLoss(_Loss):
-    """A loss with an optional per-class ``weight`` kept as a buffer (it moves with the module)."""
-
-    def __init__(self, weight: Tensor | None = None, size_average: Any = None, reduce: Any = None,
-                 reduction: str = "mean"):  # fmt: skip
-        super().__init__(size_average, reduce, reduction)
-        self.register_buffer("weight", weight)
 
 
 class TripletMarginLoss(_Loss):

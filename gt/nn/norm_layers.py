@@ -16,7 +16,7 @@ from gt.nn.resetting import refill
 from gt.tensor import Tensor
 
 
-class _NormStateVersion:
+class _NormBase:
     """PyTorch's state-dict version 2 of the batch and instance norms: older checkpoints have no
     ``num_batches_tracked`` (the module keeps its own when loading one)."""
 
@@ -33,7 +33,7 @@ class _NormStateVersion:
         super()._load_from_state_dict(state_dict, prefix, local_metadata, *args)
 
 
-class _BatchNorm(_NormStateVersion, Module):
+class _BatchNorm(_NormBase, Module):
     """Batch normalization over dimension 1, with running statistics for evaluation.
 
     Args:
@@ -173,7 +173,7 @@ class GroupNorm(Module):
         )
 
 
-class _InstanceNorm(_NormStateVersion, Module):
+class _InstanceNorm(_NormBase, Module):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
                  affine: bool = False, track_running_stats: bool = False, device: Any = None,
                  dtype: Any = None, *, bias: bool = True):  # fmt: skip

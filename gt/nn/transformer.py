@@ -28,6 +28,9 @@ def _activation(activation: str | Callable[[Tensor], Tensor]) -> Callable[[Tenso
     raise RuntimeError(f"activation should be relu/gelu, not {activation}")
 
 
+_get_activation_fn = _activation  # (PyTorch's name, which custom encoder layers import)
+
+
 class TransformerEncoderLayer(Module):
     """Self-attention and a feed-forward block, each with a residual connection and LayerNorm."""
 

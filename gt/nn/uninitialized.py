@@ -13,7 +13,7 @@ from typing import Any
 
 from gt.autograd import no_grad
 from gt.factories import empty
-from gt.nn.buffer import Buffer, _NonPersistentBuffer
+from gt.nn.buffer import Buffer
 from gt.nn.module import Parameter
 from gt.ops.inplace import take_value
 from gt.tensor import Tensor
@@ -59,16 +59,17 @@ class UninitializedBuffer(Buffer):
     """
 
     __slots__ = ()
-    cls_to_become = Buffer
+    cls_to_become = Tensor  # (a plain tensor once materialized, as PyTorch's)
 
     def __init__(self, requires_grad: bool = False, device: Any = None, dtype: Any = None,
                  persistent: bool = True):  # fmt: skip
         super().__init__(empty(0, dtype=dtype, requires_grad=requires_grad), persistent=persistent)
 
     def materialize(self, shape: Any, device: Any = None, dtype: Any = None) -> None:
-        """Become a ``Buffer`` of ``shape`` (``dtype`` by default this placeholder's), in place."""
+        """Become a buffer of ``shape`` (``dtype`` by default this placeholder's), in place: a
+        plain tensor that is still an ``nn.Buffer`` to ``isinstance``, as PyTorch's."""
         _take(self, empty(*_dims(shape), dtype=dtype or self.dtype))
-        self.__class__ = self.cls_to_become
+        _become(self)
 
     def __repr__(self) -> str:
         return "<UninitializedBuffer>"
@@ -79,7 +80,7 @@ class _NonPersistentUninitializedBuffer(UninitializedBuffer):
 
     __slots__ = ()
     _persistent = False
-    cls_to_become = _NonPersistentBuffer
+    cls_to_become = Tensor
 
 
 UninitializedBuffer._twin = _NonPersistentUninitializedBuffer
@@ -93,7 +94,16 @@ def _dims(shape: Any) -> tuple[int, ...]:
 def fill_placeholder(t: Tensor, value: Tensor) -> None:
     """Materialize the placeholder ``t`` with ``value`` (taken over; its shape and dtype)."""
     _take(t, value)
+    _become(t)
+
+
+def _become(t: Tensor) -> None:
+    """The class a materialized placeholder takes (a buffer stays an ``nn.Buffer`` to
+    ``isinstance``)."""
+    was_buffer = isinstance(t, UninitializedBuffer)
     t.__class__ = t.cls_to_become
+    if was_buffer:
+        t.__dict__["_is_buffer"] = True
 
 
 def is_lazy(t: Any) -> bool:

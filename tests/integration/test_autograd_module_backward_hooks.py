@@ -83,7 +83,9 @@ class Mix(nn.Module):
         return a * b * scale, a + 1, "tag"
 
 
-def test_entries_are_none_for_non_tensors_inputs_without_grad_and_unused_outputs(conn):
+def test_entries_are_none_for_non_tensors_zeros_for_inputs_without_grad_none_for_unused_outputs(
+    conn,
+):
     m = Mix()
     seen = []
     m.register_full_backward_hook(lambda mod, gi, go: seen.append((gi, go)))
@@ -94,7 +96,8 @@ def test_entries_are_none_for_non_tensors_inputs_without_grad_and_unused_outputs
     assert tag == "tag"
     prod.sum().backward()  # the second output gets no gradient
     gi, go = seen[0]
-    assert len(gi) == 3 and gi[1] is None and gi[2] is None
+    assert len(gi) == 3 and gi[1] is None  # (a tensor needing no gradient gets zeros, as in
+    assert gi[2].tolist() == np.zeros_like(b_np).tolist()  # PyTorch, when another input needs one)
     np.testing.assert_allclose(gi[0].numpy(), 2.0 * b_np, rtol=1e-6)
     assert len(go) == 3 and go[1] is None and go[2] is None
     np.testing.assert_allclose(go[0].numpy(), np.ones_like(a_np))

@@ -376,7 +376,7 @@ def test_uninitialized_placeholders_materialize_in_place(conn):
     p.materialize((2, 3))
     b.materialize(4)
     assert type(p) is nn.Parameter and tuple(p.shape) == (2, 3) and p.dtype == "float64"
-    assert type(b) is nn.Buffer and tuple(b.shape) == (4,) and b.dtype == "float32"
+    assert type(b) is gt.Tensor and tuple(b.shape) == (4,) and b.dtype == "float32"  # (as PyTorch)
 
 
 # ------------------------------------------------------------------ multi-head attention

@@ -21,7 +21,7 @@ sys.modules.setdefault(f"{__name__}.module", module)
 #: PyTorch's private bases: ``(GT module, its class)``.
 _BASES = {
     "_BatchNorm": ("norm_layers", "_BatchNorm"),
-    "_NormBase": ("norm_layers", "_NormStateVersion"),
+    "_NormBase": ("norm_layers", "_NormBase"),
     "_InstanceNorm": ("norm_layers", "_InstanceNorm"),
     "_ConvNd": ("conv_layers", "_ConvNd"),
     "_ConvTransposeNd": ("conv_layers", "_ConvTransposeNd"),
@@ -31,9 +31,12 @@ _BASES = {
     "_AdaptiveAvgPoolNd": ("conv_layers", "_AdaptivePool"),
     "_AdaptiveMaxPoolNd": ("conv_layers", "_AdaptivePool"),
     "_Loss": ("loss_layers", "_Loss"),
-    "_WeightedLoss": ("more_loss_layers", "_WeightedLoss"),
+    "_WeightedLoss": ("loss_layers", "_WeightedLoss"),
     "_DropoutNd": ("layers", "_DropoutNd"),
     "_ConstantPadNd": ("padding_layers", "_ConstantPadNd"),
+    "LazyModuleMixin": ("lazy", "LazyModuleMixin"),
+    "NonDynamicallyQuantizableLinear": ("layers", "NonDynamicallyQuantizableLinear"),
+    "_get_activation_fn": ("transformer", "_get_activation_fn"),
 }
 
 #: The parts of ``torch.nn.modules`` that hold layers.
@@ -62,5 +65,11 @@ for _part in _PARTS:
     _m.__getattr__ = _layer  # type: ignore[attr-defined]
     sys.modules.setdefault(_m.__name__, _m)
     globals()[_part] = sys.modules[_m.__name__]
+
+
+def __getattr__(name: str) -> Any:
+    """``from torch.nn.modules import Linear, Module``: every layer, as from its part."""
+    return module.Module if name == "Module" else _layer(name)
+
 
 __all__ = ["module", "utils", *_PARTS]

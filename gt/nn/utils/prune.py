@@ -167,7 +167,7 @@ class BasePruningMethod(ABC):
         orig.data = weight.detach()
         del module._parameters[name + "_orig"]
         del module._buffers[name + "_mask"]
-        module._non_persistent.discard(name + "_mask")
+        module._non_persistent_buffers_set.discard(name + "_mask")
         setattr(module, name, orig)
 
 
