@@ -13,6 +13,7 @@ nodes from which an asked-for tensor can be reached run.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from gt import signal_scope as _signal
@@ -91,24 +92,27 @@ def _seed(root: Tensor, gradient: Any) -> Tensor:
 
 
 def _topo_order(roots: list[Node]) -> list[Node]:
-    """Nodes reachable from ``roots``, each before the nodes of its inputs."""
+    """Nodes reachable from ``roots``, latest made first: each before the nodes of its inputs
+    (those were made before it), and in the order PyTorch's engine runs them (of the nodes
+    ready, the latest made), so that hooks of independent branches (a module called twice)
+    fire as PyTorch's do."""
     order: list[Node] = []
     seen: set[int] = set()
-    stack: list[tuple[Node, bool]] = [(r, False) for r in reversed(roots)]
+    stack = list(roots)
     while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
+        node = stack.pop()
         if id(node) in seen:
             continue
         seen.add(id(node))
-        stack.append((node, True))
+        order.append(node)
         for p in node.parents:
             if isinstance(p, Node) and id(p) not in seen:
-                stack.append((p, False))
-    order.reverse()
+                stack.append(p)
+    order.sort(key=_SEQ, reverse=True)
     return order
+
+
+_SEQ = attrgetter("seq")
 
 
 def _to_run(order: list[Node], nodes: set[int], leaves: set[int]) -> set[int]:

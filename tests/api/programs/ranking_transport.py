@@ -488,7 +488,9 @@ def neuralsort_relaxed_permutations_straight_through(torch):
     return out
 
 
-@program(rtol=5e-4, atol=5e-5)  # softmax of |sorted - s| / tau through SGD steps
+# (softmax of |sorted - s| / tau through six SGD steps with momentum: a last-bit change grows to
+# 0.2 % in the gradients; see the spatial transformer program)
+@program(rtol=5e-3, atol=5e-4)
 def softsort_soft_ranks_and_spearman_training(torch):
     """SoftSort (Prillo & Eisenschlos 2020): ``P_hat = softmax(-|sort(s)_i - s_j|^p / tau)``
     with the hard version built by ``scatter_`` of the row-wise ``topk(1)`` and a
