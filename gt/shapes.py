@@ -224,6 +224,17 @@ def matmul(a: Shape, b: Shape) -> Shape:
     return out
 
 
+def as_index(v: Any) -> Any:
+    """``v`` as a Python int when it is an integer of another kind that PyTorch reads as one (a
+    NumPy integer, a one-element integer tensor: what ``operator.index`` takes), else ``v``."""
+    if v is None or type(v) is int or isinstance(v, (bool, float, tuple, list, str)):
+        return v
+    try:
+        return operator.index(v)
+    except TypeError:
+        return v
+
+
 def normalize_axis(axis: int, ndim: int, op: str = "op") -> int:
     """Turn a possibly negative axis into ``0..ndim-1`` or raise IndexError like PyTorch (an
     axis may be anything with ``__index__``: a NumPy integer or a 0-d integer tensor)."""

@@ -117,6 +117,10 @@ class ArithmeticOps:
             raise RuntimeError(
                 f"pow: integers to negative integer powers are not allowed (tensor of dtype {self.dtype} ** {o})"
             )
+        if self.dtype == "bool" and (isinstance(o, bool) or getattr(o, "dtype", None) == "bool"):
+            if not isinstance(o, bool):
+                raise NotImplementedError("\"pow\" not implemented for 'Bool'")
+            return self | (not o)  # (x ** True is x, x ** False is True: a bool tensor still)
         return self._binary(_POW, o, "pow")
 
     def __rpow__(self, o: Any) -> Tensor:

@@ -241,6 +241,8 @@ class CompatOps(CompatInplaceOps):
         spec = indices_or_sections
         if isinstance(spec, TensorBase):
             spec = spec.tolist()
+        elif isinstance(spec, np.integer):
+            spec = int(spec)
         if isinstance(spec, int):
             if spec <= 0:
                 raise ValueError(

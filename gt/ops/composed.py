@@ -124,15 +124,19 @@ class ComposedOps:
         """``self * 2 ** other``, exact as C's ``ldexp``: computed in float64 with the power split
         in three, so that no factor overflows before the product does (``ldexp(0., 1024)`` is 0,
         ``ldexp(0.5, 1024)`` 2^1023) and the result is rounded once."""
-        x = as_float(self)
-        if x.is_complex():
-            return x * (other.to(x.dtype).exp2() if isinstance(other, TensorBase) else 2.0**other)
+        x = self if self.is_complex() else as_float(self)
+        target = x.dtype  # (PyTorch's mul(self, pow(2., other)): a float ``other`` takes part)
+        if isinstance(other, TensorBase) and (other.is_floating_point() or other.is_complex()):
+            target = S.promote(self.dtype, other.dtype)
+        if x.is_complex() or target in S.COMPLEX_DTYPES:
+            p = other.to("float64").exp2() if isinstance(other, TensorBase) else 2.0**other
+            return label((x * p).to(target), "LdexpBackward0")
         e = other if isinstance(other, TensorBase) else x.new_full((), other, dtype="float64")
         e = e.to("float64").clamp(-_LDEXP_MAX, _LDEXP_MAX)  # (beyond: 0 or inf from any float)
         third = (e / 3).trunc()
         part = third.exp2()
         out = x.to("float64") * part * part * (e - 2 * third).exp2()
-        return label(out.to(x.dtype), "LdexpBackward0")
+        return label(out.to(target), "LdexpBackward0")
 
     def isposinf(self) -> Tensor:
         """Where the value is +inf."""
@@ -260,6 +264,7 @@ class ComposedOps:
 
     def movedim(self, source: Any, destination: Any) -> Tensor:
         """Dims ``source`` moved to positions ``destination``; the others keep their order."""
+        source, destination = S.as_index(source), S.as_index(destination)
         src = [source] if isinstance(source, int) else list(source)
         dst = [destination] if isinstance(destination, int) else list(destination)
         if len(src) != len(dst):

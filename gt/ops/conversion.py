@@ -101,6 +101,22 @@ def is_device(a: Any) -> bool:
     return isinstance(a, str) and a.split(":")[0] in _DEVICE_NAMES
 
 
+#: What PyTorch's ``new_*`` take besides the size and dtype (placement: nothing to do in GT).
+_PLACEMENT_KEYWORDS = frozenset({"device", "layout", "pin_memory", "memory_format"})
+
+
+def _size_keyword(size: tuple, kw: dict, op: str) -> tuple:
+    """``size`` given by position, or as ``size=`` (an unknown keyword raises, as in PyTorch)."""
+    if "size" in kw:
+        if size:
+            raise TypeError(f"{op}() got multiple values for argument 'size'")
+        size = (kw.pop("size"),)
+    for name in kw:
+        if name not in _PLACEMENT_KEYWORDS:
+            raise TypeError(f"{op}() got an unexpected keyword argument '{name}'")
+    return size
+
+
 def _size(size: tuple) -> tuple[int, ...]:
     shape = size[0] if len(size) == 1 and not isinstance(size[0], int) else size
     return tuple(int(d) for d in shape)
@@ -252,22 +268,22 @@ class ConversionOps:
         return out.requires_grad_(True) if requires_grad else out
 
     def new_zeros(
-        self, *size: Any, dtype: Any = None, requires_grad: bool = False, **_: Any
+        self, *size: Any, dtype: Any = None, requires_grad: bool = False, **kw: Any
     ) -> Tensor:
         """Zeros of ``size`` (default dtype: this tensor's)."""
-        return self.new_full(_size(size), 0, dtype, requires_grad)
+        return self.new_full(_size(_size_keyword(size, kw, "new_zeros")), 0, dtype, requires_grad)
 
     def new_ones(
-        self, *size: Any, dtype: Any = None, requires_grad: bool = False, **_: Any
+        self, *size: Any, dtype: Any = None, requires_grad: bool = False, **kw: Any
     ) -> Tensor:
         """Ones of ``size`` (default dtype: this tensor's)."""
-        return self.new_full(_size(size), 1, dtype, requires_grad)
+        return self.new_full(_size(_size_keyword(size, kw, "new_ones")), 1, dtype, requires_grad)
 
     def new_empty(
-        self, *size: Any, dtype: Any = None, requires_grad: bool = False, **_: Any
+        self, *size: Any, dtype: Any = None, requires_grad: bool = False, **kw: Any
     ) -> Tensor:
         """An uninitialised tensor of ``size`` (GT fills it with zeros)."""
-        return self.new_full(_size(size), 0, dtype, requires_grad)
+        return self.new_full(_size(_size_keyword(size, kw, "new_empty")), 0, dtype, requires_grad)
 
     def new(self, *args: Any, **kwargs: Any) -> Tensor:
         """The legacy constructor: ``x.new(2, 3)`` or ``x.new(gt.Size(...))`` an uninitialised

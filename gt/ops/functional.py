@@ -14,10 +14,12 @@ from gt.grad_graph import label, labels
 from gt.ops.autocast import autocast_op
 from gt.ops.base import is_tensor
 from gt.ops.einsum import einsum
-from gt.ops.functions import method_function
+from gt.ops.functions import method_function, write_out
 from gt.ops.mathops import where_or_nonzero as where
 from gt.ops.search import bucketize, searchsorted
-from gt.ops.shaping import cat, stack
+from gt.ops.shaping import cat as _cat
+from gt.ops.shaping import stack as _stack
+from gt.ops.typeinfo import Size
 from gt.runtime import ops as O
 
 # ruff: noqa: A001 - PyTorch's names shadow builtins here on purpose
@@ -199,12 +201,12 @@ def broadcast_tensors(*tensors: Any) -> tuple:
     return tuple(t.expand(shape) for t in tensors)
 
 
-def broadcast_shapes(*shapes: Any) -> tuple:
-    """The shape that ``shapes`` broadcast to."""
+def broadcast_shapes(*shapes: Any) -> Any:
+    """The shape (a ``Size``) that ``shapes`` broadcast to."""
     out: tuple = ()
     for s in shapes:
         out = S.broadcast(out, (s,) if isinstance(s, int) else tuple(s), "broadcast_shapes")
-    return out
+    return Size(out)
 
 
 def meshgrid(*tensors: Any, indexing: str = "ij") -> tuple:
@@ -252,6 +254,7 @@ def cdist(x1: Any, x2: Any, p: float = 2.0,
 
 def tensordot(a: Any, b: Any, dims: Any = 2) -> Any:
     """Sum over the last ``dims`` dimensions of ``a`` and the first of ``b`` (or given lists)."""
+    dims = S.as_index(dims)  # (a NumPy int, a 0-d tensor)
     if isinstance(dims, int):
         if dims < 0:
             raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
@@ -279,6 +282,19 @@ def tensordot(a: Any, b: Any, dims: Any = 2) -> Any:
     ]
     out = einsum(f"{''.join(ta)},{''.join(tb)}->{''.join(out)}", a, b)
     return label(out, "ViewBackward0") if out is not a and out is not b else out
+
+
+def cat(tensors: Any, dim: int = 0, *, axis: int | None = None, out: Any = None) -> Any:
+    """Concatenate tensors along an existing dimension (dtypes are promoted; into ``out`` when
+    given). Raises ``ShapeError`` for an empty list or shapes that differ outside ``dim``."""
+    result = _cat(tensors, dim, axis=axis)
+    return result if out is None else write_out(out, result, "cat")
+
+
+def stack(tensors: Any, dim: int = 0, *, axis: int | None = None, out: Any = None) -> Any:
+    """Join tensors of one shape along a new dimension ``dim`` (into ``out`` when given)."""
+    result = _stack(tensors, dim, axis=axis)
+    return result if out is None else write_out(out, result, "stack")
 
 
 concatenate = cat

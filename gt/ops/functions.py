@@ -56,6 +56,27 @@ def write_out(out: Any, result: Any, name: str) -> Any:
     return out
 
 
+#: The largest finite value of each half-precision dtype.
+_HALF_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38}
+
+
+def _wrapped_dtype(other: Any, value: Any) -> str:
+    """The dtype of the 0-d tensor that stands for the number ``value`` in ``gt.div(value,
+    other)``: the promoted one, unless ``value`` does not fit in it (``gt.div(-2, uint8_t)``,
+    ``gt.float_power(2**40, half_t)``) and ``other`` has dimensions, which then decide the
+    result's dtype alone: a wider one of the same kind, as PyTorch keeps a wrapped number's value."""
+    dt = S.promote_scalar(other.dtype, value)
+    if not other.ndim or isinstance(value, bool):
+        return dt
+    if dt in S.INT_RANGE and isinstance(value, int):
+        lo, hi = S.INT_RANGE[dt]
+        return dt if lo <= value <= hi else "int64"
+    top = _HALF_MAX.get(dt)
+    if top is not None and isinstance(value, (int, float)) and abs(value) > top:
+        return "float32"
+    return dt
+
+
 def method_function(name: str, doc: str | None = None) -> Callable[..., Any]:
     """The function ``gt.<name>(input, *args, out=None, **kwargs)`` for the method ``name``."""
     scalar_first = name in SCALAR_FIRST
@@ -71,7 +92,7 @@ def method_function(name: str, doc: str | None = None) -> Callable[..., Any]:
             and isinstance(args[0], TensorBase)
         ):  # a wrapped number: the tensor operand decides the dtype, as in PyTorch
             other = args[0]
-            input = other.new_full((), input, dtype=S.promote_scalar(other.dtype, input))
+            input = other.new_full((), input, dtype=_wrapped_dtype(other, input))
         elif (
             scalar_first
             and isinstance(input, (bool, int, float, complex))

@@ -169,30 +169,22 @@ class MathOps:
         """``self + weight * (end - self)``, from the nearer end as PyTorch's kernels compute it:
         ``end - (end - self) * (1 - weight)`` once ``|weight| >= 0.5`` (the two round
         differently, and only that one gives ``lerp(inf, 0, 0.5) = inf``)."""
-        diff = end - self
+        # (half precision: in float32, rounded once, as PyTorch's kernel computes it)
         if _is_number(weight):
-            wide = np.float64 if self.dtype == "float64" else np.float32  # (PyTorch's opmath)
-            w = wide(weight)
-            out = self + diff * float(w) if abs(w) < 0.5 else end - diff * float(wide(1) - w)
-            return label(out, "LerpBackward0")
-        out = where(weight.abs() < 0.5, self + diff * weight, end - diff * (1 - weight))
-        return label(out, "LerpBackward1")
+            return label(in_float32(_lerp_number, self, end, weight), "LerpBackward0")
+        return label(in_float32(_lerp_tensor, self, end, weight), "LerpBackward1")
 
     def addcmul(self, tensor1: Tensor, tensor2: Tensor, value: float = 1) -> Tensor:
         """``self + value * tensor1 * tensor2`` (also the deprecated ``addcmul(value, t1, t2)``)."""
         if legacy_number_first("addcmul", tensor1, value):
             tensor1, tensor2, value = tensor2 * tensor1, value, 1
-        prod = tensor1 * tensor2
-        if value != 1:
-            prod = alpha_times(self, prod, value)
-        return label(self + prod, "AddcmulBackward0")
+        return label(in_float32(_addcmul, self, tensor1, tensor2, value), "AddcmulBackward0")
 
     def addcdiv(self, tensor1: Tensor, tensor2: Tensor, value: float = 1) -> Tensor:
         """``self + value * tensor1 / tensor2`` (also the deprecated ``addcdiv(value, t1, t2)``)."""
         if legacy_number_first("addcdiv", tensor1, value):
             tensor1, tensor2, value = tensor2 * tensor1, value, 1
-        q = tensor1 / tensor2
-        return label(self + (q if value == 1 else q * value), "AddcdivBackward0")
+        return label(in_float32(_addcdiv, self, tensor1, tensor2, value), "AddcdivBackward0")
 
     def addmm(self, mat1: Tensor, mat2: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
         """``beta * self + alpha * (mat1 @ mat2)`` (half precision: in float32, rounded once)."""
@@ -285,3 +277,29 @@ def _addmm(x: Tensor, mat1: Tensor, mat2: Tensor, beta: Any, alpha: Any) -> Tens
     if beta == 0:  # (``x`` is not read, as in PyTorch: its NaN and inf do not reach the result)
         return prod
     return (x if beta == 1 else x * beta) + prod
+
+
+# (the composites of lerp, addcmul and addcdiv: in_float32 runs them on float32 copies of half
+# precision operands and rounds once)
+def _lerp_number(x: Tensor, end: Any, weight: float) -> Tensor:
+    diff = end - x
+    wide = np.float64 if x.dtype == "float64" else np.float32  # (PyTorch's opmath)
+    w = wide(weight)
+    return x + diff * float(w) if abs(w) < 0.5 else end - diff * float(wide(1) - w)
+
+
+def _lerp_tensor(x: Tensor, end: Any, weight: Tensor) -> Tensor:
+    diff = end - x
+    return where(weight.abs() < 0.5, x + diff * weight, end - diff * (1 - weight))
+
+
+def _addcmul(x: Tensor, tensor1: Any, tensor2: Any, value: Any) -> Tensor:
+    prod = tensor1 * tensor2
+    if value != 1:
+        prod = alpha_times(x, prod, value)
+    return x + prod
+
+
+def _addcdiv(x: Tensor, tensor1: Any, tensor2: Any, value: Any) -> Tensor:
+    q = tensor1 / tensor2
+    return x + (q if value == 1 else q * value)

@@ -217,6 +217,7 @@ class OrderingOps:
         if dim is None:
             attrs: Any = {"axis": None, "keepdims": bool(keepdim)} if keepdim else None
         else:
+            dim = S.as_index(dim)
             if not isinstance(dim, int):
                 raise TypeError(f"prod: dim must be an int, not {type(dim).__name__}")
             ax = S.normalize_axis(dim, max(x.ndim, 1), "prod")

@@ -35,7 +35,7 @@ ValuesIndices = return_types.max
 
 def _no_dims(dim: Any) -> bool:
     """Whether ``dim`` is an empty sequence (``dim=()``)."""
-    return dim is not None and not isinstance(dim, int) and len(dim) == 0
+    return isinstance(dim, (tuple, list)) and len(dim) == 0
 
 
 def _pick(axis: Any, dim: Any) -> Any:
@@ -218,9 +218,9 @@ class ReductionOps:
         keepdim: bool | None,
         whole: bool = False,
     ) -> Any:
-        if isinstance(dim, TensorBase) or isinstance(axis, TensorBase):
-            other = dim if isinstance(dim, TensorBase) else axis
-            return self.maximum(other) if name == "max" else self.minimum(other)
+        if isinstance(dim, TensorBase):  # (max(other): only by position, see max())
+            return self.maximum(dim) if name == "max" else self.minimum(dim)
+        dim, axis = S.as_index(dim), S.as_index(axis)  # (NumPy ints, 0-d tensors: dims)
         d = _pick(axis, dim)
         axes = S.reduction_axes(d, self.ndim, name)
         keep = _keep(keepdims, keepdim)
@@ -247,34 +247,60 @@ class ReductionOps:
 
     def max(
         self,
+        *args: Any,
         dim: Any = None,
         keepdim: bool | None = None,
-        *,
         axis: Any = None,
         keepdims: bool = False,
+        other: Any = None,
     ) -> Any:
         """Largest value; ``max(dim)`` returns ``(values, indices)`` as in PyTorch.
 
         ``max()`` and ``max(axis=(...))`` (a tuple) return the values only, as NumPy does
-        (``axis=`` an int is PyTorch's alias of ``dim``);
-        ``max(other_tensor)`` is :meth:`maximum`. Ties share the gradient evenly.
+        (``axis=`` an int is PyTorch's alias of ``dim``); ``max(other_tensor)`` (by position, or
+        ``other=``) is :meth:`maximum`, and a tensor given as ``dim=`` is a dim. Ties share the
+        gradient evenly.
         """
-        if dim is None and isinstance(axis, int) and not isinstance(axis, bool):
-            dim, axis = axis, None  # PyTorch's axis= is its dim=: (values, indices)
-        return self._extreme("max", axis, dim, keepdims, keepdim, whole=True)
+        return self._max_or_min("max", args, dim, keepdim, axis, keepdims, other)
 
     def min(
         self,
+        *args: Any,
         dim: Any = None,
         keepdim: bool | None = None,
-        *,
         axis: Any = None,
         keepdims: bool = False,
+        other: Any = None,
     ) -> Any:
-        """Smallest value; ``min(dim)`` returns ``(values, indices)`` as in PyTorch."""
+        """Smallest value; ``min(dim)`` returns ``(values, indices)`` as in PyTorch (see
+        :meth:`max`)."""
+        return self._max_or_min("min", args, dim, keepdim, axis, keepdims, other)
+
+    def _max_or_min(
+        self, name: str, args: tuple, dim: Any, keepdim: Any, axis: Any, keepdims: bool,
+        other: Any,
+    ) -> Any:  # fmt: skip
+        if args:
+            if (
+                len(args) > 2
+                or (dim is not None and args)
+                or (keepdim is not None and len(args) > 1)
+            ):
+                raise TypeError(f"{name}() received an invalid combination of arguments")
+            if isinstance(args[0], TensorBase):
+                other = args[0]
+            else:
+                dim = args[0]
+                if len(args) == 2:
+                    keepdim = args[1]
+        if other is not None:
+            if dim is not None:
+                raise TypeError(f"{name}() received an invalid combination of arguments")
+            return self.maximum(other) if name == "max" else self.minimum(other)
+        dim = S.as_index(dim)
         if dim is None and isinstance(axis, int) and not isinstance(axis, bool):
-            dim, axis = axis, None
-        return self._extreme("min", axis, dim, keepdims, keepdim, whole=True)
+            dim, axis = axis, None  # PyTorch's axis= is its dim=: (values, indices)
+        return self._extreme(name, axis, dim, keepdims, keepdim, whole=True)
 
     @numpy_names
     def amax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
@@ -287,6 +313,7 @@ class ReductionOps:
         return self._extreme("min", dim, None, keepdim, None)
 
     def _arg(self, name: str, d: Any, keep: bool) -> Tensor:
+        d = S.as_index(d)
         if d is not None and not isinstance(d, int):
             raise TypeError(f"{name}: dim must be an int or None, not {type(d).__name__}")
         if d is not None and self.ndim:

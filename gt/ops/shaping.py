@@ -12,6 +12,8 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from gt import shapes as S
 from gt._dtype import _ITEMSIZE, name_of
 from gt._dtype import dtype as _DType
@@ -298,8 +300,10 @@ class ShapeOps:
         """Repeat each element ``repeats`` times along ``dim`` (the flattened tensor when None);
         ``repeats`` may be per element (a list or tensor: a sync point for a tensor)."""
         x = self.reshape(-1) if dim is None else self
-        d = 0 if dim is None else S.normalize_axis(dim, x.ndim, "repeat_interleave")
+        d = 0 if dim is None else S.normalize_axis(S.as_index(dim), x.ndim, "repeat_interleave")
         n = x.shape[d]
+        if isinstance(repeats, np.integer):
+            repeats = int(repeats)
         if isinstance(repeats, int) or (  # (a 1-element tensor of repeats applies to each)
             hasattr(repeats, "numel") and repeats.numel() == 1 and repeats.ndim <= 1
         ):
