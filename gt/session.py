@@ -38,13 +38,26 @@ def connect(address: str | None = None, **kwargs) -> Connection:
         return _current
 
 
+def _workers_from_env() -> int | None:
+    """``$GT_WORKERS``: a number of local workers, or ``auto`` (or unset): one per GPU, else 1."""
+    env = os.environ.get("GT_WORKERS", "").strip()
+    if not env or env == "auto":
+        return None
+    try:
+        n = int(env)
+    except ValueError:
+        raise ValueError(f"GT_WORKERS={env!r}: expected a number of workers or 'auto'") from None
+    if n < 1:
+        raise ValueError(f"GT_WORKERS={env!r}: needs at least 1 worker")
+    return n
+
+
 def _open(address: str | None, **kwargs) -> Connection:
     cluster = None
     recorder = None
     try:
         if address is None:
-            env = os.environ.get("GT_WORKERS")
-            n = _requested_workers or (int(env) if env else None)  # None: one per GPU, else 1
+            n = _requested_workers or _workers_from_env()  # None: one per GPU, else 1
             cluster = launch.LocalCluster(workers=n)
             address = cluster.address
         if os.environ.get("GT_RECORD"):

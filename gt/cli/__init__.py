@@ -77,6 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    connect = getattr(args, "connect", None)
+    if isinstance(connect, str) and connect:
+        from gt.runtime.sockets import check_address
+
+        try:
+            check_address(connect, "--connect")
+        except ValueError as exc:
+            parser.exit(2, f"gt: {exc}\n")
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:

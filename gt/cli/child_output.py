@@ -17,6 +17,7 @@ import pty
 import queue
 import struct
 import subprocess
+import tempfile
 import termios
 import threading
 from collections import deque
@@ -58,6 +59,10 @@ class ChildOutput:
             os.close(slave)  # the child holds it now; EOF reaches us when the child is done
         self.lines: queue.Queue = queue.Queue(maxsize=10_000)
         self._tail: deque[str] = deque(maxlen=TAIL_LINES)
+        # (every line also goes to a log: the pane and the tail keep the last ones only)
+        fd, self.log_path = tempfile.mkstemp(prefix="gt-run-", suffix=".log")
+        self._log = os.fdopen(fd, "w", encoding="utf-8", errors="replace")
+        self.count = 0  # lines printed
         self._master = master
         self._reader = threading.Thread(target=self._read, name="gt-run-output", daemon=True)
         self._reader.start()
@@ -84,6 +89,7 @@ class ChildOutput:
             os.close(self._master)
             code = self.proc.wait()
             self._put(f"[exited with code {exit_status(code)}]")
+            self._log.close()
             self.lines.put(None)
 
     def _line(self, raw: bytes) -> None:
@@ -94,6 +100,9 @@ class ChildOutput:
 
     def _put(self, text: str) -> None:
         self._tail.append(text)
+        self.count += 1
+        if not self._log.closed:
+            self._log.write(text + "\n")
         try:
             self.lines.put(text, timeout=5.0)
         except queue.Full:  # nobody is draining (the dashboard closed): keep the tail only

@@ -13,6 +13,7 @@ imported only when a dashboard actually runs.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -199,7 +200,14 @@ def run_with_dashboard(
     finally:
         # The dashboard is gone: show the end of the script's output where it ran, as a terminal
         # would have (a crashed script's traceback included).
-        for line in child.tail(max(1, size.lines - 2)):
+        shown = child.tail(max(1, size.lines - 2))
+        for line in shown:
             print(line)
+        if child.count > len(shown):  # (nothing the script printed is lost: where the rest is)
+            print(f"gt run: all {child.count:,} lines it printed are in {child.log_path}",
+                  file=sys.stderr)  # fmt: skip
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(child.log_path)
         sys.stdout.flush()
     return exit_status(child.proc.wait())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -106,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
     import zmq
 
     from gt.runtime import security
+    from gt.runtime.discovery import pid_alive
     from gt.runtime.dispatcher.loop import Dispatcher
     from gt.runtime.launch import USABLE_GPUS_ENV, local_gpus
 
@@ -151,6 +153,9 @@ def run(args: argparse.Namespace) -> int:
                   "gt keys export --role client|worker|monitor DIR)")  # fmt: skip
         print("Ctrl-C stops it.", flush=True)
     d.run(parent_pid=args.parent_pid)
+    if args.ipc is not None and args.parent_pid and not pid_alive(args.parent_pid):
+        # (its program died without stopping it, by SIGTERM or SIGKILL: nothing stays on disk)
+        shutil.rmtree(args.ipc, ignore_errors=True)
     if d.shutdown_reason:
         print(f"gt dispatcher: {d.shutdown_reason}", file=sys.stderr)
         return 1

@@ -25,7 +25,8 @@ def add_parser(subparsers: Subparsers) -> None:
     """Register ``gt keys``."""
     p = subparsers.add_parser(
         "keys",
-        help="the cluster's CURVE keys: make, show, export one role's",
+        help="the cluster's CURVE keys: make them and say where (no ACTION), export one "
+        "role's, add or remove a tenant's",
         description=__doc__.split("\n\n")[0],
         epilog="roles: worker (registers workers), client (runs programs), monitor (reads "
         "events and stats), admin (all, and alone changes shard configs and memory settings)",

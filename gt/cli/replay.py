@@ -16,7 +16,9 @@ def add_parser(subparsers: Subparsers) -> None:
     """Register ``gt replay``."""
     parser = subparsers.add_parser("replay", help="the dashboard, driven by a recorded .gtrace")
     parser.add_argument("file", help="a .gtrace recording")
-    parser.add_argument("--speed", type=float, default=1.0, help="playback speed (default 1)")
+    parser.add_argument(
+        "--speed", type=_speed, default=1.0, help="playback speed, 0.25 to 64 (default 1)"
+    )
     parser.add_argument(
         "--at",
         default=None,
@@ -35,6 +37,17 @@ def add_parser(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--paused", action="store_true", help="start paused")
     parser.set_defaults(func=run)
+
+
+def _speed(text: str) -> float:
+    """``--speed``: a playback speed within the app's range (x0.25 .. x64)."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.25 <= x <= 64:  # (NaN fails too)
+        raise argparse.ArgumentTypeError(f"must be from 0.25 to 64, got {text}")
+    return x
 
 
 def _seconds(text: str | float) -> int:
@@ -66,6 +79,12 @@ def run(args: argparse.Namespace) -> int:
     clock = src.clock
     if window is not None:
         src.set_window(*window)
+    if not (args.once or args.json) and not sys.stdout.isatty():
+        print(
+            "gt replay: stdout is not a terminal: printing the state at the end once (--once)",
+            file=sys.stderr,
+        )
+        args.once = True
     if args.once or args.json:
         try:
             src.seek(clock.t_end if at is None else clock.t_start + at)

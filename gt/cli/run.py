@@ -19,14 +19,17 @@ def add_parser(subparsers: Subparsers) -> None:
     )
     p.add_argument(
         "--workers",
-        type=int,
-        default=int(os.environ.get("GT_WORKERS", "2")),
-        help="local workers (default 2, or $GT_WORKERS)",
+        type=_worker_count,
+        default=None,
+        help="local workers (default: $GT_WORKERS, else 2)",
     )
     p.add_argument("--config", help="shard config YAML for the script (sets GT_CONFIG)")
     p.add_argument("--record", metavar="FILE", help="record the run's events to FILE (.gtrace)")
     p.add_argument(
-        "--no-tui", action="store_true", help="no dashboard: plain output, for CI and scripts"
+        "--no-tui",
+        action="store_true",
+        help="no dashboard: plain output, and the script reads the terminal (the dashboard gives "
+        "it no stdin); for CI and scripts",
     )
     p.add_argument("--hz", type=float, default=8.0, help="dashboard refresh rate (default 8)")
     p.add_argument("--readonly", action="store_true", help="dashboard cannot change the config")
@@ -35,8 +38,49 @@ def add_parser(subparsers: Subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def _worker_count(text: str) -> int:
+    """A number of local workers (at least 1), for ``--workers`` and ``$GT_WORKERS``."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of workers, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"needs at least 1 worker, got {n}")
+    return n
+
+
+def _checked(args: argparse.Namespace) -> str | None:
+    """What is wrong with ``gt run``'s options, found before anything starts (else ``None``)."""
+    if args.workers is None:
+        try:
+            args.workers = _worker_count(os.environ.get("GT_WORKERS", "2"))
+        except argparse.ArgumentTypeError as exc:
+            return f"$GT_WORKERS: {exc}"
+    if args.record:
+        folder = os.path.dirname(os.path.abspath(args.record))
+        if not os.path.isdir(folder):
+            return f"--record {args.record}: no such folder {folder}"
+    if args.config:
+        from gt.runtime.sharding import config_text  # (not for every `gt` command)
+
+        try:
+            with open(args.config, encoding="utf-8") as f:
+                checked = config_text.check_text(f.read(), None)
+        except (OSError, UnicodeDecodeError) as exc:
+            return f"--config {args.config}: cannot read it ({getattr(exc, 'strerror', exc)})"
+        if not checked.ok:
+            first = checked.problems[0]
+            return f"{args.config}:{first.line or 1}: {first.message}"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run ``gt run``; returns the script's exit status (2 when the script does not exist)."""
+    """Run ``gt run``; returns the script's exit status (2 when the script does not exist or an
+    option is wrong)."""
+    problem = _checked(args)
+    if problem is not None:
+        print(f"gt run: {problem}", file=sys.stderr)
+        return 2
     return run_script(
         args.script,
         args.args,
@@ -109,14 +153,23 @@ def run_command(
             return run_with_dashboard(address, cmd, env=env, hz=hz, readonly=readonly)
         proc = subprocess.Popen(cmd, env=env)
         # Ctrl-C reaches the script through the terminal; we wait for it to finish and report.
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # A SIGTERM sent to us (a scheduler's preemption, `timeout`) goes on to the script, whose
+        # handler may save a checkpoint through the cluster, still up until it exits.
+        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        old_term = signal.signal(signal.SIGTERM, lambda signum, frame: _forward(proc, signum))
         try:
             return exit_status(proc.wait())
         finally:
-            signal.signal(signal.SIGINT, old)
+            signal.signal(signal.SIGINT, old_int)
+            signal.signal(signal.SIGTERM, old_term)
     finally:
         if recorder is not None:
             recorder.stop()
             print(f"gt run: trace written to {record}", file=sys.stderr)
         if cluster is not None:
             cluster.stop()
+
+
+def _forward(proc: subprocess.Popen, signum: int) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signum)

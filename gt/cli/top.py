@@ -55,6 +55,10 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if not args.connect:  # picked by itself: say which (the newest of this machine's dispatchers)
         announce("gt top", endpoints)
+    if not (args.once or args.json) and not sys.stdout.isatty():
+        # (a dashboard written into a file or a pipe would be escape codes for ever)
+        print("gt top: stdout is not a terminal: printing the state once (--once)", file=sys.stderr)
+        args.once = True
     if args.once or args.json:
         got = collect_state(endpoints, wait=getattr(args, "wait", 1.0))
         if got is None:

@@ -46,7 +46,10 @@ def request(
         s.connect(endpoint)
         s.send(P.encode(P.Control(what, args)))
         if not s.poll(int(timeout * 1000)):
-            raise ControlError(f"no GT dispatcher answered at {endpoint} within {timeout:g}s")
+            raise ControlError(
+                f"no GT dispatcher answered at {endpoint} within {timeout:g}s"
+                + security.silence_hint(endpoint)
+            )
         try:
             msg = P.parse(s.recv_multipart()[-1])
         except P.ProtocolError as exc:

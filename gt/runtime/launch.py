@@ -209,6 +209,9 @@ class LocalCluster:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             preexec_fn=_die_with_parent if _PRCTL is not None else None,
+            # (a session of its own: a terminal's Ctrl-C reaches the program, whose handler may
+            # still save a checkpoint through the cluster; the cluster goes when it exits)
+            start_new_session=True,
         )
         deadline = time.monotonic() + start_timeout
         self.endpoints = self._read_ready(start_timeout)
@@ -298,6 +301,9 @@ class RecorderProcess:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             preexec_fn=_die_with_parent if _PRCTL is not None else None,
+            # (a session of its own: a terminal's Ctrl-C reaches the program, whose handler may
+            # still save a checkpoint through the cluster; the cluster goes when it exits)
+            start_new_session=True,
         )
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()

@@ -454,3 +454,14 @@ def secure_connect(sock: zmq.Socket, endpoint: str, roles: tuple[str, ...] = ("a
     sock.curve_publickey = ring.public[role]
     sock.curve_serverkey = server_key or ring.server[0]
     return role
+
+
+def silence_hint(address: str) -> str:
+    """What to add to "no dispatcher answered at ``address``": over TCP, CURVE drops a client whose
+    keys are not the cluster's without a word, so a wrong keyring looks like a dead address."""
+    if isinstance(address, str) and address.startswith("tcp://"):
+        return (
+            " (is it running? If it is, your keys ($GT_KEYS, else the default keyring) may not be "
+            "that cluster's: see `gt keys`)"
+        )
+    return ""

@@ -64,3 +64,18 @@ def send_parts(sock: zmq.Socket, parts: list, flags: int = 0) -> None:
 
 def _nbytes(buf: Any) -> int:
     return buf.nbytes if type(buf) is memoryview else memoryview(buf).nbytes
+
+
+#: The transports a GT address may name.
+_SCHEMES = ("tcp://", "ipc://", "inproc://")
+
+
+def check_address(address: str, where: str) -> str:
+    """``address`` if it is a ZeroMQ endpoint GT can connect to; else a ``ValueError`` that says
+    what one looks like (ZeroMQ's own is a bare "Invalid argument")."""
+    if not isinstance(address, str) or not address.startswith(_SCHEMES):
+        raise ValueError(
+            f"{where}: {address!r} is not a dispatcher address; it looks like tcp://HOST:PORT "
+            "(as `gt dispatcher` prints it) or ipc:///PATH"
+        )
+    return address

@@ -144,13 +144,23 @@ def cmd_trace_info(path: str | os.PathLike[str], json: bool = False) -> int:
     """
 
     def run() -> int:
-        with Reader(path) as r:
+        with Reader(path, skip_damaged=True) as r:
+            damaged = r.verify()  # (a file with an index may still hold a damaged record)
             info = r.info()
+        info["damaged"] = damaged
+        if damaged:
+            info["clean"] = False
         if json:
             print(_json.dumps(plain(info), indent=2))
             return 0
         _warn_info(info)
-        state = "clean" if info["clean"] else ("truncated" if info["truncated"] else "no index")
+        state = (
+            f"{damaged} damaged record(s), skipped"
+            if damaged
+            else "clean"
+            if info["clean"]
+            else ("truncated" if info["truncated"] else "no index")
+        )
         print(f"trace     {info['path']}  ({fmt_bytes(info['size'])}, {state})")
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["wall_time"] or 0))
         print(f"run       {as_text(info['run_id'], 80)}  recorded {started}")
@@ -266,9 +276,9 @@ def cmd_trace_stats(path: str | os.PathLike[str], json: bool = False) -> int:
     """
 
     def run() -> int:
-        with Reader(path) as r:
-            _warn(r)
+        with Reader(path, skip_damaged=True) as r:
             st = trace_stats(r)
+            _warn(r)  # (after the pass: it also names the damaged records it skipped)
             workers = {w.get("id"): w for w in r.workers()}
         if json:
             print(_json.dumps(plain(st), indent=2))
@@ -353,6 +363,13 @@ def _print_hot(hot: list[dict]) -> None:
 # -- export ------------------------------------------------------------------------------------
 
 
+def _same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
 def cmd_export(
     path: str | os.PathLike[str],
     out: str | os.PathLike[str] | None = None,
@@ -373,20 +390,27 @@ def cmd_export(
     except ValueError as exc:
         return _fail(str(exc))
     target = Path(out) if out is not None else Path(path).with_suffix(".json")
+    if str(target) == "-":
+        target = Path("/dev/stdout")
+    if _same_file(path, target):
+        return _fail(f"{target}: is the trace itself; give another output (-o FILE.json)")
+    # (the summary goes to stderr when the JSON goes to stdout)
+    say = sys.stderr if str(target).startswith("/dev/") else sys.stdout
 
     def run() -> int:
-        with Reader(path) as r:
-            _warn(r)
+        with Reader(path, skip_damaged=True) as r:
             try:
                 counts = export_chrome(r, target, window=win, workers=ws)
             except OSError as exc:
                 return _fail(f"{target}: cannot write ({exc.strerror or exc})")
+            _warn(r)
         rate = counts["events_in"] / counts["seconds"] if counts["seconds"] else 0
         print(
             f"wrote {target}: {counts['slices']:,} slices, {counts['flows']:,} flows, "
             f"{counts['counters']:,} counters, {counts['instants']:,} instants "
             f"({fmt_bytes(counts['bytes'])}, {counts['events_in']:,} events in "
-            f"{counts['seconds']:.2f} s, {rate:,.0f} events/s); open it at https://ui.perfetto.dev"
+            f"{counts['seconds']:.2f} s, {rate:,.0f} events/s); open it at https://ui.perfetto.dev",
+            file=say,
         )
         return 0
 

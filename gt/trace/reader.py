@@ -293,6 +293,13 @@ class Reader:
             self.note(str(exc).removeprefix(f"{self.path}: ") + "; skipped")
         self.damaged.add(pos)
 
+    def verify(self) -> int:
+        """Check every record's checksum (without decoding it); returns how many are damaged (a
+        reader that does not ``skip_damaged`` raises at the first)."""
+        for _ in self._records(self.data_start, self._end):
+            pass
+        return len(self.damaged)
+
     @property
     def skipped(self) -> int:
         """How many damaged records were passed over so far (with ``skip_damaged``)."""

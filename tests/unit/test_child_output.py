@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from helpers import wait_for
@@ -47,3 +48,14 @@ def test_the_tail_keeps_the_last_screenful_and_the_exit_status():
     _all_lines(out)
     assert out.tail(3) == ["498", "499", "[exited with code 4]"]
     assert out.proc.wait(timeout=10) == 4
+
+
+def test_every_line_goes_to_the_log_though_the_tail_keeps_the_last_ones(tmp_path):
+    out = ChildOutput([sys.executable, "-c", "for i in range(3000): print(i)"])
+    lines = _all_lines(out)
+    assert len(lines) == 3001 and out.count == 3001
+    with open(out.log_path, encoding="utf-8") as f:
+        logged = f.read().splitlines()
+    assert logged[:3] == ["0", "1", "2"] and logged[2999] == "2999" and len(logged) == 3001
+    assert out.tail(5)[-2:] == ["2999", "[exited with code 0]"]
+    os.unlink(out.log_path)

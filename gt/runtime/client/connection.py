@@ -41,7 +41,7 @@ from gt.runtime.liveness import (
     watch,
     watch_disconnects,
 )
-from gt.runtime.sockets import send_parts
+from gt.runtime.sockets import check_address, send_parts
 from gt.trace import events as E
 from gt.trace.emit import Emitter
 
@@ -124,7 +124,7 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
         connect_timeout: float = 10.0,
         cluster: Any = None,
     ):
-        self.address = address
+        self.address = check_address(address, "GT_DISPATCHER or gt.connect()")
         self.timeout = timeout if timeout is not None else _env_float("GT_TIMEOUT", 300.0)
         self.window = window
         self.batch_limit = batch_limit
@@ -217,6 +217,7 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
             self._abandon()
             raise DispatcherLost(
                 f"no dispatcher answered at {self.address} within {connect_timeout:.0f}s"
+                + security.silence_hint(self.address)
             )
         try:
             msg = P.parse(self._sock.recv_multipart()[0])

@@ -144,15 +144,23 @@ class OutputPane(RichLog):
         self.incoming = lines
         self.ended = False
 
-    def pump(self, limit: int = 500) -> None:
-        """Move up to ``limit`` waiting lines onto the pane (called at the repaint rate)."""
+    def pump(self, limit: int = 50_000) -> None:
+        """Take the waiting lines (up to ``limit``) and show the last the pane keeps (called at
+        the repaint rate: a chatty program is never held up by the pane, and lines the pane would
+        drop at once are not drawn; ``gt run`` keeps every line in its log)."""
+        batch: list[str] = []
+        ended = False
         for _ in range(limit):
             try:
                 line = self.incoming.get_nowait()
             except queue.Empty:
-                return
+                break
             if line is None:
-                self.ended = True
-                self.write(Text("[process exited]", style="bold"))
-            else:
-                self.write(Text(str(line).rstrip("\n")))
+                ended = True
+                break
+            batch.append(line)
+        for line in batch[-(self.max_lines or len(batch)) :]:
+            self.write(Text(str(line).rstrip("\n")))
+        if ended:
+            self.ended = True
+            self.write(Text("[process exited]", style="bold"))

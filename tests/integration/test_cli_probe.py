@@ -1,0 +1,185 @@
+"""What a user's probe of the command line found on Dec 6, as a serious tool behaves: Ctrl-C
+reaches the program and not the cluster (a handler can still save a checkpoint), `gt run` passes
+SIGTERM on, a program killed outright leaves no sockets on disk, `gt export F -o F` keeps the
+recording, damaged records are skipped and reported everywhere, `gt top`/`gt replay` print once
+when stdout is not a terminal, and wrong options get one line instead of a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import wait_for
+
+from gt.trace.recorder import MAGIC, REC, write_trace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+from fixtures.gtrace_synth import OP_NAMES, synthetic_batches  # noqa: E402
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def gt_cmd(*args):
+    return [sys.executable, "-m", "gt", *args]
+
+
+@pytest.fixture
+def env(tmp_path):
+    return {**os.environ, "GT_RUNTIME_DIR": str(tmp_path / "run"), "GT_WORKERS": "1"}
+
+
+@pytest.fixture
+def trace(tmp_path):
+    path = tmp_path / "t.gtrace"
+    write_trace(path, synthetic_batches(workers=2, clients=1, batches=8), run_id="cli",
+                op_names=OP_NAMES, keyframe_every_events=12, index_every=2)  # fmt: skip
+    return path
+
+
+def _stop(proc):
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=30)
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def test_ctrl_c_reaches_the_program_whose_handler_saves_through_the_cluster(tmp_path, env):
+    script = tmp_path / "ckpt.py"
+    script.write_text(
+        "import time, gt\n"
+        "w = gt.ones(100)\n"
+        "try:\n"
+        "    gt.sync()\n"
+        "    print('ready', flush=True)\n"
+        "    while True:\n"
+        "        w = w + 1; gt.sync(); time.sleep(0.02)\n"
+        "except KeyboardInterrupt:\n"
+        "    gt.save(w, 'ckpt.pt')\n"
+        "    print('saved', gt.load('ckpt.pt').shape[0], flush=True)\n"
+    )
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        os.killpg(proc.pid, signal.SIGINT)  # (a terminal's Ctrl-C: the whole foreground group)
+        out, _ = proc.communicate(timeout=120)
+        assert "saved 100" in out and proc.returncode == 0
+    finally:
+        _stop(proc)
+
+
+def test_gt_run_passes_sigterm_on_and_a_killed_program_leaves_no_sockets(tmp_path, env):
+    script = tmp_path / "term.py"
+    script.write_text(
+        "import signal, sys, time, gt\n"
+        "w = gt.ones(10)\n"
+        "def on_term(signum, frame):\n"
+        "    gt.save(w, 'term.pt'); print('saved', flush=True); sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, on_term)\n"
+        "gt.sync()\n"
+        "print('ready', flush=True)\n"
+        "while True:\n"
+        "    w = w + 1; gt.sync(); time.sleep(0.02)\n"
+    )
+    proc = subprocess.Popen(gt_cmd("run", "--no-tui", str(script)), cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+        assert "saved" in out and proc.returncode == 0 and (tmp_path / "term.pt").exists()
+    finally:
+        _stop(proc)
+    plain = tmp_path / "plain.py"
+    plain.write_text(
+        "import time, gt\n"
+        "w = gt.ones(10); gt.sync()\n"
+        "print(gt.session.current().cluster.ipc_dir, flush=True)\n"
+        "while True:\n"
+        "    w = w + 1; gt.sync(); time.sleep(0.02)\n"
+    )
+    proc = subprocess.Popen([sys.executable, str(plain)], env=env, stdout=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    try:
+        folder = proc.stdout.readline().strip()
+        assert os.path.isdir(folder)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        wait_for(lambda: not os.path.exists(folder), timeout=60)
+    finally:
+        _stop(proc)
+
+
+def test_export_refuses_to_write_over_its_input_and_writes_to_stdout(trace):
+    before = trace.read_bytes()
+    out = subprocess.run(gt_cmd("export", str(trace), "-o", str(trace)), capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 1 and "is the trace itself" in out.stderr
+    assert trace.read_bytes() == before
+    out = subprocess.run(gt_cmd("export", str(trace), "-o", "-"), capture_output=True, text=True,
+                         timeout=60)  # fmt: skip
+    assert out.returncode == 0 and json.loads(out.stdout)["traceEvents"]
+    assert "wrote" in out.stderr
+
+
+def test_a_damaged_record_is_skipped_and_reported_by_every_reader(trace, tmp_path):
+    data = bytearray(trace.read_bytes())
+    first = len(MAGIC)
+    n = REC.unpack_from(data, first)[0]
+    second = first + REC.size + n  # (the first record is the header: damage the one after)
+    data[second + REC.size + 2] ^= 0xFF
+    bad = tmp_path / "bad.gtrace"
+    bad.write_bytes(bytes(data))
+    info = subprocess.run(gt_cmd("trace", "info", str(bad)), capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert info.returncode == 0 and "1 damaged record(s), skipped" in info.stdout
+    as_json = subprocess.run(gt_cmd("trace", "info", "--json", str(bad)), capture_output=True,
+                             text=True, timeout=60)  # fmt: skip
+    facts = json.loads(as_json.stdout)
+    assert facts["clean"] is False and facts["damaged"] == 1
+    for cmd in (("trace", "stats", str(bad)), ("export", str(bad), "-o", str(tmp_path / "o.json"))):
+        out = subprocess.run(gt_cmd(*cmd), capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert "checksum mismatch); skipped" in out.stderr
+
+
+def test_replay_checks_its_speed_and_prints_once_into_a_file(trace, tmp_path):
+    out = subprocess.run(gt_cmd("replay", str(trace), "--speed", "inf"), capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 2 and "must be from 0.25 to 64" in out.stderr
+    out = subprocess.run(gt_cmd("replay", str(trace)), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "not a terminal" in out.stderr
+    assert out.stdout.startswith("GT ") and "\x1b[" not in out.stdout
+
+
+def test_wrong_options_get_one_line_not_a_traceback(tmp_path, env):
+    def gt(*args, **kw):
+        return subprocess.run(gt_cmd(*args), capture_output=True, text=True, timeout=60,
+                              env={**env, **kw})  # fmt: skip
+
+    got = gt("top", "--connect", "127.0.0.1:5555")
+    assert got.returncode == 2 and "is not a dispatcher address" in got.stderr
+    assert "Traceback" not in got.stderr
+    got = gt("--version", GT_WORKERS="auto")
+    assert got.returncode == 0
+    script = tmp_path / "ok.py"
+    script.write_text("print('ran')\n")
+    got = gt("run", "--no-tui", str(script), GT_WORKERS="lots")
+    assert got.returncode == 2 and "$GT_WORKERS" in got.stderr and "ran" not in got.stdout
+    got = gt("run", "--workers", "0", str(script))
+    assert got.returncode == 2 and "at least 1 worker" in got.stderr
+    got = gt("run", "--no-tui", "--record", str(tmp_path / "no" / "x.gtrace"), str(script))
+    assert got.returncode == 2 and "no such folder" in got.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("signals:\n  data: {nonsense: 3}\n")
+    got = gt("run", "--no-tui", "--config", str(bad), str(script))
+    assert got.returncode == 2 and str(bad) in got.stderr and "Traceback" not in got.stderr
+    got = subprocess.run([sys.executable, "-c", "import gt; gt.ones(2)"], capture_output=True,
+                         text=True, timeout=60, env={**env, "GT_DISPATCHER": "garbage"})  # fmt: skip
+    assert "is not a dispatcher address" in got.stderr
