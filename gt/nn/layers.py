@@ -79,11 +79,6 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-class NonDynamicallyQuantizableLinear(Linear):
-    """PyTorch's ``Linear`` that quantization leaves alone (``MultiheadAttention.out_proj``'s class):
-    a :class:`Linear` here."""
-
-
 class Identity(Module):
     """Returns its input."""
 

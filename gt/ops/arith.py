@@ -288,45 +288,45 @@ class ArithmeticOps:
         """``1 / self``."""
         return label(1.0 / self, "ReciprocalBackward0")
 
-    def eq(self, o: Any) -> Tensor:
+    def eq(self, other: Any) -> Tensor:
         """Elementwise ``==``."""
-        return self == o
+        return self == other
 
-    def ne(self, o: Any) -> Tensor:
+    def ne(self, other: Any) -> Tensor:
         """Elementwise ``!=``."""
-        return self != o
+        return self != other
 
-    def lt(self, o: Any) -> Tensor:
+    def lt(self, other: Any) -> Tensor:
         """Elementwise ``<``."""
-        return self < o
+        return self < other
 
-    def le(self, o: Any) -> Tensor:
+    def le(self, other: Any) -> Tensor:
         """Elementwise ``<=``."""
-        return self <= o
+        return self <= other
 
-    def gt(self, o: Any) -> Tensor:
+    def gt(self, other: Any) -> Tensor:
         """Elementwise ``>``."""
-        return self > o
+        return self > other
 
-    def ge(self, o: Any) -> Tensor:
+    def ge(self, other: Any) -> Tensor:
         """Elementwise ``>=``."""
-        return self >= o
+        return self >= other
 
     def logical_not(self) -> Tensor:
         """Elementwise not (the result is bool)."""
         return self._apply("logical_not", [self])
 
-    def logical_and(self, o: Any) -> Tensor:
+    def logical_and(self, other: Any) -> Tensor:
         """Elementwise and of the truth values (nonzero) of ``self`` and ``o`` (a bool result)."""
-        return _truth(self) & _truth(o)
+        return _truth(self) & _truth(other)
 
-    def logical_or(self, o: Any) -> Tensor:
+    def logical_or(self, other: Any) -> Tensor:
         """Elementwise or of the truth values (nonzero) of ``self`` and ``o`` (a bool result)."""
-        return _truth(self) | _truth(o)
+        return _truth(self) | _truth(other)
 
-    def logical_xor(self, o: Any) -> Tensor:
+    def logical_xor(self, other: Any) -> Tensor:
         """Elementwise xor of the truth values (nonzero) of ``self`` and ``o`` (a bool result)."""
-        return _truth(self) ^ _truth(o)
+        return _truth(self) ^ _truth(other)
 
     # ------------------------------------------------------------------ math
     def abs(self) -> Tensor:

@@ -204,6 +204,7 @@ class CompatOps(CompatInplaceOps):
             values, idx = values.squeeze(ax), idx.squeeze(ax)
         return ValuesIndices(values, idx)
 
+    @numpy_names
     def mode(self, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
         """The most frequent value along ``dim`` (the smallest of equally frequent ones) and the
         index of its last occurrence, as PyTorch. Compares every pair: ``n^2`` per slice.

@@ -81,6 +81,7 @@ class OrderingOps:
     __slots__ = ()
 
     # ------------------------------------------------------------------ sorting
+    @numpy_names
     def argsort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
         """Indices that sort ``self`` along ``dim`` (stable; NaN counts as the largest value)."""
         if self.ndim == 0:
@@ -168,6 +169,7 @@ class OrderingOps:
         return SortResult(values, idx)
 
     # ------------------------------------------------------------------ quantiles
+    @numpy_names
     def quantile(self, q: Any, dim: Any = None, keepdim: bool = False, *,
                  interpolation: str = "linear") -> Tensor:  # fmt: skip
         """The ``q``-th quantiles over ``dim`` (all elements if None); ``q`` a float or a 1-d
@@ -175,6 +177,7 @@ class OrderingOps:
         out = quantile(self, q, dim, keepdim, interpolation=interpolation)
         return out if out is self else label(out, "SqueezeBackward4")  # (PyTorch's last step)
 
+    @numpy_names
     def nanquantile(self, q: Any, dim: Any = None, keepdim: bool = False, *,
                     interpolation: str = "linear") -> Tensor:  # fmt: skip
         """:meth:`quantile` that ignores NaN values (NaN only where a slice is all NaN)."""

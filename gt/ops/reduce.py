@@ -463,6 +463,7 @@ class ReductionOps:
         return out.to("uint8") if self.dtype == "uint8" else out
 
     # ------------------------------------------------------------------ normalizing functions
+    @numpy_names
     def softmax(self, dim: int = -1, dtype: Any = None) -> Tensor:
         """``exp(x) / sum(exp(x))`` over ``dim``, computed without overflow (half tensors in
         float32, rounded once, as PyTorch's kernel; in ``dtype`` when given)."""
@@ -472,6 +473,7 @@ class ReductionOps:
             return label(self.float().log_softmax(dim).exp().to(self.dtype), "SoftmaxBackward0")
         return label(self.log_softmax(dim).exp(), "SoftmaxBackward0")
 
+    @numpy_names
     def log_softmax(self, dim: int = -1, dtype: Any = None) -> Tensor:
         """``log(softmax(x))`` over ``dim``: one primitive, stable (the max is subtracted first;
         in ``dtype`` when given)."""

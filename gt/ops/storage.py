@@ -27,6 +27,9 @@ def placement(t: Any) -> tuple[Any, int, tuple]:
     """``(root, offset, strides)``: the tensor whose storage ``t`` is in (``t`` itself when it is
     not a live view), where ``t`` starts in it (in elements) and ``t``'s strides."""
     vb = t._vb
+    if vb is None and t._proxy:  # (``p.data``: the storage of the tensor it is a handle on)
+        t = t._owner
+        vb = t._vb
     root = vb[0]() if vb is not None else None
     if root is None or root.shape != vb[3] or t.shape != vb[2]:
         return t, 0, layout.strides_of(t)

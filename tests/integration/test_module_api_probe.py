@@ -142,6 +142,7 @@ def test_pytorch_import_paths_of_modules_and_helpers(conn):
     assert Linear is nn.Linear and Module is nn.Module
     assert isinstance(nn.LazyLinear(2), LazyModuleMixin)
     assert isinstance(NonDynamicallyQuantizableLinear(2, 2), nn.Linear)
+    assert isinstance(nn.MultiheadAttention(2, 1).out_proj, NonDynamicallyQuantizableLinear)
     assert _get_activation_fn("gelu") is nn.functional.gelu
     assert _addindent("a\nb", 2) == "a\n  b"
     assert isinstance(
@@ -184,6 +185,12 @@ def test_module_members_frameworks_call(conn):
     assert "weight" in dir(m[0])
     memo = {m[0]}
     assert [n for n, _ in m.named_modules(memo=memo)] == ["", "1"]
+
+
+def test_a_parameters_data_has_the_parameters_storage(conn):
+    w = nn.Linear(3, 2).weight
+    assert w.data.data_ptr() == w.data_ptr() and w.data[1].data_ptr() == w[1].data_ptr()
+    assert w.data.untyped_storage().data_ptr() == w.untyped_storage().data_ptr()
 
 
 def test_a_registered_buffer_is_a_plain_tensor_that_is_still_a_buffer(conn):

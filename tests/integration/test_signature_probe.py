@@ -86,3 +86,15 @@ def test_threshold_keeps_an_integer_input_integer_and_shapes_are_sizes(conn):
     assert out.dtype == gt.int64 and out.tolist() == [1, 5]
     shape = gt.broadcast_shapes((2, 1), (3,))
     assert isinstance(shape, gt.Size) and shape.numel() == 6
+
+
+def test_numpy_axis_and_the_other_keyword_where_pytorch_takes_them(conn):
+    x = gt.tensor([[1.0, 3.0], [2.0, 0.0]])
+    assert x.softmax(axis=1).tolist() == x.softmax(1).tolist()
+    assert gt.log_softmax(x, axis=0).tolist() == x.log_softmax(0).tolist()
+    assert x.argsort(axis=0).tolist() == [[0, 1], [1, 0]]
+    assert x.quantile(0.5, axis=0).tolist() == [1.5, 1.5]
+    assert x.mode(axis=1).values.tolist() == [1.0, 0.0]
+    assert gt.eq(x, other=2.0).tolist() == [[False, False], [True, False]]
+    assert x.lt(other=2.0).tolist() == [[True, False], [False, True]]
+    assert gt.logical_and(x, other=x).tolist() == [[True, True], [True, False]]

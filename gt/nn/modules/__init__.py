@@ -35,7 +35,7 @@ _BASES = {
     "_DropoutNd": ("layers", "_DropoutNd"),
     "_ConstantPadNd": ("padding_layers", "_ConstantPadNd"),
     "LazyModuleMixin": ("lazy", "LazyModuleMixin"),
-    "NonDynamicallyQuantizableLinear": ("layers", "NonDynamicallyQuantizableLinear"),
+    "NonDynamicallyQuantizableLinear": ("attention", "NonDynamicallyQuantizableLinear"),
     "_get_activation_fn": ("transformer", "_get_activation_fn"),
 }
 
