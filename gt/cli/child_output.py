@@ -36,6 +36,7 @@ class ChildOutput:
         cmd: the command.
         env, cwd: its environment and working directory.
         columns: the width the child sees (its terminal's size; for wrapping and progress bars).
+        log: also write every line to a temporary file (``log_path``), which the caller removes.
 
     Attributes:
         proc: the child (a ``subprocess.Popen``).
@@ -44,7 +45,7 @@ class ChildOutput:
     """
 
     def __init__(self, cmd: Sequence[str], *, env: dict | None = None, cwd: str | None = None,
-                 columns: int = 120) -> None:  # fmt: skip
+                 columns: int = 120, log: bool = False) -> None:  # fmt: skip
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, max(20, columns), 0, 0))
         try:
@@ -59,9 +60,12 @@ class ChildOutput:
             os.close(slave)  # the child holds it now; EOF reaches us when the child is done
         self.lines: queue.Queue = queue.Queue(maxsize=10_000)
         self._tail: deque[str] = deque(maxlen=TAIL_LINES)
-        # (every line also goes to a log: the pane and the tail keep the last ones only)
-        fd, self.log_path = tempfile.mkstemp(prefix="gt-run-", suffix=".log")
-        self._log = os.fdopen(fd, "w", encoding="utf-8", errors="replace")
+        # (with ``log``, every line also goes to a file: the pane and the tail keep the last ones)
+        self.log_path: str | None = None
+        self._log = None
+        if log:
+            fd, self.log_path = tempfile.mkstemp(prefix="gt-run-", suffix=".log")
+            self._log = os.fdopen(fd, "w", encoding="utf-8", errors="replace")
         self.count = 0  # lines printed
         self._master = master
         self._reader = threading.Thread(target=self._read, name="gt-run-output", daemon=True)
@@ -89,7 +93,8 @@ class ChildOutput:
             os.close(self._master)
             code = self.proc.wait()
             self._put(f"[exited with code {exit_status(code)}]")
-            self._log.close()
+            if self._log is not None:
+                self._log.close()
             self.lines.put(None)
 
     def _line(self, raw: bytes) -> None:
@@ -101,7 +106,7 @@ class ChildOutput:
     def _put(self, text: str) -> None:
         self._tail.append(text)
         self.count += 1
-        if not self._log.closed:
+        if self._log is not None and not self._log.closed:
             self._log.write(text + "\n")
         try:
             self.lines.put(text, timeout=5.0)

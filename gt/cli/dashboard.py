@@ -192,7 +192,7 @@ def run_with_dashboard(
         return 1
     size = shutil.get_terminal_size()
     child_env = dict(env if env is not None else os.environ)
-    child = ChildOutput(cmd, env=child_env, cwd=cwd, columns=size.columns)
+    child = ChildOutput(cmd, env=child_env, cwd=cwd, columns=size.columns, log=True)
     name = " ".join(os.path.basename(c) for c in cmd[1:2]) or cmd[0]
     try:
         run_dashboard(endpoints, hz=hz, readonly=readonly, output=child.lines,

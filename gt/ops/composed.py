@@ -127,7 +127,7 @@ class ComposedOps:
         x = self if self.is_complex() else as_float(self)
         target = x.dtype  # (PyTorch's mul(self, pow(2., other)): a float ``other`` takes part)
         if isinstance(other, TensorBase) and (other.is_floating_point() or other.is_complex()):
-            target = S.promote(self.dtype, other.dtype)
+            target = S.promote_operands(self.dtype, self.ndim, other.dtype, other.ndim)
         if x.is_complex() or target in S.COMPLEX_DTYPES:
             p = other.to("float64").exp2() if isinstance(other, TensorBase) else 2.0**other
             return label((x * p).to(target), "LdexpBackward0")

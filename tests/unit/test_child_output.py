@@ -51,7 +51,7 @@ def test_the_tail_keeps_the_last_screenful_and_the_exit_status():
 
 
 def test_every_line_goes_to_the_log_though_the_tail_keeps_the_last_ones(tmp_path):
-    out = ChildOutput([sys.executable, "-c", "for i in range(3000): print(i)"])
+    out = ChildOutput([sys.executable, "-c", "for i in range(3000): print(i)"], log=True)
     lines = _all_lines(out)
     assert len(lines) == 3001 and out.count == 3001
     with open(out.log_path, encoding="utf-8") as f:
