@@ -76,12 +76,15 @@ def collect_state(
         src.stop()
 
 
-def format_once(state: Any, status: Any, width: int = 160) -> str:
-    """``gt top --once``: header, workers, clients and recent events as text tables."""
+def format_once(state: Any, status: Any, width: int | None = None) -> str:
+    """``gt top --once``: header, workers, clients and recent events as text tables, as wide as
+    the terminal (160 columns into a file or a pipe)."""
     from rich.console import Console
 
     from gt.tui import tables as T
 
+    if width is None:
+        width = shutil.get_terminal_size((160, 24)).columns if sys.stdout.isatty() else 160
     buf = io.StringIO()
     console = Console(file=buf, width=width, force_terminal=False, color_system=None)
     console.print(T.header_text(state, status))

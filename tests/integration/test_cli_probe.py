@@ -183,3 +183,30 @@ def test_wrong_options_get_one_line_not_a_traceback(tmp_path, env):
     got = subprocess.run([sys.executable, "-c", "import gt; gt.ones(2)"], capture_output=True,
                          text=True, timeout=60, env={**env, "GT_DISPATCHER": "garbage"})  # fmt: skip
     assert "is not a dispatcher address" in got.stderr
+
+
+def test_once_tables_fit_the_terminal(trace):
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    proc = subprocess.Popen(gt_cmd("replay", str(trace), "--once"), stdout=slave, stderr=slave)
+    os.close(slave)
+    out = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # (EIO: the child closed its end)
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(master)
+        proc.wait(timeout=60)
+    lines = out.decode("utf-8", "replace").splitlines()
+    assert lines and max(len(line) for line in lines) <= 80
