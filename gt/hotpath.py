@@ -40,6 +40,7 @@ from typing import Any
 
 from gt import autograd as A
 from gt import guards
+from gt.ops import autocast
 from gt.ops.random import next_seed
 from gt.runtime import ops as O
 from gt.runtime.client.capture import (
@@ -119,7 +120,9 @@ def _signature(args: tuple, kwargs: dict) -> tuple | None:
             except TypeError:
                 return None
             sig.append(("V", type(v).__name__, v))
-    return (tuple(sig), tuple(sorted(kwargs)), tuple(alias), A._mode.enabled)
+    # (autocast decides each op's dtype: a step captured outside a region differs inside it)
+    amp = (tuple(autocast.REGIONS), tuple(sorted(autocast.BASE.items())))
+    return (tuple(sig), tuple(sorted(kwargs)), tuple(alias), A._mode.enabled, amp)
 
 
 def _tensor_ids(args: tuple, kwargs: dict) -> list[int]:
@@ -250,7 +253,7 @@ class _Capture:
     def _drop(self, conn: Any, why: str) -> None:
         if self.conn is conn and not conn.closed:
             conn.emit(_HOT_DEFINE, 0, [], {"plan": self.plan, "steps": None})
-            conn.unwatch([*self.template.kept, *self.template.reads])
+            conn.unwatch([*self.template.kept, *self.template.reads], self._invalidate)
             self._event(conn, f"eager: {why}; capturing again", force=True)
         self.plan = self.template = None
         self.valid, self.prev, self.prev_canon, self.tries = False, None, None, 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from gt import backprop
+from gt import backprop, guards
 from gt import shapes as S
 from gt.grad_graph import named
 from gt.ops import views
@@ -41,6 +41,8 @@ class AutogradOps:
                 f"only Tensors of floating point and complex dtype can require gradients "
                 f"(got {self.dtype})"
             )
+        if bool(value) != self._rg:
+            _changed_grad_flag(self)
         self._rg = bool(value)
 
     @property
@@ -116,6 +118,8 @@ class AutogradOps:
             if not requires_grad:
                 raise RuntimeError("you can only change requires_grad flags of leaf variables")
             return self  # a computed tensor that requires grad already: nothing to change
+        if bool(requires_grad) != self._rg:
+            _changed_grad_flag(self)
         self._rg = bool(requires_grad)
         return self
 
@@ -131,3 +135,11 @@ class AutogradOps:
     def retains_grad(self) -> bool:
         """Whether :meth:`retain_grad` was called on this computed tensor."""
         return self._node is not None and self._node.retain is not None
+
+
+def _changed_grad_flag(t: Any) -> None:
+    """``t.requires_grad`` changes: a captured step (``gt.hot``) that reads ``t`` trained it, or
+    did not, and must be captured again (a tensor no capture reads changes nothing)."""
+    watched = getattr(t._conn, "_watched", None)
+    if watched and t.id in watched:
+        guards.bump()

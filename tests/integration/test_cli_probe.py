@@ -41,6 +41,21 @@ def trace(tmp_path):
     return path
 
 
+def _signal_until_done(proc, send, tries=3):
+    """Send a signal, as a user presses Ctrl-C, again if the program goes on: Python drops what a
+    handler raises when it runs inside a finalizer's first instruction (a tensor freed just then),
+    a rare race no Python program escapes (GT raises it again from anywhere else)."""
+    for _ in range(tries):
+        send()
+        try:
+            out, _ = proc.communicate(timeout=40)
+            return out
+        except subprocess.TimeoutExpired:
+            continue
+    out, _ = proc.communicate(timeout=40)
+    return out
+
+
 def _stop(proc):
     if proc.poll() is None:
         proc.kill()
@@ -67,8 +82,7 @@ def test_ctrl_c_reaches_the_program_whose_handler_saves_through_the_cluster(tmp_
                             stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
     try:
         assert proc.stdout.readline().strip() == "ready"
-        os.killpg(proc.pid, signal.SIGINT)  # (a terminal's Ctrl-C: the whole foreground group)
-        out, _ = proc.communicate(timeout=120)
+        out = _signal_until_done(proc, lambda: os.killpg(proc.pid, signal.SIGINT))
         assert "saved 100" in out and proc.returncode == 0
     finally:
         _stop(proc)
@@ -91,8 +105,7 @@ def test_gt_run_passes_sigterm_on_and_a_killed_program_leaves_no_sockets(tmp_pat
                             stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert proc.stdout.readline().strip() == "ready"
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=120)
+        out = _signal_until_done(proc, lambda: proc.send_signal(signal.SIGTERM))
         assert "saved" in out and proc.returncode == 0 and (tmp_path / "term.pt").exists()
     finally:
         _stop(proc)

@@ -80,6 +80,10 @@ def _token(a: int, argpos: dict, rec: CallRecord, prev: CallRecord | None) -> tu
     return ("x", a)
 
 
+#: Seeds at or above this come from a ``gt.Generator`` (see :meth:`gt.ops.random.Generator.next_seed`).
+_OWN_GENERATOR = 1 << 62
+
+
 def canonical(rec: CallRecord, prev: CallRecord | None) -> list:
     """The call's instructions with every id written as what it is to the call (see the module).
 
@@ -95,6 +99,10 @@ def canonical(rec: CallRecord, prev: CallRecord | None) -> list:
             raise NotCapturable(f"it runs {O.op_name(code)} (a sync point or data from the host)")
         if len(ins) > 5:
             raise NotCapturable("it runs under a shard-config signal (the planner places it)")
+        if attrs is not None and attrs.get("seed", 0) >= _OWN_GENERATOR:
+            raise NotCapturable(
+                "it draws from a gt.Generator of its own (a replay draws from the global stream)"
+            )
         if attrs is not None and "seed" in attrs:  # a fresh seed each call, shared as it was
             attrs = {**attrs, "seed": ("slot", slots.setdefault(attrs["seed"], len(slots)))}
         toks = tuple(_token(a, argpos, rec, prev) if type(a) is int else ("v", a) for a in args)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextvars
 import itertools
 import os
+import signal
 import socket
 import sys
 import threading
@@ -99,6 +100,30 @@ def _program_name() -> str:
     if name == "__main__.py":  # python -m PKG: name the package (gt's own command is "gt")
         return os.path.basename(os.path.dirname(path)) or "python"
     return name or "python"
+
+
+#: Signals whose Python handlers must wait while a batch is being sent (see _send_batch).
+_HELD_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+def _hold_signals() -> Any:
+    """Block SIGINT and SIGTERM for this thread if it is the main one (the only one Python runs
+    handlers in); returns the mask to restore."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # (a handler due runs here, first)
+    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    except BaseException:  # (one that came meanwhile ran on the way out: nothing is held)
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        raise
+    return before
+
+
+def _release_signals(held: Any) -> None:
+    """Restore the mask; a signal that came meanwhile is delivered now."""
+    if held is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 class Connection(Receiving, Requests, CaptureHooks, SourceLines):
@@ -344,9 +369,8 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
         self._frees.append(tid * _POS_SPAN + min(len(self._instrs), _POS_SPAN - 1))
         if self._rec_freed is not None:
             self._rec_freed.add(tid)
-        if tid in self._watched:  # a captured step relies on it (gt.hot): it must be told
-            told = self._watched.pop(tid, None)
-            if told is not None:
+        if tid in self._watched:  # captured steps rely on it (gt.hot): they must be told
+            for told in self._watched.pop(tid, None) or ():
                 told(tid)
 
     def _send_events(self, batch: bytes) -> None:
@@ -390,6 +414,17 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
             # overtake one sent the other. Switch once everything in flight is acknowledged.
             self._drain_in_flight(deadline, "switching between the dispatcher and the worker")
             direct = self._route_direct = self._goes_direct()
+        # (a signal handler -- Ctrl-C's KeyboardInterrupt, a SIGTERM handler saving a checkpoint --
+        # runs between any two bytecodes of this thread: held back until the batch is on its way,
+        # so that it neither loses the batch nor overtakes it with one of its own)
+        held = _hold_signals()
+        try:
+            self._send_batch(direct, deadline)
+        finally:
+            _release_signals(held)
+
+    def _send_batch(self, direct: bool, deadline: float) -> None:
+        """Take the pending instructions and frees and send them as one batch."""
         instrs, self._instrs = self._instrs, []
         packed = _drain(self._frees)
         frees = [k // _POS_SPAN for k in packed]

@@ -18,14 +18,25 @@ class CaptureHooks:
         self._rec_instrs, self._rec_freed = instrs, freed
 
     def watch(self, ids: Any, on_free: Any) -> None:
-        """Call ``on_free(id)`` (once) when any of ``ids`` is freed."""
+        """Call ``on_free(id)`` (once) when any of ``ids`` is freed (several captured steps may
+        watch one id: each is told)."""
         for i in ids:
-            self._watched[i] = on_free
+            told = self._watched.get(i)
+            if told is None:
+                self._watched[i] = [on_free]
+            elif on_free not in told:
+                told.append(on_free)
 
-    def unwatch(self, ids: Any) -> None:
-        """Stop watching ``ids``."""
+    def unwatch(self, ids: Any, on_free: Any = None) -> None:
+        """Stop watching ``ids`` for ``on_free`` (for everyone when ``None``)."""
         for i in ids:
-            self._watched.pop(i, None)
+            told = self._watched.get(i)
+            if told is None:
+                continue
+            if on_free is None or on_free in told and len(told) == 1:
+                del self._watched[i]
+            elif on_free in told:
+                told.remove(on_free)
 
     def on_close(self, fn: Any) -> None:
         """Call ``fn()`` when this connection closes (before anything is torn down)."""

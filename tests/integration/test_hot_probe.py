@@ -1,0 +1,111 @@
+"""What a fuzz of captured steps (``@gt.hot``) against eager runs found on Dec 6 (about 1,560
+generated steps): a replay must draw from a step's own ``gt.Generator``, see a parameter frozen
+after the capture, follow autocast, and two captured steps reading the same parameters must both
+hear that one of them was replaced. Each test runs the same program eagerly and hot."""
+
+from __future__ import annotations
+
+import pytest
+
+import gt
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _both(program):
+    return program(False), program(True)
+
+
+def test_a_step_drawing_from_its_own_generator_draws_from_it(conn):
+    def program(hot):
+        g = gt.Generator().manual_seed(7)
+
+        def step(x):
+            return x + gt.rand(3, generator=g)
+
+        f = gt.hot(step) if hot else step
+        out = []
+        for _ in range(4):
+            g.manual_seed(7)  # the same noise every call
+            out.append(f(gt.zeros(3)).tolist())
+        return out
+
+    eager, hot = _both(program)
+    assert hot == eager and all(row == eager[0] for row in eager)
+
+
+def test_a_parameter_frozen_after_the_capture_stays_frozen(conn):
+    def program(hot):
+        gt.manual_seed(0)
+        m = gt.nn.Linear(3, 2)
+        opt = gt.optim.SGD(m.parameters(), lr=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            loss = m(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = gt.hot(step) if hot else step
+        for _ in range(3):
+            f(gt.ones(4, 3))
+        m.weight.requires_grad_(False)
+        frozen = m.weight.flatten().tolist()
+        for _ in range(3):
+            f(gt.ones(4, 3))
+        return frozen, m.weight.flatten().tolist(), m.bias.tolist()
+
+    eager, hot = _both(program)
+    assert hot == eager and eager[0] == eager[1]
+
+
+def test_a_step_captured_outside_autocast_follows_it_inside(conn):
+    def program(hot):
+        gt.manual_seed(0)
+        m = gt.nn.Linear(4, 4)
+        x = gt.randn(8, 4)
+
+        def step(x):
+            return m(x)
+
+        f = gt.hot(step) if hot else step
+        for _ in range(3):
+            f(x)
+        with gt.autocast("cpu"):
+            y = f(x)
+        return str(y.dtype), y.sum().item()
+
+    eager, hot = _both(program)
+    assert hot == eager and eager[0] == str(gt.bfloat16)
+
+
+def test_two_captured_steps_both_see_a_replaced_parameter(conn):
+    def program(hot):
+        gt.manual_seed(0)
+        m = gt.nn.Linear(3, 2)
+        opt = gt.optim.SGD(m.parameters(), lr=0.1)
+
+        def train(x):
+            opt.zero_grad()
+            loss = m(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        def evaluate(x):
+            return m(x).sum()
+
+        tr, ev = (gt.hot(train), gt.hot(evaluate)) if hot else (train, evaluate)
+        for _ in range(4):
+            tr(gt.ones(4, 3))
+            with gt.no_grad():
+                ev(gt.ones(2, 3))
+        m.load_state_dict({k: v.clone() * 0.5 for k, v in m.state_dict().items()})
+        out = [tr(gt.ones(4, 3)).item()]
+        with gt.no_grad():
+            out.append(ev(gt.ones(2, 3)).item())
+        return out
+
+    eager, hot = _both(program)
+    assert hot == eager
