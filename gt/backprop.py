@@ -27,6 +27,7 @@ from gt.grad_hooks import (
     _run_hooks,
     register_hook,
     register_post_accumulate_grad_hook,
+    run_post_hooks,
 )
 from gt.grad_mode import no_grad, set_grad_enabled
 from gt.ops.autocast import suspended as autocast_suspended
@@ -353,7 +354,7 @@ class _Walk:
             check_gradients(node, in_grads)
         post = getattr(node, "posthooks", None)
         if post:
-            in_grads = self._user_code(_run_post_hooks, node, post, in_grads, g)
+            in_grads = self._user_code(run_post_hooks, node, post, in_grads, g)
         for p, pg in zip(node.parents, in_grads):
             if p is None or pg is None:
                 continue
@@ -369,29 +370,6 @@ class _Walk:
                 grads[p] = pg if prev is None else prev + pg
             else:
                 self._to_leaf(p, pg)
-
-
-def _run_post_hooks(node: Node, hooks: list, in_grads: tuple, g: Tensor) -> tuple:
-    """``node.register_hook`` hooks: each sees the inputs' gradients (``None`` where an input
-    needs none) and ``(g,)``; a tuple one returns replaces the inputs' gradients."""
-    grads = tuple(
-        [
-            None if p is None else (pg.grad.mT if type(pg) is Past else pg)
-            for p, pg in zip(node.parents, in_grads)
-        ]
-    )
-    for hook in list(hooks):
-        out = hook(grads, (g,))
-        if out is not None:
-            out = tuple(out)
-            if len(out) != len(grads):
-                name = getattr(hook, "__name__", type(hook).__name__)
-                raise RuntimeError(
-                    f"hook '{name}' has returned an incorrect number of values (got {len(out)}, "
-                    f"but expected {len(grads)})"
-                )
-            grads = out
-    return grads
 
 
 def _spend(node: Node) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 from gt import shapes as S
 from gt.ops import functions as _functions
 from gt.ops import random as _random_state
-from gt.ops.functions import write_out
+from gt.ops.functions import check_strided, input_keyword, write_out
 from gt.ops.layout import cloned_layout, restride
 from gt.ops.random import next_seed, random_attrs
 from gt.range_values import complex_linspace_values, linspace_values
@@ -61,27 +61,9 @@ def _into(out: Any, result: Tensor, name: str) -> Tensor:
     return result if out is None else write_out(out, result, name)
 
 
-def _strided(layout: Any, op: str) -> None:
-    """PyTorch's ``layout=`` of a factory: ``gt.strided`` (the default) is what GT makes."""
-    if layout is not None and str(layout).rpartition(".")[2] != "strided":
-        raise NotImplementedError(f"{op}: layout={layout} (GT's factories make strided tensors)")
-
-
 def _dtype_of(dtype: Any, out: Any) -> Any:
     """The dtype a factory makes: the one asked for, else ``out``'s (as PyTorch's ``out=``)."""
     return out.dtype if dtype is None and isinstance(out, Tensor) else dtype
-
-
-def _input_keyword(fn: Any) -> Any:
-    """``fn`` (a ``*_like`` factory) that also takes its tensor as ``input=``, PyTorch's name."""
-
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        if not args and "input" in kwargs:
-            args = (kwargs.pop("input"),)
-        return fn(*args, **kwargs)
-
-    return call
 
 
 def _like(x: Tensor, made: Tensor, memory_format: Any) -> Tensor:
@@ -179,7 +161,7 @@ def full(
     pin_memory: bool = False,
 ) -> Tensor:
     """A tensor of ``shape`` (or ``size=``, PyTorch's name) filled with ``fill_value``."""
-    _strided(layout, "full")
+    check_strided(layout, "full")
     if isinstance(fill_value, Tensor):  # (a 0-d tensor is its number: its kind names the dtype)
         fill_value = fill_value.item()
     if size is not None:
@@ -227,7 +209,7 @@ def zeros(
 ) -> Tensor:
     """A tensor of zeros."""
     shape = _sized(shape, size, "zeros")
-    _strided(layout, "zeros")
+    check_strided(layout, "zeros")
     made = full(_shape(shape), 0, S.canonical_dtype(_dtype_of(dtype, out)), requires_grad)
     return _into(out, made, "zeros")
 
@@ -244,7 +226,7 @@ def ones(
 ) -> Tensor:
     """A tensor of ones."""
     shape = _sized(shape, size, "ones")
-    _strided(layout, "ones")
+    check_strided(layout, "ones")
     made = full(_shape(shape), 1, S.canonical_dtype(_dtype_of(dtype, out)), requires_grad)
     return _into(out, made, "ones")
 
@@ -262,7 +244,7 @@ def empty(
 ) -> Tensor:
     """An uninitialized tensor (GT fills it with zeros)."""
     shape = _sized(shape, size, "empty")
-    _strided(layout, "empty")
+    check_strided(layout, "empty")
     made = zeros(*shape, dtype=_dtype_of(dtype, out), requires_grad=requires_grad)
     if memory_format is not None and out is None:
         restride(made, memory_format)  # (channels_last: PyTorch's strides)
@@ -283,7 +265,7 @@ def randn(
     """Standard normal samples (from ``generator``'s stream when given); complex dtypes draw
     both parts with variance 1/2 (the real part first), as PyTorch does."""
     shape = _sized(shape, size, "randn")
-    _strided(layout, "randn")
+    check_strided(layout, "randn")
     if out is not None:
         return _into(out, randn(*shape, generator=generator, dtype=_dtype_of(dtype, out)), "randn")
     shp = _shape(shape)
@@ -320,7 +302,7 @@ def rand(
     """Uniform samples in [0, 1) (from ``generator``'s stream when given; each part of a complex
     dtype's)."""
     shape = _sized(shape, size, "rand")
-    _strided(layout, "rand")
+    check_strided(layout, "rand")
     if out is not None:
         return _into(out, rand(*shape, generator=generator, dtype=_dtype_of(dtype, out)), "rand")
     shp = _shape(shape)
@@ -516,7 +498,7 @@ def eye(
     return _into(out, made, "eye")
 
 
-@_input_keyword
+@input_keyword
 def zeros_like(
     x: Tensor,
     dtype: Any = None,
@@ -529,7 +511,7 @@ def zeros_like(
     return _like(x, made, memory_format)
 
 
-@_input_keyword
+@input_keyword
 def ones_like(
     x: Tensor,
     dtype: Any = None,
@@ -542,7 +524,7 @@ def ones_like(
     return _like(x, made, memory_format)
 
 
-@_input_keyword
+@input_keyword
 def empty_like(
     x: Tensor,
     dtype: Any = None,
@@ -554,7 +536,7 @@ def empty_like(
     return zeros_like(x, dtype, requires_grad, memory_format=memory_format)
 
 
-@_input_keyword
+@input_keyword
 def full_like(
     x: Tensor,
     fill_value: Any,
@@ -568,7 +550,7 @@ def full_like(
     return _like(x, made, memory_format)
 
 
-@_input_keyword
+@input_keyword
 def randn_like(
     x: Tensor,
     dtype: Any = None,
@@ -581,7 +563,7 @@ def randn_like(
     return _like(x, made, memory_format)
 
 
-@_input_keyword
+@input_keyword
 def rand_like(
     x: Tensor,
     dtype: Any = None,
@@ -594,7 +576,7 @@ def rand_like(
     return _like(x, made, memory_format)
 
 
-@_input_keyword
+@input_keyword
 def randint_like(
     x: Tensor,
     low: int,

@@ -8,8 +8,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gt import guards
+from gt.runtime.ops import Past
 
 if TYPE_CHECKING:
+    from gt.grad_graph import Node
     from gt.tensor import Tensor
 
 #: Hooks of leaf tensors by ``id``: a leaf has no node to keep them (computed tensors keep theirs
@@ -120,3 +122,26 @@ def _run_hooks(hooks: list[Callable] | None, g: Tensor) -> Tensor:
                 )
             g = new
     return g
+
+
+def run_post_hooks(node: Node, hooks: list, in_grads: tuple, g: Tensor) -> tuple:
+    """``node.register_hook`` hooks: each sees the inputs' gradients (``None`` where an input
+    needs none) and ``(g,)``; a tuple one returns replaces the inputs' gradients."""
+    grads = tuple(
+        [
+            None if p is None else (pg.grad.mT if type(pg) is Past else pg)
+            for p, pg in zip(node.parents, in_grads)
+        ]
+    )
+    for hook in list(hooks):
+        out = hook(grads, (g,))
+        if out is not None:
+            out = tuple(out)
+            if len(out) != len(grads):
+                name = getattr(hook, "__name__", type(hook).__name__)
+                raise RuntimeError(
+                    f"hook '{name}' has returned an incorrect number of values (got {len(out)}, "
+                    f"but expected {len(grads)})"
+                )
+            grads = out
+    return grads

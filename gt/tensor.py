@@ -14,11 +14,8 @@ GT's tensors may live on different workers, so they do not.)
 
 from __future__ import annotations
 
-import _thread
 import copy
 import numbers
-import signal
-import threading
 from threading import get_ident
 from typing import Any
 
@@ -51,6 +48,7 @@ from gt.ops.typeinfo import Size
 from gt.ops.views import refuse_overlap, set_data, write_back
 from gt.runtime import ops as O
 from gt.runtime.client import Connection
+from gt.runtime.client.signals import raise_later
 from gt.runtime.ops.complexnum import complex_grad_mode
 from gt.session import get_connection
 
@@ -88,23 +86,6 @@ def _first_order_only(node: Any, g: Any) -> tuple:
         f"{_FIRST_ORDER_ONLY[node.op]} is not implemented in GT (a backward with "
         "create_graph=True reached it)"
     )
-
-
-def _raise_later(exc: BaseException) -> None:
-    """Raise ``exc`` in the main thread as soon as it runs Python outside this finalizer: through
-    a one-shot SIGINT handler (``_thread.interrupt_main`` simulates the signal)."""
-    if threading.current_thread() is not threading.main_thread():
-        return  # (signal handlers run in the main thread only: nothing of theirs is here)
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is None:  # (installed from C, not Python: the default's the best to go back to)
-        previous = signal.default_int_handler
-
-    def once(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGINT, previous)
-        raise exc
-
-    signal.signal(signal.SIGINT, once)
-    _thread.interrupt_main(signal.SIGINT)
 
 
 class Tensor(
@@ -231,7 +212,7 @@ class Tensor(
             # A signal's handler ran inside this finalizer (Ctrl-C, a SIGTERM handler calling
             # sys.exit): Python would print what it raised and drop it, and the program would go
             # on. Raise it again in the main thread, at its next bytecode outside a finalizer.
-            _raise_later(exc)
+            raise_later(exc)
 
     # ------------------------------------------------------------------ copying and pickling
     def __deepcopy__(self, memo: dict) -> Tensor:

@@ -108,7 +108,28 @@ def method_function(name: str, doc: str | None = None) -> Callable[..., Any]:
     return fn
 
 
-__all__ = ["SCALAR_FIRST", "method_function", "numpy_names", "write_out"]
+def check_strided(layout: Any, op: str) -> None:
+    """PyTorch's ``layout=`` of a factory: ``gt.strided`` (the default) is what GT makes."""
+    if layout is not None and str(layout).rpartition(".")[2] != "strided":
+        raise NotImplementedError(f"{op}: layout={layout} (GT's factories make strided tensors)")
+
+
+def input_keyword(fn: Any) -> Any:
+    """``fn`` (a ``*_like`` factory) that also takes its tensor as ``input=``, PyTorch's name."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not args and "input" in kwargs:
+            args = (kwargs.pop("input"),)
+        return fn(*args, **kwargs)
+
+    return call
+
+
+__all__ = [
+    "SCALAR_FIRST", "check_strided", "input_keyword", "method_function", "numpy_names",
+    "write_out",
+]  # fmt: skip
 
 
 def numpy_names(fn: Any) -> Any:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextvars
 import itertools
 import os
-import signal
 import socket
 import sys
 import threading
@@ -31,6 +30,7 @@ from gt.runtime import security
 from gt.runtime.client.hooks import CaptureHooks
 from gt.runtime.client.receiving import Receiving
 from gt.runtime.client.requests import Requests
+from gt.runtime.client.signals import hold_signals, release_signals
 from gt.runtime.client.source_lines import SourceLines
 from gt.runtime.liveness import (
     DEFAULT_TIMEOUT,
@@ -100,30 +100,6 @@ def _program_name() -> str:
     if name == "__main__.py":  # python -m PKG: name the package (gt's own command is "gt")
         return os.path.basename(os.path.dirname(path)) or "python"
     return name or "python"
-
-
-#: Signals whose Python handlers must wait while a batch is being sent (see _send_batch).
-_HELD_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
-
-
-def _hold_signals() -> Any:
-    """Block SIGINT and SIGTERM for this thread if it is the main one (the only one Python runs
-    handlers in); returns the mask to restore."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # (a handler due runs here, first)
-    try:
-        signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
-    except BaseException:  # (one that came meanwhile ran on the way out: nothing is held)
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
-        raise
-    return before
-
-
-def _release_signals(held: Any) -> None:
-    """Restore the mask; a signal that came meanwhile is delivered now."""
-    if held is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 class Connection(Receiving, Requests, CaptureHooks, SourceLines):
@@ -417,11 +393,11 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
         # (a signal handler -- Ctrl-C's KeyboardInterrupt, a SIGTERM handler saving a checkpoint --
         # runs between any two bytecodes of this thread: held back until the batch is on its way,
         # so that it neither loses the batch nor overtakes it with one of its own)
-        held = _hold_signals()
+        held = hold_signals()
         try:
             self._send_batch(direct, deadline)
         finally:
-            _release_signals(held)
+            release_signals(held)
 
     def _send_batch(self, direct: bool, deadline: float) -> None:
         """Take the pending instructions and frees and send them as one batch."""

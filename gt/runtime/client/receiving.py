@@ -4,13 +4,13 @@ flush timer thread, and what each kind of message does (a mixin of
 
 from __future__ import annotations
 
-import signal
 import time
 
 import zmq
 
 from gt.errors import DispatcherLost, WorkerLost
 from gt.runtime import protocol as P
+from gt.runtime.client.signals import refuse_signals
 from gt.runtime.liveness import DEFAULT_RECONNECT_GRACE, read_event
 from gt.runtime.sockets import take
 
@@ -137,9 +137,7 @@ class Receiving:
                 self._broken = DispatcherLost(f"dispatcher error ({msg.code}): {msg.message}")
 
     def _timer_loop(self) -> None:
-        # (signals sent to the process go to the main thread, where Python runs their handlers:
-        # one landing here would trip them at any point of the main thread, a batch's send too)
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        refuse_signals()  # (they go to the main thread, where Python runs their handlers)
         idle_wait = min(0.25, self.heartbeat_interval / 2)
         while not self._stop.is_set():
             if not self._instrs:
