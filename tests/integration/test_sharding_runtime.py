@@ -130,6 +130,16 @@ def test_config_errors_raise_at_the_users_line(conn):
         gt.sync()
 
 
+def test_a_tensor_made_in_a_signal_whose_rule_it_does_not_fit_stays_on_one_worker(cluster, conn):
+    gt.load_config({"cols": {"shard": {"axis": 1}}})
+    with gt.signal.context("cols"):
+        bias = gt.zeros(6)  # (1-d: no axis 1)
+        mask = gt.triu(gt.ones(6, 6, dtype=gt.bool), diagonal=1)  # (made from an arange)
+        h = gt.ones(4, 6) + bias
+    gt.sync()  # (it raised here: "axis 1 is out of range", though the values were right)
+    assert h.sum().item() == 24.0 and mask.sum().item() == 15
+
+
 def test_auto_shard_without_yaml(cluster, conn):
     gt.config.set({"auto_shard": True, "auto_shard_min_bytes": 4096})
     gt.manual_seed(3)

@@ -98,12 +98,10 @@ class SpecialOps:
         target = None
         if shape is not None:
             if s.rule is not None:
-                try:
-                    target = rule_layout(s.rule, shape, s.alive, True)
-                except ValueError as exc:
-                    p.errors.append(
-                        [f"signal {s.name!r}: {exc}; the tensor stays on one worker", code, src]
-                    )
+                # (as for computed tensors: one whose rank the rule does not fit -- a bias, a
+                # mask made inside a layer's signal -- stays on its home worker; only
+                # ``gt.signal.tensor`` of such a tensor is an error, since it was asked for)
+                target = rule_layout(s.rule, shape, s.alive, False)
             elif s.name is None or s.name not in self.config["signals"]:
                 target = auto_target(self.config["settings"], shape, s.dtype, s.alive)
         home = s.c.home
