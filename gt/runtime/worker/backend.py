@@ -394,6 +394,10 @@ class Backend:
             raise ValueError(
                 f"upload carries {arr.size} elements, shape {list(shape)} needs {expect}"
             )
+        if not arr.flags.aligned:
+            # (its bytes sit at an odd address in the message: NumPy's matmul leaves BLAS for
+            # such arrays and rounds otherwise, so a product would depend on where it landed)
+            arr = arr.copy()
         return self.from_host(arr.reshape(shape))
 
     # ------------------------------------------------------------------ device

@@ -251,6 +251,8 @@ class Peers:
             if len(buf)
             else np.empty(shape, dtype=dtype)
         )
+        if not arr.flags.aligned:  # (at an odd address in the message: see Backend.from_frame)
+            arr = arr.copy()
         if not quiet:
             self.bytes_received += arr.nbytes
             self._event(peer, arr.nbytes, max(t0, t_arrived), time.monotonic_ns(), "recv", what)
