@@ -728,7 +728,9 @@ def ib_int8_gemm_fixed_point_requantize(torch):
         "acc16_dtype": str(acc16.dtype),
         "acc16_wrapped": bool((acc16.to(torch.int64) != acc_nozp).any()),
         "acc16_congruent": bool(((acc16.to(torch.int64) - acc_nozp) % 65536 == 0).all()),
-        "q31": q31,
+        # (compared as a fraction: its last bits follow the float32 range of y_float, whose
+        # product's rounding is the BLAS library's, MKL in PyTorch, OpenBLAS under NumPy)
+        "q31": q31.double() / (1 << 31),
         "exponent": exponent,
         "exponent_dtype": str(exponent.dtype),
         "qy": qy,
