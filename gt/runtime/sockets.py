@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import zmq
 
 try:  # pyzmq's compiled socket (the base class of zmq.Socket): its methods skip the sugar
@@ -60,6 +61,12 @@ def send_parts(sock: zmq.Socket, parts: list, flags: int = 0) -> None:
     for i, part in enumerate(parts):
         copy = type(part) is bytes or (type(part) is not zmq.Frame and _nbytes(part) < COPY_BELOW)
         _send(sock, part, more if i < last else flags, copy)
+
+
+def raw_bytes(array: np.ndarray) -> Any:
+    """The bytes of a C-contiguous array without a copy (empty arrays have none to view). Viewed
+    as bytes first: ml_dtypes' bfloat16 has no buffer-protocol format for ``memoryview``."""
+    return memoryview(array.reshape(-1).view(np.uint8)) if array.size else b""
 
 
 def _nbytes(buf: Any) -> int:

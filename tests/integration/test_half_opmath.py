@@ -115,3 +115,14 @@ def test_half_norms_are_taken_in_float32_and_rounded_once(conn, dtype):
         np.testing.assert_array_equal(
             rows, gt.tensor(np.sqrt((w * w).sum(1))).to(h.dtype).float().numpy()
         )
+
+
+def test_a_large_bfloat16_tensor_comes_back_to_the_client(conn):
+    # (arrays over the copy threshold were sent as a memoryview, which ml_dtypes' bfloat16
+    # cannot give: "cannot include dtype 'E' in a buffer")
+    vals = RNG.standard_normal((300, 400)).astype(np.float32)
+    x = gt.tensor(vals).bfloat16()
+    got = x.numpy()
+    assert got.dtype.name == "bfloat16" and got.shape == (300, 400)
+    np.testing.assert_array_equal(got.astype(np.float32), x.float().numpy())
+    np.testing.assert_allclose(got.astype(np.float32), vals, rtol=1 / 128)

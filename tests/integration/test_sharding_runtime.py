@@ -313,3 +313,31 @@ def test_config_apply_accepts_the_editors_request_and_checks_a_token(monkeypatch
     finally:
         gt.disconnect()
         cl.stop()
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        DP,  # (gathers and all-reduces)
+        {"rows": {"shard": {"axis": 1}}, "params": {"shard": {"axis": 0}}},  # (reduce-scatter)
+        {"rows": {"workers": {"part": 0, "of": 2}}, "params": {"workers": {"part": 1, "of": 2}}},
+    ],
+    ids=["data_parallel", "row_parallel", "pipeline"],
+)
+def test_bfloat16_moves_between_workers_under_every_kind_of_config(cluster, conn, config):
+    # (its bytes failed to leave a worker: NumPy has no buffer format for ml_dtypes' bfloat16,
+    # and the peer waited out GT_PEER_TIMEOUT)
+    gt.load_config(config)
+    gt.manual_seed(1)
+    with gt.signal.context("rows"):
+        x = gt.randn(64, 32).bfloat16()
+    with gt.signal.context("params"):
+        w = (gt.randn(32, 16) * 0.1).bfloat16().requires_grad_()
+    with gt.signal.context("rows"):
+        loss = (x @ w).float().sum()
+    loss.backward()
+    xs = x.float().numpy()
+    assert w.grad.dtype == gt.bfloat16
+    want = np.repeat(xs.sum(0)[:, None], 16, axis=1)
+    np.testing.assert_allclose(w.grad.float().numpy(), want, rtol=2e-2, atol=0.1)
+    np.testing.assert_allclose(loss.item(), (xs @ w.float().numpy()).sum(), rtol=2e-2)

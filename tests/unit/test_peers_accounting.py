@@ -116,3 +116,21 @@ def test_an_all_reduce_that_turns_to_the_ring_while_waited_for_syncs_its_copy_no
     pend.nccl = (None, object())
     np.testing.assert_array_equal(p.finish(pend), host)
     assert ev.synced == 1
+
+
+def test_a_send_that_fails_here_tells_the_peer_and_raises_the_original_error():
+    p = _peers()
+    sent: list = []
+
+    def send(peer, tag, step, arr, what, err=None, quiet=False):
+        if arr is not None:
+            raise ValueError("cannot include dtype 'E' in a buffer")
+        sent.append((peer, step, err))
+
+    p.send = send
+    run = _Run(p, 3, "send", None)
+    run.send(1, 0, np.ones(2, np.float32))
+    # the peer gets an error marker at once (it would otherwise wait out GT_PEER_TIMEOUT)
+    assert sent == [(1, 0, ["ValueError: cannot include dtype 'E' in a buffer", run.err[1], 0])]
+    err = run.local_error()
+    assert isinstance(err, ValueError) and "dtype 'E'" in str(err)

@@ -42,7 +42,7 @@ from gt.runtime.liveness import (
     watch,
     watch_disconnects,
 )
-from gt.runtime.sockets import check_address, send_parts
+from gt.runtime.sockets import check_address, raw_bytes, send_parts
 from gt.trace import events as E
 from gt.trace.emit import Emitter
 
@@ -66,12 +66,6 @@ PROGRAM_ROLES = ("admin", "client")
 SIGNAL: contextvars.ContextVar[tuple | None] = contextvars.ContextVar("gt_signal", default=None)
 #: How many signal contexts are open in any thread: 0 keeps :meth:`Connection.emit` on its fast path.
 SIGNAL_DEPTH = 0
-
-
-def raw_bytes(array: np.ndarray) -> Any:
-    """The bytes of a C-contiguous array without a copy (empty arrays have none to view). Viewed
-    as bytes first: ml_dtypes' bfloat16 has no buffer-protocol format for ``memoryview``."""
-    return memoryview(array.reshape(-1).view(np.uint8)) if array.size else b""
 
 
 def _drain(q: deque) -> list:

@@ -32,7 +32,7 @@ from gt.runtime.liveness import (
     run_clock_offset,
     watch_disconnects,
 )
-from gt.runtime.sockets import COPY_BELOW, send_parts, take
+from gt.runtime.sockets import COPY_BELOW, raw_bytes, send_parts, take
 from gt.runtime.worker.backend import Backend, load_backend
 from gt.runtime.worker.device_monitor import DeviceMonitor
 from gt.runtime.worker.direct import DirectLink
@@ -457,7 +457,7 @@ class Worker(Reporting):
                        O.OPCODE["fetch"], 0]  # fmt: skip
                 dtype = shape = None
             # (small arrays are copied into the message anyway: tobytes is the cheaper copy)
-            payload = b"" if err is not None else host.tobytes() if host.nbytes < COPY_BELOW else memoryview(host.reshape(-1)).cast("B")  # fmt: skip
+            payload = b"" if err is not None else host.tobytes() if host.nbytes < COPY_BELOW else raw_bytes(host)  # fmt: skip
         if token is not None:
             try:
                 send_parts(

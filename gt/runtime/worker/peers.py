@@ -38,6 +38,7 @@ from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime import security
 from gt.runtime.ops import ALL_REDUCE
+from gt.runtime.sockets import raw_bytes
 from gt.runtime.worker.collectives import ALGOS, all_reduce_steps
 from gt.runtime.worker.nccl import FAIL, NCCL, NCCL_CODES, Launched, NcclLink, load_nccl
 from gt.trace import events as E
@@ -208,7 +209,7 @@ class Peers:
             return
         arr = np.ascontiguousarray(arr)
         hdr = P.encode(P.Peer(self.cno, tag, step, arr.dtype.name, list(arr.shape), None))
-        payload = memoryview(arr.reshape(-1)).cast("B") if arr.size else b""
+        payload = raw_bytes(arr)
         self._sock(peer).send_multipart([hdr, payload], copy=arr.nbytes < ZERO_COPY_MIN)
         if not quiet:
             self.bytes_sent += arr.nbytes
@@ -305,9 +306,7 @@ class Peers:
             host = self.backend.to_host(vals[0], peer=True)
         result = ALGOS[code](run, host, attrs)
         if run.err is not None:
-            if run.local:
-                raise TimeoutError(run.err[0].removeprefix("TimeoutError: "))
-            raise PeerFailure(run.err)
+            raise run.local_error() if run.local else PeerFailure(run.err)
         if result is None:
             return vals[0] if vals else None
         if result is host:
@@ -442,12 +441,7 @@ class Peers:
                 self.cno, self.batch = cno, batch
         run = pend.run
         if run.err is not None:
-            if run.local:
-                msg = run.err[0]
-                if msg.startswith("TimeoutError: "):
-                    raise TimeoutError(msg.removeprefix("TimeoutError: "))
-                raise RuntimeError(msg)
-            raise PeerFailure(run.err)
+            raise run.local_error() if run.local else PeerFailure(run.err)
         if pend.launched is not None:  # what is left of it is a wait for the device
             t0 = time.monotonic_ns()
             value = self._nccl.result(pend.launched, list(pend.attrs["workers"]), self.timeout)
@@ -488,6 +482,7 @@ class _Run:
         self.what = what
         self.err = err
         self.local = False  # the failure started here (a timeout): it must be reported
+        self.exc: Exception | None = None  # the exception that started it here, if one did
         self.me = peers.wid
         self.background = False  # a background all-reduce: pause where a message is missing
 
@@ -504,7 +499,25 @@ class _Run:
         return key not in p.stash
 
     def send(self, peer: int, step: int, arr: np.ndarray | None) -> None:
-        self.p.send(peer, self.tag, step, None if self.err else arr, self.what, self.err)
+        try:
+            self.p.send(peer, self.tag, step, None if self.err else arr, self.what, self.err)
+        except Exception as exc:  # noqa: BLE001 - the peer must hear of it, not wait it out
+            if self.err is None:
+                self.err = [f"{type(exc).__name__}: {exc}", O.OPCODE[self.what], 0]
+                self.local, self.exc = True, exc
+            try:
+                self.p.send(peer, self.tag, step, None, self.what, self.err)
+            except zmq.ZMQError:
+                pass  # (the link itself is broken: the peer's own timeout reports it)
+
+    def local_error(self) -> Exception:
+        """The exception to raise for a failure that started here."""
+        if self.exc is not None:
+            return self.exc
+        msg = self.err[0] if self.err else "transfer failed"
+        if msg.startswith("TimeoutError: "):
+            return TimeoutError(msg.removeprefix("TimeoutError: "))
+        return RuntimeError(msg)
 
     def recv(self, peer: int, step: int) -> np.ndarray | None:
         try:
