@@ -23,8 +23,9 @@ What a replay does not repeat is Python: a hot function must be a function of it
 and of the tensors it updates (parameters, optimizer state, ``p.grad``). Its results come back
 detached (backward belongs inside the step). A call whose arguments differ in shape, dtype or any
 non-tensor value has a capture of its own; anything that cannot be replayed -- a sync point
-(``.item()``, printing) or host data (``gt.tensor(array)``) inside, a shard-config signal, a step
-that keeps every call's result -- makes the function run eagerly, correctly, and the dashboard
+(``.item()``, printing) or host data (``gt.tensor(array)``) inside, a signal while a shard
+config is in force (with none, a signal changes nothing and the step is captured), a step that
+keeps every call's result -- makes the function run eagerly, correctly, and the dashboard
 says why. Freeing a tensor the step relies on (dropping the model, say) ends its capture; the next
 calls capture it again.
 """
@@ -149,6 +150,7 @@ class _Capture:
         self.seed_slots: list[int] = []
         self.valid = False
         self.guard = -1  # guards.version() when captured
+        self.signalled = False  # it ran under a gt.signal (captured while no config placed it)
         self.calls = 0
         self.eager_ns: list[int] = []
         self.hot_ns: list[int] = []
@@ -164,11 +166,14 @@ class _Capture:
             (self.hot_ns if self.valid and conn is self.conn else self.eager_ns).append(interval)
             del self.hot_ns[:-256], self.eager_ns[:-256]
         self._last_call, self._overhead = t, 0
-        if self.valid and conn is self.conn and guards.version() == self.guard:
+        if (self.valid and conn is self.conn and guards.version() == self.guard
+                and (not self.signalled or conn.plans_nothing())):  # fmt: skip
             return self._replay(conn, args, kwargs)
         if self.plan is not None:
             self._drop(conn, "a tensor the step relies on was freed" if not self.valid else
-                       "Python state it read changed (a learning rate, train/eval)")  # fmt: skip
+                       "Python state it read changed (a learning rate, train/eval)"
+                       if guards.version() != self.guard else
+                       "a shard config is now in force for its signals")  # fmt: skip
         if self.given_up is not None:
             return self.owner.fn(*args, **kwargs)
         return self._eager(conn, args, kwargs)
@@ -203,9 +208,10 @@ class _Capture:
 
     def _learn(self, conn: Any, rec: CallRecord, spec: tuple, leaves: list) -> None:
         """Compare this call with the last; capture when they are the same step."""
-        canon = canonical(rec, self.prev)
+        canon = canonical(rec, self.prev, conn.plans_nothing())
         if self.prev is not None and self.prev_canon is not None and conn is self.conn:
             if same_step(self.prev_canon, canon):
+                self.signalled = any(len(ins) > 5 for ins in rec.instrs)
                 self._capture(conn, build_template(rec, self.prev), spec, leaves)
                 return
             self.tries += 1

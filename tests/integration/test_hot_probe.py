@@ -5,6 +5,7 @@ hear that one of them was replaced. Each test runs the same program eagerly and 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import gt
@@ -109,3 +110,44 @@ def test_two_captured_steps_both_see_a_replaced_parameter(conn):
 
     eager, hot = _both(program)
     assert hot == eager
+
+
+def test_a_step_under_a_signal_replays_while_no_config_places_it(conn):
+    # (every step with a gt.signal.context was refused, though with no config loaded the
+    # dispatcher forwards it as it is)
+    def program(hot, config=None):
+        gt.manual_seed(0)
+        with gt.signal.context("params"):
+            w = (gt.randn(8, 4) * 0.1).requires_grad_()
+        opt = gt.optim.SGD([w], lr=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            with gt.signal.context("rows"):
+                loss = (x @ w).relu().sum()
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = gt.hot(step) if hot else step
+        xs = [gt.randn(16, 8) for _ in range(6)]
+        losses = [f(x).item() for x in xs[:4]]
+        if config is not None:  # a config arrives while the step is captured
+            gt.load_config(config)
+        losses += [f(x).item() for x in xs[4:]]
+        return losses, w.detach().numpy().tolist(), f
+
+    eager, _, _ = program(False)
+    hot, w_hot, f = program(True)
+    assert hot == eager
+    (cap,) = f._captures.values()
+    assert cap.valid and cap.calls == 4  # calls 3..6 replayed
+    try:
+        dp = {"rows": {"shard": {"axis": 0}}, "params": {"replicate": {}}}
+        planned, w_planned, f = program(True, config=dp)
+        (cap,) = f._captures.values()
+        assert not cap.valid and "shard config" in cap.given_up  # eager from then on
+        np.testing.assert_allclose(planned, eager, rtol=1e-5)
+        np.testing.assert_allclose(w_planned, w_hot, rtol=1e-5, atol=1e-7)
+    finally:
+        gt.config.clear()

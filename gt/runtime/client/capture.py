@@ -84,11 +84,13 @@ def _token(a: int, argpos: dict, rec: CallRecord, prev: CallRecord | None) -> tu
 _OWN_GENERATOR = 1 << 62
 
 
-def canonical(rec: CallRecord, prev: CallRecord | None) -> list:
+def canonical(rec: CallRecord, prev: CallRecord | None, signals_ok: bool = False) -> list:
     """The call's instructions with every id written as what it is to the call (see the module).
+    ``signals_ok``: the dispatcher plans nothing of this client's (a signal changes nothing).
 
     Raises:
-        NotCapturable: the call synchronised, uploaded data, or ran under a shard-config signal.
+        NotCapturable: the call synchronised, uploaded data, or ran under a signal the
+            dispatcher may place (a shard config is in force).
     """
     argpos = {a: k for k, a in reversed(list(enumerate(rec.args)))}
     slots: dict = {}  # seed -> its slot (random ops that shared a seed share one on replay)
@@ -97,8 +99,11 @@ def canonical(rec: CallRecord, prev: CallRecord | None) -> list:
         code, dst, args, attrs, src = ins[:5]
         if code in NOT_CAPTURABLE:
             raise NotCapturable(f"it runs {O.op_name(code)} (a sync point or data from the host)")
-        if len(ins) > 5:
-            raise NotCapturable("it runs under a shard-config signal (the planner places it)")
+        if len(ins) > 5 and not signals_ok:
+            raise NotCapturable(
+                "it runs under a signal while a shard config is in force "
+                "(the dispatcher places its tensors)"
+            )
         if attrs is not None and attrs.get("seed", 0) >= _OWN_GENERATOR:
             raise NotCapturable(
                 "it draws from a gt.Generator of its own (a replay draws from the global stream)"

@@ -38,6 +38,12 @@ class CaptureHooks:
             elif on_free in told:
                 told.remove(on_free)
 
+    def plans_nothing(self) -> bool:
+        """Whether the dispatcher forwards this client's batches as they are: no shard config
+        in force and no tensor of ours placed (its latest ``Route``). A signal annotation then
+        changes nothing, so a step that runs under one can be captured."""
+        return self._direct_allowed
+
     def on_close(self, fn: Any) -> None:
         """Call ``fn()`` when this connection closes (before anything is torn down)."""
         self._on_close.append(fn)

@@ -53,7 +53,12 @@ class Requests:
         args = {"config": raw, "by": f"client:{self.client_no}"}
         if os.environ.get("GT_CONTROL_TOKEN"):
             args["token"] = os.environ["GT_CONTROL_TOKEN"]
-        return self.control("config_apply", args)
+        applied = self.control("config_apply", args)
+        if isinstance(applied, dict) and (
+            applied.get("signals") or applied.get("settings", {}).get("auto_shard")
+        ):  # (the dispatcher's Route saying so may come later: a captured step must not wait)
+            self._direct_allowed = False
+        return applied
 
     def set_memory(self, settings: dict) -> dict:
         """Change the workers' memory settings (:mod:`gt.runtime.memory_settings`); answers the
@@ -67,13 +72,13 @@ class Requests:
         """Apply ``$GT_CONFIG`` / ``$GT_AUTO_SHARD`` when they are set."""
         if not (os.environ.get("GT_CONFIG") or os.environ.get("GT_AUTO_SHARD")):
             return
-        raw = from_env()
-        if raw is not None:
-            try:
+        try:
+            raw = from_env()
+            if raw is not None:
                 self.apply_config(raw)
-            except BaseException:
-                self.close()
-                raise
+        except BaseException:
+            self.close()
+            raise
 
     def stats(self) -> dict:
         """The dispatcher's stats: workers (with tensors and bytes held), clients, counters."""
