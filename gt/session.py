@@ -11,8 +11,9 @@ import atexit
 import os
 import threading
 
-from gt.runtime import launch
+from gt.runtime import launch, memory_settings
 from gt.runtime.client.connection import Connection
+from gt.runtime.sharding import config as shard_config
 
 _current: Connection | None = None
 _lock = threading.Lock()
@@ -52,12 +53,27 @@ def _workers_from_env() -> int | None:
     return n
 
 
+def _check_record_path(path: str) -> None:
+    """Refuse a ``$GT_RECORD`` the recorder could not write, before anything starts."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"GT_RECORD={path}: no such folder {folder}")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"GT_RECORD={path}: is a folder (name a .gtrace file)")
+
+
 def _open(address: str | None, **kwargs) -> Connection:
     cluster = None
     recorder = None
     try:
+        if os.environ.get("GT_RECORD"):
+            _check_record_path(os.environ["GT_RECORD"])
         if address is None:
             n = _requested_workers or _workers_from_env()  # None: one per GPU, else 1
+            # (a bad $GT_CONFIG or memory variable is reported here, before a cluster starts,
+            # not as a worker that exits)
+            shard_config.from_env()
+            memory_settings.from_env()
             cluster = launch.LocalCluster(workers=n)
             address = cluster.address
         if os.environ.get("GT_RECORD"):

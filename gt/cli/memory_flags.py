@@ -37,11 +37,13 @@ def memory_from_args(args: argparse.Namespace) -> dict:
     """The memory settings given on the command line, normalised.
 
     Raises:
-        SystemExit: a flag that does not parse (the message names it).
+        SystemExit: a flag, or a ``GT_*`` memory variable, that does not parse (the message
+            names it).
     """
     raw = {k: getattr(args, k, None) for k in MS.KEYS}
     raw = {k: v for k, v in raw.items() if v is not None}
     try:
+        MS.from_env()  # (checked at start too: a worker must not register, then exit)
         return MS.normalize(raw)
     except MS.SettingError as exc:
         raise SystemExit(f"gt: {exc}") from None

@@ -78,19 +78,23 @@ def record(
         keyframer.on_batch(source, first_seq, events)
         on_batch(source, first_seq, events)
 
-    stats: dict[str, Any] = record_from_bus(
-        snap["endpoints"]["events"],
-        path,
-        duration=duration,
-        stop_event=stop,
-        on_batch=fold,
-        keyframe_fn=keyframer,
-        workers=workers,
-        config=snap.get("config") or {},
-        op_names=list(O.OPS),
-        meta={"dispatcher": address, "trace_level": snap.get("trace")},
-        secure=lambda sock, ep: security.secure_connect(sock, ep, ("monitor", "admin")),
-    )
+    try:
+        stats: dict[str, Any] = record_from_bus(
+            snap["endpoints"]["events"],
+            path,
+            duration=duration,
+            stop_event=stop,
+            on_batch=fold,
+            keyframe_fn=keyframer,
+            workers=workers,
+            config=snap.get("config") or {},
+            op_names=list(O.OPS),
+            meta={"dispatcher": address, "trace_level": snap.get("trace")},
+            secure=lambda sock, ep: security.secure_connect(sock, ep, ("monitor", "admin")),
+        )
+    except OSError as exc:  # (no such folder, no permission, a full disk)
+        print(f"gt record: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     if not quiet:
         lost = (
             sum(stats.get("drops", {}).values())

@@ -240,11 +240,18 @@ class LocalCluster:
             time.sleep(0.02)
 
     def _read_ready(self, timeout: float) -> dict[str, Any]:
+        """The dispatcher's ready line: the first line of its stdout that is a JSON object (a
+        stray line before it, a warning say, is passed on to our stderr)."""
         deadline = time.monotonic() + timeout
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         buf = b""
-        while b"\n" not in buf:
+        while True:
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                if line.startswith(b"{"):
+                    return json.loads(line)
+                sys.stderr.write(line.decode(errors="replace") + "\n")
             left = deadline - time.monotonic()
             if left <= 0 or self.proc.poll() is not None:
                 code = self.proc.poll()
@@ -261,7 +268,6 @@ class LocalCluster:
                 if not chunk:
                     continue
                 buf += chunk
-        return json.loads(buf.split(b"\n", 1)[0])
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the dispatcher (which stops its workers); kill it if it does not go in time."""

@@ -152,3 +152,63 @@ def test_workers_started_early_go_when_the_dispatcher_cannot_bind(tmp_path):
     assert proc.returncode == 1
     assert "gt dispatcher:" in proc.stderr
     wait_for(lambda: not _workers_of(f"ipc://{missing}/back"), timeout=10)
+
+
+def test_a_bad_gt_config_is_one_clear_error_before_any_cluster_starts(tmp_path):
+    # (the dispatcher's "ignoring GT_CONFIG" went to stdout, where its ready line is read: the
+    # program died of a JSONDecodeError at its first op)
+    bad = tmp_path / "typo.yaml"
+    bad.write_text("rows:\n  shard: {axis: 0\n")
+    script = tmp_path / "prog.py"
+    script.write_text("import gt\nx = gt.ones(3)\n")
+    for path in (bad, tmp_path / "missing.yaml"):
+        env = {**os.environ, "GT_RUNTIME_DIR": str(tmp_path / "run"), "GT_CONFIG": str(path)}
+        env.pop("GT_DISPATCHER", None)
+        out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                             text=True, timeout=60)  # fmt: skip
+        assert out.returncode == 1
+        last = out.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"gt.runtime.sharding.config.ConfigError: GT_CONFIG={path}: ")
+        assert "JSONDecodeError" not in out.stderr and "dispatcher" not in out.stderr
+
+
+def test_a_local_dispatcher_with_a_bad_gt_config_still_starts_and_says_so(tmp_path, monkeypatch):
+    from gt.runtime.launch import LocalCluster
+
+    bad = tmp_path / "typo.yaml"
+    bad.write_text("rows:\n  shard: {axis: 0\n")
+    monkeypatch.setenv("GT_CONFIG", str(bad))
+    with LocalCluster(workers=1) as cluster:
+        assert cluster.address
+
+
+def test_a_bad_memory_variable_is_one_clear_error_not_a_lost_worker(tmp_path):
+    # (the worker registered, then exited: the program saw WorkerLost, the reason only on stderr)
+    script = tmp_path / "prog.py"
+    script.write_text("import gt\nx = gt.ones(3)\nprint(x.sum().item())\n")
+    env = {**os.environ, "GT_RUNTIME_DIR": str(tmp_path / "run"), "GT_MEMORY_LIMIT": "12XB"}
+    env.pop("GT_DISPATCHER", None)
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                         timeout=60)  # fmt: skip
+    assert out.returncode == 1
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("gt.runtime.memory_settings.SettingError: $GT_MEMORY_LIMIT: ")
+    worker = subprocess.run([sys.executable, "-m", "gt", "worker"], env=env, capture_output=True,
+                            text=True, timeout=60)  # fmt: skip
+    assert worker.returncode != 0 and "$GT_MEMORY_LIMIT" in worker.stderr
+
+
+def test_gt_record_into_a_missing_folder_is_one_clear_error(tmp_path):
+    # (the recorder died of a FileNotFoundError traceback, then the program of a RuntimeError)
+    script = tmp_path / "prog.py"
+    script.write_text("import gt\nx = gt.ones(3)\n")
+    target = tmp_path / "nope" / "run.gtrace"
+    env = {**os.environ, "GT_RUNTIME_DIR": str(tmp_path / "run"), "GT_RECORD": str(target)}
+    env.pop("GT_DISPATCHER", None)
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                         timeout=60)  # fmt: skip
+    assert out.returncode == 1
+    assert out.stderr.count("Traceback") == 1  # the program's own, ending in one clear line
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"FileNotFoundError: GT_RECORD={target}: no such folder {target.parent}"
+    )

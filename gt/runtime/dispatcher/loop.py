@@ -22,6 +22,7 @@ import logging
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -209,7 +210,8 @@ class Dispatcher(WorkerMessages, ControlRequests, PeerKeeping):
             if raw is not None:
                 self.placement.config = shard_config.validate(raw)
         except shard_config.ConfigError as exc:
-            print(f"gt dispatcher: ignoring GT_CONFIG: {exc}", flush=True)
+            # (stderr: stdout carries the ready line a launcher parses)
+            print(f"gt dispatcher: ignoring GT_CONFIG: {exc}", file=sys.stderr, flush=True)
 
     @property
     def address(self) -> str:

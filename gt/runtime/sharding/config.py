@@ -478,7 +478,10 @@ def from_env() -> dict | None:
     auto = os.environ.get("GT_AUTO_SHARD", "").lower() in ("1", "true", "yes", "on")
     if not path and not auto:
         return None
-    raw = dict(_yaml_form(parse(path))) if path else {}
+    try:
+        raw = dict(_yaml_form(parse(path))) if path else {}
+    except ConfigError as exc:
+        raise ConfigError(f"GT_CONFIG={path}: {exc}") from None
     if auto:
         raw["auto_shard"] = True
     return raw
