@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from gt.hotpath import hot
+from gt.hotpath import HotFunction, _signature, carries_graph
 from gt.nn.module import Module
 from gt.tensor import TensorBase
 
@@ -65,12 +65,7 @@ def compile(  # (torch.compile's name)
 
 def _has_graph(value: Any) -> bool:
     if isinstance(value, TensorBase):  # a graph backward() has not yet run through (and freed)
-        node = value._node
-        return (
-            node is not None
-            and getattr(node, "saved", None) is not None
-            and not getattr(node, "spent", False)
-        )
+        return carries_graph(value)
     if isinstance(value, (tuple, list)):
         return any(_has_graph(v) for v in value)
     if isinstance(value, dict):
@@ -90,18 +85,22 @@ class CompiledFunction:
     def __init__(self, fn: Any) -> None:
         functools.update_wrapper(self, fn)
         self.fn = self._torchdynamo_orig_callable = fn
-        self._hot = hot(fn)
-        self._first = True
+        self._hot = HotFunction(fn, keep_graphs=True)
+        self._checked: set = set()  # argument signatures (grad mode included) run once eagerly
         self.eager_reason: str | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.eager_reason is not None:
             return self.fn(*args, **kwargs)
-        if self._first:
+        # (each signature's first call decides: one first called under no_grad says nothing of
+        # a later call with gradients, whose results a replay would detach)
+        sig = _signature(args, kwargs)
+        if sig is None or sig not in self._checked:
             result = self.fn(*args, **kwargs)
-            self._first = False
             if _has_graph(result):
                 self.eager_reason = "its results carry a gradient graph (backward outside it)"
+            elif sig is not None:
+                self._checked.add(sig)
             return result
         return self._hot(*args, **kwargs)
 

@@ -126,6 +126,16 @@ def _signature(args: tuple, kwargs: dict) -> tuple | None:
     return (tuple(sig), tuple(sorted(kwargs)), tuple(alias), A._mode.enabled, amp)
 
 
+def carries_graph(t: Any) -> bool:
+    """Whether tensor ``t`` carries a gradient graph that backward has not yet run through."""
+    node = t._node
+    return (
+        node is not None
+        and getattr(node, "saved", None) is not None
+        and not getattr(node, "spent", False)
+    )
+
+
 def _tensor_ids(args: tuple, kwargs: dict) -> list[int]:
     """The ids of the tensor arguments, each tensor once, in order (as the template has them)."""
     ids = [v.id for v in (*args, *(kwargs[k] for k in sorted(kwargs))) if isinstance(v, TensorBase)]
@@ -192,6 +202,8 @@ class _Capture:
         try:
             leaves: list = []
             spec = _flatten(result, leaves)
+            if self.owner.keep_graphs and any(carries_graph(t) for t in leaves):
+                raise NotCapturable("its results carry a gradient graph (backward outside it)")
             for t in leaves:  # results are detached: the step's graph goes now
                 t._node = None
             gc.collect()  # and with it what only the graph held
@@ -292,11 +304,14 @@ class HotFunction:
     Attributes:
         fn: the function.
         name: what the dashboard calls it (default: its qualified name).
+        keep_graphs: a call whose results carry a gradient graph not yet backpropagated ends
+            the capture and keeps its graph (``gt.compile``; ``gt.hot`` detaches results).
     """
 
-    def __init__(self, fn: Any, *, name: str | None = None) -> None:
+    def __init__(self, fn: Any, *, name: str | None = None, keep_graphs: bool = False) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
+        self.keep_graphs = keep_graphs
         self.name = name or getattr(fn, "__qualname__", None) or repr(fn)
         self._captures: dict[tuple, _Capture] = {}
 

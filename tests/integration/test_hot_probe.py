@@ -151,3 +151,23 @@ def test_a_step_under_a_signal_replays_while_no_config_places_it(conn):
         np.testing.assert_allclose(w_planned, w_hot, rtol=1e-5, atol=1e-7)
     finally:
         gt.config.clear()
+
+
+def test_an_in_place_update_of_an_uploaded_argument_is_kept(conn):
+    # (a replay wrote the doubled values to a new array and dropped it: an upload's array is
+    # read-only, so the in-place kernel returns a copy)
+    def program(hot):
+        def step(x, y):
+            x.mul_(2)
+            return x + y
+
+        f = gt.hot(step) if hot else step
+        out = []
+        for i in range(5):
+            x = gt.tensor(np.full(3, float(i), np.float32))
+            r = f(x, gt.ones(3))
+            out.append((x.tolist(), r.tolist()))
+        return out
+
+    eager, hot = _both(program)
+    assert hot == eager and eager[4] == ([8.0] * 3, [9.0] * 3)

@@ -114,6 +114,30 @@ def test_compile_replays_a_step_and_leaves_modules_eager(conn):
     assert gt.compiler.disable(step.fn) is step.fn and not gt.compiler.is_compiling()
 
 
+def test_a_compiled_forward_keeps_its_graph_whenever_gradients_appear(conn):
+    # (first called under no_grad, or with the model frozen, it was replayed detached later,
+    # when gradients were wanted: backward() left every .grad None)
+    gt.manual_seed(0)
+    model = gt.nn.Linear(4, 2)
+    x = gt.ones(3, 4)
+    fwd = gt.compile(lambda v: model(v).relu().sum())
+    with gt.no_grad():
+        cold = [fwd(x).item() for _ in range(4)]
+    out = fwd(x)
+    out.backward()
+    assert out.requires_grad and model.weight.grad is not None
+    assert cold == [out.item()] * 4  # (the replays under no_grad: the same value)
+    frozen = gt.compile(lambda v: model(v).sum())
+    model.requires_grad_(False)
+    for _ in range(4):
+        frozen(x)
+    model.requires_grad_(True)
+    model.zero_grad()
+    out = frozen(x)
+    out.backward()
+    assert model.weight.grad is not None and model.weight.grad.abs().sum().item() > 0
+
+
 def test_profiler_records_blocks_by_schedule(conn):
     seen = []
     sched = gt.profiler.schedule(wait=1, warmup=1, active=2, repeat=1)

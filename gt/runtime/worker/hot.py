@@ -160,7 +160,7 @@ class Compiled:
     step, which runs them a cache-sized block at a time where it can (:mod:`.hot_chain`).
     """
 
-    __slots__ = ("steps", "base", "loads", "stores", "inputs", "outs", "seeded")
+    __slots__ = ("steps", "base", "loads", "stores", "inputs", "outs", "seeded", "updated")
 
     def __init__(self, plan: HotPlan, handlers: list, fuse: Any = None) -> None:
         regs: dict[Any, int] = {}
@@ -206,6 +206,9 @@ class Compiled:
         self.loads = [(r, key[1]) for key, r in regs.items()
                       if key[0] == "id" and key[1] not in fixed and key[1] not in temps]  # fmt: skip
         self.stores = [(regs[("id", i)], i) for i in written if i not in fixed and i not in temps]
+        # inputs the step updates in place (``x.mul_(2)`` on an argument): written back under
+        # this call's id, since a kernel may hand back a new array (an upload's is read-only)
+        self.updated = [(k, r) for k, r in enumerate(inputs) if plan.inputs[k] in written]
         self.seeded = list(plan.seeded)
         for start, stop in reversed(find_chains(steps)):  # (a seeded step is never in a chain)
             chain = Chain(steps[start:stop])
@@ -263,7 +266,8 @@ class Compiled:
             for d in drop:
                 r[d] = None
             self._rest(r, rest, 0, errors)
-        for k, tid in (*zip(self.outs, outs), *self.stores):
+        updated = [(r_, inputs[k]) for k, r_ in self.updated]
+        for k, tid in (*zip(self.outs, outs), *self.stores, *updated):
             v = r[k]
             if type(v) is _Failed:
                 tbl.pop(tid, None)
