@@ -392,3 +392,24 @@ def test_the_programs_of_one_tenant_share_one_quota(tmp_path):
     ex.drop_client(1)
     ex.drop_client(2)
     assert ex.pool.account_used("alice") == 0 and ex.pool.accounts == {}
+
+
+def test_freed_blocks_the_allocator_keeps_past_the_limit_are_given_back(monkeypatch):
+    # (a NumPy worker's C heap kept freed blocks, so what it held of the machine passed its
+    # limit while its tensors were under it)
+    from gt.runtime.worker import memory_keeper as K
+
+    heap = {"free": 30_000_000}
+    monkeypatch.setattr(K, "cached_bytes", lambda be: heap["free"])
+    monkeypatch.setattr(K, "release_cached", lambda be: heap.update(free=1_000))
+    be = Backend(np, "cpu")
+    keeper = K.WorkerMemory(be, Executor(be, NoPeers(), FakeIO()), {"memory_limit": "50MB"},
+                            lambda *a: None)  # fmt: skip
+    keeper.apply()
+    try:
+        assert keeper.report()["reserved"] <= 50_000_000  # under it: kept (reuse is cheap)
+        assert heap["free"] == 30_000_000
+        heap["free"] = 60_000_000
+        assert keeper.report()["reserved"] == 1_000
+    finally:
+        keeper.pool.close()

@@ -145,6 +145,12 @@ class WorkerMemory:
         """The fields of a ``memory`` event (bytes; ``None`` where not known)."""
         n, used, per = self.executor.holdings()
         cached = cached_bytes(self.backend)
+        limit = self.settings["memory_limit"]
+        if cached and limit is not None and used + cached > limit:
+            # (freed blocks the allocator keeps count against the machine as much as tensors
+            # do: past the limit they go back, as CuPy's own pool does at its limit)
+            release_cached(self.backend)
+            cached = cached_bytes(self.backend)
         pool = self.pool
         self.peak = max(self.peak, used, pool.peak if pool is not None else 0)
         out = {
