@@ -154,8 +154,9 @@ def run_command(
         proc = subprocess.Popen(cmd, env=env)
         # Ctrl-C reaches the script through the terminal; we wait for it to finish and report.
         # A SIGTERM sent to us (a scheduler's preemption, `timeout`) goes on to the script, whose
-        # handler may save a checkpoint through the cluster, still up until it exits.
-        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # handler may save a checkpoint through the cluster, still up until it exits; so does a
+        # SIGINT the terminal did not send (`kill -INT`, a tool that runs us in the background).
+        old_int = signal.signal(signal.SIGINT, lambda signum, frame: _interrupt(proc))
         old_term = signal.signal(signal.SIGTERM, lambda signum, frame: _forward(proc, signum))
         try:
             return exit_status(proc.wait())
@@ -168,6 +169,26 @@ def run_command(
             print(f"gt run: trace written to {record}", file=sys.stderr)
         if cluster is not None:
             cluster.stop()
+
+
+def _interrupt(proc: subprocess.Popen) -> None:
+    if not _terminal_in_front():  # (a terminal's Ctrl-C reached the script itself already)
+        _forward(proc, signal.SIGINT)
+
+
+def _terminal_in_front() -> bool:
+    """Whether we run in the foreground of a controlling terminal (whose Ctrl-C reaches our
+    whole process group, the script included)."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:
+        return False
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _forward(proc: subprocess.Popen, signum: int) -> None:

@@ -129,6 +129,30 @@ def test_gt_run_passes_sigterm_on_and_a_killed_program_leaves_no_sockets(tmp_pat
         _stop(proc)
 
 
+def test_gt_run_passes_on_a_sigint_the_terminal_did_not_send(tmp_path, env):
+    # (`kill -INT` of gt run was ignored: gt run ignores SIGINT, as a terminal's Ctrl-C reaches
+    # the script itself; here there is no terminal)
+    script = tmp_path / "intr.py"
+    script.write_text(
+        "import time, gt\n"
+        "w = gt.ones(10); gt.sync()\n"
+        "print('ready', flush=True)\n"
+        "try:\n"
+        "    while True:\n"
+        "        w = w + 1; gt.sync(); time.sleep(0.02)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n"
+    )
+    proc = subprocess.Popen(gt_cmd("run", "--no-tui", str(script)), cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        out = _signal_until_done(proc, lambda: proc.send_signal(signal.SIGINT))
+        assert "interrupted" in out and proc.returncode == 0
+    finally:
+        _stop(proc)
+
+
 def test_export_refuses_to_write_over_its_input_and_writes_to_stdout(trace):
     before = trace.read_bytes()
     out = subprocess.run(gt_cmd("export", str(trace), "-o", str(trace)), capture_output=True,
