@@ -68,6 +68,10 @@ def _state_tensor(base: int, pos: int) -> Any:
     return make_tensor(state_bytes(base, pos))
 
 
+#: The seed of a ``torch.Generator()`` nobody seeded.
+_TORCH_DEFAULT_SEED = 67280421310721
+
+
 class Generator:
     """A source of random seeds of its own, as ``torch.Generator``: pass it as ``generator=`` to
     the random factories, ``multinomial``, ``randperm`` and ``DataLoader``.
@@ -80,11 +84,18 @@ class Generator:
     def __init__(self, device: Any = None):
         self._initial = random.SystemRandom().getrandbits(40)
         self._counter = itertools.count()
+        # What the data utilities draw on the host (permutations, a loader's seed) follows
+        # PyTorch's CPU generator for a seeded generator, whose state it keeps here: the seed,
+        # then the stream once used (gt.utils.data._random). ``None``: not PyTorch's numbers.
+        # Unseeded, PyTorch's generator starts from a fixed seed, so its orders are fixed too.
+        self._torch_seed: int | None = _TORCH_DEFAULT_SEED
+        self._host: Any = None
 
     def manual_seed(self, seed: int) -> Generator:
         """Restart the stream from ``seed``; returns the generator."""
         self._initial = int(seed) & ((1 << 40) - 1)
         self._counter = itertools.count()
+        self._torch_seed, self._host = int(seed), None
         return self
 
     def seed(self) -> int:
@@ -110,6 +121,7 @@ class Generator:
         """Go back to a position returned by :meth:`get_state`."""
         self._initial, pos = state_pair(state)
         self._counter = itertools.count(pos)
+        self._torch_seed = self._host = None  # (the host stream's position is not in a state)
         return self
 
 
@@ -118,7 +130,7 @@ class _DefaultGenerator(Generator):
     :class:`Generator`, so ``generator=gt.default_generator`` draws what no generator draws."""
 
     def __init__(self) -> None:  # (no state of its own)
-        pass
+        self._torch_seed = self._host = None  # (the global stream is not PyTorch's)
 
     def manual_seed(self, seed: int) -> Generator:
         manual_seed(seed)

@@ -439,3 +439,46 @@ def test_the_submodules_hold_the_names_torch_code_imports():
             return iter([2, 0])
 
     assert [b for b in data.DataLoader(Squares(), batch_size=None, sampler=Every())] == [4, 0]
+
+
+def test_a_seeded_generator_gives_pytorchs_splits_shuffles_and_samples():
+    # (GT drew these from its own stream: a model trained with PyTorch and evaluated with GT on
+    # the "same" seeded split was scored partly on its training data). Expected values as
+    # PyTorch 2.13 printed them for torch.Generator() and the same calls.
+    g = gt.Generator().manual_seed(42)
+    assert [s.indices for s in data.random_split(range(10), [7, 3], generator=g)] == [
+        [2, 6, 1, 8, 4, 5, 0], [9, 3, 7]]  # fmt: skip
+    # (the same generator goes on where the first split left it, as PyTorch's does)
+    assert data.random_split(range(30), [0.3, 0.3, 0.4], generator=g)[1].indices == [
+        18, 16, 24, 20, 9, 21, 1, 14, 7]  # fmt: skip
+    loader = data.DataLoader(list(range(10)), batch_size=4, shuffle=True,
+                             generator=gt.Generator().manual_seed(0))  # fmt: skip
+    # (each pass draws the loader's base seed first, then the sampler's permutation)
+    assert [b.tolist() for _ in range(2) for b in loader] == [
+        [3, 7, 5, 2], [0, 8, 1, 6], [9, 4], [1, 3, 2, 7], [5, 9, 0, 6], [4, 8]]  # fmt: skip
+    g = gt.Generator().manual_seed(5)
+    assert list(data.RandomSampler(range(7), replacement=True, num_samples=40, generator=g))[
+        30:] == [3, 5, 5, 3, 2, 5, 5, 5, 4, 0]  # fmt: skip
+    assert list(data.RandomSampler(range(7), num_samples=17, generator=gt.Generator())) == [
+        4,
+        3,
+        0,
+        1,
+        2,
+        6,
+        5,
+        5,
+        3,
+        6,
+        4,
+        2,
+        1,
+        0,
+        1,
+        5,
+        4,
+    ]  # (unseeded: PyTorch's fixed seed)
+    g = gt.Generator().manual_seed(2**40 + 123)  # (PyTorch seeds its twister with the low bits)
+    assert list(data.SubsetRandomSampler([10, 20, 30, 40, 50], generator=g)) == [30, 10, 20, 40, 50]
+    g.set_state(g.get_state())  # (a state GT restores is not a twister's: its own orders again)
+    assert sorted(data.SubsetRandomSampler([1, 2, 3], generator=g)) == [1, 2, 3]

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from gt.ops.random import default_generator
+from gt.utils.data._random import torch_stream
 from gt.utils.data._utils.collate import default_collate, default_convert
 from gt.utils.data._utils.worker import LoaderWorker, get_worker_info
 from gt.utils.data.dataset import Dataset as Dataset  # (the names torch's module also holds)
@@ -146,7 +147,7 @@ class DataLoader:
             raise AssertionError("_SingleProcessDataLoaderIter requires timeout == 0")
         return _LoaderIter(self)
 
-    def _start_workers(self) -> list[LoaderWorker]:
+    def _start_workers(self, torch_seed: int | None = None) -> list[LoaderWorker]:
         """The workers of a new pass (none for ``num_workers=0``): new ones each pass, or the
         same ones every pass with ``persistent_workers``, seeded from a draw of ``gt``'s stream
         (or ``generator``) as PyTorch seeds its own."""
@@ -155,7 +156,13 @@ class DataLoader:
         kept = self.__dict__.get("_persistent")
         if kept is not None:
             return kept
-        base = (self.generator or default_generator).next_seed()  # (a draw, made here)
+        base = (
+            torch_seed
+            if torch_seed is not None
+            else (
+                (self.generator or default_generator).next_seed()  # (a draw, made here)
+            )
+        )
         workers = [LoaderWorker(i, self.num_workers, base + i, self.dataset, self.worker_init_fn)
                    for i in range(self.num_workers)]  # fmt: skip
         if self.persistent_workers:
@@ -178,6 +185,16 @@ class _Stream:
         self.it, self.ended = it, False
 
 
+def _torch_base_seed(loader: DataLoader) -> int | None:
+    """The base seed PyTorch's loader draws from its ``generator`` as each pass begins (and only
+    the first with persistent workers) -- from a seeded generator's PyTorch-like stream, so its
+    sampler's order that follows is PyTorch's too. ``None`` without one."""
+    host = torch_stream(loader.generator)
+    if host is None or "_persistent" in loader.__dict__:
+        return None
+    return host.int64()
+
+
 class _LoaderIter:
     """One pass over a :class:`DataLoader`: in the calling process, or as its ``num_workers``
     workers would run it (:class:`~gt.utils.data._utils.worker.LoaderWorker`: batch ``k`` by
@@ -188,7 +205,7 @@ class _LoaderIter:
         self._index_sampler = loader._index_sampler
         self._indices = iter(self._index_sampler)
         self._len_called = loader._IterableDataset_len_called
-        self._workers = loader._start_workers()
+        self._workers = loader._start_workers(_torch_base_seed(loader))
         self._turn = 0  # batches handed to workers so far
         if loader._iterable:
             if self._workers:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 from gt.tensor import Tensor
-from gt.utils.data._random import rng
+from gt.utils.data._random import _SMALL_N, rng, torch_stream
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -202,8 +202,9 @@ def random_split(dataset: Dataset, lengths: Sequence[int | float],
     """Split ``dataset`` into non-overlapping random subsets of the given lengths, or of the given
     fractions (summing to 1; the rounding remainder goes one by one to the first subsets).
 
-    The order comes from ``generator`` (a ``gt.Generator``) or GT's global seed: reproducible,
-    but not the subsets PyTorch draws.
+    The order comes from ``generator``: PyTorch's subsets for a ``gt.Generator`` seeded with
+    ``manual_seed``, as ``torch.Generator().manual_seed(s)`` gives them. Without one, GT's
+    global seed: reproducible, but not the subsets PyTorch draws.
     """
     lengths = list(lengths)
     if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
@@ -221,7 +222,9 @@ def random_split(dataset: Dataset, lengths: Sequence[int | float],
         lengths = sizes
     if sum(lengths) != len(dataset):
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
-    order = rng(generator).permutation(int(sum(lengths))).tolist()
+    total, host = int(sum(lengths)), torch_stream(generator)
+    order = (host.randperm(total) if host is not None and total < _SMALL_N
+             else rng(generator).permutation(total).tolist())  # fmt: skip
     ends = list(itertools.accumulate(lengths))
     return [Subset(dataset, order[end - n : end]) for end, n in zip(ends, lengths)]
 

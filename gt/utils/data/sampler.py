@@ -1,7 +1,8 @@
 """``gt.utils.data.sampler``: index orders for a ``DataLoader``, as ``torch.utils.data.sampler``.
 
 The random samplers draw from a ``gt.Generator`` (``generator=``) or GT's global seed: the same
-seed gives the same order every run, but not PyTorch's order (which comes from PyTorch's RNG).
+seed gives the same order every run. A generator seeded with ``manual_seed`` gives PyTorch's
+orders (:mod:`gt.utils.data._random`); GT's global seed does not (PyTorch's comes from its own RNG).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 
 from gt.factories import tensor
 from gt.tensor import Tensor
-from gt.utils.data._random import rng
+from gt.utils.data._random import _SMALL_N, rng, torch_stream
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -63,7 +64,19 @@ class RandomSampler(Sampler[int]):
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self) -> Iterator[int]:
-        n, draws = len(self.data_source), rng(self.generator)
+        n = len(self.data_source)
+        host = torch_stream(self.generator)
+        if host is not None and n < _SMALL_N:  # (PyTorch's draws, in PyTorch's chunks)
+            if self.replacement:
+                for _ in range(self.num_samples // 32):
+                    yield from host.randint(n, 32)
+                yield from host.randint(n, self.num_samples % 32)
+                return
+            for _ in range(self.num_samples // n):
+                yield from host.randperm(n)
+            yield from host.randperm(n)[: self.num_samples % n]
+            return
+        draws = rng(self.generator)
         if self.replacement:
             yield from draws.integers(0, n, self.num_samples).tolist()
             return
@@ -83,7 +96,10 @@ class SubsetRandomSampler(Sampler[int]):
         self.generator = generator
 
     def __iter__(self) -> Iterator[int]:
-        for i in rng(self.generator).permutation(len(self.indices)).tolist():
+        n, host = len(self.indices), torch_stream(self.generator)
+        order = (host.randperm(n) if host is not None and n < _SMALL_N
+                 else rng(self.generator).permutation(n).tolist())  # fmt: skip
+        for i in order:
             yield self.indices[i]
 
     def __len__(self) -> int:
