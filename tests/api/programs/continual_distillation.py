@@ -266,7 +266,10 @@ def relational_distillation_distance_and_angle(torch):
             "pdist_t": pdist(t_emb), "params": params(student)}  # fmt: skip
 
 
-@program(rtol=5e-4, atol=5e-5)  # training steps over a tiny transformer: float32 summation order
+# (training steps over a tiny transformer: float32 summation order. Its qkv biases get gradients
+# that cancel to rounding noise, which Adam scales up: PyTorch 2.13's own differ by 8e-5 between
+# an Intel and an AMD CPU)
+@program(rtol=5e-4, atol=3e-4)
 def distilbert_triple_loss_masked_select_every_other_layer(torch):
     """DistilBERT: the student initialised from the teacher's embeddings and layers 0 and 2 by
     renaming ``state_dict`` keys (``load_state_dict(strict=False)``'s missing/unexpected keys);

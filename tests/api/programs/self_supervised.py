@@ -1110,7 +1110,9 @@ def clip_symmetric_loss_clamped_logit_scale(torch):
     images = torch.tensor(arr(234, n, 10))
     ground_truth = torch.arange(n, dtype=torch.long)
     loss_img, loss_txt = nn.CrossEntropyLoss(), nn.CrossEntropyLoss()
-    losses, scales, recalls = [], [], []
+    # (no recall@1 of the first steps: the untrained towers' logits tie to rounding, and which of
+    # them wins changes with the CPU's BLAS kernels, for PyTorch's results too)
+    losses, scales = [], []
     for _ in range(4):
         logits_per_image, logits_per_text = model(images, text)
         total_loss = (loss_img(logits_per_image, ground_truth) +
@@ -1122,17 +1124,21 @@ def clip_symmetric_loss_clamped_logit_scale(torch):
             model.logit_scale.clamp_(0, 4.6052)
         losses.append(total_loss.item())
         scales.append(model.logit_scale.item())
-        recalls.append((logits_per_image.argmax(dim=1) == ground_truth).float().mean().item())
     with torch.no_grad():
         prompts = torch.tensor(np.array([[1, 2, eot, 0, 0], [3, 4, 5, eot, 0], [6, eot, 0, 0, 0]]))
         class_emb = F.normalize(model.encode_text(prompts), dim=-1)
         img_emb = F.normalize(model.encode_image(images), dim=-1)
         probs = (100.0 * img_emb @ class_emb.T).softmax(dim=-1)
         top_probs, top_labels = probs.cpu().topk(2, dim=-1)
-    return {"losses": losses, "scales": scales, "recalls": recalls, "probs": probs,
+    # (the key projection's bias cannot change a softmax over keys: its gradient is rounding
+    # noise, which Adam scales to whole steps, in a direction that differs between CPUs)
+    kept = params(model)
+    bias = kept["transformer.attn.in_proj_bias"]
+    kept["transformer.attn.in_proj_bias"] = torch.cat([bias[:8], bias[16:]])
+    return {"losses": losses, "scales": scales, "probs": probs,
             "top_probs": top_probs, "top_labels": top_labels, "logits": logits_per_text,
             "scale_grad": model.logit_scale.grad, "attn_mask": model.transformer.attn_mask,
-            "params": params(model)}  # fmt: skip
+            "params": kept}  # fmt: skip
 
 
 @program(rtol=5e-4, atol=5e-5)
