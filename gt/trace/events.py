@@ -49,6 +49,7 @@ MARK = "mark"
 DROP = "drop"
 STATS = "stats"
 HOT = "hot"
+BUSY = "busy"
 
 #: The fields each kind carries (all keys of ``fields``; a value may be ``None`` = not available).
 FIELDS: dict[str, tuple[str, ...]] = {
@@ -88,7 +89,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
         "errors",
         "more",
     ),
-    # worker: bytes moved to/from a peer ("send"/"recv"), or blocked on data that had not arrived
+    # worker: bytes moved to/from a peer ("send"/"recv") or a client ("to_client": a fetch's reply,
+    # from the copy to host on; "from_client": an upload taken; peer None), or blocked on data that had not arrived
     # ("wait"; bytes 0; peer None for a client's upload), from t0 to t1; "reduce" (bytes 0, peer
     # None) is the completion of a background all-reduce when an op needs its result (its own
     # communication, not the op's). The memory pool's traffic
@@ -162,6 +164,10 @@ FIELDS: dict[str, tuple[str, ...]] = {
     # call), what it does now (state: "replaying", or "eager: <why>"), replays so far (calls) and
     # the program's time per call, median, before capture (eager_ns) and replayed (hot_ns).
     HOT: ("client", "plan", "name", "steps", "state", "calls", "eager_ns", "hot_ns"),
+    # worker: a batch has been running since t0 (ns; the start of its current slice) and is in
+    # instruction op (opcode) from source location src; published every 0.25 s while a batch runs
+    # longer than that (its exec event comes when it ends), so a monitor shows the worker busy.
+    BUSY: ("worker", "client", "batch", "t0", "op", "src"),
 }
 
 KINDS = tuple(FIELDS)

@@ -96,7 +96,7 @@ class ClusterModel:
             E.WORKER_JOINED: self._worker_joined, E.WORKER_LEFT: self._worker_left,
             E.CLIENT_JOINED: self._client_joined, E.CLIENT_LEFT: self._client_left,
             E.ERROR: self._error, E.MARK: self._mark, E.CONFIG: self._config, E.DROP: self._drop,
-            E.HOT: self._hot,
+            E.HOT: self._hot, E.BUSY: self._busy,
         }  # fmt: skip
 
     # ------------------------------------------------------------------ applying
@@ -191,6 +191,8 @@ class ClusterModel:
         # of references (70-180 ms with the GIL held: the screen froze that long).
         w.execs.append((t0, t1, n, top, tuple(ops), tuple(durs)))
         w.time.batch(t0, t1)
+        if w.running is not None and t1 >= w.running[0]:  # the long batch ended (or a slice)
+            w.running = None
         cno = as_int(f.get("client"))
         if ops:  # a batch of frees only leaves the current op as it was
             w.last_ops, w.last_srcs, w.last_client = ops, srcs, cno
@@ -216,6 +218,15 @@ class ClusterModel:
         ):
             c.done_batch = batch
 
+    def _busy(self, t: int, f: dict, source: str) -> None:
+        t0 = as_int(f.get("t0"))
+        if t0 is None or t0 > t:
+            raise TypeError("t0")
+        w = self._worker(f["worker"])
+        if w.time.last is not None and t0 < w.time.last:  # (its exec event came first)
+            return
+        w.running = (t0, as_int(f.get("op")), as_int(f.get("client")), as_int(f.get("src")))
+
     def _transfer(self, t: int, f: dict, source: str) -> None:
         t0, t1 = span_times(f, t)
         peer, direction = f.get("peer"), f.get("direction")
@@ -233,9 +244,9 @@ class ClusterModel:
         w.xfers.append((t0, t1, peer, nbytes, direction))
         w.n_xfers += 1
         w.time.transfer(t0, t1, direction == "wait")
-        if direction == "send":
+        if direction in ("send", "to_client"):
             w.sent += nbytes
-        elif direction == "recv":
+        elif direction in ("recv", "from_client"):
             w.received += nbytes
         if direction in ("send", "recv") and type(f.get("via")) is str:
             w.via = f["via"][:20]
@@ -285,6 +296,7 @@ class ClusterModel:
     def _worker_left(self, t: int, f: dict, source: str) -> None:
         w = self._worker(f["worker"])
         w.alive, w.reason = False, as_text(f.get("reason"))
+        w.running = None
         self.log.append(
             LogEntry(t, E.WORKER_LEFT, source, f"worker {w.wid} left: {w.reason or 'unknown'}")
         )

@@ -23,7 +23,7 @@ class WorkerRecord:
         "wid", "device", "backend", "host", "pid", "alive", "reason", "execs", "xfers",
         "counts", "times", "last_ops", "last_srcs", "last_client", "queue", "instructions",
         "batches", "errors", "hot", "memory", "mem_hist", "device_stats", "in_flight", "snaps",
-        "n_xfers", "lane", "time", "seen", "sent", "received", "via",
+        "n_xfers", "lane", "time", "seen", "sent", "received", "via", "running",
     )  # fmt: skip
 
     def __init__(self, wid: int):
@@ -51,8 +51,11 @@ class WorkerRecord:
         self.lane: tuple[LaneBins, LaneBins] | None = None  # (compute, comm) bins for the timeline
         self.time = TimeAccount()  # compute / comm / wait, one definition (gt.trace.timeshare)
         self.seen: int | None = None  # when the model first heard of this worker (run clock)
-        self.sent = self.received = 0  # bytes to and from peers
+        self.sent = self.received = 0  # bytes to and from peers and clients
         self.via: str | None = None  # how the last of them moved ("zmq", "zmq+pinned")
+        # A batch still running, from its busy events: (t0, opcode, client, src), until its
+        # exec event ends it.
+        self.running: tuple | None = None
 
 
 class LaneBins:

@@ -35,7 +35,12 @@ def worker_state(model: ClusterModel, w: WorkerRecord, now: int) -> WorkerState:
     # Shares over the window, or over the part of it since the worker was first seen.
     known = [t for t in (w.seen, w.time.start()) if t is not None]
     since = max(lo, min(known)) if known else lo
-    parts = shares(w.time.window(since, now), now - since) if (w.execs or w.xfers) else None
+    run = w.running if w.alive and w.running is not None and w.running[0] < now else None
+    raw = w.time.window(since, now) if (w.execs or w.xfers or run) else None
+    if run is not None:  # a batch still running (busy events): computing since it began
+        begun = max(run[0], since, w.time.last or run[0])
+        raw = {**raw, COMPUTE: raw.get(COMPUTE, 0) + max(0, now - begun)}
+    parts = shares(raw, now - since) if raw is not None else None
     rate = n_recent / (win / 1e9) if w.execs else None
     tot = w.time.totals()
     since_ever = min(known) if known else None
@@ -43,7 +48,10 @@ def worker_state(model: ClusterModel, w: WorkerRecord, now: int) -> WorkerState:
         (ta, ia), (tb, ib) = w.snaps
         rate = (ib - ia) / ((tb - ta) / 1e9)
     current = src = None
-    if w.last_ops:
+    if run is not None and run[1] is not None:
+        current = model.op_name(run[1])
+        src = model.srclocs.get((run[2], run[3])) if run[3] is not None else None
+    elif w.last_ops:
         current = model.op_name(w.last_ops[-1])
         if w.last_srcs:
             src = model.srclocs.get((w.last_client, w.last_srcs[-1]))

@@ -28,6 +28,9 @@ class FakeIO:
         self.replies[req] = (None if arr is None else np.array(arr), err)
         self.acks[req] = ack
 
+    def client_transfer(self, direction, t0, t1, nbytes, cno):
+        pass
+
 
 class NoPeers:
     cno = batch = waited_ns = 0

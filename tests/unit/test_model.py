@@ -437,3 +437,29 @@ def test_a_workers_transfer_path_is_the_last_one_its_sends_and_receives_named():
     assert next(w for w in model_with([old]).state(100).workers).via is None
     (w,) = model_with([old, pinned, wait]).state(100).workers
     assert w.via == "zmq+pinned"
+
+
+def test_a_worker_inside_a_long_batch_is_busy_with_its_op_until_the_batch_ends():
+    # (exec events come when a batch ends: a worker 7 s into a matmul was shown idle, op N/A)
+    m = model_with([
+        ev(E.SRCLOC, 0, client=1, locs={7: "train.py:12"}),
+        ev(E.WORKER_JOINED, 0, worker=0, host="h", pid=1, device="cpu", backend="numpy"),
+        exec_ev(100 * MS, 200 * MS, [2]),  # a short batch, done
+        ev(E.BUSY, 1_500 * MS, worker=0, client=1, batch=1, t0=1_250 * MS, op=4, src=7),
+        ev(E.BUSY, 1_750 * MS, worker=0, client=1, batch=1, t0=1_250 * MS, op=4, src=7),
+    ])  # fmt: skip
+    w = m.state(2 * S).workers[0]  # window [1 s, 2 s]: running from 1.25 s on
+    assert (w.current_op, w.current_source) == ("matmul", "train.py:12")
+    assert w.compute == pytest.approx(0.75) and w.idle == pytest.approx(0.25)
+    m.apply_batch("worker:0", 5, [exec_ev(1_250 * MS, 2_100 * MS, [4, 2])])
+    w = m.state(3 * S).workers[0]  # ended at 2.1 s: window [2 s, 3 s] holds 0.1 s of it
+    assert w.compute == pytest.approx(0.1) and w.current_op == "add"
+    # a busy event that arrives after its batch's exec event changes nothing
+    m.apply_batch("worker:0", 6, [ev(E.BUSY, 2_200 * MS, worker=0, client=1, batch=1,
+                                     t0=1_250 * MS, op=4, src=7)])  # fmt: skip
+    assert m.state(3 * S).workers[0].compute == pytest.approx(0.1)
+    m.apply_batch("worker:0", 7, [ev(E.BUSY, 3_500 * MS, worker=0, client=1, batch=2,
+                                     t0=3_200 * MS, op=4, src=7),
+                                  ev(E.WORKER_LEFT, 3_600 * MS, worker=0, reason="killed")])  # fmt: skip
+    w = m.state(4 * S).workers[0]
+    assert not w.alive and w.compute == pytest.approx(0.0)  # (a dead worker runs nothing)

@@ -65,6 +65,10 @@ class ExecutorIO(Protocol):
         """Send a fetch's array (or its error) to the client; ``ack``: the batch it ends, which
         the client may then count as done (no error so far)."""
 
+    def client_transfer(self, direction: str, t0: int, t1: int, nbytes: int, cno: int) -> None:
+        """Publish bytes that moved from a client (``"from_client"``: an upload taken) or to one
+        (``"to_client"``), from ``t0`` to ``t1`` (monotonic ns)."""
+
 
 class Executor(FailureHandling):
     """Per-client tensor tables and the loop that runs batches against them.
@@ -98,6 +102,9 @@ class Executor(FailureHandling):
         self.batches = 0
         self.instructions = 0
         self.busy_ns = 0
+        # The slice running now and when it began (read by the worker's BusyReporter thread).
+        self.running: Job | None = None
+        self.running_since = 0
 
     # ------------------------------------------------------------------ clients
     def use_pool(self, pool: MemoryPool) -> None:
@@ -201,24 +208,28 @@ class Executor(FailureHandling):
         start, dclock = job.idx, self.clock
         marks: list = []
         waits: list[int] = []
-        res.t0 = time.monotonic_ns()
-        job.idx = self._loop(job, (marks, waits) if job.timed else None, stop)
-        res.done = job.idx >= len(job.instrs)
-        if res.done:
-            if self.pending:  # nothing stays in flight past the batch: peers may wait for it
-                self._complete_pending(b)
-            for f in job.late:
-                self._free(b, f)
-        if dclock.device:  # a slice is done when the device has done it
-            try:
-                if marks:
-                    marks.append(dclock.mark())
-                dclock.fence()
-            except Exception as exc:  # (recording an event fails too once the GPU has failed)
-                marks.clear()  # no device times for this slice
-                self._device_failed(b, job.instrs[start : job.idx], exc)
-            else:
-                self.backend.release_staged()  # (its copies are done with the slice's work)
+        res.t0 = self.running_since = time.monotonic_ns()
+        self.running = job  # (until the device has done the slice's work too)
+        try:
+            job.idx = self._loop(job, (marks, waits) if job.timed else None, stop)
+            res.done = job.idx >= len(job.instrs)
+            if res.done:
+                if self.pending:  # nothing stays in flight past the batch: peers may wait for it
+                    self._complete_pending(b)
+                for f in job.late:
+                    self._free(b, f)
+            if dclock.device:  # a slice is done when the device has done it
+                try:
+                    if marks:
+                        marks.append(dclock.mark())
+                    dclock.fence()
+                except Exception as exc:  # (recording an event fails too once the GPU has failed)
+                    marks.clear()  # no device times for this slice
+                    self._device_failed(b, job.instrs[start : job.idx], exc)
+                else:
+                    self.backend.release_staged()  # (its copies are done with the slice's work)
+        finally:
+            self.running = None
         res.t1 = time.monotonic_ns()
         if marks:
             if not dclock.device:
@@ -262,6 +273,7 @@ class Executor(FailureHandling):
         while idx < n:
             if stop is not None and idx > first and now() >= stop.deadline and stop():
                 break
+            job.idx = idx  # (where a long batch is, for the worker's busy events)
             ins = instrs[idx]
             if next_free <= idx:
                 while fi < len(early) and early[fi][0] <= idx:
@@ -486,7 +498,10 @@ class Executor(FailureHandling):
         shape = P.check_shape(attrs["shape"])
         frame = self.io.upload(b.token, attrs["tok"]) if "tok" in attrs else b.bufs[attrs["buf"]]
         try:
-            return self.backend.from_frame(frame, dtype, shape)
+            t0 = time.monotonic_ns()
+            arr = self.backend.from_frame(frame, dtype, shape)
+            self.io.client_transfer("from_client", t0, time.monotonic_ns(), arr.nbytes, b.cno)
+            return arr
         except MemoryError as exc:  # the device refused the copy: as for any other op's result
             size = allocation_size(exc)  # (retried outside this handler, as in _one)
         return self._after_refusal(

@@ -34,6 +34,7 @@ from gt.runtime.liveness import (
 )
 from gt.runtime.sockets import COPY_BELOW, raw_bytes, send_parts, take
 from gt.runtime.worker.backend import Backend, load_backend
+from gt.runtime.worker.busy import BusyReporter
 from gt.runtime.worker.device_monitor import DeviceMonitor
 from gt.runtime.worker.direct import DirectLink
 from gt.runtime.worker.executor import Executor
@@ -159,6 +160,7 @@ class Worker(Reporting):
         self.peers = Peers(self.wid, self.ctx, self.data, self._drain_data, self.events,
                            self.backend, self._stop.is_set)  # fmt: skip
         self.executor = Executor(self.backend, self.peers, self)
+        self.busy = BusyReporter(self.executor, self.events, self.wid)
         self.memory = WorkerMemory(self.backend, self.executor, memory, self._pool_transfer,
                                    sharing=sharing)  # fmt: skip
         self.memory.configure(settings.get("memory"))
@@ -445,6 +447,7 @@ class Worker(Reporting):
     ) -> None:  # fmt: skip
         """Send a fetched array (or its error): straight to the client, else via the dispatcher;
         ``ack``: the batch it acknowledges (see :attr:`P.Data.ack`)."""
+        t0 = time.monotonic_ns()
         if err is not None:
             dtype = shape = None
             payload: Any = b""
@@ -463,10 +466,18 @@ class Worker(Reporting):
                 send_parts(
                     self.data, [token, P.encode(P.Data(req, dtype, shape, err, ack)), payload]
                 )
+                self._replied(client, t0, payload)
                 return
             except zmq.ZMQError:
                 pass  # the client has no direct link to us: go through the dispatcher
         send_parts(self.sock, [P.encode(P.Relay(client, req, dtype, shape, err, ack)), payload])
+        self._replied(client, t0, payload)
+
+    def _replied(self, client: int, t0: int, payload: Any) -> None:
+        """A fetch's bytes left for ``client``: on the timeline from the copy to host on."""
+        nbytes = len(payload) if type(payload) is bytes else payload.nbytes
+        if nbytes:
+            self.client_transfer("to_client", t0, time.monotonic_ns(), nbytes, client)
 
     def _heartbeat_loop(self) -> None:
         """Heartbeats to the dispatcher, from a thread of their own (a long kernel does not stop
@@ -537,6 +548,8 @@ class Worker(Reporting):
             self.peers.close()
         if getattr(self, "device_monitor", None) is not None:
             self.device_monitor.stop()
+        if getattr(self, "busy", None) is not None:
+            self.busy.stop()
         if getattr(self, "events", None) is not None:
             self.events.emit(E.MEMORY, {"worker": self.wid, "used": 0, "reserved": 0, "cached": 0,
                                         "limit": None, "spilled": 0, "tensors": 0})  # fmt: skip

@@ -45,16 +45,22 @@ class Reporting:
             ev.emit(E.ERROR, {"client": run.client, "worker": self.wid, "message": msg,
                               "op": O.op_name(opcode), "source": src})  # fmt: skip
 
-    def _pool_transfer(self, direction: str, t0: int, t1: int, nbytes: int, cno: int) -> None:
-        """Spill traffic: on the timeline, and (spills and reads on demand) a wait of the batch."""
-        if direction != "prefetch":
-            self.peers.waited_ns += t1 - t0  # not charged to the op that was running
+    def client_transfer(self, direction: str, t0: int, t1: int, nbytes: int, cno: int) -> None:
+        """Bytes from a client (an upload taken, ``"from_client"``) or to one (a fetch's reply,
+        ``"to_client"``): communication on the timeline, counted in the bytes moved. (The memory
+        pool's traffic, which has no peer either, is published through here too.)"""
         ev = self.events
         if ev.enabled:
             off = ev.offset
             ev.emit(E.TRANSFER, {"worker": self.wid, "peer": None, "bytes": nbytes, "t0": t0 + off,
                                  "t1": t1 + off, "direction": direction, "what": "",
                                  "client": cno, "batch": self.peers.batch}, t0 + off)  # fmt: skip
+
+    def _pool_transfer(self, direction: str, t0: int, t1: int, nbytes: int, cno: int) -> None:
+        """Spill traffic: on the timeline, and (spills and reads on demand) a wait of the batch."""
+        if direction != "prefetch":
+            self.peers.waited_ns += t1 - t0  # not charged to the op that was running
+        self.client_transfer(direction, t0, t1, nbytes, cno)
 
     def stats(self, memory: dict | None = None) -> dict:
         """Plain-data counters: tensors and bytes held, batches and instructions run."""
