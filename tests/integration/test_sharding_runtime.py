@@ -327,6 +327,10 @@ def test_config_apply_accepts_the_editors_request_and_checks_a_token(monkeypatch
 def test_bfloat16_moves_between_workers_under_every_kind_of_config(cluster, conn, config):
     # (its bytes failed to leave a worker: NumPy has no buffer format for ml_dtypes' bfloat16,
     # and the peer waited out GT_PEER_TIMEOUT)
+    try:
+        gt.ones(1).bfloat16().float().item()
+    except gt.WorkerError as exc:  # (the CuPy test double computes no bfloat16)
+        pytest.skip(str(exc))
     gt.load_config(config)
     gt.manual_seed(1)
     with gt.signal.context("rows"):

@@ -110,11 +110,12 @@ def test_sync_points_and_host_data_cannot_be_replayed(op, why):
         canonical(rec, None)
 
 
-def test_an_instruction_under_a_shard_config_signal_is_not_captured():
+def test_an_instruction_under_a_signal_is_captured_only_while_no_config_places_it():
     rec = Stream().call(10)
     rec.instrs[0] = [*rec.instrs[0], 3]  # a signal id
-    with pytest.raises(NotCapturable, match="shard-config signal"):
+    with pytest.raises(NotCapturable, match="signal while a shard config is in force"):
         canonical(rec, None)
+    assert canonical(rec, None, signals_ok=True)  # (with no config, a signal changes nothing)
 
 
 def test_a_result_the_call_did_not_make_is_refused():

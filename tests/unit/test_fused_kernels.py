@@ -8,7 +8,7 @@ import pytest
 
 from gt.runtime import ops as O
 from gt.runtime.ops.elementwise import _AXPY_CHUNK
-from gt.runtime.ops.reduce import matmul_numpy
+from gt.runtime.ops.reduce import _swap_keeps_bits, matmul_numpy
 from gt.runtime.worker.backend import Backend
 
 BACKEND = Backend(np, "cpu")
@@ -24,9 +24,24 @@ def test_a_linear_layers_product_equals_numpys_bit_for_bit(rows, inner, out, dty
     w = rng.standard_normal((out, inner)).astype(dtype)
     got = matmul_numpy(x, w.T)
     np.testing.assert_array_equal(got, np.matmul(x, w.T))
-    # the swapped call only where it was measured faster: float32, 2 <= rows < outputs, a large W
-    swapped = dtype is np.float32 and 1 < rows < out and w.size >= 1 << 16
+    # the swapped call only where it was measured faster: float32, 2 <= rows < outputs, a large W,
+    # and where this CPU's BLAS kernels give it the same bits (Intel's: yes; AMD's: no)
+    swapped = dtype is np.float32 and 1 < rows < out and w.size >= 1 << 16 and _swap_keeps_bits()
     assert got.flags.f_contiguous if swapped else got.flags.c_contiguous
+
+
+def test_the_swap_is_taken_only_where_this_machines_blas_keeps_the_bits(monkeypatch):
+    import gt.runtime.ops.reduce as R
+
+    x = rng.standard_normal((8, 784)).astype(np.float32)
+    w = rng.standard_normal((512, 784)).astype(np.float32)
+    monkeypatch.setattr(R, "_SWAP_OK", False)  # (as on an AMD CPU)
+    assert matmul_numpy(x, w.T).flags.c_contiguous
+    monkeypatch.setattr(R, "_SWAP_OK", True)
+    assert matmul_numpy(x, w.T).flags.f_contiguous
+    monkeypatch.setattr(R, "_SWAP_OK", None)  # (probed at the first product that could swap)
+    matmul_numpy(x, w.T)
+    assert R._SWAP_OK is R._swap_keeps_bits()
 
 
 def test_other_layouts_and_ranks_are_numpys_own_product():

@@ -110,11 +110,13 @@ def matmul_numpy(a: Any, b: Any) -> Any:
     """``a @ b`` on NumPy, with ``x @ W.T`` (a Linear layer's product) computed as ``(W @ x.T).T``
     for float32 when ``x`` has at least 2 and fewer rows than ``W`` and ``W`` is large.
 
-    Both are one GEMM call with the operands swapped and other transpose flags, so every element
-    is the same dot product in the same order (equal bit for bit in our tests); OpenBLAS packs a
+    Both are one GEMM call with the operands swapped and other transpose flags; OpenBLAS packs a
     transposed right operand with a short left one slowly, and the swapped call took 0.5-0.8x the
-    time for batches of 8-64 (``benchmarks/bench_cpu_kernels.py``). The result is a transposed
-    view (an F-ordered array), which every kernel reads as it reads any transposed tensor.
+    time for batches of 8-64 (``benchmarks/bench_cpu_kernels.py``). On Intel CPUs OpenBLAS's
+    kernels then form every element as the same dot product in the same order (equal bit for bit);
+    on AMD's (Zen) they do not, so the swap is taken only where a probe at first use found the bits
+    equal (:func:`_swap_keeps_bits`). The result is a transposed view (an F-ordered array), which
+    every kernel reads as it reads any transposed tensor.
     """
     if (
         a.dtype is _F32
@@ -126,9 +128,27 @@ def matmul_numpy(a: Any, b: Any) -> Any:
         and b.flags.f_contiguous
         and a.flags.c_contiguous
         and not b.flags.c_contiguous
+        and (_SWAP_OK if _SWAP_OK is not None else _swap_keeps_bits())
     ):
         return (b.T @ a.T).T
     return a @ b
+
+
+_SWAP_OK: bool | None = None
+
+
+def _swap_keeps_bits() -> bool:
+    """Whether this machine's BLAS gives ``(W @ x.T).T`` the bits of ``x @ W.T`` (probed once, on
+    shapes that differ where the kernels differ: some 10 ms)."""
+    global _SWAP_OK
+    rng = np.random.default_rng(0)
+    ok = True
+    for rows, inner, out in ((8, 784, 512), (64, 784, 512), (16, 256, 256), (256, 128, 4096)):
+        x = rng.standard_normal((rows, inner), dtype=np.float32)
+        w = rng.standard_normal((out, inner), dtype=np.float32)
+        ok = ok and bool(np.array_equal((w @ x.T).T, x @ w.T))
+    _SWAP_OK = ok
+    return ok
 
 
 def _k_matmul(be: Any) -> Any:
