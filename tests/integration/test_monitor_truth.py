@@ -22,6 +22,14 @@ from gt.trace import events as E
 pytestmark = pytest.mark.timeout(180)
 
 
+def _subscriber(cluster: LocalCluster) -> zmq.Socket:
+    sub = zmq.Context.instance().socket(zmq.SUB)
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.connect(cluster.endpoints["events"])
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    return sub
+
+
 def _long_matmul(seconds: float) -> int:
     """A float64 matmul size that takes about ``seconds`` on this machine (measured here)."""
     n = 600
@@ -35,10 +43,7 @@ def _long_matmul(seconds: float) -> int:
 def test_a_worker_in_a_long_op_announces_it_and_top_shows_it_busy():
     n = _long_matmul(4.0)
     with LocalCluster(workers=1) as cluster:
-        sub = zmq.Context.instance().socket(zmq.SUB)
-        sub.setsockopt(zmq.LINGER, 0)
-        sub.connect(cluster.endpoints["events"])
-        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        sub = _subscriber(cluster)
         try:
             gt.connect(cluster.address, timeout=120)
             a = gt.ones(n, n, dtype=gt.float64)
@@ -77,10 +82,7 @@ def test_a_worker_in_a_long_op_announces_it_and_top_shows_it_busy():
 def test_uploads_and_fetches_count_as_bytes_moved_to_and_from_the_client():
     # (only bytes between workers were counted: a 64 MiB upload and fetch showed "0B moved")
     with LocalCluster(workers=1) as cluster:
-        sub = zmq.Context.instance().socket(zmq.SUB)
-        sub.setsockopt(zmq.LINGER, 0)
-        sub.connect(cluster.endpoints["events"])
-        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        sub = _subscriber(cluster)
         try:
             gt.connect(cluster.address, timeout=60)
             # (once a batch's events arrive, the subscription is in effect)
