@@ -241,6 +241,7 @@ _MODEL_WORKER = {
     "n_xfers": _INT, "sent": _INT, "received": _INT, "counts": _PAIRS, "times": _PAIRS,
     "mem_hist": list_of(_INT), "snaps": list_of(row(_INT, _INT)), "last_exec": opt(_EXEC),
     "last_xfer": opt(_XFER), "time": opt(row(_TOTALS, _OINT, _OINT, _OINT, _PENDING)),
+    "base": row(_INT, _INT),
 }  # fmt: skip
 _MODEL_CLIENT = {
     "cno": _INT, "host": _OSTR, "pid": _OINT, "argv": opt(list_of(_str)), "home": _OINT,

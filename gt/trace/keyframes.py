@@ -33,7 +33,7 @@ LOG_KEEP = 200
 
 _W_SCALARS = ("device", "backend", "host", "pid", "alive", "reason", "last_ops", "last_srcs",
               "last_client", "queue", "instructions", "batches", "errors", "hot", "memory",
-              "device_stats", "in_flight", "n_xfers", "sent", "received")  # fmt: skip
+              "device_stats", "in_flight", "n_xfers", "sent", "received", "base")  # fmt: skip
 _C_SCALARS = ("host", "pid", "argv", "home", "alive", "reason", "queued", "last_batch",
               "done_batch", "errors", "snap_in_flight")  # fmt: skip
 _M_SCALARS = ("events", "instructions", "batches", "transfer_bytes", "errors", "bad_events",

@@ -401,6 +401,10 @@ class ClusterModel:
             instr = as_int(info.get("instructions"))
             if instr is not None:
                 w.snaps.append((t, instr))
+                w.base[0] = max(w.base[0], instr - w.instructions)
+            batches = as_int(info.get("batches"))
+            if batches is not None:
+                w.base[1] = max(w.base[1], batches - w.batches)
             stats = info.get("stats") if isinstance(info.get("stats"), dict) else {}
             if w.memory is None and as_int(stats.get("bytes")) is not None:
                 w.memory = (stats["bytes"], None, None, None, as_int(stats.get("tensors")))

@@ -23,7 +23,7 @@ class WorkerRecord:
         "wid", "device", "backend", "host", "pid", "alive", "reason", "execs", "xfers",
         "counts", "times", "last_ops", "last_srcs", "last_client", "queue", "instructions",
         "batches", "errors", "hot", "memory", "mem_hist", "device_stats", "in_flight", "snaps",
-        "n_xfers", "lane", "time", "seen", "sent", "received", "via", "running",
+        "n_xfers", "lane", "time", "seen", "sent", "received", "via", "running", "base",
     )  # fmt: skip
 
     def __init__(self, wid: int):
@@ -56,6 +56,9 @@ class WorkerRecord:
         # A batch still running, from its busy events: (t0, opcode, client, src), until its
         # exec event ends it.
         self.running: tuple | None = None
+        # What the dispatcher's snapshots counted for this worker beyond our events (it ran
+        # before we attached): [instructions, batches].
+        self.base = [0, 0]
 
 
 class LaneBins:

@@ -463,3 +463,20 @@ def test_a_worker_inside_a_long_batch_is_busy_with_its_op_until_the_batch_ends()
                                   ev(E.WORKER_LEFT, 3_600 * MS, worker=0, reason="killed")])  # fmt: skip
     w = m.state(4 * S).workers[0]
     assert not w.alive and w.compute == pytest.approx(0.0)  # (a dead worker runs nothing)
+
+
+def test_a_workers_counts_include_what_it_ran_before_the_monitor_attached():
+    # (the header said 1,003 instructions since the dispatcher started, the worker's row 0)
+    m = ClusterModel(OPS, window_ns=S)
+    m.apply_snapshot({"clock": 10, "workers": [{"id": 0, "instructions": 1000, "batches": 10,
+                                                "alive": True}]})  # fmt: skip
+    m.apply_batch("worker:0", 0, [exec_ev(20, 30, [2, 2, 2, 2, 2])])
+    w = m.state(40).workers[0]
+    assert (w.instructions, w.batches) == (1005, 11)
+    m.apply_snapshot({"clock": 50, "workers": [{"id": 0, "instructions": 1005, "batches": 11}]})
+    w = m.state(60).workers[0]
+    assert (w.instructions, w.batches) == (1005, 11)  # (a later snapshot counts nothing twice)
+    from gt.trace.keyframes import restore_model, snapshot_model
+
+    again = restore_model(snapshot_model(m), OPS, window_ns=S).state(60).workers[0]
+    assert (again.instructions, again.batches) == (1005, 11)
