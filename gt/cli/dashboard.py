@@ -78,18 +78,22 @@ def collect_state(
 
 def format_once(state: Any, status: Any, width: int | None = None) -> str:
     """``gt top --once``: header, workers, clients and recent events as text tables, as wide as
-    the terminal (160 columns into a file or a pipe)."""
+    ``$COLUMNS``, else the terminal (160 columns into a file or a pipe)."""
     from rich.console import Console
 
     from gt.tui import tables as T
 
     if width is None:
-        width = shutil.get_terminal_size((160, 24)).columns if sys.stdout.isatty() else 160
+        cols = os.environ.get("COLUMNS", "")
+        if cols.isdigit() and int(cols) > 0:
+            width = int(cols)
+        else:
+            width = shutil.get_terminal_size((160, 24)).columns if sys.stdout.isatty() else 160
     buf = io.StringIO()
     console = Console(file=buf, width=width, force_terminal=False, color_system=None)
     console.print(T.header_text(state, status))
-    console.print(T.workers_table(state))
-    console.print(T.clients_table(state))
+    console.print(T.workers_table(state, width))
+    console.print(T.clients_table(state, width))
     console.print(T.log_lines(state.log, 10, state.now_ns))
     return buf.getvalue()
 

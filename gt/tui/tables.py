@@ -13,7 +13,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from rich.table import Table
 from rich.text import Text
 
 from gt.trace.state import ClientState, ClusterState, LogEntry, WorkerState
@@ -322,14 +321,29 @@ def fit_workers(state: ClusterState, width: int, sort: str = "id", *, reverse: b
     return fit((layout(t) for t in WORKER_TIERS), width, floors)
 
 
-def workers_table(state: ClusterState) -> Table:
-    """All workers as a Rich table (``gt top --once``)."""
-    table = Table(title="workers", title_justify="left", expand=False)
-    for label in WORKER_TIERS[0].labels:
-        table.add_column(label, no_wrap=True)
-    for _wid, cells in worker_rows(state):
-        table.add_row(*cells)
-    return table
+def workers_table(state: ClusterState, width: int = 160) -> Text:
+    """All workers as a Rich table ``width`` cells wide at most (``gt top --once``): the layout
+    the dashboard would choose for that width."""
+    return fitted_table("workers", fit_workers(state, width, sort=""))  # (by id, no arrow)
+
+
+def fitted_table(title: str, got: Fitted) -> Text:
+    """A fitted layout as text, as the dashboard draws it: the title, the labels over a rule,
+    one line per row, every cell cut to its column's width."""
+    gap = " " * got.gap
+
+    def line(cells: Iterable[Text]) -> Text:
+        parts = []
+        for cell, w in zip(cells, got.widths):
+            cell = cell.copy()
+            cell.truncate(w, overflow="ellipsis", pad=True)
+            parts.append(cell)
+        return Text(gap).join(parts)
+
+    out = [Text(title), line(Text(c.label, style="bold") for c in got.columns),
+           Text("─" * max(0, got.width - got.gap))]  # fmt: skip
+    out += [line(cells) for _key, cells in got.rows]
+    return Text("\n").join(out)
 
 
 # ---------------------------------------------------------------------- clients
@@ -384,14 +398,9 @@ def fit_clients(state: ClusterState, width: int, sort: str = "id", *, reverse: b
     return fit((layout(t) for t in CLIENT_TIERS), width, floors)
 
 
-def clients_table(state: ClusterState) -> Table:
-    """All clients as a Rich table (``gt top --once``)."""
-    table = Table(title="clients", title_justify="left", expand=False)
-    for label in CLIENT_TIERS[0].labels:
-        table.add_column(label, no_wrap=True)
-    for _cid, cells in client_rows(state):
-        table.add_row(*cells)
-    return table
+def clients_table(state: ClusterState, width: int = 160) -> Text:
+    """All clients as a Rich table ``width`` cells wide at most (``gt top --once``)."""
+    return fitted_table("clients", fit_clients(state, width, sort=""))
 
 
 # ---------------------------------------------------------------------- log

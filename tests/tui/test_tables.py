@@ -111,3 +111,20 @@ def test_a_cluster_on_several_machines_names_each_workers_machine():
     many = tuple(dataclasses.replace(w, host=f"node{w.id}.lab") for w in st.workers)
     labels = [str(c[1]) for _w, c in T.worker_rows(dataclasses.replace(st, workers=many))]
     assert sorted(d.split(":")[0] for d in labels) == sorted(f"node{w.id}" for w in many)
+
+
+def test_once_tables_take_the_dashboards_layout_for_the_width(monkeypatch):
+    # (gt top --once drew every column at its widest in a bordered table: at 80 columns the
+    # worker ids, states and ops were all "…"; piped, $COLUMNS was ignored)
+    from gt.cli.dashboard import format_once
+
+    st = sample_state()
+    status = T.Status("fixture")
+    for width in (60, 80, 200):
+        lines = format_once(st, status, width).splitlines()
+        assert max(len(line) for line in lines) <= width
+        rows = lines[lines.index("workers") + 3 :]
+        for w in st.workers:  # each worker's id and state are whole, never "…"
+            assert any(r.split()[:1] == [f"w{w.id}"] for r in rows), (width, rows)
+    monkeypatch.setenv("COLUMNS", "70")
+    assert max(map(len, format_once(st, status).splitlines())) <= 70
