@@ -23,7 +23,7 @@ from gt.trace.model import ClusterModel
 from gt.trace.reader import Reader, TraceFormatError
 from gt.trace.records import as_text
 from gt.trace.state import MemoryState
-from gt.trace.timeshare import KINDS, shares
+from gt.trace.timeshare import KINDS, lifetime, shares
 
 _UNITS = {
     "ns": 1,
@@ -198,7 +198,8 @@ def trace_stats(reader: Reader, op_names: list[str] | None = None) -> dict:
     """Per worker: compute, communication, waiting and idle time, batches, bytes moved, top ops.
 
     The trace is folded into the same cluster model ``gt top`` uses, so the numbers are the
-    model's: the four shares of a worker add up to 100 % of the trace's span (see
+    model's: the four shares of a worker add up to 100 % of the time it was in the trace (from
+    its start, or the worker's first event, to its end, or the worker's death; see
     :mod:`gt.trace.timeshare`). Op times need per-instruction durations (``GT_TRACE=full``).
     """
     names = list(op_names or reader.header.get("op_names") or [])
@@ -218,7 +219,9 @@ def trace_stats(reader: Reader, op_names: list[str] | None = None) -> dict:
         op_time.update(rec.times)
         op_count.update(rec.counts)
         parts = rec.time.totals()
-        sh = shares(parts, span) or {}
+        known = [t for t in (rec.seen, rec.time.start()) if t is not None]
+        joined = min(known) if known else None
+        sh = shares(parts, lifetime(t_first, t_last, joined, rec.left)) or {}
         top = sorted(rec.times.items(), key=lambda kv: -kv[1])[:5]
         workers_out[w.id] = {
             "batches": w.batches, "instructions": w.instructions, "hot": w.hot, "errors": w.errors,

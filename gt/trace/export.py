@@ -23,7 +23,7 @@ from gt.trace import events as E
 from gt.trace.checks import is_int, is_key, is_num, short
 from gt.trace.reader import Reader
 from gt.trace.records import as_text
-from gt.trace.timeshare import BACKGROUND, MEMORY_TRAFFIC, TimeAccount, shares
+from gt.trace.timeshare import BACKGROUND, MEMORY_TRAFFIC, TimeAccount, lifetime, shares
 
 CLIENTS_PID = 100_000
 DISPATCHER_PID = 100_001
@@ -127,6 +127,10 @@ class _Exporter:
         self.compute: dict[int, _Lanes] = {}
         self.comm: dict[int, _Lanes] = {}
         self.seen_workers: set[int] = set()
+        # When each worker joined (its first event; workers of the recording's header were
+        # there from its start) and left: its shares are of that time (timeshare.lifetime).
+        self.joined: dict[int, int] = {}
+        self.left: dict[int, int] = {}
         self.clients: dict[Any, int] = {}  # client -> its lane (tid)
         self.client_end: dict[Any, int] = {}  # client -> end of its last slice (ns)
         self.srclocs: dict[Any, dict] = {}  # client -> {source id: JSON string of "file:line"}
@@ -222,6 +226,16 @@ class _Exporter:
         for b in self.r.batches(lo, hi):
             n += len(b.events)
             for kind, t, f in b.events:
+                w = f.get("worker") if type(f) is dict else None
+                if is_int(w):
+                    t0 = f.get("t0")
+                    first = min(t, t0) if is_int(t0) else t  # (a span began before its stamp)
+                    if first < self.joined.get(w, first + 1):
+                        self.joined[w] = first
+                    if kind == E.WORKER_LEFT:
+                        self.left[w] = t
+                    elif kind == E.WORKER_JOINED:
+                        self.left.pop(w, None)
                 h = handlers.get(kind)
                 if h is not None:
                     h(t, f)
@@ -431,12 +445,19 @@ class _Exporter:
         acc = self.time.get(w)
         lo = self.w_lo if self.w_lo is not None else self.origin
         hi = self.w_hi if self.w_hi is not None else (self.r.summary().get("t_last") or lo)
-        sh = shares(acc.totals(), hi - lo) if acc is not None else None
+        joined = None if w in self._at_start else self.joined.get(w)
+        span = lifetime(lo, hi, joined, self.left.get(w))
+        sh = shares(acc.totals(), span) if acc is not None else None
         if not sh:
             return ""
         return " · " + " ".join(
             f"{k} {100 * sh[k]:.0f}%" for k in ("compute", "comm", "wait", "idle")
         )
+
+    @property
+    def _at_start(self) -> set:
+        """The workers the recording's header names (there from its start)."""
+        return {w.get("id") for w in self.r.header.get("workers") or () if isinstance(w, dict)}
 
     def metadata(self) -> None:
         devices = {w.get("id"): w for w in self.r.workers()}

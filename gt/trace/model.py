@@ -289,14 +289,19 @@ class ClusterModel:
     def _worker_joined(self, t: int, f: dict, source: str) -> None:
         w = self._worker(f["worker"])
         set_facts(w, f)
-        w.alive, w.reason = True, None
+        w.alive, w.reason, w.left = True, None, None
+        if w.seen is None:  # (named by a recording's summary before its events were read)
+            w.seen = t
         where = f"{w.device or '?'} on {w.host or '?'}, pid {w.pid if w.pid is not None else '?'}"
         self.log.append(LogEntry(t, E.WORKER_JOINED, source, f"worker {w.wid} joined ({where})"))
 
     def _worker_left(self, t: int, f: dict, source: str) -> None:
         w = self._worker(f["worker"])
-        w.alive, w.reason = False, as_text(f.get("reason"))
+        w.alive, w.reason, w.left = False, as_text(f.get("reason")), t
         w.running = None
+        if w.memory is not None:  # (what it held is gone with it)
+            w.memory = (0, 0, w.memory[2], 0, 0, {})
+            w.mem_hist.append(0)
         self.log.append(
             LogEntry(t, E.WORKER_LEFT, source, f"worker {w.wid} left: {w.reason or 'unknown'}")
         )
@@ -397,6 +402,8 @@ class ClusterModel:
             set_facts(w, info)
             if "alive" in info:
                 w.alive = bool(info["alive"])
+                if not w.alive and info.get("reason") is not None:
+                    w.reason = as_text(info["reason"])
             w.in_flight = as_int(info.get("in_flight"))
             instr = as_int(info.get("instructions"))
             if instr is not None:

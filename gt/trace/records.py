@@ -23,7 +23,7 @@ class WorkerRecord:
         "wid", "device", "backend", "host", "pid", "alive", "reason", "execs", "xfers",
         "counts", "times", "last_ops", "last_srcs", "last_client", "queue", "instructions",
         "batches", "errors", "hot", "memory", "mem_hist", "device_stats", "in_flight", "snaps",
-        "n_xfers", "lane", "time", "seen", "sent", "received", "via", "running", "base",
+        "n_xfers", "lane", "time", "seen", "sent", "received", "via", "running", "base", "left",
     )  # fmt: skip
 
     def __init__(self, wid: int):
@@ -59,6 +59,7 @@ class WorkerRecord:
         # What the dispatcher's snapshots counted for this worker beyond our events (it ran
         # before we attached): [instructions, batches].
         self.base = [0, 0]
+        self.left: int | None = None  # when it left or died (run clock)
 
 
 class LaneBins:

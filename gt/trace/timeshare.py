@@ -197,6 +197,15 @@ def _partition(
     return out
 
 
+def lifetime(lo: int, hi: int, joined: int | None, left: int | None) -> int:
+    """The part of ``[lo, hi]`` a worker was there for: from when it joined (``None``: before
+    ``lo``) to when it left (``None``: after ``hi``). Its shares are of this, not of ``hi - lo``:
+    time before it started or after it died is none of its own, idle included."""
+    start = lo if joined is None else max(lo, joined)
+    end = hi if left is None else min(hi, left)
+    return max(0, end - start)
+
+
 def shares(parts: dict[str, int], span: int) -> dict[str, float] | None:
     """Fractions of ``span`` per part plus ``idle``: they add up to exactly 1 (None: no span)."""
     if span <= 0:

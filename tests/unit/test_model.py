@@ -480,3 +480,18 @@ def test_a_workers_counts_include_what_it_ran_before_the_monitor_attached():
 
     again = restore_model(snapshot_model(m), OPS, window_ns=S).state(60).workers[0]
     assert (again.instructions, again.batches) == (1005, 11)
+
+
+def test_a_dead_worker_holds_no_memory_and_a_late_monitor_learns_why_it_died():
+    m = model_with([
+        ev(E.WORKER_JOINED, 0, worker=0, host="h", pid=1, device="cpu", backend="numpy"),
+        ev(E.MEMORY, 10, worker=0, used=262_148, reserved=262_148, limit=None, spilled=0,
+           tensors=3),
+        ev(E.WORKER_LEFT, 20, worker=0, reason="exited with code -9"),
+    ])  # fmt: skip
+    w = m.state(30).workers[0]
+    assert not w.alive and w.memory.used == 0 and w.memory.tensors == 0
+    late = ClusterModel(OPS, window_ns=S)  # (attached after the death: only the snapshot says)
+    late.apply_snapshot({"clock": 40, "workers": [{"id": 0, "alive": False,
+                                                   "reason": "exited with code -9"}]})  # fmt: skip
+    assert late.state(50).workers[0].reason == "exited with code -9"

@@ -212,6 +212,7 @@ class ControlRequests:
                 {
                     "id": w.wid,
                     "alive": w.alive,
+                    "reason": w.reason,
                     "in_flight": w.in_flight,
                     "clients": sorted(w.clients),
                     "batches": w.batches_done,

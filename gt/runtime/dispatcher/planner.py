@@ -67,6 +67,7 @@ class WorkerState:
     last_seen: float  # on the dispatcher's running clock (gt.runtime.liveness)
     in_flight: int = 0
     alive: bool = True
+    reason: str | None = None  # why it is no longer alive
     local: bool = False  # our own child process: watched through the OS, never timed out
     clients: set[int] = field(default_factory=set)
     running: Counter = field(default_factory=Counter)  # (client, seq) of the batches it holds
@@ -167,7 +168,7 @@ class Planner:
         w = self.workers.get(wid)
         if w is None or not w.alive:
             return []
-        w.alive = False
+        w.alive, w.reason = False, reason
         w.in_flight = 0
         lost = []
         for cno in sorted(w.clients):
