@@ -247,3 +247,12 @@ def test_once_tables_fit_the_terminal(trace):
         proc.wait(timeout=60)
     lines = out.decode("utf-8", "replace").splitlines()
     assert lines and max(len(line) for line in lines) <= 80
+
+
+def test_gt_trace_export_is_gt_export(trace, tmp_path):
+    # (users of gt trace info|stats typed gt trace export: "invalid choice")
+    out = tmp_path / "t.json"
+    done = subprocess.run(gt_cmd("trace", "export", str(trace), "-o", str(out)),
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["traceEvents"]
