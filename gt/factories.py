@@ -438,9 +438,7 @@ def linspace(
 
 
 #: How PyTorch's messages name the dtypes a complex range may not be cast to.
-_SCALAR = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
-           "int64": "Long", "float16": "Half", "bfloat16": "BFloat16", "float32": "Float",
-           "float64": "Double"}  # fmt: skip
+_SCALAR = S.SCALAR_NAMES
 
 
 def _value(v: Any) -> Any:

@@ -23,6 +23,11 @@ INT_DTYPES = ("uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "u
 #: dtype, floats and Python numbers; promoting them with another integer (or bool) raises.
 LIMITED_UINTS = ("uint16", "uint32", "uint64")
 COMPLEX_DTYPES = ("complex64", "complex128")
+#: PyTorch's scalar type names for each dtype (how its messages name them).
+SCALAR_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
+                "int64": "Long", "float16": "Half", "bfloat16": "BFloat16", "float32": "Float",
+                "float64": "Double", "complex64": "ComplexFloat", "complex128": "ComplexDouble",
+                "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64"}  # fmt: skip
 #: Floating and complex dtypes: what math functions keep (integers become float32 first).
 INEXACT_DTYPES = FLOAT_DTYPES + COMPLEX_DTYPES
 DEFAULT_FLOAT = "float32"

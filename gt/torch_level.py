@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from gt import linalg as _linalg
+from gt import shapes as S
 from gt.factories import empty as _empty
 from gt.factories import tensor as _tensor
 from gt.nn import functional as F
@@ -353,10 +354,7 @@ def _storage_type(self: Any) -> type:
     return _STORAGE_TYPES[name]
 
 
-_SCALAR_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
-                 "int64": "Long", "float16": "Half", "bfloat16": "BFloat16", "float32": "Float",
-                 "float64": "Double", "complex64": "ComplexFloat", "complex128": "ComplexDouble",
-                 "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64"}  # fmt: skip
+_SCALAR_NAMES = S.SCALAR_NAMES
 
 
 def hash_tensor(input: Any, dim: Any = (), *, keepdim: bool = False, mode: int = 0) -> Any:  # noqa: A002

@@ -119,6 +119,7 @@ from gt.nn.unpooling import max_unpool1d, max_unpool2d, max_unpool3d
 from gt.ops.arith import where
 from gt.ops.autocast import autocast_op
 from gt.ops.inplace import apply_inplace
+from gt.ops.shaping import stack
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names (input, ...)
@@ -500,8 +501,11 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """``int64`` one-hot encoding along a new last dimension."""
     if tensor.dtype not in S.INT_DTYPES:
         raise TypeError(f"one_hot: expected an integer tensor, got {tensor.dtype}")
-    if num_classes < 0:
-        num_classes = int(tensor.max().item()) + 1
+    if num_classes < 0:  # (a sync point, as in PyTorch: both bounds in one round trip)
+        lo, hi = stack([tensor.min(), tensor.max()]).tolist() if tensor.numel() else (0, -1)
+        if lo < 0:
+            raise RuntimeError("Class values must be non-negative.")
+        num_classes = int(hi) + 1
     return (tensor.unsqueeze(-1) == arange(num_classes)).long()
 
 

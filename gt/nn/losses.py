@@ -7,6 +7,7 @@ reported by the worker at the next sync point, as on a GPU in PyTorch.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from gt import shapes as S
@@ -49,9 +50,23 @@ def _numeric(target: Any) -> Any:
     return target.to("uint8") if getattr(target, "dtype", None) == "bool" else target
 
 
+def _warn_size(input: Tensor, target: Any) -> None:
+    """PyTorch's warning for a regression loss whose target has another shape than its input:
+    the two broadcast, almost always by mistake (``(N, 1)`` against ``(N,)`` gives ``(N, N)``)."""
+    shape = getattr(target, "shape", None)
+    if shape is not None and tuple(shape) != tuple(input.shape):
+        warnings.warn(
+            f"Using a target size ({target.size()}) that is different to the input size "
+            f"({input.size()}). This will likely lead to incorrect results due to broadcasting. "
+            "Please ensure they have the same size.",
+            stacklevel=3,
+        )
+
+
 def mse_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,
              reduction: str = "mean") -> Tensor:  # fmt: skip
-    """Mean squared error (``target`` broadcasts against ``input``)."""
+    """Mean squared error (``target`` broadcasts against ``input``, with PyTorch's warning)."""
+    _warn_size(input, target)
     d = input - _numeric(target)
     out = _reduce(d * d, _legacy_reduction(size_average, reduce, reduction), "mse_loss")
     return label(out, "MseLossBackward0")
@@ -61,6 +76,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: An
 def l1_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,
             reduction: str = "mean") -> Tensor:  # fmt: skip
     """Mean absolute error."""
+    _warn_size(input, target)
     red = _legacy_reduction(size_average, reduce, reduction)
     return _reduce((input - target).abs(), red, "l1_loss")
 
@@ -166,6 +182,11 @@ def cross_entropy(
         raise ShapeError("cross_entropy: input must have at least one dimension (the classes)")
     cdim = 0 if input.ndim == 1 else 1
     if target.dtype in S.FLOAT_DTYPES:
+        if target.ndim == input.ndim - 1:  # (the shape of class indices, stored as floats)
+            raise RuntimeError(
+                "expected target dtype to be Long or Byte, but got "
+                + S.SCALAR_NAMES.get(str.__str__(target.dtype), str(target.dtype))
+            )
         _same_shape(input, target, "cross_entropy")
     else:
         _check_target(input, target, "cross_entropy")
@@ -254,6 +275,7 @@ def smooth_l1_loss(
     """Squared error below ``beta`` (halved, over ``beta``), absolute error above."""
     if beta == 0:  # PyTorch's l1_loss then, and its nodes
         return l1_loss(input, target, size_average, reduce, reduction)
+    _warn_size(input, target)
     d = input - _numeric(target)
     a = d.abs()
     loss = where(a < beta, d * d * (0.5 / beta), a - 0.5 * beta)
@@ -267,6 +289,7 @@ def huber_loss(
 ) -> Tensor:
     """Squared error below ``delta`` (halved), ``delta`` times the absolute error above (in the
     input's dtype, as PyTorch's)."""
+    _warn_size(input, target)
     if isinstance(target, Tensor) and input.is_floating_point() and target.is_floating_point():
         target = target.to(input.dtype)
     d = input - _numeric(target)
@@ -291,6 +314,14 @@ def kl_div(
     red = _legacy_reduction(size_average, reduce, reduction)
     if red == "batchmean":
         return loss.sum() / (input.shape[0] if input.ndim else 1)
+    if red == "mean":
+        warnings.warn(
+            "reduction: 'mean' divides the total loss by both the batch size and the support "
+            "size.'batchmean' divides only by the batch size, and aligns with the KL div math "
+            "definition.'mean' will be changed to behave the same as 'batchmean' in the next "
+            "major release.",
+            stacklevel=2,
+        )
     return _reduce(loss, red, "kl_div")
 
 

@@ -456,12 +456,9 @@ class ShapeOps:
         return label(out, "FlipBackward0")
 
 
-#: PyTorch's node of ``squeeze()``, ``squeeze(dim)`` and ``squeeze(dims)``.
 #: PyTorch's scalar type names (its messages name dtypes so).
-_SCALAR = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
-           "int64": "Long", "float16": "Half", "bfloat16": "BFloat16", "float32": "Float",
-           "float64": "Double", "complex64": "ComplexFloat", "complex128": "ComplexDouble",
-           "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64"}  # fmt: skip
+_SCALAR = S.SCALAR_NAMES
+#: PyTorch's node of ``squeeze()``, ``squeeze(dim)`` and ``squeeze(dims)``.
 _SQUEEZE_NODE = ("SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2")
 
 

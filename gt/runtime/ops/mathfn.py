@@ -73,8 +73,12 @@ def _k_round(be: Any) -> Any:
 def _k_bce(be: Any) -> Any:
     xp = be.xp
 
+    check = be.name == "numpy"  # (on a GPU the check would wait for the device)
+
     def h(v: list, at: Any) -> Any:
         p, t = v
+        if check and not ((p >= 0) & (p <= 1)).all():  # (NaN too, as PyTorch's check)
+            raise ValueError("all elements of input should be between 0 and 1")
         with _quiet(xp):
             lp = xp.maximum(xp.log(p), BCE_LOG_MIN)
             lq = xp.maximum(xp.log1p(-p), BCE_LOG_MIN)
