@@ -211,6 +211,7 @@ def trace_stats(reader: Reader, op_names: list[str] | None = None) -> dict:
     t_first, t_last = summary.get("t_first") or 0, summary.get("t_last") or 0
     span = max(0, t_last - t_first)
     state = model.state(t_last)
+    at_start = {w.get("id") for w in reader.header.get("workers") or () if isinstance(w, dict)}
     op_time: Counter = Counter()
     op_count: Counter = Counter()
     workers_out = {}
@@ -219,8 +220,10 @@ def trace_stats(reader: Reader, op_names: list[str] | None = None) -> dict:
         op_time.update(rec.times)
         op_count.update(rec.counts)
         parts = rec.time.totals()
-        known = [t for t in (rec.seen, rec.time.start()) if t is not None]
-        joined = min(known) if known else None
+        joined = None  # (a worker of the header was there from the start)
+        if w.id not in at_start:  # else from its first event, or its first span if earlier
+            known = [t for t in (rec.seen, rec.time.start()) if t is not None]
+            joined = min(known) if known else None
         sh = shares(parts, lifetime(t_first, t_last, joined, rec.left)) or {}
         top = sorted(rec.times.items(), key=lambda kv: -kv[1])[:5]
         workers_out[w.id] = {

@@ -228,10 +228,7 @@ class _Exporter:
             for kind, t, f in b.events:
                 w = f.get("worker") if type(f) is dict else None
                 if is_int(w):
-                    t0 = f.get("t0")
-                    first = min(t, t0) if is_int(t0) else t  # (a span began before its stamp)
-                    if first < self.joined.get(w, first + 1):
-                        self.joined[w] = first
+                    self.joined.setdefault(w, t)  # (its first event; spans: see _shares_label)
                     if kind == E.WORKER_LEFT:
                         self.left[w] = t
                     elif kind == E.WORKER_JOINED:
@@ -445,7 +442,10 @@ class _Exporter:
         acc = self.time.get(w)
         lo = self.w_lo if self.w_lo is not None else self.origin
         hi = self.w_hi if self.w_hi is not None else (self.r.summary().get("t_last") or lo)
-        joined = None if w in self._at_start else self.joined.get(w)
+        joined = None
+        if w not in self._at_start:  # as the model takes it: its first event or span
+            known = [t for t in (self.joined.get(w), acc.start() if acc else None) if t is not None]
+            joined = min(known) if known else None
         span = lifetime(lo, hi, joined, self.left.get(w))
         sh = shares(acc.totals(), span) if acc is not None else None
         if not sh:

@@ -149,6 +149,8 @@ class ClusterModel:
                 raise TypeError("worker id")
             w = self.workers[wid] = WorkerRecord(wid)
             w.seen = self._now
+        elif w.seen is None:  # (named by a recording's header or summary before any event)
+            w.seen = self._now
         return w
 
     def _client(self, cno: Any) -> ClientRecord:
@@ -290,8 +292,6 @@ class ClusterModel:
         w = self._worker(f["worker"])
         set_facts(w, f)
         w.alive, w.reason, w.left = True, None, None
-        if w.seen is None:  # (named by a recording's summary before its events were read)
-            w.seen = t
         where = f"{w.device or '?'} on {w.host or '?'}, pid {w.pid if w.pid is not None else '?'}"
         self.log.append(LogEntry(t, E.WORKER_JOINED, source, f"worker {w.wid} joined ({where})"))
 

@@ -91,7 +91,8 @@ def test_transfers_and_rewrites_are_in_the_event_stream(cluster, conn):
     events = bus.collect(1.0)
     xfers = [f for s, k, f in events if k == E.TRANSFER]
     assert {f["worker"] for f in xfers} == {0, 1}
-    assert {"send", "recv"} <= {f["direction"] for f in xfers} <= {"send", "recv", "wait", "reduce"}
+    assert {"send", "recv"} <= {f["direction"] for f in xfers} <= {
+        "send", "recv", "wait", "reduce", "to_client", "from_client"}  # fmt: skip
     assert any(f["what"] == "all_reduce" and f["bytes"] > 0 for f in xfers), xfers
     moves = [f["rewrite"]["moves"] for s, k, f in events if k == E.DISPATCHED and f["rewrite"]]
     assert any("all_reduce" in m for m in moves)
