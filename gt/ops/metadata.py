@@ -6,6 +6,7 @@ where the client waits for a worker; everything else here is answered from the c
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -113,6 +114,12 @@ class MetadataOps:
         return self.item()
 
     def __float__(self) -> float:
+        if self._rg:  # (PyTorch's warning, for float() alone)
+            warnings.warn(
+                "Converting a tensor with requires_grad=True to a scalar may lead to unexpected "
+                "behavior.\nConsider using tensor.detach() first.",
+                stacklevel=2,
+            )
         value = self._number()
         if isinstance(value, complex):  # (Python's TypeError would escape ``except RuntimeError``)
             if value.imag:

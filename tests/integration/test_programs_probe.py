@@ -52,3 +52,12 @@ def test_kl_div_mean_says_batchmean_is_what_is_meant(conn):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         F.kl_div(gt.zeros(2, 3), gt.zeros(2, 3), reduction="batchmean")
+
+
+def test_float_of_a_tensor_that_requires_grad_warns_as_pytorch_does(conn):
+    t = gt.ones(1, requires_grad=True)
+    with pytest.warns(UserWarning, match="Consider using tensor.detach"):
+        assert float(t) == 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert float(t.detach()) == 1.0 and int(t) == 1 and t.item() == 1.0
