@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gt.runtime import field_checks as F
 from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime.worker.backend import Backend
@@ -270,3 +271,14 @@ def test_an_op_a_cuda_library_could_not_allocate_for_is_tried_again_after_giving
     ex.handlers[OP["neg"]] = lambda vals, attrs: (_ for _ in ()).throw(RuntimeError("bad"))
     res = run(ex, [ins("neg", 3, [1])])  # any other error fails the op at once
     assert res.errors[0][0] == "RuntimeError: bad"
+
+
+@pytest.mark.parametrize("bad", [["x", 1, [], None, 1], [True, 1, [], None, "src"],
+                                 [OP["add"], 1, [9, 9], None, [1]]])  # fmt: skip
+def test_errors_of_malformed_instructions_are_well_formed_for_the_dispatcher(ex, bad):
+    # (a string opcode went into Done.errors as it was: the dispatcher refused the Done, the
+    # worker's slot was never freed, and four such batches wedged the worker for everyone)
+    res = run(ex, [bad])
+    assert res.errors and all(F.is_error(e) for e in res.errors)
+    P.encode(P.Done(1, 1, res.errors, 1, 0))  # (it encodes, and the dispatcher parses it)
+    assert P.parse(P.encode(P.Done(1, 1, res.errors, 1, 0))).errors == res.errors

@@ -149,7 +149,11 @@ class BatchState:
 
     def report(self, err: list) -> None:
         if len(self.errors) < MAX_ERRORS_PER_BATCH:
-            self.errors.append(err[:3])
+            # (fields a hostile instruction supplied are made well formed: a Done the dispatcher
+            # refused would never free the worker's slot, and four of them wedged the worker)
+            msg, code, src = (list(err[:3]) + [None, None, None])[:3]
+            self.errors.append([msg if type(msg) is str else str(msg),
+                                code if type(code) is int else -1, src if type(src) is int else 0])  # fmt: skip
 
 
 class Job:

@@ -419,7 +419,7 @@ class Executor(FailureHandling):
 
     def _op_failed(self, b: BatchState, ins: Any, exc: Exception) -> None:
         ok = type(ins) is list
-        code = ins[P.I_OP] if ok and ins else -1
+        code = ins[P.I_OP] if ok and ins and type(ins[P.I_OP]) is int else -1
         src = ins[P.I_SRC] if ok and len(ins) > P.I_SRC else 0
         out = ins[P.I_OUT] if ok and len(ins) > P.I_OUT else None
         err = [op_error_text(exc, self.sync_each_op), code, src if type(src) is int else 0, False]
