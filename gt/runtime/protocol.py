@@ -481,6 +481,19 @@ def parse_routed(frames: list) -> tuple[bytes, Any]:
     return frames[0].bytes, parse(frames[1].buffer)
 
 
+def hello_version(frame: Any) -> int | None:
+    """The protocol version a header that :func:`parse` refused claims, if it is a ``Hello``
+    (so the dispatcher can tell a client of another GT version why it is refused)."""
+    try:
+        msg = msgpack.unpackb(frame, raw=False, max_bin_len=1 << 10, max_str_len=1 << 16,
+                              max_array_len=1 << 10, max_map_len=1 << 10)  # fmt: skip
+    except Exception:
+        return None
+    if type(msg) is list and len(msg) >= 2 and type(msg[0]) is int and msg[1] == 1:
+        return msg[0]
+    return None
+
+
 def _excerpt(v: Any, limit: int = 60) -> str:
     """A short, safe rendering of a bad value for an error message (never the whole thing)."""
     text = f"{type(v).__name__} {v!r}"

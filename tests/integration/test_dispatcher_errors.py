@@ -53,3 +53,36 @@ def test_garbage_is_bad_input_and_a_raising_handler_is_an_internal_error(
         assert "a bug" in caplog.text and "internal error" in caplog.text
     finally:
         sock.close(0)
+
+
+def test_a_hello_of_another_protocol_version_hears_why_it_is_refused(dispatcher):
+    # (it got silence, and its program a "no dispatcher answered ... your keys?" 10 s later)
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(dispatcher.address)
+    try:
+        sock.send(msgpack.packb([P.VERSION - 1, P.Hello.KIND, 1, "h", ["x.py"], b"t" * 16]))
+        assert sock.poll(10_000)
+        msg = P.parse(sock.recv())
+        assert type(msg) is P.Error and msg.code == P.E_PROTOCOL
+        assert f"protocol {P.VERSION}, the program {P.VERSION - 1}" in msg.message
+    finally:
+        sock.close(0)
+
+
+def test_a_hellos_host_and_command_line_are_kept_bounded():
+    # (a 50 MB host name was kept, and sent in every snapshot to every monitor)
+    from gt.runtime.launch import LocalCluster
+
+    with LocalCluster(workers=1) as cluster:
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(cluster.address)
+        try:
+            sock.send(P.encode(P.Hello(1, "h" * 1_000_000, ["a" * 10_000] * 10_000, b"t" * 16)))
+            assert sock.poll(10_000) and type(P.parse(sock.recv())) is P.Welcome
+            (client,) = request(cluster.endpoints["control"], "stats", timeout=5.0)["clients"]
+        finally:
+            sock.close(0)
+    assert len(client["host"]) <= 255
+    assert len(client["argv"]) <= 64 and max(map(len, client["argv"])) <= 200

@@ -97,6 +97,14 @@ def test_without_the_clusters_keys_nothing_gets_in(cluster, as_role, keys, who):
         request(cluster["control"], "stats", timeout=2)
 
 
+def test_a_program_with_a_monitors_key_hears_why_it_may_not_run(cluster, as_role, monkeypatch):
+    # (it waited out its connect timeout, then heard "no dispatcher answered ... your keys?")
+    as_role("cluster")
+    monkeypatch.setenv("GT_ROLE", "monitor")  # (the owner's keys, used as a monitor's)
+    with pytest.raises(gt.DispatcherLost, match="a monitor's key may not run programs here"):
+        gt.connect(cluster["front"], connect_timeout=20)
+
+
 def test_a_plain_socket_is_not_answered(cluster):
     ctx = zmq.Context()
     s = ctx.socket(zmq.DEALER)

@@ -46,6 +46,8 @@ from gt.trace.emit import Emitter
 
 log = logging.getLogger("gt.dispatcher")
 _HEARTBEAT = P.encode(P.Heartbeat())
+#: What a client's hello may make the dispatcher keep: its host name, and its command line's words
+MAX_HOST, MAX_ARGV = 255, 64
 #: Source lines kept per client (and their length): every monitor's snapshot carries them.
 MAX_SRCLOCS = 20_000
 MAX_SRCLOC_TEXT = 200
@@ -273,7 +275,15 @@ class Dispatcher(WorkerMessages, ControlRequests, PeerKeeping):
 
     # ------------------------------------------------------------------ clients
     def _on_client(self, frames: list) -> None:
-        ident, msg = P.parse_routed(frames)
+        try:
+            ident, msg = P.parse_routed(frames)
+        except P.ProtocolError:
+            version = P.hello_version(frames[1].buffer) if len(frames) > 1 else None
+            if version is not None and version != P.VERSION:  # (a hello: it hears why)
+                why = (f"this dispatcher speaks GT protocol {P.VERSION}, the program {version}: "
+                       "run the same GT version on both sides")  # fmt: skip
+                self.front.send_multipart([frames[0].bytes, P.encode(P.Error(P.E_PROTOCOL, why))])
+            raise
         kind = type(msg)
         cno = self._client_by_ident.get(ident)
         if (
@@ -281,7 +291,10 @@ class Dispatcher(WorkerMessages, ControlRequests, PeerKeeping):
             and kind is not P.Control
             and security.role_of(frames[1]) not in security.RUNS_PROGRAMS
         ):
-            raise P.ProtocolError(f"a {security.role_of(frames[1])} may not run programs here")
+            why = f"a {security.role_of(frames[1])}'s key may not run programs here"
+            if kind is P.Hello:  # (it hears why, instead of waiting out its connect timeout)
+                self.front.send_multipart([ident, P.encode(P.Error(P.E_PROTOCOL, why))])
+            raise P.ProtocolError(why)
         if cno is not None:
             self.planner.clients[cno].last_seen = self.clock.now()
             self.heard("client", cno, frames[1], "front", ident)
@@ -311,8 +324,10 @@ class Dispatcher(WorkerMessages, ControlRequests, PeerKeeping):
             self.front.send_multipart([ident, _HEARTBEAT])
         elif kind is P.Hello:
             tenant = None if self.ipc_dir is not None else security.tenant_of(frames[1])
-            info = {"pid": msg.pid, "host": msg.host, "argv": msg.argv, "token": msg.token,
-                    "tenant": tenant}  # fmt: skip
+            # (bounded as source lines are: every snapshot carries them, to every monitor)
+            argv = [a[:MAX_SRCLOC_TEXT] for a in msg.argv[:MAX_ARGV]]
+            info = {"pid": msg.pid, "host": msg.host[:MAX_HOST], "argv": argv,
+                    "token": msg.token, "tenant": tenant}  # fmt: skip
             self._hello(ident, info)
         elif kind is P.Control:
             self.front.send_multipart([ident, P.encode(self._answer(msg, frames[1], cno))])
