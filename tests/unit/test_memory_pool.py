@@ -413,3 +413,27 @@ def test_freed_blocks_the_allocator_keeps_past_the_limit_are_given_back(monkeypa
         assert keeper.report()["reserved"] == 1_000
     finally:
         keeper.pool.close()
+
+
+def test_a_full_spill_tier_is_an_out_of_memory_error_and_leaves_every_tensor_whole(tmp_path):
+    # (the buffer was taken off the pool's books before its write failed: the op got an OSError,
+    # and tensors made earlier failed later with a KeyError of the pool's table)
+    ex = make(tmp_path, limit=100 * KB)
+    tier = ex.pool.store
+    put = tier.put
+
+    def full_disk(root):
+        raise OSError(28, "No space left on device")
+
+    tier.put = full_disk
+    res = run(ex, [full(i, i, 10 * KB // 4) for i in range(1, 12)])  # 11 x 10 KiB, 100 KiB limit
+    assert res.errors
+    assert all("does not fit under" in e[0] and "No space left on device" in e[0]
+               for e in res.errors), res.errors  # fmt: skip
+    made = [i for i in range(1, 12) if i not in ex.failed.get(1, {})]
+    tier.put = put  # (room in the tier again: every tensor made reads back whole)
+    res = run(ex, [ins("sum", 100 + i, [i]) for i in made] +
+              [ins("fetch", 200 + i, [100 + i]) for i in made])  # fmt: skip
+    assert res.errors == []
+    for i in made:
+        assert fetched(ex, 200 + i) == i * (10 * KB // 4)

@@ -100,6 +100,7 @@ class MemoryPool(Accounts, Prefetcher):
         self.accounts: dict[int, str] = {}  # client -> its tenant (see Accounts)
         self.peak = 0
         self.spilled_bytes = 0
+        self.tier_error: str | None = None  # why the last spill failed (the tier is full)
         self.ready_bytes = 0  # prefetched, not yet claimed (counts against the limit)
         self.loading_bytes = 0
         self.counters = dict.fromkeys(
@@ -305,7 +306,11 @@ class MemoryPool(Accounts, Prefetcher):
                 key = self._victim(who, protect)
             if key is None:
                 return
-            self._spill(key)
+            try:
+                self._spill(key)
+            except OSError as exc:  # the tier is full (or gone): nothing more can go there now
+                self.tier_error = exc.strerror or str(exc)
+                return
 
     def _victim(self, who: set[int] | None, protect: int | None) -> int | None:
         """What to spill: unneeded and least recently used first, else needed furthest ahead.
@@ -332,7 +337,9 @@ class MemoryPool(Accounts, Prefetcher):
         return best if best is not None else doomed
 
     def _spill(self, key: int) -> None:
-        buf = self.bufs.pop(key)
+        """Move one buffer to the tier. Raises ``OSError`` (the tier full) before changing
+        anything: the buffer then stays where it was, whole."""
+        buf = self.bufs[key]
         table = self.tables[buf.cno]
         views = {tid: view_of(dict.__getitem__(table, tid), buf.root) for tid in buf.refs}
         handle = buf.clean
@@ -340,8 +347,10 @@ class MemoryPool(Accounts, Prefetcher):
             t0 = time.monotonic_ns()
             handle = self.store.put(buf.root)
             t1 = time.monotonic_ns()
+            self.tier_error = None
         else:  # its bytes are in the tier already, unchanged since they were read back
             self.counters["spill_reused"] += buf.nbytes
+        del self.bufs[key]
         for tid in buf.refs:
             dict.pop(table, tid, None)
             self.where.pop((buf.cno, tid), None)
@@ -384,7 +393,12 @@ class MemoryPool(Accounts, Prefetcher):
         default everything resident)."""
         self.counters["oom"] += 1
         held = self.used if held is None else held
-        raise over_limit(self.op, requested, limit, what, held, self.spilled_bytes)
+        err = over_limit(self.op, requested, limit, what, held, self.spilled_bytes)
+        if self.tier_error is not None:  # (why more could not be spilled)
+            where = getattr(self.store, "parent", None) or "the temp folder"
+            err.args = (f"{err.args[0]}. The spill tier refused more ({self.tier_error}: "
+                        f"{where}; GT_SPILL_DIR picks another)", *err.args[1:])  # fmt: skip
+        raise err
 
     # ------------------------------------------------------------------ back from the tier
     def _read_back(self, rec: SpilledBuffer) -> Any:
