@@ -9,6 +9,7 @@ import pytest
 import zmq
 from helpers import wait_for
 
+from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime.control import request
 from gt.runtime.dispatcher.loop import Dispatcher
@@ -86,3 +87,32 @@ def test_a_hellos_host_and_command_line_are_kept_bounded():
             sock.close(0)
     assert len(client["host"]) <= 255
     assert len(client["argv"]) <= 64 and max(map(len, client["argv"])) <= 200
+
+
+def test_an_upload_whose_data_never_comes_does_not_hold_the_worker_for_others():
+    # (the worker waited 10 s inside the batch for each such upload: every other client on it
+    # waited too, and a tenant could repeat it for ever)
+    import time
+
+    import gt
+    from gt.runtime.launch import LocalCluster
+
+    with LocalCluster(workers=1) as cluster:
+        gt.connect(cluster.address, timeout=60)
+        raw = zmq.Context.instance().socket(zmq.DEALER)
+        raw.setsockopt(zmq.LINGER, 0)
+        raw.connect(cluster.address)
+        try:
+            assert (gt.ones(3) + 1).sum().item() == 6.0
+            raw.send(P.encode(P.Hello(1, "h", ["raw"], b"r" * 16)))
+            assert raw.poll(10_000) and type(P.parse(raw.recv())) is P.Welcome
+            ups = [[O.OPCODE["upload"], i, [], {"shape": [3], "dtype": "float32", "tok": 9000 + i}, 1]
+                   for i in range(1, 4)]  # fmt: skip
+            raw.send_multipart([P.encode(P.Batch(1, 3)), P.encode_body(ups, [], None)])
+            request(cluster.endpoints["control"], "stats", timeout=5.0)  # (it has been taken)
+            t0 = time.monotonic()
+            assert (gt.ones(3) + 1).sum().item() == 6.0
+            assert time.monotonic() - t0 < 5.0  # (was 10 s or more: one wait per upload)
+        finally:
+            raw.close(0)
+            gt.disconnect()

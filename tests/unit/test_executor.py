@@ -22,7 +22,7 @@ class FakeIO:
         self.arrived: dict[tuple, bytes] = {}
         self.acks: dict[int, int | None] = {}  # request -> the batch its reply acknowledged
 
-    def upload(self, token, tok):
+    def upload(self, token, tok, give_way=None):
         return self.arrived.pop((token, tok))
 
     def reply(self, client, token, req, arr, err, ack=None):

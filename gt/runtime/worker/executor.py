@@ -52,11 +52,17 @@ _COMM = O.COMM_OPS
 _HOT, _HOT_DEFINE = O.OPCODE["hot"], O.OPCODE["hot_define"]
 
 
+class UploadNotYet(Exception):  # noqa: N818 - a signal, not an error
+    """A direct upload has not arrived and another client's batch waits (see
+    :meth:`ExecutorIO.upload`): the slice ends before it."""
+
+
 class ExecutorIO(Protocol):
     """What the executor asks of the worker's sockets."""
 
-    def upload(self, token: bytes | None, tok: int) -> Any:
-        """The frame a client sent on the data socket for upload ``tok`` (waits, bounded)."""
+    def upload(self, token: bytes | None, tok: int, give_way: Any = None) -> Any:
+        """The frame a client sent on the data socket for upload ``tok`` (waits, bounded; raises
+        :class:`UploadNotYet` when ``give_way()`` says another client waits)."""
 
     def reply(
         self, client: int, token: bytes | None, req: int, arr: Any, err: list | None,
@@ -105,6 +111,7 @@ class Executor(FailureHandling):
         # The slice running now and when it began (read by the worker's BusyReporter thread).
         self.running: Job | None = None
         self.running_since = 0
+        self._give_way: Any = None  # the running slice's stop(): may an upload wait give way?
 
     # ------------------------------------------------------------------ clients
     def use_pool(self, pool: MemoryPool) -> None:
@@ -210,6 +217,7 @@ class Executor(FailureHandling):
         waits: list[int] = []
         res.t0 = self.running_since = time.monotonic_ns()
         self.running = job  # (until the device has done the slice's work too)
+        self._give_way = stop
         try:
             job.idx = self._loop(job, (marks, waits) if job.timed else None, stop)
             res.done = job.idx >= len(job.instrs)
@@ -294,6 +302,11 @@ class Executor(FailureHandling):
                 self._one(b, ins)
                 if sync_each:  # a device error then lands on the op that caused it
                     self.clock.fence()
+            except UploadNotYet:  # its data has not come, and another client waits: the slice
+                if stamp_t is not None:  # ends before it (it runs when this batch's turn comes)
+                    stamp[0].pop()
+                    stamp[1].pop()
+                break
             except PeerFailure as exc:  # an input failed on another worker, which reported it
                 out = ins[P.I_OUT]
                 b.tbl.pop(out, None)
@@ -496,7 +509,8 @@ class Executor(FailureHandling):
     def _upload(self, b: BatchState, attrs: dict) -> Any:
         dtype = P.check_dtype(attrs["dtype"])
         shape = P.check_shape(attrs["shape"])
-        frame = self.io.upload(b.token, attrs["tok"]) if "tok" in attrs else b.bufs[attrs["buf"]]
+        frame = (self.io.upload(b.token, attrs["tok"], self._give_way) if "tok" in attrs
+                 else b.bufs[attrs["buf"]])  # fmt: skip
         try:
             t0 = time.monotonic_ns()
             arr = self.backend.from_frame(frame, dtype, shape)

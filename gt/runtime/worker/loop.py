@@ -37,7 +37,7 @@ from gt.runtime.worker.backend import Backend, load_backend
 from gt.runtime.worker.busy import BusyReporter
 from gt.runtime.worker.device_monitor import DeviceMonitor
 from gt.runtime.worker.direct import DirectLink
-from gt.runtime.worker.executor import Executor
+from gt.runtime.worker.executor import Executor, UploadNotYet
 from gt.runtime.worker.memory import keep_freed_memory
 from gt.runtime.worker.memory_keeper import WorkerMemory
 from gt.runtime.worker.peers import Peers
@@ -48,6 +48,8 @@ from gt.trace.emit import Emitter
 
 #: Seconds an upload instruction waits for its data (sent before it on the direct socket).
 UPLOAD_WAIT_S = 10.0
+#: How long an upload is waited for before the worker turns to another client's waiting batch.
+GIVE_WAY_NS = 20_000_000
 #: Data that arrived and that nothing claimed is dropped after this long, or beyond this many bytes
 #: (oldest first): a client, or anyone who can reach the socket, cannot fill the worker's memory.
 UNCLAIMED_KEEP_S = float(os.environ.get("GT_UNCLAIMED_KEEP_S", 60.0))
@@ -165,6 +167,7 @@ class Worker(Reporting):
                                    sharing=sharing)  # fmt: skip
         self.memory.configure(settings.get("memory"))
         self.inbox: deque[list] = deque()  # [frames, parsed header, parsed body]
+        self._upload_asked: dict[tuple, float] = {}  # direct uploads waited for: since when
         self.sched = Scheduler()  # the batches to run, per client, in turn
         self.direct = DirectLink(self.data, self.sched, self.guard is not None)
         self._hb = threading.Thread(target=self._heartbeat_loop, name="gt-heartbeat", daemon=True)
@@ -426,18 +429,33 @@ class Worker(Reporting):
         self.peers.expire(UNCLAIMED_KEEP_S, UNCLAIMED_MAX_BYTES)
 
     # ------------------------------------------------------------------ ExecutorIO
-    def upload(self, token: bytes | None, tok: int) -> Any:
-        """The data of direct upload ``tok`` (waits up to ``UPLOAD_WAIT_S`` for it to arrive)."""
+    def upload(self, token: bytes | None, tok: int, give_way: Any = None) -> Any:
+        """The data of direct upload ``tok`` (waits up to ``UPLOAD_WAIT_S`` for it to arrive,
+        counted from the first time it was asked for).
+
+        Raises:
+            UploadNotYet: it has not arrived and ``give_way()`` says another client's batch waits
+                (after a short wait): the slice ends before the upload, and asks again later.
+            TimeoutError: it did not arrive in ``UPLOAD_WAIT_S``.
+        """
         key = (token, tok)
         if key not in self.pending_uploads:
             self._drain_data()
         t0 = time.monotonic_ns()
-        deadline = time.monotonic() + UPLOAD_WAIT_S
+        first = self._upload_asked.setdefault(key, time.monotonic())
+        deadline = first + UPLOAD_WAIT_S
         while key not in self.pending_uploads:
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
+                self._upload_asked.pop(key, None)
                 raise TimeoutError("the upload's data never arrived on the direct data socket")
+            if give_way is not None and (time.monotonic_ns() - t0) > GIVE_WAY_NS and give_way():
+                # (a tenant whose data never comes must not hold the worker for other clients)
+                self.peers.waited(None, t0, time.monotonic_ns(), "upload")
+                raise UploadNotYet()
             if self.data.poll(50):
                 self._drain_data()
+        self._upload_asked.pop(key, None)
         self.peers.waited(None, t0, time.monotonic_ns(), "upload")
         return self.pending_uploads.pop(key)[0]
 
