@@ -132,7 +132,10 @@ class Receiving:
                 self._refused = (self._clock.now(), msg.message)
         elif kind is P.Error and self._broken is None:  # (the first says why: later ones follow)
             if msg.code == P.E_WORKER_LOST:
-                self._broken = WorkerLost(msg.message)
+                self._broken = WorkerLost(
+                    f"{msg.message}. This connection can do no more: gt.disconnect() (or "
+                    "gt.connect() anew) goes on with new tensors"
+                )
             else:
                 self._broken = DispatcherLost(f"dispatcher error ({msg.code}): {msg.message}")
 
