@@ -116,3 +116,24 @@ def test_an_upload_whose_data_never_comes_does_not_hold_the_worker_for_others():
         finally:
             raw.close(0)
             gt.disconnect()
+
+
+def test_a_client_gone_right_after_its_hello_leaves_the_list_soon():
+    # (it was watched by its connection only from its second message: it stayed listed, and in
+    # gt top, for the 60 s client timeout)
+    import time
+
+    from gt.runtime.launch import LocalCluster
+
+    with LocalCluster(workers=1) as cluster:
+        s = zmq.Context.instance().socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.connect(cluster.address)
+        s.send(P.encode(P.Hello(1, "h", ["x.py"], b"t" * 16)))
+        assert s.poll(10_000)
+        s.recv()
+        s.close(0)
+        t0 = time.monotonic()
+        wait_for(lambda: not request(cluster.endpoints["control"], "stats")["clients"],
+                 timeout=40)  # fmt: skip
+        assert time.monotonic() - t0 < 30

@@ -329,6 +329,9 @@ class Dispatcher(WorkerMessages, ControlRequests, PeerKeeping):
             info = {"pid": msg.pid, "host": msg.host[:MAX_HOST], "argv": argv,
                     "token": msg.token, "tenant": tenant}  # fmt: skip
             self._hello(ident, info)
+            cno = self._client_by_ident.get(ident)
+            if cno is not None:  # (watched from now on: a program killed at once goes at once)
+                self.heard("client", cno, frames[1], "front", ident)
         elif kind is P.Control:
             self.front.send_multipart([ident, P.encode(self._answer(msg, frames[1], cno))])
         elif kind is P.Events:
