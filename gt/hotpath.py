@@ -191,6 +191,7 @@ class _Capture:
     def _eager(self, conn: Any, args: tuple, kwargs: dict) -> Any:
         lo = conn.new_id()  # every id made by this call is above it
         rec = CallRecord(lo + 1, _tensor_ids(args, kwargs))
+        held = [(t, t.id) for t in (*args, *kwargs.values()) if isinstance(t, TensorBase)]
         conn.record(rec.instrs, rec.freed)
         try:
             result = self.owner.fn(*args, **kwargs)
@@ -200,6 +201,12 @@ class _Capture:
         t0 = time.perf_counter_ns()
         conn.record(None, rec.freed)  # frees that follow from the call still count
         try:
+            if any(t.id != i for t, i in held):
+                # (``x.lerp_(...)`` on an argument computes a new value and points ``x`` at it:
+                # a replay runs no Python, so the caller's tensor would keep its old value)
+                raise NotCapturable("it updates an argument by an op that gives it a new value "
+                                    "(lerp_, addcmul_, fill_ with a tensor ...): a replay "
+                                    "could not pass that value back")  # fmt: skip
             leaves: list = []
             spec = _flatten(result, leaves)
             if self.owner.keep_graphs and any(carries_graph(t) for t in leaves):

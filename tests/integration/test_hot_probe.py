@@ -171,3 +171,29 @@ def test_an_in_place_update_of_an_uploaded_argument_is_kept(conn):
 
     eager, hot = _both(program)
     assert hot == eager and eager[4] == ([8.0] * 3, [9.0] * 3)
+
+
+@pytest.mark.parametrize("wrap", [gt.hot, gt.compile], ids=["hot", "compile"])
+def test_an_argument_an_op_gives_a_new_value_is_updated_or_the_step_stays_eager(conn, wrap):
+    # (a fuzz of 500 steps, Dec 7: `running.mul_(0.9).add_(loss, alpha=0.1)` -- an EMA kept in
+    # an argument -- lost every replayed call's update: ops such as lerp_ or add_ of a 0-d
+    # tensor with alpha point the tensor at a new value, which a replay cannot pass back)
+    def program(hot):
+        a = gt.ones(3)
+        w = gt.tensor(np.arange(3, dtype=np.float32))
+
+        def step(a, w):
+            v = (w * 2).sum()
+            a.mul_(0.9).add_(v, alpha=0.1)
+            a.lerp_(w, 0.5)
+            return v
+
+        f = wrap(step) if hot else step
+        for _ in range(6):
+            f(a, w)
+        return a.tolist(), f
+
+    (eager, _), (hot, f) = program(False), program(True)
+    assert hot == eager
+    (state,) = f.state.values()
+    assert state["state"].startswith("eager: it updates an argument by an op that gives it")
