@@ -50,6 +50,7 @@ def _hooked(step: Callable) -> Callable:
 
     @functools.wraps(step)
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        self._opt_called = True  # (PyTorch's flag: a scheduler's first step looks for it)
         own = self.__dict__.get("_gt_step_hooks")
         if (own is None and not _GLOBAL_PRE and not _GLOBAL_POST) or self.__dict__.get(
             "_gt_in_step"

@@ -4,6 +4,7 @@ optimizer's rates from ``get_lr()``."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from gt.optim.optimizer import Optimizer
@@ -52,6 +53,16 @@ class LRScheduler:
 
     def step(self, epoch: int | None = None) -> None:
         """Advance one epoch (or jump to ``epoch``) and set the optimizer's rates."""
+        if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", False):
+            warnings.warn(
+                "Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch "
+                "1.1.0 and later, you should call them in the opposite order: `optimizer.step()` "
+                "before `lr_scheduler.step()`.  Failure to do this will result in PyTorch "
+                "skipping the first value of the learning rate schedule. See more details at "
+                "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate",
+                UserWarning,
+                stacklevel=2,
+            )
         self._step_count += 1
         self._update_lr(epoch)
 

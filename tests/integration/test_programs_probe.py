@@ -61,3 +61,17 @@ def test_float_of_a_tensor_that_requires_grad_warns_as_pytorch_does(conn):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert float(t.detach()) == 1.0 and int(t) == 1 and t.item() == 1.0
+
+
+def test_a_scheduler_stepped_before_its_optimizer_warns_as_pytorch_does(conn):
+    m = gt.nn.Linear(2, 1)
+    opt = gt.optim.SGD(m.parameters(), lr=0.1)
+    sched = gt.optim.lr_scheduler.StepLR(opt, 1)
+    with pytest.warns(UserWarning, match="before `optimizer.step\\(\\)`"):
+        sched.step()
+    opt = gt.optim.SGD(m.parameters(), lr=0.1)
+    sched = gt.optim.lr_scheduler.StepLR(opt, 1)
+    opt.step()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sched.step()
