@@ -413,7 +413,10 @@ class ClusterModel:
             if batches is not None:
                 w.base[1] = max(w.base[1], batches - w.batches)
             stats = info.get("stats") if isinstance(info.get("stats"), dict) else {}
-            if w.memory is None and as_int(stats.get("bytes")) is not None:
+            if not w.alive:  # (what a dead worker held is gone with it)
+                if w.memory is not None:
+                    w.memory = (0, 0, w.memory[2], 0, 0, {})
+            elif w.memory is None and as_int(stats.get("bytes")) is not None:
                 w.memory = (stats["bytes"], None, None, None, as_int(stats.get("tensors")))
         for info in snap.get("clients") or ():
             if not isinstance(info, dict) or not is_int(info.get("id")):

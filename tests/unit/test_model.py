@@ -493,5 +493,7 @@ def test_a_dead_worker_holds_no_memory_and_a_late_monitor_learns_why_it_died():
     assert not w.alive and w.memory.used == 0 and w.memory.tensors == 0
     late = ClusterModel(OPS, window_ns=S)  # (attached after the death: only the snapshot says)
     late.apply_snapshot({"clock": 40, "workers": [{"id": 0, "alive": False,
-                                                   "reason": "exited with code -9"}]})  # fmt: skip
-    assert late.state(50).workers[0].reason == "exited with code -9"
+                                                   "reason": "exited with code -9",
+                                                   "stats": {"bytes": 262_148, "tensors": 3}}]})  # fmt: skip
+    w = late.state(50).workers[0]
+    assert w.reason == "exited with code -9" and not w.memory.used
