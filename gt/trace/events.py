@@ -165,7 +165,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     # the program's time per call, median, before capture (eager_ns) and replayed (hot_ns).
     HOT: ("client", "plan", "name", "steps", "state", "calls", "eager_ns", "hot_ns"),
     # worker: a batch has been running since t0 (ns; the start of its current slice) and is in
-    # instruction op (opcode) from source location src; published every 0.25 s while a batch runs
+    # instruction op (opcode) from source location src; published every 0.1 s while a batch runs
     # longer than that (its exec event comes when it ends), so a monitor shows the worker busy.
     BUSY: ("worker", "client", "batch", "t0", "op", "src"),
 }

@@ -17,7 +17,7 @@ from typing import Any
 from gt.trace import events as E
 
 #: How long a batch runs before it is announced, and how often it is announced again.
-EVERY_S = 0.25
+EVERY_S = 0.1
 
 
 class BusyReporter:
