@@ -62,9 +62,10 @@ def test_a_worker_in_a_long_op_announces_it_and_top_shows_it_busy():
             while busy is None and not done.is_set() and time.monotonic() < deadline:
                 if sub.poll(100):
                     _src, _seq, events = E.unpack_batch(sub.recv_multipart()[1])
-                    busy = next((f for k, _t, f in events if k == E.BUSY), None)
-            assert busy is not None, "no busy event while the matmul ran"
-            assert busy["op"] == O.OPCODE["matmul"] and busy["worker"] == 0
+                    busy = next((f for k, _t, f in events
+                                 if k == E.BUSY and f["op"] == O.OPCODE["matmul"]), None)  # fmt: skip
+            assert busy is not None, "no busy event naming the matmul while it ran"
+            assert busy["worker"] == 0 and busy["t0"] > 0
             if not done.is_set():  # (on a slow machine: the same view as a user's gt top)
                 out = subprocess.run(
                     [sys.executable, "-m", "gt", "top", "--once", "--json", "--connect",
