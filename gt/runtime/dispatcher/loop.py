@@ -328,10 +328,7 @@ class Dispatcher(WorkerMessages, ControlRequests, PeerKeeping):
             argv = [a[:MAX_SRCLOC_TEXT] for a in msg.argv[:MAX_ARGV]]
             info = {"pid": msg.pid, "host": msg.host[:MAX_HOST], "argv": argv,
                     "token": msg.token, "tenant": tenant}  # fmt: skip
-            self._hello(ident, info)
-            cno = self._client_by_ident.get(ident)
-            if cno is not None:  # (watched from now on: a program killed at once goes at once)
-                self.heard("client", cno, frames[1], "front", ident)
+            self._hello(ident, info, frames[1])
         elif kind is P.Control:
             self.front.send_multipart([ident, P.encode(self._answer(msg, frames[1], cno))])
         elif kind is P.Events:
@@ -369,7 +366,7 @@ class Dispatcher(WorkerMessages, ControlRequests, PeerKeeping):
         except ValueError as exc:  # a refused request (unknown, bad config, wrong token)
             return P.Reply(False, str(exc))
 
-    def _hello(self, ident: bytes, info: dict) -> None:
+    def _hello(self, ident: bytes, info: dict, frame: Any = None) -> None:
         name = info.get("tenant")
         if name is not None and name not in self.keyring.tenants.values():
             text = (
@@ -388,6 +385,9 @@ class Dispatcher(WorkerMessages, ControlRequests, PeerKeeping):
                 self.front.send_multipart([ident, P.encode(err)])
             return
         self._client_by_ident[ident] = c.cno
+        if frame is not None:  # watched by its connection from now on, before it hears back (a
+            # program killed at once then goes at once; its close cannot come before this)
+            self.heard("client", c.cno, frame, "front", ident)
         workers = [
             {
                 "id": w.wid,
