@@ -136,8 +136,8 @@ def test_gt_run_passes_on_a_sigint_the_terminal_did_not_send(tmp_path, env):
     script.write_text(
         "import time, gt\n"
         "w = gt.ones(10); gt.sync()\n"
-        "print('ready', flush=True)\n"
         "try:\n"
+        "    print('ready', flush=True)  # (inside: the signal may come as it returns)\n"
         "    while True:\n"
         "        w = w + 1; gt.sync(); time.sleep(0.02)\n"
         "except KeyboardInterrupt:\n"
