@@ -113,7 +113,7 @@ from gt.nn.pooling import (
     max_pool3d,
     max_pool3d_with_indices,
 )
-from gt.nn.resize import interpolate
+from gt.nn.resize import interpolate, upsample, upsample_bilinear, upsample_nearest
 from gt.nn.softmax_fn import log_softmax, softmax, softmin
 from gt.nn.unpooling import max_unpool1d, max_unpool2d, max_unpool3d
 from gt.ops.arith import where
@@ -514,17 +514,6 @@ def kaiming_bound(fan_in: int) -> float:
     return 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
 
 
-def upsample(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
-             align_corners: bool | None = None) -> Tensor:  # fmt: skip
-    """The deprecated spelling of :func:`interpolate`."""
-    return interpolate(input, size, scale_factor, mode, align_corners)
-
-
-def upsample_bilinear(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
-    """Deprecated: :func:`interpolate` in ``bilinear`` mode with ``align_corners=True``."""
-    return interpolate(input, size, scale_factor, "bilinear", True)
-
-
 def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
     """``elu`` in place."""
     return elu(input, alpha, True)
@@ -559,11 +548,6 @@ def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
            training: bool = False) -> Tensor:  # fmt: skip
     """``rrelu`` in place."""
     return rrelu(input, lower, upper, training, True)
-
-
-def upsample_nearest(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
-    """Deprecated: :func:`interpolate` in ``nearest`` mode."""
-    return interpolate(input, size, scale_factor, "nearest")
 
 
 __all__ = [

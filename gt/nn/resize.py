@@ -309,4 +309,20 @@ def _resample(x: Tensor, d: int, idx: np.ndarray, wgt: np.ndarray | None) -> Ten
     return out
 
 
-__all__ = ["interpolate"]
+def upsample(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
+             align_corners: bool | None = None) -> Tensor:  # fmt: skip
+    """The deprecated spelling of :func:`interpolate`."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_bilinear(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
+    """Deprecated: :func:`interpolate` in ``bilinear`` mode with ``align_corners=True``."""
+    return interpolate(input, size, scale_factor, "bilinear", True)
+
+
+def upsample_nearest(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
+    """Deprecated: :func:`interpolate` in ``nearest`` mode."""
+    return interpolate(input, size, scale_factor, "nearest")
+
+
+__all__ = ["interpolate", "upsample", "upsample_bilinear", "upsample_nearest"]
