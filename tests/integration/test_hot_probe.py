@@ -17,6 +17,22 @@ def _both(program):
     return program(False), program(True)
 
 
+def _linear_sgd():
+    """A seeded ``Linear(3, 2)`` and its SGD training step."""
+    gt.manual_seed(0)
+    m = gt.nn.Linear(3, 2)
+    opt = gt.optim.SGD(m.parameters(), lr=0.1)
+
+    def step(x):
+        opt.zero_grad()
+        loss = m(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    return m, step
+
+
 def test_a_step_drawing_from_its_own_generator_draws_from_it(conn):
     def program(hot):
         g = gt.Generator().manual_seed(7)
@@ -37,17 +53,7 @@ def test_a_step_drawing_from_its_own_generator_draws_from_it(conn):
 
 def test_a_parameter_frozen_after_the_capture_stays_frozen(conn):
     def program(hot):
-        gt.manual_seed(0)
-        m = gt.nn.Linear(3, 2)
-        opt = gt.optim.SGD(m.parameters(), lr=0.1)
-
-        def step(x):
-            opt.zero_grad()
-            loss = m(x).pow(2).mean()
-            loss.backward()
-            opt.step()
-            return loss
-
+        m, step = _linear_sgd()
         f = gt.hot(step) if hot else step
         for _ in range(3):
             f(gt.ones(4, 3))
@@ -83,16 +89,7 @@ def test_a_step_captured_outside_autocast_follows_it_inside(conn):
 
 def test_two_captured_steps_both_see_a_replaced_parameter(conn):
     def program(hot):
-        gt.manual_seed(0)
-        m = gt.nn.Linear(3, 2)
-        opt = gt.optim.SGD(m.parameters(), lr=0.1)
-
-        def train(x):
-            opt.zero_grad()
-            loss = m(x).pow(2).mean()
-            loss.backward()
-            opt.step()
-            return loss
+        m, train = _linear_sgd()
 
         def evaluate(x):
             return m(x).sum()
