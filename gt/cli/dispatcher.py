@@ -103,11 +103,21 @@ def _start_workers_early(args: argparse.Namespace) -> list:
 
 def run(args: argparse.Namespace) -> int:
     """Run a dispatcher until SIGTERM, Ctrl-C or the death of ``--parent-pid``."""
+    from gt.runtime.discovery import IpcDirTaken, claim_ipc_dir, pid_alive
+
+    if args.ipc is not None:
+        try:  # before any worker starts: early workers would join the dispatcher already there
+            claim_ipc_dir(args.ipc)
+        except IpcDirTaken as exc:
+            print(f"gt dispatcher: {exc}", file=sys.stderr)
+            return 1
+        except OSError as exc:
+            print(f"gt dispatcher: cannot serve in {args.ipc}: {exc.strerror}", file=sys.stderr)
+            return 1
     early = _start_workers_early(args)
     import zmq
 
     from gt.runtime import security
-    from gt.runtime.discovery import pid_alive
     from gt.runtime.dispatcher.loop import Dispatcher
     from gt.runtime.launch import USABLE_GPUS_ENV, local_gpus
 
@@ -121,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         d = Dispatcher(args.host, args.port, max_in_flight=args.max_in_flight, memory=memory,
                        ipc_dir=args.ipc, keys=args.keys, advertise=args.advertise)  # fmt: skip
-    except (security.KeysMissing, zmq.ZMQError) as exc:
+    except (security.KeysMissing, zmq.ZMQError, IpcDirTaken) as exc:
         for proc in early:
             proc.kill()
         print(f"gt dispatcher: {exc}", file=sys.stderr)

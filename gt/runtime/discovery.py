@@ -6,6 +6,7 @@ A dispatcher writes ``dispatcher-<pid>.json`` with its endpoints into a private 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
@@ -40,6 +41,47 @@ def write(info: dict[str, Any]) -> Path:
     return path
 
 
+class IpcDirTaken(RuntimeError):
+    """Another live dispatcher already serves this ``--ipc`` directory."""
+
+
+_claimed: dict[str, int] = {}  # ipc directory -> the locked file, held while this process lives
+
+
+def claim_ipc_dir(ipc_dir: str) -> None:
+    """Hold an exclusive lock on ``<ipc_dir>/lock`` for this process's life, or raise IpcDirTaken.
+
+    Two dispatchers binding the same ipc paths would not fail: the second silently takes the
+    sockets' names from the first, whose clients and workers then talk to the wrong process. The
+    kernel drops the lock when its holder dies, however it dies, so a lock left is never stale.
+    """
+    key = os.path.realpath(ipc_dir)
+    if key in _claimed:
+        return
+    fd = os.open(os.path.join(ipc_dir, "lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        try:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+        finally:
+            os.close(fd)
+        raise IpcDirTaken(
+            f"another dispatcher (pid {holder}) already serves {ipc_dir}; stop it or pick "
+            "another directory"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    _claimed[key] = fd
+
+
+def release_ipc_dir(ipc_dir: str) -> None:
+    """Let go of :func:`claim_ipc_dir`'s lock (a dispatcher that closed, its process going on)."""
+    fd = _claimed.pop(os.path.realpath(ipc_dir), None)
+    if fd is not None:
+        os.close(fd)
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process with this pid exists (and is not a zombie we can see)."""
     try:
@@ -53,6 +95,14 @@ def pid_alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return True
+
+
+def forget(pid: int) -> None:
+    """Remove the discovery file of a dispatcher that is known to be gone."""
+    try:
+        (runtime_dir() / f"dispatcher-{pid}.json").unlink()
+    except OSError:
+        pass
 
 
 def live_dispatchers() -> list[dict[str, Any]]:

@@ -273,6 +273,8 @@ class LocalCluster:
         """Stop the dispatcher (which stops its workers); kill it if it does not go in time."""
         stop_process(self.proc, signal.SIGTERM, timeout)
         shutil.rmtree(self.ipc_dir, ignore_errors=True)
+        # A dispatcher that was SIGKILLed could not remove its discovery file; ours is ours to.
+        discovery.forget(self.proc.pid)
 
     def __enter__(self) -> LocalCluster:
         return self

@@ -212,3 +212,49 @@ def test_gt_record_into_a_missing_folder_is_one_clear_error(tmp_path):
     assert out.stderr.strip().splitlines()[-1] == (
         f"FileNotFoundError: GT_RECORD={target}: no such folder {target.parent}"
     )
+
+
+def test_a_second_dispatcher_on_the_same_ipc_folder_is_refused_and_the_first_keeps_serving(
+    tmp_path,
+):
+    # (the second bound the same socket paths and silently took them over from the first)
+    from gt.runtime.control import request
+
+    ipc = tmp_path / "ipc"
+    ipc.mkdir(mode=0o700)
+    cmd = [sys.executable, "-m", "gt", "dispatcher", "--ipc", str(ipc), "--workers", "0",
+           "--ready-json"]  # fmt: skip
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert first.stdout.readline().startswith("{")
+        second = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1
+        assert f"another dispatcher (pid {first.pid}) already serves" in second.stderr
+        assert request(f"ipc://{ipc}/control", "ping", timeout=10)["pid"] == first.pid
+    finally:
+        first.terminate()
+        first.wait(timeout=30)
+        first.stdout.close()
+    third = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:  # the lock went with the first: the folder can be served again
+        assert third.stdout.readline().startswith("{")
+    finally:
+        third.terminate()
+        third.wait(timeout=30)
+        third.stdout.close()
+
+
+def test_a_sigkilled_local_dispatcher_leaves_no_discovery_file(tmp_path, monkeypatch):
+    from gt.runtime import discovery
+    from gt.runtime.launch import LocalCluster
+
+    monkeypatch.setenv("GT_RUNTIME_DIR", str(tmp_path / "run"))
+    cluster = LocalCluster(workers=1)
+    record = discovery.runtime_dir() / f"dispatcher-{cluster.proc.pid}.json"
+    try:
+        assert record.exists()
+        os.kill(cluster.proc.pid, signal.SIGKILL)
+        cluster.proc.wait(timeout=30)
+    finally:
+        cluster.stop()
+    assert not record.exists()

@@ -100,6 +100,8 @@ class Dispatcher(WorkerMessages, ControlRequests, PeerKeeping):
         self.control_token = os.environ.get("GT_CONTROL_TOKEN") or None
         self.ctx = zmq.Context()
         self.ipc_dir = ipc_dir
+        if ipc_dir is not None:
+            discovery.claim_ipc_dir(ipc_dir)
         self.keyring = None if ipc_dir else security.keyring(keys)
         self.guard = security.Guard(self.ctx, self.keyring) if self.keyring else None
         self.advertise = advertise
@@ -540,6 +542,8 @@ class Dispatcher(WorkerMessages, ControlRequests, PeerKeeping):
                 proc.kill()
                 proc.wait()
         self.events.close()
+        if self.ipc_dir is not None:
+            discovery.release_ipc_dir(self.ipc_dir)
         if self.discovery_file is not None:
             try:
                 os.unlink(self.discovery_file)
