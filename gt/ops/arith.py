@@ -48,9 +48,10 @@ def _is_scalar(v: Any) -> bool:
 
 def scaled_add(x: Any, other: Any, alpha: Any) -> bool:
     """Whether ``x + alpha * other`` is one ``add_scaled`` primitive: two tensors of one float
-    dtype (float32 or float64) on one connection, a real ``alpha`` other than 1. It rounds as
+    dtype on one connection, a real ``alpha`` other than 1. In float32 and float64 it rounds as
     ``other * alpha`` and then the sum do, bit for bit, in one instruction and (on a large
-    in-place update) one pass through the cache instead of two through memory."""
+    in-place update) one pass through the cache instead of two through memory; in float16 and
+    bfloat16 it rounds once, as PyTorch's half kernels compute in float32."""
     return (
         type(alpha) in (int, float)
         and alpha != 1
@@ -62,7 +63,21 @@ def scaled_add(x: Any, other: Any, alpha: Any) -> bool:
     )
 
 
-_FUSED_ALPHA = frozenset(("float32", "float64"))
+_FUSED_ALPHA = frozenset(("float32", "float64", "float16", "bfloat16"))
+
+
+def wire_alpha(x: Any, alpha: Any) -> float:
+    """``alpha`` as an ``add_scaled`` of ``x`` sends it: for float16 and bfloat16 tensors the
+    nearest value of that dtype, as PyTorch's half kernels take ``alpha`` (then compute in float32
+    and round once; the worker's bfloat16 kernels see float32 arrays, so it is rounded here)."""
+    a = float(alpha)
+    if x.dtype == "float16":
+        return float(np.float16(a))
+    if x.dtype == "bfloat16":  # round-to-nearest-even of float32's upper half (finite alphas)
+        bits = int(np.float32(a).view(np.uint32))
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        return float(np.uint32(bits).view(np.float32))
+    return a
 
 
 def legacy_number_first(name: str, number: Any, tensor: Any) -> bool:
@@ -233,7 +248,7 @@ class ArithmeticOps:
         if legacy_number_first("add", other, alpha):
             other, alpha = alpha * other, 1
         if scaled_add(self, other, alpha):
-            return self._apply("add_scaled", [self, other], {"alpha": float(alpha)})
+            return self._apply("add_scaled", [self, other], {"alpha": wire_alpha(self, alpha)})
         return self + (other if alpha == 1 else alpha_times(self, other, alpha))
 
     def sub(self, other: Any, alpha: Any = 1) -> Tensor:
@@ -241,7 +256,7 @@ class ArithmeticOps:
         if legacy_number_first("sub", other, alpha):
             other, alpha = alpha * other, 1
         if scaled_add(self, other, alpha):  # a - alpha*b == a + (-alpha)*b, bit for bit
-            return label(self._apply("add_scaled", [self, other], {"alpha": -float(alpha)}),
+            return label(self._apply("add_scaled", [self, other], {"alpha": -wire_alpha(self, alpha)}),
                          "SubBackward0")  # fmt: skip
         return self - (other if alpha == 1 else alpha_times(self, other, alpha))
 

@@ -27,7 +27,7 @@ from gt.autograd import _mode
 from gt.errors import DtypeError, ShapeError
 from gt.grad_graph import GRAD_DTYPES, label, record
 from gt.indexing import bool_indices, bool_items, encode_key, plain_key
-from gt.ops.arith import alpha_times, legacy_number_first, scaled_add, where
+from gt.ops.arith import alpha_times, legacy_number_first, scaled_add, where, wire_alpha
 from gt.ops.base import BATCHING, TensorBase, refuse_outside_write
 from gt.ops.random import random_attrs
 from gt.ops.views import (
@@ -252,7 +252,7 @@ class InplaceOps:
             other, alpha = alpha * other, 1
         _result_dtype(self, other, "add_")
         if scaled_add(self, other, alpha):
-            return _scaled_(self, other, float(alpha), "add_")
+            return _scaled_(self, other, wire_alpha(self, alpha), "add_")
         other = other if alpha == 1 else alpha_times(self, other, alpha)
         if _direct(self, "add", other) is None:
             apply_inplace(self, "add_", lambda x: x + other)
@@ -264,7 +264,7 @@ class InplaceOps:
             other, alpha = alpha * other, 1
         _result_dtype(self, other, "sub_")
         if scaled_add(self, other, alpha):
-            return _scaled_(self, other, -float(alpha), "sub_")
+            return _scaled_(self, other, -wire_alpha(self, alpha), "sub_")
         other = other if alpha == 1 else alpha_times(self, other, alpha)
         if _direct(self, "sub", other) is None:
             apply_inplace(self, "sub_", lambda x: x - other)
