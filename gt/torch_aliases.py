@@ -12,6 +12,7 @@ from gt import linalg as _linalg
 from gt.factories import tensor as _tensor
 from gt.nn import functional as F
 from gt.ops.functions import method_function
+from gt.settings import contiguous_format as _CONTIGUOUS
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
@@ -121,9 +122,10 @@ def ctc_loss(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: A
 def _copy_form(method: str) -> Any:
     def fn(input: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002
         out = getattr(input, method)(*args, **kwargs)
+        # (contiguous, as PyTorch's copies are: a plain clone keeps a transpose's strides)
         if isinstance(out, (list, tuple)):
-            return [t.clone() for t in out]
-        return out.clone()
+            return [t.clone(memory_format=_CONTIGUOUS) for t in out]
+        return out.clone(memory_format=_CONTIGUOUS)
 
     fn.__name__ = fn.__qualname__ = f"{method}_copy"
     fn.__doc__ = f"``input.{method}(...)``'s values in new storage (PyTorch's ``{method}_copy``)."

@@ -189,8 +189,9 @@ class CompatInplaceOps:
     swapdims_ = swapaxes_ = transpose_
 
     def ravel(self) -> Tensor:
-        """The elements as a 1-d tensor."""
-        return self.reshape(-1)
+        """The elements as a contiguous 1-d tensor: a view of a contiguous tensor, else a copy
+        (as PyTorch's; ``reshape(-1)`` of ``x[:, ::2]`` is a view, which wrote through to ``x``)."""
+        return self.contiguous().reshape(-1)
 
     def adjoint(self) -> Tensor:
         """The conjugate transpose of each matrix (the last two dimensions swapped)."""

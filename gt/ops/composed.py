@@ -181,7 +181,7 @@ class ComposedOps:
                 break
             hi, lo = x.narrow(dim, 1, length - 1), x.narrow(dim, 0, length - 1)
             x = hi != lo if x.dtype == "bool" else hi - lo
-        return x
+        return x.clone() if x is self else x  # (n=0: a copy, as PyTorch's, not the input)
 
     @numpy_names
     def nansum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:

@@ -163,7 +163,9 @@ def is_contiguous(t: Any, memory_format: Any = None) -> bool:
     shape = tuple(t.shape)
     fmt = str.__str__(memory_format) if memory_format is not None else "contiguous_format"
     if fmt in ("contiguous_format", "preserve_format"):
-        return st is None or matches(resolve(st, shape), row_major(shape), shape)
+        if st is None or 0 in shape:  # (PyTorch calls every empty tensor contiguous)
+            return True
+        return matches(resolve(st, shape), row_major(shape), shape)
     if fmt in ("channels_last", "channels_last_3d"):
         if len(shape) != (4 if fmt == "channels_last" else 5):
             return False

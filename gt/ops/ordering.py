@@ -17,6 +17,7 @@ from gt.custom_function import Function
 from gt.errors import ShapeError
 from gt.grad_graph import label
 from gt.grad_mode import is_grad_enabled
+from gt.ops import views
 from gt.ops.arith import where
 from gt.ops.functions import numpy_names
 from gt.ops.quantile import quantile
@@ -116,7 +117,8 @@ class OrderingOps:
             raise RuntimeError(
                 f"topk: selected index k ({k}) out of range for dimension {ax} of size {n}"
             )
-        idx = self.argsort(ax, descending=largest).narrow(ax, 0, k)
+        # (a tensor of its own, as PyTorch's: not a view of the whole argsort)
+        idx = views.as_new(self.argsort(ax, descending=largest).narrow(ax, 0, k))
         return return_types.topk(label(self.gather(ax, idx), "TopkBackward0"), idx)
 
     def kthvalue(self, k: int, dim: int = -1, keepdim: bool = False) -> SortResult:
@@ -162,7 +164,7 @@ class OrderingOps:
         n = self.shape[ax]
         if not 0 <= k < n:
             raise RuntimeError(f"kthvalue: k ({k + 1}) out of range for dimension of size {n}")
-        idx = self.argsort(ax).narrow(ax, k, 1)
+        idx = views.as_new(self.argsort(ax).narrow(ax, k, 1))
         values = self.gather(ax, idx)
         if not keepdim:
             values, idx = values.squeeze(ax), idx.squeeze(ax)

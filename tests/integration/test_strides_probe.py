@@ -1,0 +1,53 @@
+"""What a probe of result strides against PyTorch 2.13 (Dec 7) found: results GT reported as
+views of a temporary, or shared with their input, where PyTorch's are tensors of their own."""
+
+from __future__ import annotations
+
+import pytest
+
+import gt
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_ravel_of_a_strided_view_is_a_copy_and_of_a_contiguous_tensor_a_view(conn):
+    # (ravel was reshape(-1), a view of x[:, ::2]: writing to it changed x)
+    x = gt.arange(12.0).reshape(3, 4)
+    r = gt.ravel(x[:, ::2])
+    r.add_(100)
+    assert x[0].tolist() == [0.0, 1.0, 2.0, 3.0] and r.is_contiguous()
+    x.ravel().add_(1000)
+    assert x[0].tolist() == [1000.0, 1001.0, 1002.0, 1003.0]
+
+
+def test_diff_of_order_zero_is_a_copy(conn):
+    x = gt.arange(4.0)
+    d = gt.diff(x, n=0)
+    d.add_(1)
+    assert x.tolist() == [0.0, 1.0, 2.0, 3.0] and d.tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_indices_of_topk_and_kthvalue_are_contiguous(conn):
+    # (views of the whole argsort before)
+    s = gt.rand(16, 6)
+    idx = gt.topk(s, 2, dim=-1).indices
+    assert idx.is_contiguous() and idx.stride() == (2, 1)
+    assert gt.kthvalue(s, 2, dim=-1).indices.is_contiguous()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda x: gt.t_copy(x),
+        lambda x: gt.transpose_copy(x, 0, 1),
+        lambda x: gt.permute_copy(x, (1, 0)),
+    ],
+)
+def test_copy_forms_are_contiguous(conn, make):
+    out = make(gt.arange(12.0).reshape(3, 4))
+    assert out.is_contiguous() and out.stride() == (3, 1)
+
+
+def test_empty_tensors_are_contiguous(conn):
+    x = gt.arange(12.0).reshape(3, 4)
+    assert x[:, 4:].is_contiguous() and x[:0].t().is_contiguous()
