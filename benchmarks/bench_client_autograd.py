@@ -44,7 +44,7 @@ for _ in range(9):
     best["record"] = min(best["record"], (time.thread_time() - t) / 2000 * 1e6)
     t = time.thread_time(); y.sum().backward()
     best["backward"] = min(best["backward"], (time.thread_time() - t) / 2000 * 1e6)
-    y.numpy()
+    y.detach().numpy()
     t = time.thread_time()
     for _ in range(200):
         m(inp)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from gt import signal_scope as _signal
 from gt._dtype import name_of
-from gt.grad_mode import _mode
+from gt.grad_mode import INFERENCE_USED, _mode
 from gt.runtime import ops as O
 from gt.runtime.ops.complexnum import complex_grad_mode
 
@@ -461,6 +461,8 @@ def record(
     if out.dtype in _COMPLEX or getattr(inputs[0], "dtype", None) in _COMPLEX:
         mode = complex_grad_mode(op)  # (before anything is recorded: it may refuse)
     if saved is not None:
+        if INFERENCE_USED:
+            _refuse_inference(saved)
         node = out._node = Node(op, tuple(parents), tuple(saved), inputs, attrs)
         node.cplx = mode
         if SAVED_TENSOR_HOOKS:
@@ -471,6 +473,8 @@ def record(
     how = entry.saves
     needs = tuple([p is not None for p in parents]) if how in _BY_NEEDS else ()
     saved = entry.saved(inputs, out, needs)
+    if INFERENCE_USED:
+        _refuse_inference(saved)
     node = out._node = Node(op, tuple(parents), tuple(saved), inputs, attrs)
     node.cplx = mode
     # Saved tensors that are not inputs are aliases of the output (an output cannot be saved
@@ -484,6 +488,16 @@ def record(
         _pack(node)
     out._rg = True
     return out
+
+
+def _refuse_inference(saved: Any) -> None:
+    """PyTorch's refusal to keep a tensor made in ``inference_mode`` for backward."""
+    for t in saved:
+        if getattr(t, "_inf", False):
+            raise RuntimeError(
+                "Inference tensors cannot be saved for backward. To work around you can make a "
+                "clone to get a normal tensor and use it in autograd."
+            )
 
 
 class Packed:

@@ -121,6 +121,11 @@ class no_grad(_BareDecorator):
 INFERENCE_THREADS: set[int] = set()
 
 
+#: Non-empty once this process has entered ``inference_mode``: only then can a tensor be an
+#: inference tensor, which autograd must refuse to save (a check skipped until then).
+INFERENCE_USED: list = []
+
+
 def is_inference_mode_enabled() -> bool:
     """Whether this thread is inside ``inference_mode(True)``."""
     return threading.get_ident() in INFERENCE_THREADS
@@ -154,6 +159,7 @@ class inference_mode(set_grad_enabled):
         _mode.enabled = self.mode
         if self.inference:
             INFERENCE_THREADS.add(me)
+            INFERENCE_USED[:] = [True]
         else:
             INFERENCE_THREADS.discard(me)
 

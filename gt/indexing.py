@@ -66,7 +66,7 @@ def encode_key(x: Tensor, key: Any, op: str = "getitem") -> tuple[list, list, tu
             stand_in.append(Ellipsis)
         elif isinstance(item, TensorBase):
             if item.dtype == "bool":
-                idx = np.nonzero(item.numpy())
+                idx = np.nonzero(item._host())
                 for axis_idx in idx:
                     wire.append(["l", axis_idx.tolist()])
                     stand_in.append(axis_idx)

@@ -242,7 +242,7 @@ class SparseTensor(SparseValues):
         """The same tensor with sorted entries and duplicates added up (itself if it is already)."""
         if self._coalesced:
             return self
-        idx = np.asarray(self._i.numpy(), dtype=np.int64)
+        idx = np.asarray(self._i._host(), dtype=np.int64)
         dims = self._shape[: self.sparse_dim()]
         flat = np.ravel_multi_index(tuple(idx), dims) if idx.size else np.zeros(0, np.int64)
         keys, inverse = np.unique(flat, return_inverse=True)

@@ -194,7 +194,7 @@ class Tensor(
             made = create(conn, "full", [0.0], {"shape": list(shape), "dtype": S.DEFAULT_FLOAT})
         else:
             data = args[0]
-            arr = data.numpy() if isinstance(data, TensorBase) else data
+            arr = data._host() if isinstance(data, TensorBase) else data
             made = upload(conn, host_array(arr, S.DEFAULT_FLOAT))
         self._conn, self.id, self.shape, self.dtype = conn, made.id, made.shape, made.dtype
         made.id = None
@@ -242,7 +242,7 @@ class Tensor(
         """Pickle as the data (a sync point), dtype, shape, class and ``requires_grad``; unpickling
         uploads the data to the current connection."""
         cls = Tensor if isinstance(self, DataView) else type(self)
-        data = np.ascontiguousarray(self.numpy()).tobytes()
+        data = np.ascontiguousarray(self._host()).tobytes()
         dtype = name_of(self.dtype)  # the name: files stay readable by plain unpicklers' rules
         args = (cls, data, dtype, tuple(self.shape), bool(self._rg))
         return (rebuild_tensor, args, self.__dict__) if self.__dict__ else (rebuild_tensor, args)

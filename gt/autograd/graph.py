@@ -53,7 +53,7 @@ class save_on_cpu(saved_tensors_hooks):  # noqa: N801 - PyTorch's name
 
     def __init__(self, pin_memory: bool = False, device_type: str = "cuda") -> None:
         def pack(t: Any) -> Any:
-            return (t.numpy().copy(), t.dtype, t.requires_grad, t._conn)
+            return (t._host().copy(), t.dtype, t.requires_grad, t._conn)
 
         def unpack(packed: Any) -> Any:
             from gt.tensor import upload  # noqa: PLC0415 - the tensor module imports this package

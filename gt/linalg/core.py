@@ -267,7 +267,7 @@ def lu_info(a: Tensor) -> Tensor:
 
 def raise_if_singular(op: str, info: Tensor) -> None:
     """PyTorch's ``LinAlgError`` if ``info`` marks a singular matrix (reads it: a sync point)."""
-    values = info.numpy()
+    values = info._host()
     if values.size and values.max() > 0:
         raise LinAlgError(singular_message(op, values))
 

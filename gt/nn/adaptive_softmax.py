@@ -106,7 +106,7 @@ class AdaptiveLogSoftmaxWithLoss(Module):
         batched = target_.ndim > 0
         input = input_ if batched else input_.unsqueeze(0)
         target = target_ if batched else target_.unsqueeze(0)
-        t = np.asarray(target.numpy()).astype(np.int64).reshape(-1)  # the sync point
+        t = np.asarray(target._host()).astype(np.int64).reshape(-1)  # the sync point
         head_column = t.copy()
         used, pieces, rows_seen = 0, [], []
         bounds = [0] + self.cutoffs

@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from gt import shapes as S
 from gt.errors import ShapeError
 from gt.grad_graph import label, labels
 from gt.ops.autocast import autocast_op, pad_op
@@ -227,12 +228,29 @@ def _times(sizes: Sequence) -> str:
     return " x ".join(str(int(s)) for s in sizes)
 
 
+#: PyTorch's C type names in its convolutions' dtype messages.
+_C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half",
+            "bfloat16": "c10::BFloat16", "int64": "long int", "int32": "int"}  # fmt: skip
+
+
+def _check_dtypes(input: Tensor, weight: Tensor, bias: Tensor | None) -> None:
+    """PyTorch's refusal of an input whose dtype is not the layer's (a float64 batch from NumPy
+    into a float32 layer failed in the convolution's internal matmul, naming its shapes)."""
+    if bias is not None and input.dtype != bias.dtype:
+        a, b = (_C_NAMES.get(str(t.dtype).split(".")[-1], str(t.dtype)) for t in (input, bias))
+        raise RuntimeError(f"Input type ({a}) and bias type ({b}) should be the same")
+    if input.dtype != weight.dtype:
+        a, b = (S.SCALAR_NAMES.get(str(t.dtype).split(".")[-1]) for t in (input, weight))
+        raise RuntimeError(f"expected scalar type {a} but found {b}")
+
+
 def _conv(input: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, padding: Any,
           dilation: Any, groups: int, dims: int) -> Tensor:  # fmt: skip
     """``dims``-d convolution: ``im2col`` then one (grouped) matmul with the weight."""
     op = f"conv{dims}d"
     x, squeeze = _conv_input(input, dims, op)
     _check_weight(weight, dims, groups)
+    _check_dtypes(input, weight, bias)
     n, c = x.shape[:2]
     o, cg, *kernel = weight.shape
     if c != cg * groups:

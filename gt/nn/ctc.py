@@ -45,13 +45,13 @@ def _host_lengths(input_lengths: Any, target_lengths: Any) -> tuple[np.ndarray, 
     tensors = [v for v in given if isinstance(v, Tensor)]
     if len(tensors) == 2:
         flat = [v.reshape(-1).to("int64") for v in tensors]
-        both = cat(flat).numpy()
+        both = cat(flat)._host()
         n = flat[0].shape[0]
         return both[:n], both[n:]
     out = []
     for v in given:
         if isinstance(v, Tensor):
-            v = v.numpy()
+            v = v._host()
         out.append(np.asarray(v, dtype=np.int64).reshape(-1))
     return out[0], out[1]
 

@@ -164,7 +164,7 @@ def _padding(padding_idx: int | None, rows: int) -> int | None:
 
 def _bags(offsets: Any, n: int, include_last_offset: bool) -> tuple[np.ndarray, np.ndarray]:
     """Each bag's start and length on the host (reading ``offsets``: a sync point)."""
-    off = offsets.numpy() if isinstance(offsets, Tensor) else np.asarray(offsets)
+    off = offsets._host() if isinstance(offsets, Tensor) else np.asarray(offsets)
     off = off.astype(np.int64).reshape(-1)
     if len(off) and off[0] != 0:
         raise RuntimeError(

@@ -506,6 +506,12 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
         if lo < 0:
             raise RuntimeError("Class values must be non-negative.")
         num_classes = int(hi) + 1
+    else:
+        # PyTorch's CPU checks the labels on the host; here the check rides on the worker's
+        # bounds-checked gather (a negative label is sent out of range too), so a bad label is an
+        # IndexError at the next sync point instead of a silent all-zero row, and no op waits.
+        inside = where(tensor < 0, num_classes, tensor)
+        tensor = tensor._arange(num_classes)[inside.reshape(-1)].reshape(tensor.shape)
     return (tensor.unsqueeze(-1) == arange(num_classes)).long()
 
 

@@ -96,9 +96,19 @@ def _class_last(input: Tensor, target: Tensor, op: str) -> tuple[Tensor, Tensor]
     return x, target.permute(perm).reshape(-1, input.shape[1])
 
 
+def _scalar(t: Tensor) -> str:
+    """PyTorch's scalar type name of ``t``'s dtype (``Float``, ``Long`` ...)."""
+    return S.SCALAR_NAMES.get(str.__str__(t.dtype), str(t.dtype))
+
+
 def _check_target(input: Tensor, target: Tensor, op: str) -> None:
     if target.dtype not in S.INT_DTYPES:
         raise TypeError(f"{op}: expected an integer target tensor, got {target.dtype}")
+    if target.dtype not in ("int64", "uint8"):  # (PyTorch's kernels take these two only)
+        raise RuntimeError(
+            "expected target dtype to be Long or Byte, but got "
+            + S.SCALAR_NAMES.get(str.__str__(target.dtype), str(target.dtype))
+        )
     expect = input.shape[:1] + input.shape[2:] if input.ndim >= 2 else ()
     if target.shape != expect:
         raise ShapeError(
@@ -235,6 +245,10 @@ def binary_cross_entropy(
     when a sigmoid before it saturates to exactly 0 or 1.
     """
     _same_shape(input, target, "binary_cross_entropy")
+    if isinstance(target, Tensor) and not target.is_floating_point():
+        raise RuntimeError(
+            f"Found dtype {_scalar(target)} but expected {_scalar(input)}"
+        )  # (integer labels: PyTorch wants them as the input's float dtype)
     loss = input._apply("binary_cross_entropy", [input, target.to(input.dtype)])
     if weight is not None:
         loss = loss * weight
@@ -255,6 +269,11 @@ def binary_cross_entropy_with_logits(
     """Binary cross entropy of logits, without overflow: ``(1 - t) x + softplus(-x)`` (weighted by
     ``1 + (pos_weight - 1) t``), whose derivative ``sigmoid(x) - t`` is right at 0 too."""
     _same_shape(input, target, "binary_cross_entropy_with_logits")
+    if isinstance(target, Tensor) and not target.is_floating_point():
+        raise RuntimeError(
+            f"result type {_scalar(input)} can't be cast to the desired output type "
+            f"{_scalar(target)}"
+        )  # (PyTorch's loss is computed into a tensor of the target's dtype)
     log1p_exp = (-input).softplus()  # log(1 + exp(-x))
     if pos_weight is None:
         loss = (1.0 - target) * input + log1p_exp

@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from gt import shapes as S
 from gt.factories import arange
 from gt.grad_graph import label
 from gt.nn.losses import _legacy_reduction, _reduce
@@ -138,6 +139,13 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average: Any = None, re
     """``log(1 + exp(-target * input))`` (targets are 1 or -1)."""
     red = _legacy_reduction(size_average, reduce, reduction)
     target = _like_input(target, input)
+    if isinstance(target, Tensor) and target.shape != input.shape:
+        both = S.broadcast(input.shape, target.shape, "soft_margin_loss")
+        if both != input.shape:  # (PyTorch writes the loss into a tensor of input's shape)
+            raise RuntimeError(
+                f"output with shape {list(input.shape)} doesn't match the broadcast shape "
+                f"{list(both)}"
+            )
     out = _reduce((-target * input).softplus(), red, "soft_margin_loss")
     return label(out, "SoftMarginLossBackward0")
 

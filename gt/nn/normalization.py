@@ -7,6 +7,7 @@ place (without autograd) when training. ``layer_norm`` lives in :mod:`gt.nn.func
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,6 +47,8 @@ def batch_norm(
         return label(out.to(input.dtype), "NativeBatchNormBackward0")
     if input.ndim < 2:
         raise ShapeError(f"batch_norm: expected at least 2-d input, got shape {list(input.shape)}")
+    _per_channel(input, running_mean=running_mean, running_var=running_var, weight=weight,
+                 bias=bias)  # fmt: skip
     dims = (0,) + tuple(range(2, input.ndim))
     cs = _channel_shape(input)
     if input.numel() == 0:  # (an empty batch: nothing to normalize, the running stats kept)
@@ -77,6 +80,15 @@ def batch_norm(
     return label(keep_channels_last(out, input), "NativeBatchNormBackward0")
 
 
+def _per_channel(input: Tensor, **tensors: Tensor | None) -> None:
+    """PyTorch's check that each per-channel tensor of a batch norm has one element per channel
+    (a layer built for another channel count failed in an internal ``add_`` or ``reshape``)."""
+    c = input.shape[1]
+    for name, t in tensors.items():
+        if t is not None and t.numel() != c:
+            raise RuntimeError(f"{name} should contain {c} elements not {t.numel()}")
+
+
 def instance_norm(
     input: Tensor,
     running_mean: Tensor | None = None,
@@ -97,7 +109,16 @@ def instance_norm(
         out = instance_norm(input.float(), running_mean, running_var, *wide, use_input_stats,
                             momentum, eps)  # fmt: skip
         return label(out.to(input.dtype), "ViewBackward0")
+    if weight is not None and input.ndim > 1 and weight.numel() != input.shape[1]:
+        raise ValueError(  # (PyTorch's InstanceNorm module's own check)
+            f"expected input's size at dim=1 to match num_features ({weight.numel()}), but got: "
+            f"{input.shape[1]}."
+        )
     dims = tuple(range(2, input.ndim))
+    if use_input_stats and math.prod(input.shape[2:]) == 1:
+        raise ValueError(
+            f"Expected more than 1 spatial element when training, got input size {input.shape}"
+        )
     cs = _channel_shape(input)
     if use_input_stats or running_mean is None or running_var is None:
         mean = input.mean(dims, keepdim=True)
@@ -138,6 +159,13 @@ def group_norm(
     n, c = input.shape[:2]
     if c % num_groups:
         raise ShapeError(f"group_norm: {c} channels cannot be split into {num_groups} groups")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and (t.ndim != 1 or t.numel() != c):
+            raise RuntimeError(
+                f"Expected {name} to be a vector of size equal to the number of channels in "
+                f"input, but got {name} of shape {list(t.shape)} and input of shape "
+                f"{list(input.shape)}"
+            )
     x = input.reshape(n, num_groups, input.numel() // max(n * num_groups, 1))
     d = centered(x, (2,))
     out = (d * ((d * d).mean(-1, keepdim=True) + eps).rsqrt()).reshape(input.shape)

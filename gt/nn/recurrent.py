@@ -22,6 +22,7 @@ from gt.nn import functional as fn
 from gt.nn.module import Module, Parameter
 from gt.nn.resetting import redraw
 from gt.nn.utils.rnn import PackedSequence
+from gt.ops.autocast import in_force as autocast_in_force
 from gt.ops.autocast import lowered as autocast_lowered
 from gt.ops.autocast import suspended as autocast_suspended
 from gt.ops.shaping import cat, stack
@@ -201,7 +202,18 @@ class RNNBase(Module):
                 f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
                 f"got {x.shape[-1]}"
             )
+        self._check_dtype(x)
         return x.dim() == 3
+
+    def _check_dtype(self, x: Tensor) -> None:
+        """PyTorch's refusal of an input whose dtype is not the weights' (outside autocast): a
+        float64 batch from NumPy failed deep inside a gate product, naming its shapes."""
+        w = getattr(self, self._flat_weights_names[0], None)
+        if w is not None and x.dtype != w.dtype and not autocast_in_force():
+            raise ValueError(
+                f"RNN input dtype ({x.dtype}) does not match weight dtype ({w.dtype}). Convert "
+                f"input: input.to({w.dtype}), or convert model: model.to({x.dtype})"
+            )
 
     def _initial(self, hx: Any, batch: int, like: Tensor, batched: bool, what: str) -> Tensor:
         dirs = 2 if self.bidirectional else 1
@@ -295,6 +307,7 @@ class RNNBase(Module):
 
     def _forward(self, x: Any, hx: list[Any], names: list[str]) -> tuple[Any, list[Tensor]]:
         if isinstance(x, PackedSequence):
+            self._check_dtype(x.data)
             return self._forward_packed(x, hx, names)
         batched = self._check_input(x)
         if not batched:

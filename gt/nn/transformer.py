@@ -177,7 +177,7 @@ class TransformerEncoder(Module):
                                   or any(p.requires_grad for p in self.parameters())):  # fmt: skip
             return False
         if self.mask_check:  # padding only at the ends of the sequences (a sync point, as there)
-            keep = ~pad.numpy()
+            keep = ~pad._host()
             if (keep[:, 1:] & ~keep[:, :-1]).any():
                 return False
         return True

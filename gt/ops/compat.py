@@ -554,7 +554,7 @@ class CompatOps(CompatInplaceOps):
                            dim: int | None = None) -> Any:  # fmt: skip
         """The elements (or, with ``dim``, slices) with each run of equal neighbours collapsed
         to one; optionally each element's run index and each run's length. A sync point."""
-        a = self.numpy()
+        a = self._host()
         d = None if dim is None else S.normalize_axis(dim, self.ndim, "unique_consecutive")
         rows = (a.reshape(-1, 1) if d is None else
                 np.moveaxis(a, d, 0).reshape(a.shape[d], math.prod(np.delete(a.shape, d))))  # fmt: skip

@@ -47,7 +47,13 @@ def host_array(data: Any, dtype: Any = None) -> np.ndarray:
     dtype (float32), complex numbers its complex partner and ints int64 (an ndarray keeps its own
     dtype, and so does a NumPy scalar: ``np.float64(0.5)`` alone or in a list makes float64, as in
     PyTorch)."""
-    arr = np.array(data)
+    try:
+        arr = np.array(data)
+    except ValueError:
+        ragged = _ragged(data)
+        if ragged is None:
+            raise
+        raise ValueError(ragged) from None
     own = isinstance(data, (np.ndarray, np.generic)) or _all_numpy(data)
     if dtype is not None:
         dtype = S.canonical_dtype(dtype)
@@ -67,6 +73,33 @@ def host_array(data: Any, dtype: Any = None) -> np.ndarray:
     if not arr.dtype.isnative:  # (a big-endian array: its values, in this machine's order)
         arr = arr.astype(arr.dtype.newbyteorder("="))
     return np.ascontiguousarray(arr).reshape(arr.shape)
+
+
+def _ragged(data: Any) -> str | None:
+    """PyTorch's message for nested lists of uneven lengths (``[[1, 2], [3]]``), where NumPy's
+    speaks of "an inhomogeneous shape"; ``None`` if the lists are even."""
+    shape = []
+    first = data
+    while isinstance(first, (list, tuple)):
+        shape.append(len(first))
+        if not first:
+            break
+        first = first[0]
+
+    def walk(seq: Any, dim: int) -> str | None:
+        if dim >= len(shape):
+            return None
+        if not isinstance(seq, (list, tuple)):
+            return None
+        if len(seq) != shape[dim]:
+            return f"expected sequence of length {shape[dim]} at dim {dim} (got {len(seq)})"
+        for item in seq:
+            found = walk(item, dim + 1)
+            if found:
+                return found
+        return None
+
+    return walk(data, 0)
 
 
 def _all_numpy(data: Any) -> bool:

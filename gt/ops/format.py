@@ -198,7 +198,7 @@ def tensor_repr(t: Tensor) -> str:
         extra.append(f"grad_fn=<{t._node.name().rpartition('::')[2]}>")
     elif t.requires_grad:
         extra.append("requires_grad=True")
-    text = format_tensor(t.numpy(), t.dtype, extra)
+    text = format_tensor(t._host(), t.dtype, extra)
     if type(t).__name__ == "Parameter":
         return "Parameter containing:\n" + text
     return text

@@ -90,8 +90,17 @@ class MetadataOps:
 
     # ------------------------------------------------------------------ sync points
     def numpy(self, *, force: bool = False) -> np.ndarray:
-        """Wait for the data and return it as a NumPy array (a sync point; always a copy, so
-        ``force`` changes nothing)."""
+        """Wait for the data and return it as a NumPy array (a sync point; always a copy). As
+        PyTorch's, it refuses a tensor that requires grad unless ``force=True``."""
+        if self._rg and not force:
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                "instead."
+            )
+        return self._conn.fetch(self.id)
+
+    def _host(self) -> np.ndarray:
+        """The data as a NumPy array, for GT's own sync points (no requires-grad check)."""
         return self._conn.fetch(self.id)
 
     def item(self) -> Any:
@@ -100,11 +109,11 @@ class MetadataOps:
             raise RuntimeError(
                 f"a Tensor with {self.numel()} elements cannot be converted to Scalar"
             )
-        return self.numpy().reshape(()).item()
+        return self._host().reshape(()).item()
 
     def tolist(self) -> Any:
         """The data as nested Python lists (a sync point)."""
-        return self.numpy().tolist()
+        return self._host().tolist()
 
     def _number(self) -> Any:
         """The single value, for ``float()``/``int()``/``complex()`` (PyTorch's ValueError for

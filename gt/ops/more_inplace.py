@@ -157,7 +157,7 @@ class MoreInplaceOps:
     def map_(self, tensor: Tensor, callable: Callable[[Any, Any], Any]) -> Tensor:  # noqa: A002
         """Replace each element ``v`` with ``callable(v, w)``, ``w`` the element of ``tensor``
         (broadcast to this shape) at the same place; run on the host."""
-        other = np.broadcast_to(tensor.numpy(), tuple(self.shape))
+        other = np.broadcast_to(tensor._host(), tuple(self.shape))
         return self._host_map(lambda a: np.vectorize(callable, otypes=[a.dtype])(a, other), "map_")
 
     def _host_map(self, fn: Callable[[Any], Any], name: str) -> Tensor:

@@ -38,7 +38,7 @@ def _check_q(op: str, x: Tensor, q: Any) -> tuple[Any, bool]:
             raise TypeError(
                 f"{op}: q tensor must be same dtype as the input tensor (got {q.dtype} and {x.dtype})"
             )
-        found = q.numpy()  # (a sync point, like PyTorch's own check on the CPU)
+        found = q._host()  # (a sync point, like PyTorch's own check on the CPU)
         if not ((found >= 0) & (found <= 1)).all():
             raise ValueError(f"{op}: q values must be in the range [0, 1]")
         return (q if q.ndim == 1 else q.reshape(1)), q.ndim == 0

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gt import shapes as S
+from gt._dtype import name_of
 from gt.errors import ShapeError
 from gt.grad_graph import labels
 from gt.indexing import encode_key
@@ -161,6 +162,11 @@ class SelectionOps:
     def index_add(self, dim: int, index: Tensor, source: Tensor, *, alpha: Any = 1) -> Tensor:
         """A copy with ``alpha * source`` added at the entries ``index`` of ``dim``."""
         d = S.normalize_axis(dim, self.ndim, "index_add")
+        if isinstance(source, TensorBase) and source.dtype != self.dtype:
+            mine, theirs = (S.SCALAR_NAMES[name_of(t.dtype)] for t in (self, source))
+            raise RuntimeError(
+                f"index_add_(): self ({mine}) and source ({theirs}) must have the same scalar type"
+            )
         if self.dtype in S.INT_DTYPES and type(alpha) is float:  # (cast to the dtype first, as
             alpha = int(alpha)  # PyTorch's kernel does: 2.5 adds twice)
         src = source if alpha == 1 else source * alpha
@@ -205,7 +211,7 @@ class SelectionOps:
     # ------------------------------------------------------------------ data-dependent shapes
     def nonzero(self, *, as_tuple: bool = False) -> Any:
         """Indices of the nonzero elements (a sync point: the count depends on the data)."""
-        found = np.nonzero(self.numpy().reshape(self.shape or (1,)))
+        found = np.nonzero(self._host().reshape(self.shape or (1,)))
         if as_tuple:
             return tuple(self._upload(np.ascontiguousarray(i, dtype=np.int64)) for i in found)
         if self.ndim == 0:  # PyTorch: one row (or none) of zero coordinates
@@ -240,14 +246,14 @@ class SelectionOps:
         """
         if dim is None:
             values, inverse, counts = np.unique(
-                self.numpy().reshape(-1), return_inverse=True, return_counts=True, equal_nan=False
+                self._host().reshape(-1), return_inverse=True, return_counts=True, equal_nan=False
             )
             inverse = inverse.reshape(self.shape)
         else:
             if self.ndim == 0:  # (PyTorch: a 0-d tensor has no slices)
                 raise IndexError("unique: dimension specified as 0 but tensor has no dimensions")
             d = S.normalize_axis(dim, self.ndim, "unique")
-            values, inverse, counts = unique_slices(self.numpy(), d)
+            values, inverse, counts = unique_slices(self._host(), d)
         out = self._upload(np.ascontiguousarray(values))
         if not (return_inverse or return_counts):
             return out

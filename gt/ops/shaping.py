@@ -308,11 +308,18 @@ class ShapeOps:
             hasattr(repeats, "numel") and repeats.numel() == 1 and repeats.ndim <= 1
         ):
             r = int(repeats)
+            if r < 0:
+                raise RuntimeError(
+                    "Repeats must be non-negative" if isinstance(repeats, int)
+                    else "repeats can not be negative"
+                )  # fmt: skip
             shape = x.shape
             big = shape[: d + 1] + (r,) + shape[d + 1 :]
             out = x.unsqueeze(d + 1).expand(big).reshape(shape[:d] + (n * r,) + shape[d + 1 :])
             return label(views.as_new(out), "ViewBackward0")
         counts = [int(c) for c in (repeats.tolist() if hasattr(repeats, "tolist") else repeats)]
+        if any(c < 0 for c in counts):
+            raise RuntimeError("repeats can not be negative")
         if len(counts) != n:
             raise ShapeError(
                 f"repeat_interleave: repeats must have {n} elements, got {len(counts)}"

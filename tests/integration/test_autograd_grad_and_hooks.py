@@ -104,13 +104,13 @@ def test_forward_hooks_see_and_replace_inputs_and_outputs(conn):
     gt.manual_seed(0)
     lin = nn.Linear(2, 2)
     x = gt.tensor([[1.0, 2.0]])
-    base = lin(x).numpy()
+    base = lin(x).detach().numpy()
     seen = []
     h1 = lin.register_forward_hook(lambda m, args, out: seen.append((m, args[0].shape)))
     h2 = lin.register_forward_pre_hook(lambda m, args: args[0] * 0)
     h3 = lin.register_forward_hook(lambda m, args, out: out + 1)
     out = lin(x)
-    np.testing.assert_allclose(out.numpy(), lin.bias.detach().numpy()[None] + 1, rtol=1e-6)
+    np.testing.assert_allclose(out.detach().numpy(), lin.bias.detach().numpy()[None] + 1, rtol=1e-6)
     assert seen == [(lin, (1, 2))]
     order = []
     lin.register_forward_hook(lambda m, a, o: order.append("last"))
@@ -120,7 +120,7 @@ def test_forward_hooks_see_and_replace_inputs_and_outputs(conn):
     for h in (h1, h2, h3, first):
         h.remove()
     lin._forward_hooks.clear()
-    np.testing.assert_allclose(lin(x).numpy(), base, rtol=1e-6)
+    np.testing.assert_allclose(lin(x).detach().numpy(), base, rtol=1e-6)
     with pytest.raises(RuntimeError, match="tuple of \\(new_args, new_kwargs\\)"):
         lin.register_forward_pre_hook(lambda m, a, k: a, with_kwargs=True)
         lin(x)

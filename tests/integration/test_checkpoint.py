@@ -138,7 +138,7 @@ def test_nonreentrant_takes_kwargs_nested_inputs_and_inputs_without_grad(conn):
         assert out["n"] == 3 and out["idx"].dtype == gt.int64 and not out["idx"].requires_grad
         assert feats["a"].grad is None
         results.append({
-            "out": out["out"].numpy(), "b": feats["b"].grad.numpy(), "c": extra[0].grad.numpy(),
+            "out": out["out"].detach().numpy(), "b": feats["b"].grad.detach().numpy(), "c": extra[0].grad.detach().numpy(),
             **{f"enc.{k}": v for k, v in _grads(enc).items()},
             **{f"mix.{k}": v for k, v in _grads(mix).items()},
         })  # fmt: skip
@@ -170,7 +170,7 @@ def test_double_backward_through_a_checkpoint(conn):
     y = checkpoint(lambda t: (t**3).sum(), x, use_reentrant=False)
     (g,) = gt.autograd.grad(y, x, create_graph=True)
     (h,) = gt.autograd.grad(g.sum(), x)
-    np.testing.assert_allclose(g.numpy(), 3 * x0**2, rtol=1e-5)
+    np.testing.assert_allclose(g.detach().numpy(), 3 * x0**2, rtol=1e-5)
     np.testing.assert_allclose(h.numpy(), 6 * x0, rtol=1e-5)
 
 
@@ -224,7 +224,9 @@ def test_a_hot_step_with_checkpointed_dropout_trains_as_the_eager_one(conn):
         fn = gt.hot(step) if hot else step
         for _ in range(6):
             fn()
-        return np.concatenate([lin.weight.numpy().ravel(), head.weight.numpy().ravel()])
+        return np.concatenate(
+            [lin.weight.detach().numpy().ravel(), head.weight.detach().numpy().ravel()]
+        )
 
     np.testing.assert_allclose(train(True), train(False), rtol=1e-5, atol=1e-6)
 
@@ -343,7 +345,7 @@ def test_backward_twice_needs_retain_graph_and_inputs_changed_in_place_raise(con
     y = checkpoint(lin, x, use_reentrant=False).sum()
     y.backward(retain_graph=True)
     y.backward()
-    np.testing.assert_allclose(x.grad.numpy(), 2 * np.tile(lin.weight.numpy().sum(0), (4, 1)),
+    np.testing.assert_allclose(x.grad.detach().numpy(), 2 * np.tile(lin.weight.detach().numpy().sum(0), (4, 1)),
                                rtol=1e-6)  # fmt: skip
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         y.backward()

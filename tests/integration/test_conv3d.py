@@ -102,7 +102,7 @@ def _adaptive3d_np(x, outs, reduce):
 
 def _check(got, want, tol=1e-10):
     assert tuple(got.shape) == want.shape
-    np.testing.assert_allclose(got.numpy(), want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(got.detach().numpy(), want, rtol=tol, atol=tol)
 
 
 def test_conv3d_padded_with_bias_matches_a_direct_loop(conn):
@@ -204,10 +204,13 @@ def test_conv3d_module_parameters_init_and_forward(conn):
     m = nn.Conv3d(4, 8, 3, padding=1, groups=2)
     assert m.weight.shape == (8, 2, 3, 3, 3) and m.bias.shape == (8,)
     bound = 1 / np.sqrt(2 * 27)  # kaiming_uniform(a=sqrt(5)): 1/sqrt(fan_in)
-    assert np.abs(m.weight.numpy()).max() <= bound and np.abs(m.bias.numpy()).max() <= bound
+    assert (
+        np.abs(m.weight.detach().numpy()).max() <= bound
+        and np.abs(m.bias.detach().numpy()).max() <= bound
+    )
     x = _r(2, 4, 8, 8, 8).astype(np.float32)
-    want = _conv3d_np(x.astype(np.float64), m.weight.numpy().astype(np.float64),
-                      m.bias.numpy().astype(np.float64), padding=1, groups=2)  # fmt: skip
+    want = _conv3d_np(x.astype(np.float64), m.weight.detach().numpy().astype(np.float64),
+                      m.bias.detach().numpy().astype(np.float64), padding=1, groups=2)  # fmt: skip
     _check(m(gt.tensor(x)), want, tol=1e-4)
     t = nn.ConvTranspose3d(4, 6, 2, stride=2, groups=2, bias=False)
     assert t.weight.shape == (4, 3, 2, 2, 2) and t.bias is None
@@ -219,8 +222,8 @@ def test_conv3d_padding_modes_pad_before_convolving(conn):
     m = nn.Conv3d(2, 3, 3, padding=(1, 0, 2), padding_mode="circular")
     x = _r(1, 2, 4, 5, 3).astype(np.float32)
     xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (0, 0), (2, 2)), mode="wrap")
-    want = _conv3d_np(xp.astype(np.float64), m.weight.numpy().astype(np.float64),
-                      m.bias.numpy().astype(np.float64))  # fmt: skip
+    want = _conv3d_np(xp.astype(np.float64), m.weight.detach().numpy().astype(np.float64),
+                      m.bias.detach().numpy().astype(np.float64))  # fmt: skip
     _check(m(gt.tensor(x)), want, tol=1e-4)
 
 

@@ -227,10 +227,10 @@ def test_switching_between_train_and_eval_is_seen_by_a_captured_step(conn):
     def f(x):
         return model(x)
 
-    want_eval = model.eval()(x).numpy()
+    want_eval = model.eval()(x).detach().numpy()
     for mode in ("train", "eval", "train", "eval"):
         getattr(model, mode)()
-        outs = [f(x).numpy() for _ in range(4)]
+        outs = [f(x).detach().numpy() for _ in range(4)]
         if mode == "eval":  # no dropout: the plain linear layer, every time
             for o in outs:
                 np.testing.assert_array_equal(o, want_eval)
@@ -248,11 +248,11 @@ def test_a_hook_added_or_removed_after_capture_is_seen_by_the_captured_step(conn
     def f(x):
         return model(x)
 
-    plain = [f(x).numpy() for _ in range(4)]  # captured and replayed
+    plain = [f(x).detach().numpy() for _ in range(4)]  # captured and replayed
     handle = model.register_forward_hook(lambda m, args, out: out * 0 + 7)
-    hooked = [f(x).numpy() for _ in range(4)]
+    hooked = [f(x).detach().numpy() for _ in range(4)]
     handle.remove()
-    after = [f(x).numpy() for _ in range(4)]
+    after = [f(x).detach().numpy() for _ in range(4)]
     assert all((h == 7).all() for h in hooked)
     for o in plain + after:
         np.testing.assert_array_equal(o, plain[0])

@@ -30,7 +30,7 @@ def test_linear_forward_backward_and_init_match_numpy(conn):
     x = np.random.default_rng(1).standard_normal((5, 64))
     y = np.random.default_rng(2).standard_normal((5, 32))
     out = layer(gt.tensor(x, dtype="float32"))
-    np.testing.assert_allclose(out.numpy(), x @ w.T + b, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out.detach().numpy(), x @ w.T + b, rtol=1e-4, atol=1e-5)
     F.mse_loss(out, gt.tensor(y, dtype="float32")).backward()
     d = 2 * (x @ w.T + b - y) / y.size
     np.testing.assert_allclose(layer.weight.grad.numpy(), d.T @ x, rtol=1e-4, atol=1e-6)
@@ -142,7 +142,7 @@ def test_layer_norm_matches_numpy(conn):
     mu = x.mean((1, 2), keepdims=True)
     var = x.var((1, 2), keepdims=True)
     want = (x - mu) / np.sqrt(var + 1e-5) * _np(ln.weight) + 0.25
-    np.testing.assert_allclose(ln(gt.tensor(x)).numpy(), want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ln(gt.tensor(x)).detach().numpy(), want, rtol=1e-4, atol=1e-5)
     assert len(list(nn.LayerNorm(4, elementwise_affine=False).parameters())) == 0
 
 
@@ -151,7 +151,7 @@ def test_embedding_gathers_rows_and_accumulates_repeated_gradients(conn):
     idx = np.array([[1, 4], [1, 1]])
     w = _np(emb.weight)
     out = emb(gt.tensor(idx))
-    np.testing.assert_allclose(out.numpy(), w[idx], rtol=1e-6)
+    np.testing.assert_allclose(out.detach().numpy(), w[idx], rtol=1e-6)
     out.sum().backward()
     want = np.zeros((5, 3))
     np.add.at(want, idx, 1.0)
@@ -220,12 +220,12 @@ def test_init_functions_follow_pytorch_formulas(conn):
     w = nn.Parameter(gt.zeros(200, 100))
     nn.init.xavier_uniform_(w)
     bound = np.sqrt(6 / 300)
-    v = w.numpy()
+    v = w.detach().numpy()
     assert np.abs(v).max() <= bound and v.std() > 0.5 * bound / np.sqrt(3)
     nn.init.zeros_(w)
-    assert w.numpy().max() == 0.0 and w.is_leaf and w.requires_grad
+    assert w.detach().numpy().max() == 0.0 and w.is_leaf and w.requires_grad
     nn.init.kaiming_normal_(w, nonlinearity="relu")
-    assert abs(w.numpy().std() - np.sqrt(2 / 100)) < 0.02
+    assert abs(w.detach().numpy().std() - np.sqrt(2 / 100)) < 0.02
 
 
 def test_two_layer_mlp_trains_to_a_low_loss(conn):

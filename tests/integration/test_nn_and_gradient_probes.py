@@ -86,9 +86,9 @@ def test_attention_rows_that_may_attend_to_nothing_give_zero_without_weights(con
     mask = gt.tensor([[True, True, True], [False, False, True], [False, False, False]])
     out, w = m(q, q, q, attn_mask=mask, need_weights=False)
     assert w is None and out[0].tolist() == [[0.0] * 4] * 2
-    assert not np.isnan(out.numpy()).any()
+    assert not np.isnan(out.detach().numpy()).any()
     out, w = m(q, q, q, attn_mask=mask)  # (with weights PyTorch gives NaN there too)
-    assert np.isnan(out[0].numpy()).all() and not np.isnan(out[1:].numpy()).any()
+    assert np.isnan(out[0].detach().numpy()).all() and not np.isnan(out[1:].detach().numpy()).any()
 
 
 def test_std_past_its_count_is_nan_under_autograd_too(conn):

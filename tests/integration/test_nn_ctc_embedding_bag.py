@@ -164,7 +164,7 @@ def test_ctc_loss_impossible_alignment_is_inf_or_zero(conn):
         loss = F.ctc_loss(x.log_softmax(-1), gt.tensor(targets), il, tl, reduction="none",
                           zero_infinity=zero_infinity)  # fmt: skip
         loss.sum().backward()
-        got, grad = loss.numpy(), x.grad.numpy()
+        got, grad = loss.detach().numpy(), x.grad.detach().numpy()
         ref = _ctc_ref(lp, targets, il, tl, reduction="none", zero_infinity=zero_infinity)
         np.testing.assert_allclose(got, ref, rtol=1e-10)
         fd = _fd(lambda a: _ctc_ref(_log_softmax(a[:, [0, 2]]), targets[[0, 2]], [6, 4], [3, 1],
@@ -235,7 +235,9 @@ def test_embedding_bag_offsets_match_reference_with_gradient(conn, mode, pad):
     w = gt.tensor(W, requires_grad=True)
     out = F.embedding_bag(gt.tensor(IDX), w, gt.tensor(offsets), mode=mode, padding_idx=pad)
     (out * gt.tensor(g)).sum().backward()
-    np.testing.assert_allclose(out.numpy(), _bag_ref(W, IDX, offsets, mode, pad=pad), rtol=1e-12)
+    np.testing.assert_allclose(
+        out.detach().numpy(), _bag_ref(W, IDX, offsets, mode, pad=pad), rtol=1e-12
+    )
     fd = _fd(lambda a: (_bag_ref(a, IDX, offsets, mode, pad=pad) * g).sum(), W)
     np.testing.assert_allclose(w.grad.numpy(), fd, atol=1e-7)
 
@@ -271,7 +273,7 @@ def test_embedding_bag_per_sample_weights_gradients(conn, fixed):
     def ref(a, q):
         return _bag_ref(a, IDX, [0, 5], "sum", psw=q, pad=2)
 
-    np.testing.assert_allclose(out.numpy(), ref(W, psw), rtol=1e-12)
+    np.testing.assert_allclose(out.detach().numpy(), ref(W, psw), rtol=1e-12)
     np.testing.assert_allclose(w.grad.numpy(), _fd(lambda a: (ref(a, psw) * g).sum(), W),
                                atol=1e-7)  # fmt: skip
     grad_p = _fd(lambda q: (ref(W, q) * g).sum(), psw)
@@ -282,7 +284,7 @@ def test_embedding_bag_per_sample_weights_gradients(conn, fixed):
 def test_embedding_bag_module_and_from_pretrained(conn):
     bag = nn.EmbeddingBag(10, 3, mode="max", padding_idx=-2)
     assert repr(bag) == "EmbeddingBag(10, 3, mode='max', padding_idx=8)"
-    assert not bag.weight.numpy()[8].any()
+    assert not bag.weight.detach().numpy()[8].any()
     pre = nn.EmbeddingBag.from_pretrained(gt.tensor(W), mode="sum")
     assert not pre.weight.requires_grad
     got = pre(gt.tensor(IDX), gt.tensor([0, 4]))

@@ -77,7 +77,7 @@ def test_lp_pool_matches_reference_with_gradient(conn, dims, shape, p, kernel, s
     k = kernel[0] if dims == 1 else kernel
     xt = gt.tensor(x, requires_grad=True)
     out = getattr(F, f"lp_pool{dims}d")(xt, p, k, stride, ceil)
-    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-10)
+    np.testing.assert_allclose(out.detach().numpy(), ref, rtol=1e-10)
     g = rng.standard_normal(ref.shape)
     (out * gt.tensor(g)).sum().backward()
     fd = _fd(lambda a: (_lp_ref(a, p, kernel, s, ceil) * g).sum(), x)
@@ -90,7 +90,7 @@ def test_lp_pool_zero_window_has_zero_gradient_and_modules(conn):
     xt = gt.tensor(x, requires_grad=True)
     out = nn.LPPool2d(2, 2)(xt)
     out.sum().backward()
-    np.testing.assert_allclose(out.numpy(), _lp_ref(x, 2, (2, 2), (2, 2)))
+    np.testing.assert_allclose(out.detach().numpy(), _lp_ref(x, 2, (2, 2), (2, 2)))
     assert np.isfinite(xt.grad.numpy()).all() and not xt.grad.numpy()[..., :2, :2].any()
     assert repr(nn.LPPool2d(1.5, (2, 3), stride=1, ceil_mode=True)) == (
         "LPPool2d(norm_type=1.5, kernel_size=(2, 3), stride=1, ceil_mode=True)"
@@ -127,7 +127,7 @@ def test_pdist_matches_reference_with_gradient(conn, p):
     x = rng.standard_normal((5, 4))
     xt = gt.tensor(x, requires_grad=True)
     out = F.pdist(xt, p)
-    np.testing.assert_allclose(out.numpy(), _pdist_ref(x, p), rtol=1e-10)
+    np.testing.assert_allclose(out.detach().numpy(), _pdist_ref(x, p), rtol=1e-10)
     g = rng.standard_normal(out.shape)
     (out * gt.tensor(g)).sum().backward()
     fd = _fd(lambda a: (_pdist_ref(a, p) * g).sum(), x)
@@ -139,7 +139,7 @@ def test_pdist_equal_rows_have_zero_gradient_and_errors(conn):
     x[2] = x[0]
     xt = gt.tensor(x, requires_grad=True)
     out = F.pdist(xt)
-    assert out.shape == (6,) and out.numpy()[1] == 0.0
+    assert out.shape == (6,) and out.detach().numpy()[1] == 0.0
     out.sum().backward()
     assert np.isfinite(xt.grad.numpy()).all()
     np.testing.assert_allclose(xt.grad.numpy(), _grad_without_pair(x, (0, 2)), atol=1e-12)
@@ -185,7 +185,7 @@ def test_sync_batch_norm_normalizes_any_rank_and_tracks_statistics(conn, shape):
     norm, mean, unbiased = _bn_ref(x)
     cs = (1, 3) + (1,) * (len(shape) - 2)
     ref = norm * np.array([1.0, 2.0, 0.5]).reshape(cs) + np.array([0.0, -1.0, 3.0]).reshape(cs)
-    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out.detach().numpy(), ref, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(bn.running_mean.numpy(), 0.25 * mean, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(bn.running_var.numpy(), 0.75 + 0.25 * unbiased, rtol=1e-5)
     assert int(bn.num_batches_tracked.item()) == 1
@@ -193,7 +193,7 @@ def test_sync_batch_norm_normalizes_any_rank_and_tracks_statistics(conn, shape):
     rm, rv = bn.running_mean.numpy(), bn.running_var.numpy()
     ev = (x - rm.reshape(cs)) / np.sqrt(rv.reshape(cs) + 1e-5)
     ev = ev * np.array([1.0, 2.0, 0.5]).reshape(cs) + np.array([0.0, -1.0, 3.0]).reshape(cs)
-    np.testing.assert_allclose(bn(xt).numpy(), ev, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(bn(xt).detach().numpy(), ev, rtol=1e-4, atol=1e-5)
 
 
 def test_sync_batch_norm_gradient_and_errors(conn):

@@ -19,7 +19,9 @@ def _r(*shape, seed=0):
 
 
 def _close(t, ref, **kw):
-    np.testing.assert_allclose(t.numpy(), ref, rtol=kw.get("rtol", 1e-6), atol=kw.get("atol", 1e-8))
+    np.testing.assert_allclose(
+        t.detach().numpy(), ref, rtol=kw.get("rtol", 1e-6), atol=kw.get("atol", 1e-8)
+    )
 
 
 # ------------------------------------------------------------------ padding
@@ -123,7 +125,10 @@ def test_cosine_similarity_and_pairwise_distance_modules(conn):
 def test_bilinear_matches_einsum(conn):
     x1, x2 = _r(3, 2, 4), _r(3, 2, 5, seed=1)
     m = nn.Bilinear(4, 5, 6).double()
-    ref = np.einsum("...i,oij,...j->...o", x1, m.weight.numpy(), x2) + m.bias.numpy()
+    ref = (
+        np.einsum("...i,oij,...j->...o", x1, m.weight.detach().numpy(), x2)
+        + m.bias.detach().numpy()
+    )
     _close(m(gt.tensor(x1), gt.tensor(x2)), ref)
     assert tuple(m.weight.shape) == (6, 4, 5)
     assert repr(m) == "Bilinear(in1_features=4, in2_features=5, out_features=6, bias=True)"
@@ -280,10 +285,10 @@ def test_multilabel_margin_loss_stops_at_first_minus_one(conn):
 def test_gumbel_softmax_soft_and_hard_properties(conn):
     logits = gt.tensor(_r(64, 5), requires_grad=True)
     soft = F.gumbel_softmax(logits, tau=0.5)
-    s = soft.numpy()
+    s = soft.detach().numpy()
     assert (s >= 0).all() and np.allclose(s.sum(-1), 1.0)
     hard = F.gumbel_softmax(logits, hard=True, dim=1)
-    h = hard.numpy()
+    h = hard.detach().numpy()
     assert set(np.unique(h)) == {0.0, 1.0} and (h.sum(1) == 1).all()
     (hard * gt.tensor(_r(64, 5, seed=3))).sum().backward()  # straight-through: soft gradient
     assert logits.grad is not None and np.abs(logits.grad.numpy()).sum() > 0
@@ -309,7 +314,7 @@ def test_lazy_conv_and_batchnorm_materialize(conn):
     y = b(x)
     assert type(b) is nn.BatchNorm2d and b.num_features == 3
     assert tuple(b.running_mean.shape) == (3,)
-    _close(y, ((x.numpy() - x.numpy().mean((0, 2, 3), keepdims=True))
+    _close(y, ((x.detach().numpy() - x.detach().numpy().mean((0, 2, 3), keepdims=True))
                / np.sqrt(x.numpy().var((0, 2, 3), keepdims=True) + 1e-5)), rtol=1e-4, atol=1e-5)  # fmt: skip
     c1 = nn.LazyConv1d(2, 2)
     assert tuple(c1(gt.tensor(_r(3, 6).astype(np.float32))).shape) == (2, 5)  # unbatched

@@ -59,7 +59,7 @@ class RankOne(nn.Module):
 
 def test_register_parametrization_layout_and_values(conn):
     m = _set(nn.Linear(3, 3), 1)
-    w = m.weight.numpy()
+    w = m.weight.detach().numpy()
     P.register_parametrization(m, "weight", Symmetric())
     assert type(m).__name__ == "ParametrizedLinear" and isinstance(m, nn.Linear)
     assert P.is_parametrized(m) and P.is_parametrized(m, "weight")
@@ -68,13 +68,13 @@ def test_register_parametrization_layout_and_values(conn):
     assert _keys(m) == ["bias", "parametrizations.weight.original"]
     assert [n for n, _ in m.named_parameters()] == ["bias", "parametrizations.weight.original"]
     assert isinstance(m.parametrizations, nn.ModuleDict)
-    np.testing.assert_allclose(m.parametrizations.weight.original.numpy(), np.triu(w))
-    np.testing.assert_allclose(m.weight.numpy(), np.triu(w) + np.triu(w, 1).T)
+    np.testing.assert_allclose(m.parametrizations.weight.original.detach().numpy(), np.triu(w))
+    np.testing.assert_allclose(m.weight.detach().numpy(), np.triu(w) + np.triu(w, 1).T)
     assert "(0): Symmetric()" in repr(m)
     # assigning goes through right_inverse
     a = _arr(2, 3, 3)
     m.weight = gt.tensor(a + a.T)
-    np.testing.assert_allclose(m.weight.numpy(), a + a.T, rtol=1e-6)
+    np.testing.assert_allclose(m.weight.detach().numpy(), a + a.T, rtol=1e-6)
     # the gradient reaches the original
     x = _arr(3, 4, 3)
     m(gt.tensor(x)).sum().backward()
@@ -90,12 +90,14 @@ def test_the_original_stays_the_optimizers_parameter(conn):
     P.register_parametrization(m, "weight", Symmetric())
     assert m.parametrizations.weight.original is param
     m(gt.tensor(_arr(5, 2, 3))).pow(2).sum().backward()
-    before = param.numpy().copy()
+    before = param.detach().numpy().copy()
     opt.step()
-    assert not np.allclose(param.numpy(), before)
+    assert not np.allclose(param.detach().numpy(), before)
     P.remove_parametrizations(m, "weight")
     assert m.weight is param and type(m) is nn.Linear
-    np.testing.assert_allclose(param.numpy(), param.numpy().T)  # left parametrized: symmetric
+    np.testing.assert_allclose(
+        param.detach().numpy(), param.detach().numpy().T
+    )  # left parametrized: symmetric
 
 
 def test_several_originals_stacked_parametrizations_and_removal(conn):
@@ -106,20 +108,20 @@ def test_several_originals_stacked_parametrizations_and_removal(conn):
     P.register_parametrization(m, "weight", RankOne())
     assert _keys(m) == ["bias", "parametrizations.weight.original0",
                         "parametrizations.weight.original1"]  # fmt: skip
-    np.testing.assert_allclose(m.weight.numpy(), z, rtol=1e-6)
+    np.testing.assert_allclose(m.weight.detach().numpy(), z, rtol=1e-6)
     with pytest.raises(ValueError, match="sequence of tensors"):
         P.remove_parametrizations(m, "weight", leave_parametrized=False)
     P.remove_parametrizations(m, "weight")
     assert _keys(m) == ["bias", "weight"] and isinstance(m.weight, nn.Parameter)
-    np.testing.assert_allclose(m.weight.numpy(), z, rtol=1e-6)
+    np.testing.assert_allclose(m.weight.detach().numpy(), z, rtol=1e-6)
 
     m2 = _set(nn.Linear(3, 3), 6)
-    w = m2.weight.numpy()
+    w = m2.weight.detach().numpy()
     P.register_parametrization(m2, "weight", Symmetric())
     P.register_parametrization(m2, "weight", Symmetric())
     assert len(m2.parametrizations.weight) == 2
     P.remove_parametrizations(m2, "weight", leave_parametrized=False)
-    np.testing.assert_allclose(m2.weight.numpy(), np.triu(w))
+    np.testing.assert_allclose(m2.weight.detach().numpy(), np.triu(w))
 
 
 def test_registration_errors(conn):
@@ -177,12 +179,12 @@ def test_buffers_deepcopy_and_transfer(conn):
     P.register_parametrization(lin, "weight", Symmetric())
     clone = copy.deepcopy(lin)
     assert type(clone) is type(lin)
-    np.testing.assert_allclose(clone.weight.numpy(), lin.weight.numpy())
+    np.testing.assert_allclose(clone.weight.detach().numpy(), lin.weight.detach().numpy())
     assert clone.parametrizations.weight.original is not lin.parametrizations.weight.original
     target = nn.Linear(3, 3)
     P.transfer_parametrizations_and_params(lin, target)
     assert target.parametrizations.weight.original is lin.parametrizations.weight.original
-    np.testing.assert_allclose(target.weight.numpy(), lin.weight.numpy())
+    np.testing.assert_allclose(target.weight.detach().numpy(), lin.weight.detach().numpy())
 
 
 # ------------------------------------------------------------------------------- weight norm
@@ -196,22 +198,22 @@ def _np_weight_norm(v, g, dim):
 @pytest.mark.parametrize("dim", [0, 1, None])
 def test_weight_norm_parametrization(conn, dim):
     m = _set(nn.Conv2d(2, 3, 2), 8)
-    w = m.weight.numpy()
+    w = m.weight.detach().numpy()
     PZ.weight_norm(m, dim=dim)
     assert _keys(m) == ["bias", "parametrizations.weight.original0",
                         "parametrizations.weight.original1"]  # fmt: skip
-    g = m.parametrizations.weight.original0.numpy()
+    g = m.parametrizations.weight.original0.detach().numpy()
     want_g = {0: (3, 1, 1, 1), 1: (1, 2, 1, 1), None: ()}[dim]
     assert g.shape == want_g
-    np.testing.assert_allclose(m.weight.numpy(), w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(m.weight.detach().numpy(), w, rtol=1e-5, atol=1e-6)
     with gt.no_grad():
         m.parametrizations.weight.original0.mul_(2.0)
-    np.testing.assert_allclose(m.weight.numpy(), 2 * w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(m.weight.detach().numpy(), 2 * w, rtol=1e-5, atol=1e-6)
     # gradients: d sum(W * C) / dg and / dv
     c = _arr(9, *w.shape)
     (m.weight * gt.tensor(c)).sum().backward()
-    v = m.parametrizations.weight.original1.numpy()
-    g = m.parametrizations.weight.original0.numpy()
+    v = m.parametrizations.weight.original1.detach().numpy()
+    g = m.parametrizations.weight.original0.detach().numpy()
     eps = 1e-3
     num = np.zeros_like(g).reshape(-1)
     for i in range(num.size):
@@ -226,27 +228,27 @@ def test_weight_norm_parametrization(conn, dim):
 
 def test_hook_weight_norm_keys_values_and_removal(conn):
     m = _set(nn.Linear(3, 4), 10)
-    w = m.weight.numpy()
+    w = m.weight.detach().numpy()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         nn.utils.weight_norm(m)
     assert caught and caught[0].category is FutureWarning
     assert "parametrizations.weight_norm" in str(caught[0].message)
     assert _keys(m) == ["bias", "weight_g", "weight_v"]
-    np.testing.assert_allclose(m.weight_g.numpy(), np.linalg.norm(w, axis=1, keepdims=True),
+    np.testing.assert_allclose(m.weight_g.detach().numpy(), np.linalg.norm(w, axis=1, keepdims=True),
                                rtol=1e-6)  # fmt: skip
     with gt.no_grad():
         m.weight_g.mul_(3.0)
     x = _arr(11, 2, 3)
-    out = m(gt.tensor(x)).numpy()  # the hook recomputes the weight before forward
-    np.testing.assert_allclose(out, x @ (3 * w).T + m.bias.numpy(), rtol=1e-5, atol=1e-6)
+    out = m(gt.tensor(x)).detach().numpy()  # the hook recomputes the weight before forward
+    np.testing.assert_allclose(out, x @ (3 * w).T + m.bias.detach().numpy(), rtol=1e-5, atol=1e-6)
     with pytest.raises(RuntimeError, match="Cannot register two weight_norm hooks"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             nn.utils.weight_norm(m)
     nn.utils.remove_weight_norm(m)
     assert _keys(m) == ["bias", "weight"] and isinstance(m.weight, nn.Parameter)
-    np.testing.assert_allclose(m.weight.numpy(), 3 * w, rtol=1e-5)
+    np.testing.assert_allclose(m.weight.detach().numpy(), 3 * w, rtol=1e-5)
     with pytest.raises(ValueError, match="weight_norm of 'weight' not found"):
         nn.utils.remove_weight_norm(m)
 
@@ -269,7 +271,7 @@ def _np_power(w, u, v, iters, v_first):
 
 def test_spectral_norm_parametrization_power_iteration(conn):
     m = _set(nn.Linear(5, 3), 12)
-    w = m.weight.numpy().astype(np.float64)
+    w = m.weight.detach().numpy().astype(np.float64)
     PZ.spectral_norm(m)
     assert _keys(m) == ["bias", "parametrizations.weight.original",
                         "parametrizations.weight.0._u", "parametrizations.weight.0._v"]  # fmt: skip
@@ -278,16 +280,18 @@ def test_spectral_norm_parametrization_power_iteration(conn):
     with gt.no_grad():
         sn._u.copy_(gt.tensor(u0))
         sn._v.copy_(gt.tensor(v0))
-    got = m.weight.numpy()  # training mode: one power iteration
+    got = m.weight.detach().numpy()  # training mode: one power iteration
     u, v = _np_power(w, u0, v0, 1, v_first=False)
     np.testing.assert_allclose(got, w / (u @ w @ v), rtol=1e-5)
     np.testing.assert_allclose(sn._u.numpy(), u, rtol=1e-5)
     m.eval()
-    np.testing.assert_allclose(m.weight.numpy(), got, rtol=1e-6)  # no iteration in eval
+    np.testing.assert_allclose(m.weight.detach().numpy(), got, rtol=1e-6)  # no iteration in eval
     m.train()
     for _ in range(30):
         _ = m.weight
-    assert np.linalg.svd(m.weight.numpy(), compute_uv=False)[0] == pytest.approx(1.0, rel=1e-4)
+    assert np.linalg.svd(m.weight.detach().numpy(), compute_uv=False)[0] == pytest.approx(
+        1.0, rel=1e-4
+    )
 
 
 def test_spectral_norm_training_backward_twice(conn):
@@ -304,7 +308,7 @@ def test_spectral_norm_training_backward_twice(conn):
 
 def test_hook_spectral_norm_keys_values_and_removal(conn):
     m = _set(nn.Conv2d(2, 3, 2), 17)
-    w = m.weight.numpy().reshape(3, -1).astype(np.float64)
+    w = m.weight.detach().numpy().reshape(3, -1).astype(np.float64)
     nn.utils.spectral_norm(m, n_power_iterations=2)
     assert _keys(m) == ["bias", "weight_orig", "weight_u", "weight_v"]
     u0, v0 = _unit(18, 3), _unit(19, 8)
@@ -315,11 +319,11 @@ def test_hook_spectral_norm_keys_values_and_removal(conn):
     m(gt.tensor(x))
     u, v = _np_power(w, u0, v0, 2, v_first=True)
     want = (w / (u @ w @ v)).reshape(3, 2, 2, 2)
-    np.testing.assert_allclose(m.weight.numpy(), want, rtol=1e-5)
+    np.testing.assert_allclose(m.weight.detach().numpy(), want, rtol=1e-5)
     np.testing.assert_allclose(m.weight_v.numpy(), v, rtol=1e-5)
     nn.utils.remove_spectral_norm(m)
     assert _keys(m) == ["bias", "weight"]
-    np.testing.assert_allclose(m.weight.numpy(), want, rtol=1e-5)
+    np.testing.assert_allclose(m.weight.detach().numpy(), want, rtol=1e-5)
     t = nn.ConvTranspose2d(3, 2, 2)
     nn.utils.spectral_norm(t)
     assert t.weight_u.shape == (2,)  # dim=1 for transposed convolutions
@@ -338,7 +342,7 @@ def test_orthogonal_stays_orthogonal_while_training(conn, shape, kw):
     PZ.orthogonal(m, **kw)
     opt = gt.optim.SGD(m.parameters(), lr=0.2)
     for step in range(3):
-        q = m.weight.numpy().astype(np.float64)
+        q = m.weight.detach().numpy().astype(np.float64)
         gram = q.T @ q if shape[0] >= shape[1] else q @ q.T
         np.testing.assert_allclose(gram, np.eye(min(shape)), atol=2e-5)
         loss = (m(gt.tensor(_arr(22 + step, 8, shape[1]))) ** 2).mean()
@@ -351,10 +355,10 @@ def test_orthogonal_stays_orthogonal_while_training(conn, shape, kw):
 
 def test_orthogonal_starts_from_the_q_factor(conn):
     m = _set(nn.Linear(4, 4), 23)
-    w = m.weight.numpy().astype(np.float64)
+    w = m.weight.detach().numpy().astype(np.float64)
     PZ.orthogonal(m)
     q, r = np.linalg.qr(w)
-    np.testing.assert_allclose(m.weight.numpy(), q * np.sign(np.diag(r)), atol=1e-5)
+    np.testing.assert_allclose(m.weight.detach().numpy(), q * np.sign(np.diag(r)), atol=1e-5)
     with pytest.raises(ValueError, match="Expected a matrix"):
         PZ.orthogonal(nn.Linear(3, 3), "bias")
 
@@ -367,14 +371,16 @@ def test_functional_call_swaps_and_restores(conn):
     x = _arr(27, 4, 3)
     wt = gt.tensor(w, requires_grad=True)
     out = gt.func.functional_call(m, {"weight": wt, "bias": gt.tensor(b)}, (gt.tensor(x),))
-    np.testing.assert_allclose(out.numpy(), x @ w.T + b, rtol=1e-5)
+    np.testing.assert_allclose(out.detach().numpy(), x @ w.T + b, rtol=1e-5)
     assert m.weight is own_w and m._parameters["weight"] is own_w
     out.sum().backward()
     np.testing.assert_allclose(wt.grad.numpy(), np.ones((4, 2)).T @ x, rtol=1e-5)
     assert own_w.grad is None
     with pytest.warns(FutureWarning, match="gt.func.functional_call"):
         legacy = nn.utils.stateless.functional_call(m, {"weight": gt.tensor(w)}, gt.tensor(x))
-    np.testing.assert_allclose(legacy.numpy(), x @ w.T + m.bias.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(
+        legacy.detach().numpy(), x @ w.T + m.bias.detach().numpy(), rtol=1e-5
+    )
     with pytest.raises(RuntimeError, match="Missing key"):
         gt.func.functional_call(m, {"weight": gt.tensor(w)}, gt.tensor(x), strict=True)
     with pytest.raises(ValueError, match="appeared in multiple dictionaries"):
@@ -388,9 +394,9 @@ def test_functional_call_tied_weights_and_restores_after_errors(conn):
     x = _arr(29, 3, 2)
     tied = gt.func.functional_call(seq, {"0.weight": gt.tensor(w)}, gt.tensor(x)).numpy()
     np.testing.assert_allclose(tied, x @ w.T @ w.T, rtol=1e-5)
-    own = seq[0].weight.numpy()
+    own = seq[0].weight.detach().numpy()
     untied = gt.func.functional_call(seq, {"0.weight": gt.tensor(w)}, gt.tensor(x),
-                                     tie_weights=False).numpy()  # fmt: skip
+                                     tie_weights=False).detach().numpy()  # fmt: skip
     np.testing.assert_allclose(untied, x @ w.T @ own.T, rtol=1e-5)
     with pytest.raises(ValueError, match="which are tied"):
         gt.func.functional_call(seq, {"0.weight": gt.tensor(w), "1.weight": gt.tensor(w + 1)},
@@ -424,12 +430,14 @@ def test_fuse_conv_and_linear_bn_match_numpy(conn):
         bn.bias.copy_(gt.tensor(beta))
     fused = nn.utils.fuse_conv_bn_eval(conv, bn)
     scale = gamma / np.sqrt(var + bn.eps)
-    np.testing.assert_allclose(fused.weight.numpy(), conv.weight.numpy() * scale[:, None, None, None],
+    np.testing.assert_allclose(fused.weight.detach().numpy(), conv.weight.detach().numpy() * scale[:, None, None, None],
                                rtol=1e-5)  # fmt: skip
-    np.testing.assert_allclose(fused.bias.numpy(), (conv.bias.numpy() - mean) * scale + beta,
+    np.testing.assert_allclose(fused.bias.detach().numpy(), (conv.bias.detach().numpy() - mean) * scale + beta,
                                rtol=1e-5, atol=1e-6)  # fmt: skip
     x = gt.tensor(_arr(35, 2, 2, 5, 5))
-    np.testing.assert_allclose(fused(x).numpy(), bn(conv(x)).numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        fused(x).detach().numpy(), bn(conv(x)).detach().numpy(), rtol=1e-4, atol=1e-5
+    )
     assert fused is not conv and isinstance(fused.weight, nn.Parameter)
     with pytest.raises(AssertionError, match="Fusion only for eval"):
         nn.utils.fuse_conv_bn_eval(conv.train(), bn)
@@ -441,7 +449,9 @@ def test_fuse_conv_and_linear_bn_match_numpy(conn):
         bn1.running_var.copy_(gt.tensor(var))
     fl = nn.utils.fuse_linear_bn_eval(lin, bn1)
     xl = gt.tensor(_arr(37, 5, 4))
-    np.testing.assert_allclose(fl(xl).numpy(), bn1(lin(xl)).numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        fl(xl).detach().numpy(), bn1(lin(xl)).detach().numpy(), rtol=1e-4, atol=1e-5
+    )
 
 
 def test_total_norm_and_clipping_in_two_steps(conn):

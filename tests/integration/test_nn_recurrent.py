@@ -39,9 +39,9 @@ def test_lstm_follows_the_gate_equations_in_pytorchs_order(conn):
     ref_out, ref_h, ref_c = _lstm_reference(
         x, h0[0], c0[0], w["weight_ih_l0"], w["weight_hh_l0"], w["bias_ih_l0"], w["bias_hh_l0"]
     )
-    np.testing.assert_allclose(out.numpy(), ref_out, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(h.numpy()[0], ref_h, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(c.numpy()[0], ref_c, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.detach().numpy(), ref_out, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(h.detach().numpy()[0], ref_h, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(c.detach().numpy()[0], ref_c, rtol=1e-5, atol=1e-6)
 
 
 def test_reverse_direction_reads_the_sequence_backwards(conn):
@@ -59,8 +59,10 @@ def test_reverse_direction_reads_the_sequence_backwards(conn):
         h = np.tanh(x[t] @ w_ih.T + h @ w_hh.T)
         back[t] = h
     assert out.shape == (4, 1, 6) and hn.shape == (2, 1, 3)
-    np.testing.assert_allclose(out.numpy()[:, :, 3:], np.stack(back), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(hn.numpy()[1], back[0], rtol=1e-5, atol=1e-6)  # its last step is t=0
+    np.testing.assert_allclose(out.detach().numpy()[:, :, 3:], np.stack(back), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        hn.detach().numpy()[1], back[0], rtol=1e-5, atol=1e-6
+    )  # its last step is t=0
 
 
 def test_batch_first_moves_only_the_input_and_output(conn):
@@ -72,22 +74,24 @@ def test_batch_first_moves_only_the_input_and_output(conn):
     out, hn = gru(x)
     assert out.shape == (4, 6, 2) and hn.shape == (2, 4, 2)  # the state stays [layers, batch, H]
     out_t, hn_t = seq_first(x.transpose(0, 1))
-    np.testing.assert_allclose(out.numpy(), out_t.transpose(0, 1).numpy(), rtol=1e-6)
-    np.testing.assert_allclose(hn.numpy(), hn_t.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(
+        out.detach().numpy(), out_t.transpose(0, 1).detach().numpy(), rtol=1e-6
+    )
+    np.testing.assert_allclose(hn.detach().numpy(), hn_t.detach().numpy(), rtol=1e-6)
 
 
 def test_state_dict_in_pytorchs_layout_loads_and_changes_the_result(conn):
     gt.manual_seed(6)
     a, b = nn.LSTM(2, 3, num_layers=2), nn.LSTM(2, 3, num_layers=2)
     x = gt.randn(3, 1, 2)
-    assert not np.allclose(a(x)[0].numpy(), b(x)[0].numpy())
+    assert not np.allclose(a(x)[0].detach().numpy(), b(x)[0].detach().numpy())
     state = {k: v.numpy() for k, v in a.state_dict().items()}  # plain arrays, as from torch
     assert list(state) == [
         f"{kind}_l{layer}" for layer in (0, 1)
         for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
     ]  # fmt: skip
     b.load_state_dict({k: gt.tensor(v) for k, v in state.items()})
-    np.testing.assert_array_equal(a(x)[0].numpy(), b(x)[0].numpy())
+    np.testing.assert_array_equal(a(x)[0].detach().numpy(), b(x)[0].detach().numpy())
 
 
 def test_recurrent_layers_refuse_what_pytorch_refuses(conn):
@@ -121,10 +125,10 @@ def test_dropout_between_layers_only_while_training(conn):
     lstm = nn.LSTM(3, 5, num_layers=2, dropout=0.9)
     x = gt.randn(4, 2, 3)
     lstm.eval()
-    first, second = lstm(x)[0].numpy(), lstm(x)[0].numpy()
+    first, second = lstm(x)[0].detach().numpy(), lstm(x)[0].detach().numpy()
     np.testing.assert_array_equal(first, second)
     lstm.train()
-    assert not np.allclose(lstm(x)[0].numpy(), first)
+    assert not np.allclose(lstm(x)[0].detach().numpy(), first)
 
 
 def test_a_packed_batch_gives_each_sequence_what_it_gives_alone(conn):
@@ -141,9 +145,13 @@ def test_a_packed_batch_gives_each_sequence_what_it_gives_alone(conn):
     for i, s in enumerate(seqs):
         alone, h_alone = gru(s.unsqueeze(1))  # a batch of one, no padding at all
         n = s.shape[0]
-        np.testing.assert_allclose(padded.numpy()[:n, i], alone.numpy()[:, 0], rtol=1e-5, atol=1e-6)
-        assert not padded.numpy()[n:, i].any()  # padding stays padding
-        np.testing.assert_allclose(hn.numpy()[:, i], h_alone.numpy()[:, 0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            padded.detach().numpy()[:n, i], alone.detach().numpy()[:, 0], rtol=1e-5, atol=1e-6
+        )
+        assert not padded.detach().numpy()[n:, i].any()  # padding stays padding
+        np.testing.assert_allclose(
+            hn.detach().numpy()[:, i], h_alone.detach().numpy()[:, 0], rtol=1e-5, atol=1e-6
+        )
 
 
 def test_packing_refuses_what_pytorch_refuses(conn):

@@ -25,7 +25,7 @@ def _r(*shape, seed=0, dtype=np.float64):
 
 
 def _close(t, ref, rtol=1e-6, atol=1e-8):
-    np.testing.assert_allclose(t.numpy(), ref, rtol=rtol, atol=atol)
+    np.testing.assert_allclose(t.detach().numpy(), ref, rtol=rtol, atol=atol)
 
 
 def _log_softmax(z, axis=-1):
@@ -261,7 +261,7 @@ def test_data_parallel_calls_the_module(conn):
     lin = nn.Linear(4, 2)
     dp = nn.DataParallel(lin, device_ids=[0, 1])
     x = _r(3, 4, seed=16, dtype=np.float32)
-    ref = x @ lin.weight.numpy().T + lin.bias.numpy()
+    ref = x @ lin.weight.detach().numpy().T + lin.bias.detach().numpy()
     _close(dp(gt.tensor(x)), ref, 1e-5, 1e-6)
     assert dp.module is lin and dp.device_ids == [0, 1]
     assert list(dp.state_dict()) == ["module.weight", "module.bias"]
@@ -282,8 +282,8 @@ def test_lazy_conv_transpose_materializes_in_place(conn):
     assert type(m) is nn.ConvTranspose1d and m.in_channels == 5
     assert m.weight is w and type(w) is nn.Parameter and tuple(w.shape) == (5, 3, 2)
     bound = 1 / math.sqrt(3 * 2)
-    assert np.abs(w.numpy()).max() <= bound and np.abs(b.numpy()).max() <= bound
-    wn, bn = w.numpy(), b.numpy()
+    assert np.abs(w.detach().numpy()).max() <= bound and np.abs(b.detach().numpy()).max() <= bound
+    wn, bn = w.detach().numpy(), b.detach().numpy()
     ref = np.zeros((2, 3, 8), np.float32)  # stride 2, kernel 2: no overlap
     for i in range(4):
         ref[:, :, 2 * i : 2 * i + 2] = np.einsum("nc,cok->nok", x[:, :, i], wn)
@@ -489,7 +489,7 @@ def test_linear_cross_entropy_module_and_options(conn):
     )
     x = _r(3, 5, seed=36, dtype=np.float32)
     t = np.random.default_rng(37).integers(0, 7, (3, 2))
-    wn, bn = mod.linear.weight.numpy(), mod.linear.bias.numpy()
+    wn, bn = mod.linear.weight.detach().numpy(), mod.linear.bias.detach().numpy()
     logits = (x @ wn.T + bn).reshape(3, 7, 2)
     ref = np.mean([_ce_ref(logits[:, :, d], t[:, d]) for d in range(2)])
     _close(mod(gt.tensor(x), gt.tensor(t)), ref, 1e-5, 1e-6)

@@ -48,8 +48,8 @@ def test_unpooling_puts_each_maximum_back_and_passes_its_gradient(conn):
     x = gt.tensor(rng.standard_normal((2, 3, 6, 6)), requires_grad=True)
     out, idx = nn.MaxPool2d(2, return_indices=True)(x)
     back = nn.MaxUnpool2d(2)(out, idx)
-    dense = back.numpy()
-    xv = x.numpy()
+    dense = back.detach().numpy()
+    xv = x.detach().numpy()
     kept = dense != 0
     np.testing.assert_array_equal(dense[kept], xv[kept])
     assert kept.reshape(2, 3, -1).sum(-1).tolist() == [[9] * 3] * 2

@@ -27,7 +27,7 @@ def _run(opt_factory, p0, grads):
     for g in grads:
         p.grad = gt.tensor(g)
         opt.step()
-        seen.append(p.numpy().copy())
+        seen.append(p.detach().numpy().copy())
     return p, seen
 
 

@@ -24,7 +24,7 @@ def _run(make, p0, grads):
     for g in grads:
         p.grad = gt.tensor(g)
         opt.step()
-        seen.append(p.numpy().copy())
+        seen.append(p.detach().numpy().copy())
     return seen, opt
 
 
@@ -190,7 +190,7 @@ def test_state_dict_round_trip_continues_the_run(conn, cls):
     for g in grads[half:]:
         p.grad = gt.tensor(g)
         opt2.step()
-    np.testing.assert_allclose(p.numpy(), straight[-1], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(p.detach().numpy(), straight[-1], rtol=1e-9, atol=1e-12)
 
 
 def test_param_groups_carry_pytorchs_options(conn):
@@ -240,7 +240,7 @@ def test_steps_queue_no_sync_points(conn, monkeypatch):
         for opt in opts:
             opt.step()
     monkeypatch.undo()
-    assert fetches == [] and np.isfinite(p.numpy()).all()
+    assert fetches == [] and np.isfinite(p.detach().numpy()).all()
 
 
 def _hot_or_eager_training(cls, hot: bool, capturable: bool = True):
@@ -263,7 +263,7 @@ def _hot_or_eager_training(cls, hot: bool, capturable: bool = True):
     for k in range(STEPS):
         data = np.random.default_rng(k).standard_normal((8, 6)).astype(np.float32)
         losses.append(fn(gt.tensor(data[:, :4]), gt.tensor(data[:, 4:])))
-    return [loss.item() for loss in losses], [p.numpy() for p in model.parameters()], fn
+    return [loss.item() for loss in losses], [p.detach().numpy() for p in model.parameters()], fn
 
 
 @pytest.mark.parametrize("capturable", [True, False], ids=["capturable", "not capturable"])

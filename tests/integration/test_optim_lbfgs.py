@@ -78,7 +78,7 @@ def test_fixed_step_matches_the_documented_algorithm(conn, history_size):
     x, opt, closure = _problem(lr=0.3, max_iter=12, history_size=history_size)
     opt.step(closure)
     want, n_iter, evals = _np_lbfgs(X0, 0.3, 12, history_size)
-    np.testing.assert_allclose(x.numpy(), want, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(x.detach().numpy(), want, rtol=1e-9, atol=1e-12)
     state = opt.state[x]
     assert (state["n_iter"], state["func_evals"]) == (n_iter, evals)
     assert len(state["old_dirs"]) == min(history_size, n_iter - 1)
@@ -89,7 +89,7 @@ def test_strong_wolfe_solves_a_quadratic(conn):
     x, opt, closure = _problem("strong_wolfe", max_iter=50, tolerance_change=1e-15,
                                tolerance_grad=1e-10)  # fmt: skip
     first = opt.step(closure)
-    np.testing.assert_allclose(x.numpy(), np.linalg.solve(A, B), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(x.detach().numpy(), np.linalg.solve(A, B), rtol=1e-6, atol=1e-8)
     assert first.item() == pytest.approx(_quadratic(X0)[0])  # the loss of the first evaluation
     assert opt.state[x]["n_iter"] < 50  # stopped by a tolerance, not by max_iter
 
@@ -145,7 +145,7 @@ def test_state_dict_round_trip_continues_the_run(conn):
     assert opt2.param_groups[0]["lr"] == 0.5
     opt.step(closure)
     opt2.step(closure2)
-    np.testing.assert_allclose(x2.numpy(), x.numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(x2.detach().numpy(), x.detach().numpy(), rtol=1e-12, atol=1e-14)
 
 
 def test_several_tensors_are_one_vector(conn):

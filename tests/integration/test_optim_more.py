@@ -29,7 +29,7 @@ def _run(make, p0, grads):
     for g in grads:
         p.grad = gt.tensor(g)
         opt.step()
-        seen.append(p.numpy().copy())
+        seen.append(p.detach().numpy().copy())
     return seen, opt, p
 
 
@@ -91,7 +91,7 @@ def test_rprop_state_dict_round_trip_continues_the_run(conn):
     for g in grads[3:]:
         p.grad = gt.tensor(g)
         opt2.step()
-    np.testing.assert_allclose(p.numpy(), straight[-1], rtol=1e-12)
+    np.testing.assert_allclose(p.detach().numpy(), straight[-1], rtol=1e-12)
     assert saved["param_groups"][0]["etas"] == (0.5, 1.2)
 
 
@@ -191,7 +191,7 @@ def test_steps_queue_no_sync_points(conn, monkeypatch):
         for opt in opts:
             opt.step()
     monkeypatch.undo()
-    assert fetches == [] and np.isfinite(p.numpy()).all()
+    assert fetches == [] and np.isfinite(p.detach().numpy()).all()
 
 
 def test_optimizers_train_a_model(conn):

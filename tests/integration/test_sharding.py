@@ -66,14 +66,14 @@ def program(mode: str, steps: int = 2, configs: list | None = None, b: int = 10,
             y = hid @ params["w2"] + params["b2"]
         loss = ((y - t) ** 2).mean()
         if mode == "forward":
-            return {"y": y.numpy(), "loss": np.array(loss.item())}
+            return {"y": y.detach().numpy(), "loss": np.array(loss.item())}
         opt.zero_grad()
         loss.backward()
         if mode == "backward":
             return {f"d{k}": v.grad.numpy() for k, v in params.items()}
         opt.step()
         losses.append(loss.item())
-    return {k: v.numpy() for k, v in params.items()} | {"losses": np.array(losses)}
+    return {k: v.detach().numpy() for k, v in params.items()} | {"losses": np.array(losses)}
 
 
 @pytest.fixture(scope="module")

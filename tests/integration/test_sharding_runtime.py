@@ -81,7 +81,7 @@ def data_parallel_gradient() -> tuple[np.ndarray, np.ndarray]:
         loss = (x @ w).relu().sum()
     loss.backward()
     g = w.grad.numpy()
-    xs, ws = x.numpy(), w.numpy()
+    xs, ws = x.detach().numpy(), w.detach().numpy()
     return g, xs.T @ (xs @ ws > 0).astype(np.float32)
 
 
@@ -256,7 +256,7 @@ with gt.signal.context("rows"):
     x = gt.randn(96, 48)
 with gt.signal.context("params"):
     w = (gt.randn(48, 24) * 0.1).requires_grad_()
-xs, w0 = x.numpy(), w.numpy()
+xs, w0 = x.numpy(), w.detach().numpy()
 for _ in range(20):
     with gt.signal.context("rows"):
         loss = ((x @ w).tanh() ** 2).mean()
@@ -268,7 +268,7 @@ ref = w0.copy()
 for _ in range(20):
     h = np.tanh(xs @ ref)
     ref -= 0.1 * xs.T @ (2 * h * (1 - h**2) / h.size)
-np.testing.assert_allclose(w.numpy(), ref, rtol=1e-3, atol=1e-4)
+np.testing.assert_allclose(w.detach().numpy(), ref, rtol=1e-3, atol=1e-4)
 print("ok")
 """
 
@@ -345,4 +345,4 @@ def test_bfloat16_moves_between_workers_under_every_kind_of_config(cluster, conn
     assert w.grad.dtype == gt.bfloat16
     want = np.repeat(xs.sum(0)[:, None], 16, axis=1)
     np.testing.assert_allclose(w.grad.float().numpy(), want, rtol=2e-2, atol=0.1)
-    np.testing.assert_allclose(loss.item(), (xs @ w.float().numpy()).sum(), rtol=2e-2)
+    np.testing.assert_allclose(loss.item(), (xs @ w.float().detach().numpy()).sum(), rtol=2e-2)

@@ -43,7 +43,7 @@ def test_every_spelling_of_the_product_gives_the_dense_products_values_and_gradi
     csr = gt.sparse_csr_tensor(CROW, COL, w, size=(4, 4))
     y = {"@": lambda: csr @ tx, "mm": lambda: gt.mm(csr, tx),
          "sparse.mm": lambda: gt.sparse.mm(csr, tx), "matmul": lambda: gt.matmul(csr, tx)}[spell]()  # fmt: skip
-    np.testing.assert_allclose(y.numpy(), DENSE @ x, rtol=1e-6)
+    np.testing.assert_allclose(y.detach().numpy(), DENSE @ x, rtol=1e-6)
     (y * y).sum().backward()
     g = 2 * DENSE @ x
     np.testing.assert_allclose(tx.grad.numpy(), DENSE.T @ g, rtol=1e-5)

@@ -35,15 +35,15 @@ def test_averaged_model_default_is_the_mean_of_the_snapshots(conn):
     for w, b in snaps:
         _set(model, (w, b))
         avg.update_parameters(model)
-    np.testing.assert_allclose(avg.module.weight.numpy(), np.mean([w for w, _ in snaps], 0),
+    np.testing.assert_allclose(avg.module.weight.detach().numpy(), np.mean([w for w, _ in snaps], 0),
                                rtol=1e-5, atol=1e-6)  # fmt: skip
-    np.testing.assert_allclose(avg.module.bias.numpy(), np.mean([b for _, b in snaps], 0),
+    np.testing.assert_allclose(avg.module.bias.detach().numpy(), np.mean([b for _, b in snaps], 0),
                                rtol=1e-5, atol=1e-6)  # fmt: skip
     assert int(avg.n_averaged.item()) == 4
     assert list(avg.state_dict()) == ["n_averaged", "module.weight", "module.bias"]
     x = _arr(20, 5, 3)
     np.testing.assert_allclose(
-        avg(gt.tensor(x)).numpy(), x @ avg.module.weight.numpy().T + avg.module.bias.numpy(),
+        avg(gt.tensor(x)).detach().numpy(), x @ avg.module.weight.detach().numpy().T + avg.module.bias.detach().numpy(),
         rtol=1e-5, atol=1e-6,
     )  # fmt: skip
 
@@ -54,10 +54,10 @@ def test_averaged_model_is_a_copy_and_copies_buffers(conn):
     with gt.no_grad():
         model[0].weight.fill_(1.0)
         model[1].running_mean.fill_(5.0)
-    assert not np.allclose(avg.module[0].weight.numpy(), 1.0)
+    assert not np.allclose(avg.module[0].weight.detach().numpy(), 1.0)
     avg.update_parameters(model)
     np.testing.assert_allclose(avg.module[1].running_mean.numpy(), 5.0)
-    np.testing.assert_allclose(avg.module[0].weight.numpy(), 1.0)
+    np.testing.assert_allclose(avg.module[0].weight.detach().numpy(), 1.0)
 
 
 def test_ema_multi_avg_fn_averages_parameters_and_buffers(conn):
@@ -71,7 +71,7 @@ def test_ema_multi_avg_fn_averages_parameters_and_buffers(conn):
             model[1].running_mean.copy_(gt.tensor(np.full(2, float(i), np.float32)))
         avg.update_parameters(model)
         want_w = w if want_w is None else 0.75 * want_w + 0.25 * w
-    np.testing.assert_allclose(avg.module[0].weight.numpy(), want_w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(avg.module[0].weight.detach().numpy(), want_w, rtol=1e-5, atol=1e-6)
     # running_mean: 0, then 0.75*0 + 0.25*1 = 0.25, then 0.75*0.25 + 0.25*2 = 0.6875
     np.testing.assert_allclose(avg.module[1].running_mean.numpy(), 0.6875, rtol=1e-6)
 
@@ -148,10 +148,10 @@ def test_l1_unstructured_layout_forward_and_grad(conn):
     assert list(lin.state_dict()) == ["bias", "weight_orig", "weight_mask"]
     assert [n for n, _ in lin.named_parameters()] == ["bias", "weight_orig"]
     np.testing.assert_array_equal(lin.weight_mask.numpy(), mask)
-    np.testing.assert_allclose(lin.weight.numpy(), w * mask)
+    np.testing.assert_allclose(lin.weight.detach().numpy(), w * mask)
     x = _arr(2, 5, 4)
     out = lin(gt.tensor(x))
-    np.testing.assert_allclose(out.numpy(), x @ (w * mask).T + b, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.detach().numpy(), x @ (w * mask).T + b, rtol=1e-5, atol=1e-6)
     out.sum().backward()
     np.testing.assert_allclose(lin.weight_orig.grad.numpy(), mask * x.sum(0)[None, :] * 1.0,
                                rtol=1e-5, atol=1e-5)  # fmt: skip
@@ -160,7 +160,7 @@ def test_l1_unstructured_layout_forward_and_grad(conn):
     assert not prune.is_pruned(lin)
     assert list(lin.state_dict()) == ["bias", "weight"]
     assert isinstance(lin.weight, nn.Parameter)
-    np.testing.assert_allclose(lin.weight.numpy(), w * mask)
+    np.testing.assert_allclose(lin.weight.detach().numpy(), w * mask)
 
 
 def test_pruning_twice_prunes_what_is_left(conn):
@@ -203,7 +203,7 @@ def test_global_unstructured_and_custom_mask(conn):
     prune.custom_from_mask(a, "bias", mask=gt.tensor(np.array([0.0, 1.0], np.float32)))
     prune.custom_from_mask(a, "bias", mask=gt.tensor(np.array([1.0, 0.0], np.float32)))
     np.testing.assert_array_equal(a.bias_mask.numpy(), [0.0, 0.0])
-    np.testing.assert_array_equal(a.bias.numpy(), [0.0, 0.0])
+    np.testing.assert_array_equal(a.bias.detach().numpy(), [0.0, 0.0])
 
 
 def test_random_pruning_is_seeded_and_counts_right(conn):

@@ -30,7 +30,7 @@ def test_masked_multihead_attention_weights_keep_the_autocast_dtype(conn):
     assert float(w2[:, 0, 1:].float().abs().max()) == 0.0  # nor do future positions
     _, w32 = mha(x, x, x, key_padding_mask=pad)  # outside the region: float32 as before
     assert w32.dtype == gt.float32
-    np.testing.assert_allclose(w.float().numpy(), w32.detach().numpy(), atol=2e-2)
+    np.testing.assert_allclose(w.float().detach().numpy(), w32.detach().numpy(), atol=2e-2)
 
 
 def test_the_deprecated_autocast_dtype_getters_exist_and_warn():

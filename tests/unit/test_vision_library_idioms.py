@@ -79,7 +79,7 @@ def test_channels_last_inputs_give_channels_last_conv_and_batch_norm_results(con
     assert not conv(x).is_contiguous(memory_format=CL) and conv(x).is_contiguous()
     out = conv(xc)
     assert out.is_contiguous(memory_format=CL) and out.stride() == (36, 1, 12, 4)
-    np.testing.assert_allclose(out.numpy(), conv(x).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(out.detach().numpy(), conv(x).detach().numpy(), rtol=1e-6)
     bn = gt.nn.BatchNorm2d(4)
     assert bn(out).is_contiguous(memory_format=CL) and bn(conv(x)).is_contiguous()
     conv.to(memory_format=CL)  # a channels-last weight is enough

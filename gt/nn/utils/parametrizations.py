@@ -39,7 +39,7 @@ def _is_orthogonal(q: Tensor) -> bool:
     """Whether the columns of every matrix of ``q`` are orthonormal (one sync point)."""
     n, k = q.shape[-2], q.shape[-1]
     eps = 10.0 * n * float(np.finfo(np.dtype(q.dtype)).eps)
-    gram = (q.mT @ q).numpy()
+    gram = (q.mT @ q)._host()
     return bool(np.allclose(gram, np.eye(k), atol=eps))
 
 
@@ -141,7 +141,7 @@ class _Orthogonal(Module):
                         "It is not possible to assign to the matrix exponential or the Cayley "
                         "parametrizations when use_trivialization=False."
                     )
-                a, tau = _geqrf_host(Q.numpy())
+                a, tau = _geqrf_host(Q._host())
                 diag = np.einsum("...ii->...i", a[..., :k, :k])
                 fixed = np.sign(diag)
                 fixed[tau == 0.0] *= -1

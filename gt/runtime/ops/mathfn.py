@@ -79,6 +79,8 @@ def _k_bce(be: Any) -> Any:
         p, t = v
         if check and not ((p >= 0) & (p <= 1)).all():  # (NaN too, as PyTorch's check)
             raise ValueError("all elements of input should be between 0 and 1")
+        if check and not ((t >= 0) & (t <= 1)).all():
+            raise ValueError("all elements of target should be between 0 and 1")
         with _quiet(xp):
             lp = xp.maximum(xp.log(p), BCE_LOG_MIN)
             lq = xp.maximum(xp.log1p(-p), BCE_LOG_MIN)
