@@ -8,6 +8,7 @@ under ``if TYPE_CHECKING:`` are left out: they never run.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,7 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.cache
 def _exists(name: str) -> bool:
     base = ROOT.parent.joinpath(*name.split("."))
     return base.with_suffix(".py").exists() or (base / "__init__.py").exists()
@@ -128,10 +130,17 @@ def _runtime_nodes(tree: ast.AST):
                 todo.append(child)
 
 
-def imports_of(path: Path) -> set[str]:
+@functools.cache
+def _tree(path: Path) -> ast.AST:
+    """A file's syntax tree, parsed once per test run (every test here reads every file)."""
+    return ast.parse(path.read_text(), str(path))
+
+
+@functools.cache
+def imports_of(path: Path) -> frozenset[str]:
     """The gt modules a file imports, anywhere in it (``from gt import x`` names ``gt.x``)."""
     names: set[str] = set()
-    for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+    for node in _runtime_nodes(_tree(path)):
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names if a.name.split(".")[0] == "gt")
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -142,7 +151,7 @@ def imports_of(path: Path) -> set[str]:
             names.update(found)
             if len(found) < len(subs):  # some names are attributes of node.module itself
                 names.add(node.module)
-    return names
+    return frozenset(names)
 
 
 def layer_of(module: str) -> str:
@@ -159,6 +168,7 @@ def allowed(importer: str, imported: str) -> bool:
     return any(imported == a or imported.startswith(a + ".") for a in ALLOWED[layer_of(importer)])
 
 
+@functools.cache
 def all_modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
 
@@ -246,7 +256,7 @@ def test_the_cycle_finder_finds_a_cycle():
 def test_only_the_backend_imports_cupy():
     users = []
     for p in ROOT.rglob("*.py"):
-        for node in ast.walk(ast.parse(p.read_text())):
+        for node in ast.walk(_tree(p)):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module:
