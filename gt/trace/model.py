@@ -453,8 +453,9 @@ class ClusterModel:
         counted = {
             "instructions": (self.instructions, sum(as_int(w.get("instructions")) or 0 for w in workers)),
             "batches": (self.batches, sum(as_int(w.get("batches")) or 0 for w in workers)),
-            "transfer_bytes": (self.transfer_bytes, sum(
-                (as_int((w.get("stats") or {}).get("sent")) or 0) for w in workers)),
+            "transfer_bytes": (self.transfer_bytes, sum(  # (every end of a move, as _transfer)
+                as_int((w.get("stats") or {}).get(k)) or 0
+                for w in workers for k in ("sent", "received", "client_bytes"))),
             "errors": (self.errors, sum(as_int(c.get("errors")) or 0
                                         for c in snap.get("clients") or () if isinstance(c, dict))),
         }  # fmt: skip

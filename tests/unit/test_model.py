@@ -384,6 +384,15 @@ def test_totals_count_from_the_dispatchers_start_not_from_the_monitors():
     assert tot.transfer_bytes == 4096 and tot.errors == 3
 
 
+def test_bytes_moved_count_client_fetches_from_before_the_monitor_attached():
+    m = ClusterModel(OPS)
+    m.apply_snapshot({"clock": 30, "workers": [
+        {"id": 0, "stats": {"sent": 100, "received": 0, "client_bytes": 20 * 2**20}},
+        {"id": 1, "stats": {"sent": 0, "received": 100, "client_bytes": 0}},
+    ]})  # fmt: skip
+    assert m.state(60).totals.transfer_bytes == 20 * 2**20 + 200
+
+
 def hot_ev(t: int, state: str = "replaying", calls: int = 0, eager=None, hot=None, plan=3):
     return ev(E.HOT, t, client=1, plan=plan, name="train_step", steps=58, state=state,
               calls=calls, eager_ns=eager, hot_ns=hot)  # fmt: skip

@@ -25,6 +25,7 @@ class Reporting:
     sock: Any
     bad_messages: int
     pending_uploads: dict
+    client_bytes: int = 0  # to and from clients, since the worker started (peers count theirs)
     _expire_unclaimed: Any  # (the worker's: drops uploads nobody claimed)
 
     def _emit_exec(self, run: P.Run, res: BatchResult) -> None:
@@ -49,6 +50,8 @@ class Reporting:
         """Bytes from a client (an upload taken, ``"from_client"``) or to one (a fetch's reply,
         ``"to_client"``): communication on the timeline, counted in the bytes moved. (The memory
         pool's traffic, which has no peer either, is published through here too.)"""
+        if direction in ("to_client", "from_client"):
+            self.client_bytes += nbytes
         ev = self.events
         if ev.enabled:
             off = ev.offset
@@ -100,6 +103,7 @@ class Reporting:
             "unclaimed": sum(len(f.buffer) for f, _ in self.pending_uploads.values()),
             "sent": self.peers.bytes_sent,  # to other workers, since the worker started
             "received": self.peers.bytes_received,
+            "client_bytes": self.client_bytes,  # (with sent and received: the monitor's "moved")
         }
 
     def _report_stats(self) -> None:
