@@ -83,12 +83,15 @@ def impact_text(source: Any, change: ConfigChange, signal: str | None = None) ->
     if hi <= tc:
         return Text("the change was just applied: no events after it yet", style="dim")
     starred = _signal_workers(change, signal, sorted(execs))
-    table = Table(title=f"{human_span(tc - lo)} before vs {human_span(hi - tc)} after", title_justify="left",
+    # A worker younger than the span is compared over its own life, not over time before it was there
+    los = {wid: max(lo, _first_seen(source, wid, tc)) for wid in execs}
+    before = tc - min(los.values(), default=lo)
+    table = Table(title=f"{human_span(before)} before vs {human_span(hi - tc)} after", title_justify="left",
                   box=None, padding=(0, 1))  # fmt: skip
     for col in ("worker", "busy", "instr/s", "batch"):
         table.add_column(col, justify="right" if col != "worker" else "left", no_wrap=True)
     for wid in sorted(execs):
-        b, a = side(execs[wid], lo, tc), side(execs[wid], tc, hi)
+        b, a = side(execs[wid], los[wid], tc), side(execs[wid], tc, hi)
         mark = "*" if wid in starred else " "
         table.add_row(f"w{wid}{mark}", _pair(b.busy, a.busy, _pct), _pair(b.rate, a.rate, human_count),
                       _pair(b.batch_ns, a.batch_ns, _ms, lower_is_better=True))  # fmt: skip
@@ -105,6 +108,14 @@ def impact_text(source: Any, change: ConfigChange, signal: str | None = None) ->
             f"\n{signal}: workers {sorted(starred) or 'none'} after the change (*)", style="cyan"
         )
     return _group(table, step, note)
+
+
+def _first_seen(source: Any, wid: int, default: int) -> int:
+    """When the source's model first heard of worker ``wid`` (a recording's start at the earliest)."""
+    model = getattr(source, "model", None)
+    w = model.workers.get(wid) if model is not None else None
+    seen = getattr(w, "seen", None)
+    return max(0, seen if type(seen) is int else default - SPAN_NS)
 
 
 def _group(*parts: Any) -> Any:

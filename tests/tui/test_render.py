@@ -295,3 +295,28 @@ def test_worker_detail_names_how_its_bytes_move_when_known():
     assert " via zmq+pinned" in console.export_text()
     console.print(worker_detail(dataclasses.replace(w, via=None), 120))
     assert console.export_text().count(" via ") == 0
+
+
+def test_config_impact_compares_a_young_worker_over_its_life_not_a_full_span():
+    import threading
+
+    from gt.trace import events as E
+    from gt.trace.model import ClusterModel
+    from gt.trace.state import ConfigChange
+    from gt.tui.impact import impact_text
+
+    s = 1_000_000_000
+    model = ClusterModel(("upload", "add"))
+    busy = [  # the same loop, half busy, from 1 s to 3 s; the change at 2 s
+        E.event(E.EXEC, t + s // 4, worker=0, client=1, batch=i, t0=t, t1=t + s // 4, n=1,
+                ops=[1], outs=[0], srcs=[0], durs=[], hot=False, queue=0, errors=0)
+        for i, t in enumerate(range(s, 3 * s, s // 2))
+    ]  # fmt: skip
+    model.apply_batch("worker:0", 0, busy)
+    model.workers[0].seen = s
+    src = type("Src", (), {"model": model, "_lock": threading.Lock(), "now": lambda _: 3 * s})()
+    con = Console(width=100, record=True)
+    con.print(impact_text(src, ConfigChange(2 * s, {}, {}, None)))
+    out = con.export_text()
+    assert "1s before vs 1s after" in out
+    assert "50% → 50%" in out
