@@ -515,7 +515,8 @@ class ClusterModel:
 
     def _lane(self, w: WorkerRecord, start: int, end: int, width_ns: int) -> Lane:
         spans = lane_spans(w, start, end, width_ns, self.op_name)
-        return Lane(worker=w.wid, alive=w.alive, spans=tuple(spans))
+        parts = tuple(w.time.parts(start, end))
+        return Lane(worker=w.wid, alive=w.alive, spans=tuple(spans), parts=parts)
 
 
 _MEMORY_COUNTS = ("cached", "capacity", "client_limit", "peak", "spill_out", "spill_in",

@@ -171,6 +171,9 @@ class Lane:
     worker: int
     alive: bool
     spans: tuple[Span, ...]
+    #: the worker's time split as the shares split it, ``(t0, t1, part)`` segments over the window
+    #: (no overlaps; idle is the gaps): what a cell is drawn as. Empty: the spans decide alone.
+    parts: tuple[tuple[int, int, str], ...] = ()
 
 
 @dataclass(frozen=True)

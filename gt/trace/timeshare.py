@@ -128,17 +128,24 @@ class TimeAccount:
         """Nanoseconds of each part inside ``[lo, hi]`` (idle is what remains), counting the
         transfers no batch has claimed yet as they are."""
         out = dict.fromkeys(KINDS, 0)
+        for a, b, part in self.parts(lo, hi):
+            out[part] += b - a
+        return out
+
+    def parts(self, lo: int, hi: int) -> list[tuple[int, int, str]]:
+        """The segments inside ``[lo, hi]``, clipped to it, newest first (idle is the gaps), with
+        the transfers no batch has claimed yet as they are: what :meth:`window` adds up."""
+        out = []
         for t0, t1, part in reversed(self.segments):
             if t1 <= lo:
                 break
             a, b = max(t0, lo), min(t1, hi)
             if b > a:
-                out[part] += b - a
+                out.append((a, b, part))
         if self._pending:
             after = self.last if self.last is not None else lo
             loose = [(max(a, after), b, k) for a, b, k in self._pending if b > max(a, after)]
-            for a, b, part in _partition(max(lo, after), hi, loose, None) if loose else ():
-                out[part] += b - a
+            out += _partition(max(lo, after), hi, loose, None) if loose else ()
         return out
 
     def totals(self) -> dict[str, int]:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from rich.text import Text
 
-from gt.trace.state import COMM, WAIT, Lane, Mark
+from gt.trace.state import COMM, WAIT, Lane, Mark, Span
 
 NA = "N/A"
 NA_STYLE = "dim"
@@ -302,17 +302,22 @@ def timeline_lane(lane: Lane, start: int, end: int, width: int, marks: Iterable[
     """One worker's lane over ``[start, end]`` in ``width`` cells.
 
     Each cell shows what filled most of its time, as the time shares count it (waiting wins over
-    communication, communication over compute where they overlap): an op (█, coloured by op, ▌
-    when under half busy), a transfer (▒ magenta), a wait for a transfer or input (░ yellow), or
-    nothing (· dim). Marks draw as a yellow │ over the lane. See :func:`lane_cover`.
+    communication, communication over compute where they overlap, and idle is a share like the
+    others): an op (█, coloured by op, ▌ when under half busy), a transfer (▒ magenta), a wait for
+    a transfer or input (░ yellow), or nothing (· dim). Marks draw as a yellow │ over the lane. See
+    :func:`lane_cover`.
     """
     if width <= 0 or end <= start:
         return Text()
     dt = (end - start) / width
     comp, comm, wait, names = lane_cover(lane, start, end, width)
-    # a batch's time includes the transfers and waits inside it: count them once, as theirs
-    own = (comp - comm - wait).tolist()
-    comp_l, comm_l, wait_l = comp.tolist(), comm.tolist(), wait.tolist()
+    if lane.parts:  # the time split as the shares split it (spans overlap: a batch holds transfers)
+        split = Lane(lane.worker, lane.alive, tuple(Span(a, b, "", k) for a, b, k in lane.parts))
+        own, comm, wait, _ = lane_cover(split, start, end, width)
+    else:  # (no split given: a batch's time includes the transfers and waits inside it)
+        own = np.clip(comp - comm - wait, 0.0, None)
+    idle = (dt - own - comm - wait).tolist()
+    comm_l, wait_l, own = comm.tolist(), wait.tolist(), own.tolist()
     mark_cols = {
         min(width - 1, int((m.t_ns - start) / dt)) for m in marks if start <= m.t_ns <= end
     }
@@ -320,17 +325,17 @@ def timeline_lane(lane: Lane, start: int, end: int, width: int, marks: Iterable[
     half = dt * 0.5
     cells: list[tuple[str, str]] = []
     for c in range(width):
-        cp, cm, wt = comp_l[c], comm_l[c], wait_l[c]
+        cm, wt, most = comm_l[c], wait_l[c], max(own[c], comm_l[c], wait_l[c])
         if c in mark_cols:
             cells.append(("│", MARK_STYLE))
-        elif cp > 0 and own[c] >= cm and own[c] >= wt:
-            cells.append(("█" if cp >= half else "▌", op_color(names[c] or "batch") + dim))
-        elif wt > 0 and wt >= cm:
-            cells.append((WAIT_CHAR, WAIT_STYLE + dim))
-        elif cm > 0:
-            cells.append((COMM_CHAR, COMM_STYLE + dim))
-        else:
+        elif most <= 0 or idle[c] > most:
             cells.append((IDLE_CHAR, IDLE_STYLE))
+        elif own[c] > 0 and own[c] >= cm and own[c] >= wt:
+            cells.append(("█" if own[c] >= half else "▌", op_color(names[c] or "batch") + dim))
+        elif wt >= cm:
+            cells.append((WAIT_CHAR, WAIT_STYLE + dim))
+        else:
+            cells.append((COMM_CHAR, COMM_STYLE + dim))
     return _runs(cells)
 
 

@@ -140,8 +140,9 @@ def test_timeline_lane_cell_takes_the_op_that_fills_it_most():
     lane = Lane(0, True, (Span(0, 3, "add", COMPUTE), Span(3, 10, "exp", COMPUTE)))
     text = R.timeline_lane(lane, 0, 10, 1)
     assert text.plain == "█" and styles_of(text)[0] == R.op_color("exp")
-    thin = R.timeline_lane(Lane(0, True, (Span(0, 2, "add", COMPUTE),)), 0, 10, 1)
-    assert thin.plain == "▌"
+    thin = Lane(0, True, (Span(0, 4, "add", COMPUTE),), ((0, 4, COMPUTE), (4, 7, WAIT)))
+    thin = R.timeline_lane(thin, 0, 10, 1)
+    assert thin.plain == "▌"  # the most of the cell, under half of it
 
 
 def test_timeline_has_labels_marks_row_and_axis():
@@ -221,7 +222,7 @@ def test_empty_state_draws_without_errors():
 
 def test_binned_span_draws_by_its_busy_share():
     lane = Lane(0, True, (Span(0, 100, "add", COMPUTE, busy=25),))
-    assert R.timeline_lane(lane, 0, 100, 4).plain == "▌▌▌▌"
+    assert R.timeline_lane(lane, 0, 100, 4).plain == "····"  # three quarters idle
     full = Lane(0, True, (Span(0, 100, "add", COMPUTE, busy=90),))
     assert R.timeline_lane(full, 0, 100, 4).plain == "████"
 
@@ -320,3 +321,15 @@ def test_config_impact_compares_a_young_worker_over_its_life_not_a_full_span():
     out = con.export_text()
     assert "1s before vs 1s after" in out
     assert "50% → 50%" in out
+
+
+def test_timeline_cells_split_time_as_the_shares_do_idle_included():
+    # a batch 0..100 holds a transfer 0..30 and a wait 30..60 (the shares: 40 compute, 30 comm,
+    # 30 wait); 100..400 is idle; the spans alone would overlap
+    spans = (Span(0, 100, "matmul", COMPUTE), Span(0, 30, "→w1", COMM), Span(30, 60, "wait", WAIT))
+    parts = ((0, 30, COMM), (30, 60, WAIT), (60, 100, COMPUTE))
+    lane = Lane(0, True, spans, parts)
+    assert R.timeline_lane(lane, 0, 400, 4).plain == "▌···"
+    assert R.timeline_lane(lane, 0, 100, 10).plain == "▒▒▒░░░████"
+    mostly_idle = Lane(0, True, (Span(0, 10, "→w1", COMM),), ((0, 10, COMM),))
+    assert R.timeline_lane(mostly_idle, 0, 100, 1).plain == "·"
