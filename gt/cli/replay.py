@@ -23,7 +23,8 @@ def add_parser(subparsers: Subparsers) -> None:
         "--at",
         default=None,
         metavar="TIME",
-        help="start this far into the recording (42, 42s, 1m30s)",
+        help="start there: 42s, 1m30s, 250ms, 1:02, 50%% (of the recording), +5s (from its start), "
+        "--at=-5s (before its end)",
     )
     parser.add_argument(
         "--once", action="store_true", help="print the state at --at (default: the end) and exit"
@@ -50,11 +51,27 @@ def _speed(text: str) -> float:
     return x
 
 
-def _seconds(text: str | float) -> int:
-    """``--at``: seconds (``42``, ``1.5``) or a duration (``42s``, ``1m30s``) -> ns."""
-    from gt.tui.timebar import parse_duration
+def _at(text: str, t_start: int, t_end: int) -> int:
+    """``--at``, as the app's "jump to" reads it (``42s``, ``1:02``, ``50%``, ``+5s``), except that
+    ``-5s`` counts back from the end (there is no position yet to count from) -> run-clock ns."""
+    from gt.tui.timebar import parse_time
 
-    return parse_duration(str(text))
+    s = text.strip()
+    try:
+        return parse_time(s, t_start, t_end, t_end if s.startswith("-") else t_start)
+    except ValueError:
+        raise ValueError(
+            f"not a time: {text!r} (try 42s, 1m30s, 250ms, 1:02, 50%, +5s, -5s)"
+        ) from None
+
+
+def _open_error(path: str, exc: OSError) -> str:
+    """One line for a recording that cannot be opened, worded as ``gt trace`` words it."""
+    if isinstance(exc, FileNotFoundError):
+        return f"{path}: no such file"
+    if isinstance(exc, IsADirectoryError):
+        return f"{path}: is a directory, not a trace"
+    return f"{exc.filename or path}: {exc.strerror or exc}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,19 +81,24 @@ def run(args: argparse.Namespace) -> int:
     from gt.tui.replay import ReplaySource
 
     try:
-        at = None if args.at is None else _seconds(args.at)
+        if args.at is not None:
+            _at(args.at, 0, 1)  # (its form is checked before the file is opened)
         window = parse_window(args.window) if getattr(args, "window", None) else None
     except ValueError as exc:
         print(f"gt replay: {exc}", file=sys.stderr)
         return 2
     try:
         src = ReplaySource.from_file(args.file, speed=args.speed)
-    except (OSError, TraceFormatError) as exc:
+    except OSError as exc:
+        print(f"gt replay: {_open_error(args.file, exc)}", file=sys.stderr)
+        return 1
+    except TraceFormatError as exc:
         print(f"gt replay: {exc}", file=sys.stderr)
         return 1
     if src.warning:
         print(f"gt replay: {src.warning}", file=sys.stderr)
     clock = src.clock
+    at = None if args.at is None else _at(args.at, clock.t_start, clock.t_end)
     if window is not None:
         src.set_window(*window)
     if not (args.once or args.json) and not sys.stdout.isatty():
@@ -87,8 +109,8 @@ def run(args: argparse.Namespace) -> int:
         args.once = True
     if args.once or args.json:
         try:
-            src.seek(clock.t_end if at is None else clock.t_start + at)
-            clock.pause()
+            clock.pause()  # (before the seek: a running clock would move on from where it lands)
+            src.seek(clock.t_end if at is None else at)
             state = src.snapshot()
             sys.stdout.write(
                 format_json(state, src.status()) + "\n"
@@ -101,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "paused", False):
         clock.pause(True)
     if at is not None:
-        src.seek(clock.t_start + at)
+        src.seek(at)
     from gt.tui.app import make_app
     from gt.tui.gcpace import IdlePacer
 

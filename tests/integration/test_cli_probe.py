@@ -256,3 +256,30 @@ def test_gt_trace_export_is_gt_export(trace, tmp_path):
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert json.loads(out.read_text())["traceEvents"]
+
+
+def test_replay_at_once_shows_the_moment_asked_for_in_the_apps_forms():
+    demo = Path(__file__).resolve().parents[1] / "tui" / "fixtures" / "demo.gtrace"  # 2.963 s
+
+    def detail(*at):
+        out = subprocess.run(gt_cmd("replay", str(demo), "--json", *at), capture_output=True,
+                             text=True, timeout=60)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)["source"]["detail"]
+
+    total = float(detail().split("/")[-1].rstrip("s"))
+    for at, want in (("1s", 1.0), ("50%", total / 2), ("+1s", 1.0), ("--at=-1s", total - 1)):
+        args = (at,) if at.startswith("--") else ("--at", at)
+        got = float(detail(*args).split()[-1].split("/")[0].rstrip("s"))
+        assert abs(got - want) < 0.0015, at  # (the clock stood still from the seek: not 1.03 s)
+    out = subprocess.run(gt_cmd("replay", str(demo), "--at", "later"), capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 2 and "not a time: 'later'" in out.stderr
+
+
+def test_replay_names_a_file_it_cannot_open_as_trace_does(tmp_path):
+    for path, words in ((tmp_path / "none.gtrace", "no such file"), (tmp_path, "is a directory")):
+        out = subprocess.run(gt_cmd("replay", "--once", str(path)), capture_output=True,
+                             text=True, timeout=60)  # fmt: skip
+        assert out.returncode == 1 and f"{path}: {words}" in out.stderr
+        assert "Errno" not in out.stderr
