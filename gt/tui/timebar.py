@@ -37,9 +37,10 @@ class BarState:
 
 
 def fmt_time(ns: int) -> str:
-    """A position as ``m:ss.mmm`` (``h:mm:ss.mmm`` past an hour)."""
+    """A position as ``m:ss.mmm`` (``h:mm:ss.mmm`` past an hour), rounded to the millisecond as
+    the header's ``1.234s`` is (a truncated bar would read 1 ms behind it)."""
     ns = max(0, int(ns))
-    ms_total = ns // 1_000_000
+    ms_total = (ns + 500_000) // 1_000_000
     s, ms = divmod(ms_total, 1000)
     m, s = divmod(s, 60)
     if m >= 60:

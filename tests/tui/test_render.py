@@ -333,3 +333,11 @@ def test_timeline_cells_split_time_as_the_shares_do_idle_included():
     assert R.timeline_lane(lane, 0, 100, 10).plain == "▒▒▒░░░████"
     mostly_idle = Lane(0, True, (Span(0, 10, "→w1", COMM),), ((0, 10, COMM),))
     assert R.timeline_lane(mostly_idle, 0, 100, 1).plain == "·"
+
+
+def test_time_bar_and_replay_header_round_a_position_alike():
+    from gt.tui.timebar import fmt_time
+
+    t = 2_962_600_000  # 2.9626 s: the header prints 2.963s
+    assert f"{t / 1e9:.3f}s" == "2.963s" and fmt_time(t) == "0:02.963"
+    assert fmt_time(3_723_000_400_000) == "1:02:03.000"
