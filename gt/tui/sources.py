@@ -36,6 +36,7 @@ from gt.trace.keyframes import attach
 from gt.trace.model import TIMELINE_NS, WINDOW_NS, ClusterModel
 from gt.trace.reader import Reader
 from gt.trace.state import ClusterState
+from gt.tui.render import human_duration
 from gt.tui.tables import Status
 
 Batch = tuple[str, int, list]
@@ -217,14 +218,21 @@ class LiveSource(Source):
         self.ready = threading.Event()  # set once the first snapshot's state is published
         self.subscribed = threading.Event()  # the event subscription is up (tests read it)
         self.give_way_until = 0.0  # monotonic time before which the collector waits
+        self.silent_since: float | None = None  # disconnected: the last answer (monotonic s)
 
     def now(self) -> int:
         if self.offset is None:
             return self.model.t_last or 0
-        return time.monotonic_ns() + self.offset
+        lost = (
+            self.silent_since
+        )  # (disconnected, the clock stands at the last answer: what it knew)
+        return (time.monotonic_ns() if lost is None else int(lost * 1e9)) + self.offset
 
     def status(self) -> Status:
-        return Status(self.kind, self.endpoints.get("front"), self.connected, self.detail)
+        detail, lost = self.detail, self.silent_since
+        if not self.connected and lost is not None:
+            detail = f"disconnected: no answer for {human_duration(time.monotonic() - lost)}"
+        return Status(self.kind, self.endpoints.get("front"), self.connected, detail)
 
     def snapshot(self) -> ClusterState:
         return self._latest
@@ -464,6 +472,7 @@ class _Collector:
         src = self.src
         src.connected = ok
         src.detail = "connected" if ok else f"disconnected: {why}"
+        src.silent_since = None if ok else max(self.last_reply, self.last_event) or time.monotonic()
         self.lost_since = None if ok else (self.lost_since or time.monotonic())
 
     def _housekeeping(self, now: float) -> None:
@@ -478,7 +487,7 @@ class _Collector:
             self.dealer = self._control_socket()
             self.pending = None
             if now - self.last_event > src.dead_s:
-                self._set_connected(False, f"no answer for {src.dead_s:g}s")
+                self._set_connected(False, "no answer")
         if not src.connected and self.lost_since is not None and src.resolve is not None \
                 and now - self.lost_since > src.dead_s:  # fmt: skip
             self.lost_since = now  # try again after another dead_s

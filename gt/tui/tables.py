@@ -99,7 +99,7 @@ def header_text(
     else:
         first.append(Text(status.detail or "disconnected", style="bold red"))
     first.append(Text(f"up {R.human_duration(state.uptime_s)}"))
-    alive = sum(w.alive for w in state.workers)
+    alive = sum(w.alive for w in state.workers) if status.connected else "?"  # (it cannot tell)
     first.append(Text(f"workers {alive}/{len(state.workers)}"))
     first.append(Text(f"clients {sum(c.alive for c in state.clients)}"))
     rate = _sum_or_none(w.instr_rate for w in state.workers if w.alive)

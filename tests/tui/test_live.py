@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from helpers import wait_for
@@ -106,6 +107,28 @@ def test_live_source_shows_disconnected_and_follows_a_restarted_dispatcher(tmp_p
         first.stop()
         if second is not None:
             second.stop()
+
+
+def test_a_lost_dispatcher_stops_the_clock_and_counts_the_silence(tmp_path, monkeypatch):
+    from gt.tui.tables import header_text
+
+    monkeypatch.setenv("GT_RUNTIME_DIR", str(tmp_path))
+    cluster = LocalCluster(workers=1)
+    src = LiveSource(cluster.endpoints, hz=20, ping_s=0.2, dead_s=1.0)
+    src.start()
+    try:
+        assert src.ready.wait(10) and wait_for(lambda: src.status().connected)
+        cluster.stop()
+        assert wait_for(lambda: not src.status().connected, timeout=10)
+        up = src.compute().uptime_s
+        assert wait_for(lambda: time.monotonic() - src.silent_since > 2.5, timeout=10)
+        assert src.compute().uptime_s == up  # "up" stands where the last answer left it
+        assert "no answer for 2." in src.status().detail  # the silence, not the threshold
+        header = header_text(src.compute(), src.status()).plain
+        assert "workers ?/1" in header  # it cannot tell who is alive
+    finally:
+        src.stop()
+        cluster.stop()
 
 
 @pytest.mark.skipif(
