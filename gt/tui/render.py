@@ -7,6 +7,7 @@ Everything the monitor draws that has any logic in it lives here (or in
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Iterable, Sequence
 
@@ -221,6 +222,15 @@ def sparkline(
         return Text(SPARK[0] * len(vals), style=style)
     chars = [SPARK[max(0, min(top, round((v - lo) / span * top)))] for v in vals]
     return Text("".join(chars), style=style)
+
+
+_OSC = re.compile(r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")  # a window title and the like
+
+
+def output_line(line: str) -> Text:
+    """A line a program printed, as a pane shows it: its colours kept, and nothing that would
+    move the terminal's cursor or clear it (a ``\\r`` progress bar shows its last state)."""
+    return Text.from_ansi(_OSC.sub("", line.rstrip("\r\n").rsplit("\r", 1)[-1]))
 
 
 def op_color(name: str) -> str:

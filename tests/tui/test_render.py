@@ -341,3 +341,12 @@ def test_time_bar_and_replay_header_round_a_position_alike():
     t = 2_962_600_000  # 2.9626 s: the header prints 2.963s
     assert f"{t / 1e9:.3f}s" == "2.963s" and fmt_time(t) == "0:02.963"
     assert fmt_time(3_723_000_400_000) == "1:02:03.000"
+
+
+def test_output_lines_keep_colours_and_drop_what_moves_the_terminal():
+    red = R.output_line("\x1b[31mRED\x1b[0m plain\n")
+    assert red.plain == "RED plain" and red.spans[0].style.color.number == 1  # (ANSI red)
+    assert R.output_line("\x1b[2J\x1b[Hcleared").plain == "cleared"
+    assert R.output_line("\x1b]0;a title\x07after").plain == "after"
+    assert R.output_line("  10%\r  50%\r 100%\r\n").plain == " 100%"  # a progress bar's last state
+    assert R.output_line("bell\x07 back\x08").plain == "bell back"

@@ -160,7 +160,7 @@ class OutputPane(RichLog):
                 break
             batch.append(line)
         for line in batch[-(self.max_lines or len(batch)) :]:
-            self.write(Text(str(line).rstrip("\n")))
+            self.write(R.output_line(str(line)))
         if ended:
             self.ended = True
             self.write(Text("[process exited]", style="bold"))
