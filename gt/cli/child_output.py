@@ -87,6 +87,8 @@ class ChildOutput:
                 *done, pending = pending.split(b"\n")
                 for raw in done:
                     self._line(raw)
+                if done and self._log is not None:  # on disk as they arrive (a hangup keeps them)
+                    self._log.flush()
             if pending:
                 self._line(pending)
         finally:

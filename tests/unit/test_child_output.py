@@ -59,3 +59,23 @@ def test_every_line_goes_to_the_log_though_the_tail_keeps_the_last_ones(tmp_path
     assert logged[:3] == ["0", "1", "2"] and logged[2999] == "2999" and len(logged) == 3001
     assert out.tail(5)[-2:] == ["2999", "[exited with code 0]"]
     os.unlink(out.log_path)
+
+
+def test_the_log_holds_each_line_while_the_program_still_runs(tmp_path):
+    go = tmp_path / "go"
+    script = (
+        f"import os, time\nprint('first')\nwhile not os.path.exists({str(go)!r}): time.sleep(0.02)"
+    )
+    out = ChildOutput([sys.executable, "-c", script], log=True)
+    try:
+
+        def logged() -> str:
+            with open(out.log_path, encoding="utf-8") as f:
+                return f.read()
+
+        assert wait_for(lambda: "first\n" in logged(), timeout=30)  # before the program ends
+    finally:
+        go.touch()
+        _all_lines(out)
+        out.proc.wait(timeout=10)
+        os.unlink(out.log_path)
