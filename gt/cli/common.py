@@ -18,6 +18,30 @@ Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 NO_DISPATCHER = "no GT dispatcher is running; start one with `gt dispatcher` or try `gt demo`"
 
 
+def port_arg(text: str) -> int:
+    """``--port``: 0 (free ports) or a port that leaves room for the four after it (1..65531)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= port <= 65531:
+        raise argparse.ArgumentTypeError(
+            f"{port} is not a port for it: 1 to 65531 (it takes P to P+4), or 0 for free ports"
+        )
+    return port
+
+
+def positive_arg(text: str) -> float:
+    """A number of seconds or a rate that must be above 0 (``--hz``, ``--duration``, ``--timeout``)."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not x > 0 or x == float("inf"):  # (NaN fails too)
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+    return x
+
+
 def install_stop_signals(stop: Callable[[], Any]) -> None:
     """Call ``stop`` on SIGTERM and on SIGINT (Ctrl-C) instead of raising.
 

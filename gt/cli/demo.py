@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-from gt.cli.common import Subparsers
+from gt.cli.common import Subparsers, positive_arg
 from gt.cli.run import run_command
 
 #: The demo's shard config: the data split by rows over every worker, the parameters replicated.
@@ -44,7 +44,9 @@ def add_parser(subparsers: Subparsers) -> None:
     p.add_argument(
         "--record", metavar="FILE", help="also record the run to FILE (.gtrace) for `gt replay`"
     )
-    p.add_argument("--hz", type=float, default=8.0, help="dashboard refresh rate (default 8)")
+    p.add_argument(
+        "--hz", type=positive_arg, default=8.0, help="dashboard refresh rate (default 8)"
+    )
     p.set_defaults(func=run)
 
 

@@ -9,7 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from gt.cli.common import Subparsers, install_stop_signals
+from gt.cli.common import Subparsers, install_stop_signals, port_arg
 from gt.cli.memory_flags import add_memory_flags, memory_from_args
 
 
@@ -25,7 +25,7 @@ def add_parser(subparsers: Subparsers) -> None:
     )
     p.add_argument(
         "--port",
-        type=int,
+        type=port_arg,
         default=0,
         help="client port; the other endpoints take the next four (default: free ports)",
     )

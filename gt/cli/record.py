@@ -7,7 +7,7 @@ import sys
 import threading
 from typing import Any
 
-from gt.cli.common import Subparsers, install_stop_signals, newest_dispatcher
+from gt.cli.common import Subparsers, install_stop_signals, newest_dispatcher, positive_arg
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -15,7 +15,9 @@ def add_parser(subparsers: Subparsers) -> None:
     p = subparsers.add_parser("record", help="attach to a running dispatcher and record its events")
     p.add_argument("-o", "--output", required=True, help="the .gtrace file to write")
     p.add_argument("--connect", help="dispatcher address (default: the newest live one)")
-    p.add_argument("--duration", type=float, help="seconds to record (default: until Ctrl-C)")
+    p.add_argument(
+        "--duration", type=positive_arg, help="seconds to record (default: until Ctrl-C)"
+    )
     p.add_argument("--ready-line", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--quiet", action="store_true", help="print nothing when done")
     p.set_defaults(func=run)

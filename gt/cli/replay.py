@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gt.cli.common import Subparsers
+from gt.cli.common import Subparsers, positive_arg
 from gt.cli.dashboard import format_json, format_once
 
 
@@ -30,7 +30,9 @@ def add_parser(subparsers: Subparsers) -> None:
         "--once", action="store_true", help="print the state at --at (default: the end) and exit"
     )
     parser.add_argument("--json", action="store_true", help="print that state as JSON and exit")
-    parser.add_argument("--hz", type=float, default=8.0, help="repaints per second (default 8)")
+    parser.add_argument(
+        "--hz", type=positive_arg, default=8.0, help="repaints per second (default 8)"
+    )
     parser.add_argument(
         "--window",
         metavar="FROM:TO",

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 
-from gt.cli.common import Subparsers, exit_status
+from gt.cli.common import Subparsers, exit_status, positive_arg
 from gt.cli.dashboard import run_with_dashboard
 
 
@@ -31,7 +31,9 @@ def add_parser(subparsers: Subparsers) -> None:
         help="no dashboard: plain output, and the script reads the terminal (the dashboard gives "
         "it no stdin); for CI and scripts",
     )
-    p.add_argument("--hz", type=float, default=8.0, help="dashboard refresh rate (default 8)")
+    p.add_argument(
+        "--hz", type=positive_arg, default=8.0, help="dashboard refresh rate (default 8)"
+    )
     p.add_argument("--readonly", action="store_true", help="dashboard cannot change the config")
     p.add_argument("script", help="the Python script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")

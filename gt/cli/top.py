@@ -6,7 +6,7 @@ import argparse
 import gc
 import sys
 
-from gt.cli.common import NO_DISPATCHER, Subparsers, announce
+from gt.cli.common import NO_DISPATCHER, Subparsers, announce, positive_arg
 from gt.cli.dashboard import (
     collect_state,
     find_endpoints,
@@ -33,7 +33,9 @@ def add_parser(subparsers: Subparsers) -> None:
     )
     # 4 repaints a second: the timeline scrolls smoothly enough, and each repaint costs a model
     # state plus the timeline's drawing (the tables redraw once a second either way)
-    parser.add_argument("--hz", type=float, default=4.0, help="repaints per second (default 4)")
+    parser.add_argument(
+        "--hz", type=positive_arg, default=4.0, help="repaints per second (default 4)"
+    )
     parser.add_argument(
         "--readonly", action="store_true", help="never change the cluster (no config edits)"
     )

@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-from gt.cli.common import Subparsers, install_stop_signals, resolve_endpoints
+from gt.cli.common import Subparsers, install_stop_signals, positive_arg, resolve_endpoints
 from gt.cli.memory_flags import add_memory_flags, memory_from_args
 
 
@@ -52,7 +52,7 @@ def add_parser(subparsers: Subparsers) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=float,
+        type=positive_arg,
         default=10.0,
         metavar="SECONDS",
         help="how long to wait for the dispatcher to answer at --connect (default 10)",

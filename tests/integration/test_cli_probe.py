@@ -283,3 +283,23 @@ def test_replay_names_a_file_it_cannot_open_as_trace_does(tmp_path):
                              text=True, timeout=60)  # fmt: skip
         assert out.returncode == 1 and f"{path}: {words}" in out.stderr
         assert "Errno" not in out.stderr
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["dispatcher", "--port", "99999"], "1 to 65531"),
+        (["dispatcher", "--port=-5"], "1 to 65531"),
+        (["dispatcher", "--port", "65533"], "it takes P to P+4"),
+        (["top", "--hz", "0"], "must be above 0"),
+        (["replay", "x.gtrace", "--hz=-1"], "must be above 0"),
+        (["record", "-o", "x.gtrace", "--duration", "0"], "must be above 0"),
+        (["worker", "--timeout=-1"], "must be above 0"),
+    ],
+)
+def test_numbers_out_of_range_are_refused_before_anything_starts(args, words, capsys):
+    from gt.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(args)
+    assert stop.value.code == 2 and words in capsys.readouterr().err
