@@ -15,7 +15,9 @@ from gt.cli.dashboard import run_with_dashboard
 def add_parser(subparsers: Subparsers) -> None:
     """Register ``gt run``."""
     p = subparsers.add_parser(
-        "run", help="run a script as a client of a local cluster (dashboard alongside)"
+        "run",
+        help="run a script as a client of a local cluster (dashboard alongside)",
+        usage="gt run [options] script.py [ARGS ...]",
     )
     p.add_argument(
         "--workers",
@@ -35,8 +37,10 @@ def add_parser(subparsers: Subparsers) -> None:
         "--hz", type=positive_arg, default=8.0, help="dashboard refresh rate (default 8)"
     )
     p.add_argument("--readonly", action="store_true", help="dashboard cannot change the config")
-    p.add_argument("script", help="the Python script to run")
-    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    # One list for the script and its arguments: argparse would drop a "--" right after the
+    # script, which the script must see as `python script.py -- x` shows it.
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="script.py ARGS",
+                   help="the Python script to run, then its arguments (all passed as given)")  # fmt: skip
     p.set_defaults(func=run)
 
 
@@ -79,6 +83,13 @@ def _checked(args: argparse.Namespace) -> str | None:
 def run(args: argparse.Namespace) -> int:
     """Run ``gt run``; returns the script's exit status (2 when the script does not exist or an
     option is wrong)."""
+    command = list(args.command)
+    if command[:1] == ["--"]:  # (gt's own "no more options" mark, before the script)
+        del command[0]
+    if not command:
+        print("gt run: which script? (gt run [options] script.py [ARGS ...])", file=sys.stderr)
+        return 2
+    args.script, args.args = command[0], command[1:]
     problem = _checked(args)
     if problem is not None:
         print(f"gt run: {problem}", file=sys.stderr)

@@ -303,3 +303,21 @@ def test_numbers_out_of_range_are_refused_before_anything_starts(args, words, ca
     with pytest.raises(SystemExit) as stop:
         main(args)
     assert stop.value.code == 2 and words in capsys.readouterr().err
+
+
+def test_gt_run_passes_the_scripts_arguments_as_python_would(monkeypatch, tmp_path):
+    import gt.cli.run as run_cli
+    from gt.cli import main
+
+    script = tmp_path / "s.py"
+    script.write_text("")
+    seen = []
+    monkeypatch.setattr(run_cli, "run_script", lambda path, args, **kw: seen.append(args) or 0)
+    for argv, want in (
+        ([str(script), "--", "x"], ["--", "x"]),
+        (["--", str(script), "--lr", "1"], ["--lr", "1"]),
+        (["--workers", "1", str(script), "x", "--", "y"], ["x", "--", "y"]),
+    ):
+        assert main(["run", "--no-tui", *argv]) == 0
+        assert seen.pop() == want, argv
+    assert main(["run", "--no-tui"]) == 2
