@@ -42,6 +42,16 @@ def positive_arg(text: str) -> float:
     return x
 
 
+def record_problem(path: str) -> str | None:
+    """What is wrong with ``--record PATH`` before anything starts (else ``None``)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        return f"--record {path}: a directory; name the .gtrace file to write"
+    if not os.path.isdir(folder):
+        return f"--record {path}: no such folder {folder}"
+    return None
+
+
 def install_stop_signals(stop: Callable[[], Any]) -> None:
     """Call ``stop`` on SIGTERM and on SIGINT (Ctrl-C) instead of raising.
 

@@ -80,8 +80,8 @@ def _refusal(control: Any) -> str | None:
 
 
 def _read(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
+    if path == "-":  # (bytes, decoded here: stdin's own decoding may hide bad bytes as surrogates)
+        return sys.stdin.buffer.read().decode("utf-8")
     with open(path, encoding="utf-8") as f:
         return f.read()
 
@@ -105,6 +105,9 @@ def run(args: argparse.Namespace) -> int:
             text = _read(args.file)
         except OSError as exc:
             print(f"gt config: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
+            return 1
+        except UnicodeDecodeError:  # (an image, an archive: not YAML)
+            print(f"gt config: {args.file}: not a text file (UTF-8 YAML)", file=sys.stderr)
             return 1
         ids = control.workers() if control is not None else None
         checked = CE.check_text(text, ids)

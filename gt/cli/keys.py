@@ -61,6 +61,15 @@ def run(args: argparse.Namespace) -> int:
         except security.KeysMissing as exc:
             print(f"gt keys: {exc}", file=sys.stderr)
             return 1
+        except FileExistsError:  # (a file where the directory should go)
+            print(f"gt keys: {args.dest}: a file, not a directory to export into", file=sys.stderr)
+            return 1
+        except OSError as exc:
+            print(
+                f"gt keys: cannot write {exc.filename or args.dest}: {exc.strerror}",
+                file=sys.stderr,
+            )
+            return 1
         who = f"tenant {args.tenant}'s" if args.tenant else f"the {args.role}"
         print(f"wrote {who} keys to {args.dest} ({len(files)} files); on that machine: "
               f"GT_KEYS={args.dest}")  # fmt: skip

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 
-from gt.cli.common import Subparsers, exit_status, positive_arg
+from gt.cli.common import Subparsers, exit_status, positive_arg, record_problem
 from gt.cli.dashboard import run_with_dashboard
 
 
@@ -21,7 +21,7 @@ def add_parser(subparsers: Subparsers) -> None:
     )
     p.add_argument(
         "--workers",
-        type=_worker_count,
+        type=worker_count,
         default=None,
         help="local workers (default: $GT_WORKERS, else 2)",
     )
@@ -44,7 +44,7 @@ def add_parser(subparsers: Subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _worker_count(text: str) -> int:
+def worker_count(text: str) -> int:
     """A number of local workers (at least 1), for ``--workers`` and ``$GT_WORKERS``."""
     try:
         n = int(text)
@@ -59,13 +59,11 @@ def _checked(args: argparse.Namespace) -> str | None:
     """What is wrong with ``gt run``'s options, found before anything starts (else ``None``)."""
     if args.workers is None:
         try:
-            args.workers = _worker_count(os.environ.get("GT_WORKERS", "2"))
+            args.workers = worker_count(os.environ.get("GT_WORKERS", "2"))
         except argparse.ArgumentTypeError as exc:
             return f"$GT_WORKERS: {exc}"
-    if args.record:
-        folder = os.path.dirname(os.path.abspath(args.record))
-        if not os.path.isdir(folder):
-            return f"--record {args.record}: no such folder {folder}"
+    if args.record and record_problem(args.record):
+        return record_problem(args.record)
     if args.config:
         from gt.runtime.sharding import config_text  # (not for every `gt` command)
 

@@ -321,3 +321,28 @@ def test_gt_run_passes_the_scripts_arguments_as_python_would(monkeypatch, tmp_pa
         assert main(["run", "--no-tui", *argv]) == 0
         assert seen.pop() == want, argv
     assert main(["run", "--no-tui"]) == 2
+
+
+def test_unusable_files_and_counts_get_one_line_not_a_traceback(tmp_path, env):
+    def gt(*args, stdin=None):
+        return subprocess.run(gt_cmd(*args), capture_output=True, timeout=60, input=stdin,
+                              env={**env, "GT_KEYS": str(tmp_path / "keys")})  # fmt: skip
+
+    image = tmp_path / "img.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 100)
+    script = tmp_path / "ok.py"
+    script.write_text("print('ran')\n")
+    assert gt("keys").returncode == 0
+    for args, stdin, code, words in (
+        (("config", "validate", "--offline", str(image)), None, 1, "not a text file"),
+        (("config", "validate", "--offline", "-"), image.read_bytes(), 1, "not a text file"),
+        (("demo", "--no-tui", "--workers", "0"), None, 2, "at least 1 worker"),
+        (("demo", "--no-tui", "--steps", "-3"), None, 2, "at least 1 step"),
+        (("demo", "--no-tui", "--record", str(tmp_path / "no" / "d.gtrace")), None, 2, "no such folder"),
+        (("run", "--no-tui", "--record", str(tmp_path), str(script)), None, 2, "a directory"),
+        (("keys", "export", "--role", "client", str(image)), None, 1, "a file, not a directory"),
+        (("keys", "export", "--role", "client", "/proc/gt-x"), None, 1, "cannot write /proc/gt-x"),
+    ):  # fmt: skip
+        got = gt(*args, stdin=stdin)
+        err = got.stderr.decode()
+        assert got.returncode == code and words in err and "Traceback" not in err, (args, err)
