@@ -346,3 +346,10 @@ def test_unusable_files_and_counts_get_one_line_not_a_traceback(tmp_path, env):
         got = gt(*args, stdin=stdin)
         err = got.stderr.decode()
         assert got.returncode == code and words in err and "Traceback" not in err, (args, err)
+
+
+def test_a_short_demo_that_improves_the_fit_ends_well(env):
+    got = subprocess.run(gt_cmd("demo", "--no-tui", "--workers", "1", "--steps", "5"),
+                         capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert "not converged yet" in got.stdout and "did not converge" not in got.stdout
