@@ -405,11 +405,18 @@ def cmd_export(
 
     def run() -> int:
         with Reader(path, skip_damaged=True) as r:
+            length = (r.t_last or 0) - (r.t_first or 0)
+            if win is not None and win[0] is not None and win[0] > length:
+                return _fail(f"the window starts at {win[0] / 1e9:g} s, after the trace ends "
+                             f"({length / 1e9:.2f} s): nothing to export")  # fmt: skip
             try:
                 counts = export_chrome(r, target, window=win, workers=ws)
             except OSError as exc:
                 return _fail(f"{target}: cannot write ({exc.strerror or exc})")
             _warn(r)
+        if ws is not None and not counts["workers"] and not str(target).startswith("/dev/"):
+            target.unlink(missing_ok=True)  # (an empty trace would look like a working export)
+            return _fail(f"no worker {','.join(map(str, ws))} in {path}: nothing written")
         rate = counts["events_in"] / counts["seconds"] if counts["seconds"] else 0
         print(
             f"wrote {target}: {counts['slices']:,} slices, {counts['flows']:,} flows, "

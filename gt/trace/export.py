@@ -519,7 +519,7 @@ def export_chrome(
             fh.write('{"displayTimeUnit":"ns","otherData":' + _dumps(other) + ',"traceEvents":[\n')
             ex.run()
             fh.write("\n]}\n")
-        counts = dict(ex.counts)
+        counts = dict(ex.counts, workers=len(ex.seen_workers))
     finally:
         if reader is not trace:
             reader.close()

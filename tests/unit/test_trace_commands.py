@@ -223,6 +223,18 @@ def test_export_rejects_bad_options_in_one_line(trace, tmp_path, capsys, window,
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    "window, workers, words",
+    [(None, "5", "no worker 5 in"), ("9s:10s", None, "after the trace ends")],
+)
+def test_export_that_would_select_nothing_says_so_and_writes_nothing(
+    trace, tmp_path, capsys, window, workers, words
+):
+    out = tmp_path / "o.json"
+    assert cmd_export(trace, out, window=window, workers=workers) == 1
+    assert words in capsys.readouterr().err and not out.exists()
+
+
 def test_export_to_an_unwritable_place(trace, tmp_path, capsys):
     assert cmd_export(trace, tmp_path / "no" / "such" / "dir.json") == 1
     err = capsys.readouterr().err
