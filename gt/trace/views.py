@@ -12,6 +12,9 @@ from gt.trace.records import ClientRecord, WorkerRecord, as_int, as_num
 from gt.trace.state import ClientState, DeviceState, MemoryState, OpStat, WorkerState
 from gt.trace.timeshare import COMM, COMPUTE, MEMORY_TRAFFIC, WAIT, shares
 
+#: A worker's last op is its current op for this long after its batch ended (then it runs nothing)
+CURRENT_NS = 1_000_000_000
+
 if TYPE_CHECKING:
     from gt.trace.model import ClusterModel
 
@@ -51,7 +54,7 @@ def worker_state(model: ClusterModel, w: WorkerRecord, now: int) -> WorkerState:
     if run is not None and run[1] is not None:
         current = model.op_name(run[1])
         src = model.srclocs.get((run[2], run[3])) if run[3] is not None else None
-    elif w.last_ops:
+    elif w.last_ops and w.execs and now - w.execs[-1][1] <= CURRENT_NS:
         current = model.op_name(w.last_ops[-1])
         if w.last_srcs:
             src = model.srclocs.get((w.last_client, w.last_srcs[-1]))

@@ -35,7 +35,8 @@ def worker_detail(w: WorkerState, width: int = 60, *, connected: bool = True,
     head.append(
         f"\ndevice {R.na(w.device)}  backend {R.na(w.backend)}  host {R.na(w.host)}  pid {R.na(w.pid)}"
     )
-    head.append(f"\nnow: {R.na(w.current_op)} at {R.na(w.current_source)}   queue {R.na(w.queue)}  "
+    now = f"{w.current_op} at {R.na(w.current_source)}" if w.current_op else "idle"
+    head.append(f"\nnow: {now}   queue {R.na(w.queue)}  "
                 f"in flight {R.na(w.in_flight)}  {R.human_rate(w.instr_rate, ' instr/s')}  "
                 f"moved {R.human_bytes(w.comm_rate) + '/s' if w.comm_rate is not None else R.NA}"
                 f"{' via ' + w.via if w.via else ''}")  # fmt: skip

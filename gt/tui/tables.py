@@ -246,7 +246,7 @@ def worker_cells(w: WorkerState, tier: Tier = WORKER_TIERS[0], *, connected: boo
         state_cell = Text("unknown", style="dim yellow")
     else:
         state_cell = Text("dead", style="bold red")
-    op = w.current_op if w.alive else (w.reason or "dead")
+    op = (w.current_op or "idle") if w.alive else (w.reason or "dead")
     return (
         Text(f"w{w.id}", style="bold" if w.alive and known else "dim" if w.alive else "dim strike"),
         R.na_text(_device_label(w, tier.short, hosts), dim),

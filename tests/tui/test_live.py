@@ -42,7 +42,7 @@ def test_live_source_sees_workers_clients_and_exec_events(cluster):
         run_some_ops(cluster.address)
         # (the counts can arrive before the exec events that name the ops, on a busy machine)
         st = wait_for(lambda: (s := src.snapshot()).totals.instructions >= 60
-                      and any(w.current_op for w in s.workers) and s)  # fmt: skip
+                      and any(w.ops for w in s.workers) and s)  # fmt: skip
         assert all(w.alive for w in st.workers)
         assert st.clients, "the client should be listed"
         assert wait_for(lambda: any(m.label == "checkpoint" for m in src.snapshot().marks))

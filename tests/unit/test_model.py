@@ -506,3 +506,10 @@ def test_a_dead_worker_holds_no_memory_and_a_late_monitor_learns_why_it_died():
                                                    "stats": {"bytes": 262_148, "tensors": 3}}]})  # fmt: skip
     w = late.state(50).workers[0]
     assert w.reason == "exited with code -9" and not w.memory.used
+
+
+def test_a_worker_that_ran_nothing_for_a_second_has_no_current_op():
+    m = model_with([exec_ev(1 * S, 1 * S + 100, [2])])
+    assert m.state(1 * S + S // 2).workers[0].current_op == "add"
+    idle = m.state(3 * S).workers[0]
+    assert idle.current_op is None and idle.current_source is None
