@@ -16,6 +16,7 @@ from gt.tui.app import make_app
 from gt.tui.sample import T_END, sample_batches
 from gt.tui.screens import ConfigScreen, TopScreen
 from gt.tui.sources import ListSource, LiveSource
+from gt.tui.widgets.yaml_area import YamlArea
 
 pytestmark = pytest.mark.timeout(90)
 SIZE = (140, 45)
@@ -137,9 +138,7 @@ async def test_a_valid_change_is_applied_and_the_next_instructions_follow_it(clu
             await pilot.press("ctrl+t")
             await wait_async(pilot, lambda: len(screen.history) >= 2)
             assert request(cluster.endpoints["control"], "config_get")["signals"] == {}
-            await pilot.press(
-                "escape", "escape"
-            )  # the first leaves the editor, the second the screen
+            await pilot.press("escape")
             await wait_async(
                 pilot, lambda: "▼config" in str(app.screen.query_one("TimelineView").render())
             )
@@ -265,7 +264,8 @@ async def test_leaving_the_editor_keeps_unsaved_edits_for_next_time(cluster):
         edit = "stage:\n  workers: [1]\n"
         screen.load(edit)
         await pilot.pause()
-        await pilot.press("escape", "escape")  # the first leaves the text, the second the editor
+        assert isinstance(app.focused, YamlArea)  # typing in it: one escape goes back all the same
+        await pilot.press("escape")
         await wait_async(pilot, lambda: isinstance(app.screen, TopScreen))
         await pilot.press("c")
         screen = app.screen
@@ -274,7 +274,7 @@ async def test_leaving_the_editor_keeps_unsaved_edits_for_next_time(cluster):
         await pilot.press("ctrl+r")  # the running config instead: now the draft is gone
         await pilot.pause()
         assert screen.text == screen.running_text
-        await pilot.press("escape", "escape")
+        await pilot.press("escape")
         await wait_async(pilot, lambda: isinstance(app.screen, TopScreen))
         assert app.config_draft is None
 
@@ -296,3 +296,25 @@ async def test_the_editor_does_not_apply_to_another_users_dispatcher(cluster, mo
         await pilot.pause(0.2)
         assert screen.last_result is None
         assert request(cluster.endpoints["control"], "config_get") == before
+
+
+async def test_the_yaml_editor_takes_each_key_once_and_gives_escape_to_its_screen():
+    from textual.app import App
+    from textual.screen import Screen
+
+    class Editing(Screen):
+        left = False
+
+        def compose(self):
+            yield YamlArea("", id="editor")
+
+        def action_back(self) -> None:
+            self.left = True
+
+    app = App()
+    async with app.run_test() as pilot:
+        screen = Editing()
+        await app.push_screen(screen)
+        screen.query_one(YamlArea).focus()
+        await pilot.press("a", "b", "tab", "c", "escape")
+        assert screen.query_one(YamlArea).text == "ab  c" and screen.left

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.style import Style
+from textual import events
 from textual.widgets import TextArea
 
 from gt.runtime.sharding.config_text import highlight_spans
@@ -13,13 +14,21 @@ ERROR_HIGHLIGHT = "gt.error"
 class YamlArea(TextArea):
     """Highlights keys, numbers, booleans, strings and comments from PyYAML's scanner.
 
-    :meth:`mark_lines` underlines whole lines (1-based) in red: where the problems are.
+    :meth:`mark_lines` underlines whole lines (1-based) in red: where the problems are. Escape
+    runs its screen's ``back`` action.
     """
 
     error_lines: frozenset[int] = frozenset()
 
     def __init__(self, text: str = "", **kw) -> None:
         super().__init__(text, soft_wrap=False, tab_behavior="indent", show_line_numbers=True, **kw)
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key == "escape":  # the screen's "esc back" at once, not a first escape that only
+            event.stop()  # moves the focus off the text (TextArea's own use of it)
+            event.prevent_default()
+            await self.run_action("screen.back")
+        # (other keys: Textual calls TextArea's own handler next, as for every class up the MRO)
 
     def mark_lines(self, lines: frozenset[int]) -> None:
         """Mark these 1-based lines as having problems."""
