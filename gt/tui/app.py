@@ -16,9 +16,11 @@ from textual.message import Message
 from gt.trace.state import ClusterState
 from gt.tui.gcpace import IdlePacer
 from gt.tui.screens import ConfigScreen, HelpScreen, TopScreen, WorkerScreen
+from gt.tui.screens.confirm import ConfirmQuit
 from gt.tui.screens.replay_keys import REPLAY_BINDINGS
 from gt.tui.sources import Source
 from gt.tui.textual_leaks import uncycle_strips, unpin_styles_caches
+from gt.tui.widgets import OutputPane
 
 DARK, LIGHT = "textual-dark", "textual-light"
 #: How long the source's background work waits after a key or a click while the app answers it
@@ -46,7 +48,7 @@ class GTApp(App):
     # htop has no command palette, and its key would take a place in the footer
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [
-        Binding("q", "quit", "quit"),
+        Binding("q", "quit_asking", "quit"),  # (asks first while gt run's script still runs)
         # like htop, Ctrl-C quits (Textual would otherwise only say how to quit); a priority
         # binding, so it quits from the editor and the filter box too
         Binding("ctrl+c", "quit", "quit", show=False, priority=True),
@@ -154,6 +156,25 @@ class GTApp(App):
         self.tick(full=False)
         if self.gc_pacer is not None:
             self.gc_pacer.tick()
+
+    async def action_quit_asking(self) -> None:
+        """``q``: quit, after a yes when quitting would stop a script that still runs."""
+        if not self._script_running():
+            await self.action_quit()
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.exit()
+
+        self.push_screen(ConfirmQuit(), answered)
+
+    def _script_running(self) -> bool:
+        """Whether an output pane (``gt run``) shows a program that has not ended."""
+        if self.output is None:
+            return False
+        panes = [p for s in self.screen_stack for p in s.query(OutputPane)]
+        return any(not p.ended for p in panes)
 
     def open_worker(self, wid: int) -> None:
         """Push the detail screen for worker ``wid``."""

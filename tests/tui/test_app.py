@@ -177,6 +177,32 @@ async def test_q_quits():
     assert app.return_code == 0 or app.return_code is None
 
 
+async def test_q_asks_before_it_stops_a_script_that_still_runs():
+    from gt.tui.screens.confirm import ConfirmQuit
+
+    lines: queue.Queue = queue.Queue()
+    lines.put("epoch 1")  # no None: the script runs on
+    app = sample_app(output=lines, hz=20)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("q")
+        await wait_async(pilot, lambda: isinstance(app.screen, ConfirmQuit))
+        await pilot.press("n")  # keep it running
+        await wait_async(pilot, lambda: isinstance(app.screen, TopScreen))
+        assert app.is_running
+        await pilot.press("q", "y")
+        await wait_async(pilot, lambda: not app.is_running)
+
+
+async def test_q_quits_at_once_once_the_script_ended():
+    lines: queue.Queue = queue.Queue()
+    lines.put(None)
+    app = sample_app(output=lines, hz=20)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_async(pilot, lambda: app.screen.query_one(OutputPane).ended)
+        await pilot.press("q")
+        await wait_async(pilot, lambda: not app.is_running)
+
+
 def test_a_repaint_due_with_no_screen_left_draws_nothing():
     """The repaint timer can fire while the app shuts down, after its last screen is gone (seen
     as ScreenStackError from a replay test on a busy machine): that repaint is skipped."""
