@@ -329,12 +329,21 @@ class ReplaySource(Source):
         self.selection = (max(c.t_start, min(a, b)), min(c.t_end, max(a, b)))
         return self.selection
 
+    def export_range(self) -> tuple[int, int] | None:
+        """What ``x`` exports: the window; a window only started runs to the end of the recording
+        (the time bar shows it open: "window from 0:01.000…"); ``None``: the whole recording."""
+        sel = self.selection
+        if sel is None:
+            return None
+        return (sel[0], sel[1]) if sel[1] > sel[0] else (sel[0], self.clock.t_end)
+
     def export_window(self, out: str | os.PathLike[str]) -> dict:
-        """Write the selected window (or the whole trace) as Chrome trace JSON; returns counts."""
+        """Write :meth:`export_range` (or the whole trace) as Chrome trace JSON; returns counts."""
         window = None
-        if self.selection is not None and self.selection[1] > self.selection[0]:
+        rng = self.export_range()
+        if rng is not None:
             origin = self.index.t_start
-            window = (self.selection[0] - origin, self.selection[1] - origin)
+            window = (rng[0] - origin, rng[1] - origin)
         # its own reader: this runs on a worker thread
         with Reader(self.reader.path, skip_damaged=True) as r:
             return export_chrome(r, out, window=window)
@@ -342,8 +351,9 @@ class ReplaySource(Source):
     def default_export_path(self) -> str:
         """``<trace>-<from>s-<to>s.json`` next to the trace (in the working directory if unwritable)."""
         stem = os.path.splitext(str(self.reader.path))[0]
-        if self.selection is not None and self.selection[1] > self.selection[0]:
-            a, b = ((x - self.index.t_start) / 1e9 for x in self.selection)
+        rng = self.export_range()
+        if rng is not None:
+            a, b = ((x - self.index.t_start) / 1e9 for x in rng)
             stem += f"-{a:.3f}s-{b:.3f}s"
         path = stem + ".json"
         if not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK):

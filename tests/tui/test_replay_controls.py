@@ -168,6 +168,24 @@ async def test_select_a_window_and_export_it_to_chrome_json(replay, tmp_path):
     assert src.last_export.endswith("sample-3.000s-4.500s.json")
 
 
+async def test_a_window_only_started_exports_from_its_start_to_the_end(replay, tmp_path):
+    src, _ = replay
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("g", *"3s", "enter", "v", "x")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+    end = (src.clock.t_end - src.clock.t_start) / 1e9
+    assert src.last_export.endswith(f"sample-3.000s-{end:.3f}s.json")
+    ts = [
+        e["ts"]
+        for e in json.loads(open(src.last_export).read())["traceEvents"]
+        if e.get("ph") == "X"
+    ]
+    assert ts and min(ts) >= 2.0e6  # (not the whole recording: nothing from before 3 s but the
+    # batch running at 3 s)
+
+
 async def test_v_three_times_clears_the_window(replay):
     src, _ = replay
     app = make_app(src)

@@ -134,7 +134,8 @@ class ReplayKeys:
         if sel is None:
             self.notify("window cleared", timeout=1.5)
         elif sel[0] == sel[1]:
-            self.notify("window starts here: move, then press v again to end it", timeout=3)
+            self.notify("window starts here: move, then press v again to end it (x now exports "
+                        "from here to the end)", timeout=3)  # fmt: skip
         else:
             start = self.replay.clock.t_start
             self.notify(f"window {TB.fmt_time(sel[0] - start)}–{TB.fmt_time(sel[1] - start)}: "
