@@ -91,7 +91,7 @@ def format_once(state: Any, status: Any, width: int | None = None) -> str:
             width = shutil.get_terminal_size((160, 24)).columns if sys.stdout.isatty() else 160
     buf = io.StringIO()
     console = Console(file=buf, width=width, force_terminal=False, color_system=None)
-    console.print(T.header_text(state, status))
+    console.print(T.header_text(state, status, width=width))
     console.print(T.workers_table(state, width))
     console.print(T.clients_table(state, width))
     console.print(T.log_lines(state.log, 10, state.now_ns))

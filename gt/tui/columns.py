@@ -9,7 +9,7 @@ narrow terminal gets narrower columns and abbreviations, never fewer columns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -81,6 +81,25 @@ def cut(cell: Text, width: int) -> Text:
     out = cell.copy()
     out.truncate(max(0, width), overflow="ellipsis")
     return out
+
+
+def narrower(layout: Layout, drop: Sequence[str]) -> Iterator[Layout]:
+    """``layout`` less the column keyed ``drop[0]``, then less ``drop[1]`` too, and so on: for a
+    table that must fit a width where even the most compact layout is too wide (``gt top --once``
+    at 40 columns), so that its rows are never wrapped."""
+    keys = [c.key for c in layout.columns]
+    idx = list(range(len(keys)))
+    for key in drop:
+        if key not in keys:
+            continue
+        idx.remove(keys.index(key))
+        kept = tuple(idx)
+        yield Layout(
+            f"{layout.name}-{len(kept)}",
+            tuple(layout.columns[i] for i in kept),
+            lambda kept=kept: [(k, tuple(c[i] for i in kept)) for k, c in layout.rows()],
+            layout.gap,
+        )
 
 
 def fit(

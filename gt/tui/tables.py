@@ -17,7 +17,7 @@ from rich.text import Text
 
 from gt.trace.state import ClientState, ClusterState, LogEntry, WorkerState
 from gt.tui import render as R
-from gt.tui.columns import Column, Fitted, Layout, Rows, fit
+from gt.tui.columns import Column, Fitted, Layout, Rows, fit, narrower
 
 #: Column keys, the same in every layout (labels differ: see :func:`worker_layouts`).
 WORKER_COLUMNS = ("worker", "device", "state", "shares", "op", "queue", "instr/s", "memory",
@@ -304,8 +304,10 @@ def worker_rows(state: ClusterState, sort: str = "id", filter_text: str = "", *,
 
 
 def fit_workers(state: ClusterState, width: int, sort: str = "id", *, reverse: bool = False,
-                connected: bool = True, floors: Mapping[str, Sequence[int]] | None = None) -> Fitted:  # fmt: skip
-    """The workers table in the most generous layout that fits ``width`` cells."""
+                connected: bool = True, floors: Mapping[str, Sequence[int]] | None = None,
+                shrink: bool = False) -> Fitted:  # fmt: skip
+    """The workers table in the most generous layout that fits ``width`` cells (``shrink``: with
+    its last columns left out where even the most compact one does not fit)."""
     ws = _sorted_workers(state, sort, reverse)
     descending = (sort != "id") != reverse
     by = sorted_column(sort, "worker")
@@ -318,13 +320,17 @@ def fit_workers(state: ClusterState, width: int, sort: str = "id", *, reverse: b
                                                                  hosts=hosts))
                                              for w in ws], t.gap)  # fmt: skip
 
-    return fit((layout(t) for t in WORKER_TIERS), width, floors)
+    layouts = [layout(t) for t in WORKER_TIERS]
+    if shrink:  # (what matters least goes first: the time shares and the op stay)
+        layouts += narrower(layouts[-1], ("power", "temp", "util", "memory", "queue", "instr/s",
+                                          "state", "device"))  # fmt: skip
+    return fit(layouts, width, floors)
 
 
 def workers_table(state: ClusterState, width: int = 160) -> Text:
     """All workers as a Rich table ``width`` cells wide at most (``gt top --once``): the layout
     the dashboard would choose for that width."""
-    return fitted_table("workers", fit_workers(state, width, sort=""))  # (by id, no arrow)
+    return fitted_table("workers", fit_workers(state, width, sort="", shrink=True))  # (by id)
 
 
 def fitted_table(title: str, got: Fitted) -> Text:
@@ -384,8 +390,9 @@ def client_rows(state: ClusterState, sort: str = "id", filter_text: str = "", *,
 
 
 def fit_clients(state: ClusterState, width: int, sort: str = "id", *, reverse: bool = False,
-                floors: Mapping[str, Sequence[int]] | None = None) -> Fitted:  # fmt: skip
-    """The clients table in the most generous layout that fits ``width`` cells."""
+                floors: Mapping[str, Sequence[int]] | None = None, shrink: bool = False) -> Fitted:  # fmt: skip
+    """The clients table in the most generous layout that fits ``width`` cells (``shrink``: as
+    :func:`fit_workers`)."""
     cs = _sorted_clients(state, sort, reverse)
     descending = (sort != "id") != reverse
     by = sorted_column(sort, "client")
@@ -395,12 +402,15 @@ def fit_clients(state: ClusterState, width: int, sort: str = "id", *, reverse: b
                             min_width=6, want=10) for k, lab in zip(CLIENT_COLUMNS, t.labels))  # fmt: skip
         return Layout(t.name, cols, lambda: [(c.id, client_cells(c, t)) for c in cs], t.gap)
 
-    return fit((layout(t) for t in CLIENT_TIERS), width, floors)
+    layouts = [layout(t) for t in CLIENT_TIERS]
+    if shrink:
+        layouts += narrower(layouts[-1], ("pid", "host", "in flight", "errors", "home", "ops/s"))
+    return fit(layouts, width, floors)
 
 
 def clients_table(state: ClusterState, width: int = 160) -> Text:
     """All clients as a Rich table ``width`` cells wide at most (``gt top --once``)."""
-    return fitted_table("clients", fit_clients(state, width, sort=""))
+    return fitted_table("clients", fit_clients(state, width, sort="", shrink=True))
 
 
 # ---------------------------------------------------------------------- log

@@ -128,3 +128,15 @@ def test_once_tables_take_the_dashboards_layout_for_the_width(monkeypatch):
             assert any(r.split()[:1] == [f"w{w.id}"] for r in rows), (width, rows)
     monkeypatch.setenv("COLUMNS", "70")
     assert max(map(len, format_once(st, status).splitlines())) <= 70
+
+
+def test_once_tables_leave_out_their_last_columns_rather_than_wrap_at_40_columns():
+    st = sample_state()
+    for table, n in (
+        (T.workers_table(st, 40), len(st.workers)),
+        (T.clients_table(st, 40), len(st.clients)),
+    ):
+        lines = table.plain.split("\n")
+        assert len(lines) == 3 + n and all(len(line) <= 40 for line in lines)  # one line a row
+    head = T.workers_table(st, 40).plain.split("\n")[1].split()
+    assert head == ["w", "c/m/w/i", "op"]  # the time shares and the op stay to the last
