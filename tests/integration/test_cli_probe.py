@@ -353,3 +353,18 @@ def test_a_short_demo_that_improves_the_fit_ends_well(env):
                          capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
     assert got.returncode == 0, got.stdout + got.stderr
     assert "not converged yet" in got.stdout and "did not converge" not in got.stdout
+
+
+def test_a_config_signal_the_program_never_entered_is_named_at_its_end(env):
+    script = (
+        "import gt\n"
+        "gt.load_config({'layr1': {'replicate': {}}, 'layer2': {'replicate': {}}})\n"
+        "with gt.signal.context('layer1'):\n"
+        "    y = gt.ones(4, 4) * 2\n"
+        "with gt.signal.context('layer2'):\n"
+        "    print(float(y.sum()))\n"
+    )
+    got = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, env=env)  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    assert "'layr1' (did you mean 'layer1'?)" in got.stderr and "layer2" not in got.stderr

@@ -5,7 +5,9 @@ after everything the program queued before it, so a config applies from that poi
 from __future__ import annotations
 
 import os
+import sys
 import time
+from difflib import get_close_matches
 from typing import Any
 
 from gt.errors import GTTimeout
@@ -16,6 +18,8 @@ from gt.runtime.sharding.config import ConfigError, from_env
 
 class Requests:
     """Control requests (see the module docstring)."""
+
+    _config_signals: frozenset[str] = frozenset()  # the signals of the last config applied here
 
     def control(self, request: str, args: Any = None, timeout: float | None = None) -> Any:
         """Send one control request over this connection, after everything queued before it.
@@ -58,7 +62,27 @@ class Requests:
             applied.get("signals") or applied.get("settings", {}).get("auto_shard")
         ):  # (the dispatcher's Route saying so may come later: a captured step must not wait)
             self._direct_allowed = False
+        names = applied.get("signals") if isinstance(applied, dict) else None
+        self._config_signals = frozenset(n for n in names or () if isinstance(n, str))
+        if self._config_signals and self._warn_unused_signals not in self._on_close:
+            self._on_close.append(self._warn_unused_signals)
         return applied
+
+    def _warn_unused_signals(self) -> None:
+        """At the end: say which of the config's signals this program never entered. A misspelt
+        name is no error (another program could enter it), but its ops ran as if unplaced."""
+        used = {n for key in self._signal_ids for n in key[:2] if isinstance(n, str)}
+        unused = sorted(self._config_signals - used)
+        if not unused:
+            return
+        hints = [
+            f"{n!r} (did you mean {close[0]!r}?)" if (close := get_close_matches(n, used, 1)) else repr(n)
+            for n in unused
+        ]  # fmt: skip
+        print(f"gt: warning: the shard config places {', '.join(hints)}, but this program never "
+              f"entered {'that signal' if len(unused) == 1 else 'those signals'} "
+              f"(gt.signal.context): {'it' if len(unused) == 1 else 'they'} placed nothing",
+              file=sys.stderr)  # fmt: skip
 
     def set_memory(self, settings: dict) -> dict:
         """Change the workers' memory settings (:mod:`gt.runtime.memory_settings`); answers the
