@@ -51,6 +51,7 @@ from gt.trace.views import client_state, worker_state
 
 WINDOW_NS = 2_000_000_000
 TIMELINE_NS = 10_000_000_000
+LANE_PARTS = 4000  # time segments a lane carries at most (more: the timeline draws from its spans)
 LOG_SIZE = 1000
 
 
@@ -515,7 +516,8 @@ class ClusterModel:
 
     def _lane(self, w: WorkerRecord, start: int, end: int, width_ns: int) -> Lane:
         spans = lane_spans(w, start, end, width_ns, self.op_name)
-        parts = tuple(w.time.parts(start, end))
+        # (zoomed out over thousands of segments, the spans' own estimate: the cost stays per bin)
+        parts = tuple(w.time.parts(start, end, LANE_PARTS) or ())
         return Lane(worker=w.wid, alive=w.alive, spans=tuple(spans), parts=parts)
 
 

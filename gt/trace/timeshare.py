@@ -128,17 +128,22 @@ class TimeAccount:
         """Nanoseconds of each part inside ``[lo, hi]`` (idle is what remains), counting the
         transfers no batch has claimed yet as they are."""
         out = dict.fromkeys(KINDS, 0)
-        for a, b, part in self.parts(lo, hi):
+        for a, b, part in self.parts(lo, hi) or ():
             out[part] += b - a
         return out
 
-    def parts(self, lo: int, hi: int) -> list[tuple[int, int, str]]:
+    def parts(
+        self, lo: int, hi: int, limit: int | None = None
+    ) -> list[tuple[int, int, str]] | None:
         """The segments inside ``[lo, hi]``, clipped to it, newest first (idle is the gaps), with
-        the transfers no batch has claimed yet as they are: what :meth:`window` adds up."""
+        the transfers no batch has claimed yet as they are: what :meth:`window` adds up.
+        ``None`` when there are more than ``limit`` of them."""
         out = []
         for t0, t1, part in reversed(self.segments):
             if t1 <= lo:
                 break
+            if limit is not None and len(out) >= limit:
+                return None
             a, b = max(t0, lo), min(t1, hi)
             if b > a:
                 out.append((a, b, part))

@@ -63,3 +63,11 @@ def test_shares_add_up_to_one_even_when_rounding_overshoots():
     sh = shares({COMPUTE: 60, COMM: 30, WAIT: 11}, 100)
     assert sum(sh.values()) == pytest.approx(1.0) and sh["idle"] == 0.0
     assert shares({}, 0) is None
+
+
+def test_parts_are_the_windows_segments_or_none_past_a_limit():
+    acc = TimeAccount()
+    for i in range(10):
+        acc.batch(i * 100, i * 100 + 50)
+    assert sorted(acc.parts(0, 1000)) == [(i * 100, i * 100 + 50, "compute") for i in range(10)]
+    assert acc.parts(0, 1000, limit=5) is None and len(acc.parts(700, 1000, limit=5)) == 3
