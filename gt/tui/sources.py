@@ -223,9 +223,8 @@ class LiveSource(Source):
     def now(self) -> int:
         if self.offset is None:
             return self.model.t_last or 0
-        lost = (
-            self.silent_since
-        )  # (disconnected, the clock stands at the last answer: what it knew)
+        # (disconnected, the clock stands at the last answer: what the monitor knew)
+        lost = self.silent_since
         return (time.monotonic_ns() if lost is None else int(lost * 1e9)) + self.offset
 
     def status(self) -> Status:
