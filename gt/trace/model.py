@@ -25,7 +25,9 @@ from typing import Any
 from gt.trace import events as E
 from gt.trace.checks import is_int
 from gt.trace.records import (
+    LANE_RESOLUTION,
     ClientRecord,
+    PartBins,
     WorkerRecord,
     as_count,
     as_int,
@@ -44,6 +46,7 @@ from gt.trace.state import (
     Lane,
     LogEntry,
     Mark,
+    Span,
     Totals,
 )
 from gt.trace.timeshare import BACKGROUND, MEMORY_TRAFFIC
@@ -51,7 +54,6 @@ from gt.trace.views import client_state, worker_state
 
 WINDOW_NS = 2_000_000_000
 TIMELINE_NS = 10_000_000_000
-LANE_PARTS = 4000  # time segments a lane carries at most (more: the timeline draws from its spans)
 LOG_SIZE = 1000
 
 
@@ -516,8 +518,12 @@ class ClusterModel:
 
     def _lane(self, w: WorkerRecord, start: int, end: int, width_ns: int) -> Lane:
         spans = lane_spans(w, start, end, width_ns, self.op_name)
-        # (zoomed out over thousands of segments, the spans' own estimate: the cost stays per bin)
-        parts = tuple(w.time.parts(start, end, LANE_PARTS) or ())
+        res = max(1, width_ns // LANE_RESOLUTION)
+        if w.parts is None or w.parts.res != res:
+            w.parts = PartBins(res)
+        w.parts.update(w.time)
+        loose = [Span(a, b, "", part) for a, b, part in w.time.loose(start, end)]
+        parts = tuple(w.parts.spans(start, end) + loose)
         return Lane(worker=w.wid, alive=w.alive, spans=tuple(spans), parts=parts)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Callable
+from itertools import islice
 from typing import Any
 
 from gt.trace.checks import all_durations, all_keys, is_count, is_int, is_num, short
@@ -23,7 +24,8 @@ class WorkerRecord:
         "wid", "device", "backend", "host", "pid", "alive", "reason", "execs", "xfers",
         "counts", "times", "last_ops", "last_srcs", "last_client", "queue", "instructions",
         "batches", "errors", "hot", "memory", "mem_hist", "device_stats", "in_flight", "snaps",
-        "n_xfers", "lane", "time", "seen", "sent", "received", "via", "running", "base", "left",
+        "n_xfers", "lane", "parts", "time", "seen", "sent", "received", "via", "running", "base",
+        "left",
     )  # fmt: skip
 
     def __init__(self, wid: int):
@@ -49,6 +51,7 @@ class WorkerRecord:
         self.snaps: deque[tuple[int, int]] = deque(maxlen=2)  # (t_ns, instructions) from stats
         self.n_xfers = 0  # transfers ever appended (execs: ``batches``)
         self.lane: tuple[LaneBins, LaneBins] | None = None  # (compute, comm) bins for the timeline
+        self.parts: PartBins | None = None  # the time account per bin, for the timeline's cells
         self.time = TimeAccount()  # compute / comm / wait, one definition (gt.trace.timeshare)
         self.seen: int | None = None  # when the model first heard of this worker (run clock)
         self.sent = self.received = 0  # bytes to and from peers and clients
@@ -116,6 +119,58 @@ class LaneBins:
         cut = before // self.res
         for k in [k for k in self.bins if k < cut]:
             del self.bins[k]
+
+
+class PartBins:
+    """A worker's time segments (:class:`~gt.trace.timeshare.TimeAccount`) summed per bin of one
+    resolution, filled incrementally: the timeline draws each cell as the shares split its time,
+    at a cost per bin, not per segment (a busy worker adds thousands a second)."""
+
+    __slots__ = ("res", "seen", "last", "bins")
+
+    def __init__(self, res: int):
+        self.res = max(1, res)
+        self.seen = 0  # the account's ``added`` when last updated
+        self.last: tuple[int, int, str] | None = None  # the newest segment, as it was counted
+        self.bins: dict[int, dict[str, int]] = {}  # bin -> part -> ns
+
+    def _add(self, t0: int, t1: int, part: str, sign: int = 1) -> None:
+        k = t0 // self.res
+        while t0 < t1:
+            edge = min(t1, (k + 1) * self.res)
+            b = self.bins.setdefault(k, {})
+            b[part] = b.get(part, 0) + sign * (edge - t0)
+            t0, k = edge, k + 1
+
+    def update(self, acc: TimeAccount) -> None:
+        """Count the segments added since the last update (and the growth of the newest)."""
+        segs = acc.segments
+        if not segs:
+            return
+        new = acc.added - self.seen
+        if self.last is not None and new < len(segs):  # the newest may have grown in place
+            self._add(*self.last, sign=-1)
+            new += 1
+        elif self.last is None:
+            new = len(segs)  # (an account restored from a keyframe: all of it is new here)
+        for seg in islice(segs, max(0, len(segs) - new), None):
+            self._add(*seg)
+        self.seen, self.last = acc.added, segs[-1]
+        if len(self.bins) > 4 * len(segs) + 64:  # forget bins older than the account's history
+            cut = segs[0][0] // self.res
+            for k in [k for k in self.bins if k < cut]:
+                del self.bins[k]
+
+    def spans(self, start: int, end: int) -> list[Span]:
+        """Per bin overlapping ``[start, end]``, a span per part, ``busy`` its time in the bin."""
+        out = []
+        get = self.bins.get
+        for k in range(start // self.res, end // self.res + 1):
+            b = get(k)
+            if b:
+                t0 = k * self.res
+                out += [Span(t0, t0 + self.res, "", part, ns) for part, ns in b.items() if ns > 0]
+        return out
 
 
 class ClientRecord:

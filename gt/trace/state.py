@@ -171,9 +171,10 @@ class Lane:
     worker: int
     alive: bool
     spans: tuple[Span, ...]
-    #: the worker's time split as the shares split it, ``(t0, t1, part)`` segments over the window
-    #: (no overlaps; idle is the gaps): what a cell is drawn as. Empty: the spans decide alone.
-    parts: tuple[tuple[int, int, str], ...] = ()
+    #: the worker's time split as the shares split it: spans whose kind is the part (``busy``:
+    #: its time in a bin) over the window, idle the rest: what a cell is drawn as. Empty: the
+    #: spans above decide alone.
+    parts: tuple[Span, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -52,13 +52,14 @@ class TimeAccount:
         first, last: the earliest start and latest end seen (``None`` before any event).
     """
 
-    __slots__ = ("segments", "total", "first", "last", "_pending")
+    __slots__ = ("segments", "total", "first", "last", "added", "_pending")
 
     def __init__(self, keep: int = SEGMENT_HISTORY) -> None:
         self.segments: deque[tuple[int, int, str]] = deque(maxlen=max(1, keep))
         self.total = dict.fromkeys(KINDS, 0)
         self.first: int | None = None
         self.last: int | None = None
+        self.added = 0  # segments appended so far (one extended in place does not count)
         self._pending: list[tuple[int, int, str]] = []
 
     def transfer(self, t0: int, t1: int, waiting: bool) -> None:
@@ -122,36 +123,36 @@ class TimeAccount:
             segs[-1] = (segs[-1][0], t1, part)  # extend: keeps long runs of batches cheap
         else:
             segs.append((t0, t1, part))
+            self.added += 1
         self.total[part] += t1 - t0
 
     def window(self, lo: int, hi: int) -> dict[str, int]:
         """Nanoseconds of each part inside ``[lo, hi]`` (idle is what remains), counting the
         transfers no batch has claimed yet as they are."""
         out = dict.fromkeys(KINDS, 0)
-        for a, b, part in self.parts(lo, hi) or ():
+        for a, b, part in self.parts(lo, hi):
             out[part] += b - a
         return out
 
-    def parts(
-        self, lo: int, hi: int, limit: int | None = None
-    ) -> list[tuple[int, int, str]] | None:
+    def parts(self, lo: int, hi: int) -> list[tuple[int, int, str]]:
         """The segments inside ``[lo, hi]``, clipped to it, newest first (idle is the gaps), with
-        the transfers no batch has claimed yet as they are: what :meth:`window` adds up.
-        ``None`` when there are more than ``limit`` of them."""
+        the transfers no batch has claimed yet as they are: what :meth:`window` adds up."""
         out = []
         for t0, t1, part in reversed(self.segments):
             if t1 <= lo:
                 break
-            if limit is not None and len(out) >= limit:
-                return None
             a, b = max(t0, lo), min(t1, hi)
             if b > a:
                 out.append((a, b, part))
-        if self._pending:
-            after = self.last if self.last is not None else lo
-            loose = [(max(a, after), b, k) for a, b, k in self._pending if b > max(a, after)]
-            out += _partition(max(lo, after), hi, loose, None) if loose else ()
-        return out
+        return out + self.loose(lo, hi)
+
+    def loose(self, lo: int, hi: int) -> list[tuple[int, int, str]]:
+        """The transfers no batch has claimed yet, inside ``[lo, hi]``, as segments."""
+        if not self._pending:
+            return []
+        after = self.last if self.last is not None else lo
+        loose = [(max(a, after), b, k) for a, b, k in self._pending if b > max(a, after)]
+        return _partition(max(lo, after), hi, loose, None) if loose else []
 
     def totals(self) -> dict[str, int]:
         """Nanoseconds of each part since the first event, unclaimed transfers included."""

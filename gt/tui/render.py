@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from rich.text import Text
 
-from gt.trace.state import COMM, WAIT, Lane, Mark, Span
+from gt.trace.state import COMM, WAIT, Lane, Mark
 
 NA = "N/A"
 NA_STYLE = "dim"
@@ -322,8 +322,9 @@ def timeline_lane(lane: Lane, start: int, end: int, width: int, marks: Iterable[
     dt = (end - start) / width
     comp, comm, wait, names = lane_cover(lane, start, end, width)
     if lane.parts:  # the time split as the shares split it (spans overlap: a batch holds transfers)
-        split = Lane(lane.worker, lane.alive, tuple(Span(a, b, "", k) for a, b, k in lane.parts))
-        own, comm, wait, _ = lane_cover(split, start, end, width)
+        own, comm, wait, _ = lane_cover(
+            Lane(lane.worker, lane.alive, lane.parts), start, end, width
+        )
     else:  # (no split given: a batch's time includes the transfers and waits inside it)
         own = np.clip(comp - comm - wait, 0.0, None)
     idle = (dt - own - comm - wait).tolist()

@@ -140,7 +140,9 @@ def test_timeline_lane_cell_takes_the_op_that_fills_it_most():
     lane = Lane(0, True, (Span(0, 3, "add", COMPUTE), Span(3, 10, "exp", COMPUTE)))
     text = R.timeline_lane(lane, 0, 10, 1)
     assert text.plain == "█" and styles_of(text)[0] == R.op_color("exp")
-    thin = Lane(0, True, (Span(0, 4, "add", COMPUTE),), ((0, 4, COMPUTE), (4, 7, WAIT)))
+    thin = Lane(
+        0, True, (Span(0, 4, "add", COMPUTE),), (Span(0, 4, "", COMPUTE), Span(4, 7, "", WAIT))
+    )
     thin = R.timeline_lane(thin, 0, 10, 1)
     assert thin.plain == "▌"  # the most of the cell, under half of it
 
@@ -327,11 +329,11 @@ def test_timeline_cells_split_time_as_the_shares_do_idle_included():
     # a batch 0..100 holds a transfer 0..30 and a wait 30..60 (the shares: 40 compute, 30 comm,
     # 30 wait); 100..400 is idle; the spans alone would overlap
     spans = (Span(0, 100, "matmul", COMPUTE), Span(0, 30, "→w1", COMM), Span(30, 60, "wait", WAIT))
-    parts = ((0, 30, COMM), (30, 60, WAIT), (60, 100, COMPUTE))
+    parts = (Span(0, 30, "", COMM), Span(30, 60, "", WAIT), Span(60, 100, "", COMPUTE))
     lane = Lane(0, True, spans, parts)
     assert R.timeline_lane(lane, 0, 400, 4).plain == "▌···"
     assert R.timeline_lane(lane, 0, 100, 10).plain == "▒▒▒░░░████"
-    mostly_idle = Lane(0, True, (Span(0, 10, "→w1", COMM),), ((0, 10, COMM),))
+    mostly_idle = Lane(0, True, (Span(0, 10, "→w1", COMM),), (Span(0, 10, "", COMM),))
     assert R.timeline_lane(mostly_idle, 0, 100, 1).plain == "·"
 
 

@@ -65,9 +65,34 @@ def test_shares_add_up_to_one_even_when_rounding_overshoots():
     assert shares({}, 0) is None
 
 
-def test_parts_are_the_windows_segments_or_none_past_a_limit():
+def test_parts_are_the_windows_segments_and_added_counts_the_new_ones():
     acc = TimeAccount()
     for i in range(10):
         acc.batch(i * 100, i * 100 + 50)
     assert sorted(acc.parts(0, 1000)) == [(i * 100, i * 100 + 50, "compute") for i in range(10)]
-    assert acc.parts(0, 1000, limit=5) is None and len(acc.parts(700, 1000, limit=5)) == 3
+    assert len(acc.parts(700, 1000)) == 3 and acc.added == 10
+    acc.batch(950, 990)  # (runs on from the last batch's end: the segment grows, none is added)
+    assert acc.added == 10
+
+
+def test_part_bins_follow_the_account_as_it_grows():
+    from gt.trace.records import PartBins
+
+    acc, bins = TimeAccount(), PartBins(100)
+    rng = random.Random(3)
+    t = 0
+    for _ in range(300):
+        a = t + rng.choice((0, 0, 7, 40))  # 0: the batch runs on from the last (a grown segment)
+        if rng.random() < 0.3:
+            acc.transfer(a, a + 15, rng.random() < 0.5)
+        t = a + rng.randint(1, 90)
+        acc.batch(a, t)
+        if rng.random() < 0.5:
+            bins.update(acc)
+    bins.update(acc)
+    for k in range(0, t // 100):
+        want = acc.window(k * 100, (k + 1) * 100)
+        got = bins.bins.get(k, {})
+        assert {p: got.get(p, 0) for p in (COMPUTE, COMM, WAIT)} == {
+            p: want[p] for p in (COMPUTE, COMM, WAIT)
+        }
