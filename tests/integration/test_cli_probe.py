@@ -190,7 +190,9 @@ def test_replay_checks_its_speed_and_prints_once_into_a_file(trace, tmp_path):
     out = subprocess.run(gt_cmd("replay", str(trace), "--speed", "inf"), capture_output=True,
                          text=True, timeout=60)  # fmt: skip
     assert out.returncode == 2 and "must be from 0.25 to 64" in out.stderr
-    out = subprocess.run(gt_cmd("replay", str(trace)), capture_output=True, text=True, timeout=60)
+    wide = {**os.environ, "COLUMNS": "160"}  # (below 100 the header drops its "GT ", as the app's)
+    out = subprocess.run(gt_cmd("replay", str(trace)), capture_output=True, text=True, timeout=60,
+                         env=wide)  # fmt: skip
     assert out.returncode == 0 and "not a terminal" in out.stderr
     assert out.stdout.startswith("GT ") and "\x1b[" not in out.stdout
 
