@@ -13,9 +13,11 @@ import time
 import numpy as np
 import pytest
 import zmq
+from helpers import wait_for
 
 import gt
 from gt.runtime import ops as O
+from gt.runtime.control import request
 from gt.runtime.launch import LocalCluster
 from gt.trace import events as E
 
@@ -109,3 +111,16 @@ def test_uploads_and_fetches_count_as_bytes_moved_to_and_from_the_client():
         finally:
             sub.close()
             gt.disconnect()
+
+
+def test_a_workers_stats_count_the_bytes_its_clients_fetched(conn, cluster):
+    x = gt.ones(256, 1024)  # 1 MiB
+    for _ in range(3):
+        x.numpy()
+
+    def fetched() -> int:
+        workers = request(cluster.address, "stats", timeout=10.0)["workers"]
+        return sum((w.get("stats") or {}).get("client_bytes", 0) for w in workers)
+
+    # (a monitor that attaches later adds these to what it counts as moved)
+    assert wait_for(lambda: fetched() >= 3 * 2**20, timeout=20)
