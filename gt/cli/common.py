@@ -31,6 +31,24 @@ def port_arg(text: str) -> int:
     return port
 
 
+def count_arg(noun: str) -> Callable[[str], int]:
+    """An argparse type for a whole number of ``noun``s, at least 1 (``--workers``, ``--steps``)."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected a number of {noun}s, got {text!r}"
+            ) from None
+        if n < 1:
+            raise argparse.ArgumentTypeError(f"needs at least 1 {noun}, got {n}")
+        return n
+
+    parse.__name__ = f"{noun}_count"
+    return parse
+
+
 def positive_arg(text: str) -> float:
     """A number of seconds or a rate that must be above 0 (``--hz``, ``--duration``, ``--timeout``)."""
     try:

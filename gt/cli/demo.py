@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-from gt.cli.common import Subparsers, positive_arg, record_problem
+from gt.cli.common import Subparsers, count_arg, positive_arg, record_problem
 from gt.cli.run import run_command, worker_count
 
 #: The demo's shard config: the data split by rows over every worker, the parameters replicated.
@@ -50,15 +50,8 @@ def add_parser(subparsers: Subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _steps(text: str) -> int:
-    """``--steps``: a number of training steps, at least 1."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of steps, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"needs at least 1 step, got {n}")
-    return n
+#: ``--steps``: a number of training steps, at least 1.
+_steps = count_arg("step")
 
 
 def run(args: argparse.Namespace) -> int:

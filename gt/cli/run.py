@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 
-from gt.cli.common import Subparsers, exit_status, positive_arg, record_problem
+from gt.cli.common import Subparsers, count_arg, exit_status, positive_arg, record_problem
 from gt.cli.dashboard import run_with_dashboard
 
 
@@ -44,15 +44,8 @@ def add_parser(subparsers: Subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def worker_count(text: str) -> int:
-    """A number of local workers (at least 1), for ``--workers`` and ``$GT_WORKERS``."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of workers, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"needs at least 1 worker, got {n}")
-    return n
+#: A number of local workers (at least 1), for ``--workers`` and ``$GT_WORKERS``.
+worker_count = count_arg("worker")
 
 
 def _checked(args: argparse.Namespace) -> str | None:
