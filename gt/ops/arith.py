@@ -21,6 +21,7 @@ from gt.errors import DtypeError, ShapeError
 from gt.grad_graph import label
 from gt.ops import bitwise
 from gt.ops.base import TensorBase
+from gt.ops.scaled import scaled_add, wire_alpha
 from gt.runtime import ops as O
 from gt.runtime.ops.base import real_float
 from gt.runtime.ops.integer_rules import DIV_FLOOR
@@ -44,40 +45,6 @@ def _truth(v: Any) -> Any:
 
 def _is_scalar(v: Any) -> bool:
     return isinstance(v, (int, float, bool)) or isinstance(v, numbers.Number)
-
-
-def scaled_add(x: Any, other: Any, alpha: Any) -> bool:
-    """Whether ``x + alpha * other`` is one ``add_scaled`` primitive: two tensors of one float
-    dtype on one connection, a real ``alpha`` other than 1. In float32 and float64 it rounds as
-    ``other * alpha`` and then the sum do, bit for bit, in one instruction and (on a large
-    in-place update) one pass through the cache instead of two through memory; in float16 and
-    bfloat16 it rounds once, as PyTorch's half kernels compute in float32."""
-    return (
-        type(alpha) in (int, float)
-        and alpha != 1
-        and isinstance(other, TensorBase)
-        and isinstance(x, TensorBase)
-        and other._conn is x._conn
-        and x.dtype == other.dtype
-        and x.dtype in _FUSED_ALPHA
-    )
-
-
-_FUSED_ALPHA = frozenset(("float32", "float64", "float16", "bfloat16"))
-
-
-def wire_alpha(x: Any, alpha: Any) -> float:
-    """``alpha`` as an ``add_scaled`` of ``x`` sends it: for float16 and bfloat16 tensors the
-    nearest value of that dtype, as PyTorch's half kernels take ``alpha`` (then compute in float32
-    and round once; the worker's bfloat16 kernels see float32 arrays, so it is rounded here)."""
-    a = float(alpha)
-    if x.dtype == "float16":
-        return float(np.float16(a))
-    if x.dtype == "bfloat16":  # round-to-nearest-even of float32's upper half (finite alphas)
-        bits = int(np.float32(a).view(np.uint32))
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-        return float(np.uint32(bits).view(np.float32))
-    return a
 
 
 def legacy_number_first(name: str, number: Any, tensor: Any) -> bool:

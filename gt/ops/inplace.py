@@ -27,9 +27,10 @@ from gt.autograd import _mode
 from gt.errors import DtypeError, ShapeError
 from gt.grad_graph import GRAD_DTYPES, label, record
 from gt.indexing import bool_indices, bool_items, encode_key, plain_key
-from gt.ops.arith import alpha_times, legacy_number_first, scaled_add, where, wire_alpha
+from gt.ops.arith import alpha_times, legacy_number_first, where
 from gt.ops.base import BATCHING, TensorBase, refuse_outside_write
 from gt.ops.random import random_attrs
+from gt.ops.scaled import scaled_add, wire_alpha
 from gt.ops.views import (
     is_basic_key,
     is_view_at,
