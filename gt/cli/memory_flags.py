@@ -19,7 +19,8 @@ def add_memory_flags(p: argparse.ArgumentParser, *, for_dispatcher: bool = False
     g.add_argument("--memory-limit", metavar="SIZE",
                    help=f"the most {who} may hold; past --spill-threshold of it, least recently "
                         "used tensors spill to host memory (GPU) or disk (NumPy) "
-                        "[$GT_MEMORY_LIMIT; default: no limit]")  # fmt: skip
+                        "[$GT_MEMORY_LIMIT; default: no limit, but a NumPy worker's "
+                        "allocations stop at $GT_RAM_CAP, 0.9 of its share of RAM]")  # fmt: skip
     g.add_argument("--client-memory-limit", metavar="SIZE",
                    help="the most one client may hold on a worker (the programs of a tenant with a "
                         "key of its own share one): past it, that client's tensors spill first, "

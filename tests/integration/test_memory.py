@@ -194,3 +194,24 @@ def test_memory_events_carry_used_limit_spilled_and_the_traffic(cluster, tmp_pat
     assert "spill" in directions and directions & {"unspill", "prefetch"}
     m = model.state(model.t_last).workers[0].memory
     assert m.limit == MB and m.spill_out >= 400_000 and m.spill_in > 0 and m.peak <= MB
+
+
+def test_a_numpy_worker_over_its_ram_cap_refuses_the_op_and_keeps_running(monkeypatch):
+    # Without a cap the kernel's OOM killer would take the worker, and every program's tensors.
+    monkeypatch.setenv("GT_RAM_CAP", "700MB")
+    with LocalCluster(workers=1) as c:
+        gt.connect(c.address, timeout=60)
+        try:
+            kept = []
+            with pytest.raises(gt.OutOfMemory) as err:
+                for i in range(20):  # 100 MB each: the cap is reached long before 2 GB
+                    kept.append(gt.full((25_000_000,), float(i)))
+                    kept[-1][:1].item()
+            assert "RAM cap of 700.0 MB" in str(err.value) and err.value.op == "full"
+            assert 2 <= len(kept) < 8
+            # the worker lives: the tensors made before are intact, and new work runs
+            assert [t[-1].item() for t in kept[:-1]] == [float(i) for i in range(len(kept) - 1)]
+            del kept[:]
+            assert (gt.full((25_000_000,), 2.0)).sum().item() == 50_000_000.0
+        finally:
+            gt.disconnect()

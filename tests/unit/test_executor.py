@@ -140,6 +140,21 @@ def test_a_direct_upload_waits_for_its_data(ex):
     assert res.errors == [] and ex.io.replies[103][0].tolist() == [1, 1, 1, 1]
 
 
+def test_an_upload_that_never_came_under_the_ram_cap_says_the_cap_refused_it(ex):
+    # ZeroMQ drops a message whose buffer the kernel refused: only the missing data is seen
+    def never(token, tok, give_way=None):
+        raise TimeoutError("the upload's data never arrived on the direct data socket")
+
+    ex.io.upload = never
+    ex.ram_cap = 50_000_000  # (this process has more than that mapped already)
+    run(ex, [ins("upload", 1, [], {"shape": [1000, 1000], "dtype": "float32", "tok": 9})])
+    err = ex.failed[1][1][0]
+    assert err.startswith("OutOfMemory: upload of 4.0 MB (4000000 B)") and "RAM cap" in err
+    ex.ram_cap = None  # without a cap the timeout is the reason
+    run(ex, [ins("upload", 2, [], {"shape": [4], "dtype": "float32", "tok": 10})])
+    assert ex.failed[1][2][0].startswith("TimeoutError: the upload's data never arrived")
+
+
 def test_malformed_bodies_and_instructions_fail_without_stopping_the_batch(ex):
     bad = ex.run(1, 1, None, b"\x93not a body", [], False)
     assert len(bad.errors) == 1 and bad.errors[0][1] == -1

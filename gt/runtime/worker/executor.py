@@ -102,6 +102,7 @@ class Executor(FailureHandling):
         self.clock = clock_for(backend)  # CUDA events on a GPU: op times are device times
         self.sync_each_op = SYNC_EACH_OP and self.clock.device
         self.sticky_error: str | None = None  # the device failed for good (the worker must stop)
+        self.ram_cap: int | None = None  # a NumPy worker's (gt.runtime.worker.ram_cap)
         self.failed: dict[int, dict[int, list]] = {}
         self.hot = HotPlans()
         self.pending: dict[int, tuple] = {}  # out id -> (all-reduce in flight, src), oldest first
@@ -117,6 +118,7 @@ class Executor(FailureHandling):
     def use_pool(self, pool: MemoryPool) -> None:
         """Keep the books of ``pool`` from now on (the tensors already held are counted)."""
         self.pool = pool
+        pool.ram_cap = self.ram_cap
         for cno, tbl in list(self.tables.items()):
             self.tables[cno] = pool.table(cno, tbl)
 
@@ -509,8 +511,11 @@ class Executor(FailureHandling):
     def _upload(self, b: BatchState, attrs: dict) -> Any:
         dtype = P.check_dtype(attrs["dtype"])
         shape = P.check_shape(attrs["shape"])
-        frame = (self.io.upload(b.token, attrs["tok"], self._give_way) if "tok" in attrs
-                 else b.bufs[attrs["buf"]])  # fmt: skip
+        try:
+            frame = (self.io.upload(b.token, attrs["tok"], self._give_way) if "tok" in attrs
+                     else b.bufs[attrs["buf"]])  # fmt: skip
+        except TimeoutError as exc:
+            raise self._upload_refused(dtype, shape) or exc from None
         try:
             t0 = time.monotonic_ns()
             arr = self.backend.from_frame(frame, dtype, shape)

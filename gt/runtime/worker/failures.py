@@ -5,6 +5,8 @@
 * An allocation the allocator refuses (CuPy's pool, its limit, a CUDA library's workspace) is
   tried again after the pool spills what it may and the cached blocks go back, as long as that
   frees something; then it is the user's :class:`~gt.runtime.worker.pool_table.OutOfMemory`.
+  On a NumPy worker the allocator is the kernel, refusing past the worker's RAM cap
+  (:mod:`gt.runtime.worker.ram_cap`), and an upload that never came may be one it refused.
 * An error the device raises at a batch's fence fails the batch's outputs; if the device keeps
   failing (a sticky error), the worker must stop, and what is left of a batch cut short fails
   with that error.
@@ -14,10 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from gt.runtime import memory_settings as MS
 from gt.runtime import protocol as P
 from gt.runtime.worker.batch import BatchState, Job
 from gt.runtime.worker.memory import release_cached
 from gt.runtime.worker.pool_table import OutOfMemory, device_out_of_memory, out_of_memory
+from gt.runtime.worker.ram_cap import data_in_use
 
 #: What CuPy raises when the CUDA runtime or driver reports an error. A kernel's fault (an illegal
 #: address) is reported at whichever later call first waits for the device: a fetch's copy, an
@@ -54,6 +60,7 @@ class FailureHandling:
     backend: Any
     clock: Any
     sticky_error: str | None
+    ram_cap: int | None  # a NumPy worker's RAM cap, named in its out-of-memory errors
     _free: Any
 
     def abandon(self, job: Job) -> None:
@@ -113,4 +120,24 @@ class FailureHandling:
                     continue
                 if self.pool is not None:
                     raise self.pool.device_refused(exc, code) from None
-                raise device_out_of_memory(exc, code, None, 0) from None
+                raise device_out_of_memory(exc, code, None, 0, self.ram_cap) from None
+
+    def _upload_refused(self, dtype: str, shape: list) -> OutOfMemory | None:
+        """Why a direct upload never came, when the RAM cap is why: ZeroMQ drops a message whose
+        buffer the kernel refused, and the worker only sees that nothing arrived."""
+        if self.ram_cap is None:
+            return None
+        nbytes = int(np.dtype(dtype).itemsize) if dtype != "bfloat16" else 2
+        for d in shape:
+            nbytes *= int(d)
+        used = data_in_use()
+        if used is None or used + nbytes <= self.ram_cap:
+            return None
+        return OutOfMemory(
+            f"upload of {MS.human(nbytes)} ({nbytes} B) did not fit under this worker's RAM cap of "
+            f"{MS.human(self.ram_cap)} ({self.ram_cap} B; {MS.human(used)} in use), so its data was "
+            "refused on arrival. The cap keeps the machine's OOM killer from taking the worker "
+            "(GT_RAM_CAP sets it). Free tensors, or set a memory limit below the cap to spill",
+            0,
+            0,
+        )

@@ -20,6 +20,8 @@ from gt.runtime import memory_settings as MS
 from gt.runtime.worker.executor import Executor
 from gt.runtime.worker.memory import cached_bytes, release_cached
 from gt.runtime.worker.pool import MemoryPool
+from gt.runtime.worker.ram_cap import ENV as RAM_CAP_ENV
+from gt.runtime.worker.ram_cap import apply_cap, cap_bytes, machine_ram
 from gt.runtime.worker.spill import SpillStore
 
 #: A worker that ran nothing for this long gives its cached blocks back.
@@ -33,7 +35,8 @@ def capacity(backend: Any, sharing: int = 1) -> int | None:
     try:
         if backend.name == "cupy":
             return int(backend.xp.cuda.Device().mem_info[1]) // share
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // share
+        ram = machine_ram()  # (a container's cgroup limit, when it has less than the machine)
+        return ram // share if ram else None
     except (AttributeError, ValueError, OSError):
         return None
     except Exception:  # a device that does not answer: fractions then mean no limit
@@ -70,6 +73,13 @@ class WorkerMemory:
         self.transfer = transfer
         self.capacity = capacity(backend, sharing)
         self.settings = MS.resolve([self.flags, self.env], self.capacity)
+        # (NumPy only: a GPU's allocator refuses by itself, and CUDA's mappings would count)
+        self.ram_cap = (
+            apply_cap(cap_bytes(os.environ.get(RAM_CAP_ENV), machine_ram(), sharing))
+            if backend.name != "cupy"
+            else None
+        )
+        executor.ram_cap = self.ram_cap
         self.peak = 0
         self.last_active = time.monotonic()
         self.released_idle = False

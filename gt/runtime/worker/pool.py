@@ -89,6 +89,9 @@ class MemoryPool(Accounts, Prefetcher):
     ) -> None:
         self.limit, self.client_limit, self.threshold = limit, client_limit, threshold
         self.prefetch = prefetch
+        self.ram_cap: int | None = (
+            None  # a NumPy worker's (gt.runtime.worker.ram_cap): named in errors
+        )
         self.store = store or SpillStore()
         self.transfer = transfer
         self.tables: dict[int, TrackedTable] = {}
@@ -385,7 +388,7 @@ class MemoryPool(Accounts, Prefetcher):
         if lim is not None and requested is not None and self.used + requested > lim:
             return over_limit(op, requested, lim, _LIMIT.format(human(lim)) + ", which the "
                               "device's memory pool holds", self.used, self.spilled_bytes)  # fmt: skip
-        return device_out_of_memory(exc, op, self.used, self.spilled_bytes)
+        return device_out_of_memory(exc, op, self.used, self.spilled_bytes, self.ram_cap)
 
     def _oom(self, cno: int, requested: int, limit: int, what: str,
              held: int | None = None) -> None:  # fmt: skip

@@ -57,11 +57,12 @@ def allocation_size(exc: BaseException) -> int | None:
     return int(m.group(1).replace(",", "")) if m else None
 
 
-def device_out_of_memory(exc: MemoryError, op: int, held: int | None,
-                         spilled: int) -> OutOfMemory:  # fmt: skip
+def device_out_of_memory(exc: MemoryError, op: int, held: int | None, spilled: int,
+                         ram_cap: int | None = None) -> OutOfMemory:  # fmt: skip
     """:class:`OutOfMemory` for an allocation the device itself refused (CuPy's
-    ``OutOfMemoryError``) after the pool spilled what it could; ``held`` is ``None`` without a
-    pool. The allocator's own message says how much was asked for."""
+    ``OutOfMemoryError``), or a NumPy worker's RAM cap (:mod:`gt.runtime.worker.ram_cap`), after
+    the pool spilled what it could; ``held`` is ``None`` without a pool. The allocator's own
+    message says how much was asked for."""
 
     if held is None:
         where = ("no memory limit is set on this worker, so nothing was spilled "
@@ -69,6 +70,15 @@ def device_out_of_memory(exc: MemoryError, op: int, held: int | None,
     else:
         where = (f"{human(held)} is held by tensors that cannot be spilled now, "
                  f"{human(spilled)} is spilled")  # fmt: skip
+    if ram_cap is not None:
+        return OutOfMemory(
+            f"{O.op_name(op)}'s result does not fit under this worker's RAM cap of "
+            f"{human(ram_cap)} ({exc}); {where}. The cap keeps the machine's OOM killer from "
+            "taking the worker and every program's tensors with it (GT_RAM_CAP sets it). Free "
+            "tensors, or set a memory limit below the cap to spill to disk",
+            0,
+            0,
+        )
     return OutOfMemory(
         f"{O.op_name(op)}'s result does not fit in the device's memory ({exc}); {where}. Free "
         "tensors, or leave more of the device to this worker",
