@@ -159,6 +159,10 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
         self._bufs: list[Any] = []
         self._init_source_lines()
         self._wake = threading.Event()
+        # The timer thread sleeps long only once the program has been quiet for a while, and a
+        # new op wakes it only then: waking it for every batch cost a thread switch (and a turn
+        # of the GIL) on every sync round trip.
+        self._timer_asleep = False
         self._signal_ids: dict[tuple, int] = {}
         self._new_signals: list[list] = []
         self._annotated = False
@@ -290,17 +294,18 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
                 self._append_locked(ins)
             return
         with self._lock:
-            if not self._instrs:
-                self._first_pending = time.monotonic()
-                self._wake.set()
-            self._instrs.append(ins)
-            if len(self._instrs) >= self.batch_limit:
-                self._flush_locked()
+            self._append_locked(ins)
 
     def _append_locked(self, ins: list) -> None:
-        if not self._instrs:
+        if self._instrs:
+            self._instrs.append(ins)
+        else:
             self._first_pending = time.monotonic()
-        self._instrs.append(ins)
+            self._instrs.append(ins)
+            # (appended before the flag is read, and the timer sets the flag before it looks at
+            # the queue: one of the two sees the other, so an op never waits out a long sleep)
+            if self._timer_asleep:
+                self._wake.set()
         if len(self._instrs) >= self.batch_limit:
             self._flush_locked()
 

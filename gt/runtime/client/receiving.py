@@ -28,6 +28,8 @@ LOOK_S = 0.05
 #: Seconds (running clock) a client waits, after its worker refused a direct batch, for its
 #: dispatcher to say why (a revoked key, a dropped client) before it gives the worker's reason.
 REFUSED_GRACE_S = 2.0
+#: Flush ticks (2 ms each) without an op or a batch before the timer thread sleeps until woken.
+QUIET_TICKS = 25
 
 
 class Receiving:
@@ -142,11 +144,20 @@ class Receiving:
     def _timer_loop(self) -> None:
         refuse_signals()  # (they go to the main thread, where Python runs their handlers)
         idle_wait = min(0.25, self.heartbeat_interval / 2)
+        quiet_ticks, seen = 0, -1
         while not self._stop.is_set():
-            if not self._instrs:
-                # Nothing queued: sleep until an op arrives (or a heartbeat is due), not every 2 ms.
-                self._wake.wait(idle_wait)
+            # Quiet for QUIET_TICKS ticks (nothing queued, no batch sent): sleep until an op
+            # arrives (or a heartbeat is due), not every 2 ms. While the program works, tick.
+            sent = self.sent_batches
+            quiet_ticks = quiet_ticks + 1 if sent == seen and not self._instrs else 0
+            seen = sent
+            if quiet_ticks >= QUIET_TICKS:
+                self._timer_asleep = True
+                if not self._instrs:  # (see Connection._append_locked)
+                    self._wake.wait(idle_wait)
+                self._timer_asleep = False
                 self._wake.clear()
+                quiet_ticks = 0
             if self._stop.wait(self.flush_interval):
                 return
             self.events.tick()

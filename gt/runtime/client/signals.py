@@ -13,6 +13,8 @@ from typing import Any
 
 #: Signals whose Python handlers must wait while a batch is being sent (``Connection._send_batch``).
 _HELD_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+#: The main thread's mask before the last hold (what a hold that a handler interrupted restores).
+_before: Any = None
 
 
 def refuse_signals() -> None:
@@ -24,13 +26,18 @@ def refuse_signals() -> None:
 def hold_signals() -> Any:
     """Block SIGINT and SIGTERM for this thread if it is the main one (the only one Python runs
     handlers in); returns the mask to restore."""
+    global _before
     if threading.current_thread() is not threading.main_thread():
         return None
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # (a handler due runs here, first)
-    try:
-        signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
-    except BaseException:  # (one that came meanwhile ran on the way out: nothing is held)
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+    try:  # (one system call: this runs on every batch a program sends)
+        before = _before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    except BaseException:
+        # A handler due ran inside the call (CPython runs them there) and raised, after the
+        # mask changed: put the mask back as it was the last time, or as it is by default.
+        if _before is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, _before)
+        else:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)
         raise
     return before
 
