@@ -189,3 +189,19 @@ def test_empty_arrays_upload_and_fetch(conn):
 def test_connection_stats_reports_this_client(conn):
     stats = conn.stats()
     assert conn.client_no in [c["id"] for c in stats["clients"]]
+
+
+def test_an_op_after_a_quiet_spell_wakes_the_flush_timer_under_a_signal_scope_too(conn):
+    # The timer sleeps once the program has been quiet; the first op after must wake it, or the
+    # op waits out the sleep (up to 250 ms) before it is sent. Ops in a signal scope did not.
+    x = gt.ones(4)
+    x.numpy()
+    for scoped in (False, True):
+        wait_for(lambda: conn._timer_asleep, 30)
+        if scoped:
+            with gt.signal.context("layer"):
+                y = x + 1
+        else:
+            y = x + 1
+        assert conn._wake.is_set() or not conn._timer_asleep
+        assert y.numpy().tolist() == [2.0] * 4
