@@ -490,8 +490,16 @@ class ClusterModel:
         end = timeline_end_ns if timeline_end_ns is not None else now
         start = end - timeline_ns
         workers = tuple(worker_state(self, w, now) for _, w in sorted(self.workers.items()))
+        # (a client whose batch a worker is inside has it in flight, whatever the counts say: a
+        # direct batch reaches the dispatcher's count only once it ran, and a client waiting at a
+        # sync point publishes its own events after the wait)
+        running = {
+            w.running[2] for w in self.workers.values()
+            if w.alive and w.running is not None and w.running[0] < now
+        }  # fmt: skip
         clients = tuple(
-            client_state(c, now, self.window_ns) for _, c in sorted(self.clients.items())
+            client_state(c, now, self.window_ns, c.cno in running)
+            for _, c in sorted(self.clients.items())
         )
         lanes = tuple(
             self._lane(w, start, end, timeline_ns) for _, w in sorted(self.workers.items())

@@ -82,8 +82,9 @@ def worker_state(model: ClusterModel, w: WorkerRecord, now: int) -> WorkerState:
     )  # fmt: skip
 
 
-def client_state(c: ClientRecord, now: int, window_ns: int) -> ClientState:
-    """A client as of ``now``, its op rate over ``window_ns``."""
+def client_state(c: ClientRecord, now: int, window_ns: int, running: bool = False) -> ClientState:
+    """A client as of ``now``, its op rate over ``window_ns``; ``running``: a worker is inside a
+    batch of it (busy events), so at least one is in flight."""
     lo = now - window_ns
     n = 0
     for t, k in reversed(c.rate):
@@ -95,6 +96,8 @@ def client_state(c: ClientRecord, now: int, window_ns: int) -> ClientState:
         in_flight = max(0, c.last_batch - (c.done_batch if c.done_batch is not None else -1))
     else:
         in_flight = c.snap_in_flight
+    if running:
+        in_flight = max(in_flight or 0, 1)
     return ClientState(
         id=c.cno, host=c.host, pid=c.pid, argv=c.argv, home=c.home, alive=c.alive,
         reason=c.reason, ops_rate=n / (window_ns / 1e9) if c.rate else None,

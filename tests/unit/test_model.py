@@ -448,6 +448,21 @@ def test_a_workers_transfer_path_is_the_last_one_its_sends_and_receives_named():
     assert w.via == "zmq+pinned"
 
 
+def test_a_client_whose_batch_a_worker_is_inside_has_it_in_flight():
+    # (a direct batch reaches the dispatcher's count only once it ran, and the client publishes
+    # its own events after its sync point: a client 7 s into a matmul read 0 in flight)
+    m = model_with([
+        ev(E.WORKER_JOINED, 0, worker=0, host="h", pid=1, device="cpu", backend="numpy"),
+        ev(E.BUSY, 1_500 * MS, worker=0, client=4, batch=9, t0=1_250 * MS, op=4, src=7),
+    ])  # fmt: skip
+    m.apply_snapshot({"clients": [{"id": 4, "home": 0, "queued": 0, "in_flight": 0},
+                                  {"id": 5, "home": 0, "queued": 0, "in_flight": 0}]}, t_ns=S)  # fmt: skip
+    st = m.state(2 * S)
+    assert {c.id: c.in_flight for c in st.clients} == {4: 1, 5: 0}
+    m.apply_batch("worker:0", m.next_seq["worker:0"], [exec_ev(1_250 * MS, 2_100 * MS, [4])])
+    assert {c.id: c.in_flight for c in m.state(3 * S).clients} == {4: 0, 5: 0}
+
+
 def test_a_worker_inside_a_long_batch_is_busy_with_its_op_until_the_batch_ends():
     # (exec events come when a batch ends: a worker 7 s into a matmul was shown idle, op N/A)
     m = model_with([
