@@ -114,9 +114,12 @@ class MemoryPool(Accounts, Prefetcher):
         self.running: int | None = None  # the client whose batch runs (or ran last)
         self._turns: dict[int, float] = {}  # client -> when its last turn began (monotonic s)
         self.cursor = 0  # index into upcoming of the running instruction
-        self.upcoming: list[tuple] = []  # per queued instruction: the (client, tensor) it reads
-        self.positions: dict[tuple[int, int], list[int]] = {}
-        self.dying: set[tuple[int, int]] = set()  # freed by a queued batch: never worth spilling
+        # What :meth:`plan` was given, and what it makes of it once asked (see ``upcoming``).
+        self._queued: list[tuple] = []
+        self._planned = True
+        self._upcoming: list[tuple] = []
+        self._positions: dict[tuple[int, int], list[int]] = {}
+        self._dying: set[tuple[int, int]] = set()
         self._current: tuple = ()
         self.lock = threading.Condition()
         self._stop = False
@@ -214,33 +217,64 @@ class MemoryPool(Accounts, Prefetcher):
     def plan(self, batches: list[tuple]) -> None:
         """The instructions queued, in the order they will run: ``[(client, instrs, frees), ...]``
         (the running batch first; ``frees`` may be left out). Spill choices and prefetches look at
-        them, and what a queued batch frees is not worth spilling (it is about to go)."""
-        upcoming: list[tuple] = []
-        positions: dict[tuple[int, int], list[int]] = {}
-        dying: set[tuple[int, int]] = set()
-        for cno, instrs, *rest in batches:
-            for tid in (rest[0] if rest else ()) or ():
-                if type(tid) is int:
-                    dying.add((cno, tid))
-            for ins in instrs:
-                if len(upcoming) >= LOOKAHEAD:
-                    break
-                try:
-                    args = ins[2]
-                    keys = tuple((cno, a) for a in args if type(a) is int)
-                except (TypeError, IndexError):
-                    keys = ()
-                for k in keys:
-                    positions.setdefault(k, []).append(len(upcoming))
-                upcoming.append(keys)
+        them, and what a queued batch frees is not worth spilling (it is about to go).
+
+        Only kept here: what they read and when is worked out the first time a spill or a
+        prefetch asks (:attr:`upcoming`), which under no pressure is never. Working it out for
+        every batch cost a few µs an instruction: a limit made tiny ops 4.5x slower."""
         with self.lock:
-            self.upcoming, self.positions, self.cursor = upcoming, positions, -1
-            self.dying = dying
+            self._queued, self._planned, self.cursor = batches, False, -1
             self.running = batches[0][0] if batches else None
             if self.running is not None:
                 self._turns[self.running] = time.monotonic()
             if self.spilled:
                 self.lock.notify_all()
+
+    @property
+    def upcoming(self) -> list[tuple]:
+        """Per queued instruction (up to ``LOOKAHEAD``), the ``(client, tensor)`` keys it reads."""
+        self._make_plan()
+        return self._upcoming
+
+    @property
+    def positions(self) -> dict[tuple[int, int], list[int]]:
+        """Per ``(client, tensor)``, the indices into :attr:`upcoming` of the instructions that
+        read it, in order."""
+        self._make_plan()
+        return self._positions
+
+    @property
+    def dying(self) -> set[tuple[int, int]]:
+        """The ``(client, tensor)`` keys a queued batch frees: never worth spilling."""
+        self._make_plan()
+        return self._dying
+
+    def _make_plan(self) -> None:
+        if self._planned:
+            return
+        with self.lock:  # (the prefetch thread asks too: never a plan of batches since replaced)
+            if self._planned:
+                return
+            upcoming: list[tuple] = []
+            positions: dict[tuple[int, int], list[int]] = {}
+            dying: set[tuple[int, int]] = set()
+            for cno, instrs, *rest in self._queued:
+                for tid in (rest[0] if rest else ()) or ():
+                    if type(tid) is int:
+                        dying.add((cno, tid))
+                for ins in instrs:
+                    if len(upcoming) >= LOOKAHEAD:
+                        break
+                    try:
+                        args = ins[2]
+                        keys = tuple((cno, a) for a in args if type(a) is int)
+                    except (TypeError, IndexError):
+                        keys = ()
+                    for k in keys:
+                        positions.setdefault(k, []).append(len(upcoming))
+                    upcoming.append(keys)
+            self._upcoming, self._positions, self._dying = upcoming, positions, dying
+            self._queued, self._planned = [], True
 
     def _next_use(self, cno: int, tids: set[int]) -> int:
         best = _FAR
@@ -491,6 +525,8 @@ class MemoryPool(Accounts, Prefetcher):
 
     def forget_spilled(self, cno: int, tid: int) -> bool:
         """Free a spilled tensor; whether it was spilled."""
+        if not self.spilled:  # (only this thread adds to it: no lock needed to see it empty)
+            return False
         with self.lock:
             rec = self.spilled.pop((cno, tid), None)
             if rec is None:
