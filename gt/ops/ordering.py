@@ -76,6 +76,24 @@ def evenly_distributed(x: Tensor, value: Tensor, name: str = "median") -> Tensor
     return _EVENLY[name].apply(x, value.detach())
 
 
+def _check_multinomial(p: Tensor, num_samples: int, replacement: bool) -> None:
+    """PyTorch's refusals of ``multinomial`` that need no values: the dtype, the number of
+    dimensions and the sample count, with PyTorch's messages."""
+    if not p.is_floating_point():
+        raise RuntimeError(
+            "multinomial only supports floating-point dtypes for input, got: "
+            + S.SCALAR_NAMES.get(str.__str__(p.dtype), str(p.dtype))
+        )
+    if p.ndim not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if num_samples <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    if not replacement and num_samples > p.shape[-1]:
+        raise RuntimeError(
+            "cannot sample n_sample > prob_dist.size(-1) samples without replacement"
+        )
+
+
 class OrderingOps:
     """Sorting, products and ``roll`` of :class:`gt.Tensor`."""
 
@@ -195,15 +213,12 @@ class OrderingOps:
         With replacement: inverse CDF of uniform draws. Without: the Gumbel top-k trick (the
         ``num_samples`` largest ``log(p) + Gumbel noise``). Runs on the workers, no sync point.
         """
-        if self.ndim not in (1, 2):
-            raise RuntimeError(f"multinomial: prob_dist must be 1 or 2 dim, got {self.ndim}")
+        _check_multinomial(self, num_samples, replacement)
         n = self.shape[-1]
-        if not replacement and num_samples > n:
-            raise RuntimeError(
-                "multinomial: cannot sample n_sample > prob_dist.size(-1) samples without replacement"
-            )
         p = self.to("float32") if self.dtype != "float64" else self
-        p = p / p.sum(-1, keepdim=True)
+        # (negative, inf or NaN entries and rows summing to 0 are refused on the worker: they are
+        # values, so the error comes at the next sync point, with no round trip here)
+        p = p._apply("multinomial_probs", [p])
         lead = self.shape[:-1]
         if replacement:
             u = self._create("rand", [], random_attrs(lead + (num_samples,), p.dtype, generator))

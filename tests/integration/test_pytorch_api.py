@@ -131,6 +131,49 @@ def test_multinomial_respects_zero_weights_and_distinctness(conn):
     assert set(picks[0].tolist()) == {1, 2} and len(set(picks[1].tolist())) == 2
 
 
+BAD_ENTRY = "probability tensor contains either `inf`, `nan` or element < 0"
+
+
+@pytest.mark.parametrize(
+    ("probs", "replacement", "message"),
+    [
+        ([0.5, -0.1], False, BAD_ENTRY),
+        ([0.5, float("inf")], False, BAD_ENTRY),
+        ([0.5, float("nan")], True, BAD_ENTRY),
+        ([0.0, 0.0], False, r"invalid multinomial distribution \(sum of probabilities <= 0\)"),
+        ([[0.0, 0.0], [1.0, 1.0]], True, r"sum of probabilities <= 0"),
+    ],
+    ids=["negative", "inf", "nan", "zero_sum", "one_zero_row"],
+)
+def test_multinomial_refuses_what_pytorch_refuses_at_the_next_sync_point(
+    conn, monkeypatch, probs, replacement, message
+):
+    """Bad weights are values on the worker: the call fetches nothing, the next read raises."""
+    fetches = []
+    monkeypatch.setattr(type(conn), "fetch", lambda self, tid: fetches.append(tid))
+    draws = gt.multinomial(gt.tensor(probs), 1, replacement)
+    monkeypatch.undo()
+    assert fetches == []
+    with pytest.raises(RuntimeError, match=message):
+        draws.tolist()
+    assert gt.tensor([-0.0, 1.0]).multinomial(1).tolist() == [1]  # (-0 is not below 0)
+
+
+def test_multinomial_refuses_bad_shapes_and_counts_at_the_call(conn):
+    ones = gt.ones(2)
+    with pytest.raises(RuntimeError, match=r"cannot sample n_sample > prob_dist.size\(-1\)"):
+        ones.multinomial(3)
+    with pytest.raises(RuntimeError, match="cannot sample n_sample <= 0 samples"):
+        gt.multinomial(ones, 0, True)
+    with pytest.raises(RuntimeError, match="prob_dist must be 1 or 2 dim"):
+        gt.ones(2, 2, 2).multinomial(1)
+    with pytest.raises(
+        RuntimeError, match="only supports floating-point dtypes for input, got: Long"
+    ):
+        gt.tensor([1, 2]).multinomial(1)
+    assert ones.multinomial(3, True).shape == (3,)
+
+
 def test_new_primitives_give_the_same_results_sharded_over_two_workers(conn):
     gt.load_config({"rows": {"shard": {"axis": 0}}})
     try:

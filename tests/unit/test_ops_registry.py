@@ -194,6 +194,7 @@ SAMPLES: dict[str, tuple[list, object]] = {
     "view_as_complex": ([np.stack([A, B], -1)], None),
     "complex": ([A, ROW], None),
     "linalg_eig": ([SQ], None),
+    "multinomial_probs": ([POS], None),
     "nextafter": ([A, B], None),
     "frexp_mantissa": ([A * 100], None),
     "frexp_exponent": ([A * 100], None),

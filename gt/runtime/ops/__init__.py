@@ -15,7 +15,8 @@ Families: :mod:`.elementwise`, :mod:`.reduce`, :mod:`.shape`, :mod:`.creation`, 
 trigonometric and hyperbolic functions, atan2, fmod, signbit, gcd, lcm, nextafter, frexp),
 :mod:`.running` (cummax, cummin, logcumsumexp), :mod:`.special_more` (Bessel I0/I1, Hurwitz zeta,
 incomplete gamma, erfcx, Bessel J/Y/K, Airy Ai, whose kernel is :mod:`.airy`), :mod:`.complexnum`
-(complex parts, conjugate, argument, the real-pair views, FFTs).
+(complex parts, conjugate, argument, the real-pair views, FFTs), :mod:`.sampling`
+(``multinomial``'s checked probabilities).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from gt.runtime.ops import (
     nll,
     reduce,
     running,
+    sampling,
     scan,
     search,
     shape,
@@ -90,6 +92,7 @@ REGISTRY, BY_NAME = _build(
         *linalg_eig.ENTRIES,
         *linalg_info.ENTRIES,
         *nll.ENTRIES,
+        *sampling.ENTRIES,
     ]
 )
 #: Op names by opcode (what traces carry in their header).
