@@ -488,7 +488,7 @@ def _add_grad(t: Tensor, g: Tensor) -> None:
     """Accumulate into a computed tensor named in ``backward(inputs=...)``."""
     if BATCHING:
         refuse_outside_write(t)
-    t.grad = g if t.grad is None else _summed(t.grad, g, g.requires_grad)
+    t.grad = g if t._grad is None else _summed(t._grad, g, g.requires_grad)  # (no warning)
 
 
 def _summed(held: Tensor, g: Tensor, create_graph: bool) -> Tensor:

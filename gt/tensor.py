@@ -122,7 +122,7 @@ class Tensor(
         "shape",
         "dtype",
         "_rg",  # requires_grad (a property, so that setting it can be checked)
-        "grad",
+        "_grad",  # grad (a property, so that reading a non-leaf's can warn)
         "_node",
         "_version",
         "_inf",  # set (True) only on tensors made inside inference_mode
@@ -167,7 +167,7 @@ class Tensor(
         self.shape = shape if shape.__class__ is Size or shape is None else Size(shape)
         self.dtype = dtype
         self._rg = False
-        self.grad = None
+        self._grad = None
         self._node = None
         self._version = 0
         self._st = self._vb = self._vs = None  # (an unset slot raises when read, which is slow)
@@ -198,7 +198,7 @@ class Tensor(
             made = upload(conn, host_array(arr, S.DEFAULT_FLOAT))
         self._conn, self.id, self.shape, self.dtype = conn, made.id, made.shape, made.dtype
         made.id = None
-        self._rg, self.grad, self._node, self._version = False, None, None, 0
+        self._rg, self._grad, self._node, self._version = False, None, None, 0
         self._st = self._vb = self._vs = None
 
     def __del__(self) -> None:
@@ -232,8 +232,8 @@ class Tensor(
         out._rg = self._rg
         cloned_layout(self, out, None)  # (PyTorch's copy is a clone: the same strides)
         memo[id(self)] = out
-        if self.grad is not None and cls is Tensor:  # (a Parameter's copy has none, as PyTorch's)
-            out.grad = copy.deepcopy(self.grad, memo)
+        if self._grad is not None and cls is Tensor:  # (a Parameter's copy has none, as PyTorch's)
+            out.grad = copy.deepcopy(self._grad, memo)
         if cls is Tensor and self.__dict__:  # (PyTorch's Parameter copies leave them behind)
             out.__dict__.update(copy.deepcopy(self.__dict__, memo))
         return out
@@ -505,7 +505,7 @@ class DataView(Tensor):
         self._owner = owner
         self._conn = owner._conn
         self._rg = False
-        self.grad = None
+        self._grad = None
         self._node = None
         self._version = 0
         self._vb = self._vs = None

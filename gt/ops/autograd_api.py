@@ -4,6 +4,7 @@ mixin)."""
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,14 @@ if TYPE_CHECKING:
     from gt.tensor import Tensor
 
 _FLOATS = frozenset(S.INEXACT_DTYPES)  # (what can require gradients: floats and complex)
+#: PyTorch's warning for reading the ``.grad`` of a computed tensor that does not retain it.
+NON_LEAF_GRAD = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad field "
+    "to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. If you "
+    "access the non-leaf Tensor by mistake, make sure you access the leaf Tensor instead. See "
+    "github.com/pytorch/pytorch/pull/30531 for more information."
+)
 
 
 class AutogradOps:
@@ -49,6 +58,20 @@ class AutogradOps:
     def is_leaf(self) -> bool:
         """True unless this tensor was computed by a recorded op."""
         return self._node is None
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The gradient ``backward`` accumulated here (leaves, and tensors that called
+        :meth:`retain_grad`), or ``None``. Reading it on another computed tensor warns, as in
+        PyTorch: it will never be filled."""
+        g = self._grad
+        if g is None and self._node is not None and self._node.retain is None:
+            warnings.warn(NON_LEAF_GRAD, UserWarning, stacklevel=2)
+        return g
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        self._grad = value
 
     @property
     def grad_fn(self) -> Any:
