@@ -20,6 +20,8 @@ takes its fast path without looking at any backward hook table.
 from __future__ import annotations
 
 import itertools
+import sys
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -30,6 +32,7 @@ from gt.custom_function import Function
 from gt.factories import zeros
 from gt.grad_mode import _mode
 from gt.ops.base import TensorBase
+from gt.runtime.client.source_lines import _not_the_users
 
 if TYPE_CHECKING:
     from gt.nn.module import Module
@@ -42,6 +45,23 @@ LIVE: dict[int, None] = {}
 #: Hooks of every module (``register_module_full_backward_hook`` ...), called before a module's own.
 _GLOBAL_HOOKS: dict[int, tuple[Callable, bool]] = {}
 _GLOBAL_PRE_HOOKS: dict[int, tuple[Callable, bool]] = {}
+
+
+#: PyTorch's warning when a full backward hook fires with no module input requiring grad.
+NO_INPUT_GRAD = (
+    "Full backward hook is firing when gradients are computed with respect to module outputs "
+    "since no inputs require gradients. See https://docs.pytorch.org/docs/main/generated/"
+    "torch.nn.Module.html#torch.nn.Module.register_full_backward_hook for more details."
+)
+
+
+def _warn_at_users_line(message: str) -> None:
+    """``UserWarning(message)`` attributed to the program's line (its ``backward()``), where
+    PyTorch's points, not to GT's autograd engine that runs the hook."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and _not_the_users(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, UserWarning, stacklevel=level)
 
 
 class _Handle(RemovableHandle):
@@ -163,6 +183,7 @@ class BackwardHookCall:
         "output_index",
         "grad_outputs",
         "constants",
+        "inputs_need_grad",
     )
 
     def __init__(self, module: Module, hooks: list, pre_hooks: list):
@@ -176,14 +197,16 @@ class BackwardHookCall:
         self.output_index: list[int] = []
         self.grad_outputs: tuple | None = None
         self.constants: list = []  # (position, shape, dtype) of the inputs needing no gradient
+        self.inputs_need_grad = False
 
     def wrap_inputs(self, args: tuple) -> tuple:
         """``args`` with each tensor that requires grad replaced by its hooked alias."""
         self.n_inputs = len(args)
-        if not (self.hooks and _mode.enabled):  # (pre-hooks alone need only the outputs)
+        if not _mode.enabled:
             return args
         index = [i for i, a in enumerate(args) if isinstance(a, TensorBase) and a.requires_grad]
-        if not index:
+        self.inputs_need_grad = bool(index)
+        if not (index and self.hooks):  # (pre-hooks alone need only the outputs)
             return args
         wrapped = BackwardHookFunction.apply(self._on_grad_inputs, *[args[i] for i in index])
         self.input_index = index
@@ -240,6 +263,8 @@ class BackwardHookCall:
             grad_outputs = new
         if self.input_index is None:
             # No input wants a gradient: the inputs' node never runs, so the hooks run here.
+            if not self.inputs_need_grad:  # (not when only pre-hooks left the inputs unwrapped)
+                _warn_at_users_line(NO_INPUT_GRAD)
             grad_inputs = (None,) * self.n_inputs
             for hook in self.hooks:
                 res = hook(self.module, grad_inputs, grad_outputs)

@@ -11,12 +11,17 @@ import warnings
 import pytest
 
 import gt
+from gt import nn
 
 pytestmark = pytest.mark.timeout(120)
 
 NON_LEAF = re.escape(
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
     "attribute won't be populated during autograd.backward()."
+)
+NO_INPUT_GRAD = re.escape(
+    "Full backward hook is firing when gradients are computed with respect to module outputs "
+    "since no inputs require gradients."
 )
 
 
@@ -36,3 +41,24 @@ def test_reading_the_grad_of_a_computed_tensor_warns_as_pytorch_does(conn):
             assert (x * 2).grad is None
         (kept * asked).sum().backward(inputs=[asked])  # (a computed tensor given a .grad)
         assert asked.grad.tolist() == [3.0, 3.0]
+
+
+def _hooked_linear() -> nn.Linear:
+    lin = nn.Linear(2, 2)
+    lin.register_full_backward_hook(lambda *a: None)
+    return lin
+
+
+def test_a_full_backward_hook_warns_when_no_module_input_requires_grad(conn):
+    lin = _hooked_linear()
+    with pytest.warns(UserWarning, match=NO_INPUT_GRAD) as record:
+        lin(gt.ones(1, 2)).sum().backward()
+    assert record[0].filename == __file__  # (the program's backward(), as PyTorch's)
+    assert lin.weight.grad is not None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lin(gt.ones(1, 2, requires_grad=True)).sum().backward()
+        lin(gt.ones(1, 2))  # (no backward: the hook never fires)
+        pre = nn.Linear(2, 2)  # pre-hooks alone, and an input that requires grad
+        pre.register_full_backward_pre_hook(lambda *a: None)
+        pre(gt.ones(1, 2, requires_grad=True)).sum().backward()
