@@ -13,7 +13,12 @@ from typing import Any
 
 from gt import factories as F
 from gt.nn import init
-from gt.nn.attention_fn import multi_head_attention_forward, scaled_dot_product_attention
+from gt.nn.attention_fn import (
+    _canonical_mask,
+    _none_or_dtype,
+    multi_head_attention_forward,
+    scaled_dot_product_attention,
+)
 from gt.nn.layers import Linear
 from gt.nn.module import Module, Parameter
 from gt.tensor import Tensor
@@ -100,11 +105,16 @@ class MultiheadAttention(Module):
         without ``attn_mask`` makes the causal mask. The computation is
         :func:`gt.nn.functional.multi_head_attention_forward`.
         """
+        # (checked here first, as PyTorch does: a mismatched pair is warned about once)
+        key_padding_mask = _canonical_mask(key_padding_mask, "key_padding_mask",
+                                           _none_or_dtype(attn_mask), "attn_mask", query.dtype)  # fmt: skip
         batched = query.ndim == 3
         if self.batch_first and batched:
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
         if attn_mask is None and is_causal:
             attn_mask = F.ones(query.shape[0], key.shape[0], dtype="bool").triu(1)
+        attn_mask = _canonical_mask(attn_mask, "attn_mask", None, "", query.dtype,
+                                    check_other=False)  # fmt: skip
         separate = not self._qkv_same_embed_dim
         out, weights = multi_head_attention_forward(
             query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight,

@@ -9,6 +9,7 @@ both import it.
 from __future__ import annotations
 
 import math
+import warnings
 
 from gt import factories as F
 from gt.ops.autocast import autocast_op
@@ -81,13 +82,39 @@ def _linear(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
     return out + b if b is not None else out
 
 
-def _additive(mask: Tensor | None, dtype: str) -> Tensor | None:
-    """A float mask to add to the scores (a boolean ``True`` hides: ``-inf``)."""
+def _in_dtype(mask: Tensor | None, dtype: str) -> Tensor | None:
+    """A float mask (see :func:`_canonical_mask`) in the scores' dtype, to add to them."""
+    return None if mask is None else mask.to(dtype)
+
+
+def _none_or_dtype(input: Tensor | None) -> str | None:
+    """A mask's dtype, or None (PyTorch's helper of the same name)."""
+    if input is None:
+        return None
+    if isinstance(input, Tensor):
+        return input.dtype
+    raise RuntimeError("input to _none_or_dtype() must be None or torch.Tensor")
+
+
+def _canonical_mask(mask: Tensor | None, mask_name: str, other_type: str | None,
+                    other_name: str, target_type: str, check_other: bool = True) -> Tensor | None:  # fmt: skip
+    """PyTorch's ``F._canonical_mask``: a boolean ``mask`` as a float one of ``target_type``
+    (``True``: ``-inf``), a float one as it is. Where its dtype is not ``other_type`` (the other
+    mask's), PyTorch's deprecation warning; the attention modules and the transformer layers call it
+    first, so a pair of masks is warned about once, by the outermost module, under its names."""
     if mask is None:
         return None
+    if mask.dtype != "bool" and not mask.is_floating_point():
+        raise AssertionError(f"only bool and floating types of {mask_name} are supported")
+    if check_other and other_type is not None and mask.dtype != other_type:
+        warnings.warn(
+            f"Support for mismatched {mask_name} and {other_name} is deprecated. Use same type "
+            "for both instead.",
+            stacklevel=2,
+        )
     if mask.dtype == "bool":
-        return mask.new_zeros(mask.shape, dtype=dtype).masked_fill(mask, -math.inf)
-    return mask.to(dtype)
+        return mask.new_zeros(mask.shape, dtype=target_type).masked_fill(mask, -math.inf)
+    return mask
 
 
 def _pad_last(t: Tensor | None) -> Tensor | None:
@@ -193,13 +220,15 @@ def multi_head_attention_forward(
     tgt_len, bsz, embed_dim = query.shape
     src_len = key.shape[0]
     dtype = query.dtype
+    key_padding_mask = _canonical_mask(key_padding_mask, "key_padding_mask",
+                                       _none_or_dtype(attn_mask), "attn_mask", dtype)  # fmt: skip
+    attn_mask = _canonical_mask(attn_mask, "attn_mask", None, "", dtype, check_other=False)
     if is_causal and attn_mask is None:
         raise RuntimeError(
             "Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
             "method `generate_square_subsequent_mask` to create this mask."
         )
-    key_padding_mask = _additive(key_padding_mask, dtype)
-    attn_mask = _additive(attn_mask, dtype)
+    key_padding_mask, attn_mask = _in_dtype(key_padding_mask, dtype), _in_dtype(attn_mask, dtype)
     if embed_dim != embed_dim_to_check:
         raise AssertionError(
             f"was expecting embedding dimension of {embed_dim_to_check}, but got {embed_dim}"

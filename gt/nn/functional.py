@@ -25,6 +25,8 @@ from gt.errors import ShapeError
 from gt.factories import arange, rand
 from gt.grad_graph import label, recorded_rule, zero_link, zero_second_derivative
 from gt.grad_mode import is_grad_enabled
+from gt.nn.attention_fn import _canonical_mask as _canonical_mask  # (PyTorch's private helpers,
+from gt.nn.attention_fn import _none_or_dtype as _none_or_dtype  # which its layers' copies call)
 from gt.nn.attention_fn import multi_head_attention_forward, scaled_dot_product_attention
 from gt.nn.convolution import (
     conv1d,

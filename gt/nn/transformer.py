@@ -12,6 +12,7 @@ from gt.amp import is_autocast_enabled
 from gt.grad_mode import is_grad_enabled
 from gt.nn import functional as fn
 from gt.nn.attention import MultiheadAttention
+from gt.nn.attention_fn import _canonical_mask, _none_or_dtype
 from gt.nn.containers import ModuleList
 from gt.nn.layers import Dropout, LayerNorm, Linear
 from gt.nn.module import Module
@@ -55,6 +56,9 @@ class TransformerEncoderLayer(Module):
 
     def forward(self, src: Tensor, src_mask: Tensor | None = None,
                 src_key_padding_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:  # fmt: skip
+        src_key_padding_mask = _canonical_mask(src_key_padding_mask, "src_key_padding_mask",
+                                               _none_or_dtype(src_mask), "src_mask", src.dtype)  # fmt: skip
+        src_mask = _canonical_mask(src_mask, "src_mask", None, "", src.dtype, check_other=False)
         x = src
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
@@ -159,9 +163,13 @@ class TransformerEncoder(Module):
 
     def forward(self, src: Tensor, mask: Tensor | None = None,
                 src_key_padding_mask: Tensor | None = None, is_causal: bool | None = None) -> Tensor:  # fmt: skip
+        # (the layers get float masks; the nested-tensor check below reads the ones given)
+        pad = _canonical_mask(src_key_padding_mask, "src_key_padding_mask", _none_or_dtype(mask),
+                              "mask", src.dtype)  # fmt: skip
+        float_mask = _canonical_mask(mask, "mask", None, "", src.dtype, check_other=False)
         out = src
         for layer in self.layers:
-            out = layer(out, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
+            out = layer(out, src_mask=float_mask, src_key_padding_mask=pad,
                         is_causal=bool(is_causal))  # fmt: skip
         if self._zeroes_padding(src, mask, src_key_padding_mask):
             out = out.masked_fill(src_key_padding_mask.unsqueeze(-1), 0.0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import warnings
 
+import numpy as np
 import pytest
 
 import gt
@@ -62,3 +63,36 @@ def test_a_full_backward_hook_warns_when_no_module_input_requires_grad(conn):
         pre = nn.Linear(2, 2)  # pre-hooks alone, and an input that requires grad
         pre.register_full_backward_pre_hook(lambda *a: None)
         pre(gt.ones(1, 2, requires_grad=True)).sum().backward()
+
+
+def _mismatched(mask_name: str, other_name: str) -> str:
+    return re.escape(
+        f"Support for mismatched {mask_name} and {other_name} is deprecated. Use same type for "
+        "both instead."
+    )
+
+
+def test_mismatched_attention_masks_warn_once_under_the_outermost_modules_names(conn):
+    gt.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0, batch_first=True)
+    enc = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+    src = gt.randn(1, 3, 4)
+    causal = nn.Transformer.generate_square_subsequent_mask(3)  # float: 0 and -inf
+    pad = gt.tensor([[False, False, True]])
+    float_pad = gt.zeros(1, 3).masked_fill(pad, float("-inf"))
+    with pytest.warns(UserWarning, match=_mismatched("src_key_padding_mask", "mask")) as record:
+        out = enc(src, mask=causal, src_key_padding_mask=pad)
+    assert len(record) == 1  # (the layers and their attention get float masks: no more)
+    with pytest.warns(UserWarning, match=_mismatched("src_key_padding_mask", "src_mask")):
+        layer(src, src_mask=causal, src_key_padding_mask=pad)
+    mha = layer.self_attn
+    with pytest.warns(UserWarning, match=_mismatched("key_padding_mask", "attn_mask")):
+        mha(src, src, src, attn_mask=causal, key_padding_mask=pad)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        same = enc(src, mask=causal, src_key_padding_mask=float_pad)
+        enc(src, mask=causal < 0, src_key_padding_mask=pad)
+        enc(src, mask=causal)
+    np.testing.assert_allclose(out.detach().numpy(), same.detach().numpy(), rtol=1e-6)
+    with pytest.raises(AssertionError, match="only bool and floating types of attn_mask"):
+        mha(src, src, src, attn_mask=gt.zeros(3, 3, dtype=gt.int64))
