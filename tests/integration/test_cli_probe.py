@@ -370,3 +370,24 @@ def test_a_config_signal_the_program_never_entered_is_named_at_its_end(env):
                          timeout=120, env=env)  # fmt: skip
     assert got.returncode == 0, got.stderr
     assert "'layr1' (did you mean 'layer1'?)" in got.stderr and "layer2" not in got.stderr
+
+
+def test_a_config_signal_that_shards_an_axis_no_tensor_of_it_has_is_named_at_its_end(env):
+    # (a rule that fits some of its tensors -- weights, not biases -- is as meant: no warning)
+    script = (
+        "import gt\n"
+        "gt.load_config({'attn': {'shard': {'axis': 2}}, 'mlp': {'shard': {'axis': 1}}})\n"
+        "with gt.signal.context('attn'):\n"
+        "    a = gt.ones(4, 6) * 2\n"
+        "with gt.signal.context('mlp'):\n"
+        "    w, b = gt.ones(4, 6), gt.ones(6)\n"
+        "    y = a @ w.T + 1\n"
+        "print(float(y.sum()), float(b.sum()))\n"
+    )
+    got = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, env={**env, "GT_WORKERS": "2"})  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.split() == ["208.0", "6.0"]
+    assert ("shards 'attn' on axis 2, but none of the 2 tensors made under that signal had that "
+            "axis (they had at most 2 axes)") in got.stderr  # fmt: skip
+    assert "'mlp'" not in got.stderr

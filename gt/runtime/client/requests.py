@@ -20,6 +20,7 @@ class Requests:
     """Control requests (see the module docstring)."""
 
     _config_signals: frozenset[str] = frozenset()  # the signals of the last config applied here
+    _config_axes: dict[str, int] = {}  # (of those, the ones that shard an axis: which one)
 
     def control(self, request: str, args: Any = None, timeout: float | None = None) -> Any:
         """Send one control request over this connection, after everything queued before it.
@@ -64,14 +65,21 @@ class Requests:
             self._direct_allowed = False
         names = applied.get("signals") if isinstance(applied, dict) else None
         self._config_signals = frozenset(n for n in names or () if isinstance(n, str))
+        self._config_axes = {
+            n: r["axis"] for n, r in (names or {}).items()
+            if isinstance(r, dict) and r.get("kind") == "shard" and isinstance(r.get("axis"), int)
+        }  # fmt: skip
         if self._config_signals and self._warn_unused_signals not in self._on_close:
             self._on_close.append(self._warn_unused_signals)
         return applied
 
     def _warn_unused_signals(self) -> None:
-        """At the end: say which of the config's signals this program never entered. A misspelt
-        name is no error (another program could enter it), but its ops ran as if unplaced."""
+        """At the end: say which of the config's signals this program never entered, and which
+        shard an axis that none of the tensors made under them had. Neither is an error (another
+        program could enter the signal; a bias may sit in a layer's signal), but such a rule
+        placed nothing."""
         used = {n for key in self._signal_ids for n in key[:2] if isinstance(n, str)}
+        self._warn_unfit_axes(used)
         unused = sorted(self._config_signals - used)
         if not unused:
             return
@@ -83,6 +91,23 @@ class Requests:
               f"entered {'that signal' if len(unused) == 1 else 'those signals'} "
               f"(gt.signal.context): {'it' if len(unused) == 1 else 'they'} placed nothing",
               file=sys.stderr)  # fmt: skip
+
+    def _warn_unfit_axes(self, used: set[str]) -> None:
+        if not (used & set(self._config_axes)) or self._broken is not None:
+            return
+        try:  # (at the end of the program: a dispatcher that cannot answer at once is left be)
+            fits = self.control("axis_fits", None, timeout=2.0)
+        except Exception:
+            return
+        for name in sorted(fits if isinstance(fits, dict) else ()):
+            f = fits[name]
+            axis = self._config_axes.get(name)
+            if axis is None or not (isinstance(f, list) and len(f) == 3) or f[1] or not f[0]:
+                continue
+            n, most = f[0], f[2]
+            print(f"gt: warning: the shard config shards {name!r} on axis {axis}, but none of the "
+                  f"{n} tensor{'s' if n != 1 else ''} made under that signal had that axis "
+                  f"(they had at most {most} axes): it placed nothing", file=sys.stderr)  # fmt: skip
 
     def set_memory(self, settings: dict) -> dict:
         """Change the workers' memory settings (:mod:`gt.runtime.memory_settings`); answers the

@@ -35,7 +35,8 @@ class ControlRequests:
         config in normal form), ``config_apply`` (``{"config": raw, "by": who}``: validate and
         apply for new instructions; answers the normal form; raises ``ValueError`` on a bad
         config), ``placement`` (per client: tensor id -> layout, for tools and tests; a tenant's
-        own only, but for admins),
+        own only, but for admins), ``axis_fits`` (the asking client's signals whose rule shards
+        an axis: ``[tensors made under it, how many had that axis, the most axes one had]``),
         ``memory_get`` (the workers' memory settings: ``flags``, ``runtime``), ``memory_set``
         (``{"settings": {...}, "by": who}``: change them on every worker; raises ``ValueError``
         on an unknown setting or a bad size).
@@ -58,6 +59,9 @@ class ControlRequests:
                 for cno, c in self.placement.clients.items()
                 if role in (None, "admin") or cno in own
             }
+        if request == "axis_fits":  # the asking client's: see ClientPlacement.axis_fits
+            c = self.placement.clients.get(tenant) if tenant is not None else None
+            return dict(c.axis_fits) if c is not None else {}
         if request == "ping":
             return {"pid": os.getpid(), "uptime": time.time() - self.started, **self._owner()}
         if request == "endpoints":

@@ -189,6 +189,9 @@ class ClientPlacement:
     next_tag: int = 1
     next_tmp: int = -1
     placed: bool = False  # some tensor left the home worker: every later batch is planned
+    # Per signal whose rule shards an axis: [tensors made under it, how many had that axis, the
+    # most axes one had]. A rule that fit none of them placed nothing (said at the program's end).
+    axis_fits: dict[str, list[int]] = field(default_factory=dict)
     home_lay: Layout = field(init=False)
 
     def __post_init__(self) -> None:

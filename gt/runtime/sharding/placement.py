@@ -39,7 +39,7 @@ from gt.runtime.sharding.layout import (
 )
 from gt.runtime.sharding.relayout import keeps_in_place, move
 from gt.runtime.sharding.shapeinfer import infer, infer_dtype, nbytes
-from gt.runtime.sharding.special import SpecialOps, rule_for, rule_layout
+from gt.runtime.sharding.special import SpecialOps, note_axis_fit, rule_for, rule_layout
 
 _FETCH, _MARK, _PLACE = (O.OPCODE[n] for n in ("fetch", "mark", "place"))
 _PLANNER_ONLY = frozenset((*O.COMM_OPS, O.OPCODE["free"]))
@@ -261,6 +261,8 @@ class Placement(SpecialOps):
             return
         size = nbytes(s.shape, s.dtype)
         target = rule_layout(s.rule, s.shape, s.alive, False)
+        if s.rule is not None:
+            note_axis_fit(c.axis_fits, s.name, s.rule, s.shape)
         choice = rules.choose(s.op, ops, s.attrs, s.shape, size, target, c.home)
         per_arg = self._gather_operands(s, ops, choice.needs)
         for i, w in enumerate(choice.out.workers):

@@ -50,6 +50,20 @@ def rule_for(signals: dict, key: tuple | None) -> tuple[str | None, dict | None]
     return name, signals.get(name)
 
 
+def note_axis_fit(fits: dict[str, list[int]], name: str | None, rule: dict, shape: Shape) -> None:
+    """Count, for a signal whose rule shards an axis, whether a tensor of ``shape`` made under it
+    has that axis (``fits``: :attr:`ClientPlacement.axis_fits`)."""
+    if name is None or rule["kind"] != "shard":
+        return
+    f = fits.get(name)
+    if f is None:
+        f = fits[name] = [0, 0, 0]
+    nd = len(shape)
+    f[0] += 1
+    f[1] += -nd <= rule["axis"] < nd
+    f[2] = max(f[2], nd)
+
+
 def rule_layout(rule: dict | None, shape: Shape, alive: list[int], strict: bool) -> Layout | None:
     """The layout a rule asks for a tensor of ``shape`` (``None``: no opinion).
 
@@ -102,6 +116,7 @@ class SpecialOps:
                 # mask made inside a layer's signal -- stays on its home worker; only
                 # ``gt.signal.tensor`` of such a tensor is an error, since it was asked for)
                 target = rule_layout(s.rule, shape, s.alive, False)
+                note_axis_fit(s.c.axis_fits, s.name, s.rule, shape)
             elif s.name is None or s.name not in self.config["signals"]:
                 target = auto_target(self.config["settings"], shape, s.dtype, s.alive)
         home = s.c.home
