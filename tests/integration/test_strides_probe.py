@@ -51,3 +51,34 @@ def test_copy_forms_are_contiguous(conn, make):
 def test_empty_tensors_are_contiguous(conn):
     x = gt.arange(12.0).reshape(3, 4)
     assert x[:, 4:].is_contiguous() and x[:0].t().is_contiguous()
+
+
+def _input_grad(f, x):
+    """``autograd.grad`` of ``f(x)`` with respect to ``x``."""
+    x.requires_grad_(True)
+    return gt.autograd.grad(f(x), x)[0]
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x: x.permute(0, 2, 3, 1).exp().sum(),
+        lambda x: x.transpose(1, 2).relu().sum(),
+        lambda x: x.movedim(1, -1).sin().sum(),
+        lambda x: x.mT.sigmoid().sum(),
+    ],
+)
+def test_gradient_through_a_permute_and_an_elementwise_op_is_contiguous(conn, f):
+    # (PyTorch 2.13: stride (60, 20, 5, 1); GT reported the permuted strides, so WGAN-GP's
+    # g.view(n, -1) would be refused)
+    g = _input_grad(f, gt.rand(2, 3, 4, 5))
+    assert g.is_contiguous() and g.stride() == (60, 20, 5, 1)
+    assert g.view(2, -1).shape == (2, 60)
+
+
+def test_hooked_gradient_through_a_permute_is_contiguous(conn):
+    x = gt.rand(2, 3, 4, 5, requires_grad=True)
+    y, box = x * 1, []
+    y.register_hook(box.append)
+    y.permute(0, 2, 3, 1).pow(2).sum().backward()
+    assert box[0].is_contiguous() and box[0].stride() == (60, 20, 5, 1)

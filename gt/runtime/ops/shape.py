@@ -12,6 +12,7 @@ import numpy as np
 
 from gt import shapes as S
 from gt.errors import ShapeError
+from gt.ops.layout import grad_layout
 from gt.runtime.ops.base import (
     Op,
     Shape,
@@ -72,7 +73,16 @@ def _d_transpose(n: Any, g: Any) -> tuple:
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
         inv[p] = i
-    return (g.permute(inv),)
+    out = g.permute(inv)
+    if getattr(g, "_st", False) is None and n.saved and hasattr(n.saved[0], "_st"):
+        # PyTorch's gradient of a permuted tensor is mostly laid out as that tensor (an
+        # elementwise op's derivative keeps its operands' layout), so permuted back it has the
+        # input's layout; GT's elementwise results are row-major, which permuted back would
+        # report the permuted strides (``autograd.grad`` of ``x.permute(..).exp().sum()`` would
+        # refuse ``g.view(n, -1)``). The input's strides, as ``.grad`` takes them (a matmul's
+        # row-major gradient, which PyTorch hands back non-contiguous, is called contiguous).
+        out._st = grad_layout(n.saved[0])
+    return (out,)
 
 
 def _d_getitem(n: Any, g: Any) -> tuple:
