@@ -139,20 +139,21 @@ globals().update({f"{m}_copy": _copy_form(m) for m in _COPIES})
 
 
 def alias_copy(input: Any) -> Any:  # noqa: A002
-    """A copy of ``input`` (PyTorch's ``alias_copy``)."""
-    return input.clone()
+    """A contiguous copy of ``input`` (PyTorch's ``alias_copy``)."""
+    return input.clone(memory_format=_CONTIGUOUS)
 
 
 def split_with_sizes_copy(input: Any, split_sizes: Any, dim: int = 0) -> list:  # noqa: A002
-    """``input.split(split_sizes, dim)``, each piece in new storage."""
-    return [t.clone() for t in input.split(list(split_sizes), dim)]
+    """``input.split(split_sizes, dim)``, each piece in new contiguous storage."""
+    return [t.clone(memory_format=_CONTIGUOUS) for t in input.split(list(split_sizes), dim)]
 
 
 def slice_copy(input: Any, dim: int = 0, start: Any = None, end: Any = None,  # noqa: A002
                step: int = 1) -> Any:  # fmt: skip
-    """``input`` sliced ``start:end:step`` along ``dim``, in new storage."""
+    """``input`` sliced ``start:end:step`` along ``dim``, in new contiguous storage."""
     dim = dim % input.ndim if input.ndim else 0
-    return input[(slice(None),) * dim + (slice(start, end, step),)].clone()
+    part = input[(slice(None),) * dim + (slice(start, end, step),)]
+    return part.clone(memory_format=_CONTIGUOUS)
 
 
 __all__ = ["binary_cross_entropy_with_logits", "kl_div", "cosine_embedding_loss",

@@ -378,8 +378,9 @@ class CompatOps(CompatInplaceOps):
         return out
 
     def narrow_copy(self, dim: int, start: int, length: int) -> Tensor:
-        """:meth:`narrow` (GT's slices are copies already)."""
-        return self.narrow(dim, start, length)
+        """:meth:`narrow`'s values in a new contiguous tensor (a narrow is a view: writes into
+        it would reach ``self``, and its strides are ``self``'s)."""
+        return views.as_new(self.narrow(dim, start, length).clone())
 
     @labels("IndexCopyBackward0")
     @zero_dim_as_one

@@ -48,6 +48,28 @@ def test_copy_forms_are_contiguous(conn, make):
     assert out.is_contiguous() and out.stride() == (3, 1)
 
 
+@pytest.mark.parametrize(
+    "make, stride",
+    [
+        (lambda x: gt.alias_copy(x.t()), (4, 1)),
+        (lambda x: gt.slice_copy(x.t(), 0, 0, 2), (4, 1)),
+        (lambda x: gt.split_with_sizes_copy(x.t(), [2, 3])[1], (4, 1)),
+        (lambda x: gt.narrow_copy(x, 1, 1, 2), (2, 1)),
+        (lambda x: x.narrow_copy(1, 1, 2), (2, 1)),
+    ],
+)
+def test_copy_forms_of_strided_views_are_contiguous(conn, make, stride):
+    # (PyTorch 2.13's strides; GT's kept the view's)
+    out = make(gt.arange(20.0).reshape(4, 5))
+    assert out.is_contiguous() and out.stride() == stride
+
+
+def test_narrow_copy_is_not_a_view(conn):
+    x = gt.arange(20.0).reshape(4, 5)
+    x.narrow_copy(1, 1, 2).add_(100)
+    assert x[0].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
 def test_empty_tensors_are_contiguous(conn):
     x = gt.arange(12.0).reshape(3, 4)
     assert x[:, 4:].is_contiguous() and x[:0].t().is_contiguous()
