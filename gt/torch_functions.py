@@ -83,7 +83,8 @@ def svd(input: Tensor, some: bool = True, compute_uv: bool = True) -> SVDResult:
         m, n, batch = input.shape[-2], input.shape[-1], tuple(input.shape[:-2])
         return SVDResult(input.new_zeros((*batch, m, m)), s, input.new_zeros((*batch, n, n)))
     u, s, vh = _linalg.svd(input, full_matrices=not some)
-    return SVDResult(u, s, vh.mH)  # (V: Vh's conjugate transpose, for complex input too)
+    # (V: Vh's conjugate transpose, for complex input too; contiguous, as PyTorch's)
+    return SVDResult(u, s, views.as_new(vh.mH))
 
 
 def qr(input: Tensor, some: bool = True) -> QRResult:

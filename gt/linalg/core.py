@@ -29,6 +29,7 @@ from gt.factories import eye, zeros
 from gt.grad_graph import label
 from gt.ops.arith import where
 from gt.ops.shaping import stack
+from gt.ops.views import as_new
 from gt.runtime.ops import return_types
 from gt.runtime.ops.linalg import (
     SlogdetResult,
@@ -405,6 +406,7 @@ def eigh(a: Tensor, UPLO: str = "L") -> EighResult:  # noqa: N803 - PyTorch's na
     src = a if UPLO == "L" else a.mH  # the upper triangle of A is the lower one of A^H
     w, v = unpack_eigh(a._apply("linalg_eigh", [src]))
     w = w.real if w.dtype in S.COMPLEX_DTYPES else w  # (Hermitian: real ones)
+    w = as_new(w)  # (a column of the packed result: PyTorch's eigenvalues are contiguous)
     return EighResult(label(w, "LinalgEighBackward0"), label(v, "LinalgEighBackward0"))
 
 
@@ -419,6 +421,7 @@ def eig(a: Tensor) -> EigResult:
     PyTorch's CUDA ``eig`` synchronises with the CPU). Gradients assume distinct eigenvalues."""
     check_float_square("linalg.eig", a, complex_ok=True)
     w, v = unpack_eig(a._apply("linalg_eig", [a]))
+    w = as_new(w)  # (a column of the packed result: PyTorch's eigenvalues are contiguous)
     return EigResult(label(w, "LinalgEigBackward0"), label(v, "LinalgEigBackward0"))
 
 
@@ -437,6 +440,7 @@ def svd(a: Tensor, full_matrices: bool = True, *, driver: str | None = None) -> 
     attrs = {"full": True} if full else None
     u, s, vh = unpack_svd(a._apply("linalg_svd", [a], attrs), m, n, full)
     s = s.real if s.dtype in S.COMPLEX_DTYPES else s  # (real values)
+    s = as_new(s)  # (a slice of the packed result: PyTorch's singular values are contiguous)
     return SVDResult(*(label(t, "LinalgSvdBackward0") for t in (u, s, vh)))
 
 

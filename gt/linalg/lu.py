@@ -17,6 +17,7 @@ from gt.factories import arange, eye
 from gt.linalg.core import solve_triangular
 from gt.ops.arith import where
 from gt.ops.shaping import cat, stack
+from gt.ops.views import as_new
 from gt.runtime.ops import return_types
 
 if TYPE_CHECKING:
@@ -117,7 +118,8 @@ def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True,  # n
     if unpack_pivots:
         perm = _permutation(LU_pivots, m)
         # P^T A = A[perm], so P[perm[i], i] = 1
-        P = eye(m, dtype=LU_data.dtype)[perm].mT  # noqa: N806
+        # (a new tensor: PyTorch's P is contiguous, the transpose of a temporary is not)
+        P = as_new(eye(m, dtype=LU_data.dtype)[perm].mT)  # noqa: N806
     return return_types.lu_unpack(P, L, U)
 
 

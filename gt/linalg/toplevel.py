@@ -13,6 +13,7 @@ from gt.linalg.lu import lu_solve as _lu_solve
 from gt.linalg.lu import lu_unpack, torch_lu
 from gt.linalg.more import cholesky_inverse, cholesky_solve, householder_product, matrix_exp
 from gt.linalg.more import vander as _vander
+from gt.ops import views
 from gt.runtime.ops import return_types
 from gt.runtime.ops.linalg_decomp import unpack_geqrf
 
@@ -58,6 +59,7 @@ def geqrf(input: Tensor) -> Any:  # noqa: A002 - PyTorch's name
     _lapack_dtype("geqrf", input)
     m, n = input.shape[-2], input.shape[-1]
     a, tau = unpack_geqrf(input._apply("geqrf", [input]), m, n)
+    tau = views.as_new(tau)  # (a slice of the packed result: PyTorch's tau is contiguous)
     return return_types.geqrf(label(a, "GeqrfBackward0"), label(tau, "GeqrfBackward0"))
 
 

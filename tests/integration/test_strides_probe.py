@@ -104,3 +104,19 @@ def test_hooked_gradient_through_a_permute_is_contiguous(conn):
     y.register_hook(box.append)
     y.permute(0, 2, 3, 1).pow(2).sum().backward()
     assert box[0].is_contiguous() and box[0].stride() == (60, 20, 5, 1)
+
+
+def _spd(n: int) -> gt.Tensor:
+    m = gt.rand(2, n, n)
+    return m @ m.mT + 4 * gt.eye(n)
+
+
+def test_pieces_of_a_factorization_are_contiguous_where_pytorchs_are(conn):
+    # (PyTorch 2.13's strides; GT's were those of slices of its packed result)
+    a, b = gt.rand(4, 5), gt.rand(2, 3, 4)
+    assert gt.svd(a).V.stride() == (4, 1) and gt.svd(a).V.is_contiguous()
+    assert gt.linalg.svd(b).S.stride() == (3, 1) and gt.linalg.svdvals(b).is_contiguous()
+    assert gt.geqrf(b)[1].stride() == (3, 1)
+    assert gt.linalg.lu(a).P.stride() == (4, 1) and gt.linalg.lu(a).P.is_contiguous()
+    assert gt.linalg.eigh(_spd(4)).eigenvalues.stride() == (4, 1)
+    assert gt.linalg.eigvals(_spd(4)).stride() == (4, 1)
