@@ -301,6 +301,10 @@ def _adaptive_pool(input: Tensor, output_size: Any, reduce: str, dims: int,
                 out = _adaptive_dim(out, 2 + i, outs[i], reduce)
             else:
                 out, where = _adaptive_dim(out, 2 + i, outs[i], reduce, where)
+    if where is not None and where._st is not None:
+        # (no dimension was pooled: still the broadcast positions, stride 0; PyTorch's indices
+        # are a tensor of their own, contiguous)
+        where = where.clone()
     if squeeze:
         out, where = out.squeeze(0), None if where is None else where.squeeze(0)
     if out is not input:

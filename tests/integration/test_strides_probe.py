@@ -120,3 +120,11 @@ def test_pieces_of_a_factorization_are_contiguous_where_pytorchs_are(conn):
     assert gt.linalg.lu(a).P.stride() == (4, 1) and gt.linalg.lu(a).P.is_contiguous()
     assert gt.linalg.eigh(_spd(4)).eigenvalues.stride() == (4, 1)
     assert gt.linalg.eigvals(_spd(4)).stride() == (4, 1)
+
+
+def test_adaptive_max_pool_indices_of_an_unpooled_size_are_contiguous(conn):
+    # (PyTorch 2.13: (192, 64, 8, 1) and (5, 1); GT's were a broadcast, stride 0)
+    idx = gt.nn.functional.adaptive_max_pool2d(gt.rand(2, 3, 8, 8), 8, return_indices=True)[1]
+    assert idx.is_contiguous() and idx.stride() == (192, 64, 8, 1)
+    idx1 = gt.nn.AdaptiveMaxPool1d(5, return_indices=True)(gt.rand(4, 5))[1]
+    assert idx1.stride() == (5, 1) and idx1[0].tolist() == [0, 1, 2, 3, 4]
