@@ -181,7 +181,8 @@ def cross(a: Tensor, b: Tensor, *, dim: int = -1) -> Tensor:
     b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
     out = stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], -1)
     back = [perm.index(i) for i in range(a.ndim)]
-    return label(out.permute(*back), "LinalgCrossBackward0")
+    # (a tensor of its own, as PyTorch's: contiguous, not the vector dimension moved back)
+    return label(as_new(out.permute(*back)), "LinalgCrossBackward0")
 
 
 def matrix_power(a: Tensor, n: int) -> Tensor:

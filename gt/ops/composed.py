@@ -22,6 +22,7 @@ from gt._dtype import dtype as _as_dtype
 from gt.autograd import is_grad_enabled
 from gt.errors import ShapeError
 from gt.grad_graph import label
+from gt.ops import views
 from gt.ops.arith import where
 from gt.ops.base import TensorBase, as_float
 from gt.ops.functions import method_function, numpy_names
@@ -228,7 +229,8 @@ class ComposedOps:
         d2 = S.normalize_axis(dim2, out.ndim, "diag_embed")
         if d1 == d2:
             raise ValueError("diag_embed: diagonal dimensions cannot be identical")
-        return label(out.movedim((out.ndim - 2, out.ndim - 1), (d1, d2)), "DiagEmbedBackward0")
+        out = views.as_new(out.movedim((out.ndim - 2, out.ndim - 1), (d1, d2)))
+        return label(out, "DiagEmbedBackward0")  # (a tensor of its own, as PyTorch's: contiguous)
 
     def inner(self, other: Tensor) -> Tensor:
         """The sum of products over the last dims (a product with a 0-d tensor)."""
@@ -253,7 +255,7 @@ class ComposedOps:
         elif k == 3:
             out = self.flip(d0).transpose(d0, d1)
         else:
-            out = self.clone()
+            out = views.as_new(self.clone())  # (PyTorch's: contiguous)
         return label(out, "Rot90Backward0")
 
     def tile(self, *dims: Any) -> Tensor:

@@ -215,6 +215,21 @@ def cloned_layout(src: Any, out: Any, memory_format: Any) -> Any:
     return out
 
 
+def like_layout(src: Any, out: Any) -> Any:
+    """``out``, a new tensor of ``src``'s shape, with the strides PyTorch's ``empty_like(src)``
+    gives it (what ops such as ``flip`` write into): ``src``'s dimensions in the same order,
+    dense; row-major where ``src`` is row-major or a broadcast."""
+    if src._st is None:
+        return out
+    shape, strides = tuple(src.shape), strides_of(src)
+    if 0 in strides:  # (a broadcast's order is ambiguous: PyTorch's is row-major)
+        return out
+    dense = dense_in_order(shape, strides)
+    if not matches(dense, row_major(shape), shape):
+        out._st = dense
+    return out
+
+
 def dense_in_order(shape: tuple, strides: tuple) -> tuple:
     """The strides of a dense tensor of ``shape`` whose dimensions lie in memory in the order
     ``strides`` gives them (largest stride outermost; ties keep their order)."""
@@ -295,5 +310,5 @@ def expanded(parent: Any, out: Any) -> None:
 
 
 __all__ = ["channels_last", "cloned_layout", "expanded", "formatted", "grad_layout", "is_contiguous",
-           "keep_channels_last", "key_geometry", "diag_geometry", "permuted", "resolve", "restride",
+           "keep_channels_last", "key_geometry", "like_layout", "diag_geometry", "permuted", "resolve", "restride",
            "row_major", "strides_of", "suggests_channels_last", "view_strides", "viewed"]  # fmt: skip

@@ -460,6 +460,8 @@ class ShapeOps:
             out = out[(slice(None),) * ax + (list(range(n - 1, -1, -1)),)] if n > 1 else out
         if out is self:  # (nothing to reverse: still a copy, as PyTorch's)
             out = self.clone()
+        else:  # (PyTorch's flip keeps its input's layout: rot90 of a transpose is contiguous)
+            out = layout.like_layout(self, out)
         return label(out, "FlipBackward0")
 
 

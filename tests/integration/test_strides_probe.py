@@ -128,3 +128,21 @@ def test_adaptive_max_pool_indices_of_an_unpooled_size_are_contiguous(conn):
     assert idx.is_contiguous() and idx.stride() == (192, 64, 8, 1)
     idx1 = gt.nn.AdaptiveMaxPool1d(5, return_indices=True)(gt.rand(4, 5))[1]
     assert idx1.stride() == (5, 1) and idx1[0].tolist() == [0, 1, 2, 3, 4]
+
+
+def test_flip_keeps_its_inputs_layout_and_rot90_of_a_transpose_is_contiguous(conn):
+    # (PyTorch 2.13's strides; GT's flip was row-major, so rot90 of x.t() came out transposed)
+    t = gt.arange(20.0).reshape(5, 4).t()
+    assert t.flip(1).stride() == (1, 4) and gt.arange(24.0).reshape(2, 3, 4).permute(2, 0, 1).flip(
+        0
+    ).stride() == (1, 12, 4)
+    assert gt.rot90(t, 1).stride() == (4, 1) and gt.rot90(t, 1).is_contiguous()
+    assert gt.rot90(t, 3).stride() == (4, 1) and gt.rot90(t, 0).stride() == (5, 1)
+
+
+def test_diag_embed_and_cross_along_a_leading_dim_are_contiguous(conn):
+    # (PyTorch 2.13: (20, 5, 1) and (5, 1); GT moved a dimension back with a view)
+    a = gt.arange(20.0).reshape(4, 5)
+    assert gt.diag_embed(a, 0, 0, 2).stride() == (20, 5, 1)
+    c = gt.linalg.cross(a[:3], a[:3] + 1, dim=0)
+    assert c.is_contiguous() and c.stride() == (5, 1)
