@@ -9,6 +9,7 @@ import builtins
 from typing import Any
 
 from gt import linalg as _linalg
+from gt.ops.views import as_new
 from gt.tensor import Tensor
 
 
@@ -43,7 +44,8 @@ def lobpcg(A: Any, k: int | None = None, B: Any = None, X: Any = None, n: int | 
         vecs = inv.mT @ y
     if largest:
         vals, vecs = vals.flip(-1), vecs.flip(-1)
-    return vals[..., :k], vecs[..., :k]
+    # (tensors of their own, as PyTorch's: contiguous, not slices of the whole decomposition)
+    return as_new(vals[..., :k]), as_new(vecs[..., :k])
 
 
 # ----------------------------------------------------------------------------- control flow

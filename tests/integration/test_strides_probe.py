@@ -146,3 +146,11 @@ def test_diag_embed_and_cross_along_a_leading_dim_are_contiguous(conn):
     assert gt.diag_embed(a, 0, 0, 2).stride() == (20, 5, 1)
     c = gt.linalg.cross(a[:3], a[:3] + 1, dim=0)
     assert c.is_contiguous() and c.stride() == (5, 1)
+
+
+def test_slogdet_and_lobpcg_results_are_contiguous(conn):
+    # (PyTorch 2.13: (1,) and (1, 1); GT's were columns of a packed result / slices)
+    sign, logabs = gt.linalg.slogdet(_spd(4))
+    assert sign.stride() == (1,) and logabs.is_contiguous()
+    vals, vecs = gt.lobpcg(_spd(4)[0])
+    assert vals.is_contiguous() and vecs.shape == (4, 1) and vecs.is_contiguous()

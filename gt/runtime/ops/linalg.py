@@ -35,6 +35,7 @@ from typing import Any
 
 from gt import shapes as S
 from gt.errors import LinAlgError, ShapeError
+from gt.ops.views import as_new
 from gt.runtime.ops import return_types
 from gt.runtime.ops.base import Op, Shape, first_dtype, sum_to
 from gt.runtime.ops.elementwise import _where
@@ -271,7 +272,8 @@ def slogdet_api(a: Any) -> Any:
     logabs = both[..., 1]
     logabs = logabs.real if logabs.dtype in S.COMPLEX_DTYPES else logabs
     name = "LinalgSlogdetBackward0"
-    return SlogdetResult(_named(both[..., 0], name), _named(logabs, name))
+    # (columns of the packed pair: PyTorch's sign and logabsdet are tensors of their own)
+    return SlogdetResult(_named(as_new(both[..., 0]), name), _named(as_new(logabs), name))
 
 
 def cholesky_api(a: Any, upper: bool = False) -> Any:
