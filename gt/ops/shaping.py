@@ -43,6 +43,17 @@ def _shape_keyword(op: str, name: str, shape: tuple, kw: dict) -> tuple:
     return (kw[name],)
 
 
+def _refuse_unviewable(t: Any, new: tuple) -> None:
+    """Refuse ``t.view(new)`` where PyTorch's view would refuse: ``t``'s strides do not let
+    ``new`` be laid over its elements without a copy (``x.t().view(-1)``); ``reshape`` copies."""
+    old = tuple(t.shape)
+    if layout.view_strides(old, layout.resolve(t._st, old), tuple(new)) is None:
+        raise ShapeError(
+            "view size is not compatible with input tensor's size and stride (at least one "
+            "dimension spans across two contiguous subspaces). Use .reshape(...) instead."
+        )
+
+
 class ShapeOps:
     """Shape and indexing ops of :class:`gt.Tensor`."""
 
@@ -85,6 +96,8 @@ class ShapeOps:
                 f"({type(shape[0]).__name__}), but expected one of:\n * (gt.dtype dtype)\n"
                 " * (tuple of ints size)"
             )
+        if self._st is not None:
+            _refuse_unviewable(self, S.reshape(self.shape, _dims(shape)))
         out = self.reshape(*shape)
         if out is self:  # (a new tensor even with the same shape, as PyTorch's: not a leaf)
             out = self._apply("reshape", [self], {"shape": list(self.shape)}, shape=self.shape)

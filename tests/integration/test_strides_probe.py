@@ -154,3 +154,18 @@ def test_slogdet_and_lobpcg_results_are_contiguous(conn):
     assert sign.stride() == (1,) and logabs.is_contiguous()
     vals, vecs = gt.lobpcg(_spd(4)[0])
     assert vals.is_contiguous() and vecs.shape == (4, 1) and vecs.is_contiguous()
+
+
+@pytest.mark.parametrize(
+    "make, shape",
+    [
+        (lambda x: x.t(), (-1,)),
+        (lambda x: x[:, :2], (-1,)),
+        (lambda x: x.reshape(2, 3, 2).permute(0, 2, 1), (2, 6)),
+    ],
+)
+def test_view_refuses_strides_that_need_a_copy_as_pytorch(conn, make, shape):
+    # (GT copied silently, as reshape does: the "view" then shared nothing with x)
+    x = gt.arange(12.0).reshape(3, 4)
+    with pytest.raises(RuntimeError, match="view size is not compatible with input tensor's size"):
+        make(x).view(*shape)
