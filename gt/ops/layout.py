@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gt.runtime.ops.base import dense_layout
+
 
 def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
     """The strides (in elements) of a C-contiguous tensor of ``shape``."""
@@ -277,14 +279,7 @@ def grad_layout(leaf: Any) -> Any:
     if leaf._st is None:
         return None
     shape = tuple(leaf.shape)
-    strides = resolve(leaf._st, shape)
-    dims = sorted((s, d) for s, d in zip(strides, shape) if d != 1)
-    step = 1
-    for s, d in dims:
-        if s != step:
-            return None
-        step *= d
-    return None if strides == row_major(shape) else strides
+    return dense_layout(shape, resolve(leaf._st, shape))
 
 
 def permuted(parent: Any, out: Any, perm: list[int]) -> None:

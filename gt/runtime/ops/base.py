@@ -216,6 +216,23 @@ class Past:
         self.grad = grad
 
 
+def dense_layout(shape: Shape, strides: tuple) -> tuple | None:
+    """``strides`` where they lay ``shape`` out densely and without overlap in another order than
+    row-major (the layout PyTorch gives a gradient of a tensor with those strides), else ``None``
+    (row-major, or not dense: a gradient is then row-major)."""
+    dims = sorted((s, d) for s, d in zip(strides, shape) if d != 1)
+    step = 1
+    for s, d in dims:
+        if s != step:
+            return None
+        step *= d
+    rows, step = [], 1
+    for d in reversed(shape):
+        rows.append(step)
+        step *= max(int(d), 1)
+    return None if tuple(strides) == tuple(reversed(rows)) else tuple(strides)
+
+
 def sum_to(g: Any, shape: Shape) -> Any:
     """Sum a broadcast gradient back down to ``shape`` (the inverse of broadcasting)."""
     if g.shape == shape:

@@ -35,7 +35,6 @@ from typing import Any
 
 from gt import shapes as S
 from gt.errors import LinAlgError, ShapeError
-from gt.ops.views import as_new
 from gt.runtime.ops import return_types
 from gt.runtime.ops.base import Op, Shape, first_dtype, sum_to
 from gt.runtime.ops.elementwise import _where
@@ -273,7 +272,7 @@ def slogdet_api(a: Any) -> Any:
     logabs = logabs.real if logabs.dtype in S.COMPLEX_DTYPES else logabs
     name = "LinalgSlogdetBackward0"
     # (columns of the packed pair: PyTorch's sign and logabsdet are tensors of their own)
-    return SlogdetResult(_named(as_new(both[..., 0]), name), _named(as_new(logabs), name))
+    return SlogdetResult(_named(both[..., 0].contiguous(), name), _named(logabs.contiguous(), name))
 
 
 def cholesky_api(a: Any, upper: bool = False) -> Any:

@@ -12,11 +12,11 @@ import numpy as np
 
 from gt import shapes as S
 from gt.errors import ShapeError
-from gt.ops.layout import grad_layout
 from gt.runtime.ops.base import (
     Op,
     Shape,
     build_key,
+    dense_layout,
     first_dtype,
     has_advanced,
     private,
@@ -74,14 +74,15 @@ def _d_transpose(n: Any, g: Any) -> tuple:
     for i, p in enumerate(perm):
         inv[p] = i
     out = g.permute(inv)
-    if getattr(g, "_st", False) is None and n.saved and hasattr(n.saved[0], "_st"):
+    x = n.saved[0] if n.saved else None
+    if getattr(g, "_st", False) is None and hasattr(x, "_st"):
         # PyTorch's gradient of a permuted tensor is mostly laid out as that tensor (an
         # elementwise op's derivative keeps its operands' layout), so permuted back it has the
         # input's layout; GT's elementwise results are row-major, which permuted back would
         # report the permuted strides (``autograd.grad`` of ``x.permute(..).exp().sum()`` would
         # refuse ``g.view(n, -1)``). The input's strides, as ``.grad`` takes them (a matmul's
         # row-major gradient, which PyTorch hands back non-contiguous, is called contiguous).
-        out._st = grad_layout(n.saved[0])
+        out._st = None if x._st is None else dense_layout(tuple(x.shape), tuple(x.stride()))
     return (out,)
 
 
