@@ -555,9 +555,11 @@ def randn_like(
     requires_grad: bool = False,
     device: Any = None,
     memory_format: Any = None,
+    *,
+    generator: Any = None,
 ) -> Tensor:
-    """Normal samples with the shape of ``x``."""
-    made = randn(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
+    """Normal samples with the shape of ``x`` (from ``generator``'s stream when given)."""
+    made = randn(x.shape, generator=generator, dtype=dtype or x.dtype, requires_grad=requires_grad)
     return _like(x, made, memory_format)
 
 
@@ -568,9 +570,11 @@ def rand_like(
     requires_grad: bool = False,
     device: Any = None,
     memory_format: Any = None,
+    *,
+    generator: Any = None,
 ) -> Tensor:
-    """Uniform samples with the shape of ``x``."""
-    made = rand(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
+    """Uniform samples with the shape of ``x`` (from ``generator``'s stream when given)."""
+    made = rand(x.shape, generator=generator, dtype=dtype or x.dtype, requires_grad=requires_grad)
     return _like(x, made, memory_format)
 
 
@@ -582,10 +586,14 @@ def randint_like(
     dtype: Any = None,
     device: Any = None,
     memory_format: Any = None,
+    *,
+    generator: Any = None,
 ) -> Tensor:
     """Integers in [low, high) with the shape of ``x``, of ``x``'s dtype unless ``dtype`` is
-    given (as PyTorch's: ``randint_like`` of a float tensor holds whole floats)."""
-    return _like(x, randint(low, high, x.shape, dtype=dtype or x.dtype), memory_format)
+    given (as PyTorch's: ``randint_like`` of a float tensor holds whole floats); from
+    ``generator``'s stream when given."""
+    made = randint(low, high, x.shape, generator=generator, dtype=dtype or x.dtype)
+    return _like(x, made, memory_format)
 
 
 def sync() -> None:

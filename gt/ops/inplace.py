@@ -336,19 +336,20 @@ class InplaceOps:
         dtype = self.dtype
         return apply_inplace(self, "copy_", lambda x: src.to(dtype).expand(x.shape).clone())
 
-    def uniform_(self, a: float = 0.0, b: float = 1.0) -> Tensor:
-        """Fill with samples uniform in ``[a, b)``, in place."""
+    def uniform_(self, a: float = 0.0, b: float = 1.0, *, generator: Any = None) -> Tensor:
+        """Fill with samples uniform in ``[a, b)``, in place (from ``generator``'s stream when
+        given)."""
 
         def draw(x: Tensor) -> Tensor:
-            return x._create("rand", [], random_attrs(x.shape, x.dtype)) * (b - a) + a
+            return x._create("rand", [], random_attrs(x.shape, x.dtype, generator)) * (b - a) + a
 
         return apply_inplace(self, "uniform_", draw)
 
-    def normal_(self, mean: float = 0.0, std: float = 1.0) -> Tensor:
-        """Fill with normal samples, in place."""
+    def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Tensor:
+        """Fill with normal samples, in place (from ``generator``'s stream when given)."""
 
         def draw(x: Tensor) -> Tensor:
-            return x._create("randn", [], random_attrs(x.shape, x.dtype)) * std + mean
+            return x._create("randn", [], random_attrs(x.shape, x.dtype, generator)) * std + mean
 
         return apply_inplace(self, "normal_", draw)
 

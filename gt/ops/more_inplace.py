@@ -187,50 +187,50 @@ class MoreInplaceOps:
         self._rg = False
         return self
 
-    def bernoulli_(self, p: float = 0.5) -> Tensor:
+    def bernoulli_(self, p: float = 0.5, *, generator: Any = None) -> Tensor:
         """Fill with 1 (probability ``p``) or 0, in place."""
 
         def draw(x: Tensor) -> Tensor:
-            u = x._create("rand", [], random_attrs(x.shape, "float32"))
+            u = x._create("rand", [], random_attrs(x.shape, "float32", generator))
             return (u < p).to(x.dtype)
 
         return apply_inplace(self, "bernoulli_", draw)
 
-    def exponential_(self, lambd: float = 1.0) -> Tensor:
+    def exponential_(self, lambd: float = 1.0, *, generator: Any = None) -> Tensor:
         """Fill with exponential samples of rate ``lambd``, in place."""
 
         def draw(x: Tensor) -> Tensor:
-            u = x._create("rand", [], random_attrs(x.shape, x.dtype))
+            u = x._create("rand", [], random_attrs(x.shape, x.dtype, generator))
             return -((-u).log1p()) / lambd
 
         return apply_inplace(self, "exponential_", draw)
 
-    def cauchy_(self, median: float = 0.0, sigma: float = 1.0) -> Tensor:
+    def cauchy_(self, median: float = 0.0, sigma: float = 1.0, *, generator: Any = None) -> Tensor:
         """Fill with Cauchy samples (``median + sigma * tan(pi * (u - 1/2))``), in place."""
 
         def draw(x: Tensor) -> Tensor:
-            u = x._create("rand", [], random_attrs(x.shape, x.dtype))
+            u = x._create("rand", [], random_attrs(x.shape, x.dtype, generator))
             return ((u - 0.5) * math.pi).tan() * sigma + median
 
         return apply_inplace(self, "cauchy_", draw)
 
-    def log_normal_(self, mean: float = 1.0, std: float = 2.0) -> Tensor:
+    def log_normal_(self, mean: float = 1.0, std: float = 2.0, *, generator: Any = None) -> Tensor:
         """Fill with samples whose logarithm is normal (``mean``, ``std``), in place."""
 
         def draw(x: Tensor) -> Tensor:
-            z = x._create("randn", [], random_attrs(x.shape, x.dtype))
+            z = x._create("randn", [], random_attrs(x.shape, x.dtype, generator))
             return (z * std + mean).exp()
 
         return apply_inplace(self, "log_normal_", draw)
 
-    def geometric_(self, p: float) -> Tensor:
+    def geometric_(self, p: float, *, generator: Any = None) -> Tensor:
         """Fill with the number of Bernoulli(``p``) trials up to the first success (1, 2, ...),
         in place."""
         if not 0 < p < 1:
             raise ValueError(f"geometric_ expects p in (0, 1), got p={p}")
 
         def draw(x: Tensor) -> Tensor:
-            u = x._create("rand", [], random_attrs(x.shape, "float64"))
+            u = x._create("rand", [], random_attrs(x.shape, "float64", generator))
             return ((-u).log1p() / math.log1p(-p)).ceil().clamp(min=1).to(x.dtype)
 
         return apply_inplace(self, "geometric_", draw)

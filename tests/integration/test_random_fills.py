@@ -1,6 +1,7 @@
 """``cauchy_``, ``log_normal_`` and ``geometric_`` draw from their distributions (checked by
 their quantiles and moments on 20,000 samples, well inside five standard errors), and the in-place
-forms of ``i0``, ``igamma``, ``igammac`` and ``nextafter`` keep the tensor and take the value."""
+forms of ``i0``, ``igamma``, ``igammac`` and ``nextafter`` keep the tensor and take the value;
+the ``*_like`` factories and the in-place fills draw from a ``generator=`` as PyTorch's do."""
 
 from __future__ import annotations
 
@@ -41,3 +42,32 @@ def test_special_functions_in_place_keep_the_tensor(conn):
     y.nextafter_(gt.tensor([2.0, 1.0]))
     assert y.numpy().tolist() == [np.nextafter(np.float32(1), np.float32(2)),
                                   np.nextafter(np.float32(2), np.float32(1))]  # fmt: skip
+
+
+SEEDED_DRAWS = {
+    "randn_like": lambda x, g: gt.randn_like(x, generator=g),
+    "rand_like": lambda x, g: gt.rand_like(x, generator=g),
+    "randint_like": lambda x, g: gt.randint_like(x, 10, generator=g),
+    "randint_like_low_high": lambda x, g: gt.randint_like(x, 2, 9, generator=g),
+    "uniform_": lambda x, g: x.clone().uniform_(-1, 1, generator=g),
+    "normal_": lambda x, g: x.clone().normal_(0, 1, generator=g),
+    "bernoulli_": lambda x, g: x.clone().bernoulli_(0.5, generator=g),
+    "exponential_": lambda x, g: x.clone().exponential_(generator=g),
+    "cauchy_": lambda x, g: x.clone().cauchy_(generator=g),
+    "log_normal_": lambda x, g: x.clone().log_normal_(generator=g),
+    "geometric_": lambda x, g: x.clone().geometric_(0.3, generator=g),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEEDED_DRAWS))
+def test_like_factories_and_fills_draw_from_a_given_generator(conn, name):
+    # (PyTorch's randn_like(x, generator=g) etc.: diffusion samplers draw seeded noise this way)
+    draw, x = SEEDED_DRAWS[name], gt.zeros(4, 8)
+    gt.manual_seed(11)
+    a = draw(x, gt.Generator().manual_seed(3)).numpy()
+    after = gt.rand(5).numpy()  # the default generator's next draw: not advanced by ``a``
+    b = draw(x, gt.Generator().manual_seed(3)).numpy()
+    c = draw(x, gt.Generator().manual_seed(4)).numpy()
+    gt.manual_seed(11)
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+    assert np.array_equal(after, gt.rand(5).numpy())
