@@ -110,6 +110,14 @@ class ParamState(dict):
         return repr(dict(self.items()))
 
 
+def _view_state(state: dict[str, Any], shape: tuple, dtypes: Any, op: str) -> None:
+    """Replace each state tensor of ``shape`` and one of ``dtypes`` by ``op`` of it (a complex
+    parameter's state: ``view_as_real`` before its update, ``view_as_complex`` after)."""
+    for key, value in state.items():
+        if isinstance(value, Tensor) and value.shape == shape and value.dtype in dtypes:
+            state[key] = value._apply(op, [value])
+
+
 class Optimizer(OptimizerHooks):
     """Base class: parameter groups, per-parameter state, ``zero_grad``.
 
@@ -239,13 +247,14 @@ class Optimizer(OptimizerHooks):
 
     def _update_complex(self, p: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
         """A complex parameter is updated as its (real, imaginary) pairs, as PyTorch does: second
-        moments and norms see both parts as real numbers (its state holds the pairs)."""
-        for key, value in state.items():  # state made eagerly with the parameter's dtype
-            if isinstance(value, Tensor) and value.dtype in _COMPLEX and value.shape == p.shape:
-                state[key] = value._apply("view_as_real", [value])
+        moments and norms see both parts as real numbers. Between steps its state is complex and
+        shaped like the parameter, as PyTorch's (which views it as real only inside ``step``)."""
+        _view_state(state, p.shape, _COMPLEX, "view_as_real")
         pairs = p._apply("view_as_real", [p])
         self._update(pairs, p.grad._apply("view_as_real", [p.grad]), group, state)
         p.copy_(pairs._apply("view_as_complex", [pairs]))
+        # (the update made or kept its state as pairs)
+        _view_state(state, pairs.shape, (pairs.dtype,), "view_as_complex")
 
     # ------------------------------------------------------------------ state
     def __getstate__(self) -> dict[str, Any]:

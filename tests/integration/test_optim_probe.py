@@ -2,10 +2,12 @@
 Dec 6 (430 configurations), as PyTorch behaves: a reloaded ``SequentialLR`` steps its own
 optimizer, ``Adam(capturable=True)`` keeps a double parameter's precision, ``Adagrad`` takes a
 group added later, ``LambdaLR`` loads PyTorch's state dict, ``ReduceLROnPlateau`` follows a group
-added later, and ``nn.init._calculate_fan_in_and_fan_out`` exists."""
+added later, and ``nn.init._calculate_fan_in_and_fan_out`` exists; a complex parameter's state is
+complex and shaped like it (PyTorch views it as real only inside ``step``)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import gt
@@ -131,3 +133,59 @@ def test_named_parameters_and_scheduler_state_dicts_cross_to_pytorch(conn):
     lam = gt.optim.lr_scheduler.LambdaLR(sgd, lambda e: 0.9)
     state = lam.state_dict()
     assert state["lr_lambdas"] == [None] and state["_get_lr_called_within_step"] is False
+
+
+# PyTorch 2.13: after two steps of ``(w.abs() ** 2).sum()`` from w = [1+2j, -0.5+0.25j] (lr=0.1,
+# momentum=0.9 for SGD and RMSprop), the state tensors' names and w.
+COMPLEX_STEPS = {
+    "Adam": (["exp_avg", "exp_avg_sq"], [0.8004122 + 1.800166j, -0.3011874 + 0.05425099j]),
+    "AdamW": (["exp_avg", "exp_avg_sq"], [0.7985191 + 1.796273j, -0.3002979 + 0.05387285j]),
+    "RMSprop": (
+        ["momentum_buffer", "square_avg"],
+        [-0.8999999 - 0.3490134j, 0.6911187 - 0.7008417j],
+    ),
+    "Adagrad": (["sum"], [0.8331035 + 1.831125j, -0.3375305 + 0.09855042j]),
+    "SGD": (["momentum_buffer"], [0.46 + 0.92j, -0.23 + 0.115j]),
+    "NAdam": (["exp_avg", "exp_avg_sq"], [0.8199731 + 1.817898j, -0.3246707 + 0.08662026j]),
+    "RAdam": (["exp_avg", "exp_avg_sq"], [0.6210526 + 1.242105j, -0.3105263 + 0.1552632j]),
+    "Adamax": (["exp_avg", "exp_inf"], [0.8051683 + 1.802534j, -0.3104368 + 0.0709736j]),
+    "Adadelta": (["acc_delta", "square_avg"], [0.9993594 + 1.999359j, -0.4993594 + 0.2493595j]),
+    "ASGD": (["ax"], [0.6399852 + 1.27997j, -0.3199926 + 0.1599963j]),
+    "Rprop": (["prev", "step_size"], [0.78 + 1.78j, -0.28 + 0.03j]),
+}
+
+
+def _complex_run(name, steps, opt=None, w=None):
+    w = gt.nn.Parameter(gt.tensor([1 + 2j, -0.5 + 0.25j])) if w is None else w
+    kw = {"momentum": 0.9} if name in ("SGD", "RMSprop") else {}
+    opt = getattr(gt.optim, name)([w], lr=0.1, **kw) if opt is None else opt
+    for _ in range(steps):
+        opt.zero_grad()
+        (w.abs() ** 2).sum().backward()
+        opt.step()
+    return w, opt
+
+
+@pytest.mark.parametrize("name", sorted(COMPLEX_STEPS))
+def test_a_complex_parameters_state_is_complex_and_shaped_like_it_as_pytorchs(conn, name):
+    keys, expected = COMPLEX_STEPS[name]
+    w, opt = _complex_run(name, 2)
+    tensors = {k: v for k, v in opt.state[w].items() if isinstance(v, gt.Tensor) and v.ndim}
+    assert sorted(tensors) == keys
+    assert all(v.shape == (2,) and v.dtype == gt.complex64 for v in tensors.values())
+    np.testing.assert_allclose(w.detach().numpy(), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["Adam", "RMSprop", "Rprop"])
+def test_a_complex_parameters_state_dict_round_trip_continues_the_same_steps(conn, name):
+    w, opt = _complex_run(name, 1)
+    saved = opt.state_dict()
+    assert all(v.dtype == gt.complex64 for v in saved["state"][0].values() if v.ndim)
+    w2 = gt.nn.Parameter(w.detach().clone())
+    kw = {"momentum": 0.9} if name == "RMSprop" else {}
+    opt2 = getattr(gt.optim, name)([w2], lr=0.1, **kw)
+    opt2.load_state_dict(saved)
+    _complex_run(name, 1, opt2, w2)
+    _complex_run(name, 1, opt, w)
+    np.testing.assert_allclose(w2.detach().numpy(), w.detach().numpy(), atol=1e-6)
+    np.testing.assert_allclose(w.detach().numpy(), COMPLEX_STEPS[name][1], atol=1e-5)
