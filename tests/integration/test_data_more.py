@@ -217,6 +217,26 @@ def test_weighted_sampler_with_replacement_follows_the_weights():
     assert again == draws and len(data.WeightedRandomSampler(w, 7)) == 7
 
 
+def test_weighted_sampler_draws_pytorchs_indices_for_a_seeded_generator():
+    # PyTorch 2.13's lists: torch.multinomial's CPU draws (binary search of uniforms with
+    # replacement; the largest w / Exp(1) keys without, and for a single sample), epoch after epoch
+    w = [3.0, 1, 1, 2, 1, 0.5]
+    s = data.WeightedRandomSampler(w, 10, generator=gt.Generator().manual_seed(5))
+    assert list(s) == [3, 0, 1, 0, 0, 4, 2, 3, 4, 1]
+    assert list(s) == [1, 0, 3, 0, 0, 0, 1, 1, 3, 2]
+    s = data.WeightedRandomSampler(w, 4, replacement=False, generator=gt.Generator().manual_seed(5))
+    assert [list(s), list(s)] == [[3, 1, 4, 0], [0, 3, 4, 5]]
+    s = data.WeightedRandomSampler(w, 1, generator=gt.Generator().manual_seed(8))
+    assert [list(s) for _ in range(5)] == [[3], [1], [4], [1], [0]]
+    w40 = [((i * 7) % 11) / 3 for i in range(40)]
+    g = gt.Generator().manual_seed(123)
+    assert list(data.WeightedRandomSampler(w40, 12, generator=g)) == [
+        14, 1, 24, 3, 18, 20, 25, 21, 38, 3, 34, 3]  # fmt: skip
+    g = gt.Generator().manual_seed(123)
+    assert list(data.WeightedRandomSampler(w40, 12, replacement=False, generator=g)) == [
+        1, 9, 3, 34, 36, 14, 31, 12, 20, 17, 25, 29]  # fmt: skip
+
+
 def test_weighted_sampler_without_replacement_takes_each_index_once_zero_weights_last():
     w = [0.0, 1.0, 3.0, 0.0, 2.0]
     g = gt.Generator().manual_seed(2)

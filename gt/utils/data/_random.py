@@ -24,7 +24,8 @@ _SMALL_N = (2**32 - 1) // 20
 
 class TorchStream:
     """PyTorch's CPU generator from ``torch.Generator().manual_seed(seed)`` on, for the draws
-    that PyTorch's data utilities make: ``randperm``, ``randint`` and a full-range int64."""
+    that PyTorch's data utilities make: ``randperm``, ``randint``, ``multinomial`` and a
+    full-range int64."""
 
     def __init__(self, seed: int) -> None:
         self._bits = np.random.MT19937()  # (seeded as PyTorch seeds it: the low 32 bits)
@@ -57,6 +58,29 @@ class TorchStream:
             j = i + z
             order[i], order[j] = order[j], order[i]
         return order
+
+    def uniform(self, n: int) -> np.ndarray:
+        """``n`` doubles uniform in [0, 1): the low 53 bits of 64-bit draws, as PyTorch's
+        ``uniform_real_distribution<double>``."""
+        return (self.random64(n) & np.uint64((1 << 53) - 1)).astype(np.float64) * 2.0**-53
+
+    def multinomial(self, w: np.ndarray, k: int, replacement: bool) -> list[int]:
+        """``torch.multinomial(w, k, replacement, generator=g).tolist()`` of valid float64
+        weights ``w`` (checked by the caller), as PyTorch's CPU kernel draws it.
+
+        Without replacement (or for one sample) PyTorch takes the ``k`` largest ``w / q``,
+        ``q = -log1p(-u)`` exponential; with replacement it searches each uniform in the
+        normalized cumulative sums (their last set to 1). Keys that tie (weights of 0 drawn
+        after every positive one) come in index order here; PyTorch's ``topk`` leaves their
+        order to its sort, which may differ for more than a few ties.
+        """
+        if not replacement or k == 1:
+            keys = w / -np.log1p(-self.uniform(w.shape[0]))
+            return np.argsort(-keys, kind="stable")[:k].tolist()
+        cumulative = np.cumsum(w)  # (a running sum in order, normalized by its end: PyTorch's)
+        cumulative /= cumulative[-1]
+        cumulative[-1] = 1.0
+        return np.searchsorted(cumulative, self.uniform(k), side="left").tolist()
 
     def randint(self, high: int, size: int) -> list[int]:
         """``torch.randint(high=high, size=(size,), generator=g).tolist()``."""

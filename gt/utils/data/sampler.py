@@ -112,7 +112,8 @@ class WeightedRandomSampler(Sampler[int]):
     weight 0 come only after every positive one is taken).
 
     ``weights`` is kept as a float64 ``gt.Tensor`` (made on first access); the draws run on the
-    host from ``generator`` or GT's global seed.
+    host from ``generator`` (PyTorch's indices for one seeded with ``manual_seed``) or GT's
+    global seed.
     """
 
     def __init__(self, weights: Sequence[float], num_samples: int, replacement: bool = True,
@@ -148,7 +149,7 @@ class WeightedRandomSampler(Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         yield from _multinomial(self._weights_np, self.num_samples, self.replacement,
-                                rng(self.generator))  # fmt: skip
+                                self.generator)  # fmt: skip
 
     def __len__(self) -> int:
         return self.num_samples
@@ -164,8 +165,9 @@ def _is_f64_vector(values: Any) -> bool:
     return isinstance(values, Tensor) and str(values.dtype).endswith("float64")
 
 
-def _multinomial(w: np.ndarray, k: int, replacement: bool, draws: np.random.Generator) -> list:
-    """``torch.multinomial(w, k, replacement)``'s checks and distribution, on the host."""
+def _multinomial(w: np.ndarray, k: int, replacement: bool, generator: Any) -> list:
+    """``torch.multinomial(w, k, replacement, generator=generator)``'s checks and distribution,
+    on the host: PyTorch's draws for a seeded generator, GT's own otherwise."""
     if not replacement and k > w.shape[0]:
         raise RuntimeError(
             "cannot sample n_sample > prob_dist.size(-1) samples without replacement"
@@ -179,6 +181,10 @@ def _multinomial(w: np.ndarray, k: int, replacement: bool, draws: np.random.Gene
     total = w.sum()
     if not total > 0:
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    host = torch_stream(generator)
+    if host is not None:
+        return host.multinomial(w, k, replacement)
+    draws = rng(generator)
     if replacement:
         return draws.choice(w.shape[0], size=k, p=w / total).tolist()
     # the largest w / Exp(1) keys: a draw without replacement, zero weights last (as PyTorch)
