@@ -304,7 +304,7 @@ def _backward_rule(node: Node, g: Any) -> tuple:
             out.append(r if r.dtype == node.dtypes[i] else r.to(node.dtypes[i]))
             continue
         if not isinstance(r, TensorBase):
-            raise TypeError(f"function {name} returned a {type(r).__name__} as gradient {i}")
+            raise RuntimeError(f"expected Variable or None (got {type(r).__name__})")  # PyTorch's
         want = tuple(node.shapes[i])
         if tuple(r.shape) != want:
             if not _expands_to(want, tuple(r.shape)):

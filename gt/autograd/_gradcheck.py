@@ -9,7 +9,9 @@ input. A mismatch raises :class:`GradcheckError` with PyTorch's message, or retu
 ``raise_exception=False``. ``fast_mode`` is accepted and runs the same slow check;
 ``check_forward_ad`` compares the same Jacobian (GT's forward mode is built on the double-backward
 trick); ``check_batched_grad`` is accepted and not run. ``check_undefined_grad`` runs the backward
-with all-zero ``grad_outputs`` (GT has no undefined gradients) and expects zero gradients.
+with undefined output gradients, as PyTorch's: a ``gt.autograd.Function`` that does not
+materialize gradients gets ``None`` for them, and a backward that fails (a ``RuntimeError``) or
+gives a nonzero gradient fails the check.
 
 :mod:`gt.autograd` loads this module on first use of ``gradcheck`` (it needs the tensor class).
 """
@@ -20,9 +22,11 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from gt.backprop import _topo_order, _Walk
 from gt.backprop import grad as _grad
+from gt.custom_function import _backward_rule, _OutputGrads, _select_rule
 from gt.factories import rand, zeros
-from gt.grad_graph import FLOAT_DTYPES
+from gt.grad_graph import FLOAT_DTYPES, Node
 from gt.grad_mode import enable_grad, no_grad
 from gt.ops.shaping import stack
 from gt.tensor import Tensor
@@ -141,18 +145,116 @@ def gradcheck(func: Callable, inputs: Any, *, eps: float = 1e-6, atol: float = 1
                 return _fail(f"Jacobian {mode}mismatch for output {o:d} with respect to input "
                              f"{diff[d]:d},\nnumerical:{n}\nanalytical:{a}\n", raise_exception)  # fmt: skip
     if check_undefined_grad and check_backward_ad:
-        diff_outs = [outputs[o] for o in out_idx if outputs[o].requires_grad]
-        if diff_outs:
-            with enable_grad():
-                gs = _grad(diff_outs, [tupled[i] for i in diff],
-                           [o.new_zeros(o.shape) for o in diff_outs], retain_graph=True,
-                           allow_unused=True)  # fmt: skip
-            with no_grad():
-                if any(g is not None and bool((g != 0).any()) for g in gs):
-                    return _fail("Expected backward function to handle undefined output grads. "
-                                 "Please look at \"Notes about undefined output gradients\" in "
-                                 "\"tools/autograd/derivatives.yaml\"", raise_exception)  # fmt: skip
+        return _check_undefined_grads(func, tupled, diff, raise_exception)
     return True
+
+
+_UNDEFINED_MSG = ("Expected backward function to handle undefined output grads. Please look at "
+                  "\"Notes about undefined output gradients\" in "
+                  "\"tools/autograd/derivatives.yaml\"")  # fmt: skip
+
+
+def _check_undefined_grads(func: Callable, inputs: tuple, diff: list[int],
+                           raise_exception: bool) -> bool:  # fmt: skip
+    """PyTorch's check that backward handles undefined output gradients: once with every
+    differentiable output's gradient undefined, then (several outputs) with one at a time
+    undefined and the others zero; each must run and give zero (or no) input gradients."""
+    checks = [None]  # (None: all undefined; k: only output k)
+    n_out = len(_differentiable(func, inputs))
+    if n_out > 1:
+        checks += list(range(n_out))
+    for which in checks:
+        outs = _differentiable(func, inputs)
+        seeds = [_UNDEFINED if which in (None, k) else o.new_zeros(o.shape)
+                 for k, o in enumerate(outs)]  # fmt: skip
+        try:
+            gs = _undefined_pass(outs, seeds, [inputs[i] for i in diff])
+        except RuntimeError as e:
+            if raise_exception:
+                raise GradcheckError(_UNDEFINED_MSG) from e
+            return False
+        with no_grad():
+            if any(g is not None and bool((g != 0).any()) for g in gs):
+                return _fail(_UNDEFINED_MSG, raise_exception)
+    return True
+
+
+def _differentiable(func: Callable, inputs: tuple) -> list[Tensor]:
+    with enable_grad():
+        outs = _as_tuple(func(*inputs))
+    return [o for o in outs if isinstance(o, Tensor) and o.requires_grad]
+
+
+class _Undefined:
+    """An undefined gradient (PyTorch's undefined tensor): added to a gradient, it is that one."""
+
+    def __add__(self, other: Any) -> Any:
+        return other
+
+    __radd__ = __add__
+
+
+_UNDEFINED = _Undefined()
+
+
+class _UndefinedWalk(_Walk):
+    """A backward pass in which gradients may be undefined, as in PyTorch's engine: a node that
+    gets only undefined ones hands undefined ones on without running its rule, except a
+    ``gt.autograd.Function``, whose ``backward`` gets ``None`` for them (zeros when it
+    materializes gradients)."""
+
+    def _walk(self, roots: list[Tensor], seeds: list[Any]) -> None:
+        grads: dict = {}
+        for root, g in zip(roots, seeds):
+            if root._node is None:
+                if g is not _UNDEFINED:
+                    self._to_leaf(root, g)
+            else:
+                prev = grads.get(root._node)
+                grads[root._node] = g if prev is None else prev + g
+        for node in _topo_order(list(grads)):
+            g = grads.pop(node, None)
+            if g is None:
+                continue
+            if id(node) in self.want_nodes:  # (a wanted input made by an op: its gradient)
+                if g is not _UNDEFINED:
+                    self.found[id(node)] = g
+                continue
+            if node.rule is _select_rule:  # (one output of a Function: None for its backward)
+                g = None if g is _UNDEFINED else g
+                self._hand(node.parents[0], node.rule(node, g)[0], grads)
+            elif node.rule is _backward_rule:
+                self._propagate(node, _materialized(node, g), grads)
+            elif g is _UNDEFINED:
+                for p in node.parents:
+                    if isinstance(p, Node):
+                        self._hand(p, _UNDEFINED, grads)
+            else:
+                self._propagate(node, g, grads)
+
+    @staticmethod
+    def _hand(node: Node, g: Any, grads: dict) -> None:
+        prev = grads.get(node)
+        grads[node] = g if prev is None else prev + g
+
+
+def _materialized(node: Node, g: Any) -> Any:
+    """A Function's output gradients, undefined ones as ``None`` (or zeros, when it
+    materializes gradients)."""
+    grads = list(g.grads) if isinstance(g, _OutputGrads) else [None if g is _UNDEFINED else g]
+    _cls, ctx, metas, _n = node.attrs
+    if ctx.materialize_grads:
+        grads = [zeros(*m[0], dtype=m[1]) if gi is None and m is not None else gi
+                 for gi, m in zip(grads, metas)]  # fmt: skip
+    return _OutputGrads(grads) if len(grads) > 1 or isinstance(g, _OutputGrads) else grads[0]
+
+
+def _undefined_pass(outs: list[Tensor], seeds: list[Any], wanted: list[Tensor]) -> list:
+    """The gradients of ``wanted`` (``None`` where none reached it) from ``seeds``."""
+    walk = _UndefinedWalk(create_graph=False, retain_graph=True, wanted=wanted)
+    with enable_grad():
+        walk.run(outs, seeds)
+    return [walk.found.get(id(t) if t._node is None else id(t._node)) for t in wanted]
 
 
 def gradgradcheck(func: Callable, inputs: Any, grad_outputs: Any = None, *, eps: float = 1e-6,

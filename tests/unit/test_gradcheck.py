@@ -62,3 +62,70 @@ def test_gradcheck_needs_an_input_that_requires_grad_and_warns_on_single_precisi
     x = gt.tensor([0.1, 0.2], requires_grad=True)
     with pytest.warns(UserWarning, match="is not a double precision"):
         gt.autograd.gradcheck(lambda t: t * 3, x, eps=1e-3, atol=1e-2)
+
+
+class _NoUndefined(gt.autograd.Function):
+    """Two outputs, no materialized gradients; backward turns an undefined one into the number 0."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(a, b)
+        return a * b, a + b
+
+    @staticmethod
+    def backward(ctx, g1, g2):
+        a, b = ctx.saved_tensors
+        ga = (g1 * b if g1 is not None else 0) + (g2 if g2 is not None else 0)
+        gb = (g1 * a if g1 is not None else 0) + (g2 if g2 is not None else 0)
+        return ga, gb
+
+
+class _HandlesUndefined(gt.autograd.Function):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.set_materialize_grads(False)
+        return a * 2, a * 3
+
+    @staticmethod
+    def backward(ctx, g1, g2):
+        if g1 is None and g2 is None:
+            return None
+        return (0 if g1 is None else g1 * 2) + (0 if g2 is None else g2 * 3)
+
+
+def test_gradcheck_fails_a_backward_that_cannot_take_undefined_output_grads_as_pytorch(conn):
+    # (PyTorch 2.13's results: its check_undefined_grad passes undefined gradients, None in a
+    # Function that does not materialize them; returning the number 0 is a RuntimeError there)
+    a = gt.tensor([0.3, -0.7], dtype=gt.float64, requires_grad=True)
+    b = gt.tensor([1.1, 0.4], dtype=gt.float64, requires_grad=True)
+
+    def f(a, b):
+        return _NoUndefined.apply(a, b)[0].sin() + _NoUndefined.apply(a, b)[1]
+
+    msg = "Expected backward function to handle undefined output grads"
+    with pytest.raises(gt.autograd.GradcheckError, match=msg):
+        gt.autograd.gradcheck(f, (a, b))
+    with pytest.raises(gt.autograd.GradcheckError, match=msg):
+        gt.autograd.gradcheck(lambda a, b: _NoUndefined.apply(a, b), (a, b))
+    assert gt.autograd.gradcheck(f, (a, b), raise_exception=False) is False
+    assert gt.autograd.gradcheck(f, (a, b), check_undefined_grad=False) is True
+    # a backward that takes None for them passes
+    assert gt.autograd.gradcheck(lambda x: _HandlesUndefined.apply(x), (a,)) is True
+    pair = lambda x: _HandlesUndefined.apply(x)[0].sin() * _HandlesUndefined.apply(x)[1]  # noqa: E731
+    assert gt.autograd.gradcheck(pair, (a,)) is True
+
+
+def test_a_function_whose_backward_returns_a_number_raises_pytorchs_runtime_error(conn):
+    class Bad(gt.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return 0
+
+    a = gt.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"expected Variable or None \(got int\)"):
+        Bad.apply(a).sum().backward()
