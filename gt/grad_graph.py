@@ -5,6 +5,7 @@ are reached through :mod:`gt.autograd`."""
 from __future__ import annotations
 
 import functools
+import weakref
 from itertools import count
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +71,7 @@ class Node:
         "double",  # (set only by recorded_rule(); read with getattr when create_graph is on)
         "spent",  # (set once a backward pass without retain_graph went through; read with getattr)
         "posthooks",  # (set only by register_hook(); read with getattr)
+        "outv",  # (the output and its version, when the rule reads the output; see record())
     )
 
     def __init__(self, op: str, parents: tuple, saved: tuple, inputs: tuple, attrs: Any):
@@ -91,13 +93,25 @@ class Node:
         self.seq = _next_seq()
         self.cplx = None  # complex in play: "conj" or "native" (gt/runtime/ops/complexnum.py)
         self.label = None  # the name PyTorch gives the composite op that ended here (F.linear)
+        self.outv = None
 
     def needs(self, i: int) -> bool:
         """Whether input ``i`` wants a gradient."""
         return self.parents[i] is not None
 
     def check_versions(self) -> None:
-        """Raise if a tensor this node saved was changed in place since it was recorded."""
+        """Raise if a tensor this node saved was changed in place since it was recorded; the
+        output too, when the rule reads it (``sigmoid``, ``exp``: PyTorch saves the output, so
+        ``y.mul_(2)`` before backward raises there; GT's saved value is a copy of the old one)."""
+        if self.outv is not None:
+            out = self.outv[0]()
+            if out is not None and out._version != self.outv[1]:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by an "
+                    f"inplace operation: [gt.{name_of(out.dtype)} {list(out.shape)}], which is "
+                    f"output 0 of {self.name()}, is at version {out._version}; expected version "
+                    f"{self.outv[1]} instead"
+                )
         for t, v in zip(self.saved, self.versions):
             now = getattr(t, "_version", 0)
             if now != v:
@@ -484,6 +498,8 @@ def record(
         node.outs = _FIRST
     elif how is not None and how not in _KEEPS_INPUTS and saved:
         node.outs = tuple([i for i, t in enumerate(saved) if all(t is not x for x in inputs)])
+    if node.outs:  # (the rule reads the output: an in-place change of it must raise at backward)
+        node.outv = (weakref.ref(out), out._version)
     if SAVED_TENSOR_HOOKS:
         _pack(node)
     out._rg = True

@@ -16,6 +16,7 @@ makes that ``backward()`` raise instead of returning wrong gradients.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +68,9 @@ def take_value(dst: Tensor, src: Tensor, keep_graph: bool = True) -> None:
         before = dst._node
         dst._node = src._node
         dst._rg = src._rg
+        outv = dst._node.outv if dst._node is not None else None
+        if outv is not None and outv[0]() is src:  # (x.sigmoid_(): its output is x from now on)
+            dst._node.outv = (weakref.ref(dst), dst._version)
         if before is not None and before.retain is not None and dst._node is not None:
             if before.retain() is dst:  # retain_grad() follows the tensor to its new value
                 before.retain, dst._node.retain = None, before.retain

@@ -215,8 +215,8 @@ def test_retain_grad_follows_the_tensor_through_an_inplace_op(conn):
     a = gt.tensor([-1.0, 2.0, 3.0], requires_grad=True)
     t = a / 4
     t.retain_grad()
+    t.mul_(2)  # (before the ReLU: a change after it would change what its derivative reads)
     gt.nn.functional.relu(t, inplace=True)  # (a ResNet's ReLU(inplace=True) after a probe)
-    t.mul_(2)
     (t * 3).sum().backward()
     assert t.grad.tolist() == [3.0, 3.0, 3.0] and a.grad.tolist() == [0.0, 1.5, 1.5]
 

@@ -155,6 +155,38 @@ def test_inplace_op_on_a_tensor_saved_for_backward_is_detected(conn):
         y.backward()
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda y: y.mul_(2),
+        lambda y: y.__setitem__(0, 1.0),
+        lambda y: y.view(-1).add_(1),
+        lambda y: y.detach().zero_(),
+    ],
+    ids=["mul_", "setitem", "a_view", "detach"],
+)
+@pytest.mark.parametrize("op", ["sigmoid", "tanh", "exp", "relu", "sqrt"])
+def test_an_inplace_change_of_an_output_its_derivative_reads_is_detected(conn, op, change):
+    # (PyTorch saves these ops' outputs, so it raises; GT kept a copy of the old value and
+    # computed the gradient of a result the program no longer had)
+    x = gt.tensor([0.5, 1.0, 2.0], requires_grad=True)
+    y = getattr(x, op)()
+    change(y)
+    with pytest.raises(RuntimeError, match="output 0 of .* is at version 1; expected version 0"):
+        y.sum().backward()
+
+
+def test_an_inplace_op_whose_derivative_reads_its_output_still_differentiates(conn):
+    x = gt.tensor([0.5, 1.0, 2.0], requires_grad=True)
+    (x * 1).sigmoid_().sum().backward()  # (its output is the tensor it changed: version 1)
+    np.testing.assert_allclose(x.grad.tolist(), [0.235004, 0.196612, 0.104994], rtol=1e-5)
+    y = (x * 1).sigmoid_()
+    y.mul_(2)
+    with pytest.raises(RuntimeError, match="is at version 2; expected version 1"):
+        y.sum().backward()
+    x.relu().clone().mul_(2).sum().backward()  # a clone's change is its own
+
+
 def test_optimizer_style_update_under_no_grad_keeps_leaf_identity(conn):
     w = gt.ones(3, requires_grad=True)
     (w * w).sum().backward()
