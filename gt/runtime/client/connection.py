@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import zmq
 
-from gt.errors import DispatcherLost, GTTimeout, WorkerError, worker_error_class
+from gt.errors import DispatcherLost, GTTimeout
 from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime import security
@@ -507,15 +507,6 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
                     ) from None
         self.direct_batches += 1
 
-    def _drain_in_flight(self, deadline: float, doing: str) -> None:
-        """Wait until every batch sent is acknowledged."""
-        while self._in_flight > 0:
-            self._pump(self._wait_slice())
-            if self._broken is not None:
-                raise self._broken
-            if time.monotonic() > deadline:
-                raise GTTimeout(f"{doing}: no acknowledgement for {self.timeout:.0f}s (GT_TIMEOUT)")
-
     def fetch(self, tid: int) -> np.ndarray:
         """Wait for tensor ``tid`` and return its data as a NumPy array."""
         req = next(self._reqs)
@@ -557,13 +548,6 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
                 err = self._errors[0]
                 self._errors.clear()
                 raise self.worker_error(err)
-
-    def worker_error(self, err: list) -> WorkerError:
-        """Build the user-facing exception from a worker's ``[message, opcode, src]``."""
-        msg, opcode, src = err[0], err[1], err[2]
-        op = O.op_name(opcode)
-        cls = worker_error_class(msg)
-        return cls(msg, op, self.srclocs.get(src, "?"))
 
     # ----------------------------------------------------------------------------- teardown
     def close(self) -> None:

@@ -1,5 +1,5 @@
 """How a client connection hears from its dispatcher: the poll loop behind every sync point, the
-flush timer thread, and what each kind of message does (a mixin of
+flush timer thread, what each kind of message does and the errors workers send back (a mixin of
 :class:`gt.runtime.client.connection.Connection`, whose state it uses)."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import time
 
 import zmq
 
-from gt.errors import DispatcherLost, WorkerLost
+from gt.errors import DispatcherLost, GTTimeout, WorkerError, WorkerLost, worker_error_class
+from gt.runtime import ops as O
 from gt.runtime import protocol as P
 from gt.runtime.client.signals import refuse_signals
 from gt.runtime.liveness import DEFAULT_RECONNECT_GRACE, read_event
@@ -66,6 +67,22 @@ class Receiving:
         refused = self._refused
         if refused is not None and self._broken is None and running - refused[0] > REFUSED_GRACE_S:
             self._broken = DispatcherLost(f"the worker refused this program's batch: {refused[1]}")
+
+    def _drain_in_flight(self, deadline: float, doing: str) -> None:
+        """Wait until every batch sent is acknowledged."""
+        while self._in_flight > 0:
+            self._pump(self._wait_slice())
+            if self._broken is not None:
+                raise self._broken
+            if time.monotonic() > deadline:
+                raise GTTimeout(f"{doing}: no acknowledgement for {self.timeout:.0f}s (GT_TIMEOUT)")
+
+    def worker_error(self, err: list) -> WorkerError:
+        """Build the user-facing exception from a worker's ``[message, opcode, src]``."""
+        msg, opcode, src = err[0], err[1], err[2]
+        op = O.op_name(opcode)
+        cls = worker_error_class(msg)
+        return cls(msg, op, self.srclocs.get(src, "?"))
 
     def _lost(self, running: float) -> Exception | None:
         """Whether the dispatcher is gone: its process ended (a cluster we started), its
