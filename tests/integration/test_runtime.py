@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from helpers import wait_for
@@ -205,3 +207,19 @@ def test_an_op_after_a_quiet_spell_wakes_the_flush_timer_under_a_signal_scope_to
             y = x + 1
         assert conn._wake.is_set() or not conn._timer_asleep
         assert y.numpy().tolist() == [2.0] * 4
+
+
+def test_an_idle_connections_flush_timer_sleeps(conn):
+    # (it slept 250 ms at a time and ticked 25 times between: 87 wakes a second with nothing to
+    # do, where 4-8 are its heartbeat look and a tick after each sleep)
+    gt.ones(2).numpy()
+    wait_for(lambda: conn._timer_asleep, 30)
+
+    def switches() -> int:
+        with open(f"/proc/self/task/{conn._timer.native_id}/status") as f:
+            return next(int(v.split()[1]) for v in f if v.startswith("voluntary_ctxt_switches"))
+
+    before, t0 = switches(), time.monotonic()
+    time.sleep(1.0)  # (an idle spell is what is measured: nothing to wait for but time)
+    rate = (switches() - before) / (time.monotonic() - t0)
+    assert rate < 30, f"the idle flush timer woke {rate:.0f} times a second"

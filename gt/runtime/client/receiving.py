@@ -173,8 +173,7 @@ class Receiving:
                 if not self._instrs:  # (see Connection._append_locked)
                     self._wake.wait(idle_wait)
                 self._timer_asleep = False
-                self._wake.clear()
-                quiet_ticks = 0
+                self._wake.clear()  # (still quiet after it: back to sleep after one tick)
             if self._stop.wait(self.flush_interval):
                 return
             self.events.tick()
