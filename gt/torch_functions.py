@@ -20,7 +20,7 @@ from gt import func as _func
 from gt import linalg as _linalg
 from gt import shapes as S
 from gt.errors import OutOfMemory
-from gt.factories import arange, as_complex, complex_dtype, from_numpy, full_like, linspace
+from gt.factories import arange, from_numpy, full_like, linspace
 from gt.factories import tensor as _tensor
 from gt.grad_graph import label
 from gt.linalg import toplevel as _toplevel
@@ -31,6 +31,7 @@ from gt.ops.autocast import autocast_op, mark_methods
 from gt.ops.random import manual_seed
 from gt.ops.search import searchsorted
 from gt.ops.shaping import cat
+from gt.range_ends import as_complex, complex_dtype
 from gt.range_values import complex_logspace_values
 from gt.runtime.ops import return_types
 from gt.spectral import (

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from gt import shapes as S
 from gt.errors import LinAlgError, ShapeError
-from gt.factories import eye, zeros
+from gt.factories import zeros
 from gt.grad_graph import label
 from gt.ops.arith import where
 from gt.ops.shaping import stack
@@ -192,18 +192,7 @@ def matrix_power(a: Tensor, n: int) -> Tensor:
     check_square("linalg.matrix_power", tuple(a.shape))
     if n < 0:
         _square("linalg.inv", a, complex_ok=True)
-    if n == 0:
-        return eye(a.shape[-1], dtype=a.dtype).expand(*a.shape) + 0 * a
-    base = inv(a) if n < 0 else a
-    n = abs(n)
-    out = None
-    while True:  # square and multiply: O(log n) products
-        if n & 1:
-            out = base if out is None else out @ base
-        n >>= 1
-        if not n:
-            return out
-        base = base @ base
+    return a.matrix_power(n)  # (square and multiply: O(log n) products)
 
 
 def multi_dot(tensors: Sequence[Tensor]) -> Tensor:
