@@ -53,6 +53,9 @@ def fake_quantize_per_tensor_affine(
         raise TypeError(
             f"fake_quantize_per_tensor_affine: expected a float tensor, not {input.dtype}"
         )
+    if not isinstance(zero_point, TensorBase) and not quant_min <= int(zero_point) <= quant_max:
+        # (PyTorch checks a number only: a tensor's would be a sync point here)
+        raise RuntimeError("`zero_point` must be between `quant_min` and `quant_max`.")
     s = _float32(scale, input).reshape(())
     z = _float32(zero_point if isinstance(zero_point, TensorBase) else int(zero_point), input)
     z = z.reshape(())

@@ -188,6 +188,8 @@ def cross_entropy(
     tensor shaped like ``input``).
     """
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    if label_smoothing > 1.0:  # (PyTorch's check: a negative one passes, and computes)
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     if input.ndim == 0:
         raise ShapeError("cross_entropy: input must have at least one dimension (the classes)")
     cdim = 0 if input.ndim == 1 else 1

@@ -365,10 +365,12 @@ class LBFGS(Optimizer):
 
         start = _Point(0.0, loss, g, gtd, gmax, _Pair(None, None, 0.0))
         point, evals = strong_wolfe(probe, start, t, d_max)
-        if at[0] != point.t:  # move to the chosen point (x0 + t*d, computed as before)
-            for p, x in zip(self._params, x0):
-                p.copy_(x)
-            self._add(point.t, d)
+        # Back to x0, then x0 + t*d, even when the last probe was at t: a closure may change the
+        # parameters in place (style transfer's ``img.clamp_(0, 1)``), and PyTorch's probes
+        # leave no trace of that.
+        for p, x in zip(self._params, x0):
+            p.copy_(x)
+        self._add(point.t, d)
         return point, evals
 
 

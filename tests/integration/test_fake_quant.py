@@ -20,6 +20,8 @@ def test_bad_ranges_dtypes_and_shapes_are_refused_clearly(conn):
         gt.fake_quantize_per_channel_affine(x, scale, zp, 1, -8, 7)
     with pytest.raises(TypeError, match="zero_point must be an integer tensor"):
         gt.fake_quantize_per_channel_affine(x, scale, scale, 0, -8, 7)
+    with pytest.raises(RuntimeError, match="`zero_point` must be between `quant_min` and"):
+        gt.fake_quantize_per_tensor_affine(x, 0.1, 300, 0, 255)  # PyTorch's check and message
 
 
 def test_values_sit_on_the_grid_and_the_gradient_is_the_unclamped_mask(conn):

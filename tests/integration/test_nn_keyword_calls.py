@@ -46,6 +46,8 @@ def test_multihead_attention_and_losses_take_pytorch_keywords(conn):
     logits, target = gt.randn(4, 5), gt.tensor([0, 1, 4, 2])
     ce = nn.CrossEntropyLoss(reduction="sum", label_smoothing=0.1)
     _same(ce(input=logits, target=target), ce(logits, target))
+    with pytest.raises(RuntimeError, match="label_smoothing must be between 0.0 and 1.0. Got: 1.5"):
+        nn.CrossEntropyLoss(label_smoothing=1.5)(logits, target)  # (PyTorch checks at the call)
     a, b, y = gt.randn(4), gt.randn(4), gt.tensor([1.0, -1.0, 1.0, -1.0])
     rank = nn.MarginRankingLoss(0.5, None, None, "sum")  # PyTorch's positional order
     assert rank.reduction == "sum"

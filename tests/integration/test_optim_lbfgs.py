@@ -94,6 +94,25 @@ def test_strong_wolfe_solves_a_quadratic(conn):
     assert opt.state[x]["n_iter"] < 50  # stopped by a tolerance, not by max_iter
 
 
+def test_strong_wolfe_ends_at_x0_plus_t_d_even_when_the_closure_changes_the_parameter(conn):
+    # Style transfer's closure clamps the image in place. x0 = 0.5, loss (x - 3)^2: the first
+    # step is t = min(1, 1/|g|_1) = 0.2 along d = 5, whose probe (clamped to 1.0) meets both Wolfe
+    # conditions; PyTorch undoes every probe and ends at x0 + t*d = 1.5, not at the clamped 1.0.
+    x = gt.tensor([0.5], dtype=gt.float64, requires_grad=True)
+    opt = gt.optim.LBFGS([x], lr=1, max_iter=1, line_search_fn="strong_wolfe")
+
+    def closure():
+        with gt.no_grad():
+            x.clamp_(0, 1)
+        opt.zero_grad()
+        loss = ((x - 3) ** 2).sum()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    assert x.item() == 1.5
+
+
 def test_stops_at_once_when_the_gradient_is_already_small(conn):
     x, opt, closure = _problem(tolerance_grad=1e9)
     opt.step(closure)
