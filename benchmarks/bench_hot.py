@@ -18,11 +18,16 @@ client CPU >= 5x lower (hot vs eager). PyTorch is needed (``pip install torch``)
 benchmark-only dependency.
 
     python benchmarks/bench_hot.py [--rounds 5] [--steps 200] [--blas-threads 1] [--optim adam]
+                                   [--schedule per-step]
+
+``--schedule per-step`` steps a cosine ``LambdaLR`` after every training step (as transformer
+training does), outside the captured step: a new learning rate every call.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -36,6 +41,9 @@ _ap.add_argument("--blas-threads", type=int, default=1)
 _ap.add_argument("--optim", choices=("sgd", "adam"), default="sgd",
                  help="the MLP step's optimizer: SGD with momentum 0.9 (the target's), or Adam "
                       "(lr 1e-3, PyTorch's defaults otherwise, not capturable)")  # fmt: skip
+_ap.add_argument("--schedule", choices=("none", "per-step"), default="none",
+                 help="per-step: a cosine LambdaLR stepped after every step on all three sides "
+                      "(outside the captured step)")  # fmt: skip
 ARGS = _ap.parse_args() if __name__ == "__main__" else _ap.parse_args([])
 for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "GT_BLAS_THREADS"):
     os.environ[_v] = str(ARGS.blas_threads)
@@ -68,7 +76,7 @@ def torch_mlp():
         opt.step()
         return loss
 
-    return step
+    return step, schedule(torch.optim.lr_scheduler.LambdaLR, opt)
 
 
 def gt_mlp():
@@ -84,14 +92,31 @@ def gt_mlp():
         opt.step()
         return loss
 
-    return step
+    return step, schedule(gt.optim.lr_scheduler.LambdaLR, opt)
 
 
-def time_steps(step, x, y, n: int) -> tuple[float, float, float]:
-    """``(wall s, process s, last loss)`` of ``n`` pipelined steps and one sync."""
+def schedule(lambda_lr, opt):
+    """The scheduler's ``step`` with ``--schedule per-step`` (else ``None``): a cosine decay
+    over 10,000 steps, a new rate every step."""
+    if ARGS.schedule == "none":
+        return None
+    return lambda_lr(opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, 10_000) / 10_000))).step
+
+
+def hot_mlp():
+    step, sched = gt_mlp()
+    return gt.hot(step), sched
+
+
+def time_steps(stepper, x, y, n: int) -> tuple[float, float, float]:
+    """``(wall s, process s, last loss)`` of ``n`` pipelined steps (each followed by the
+    scheduler's step, if any) and one sync."""
+    step, sched = stepper
     c, t = time.process_time(), time.perf_counter()
     for _ in range(n):
         loss = step(x, y)
+        if sched is not None:
+            sched()
     last = loss.item()
     return time.perf_counter() - t, time.process_time() - c, last
 
@@ -121,7 +146,7 @@ def main() -> int:
     gt.connect()
     try:
         gx, gy = gt.tensor(x_np), gt.tensor(y_np)
-        t_step, g_eager, g_hot = torch_mlp(), gt_mlp(), gt.hot(gt_mlp())
+        t_step, g_eager, g_hot = torch_mlp(), gt_mlp(), hot_mlp()
         for s, x, y in ((t_step, tx, ty), (g_eager, gx, gy), (g_hot, gx, gy)):
             time_steps(s, x, y, 10)  # warm up (and capture the hot one)
         g_tiny = gt.hot(tiny)
@@ -149,13 +174,13 @@ def main() -> int:
                   f"tiny ops torch {res['t_tiny'][-1] / 1e3:.0f}k, GT eager "
                   f"{res['e_tiny'][-1] / 1e3:.0f}k, GT hot {res['h_tiny'][-1] / 1e3:.0f}k/s",
                   flush=True)  # fmt: skip
-        state = next(iter(g_hot.state.values()))["state"]
+        state = next(iter(g_hot[0].state.values()))["state"]
     finally:
         gt.disconnect()
     m = {k: statistics.median(v) for k, v in res.items()}
     same = losses["eager"] == losses["hot"]
     rows = [
-        (f"1. MLP step ({ARGS.optim}), GT hot vs PyTorch", m["hot"] / m["torch"], "<= 1.00x",
+        (f"1. MLP step ({ARGS.optim}{', lr per step' if ARGS.schedule != 'none' else ''}), GT hot vs PyTorch", m["hot"] / m["torch"], "<= 1.00x",
          m["hot"] / m["torch"] <= 1.0,
          f"{m['hot'] * 1e3:.2f} vs {m['torch'] * 1e3:.2f} ms (GT eager {m['eager'] * 1e3:.2f} ms "
          f"= {m['eager'] / m['torch']:.2f}x); hot {state}; losses hot == eager: {same}"),

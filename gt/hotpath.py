@@ -193,11 +193,14 @@ class _Capture:
         rec = CallRecord(lo + 1, _tensor_ids(args, kwargs))
         held = [(t, t.id) for t in (*args, *kwargs.values()) if isinstance(t, TensorBase)]
         conn.record(rec.instrs, rec.freed)
+        guards.recording += 1
         try:
             result = self.owner.fn(*args, **kwargs)
         except BaseException:
             conn.record(None, None)
             raise
+        finally:
+            guards.recording -= 1
         t0 = time.perf_counter_ns()
         conn.record(None, rec.freed)  # frees that follow from the call still count
         try:

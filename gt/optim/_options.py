@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from gt import guards
 from gt.factories import full, zeros, zeros_like
+from gt.guards import Hyperparameters
 from gt.tensor import Tensor
 
 
@@ -65,6 +67,33 @@ def on_worker_when_captured(p: Tensor, state: dict[str, Any]) -> None:
         value = dict.get(state, name)
         if type(value) in (int, float):
             state[name] = full((), float(value), dtype="float64")
+
+
+def group_lr(group: dict[str, Any], p: Tensor) -> Any:
+    """``group["lr"]`` for updating ``p``: the Python number, or -- inside a ``@gt.hot`` call that
+    is being recorded -- the float64 0-d tensor on the worker that holds it
+    (:attr:`gt.guards.Hyperparameters.lr_on_worker`, made here at the first such call). A
+    scheduler's new rate is then written into that tensor and the captured step replays with
+    it, where a number would have been baked into the capture. Callers compute with it as with
+    the number (float64, then rounded once where it meets ``p``) so that the update is the same
+    bit for bit. Only for a group whose rate has changed since it was made (a constant one stays a
+    number), and float32 and float64 parameters (any other bakes the number)."""
+    lr = dict.get(group, "lr")
+    if (getattr(p._conn, "_rec_instrs", None) is None or type(lr) not in (int, float)
+            or not isinstance(group, Hyperparameters)):  # fmt: skip
+        return lr
+    held = group.lr_on_worker
+    if p.dtype not in ("float32", "float64") or (held is None or held._conn is not p._conn) and (
+        not group.lr_varies or group.lr_baked
+    ):  # fmt: skip
+        group.lr_baked = True  # (read as a number by this capture: a new rate captures again)
+        return lr
+    if held is None or held._conn is not p._conn:
+        held = group.lr_on_worker = full((), float(lr), dtype="float64")
+    return held  # (also once the rate is baked elsewhere: every call of a capture reads alike)
+
+
+guards.make_rate = lambda value: full((), value, dtype="float64")
 
 
 def advance(state: dict[str, Any]) -> int | Tensor:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gt.factories import zeros, zeros_like
-from gt.optim._options import advance, on_worker_when_captured, reject_differentiable
+from gt.optim._options import advance, group_lr, on_worker_when_captured, reject_differentiable
 from gt.optim.optimizer import Optimizer
 from gt.tensor import Tensor
 
@@ -66,10 +66,14 @@ class Adam(Optimizer):
     def _update(self, p: Tensor, g: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
         if group["maximize"]:
             g = -g
-        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        (b1, b2), eps, wd = group["betas"], group["eps"], group["weight_decay"]
+        lr = group_lr(group, p)
         if wd:
             if group.get("decoupled_weight_decay", self.decoupled):
-                p.mul_(1.0 - lr * wd)
+                decay = 1.0 - lr * wd
+                if lr is not dict.get(group, "lr"):  # the rate on the worker (float64): rounded
+                    decay = decay.to(p.dtype)  # to p's dtype as the Python number would be
+                p.mul_(decay)
             else:
                 g = g + p * wd
         capturable = group.get("capturable", False)

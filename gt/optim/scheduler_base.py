@@ -105,7 +105,7 @@ def set_group_value(group: dict, key: str, value: Any) -> None:
     PyTorch's schedulers do (a program holding it sees the new rate), anything else replaced."""
     old = group[key]
     if isinstance(old, Tensor):
-        old.fill_(value)
+        old[...] = value  # (an indexed write keeps the tensor: a captured step reads it there)
     else:
         group[key] = value
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from gt.optim._options import reject_differentiable
+from gt.optim._options import group_lr, reject_differentiable
 from gt.optim.optimizer import Optimizer
 from gt.tensor import Tensor
 
@@ -70,8 +70,10 @@ class SGD(Optimizer):
                 damp = 1.0 - group["dampening"]
                 buf.mul_(mom).add_(g if damp == 1.0 else g * damp)
             g = g + buf * mom if group["nesterov"] else buf
-        lr = group["lr"]
+        lr = group_lr(group, p)
         if type(lr) is float or type(lr) is int:  # one fused pass, bit for bit p - g * lr
             p.add_(g, alpha=-lr)
-        else:
+        elif lr is dict.get(group, "lr"):  # a tensor the program gave
             p.sub_(g * lr)
+        else:  # the rate on the worker (float64): rounded to p's dtype as alpha= rounds it
+            p.sub_(g * lr.to(p.dtype))

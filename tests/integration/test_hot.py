@@ -218,6 +218,53 @@ def test_a_learning_rate_schedule_is_followed_by_a_captured_step(conn):
     assert hot == eager and calls >= 3  # replayed between the changes, and followed them
 
 
+def _per_step_schedule(hot: bool, opt_name: str, manual: bool = False, every: int = 1):
+    """Ten steps under a schedule that changes the rate after every ``every`` steps; ``manual``:
+    the step also reads the rate itself (a Python number in its own update)."""
+    gt.manual_seed(1)
+    model = gt.nn.Sequential(gt.nn.Linear(8, 16), gt.nn.ReLU(), gt.nn.Linear(16, 3))
+    opt = (gt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True,
+                        weight_decay=1e-3) if opt_name == "sgd" else
+           gt.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.1))  # fmt: skip
+    sched = gt.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (1.0 + s // every))
+    step = _step_of(model, opt)
+
+    def step_reading_the_rate(x, y):
+        loss = step(x, y)
+        with gt.no_grad():
+            model[0].bias.mul_(1.0 - opt.param_groups[0]["lr"])
+        return loss
+
+    fn = step_reading_the_rate if manual else step
+    fn = gt.hot(fn) if hot else fn
+    gx, gy = (gt.tensor(a) for a in _data(0))
+    losses = []
+    for _ in range(10):
+        losses.append(fn(gx, gy))
+        sched.step()
+    calls = sum(s["calls"] for s in fn.state.values()) if hot else None
+    return [loss.item() for loss in losses] + [p.detach().numpy().tobytes()
+                                               for p in model.parameters()], calls  # fmt: skip
+
+
+@pytest.mark.parametrize("opt_name", ["sgd", "adamw"])
+def test_a_rate_changed_every_step_is_read_on_the_worker_and_the_step_replays(conn, opt_name):
+    (hot, calls), (eager, _) = (
+        _per_step_schedule(True, opt_name),
+        _per_step_schedule(False, opt_name),
+    )
+    assert hot == eager  # bit for bit, every loss and parameter
+    assert calls >= 6  # captured by the fourth call, then replayed with each new rate
+
+
+def test_a_step_that_reads_the_rate_itself_is_captured_again_at_each_new_rate(conn):
+    # A new rate every third step: captured while it holds, and the step's own update has the
+    # number in it, so the new rate must capture again (not replay the old number)
+    runs = [_per_step_schedule(h, "sgd", manual=True, every=3) for h in (True, False)]
+    (hot, calls), (eager, _) = runs
+    assert hot == eager and calls >= 1
+
+
 def test_switching_between_train_and_eval_is_seen_by_a_captured_step(conn):
     gt.manual_seed(0)
     model = gt.nn.Sequential(gt.nn.Linear(4, 4), gt.nn.Dropout(0.5))

@@ -1,0 +1,130 @@
+"""An optimizer's parameter group and the captured steps that read it (gt.guards, pure)."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import pytest
+
+from gt import guards
+from gt.guards import Hyperparameters
+
+
+class _HeldRate:
+    """Stands in for the float64 0-d tensor on the worker: records the writes it gets."""
+
+    class _Conn:
+        closed = False
+
+    def __init__(self) -> None:
+        self._conn = self._Conn()
+        self.writes: list = []
+
+    def __setitem__(self, key, value) -> None:
+        assert key is Ellipsis
+        self.writes.append(value)
+
+
+@pytest.fixture
+def group():
+    return Hyperparameters({"lr": 0.1, "momentum": 0.9})
+
+
+def test_setting_the_same_rate_again_captures_nothing_again(group):
+    v = guards.version()
+    group["lr"] = 0.1  # (a scheduler's first step recomputes the same number)
+    assert guards.version() == v and not group.lr_varies
+
+
+def test_a_new_rate_that_no_capture_read_captures_nothing_again(group):
+    v = guards.version()
+    group["lr"] = 0.05  # (an optimizer that runs eagerly next to a captured step)
+    assert guards.version() == v and group.lr_varies and group["lr"] == 0.05
+
+
+def test_a_new_rate_goes_into_the_tensor_that_captured_steps_read(group):
+    held = group.lr_on_worker = _HeldRate()
+    v = guards.version()
+    group["lr"] = 0.05
+    group["lr"] = 0.025
+    assert guards.version() == v and held.writes == [0.05, 0.025] and group["lr"] == 0.025
+
+
+def test_a_rate_read_while_a_call_is_recorded_is_baked_and_a_new_one_captures_again(
+    group, monkeypatch
+):
+    made: list = []
+    monkeypatch.setattr(guards, "make_rate", lambda v: made.append(v) or _HeldRate())
+    held = group.lr_on_worker = _HeldRate()
+    guards.recording += 1
+    try:
+        assert group["momentum"] == 0.9 and group.get("momentum") == 0.9
+        assert not group.lr_baked  # (only the rate counts)
+        assert group["lr"] == 0.1
+    finally:
+        guards.recording -= 1
+    assert group.lr_baked
+    v = guards.version()
+    group["lr"] = 0.05
+    assert guards.version() == v + 1 and held.writes == []
+    # every step is captured again from here, reading a new tensor made with the new rate (made
+    # now: the first recorded call then reads it as the next ones do)
+    assert not group.lr_baked and group.lr_varies and made == [0.05]
+    group["lr"] = 0.025
+    assert guards.version() == v + 1 and group.lr_on_worker.writes == [0.025]
+
+
+def test_reading_the_rate_outside_a_recorded_call_bakes_nothing(group):
+    assert group["lr"] == 0.1 and not group.lr_baked
+
+
+def test_a_rate_set_inside_a_recorded_call_or_not_a_number_captures_again(group):
+    held = group.lr_on_worker = _HeldRate()
+    guards.recording += 1
+    try:
+        v = guards.version()
+        group["lr"] = 0.05
+    finally:
+        guards.recording -= 1
+    assert guards.version() == v + 1 and held.writes == []
+    group.lr_on_worker = held
+    v = guards.version()
+    group["lr"] = "0.01"
+    assert guards.version() == v + 1 and held.writes == []
+
+
+def test_a_tensor_of_a_closed_connection_is_dropped(group):
+    held = group.lr_on_worker = _HeldRate()
+    held._conn.closed = True
+    group["lr"] = 0.05
+    assert group.lr_on_worker is None and held.writes == []
+
+
+def test_update_sets_each_key_as_an_assignment_would(group):
+    held = group.lr_on_worker = _HeldRate()
+    v = guards.version()
+    group.update({"lr": 0.1}, momentum=0.9)  # (the values it has: an optimizer's defaults)
+    assert guards.version() == v and not group.lr_varies and held.writes == []
+    group.update(lr=0.2)
+    assert guards.version() == v and held.writes == [0.2] and group["lr"] == 0.2
+    group.update(momentum=0.5)
+    assert guards.version() == v + 1 and group["momentum"] == 0.5
+
+
+def test_clear_and_pop_of_the_rate_forget_the_tensor_and_other_keys_keep_it(group):
+    for change, forgets in ((lambda g: g.clear(), True), (lambda g: g.pop("lr"), True),
+                            (lambda g: g.pop("momentum"), False)):  # fmt: skip
+        dict.update(group, lr=0.1, momentum=0.9)
+        held = group.lr_on_worker = _HeldRate()
+        v = guards.version()
+        change(group)
+        assert guards.version() == v + 1 and (group.lr_on_worker is None) == forgets
+        assert held.writes == []
+
+
+def test_copies_are_plain_new_groups(group):
+    group.lr_on_worker, group.lr_varies, group.lr_baked = _HeldRate(), True, True
+    for other in (copy.deepcopy(group), pickle.loads(pickle.dumps(group)), copy.copy(group)):
+        assert type(other) is Hyperparameters and dict(other) == dict(group)
+        assert other.lr_on_worker is None and not other.lr_varies and not other.lr_baked
