@@ -77,7 +77,9 @@ def _open(address: str | None, **kwargs) -> Connection:
             cluster = launch.LocalCluster(workers=n)
             address = cluster.address
         if os.environ.get("GT_RECORD"):
-            recorder = launch.RecorderProcess(address, os.environ["GT_RECORD"])
+            recorder = launch.RecorderProcess(
+                address, os.environ["GT_RECORD"], local=cluster is not None
+            )
         conn = Connection(address, cluster=cluster, **kwargs)
         conn.recorder = recorder
         return conn

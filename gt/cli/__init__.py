@@ -85,8 +85,13 @@ def main(argv: list[str] | None = None) -> int:
             check_address(connect, "--connect")
         except ValueError as exc:
             parser.exit(2, f"gt: {exc}\n")
+    from gt.runtime.memory_settings import SettingError
+
     try:
         return int(args.func(args) or 0)
+    except SettingError as exc:  # a GT_* variable or flag that does not parse: one line
+        print(f"gt: {exc}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # The reader of our output went away (`gt trace stats F | head`): that is how pipes end,
         # not an error. Point stdout at /dev/null so the interpreter's final flush stays quiet.

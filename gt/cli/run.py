@@ -148,7 +148,7 @@ def run_command(
             cluster = LocalCluster(workers=workers)
             address = cluster.address
         if record:
-            recorder = RecorderProcess(address, record)
+            recorder = RecorderProcess(address, record, local=cluster is not None)
         env = {**os.environ, "GT_DISPATCHER": address}
         env.pop("GT_RECORD", None)  # recording is ours; the script must not start a second one
         if config:

@@ -23,7 +23,7 @@ import tempfile
 import time
 from typing import Any
 
-from gt.runtime import discovery
+from gt.runtime import discovery, env_checks
 from gt.runtime.control import ControlError, request
 
 _PR_SET_PDEATHSIG = 1
@@ -185,6 +185,7 @@ class LocalCluster:
     ):
         if workers is not None and workers < 1:
             raise ValueError("a local cluster needs at least one worker")
+        env_checks.check()  # (before any process starts: see gt.runtime.env_checks)
         if workers is None:
             start_timeout += GPU_PROBE_TIMEOUT_S  # the dispatcher counts GPUs first
         self.workers = workers or 0
@@ -233,9 +234,12 @@ class LocalCluster:
             if alive >= self.workers:
                 return
             if time.monotonic() > deadline or self.proc.poll() is not None:
+                code = self.proc.poll()
                 self.stop()
+                why = ("" if code is None else
+                       f" (its dispatcher stopped, code {code}: their messages are above)")  # fmt: skip
                 raise RuntimeError(
-                    f"the local GT cluster's {self.workers} worker(s) did not all start"
+                    f"the local GT cluster's {self.workers} worker(s) did not all start{why}"
                 )
             time.sleep(0.02)
 
@@ -290,7 +294,15 @@ class RecorderProcess:
     caller does afterwards is missed. :meth:`stop` ends it cleanly (the file gets its index).
     """
 
-    def __init__(self, address: str, path: str, *, start_timeout: float = 20.0):
+    def __init__(
+        self, address: str, path: str, *, start_timeout: float = 20.0, local: bool = False
+    ) -> None:
+        """``local``: the cluster is this program's own, so ``$GT_TRACE`` is its processes'."""
+        if local and os.environ.get("GT_TRACE", "").strip().lower() == "off":
+            raise env_checks.MS.SettingError(
+                "$GT_TRACE=off: the cluster publishes no events, so there is nothing to record "
+                "(unset it, or set summary)"
+            )
         self.path = path
         cmd = [
             sys.executable,

@@ -25,9 +25,15 @@ FLUSH_NS = 5_000_000
 
 
 def trace_level() -> str:
-    """The level from ``$GT_TRACE`` (default ``full``)."""
-    level = os.environ.get("GT_TRACE", "full").lower()
-    return level if level in LEVELS else "full"
+    """The level from ``$GT_TRACE`` (default ``full``).
+
+    Raises:
+        ValueError: another value (a typo must not record everything, or nothing, silently).
+    """
+    level = os.environ.get("GT_TRACE", "").strip().lower() or "full"
+    if level not in LEVELS:
+        raise ValueError(f"$GT_TRACE must be off, summary or full, not {os.environ['GT_TRACE']!r}")
+    return level
 
 
 class Emitter:

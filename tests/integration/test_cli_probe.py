@@ -153,6 +153,25 @@ def test_gt_run_passes_on_a_sigint_the_terminal_did_not_send(tmp_path, env):
         _stop(proc)
 
 
+@pytest.mark.parametrize(
+    ("extra", "args", "said"),
+    [
+        ({"GT_BACKEND": "tpu"}, (), "gt: $GT_BACKEND must be auto, numpy or cupy, not 'tpu'"),
+        ({"GT_TRACE": "off"}, ("--record", "t.gtrace"), "gt: $GT_TRACE=off: the cluster publishes"),
+        ({"GT_RAM_CAP": "100MB"}, (), "gt: $GT_RAM_CAP=100MB is below what a worker needs"),
+    ],
+)
+def test_gt_run_refuses_a_setting_its_cluster_cannot_run_with_in_one_line(
+    tmp_path, env, extra, args, said
+):
+    script = tmp_path / "s.py"
+    script.write_text("import gt\nprint(gt.zeros(1).numpy())\n")
+    out = subprocess.run(gt_cmd("run", "--no-tui", *args, str(script)), capture_output=True,
+                         text=True, timeout=60, cwd=tmp_path, env={**env, **extra})  # fmt: skip
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [out.stderr.strip()]
+    assert out.stderr.startswith(said) and out.stdout == ""
+
+
 def test_export_refuses_to_write_over_its_input_and_writes_to_stdout(trace):
     before = trace.read_bytes()
     out = subprocess.run(gt_cmd("export", str(trace), "-o", str(trace)), capture_output=True,

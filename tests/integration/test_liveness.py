@@ -190,3 +190,20 @@ def test_a_program_making_new_source_lines_all_the_time_keeps_hearing_its_dispat
             assert ns["y"] == [float(i), float(i)] and conn.direct_batches > 0
         finally:
             gt.disconnect()
+
+
+@pytest.mark.skipif(
+    __import__("importlib").util.find_spec("cupy") is not None, reason="CuPy can start here"
+)
+@pytest.mark.timeout(60)
+def test_workers_that_cannot_start_stop_their_dispatcher_and_the_program_is_told_at_once(
+    monkeypatch,
+):
+    # GT_BACKEND=cupy is a valid value, but without CuPy every start of the worker fails: the
+    # dispatcher gives up on the slot after its restarts and stops (it waited for ever before,
+    # and the program with it, 150 s until its start deadline)
+    monkeypatch.setenv("GT_BACKEND", "cupy")
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="did not all start .its dispatcher stopped"):
+        LocalCluster(workers=1, start_timeout=50)
+    assert time.monotonic() - t0 < 40

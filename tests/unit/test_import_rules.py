@@ -31,9 +31,10 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "gt.runtime.liveness": (),
     "gt.runtime.sockets": (),
     "gt.runtime.memory_settings": (),
+    "gt.runtime.env_checks": ("gt.runtime.memory_settings",),
     "gt.runtime.security": (),
     "gt.runtime.control": ("gt.runtime.protocol", "gt.runtime.security"),
-    "gt.runtime.launch": ("gt.runtime.control", "gt.runtime.discovery"),
+    "gt.runtime.launch": ("gt.runtime.control", "gt.runtime.discovery", "gt.runtime.env_checks"),
     "gt.runtime.sharding": ("gt.runtime.sharding", "gt.runtime.ops", "gt.shapes", "gt.errors"),
     "gt.runtime.client": (
         "gt.runtime.client",
@@ -45,6 +46,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "gt.runtime.liveness",
         "gt.runtime.security",
         "gt.runtime.sockets",
+        "gt.runtime.env_checks",
         *TRACE_OUT,
     ),
     "gt.runtime.dispatcher": (
@@ -67,6 +69,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "gt.runtime.discovery",
         "gt.runtime.liveness",
         "gt.runtime.memory_settings",
+        "gt.runtime.env_checks",
         "gt.runtime.security",
         "gt.runtime.sockets",
         *TRACE_OUT,

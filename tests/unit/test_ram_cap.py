@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from gt.runtime.env_checks import MIN_RAM_CAP
 from gt.runtime.memory_settings import SettingError
 from gt.runtime.worker.ram_cap import cap_bytes, cgroup_limit, data_in_use
 
@@ -65,6 +66,12 @@ def test_a_size_is_taken_as_it_is_and_off_means_no_cap():
 def test_a_setting_that_does_not_parse_names_the_variable():
     with pytest.raises(SettingError, match="GT_RAM_CAP"):
         cap_bytes("lots", 20 * GB)
+
+
+def test_a_size_too_small_for_the_worker_itself_is_refused_and_a_fraction_is_raised_to_it():
+    with pytest.raises(SettingError, match="below what a worker needs to start"):
+        cap_bytes("100MB", 20 * GB)
+    assert cap_bytes("0.1", 1 * GB, sharing=4) == MIN_RAM_CAP  # (a tiny share: the floor)
 
 
 def test_data_in_use_reads_vmdata_in_bytes():

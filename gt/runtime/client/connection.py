@@ -32,6 +32,7 @@ from gt.runtime.client.receiving import Receiving
 from gt.runtime.client.requests import Requests
 from gt.runtime.client.signals import hold_signals, release_signals
 from gt.runtime.client.source_lines import SourceLines
+from gt.runtime.env_checks import seconds
 from gt.runtime.liveness import (
     DEFAULT_TIMEOUT,
     RunningClock,
@@ -79,13 +80,6 @@ def _drain(q: deque) -> list:
         return out
 
 
-def _env_float(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
-
-
 def _program_name() -> str:
     """What monitors call this program: the script's name, or the command it ran as (``gt demo``,
     ``python -m pkg``, not ``__main__.py``)."""
@@ -120,7 +114,9 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
         cluster: Any = None,
     ):
         self.address = check_address(address, "GT_DISPATCHER or gt.connect()")
-        self.timeout = timeout if timeout is not None else _env_float("GT_TIMEOUT", 300.0)
+        self.timeout = (timeout if timeout is not None else
+                        seconds(os.environ["GT_TIMEOUT"], "GT_TIMEOUT")
+                        if os.environ.get("GT_TIMEOUT", "").strip() else 300.0)  # fmt: skip
         self.window = window
         self.batch_limit = batch_limit
         self.flush_interval = flush_interval
@@ -379,7 +375,7 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
                 raise self._broken
             if time.monotonic() > deadline:
                 raise GTTimeout(
-                    f"the dispatcher accepted no batch for {self.timeout:.0f}s (GT_TIMEOUT)"
+                    f"the dispatcher accepted no batch for {self.timeout:g}s (GT_TIMEOUT)"
                 )
         if self._annotated or self._new_signals:
             self._planned_once = True
@@ -503,7 +499,7 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
                     raise self._broken from None
                 if time.monotonic() > deadline:
                     raise GTTimeout(
-                        f"the worker took no batch for {self.timeout:.0f}s (GT_TIMEOUT)"
+                        f"the worker took no batch for {self.timeout:g}s (GT_TIMEOUT)"
                     ) from None
         self.direct_batches += 1
 
@@ -519,7 +515,7 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
                     raise self._broken
                 if time.monotonic() > deadline:
                     raise GTTimeout(
-                        f"no result for tensor {tid} within {self.timeout:.0f}s (GT_TIMEOUT)"
+                        f"no result for tensor {tid} within {self.timeout:g}s (GT_TIMEOUT)"
                     )
                 self._pump(self._wait_slice())
             dtype, shape, err, frame = self._replies.pop(req)
@@ -542,7 +538,7 @@ class Connection(Receiving, Requests, CaptureHooks, SourceLines):
                 if self._broken is not None:
                     raise self._broken
                 if time.monotonic() > deadline:
-                    raise GTTimeout(f"sync did not finish within {self.timeout:.0f}s (GT_TIMEOUT)")
+                    raise GTTimeout(f"sync did not finish within {self.timeout:g}s (GT_TIMEOUT)")
                 self._pump(self._wait_slice())
             if self._errors:
                 err = self._errors[0]

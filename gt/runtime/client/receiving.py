@@ -75,7 +75,7 @@ class Receiving:
             if self._broken is not None:
                 raise self._broken
             if time.monotonic() > deadline:
-                raise GTTimeout(f"{doing}: no acknowledgement for {self.timeout:.0f}s (GT_TIMEOUT)")
+                raise GTTimeout(f"{doing}: no acknowledgement for {self.timeout:g}s (GT_TIMEOUT)")
 
     def worker_error(self, err: list) -> WorkerError:
         """Build the user-facing exception from a worker's ``[message, opcode, src]``."""

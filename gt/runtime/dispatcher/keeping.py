@@ -70,6 +70,7 @@ class PeerKeeping:
         self._local_pids: set[int] = set()
         self._slot_of: dict[int, int] = {}  # a local worker's pid -> its slot (so its GPU)
         self._restarts: dict[int, deque[float]] = {}  # slot -> when it was restarted lately
+        self._given_up: set[int] = set()  # slots whose worker is not started again
         self.shutdown_reason: str | None = None
 
     # ------------------------------------------------------------------ hearing from peers
@@ -181,6 +182,7 @@ class PeerKeeping:
         if len(times) >= RESTARTS:
             print(f"gt dispatcher: local worker {slot} died {RESTARTS + 1} times within "
                   f"{RESTART_WINDOW_S:g}s; it is not started again", file=sys.stderr)  # fmt: skip
+            self._given_up.add(slot)
             return
         times.append(now)
         back = self.endpoints["back"]
@@ -193,7 +195,11 @@ class PeerKeeping:
         (and, if this dispatcher's own workers died as often as they may, stop)."""
         if self.starting():
             return
-        if self.local_workers and self.planner.workers:  # ours, and none will start again
+        # ours, and none will start again (also when none ever registered: a worker that cannot
+        # start, a bad GT_BACKEND say, must not leave the program waiting for it)
+        if self.local_workers and (
+            self.planner.workers or len(self._given_up) >= self.local_workers
+        ):
             self.shutdown_reason = (
                 f"all {self.local_workers} local worker(s) died {RESTARTS + 1} times within "
                 f"{RESTART_WINDOW_S:g}s; the dispatcher stops"

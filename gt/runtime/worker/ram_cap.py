@@ -22,7 +22,7 @@ import os
 import resource
 from collections.abc import Callable
 
-from gt.runtime import memory_settings as MS
+from gt.runtime.env_checks import MIN_RAM_CAP, ram_cap_size
 
 ENV = "GT_RAM_CAP"
 DEFAULT_FRACTION = 0.9
@@ -94,9 +94,9 @@ def cap_bytes(setting: str | None, ram: int | None, sharing: int = 1) -> int | N
     if setting is None or not setting.strip():
         value: int | float | None = DEFAULT_FRACTION
     else:
-        value = MS.parse_size(setting, ENV)
-    if isinstance(value, float):
-        return int(value * ram / max(1, sharing)) if ram else None
+        value = ram_cap_size(setting)
+    if isinstance(value, float):  # (never below what the worker needs to start)
+        return max(MIN_RAM_CAP, int(value * ram / max(1, sharing))) if ram else None
     return value
 
 
