@@ -29,12 +29,21 @@ GOLDEN = ROOT / "tests" / "api" / "golden"
 
 
 def main(argv: list[str]) -> int:
-    import torch  # noqa: PLC0415 - only this script needs it
+    if any(a in ("-h", "--help") for a in argv):
+        print(__doc__)
+        return 0
+    try:
+        import torch  # noqa: PLC0415 - only this script needs it
+    except ImportError:
+        sys.exit("make_golden.py runs the programs with PyTorch: pip install torch")
 
     torch.set_num_threads(1)
     load_all()
     programs = [a for a in argv if a in PROGRAMS]
     wanted = [a for a in argv if a not in PROGRAMS] or ([] if programs else list(MODULES))
+    unknown = [a for a in wanted if a not in MODULES]
+    if unknown:
+        sys.exit(f"make_golden.py: no program module or program named {', '.join(unknown)}")
     GOLDEN.mkdir(parents=True, exist_ok=True)
     for module in wanted:
         arrays: dict[str, np.ndarray] = {}

@@ -94,7 +94,8 @@ def format_once(state: Any, status: Any, width: int | None = None) -> str:
     console.print(T.header_text(state, status, width=width))
     console.print(T.workers_table(state, width))
     console.print(T.clients_table(state, width))
-    console.print(T.log_lines(state.log, 10, state.now_ns))
+    # (one row per event, cut at the width: Console.print wraps a Text unless told not to)
+    console.print(T.log_lines(state.log, 10, state.now_ns), no_wrap=True, overflow="ellipsis")
     return buf.getvalue()
 
 

@@ -140,3 +140,22 @@ def test_once_tables_leave_out_their_last_columns_rather_than_wrap_at_40_columns
         assert len(lines) == 3 + n and all(len(line) <= 40 for line in lines)  # one line a row
     head = T.workers_table(st, 40).plain.split("\n")[1].split()
     assert head == ["w", "c/m/w/i", "op"]  # the time shares and the op stay to the last
+
+
+def test_once_prints_each_event_on_one_row_cut_at_the_width():
+    # (the event log's rows wrapped at 60 columns: "client 1 joined: ... (pid" and "24913, vm)")
+    import dataclasses
+
+    from gt.cli.dashboard import format_once
+    from gt.trace.state import LogEntry
+
+    st = sample_state()
+    status = T.Status("fixture")
+    long = "client 1 joined: train_nn.py 100 (pid 24913, vm) " + "x" * 80
+    rows = {}
+    for text in ("short", long):
+        log = (LogEntry(st.now_ns, "join", "client:1", text),)
+        out = format_once(dataclasses.replace(st, log=log), status, 60).splitlines()
+        rows[text] = out
+    assert len(rows[long]) == len(rows["short"])
+    assert rows[long][-1].endswith("…") and len(rows[long][-1]) <= 60
