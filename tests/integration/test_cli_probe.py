@@ -388,7 +388,26 @@ def test_a_config_signal_the_program_never_entered_is_named_at_its_end(env):
     got = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=120, env=env)  # fmt: skip
     assert got.returncode == 0, got.stderr
-    assert "'layr1' (did you mean 'layer1'?)" in got.stderr and "layer2" not in got.stderr
+    assert "'layr1' (this program entered 'layer1')" in got.stderr and "layer2" not in got.stderr
+
+
+def test_a_signal_a_config_rule_names_as_backward_counts_as_entered(env):
+    # (the dispatcher placed the gradients by 'a_bwd': it was not "never entered")
+    script = (
+        "import gt\n"
+        "gt.load_config({'a': {'replicate': {}, 'backward': 'a_bwd'}, 'a_bwd': {'replicate': {}},"
+        " 'b': {'replicate': {}}})\n"
+        "x = gt.ones(4, 4, requires_grad=True)\n"
+        "with gt.signal.context('a'):\n"
+        "    y = (x * 2).sum()\n"
+        "y.backward()\n"
+        "print(float(x.grad.sum()))\n"
+    )
+    got = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, env=env)  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.split() == ["32.0"]
+    assert "places 'b', but" in got.stderr and "a_bwd" not in got.stderr
 
 
 def test_a_config_signal_that_shards_an_axis_no_tensor_of_it_has_is_named_at_its_end(env):
@@ -410,3 +429,21 @@ def test_a_config_signal_that_shards_an_axis_no_tensor_of_it_has_is_named_at_its
     assert ("shards 'attn' on axis 2, but none of the 2 tensors made under that signal had that "
             "axis (they had at most 2 axes)") in got.stderr  # fmt: skip
     assert "'mlp'" not in got.stderr
+
+
+def test_a_config_naming_a_worker_the_cluster_lacks_is_refused_naming_the_file(tmp_path, env):
+    cfg = tmp_path / "noworker.yaml"
+    cfg.write_text("layer1:\n  shard: {axis: 0, workers: [0, 7]}\n")
+    script = tmp_path / "s.py"
+    script.write_text("import gt\nprint(gt.ones(3).sum().item())\n")
+    got = subprocess.run(gt_cmd("run", "--no-tui", "--workers", "2", "--config", str(cfg),
+                                str(script)), capture_output=True, text=True, timeout=60,
+                         env=env)  # fmt: skip
+    assert got.returncode == 2 and got.stdout == ""  # (refused before the script started)
+    assert f"{cfg}:2: layer1.shard.workers: worker 7 does not exist" in got.stderr
+    got = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=60, env={**env, "GT_WORKERS": "2", "GT_CONFIG": str(cfg)})  # fmt: skip
+    assert got.returncode == 1 and got.stdout == ""
+    last = got.stderr.strip().splitlines()[-1]
+    assert last.endswith(f"GT_CONFIG={cfg}: layer1.shard.workers: worker 7 does not exist "
+                         "(workers: 0, 1)")  # fmt: skip

@@ -21,6 +21,7 @@ class Requests:
 
     _config_signals: frozenset[str] = frozenset()  # the signals of the last config applied here
     _config_axes: dict[str, int] = {}  # (of those, the ones that shard an axis: which one)
+    _config_backward: dict[str, str] = {}  # (of those, the ones whose rule names a backward one)
 
     def control(self, request: str, args: Any = None, timeout: float | None = None) -> Any:
         """Send one control request over this connection, after everything queued before it.
@@ -65,6 +66,10 @@ class Requests:
             self._direct_allowed = False
         names = applied.get("signals") if isinstance(applied, dict) else None
         self._config_signals = frozenset(n for n in names or () if isinstance(n, str))
+        self._config_backward = {  # (a signal whose rule names one places its gradients by it)
+            n: r["backward"] for n, r in (names or {}).items()
+            if isinstance(r, dict) and isinstance(r.get("backward"), str)
+        }  # fmt: skip
         self._config_axes = {
             n: r["axis"] for n, r in (names or {}).items()
             if isinstance(r, dict) and r.get("kind") == "shard" and isinstance(r.get("axis"), int)
@@ -80,11 +85,13 @@ class Requests:
         placed nothing."""
         used = {n for key in self._signal_ids for n in key[:2] if isinstance(n, str)}
         self._warn_unfit_axes(used)
+        used |= {self._config_backward[n] for n in used if n in self._config_backward}
         unused = sorted(self._config_signals - used)
         if not unused:
             return
-        hints = [
-            f"{n!r} (did you mean {close[0]!r}?)" if (close := get_close_matches(n, used, 1)) else repr(n)
+        hints = [  # (neutral: the typo may be in the program or in the config)
+            f"{n!r} (this program entered {close[0]!r})"
+            if (close := get_close_matches(n, used, 1)) else repr(n)
             for n in unused
         ]  # fmt: skip
         print(f"gt: warning: the shard config places {', '.join(hints)}, but this program never "
@@ -107,7 +114,8 @@ class Requests:
             n, most = f[0], f[2]
             print(f"gt: warning: the shard config shards {name!r} on axis {axis}, but none of the "
                   f"{n} tensor{'s' if n != 1 else ''} made under that signal had that axis "
-                  f"(they had at most {most} axes): it placed nothing", file=sys.stderr)  # fmt: skip
+                  f"(they had at most {most} ax{'is' if most == 1 else 'es'}): it placed nothing",
+                  file=sys.stderr)  # fmt: skip
 
     def set_memory(self, settings: dict) -> dict:
         """Change the workers' memory settings (:mod:`gt.runtime.memory_settings`); answers the
@@ -124,7 +132,11 @@ class Requests:
         try:
             raw = from_env()
             if raw is not None:
-                self.apply_config(raw)
+                try:
+                    self.apply_config(raw)
+                except ConfigError as exc:  # (the dispatcher's refusal: say whose config it was)
+                    where = os.environ.get("GT_CONFIG")
+                    raise ConfigError(f"GT_CONFIG={where}: {exc}" if where else str(exc)) from None
         except BaseException:
             self.close()
             raise
