@@ -86,8 +86,9 @@ def impact_text(source: Any, change: ConfigChange, signal: str | None = None) ->
     # A worker younger than the span is compared over its own life, not over time before it was there
     los = {wid: max(lo, _first_seen(source, wid, tc)) for wid in execs}
     before = tc - min(los.values(), default=lo)
-    table = Table(title=f"{human_span(before)} before vs {human_span(hi - tc)} after", title_justify="left",
-                  box=None, padding=(0, 1))  # fmt: skip
+    title = (f"{human_span(before)} before vs {human_span(hi - tc)} after" if before > 0 else
+             f"{human_span(hi - tc)} after (no worker before it)")  # fmt: skip
+    table = Table(title=title, title_justify="left", box=None, padding=(0, 1))
     for col in ("worker", "busy", "instr/s", "batch"):
         table.add_column(col, justify="right" if col != "worker" else "left", no_wrap=True)
     for wid in sorted(execs):

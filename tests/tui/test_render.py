@@ -323,6 +323,11 @@ def test_config_impact_compares_a_young_worker_over_its_life_not_a_full_span():
     out = con.export_text()
     assert "1s before vs 1s after" in out
     assert "50% → 50%" in out
+    model.workers[0].seen = 2 * s  # it came with the change: no "0us before"
+    con = Console(width=100, record=True)
+    con.print(impact_text(src, ConfigChange(2 * s, {}, {}, None)))
+    out = con.export_text()
+    assert "1s after (no worker before it)" in out and "before vs" not in out
 
 
 def test_timeline_cells_split_time_as_the_shares_do_idle_included():
