@@ -6,13 +6,14 @@ silently stay as it was. The places that hold such values bump one version numbe
 change (:class:`Hyperparameters` for optimizer parameter groups, ``Module.train``, a hook added
 or removed); a captured step checks it before every replay and is captured again when it moved.
 
-A learning rate that a scheduler changes every step would then never replay. So GT's SGD and Adam
-read it, while a call is being recorded, through :func:`gt.optim._options.group_lr`: a float64
-0-d tensor on the worker that holds the group's rate (:attr:`Hyperparameters.lr_on_worker`). The
-captured step reads that tensor, and a new rate is written into it (one small instruction before
-the next replay) instead of bumping the version. Any other read of ``group["lr"]`` while a call
-is recorded (a custom optimizer, a step that computes with the rate) bakes the number into that
-capture, so the group goes back to bumping for good (:attr:`Hyperparameters.lr_baked`).
+A learning rate that a scheduler changes every step would then never replay. So once a group's
+rate has changed, GT's SGD and Adam read it, while a call is being recorded, through
+:func:`gt.optim._options.group_lr`: a float64 0-d tensor on the worker that holds the group's rate
+(:attr:`Hyperparameters.lr_on_worker`). The captured step reads that tensor, and a new rate is
+written into it (one small instruction before the next replay) instead of bumping the version.
+Any other read of ``group["lr"]`` while a call is recorded (a custom optimizer, a step that
+computes with the rate) bakes the number into that capture (:attr:`Hyperparameters.lr_baked`), so
+the next new rate bumps the version as before; a rate no recorded call has read bumps nothing.
 """
 
 from __future__ import annotations

@@ -72,7 +72,8 @@ def on_worker_when_captured(p: Tensor, state: dict[str, Any]) -> None:
 def group_lr(group: dict[str, Any], p: Tensor) -> Any:
     """``group["lr"]`` for updating ``p``: the Python number, or -- inside a ``@gt.hot`` call that
     is being recorded -- the float64 0-d tensor on the worker that holds it
-    (:attr:`gt.guards.Hyperparameters.lr_on_worker`, made here at the first such call). A
+    (:attr:`gt.guards.Hyperparameters.lr_on_worker`, made here, or by the group when a rate a
+    capture had baked changes). A
     scheduler's new rate is then written into that tensor and the captured step replays with
     it, where a number would have been baked into the capture. Callers compute with it as with
     the number (float64, then rounded once where it meets ``p``) so that the update is the same
