@@ -13,12 +13,12 @@ nodes from which an asked-for tensor can be reached run.
 from __future__ import annotations
 
 from collections.abc import Callable
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from gt import signal_scope as _signal
 from gt.anomaly import _state as _anomaly
 from gt.anomaly import check_gradients
+from gt.backprop_order import _as_list, _seed, _seeds_for, _to_run, _topo_order
 from gt.grad_graph import Node, Packed
 from gt.grad_hooks import (
     _LEAF_HOOKS,
@@ -37,101 +37,11 @@ from gt.runtime import ops as O
 from gt.runtime.ops import Past
 from gt.runtime.ops.complexnum import conj_if_complex, real_where_real
 
-_COMPLEX = frozenset(("complex64", "complex128"))
-
 if TYPE_CHECKING:
     from gt.tensor import Tensor
 
 
 # ----------------------------------------------------------------------------- the walk
-def _as_list(x: Any, what: str) -> list:
-    if x is None:
-        return []
-    if hasattr(x, "_conn"):
-        return [x]
-    if isinstance(x, (str, bytes)) or not hasattr(x, "__iter__"):
-        raise TypeError(f"{what} must be a tensor or a sequence of tensors, got {type(x).__name__}")
-    return list(x)  # (a list, a tuple, or a generator such as model.parameters())
-
-
-def _seeds_for(given: Any, roots: list, gradients: Any) -> list:
-    """One gradient (or ``None``) per root: a single root takes its gradient as it is given (a
-    tensor, an array, a number), several take a sequence."""
-    if gradients is None:
-        return [None] * len(roots)
-    if hasattr(given, "_conn"):
-        if (
-            isinstance(gradients, (list, tuple))
-            and len(gradients) == 1
-            and (gradients[0] is None or hasattr(gradients[0], "_conn"))
-        ):
-            return list(gradients)  # grad_tensors=[g] for one tensor, as PyTorch allows
-        return [gradients]
-    if not isinstance(gradients, (list, tuple)):
-        raise TypeError("grad_tensors must be a sequence with one gradient (or None) per tensor")
-    return list(gradients)
-
-
-def _seed(root: Tensor, gradient: Any) -> Tensor:
-    """The gradient the walk starts from at ``root``: ones for a scalar, else the one given."""
-    if gradient is None:
-        if root.numel() != 1:
-            raise RuntimeError(
-                f"grad can be implicitly created only for scalar outputs (got shape {list(root.shape)})"
-            )
-        if root.dtype in _COMPLEX:
-            raise RuntimeError("grad can be implicitly created only for real scalar outputs")
-        return root.new_ones(root.shape)
-    if not hasattr(gradient, "_conn"):
-        gradient = root.new_tensor(gradient, dtype=root.dtype)
-    if tuple(gradient.shape) != root.shape:
-        raise RuntimeError(
-            f"backward: mismatch in shape: gradient has a shape of {list(gradient.shape)} "
-            f"and output has a shape of {list(root.shape)}"
-        )
-    return gradient.to(root.dtype) if gradient.dtype != root.dtype else gradient
-
-
-def _topo_order(roots: list[Node]) -> list[Node]:
-    """Nodes reachable from ``roots``, latest made first: each before the nodes of its inputs
-    (those were made before it), and in the order PyTorch's engine runs them (of the nodes
-    ready, the latest made), so that hooks of independent branches (a module called twice)
-    fire as PyTorch's do."""
-    order: list[Node] = []
-    seen: set[int] = set()
-    stack = list(roots)
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        order.append(node)
-        for p in node.parents:
-            if isinstance(p, Node) and id(p) not in seen:
-                stack.append(p)
-    order.sort(key=_SEQ, reverse=True)
-    return order
-
-
-_SEQ = attrgetter("seq")
-
-
-def _to_run(order: list[Node], nodes: set[int], leaves: set[int]) -> set[int]:
-    """The nodes of ``order`` whose derivative rule must run for a gradient to reach one of
-    ``nodes`` (by id) or ``leaves`` (by id): those with an input that is wanted or leads to one."""
-    run: set[int] = set()
-    for node in reversed(order):  # inputs before the nodes that use them
-        for p in node.parents:
-            if isinstance(p, Node):
-                if id(p) in run or id(p) in nodes:
-                    run.add(id(node))
-                    break
-            elif p is not None and id(p) in leaves:
-                run.add(id(node))
-                break
-    return run
-
-
 #: The backward passes under way, innermost last (a hook can ask which one it runs in).
 WALKS: list[_Walk] = []
 
@@ -146,6 +56,9 @@ class _Walk:
         self.handed: set[int] = set()  # ids of tensors already given to someone as a gradient
         self.seen: set[int] = set()  # ids of gradients a hook was given (and may hold)
         self.fresh: set[int] = set()  # ids of .grad tensors this pass made (never added in place)
+        # nodes whose gradient so far (in the walk's table) is a tensor this pass made and handed
+        # to nobody yet: later contributions are added into it in place (see _accumulate)
+        self.owned: set[Node] = set()
         # grad() / backward(inputs=): the tensors whose gradients are wanted, by leaf id or node
         self.wanted = wanted
         self.want_leaves = {id(t) for t in wanted or () if t._node is None}
@@ -339,6 +252,11 @@ class _Walk:
         conj = node.cplx == "conj"  # a real rule of a holomorphic op: conj(rule(conj(g)))
         if conj:
             g = conj_if_complex(g)
+        plain = (rule is None and not link and node.signal is None and node.cplx is None
+                 and not getattr(node, "posthooks", None)
+                 and not (_anomaly["enabled"] and _anomaly["check_nan"]))  # fmt: skip
+        if plain and node.op == "getitem" and self._scatter_into_owned(node, g, grads):
+            return
         if rule is not None:  # a gt.autograd.Function: the user's backward, with its own lines
             in_grads = self._user_code(_apply_rule, node, rule, g, link)
         elif link or node.signal is not None:
@@ -346,6 +264,8 @@ class _Walk:
             in_grads = _apply_rule(node, how, g, link)
         else:
             in_grads = O.BY_NAME[node.op].grad(node, g)
+        # (a plain getitem's rule makes its input's gradient as fresh zeros it scatters into)
+        made = plain and node.op == "getitem" and not g.requires_grad
         if conj:
             in_grads = tuple([conj_if_complex(pg) for pg in in_grads])
         if node.cplx is not None:
@@ -355,7 +275,7 @@ class _Walk:
         post = getattr(node, "posthooks", None)
         if post:
             in_grads = self._user_code(run_post_hooks, node, post, in_grads, g)
-        for p, pg in zip(node.parents, in_grads):
+        for i, (p, pg) in enumerate(zip(node.parents, in_grads)):
             if p is None or pg is None:
                 continue
             if type(pg) is Past:  # already the gradient of that input's own input
@@ -366,10 +286,36 @@ class _Walk:
                     if p is None:
                         continue
             if isinstance(p, Node):
-                prev = grads.get(p)
-                grads[p] = pg if prev is None else prev + pg
+                self._add_to_node(p, pg, grads, made and i == 0)
             else:
                 self._to_leaf(p, pg)
+
+    def _add_to_node(self, p: Node, pg: Tensor, grads: dict, made: bool) -> None:
+        """Add ``pg`` to node ``p``'s gradient so far. A sum this pass made (or fresh zeros a
+        getitem's rule scattered into, ``made``) is handed to nobody until ``p`` runs, so later
+        contributions go into it in place: an RNN's ``gi[t]`` for 32 steps made 32 full-size
+        zero tensors and 31 full-size sums before, one now (each step scatters its slice)."""
+        prev = grads.get(p)
+        if prev is None:
+            grads[p] = pg
+            if made:
+                self.owned.add(p)
+        elif p in self.owned and pg.shape == prev.shape and pg.dtype == prev.dtype:
+            prev.add_(pg)
+        else:
+            grads[p] = prev + pg
+            if not self.create_graph:  # (a recorded sum is part of the graph: never in place)
+                self.owned.add(p)
+
+    def _scatter_into_owned(self, node: Node, g: Tensor, grads: dict) -> bool:
+        """A plain getitem whose input's gradient so far is this pass's own: scatter ``g`` into
+        it in place (what the rule would do into fresh zeros, then add); ``False`` otherwise."""
+        p = node.parents[0]
+        acc = grads.get(p) if p in self.owned else None
+        if acc is None or g.requires_grad or acc.dtype != g.dtype:
+            return False
+        acc._apply_("index_add", [acc, g, *node.saved], {"key": node.attrs["key"], "inplace": True})
+        return True
 
 
 def _spend(node: Node) -> None:

@@ -182,3 +182,30 @@ def test_a_linear_layers_result_is_named_as_pytorch_names_it(conn):
     ]
     assert "grad_fn=<AddmmBackward0>" in repr(m(gt.ones(1, 2)))
     assert (m(gt.ones(1, 2)) * 2).grad_fn.name() == "MulBackward0"  # (only the linear's own node)
+
+
+def test_slices_of_one_tensor_scatter_their_gradients_into_one_buffer(conn, monkeypatch):
+    # (an RNN reads gi[t] for every step: each slice's gradient was a full-size zero tensor of
+    # its own, summed out of place -- 27 ms of a 32-step LSTM's backward, PyTorch's whole step 13)
+    from gt.runtime import ops as O
+
+    x = gt.tensor(np.arange(96, dtype=np.float32).reshape(8, 3, 4), requires_grad=True)
+    y = x * 2  # (a node, not a leaf: its gradient is the walk's own until it runs)
+    loss = sum((y[t] * (t + 1)).sum() for t in range(8)) + y[2:5].sum()
+    emitted = []
+    original = type(conn).emit
+
+    def counting(self, opcode, out, args, attrs=None):
+        emitted.append(O.op_name(opcode))
+        return original(self, opcode, out, args, attrs)
+
+    monkeypatch.setattr(type(conn), "emit", counting)
+    loss.backward()
+    monkeypatch.undo()
+    want = np.broadcast_to(
+        2.0 * np.arange(1, 9, dtype=np.float32).reshape(8, 1, 1), (8, 3, 4)
+    ).copy()
+    want[2:5] += 2.0
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+    # one buffer of zeros and nine scatters, not nine buffers and eight full-size sums
+    assert emitted.count("index_add") == 9 and emitted.count("add") <= 1, emitted
