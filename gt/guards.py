@@ -18,7 +18,8 @@ the next new rate bumps the version as before; a rate no recorded call has read 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import numbers
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 _version = 0
@@ -28,6 +29,24 @@ recording = 0
 #: Makes the float64 0-d tensor that holds a rate (set by :mod:`gt.optim._options`, which may
 #: make tensors; this module may not).
 make_rate: Callable[[float], Any] | None = None
+#: Why the call being recorded cannot be replayed, once it set a hyperparameter (a scheduler
+#: stepped inside it: a replay runs no Python, so the value would stop changing).
+written: str | None = None
+WRITTEN = ("it sets an optimizer's hyperparameter (a scheduler's step inside it?): a replay runs "
+           "no Python, so the value would stop changing; step the scheduler outside it")  # fmt: skip
+
+
+def read_rates(groups: Iterable[Any]) -> None:
+    """The rates of ``groups`` were read another way than ``group["lr"]`` (a scheduler's
+    ``get_last_lr()``): inside a recorded call, the capture holds them as numbers."""
+    if recording:
+        for g in groups:
+            if isinstance(g, Hyperparameters):
+                g.lr_baked = True
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
 def version() -> int:
@@ -69,14 +88,42 @@ class Hyperparameters(dict):
             self.lr_baked = True
         return dict.get(self, key, default)
 
+    # (any other way of reading the rate inside a recorded call bakes it too: ``dict(group)``,
+    # ``**group``, ``group.items()`` ...)
+    def _read_all(self) -> None:
+        if recording:
+            self.lr_baked = True
+
+    def __iter__(self) -> Iterator:
+        self._read_all()
+        return dict.__iter__(self)
+
+    def keys(self) -> Any:
+        self._read_all()
+        return dict.keys(self)
+
+    def items(self) -> Any:
+        self._read_all()
+        return dict.items(self)
+
+    def values(self) -> Any:
+        self._read_all()
+        return dict.values(self)
+
+    def copy(self) -> dict:
+        self._read_all()
+        return dict(dict.items(self))
+
     def __setitem__(self, key: Any, value: Any) -> None:
+        global written
+        if recording:  # (a replay would not run this write: see WRITTEN)
+            written = WRITTEN
         if key in self:
             old = dict.__getitem__(self, key)
             same = old is value or (
-                key == "lr" and type(old) is type(value) and type(value) in (float, int)
-                and old == value
-            )  # fmt: skip
-            if same or (key == "lr" and self._new_rate(value)):
+                key == "lr" and type(old) is type(value) and _number(value) and old == value
+            )
+            if same or (key == "lr" and _number(old) and self._new_rate(value)):
                 dict.__setitem__(self, key, value)
                 return
         self._changed(key, value)
@@ -85,7 +132,7 @@ class Hyperparameters(dict):
     def _new_rate(self, value: Any) -> bool:
         """A new rate that no capture holds as a number (outside a recorded call): written
         where captured steps read it, if they do; ``False``: every step must capture again."""
-        if self.lr_baked or recording or not isinstance(value, (float, int)):
+        if self.lr_baked or recording or not _number(value):
             return False
         self.lr_varies = True
         held = self.lr_on_worker
@@ -98,7 +145,7 @@ class Hyperparameters(dict):
 
     def _changed(self, key: Any, value: Any = None) -> None:
         if key == "lr":  # (every step captures again, and says again how it reads the rate)
-            read = self.lr_baked and not recording and isinstance(value, (float, int))
+            read = self.lr_baked and not recording and _number(value)
             self.lr_on_worker, self.lr_varies, self.lr_baked = None, True, False
             if read and make_rate is not None:  # made now, not in the next recorded call: the
                 self.lr_on_worker = make_rate(float(value))  # calls compared are then alike

@@ -60,6 +60,11 @@ _HOT, _HOT_DEFINE = O.OPCODE["hot"], O.OPCODE["hot_define"]
 #: Captures kept per function (one per argument signature), and failed tries before giving up.
 MAX_SIGNATURES = 8
 MAX_TRIES = 4
+#: Calls after which a step whose instructions kept changing is recorded again (doubling each
+#: time it still changes, up to RETRY_MAX): a warm-up or a run of early changes ends, and the
+#: step is the same from then on.
+RETRY_AFTER = 32
+RETRY_MAX = 4096
 #: Seconds between the ``hot`` events a replaying step publishes (and the calls at which it
 #: publishes one anyway, so short runs are seen too).
 EVENT_EVERY_S = 1.0
@@ -152,6 +157,8 @@ class _Capture:
         self.prev_canon: list | None = None
         self.tries = 0
         self.given_up: str | None = None
+        self.retry_in: int | None = None  # calls left until a step that kept changing tries again
+        self.retry_after = RETRY_AFTER
         self.plan: int | None = None
         self.template: Template | None = None
         self.spec: tuple = ("n",)
@@ -185,7 +192,13 @@ class _Capture:
                        if guards.version() != self.guard else
                        "a shard config is now in force for its signals")  # fmt: skip
         if self.given_up is not None:
-            return self.owner.fn(*args, **kwargs)
+            if self.retry_in is None or self.retry_in > 0:
+                if self.retry_in is not None:
+                    self.retry_in -= 1
+                return self.owner.fn(*args, **kwargs)
+            self.given_up = self.retry_in = None  # (its changes may have ended: record again)
+            self.prev = self.prev_canon = None
+            self.tries = 0
         return self._eager(conn, args, kwargs)
 
     def _eager(self, conn: Any, args: tuple, kwargs: dict) -> Any:
@@ -194,6 +207,7 @@ class _Capture:
         held = [(t, t.id) for t in (*args, *kwargs.values()) if isinstance(t, TensorBase)]
         conn.record(rec.instrs, rec.freed)
         guards.recording += 1
+        guards.written = None
         try:
             result = self.owner.fn(*args, **kwargs)
         except BaseException:
@@ -204,6 +218,8 @@ class _Capture:
         t0 = time.perf_counter_ns()
         conn.record(None, rec.freed)  # frees that follow from the call still count
         try:
+            if guards.written is not None:
+                raise NotCapturable(guards.written)
             if any(t.id != i for t, i in held):
                 # (``x.lerp_(...)`` on an argument computes a new value and points ``x`` at it:
                 # a replay runs no Python, so the caller's tensor would keep its old value)
@@ -241,7 +257,10 @@ class _Capture:
                 hint = (" (only Python numbers differ: a count or a schedule computed in "
                         "Python? pass the number as a tensor)"
                         if numbers_differ(self.prev_canon, canon) else "")  # fmt: skip
-                raise NotCapturable(f"its instructions changed in {MAX_TRIES} calls in a row{hint}")
+                why = f"its instructions changed in {MAX_TRIES} calls in a row{hint}"
+                self.retry_in, self.retry_after = self.retry_after, min(2 * self.retry_after,
+                                                                        RETRY_MAX)  # fmt: skip
+                raise NotCapturable(f"{why}; recording again in {self.retry_in} calls")
         self.conn, self.prev, self.prev_canon = conn, rec, canon
 
     def _capture(self, conn: Any, tpl: Template, spec: tuple, leaves: list) -> None:
@@ -257,6 +276,7 @@ class _Capture:
         conn.emit(_HOT_DEFINE, 0, [], tpl.attrs(self.plan, self.owner.name))
         conn.watch([*tpl.kept, *tpl.reads], self._invalidate)
         self.valid, self.prev, self.prev_canon = True, None, None
+        self.retry_after = RETRY_AFTER  # (a later run of changes backs off from the start)
         self.guard = guards.version()
         self._event(conn, "replaying", force=True)
         conn.on_close(self._closing)

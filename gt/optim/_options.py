@@ -4,6 +4,7 @@ tensor on the worker with ``capturable=True``)."""
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 from gt import guards
@@ -80,8 +81,12 @@ def group_lr(group: dict[str, Any], p: Tensor) -> Any:
     bit for bit. Only for a group whose rate has changed since it was made (a constant one stays a
     number), and float32 and float64 parameters (any other bakes the number)."""
     lr = dict.get(group, "lr")
-    if (getattr(p._conn, "_rec_instrs", None) is None or type(lr) not in (int, float)
-            or not isinstance(group, Hyperparameters)):  # fmt: skip
+    if getattr(p._conn, "_rec_instrs", None) is None or not isinstance(group, Hyperparameters):
+        return lr
+    if isinstance(lr, Tensor):  # (the program's own: the capture reads it where it is)
+        return lr
+    if not isinstance(lr, numbers.Real):  # (anything else is a number baked in)
+        group.lr_baked = True
         return lr
     held = group.lr_on_worker
     if p.dtype not in ("float32", "float64") or (held is None or held._conn is not p._conn) and (

@@ -7,6 +7,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from gt import guards
 from gt.optim.optimizer import Optimizer
 from gt.tensor import Tensor
 
@@ -49,6 +50,7 @@ class LRScheduler:
 
     def get_last_lr(self) -> list[float]:
         """The rates the last ``step()`` set."""
+        guards.read_rates(self.optimizer.param_groups)  # (inside a recorded call: numbers now)
         return self._last_lr
 
     def step(self, epoch: int | None = None) -> None:

@@ -265,6 +265,48 @@ def test_a_step_that_reads_the_rate_itself_is_captured_again_at_each_new_rate(co
     assert hot == eager and calls >= 1
 
 
+def test_a_step_that_changed_during_a_warm_up_is_recorded_again_later_and_replays(
+    conn, monkeypatch
+):
+    import gt.hotpath as H
+
+    monkeypatch.setattr(H, "RETRY_AFTER", 4)  # (32 calls by default)
+    calls = {"n": 0}
+
+    @gt.hot
+    def f(x):
+        calls["n"] += 1
+        return x * min(calls["n"], 6)  # a new number for five calls, then the same step
+
+    got = [f(gt.tensor([1.0])).item() for _ in range(30)]
+    assert got == [float(min(k, 6)) for k in range(1, 31)]
+    (only,) = f.state.values()
+    assert only["state"] == "replaying" and only["calls"] >= 10
+
+
+def test_a_scheduler_stepped_inside_the_step_keeps_it_eager_and_right(conn):
+    # (a replay runs no Python: StepLR's counter would stop and the rate stay where it was)
+    def train(hot: bool):
+        model, opt = _model("sgd")
+        sched = gt.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+        step = _step_of(model, opt)
+
+        def step_and_schedule(x, y):
+            loss = step(x, y)
+            sched.step()
+            return loss
+
+        fn = gt.hot(step_and_schedule) if hot else step_and_schedule
+        gx, gy = (gt.tensor(a) for a in _data(0))
+        losses = [fn(gx, gy).item() for _ in range(8)]
+        return losses + [p.detach().numpy().tobytes() for p in model.parameters()], fn
+
+    (hot, fn), (eager, _) = train(True), train(False)
+    assert hot == eager
+    (state,) = fn.state.values()
+    assert state["calls"] == 0 and "scheduler" in state["state"]
+
+
 def test_switching_between_train_and_eval_is_seen_by_a_captured_step(conn):
     gt.manual_seed(0)
     model = gt.nn.Sequential(gt.nn.Linear(4, 4), gt.nn.Dropout(0.5))

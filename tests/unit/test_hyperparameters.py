@@ -128,3 +128,41 @@ def test_copies_are_plain_new_groups(group):
     for other in (copy.deepcopy(group), pickle.loads(pickle.dumps(group)), copy.copy(group)):
         assert type(other) is Hyperparameters and dict(other) == dict(group)
         assert other.lr_on_worker is None and not other.lr_varies and not other.lr_baked
+
+
+def test_a_numpy_rate_is_a_number_and_a_tensor_rate_replaced_by_one_captures_again(group):
+    np = pytest.importorskip("numpy")
+    held = group.lr_on_worker = _HeldRate()
+    group["lr"] = np.float64(0.05)  # (a LambdaLR built with np.cos returns these)
+    assert held.writes == [0.05]
+    tensor_rate = object()  # (stands in for a tensor the program gave: not a number)
+    dict.__setitem__(group, "lr", tensor_rate)
+    v = guards.version()
+    group["lr"] = 0.02
+    assert guards.version() == v + 1 and held.writes == [0.05]
+
+
+def test_reading_the_whole_group_or_the_last_rates_while_recorded_bakes_the_rate(group):
+    for read in (dict, lambda g: list(g.items()), lambda g: {**g}, lambda g: g.copy(),
+                 lambda g: guards.read_rates([g])):  # fmt: skip
+        group.lr_baked = False
+        guards.recording += 1
+        try:
+            read(group)
+        finally:
+            guards.recording -= 1
+        assert group.lr_baked, read
+    group.lr_baked = False
+    dict(group), guards.read_rates([group])
+    assert not group.lr_baked  # (outside a recorded call nothing is baked)
+
+
+def test_setting_a_hyperparameter_inside_a_recorded_call_says_it_cannot_replay(group):
+    guards.written = None
+    guards.recording += 1
+    try:
+        group["momentum"] = 0.9  # (even the same value: a replay would not set it again)
+    finally:
+        guards.recording -= 1
+    assert guards.written is not None and "scheduler" in guards.written
+    guards.written = None
