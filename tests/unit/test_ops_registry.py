@@ -406,6 +406,30 @@ def test_im2col_matches_a_direct_window_loop_and_col2im_is_its_adjoint():
     np.testing.assert_allclose((cols * y).sum(), (x * back).sum(), rtol=1e-10)
 
 
+def test_im2col_from_a_strided_view_equals_the_slab_copies_other_backends_make():
+    # (NumPy takes every window from one strided view; CuPy copies a slab per kernel offset)
+    import itertools
+    import types
+
+    from gt.runtime.ops import conv as C
+
+    slabs = types.SimpleNamespace(**{k: getattr(np, k) for k in ("empty", "full", "zeros")})
+    view_kernel = C._k_im2col(types.SimpleNamespace(name="numpy", xp=np))
+    slab_kernel = C._k_im2col(types.SimpleNamespace(name="slabs", xp=slabs))
+    cases = 0
+    for sizes, k, dl, p, s in itertools.product(([7], [6, 7], [4, 5, 6]), (1, 3), (1, 2),
+                                                (0, 2), (1, 3)):  # fmt: skip
+        d = len(sizes)
+        at = {"kernel": [k] * d, "dilation": [dl] * d, "padding": [p] * d, "stride": [s] * d,
+              "pad_value": -1.5}  # fmt: skip
+        if min(C._out_sizes(sizes, at)) <= 0:
+            continue
+        x = rng.standard_normal((2, 3, *sizes)).astype(np.float32)
+        np.testing.assert_array_equal(view_kernel([x], at), slab_kernel([x], at))
+        cases += 1
+    assert cases >= 40
+
+
 def test_im2col_and_col2im_with_fewer_windows_than_kernel_offsets_loop_over_windows_alike():
     # (4 window positions, 20 kernel offsets: the kernels move one window per step)
     x = rng.standard_normal((2, 3, 6, 11))
