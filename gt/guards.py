@@ -7,7 +7,7 @@ change (:class:`Hyperparameters` for optimizer parameter groups, ``Module.train`
 or removed); a captured step checks it before every replay and is captured again when it moved.
 
 A learning rate that a scheduler changes every step would then never replay. So once a group's
-rate has changed, GT's SGD and Adam read it, while a call is being recorded, through
+rate has changed, GT's SGD and Adam family read it, while a call is being recorded, through
 :func:`gt.optim._options.group_lr`: a float64 0-d tensor on the worker that holds the group's rate
 (:attr:`Hyperparameters.lr_on_worker`). The captured step reads that tensor, and a new rate is
 written into it (one small instruction before the next replay) instead of bumping the version.

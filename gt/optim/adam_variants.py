@@ -18,6 +18,7 @@ from gt.optim._options import (
     begin,
     check_betas,
     check_lr_eps_wd,
+    group_lr,
     like,
     reject_differentiable,
     require,
@@ -32,7 +33,11 @@ def _decay(p: Tensor, g: Tensor, group: dict[str, Any], decoupled: bool) -> Tens
     if not wd:
         return g
     if decoupled:
-        p.mul_(1.0 - group["lr"] * wd)
+        lr = group_lr(group, p)
+        decay = 1.0 - lr * wd
+        if lr is not dict.get(group, "lr"):  # the rate on the worker (float64): rounded to p's
+            decay = decay.to(p.dtype)  # dtype as the Python number would be
+        p.mul_(decay)
         return g
     return g + p * wd
 
@@ -72,7 +77,7 @@ class Adamax(Optimizer):
         m, u = state["exp_avg"], state["exp_inf"]
         m.lerp_(g, 1.0 - b1)
         u.copy_((u * b2).maximum(g.abs() + eps))
-        add_ratio(p, m, u, like(-group["lr"] / (1.0 - b1**t), p))
+        add_ratio(p, m, u, like(-group_lr(group, p) / (1.0 - b1**t), p))
 
 
 class NAdam(Optimizer):
@@ -111,7 +116,8 @@ class NAdam(Optimizer):
 
     def _update(self, p: Tensor, g: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
         g, t = begin(p, g, group, state, ("exp_avg", "exp_avg_sq"), mu_product=1.0)
-        lr, (b1, b2), eps, md = group["lr"], group["betas"], group["eps"], group["momentum_decay"]
+        (b1, b2), eps, md = group["betas"], group["eps"], group["momentum_decay"]
+        lr = group_lr(group, p)
         g = _decay(p, g, group, group["decoupled_weight_decay"])
         mu = b1 * (1.0 - 0.5 * 0.96 ** (t * md))
         mu_next = b1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * md))
@@ -165,13 +171,14 @@ class RAdam(Optimizer):
 
     def _update(self, p: Tensor, g: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
         g, t = begin(p, g, group, state, ("exp_avg", "exp_avg_sq"))
-        lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
+        (b1, b2), eps = group["betas"], group["eps"]
+        lr = group_lr(group, p)
         g = _decay(p, g, group, group["decoupled_weight_decay"])
         m, v = state["exp_avg"], state["exp_avg_sq"]
         m.lerp_(g, 1.0 - b1)
         v.mul_(b2).addcmul_(g, g, value=1.0 - b2)
         bc1, bc2 = 1.0 - b1**t, 1.0 - b2**t
-        step = m / like(bc1, p) * lr
+        step = m / like(bc1, p) * (lr if lr is dict.get(group, "lr") else like(lr, p))
         rho_inf = 2.0 / (1.0 - b2) - 1.0
         rho_t = rho_inf - 2.0 * t * b2**t / bc2
         if isinstance(rho_t, Tensor):

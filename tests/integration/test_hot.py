@@ -223,9 +223,15 @@ def _per_step_schedule(hot: bool, opt_name: str, manual: bool = False, every: in
     the step also reads the rate itself (a Python number in its own update)."""
     gt.manual_seed(1)
     model = gt.nn.Sequential(gt.nn.Linear(8, 16), gt.nn.ReLU(), gt.nn.Linear(16, 3))
-    opt = (gt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True,
-                        weight_decay=1e-3) if opt_name == "sgd" else
-           gt.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.1))  # fmt: skip
+    params = model.parameters()
+    opt = {
+        "sgd": lambda: gt.optim.SGD(params, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3),
+        "adamw": lambda: gt.optim.AdamW(params, lr=0.01, weight_decay=0.1),
+        "nadamw": lambda: gt.optim.NAdam(params, lr=0.01, weight_decay=0.1,
+                                         decoupled_weight_decay=True),
+        "radam": lambda: gt.optim.RAdam(params, lr=0.01, weight_decay=0.1),
+        "adamax": lambda: gt.optim.Adamax(params, lr=0.01),
+    }[opt_name]()  # fmt: skip
     sched = gt.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (1.0 + s // every))
     step = _step_of(model, opt)
 
@@ -247,7 +253,7 @@ def _per_step_schedule(hot: bool, opt_name: str, manual: bool = False, every: in
                                                for p in model.parameters()], calls  # fmt: skip
 
 
-@pytest.mark.parametrize("opt_name", ["sgd", "adamw"])
+@pytest.mark.parametrize("opt_name", ["sgd", "adamw", "nadamw", "radam", "adamax"])
 def test_a_rate_changed_every_step_is_read_on_the_worker_and_the_step_replays(conn, opt_name):
     (hot, calls), (eager, _) = (
         _per_step_schedule(True, opt_name),
