@@ -99,6 +99,21 @@ def group_lr(group: dict[str, Any], p: Tensor) -> Any:
     return held  # (also once the rate is baked elsewhere: every call of a capture reads alike)
 
 
+def decay_weights(p: Tensor, g: Tensor, group: dict[str, Any], decoupled: bool) -> Tensor:
+    """Weight decay: ``p *= 1 - lr*wd`` when decoupled (AdamW's way), else ``g + wd*p``."""
+    wd = group["weight_decay"]
+    if not wd:
+        return g
+    if decoupled:
+        lr = group_lr(group, p)
+        decay = 1.0 - lr * wd
+        if lr is not dict.get(group, "lr"):  # the rate on the worker (float64): rounded to p's
+            decay = decay.to(p.dtype)  # dtype as the Python number would be
+        p.mul_(decay)
+        return g
+    return g + p * wd
+
+
 guards.make_rate = lambda value: full((), value, dtype="float64")
 
 

@@ -6,7 +6,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from gt.factories import zeros, zeros_like
-from gt.optim._options import advance, group_lr, on_worker_when_captured, reject_differentiable
+from gt.optim._options import (
+    advance,
+    decay_weights,
+    group_lr,
+    on_worker_when_captured,
+    reject_differentiable,
+)
 from gt.optim.optimizer import Optimizer
 from gt.tensor import Tensor
 
@@ -66,16 +72,9 @@ class Adam(Optimizer):
     def _update(self, p: Tensor, g: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
         if group["maximize"]:
             g = -g
-        (b1, b2), eps, wd = group["betas"], group["eps"], group["weight_decay"]
+        (b1, b2), eps = group["betas"], group["eps"]
         lr = group_lr(group, p)
-        if wd:
-            if group.get("decoupled_weight_decay", self.decoupled):
-                decay = 1.0 - lr * wd
-                if lr is not dict.get(group, "lr"):  # the rate on the worker (float64): rounded
-                    decay = decay.to(p.dtype)  # to p's dtype as the Python number would be
-                p.mul_(decay)
-            else:
-                g = g + p * wd
+        g = decay_weights(p, g, group, group.get("decoupled_weight_decay", self.decoupled))
         capturable = group.get("capturable", False)
         if not state:
             state["step"] = zeros((), dtype="float64") if capturable else 0

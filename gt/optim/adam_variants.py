@@ -18,6 +18,7 @@ from gt.optim._options import (
     begin,
     check_betas,
     check_lr_eps_wd,
+    decay_weights,
     group_lr,
     like,
     reject_differentiable,
@@ -25,21 +26,6 @@ from gt.optim._options import (
 )
 from gt.optim.optimizer import Optimizer
 from gt.tensor import Tensor
-
-
-def _decay(p: Tensor, g: Tensor, group: dict[str, Any], decoupled: bool) -> Tensor:
-    """Weight decay: ``p *= 1 - lr*wd`` when decoupled (AdamW's way), else ``g + wd*p``."""
-    wd = group["weight_decay"]
-    if not wd:
-        return g
-    if decoupled:
-        lr = group_lr(group, p)
-        decay = 1.0 - lr * wd
-        if lr is not dict.get(group, "lr"):  # the rate on the worker (float64): rounded to p's
-            decay = decay.to(p.dtype)  # dtype as the Python number would be
-        p.mul_(decay)
-        return g
-    return g + p * wd
 
 
 class Adamax(Optimizer):
@@ -73,7 +59,7 @@ class Adamax(Optimizer):
     def _update(self, p: Tensor, g: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
         g, t = begin(p, g, group, state, ("exp_avg", "exp_inf"))
         (b1, b2), eps = group["betas"], group["eps"]
-        g = _decay(p, g, group, decoupled=False)
+        g = decay_weights(p, g, group, decoupled=False)
         m, u = state["exp_avg"], state["exp_inf"]
         m.lerp_(g, 1.0 - b1)
         u.copy_((u * b2).maximum(g.abs() + eps))
@@ -118,7 +104,7 @@ class NAdam(Optimizer):
         g, t = begin(p, g, group, state, ("exp_avg", "exp_avg_sq"), mu_product=1.0)
         (b1, b2), eps, md = group["betas"], group["eps"], group["momentum_decay"]
         lr = group_lr(group, p)
-        g = _decay(p, g, group, group["decoupled_weight_decay"])
+        g = decay_weights(p, g, group, group["decoupled_weight_decay"])
         mu = b1 * (1.0 - 0.5 * 0.96 ** (t * md))
         mu_next = b1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * md))
         if isinstance(state["mu_product"], Tensor):
@@ -173,7 +159,7 @@ class RAdam(Optimizer):
         g, t = begin(p, g, group, state, ("exp_avg", "exp_avg_sq"))
         (b1, b2), eps = group["betas"], group["eps"]
         lr = group_lr(group, p)
-        g = _decay(p, g, group, group["decoupled_weight_decay"])
+        g = decay_weights(p, g, group, group["decoupled_weight_decay"])
         m, v = state["exp_avg"], state["exp_avg_sq"]
         m.lerp_(g, 1.0 - b1)
         v.mul_(b2).addcmul_(g, g, value=1.0 - b2)
