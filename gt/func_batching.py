@@ -42,7 +42,10 @@ _RESHAPE, _EXPAND, _MATMUL, _COPY, _ARANGE, _GETITEM = (
 _SLICE_ALL = ["s", None, None, None]
 _FETCH = O.OPCODE["fetch"]
 #: Ops that treat each entry of their first dim on its own (sliding windows over [N, C, ...]).
-_PER_ROW = frozenset(O.OPCODE[n] for n in ("im2col", "col2im"))
+_PER_ROW = frozenset(
+    O.OPCODE[n]
+    for n in ("im2col", "col2im", "max_pool", "max_pool_indices", "max_pool_grad", "max_pool_pick")
+)
 #: Linear algebra of the last two dims: the kernels broadcast the leading ones.
 _MATRICES = frozenset(op.code for op in O.REGISTRY if op.name.startswith("linalg_"))
 #: How ``vmap`` calls ran: ``batched``, ``per_entry``, and why the last per-entry one was not
@@ -282,13 +285,17 @@ class Batching:
         self._send(opcode, out, [self._padded(a, rank) for a in args], attrs, self._out_shape(out))
 
     def _per_row(self, opcode: int, out: int, args: list, attrs: Any) -> None:
-        """The batch folded into the op's own first dim, and unfolded from its result."""
-        (x,) = args
-        s, logical = self.batched[x], self._out_shape(out)
-        if not s or not logical:
-            raise Unbatchable(f"{O.op_name(opcode)} of a 0-d tensor")
-        rows = self._reshaped(x, [self.n * s[0], *s[1:]])
-        res = self._temp(opcode, [rows], attrs)
+        """The batch folded into the op's own first dim (of every argument, an unbatched one
+        spread first), and unfolded from its result."""
+        logical = self._out_shape(out)
+        rows = []
+        for x in args:
+            s = self.batched[x] if x in self.batched else self._shape(x)
+            if not s or not logical:
+                raise Unbatchable(f"{O.op_name(opcode)} of a 0-d tensor")
+            whole = x if x in self.batched else self._spread(x)
+            rows.append(self._reshaped(whole, [self.n * s[0], *s[1:]]))
+        res = self._temp(opcode, rows, attrs)
         self._send(_RESHAPE, out, [res], {"shape": [self.n, *logical]}, logical)
 
     def _getitem(self, opcode: int, out: int, args: list, attrs: Any) -> None:

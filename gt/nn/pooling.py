@@ -1,10 +1,11 @@
 """Pooling in 1, 2 and 3-d: max, average and adaptive (functional, PyTorch's names and arguments).
 
-Max and average pooling reduce the window columns of ``im2col`` (the registry's sliding-window
-primitive, any of 1-3 spatial dimensions), so one reduction covers every output position. Max
-pooling pads with ``-inf`` and sends the gradient to the first maximum of each window (in the
-window's row-major order), as PyTorch does; with ``return_indices`` each maximum's flat position
-in its input plane comes too (what :func:`max_unpool2d` takes). Adaptive pooling is separable, one spatial dimension
+Max pooling is the registry's own kernels (:mod:`gt.runtime.ops.pooling`): the maximum of each
+window, PyTorch's pick (the first maximum in the window's row-major order, the last NaN in a
+window holding one) and the gradient sent there, with ``return_indices`` each pick's flat
+position in its input plane (what :func:`max_unpool2d` takes). Average pooling reduces the window
+columns of ``im2col`` (the registry's sliding-window primitive, any of 1-3 spatial dimensions), so
+one reduction covers every output position. Adaptive pooling is separable, one spatial dimension
 at a time (the mean or max over a box is the mean or max over each of its sides in turn): each
 dimension is one reshape, or for uneven windows one gather, then one reduction.
 """
@@ -45,10 +46,11 @@ def _stride(stride: Any, kernel: tuple, dims: int) -> tuple[int, ...]:
     return kernel if stride is None or stride == [] or stride == () else _pair(stride, dims)
 
 
-def _pool_windows(x: Tensor, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple,
-                  ceil_mode: bool, pad_value: float) -> tuple[Tensor, list[int]]:  # fmt: skip
-    """``[N, C, prod(kernel), L]`` windows of ``x`` and the output's spatial sizes."""
-    n, c, *sizes = x.shape
+def _ceil_extra(sizes: Any, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple,
+                ceil_mode: bool) -> list[int]:  # fmt: skip
+    """Per spatial dimension, how far past the right padding the last ``ceil_mode`` window runs
+    (PyTorch's rule: a window must start inside the left-padded input), after checking the
+    padding as PyTorch does."""
     for k, p, d in zip(kernel, padding, dilation):
         if p * 2 > d * (k - 1) + 1:  # PyTorch's rule and message
             raise ShapeError(
@@ -56,23 +58,39 @@ def _pool_windows(x: Tensor, kernel: tuple, stride: tuple, padding: tuple, dilat
                 f"pad={p}, kernel_size={k} and dilation={d}"
             )
     extra = [0] * len(sizes)
-    if ceil_mode:  # windows that start inside the (left-padded) input may run past its end
+    if ceil_mode:
         for i, (size, k, s, p, d) in enumerate(zip(sizes, kernel, stride, padding, dilation)):
             span = size + 2 * p - d * (k - 1) - 1
             outs = -(-span // s) + 1
             if (outs - 1) * s >= size + p:
                 outs -= 1
             extra[i] = max(0, (outs - 1) * s + d * (k - 1) + 1 - (size + 2 * p))
-        if any(extra):
-            x = pad(x, [v for e in reversed(extra) for v in (0, e)], value=pad_value)
-    geo = _geometry(kernel, dilation, padding, stride, len(sizes))
-    geo["pad_value"] = pad_value
-    outs = [out_size(*a) for a in zip(x.shape[2:], kernel, dilation, padding, stride)]
+    return extra
+
+
+def _output_sizes(sizes: Any, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple,
+                  extra: list) -> list[int]:  # fmt: skip
+    """The pooling's output sizes, or PyTorch-style error when the kernel does not fit."""
+    outs = [out_size(n + e, k, d, p, s)
+            for n, k, d, p, s, e in zip(sizes, kernel, dilation, padding, stride, extra)]  # fmt: skip
     if min(outs) <= 0:
         raise ShapeError(
             f"pooling: a kernel of {list(kernel)} (padding {list(padding)}, dilation "
             f"{list(dilation)}) does not fit an input of {list(sizes)}"
         )
+    return outs
+
+
+def _pool_windows(x: Tensor, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple,
+                  ceil_mode: bool, pad_value: float) -> tuple[Tensor, list[int]]:  # fmt: skip
+    """``[N, C, prod(kernel), L]`` windows of ``x`` and the output's spatial sizes."""
+    n, c, *sizes = x.shape
+    extra = _ceil_extra(sizes, kernel, stride, padding, dilation, ceil_mode)
+    if any(extra):
+        x = pad(x, [v for e in reversed(extra) for v in (0, e)], value=pad_value)
+    outs = _output_sizes(sizes, kernel, stride, padding, dilation, extra)
+    geo = _geometry(kernel, dilation, padding, stride, len(sizes))
+    geo["pad_value"] = pad_value
     cols = x._apply("im2col", [x], geo)
     return cols.reshape(n, c, math.prod(kernel), math.prod(outs)), outs
 
@@ -89,36 +107,24 @@ def _max_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, dilati
     x, squeeze = _pool_input(input, dims, op)
     k = _pair(kernel_size, dims)
     s, p, d = _stride(stride, k, dims), _pair(padding, dims), _pair(dilation, dims)
-    cols, outs = _pool_windows(x, k, s, p, d, ceil_mode, -math.inf)
-    # max(dim) sends the gradient to the index it picks (the first maximum), as PyTorch does.
-    best = cols.max(2)
-    out = best.values.reshape(x.shape[0], x.shape[1], *outs)
+    dtype = str(x.dtype).split(".")[-1]
+    if dtype == "bool" or x.is_complex():  # PyTorch's refusal
+        name = "max_pool1d_impl" if dims == 1 else op
+        raise NotImplementedError(f"\"{name}\" not implemented for '{S.SCALAR_NAMES[dtype]}'")
+    sizes = x.shape[2:]
+    extra = _ceil_extra(sizes, k, s, p, d, ceil_mode)
+    _output_sizes(sizes, k, s, p, d, extra)
+    # the registry's max-pooling kernels (gt.runtime.ops.pooling): PyTorch's pick, first maximum
+    # or last NaN, and its gradient sent there
+    attrs = {**_geometry(k, d, p, s, dims), "extra": extra}
+    out = x._apply("max_pool", [x], attrs)
     name = f"MaxPool{dims}DWithIndicesBackward0"
     if not return_indices:
         return _pool_node(out.squeeze(0) if squeeze else out, name, dims)
-    where = _input_positions(best.indices, x, k, s, p, d, outs).reshape(out.shape)
+    where = x._apply("max_pool_indices", [x], attrs)
     if squeeze:
         out, where = out.squeeze(0), where.squeeze(0)
     return _pool_node(out, name, dims), where
-
-
-def _input_positions(picked: Tensor, x: Tensor, kernel: tuple, stride: tuple, padding: tuple,
-                     dilation: tuple, outs: list) -> Tensor:  # fmt: skip
-    """PyTorch's max-pool indices: the flat position in each input plane of the element each
-    window picked (``picked``: its offset within the window, ``[N, C, L]``)."""
-    sizes = x.shape[2:]
-    grids = np.meshgrid(*[np.arange(o) for o in outs], indexing="ij")
-    flat = None
-    k_stride = math.prod(kernel)
-    in_stride = math.prod(sizes)
-    for i, (ki, si, pi, di) in enumerate(zip(kernel, stride, padding, dilation)):
-        k_stride //= ki
-        in_stride //= sizes[i]
-        start = (grids[i].reshape(-1) * si - pi).astype(np.int64)  # each window's first row
-        offset = (picked // k_stride) % ki if ki > 1 else picked * 0
-        coord = x._upload(start * in_stride) + offset * (di * in_stride)
-        flat = coord if flat is None else flat + coord
-    return flat
 
 
 def _avg_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,

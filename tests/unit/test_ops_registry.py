@@ -16,6 +16,7 @@ rng = np.random.default_rng(0)
 A = rng.standard_normal((3, 4)).astype(np.float32)
 B = rng.standard_normal((3, 4)).astype(np.float32)
 ROW = rng.standard_normal((4,)).astype(np.float32)
+POOL_X = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
 POS = np.abs(A) + 0.5
 IDX = np.array([2, 0, 2], dtype=np.int64)
 RAND = {"shape": [2, 3], "dtype": "float32", "seed": 7}
@@ -121,6 +122,24 @@ SAMPLES: dict[str, tuple[list, object]] = {
             "output_size": [5, 4],
         },
     ),  # fmt: skip
+    **{
+        name: (
+            vals,
+            {
+                "kernel": [3, 2],
+                "dilation": [1, 1],
+                "padding": [1, 0],
+                "stride": [2, 1],
+                "extra": [1, 0],
+            },
+        )
+        for name, vals in (
+            ("max_pool", [POOL_X]),
+            ("max_pool_indices", [POOL_X]),
+            ("max_pool_grad", [POOL_X, rng.standard_normal((2, 3, 3, 3)).astype(np.float32)]),
+            ("max_pool_pick", [POOL_X, rng.standard_normal((2, 3, 5, 4)).astype(np.float32)]),
+        )
+    },  # fmt: skip
     "scatter_add": (
         [np.zeros((3, 4), np.float32), np.ones((3, 4), np.float32), IDX],
         {"key": [["t", 0]]},

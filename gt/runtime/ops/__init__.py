@@ -16,7 +16,7 @@ trigonometric and hyperbolic functions, atan2, fmod, signbit, gcd, lcm, nextafte
 :mod:`.running` (cummax, cummin, logcumsumexp), :mod:`.special_more` (Bessel I0/I1, Hurwitz zeta,
 incomplete gamma, erfcx, Bessel J/Y/K, Airy Ai, whose kernel is :mod:`.airy`), :mod:`.complexnum`
 (complex parts, conjugate, argument, the real-pair views, FFTs), :mod:`.sampling`
-(``multinomial``'s checked probabilities).
+(``multinomial``'s checked probabilities), :mod:`.pooling` (max pooling's kernels).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from gt.runtime.ops import (
     mathfn,
     movement,
     nll,
+    pooling,
     reduce,
     running,
     sampling,
@@ -93,6 +94,7 @@ REGISTRY, BY_NAME = _build(
         *linalg_info.ENTRIES,
         *nll.ENTRIES,
         *sampling.ENTRIES,
+        *pooling.ENTRIES,
     ]
 )
 #: Op names by opcode (what traces carry in their header).
