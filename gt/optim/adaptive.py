@@ -7,7 +7,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from gt.factories import full_like, zeros_like
-from gt.optim._options import advance, reject_differentiable
+from gt.optim._options import (
+    add_ratio,
+    advance,
+    group_lr,
+    like,
+    on_worker_when_captured,
+    reject_differentiable,
+)
 from gt.optim.optimizer import Optimizer, ParamState
 from gt.tensor import Tensor
 
@@ -48,7 +55,10 @@ class RMSprop(Optimizer):
             if group["centered"]:
                 state["grad_avg"] = zeros_like(p)
         advance(state)
-        alpha, eps, lr = group["alpha"], group["eps"], group["lr"]
+        alpha, eps = group["alpha"], group["eps"]
+        lr = group_lr(group, p)
+        if lr is not dict.get(group, "lr"):  # the rate on the worker (float64): rounded to p's
+            lr = like(lr, p)  # dtype as the Python number would be where it meets p
         v = state["square_avg"]
         v.mul_(alpha).addcmul_(g, g, value=1.0 - alpha)
         if group["centered"]:
@@ -62,7 +72,7 @@ class RMSprop(Optimizer):
             buf.mul_(group["momentum"]).addcdiv_(g, avg)
             p.sub_(buf * lr)
         else:
-            p.addcdiv_(g, avg, value=-lr)
+            add_ratio(p, g, avg, -lr)
 
 
 class Adagrad(Optimizer):
@@ -98,13 +108,19 @@ class Adagrad(Optimizer):
             g = -g
         if "sum" not in state:  # (a group added after construction: PyTorch's lazy state)
             state.update(step=0, sum=full_like(p, group["initial_accumulator_value"]))
+        decay, lr = group["lr_decay"], dict.get(group, "lr")
+        if decay and p.dtype in ("float32", "float64") and not isinstance(lr, Tensor):
+            on_worker_when_captured(p, state)  # (the decayed rate is then computed there)
         step = advance(state)
         if group["weight_decay"]:
             g = g + p * group["weight_decay"]
-        clr = group["lr"] / (1 + (step - 1) * group["lr_decay"])
+        lr = group_lr(group, p)
+        clr = lr / (1 + (step - 1) * decay) if decay else lr  # (lr / 1.0 is lr: no decay, no op)
+        if isinstance(clr, Tensor) and clr is not dict.get(group, "lr"):
+            clr = like(clr, p)  # computed in float64, rounded to p's dtype as the number would be
         acc = state["sum"]
         acc.addcmul_(g, g, value=1.0)
-        p.addcdiv_(g, acc.sqrt() + group["eps"], value=-clr)
+        add_ratio(p, g, acc.sqrt() + group["eps"], -clr)
 
 
 class SparseAdam(Optimizer):
