@@ -13,6 +13,7 @@ from typing import Any
 from gt.optim._options import (
     begin,
     check_lr_eps_wd,
+    group_lr,
     like,
     reject_differentiable,
     require,
@@ -57,7 +58,10 @@ class Adadelta(Optimizer):
         v.mul_(rho).addcmul_(g, g, value=1.0 - rho)
         delta = (u + eps).sqrt() / (v + eps).sqrt() * g
         u.mul_(rho).addcmul_(delta, delta, value=1.0 - rho)
-        p.add_(delta * -group["lr"])
+        lr = group_lr(group, p)
+        if lr is not dict.get(group, "lr"):  # the rate on the worker (float64): rounded to p's
+            lr = like(lr, p)  # dtype as the Python number would be where it meets p
+        p.add_(delta * -lr)
 
 
 class ASGD(Optimizer):
@@ -89,8 +93,11 @@ class ASGD(Optimizer):
                                       capturable=capturable))  # fmt: skip
 
     def _update(self, p: Tensor, g: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
-        g, t = begin(p, g, group, state, ("ax",), eta=group["lr"], mu=1.0)
-        lr, lambd, alpha, wd = group["lr"], group["lambd"], group["alpha"], group["weight_decay"]
+        # (the rate as a number only where the state is made: its first eta)
+        g, t = begin(p, g, group, state, ("ax",), eta=None if state else group["lr"], mu=1.0)
+        lambd, alpha, wd = group["lambd"], group["alpha"], group["weight_decay"]
+        # the next eta from the rate on the worker when captured (float64, as the number's)
+        lr = group_lr(group, p)
         if wd:
             g = g + p * wd
         eta, mu, ax = state["eta"], state["mu"], state["ax"]
