@@ -15,7 +15,14 @@ from typing import Any
 import numpy as np
 
 from gt.factories import zeros, zeros_like
-from gt.optim._options import require
+from gt.optim._options import (
+    advance,
+    decay_weights,
+    group_lr,
+    like,
+    on_worker_when_captured,
+    require,
+)
 from gt.optim.optimizer import Optimizer
 from gt.tensor import Tensor
 
@@ -65,17 +72,27 @@ class Adafactor(Optimizer):
                 state["col_var"] = zeros((*g.shape[:-2], 1, g.shape[-1]), dtype=g.dtype)
             else:
                 state["variance"] = zeros_like(g)
-        state["step"] += 1.0
-        t = state["step"]
-        lr, wd, d = group["lr"], group["weight_decay"], group["d"]
+        decay = group["beta2_decay"]
+        if p.dtype in ("float32", "float64") and decay != -1.0:
+            # (captured, the count moves to the worker and the factors are computed there, in
+            # float64 as the numbers are; but NumPy takes x ** -1.0 as 1 / x, which rounds
+            # differently from the C library's pow now and then, so that decay keeps it here)
+            on_worker_when_captured(p, state)
+        t = advance(state)
+        d = group["d"]
         eps1, eps2 = group["eps"]
         if eps1 is None:
             eps1 = float(np.finfo(np.dtype(p.dtype)).eps)
-        one_minus_beta2 = t ** group["beta2_decay"]
-        rho = min(lr, 1.0 / math.sqrt(t))
+        if isinstance(t, Tensor):  # float64 on the worker, then rounded to p's dtype where it
+            one_minus_beta2 = like(t**decay, p)  # meets p, as the Python numbers would be
+            lr, inv_sqrt = group_lr(group, p), 1.0 / t.sqrt()  # (sqrt: correctly rounded both)
+            rho = inv_sqrt.minimum(lr) if isinstance(lr, Tensor) else inv_sqrt.clamp(max=lr)
+            rho = like(rho, p)
+        else:
+            one_minus_beta2 = t**decay
+            rho = min(group["lr"], 1.0 / math.sqrt(t))
         alpha = (p.norm(2) / math.sqrt(p.numel())).clamp(min=eps2) * rho
-        if wd:
-            p.mul_(1.0 - lr * wd)
+        decay_weights(p, g, group, decoupled=True)  # (after alpha: it reads p as it was)
         gg = g * g
         if g.ndim > 1:
             row_var, col_var = state["row_var"], state["col_var"]
