@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from gt.factories import zeros_like
+from gt.optim._options import group_lr
 from gt.optim.optimizer import Optimizer
 from gt.tensor import Tensor
 
@@ -45,14 +46,16 @@ def orthogonalize(g: Tensor, coefficients: Any, steps: int, eps: float) -> Tenso
     return x.T if tall else x
 
 
-def _fma(base: Tensor, x: Tensor, scale: float) -> Tensor:
+def _fma(base: Tensor, x: Tensor, scale: Any) -> Tensor:
     """``base + scale * x`` for float32 ``base``, rounded once as PyTorch's CPU kernels round it
     (a fused multiply-add, with ``scale`` a float32 number): computed in float64, where the
     product of two float32 numbers is exact. The orthogonalisation rounds to bfloat16, so a
-    float32 ulp of difference here could change a whole step."""
+    float32 ulp of difference here could change a whole step. ``scale`` may be a float64 0-d
+    tensor on the worker (the learning rate of a captured step), rounded as the number is."""
     if base.dtype != "float32":  # (``x`` widened first: a bfloat16 update times ``scale``
         return base + x.to(base.dtype) * scale  # rounds in float64, as PyTorch's add_ does)
-    return (base.double() + x.double() * float(np.float32(scale))).float()
+    scale = scale.float().double() if isinstance(scale, Tensor) else float(np.float32(scale))
+    return (base.double() + x.double() * scale).float()
 
 
 def _lerp(start: Tensor, end: Tensor, weight: float) -> Tensor:
@@ -64,7 +67,7 @@ def _lerp(start: Tensor, end: Tensor, weight: float) -> Tensor:
     return _fma(end, end - start, float(w - 1))
 
 
-def adjusted_lr(lr: float, adjust_lr_fn: str | None, shape: Any) -> float:
+def adjusted_lr(lr: Any, adjust_lr_fn: str | None, shape: Any) -> Any:
     """The learning rate scaled for a ``rows x cols`` matrix: ``sqrt(max(1, rows / cols))``
     ("original", the default) or ``0.2 * sqrt(max(rows, cols))`` ("match_rms_adamw": an update
     with AdamW's RMS)."""
@@ -134,8 +137,10 @@ class Muon(Optimizer):
     def _update(self, p: Tensor, g: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
         if g.ndim != 2:
             raise ValueError("Param gradient must be a 2D matrix")
-        lr, mom = group["lr"], group["momentum"]
-        if isinstance(lr, Tensor):
+        mom = group["momentum"]
+        lr = group_lr(group, p)  # (captured: a float64 0-d tensor on the worker, see _fma)
+        worker = lr is not dict.get(group, "lr")
+        if isinstance(lr, Tensor) and not worker:  # (the program's own tensor)
             lr = float(lr.item())
         buf = state.get("momentum_buffer")
         if buf is None:
@@ -143,5 +148,6 @@ class Muon(Optimizer):
         buf.copy_(_lerp(buf, g, 1.0 - mom))
         u = _lerp(g, buf, mom) if group["nesterov"] else buf
         o = orthogonalize(u, group["ns_coefficients"], group["ns_steps"], group["eps"])
-        p.mul_(1.0 - lr * group["weight_decay"])
+        decay = 1.0 - lr * group["weight_decay"]
+        p.mul_(decay.to(p.dtype) if worker else decay)  # (rounded where it meets p, as a number)
         p.copy_(_fma(p, o, -adjusted_lr(lr, group["adjust_lr_fn"], p.shape)))
