@@ -222,7 +222,9 @@ def _per_step_schedule(hot: bool, opt_name: str, manual: bool = False, every: in
     """Ten steps under a schedule that changes the rate after every ``every`` steps; ``manual``:
     the step also reads the rate itself (a Python number in its own update)."""
     gt.manual_seed(1)
-    model = gt.nn.Sequential(gt.nn.Linear(8, 16), gt.nn.ReLU(), gt.nn.Linear(16, 3))
+    bias = opt_name != "muon"  # (Muon takes matrices only)
+    model = gt.nn.Sequential(gt.nn.Linear(8, 16, bias=bias), gt.nn.ReLU(),
+                             gt.nn.Linear(16, 3, bias=bias))  # fmt: skip
     params = model.parameters()
     opt = {
         "sgd": lambda: gt.optim.SGD(params, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3),
@@ -231,6 +233,15 @@ def _per_step_schedule(hot: bool, opt_name: str, manual: bool = False, every: in
                                          decoupled_weight_decay=True),
         "radam": lambda: gt.optim.RAdam(params, lr=0.01, weight_decay=0.1),
         "adamax": lambda: gt.optim.Adamax(params, lr=0.01),
+        "rmsprop": lambda: gt.optim.RMSprop(params, lr=0.01, weight_decay=1e-3),
+        "rmsprop, centered, momentum": lambda: gt.optim.RMSprop(
+            params, lr=0.01, momentum=0.9, centered=True, weight_decay=1e-3),
+        "adagrad": lambda: gt.optim.Adagrad(params, lr=0.1, lr_decay=0.01, weight_decay=1e-3),
+        "adadelta": lambda: gt.optim.Adadelta(params, lr=1.0, weight_decay=1e-3),
+        "asgd": lambda: gt.optim.ASGD(params, lr=0.05, t0=2, weight_decay=1e-3),
+        "rprop": lambda: gt.optim.Rprop(params, lr=0.01),
+        "adafactor": lambda: gt.optim.Adafactor(params, lr=2.0, weight_decay=0.05),
+        "muon": lambda: gt.optim.Muon(params, lr=0.02, weight_decay=0.1),
     }[opt_name]()  # fmt: skip
     sched = gt.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (1.0 + s // every))
     step = _step_of(model, opt)
@@ -253,7 +264,9 @@ def _per_step_schedule(hot: bool, opt_name: str, manual: bool = False, every: in
                                                for p in model.parameters()], calls  # fmt: skip
 
 
-@pytest.mark.parametrize("opt_name", ["sgd", "adamw", "nadamw", "radam", "adamax"])
+@pytest.mark.parametrize("opt_name", ["sgd", "adamw", "nadamw", "radam", "adamax", "rmsprop",
+                                      "rmsprop, centered, momentum", "adagrad", "adadelta", "asgd",
+                                      "rprop", "adafactor", "muon"])  # fmt: skip
 def test_a_rate_changed_every_step_is_read_on_the_worker_and_the_step_replays(conn, opt_name):
     (hot, calls), (eager, _) = (
         _per_step_schedule(True, opt_name),
