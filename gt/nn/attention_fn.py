@@ -312,11 +312,16 @@ def multi_head_attention_forward(
         scores = attn_mask.baddbmm(q_scaled, k.transpose(-2, -1))  # [N*h, L, S]
     else:
         scores = q_scaled @ k.transpose(-2, -1)
-    weights = scores.softmax(-1)
+    blocked = None
     if not need_weights and attn_mask is not None:
         # PyTorch then computes through scaled_dot_product_attention, whose rows that may attend
-        # to nothing give 0 (the softmax of all -inf would be NaN)
-        weights = weights.masked_fill((scores == -math.inf).all(-1, keepdim=True), 0.0)
+        # to nothing give 0. Their scores are replaced before the softmax: the softmax of all
+        # -inf is NaN, and its backward would carry that NaN into every gradient.
+        blocked = (scores == -math.inf).all(-1, keepdim=True)
+        scores = scores.masked_fill(blocked, 0.0)
+    weights = scores.softmax(-1)
+    if blocked is not None:
+        weights = weights.masked_fill(blocked, 0.0)
     if dropout_p > 0.0:
         keep = (F.rand(weights.shape, dtype=weights.dtype) >= dropout_p).to(weights.dtype)
         weights = weights * keep * (1.0 / (1.0 - dropout_p))

@@ -91,6 +91,20 @@ def test_attention_rows_that_may_attend_to_nothing_give_zero_without_weights(con
     assert np.isnan(out[0].detach().numpy()).all() and not np.isnan(out[1:].detach().numpy()).any()
 
 
+def test_attention_rows_that_may_attend_to_nothing_keep_every_gradient_finite(conn):
+    # (a causal mask and left padding leave the first query nothing: TransformerEncoderLayer's
+    # training call; the softmax of its all -inf scores must not reach backward)
+    gt.manual_seed(0)
+    layer = gt.nn.TransformerEncoderLayer(4, 1, 8, dropout=0.0, batch_first=True)
+    x = gt.randn(1, 3, 4, requires_grad=True)
+    mask = gt.nn.Transformer.generate_square_subsequent_mask(3)
+    out = layer(x, src_mask=mask, src_key_padding_mask=gt.tensor([[True, False, False]]),
+                is_causal=True)  # fmt: skip
+    out.sum().backward()
+    grads = [x.grad, *(p.grad for p in layer.parameters())]
+    assert all(np.isfinite(g.numpy()).all() for g in grads)
+
+
 def test_std_past_its_count_is_nan_under_autograd_too(conn):
     x = gt.tensor([2.0], dtype=gt.float64, requires_grad=True)
     assert math.isnan(gt.std(x).item()) and math.isnan(gt.std_mean(x)[0].item())
