@@ -51,9 +51,10 @@ def _max_unpool(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any, p
     lead = tuple(input.shape[:-dims])
     planes = math.prod(lead)
     plane = math.prod(outs)
-    # one flat output: plane p's element i is at p * plane + i
-    base = input._arange(planes).reshape(planes, 1) * plane
-    where = (indices.reshape(planes, -1) + base).reshape(-1)
+    # one flat output: plane p's element i is at p * plane + i (an index outside its plane is
+    # refused on the worker, with PyTorch's message, where it would write into the next plane)
+    sizes = outs if dims > 1 else [*outs, 1]  # (PyTorch's 1-d message names the 2-d plane)
+    where = indices._apply("max_unpool_positions", [indices], {"planes": planes, "sizes": sizes})
     out = input.new_zeros((planes * plane,))
     out[where] = input.reshape(-1)
     return out.reshape(*lead, *outs)

@@ -1,5 +1,6 @@
 """Max pooling through the client, the dispatcher and a worker: PyTorch's picks and gradients,
-integer inputs, the dtypes PyTorch refuses, double backward and ``vmap``."""
+integer inputs, the dtypes PyTorch refuses, double backward and ``vmap``; max unpooling's index
+check."""
 
 from __future__ import annotations
 
@@ -67,3 +68,17 @@ def test_per_sample_gradients_through_max_pooling_run_batched(conn):
     for i in range(4):
         np.testing.assert_allclose(per_sample[i].numpy(), gt.func.grad(loss)(w, xs[i]).numpy(),
                                    rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
+def test_unpooling_refuses_an_index_outside_its_plane_where_it_would_write_the_next(conn):
+    x, idx = F.max_pool2d(gt.arange(98.0).view(2, 1, 7, 7), 2, return_indices=True)
+    out = F.max_unpool2d(x, idx, 2)  # (6 x 6 planes: index 36 and up belong to no plane)
+    with pytest.raises(RuntimeError, match=r"Found an invalid max index: \d+ \(output volumes "
+                       r"are of size 6x6\)"):  # fmt: skip
+        out.sum().item()
+    with pytest.raises(
+        RuntimeError, match=r"invalid max index: -1 \(output volumes are of size 4x1"
+    ):
+        F.max_unpool1d(gt.tensor([[[5.0, 6.0]]]), gt.tensor([[[1, -1]]]), 2).tolist()
+    ok = F.max_unpool2d(*F.max_pool2d(gt.arange(36.0).view(1, 1, 6, 6), 2, return_indices=True), 2)
+    assert ok.sum().item() == 7.0 + 9 + 11 + 19 + 21 + 23 + 31 + 33 + 35

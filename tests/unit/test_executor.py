@@ -112,6 +112,36 @@ def test_a_failure_is_reported_once_and_spreads_to_what_depends_on_it(ex):
     assert arr is None and err == res.errors[0]  # the fetch carries the original error
 
 
+def _failed_write(out: int = 1) -> list:
+    """x = zeros(3); x[tensor([7])] = 1.0 -- the in-place write fails (7 is out of range)."""
+    return [
+        ins("full", out, [0.0], {"shape": [3], "dtype": "float32"}),
+        ins("upload", 2, [], {"shape": [1], "dtype": "int64", "buf": 0}),
+        ins("setitem", out, [out, 1.0, 2], {"key": [["t", 0]], "inplace": True},
+            src=11),
+    ]  # fmt: skip
+
+
+def test_what_reads_a_tensor_an_in_place_op_failed_on_fails_with_its_error(ex):
+    # (PyTorch raised at the write, and nothing after it ran: a silent result here would be
+    # computed from the tensor as it was before the write the program meant)
+    res = run(ex, [*_failed_write(), ins("add", 3, [1, 1.0]), ins("neg", 4, [3]),
+                   ins("fetch", 100, [4])], bufs=[np.array([7]).tobytes()])  # fmt: skip
+    assert len(res.errors) == 1 and "IndexError" in res.errors[0][0]
+    assert ex.io.replies[100] == (None, res.errors[0])
+    # the fetch raised it in the program: the tensor is usable again, as it was
+    run(ex, [ins("fetch", 101, [1]), ins("add", 5, [1, 1.0]), ins("fetch", 102, [5])])
+    np.testing.assert_array_equal(ex.io.replies[101][0], [0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(ex.io.replies[102][0], [1.0, 1.0, 1.0])
+
+
+def test_a_failed_in_place_write_spoils_only_the_rest_of_its_batch(ex):
+    res = run(ex, _failed_write(), bufs=[np.array([7]).tobytes()])
+    assert len(res.errors) == 1  # (the client has it, and raises it at its next sync point)
+    run(ex, [ins("add", 3, [1, 1.0]), ins("fetch", 100, [3])])
+    np.testing.assert_array_equal(ex.io.replies[100][0], [1.0, 1.0, 1.0])
+
+
 def test_a_tensor_that_never_existed_is_an_error(ex):
     res = run(ex, [ins("neg", 2, [41]), ins("fetch", 102, [2])])
     assert len(res.errors) == 1 and "tensor 41 does not exist" in res.errors[0][0]

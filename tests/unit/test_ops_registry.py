@@ -140,6 +140,7 @@ SAMPLES: dict[str, tuple[list, object]] = {
             ("max_pool_pick", [POOL_X, rng.standard_normal((2, 3, 5, 4)).astype(np.float32)]),
         )
     },  # fmt: skip
+    "max_unpool_positions": ([np.array([[0, 3], [2, 1]])], {"planes": 2, "sizes": [2, 2]}),
     "scatter_add": (
         [np.zeros((3, 4), np.float32), np.ones((3, 4), np.float32), IDX],
         {"key": [["t", 0]]},

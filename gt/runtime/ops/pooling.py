@@ -20,7 +20,11 @@ and ``extra``: the padding a ``ceil_mode`` window runs past the right edge. Padd
 * ``max_pool_indices(x)``: each maximum's flat position in its input plane (``return_indices``);
 * ``max_pool_grad(x, g)``: ``g`` (``[N, C, *outs]``) routed to the picked positions of ``x``;
 * ``max_pool_pick(x, h)``: ``h`` (shaped as ``x``) read at the picked positions, the adjoint of
-  ``max_pool_grad`` (so each of the two is the other's derivative, for double backward).
+  ``max_pool_grad`` (so each of the two is the other's derivative, for double backward);
+* ``max_unpool_positions(indices)``: max unpooling's flat write positions, each plane's indices
+  offset by the plane's start, refusing an index outside its plane with PyTorch's message (the
+  check runs on the worker; its error reaches the program at its next sync point, as indexing's
+  bounds check does, where a write past a plane would land in the next one).
 """
 
 from __future__ import annotations
@@ -242,6 +246,30 @@ def _k_max_pool_pick(be: Any) -> Any:
     return h
 
 
+def _unpool_shape(shapes: list, attrs: Any) -> Shape:
+    return (math.prod(shapes[0]),)
+
+
+def _k_max_unpool_positions(be: Any) -> Any:
+    xp = be.xp
+
+    def h(v: list, at: Any) -> Any:
+        sizes = [int(n) for n in at["sizes"]]
+        plane = math.prod(sizes)
+        idx = v[0].reshape(int(at["planes"]), -1)
+        bad = (idx < 0) | (idx >= plane)
+        if bool(bad.any()):  # (one flag read back: a stream synchronisation on CuPy)
+            first = int(idx[bad][0])
+            raise RuntimeError(
+                f"Found an invalid max index: {first} (output volumes are of size "
+                f"{'x'.join(map(str, sizes))})"
+            )
+        base = xp.arange(idx.shape[0], dtype=np.int64).reshape(-1, 1) * plane
+        return (idx + base).reshape(-1)
+
+    return h
+
+
 def _d_max_pool(n: Any, g: Any) -> tuple:
     (x,) = n.saved
     return (x._apply("max_pool_grad", [x, g], n.attrs),)
@@ -305,5 +333,13 @@ ENTRIES: list[Op] = [
         grad=_d_max_pool_pick,
         saves=_first,
         doc="h read at each window's max-pooling pick of x (max_pool_grad's adjoint)",
+    ),
+    Op(
+        "max_unpool_positions",
+        170,
+        shape=_unpool_shape,
+        dtype=int64_dtype,
+        kernel=_k_max_unpool_positions,
+        doc="max unpooling's flat write positions; refuses an index outside its plane",
     ),
 ]

@@ -133,7 +133,7 @@ class BatchState:
     """The state of one batch while it runs."""
 
     __slots__ = ("cno", "seq", "token", "tbl", "failed", "bufs", "errors", "planned", "hot",
-                 "ack_with", "acked")  # fmt: skip
+                 "ack_with", "acked", "poisoned")  # fmt: skip
 
     def __init__(self, cno: int, seq: int, token: Any, tbl: dict, failed: dict, bufs: list,
                  planned: bool) -> None:  # fmt: skip
@@ -141,6 +141,10 @@ class BatchState:
         self.tbl, self.failed, self.bufs = tbl, failed, bufs
         self.planned = planned
         self.errors: list = []
+        # Tensors an in-place op failed on in this batch (kept as they were): what reads them
+        # later in the batch fails too (Executor._reads_failed). By the next batch the client
+        # has the error, and raises it at its next sync point.
+        self.poisoned: set = set()
         self.hot = 0  # captured steps replayed
         # The instruction whose fetch may acknowledge the batch (its last, when the dispatcher
         # allows it: see protocol.Run.ack), and whether one did.

@@ -358,6 +358,8 @@ class Executor(FailureHandling):
             return
         h = self.handlers[code] if type(code) is int and 0 <= code < len(self.handlers) else None
         if h is not None:
+            if b.poisoned and self._reads_failed(b, out, args):
+                return
             if code in BROADCASTING:
                 check_broadcast(code, vals)
             try:
@@ -378,7 +380,9 @@ class Executor(FailureHandling):
             tbl[out] = self._upload(b, attrs)
         elif code == _FETCH:
             if b.failed and args[0] in b.failed:  # (an in-place op on it failed: see _op_failed)
-                self.io.reply(b.cno, b.token, out, None, b.failed.pop(args[0])[:3])
+                err = b.failed[args[0]]
+                self.io.reply(b.cno, b.token, out, None, err[:3])
+                self._delivered(b, err)
             elif ins is b.ack_with and not b.errors:  # the batch's end, and nothing failed
                 self.io.reply(b.cno, b.token, out, vals[0], None, b.seq)
                 b.acked = True
@@ -444,14 +448,43 @@ class Executor(FailureHandling):
             args = ins[P.I_ARGS] if ok and len(ins) > P.I_ARGS else None
             attrs = ins[P.I_ATTRS] if ok and len(ins) > P.I_ATTRS else None
             # An in-place op that raised (x[out_of_range] = v) wrote nothing: the tensor stays as
-            # it was, as PyTorch's does, and the error goes to its next fetch, once. Otherwise
-            # the output is gone (set if the op ran and its device failed afterwards).
+            # it was, as PyTorch's does, and the error goes to its next fetch, once; until then
+            # what reads it fails too (_reads_failed). Otherwise the output is gone (set if the
+            # op ran and its device failed afterwards).
             kept = (type(attrs) is dict and attrs.get("inplace") and type(args) is list and args
                     and args[0] == out and not self.sticky_error)  # fmt: skip
-            if not kept:
+            if kept:
+                b.poisoned.add(out)
+            else:
                 b.tbl.pop(out, None)
             b.failed[out] = err
         b.report(err)
+
+    @staticmethod
+    def _reads_failed(b: BatchState, out: int, args: list) -> bool:
+        """Whether an input is a tensor an in-place op failed on earlier in the batch (kept as
+        it was, see :meth:`_op_failed`): then this op fails with that error too, unreported (it
+        was). In PyTorch the failed op raised at its line and nothing after it ran; here the
+        program learns of it at its next sync point, and what the batch computed meanwhile from
+        the tensor it meant to change must not come back as a silent result."""
+        for a in args:
+            if type(a) is int and a in b.poisoned:
+                b.failed[out] = b.failed[a]
+                if out in args:  # an in-place op on another tensor: that one stays as it was
+                    b.poisoned.add(out)
+                else:
+                    b.tbl.pop(out, None)
+                return True
+        return False
+
+    @staticmethod
+    def _delivered(b: BatchState, err: list) -> None:
+        """A fetch has raised ``err`` in the program: the tensors an in-place op failed on with
+        it (kept as they were) are usable again, as a tensor is in PyTorch once the exception
+        of the op that failed on it is caught."""
+        for tid in [t for t, e in b.failed.items() if e is err and t in b.tbl]:
+            del b.failed[tid]
+            b.poisoned.discard(tid)
 
     def _input_missing(
         self, b: BatchState, code: int, out: Any, args: list, attrs: Any, src: int
@@ -469,8 +502,11 @@ class Executor(FailureHandling):
             return
         if code == _FETCH:
             self.io.reply(b.cno, b.token, out, None, err[:3])
+            self._delivered(b, err)
         elif type(out) is int:
             b.failed[out] = err
+            if out in b.tbl:  # an in-place op's: the tensor stays as it was (see _op_failed)
+                b.poisoned.add(out)
         if code in _COMM:  # send error markers, so the peers fail too instead of waiting
             self._comm_failed(b, code, out, attrs, err)
         if err[3]:
