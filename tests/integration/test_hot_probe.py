@@ -194,3 +194,32 @@ def test_an_argument_an_op_gives_a_new_value_is_updated_or_the_step_stays_eager(
     assert hot == eager
     (state,) = f.state.values()
     assert state["state"].startswith("eager: it updates an argument by an op that gives it")
+
+
+def test_a_replay_that_fails_leaves_the_weights_it_updates_as_they_were(conn):
+    # (the errors probe, Dec 7: one call with an out-of-range id, caught, and every later call
+    # of the step failed with its error: the failed replay had dropped the weight it updates)
+    def program(hot):
+        gt.manual_seed(0)
+        emb = gt.nn.Embedding(5, 2)
+        opt = gt.optim.SGD(emb.parameters(), lr=0.1)
+
+        def step(ids):
+            opt.zero_grad()
+            loss = emb(ids).pow(2).sum()
+            loss.backward()
+            opt.step()
+            return loss
+
+        step = gt.hot(step) if hot else step
+        out = []
+        for ids in ([0, 1], [0, 1], [0, 1], [0, 7], [0, 1], [0, 1]):
+            try:
+                out.append(step(gt.tensor(ids)).item())
+            except IndexError:
+                out.append("IndexError")
+        return out, emb.weight.detach().numpy().tolist()
+
+    (eager, w_eager), (hot, w_hot) = _both(program)
+    assert eager[3] == "IndexError" and all(type(v) is float for v in eager[4:])
+    assert hot == eager and w_hot == w_eager

@@ -160,7 +160,8 @@ class Compiled:
     step, which runs them a cache-sized block at a time where it can (:mod:`.hot_chain`).
     """
 
-    __slots__ = ("steps", "base", "loads", "stores", "inputs", "outs", "seeded", "updated")
+    __slots__ = ("steps", "base", "loads", "stores", "inputs", "outs", "seeded", "updated",
+                 "kept")  # fmt: skip
 
     def __init__(self, plan: HotPlan, handlers: list, fuse: Any = None) -> None:
         regs: dict[Any, int] = {}
@@ -209,6 +210,8 @@ class Compiled:
         # inputs the step updates in place (``x.mul_(2)`` on an argument): written back under
         # this call's id, since a kernel may hand back a new array (an upload's is read-only)
         self.updated = [(k, r) for k, r in enumerate(inputs) if plan.inputs[k] in written]
+        # registers of tensors that existed before the call and that it updates
+        self.kept = {r for r, _ in self.loads} | {r for _, r in self.updated}
         self.seeded = list(plan.seeded)
         for start, stop in reversed(find_chains(steps)):  # (a seeded step is never in a chain)
             chain = Chain(steps[start:stop])
@@ -270,7 +273,11 @@ class Compiled:
         for k, tid in (*zip(self.outs, outs), *self.stores, *updated):
             v = r[k]
             if type(v) is _Failed:
-                tbl.pop(tid, None)
+                # A tensor the step updates in place (a weight, optimizer state) stays as it was,
+                # as an eager in-place op that fails leaves it (Executor._op_failed): dropping it
+                # would fail every later call of the step for good.
+                if k not in self.kept:
+                    tbl.pop(tid, None)
                 failed[tid] = v.err
             else:
                 tbl[tid] = v
