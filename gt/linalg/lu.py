@@ -90,8 +90,21 @@ def lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = False) -
 
 
 def lu_factor(A: Tensor, *, pivot: bool = True) -> LUFactorResult:  # noqa: N803
-    """The compact LU factorisation ``(LU, pivots)`` of each matrix (``P A = L U``)."""
+    """The compact LU factorisation ``(LU, pivots)`` of each matrix (``P A = L U``). A singular
+    matrix (a zero pivot) raises PyTorch's error at the call: like PyTorch's, on GPUs too, the
+    check reads ``info`` back (a sync point); ``lu_factor_ex`` does not check."""
     out = lu_factor_ex(A, pivot=pivot)
+    if A.numel():
+        info = out.info.reshape(-1).tolist()
+        bad = next((k for k, i in enumerate(info) if i > 0), None)
+        if bad is not None:
+            batch = f"(Batch element {bad}): " if A.ndim > 2 else ""
+            raise RuntimeError(
+                f"torch.linalg.lu_factor: {batch}U[{info[bad]},{info[bad]}] is zero and using it "
+                "on lu_solve would result in a division by zero. If you still want to perform "
+                "the factorization, consider calling linalg.lu(A, pivot) or "
+                "linalg.lu_factor_ex(A, pivot)"
+            )
     return LUFactorResult(out.LU, out.pivots)
 
 

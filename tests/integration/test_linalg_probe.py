@@ -45,6 +45,21 @@ def test_a_singular_inv_or_solve_raises_linalg_error_at_the_sync(conn):
     assert gt.linalg.inv(a[1]).tolist() == [[1.0, 0.0], [0.0, 0.5]]  # (the worker is fine)
 
 
+def test_a_singular_triangular_solve_gives_inf_and_nan_as_pytorchs_substitution(conn):
+    # (PyTorch's triangular solve does not check its pivots: 1 / 0 and what follows from it)
+    inf, nan = float("inf"), float("nan")
+    ones = gt.ones(2, 1, dtype=gt.float64)
+    upper = gt.tensor([[2.0, 1.0], [0.0, 0.0]], dtype=gt.float64)
+    assert gt.linalg.solve_triangular(upper, ones, upper=True).tolist() == [[-inf], [inf]]
+    lower = gt.tensor([[0.0, 0.0], [1.0, 3.0]], dtype=gt.float64)
+    assert gt.linalg.solve_triangular(lower, ones, upper=False).tolist() == [[inf], [-inf]]
+    got = gt.linalg.lu_solve(*gt.linalg.lu_factor_ex(gt.zeros(2, 2, dtype=gt.float64))[:2], ones)
+    assert str(got.tolist()) == str([[nan], [inf]])
+    # lu_factor itself checks, at the call, as PyTorch's does
+    with pytest.raises(RuntimeError, match=r"lu_factor: \(Batch element 1\): U\[2,2\] is zero"):
+        gt.linalg.lu_factor(gt.stack([gt.eye(2), gt.tensor([[1.0, 2.0], [2.0, 4.0]])]))
+
+
 def test_addmm_with_beta_zero_does_not_read_its_input(conn):
     nan = float("nan")
     ones = gt.ones(2, 2)

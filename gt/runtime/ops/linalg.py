@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from gt import shapes as S
 from gt.errors import LinAlgError, ShapeError
 from gt.runtime.ops import return_types
@@ -231,13 +233,33 @@ def triangle(xp: Any, a: Any, upper: bool, unit: bool) -> Any:
 def _k_solve_triangular(be: Any) -> Any:
     xp = be.xp
     solve = _k_solve(be)
+    singular = getattr(xp.linalg, "LinAlgError", ArithmeticError)
 
     def h(v: list, at: Any) -> Any:
         a, b = v
-        t = triangle(xp, a, bool(at["upper"]), bool(at.get("unitriangular")))
-        return solve([t, b], None)
+        upper = bool(at["upper"])
+        t = triangle(xp, a, upper, bool(at.get("unitriangular")))
+        try:
+            return solve([t, b], None)
+        except singular:  # PyTorch's substitution does not check: inf and NaN, as IEEE gives
+            return _substitute(xp, t, b, upper)
 
     return h
+
+
+def _substitute(xp: Any, t: Any, b: Any, upper: bool) -> Any:
+    """``X`` with ``T X = B`` by back (``upper``) or forward substitution, row by row, in IEEE
+    arithmetic: a zero pivot gives inf or NaN where PyTorch's triangular solve gives them."""
+    batch = broadcast_batch("linalg.solve_triangular", t.shape[:-2], b.shape[:-2])
+    t = xp.broadcast_to(t, (*batch, *t.shape[-2:]))
+    x = xp.array(xp.broadcast_to(b, (*batch, *b.shape[-2:])), dtype=xp.result_type(t, b))
+    n = t.shape[-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for i in range(n - 1, -1, -1) if upper else range(n):
+            done = slice(i + 1, n) if upper else slice(0, i)  # the rows already solved
+            known = (t[..., i, done, None] * x[..., done, :]).sum(-2)
+            x[..., i, :] = (x[..., i, :] - known) / t[..., i, i, None]
+    return x
 
 
 # ----------------------------------------------------------------------------- user calls
