@@ -165,6 +165,8 @@ def _k_col2im(be: Any) -> Any:
         sizes = [int(s) for s in at["output_size"]]
         n, ckk, _ = x.shape
         c = ckk // math.prod(kernel)
+        if xp is np and n > 1 and x.strides[0] == x.itemsize and x.strides[2] == n * x.itemsize:
+            return _col2im_batch_last(x, at, c, sizes)
         cols = x.reshape(n, c, *kernel, *_out_sizes(sizes, at))
         out = xp.zeros((n, c, *(s + 2 * p for s, p in zip(sizes, padding))), dtype=x.dtype)
         for col, window in _moves(sizes, at):
@@ -173,6 +175,20 @@ def _k_col2im(be: Any) -> Any:
         return xp.ascontiguousarray(out[(slice(None), slice(None), *inner)])
 
     return h
+
+
+def _col2im_batch_last(x: np.ndarray, at: Any, c: int, sizes: list) -> np.ndarray:
+    """``col2im`` of columns laid out ``[C*prod(k), L, N]`` (the batch innermost, as
+    ``matmul`` leaves a weight's transpose times a batch of gradients): the same sums in the same
+    order, each offset's slab added as whole rows of windows times the batch."""
+    kernel, _, padding, _ = _geometry(at)
+    n, dims = x.shape[0], len(kernel)
+    cols = x.transpose(1, 2, 0).reshape(c, *kernel, *_out_sizes(sizes, at), n)  # a view
+    out = np.zeros((c, *(s + 2 * p for s, p in zip(sizes, padding)), n), dtype=x.dtype)
+    for col, window in _moves(sizes, at):
+        out[(slice(None), *window)] += cols[(slice(None), *col)]
+    inner = tuple(slice(p, p + s) for p, s in zip(padding, sizes))
+    return np.ascontiguousarray(np.moveaxis(out[(slice(None), *inner)], dims + 1, 0))
 
 
 def _geometry_attrs(at: Any) -> dict:

@@ -131,7 +131,34 @@ def matmul_numpy(a: Any, b: Any) -> Any:
         and (_SWAP_OK if _SWAP_OK is not None else _swap_keeps_bits())
     ):
         return (b.T @ a.T).T
+    if (
+        a.ndim == 2
+        and b.ndim == 3
+        and a.dtype == b.dtype
+        and a.dtype.kind == "f"
+        and b.shape[0] >= _FOLD_MIN_BATCH
+        and a.shape[0] >= 4 * b.shape[1]
+        and a.shape[0] * b.shape[0] * b.shape[2] >= _FOLD_MIN_OUT
+    ):
+        return _folded(a, b)
     return a @ b
+
+
+#: A weight's transpose times a batch of gradients is folded into one GEMM from this batch size
+#: and this many result elements (:func:`_folded`).
+_FOLD_MIN_BATCH, _FOLD_MIN_OUT = 4, 1 << 18
+
+
+def _folded(a: Any, b: Any) -> Any:
+    """``a @ b`` for a 2-d ``a [M, K]`` and a batch ``b [N, K, L]`` whose products are much
+    larger than ``b`` (a convolution's column gradient, ``W.T @ g``): one GEMM over the batch
+    folded into the columns, with the batch innermost. The result is a view ``[N, M, L]`` of an
+    ``[M, L, N]`` array, the layout ``col2im`` adds fastest (whole rows of windows times the batch
+    per step instead of one window row per sample: 2.4x on a ResNet block's, perf probe Dec 7);
+    reordering ``b`` first costs what ``b`` is, a fraction of the result."""
+    n, k, length = b.shape
+    rows = np.ascontiguousarray(b.transpose(1, 2, 0)).reshape(k, length * n)
+    return (a @ rows).reshape(a.shape[0], length, n).transpose(2, 0, 1)
 
 
 _SWAP_OK: bool | None = None
