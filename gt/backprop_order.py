@@ -51,7 +51,11 @@ def _seed(root: Tensor, gradient: Any) -> Tensor:
             )
         if root.dtype in _COMPLEX:
             raise RuntimeError("grad can be implicitly created only for real scalar outputs")
-        return root.new_ones(root.shape)
+        # ones that read the root (x ** 0 is 1 for every x, NaN and inf too): when the op that
+        # made the root failed on its worker, the whole backward fails with that error, reported
+        # once, instead of each backward op that repeats its check (nll_loss's target) failing
+        # again with its own
+        return root.detach() ** 0
     if not hasattr(gradient, "_conn"):
         gradient = root.new_tensor(gradient, dtype=root.dtype)
     if tuple(gradient.shape) != root.shape:

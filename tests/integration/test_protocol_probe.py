@@ -152,6 +152,18 @@ def test_a_worker_error_a_fetch_raised_is_not_raised_again_at_the_next_sync(conn
     assert (x + 1).tolist() == [1.0, 1.0, 1.0]
 
 
+def test_a_loss_that_failed_fails_its_backward_with_the_same_error_raised_once(conn):
+    # (the errors probe: nll_loss_backward checked the target again and failed with its own
+    # error, which the next gt.sync() raised after the program had caught the loss's)
+    lin = gt.nn.Linear(2, 3)
+    with pytest.raises(IndexError, match="Target 5 is out of bounds"):
+        loss = gt.nn.functional.cross_entropy(lin(gt.ones(1, 2)), gt.tensor([5]))
+        loss.backward()
+        loss.item()
+    gt.sync()  # nothing more to raise
+    assert (lin(gt.ones(1, 2)).sum() * 0).item() == 0.0  # and the weights are as they were
+
+
 class Boxes(gt.Tensor):
     """A subclass as torchvision's ``tv_tensors`` make them."""
 
