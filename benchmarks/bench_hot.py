@@ -21,7 +21,9 @@ benchmark-only dependency.
                                    [--schedule per-step]
 
 ``--schedule per-step`` steps a cosine ``LambdaLR`` after every training step (as transformer
-training does), outside the captured step: a new learning rate every call.
+training does), outside the captured step: a new learning rate every call. ``--schedule
+onecycle`` steps ``OneCycleLR`` (its defaults: ``cycle_momentum=True``), which also sets a new
+momentum (SGD) or beta1 (Adam, AdamW) every call.
 """
 
 from __future__ import annotations
@@ -38,12 +40,13 @@ _ap.add_argument("--rounds", type=int, default=5)
 _ap.add_argument("--steps", type=int, default=200)
 _ap.add_argument("--calls", type=int, default=300, help="tiny-op function calls (100 ops each)")
 _ap.add_argument("--blas-threads", type=int, default=1)
-_ap.add_argument("--optim", choices=("sgd", "adam"), default="sgd",
-                 help="the MLP step's optimizer: SGD with momentum 0.9 (the target's), or Adam "
-                      "(lr 1e-3, PyTorch's defaults otherwise, not capturable)")  # fmt: skip
-_ap.add_argument("--schedule", choices=("none", "per-step"), default="none",
+_ap.add_argument("--optim", choices=("sgd", "adam", "adamw"), default="sgd",
+                 help="the MLP step's optimizer: SGD with momentum 0.9 (the target's), or Adam / "
+                      "AdamW (lr 1e-3, PyTorch's defaults otherwise, not capturable)")  # fmt: skip
+_ap.add_argument("--schedule", choices=("none", "per-step", "onecycle"), default="none",
                  help="per-step: a cosine LambdaLR stepped after every step on all three sides "
-                      "(outside the captured step)")  # fmt: skip
+                      "(outside the captured step); onecycle: OneCycleLR with its defaults "
+                      "(cycle_momentum: a new momentum or beta1 every step too)")  # fmt: skip
 ARGS = _ap.parse_args() if __name__ == "__main__" else _ap.parse_args([])
 for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "GT_BLAS_THREADS"):
     os.environ[_v] = str(ARGS.blas_threads)
@@ -66,8 +69,7 @@ def torch_mlp():
     model = torch.nn.Sequential(
         torch.nn.Linear(IN, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, OUT)
     )
-    opt = (torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if ARGS.optim == "sgd"
-           else torch.optim.Adam(model.parameters(), lr=1e-3))  # fmt: skip
+    opt = optimizer(torch.optim, model.parameters())
 
     def step(x, y):
         opt.zero_grad()
@@ -76,14 +78,13 @@ def torch_mlp():
         opt.step()
         return loss
 
-    return step, schedule(torch.optim.lr_scheduler.LambdaLR, opt)
+    return step, schedule(torch.optim.lr_scheduler, opt)
 
 
 def gt_mlp():
     gt.manual_seed(0)
     model = gt.nn.Sequential(gt.nn.Linear(IN, HIDDEN), gt.nn.ReLU(), gt.nn.Linear(HIDDEN, OUT))
-    opt = (gt.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if ARGS.optim == "sgd"
-           else gt.optim.Adam(model.parameters(), lr=1e-3))  # fmt: skip
+    opt = optimizer(gt.optim, model.parameters())
 
     def step(x, y):
         opt.zero_grad()
@@ -92,15 +93,28 @@ def gt_mlp():
         opt.step()
         return loss
 
-    return step, schedule(gt.optim.lr_scheduler.LambdaLR, opt)
+    return step, schedule(gt.optim.lr_scheduler, opt)
 
 
-def schedule(lambda_lr, opt):
-    """The scheduler's ``step`` with ``--schedule per-step`` (else ``None``): a cosine decay
-    over 10,000 steps, a new rate every step."""
+def optimizer(optim, params):
+    """``--optim``'s optimizer from ``optim`` (``torch.optim`` or ``gt.optim``)."""
+    if ARGS.optim == "sgd":
+        return optim.SGD(params, lr=0.01, momentum=0.9)
+    return {"adam": optim.Adam, "adamw": optim.AdamW}[ARGS.optim](params, lr=1e-3)
+
+
+def schedule(lr_scheduler, opt):
+    """The scheduler's ``step`` with ``--schedule`` (else ``None``): ``per-step``, a cosine decay
+    over 10,000 steps, a new rate every step; ``onecycle``, ``OneCycleLR`` with its defaults over
+    10,000,000 steps (a new rate and momentum or beta1 every step)."""
     if ARGS.schedule == "none":
         return None
-    return lambda_lr(opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, 10_000) / 10_000))).step
+    if ARGS.schedule == "onecycle":
+        max_lr = 0.05 if ARGS.optim == "sgd" else 1e-3
+        return lr_scheduler.OneCycleLR(opt, max_lr=max_lr, total_steps=10_000_000).step
+    return lr_scheduler.LambdaLR(
+        opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, 10_000) / 10_000))
+    ).step
 
 
 def hot_mlp():
@@ -180,7 +194,7 @@ def main() -> int:
     m = {k: statistics.median(v) for k, v in res.items()}
     same = losses["eager"] == losses["hot"]
     rows = [
-        (f"1. MLP step ({ARGS.optim}{', lr per step' if ARGS.schedule != 'none' else ''}), GT hot vs PyTorch", m["hot"] / m["torch"], "<= 1.00x",
+        (f"1. MLP step ({ARGS.optim}{'' if ARGS.schedule == 'none' else ', ' + ARGS.schedule}), GT hot vs PyTorch", m["hot"] / m["torch"], "<= 1.00x",
          m["hot"] / m["torch"] <= 1.0,
          f"{m['hot'] * 1e3:.2f} vs {m['torch'] * 1e3:.2f} ms (GT eager {m['eager'] * 1e3:.2f} ms "
          f"= {m['eager'] / m['torch']:.2f}x); hot {state}; losses hot == eager: {same}"),

@@ -14,6 +14,12 @@ written into it (one small instruction before the next replay) instead of bumpin
 Any other read of ``group["lr"]`` while a call is recorded (a custom optimizer, a step that
 computes with the rate) bakes the number into that capture (:attr:`Hyperparameters.lr_baked`), so
 the next new rate bumps the version as before; a rate no recorded call has read bumps nothing.
+
+The same holds for ``momentum`` and the first of ``betas`` (beta1), which ``OneCycleLR`` and
+``CyclicLR`` cycle every step by default (:data:`ON_WORKER`; read through
+:func:`gt.optim._options.group_momentum` and :func:`~gt.optim._options.group_betas`). A new
+``betas`` pair whose beta2 changed, or a momentum that becomes 0 or stops being 0 (the step
+branches on it in Python), captures again.
 """
 
 from __future__ import annotations
@@ -24,9 +30,9 @@ from typing import Any
 
 _version = 0
 #: Calls of hot functions being recorded now (:mod:`gt.hotpath`): while above 0, reading a
-#: group's ``"lr"`` bakes it (see the module docstring).
+#: group's ``"lr"``, ``"momentum"`` or ``"betas"`` bakes it (see the module docstring).
 recording = 0
-#: Makes the float64 0-d tensor that holds a rate (set by :mod:`gt.optim._options`, which may
+#: Makes the float64 0-d tensor that holds a rate, momentum or beta1 (set by :mod:`gt.optim._options`, which may
 #: make tensors; this module may not).
 make_rate: Callable[[float], Any] | None = None
 #: Why the call being recorded cannot be replayed, once it set a hyperparameter (a scheduler
@@ -60,39 +66,99 @@ def bump() -> None:
     _version += 1
 
 
+#: The hyperparameters a captured step may read on the worker (see the module docstring), and
+#: for each, the number that is held there: the value itself, or the first of ``betas`` (beta1,
+#: which ``OneCycleLR`` and ``CyclicLR`` cycle; a new beta2 always captures again).
+ON_WORKER = ("lr", "momentum", "betas")
+
+
+def held_number(key: str, value: Any) -> Any:
+    """The number of ``value`` (set as ``group[key]``) that a captured step reads on the worker,
+    or ``None`` when there is none (not a number; ``betas`` not a pair that starts with one)."""
+    if key == "betas":
+        if type(value) is not tuple or len(value) != 2:
+            return None
+        value = value[0]
+    return value if _number(value) else None
+
+
+def _alike(old: Any, new: Any) -> bool:
+    """The same value, as far as any capture can tell (numbers of one type that are equal)."""
+    if type(old) is tuple and type(new) is tuple:
+        return len(old) == len(new) and all(map(_alike, old, new))
+    return old is new or (type(old) is type(new) and _number(new) and old == new)
+
+
+def _sign(x: Any) -> int:
+    return (x > 0) - (x < 0)
+
+
 class Hyperparameters(dict):
     """An optimizer's parameter group: a dict that bumps :func:`version` when it changes (an LR
-    scheduler setting ``group["lr"]``, ``load_state_dict`` ...), or, for a learning rate that a
-    captured step reads on the worker, writes the new rate there."""
+    scheduler setting ``group["lr"]``, ``load_state_dict`` ...), or, for a learning rate, momentum
+    or beta1 that a captured step reads on the worker, writes the new value there."""
 
-    __slots__ = ("lr_on_worker", "lr_varies", "lr_baked")
+    __slots__ = ("on_worker", "varies", "baked")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        #: The float64 0-d tensor that captured steps read the rate from (``None``: none yet).
-        self.lr_on_worker: Any = None
-        #: The rate has changed since the group was made: captures from now on read it on the
-        #: worker (a constant rate stays a number in the step, one instruction cheaper).
-        self.lr_varies = False
-        #: A call was recorded that read the rate as a Python number: a capture may hold it,
-        #: so a new rate must capture again. Until then, a new rate changes no capture.
-        self.lr_baked = False
+        #: Per key of :data:`ON_WORKER`: the float64 0-d tensor that captured steps read its
+        #: number from (none yet: absent).
+        self.on_worker: dict[str, Any] = {}
+        #: The keys whose number has changed since the group was made: captures from now on
+        #: read it on the worker (a constant one stays a number in the step, one instruction
+        #: cheaper).
+        self.varies: set[str] = set()
+        #: The keys a recorded call read as Python numbers: a capture may hold them, so a new
+        #: value must capture again. Until then, a new value changes no capture.
+        self.baked: set[str] = set()
+
+    # (the learning rate's, by the names they had when only the rate was held on the worker)
+    @property
+    def lr_on_worker(self) -> Any:
+        return self.on_worker.get("lr")
+
+    @lr_on_worker.setter
+    def lr_on_worker(self, held: Any) -> None:
+        self._hold("lr", held)
+
+    @property
+    def lr_varies(self) -> bool:
+        return "lr" in self.varies
+
+    @lr_varies.setter
+    def lr_varies(self, on: bool) -> None:
+        (self.varies.add if on else self.varies.discard)("lr")
+
+    @property
+    def lr_baked(self) -> bool:
+        return "lr" in self.baked
+
+    @lr_baked.setter
+    def lr_baked(self, on: bool) -> None:
+        (self.baked.add if on else self.baked.discard)("lr")
+
+    def _hold(self, key: str, held: Any) -> None:
+        if held is None:
+            self.on_worker.pop(key, None)
+        else:
+            self.on_worker[key] = held
 
     def __getitem__(self, key: Any) -> Any:
-        if recording and key == "lr":
-            self.lr_baked = True
+        if recording and key in ON_WORKER:
+            self.baked.add(key)
         return dict.__getitem__(self, key)
 
     def get(self, key: Any, default: Any = None) -> Any:
-        if recording and key == "lr":
-            self.lr_baked = True
+        if recording and key in ON_WORKER:
+            self.baked.add(key)
         return dict.get(self, key, default)
 
-    # (any other way of reading the rate inside a recorded call bakes it too: ``dict(group)``,
+    # (any other way of reading these inside a recorded call bakes them too: ``dict(group)``,
     # ``**group``, ``group.items()`` ...)
     def _read_all(self) -> None:
         if recording:
-            self.lr_baked = True
+            self.baked.update(ON_WORKER)
 
     def __iter__(self) -> Iterator:
         self._read_all()
@@ -120,35 +186,43 @@ class Hyperparameters(dict):
             written = WRITTEN
         if key in self:
             old = dict.__getitem__(self, key)
-            same = old is value or (
-                key == "lr" and type(old) is type(value) and _number(value) and old == value
-            )
-            if same or (key == "lr" and _number(old) and self._new_rate(value)):
+            if old is value or (key in ON_WORKER and (
+                _alike(old, value) or self._new_value(key, old, value)
+            )):  # fmt: skip
                 dict.__setitem__(self, key, value)
                 return
         self._changed(key, value)
         dict.__setitem__(self, key, value)
 
-    def _new_rate(self, value: Any) -> bool:
-        """A new rate that no capture holds as a number (outside a recorded call): written
-        where captured steps read it, if they do; ``False``: every step must capture again."""
-        if self.lr_baked or recording or not _number(value):
+    def _new_value(self, key: str, old: Any, value: Any) -> bool:
+        """A new value whose number no capture holds (outside a recorded call): written where
+        captured steps read it, if they do; ``False``: every step must capture again."""
+        x, was = held_number(key, value), held_number(key, old)
+        if key in self.baked or recording or x is None or was is None:
             return False
-        self.lr_varies = True
-        held = self.lr_on_worker
+        if key != "lr" and _sign(x) != _sign(was):  # (``if momentum:`` is Python in the step:
+            return False  # a momentum that becomes 0, or stops being, changes the instructions)
+        if key == "betas" and not _alike(old[1], value[1]):  # (beta2: a number in the step)
+            return False
+        self.varies.add(key)
+        held = self.on_worker.get(key)
         if held is not None:
             if getattr(held._conn, "closed", True):  # (a closed connection: nothing replays)
-                self.lr_on_worker = None
+                del self.on_worker[key]
             else:
-                held[...] = float(value)  # (an indexed write keeps its id: replays read it)
+                held[...] = float(x)  # (an indexed write keeps its id: replays read it)
         return True
 
     def _changed(self, key: Any, value: Any = None) -> None:
-        if key == "lr":  # (every step captures again, and says again how it reads the rate)
-            read = self.lr_baked and not recording and _number(value)
-            self.lr_on_worker, self.lr_varies, self.lr_baked = None, True, False
+        for k in ON_WORKER if key is None else (key,) if key in ON_WORKER else ():
+            # (every step captures again, and says again how it reads the value)
+            x = held_number(k, value) if k == key else None
+            read = k in self.baked and not recording and x is not None
+            self.on_worker.pop(k, None)
+            self.varies.add(k)
+            self.baked.discard(k)
             if read and make_rate is not None:  # made now, not in the next recorded call: the
-                self.lr_on_worker = make_rate(float(value))  # calls compared are then alike
+                self.on_worker[k] = make_rate(float(x))  # calls compared are then alike
         bump()
 
     def __delitem__(self, key: Any) -> None:
@@ -160,7 +234,7 @@ class Hyperparameters(dict):
             self[key] = value
 
     def clear(self) -> None:
-        self._changed("lr")
+        self._changed(None)
         super().clear()
 
     def pop(self, *args: Any) -> Any:

@@ -73,30 +73,56 @@ def on_worker_when_captured(p: Tensor, state: dict[str, Any]) -> None:
 def group_lr(group: dict[str, Any], p: Tensor) -> Any:
     """``group["lr"]`` for updating ``p``: the Python number, or -- inside a ``@gt.hot`` call that
     is being recorded -- the float64 0-d tensor on the worker that holds it
-    (:attr:`gt.guards.Hyperparameters.lr_on_worker`, made here, or by the group when a rate a
+    (:attr:`gt.guards.Hyperparameters.on_worker`, made here, or by the group when a rate a
     capture had baked changes). A
     scheduler's new rate is then written into that tensor and the captured step replays with
     it, where a number would have been baked into the capture. Callers compute with it as with
     the number (float64, then rounded once where it meets ``p``) so that the update is the same
     bit for bit. Only for a group whose rate has changed since it was made (a constant one stays a
     number), and float32 and float64 parameters (any other bakes the number)."""
-    lr = dict.get(group, "lr")
+    return _on_worker(group, "lr", dict.get(group, "lr"), p)
+
+
+def group_momentum(group: dict[str, Any], p: Tensor) -> Any:
+    """``group["momentum"]`` for updating ``p``, as :func:`group_lr` reads the rate (a cycled
+    momentum: ``OneCycleLR``, ``CyclicLR``). Round what is computed from the worker's tensor to
+    ``p``'s dtype (:func:`like`) where it meets ``p``, as the Python number would be."""
+    return _on_worker(group, "momentum", dict.get(group, "momentum"), p)
+
+
+def group_betas(group: dict[str, Any], p: Tensor) -> tuple[Any, Any]:
+    """``group["betas"]`` for updating ``p``: beta1 as :func:`group_momentum` reads momentum (the
+    schedulers that cycle momentum cycle it), beta2 the number (a new one captures again)."""
+    b1, b2 = dict.get(group, "betas")
+    return _on_worker(group, "betas", b1, p), b2
+
+
+def near_p(value: Any, b: Any, group: dict[str, Any], p: Tensor) -> Any:
+    """``value``, computed from ``b`` (a beta1 or momentum :func:`group_betas` or
+    :func:`group_momentum` gave), as it meets ``p``: rounded to ``p``'s dtype when ``b`` is the
+    worker's float64 tensor, as the Python number would be (``1 - b1`` for a ``lerp_``); else
+    as is (a number, or what the program's own tensor gave)."""
+    held = getattr(group, "on_worker", None)
+    return like(value, p) if held and any(b is t for t in held.values()) else value
+
+
+def _on_worker(group: dict[str, Any], key: str, value: Any, p: Tensor) -> Any:
     if getattr(p._conn, "_rec_instrs", None) is None or not isinstance(group, Hyperparameters):
-        return lr
-    if isinstance(lr, Tensor):  # (the program's own: the capture reads it where it is)
-        return lr
-    if not isinstance(lr, numbers.Real):  # (anything else is a number baked in)
-        group.lr_baked = True
-        return lr
-    held = group.lr_on_worker
+        return value
+    if isinstance(value, Tensor):  # (the program's own: the capture reads it where it is)
+        return value
+    if not isinstance(value, numbers.Real):  # (anything else is a number baked in)
+        group.baked.add(key)
+        return value
+    held = group.on_worker.get(key)
     if p.dtype not in ("float32", "float64") or (held is None or held._conn is not p._conn) and (
-        not group.lr_varies or group.lr_baked
+        key not in group.varies or key in group.baked
     ):  # fmt: skip
-        group.lr_baked = True  # (read as a number by this capture: a new rate captures again)
-        return lr
+        group.baked.add(key)  # (read as a number by this capture: a new value captures again)
+        return value
     if held is None or held._conn is not p._conn:
-        held = group.lr_on_worker = full((), float(lr), dtype="float64")
-    return held  # (also once the rate is baked elsewhere: every call of a capture reads alike)
+        held = group.on_worker[key] = full((), float(value), dtype="float64")
+    return held  # (also once the value is baked elsewhere: every call of a capture reads alike)
 
 
 def decay_weights(p: Tensor, g: Tensor, group: dict[str, Any], decoupled: bool) -> Tensor:

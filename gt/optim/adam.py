@@ -9,7 +9,9 @@ from gt.factories import zeros, zeros_like
 from gt.optim._options import (
     advance,
     decay_weights,
+    group_betas,
     group_lr,
+    near_p,
     on_worker_when_captured,
     reject_differentiable,
 )
@@ -72,7 +74,7 @@ class Adam(Optimizer):
     def _update(self, p: Tensor, g: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
         if group["maximize"]:
             g = -g
-        (b1, b2), eps = group["betas"], group["eps"]
+        (b1, b2), eps = group_betas(group, p), group["eps"]
         lr = group_lr(group, p)
         g = decay_weights(p, g, group, group.get("decoupled_weight_decay", self.decoupled))
         capturable = group.get("capturable", False)
@@ -85,7 +87,8 @@ class Adam(Optimizer):
         on_worker_when_captured(p, state)
         t = advance(state)
         m, v = state["exp_avg"], state["exp_avg_sq"]
-        m.mul_(b1).add_(g * (1.0 - b1))
+        # (beta1 on the worker, float64: each factor rounded to p's dtype as the number is)
+        m.mul_(near_p(b1, b1, group, p)).add_(g * near_p(1.0 - b1, b1, group, p))
         v.mul_(b2).add_(g * g * (1.0 - b2))
         if group["amsgrad"]:
             vmax = state["max_exp_avg_sq"]

@@ -19,8 +19,10 @@ from gt.optim._options import (
     check_betas,
     check_lr_eps_wd,
     decay_weights,
+    group_betas,
     group_lr,
     like,
+    near_p,
     reject_differentiable,
     require,
 )
@@ -58,10 +60,10 @@ class Adamax(Optimizer):
 
     def _update(self, p: Tensor, g: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
         g, t = begin(p, g, group, state, ("exp_avg", "exp_inf"))
-        (b1, b2), eps = group["betas"], group["eps"]
+        (b1, b2), eps = group_betas(group, p), group["eps"]
         g = decay_weights(p, g, group, decoupled=False)
         m, u = state["exp_avg"], state["exp_inf"]
-        m.lerp_(g, 1.0 - b1)
+        m.lerp_(g, near_p(1.0 - b1, b1, group, p))
         u.copy_((u * b2).maximum(g.abs() + eps))
         add_ratio(p, m, u, like(-group_lr(group, p) / (1.0 - b1**t), p))
 
@@ -102,7 +104,7 @@ class NAdam(Optimizer):
 
     def _update(self, p: Tensor, g: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
         g, t = begin(p, g, group, state, ("exp_avg", "exp_avg_sq"), mu_product=1.0)
-        (b1, b2), eps, md = group["betas"], group["eps"], group["momentum_decay"]
+        (b1, b2), eps, md = group_betas(group, p), group["eps"], group["momentum_decay"]
         lr = group_lr(group, p)
         g = decay_weights(p, g, group, group["decoupled_weight_decay"])
         mu = b1 * (1.0 - 0.5 * 0.96 ** (t * md))
@@ -113,7 +115,7 @@ class NAdam(Optimizer):
             state["mu_product"] *= mu
         mu_product = state["mu_product"]
         m, v = state["exp_avg"], state["exp_avg_sq"]
-        m.lerp_(g, 1.0 - b1)
+        m.lerp_(g, near_p(1.0 - b1, b1, group, p))
         v.mul_(b2).addcmul_(g, g, value=1.0 - b2)
         denom = (v / like(1.0 - b2**t, p)).sqrt() + eps
         add_ratio(p, g, denom, like(-lr * (1.0 - mu) / (1.0 - mu_product), p))
@@ -157,11 +159,11 @@ class RAdam(Optimizer):
 
     def _update(self, p: Tensor, g: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
         g, t = begin(p, g, group, state, ("exp_avg", "exp_avg_sq"))
-        (b1, b2), eps = group["betas"], group["eps"]
+        (b1, b2), eps = group_betas(group, p), group["eps"]
         lr = group_lr(group, p)
         g = decay_weights(p, g, group, group["decoupled_weight_decay"])
         m, v = state["exp_avg"], state["exp_avg_sq"]
-        m.lerp_(g, 1.0 - b1)
+        m.lerp_(g, near_p(1.0 - b1, b1, group, p))
         v.mul_(b2).addcmul_(g, g, value=1.0 - b2)
         bc1, bc2 = 1.0 - b1**t, 1.0 - b2**t
         step = m / like(bc1, p) * (lr if lr is dict.get(group, "lr") else like(lr, p))

@@ -11,7 +11,9 @@ from gt.optim._options import (
     add_ratio,
     advance,
     group_lr,
+    group_momentum,
     like,
+    near_p,
     on_worker_when_captured,
     reject_differentiable,
 )
@@ -50,7 +52,7 @@ class RMSprop(Optimizer):
         if not state:
             state["step"] = 0
             state["square_avg"] = zeros_like(p)
-            if group["momentum"] > 0:
+            if dict.get(group, "momentum") > 0:  # (the group captures again if it turns 0)
                 state["momentum_buffer"] = zeros_like(p)
             if group["centered"]:
                 state["grad_avg"] = zeros_like(p)
@@ -67,9 +69,9 @@ class RMSprop(Optimizer):
             avg = v.addcmul(mean_g, mean_g, value=-1.0).sqrt() + eps
         else:
             avg = v.sqrt() + eps
-        if group["momentum"] > 0:
-            buf = state["momentum_buffer"]
-            buf.mul_(group["momentum"]).addcdiv_(g, avg)
+        if dict.get(group, "momentum") > 0:
+            buf, mom = state["momentum_buffer"], group_momentum(group, p)
+            buf.mul_(near_p(mom, mom, group, p)).addcdiv_(g, avg)
             p.sub_(buf * lr)
         else:
             add_ratio(p, g, avg, -lr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from gt.optim._options import group_lr, reject_differentiable
+from gt.optim._options import group_lr, group_momentum, near_p, reject_differentiable
 from gt.optim.optimizer import Optimizer
 from gt.tensor import Tensor
 
@@ -59,10 +59,11 @@ class SGD(Optimizer):
     def _update(self, p: Tensor, g: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
         if group["maximize"]:
             g = -g
-        wd, mom = group["weight_decay"], group["momentum"]
+        wd, mom = group["weight_decay"], group_momentum(group, p)
         if wd:
             g = g + p * wd
-        if mom:
+        if dict.get(group, "momentum"):  # (the number's: the group captures again if it turns 0)
+            mom = near_p(mom, mom, group, p)  # (on the worker: rounded to p's dtype, as the number)
             buf = state.get("momentum_buffer")
             if buf is None:
                 buf = state["momentum_buffer"] = g.clone()

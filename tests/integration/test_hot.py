@@ -218,9 +218,12 @@ def test_a_learning_rate_schedule_is_followed_by_a_captured_step(conn):
     assert hot == eager and calls >= 3  # replayed between the changes, and followed them
 
 
-def _per_step_schedule(hot: bool, opt_name: str, manual: bool = False, every: int = 1):
+def _per_step_schedule(hot: bool, opt_name: str, manual: bool = False, every: int = 1,
+                       sched_name: str = "lambda"):  # fmt: skip
     """Ten steps under a schedule that changes the rate after every ``every`` steps; ``manual``:
-    the step also reads the rate itself (a Python number in its own update)."""
+    the step also reads the rate itself (a Python number in its own update). ``sched_name``
+    ``"onecycle"`` / ``"cyclic"``: those schedulers with ``cycle_momentum`` (their default), which
+    also change ``momentum`` or beta1 every step."""
     gt.manual_seed(1)
     bias = opt_name != "muon"  # (Muon takes matrices only)
     model = gt.nn.Sequential(gt.nn.Linear(8, 16, bias=bias), gt.nn.ReLU(),
@@ -228,6 +231,8 @@ def _per_step_schedule(hot: bool, opt_name: str, manual: bool = False, every: in
     params = model.parameters()
     opt = {
         "sgd": lambda: gt.optim.SGD(params, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3),
+        "sgd, dampening": lambda: gt.optim.SGD(params, lr=0.1, momentum=0.9, dampening=0.3),
+        "adam": lambda: gt.optim.Adam(params, lr=0.01, weight_decay=1e-3),
         "adamw": lambda: gt.optim.AdamW(params, lr=0.01, weight_decay=0.1),
         "nadamw": lambda: gt.optim.NAdam(params, lr=0.01, weight_decay=0.1,
                                          decoupled_weight_decay=True),
@@ -243,7 +248,12 @@ def _per_step_schedule(hot: bool, opt_name: str, manual: bool = False, every: in
         "adafactor": lambda: gt.optim.Adafactor(params, lr=2.0, weight_decay=0.05),
         "muon": lambda: gt.optim.Muon(params, lr=0.02, weight_decay=0.1),
     }[opt_name]()  # fmt: skip
-    sched = gt.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (1.0 + s // every))
+    S = gt.optim.lr_scheduler
+    sched = {
+        "lambda": lambda: S.LambdaLR(opt, lambda s: 1.0 / (1.0 + s // every)),
+        "onecycle": lambda: S.OneCycleLR(opt, max_lr=0.05, total_steps=12, pct_start=0.4),
+        "cyclic": lambda: S.CyclicLR(opt, 0.005, 0.05, step_size_up=3),
+    }[sched_name]()  # fmt: skip
     step = _step_of(model, opt)
 
     def step_reading_the_rate(x, y):
@@ -274,6 +284,21 @@ def test_a_rate_changed_every_step_is_read_on_the_worker_and_the_step_replays(co
     )
     assert hot == eager  # bit for bit, every loss and parameter
     assert calls >= 6  # captured by the fourth call, then replayed with each new rate
+
+
+@pytest.mark.parametrize("sched_name", ["onecycle", "cyclic"])
+@pytest.mark.parametrize("opt_name", ["sgd", "sgd, dampening", "adam", "adamw", "nadamw", "radam",
+                                      "adamax", "rmsprop, centered, momentum"])  # fmt: skip
+def test_a_momentum_or_beta1_cycled_every_step_is_read_on_the_worker_and_the_step_replays(
+    conn, opt_name, sched_name
+):
+    # OneCycleLR and CyclicLR cycle momentum (beta1 for the Adam family) by default, every step
+    (hot, calls), (eager, _) = (
+        _per_step_schedule(True, opt_name, sched_name=sched_name),
+        _per_step_schedule(False, opt_name, sched_name=sched_name),
+    )
+    assert hot == eager  # bit for bit, every loss and parameter
+    assert calls >= 6  # captured by the fourth call, then replayed with each new value
 
 
 def test_a_step_that_reads_the_rate_itself_is_captured_again_at_each_new_rate(conn):

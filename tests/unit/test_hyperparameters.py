@@ -28,7 +28,7 @@ class _HeldRate:
 
 @pytest.fixture
 def group():
-    return Hyperparameters({"lr": 0.1, "momentum": 0.9})
+    return Hyperparameters({"lr": 0.1, "momentum": 0.9, "dampening": 0.0})
 
 
 def test_setting_the_same_rate_again_captures_nothing_again(group):
@@ -108,8 +108,8 @@ def test_update_sets_each_key_as_an_assignment_would(group):
     assert guards.version() == v and not group.lr_varies and held.writes == []
     group.update(lr=0.2)
     assert guards.version() == v and held.writes == [0.2] and group["lr"] == 0.2
-    group.update(momentum=0.5)
-    assert guards.version() == v + 1 and group["momentum"] == 0.5
+    group.update(dampening=0.5)  # (a key no capture reads on the worker)
+    assert guards.version() == v + 1 and group["dampening"] == 0.5
 
 
 def test_clear_and_pop_of_the_rate_forget_the_tensor_and_other_keys_keep_it(group):
@@ -166,3 +166,113 @@ def test_setting_a_hyperparameter_inside_a_recorded_call_says_it_cannot_replay(g
         guards.recording -= 1
     assert guards.written is not None and "scheduler" in guards.written
     guards.written = None
+
+
+# ---------------------------------------------------------------- momentum and beta1 (cycled)
+
+
+@pytest.fixture
+def adam_group():
+    return Hyperparameters({"lr": 0.1, "betas": (0.9, 0.999), "eps": 1e-8})
+
+
+def _recorded(read) -> None:
+    guards.recording += 1
+    try:
+        read()
+    finally:
+        guards.recording -= 1
+
+
+def test_a_new_momentum_goes_into_the_tensor_that_captured_steps_read(group):
+    held = group.on_worker["momentum"] = _HeldRate()
+    v = guards.version()
+    group["momentum"] = 0.85  # (OneCycleLR / CyclicLR with cycle_momentum, every step)
+    group["momentum"] = 0.8
+    assert guards.version() == v and held.writes == [0.85, 0.8]
+    assert "momentum" in group.varies and group["momentum"] == 0.8
+
+
+def test_a_momentum_read_while_a_call_is_recorded_is_baked_and_a_new_one_captures_again(
+    group, monkeypatch
+):
+    made: list = []
+    monkeypatch.setattr(guards, "make_rate", lambda v: made.append(v) or _HeldRate())
+    held = group.on_worker["momentum"] = _HeldRate()
+    _recorded(lambda: group["lr"])
+    assert "momentum" not in group.baked  # (only the key read counts)
+    _recorded(lambda: group["momentum"])
+    assert "momentum" in group.baked
+    v = guards.version()
+    group["momentum"] = 0.85
+    assert guards.version() == v + 1 and held.writes == [] and made == [0.85]
+    assert "momentum" not in group.baked and group.lr_baked  # (each key on its own)
+    group["momentum"] = 0.8
+    assert guards.version() == v + 1 and group.on_worker["momentum"].writes == [0.8]
+
+
+def test_a_momentum_that_becomes_zero_or_stops_being_zero_captures_again(group):
+    held = group.on_worker["momentum"] = _HeldRate()
+    v = guards.version()
+    group["momentum"] = 0.0  # (``if momentum:`` in the step: other instructions)
+    assert guards.version() == v + 1 and held.writes == []
+    group.on_worker["momentum"] = held
+    group["momentum"] = 0.5
+    assert guards.version() == v + 2 and held.writes == []
+
+
+def test_a_new_beta1_in_a_new_pair_goes_into_the_tensor_and_beta2_stays_a_number(adam_group):
+    held = adam_group.on_worker["betas"] = _HeldRate()
+    v = guards.version()
+    adam_group["betas"] = (0.9, 0.999)  # (the same pair again, a new tuple)
+    adam_group["betas"] = (0.85, 0.999)  # (what OneCycleLR assigns: (m, *betas[1:]))
+    adam_group["betas"] = (0.8, 0.999)
+    assert guards.version() == v and held.writes == [0.85, 0.8]
+    assert adam_group["betas"] == (0.8, 0.999) and "betas" in adam_group.varies
+
+
+def test_a_new_beta2_a_list_or_not_a_number_captures_again(adam_group):
+    for betas in ((0.8, 0.99), [0.7, 0.99], ("0.6", 0.99), (0.5, 0.99, 0.1), (0.9, 0.99)):
+        held = adam_group.on_worker["betas"] = _HeldRate()
+        v = guards.version()
+        adam_group["betas"] = betas
+        assert guards.version() == v + 1 and held.writes == [], betas
+        assert "betas" not in adam_group.on_worker and adam_group["betas"] == betas
+    held = adam_group.on_worker["betas"] = _HeldRate()
+    adam_group["betas"] = (0.85, 0.99)  # (a pair again: held from here)
+    assert held.writes == [0.85]
+
+
+def test_betas_read_while_a_call_is_recorded_are_baked_and_a_new_pair_captures_again(
+    adam_group, monkeypatch
+):
+    made: list = []
+    monkeypatch.setattr(guards, "make_rate", lambda v: made.append(v) or _HeldRate())
+    for read in (lambda g: g["betas"], lambda g: g.get("betas"), dict, lambda g: {**g},
+                 lambda g: list(g.values()), lambda g: g.copy()):  # fmt: skip
+        adam_group.baked.clear()
+        held = adam_group.on_worker["betas"] = _HeldRate()
+        _recorded(lambda r=read: r(adam_group))
+        assert "betas" in adam_group.baked, read
+        v = guards.version()
+        adam_group["betas"] = (adam_group.get("betas")[0] - 0.01, 0.999)
+        assert guards.version() == v + 1 and held.writes == [], read
+        assert "betas" not in adam_group.baked and len(made) and made[-1] == adam_group["betas"][0]
+
+
+def test_a_momentum_or_betas_set_inside_a_recorded_call_captures_again(group, adam_group):
+    for g, key, value in ((group, "momentum", 0.8), (adam_group, "betas", (0.8, 0.999))):
+        held = g.on_worker[key] = _HeldRate()
+        v = guards.version()
+        _recorded(lambda: g.__setitem__(key, value))  # noqa: B023
+        assert guards.version() == v + 1 and held.writes == [] and key not in g.on_worker
+        guards.written = None
+
+
+def test_clear_and_pop_forget_each_held_tensor_they_touch(group):
+    for key in ("lr", "momentum"):
+        group.on_worker[key] = _HeldRate()
+    group.pop("momentum")
+    assert "momentum" not in group.on_worker and "lr" in group.on_worker
+    group.clear()
+    assert group.on_worker == {}
