@@ -278,6 +278,11 @@ def _per_step_schedule(hot: bool, opt_name: str, manual: bool = False, every: in
                                       "rmsprop, centered, momentum", "adagrad", "adadelta", "asgd",
                                       "rprop", "adafactor", "muon"])  # fmt: skip
 def test_a_rate_changed_every_step_is_read_on_the_worker_and_the_step_replays(conn, opt_name):
+    if opt_name == "muon":  # (it orthogonalises in bfloat16: CuPy before 14 and its double lack it)
+        try:
+            gt.ones(1).to(gt.bfloat16).float().item()
+        except gt.errors.WorkerError as exc:
+            pytest.skip(f"this worker has no bfloat16: {str(exc)[:60]}")
     (hot, calls), (eager, _) = (
         _per_step_schedule(True, opt_name),
         _per_step_schedule(False, opt_name),
