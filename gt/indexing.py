@@ -187,3 +187,13 @@ def _int(v: Any) -> int:
         return int(v.__index__())
     except AttributeError:
         raise TypeError(f"slice indices must be integers or None, not {type(v).__name__}") from None
+
+
+def checked_getitem(x: Tensor, key: tuple, op: str) -> Tensor:
+    """``x[key]`` for an op PyTorch made refuse negative indices (``gather``, ``index_select``,
+    ``embedding`` ...): the worker raises ``IndexError`` with PyTorch's message for ``op`` at an
+    index outside ``[0, size)``, where ``x[t]`` wraps a negative one around (no round trip: the
+    check travels with the instruction, ``attrs.index_op``). ``key``: ints, slices and integer
+    index tensors."""
+    wire, tensors, shape = encode_key(x, key, op)
+    return x._apply("getitem", [x, *tensors], {"key": wire, "index_op": op}, shape=shape)

@@ -25,6 +25,7 @@ from gt import factories as F
 from gt import shapes as S
 from gt.autograd import Function, is_grad_enabled, no_grad
 from gt.grad_graph import label
+from gt.indexing import checked_getitem
 from gt.nn.module import Module, Parameter
 from gt.nn.resetting import redraw_rows
 from gt.ops.arith import where
@@ -45,10 +46,13 @@ def renorm_rows_(weight: Tensor, input: Tensor, max_norm: float, norm_type: floa
         weight[flat] = where(norms > max_norm, rows * (max_norm / (norms + 1e-7)), rows)
 
 
-def lookup(weight: Tensor, input: Tensor, scale_grad_by_freq: bool) -> Tensor:
+def lookup(
+    weight: Tensor, input: Tensor, scale_grad_by_freq: bool, op: str = "embedding"
+) -> Tensor:
     """``weight[input]``; with ``scale_grad_by_freq`` the gradient reaching each row is divided by
-    how many times its index occurs in ``input`` (the values are unchanged)."""
-    rows = weight[input]
+    how many times its index occurs in ``input`` (the values are unchanged). An index outside
+    ``[0, rows)`` raises on the worker with PyTorch's message for ``op`` (a negative one too)."""
+    rows = checked_getitem(weight, (input,), op)
     if not scale_grad_by_freq or not rows.requires_grad:
         return rows
     flat = input.reshape(-1)
@@ -64,10 +68,11 @@ class _SparseLookup(Function):
     ``embedding_sparse_backward`` gives them."""
 
     @staticmethod
-    def forward(ctx: Any, weight: Tensor, input: Tensor, padding_idx: int | None) -> Tensor:
+    def forward(ctx: Any, weight: Tensor, input: Tensor, padding_idx: int | None,
+                op: str = "embedding") -> Tensor:  # fmt: skip
         ctx.save_for_backward(input)
         ctx.table, ctx.padding_idx = tuple(weight.shape), padding_idx
-        return weight[input]
+        return checked_getitem(weight, (input,), op)
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple:
@@ -76,7 +81,7 @@ class _SparseLookup(Function):
         if ctx.padding_idx is not None:
             keep = flat != ctx.padding_idx % ctx.table[0]
             flat, values = flat[keep], values[keep]
-        return SparseTensor(flat.unsqueeze(0), values, ctx.table, False), None, None
+        return SparseTensor(flat.unsqueeze(0), values, ctx.table, False), None, None, None
 
 
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
@@ -258,8 +263,8 @@ def _rows_of(weight: Tensor, sparse: bool, scale_grad_by_freq: bool, pad: int | 
     input order, those at ``padding_idx`` left out (PyTorch's, scaled by the per-sample weights
     and the bags' counts)."""
     if sparse and weight.requires_grad and is_grad_enabled() and not scale_grad_by_freq:
-        return lambda idx: _SparseLookup.apply(weight, idx, pad)
-    return lambda idx: lookup(weight, idx, scale_grad_by_freq)
+        return lambda idx: _SparseLookup.apply(weight, idx, pad, "embedding_bag")
+    return lambda idx: lookup(weight, idx, scale_grad_by_freq, "embedding_bag")
 
 
 def _fixed_bags(input: Tensor, weight: Tensor, mode: str, psw: Tensor | None,
@@ -306,7 +311,7 @@ def _max_of_bags(input: Tensor, weight: Tensor, starts: np.ndarray, lengths: np.
     keep = input._upload(inside)
     if pad is not None:
         keep = keep & (idx != pad)
-    rows = where(keep.unsqueeze(-1), weight[idx], -math.inf)
+    rows = where(keep.unsqueeze(-1), checked_getitem(weight, (idx,), "embedding_bag"), -math.inf)
     return where(keep.any(1, keepdim=True), rows.max(1).values, 0.0)
 
 

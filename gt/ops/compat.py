@@ -381,7 +381,7 @@ class CompatOps(CompatProductOps, CompatInplaceOps):
         """A copy with the entries ``index`` of ``dim`` replaced by ``source``'s slices."""
         d = S.normalize_axis(dim, max(self.ndim, 1), "index_copy")
         out = self.clone()
-        out[(slice(None),) * d + (index,)] = source
+        out._setitem((slice(None),) * d + (index,), source, "index_copy_")
         return out
 
     def index_put(self, indices: Any, values: Any, accumulate: bool = False) -> Tensor:

@@ -395,7 +395,10 @@ class InplaceOps:
         else:
             self._setitem(key, value)
 
-    def _setitem(self, key: Any, value: Any) -> None:
+    def _setitem(self, key: Any, value: Any, index_op: str | None = None) -> None:
+        """``self[key] = value``; ``index_op``: the op whose index tensors must lie in
+        ``[0, size)`` (PyTorch's ``scatter``, ``index_copy``: the worker raises with its message
+        where ``x[t] = v`` wraps a negative index around)."""
         if self._vb is not None:
             refuse_overlap(self, key, None if is_basic_key(key) else "index_put_")
             refuse_leaf_root(self)
@@ -415,7 +418,7 @@ class InplaceOps:
         wire, tensors, shape = encode_key(self, key, "setitem")
         value = _setitem_value(self, value, shape)
         _check_leaf(self, "setitem")
-        attrs = {"key": wire}
+        attrs = {"key": wire} if index_op is None else {"key": wire, "index_op": index_op}
         if not (_mode.enabled and (self.requires_grad or getattr(value, "requires_grad", False))):
             # Nothing to record: one instruction that writes into the worker's array.
             self._apply_("setitem", [self, value, *tensors], {**attrs, "inplace": True})

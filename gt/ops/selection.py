@@ -91,13 +91,14 @@ class SelectionOps:
                 f"scatter: reduce argument must be either add or multiply, got {reduce}"
             )
         out = self.clone()
-        out[_along(self, d, index, "scatter")] = _source(v, index)
+        out._setitem(_along(self, d, index, "scatter"), _source(v, index), "scatter")
         return out
 
     def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
         """A copy with ``src`` added at ``index`` along ``dim`` (repeated indices accumulate)."""
         d = S.normalize_axis(dim, self.ndim, "scatter_add")
-        return self._scatter_add_at(_along(self, d, index, "scatter_add"), _source(src, index))
+        key = _along(self, d, index, "scatter_add")
+        return self._scatter_add_at(key, _source(src, index), "scatter_add")
 
     @labels("ScatterReduceBackward0")
     def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str,
@@ -108,7 +109,9 @@ class SelectionOps:
         tied maxima share theirs evenly)."""
         if reduce == "sum":
             base = self if include_self else self._zeroed_at(dim, index)
-            return base.scatter_add(dim, index, src)
+            d = S.normalize_axis(dim, self.ndim, "scatter_reduce")
+            key = _along(base, d, index, "scatter_reduce")
+            return base._scatter_add_at(key, _source(src, index), "scatter_reduce")
         if reduce == "mean":
             total = self.scatter_reduce(dim, index, src, "sum", include_self)
             ones = index.new_ones(index.shape, dtype=self.dtype)
@@ -134,7 +137,12 @@ class SelectionOps:
         return base._apply(
             "scatter_reduce",
             [base, src.to(self.dtype), *tensors],
-            {"key": wire, "reduce": reduce, "include_self": bool(include_self)},
+            {
+                "key": wire,
+                "reduce": reduce,
+                "include_self": bool(include_self),
+                "index_op": "scatter_reduce",
+            },  # fmt: skip
         )
 
     def _zeroed_at(self, dim: int, index: Tensor) -> Tensor:
@@ -170,7 +178,7 @@ class SelectionOps:
         if self.dtype in S.INT_DTYPES and type(alpha) is float:  # (cast to the dtype first, as
             alpha = int(alpha)  # PyTorch's kernel does: 2.5 adds twice)
         src = source if alpha == 1 else source * alpha
-        return self._scatter_add_at((slice(None),) * d + (index,), src)
+        return self._scatter_add_at((slice(None),) * d + (index,), src, "index_add")
 
     @labels("IndexFillBackward0")
     @zero_dim_as_one
@@ -181,7 +189,10 @@ class SelectionOps:
         out[(slice(None),) * d + (index,)] = value
         return out
 
-    def _scatter_add_at(self, key: tuple, src: Tensor) -> Tensor:
+    def _scatter_add_at(self, key: tuple, src: Tensor, index_op: str | None = None) -> Tensor:
+        """``self`` with ``src`` added at ``key``; ``index_op``: the op whose index tensors must
+        lie in ``[0, size)`` (``None``: a negative index counts from the end, as in
+        ``index_put_``)."""
         wire, tensors, shape = encode_key(self, key, "scatter_add")
         if not isinstance(src, TensorBase):
             src = self.new_full(shape, src)
@@ -193,20 +204,21 @@ class SelectionOps:
                     f"scatter_add: source of shape {list(src.shape)} does not fit the indexed "
                     f"shape {list(shape)}"
                 ) from None
-        return self._apply("scatter_add", [self, src.to(self.dtype), *tensors], {"key": wire})
+        attrs = {"key": wire} if index_op is None else {"key": wire, "index_op": index_op}
+        return self._apply("scatter_add", [self, src.to(self.dtype), *tensors], attrs)
 
     def take_along_dim(self, indices: Tensor, dim: int | None = None) -> Tensor:
         """``gather`` with ``indices`` broadcast against ``self`` outside ``dim`` (with no
         ``dim``, both flattened first, as in PyTorch)."""
-        if dim is None:
-            return self.reshape(-1).gather(0, indices.reshape(-1))
+        if dim is None:  # (PyTorch refuses a negative index here, and wraps it with a dim)
+            return self.reshape(-1)._gather(0, indices.reshape(-1), "take_along_dim")
         d = S.normalize_axis(dim, self.ndim, "take_along_dim")
         outer = list(
             S.broadcast(_without(self.shape, d), _without(indices.shape, d), "take_along_dim")
         )
         x_shape = outer[:d] + [self.shape[d]] + outer[d:]
         idx_shape = outer[:d] + [indices.shape[d]] + outer[d:]
-        return self.expand(x_shape).gather(d, indices.expand(idx_shape))
+        return self.expand(x_shape)._gather(d, indices.expand(idx_shape), None)
 
     # ------------------------------------------------------------------ data-dependent shapes
     def nonzero(self, *, as_tuple: bool = False) -> Any:

@@ -19,7 +19,7 @@ from gt._dtype import _ITEMSIZE, name_of
 from gt._dtype import dtype as _DType
 from gt.errors import ShapeError
 from gt.grad_graph import label
-from gt.indexing import bool_indices, bool_items, encode_key, plain_key
+from gt.indexing import bool_indices, bool_items, checked_getitem, encode_key, plain_key
 from gt.ops import layout, storage, views
 from gt.ops.base import TensorBase
 
@@ -427,16 +427,29 @@ class ShapeOps:
             index = index.reshape(1)
         if getattr(index, "ndim", 1) != 1:
             raise IndexError(f"index_select: index must be 1-d, got shape {list(index.shape)}")
-        return label(self[(slice(None),) * d + (index,)], "IndexSelectBackward0")
+        return label(
+            checked_getitem(self, (slice(None),) * d + (index,), "index_select"),
+            "IndexSelectBackward0",
+        )
 
     def gather(self, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
         """``out[i][j] = self[i][index[i][j]]`` for ``dim=1`` (and likewise for any ``dim``;
-        ``sparse_grad`` is accepted and ignored: GT's gradients are dense)."""
+        ``sparse_grad`` is accepted and ignored: GT's gradients are dense). An index outside
+        ``[0, size)`` raises (a negative one too, as in PyTorch)."""
+        return self._gather(dim, index, "gather")
+
+    def _gather(self, dim: int, index: Tensor, check: str | None) -> Tensor:
+        """:meth:`gather`; ``check``: the op named when an index is outside ``[0, size)``
+        (``None``: a negative index counts from the end, as ``take_along_dim``'s does)."""
+
+        def at(key: tuple) -> Tensor:
+            return self[key] if check is None else checked_getitem(self, key, check)
+
         nd = len(self.shape)
         d = S.normalize_axis(dim, max(nd, 1), "gather")
         if nd == 1 and len(index.shape) == 0 and index.dtype in S.INT_DTYPES:  # (as PyTorch)
             # (as a 1-d index: a 0-d one in a key is read as an int, which would be a sync)
-            return label(self[(index.reshape(1),)].reshape(()), "GatherBackward0")
+            return label(at((index.reshape(1),)).reshape(()), "GatherBackward0")
         if len(index.shape) != nd or index.dtype not in S.INT_DTYPES:
             raise IndexError(
                 f"gather: index must be an integer tensor with {nd} dimensions like the input "
@@ -456,7 +469,7 @@ class ShapeOps:
                 shape = [1] * nd
                 shape[i] = index.shape[i]
                 key.append(self._arange(index.shape[i]).reshape(shape))
-        return label(self[tuple(key)], "GatherBackward0")
+        return label(at(tuple(key)), "GatherBackward0")
 
     def flip(self, *dims: Any, **kw: Any) -> Tensor:
         """Reverse the order of elements along ``dims`` (positional, or ``dims=``)."""

@@ -57,6 +57,16 @@ def test_out_of_range_index_tensor_raises_on_cupy_like_numpy(conn):
         (gt.zeros(2, 3)[:, gt.tensor([[1], [3]])] + 1).numpy()
 
 
+def test_index_ops_refuse_a_negative_index_on_cupy_as_in_pytorch(conn):
+    with pytest.raises(IndexError, match=r"gather\(\): index -1 is out of bounds for dimension 1"):
+        gt.zeros(2, 3).gather(1, gt.tensor([[0], [-1]])).numpy()
+    with pytest.raises(IndexError, match=r"index_select\(\): index out of range in self"):
+        gt.arange(3.0).index_select(0, gt.tensor([0, 3])).numpy()
+    with pytest.raises(IndexError, match=r"scatter_add\(\): index -2 is out of bounds"):
+        gt.zeros(3).scatter_add(0, gt.tensor([0, -2]), gt.ones(2)).numpy()
+    assert gt.arange(3.0)[gt.tensor([-1])].tolist() == [2.0]  # (x[t] wraps, as PyTorch's)
+
+
 def test_failed_in_place_setitem_with_out_of_range_index_fails_the_tensor(conn):
     x = gt.zeros(3)
     x[gt.tensor([7])] = 1.0

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from gt.runtime.ops.base import Op, build_key, first_dtype, same_shape, sum_to
-from gt.runtime.ops.shape import _k_index_add, bounds_check
+from gt.runtime.ops.shape import _k_index_add, range_check
 
 
 def _d_scatter_add(n: Any, g: Any) -> tuple:
@@ -30,14 +30,13 @@ def _d_scatter_add(n: Any, g: Any) -> tuple:
 
 def _k_scatter_reduce(be: Any) -> Any:
     xp = be.xp
-    check = bounds_check(be)
+    check = range_check(be)
     extreme = {"amax": be.scatter_max, "amin": be.scatter_min}
     multiply_at = getattr(xp.multiply, "at", None) if be.name == "numpy" else None
 
     def h(v: list, at: dict) -> Any:
         x, src, idx = v[0], v[1], v[2:]
-        if check is not None:
-            check(at["key"], idx, x.shape)
+        check(at, idx, x.shape)
         out = x.copy()
         key = build_key(at["key"], idx)
         reduce = at["reduce"]

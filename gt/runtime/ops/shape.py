@@ -213,6 +213,73 @@ def bounds_check(be: Any) -> Any:
     return check
 
 
+#: The ops whose out-of-range index PyTorch reports as "index out of range in self".
+_IN_SELF = frozenset(
+    ("index_select", "embedding", "index_add", "index_add_", "index_reduce", "index_reduce_")
+)
+
+
+def _refused(op: str, axis: int, dim: int, idx: Any, bad: Any) -> IndexError:
+    """PyTorch's error for the first entry of ``idx`` (host or device array) that ``bad`` marks,
+    an index outside ``[0, dim)`` given to ``op`` (``attrs.index_op``) along ``axis``."""
+    flat = np.asarray(bad.get() if hasattr(bad, "get") else bad).reshape(-1)
+    pos = int(np.argmax(flat))
+    value = int(idx.reshape(-1)[pos])
+    if op in _IN_SELF:
+        return IndexError(f"{op}(): index out of range in self")
+    if op == "embedding_bag":
+        return IndexError(
+            f"embedding_bag(): Index {pos} of input takes value {value} which is not in the "
+            f"valid range [0, {dim})"
+        )
+    return IndexError(
+        f"{op}(): index {value} is out of bounds for dimension {axis} with size {dim}"
+    )
+
+
+def range_check(be: Any) -> Any:
+    """The check of an indexing instruction that carries ``attrs.index_op``: every integer index
+    array of its key must lie in ``[0, size)`` (the ops PyTorch made it for, ``gather``,
+    ``index_select``, ``scatter_add``, ``embedding`` ..., refuse a negative index, where
+    ``x[t]`` wraps it around), raising ``IndexError`` with PyTorch's message for that op.
+    Instructions without it get :func:`bounds_check`'s (``None`` on NumPy).
+
+    On CuPy it costs what :func:`bounds_check` does: one fused comparison and reduction per index
+    tensor and one read of the result; on NumPy a minimum and a maximum per index array."""
+    plain = bounds_check(be)
+    xp = be.xp
+    on_device = be.name != "numpy"
+
+    def strict(op: str, key: list, tensors: list, shape: tuple) -> None:
+        found = [f for f in index_arrays(key, tensors, len(shape)) if f[0] < len(shape)]
+        bad_any = None
+        for axis, idx, on_host in found:
+            dim = shape[axis]
+            if on_host or not on_device:
+                a = np.asarray(idx, dtype=np.int64) if on_host else idx
+                if a.size and (a.min() < 0 or a.max() >= dim):
+                    raise _refused(op, axis, dim, a, (a < 0) | (a >= dim))
+                continue
+            if idx.size:
+                bad = xp.any((idx < 0) | (idx >= dim))
+                bad_any = bad if bad_any is None else bad_any | bad
+        if bad_any is not None and bool(bad_any):  # one synchronization for every index tensor
+            for axis, idx, on_host in found:
+                if not on_host and idx.size:
+                    mask = (idx < 0) | (idx >= shape[axis])
+                    if bool(xp.any(mask)):
+                        raise _refused(op, axis, shape[axis], idx, mask)
+
+    def check(at: dict, tensors: list, shape: tuple) -> None:
+        op = at.get("index_op")
+        if op is not None:
+            strict(op, at["key"], tensors, shape)
+        elif plain is not None:
+            plain(at["key"], tensors, shape)
+
+    return check
+
+
 # ----------------------------------------------------------------------------- indexing kernels
 def _torch_order(x: Any, key: tuple) -> tuple[Any, tuple]:
     """``(a, k)`` with ``a[k]`` PyTorch's ``x[key]``: the integers of a key that mixes them with
@@ -227,19 +294,19 @@ def _at(x: Any, key: tuple) -> Any:
 
 
 def _k_getitem(be: Any) -> Any:
-    check = bounds_check(be)
-    if check is None:
-        return lambda v, at: _at(v[0], build_key(at["key"], v[1:]))
+    check = range_check(be)
+    fast = be.name == "numpy"
 
     def h(v: list, at: dict) -> Any:
-        check(at["key"], v[1:], v[0].shape)
+        if not fast or "index_op" in at:  # (NumPy raises by itself for an index past the end)
+            check(at, v[1:], v[0].shape)
         return _at(v[0], build_key(at["key"], v[1:]))
 
     return h
 
 
 def _k_setitem(be: Any) -> Any:
-    check = bounds_check(be)
+    check = range_check(be)
     xp_array, asarray = be.xp.ndarray, be.xp.asarray
 
     def h(v: list, at: dict) -> Any:
@@ -248,8 +315,7 @@ def _k_setitem(be: Any) -> Any:
         x = v.pop(0)  # so the argument list no longer refers to it
         if not isinstance(x, xp_array):  # (NumPy's scalar of a full index, ``x[1]``: 0-d)
             x = asarray(x)
-        if check is not None:
-            check(at["key"], v[1:], x.shape)
+        check(at, v[1:], x.shape)
         if not (at.get("inplace") and private(x)):
             x = x.copy()
         target, key = _torch_order(x, build_key(at["key"], v[1:]))
@@ -261,12 +327,11 @@ def _k_setitem(be: Any) -> Any:
 
 def _k_index_add(be: Any) -> Any:
     scatter_add = be.scatter_add
-    check = bounds_check(be)
+    check = range_check(be)
 
     def h(v: list, at: dict) -> Any:
         out = v.pop(0)
-        if check is not None:
-            check(at["key"], v[1:], out.shape)
+        check(at, v[1:], out.shape)
         if not (at.get("inplace") and private(out)):
             out = out.copy()
         target, key = _torch_order(out, build_key(at["key"], v[1:]))
