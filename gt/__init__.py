@@ -88,12 +88,16 @@ def _load_api() -> None:
             g.update(
                 (k, v)
                 for k, v in vars(_api).items()
-                if not k.startswith("_") or k.startswith("_foreach_")
+                if not k.startswith("_") or k.startswith("_foreach_") or k in _UNDERSCORED
             )
             g["__all__"] = [*_api.__all__, "bool", "e", "inf", "nan", "pi"]
             _loaded = True
         finally:
             _loading = False
+
+
+#: PyTorch's public names that start with an underscore (``torch._assert``).
+_UNDERSCORED = frozenset(("_assert",))
 
 
 def __getattr__(name: str):

@@ -20,7 +20,14 @@ from gt.ops import functions as _functions
 from gt.ops import random as _random_state
 from gt.ops.functions import check_strided, input_keyword, write_out
 from gt.ops.layout import cloned_layout, restride
-from gt.ops.random import next_seed, random_attrs
+from gt.ops.random import (
+    BAD_PROBABILITY,
+    check_probability,
+    check_std,
+    checked_values,
+    next_seed,
+    random_attrs,
+)
 from gt.range_ends import as_complex, complex_dtype
 from gt.range_values import complex_linspace_values, linspace_values
 from gt.session import get_connection
@@ -316,7 +323,12 @@ def rand(
 def normal(
     mean: Any, std: Any = 1.0, size: Any = None, *, generator: Any = None, dtype: Any = None
 ) -> Tensor:
-    """Normal samples: ``mean``/``std`` numbers with a ``size``, or tensors (broadcast)."""
+    """Normal samples: ``mean``/``std`` numbers with a ``size``, or tensors (broadcast). A
+    negative ``std`` raises (a tensor's at the next sync point), as in PyTorch."""
+    if isinstance(std, Tensor):
+        std = checked_values(std, "nonnegative", "normal expects all elements of std >= 0.0")
+    else:
+        check_std(std)
     if size is None:
         shape = tuple(getattr(mean, "shape", ())) or tuple(getattr(std, "shape", ()))
         if hasattr(mean, "shape") and hasattr(std, "shape"):
@@ -327,7 +339,17 @@ def normal(
 
 
 def bernoulli(input: Tensor, p: float | None = None, *, generator: Any = None) -> Tensor:  # noqa: A002
-    """1 with probability ``input`` (or ``p``), else 0, elementwise (``input``'s dtype)."""
+    """1 with probability ``input`` (or ``p``), else 0, elementwise (``input``'s dtype); a
+    probability outside [0, 1] raises (``input``'s at the next sync point), as in PyTorch."""
+    if p is None:
+        checked = checked_values(input, "probability", BAD_PROBABILITY)
+        u = rand(
+            *input.shape,
+            generator=generator,
+            dtype=input.dtype if input.is_floating_point() else None,
+        )
+        return (u < checked).to(input.dtype)
+    check_probability("bernoulli_", p)
     u = rand(
         *input.shape, generator=generator, dtype=input.dtype if input.is_floating_point() else None
     )
@@ -350,8 +372,10 @@ def randint(
         low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
-    if high <= low:
-        raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+    if high <= low:  # (PyTorch's RuntimeError)
+        raise RuntimeError(
+            f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"
+        )
     shp, dt = _shape(tuple(size)), S.canonical_dtype(_dtype_of(dtype, out) or "int64")
     made = _make("randint", [], random_attrs(shp, dt, generator, low=int(low), high=int(high)))
     return _into(out, made, "randint")
@@ -367,6 +391,8 @@ def randperm(
     **_: Any,
 ) -> Tensor:
     """A random permutation of ``0..n-1`` (drawn on the client from the GT seed)."""
+    if int(n) < 0:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {int(n)}: [{int(n)}]")
     rng = np.random.default_rng(next_seed() if generator is None else generator.next_seed())
     dt = S.canonical_dtype(_dtype_of(dtype, out) or "int64")
     return _into(out, from_numpy(rng.permutation(int(n)).astype(dt)), "randperm")
@@ -394,7 +420,7 @@ def arange(
     if end is None:
         raise TypeError("arange() missing required argument 'end' (pos 1)")
     if step == 0:
-        raise ValueError("arange: step must be nonzero")
+        raise RuntimeError("step must be nonzero")  # (PyTorch's message and type)
     if dtype is None:
         dtype = (
             "int64"

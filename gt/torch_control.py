@@ -128,3 +128,11 @@ def while_loop(cond_fn: Any, body_fn: Any, carried_inputs: Any) -> Any:
                         )
         carried, result = new, (new if isinstance(out, (tuple, list)) else out)
     return result
+
+
+def _assert(condition: Any, message: str) -> None:
+    """``torch._assert``: ``AssertionError(message)`` unless ``condition`` (a bool, or a
+    one-element tensor: reading it is a sync point) is true; what torchvision and timm models and
+    FX traces call in ``forward``."""
+    if not condition:
+        raise AssertionError(message)

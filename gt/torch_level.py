@@ -24,7 +24,7 @@ from gt.nn import functional as F
 from gt.ops import storage as _storage
 from gt.ops.random import default_generator
 from gt.tensor import Tensor
-from gt.torch_control import cond, lobpcg, while_loop
+from gt.torch_control import _assert, cond, lobpcg, while_loop
 from gt.torch_functions import nonzero_static
 from gt.torch_rnn import gru, lstm, rnn_relu, rnn_tanh
 
@@ -414,7 +414,7 @@ def _tensor_methods() -> None:
 _tensor_methods()
 
 
-__all__ = ["cond", "default_generator", "empty_permuted", "empty_strided", "get_device", "gru", "hash_tensor",
+__all__ = ["_assert", "cond", "default_generator", "empty_permuted", "empty_strided", "get_device", "gru", "hash_tensor",
            "has_lapack", "has_mkl", "has_openmp", "has_spectral", "i0_", "init_num_threads",
            "is_storage", "lobpcg", "lstm", "native_batch_norm", "native_channel_shuffle",
            "native_dropout", "native_group_norm", "native_layer_norm", "native_norm",

@@ -502,7 +502,7 @@ def layer_norm(
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """``int64`` one-hot encoding along a new last dimension."""
     if tensor.dtype not in S.INT_DTYPES:
-        raise TypeError(f"one_hot: expected an integer tensor, got {tensor.dtype}")
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     if num_classes < 0:  # (a sync point, as in PyTorch: both bounds in one round trip)
         lo, hi = stack([tensor.min(), tensor.max()]).tolist() if tensor.numel() else (0, -1)
         if lo < 0:

@@ -18,6 +18,7 @@ from gt.grad_graph import label
 from gt.nn.losses import _legacy_reduction, _reduce
 from gt.ops.arith import where
 from gt.ops.autocast import autocast_op
+from gt.ops.random import checked_values
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names (input, ...)
@@ -191,8 +192,8 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
             f"{list(input.shape)}"
         )
     x = input if input.ndim == 2 else input.unsqueeze(0)
-    y = target.reshape(-1)
     c = x.shape[1]
+    y = checked_values(target.reshape(-1), "below", "target out of range", bound=c)
     is_y = y.unsqueeze(1) == arange(c)  # [N, C]
     x_y = where(is_y, x, 0.0).sum(1, keepdim=True)
     m = (margin - x_y + x).clamp(min=0.0)

@@ -84,6 +84,8 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
         raise ValueError(
             f"interpolate: size has {len(outs)} entries for {spatial} spatial dimensions"
         )
+    if min(outs) <= 0 or min(ins) <= 0:
+        raise RuntimeError(_bad_sizes(ins, outs))
     if mode == "area":
         from gt.nn.pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d  # noqa: PLC0415, I001 - pooling imports the convolutions
 
@@ -109,6 +111,17 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
         out = _resample(out, 2 + i, idx, wgt)
     out = out.to(input.dtype) if low else out
     return keep_channels_last(out, input)  # (PyTorch keeps a channels-last input's layout)
+
+
+def _bad_sizes(ins: tuple, outs: list) -> str:
+    """PyTorch's message for an empty input or output size of ``interpolate``."""
+    names = "DHW"[-len(ins) :]
+    i = ", ".join(f"{a}: {n}" for a, n in zip(names, ins))
+    o = ", ".join(f"{a}: {n}" for a, n in zip(names, outs))
+    joint = " and" if len(ins) == 1 else ""
+    return (
+        f"Input and output sizes should be greater than 0, but got input ({i}){joint} output ({o})"
+    )
 
 
 def _uint8_resize(x: Tensor, outs: list[int], scales: list, mode: str, align_corners: bool,

@@ -154,9 +154,18 @@ class CompatOps(CompatProductOps, CompatInplaceOps):
 
     def bernoulli(self, p: Any = None, *, generator: Any = None) -> Tensor:
         """1 with probability ``self`` (or ``p`` when given), else 0, in this tensor's dtype."""
-        from gt.ops.random import random_attrs  # noqa: PLC0415 - (a leaf of gt.ops)
+        from gt.ops.random import (  # noqa: PLC0415 - (a leaf of gt.ops)
+            BAD_PROBABILITY,
+            check_probability,
+            checked_values,
+            random_attrs,
+        )
 
-        prob = self if p is None else p
+        if p is None or isinstance(p, TensorBase):
+            prob = checked_values(self if p is None else p, "probability", BAD_PROBABILITY)
+        else:
+            check_probability("bernoulli_", p)
+            prob = p
         u = self._create("rand", [], random_attrs(self.shape, "float64", generator))
         return (u < prob).to(self.dtype)
 

@@ -343,10 +343,12 @@ class ComposedOps:
         """How often each value of a 1-d non-negative integer tensor occurs (weighted: the sum of
         its weights). A sync point: the result's length is ``max(self) + 1``."""
         if self.ndim != 1 or self.dtype in S.FLOAT_DTYPES or self.dtype == "bool":
-            raise ValueError("bincount only supports 1-d non-negative integral inputs.")
+            raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+        if weights is not None and tuple(getattr(weights, "shape", ())) != self.shape:
+            raise RuntimeError("weights should be 1-d and have the same length as input")
         n = max(int(self.max().item()) + 1 if self.numel() else 0, int(minlength))
         if self.numel() and int(self.min().item()) < 0:
-            raise ValueError("bincount only supports 1-d non-negative integral inputs.")
+            raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
         vals = self.new_ones(self.shape, dtype="int64") if weights is None else weights
         if weights is not None and vals.dtype not in ("float32", "float64"):
             vals = vals.to("float64")  # (PyTorch's sums of other weights: float64)

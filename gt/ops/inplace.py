@@ -30,7 +30,7 @@ from gt.grad_graph import GRAD_DTYPES, label, record
 from gt.indexing import bool_indices, bool_items, encode_key, plain_key
 from gt.ops.arith import alpha_times, legacy_number_first, where
 from gt.ops.base import BATCHING, TensorBase, refuse_outside_write
-from gt.ops.random import random_attrs
+from gt.ops.random import check_std, random_attrs
 from gt.ops.scaled import scaled_add, wire_alpha
 from gt.ops.views import (
     is_basic_key,
@@ -351,6 +351,7 @@ class InplaceOps:
 
     def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Tensor:
         """Fill with normal samples, in place (from ``generator``'s stream when given)."""
+        check_std(std)
 
         def draw(x: Tensor) -> Tensor:
             return x._create("randn", [], random_attrs(x.shape, x.dtype, generator)) * std + mean

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gt.ops.base import TensorBase
 from gt.ops.conversion import _size
 from gt.ops.inplace import apply_inplace, castable, take_value
-from gt.ops.random import random_attrs
+from gt.ops.random import BAD_PROBABILITY, check_probability, checked_values, random_attrs
 from gt.ops.views import regeometry
 
 if TYPE_CHECKING:
@@ -188,7 +189,12 @@ class MoreInplaceOps:
         return self
 
     def bernoulli_(self, p: float = 0.5, *, generator: Any = None) -> Tensor:
-        """Fill with 1 (probability ``p``) or 0, in place."""
+        """Fill with 1 (probability ``p``) or 0, in place (``p`` outside [0, 1] raises, as in
+        PyTorch: a number's at the call, a tensor's at the next sync point)."""
+        if isinstance(p, TensorBase):
+            p = checked_values(p, "probability", BAD_PROBABILITY)
+        else:
+            check_probability("bernoulli_", p)
 
         def draw(x: Tensor) -> Tensor:
             u = x._create("rand", [], random_attrs(x.shape, "float32", generator))
@@ -198,6 +204,8 @@ class MoreInplaceOps:
 
     def exponential_(self, lambd: float = 1.0, *, generator: Any = None) -> Tensor:
         """Fill with exponential samples of rate ``lambd``, in place."""
+        if not lambd > 0:
+            raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd:g}")
 
         def draw(x: Tensor) -> Tensor:
             u = x._create("rand", [], random_attrs(x.shape, x.dtype, generator))
@@ -227,7 +235,7 @@ class MoreInplaceOps:
         """Fill with the number of Bernoulli(``p``) trials up to the first success (1, 2, ...),
         in place."""
         if not 0 < p < 1:
-            raise ValueError(f"geometric_ expects p in (0, 1), got p={p}")
+            raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p:g}")
 
         def draw(x: Tensor) -> Tensor:
             u = x._create("rand", [], random_attrs(x.shape, "float64", generator))

@@ -38,7 +38,10 @@ def random_attrs(
 def poisson(input: Any, generator: Any = None) -> Any:  # noqa: A002 - PyTorch's name
     """Poisson counts with the rates ``input`` (same shape and dtype; zero gradient)."""
     seed = next_seed() if generator is None else generator.next_seed()
-    return input._apply("poisson", [input], {"seed": seed})
+    rates = checked_values(
+        input, "nonnegative", "invalid Poisson rate, expected rate to be non-negative"
+    )
+    return rates._apply("poisson", [rates], {"seed": seed})
 
 
 def state_bytes(base: int, pos: int) -> Any:
@@ -164,3 +167,29 @@ class _DefaultGenerator(Generator):
 
 #: ``gt.default_generator`` (PyTorch's ``torch.default_generator``).
 default_generator = _DefaultGenerator()
+
+
+#: PyTorch's message for a probability tensor with an entry outside [0, 1] (``bernoulli``).
+BAD_PROBABILITY = (
+    "Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error message be "
+    "improved?  If so, please report an enhancement request to PyTorch.)"
+)
+
+
+def checked_values(x: Any, test: str, message: str, **extra: object) -> Any:
+    """``x``, raising ``RuntimeError(message)`` on the worker (at the next sync point that depends
+    on it, no round trip) unless every entry passes ``test``: ``"nonnegative"``,
+    ``"probability"`` (in [0, 1]) or ``"below"`` (in ``[0, bound)``). NaN fails each."""
+    return x._apply("checked_values", [x], {"test": test, "message": message, **extra})
+
+
+def check_probability(name: str, p: Any) -> None:
+    """A number ``p`` outside [0, 1] refused at the call, as PyTorch's ``bernoulli_``."""
+    if not 0 <= p <= 1:
+        raise RuntimeError(f"{name} expects p to be in [0, 1], but got p={p:g}")
+
+
+def check_std(std: Any) -> None:
+    """A negative number ``std`` refused at the call, as PyTorch's ``normal``."""
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")

@@ -450,7 +450,9 @@ class ShapeOps:
         if nd == 1 and len(index.shape) == 0 and index.dtype in S.INT_DTYPES:  # (as PyTorch)
             # (as a 1-d index: a 0-d one in a key is read as an int, which would be a sync)
             return label(at((index.reshape(1),)).reshape(()), "GatherBackward0")
-        if len(index.shape) != nd or index.dtype not in S.INT_DTYPES:
+        if index.dtype not in S.INT_DTYPES:  # (PyTorch's RuntimeError)
+            raise RuntimeError("gather(): Expected dtype int32/int64 for index")
+        if len(index.shape) != nd:
             raise IndexError(
                 f"gather: index must be an integer tensor with {nd} dimensions like the input "
                 f"(got {index.dtype} of shape {list(index.shape)} for input of shape {list(self.shape)})"

@@ -99,3 +99,107 @@ def test_valid_indices_give_the_same_values_and_gradients():
     )
     out.backward()
     np.testing.assert_allclose(w.grad.numpy(), [[3.0, 4.0], [1.0, 0.0], [4.0, 4.0]])  # (PyTorch's)
+
+
+# ------------------------------------------------------------------ values checked on the worker
+_BAD_P = r"Expected p_in >= 0 && p_in <= 1 to be true, but got false\."
+CHECKED_VALUES = {
+    "normal(std < 0)": (lambda: gt.normal(gt.zeros(2), gt.tensor([1.0, -1.0])),
+                        r"normal expects all elements of std >= 0\.0"),
+    "normal(mean, std < 0)": (lambda: gt.normal(0.0, gt.tensor([float("nan")])),
+                              r"normal expects all elements of std >= 0\.0"),
+    "bernoulli(p > 1)": (lambda: gt.bernoulli(gt.tensor([1.5])), _BAD_P),
+    "bernoulli(p < 0)": (lambda: gt.tensor([-0.5]).bernoulli(), _BAD_P),
+    "bernoulli_(tensor p)": (lambda: gt.zeros(2).bernoulli_(gt.tensor([0.5, 1.5])), _BAD_P),
+    "poisson(rate < 0)": (lambda: gt.poisson(gt.tensor([1.0, -1.0])),
+                          r"invalid Poisson rate, expected rate to be non-negative"),
+    "multi_margin_loss(target >= C)": (
+        lambda: F.multi_margin_loss(gt.zeros(2, 3), gt.tensor([0, 3])), r"target out of range"
+    ),
+    "multi_margin_loss(target < 0)": (
+        lambda: F.multi_margin_loss(gt.zeros(2, 3), gt.tensor([-1, 0])), r"target out of range"
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(CHECKED_VALUES))
+def test_values_pytorch_checks_are_checked_on_the_worker(name):
+    call, message = CHECKED_VALUES[name]
+    out = call()  # (no round trip: it raises at the sync point)
+    with pytest.raises(RuntimeError, match=message):
+        out.tolist()
+
+
+def test_checked_values_leave_good_values_and_gradients_alone():
+    std = gt.tensor([1.0, 2.0], requires_grad=True)
+    gt.normal(gt.zeros(2), std).sum().backward()
+    assert std.grad.shape == (2,)
+    assert set(gt.bernoulli(gt.tensor([0.0, 1.0])).tolist()) <= {0.0, 1.0}
+    assert gt.poisson(gt.tensor([0.0])).tolist() == [0.0]
+    x = gt.tensor([[0.1, 0.2, 0.4]], requires_grad=True)
+    F.multi_margin_loss(x, gt.tensor([2])).backward()
+    np.testing.assert_allclose(x.grad.numpy(), [[1 / 3, 1 / 3, -2 / 3]], rtol=1e-6)
+
+
+def test_bincount_refuses_weights_of_another_length_at_the_call():
+    with pytest.raises(RuntimeError, match="weights should be 1-d and have the same length"):
+        gt.bincount(gt.tensor([0, 1]), weights=gt.ones(3))
+    with pytest.raises(RuntimeError, match="weights should be 1-d and have the same length"):
+        gt.bincount(gt.tensor([0, 1]), weights=gt.ones(2, 1))
+    assert gt.bincount(gt.tensor([0, 2]), weights=gt.tensor([0.5, 1.0])).tolist() == [0.5, 0, 1]
+
+
+# ------------------------------------------------------------------ PyTorch's exception types
+TYPES = {
+    "bincount(negative)": (lambda: gt.bincount(gt.tensor([-1, 2])),
+                           r"bincount only supports 1-d non-negative integral inputs\."),
+    "randint(5, 5)": (lambda: gt.randint(5, 5, (2,)),
+                      r"random_ expects 'from' to be less than 'to', but got from=5 >= to=5"),
+    "arange(step=0)": (lambda: gt.arange(0, 5, 0), r"step must be nonzero"),
+    "geometric_(2)": (lambda: gt.zeros(2).geometric_(2.0),
+                      r"geometric_ expects p to be in \(0, 1\), but got p=2"),
+    "gather(float index)": (lambda: gt.gather(gt.zeros(2, 3), 1, gt.tensor([[0.0]])),
+                            r"gather\(\): Expected dtype int32/int64 for index"),
+    "one_hot(float)": (lambda: F.one_hot(gt.tensor([0.0]), 3),
+                       r"one_hot is only applicable to index tensor of type LongTensor\."),
+    "interpolate(scale_factor=0)": (
+        lambda: F.interpolate(gt.ones(1, 1, 2), scale_factor=0.0),
+        r"Input and output sizes should be greater than 0, but got input \(W: 2\) and output "
+        r"\(W: 0\)",
+    ),
+    "interpolate 2-d": (
+        lambda: F.interpolate(gt.ones(1, 1, 2, 3), size=(2, 0)),
+        r"got input \(H: 2, W: 3\) output \(H: 2, W: 0\)",
+    ),
+    # arguments refused at the call
+    "randperm(-1)": (lambda: gt.randperm(-1),
+                     r"Trying to create tensor with negative dimension -1: \[-1\]"),
+    "bernoulli_(1.5)": (lambda: gt.zeros(2).bernoulli_(1.5),
+                        r"bernoulli_ expects p to be in \[0, 1\], but got p=1\.5"),
+    "bernoulli(x, p=-0.5)": (lambda: gt.bernoulli(gt.zeros(2), -0.5),
+                             r"bernoulli_ expects p to be in \[0, 1\], but got p=-0\.5"),
+    "normal_(0, -1)": (lambda: gt.zeros(2).normal_(0, -1),
+                       r"normal expects std >= 0\.0, but found std -1"),
+    "normal(0, -1)": (lambda: gt.normal(gt.zeros(2), -1.0),
+                      r"normal expects std >= 0\.0, but found std -1"),
+    "exponential_(-1)": (lambda: gt.zeros(2).exponential_(-1.0),
+                         r"exponential_ expects lambda > 0\.0, but found lambda=-1"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(TYPES))
+def test_pytorchs_exception_type_and_message_at_the_call(name):
+    call, message = TYPES[name]
+    with pytest.raises(RuntimeError, match=message) as info:
+        call()
+    assert not isinstance(info.value, (ValueError, TypeError, IndexError, gt.WorkerError))
+
+
+def test_gt_assert_is_torchs():
+    gt._assert(True, "unused")
+    gt._assert(gt.tensor(1.0) > 0, "unused")
+    with pytest.raises(AssertionError, match="x must be positive"):
+        gt._assert(bool((gt.tensor([1.0, -1.0]) > 0).all()), "x must be positive")
+    with pytest.raises(AssertionError, match="tensor condition"):
+        gt._assert(gt.tensor(False), "tensor condition")
+    assert "_assert" in gt.__all__

@@ -24,7 +24,7 @@ def test_cauchy_log_normal_and_geometric_fills_have_their_distributions(conn):
     assert g.min() == 1.0 and np.all(g == np.round(g))
     assert abs(g.mean() - 4.0) < 0.15  # mean 1/p, standard deviation sqrt(1-p)/p
     assert abs((g == 1).mean() - 0.25) < 0.02
-    with pytest.raises(ValueError, match="p in \\(0, 1\\)"):
+    with pytest.raises(RuntimeError, match="p to be in \\(0, 1\\)"):
         gt.empty(3).geometric_(1.5)
 
 

@@ -215,6 +215,7 @@ SAMPLES: dict[str, tuple[list, object]] = {
     "complex": ([A, ROW], None),
     "linalg_eig": ([SQ], None),
     "multinomial_probs": ([POS], None),
+    "checked_values": ([POS], {"test": "nonnegative", "message": "negative"}),
     "nextafter": ([A, B], None),
     "frexp_mantissa": ([A * 100], None),
     "frexp_exponent": ([A * 100], None),
