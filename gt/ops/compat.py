@@ -25,6 +25,7 @@ import numpy as np
 from gt import shapes as S
 from gt.errors import ShapeError
 from gt.grad_graph import label, labels
+from gt.indexing import checked_getitem
 from gt.ops import layout, views
 from gt.ops import storage as storage_of
 from gt.ops.arith import where
@@ -420,8 +421,17 @@ class CompatOps(CompatProductOps, CompatInplaceOps):
         if source.numel() == 0:
             return self.clone()
         pos = (m.to("int64").cumsum(0) - 1).clamp(min=0)
-        picked = source.reshape(-1)[pos].to(self.dtype)
-        return where(m, picked, self.reshape(-1)).reshape(self.shape)
+        # (a source too short raises on the worker, PyTorch's message)
+        picked = checked_getitem(source.reshape(-1), (pos,), "masked_scatter_").to(self.dtype)
+        new = where(m, picked, self.reshape(-1)).reshape(self.shape)
+        if new.requires_grad:
+            return new
+        # Nothing recorded: a copy that one in-place instruction overwrites with the result, so
+        # that when the result failed the worker keeps the copy as it was and masked_scatter_'s
+        # tensor is usable again once the error is caught, as in PyTorch.
+        out = self.clone()
+        out._setitem(Ellipsis, new)
+        return out
 
     def select_scatter(self, src: Tensor, dim: int, index: int) -> Tensor:
         """A copy with ``src`` at ``index`` along ``dim`` (what :meth:`select` reads)."""

@@ -14,6 +14,7 @@ import numpy as np
 
 from gt import shapes as S
 from gt._dtype import name_of
+from gt.autograd import _mode
 from gt.errors import ShapeError
 from gt.grad_graph import labels
 from gt.indexing import encode_key
@@ -59,6 +60,19 @@ def _source(src: Any, index: Tensor) -> Any:
 
 
 _REDUCES = ("amax", "amin", "prod")
+
+
+def _keyed(x: Tensor, name: str, src: Tensor, tensors: list, attrs: dict) -> Tensor:
+    """Primitive ``name`` (``scatter_add``, ``scatter_reduce``) of ``x``, ``src`` at a key.
+
+    With nothing to record, a copy of ``x`` written in place by one instruction: when it fails
+    (an index out of range) the worker keeps the copy as it was, so a tensor that takes it over
+    (``index_add_``, ``scatter_add_``, ``scatter_reduce_``, ``index_put_``) is usable again once
+    the error is caught, as in PyTorch (the kernels copy anyway)."""
+    if _mode.enabled and (x.requires_grad or src.requires_grad):
+        return x._apply(name, [x, src, *tensors], attrs)
+    out = x.clone()
+    return out._apply_(name, [out, src, *tensors], {**attrs, "inplace": True})
 
 
 class SelectionOps:
@@ -134,16 +148,9 @@ class SelectionOps:
             src = base.new_full(shape, src)
         elif src.shape != shape:
             src = src.expand(shape)
-        return base._apply(
-            "scatter_reduce",
-            [base, src.to(self.dtype), *tensors],
-            {
-                "key": wire,
-                "reduce": reduce,
-                "include_self": bool(include_self),
-                "index_op": "scatter_reduce",
-            },  # fmt: skip
-        )
+        attrs = {"key": wire, "reduce": reduce, "include_self": bool(include_self)}
+        return _keyed(base, "scatter_reduce", src.to(self.dtype), tensors,
+                      {**attrs, "index_op": "scatter_reduce"})  # fmt: skip
 
     def _zeroed_at(self, dim: int, index: Tensor) -> Tensor:
         """``self`` with the positions ``index`` addresses along ``dim`` set to zero."""
@@ -205,7 +212,7 @@ class SelectionOps:
                     f"shape {list(shape)}"
                 ) from None
         attrs = {"key": wire} if index_op is None else {"key": wire, "index_op": index_op}
-        return self._apply("scatter_add", [self, src.to(self.dtype), *tensors], attrs)
+        return _keyed(self, "scatter_add", src.to(self.dtype), tensors, attrs)
 
     def take_along_dim(self, indices: Tensor, dim: int | None = None) -> Tensor:
         """``gather`` with ``indices`` broadcast against ``self`` outside ``dim`` (with no

@@ -203,3 +203,56 @@ def test_gt_assert_is_torchs():
     with pytest.raises(AssertionError, match="tensor condition"):
         gt._assert(gt.tensor(False), "tensor condition")
     assert "_assert" in gt.__all__
+
+
+# ------------------------------------------------------------------ failed accumulating writes
+def _bad() -> gt.Tensor:
+    return gt.tensor([0, 9])
+
+
+ACCUMULATING = {
+    "index_add_": lambda x: x.index_add_(0, _bad(), gt.ones(2)),
+    "scatter_add_": lambda x: x.scatter_add_(0, _bad(), gt.ones(2)),
+    "scatter_reduce_(sum)": lambda x: x.scatter_reduce_(0, _bad(), gt.ones(2), "sum"),
+    "scatter_reduce_(amax)": lambda x: x.scatter_reduce_(0, _bad(), gt.ones(2), "amax"),
+    "scatter_reduce_(prod)": lambda x: x.scatter_reduce_(0, _bad(), gt.ones(2), "prod"),
+    "index_put_(accumulate)": lambda x: x.index_put_((_bad(),), gt.ones(2), accumulate=True),
+    "masked_scatter_": lambda x: x.masked_scatter_(gt.tensor([True] * 5), gt.ones(2)),
+    "index_reduce_": lambda x: x.index_reduce_(0, _bad(), gt.ones(2), "amax"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACCUMULATING))
+def test_a_tensor_an_accumulating_write_failed_on_is_usable_once_caught(name):
+    x = gt.arange(5.0)
+    ACCUMULATING[name](x)
+    with pytest.raises(RuntimeError):
+        x.tolist()
+    assert x.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]  # as it was, as PyTorch's
+    assert (x + 1).sum().item() == 15.0
+    gt.sync()
+
+
+def test_masked_scatter_with_too_short_a_source_has_pytorchs_message():
+    x = gt.zeros(4)
+    x.masked_scatter_(gt.tensor([True, True, True, False]), gt.ones(2))
+    with pytest.raises(RuntimeError, match="Number of elements of source < number of ones in mask"):
+        x.tolist()
+    assert x.tolist() == [0.0] * 4
+
+
+def test_accumulating_writes_still_compute_record_and_batch():
+    x = gt.zeros(4)
+    x.index_add_(0, gt.tensor([1, 1, 3]), gt.tensor([1.0, 2.0, 5.0]))
+    x.scatter_reduce_(0, gt.tensor([0, 0]), gt.tensor([7.0, -1.0]), "amax")
+    x.index_put_((gt.tensor([2]),), gt.tensor([4.0]), accumulate=True)
+    y = x.masked_scatter(gt.tensor([False, True, False, False]), gt.tensor([9.0]))
+    assert x.tolist() == [7.0, 3.0, 4.0, 5.0] and y.tolist() == [7.0, 9.0, 4.0, 5.0]
+    base = gt.zeros(3)
+    w = gt.tensor([1.0, 2.0], requires_grad=True)
+    (base.index_add(0, gt.tensor([2, 2]), w) * gt.tensor([1.0, 2.0, 3.0])).sum().backward()
+    assert w.grad.tolist() == [3.0, 3.0]
+    rows = gt.func.vmap(lambda v: gt.zeros(3).index_add(0, gt.tensor([0, 0]), v))(
+        gt.tensor([[1.0, 2.0], [3.0, 4.0]])
+    )
+    assert rows.tolist() == [[3.0, 0.0, 0.0], [7.0, 0.0, 0.0]]

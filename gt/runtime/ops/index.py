@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gt.runtime.ops.base import Op, build_key, first_dtype, same_shape, sum_to
+from gt.runtime.ops.base import Op, build_key, first_dtype, private, same_shape, sum_to
 from gt.runtime.ops.shape import _k_index_add, range_check
 
 
@@ -35,9 +35,12 @@ def _k_scatter_reduce(be: Any) -> Any:
     multiply_at = getattr(xp.multiply, "at", None) if be.name == "numpy" else None
 
     def h(v: list, at: dict) -> Any:
-        x, src, idx = v[0], v[1], v[2:]
+        x = v.pop(0)  # (so the argument list no longer refers to it: see ``private``)
+        src, idx = v[0], v[1:]
         check(at, idx, x.shape)
-        out = x.copy()
+        # written in place when the client asked for it (out id == input id) and nothing else
+        # can observe the array (as setitem)
+        out = x if at.get("inplace") and private(x) else x.copy()
         key = build_key(at["key"], idx)
         reduce = at["reduce"]
         if not at.get("include_self", True):  # addressed positions start from the identity

@@ -227,6 +227,8 @@ def _refused(op: str, axis: int, dim: int, idx: Any, bad: Any) -> IndexError:
     value = int(idx.reshape(-1)[pos])
     if op in _IN_SELF:
         return IndexError(f"{op}(): index out of range in self")
+    if op == "masked_scatter_":  # (the source read at the count of ones so far)
+        return IndexError("Number of elements of source < number of ones in mask")
     if op == "embedding_bag":
         return IndexError(
             f"embedding_bag(): Index {pos} of input takes value {value} which is not in the "
