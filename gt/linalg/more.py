@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from gt.errors import ShapeError
+from gt.errors import LinAlgError, ShapeError
 from gt.factories import arange, eye
 from gt.grad_graph import label
 from gt.linalg.core import (
@@ -142,7 +142,19 @@ def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:  # noqa
 
 
 def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:  # noqa: N803
-    """The inverse of ``A`` given its Cholesky factor (``torch.cholesky_inverse``)."""
+    """The inverse of ``A`` given its Cholesky factor (``torch.cholesky_inverse``). A zero on the
+    factor's diagonal raises PyTorch's ``LinAlgError`` at the call (its check reads LAPACK's
+    ``info`` back, on GPUs too: a sync point), where the solves would give inf and NaN."""
+    if L.numel():
+        zero = (L.diagonal(dim1=-2, dim2=-1) == 0).reshape(-1, L.shape[-1])
+        if bool(zero.any().item()):
+            rows = zero.tolist()
+            k = next(i for i, r in enumerate(rows) if any(r))
+            batch = f"(Batch element {k}): " if L.ndim > 2 else ""
+            raise LinAlgError(
+                f"cholesky_inverse: {batch}The diagonal element {rows[k].index(True) + 1} is "
+                "zero, the inversion could not be completed because the input matrix is singular."
+            )
     x = cholesky_solve(eye(L.shape[-1], dtype=L.dtype).expand(*L.shape), L, upper)
     return label(x, "CholeskyInverseBackward0")
 

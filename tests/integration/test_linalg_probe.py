@@ -55,7 +55,9 @@ def test_a_singular_triangular_solve_gives_inf_and_nan_as_pytorchs_substitution(
     assert gt.linalg.solve_triangular(lower, ones, upper=False).tolist() == [[inf], [-inf]]
     got = gt.linalg.lu_solve(*gt.linalg.lu_factor_ex(gt.zeros(2, 2, dtype=gt.float64))[:2], ones)
     assert str(got.tolist()) == str([[nan], [inf]])
-    # lu_factor itself checks, at the call, as PyTorch's does
+    # cholesky_inverse and lu_factor check, at the call, as PyTorch's do
+    with pytest.raises(gt.linalg.LinAlgError, match=r"\(Batch element 1\): The diagonal element 2"):
+        gt.cholesky_inverse(gt.stack([gt.eye(2), gt.tensor([[1.0, 0.0], [1.0, 0.0]])]))
     with pytest.raises(RuntimeError, match=r"lu_factor: \(Batch element 1\): U\[2,2\] is zero"):
         gt.linalg.lu_factor(gt.stack([gt.eye(2), gt.tensor([[1.0, 2.0], [2.0, 4.0]])]))
 
