@@ -4,8 +4,8 @@ Max pooling composed from ``im2col`` copied every window out (``prod(kernel)`` t
 found each maximum with an ``argmax``, and sent the gradient back through a full-size
 ``index_add`` and a ``col2im``: on the perf probe's CNN (Dec 7) that was a third of the worker's
 time. These kernels instead walk the ``prod(kernel)`` window offsets over strided views of the
-input (one vectorised compare per offset) and keep, per output position, the maximum and the
-offset it came from; the gradient is one masked write per offset.
+input: the forward is one ``maximum`` per offset; the picks are one comparison per offset with
+the maxima, and the gradient one masked product per offset.
 
 The pick is PyTorch's (its CPU kernel's loop): the first maximum in the window's row-major order,
 or the last NaN when the window holds one (``val > max or isnan(val)`` replaces). The offsets are
