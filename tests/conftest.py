@@ -3,6 +3,7 @@ and a fresh client connection per test so tests never share state."""
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -29,6 +30,17 @@ def pytest_configure(config):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for folder in ("gt", os.path.join("tests", "support")):
         compileall.compile_dir(os.path.join(root, folder), quiet=2)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def frozen_heap():
+    """Before each module, collect the garbage and freeze what is left out of the collector's
+    sight (:func:`gc.freeze`). A full collection then scans only what the module made: a
+    ``@gt.hot`` step collects once per capture, and in a test process that had collected the
+    whole suite (about 280k objects) and run a few dozen modules each took 150 ms or more."""
+    gc.collect()
+    gc.freeze()
+    yield
 
 
 def _gpu_available() -> bool:
