@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
+import os
 import warnings
 from typing import Any
 
@@ -60,6 +61,23 @@ def _gru_step(gi: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> Tenso
     z = (i_z + h_z).sigmoid()
     n = (i_n + r * h_n).tanh()
     return n + z * (h - n)  # = (1 - z) * n + z * h, one op fewer
+
+
+def _fused(layer: Any, gi: Tensor, carry: list, w_hh: tuple, b_hh: Tensor | None) -> bool:
+    """Whether this LSTM or GRU direction runs as one ``lstm_scan`` / ``gru_scan`` instruction
+    (see :mod:`gt.runtime.ops.recurrent`): float32 or float64 throughout, no projection, at least
+    one step; ``GT_FUSED_RNN=0`` keeps every layer composed of per-step ops (to compare them)."""
+    if layer.mode not in ("LSTM", "GRU") or gi.shape[0] == 0 or not _FUSED_RNN:
+        return False
+    if layer.mode == "LSTM" and w_hh[1] is not None:
+        return False
+    dtype = gi.dtype
+    if dtype not in ("float32", "float64"):
+        return False
+    return all(t.dtype == dtype for t in (*carry, w_hh[0], *([b_hh] if b_hh is not None else [])))
+
+
+_FUSED_RNN = os.environ.get("GT_FUSED_RNN", "1") != "0"
 
 
 # ----------------------------------------------------------------------------- layers
@@ -272,6 +290,15 @@ class RNNBase(Module):
                 w_ih, w_hh, b_ih, b_hh = self._weights(layer, d)
                 gi = fn.linear(layer_in, w_ih, b_ih)  # every step's input projection at once
                 carry = [s[layer * dirs + d] for s in states]
+                if sizes is None and _fused(self, gi, carry, w_hh, b_hh):
+                    scan = "lstm_scan" if self.mode == "LSTM" else "gru_scan"
+                    y = gi._apply(scan, [gi, *carry, w_hh[0]] +
+                                  ([b_hh] if b_hh is not None else []), {"reverse": bool(d)})  # fmt: skip
+                    last = 0 if d else seq - 1
+                    outs.append(y[0])  # (each step's h; an LSTM's c at [1])
+                    for kind in range(len(carry)):
+                        finals[kind].append(y[kind, last])
+                    continue
                 steps: list[Tensor] = [None] * seq  # type: ignore[list-item]
                 for t in range(seq - 1, -1, -1) if d else range(seq):
                     if sizes is None:

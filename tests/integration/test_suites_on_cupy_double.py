@@ -1,7 +1,7 @@
 """More of the integration suites again, on workers whose CuPy is the test double (as
 ``test_cupy_double`` does for the op suites): captured steps replayed on a CuPy worker, ``gt.nn``
-and ``gt.optim`` training loops, the autograd engine, data ops, PyTorch-style API calls, error
-reports, and sharded runs whose transfers stage device arrays through host memory. The test
+and ``gt.optim`` training loops, the fused LSTM and GRU loops, the autograd engine, data ops,
+PyTorch-style API calls, error reports, and sharded runs whose transfers stage device arrays through host memory. The test
 functions are the other modules' own, and so are their fixtures, but for ``cluster``: this module's
 two workers on the double serve every test (``conn``, from ``test_sharding_runtime``, also clears
 the shard config an earlier test left)."""
@@ -18,6 +18,7 @@ from test_ops_data import *  # noqa: F403
 from test_ops_errors import *  # noqa: F403
 from test_optim import *  # noqa: F403
 from test_pytorch_api import *  # noqa: F403
+from test_recurrent_fused import *  # noqa: F403
 from test_sharding_peers import *  # noqa: F403
 from test_sharding_runtime import *  # noqa: F403
 

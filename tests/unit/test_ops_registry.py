@@ -141,6 +141,32 @@ SAMPLES: dict[str, tuple[list, object]] = {
         )
     },  # fmt: skip
     "max_unpool_positions": ([np.array([[0, 3], [2, 1]])], {"planes": 2, "sizes": [2, 2]}),
+    # (T=3, B=2, H=2: gi, h0, c0, w_hh, b_hh; the grads take the forward's result and its shape)
+    "lstm_scan": (
+        [
+            rng.standard_normal(s).astype(np.float32)
+            for s in ((3, 2, 8), (2, 2), (2, 2), (8, 2), (8,))
+        ],
+        {"reverse": True},
+    ),
+    "lstm_scan_grad": (
+        [
+            rng.standard_normal(s).astype(np.float32)
+            for s in ((7, 3, 2, 2), (7, 3, 2, 2), (2, 2), (2, 2), (8, 2))
+        ],
+        None,
+    ),
+    "gru_scan": (
+        [rng.standard_normal(s).astype(np.float32) for s in ((3, 2, 6), (2, 2), (6, 2))],
+        None,
+    ),
+    "gru_scan_grad": (
+        [
+            rng.standard_normal(s).astype(np.float32)
+            for s in ((5, 3, 2, 2), (5, 3, 2, 2), (2, 2), (6, 2))
+        ],
+        {"reverse": True},
+    ),
     "scatter_add": (
         [np.zeros((3, 4), np.float32), np.ones((3, 4), np.float32), IDX],
         {"key": [["t", 0]]},

@@ -16,7 +16,8 @@ trigonometric and hyperbolic functions, atan2, fmod, signbit, gcd, lcm, nextafte
 :mod:`.running` (cummax, cummin, logcumsumexp), :mod:`.special_more` (Bessel I0/I1, Hurwitz zeta,
 incomplete gamma, erfcx, Bessel J/Y/K, Airy Ai, whose kernel is :mod:`.airy`), :mod:`.complexnum`
 (complex parts, conjugate, argument, the real-pair views, FFTs), :mod:`.sampling`
-(``multinomial``'s checked probabilities), :mod:`.pooling` (max pooling's kernels).
+(``multinomial``'s checked probabilities), :mod:`.pooling` (max pooling's kernels),
+:mod:`.recurrent` (an LSTM layer's time loop).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from gt.runtime.ops import (
     movement,
     nll,
     pooling,
+    recurrent,
     reduce,
     running,
     sampling,
@@ -95,6 +97,7 @@ REGISTRY, BY_NAME = _build(
         *nll.ENTRIES,
         *sampling.ENTRIES,
         *pooling.ENTRIES,
+        *recurrent.ENTRIES,
     ]
 )
 #: Op names by opcode (what traces carry in their header).

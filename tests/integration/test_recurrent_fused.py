@@ -1,0 +1,122 @@
+"""An LSTM's or GRU's time loop as one instruction each way (``lstm_scan``, ``gru_scan``), through
+the client, the dispatcher and a worker: the same forward bits as the layer composed of per-step
+ops, the same gradients to rounding, second derivatives, a captured training step, and the layers
+that stay composed (half precision, projections, packed sequences, plain RNNs)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gt
+from gt.nn import recurrent
+
+
+@pytest.fixture
+def fused_calls(monkeypatch):
+    """How often each direction ran fused (``True``) or composed (``False``)."""
+    calls: list[bool] = []
+    real = recurrent._fused
+
+    def spy(*args):
+        calls.append(real(*args))
+        return calls[-1]
+
+    monkeypatch.setattr(recurrent, "_fused", spy)
+    return calls
+
+
+def _run(kind, layer_kw, fused, monkeypatch, hx=False):
+    monkeypatch.setattr(recurrent, "_FUSED_RNN", fused)
+    gt.manual_seed(0)
+    m = getattr(gt.nn, kind)(5, 6, **layer_kw).double()
+    x = gt.randn(4, 3, 5, dtype=gt.float64, requires_grad=True)
+    states = None
+    if hx:
+        layers = m.num_layers * (2 if m.bidirectional else 1)
+        states = tuple(gt.randn(layers, 4 if m.batch_first else 3, 6, dtype=gt.float64)
+                       .requires_grad_() for _ in range(2 if kind == "LSTM" else 1))  # fmt: skip
+    out, hc = m(x, states if kind == "LSTM" or states is None else states[0])
+    h, c = hc if kind == "LSTM" else (hc, hc * 0.5)
+    ((out * out).sum() + h.sin().sum() + c.cos().sum()).backward()
+    leaves = [x, *(states or ()), *m.parameters()]
+    return [t.detach().numpy() for t in (out, h, c)], [t.grad.numpy() for t in leaves]
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+@pytest.mark.parametrize(
+    "layer_kw, hx",
+    [
+        ({}, False),
+        ({"batch_first": True}, True),
+        ({"bidirectional": True, "num_layers": 2}, True),
+        ({"bias": False, "bidirectional": True, "batch_first": True}, False),
+    ],  # fmt: skip
+)
+def test_a_fused_layer_gives_the_composed_layers_results(conn, monkeypatch, fused_calls, kind,
+                                                        layer_kw, hx):  # fmt: skip
+    outs, grads = _run(kind, layer_kw, True, monkeypatch, hx)
+    assert fused_calls and all(fused_calls)
+    want_outs, want_grads = _run(kind, layer_kw, False, monkeypatch, hx)
+    for got, want in zip(outs, want_outs):
+        np.testing.assert_array_equal(got, want)  # the same ops in the same order
+    for got, want in zip(grads, want_grads):  # (the weight's: one GEMM instead of T)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_a_second_derivative_through_a_fused_layer_is_the_composed_ones(conn, monkeypatch, kind):
+    def penalty(fused):
+        monkeypatch.setattr(recurrent, "_FUSED_RNN", fused)
+        gt.manual_seed(1)
+        m = getattr(gt.nn, kind)(3, 4, bidirectional=True).double()
+        x = gt.randn(5, 2, 3, dtype=gt.float64, requires_grad=True)
+        out, hc = m(x)
+        last = hc[1] if kind == "LSTM" else hc
+        (gx,) = gt.autograd.grad((out**2).sum() + last.exp().sum(), x, create_graph=True)
+        (gx**2).sum().backward()
+        return [x.grad.numpy()] + [p.grad.numpy() for p in m.parameters()]
+
+    for got, want in zip(penalty(True), penalty(False)):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_a_captured_training_step_replays_the_eager_steps(conn, kind):
+    def make():
+        gt.manual_seed(2)
+        m = getattr(gt.nn, kind)(4, 8, batch_first=True)
+        head = gt.nn.Linear(8, 3)
+        opt = gt.optim.Adam([*m.parameters(), *head.parameters()], lr=0.01)
+
+        def step(x, y):
+            opt.zero_grad()
+            out, _ = m(x)
+            loss = gt.nn.functional.cross_entropy(head(out[:, -1]), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        return step
+
+    rng = np.random.default_rng(3)
+    data = [(gt.tensor(rng.standard_normal((6, 7, 4)).astype(np.float32)),
+             gt.tensor(rng.integers(0, 3, 6))) for _ in range(5)]  # fmt: skip
+    eager, hot = make(), gt.hot(make())
+    want = [eager(x, y).item() for x, y in data]
+    got = [hot(x, y).item() for x, y in data]
+    assert got == want
+    (state,) = hot.state.values()
+    assert state["state"] == "replaying"
+
+
+def test_layers_the_kernel_does_not_cover_stay_composed_and_run(conn, fused_calls):
+    # (under CPU autocast the layer runs in float32 on rounded values: fused, as it is composed)
+    x = gt.randn(3, 2, 4)
+    gt.nn.LSTM(4, 6, proj_size=3)(x)[0].sum().backward()
+    gt.nn.LSTM(4, 6).to(gt.float16)(x.half())
+    packed = gt.nn.utils.rnn.pack_padded_sequence(x, [3, 2])
+    gt.nn.LSTM(4, 6)(packed)
+    gt.nn.GRU(4, 6)(packed)
+    gt.nn.RNN(4, 6)(x)
+    assert fused_calls == [False, False, False]  # (packed sequences never ask)
