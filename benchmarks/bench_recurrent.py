@@ -1,13 +1,14 @@
-"""Recurrent training steps: an LSTM's and a GRU's, GT against PyTorch eager on the CPU.
+"""Recurrent training steps: an LSTM's, a GRU's and an Elman RNN's, GT against PyTorch eager on
+the CPU.
 
-The model is the Dec 7 perf probe's: ``LSTM(32, 128)`` or ``GRU(32, 128)``, ``batch_first``,
-over 32 steps of a batch of 32, the last step's output through ``Linear(128, 10)``, cross
-entropy, Adam (lr 1e-3); float32. Steps are queued back to back with one ``loss.item()`` at the
+The model is the Dec 7 perf probe's: ``LSTM(32, 128)``, ``GRU(32, 128)`` or ``RNN(32, 128)``
+(tanh), ``batch_first``, over 32 steps of a batch of 32, the last step's output through
+``Linear(128, 10)``, cross entropy, Adam (lr 1e-3); float32. Steps are queued back to back with one ``loss.item()`` at the
 end. Sides, interleaved round by round in one process:
 
 * ``torch``: PyTorch eager, the reference (``set_num_threads`` = ``--blas-threads``);
 * ``eager`` / ``hot``: GT, eagerly and with the step under ``@gt.hot``; each layer direction's
-  time loop is one ``lstm_scan`` / ``gru_scan`` instruction each way;
+  time loop is one ``lstm_scan`` / ``gru_scan`` / ``rnn_scan`` instruction each way;
 * ``eager, composed`` / ``hot, composed``: the same with the layers composed of per-step ops, as
   before the fused loops (``gt.nn.recurrent._FUSED_RNN`` off while the step records or runs).
 
@@ -15,7 +16,7 @@ The GT worker uses the same BLAS threads (``GT_BLAS_THREADS``). Printed: each si
 time and its ratio to PyTorch's, with the spread of the per-round ratios. There is no target in
 the issues for these models; the ratio is what to watch.
 
-    python benchmarks/bench_recurrent.py [--models lstm,gru] [--rounds 5] [--steps 30]
+    python benchmarks/bench_recurrent.py [--models lstm,gru,rnn] [--rounds 5] [--steps 30]
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import sys
 import time
 
 _ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-_ap.add_argument("--models", default="lstm,gru", help="comma-separated: lstm, gru")
+_ap.add_argument("--models", default="lstm,gru,rnn", help="comma-separated: lstm, gru, rnn")
 _ap.add_argument("--rounds", type=int, default=5)
 _ap.add_argument("--steps", type=int, default=30, help="steps per side per round")
 _ap.add_argument("--blas-threads", type=int, default=1)
@@ -49,9 +50,11 @@ SEQ, BATCH, IN, HIDDEN, OUT = 32, 32, 32, 128, 10
 
 
 def make_step(lib, kind: str):
-    """A training step of ``lib`` (``torch`` or ``gt``) for ``kind`` (``"lstm"``, ``"gru"``)."""
+    """A training step of ``lib`` (``torch`` or ``gt``) for ``kind`` (``"lstm"``, ``"gru"``,
+    ``"rnn"``)."""
     lib.manual_seed(0)
-    rnn = {"lstm": lib.nn.LSTM, "gru": lib.nn.GRU}[kind](IN, HIDDEN, batch_first=True)
+    layer = {"lstm": lib.nn.LSTM, "gru": lib.nn.GRU, "rnn": lib.nn.RNN}[kind]
+    rnn = layer(IN, HIDDEN, batch_first=True)
     head = lib.nn.Linear(HIDDEN, OUT)
     opt = lib.optim.Adam([*rnn.parameters(), *head.parameters()], lr=1e-3)
 

@@ -64,10 +64,10 @@ def _gru_step(gi: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> Tenso
 
 
 def _fused(layer: Any, gi: Tensor, carry: list, w_hh: tuple, b_hh: Tensor | None) -> bool:
-    """Whether this LSTM or GRU direction runs as one ``lstm_scan`` / ``gru_scan`` instruction
+    """Whether this direction runs as one ``lstm_scan`` / ``gru_scan`` / ``rnn_scan`` instruction
     (see :mod:`gt.runtime.ops.recurrent`): float32 or float64 throughout, no projection, at least
     one step; ``GT_FUSED_RNN=0`` keeps every layer composed of per-step ops (to compare them)."""
-    if layer.mode not in ("LSTM", "GRU") or gi.shape[0] == 0 or not _FUSED_RNN:
+    if gi.shape[0] == 0 or not _FUSED_RNN:
         return False
     if layer.mode == "LSTM" and w_hh[1] is not None:
         return False
@@ -291,9 +291,12 @@ class RNNBase(Module):
                 gi = fn.linear(layer_in, w_ih, b_ih)  # every step's input projection at once
                 carry = [s[layer * dirs + d] for s in states]
                 if sizes is None and _fused(self, gi, carry, w_hh, b_hh):
-                    scan = "lstm_scan" if self.mode == "LSTM" else "gru_scan"
+                    scan = {"LSTM": "lstm_scan", "GRU": "gru_scan"}.get(self.mode, "rnn_scan")
+                    at = {"reverse": bool(d)}
+                    if scan == "rnn_scan":
+                        at["relu"] = self.mode == "RNN_RELU"
                     y = gi._apply(scan, [gi, *carry, w_hh[0]] +
-                                  ([b_hh] if b_hh is not None else []), {"reverse": bool(d)})  # fmt: skip
+                                  ([b_hh] if b_hh is not None else []), at)  # fmt: skip
                     last = 0 if d else seq - 1
                     outs.append(y[0])  # (each step's h; an LSTM's c at [1])
                     for kind in range(len(carry)):

@@ -167,6 +167,17 @@ SAMPLES: dict[str, tuple[list, object]] = {
         ],
         {"reverse": True},
     ),
+    "rnn_scan": (
+        [rng.standard_normal(s).astype(np.float32) for s in ((3, 2, 2), (2, 2), (2, 2), (2,))],
+        {"relu": True},
+    ),
+    "rnn_scan_grad": (
+        [
+            rng.standard_normal(s).astype(np.float32)
+            for s in ((1, 3, 2, 2), (1, 3, 2, 2), (2, 2), (2, 2))
+        ],
+        {"reverse": True},
+    ),
     "scatter_add": (
         [np.zeros((3, 4), np.float32), np.ones((3, 4), np.float32), IDX],
         {"key": [["t", 0]]},

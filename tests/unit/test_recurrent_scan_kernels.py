@@ -1,4 +1,4 @@
-"""The LSTM and GRU time-loop kernels (``gt.runtime.ops.recurrent``) on NumPy: the forward
+"""The LSTM, GRU and Elman RNN time-loop kernels (``gt.runtime.ops.recurrent``) on NumPy: the forward
 against a direct loop of PyTorch's equations, the backward against central differences of the
 forward, both directions, with and without the hidden bias."""
 
@@ -18,7 +18,7 @@ def _h(name: str):
 
 
 def _inputs(rng, t=4, b=3, n=2, bias=True, kind="lstm"):
-    gates, states = (4, 2) if kind == "lstm" else (3, 1)
+    gates, states = {"lstm": (4, 2), "gru": (3, 1), "rnn": (1, 1), "rnn_relu": (1, 1)}[kind]
     shapes = ((t, b, gates * n), *[(b, n)] * states, (gates * n, n))
     v = [rng.standard_normal(s) for s in shapes]
     return v + [rng.standard_normal(gates * n)] if bias else v
@@ -58,14 +58,44 @@ def _gru_loop(gi, h, w, b=None, reverse=False):
     return y
 
 
+def _rnn_loop(gi, h, w, b=None, reverse=False, relu=False):
+    """An Elman RNN's equations, one step at a time: [1, T, B, H] of h."""
+    y = np.empty((1, gi.shape[0], *h.shape))
+    for s in range(gi.shape[0] - 1, -1, -1) if reverse else range(gi.shape[0]):
+        pre = gi[s] + h @ w.T + (0 if b is None else b)
+        h = np.maximum(pre, 0) if relu else np.tanh(pre)
+        y[0, s] = h
+    return y
+
+
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("bias", [True, False])
-@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("kind", ["lstm", "gru", "rnn", "rnn_relu"])
 def test_the_forward_is_pytorchs_equations_step_by_step(kind, reverse, bias):
     v = _inputs(np.random.default_rng(0), bias=bias, kind=kind)
-    got = _h(f"{kind}_scan")(v, {"reverse": reverse})
-    want = (_loop if kind == "lstm" else _gru_loop)(*v, reverse=reverse)
+    relu = kind == "rnn_relu"
+    got = _h(f"{kind.removesuffix('_relu')}_scan")(v, {"reverse": reverse, "relu": relu})
+    loop = {"lstm": _loop, "gru": _gru_loop}.get(kind)
+    want = loop(*v, reverse=reverse) if loop else _rnn_loop(*v, reverse=reverse, relu=relu)
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("relu", [False, True])
+def test_the_rnn_backward_is_the_derivative_of_the_forward(reverse, relu):
+    rng = np.random.default_rng(5)
+    gi, h0, w, b = _inputs(rng, kind="rnn")
+    at = {"reverse": reverse, "relu": relu}
+    y = _h("rnn_scan")([gi, h0, w, b], at)
+    gy = rng.standard_normal(y.shape)
+    d = _h("rnn_scan_grad")([y, gy, h0, w], at)
+    t = gi.shape[0]
+
+    def loss():
+        return float((_rnn_loop(gi, h0, w, b, reverse, relu) * gy).sum())
+
+    np.testing.assert_allclose(d[:t], _numeric(loss, gi), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(d[t], _numeric(loss, h0), rtol=1e-6, atol=1e-8)
 
 
 def _numeric(loss, arr):

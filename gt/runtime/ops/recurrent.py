@@ -1,4 +1,5 @@
-"""Registry entries: an LSTM or GRU layer's time loop as one kernel, forward and backward.
+"""Registry entries: an LSTM, GRU or Elman RNN layer's time loop as one kernel, forward and
+backward.
 
 Composed from per-step ops, one LSTM direction over ``T`` steps is about 15 instructions a step
 forward and 30 backward, each a round through the client's autograd and the worker's dispatch:
@@ -27,6 +28,9 @@ GEMM and one sum over every step, where the composed layer added one per step.
 * ``gru_scan_grad(y, gy, h0, w_hh)``: ``[T + 1, B, 6H]``: per step the gradient of ``gi`` (its
   first ``3H`` columns) and of ``h @ w_hh.T + b_hh`` (the next ``3H``: they differ in the n
   part); the last row's first ``H`` columns hold the gradient of ``h0``.
+* ``rnn_scan(gi, h0, w_hh[, b_hh])`` and ``rnn_scan_grad(y, gy, h0, w_hh)``: an Elman RNN
+  (``tanh``, or ``relu`` with ``attrs.relu``): ``[1, T, B, H]`` of each step's ``h``; the
+  gradient ``[T + 1, B, H]``, the pre-activations' then ``h0``'s.
 
 A second derivative (``create_graph=True``) does not use the ``_grad`` kernels: the rules then
 write the same recurrences in differentiable ops, step by step.
@@ -44,8 +48,8 @@ from gt.runtime.ops.reduce import _k_matmul
 
 def _sizes(shapes: list, name: str = "lstm_scan") -> tuple[int, int, int]:
     """``(T, B, H)`` of a scan's inputs: ``gi [T, B, G*H]``, its states ``[B, H]`` (LSTM: h0 and
-    c0; GRU: h0), ``w_hh [G*H, H]`` and an optional ``b_hh [G*H]`` (G: 4 gates, or 3)."""
-    gates, states = (4, 2) if name.startswith("lstm") else (3, 1)
+    c0; GRU and RNN: h0), ``w_hh [G*H, H]`` and an optional ``b_hh [G*H]`` (G: 4 gates, 3, 1)."""
+    gates, states = {"lstm": (4, 2), "gru": (3, 1), "rnn": (1, 1)}[name[: name.index("_")]]
     if len(shapes) not in (2 + states, 3 + states):
         raise ShapeError(f"{name} takes {2 + states} or {3 + states} inputs, got {len(shapes)}")
     gi, *hx, w = shapes[: 2 + states]
@@ -71,6 +75,21 @@ def _scan_shape(shapes: list, attrs: Any) -> Shape:
 def _gru_scan_shape(shapes: list, attrs: Any) -> Shape:
     t, b, h = _sizes(shapes, "gru_scan")
     return (5, t, b, h)
+
+
+def _rnn_scan_shape(shapes: list, attrs: Any) -> Shape:
+    t, b, h = _sizes(shapes, "rnn_scan")
+    return (1, t, b, h)
+
+
+def _rnn_grad_shape(shapes: list, attrs: Any) -> Shape:
+    y, gy, *rest = shapes
+    if len(y) != 4 or y[0] != 1 or tuple(gy) != tuple(y):
+        raise ShapeError(f"rnn_scan_grad: y and gy must both be [1, T, B, H], got {list(y)}, "
+                         f"{list(gy)}")  # fmt: skip
+    _, t, b, h = y
+    _sizes([(t, b, h), *rest], "rnn_scan")
+    return (t + 1, b, h)
 
 
 def _grad_shape(shapes: list, attrs: Any) -> Shape:
@@ -230,12 +249,52 @@ def _k_gru_scan_grad(be: Any) -> Any:
     return h
 
 
+def _k_rnn_scan(be: Any) -> Any:
+    xp = be.xp
+    mm = _k_matmul(be)
+
+    def h(v: list, at: Any) -> Any:
+        gi, h_, w = v[:3]
+        b = v[3] if len(v) == 4 else None
+        t, batch, n = gi.shape
+        y = xp.empty((1, t, batch, n), dtype=gi.dtype)
+        wt, relu = w.T, bool(at and at.get("relu"))
+        zero = xp.zeros((), dtype=gi.dtype)
+        for s in _steps(t, bool(at and at.get("reverse"))):
+            hh = mm([h_, wt], None)
+            pre = xp.add(gi[s], hh if b is None else hh + b, out=y[0, s])
+            h_ = xp.maximum(pre, zero, out=pre) if relu else xp.tanh(pre, out=pre)
+        return y
+
+    return h
+
+
+def _k_rnn_scan_grad(be: Any) -> Any:
+    xp = be.xp
+
+    def h(v: list, at: Any) -> Any:
+        y, gy, _h0, w = v
+        _, t, batch, n = y.shape
+        out = xp.zeros((t + 1, batch, n), dtype=y.dtype)
+        reverse, relu = bool(at and at.get("reverse")), bool(at and at.get("relu"))
+        dh = None
+        for s in reversed(_steps(t, reverse)):
+            hs = y[0, s]
+            dh_s = gy[0, s] if dh is None else gy[0, s] + dh
+            if relu:  # (relu's derivative as GT's: the gradient where the output is not 0)
+                d = xp.where(hs != 0, dh_s, xp.zeros((), dtype=y.dtype))
+                out[s] = d
+            else:
+                d = xp.multiply(dh_s, 1 - hs * hs, out=out[s])
+            dh = d @ w
+        out[t] = dh
+        return out
+
+    return h
+
+
 def _saved(inputs: tuple, out: Any) -> tuple:
     return (*inputs[1:4], out._alias())
-
-
-def _saved_gru(inputs: tuple, out: Any) -> tuple:
-    return (*inputs[1:3], out._alias())
 
 
 def _weight_grads(n: Any, d_hh: Any, y: Any, h0: Any, w_at: int, reverse: bool) -> tuple:
@@ -250,6 +309,23 @@ def _weight_grads(n: Any, d_hh: Any, y: Any, h0: Any, w_at: int, reverse: bool) 
     if len(n.shapes) == w_at + 2 and n.needs(w_at + 1):
         gb = d_hh.sum((0, 1))
     return gw, gb
+
+
+def _saved_rnn(inputs: tuple, out: Any) -> tuple:
+    return (*inputs[1:3], out._alias())
+
+
+def _d_rnn_scan(n: Any, g: Any) -> tuple:
+    h0, w, y = n.saved
+    t = y.shape[1]
+    reverse = bool(n.attrs and n.attrs.get("reverse"))
+    if _recorded(y, g):
+        d_pre, dh0 = _composed_rnn_grad(y, g, h0, w, reverse, bool(n.attrs.get("relu")))
+    else:
+        d = y._apply("rnn_scan_grad", [y, g, h0, w], n.attrs)
+        d_pre, dh0 = d[:t], d[t]
+    gw, gb = _weight_grads(n, d_pre, y, h0, 2, reverse)
+    return (d_pre, dh0, gw, gb)[: len(n.shapes)]
 
 
 def _recorded(y: Any, g: Any) -> bool:
@@ -331,6 +407,19 @@ def _composed_gru_grad(y: Any, g: Any, h0: Any, w: Any, reverse: bool) -> tuple:
     return d_gi, d_hh, dh
 
 
+def _composed_rnn_grad(y: Any, g: Any, h0: Any, w: Any, reverse: bool, relu: bool) -> tuple:
+    """``rnn_scan_grad``'s recurrence in differentiable ops (for a second derivative)."""
+    t = y.shape[1]
+    dh = None
+    rows: list = [None] * t
+    for s in reversed(_steps(t, reverse)):
+        hs = y[0, s]
+        dh_s = g[0, s] if dh is None else g[0, s] + dh
+        rows[s] = dh_s * (hs != 0) if relu else dh_s * (1 - hs * hs)
+        dh = rows[s] @ w
+    return y._apply("concat", [r.unsqueeze(0) for r in rows], {"axis": 0}), dh
+
+
 ENTRIES: list[Op] = [
     Op(
         "lstm_scan",
@@ -360,7 +449,7 @@ ENTRIES: list[Op] = [
         dtype=first_dtype,
         kernel=_k_gru_scan,
         grad=_d_gru_scan,
-        saves=_saved_gru,
+        saves=_saved_rnn,
         doc="a GRU direction's time loop: [5, T, B, H] of each step's h, r, z, n and h_n",
     ),
     Op(
@@ -371,5 +460,25 @@ ENTRIES: list[Op] = [
         dtype=first_dtype,
         kernel=_k_gru_scan_grad,
         doc="gru_scan's backward: the gradients of gi and of h @ w_hh.T + b_hh, then dh0",
+    ),
+    Op(
+        "rnn_scan",
+        176,
+        arity=None,
+        shape=_rnn_scan_shape,
+        dtype=first_dtype,
+        kernel=_k_rnn_scan,
+        grad=_d_rnn_scan,
+        saves=_saved_rnn,
+        doc="an Elman RNN direction's time loop (tanh, or relu with attrs.relu): [1, T, B, H]",
+    ),
+    Op(
+        "rnn_scan_grad",
+        177,
+        arity=4,
+        shape=_rnn_grad_shape,
+        dtype=first_dtype,
+        kernel=_k_rnn_scan_grad,
+        doc="rnn_scan's backward: the pre-activation gradients, then dh0",
     ),
 ]
