@@ -1,5 +1,7 @@
 """Recurrent networks: an LSTM sequence classifier, a bidirectional GRU with initial states, a
-character RNN with ReLU, cells unrolled by hand (batched and not), parameter names and reprs."""
+character RNN with ReLU, cells unrolled by hand (batched and not), parameter names and reprs, an
+LSTM language model trained by truncated backpropagation with tied weights, a GRU sequence to
+sequence model with teacher forcing, stacked Elman RNNs with given states."""
 
 from __future__ import annotations
 
@@ -193,3 +195,104 @@ def packed_gru_classifier_sorted_batch(torch):
     seqs = rnn_utils.unpack_sequence(rnn_utils.pack_sequence([tokens[0, :3], tokens[1, :2]]))
     left = rnn_utils.pad_sequence([tokens[0, :2], tokens[1, :3]], True, -1, padding_side="left")
     return {"losses": losses, "h": h, "unpacked": seqs, "left_padded": left}
+
+
+@program(rtol=5e-4, atol=5e-5)
+def lstm_language_model_tbptt_tied_weights(torch):
+    # Truncated backpropagation through time: a 2-layer LSTM whose state is carried (detached)
+    # from chunk to chunk, decoder tied to the embedding, gradients clipped by norm
+    nn = torch.nn
+    vocab, dim, chunk, batch = 20, 16, 8, 4
+
+    class LanguageModel(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, dim)
+            self.rnn = nn.LSTM(dim, dim, num_layers=2)
+            self.dec = nn.Linear(dim, vocab)
+            self.dec.weight = self.emb.weight
+
+        def forward(self, x, state):
+            out, state = self.rnn(self.emb(x), state)
+            return self.dec(out), state
+
+    model = set_weights(torch, LanguageModel(), seed=21, scale=0.3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+    data = ints(22, vocab, chunk * 4 + 1, batch)  # [time, batch]
+    state = (torch.zeros(2, batch, dim), torch.zeros(2, batch, dim))
+    losses = []
+    for i in range(4):
+        x = torch.tensor(data[i * chunk : (i + 1) * chunk])
+        y = torch.tensor(data[i * chunk + 1 : (i + 1) * chunk + 1])
+        logits, state = model(x, state)
+        state = tuple(s.detach() for s in state)
+        loss = nn.functional.cross_entropy(logits.reshape(-1, vocab), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+        opt.step()
+        losses.append(loss.item())
+    return {"losses": losses, "h": state[0], "c": state[1], **grads(model)}
+
+
+@program(rtol=5e-4, atol=5e-5)
+def seq2seq_bigru_encoder_grucell_decoder_teacher_forcing(torch):
+    nn = torch.nn
+    vocab, dim = 15, 12
+
+    class Seq2Seq(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, dim)
+            self.enc = nn.GRU(dim, dim, bidirectional=True, batch_first=True)
+            self.bridge = nn.Linear(2 * dim, dim)
+            self.cell = nn.GRUCell(dim, dim)
+            self.out = nn.Linear(dim, vocab)
+
+        def forward(self, src, tgt):
+            _, hn = self.enc(self.emb(src))
+            h = torch.tanh(self.bridge(torch.cat([hn[0], hn[1]], -1)))
+            loss = 0.0
+            for t in range(tgt.shape[1] - 1):  # teacher forcing: the true previous token
+                h = self.cell(self.emb(tgt[:, t]), h)
+                loss = loss + nn.functional.cross_entropy(self.out(h), tgt[:, t + 1])
+            return loss / (tgt.shape[1] - 1)
+
+    model = set_weights(torch, Seq2Seq(), seed=23, scale=0.3)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    src, tgt = torch.tensor(ints(24, vocab, 5, 9)), torch.tensor(ints(25, vocab, 5, 7))
+    losses = []
+    for _ in range(4):
+        loss = model(src, tgt)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return {"losses": losses, **grads(model)}
+
+
+@program(rtol=5e-4, atol=5e-5)
+def elman_rnn_given_state_reversed_and_clipped(torch):
+    # A 2-layer bidirectional tanh RNN and a relu one fed its output, initial states given,
+    # gradients clipped by value, RMSprop
+    nn = torch.nn
+    first = set_weights(torch, nn.RNN(5, 7, num_layers=2, bidirectional=True), seed=26)
+    second = set_weights(torch, nn.RNN(14, 6, nonlinearity="relu", bias=False), seed=27)
+    head = set_weights(torch, nn.Linear(6, 3), seed=28)
+    params = [*first.parameters(), *second.parameters(), *head.parameters()]
+    opt = torch.optim.RMSprop(params, lr=1e-2)
+    x = torch.tensor(arr(29, 9, 4, 5))
+    h1 = torch.tensor(arr(30, 4, 4, 7, scale=0.2))
+    h2 = torch.tensor(arr(31, 1, 4, 6, scale=0.2))
+    y = torch.tensor(ints(32, 3, 4))
+    losses = []
+    for _ in range(4):
+        out, _ = first(x, h1)
+        out, hn = second(out, h2)
+        loss = nn.functional.cross_entropy(head(hn[0]), y) + out.pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_value_(params, 0.5)
+        opt.step()
+        losses.append(loss.item())
+    return {"losses": losses, "out": out, "hn": hn, "first_w": first.weight_hh_l1_reverse.grad}
