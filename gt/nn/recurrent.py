@@ -1,9 +1,12 @@
 """Recurrent layers with PyTorch's names, parameters and results: ``RNN``, ``LSTM``, ``GRU`` and
 their one-step cells ``RNNCell``, ``LSTMCell``, ``GRUCell``.
 
-Each layer is composed of ordinary tensor ops, so it trains through autograd and runs wherever its
-parameters live. The input projection of a whole sequence is one matmul per layer and direction;
-only the hidden-to-hidden product runs once per time step, as in PyTorch's own CPU loop.
+The input projection of a whole sequence is one matmul per layer and direction; the time loop of
+a float32 or float64 layer without a projection is one instruction each way per direction
+(``lstm_scan``, ``gru_scan``, ``rnn_scan``: see :mod:`gt.runtime.ops.recurrent`), which runs
+the hidden-to-hidden product once per time step on the worker, as PyTorch's own CPU loop does.
+Other layers (projections, packed sequences, half precision) are composed of ordinary per-step
+tensor ops, as every layer is with ``GT_FUSED_RNN=0``.
 Parameters are registered in PyTorch's order and under its names (``weight_ih_l0``,
 ``bias_hh_l1_reverse`` ...), so a PyTorch ``state_dict`` loads unchanged.
 """
@@ -18,7 +21,7 @@ import warnings
 from typing import Any
 
 from gt import factories as F
-from gt.autograd import no_grad
+from gt.autograd import is_grad_enabled, no_grad
 from gt.nn import functional as fn
 from gt.nn.module import Module, Parameter
 from gt.nn.resetting import redraw
@@ -292,11 +295,13 @@ class RNNBase(Module):
                 carry = [s[layer * dirs + d] for s in states]
                 if sizes is None and _fused(self, gi, carry, w_hh, b_hh):
                     scan = {"LSTM": "lstm_scan", "GRU": "gru_scan"}.get(self.mode, "rnn_scan")
+                    inputs = [gi, *carry, w_hh[0]] + ([b_hh] if b_hh is not None else [])
                     at = {"reverse": bool(d)}
                     if scan == "rnn_scan":
                         at["relu"] = self.mode == "RNN_RELU"
-                    y = gi._apply(scan, [gi, *carry, w_hh[0]] +
-                                  ([b_hh] if b_hh is not None else []), at)  # fmt: skip
+                    elif not (is_grad_enabled() and any(t.requires_grad for t in inputs)):
+                        at["grad"] = False  # (no backward: the result holds the states only)
+                    y = gi._apply(scan, inputs, at)
                     last = 0 if d else seq - 1
                     outs.append(y[0])  # (each step's h; an LSTM's c at [1])
                     for kind in range(len(carry)):

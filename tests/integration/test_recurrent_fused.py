@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import wait_for
 
 import gt
 from gt.nn import recurrent
+from gt.runtime.control import request
+from gt.runtime.launch import LocalCluster
 
 
 @pytest.fixture
@@ -126,3 +129,25 @@ def test_layers_the_kernel_does_not_cover_stay_composed_and_run(conn, fused_call
     gt.nn.LSTM(4, 6)(packed)
     gt.nn.GRU(4, 6)(packed)
     assert fused_calls == [False, False]  # (packed sequences never ask)
+
+
+def test_without_a_graph_the_output_does_not_hold_the_gates_memory():
+    # The loop's result keeps 7 planes (h, c, the gates, tanh c) for backward; with no graph to
+    # keep them for, it holds h and c only.
+    with LocalCluster(workers=1) as c:
+        gt.connect(c.address, timeout=60)
+        try:
+            gt.config.set(memory_limit="256MB")
+            m = gt.nn.LSTM(8, 64)
+            with gt.no_grad():
+                out, (h, c_n) = m(gt.randn(200, 16, 8))
+            assert out.is_contiguous() and out.sum().item() == out.numpy().sum(dtype=np.float32)
+            out_bytes = 200 * 16 * 64 * 4  # (the frees went with that sync; stats come twice a s)
+            wait_for(lambda: 0 < _stats(c).get("bytes", 0) < 3 * out_bytes, 15)  # (7 planes: 7x)
+            assert h.shape == c_n.shape == (1, 16, 64)
+        finally:
+            gt.disconnect()
+
+
+def _stats(cluster) -> dict:
+    return request(cluster.address, "stats", timeout=10.0)["workers"][0]["stats"] or {}

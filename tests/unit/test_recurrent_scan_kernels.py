@@ -164,3 +164,13 @@ def test_float32_stays_float32_and_a_bad_shape_is_named():
     op = O.get("lstm_scan")
     with pytest.raises(Exception, match="states .* do not fit gi"):
         op.shape([(4, 3, 8), (3, 3), (3, 2), (8, 2)], {})
+
+
+@pytest.mark.parametrize("kind, planes", [("lstm", 2), ("gru", 1)])
+def test_without_backward_the_result_is_the_states_alone(kind, planes):
+    v = _inputs(np.random.default_rng(6), kind=kind)
+    full = _h(f"{kind}_scan")(v, {"reverse": True})
+    states = _h(f"{kind}_scan")(v, {"reverse": True, "grad": False})
+    assert states.shape == (planes, *full.shape[1:])
+    np.testing.assert_array_equal(states, full[:planes])
+    assert O.get(f"{kind}_scan").shape([a.shape for a in v], {"grad": False}) == states.shape

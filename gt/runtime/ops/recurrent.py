@@ -33,6 +33,10 @@ GEMM and one sum over every step, where the composed layer added one per step.
   (``tanh``, or ``relu`` with ``attrs.relu``): ``[1, T, B, H]`` of each step's ``h``; the
   gradient ``[T + 1, B, H]``, the pre-activations' then ``h0``'s.
 
+With ``attrs.grad`` False (no graph: inference, ``no_grad``) the LSTM's and GRU's results keep
+only the states (``[2, T, B, H]``: h, c; ``[1, T, B, H]``: h), so an inference run does not hold
+the gates' planes.
+
 A second derivative (``create_graph=True``) does not use the ``_grad`` kernels: the rules then
 write the same recurrences in differentiable ops, step by step.
 """
@@ -68,14 +72,20 @@ def _sizes(shapes: list, name: str = "lstm_scan") -> tuple[int, int, int]:
     return t, b, h
 
 
+def _for_backward(attrs: Any) -> bool:
+    """Whether the result keeps what backward needs (``attrs.grad``, default True), or only the
+    states (no graph: an inference run holds 2 planes of an LSTM, 1 of a GRU, not 7 or 5)."""
+    return not (attrs and attrs.get("grad") is False)
+
+
 def _scan_shape(shapes: list, attrs: Any) -> Shape:
     t, b, h = _sizes(shapes)
-    return (7, t, b, h)
+    return (7 if _for_backward(attrs) else 2, t, b, h)
 
 
 def _gru_scan_shape(shapes: list, attrs: Any) -> Shape:
     t, b, h = _sizes(shapes, "gru_scan")
-    return (5, t, b, h)
+    return (5 if _for_backward(attrs) else 1, t, b, h)
 
 
 def _rnn_scan_shape(shapes: list, attrs: Any) -> Shape:
@@ -126,15 +136,18 @@ def _k_lstm_scan(be: Any) -> Any:
         b = v[4] if len(v) == 5 else None
         t, batch, four = gi.shape
         n = four // 4
-        y = xp.empty((7, t, batch, n), dtype=gi.dtype)
+        keep = _for_backward(at)
+        y = xp.empty((7 if keep else 2, t, batch, n), dtype=gi.dtype)
+        scratch = None if keep else xp.empty((5, batch, n), dtype=gi.dtype)
         wt = w.T
         for s in _steps(t, bool(at and at.get("reverse"))):
             hh = mm([h_, wt], None)
             pre = gi[s] + (hh if b is None else hh + b)
-            i, f, g, o, tc = (sigmoid_into(xp, pre[:, :n], y[2, s]),
-                              sigmoid_into(xp, pre[:, n : 2 * n], y[3, s]),
-                              xp.tanh(pre[:, 2 * n : 3 * n], out=y[4, s]),
-                              sigmoid_into(xp, pre[:, 3 * n :], y[5, s]), y[6, s])  # fmt: skip
+            gates = y[2:, s] if keep else scratch  # (i, f, g, o, tanh c)
+            i, f, g, o, tc = (sigmoid_into(xp, pre[:, :n], gates[0]),
+                              sigmoid_into(xp, pre[:, n : 2 * n], gates[1]),
+                              xp.tanh(pre[:, 2 * n : 3 * n], out=gates[2]),
+                              sigmoid_into(xp, pre[:, 3 * n :], gates[3]), gates[4])  # fmt: skip
             ig = i * g
             c = xp.add(xp.multiply(f, c, out=y[1, s]), ig, out=y[1, s])
             h_ = xp.multiply(o, xp.tanh(c, out=tc), out=y[0, s])
@@ -193,18 +206,20 @@ def _k_gru_scan(be: Any) -> Any:
         b = v[3] if len(v) == 4 else None
         t, batch, three = gi.shape
         n = three // 3
-        y = xp.empty((5, t, batch, n), dtype=gi.dtype)
+        keep = _for_backward(at)
+        y = xp.empty((5 if keep else 1, t, batch, n), dtype=gi.dtype)
+        scratch = None if keep else xp.empty((4, batch, n), dtype=gi.dtype)
         wt = w.T
         for s in _steps(t, bool(at and at.get("reverse"))):
             hh = mm([h_, wt], None)
             if b is not None:
                 hh = hh + b
             x = gi[s]
-            r = sigmoid_into(xp, xp.add(x[:, :n], hh[:, :n], out=y[1, s]), y[1, s])
-            z = sigmoid_into(xp, xp.add(x[:, n : 2 * n], hh[:, n : 2 * n], out=y[2, s]), y[2, s])
-            hn = y[4, s]
+            r_, z_, n_, hn = y[1:, s] if keep else scratch  # (r, z, n, h_n)
+            r = sigmoid_into(xp, xp.add(x[:, :n], hh[:, :n], out=r_), r_)
+            z = sigmoid_into(xp, xp.add(x[:, n : 2 * n], hh[:, n : 2 * n], out=z_), z_)
             hn[...] = hh[:, 2 * n :]
-            nn = xp.tanh(xp.add(x[:, 2 * n :], r * hn, out=y[3, s]), out=y[3, s])
+            nn = xp.tanh(xp.add(x[:, 2 * n :], r * hn, out=n_), out=n_)
             h_ = xp.add(nn, z * (h_ - nn), out=y[0, s])
         return y
 
