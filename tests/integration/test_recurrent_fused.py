@@ -151,3 +151,14 @@ def test_without_a_graph_the_output_does_not_hold_the_gates_memory():
 
 def _stats(cluster) -> dict:
     return request(cluster.address, "stats", timeout=10.0)["workers"][0]["stats"] or {}
+
+
+def test_under_a_shard_config_a_layer_stays_composed_so_its_ops_follow_the_rules(conn, fused_calls):
+    gt.load_config({"rows": {"shard": {"axis": 0}}})
+    try:
+        with gt.signal.context("rows"):
+            out, h = gt.nn.GRU(4, 6)(gt.randn(3, 2, 4))
+        assert out.shape == (3, 2, 6) and np.isfinite(out.sum().item())
+        assert fused_calls == [False]  # (the loops run on one worker)
+    finally:
+        gt.config.clear()
