@@ -29,6 +29,7 @@ from gt.nn.utils.rnn import PackedSequence
 from gt.ops.autocast import in_force as autocast_in_force
 from gt.ops.autocast import lowered as autocast_lowered
 from gt.ops.autocast import suspended as autocast_suspended
+from gt.ops.base import BATCHING
 from gt.ops.shaping import cat, stack
 from gt.tensor import Tensor
 
@@ -69,10 +70,11 @@ def _gru_step(gi: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> Tenso
 def _fused(layer: Any, gi: Tensor, carry: list, w_hh: tuple, b_hh: Tensor | None) -> bool:
     """Whether this direction runs as one ``lstm_scan`` / ``gru_scan`` / ``rnn_scan`` instruction
     (see :mod:`gt.runtime.ops.recurrent`): float32 or float64 throughout, no projection, at least
-    one step, and no shard config in force (the loops run on one worker; composed, each step's
-    ops follow the sharding rules); ``GT_FUSED_RNN=0`` keeps every layer composed of per-step ops
-    (to compare them)."""
-    if gi.shape[0] == 0 or not _FUSED_RNN or not gi._conn.plans_nothing():
+    one step, no shard config in force (the loops run on one worker; composed, each step's ops
+    follow the sharding rules) and not inside ``vmap`` (the loops have no batching rule; each
+    step's ops do); ``GT_FUSED_RNN=0`` keeps every layer composed of per-step ops (to compare
+    them)."""
+    if gi.shape[0] == 0 or not _FUSED_RNN or BATCHING or not gi._conn.plans_nothing():
         return False
     if layer.mode == "LSTM" and w_hh[1] is not None:
         return False

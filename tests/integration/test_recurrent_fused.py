@@ -11,6 +11,7 @@ import pytest
 from helpers import wait_for
 
 import gt
+from gt import func_batching
 from gt.nn import recurrent
 from gt.runtime.control import request
 from gt.runtime.launch import LocalCluster
@@ -162,3 +163,24 @@ def test_under_a_shard_config_a_layer_stays_composed_so_its_ops_follow_the_rules
         assert fused_calls == [False]  # (the loops run on one worker)
     finally:
         gt.config.clear()
+
+
+def test_per_sample_gradients_through_a_layer_run_batched(conn, fused_calls):
+    # (the loops have no batching rule: inside vmap the layer is composed, whose ops batch)
+    rng = np.random.default_rng(4)
+    xs = gt.tensor(rng.standard_normal((3, 5, 2, 4)))
+    m = gt.nn.LSTM(4, 3).double()
+    params = {k: v.detach() for k, v in m.named_parameters()}
+
+    def loss(p, x):
+        out, _ = gt.func.functional_call(m, p, (x,))
+        return (out**2).sum()
+
+    before = dict(func_batching.RUNS)
+    per_sample = gt.func.vmap(gt.func.grad(loss), in_dims=(None, 0))(params, xs)
+    assert func_batching.RUNS["batched"] == before["batched"] + 1, func_batching.RUNS["why"]
+    for i in range(3):
+        one = gt.func.grad(loss)(params, xs[i])
+        for k in params:
+            np.testing.assert_allclose(per_sample[k][i].numpy(), one[k].numpy(), rtol=1e-10,
+                                       atol=1e-12)  # fmt: skip
