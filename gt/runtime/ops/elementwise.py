@@ -23,6 +23,7 @@ from gt.runtime.ops.base import (
     half_in_float32,
     private,
     same_shape,
+    sigmoid_into,
     sum_to,
     unbroadcast,
 )
@@ -374,18 +375,6 @@ def _k_where(be: Any) -> Any:
     return h
 
 
-def sigmoid_into(xp: Any, x: Any, out: Any) -> Any:
-    """``1 / (1 + e^-x)`` of a real floating array, written into ``out`` (returned): PyTorch's CPU
-    formula, in 4 passes where a split by sign took 9 (an LSTM's gates are three sigmoids a
-    step). Below about -88 (float32) ``e^-x`` overflows to inf and the result is the limit, 0
-    (the worker ignores floating-point warnings). ``sigmoid`` and the fused recurrent loops
-    share it, so they give the same bits."""
-    xp.negative(x, out=out)
-    xp.exp(out, out=out)
-    xp.add(out, 1, out=out)
-    return xp.divide(1, out, out=out)
-
-
 def _k_sigmoid(be: Any) -> Any:
     xp = be.xp
 
@@ -393,10 +382,7 @@ def _k_sigmoid(be: Any) -> Any:
         x = v[0]
         if x.dtype.kind == "c":  # complex: the analytic 1 / (1 + e^-x)
             return (1 / (1 + xp.exp(-x))).astype(x.dtype, copy=False)
-        if x.dtype.kind != "f":
-            e = xp.exp(-xp.abs(x))  # split by sign so neither branch overflows in exp
-            return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
-        return sigmoid_into(xp, x, xp.empty_like(x))
+        return sigmoid_into(xp, x, xp.empty_like(x))  # (integers come promoted to float)
 
     return h
 

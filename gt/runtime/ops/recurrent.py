@@ -46,8 +46,7 @@ from __future__ import annotations
 from typing import Any
 
 from gt.errors import ShapeError
-from gt.runtime.ops.base import Op, Shape, first_dtype
-from gt.runtime.ops.elementwise import sigmoid_into
+from gt.runtime.ops.base import Op, Shape, first_dtype, sigmoid_into
 from gt.runtime.ops.reduce import _k_matmul
 
 
