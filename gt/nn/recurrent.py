@@ -5,8 +5,9 @@ The input projection of a whole sequence is one matmul per layer and direction; 
 a float32 or float64 layer without a projection is one instruction each way per direction
 (``lstm_scan``, ``gru_scan``, ``rnn_scan``: see :mod:`gt.runtime.ops.recurrent`), which runs
 the hidden-to-hidden product once per time step on the worker, as PyTorch's own CPU loop does.
-Other layers (projections, packed sequences, half precision) are composed of ordinary per-step
-tensor ops, as every layer is with ``GT_FUSED_RNN=0``.
+Other layers (projections, packed sequences, half precision, and any layer under a shard config
+or inside ``vmap``) are composed of ordinary per-step tensor ops, as every layer is with
+``GT_FUSED_RNN=0``.
 Parameters are registered in PyTorch's order and under its names (``weight_ih_l0``,
 ``bias_hh_l1_reverse`` ...), so a PyTorch ``state_dict`` loads unchanged.
 """
