@@ -49,11 +49,15 @@ from gt.errors import ShapeError
 from gt.runtime.ops.base import Op, Shape, first_dtype, sigmoid_into
 from gt.runtime.ops.reduce import _k_matmul
 
+#: Per kind: gates G, states (h, and an LSTM's c), the result's planes with and without what
+#: backward needs, and the backward result's width per step in units of H.
+_KINDS = {"lstm": (4, 2, 7, 2, 4), "gru": (3, 1, 5, 1, 6), "rnn": (1, 1, 1, 1, 1)}
+
 
 def _sizes(shapes: list, name: str = "lstm_scan") -> tuple[int, int, int]:
     """``(T, B, H)`` of a scan's inputs: ``gi [T, B, G*H]``, its states ``[B, H]`` (LSTM: h0 and
     c0; GRU and RNN: h0), ``w_hh [G*H, H]`` and an optional ``b_hh [G*H]`` (G: 4 gates, 3, 1)."""
-    gates, states = {"lstm": (4, 2), "gru": (3, 1), "rnn": (1, 1)}[name[: name.index("_")]]
+    gates, states = _KINDS[name[: name.index("_")]][:2]
     if len(shapes) not in (2 + states, 3 + states):
         raise ShapeError(f"{name} takes {2 + states} or {3 + states} inputs, got {len(shapes)}")
     gi, *hx, w = shapes[: 2 + states]
@@ -77,49 +81,31 @@ def _for_backward(attrs: Any) -> bool:
     return not (attrs and attrs.get("grad") is False)
 
 
-def _scan_shape(shapes: list, attrs: Any) -> Shape:
-    t, b, h = _sizes(shapes)
-    return (7 if _for_backward(attrs) else 2, t, b, h)
+def _scan_shape(kind: str) -> Any:
+    """The shape rule of ``<kind>_scan``: ``[planes, T, B, H]``."""
+    full, states_only = _KINDS[kind][2:4]
+
+    def rule(shapes: list, attrs: Any) -> Shape:
+        t, b, h = _sizes(shapes, f"{kind}_scan")
+        return (full if _for_backward(attrs) else states_only, t, b, h)
+
+    return rule
 
 
-def _gru_scan_shape(shapes: list, attrs: Any) -> Shape:
-    t, b, h = _sizes(shapes, "gru_scan")
-    return (5 if _for_backward(attrs) else 1, t, b, h)
+def _grad_shape(kind: str) -> Any:
+    """The shape rule of ``<kind>_scan_grad(y, gy, h0[, c0], w_hh)``: ``[T + 1, B, width*H]``."""
+    gates, _, planes, _, width = _KINDS[kind]
 
+    def rule(shapes: list, attrs: Any) -> Shape:
+        y, gy, *rest = shapes
+        if len(y) != 4 or y[0] != planes or tuple(gy) != tuple(y):
+            raise ShapeError(f"{kind}_scan_grad: y and gy must both be [{planes}, T, B, H], got "
+                             f"{list(y)}, {list(gy)}")  # fmt: skip
+        _, t, b, h = y
+        _sizes([(t, b, gates * h), *rest], f"{kind}_scan")
+        return (t + 1, b, width * h)
 
-def _rnn_scan_shape(shapes: list, attrs: Any) -> Shape:
-    t, b, h = _sizes(shapes, "rnn_scan")
-    return (1, t, b, h)
-
-
-def _rnn_grad_shape(shapes: list, attrs: Any) -> Shape:
-    y, gy, *rest = shapes
-    if len(y) != 4 or y[0] != 1 or tuple(gy) != tuple(y):
-        raise ShapeError(f"rnn_scan_grad: y and gy must both be [1, T, B, H], got {list(y)}, "
-                         f"{list(gy)}")  # fmt: skip
-    _, t, b, h = y
-    _sizes([(t, b, h), *rest], "rnn_scan")
-    return (t + 1, b, h)
-
-
-def _grad_shape(shapes: list, attrs: Any) -> Shape:
-    y, gy, *rest = shapes
-    if len(y) != 4 or y[0] != 7 or tuple(gy) != tuple(y):
-        raise ShapeError(f"lstm_scan_grad: y and gy must both be [7, T, B, H], got {list(y)}, "
-                         f"{list(gy)}")  # fmt: skip
-    _, t, b, h = y
-    _sizes([(t, b, 4 * h), *rest])
-    return (t + 1, b, 4 * h)
-
-
-def _gru_grad_shape(shapes: list, attrs: Any) -> Shape:
-    y, gy, *rest = shapes
-    if len(y) != 4 or y[0] != 5 or tuple(gy) != tuple(y):
-        raise ShapeError(f"gru_scan_grad: y and gy must both be [5, T, B, H], got {list(y)}, "
-                         f"{list(gy)}")  # fmt: skip
-    _, t, b, h = y
-    _sizes([(t, b, 3 * h), *rest], "gru_scan")
-    return (t + 1, b, 6 * h)
+    return rule
 
 
 def _steps(t: int, reverse: bool) -> range:
@@ -440,7 +426,7 @@ ENTRIES: list[Op] = [
         "lstm_scan",
         172,
         arity=None,
-        shape=_scan_shape,
+        shape=_scan_shape("lstm"),
         dtype=first_dtype,
         kernel=_k_lstm_scan,
         grad=_d_lstm_scan,
@@ -451,7 +437,7 @@ ENTRIES: list[Op] = [
         "lstm_scan_grad",
         173,
         arity=5,
-        shape=_grad_shape,
+        shape=_grad_shape("lstm"),
         dtype=first_dtype,
         kernel=_k_lstm_scan_grad,
         doc="lstm_scan's backward: the gates' pre-activation gradients, then dh0 and dc0",
@@ -460,7 +446,7 @@ ENTRIES: list[Op] = [
         "gru_scan",
         174,
         arity=None,
-        shape=_gru_scan_shape,
+        shape=_scan_shape("gru"),
         dtype=first_dtype,
         kernel=_k_gru_scan,
         grad=_d_gru_scan,
@@ -471,7 +457,7 @@ ENTRIES: list[Op] = [
         "gru_scan_grad",
         175,
         arity=4,
-        shape=_gru_grad_shape,
+        shape=_grad_shape("gru"),
         dtype=first_dtype,
         kernel=_k_gru_scan_grad,
         doc="gru_scan's backward: the gradients of gi and of h @ w_hh.T + b_hh, then dh0",
@@ -480,7 +466,7 @@ ENTRIES: list[Op] = [
         "rnn_scan",
         176,
         arity=None,
-        shape=_rnn_scan_shape,
+        shape=_scan_shape("rnn"),
         dtype=first_dtype,
         kernel=_k_rnn_scan,
         grad=_d_rnn_scan,
@@ -491,7 +477,7 @@ ENTRIES: list[Op] = [
         "rnn_scan_grad",
         177,
         arity=4,
-        shape=_rnn_grad_shape,
+        shape=_grad_shape("rnn"),
         dtype=first_dtype,
         kernel=_k_rnn_scan_grad,
         doc="rnn_scan's backward: the pre-activation gradients, then dh0",
