@@ -4,16 +4,18 @@ SciPy is imported at the first call, not when the worker starts (it takes most o
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from gt.runtime.ops import error_function
+
 
 def erf_numpy() -> Callable[[Any], Any]:
-    """SciPy's error function, else the exact (slow) ``math.erf``; SciPy is imported at the first
-    call, not when the worker starts (importing ``scipy.special`` takes most of a second)."""
+    """SciPy's error function, else GT's own (:mod:`gt.runtime.ops.error_function`, within 1 ulp
+    as SciPy's); SciPy is imported at the first call, not when the worker starts (importing
+    ``scipy.special`` takes most of a second)."""
     found: list[Callable[[Any], Any]] = []
 
     def erf(x: Any) -> Any:
@@ -23,8 +25,7 @@ def erf_numpy() -> Callable[[Any], Any]:
 
                 found.append(scipy_erf)
             except ImportError:
-                vec = np.vectorize(math.erf, otypes=[np.float64])
-                found.append(lambda x: vec(x).astype(x.dtype, copy=False))
+                found.append(error_function.erf)
         return found[0](x)
 
     return erf
@@ -36,8 +37,8 @@ SPECIAL_FUNCTIONS = ("gammaln", "digamma", "polygamma", "erfinv", "i0", "i0e", "
                      "k0e", "k1e")  # fmt: skip
 
 
-#: ``math.erfc`` over arrays (only GT's own ``erfinv`` uses it, on a worker without SciPy).
-_ERFC = np.vectorize(math.erfc, otypes=[np.float64])
+#: ``erfc`` for GT's own ``erfinv`` and ``erfcx`` (on a worker without SciPy).
+_ERFC = error_function.erfc
 
 
 def special_fallback(name: str, erf: Callable[[Any], Any]) -> Callable[..., Any]:

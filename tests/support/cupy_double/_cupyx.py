@@ -1,18 +1,19 @@
 """``cupyx`` of the CuPy test double: ``scatter_add``/``scatter_max``/``scatter_min`` (wrapping
 out-of-range indices, as CuPy's do) and the ``scipy.special`` functions GT calls (``erf``, ``gammaln``, ``digamma``, ``erfinv``:
-SciPy's when it is installed, else ``math.erf`` and GT's own NumPy versions), and ``errstate``
+SciPy's when it is installed, else GT's own NumPy versions), and ``errstate``
 whose ``linalg`` setting the double's ``cupy.linalg.cholesky`` follows."""
 
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
 import types
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+
+from gt.runtime.ops import error_function
 
 from . import _streams
 from ._array import ndarray, refuse_host, unwrap, wrap, wrap_key
@@ -27,8 +28,7 @@ def _erf(x: Any) -> Any:
 
         return wrap(np.asarray(erf(x._a)).astype(x.dtype, copy=False))
     except ImportError:
-        v = np.vectorize(math.erf, otypes=[np.float64])(x._a)
-        return wrap(np.asarray(v).astype(x.dtype, copy=False))
+        return wrap(error_function.erf(x._a))
 
 
 def _special(name: str) -> Any:
@@ -47,7 +47,7 @@ def _special(name: str) -> Any:
         except ImportError:
             from gt.runtime.worker.special_functions import special_fallback  # noqa: PLC0415
 
-            v = special_fallback(name, np.vectorize(math.erf, otypes=[np.float64]))(*host)
+            v = special_fallback(name, error_function.erf)(*host)
         return wrap(np.asarray(v).astype(args[0].dtype, copy=False))
 
     fn.__name__ = name
