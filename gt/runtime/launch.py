@@ -17,6 +17,7 @@ import os
 import select
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import tempfile
@@ -51,6 +52,32 @@ def _die_with_parent() -> None:
     _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+#: The folder this GT was imported from (the one holding the ``gt`` package).
+_GT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _found_anyway(root: str) -> bool:
+    """Whether a new interpreter finds packages in ``root`` without being told (site-packages)."""
+    paths = [*site.getsitepackages(), site.getusersitepackages()]
+    return any(os.path.realpath(p) == os.path.realpath(root) for p in paths)
+
+
+def gt_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a GT process started here (``python -m gt ...``), so that it runs this
+    very GT: ``-m`` would put the current directory first on the child's path, and a ``gt``
+    folder there (another checkout, a worktree) would be imported instead, its opcodes and
+    kernels silently not the client's. ``PYTHONSAFEPATH`` leaves that directory out (Python
+    3.11+; 3.10 ignores it), and where a new interpreter would not find this GT by itself (a
+    checkout, an editable install, ``PYTHONPATH`` only in the parent) its folder goes first on
+    ``PYTHONPATH``; the user's other entries keep their order."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONSAFEPATH"] = "1"
+    if not _found_anyway(_GT_ROOT):
+        rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != _GT_ROOT]
+        env["PYTHONPATH"] = os.pathsep.join([_GT_ROOT, *rest])
+    return env
+
+
 def blas_threads_per_worker(n_workers: int) -> int:
     """Split the machine's cores between workers so their BLAS pools do not oversubscribe it."""
     cores = (
@@ -65,8 +92,9 @@ LOCAL_WORKERS_ENV = "GT_LOCAL_WORKERS"
 
 def worker_env(n_workers: int) -> dict[str, str]:
     """The environment for a worker: BLAS thread counts set unless the user already chose them,
-    and how many local workers there are (:data:`LOCAL_WORKERS_ENV`)."""
-    env = dict(os.environ)
+    and how many local workers there are (:data:`LOCAL_WORKERS_ENV`); it runs this GT
+    (:func:`gt_env`)."""
+    env = gt_env()
     env[LOCAL_WORKERS_ENV] = str(n_workers)
     threads = os.environ.get("GT_BLAS_THREADS") or str(blas_threads_per_worker(n_workers))
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -92,7 +120,7 @@ def local_gpus(timeout: float = GPU_PROBE_TIMEOUT_S) -> list[dict[str, Any]]:
     cmd = [sys.executable, "-m", "gt", "worker", "--list-devices", "--json"]
     try:
         out = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout,
-                             check=False).stdout  # fmt: skip
+                             check=False, env=gt_env()).stdout  # fmt: skip
         found = json.loads(out.decode() or "[]")
     except (OSError, subprocess.SubprocessError, ValueError):
         return []
@@ -207,6 +235,7 @@ class LocalCluster:
         ]
         self.proc = subprocess.Popen(
             cmd,
+            env=gt_env(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             preexec_fn=_die_with_parent if _PRCTL is not None else None,
@@ -318,6 +347,7 @@ class RecorderProcess:
         ]
         self.proc = subprocess.Popen(
             cmd,
+            env=gt_env(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             preexec_fn=_die_with_parent if _PRCTL is not None else None,

@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 
+import pytest
 from helpers import wait_for
 
 from gt.runtime.discovery import pid_alive
@@ -258,3 +259,42 @@ def test_a_sigkilled_local_dispatcher_leaves_no_discovery_file(tmp_path, monkeyp
     finally:
         cluster.stop()
     assert not record.exists()
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="PYTHONSAFEPATH is Python 3.11's")
+def test_a_gt_folder_in_the_current_directory_does_not_replace_the_clusters_gt(tmp_path):
+    # `python -m gt dispatcher` put the current directory first on its path: a checkout or a
+    # stray `gt` folder there was imported instead of the program's GT
+    decoy = tmp_path / "elsewhere"
+    (decoy / "gt").mkdir(parents=True)
+    for name in ("__init__.py", "__main__.py"):
+        (decoy / "gt" / name).write_text("raise SystemExit('the decoy gt was imported')\n")
+    script = tmp_path / "prog.py"
+    script.write_text(
+        "import gt\n"
+        "print('SUM', float((gt.ones(3) + 1).sum().item()))\n"
+        "import gt.runtime.launch as L\n"
+        "print('ROOT', L._GT_ROOT)\n"
+    )
+    env = {**os.environ, "GT_RUNTIME_DIR": str(tmp_path / "run")}
+    env.pop("GT_DISPATCHER", None)
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=decoy, env=env, capture_output=True, text=True,
+        timeout=90,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "SUM 6.0" in proc.stdout
+    assert "decoy" not in proc.stdout + proc.stderr
+
+
+def test_the_clusters_processes_import_the_programs_gt_first():
+    from gt.runtime import launch
+
+    env = launch.gt_env({"PYTHONPATH": os.pathsep.join(["/opt/a", launch._GT_ROOT, "/opt/b"])})
+    assert env["PYTHONSAFEPATH"] == "1"
+    if launch._found_anyway(launch._GT_ROOT):  # (an installed GT: nothing to add)
+        assert env["PYTHONPATH"] == os.pathsep.join(["/opt/a", launch._GT_ROOT, "/opt/b"])
+    else:
+        assert env["PYTHONPATH"] == os.pathsep.join([launch._GT_ROOT, "/opt/a", "/opt/b"])
+    assert os.path.isfile(os.path.join(launch._GT_ROOT, "gt", "__init__.py"))
+    assert launch.worker_env(1)["PYTHONSAFEPATH"] == "1"
