@@ -92,7 +92,12 @@ class ArithmeticOps:
         return self._binary(_DIV, o, "div", true_div=True)
 
     def __rtruediv__(self, o: Any) -> Tensor:
-        return self._binary(_DIV, o, "div", reflected=True, true_div=True)
+        # PyTorch's ``number / tensor`` is ``tensor.reciprocal() * number`` (``Tensor.__rdiv__``):
+        # rounded twice, which code that rounds to integers shows (255 / 252.0 is 1.0119048 there,
+        # 1.0119047 correctly rounded). ``1 / x`` is the reciprocal itself.
+        if isinstance(o, TensorBase) or (type(o) in (int, float) and o == 1):
+            return self._binary(_DIV, o, "div", reflected=True, true_div=True)
+        return self.reciprocal() * o
 
     def __pow__(self, o: Any) -> Tensor:
         if isinstance(o, int) and not isinstance(o, bool) and o < 0 and self.dtype in S.INT_DTYPES:

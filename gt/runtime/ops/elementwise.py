@@ -243,6 +243,10 @@ def _d_mul(n: Any, g: Any) -> tuple:
 
 def _d_div(n: Any, g: Any) -> tuple:
     a, b = n.saved
+    if type(a) is float and a == 1.0 and not b.is_complex():
+        # ``1 / x`` (a reciprocal): PyTorch's ``ReciprocalBackward0``, ``g * -(r * r)``
+        r = 1.0 / b
+        return None, sum_to(g * -(r * r), n.shapes[1])
     ga = g / b
     gb = sum_to(-(ga * (a / b)), n.shapes[1]) if n.needs(1) else None
     return (sum_to(ga, n.shapes[0]) if n.needs(0) else None), gb
