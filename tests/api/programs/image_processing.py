@@ -2061,3 +2061,47 @@ def torchvision_v2_uint8_resize_crop_to_dtype_normalize_pipeline(torch):
         "model_input": x,
         "channel_stats": torch.stack([x.mean(dim=(-2, -1)), x.std(dim=(-2, -1))]),
     }
+
+
+@program
+def uint8_preprocessing_with_lookup_tables(torch):
+    """uint8 images as preprocessing code handles them: a gamma table indexed by the pixels,
+    posterize and solarize, a per-channel auto-contrast whose ``255.0 / (hi - lo)`` is rounded
+    twice as PyTorch computes ``number / tensor`` (then rounded to integers, where one ulp shows),
+    wrapping and saturating additions, integer divisions, crops and flips, normalisation and a
+    small conv net's training steps."""
+    nn = torch.nn
+    img = torch.from_numpy(_uint8(61, 2, 12, 10, 3))  # N H W C
+    out = {}
+    table = (torch.linspace(0, 1, 256) ** (1 / 2.2) * 255).round().to(torch.uint8)
+    out["gamma"] = table[img.long()]
+    out["posterize"] = img & torch.tensor(0xF0, dtype=torch.uint8)
+    out["solarize"] = torch.where(img >= 128, 255 - img, img)
+    lo = img.amin(dim=(1, 2), keepdim=True).float()
+    hi = img.amax(dim=(1, 2), keepdim=True).float()
+    scale = 255.0 / (hi - lo).clamp(min=1)
+    out["autocontrast"] = ((img.float() - lo) * scale).clamp(0, 255).round().to(torch.uint8)
+    out["wrap"] = img + 100
+    out["saturate"] = (img.to(torch.int16) + 100).clamp(0, 255).to(torch.uint8)
+    out["floor_div"] = torch.div(img, 3, rounding_mode="floor")
+    out["trunc_div"] = torch.div(img.to(torch.int32) - 128, 3, rounding_mode="trunc")
+    out["modulo"] = img % 7
+    chw = img[:, 2:10, 1:9].flip(2).permute(0, 3, 1, 2).contiguous()
+    mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+    x = (chw.to(torch.float32) / 255 - mean) / std
+    jitter = (x * 1.2 + 0.1).clamp(-2, 2)
+    out["back_to_uint8"] = ((jitter * std + mean) * 255).round().clamp(0, 255).byte()
+    net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                        nn.Flatten(), nn.Linear(4, 2))  # fmt: skip
+    set_weights(torch, net, seed=62)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    labels = torch.tensor([0, 1])
+    losses = []
+    for _ in range(3):
+        loss = nn.functional.cross_entropy(net(jitter), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return {**out, "losses": losses, **grads(net)}
