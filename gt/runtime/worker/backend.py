@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from gt.runtime import ops as O
+from gt.runtime.ops import scatter_rows
 from gt.runtime.ops.base import Handler
 from gt.runtime.ops.index import scatter_add_any, sorted_scatter_extreme
 from gt.runtime.worker.bf16_numpy import compute_in_float32
@@ -220,7 +221,8 @@ class Backend:
         self._stage_clients = False
         if self.name == "numpy":
             self.erf = erf_numpy()
-            self.scatter_add: Callable[[Any, Any, Any], None] = np.add.at
+            # (np.add.at's bits, 3-4x faster where indices reach rows: embeddings' gradients)
+            self.scatter_add: Callable[[Any, Any, Any], None] = scatter_rows.add_at
             self.scatter_max: Callable[[Any, Any, Any], None] = np.maximum.at
             self.scatter_min: Callable[[Any, Any, Any], None] = np.minimum.at
         else:
