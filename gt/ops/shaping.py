@@ -480,12 +480,20 @@ class ShapeOps:
                 raise TypeError(f"flip() got an unexpected keyword argument {next(iter(kw))!r}")
             dims = (kw["dims"],)
         out = self
+        axes, seen = set(), set()
         for d in _dims(dims):
             ax = S.normalize_axis(d, max(len(self.shape), 1), "flip")  # (0-d: dims 0 and -1)
-            if not self.shape:
-                continue
-            n = self.shape[ax]
-            out = out[(slice(None),) * ax + (list(range(n - 1, -1, -1)),)] if n > 1 else out
+            if ax in seen:
+                raise RuntimeError(f"dim {ax} appears multiple times in the list of dims")
+            seen.add(ax)
+            if self.shape and self.shape[ax] > 1:
+                axes.add(ax)
+        if axes:
+            # one basic index with negative steps: a strided view on the worker (no index list
+            # on the wire, no gather), which the worker never writes through (an in-place op
+            # on either side copies first); its gradient is the same reversal of g
+            wire = [["s", None, None, -1 if a in axes else None] for a in range(self.ndim)]
+            out = self._apply("getitem", [self], {"key": wire}, shape=tuple(self.shape))
         if out is self:  # (nothing to reverse: still a copy, as PyTorch's)
             out = self.clone()
         else:  # (PyTorch's flip keeps its input's layout: rot90 of a transpose is contiguous)
