@@ -17,7 +17,6 @@ from gt.custom_function import Function
 from gt.errors import ShapeError
 from gt.grad_graph import label
 from gt.grad_mode import is_grad_enabled
-from gt.ops import views
 from gt.ops.arith import where
 from gt.ops.functions import numpy_names
 from gt.ops.quantile import quantile
@@ -135,8 +134,7 @@ class OrderingOps:
             raise RuntimeError(
                 f"topk: selected index k ({k}) out of range for dimension {ax} of size {n}"
             )
-        # (a tensor of its own, as PyTorch's: not a view of the whole argsort)
-        idx = views.as_new(self.argsort(ax, descending=largest).narrow(ax, 0, k))
+        idx = self._order_window(ax, 0, k, largest)
         return return_types.topk(label(self.gather(ax, idx), "TopkBackward0"), idx)
 
     def kthvalue(self, k: int, dim: int = -1, keepdim: bool = False) -> SortResult:
@@ -168,13 +166,20 @@ class OrderingOps:
             return self._pick_sorted((max(self.shape[ax] if self.ndim else 1, 1) - 1) // 2, ax,
                                      keepdim)  # fmt: skip
         n = self.shape[ax]
-        numbers = (self == self).sum(ax, keepdim=True)
-        pos = where(numbers < n, numbers, (n - 1) // 2)  # NaN sorts last: the first NaN, if any
-        idx = self.argsort(ax).gather(ax, pos)
+        nan = self != self
+        # NaN sorts last: a row that holds one has the first NaN, else the middle of the order
+        idx = where(nan.any(ax, keepdim=True), nan.to("int8").argmax(ax, keepdim=True),
+                    self._order_window(ax, (n - 1) // 2, 1, False))  # fmt: skip
         values = self.gather(ax, idx)
         if not keepdim:
             values, idx = values.squeeze(ax), idx.squeeze(ax)
         return SortResult(values, idx)
+
+    def _order_window(self, ax: int, start: int, k: int, descending: bool) -> Tensor:
+        """``argsort(ax, descending)`` at positions ``[start, start + k)`` only (a tensor of its
+        own, as PyTorch's ``topk`` indices are)."""
+        attrs = {"axis": ax, "descending": bool(descending), "start": start, "k": k}
+        return self._apply("argsort", [self], attrs)
 
     def _pick_sorted(self, k: int, ax: int, keepdim: bool) -> SortResult:
         if self.ndim == 0:
@@ -182,7 +187,7 @@ class OrderingOps:
         n = self.shape[ax]
         if not 0 <= k < n:
             raise RuntimeError(f"kthvalue: k ({k + 1}) out of range for dimension of size {n}")
-        idx = views.as_new(self.argsort(ax).narrow(ax, k, 1))
+        idx = self._order_window(ax, k, 1, False)
         values = self.gather(ax, idx)
         if not keepdim:
             values, idx = values.squeeze(ax), idx.squeeze(ax)

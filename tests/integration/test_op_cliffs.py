@@ -40,3 +40,41 @@ def test_a_flip_is_its_own_tensor_on_either_side_of_an_in_place_op(conn):
 def test_flip_refuses_a_dim_named_twice_as_pytorch(conn):
     with pytest.raises(RuntimeError, match="dim 0 appears multiple times"):
         gt.ones(2, 3).flip(0, -2)
+
+
+ARGSORT = O.OPCODE["argsort"]
+
+
+def test_topk_and_kthvalue_ask_the_worker_for_their_window_of_the_order_only(conn, monkeypatch):
+    asked = []
+    emit = conn.emit
+    monkeypatch.setattr(conn, "emit", lambda op, out, args, attrs=None: (
+        asked.append(attrs) if op == ARGSORT else None, emit(op, out, args, attrs))[1])  # fmt: skip
+    a = rng.standard_normal((64, 500)).astype(np.float32)
+    x = gt.from_numpy(a)
+    values, idx = x.topk(7, dim=1)
+    kth = x.kthvalue(100, dim=1)
+    med = x.median(dim=1)
+    assert [(q["start"], q["k"], q["descending"]) for q in asked] == [
+        (0, 7, True),
+        (99, 1, False),
+        (249, 1, False),
+    ]
+    order = np.argsort(-a, axis=1, kind="stable")
+    np.testing.assert_array_equal(idx.numpy(), order[:, :7])
+    np.testing.assert_array_equal(values.numpy(), np.take_along_axis(a, order[:, :7], 1))
+    up = np.argsort(a, axis=1, kind="stable")
+    np.testing.assert_array_equal(kth.indices.numpy(), up[:, 99])
+    np.testing.assert_array_equal(med.indices.numpy(), up[:, 249])
+    # (the lower median of an even count, as PyTorch's)
+    np.testing.assert_array_equal(
+        med.values.numpy(), np.take_along_axis(a, up[:, 249:250], 1)[:, 0]
+    )
+
+
+def test_a_row_with_nan_has_the_first_nan_as_its_median(conn):
+    a = rng.standard_normal((3, 200))
+    a[1, [150, 20]] = np.nan
+    med = gt.from_numpy(a).median(dim=1)
+    assert med.indices.tolist()[1] == 20 and np.isnan(med.values.numpy()[1])
+    assert med.indices.tolist()[0] == int(np.argsort(a[0], kind="stable")[99])
