@@ -178,7 +178,9 @@ class RAdam(Optimizer):
             tractable = rho_t > 5.0
             r = ((rho_t - 4.0).clamp(min=0.0) * (rho_t - 2.0) * rho_inf
                  / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t)).sqrt()  # fmt: skip
-            rectified = step * (like(bc2.sqrt(), p) / (v.sqrt() + eps)) * like(r, p)
+            # (PyTorch's ``sqrt(bc2) / denom`` with a Python number: ``denom.reciprocal() * c``)
+            adaptive = (v.sqrt() + eps).reciprocal() * like(bc2.sqrt(), p)
+            rectified = step * adaptive * like(r, p)
             p.sub_(where(tractable, rectified, step))
         elif rho_t > 5.0:
             r = math.sqrt(
