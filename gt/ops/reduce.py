@@ -470,8 +470,12 @@ class ReductionOps:
         if dtype is not None:
             return self.to(dtype).softmax(dim)
         if self.dtype in _HALF:
-            return label(self.float().log_softmax(dim).exp().to(self.dtype), "SoftmaxBackward0")
-        return label(self.log_softmax(dim).exp(), "SoftmaxBackward0")
+            return label(self.float().softmax(dim).to(self.dtype), "SoftmaxBackward0")
+        x = real_float(self, "softmax")
+        ax = S.normalize_axis(dim, len(x.shape), "softmax")
+        if not x.shape or x.numel() == 0:  # one element (1, or NaN for a NaN), or nothing
+            return label((x - x).exp() if x.shape else (x * 0.0).exp(), "SoftmaxBackward0")
+        return label(x._apply("softmax", [x], {"axis": ax}, shape=x.shape), "SoftmaxBackward0")
 
     @numpy_names
     def log_softmax(self, dim: int = -1, dtype: Any = None) -> Tensor:

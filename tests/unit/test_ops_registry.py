@@ -78,6 +78,7 @@ SAMPLES: dict[str, tuple[list, object]] = {
     "argmax": ([A], {"axis": 1, "keepdims": False}),
     "argmin": ([A], {"axis": None, "keepdims": False}),
     "log_softmax": ([A], {"axis": 1}),
+    "softmax": ([A], {"axis": 1}),
     "cumsum": ([A], {"axis": 0}),
     "reshape": ([A], {"shape": [4, 3]}),
     "transpose": ([A], {"perm": [1, 0]}),

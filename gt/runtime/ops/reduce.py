@@ -1,7 +1,7 @@
 """Registry entries: matrix products, reductions and ops along one axis.
 
 Reductions take ``attrs = {"axis": [axes] | int | None, "keepdims": bool}`` (``None`` attrs: every
-axis, no kept dims). Ops along an axis (``log_softmax``, ``cumsum``) take ``{"axis": int}`` and keep
+axis, no kept dims). Ops along an axis (``softmax``, ``log_softmax``, ``cumsum``) take ``{"axis": int}`` and keep
 the shape, so a tensor sharded on another axis runs them per shard.
 """
 
@@ -252,6 +252,26 @@ def _k_log_softmax(be: Any) -> Any:
     return h
 
 
+def _k_softmax(be: Any) -> Any:
+    xp = be.xp
+
+    def h(v: list, at: Any) -> Any:
+        x, axis = v[0], at["axis"]
+        # PyTorch's CPU kernel: exp(x - max), then times 1 / sum (one exp, no log: two passes
+        # fewer than exp(log_softmax))
+        e = x - x.max(axis=axis, keepdims=True)
+        xp.exp(e, out=e)
+        e *= 1 / e.sum(axis=axis, keepdims=True)
+        return e
+
+    return h
+
+
+def _d_softmax(n: Any, g: Any) -> tuple:
+    y = n.saved[0]
+    return (y * (g - (g * y).sum(n.attrs["axis"], keepdims=True)),)
+
+
 def _d_log_softmax(n: Any, g: Any) -> tuple:
     out = n.saved[0]
     return (g - out.exp() * g.sum(n.attrs["axis"], keepdims=True),)
@@ -382,6 +402,17 @@ ENTRIES: list[Op] = [
         saves="output",
         shard="along_axis",
         doc="log(softmax(x)) along attrs.axis, stable",
+    ),  # fmt: skip
+    Op(
+        "softmax",
+        178,
+        shape=_same_shape_axis,
+        dtype=first_dtype,
+        kernel=_k_softmax,
+        grad=_d_softmax,
+        saves="output",
+        shard="along_axis",
+        doc="softmax(x) along attrs.axis: exp(x - max) / sum, stable",
     ),  # fmt: skip
     Op(
         "cumsum",

@@ -393,7 +393,10 @@ def bio_light_attention_pooling_over_padded_protein_embeddings(torch):
             self.feature = nn.Conv1d(emb, emb, k, padding=k // 2)
             # no bias: the softmax over the length cancels it (its gradient is rounding noise)
             self.attention = nn.Conv1d(emb, emb, k, padding=k // 2, bias=False)
-            self.mlp = nn.Sequential(nn.Linear(2 * emb, 16), nn.Dropout(0.0), nn.ReLU(),
+            # (nor here: for a unit the ReLU passes for the whole batch, the batch norm cancels
+            # the bias, whose gradient is then rounding noise that Adam's normalised steps blow
+            # up to the learning rate, and the eval-mode outputs show it)
+            self.mlp = nn.Sequential(nn.Linear(2 * emb, 16, bias=False), nn.Dropout(0.0), nn.ReLU(),
                                      nn.BatchNorm1d(16))  # fmt: skip
             self.out = nn.Linear(16, classes)
 
