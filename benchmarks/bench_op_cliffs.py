@@ -1,0 +1,121 @@
+"""User-level ops that a sweep found many times slower on a NumPy worker than in PyTorch eager
+(Dec 7 2026, 159 cases), each timed through GT (a local cluster, one worker) and through PyTorch
+on the CPU in the same process, both with one BLAS thread.
+
+    python benchmarks/bench_op_cliffs.py [--only REGEX] [--rounds 3]
+
+Each case runs in PyTorch, then in GT: a warm-up, then ``--rounds`` rounds of ``k`` runs (about
+0.1 s of them) ended by ``gt.sync()``; the best round counts. Sizes are large
+enough (2-100 ms in PyTorch) that GT's per-op messaging (tens of microseconds) is noise.
+Prints each case's times and GT/PyTorch ratio. Needs PyTorch (a benchmark-only dependency).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "GT_BLAS_THREADS"):
+    os.environ[_v] = "1"  # (before NumPy, PyTorch or a GT worker starts)
+
+import numpy as np  # noqa: E402
+
+import gt  # noqa: E402
+
+try:
+    import torch  # noqa: E402
+
+    torch.set_num_threads(1)
+except ImportError:
+    torch = None
+
+rng = np.random.default_rng(0)
+ACT = rng.standard_normal((32, 128, 1024)).astype(np.float32)  # 4.2M activations
+ATT = rng.standard_normal((32, 12, 128, 128)).astype(np.float32)  # attention scores
+MAT = rng.standard_normal((4096, 2048)).astype(np.float32)
+ROWS = rng.standard_normal((100000, 128)).astype(np.float32)
+SRC = rng.standard_normal((200000, 128)).astype(np.float32)
+IDX = rng.integers(0, 100000, 200000)
+EMB1K = rng.standard_normal((1000, 128)).astype(np.float32)
+IDS = rng.integers(0, 1000, (64, 512))
+IDS100K = rng.integers(0, 100000, (64, 512))
+IMG = rng.standard_normal((16, 64, 56, 56)).astype(np.float32)
+
+#: name -> (inputs, fn(lib, *tensors), with backward: the first input requires grad)
+CASES = {
+    "embedding bwd, vocab 1k": ([EMB1K, IDS], lambda T, w, i: T.nn.functional.embedding(i, w), True),
+    "embedding bwd, vocab 100k": ([ROWS, IDS100K], lambda T, w, i: T.nn.functional.embedding(i, w), True),
+    "index_select bwd": ([ROWS, IDX], lambda T, x, i: x.index_select(0, i), True),
+    "index_add": ([ROWS, SRC, IDX], lambda T, x, s, i: x.index_add(0, i, s), False),
+    "interpolate nearest bwd": ([IMG], lambda T, x: T.nn.functional.interpolate(x, scale_factor=2, mode="nearest"), True),
+    "flip bwd": ([ACT], lambda T, x: x.flip(-1), True),
+    "topk 10": ([MAT], lambda T, x: T.topk(x, 10, -1)[0], False),
+    "topk 256": ([MAT], lambda T, x: T.topk(x, 256, -1)[0], False),
+    "topk 10 bwd": ([MAT], lambda T, x: T.topk(x, 10, -1)[0], True),
+    "kthvalue": ([MAT], lambda T, x: T.kthvalue(x, 100, -1)[0], False),
+    "median": ([MAT], lambda T, x: T.median(x, -1)[0], False),
+    "softmax": ([ACT], lambda T, x: T.softmax(x, -1), False),
+    "softmax bwd": ([ACT], lambda T, x: T.softmax(x, -1), True),
+    "softmax attention": ([ATT], lambda T, x: T.softmax(x, -1), False),
+}  # fmt: skip
+
+
+def _timed(lib, name: str, sync) -> float:
+    """Best seconds per run of case ``name`` in ``lib``."""
+    arrs, fn, backward = CASES[name]
+    ts = [lib.from_numpy(a) for a in arrs]
+    if backward:
+        ts[0].requires_grad_(True)
+        seed = lib.from_numpy(np.ones(tuple(fn(lib, *ts).shape), np.float32))
+
+        def body():
+            ts[0].grad = None
+            fn(lib, *ts).backward(seed)
+    else:
+
+        def body():
+            with lib.no_grad():
+                fn(lib, *ts)
+
+    body()
+    sync()
+    t0 = time.perf_counter()
+    body()
+    sync()
+    k = max(1, min(20, int(0.1 / max(time.perf_counter() - t0, 1e-6))))
+    best = float("inf")
+    for _ in range(ARGS.rounds):
+        t0 = time.perf_counter()
+        for _ in range(k):
+            body()
+        sync()
+        best = min(best, (time.perf_counter() - t0) / k)
+    return best
+
+
+def main() -> int:
+    if torch is None:
+        print("bench_op_cliffs: needs PyTorch (pip install torch), the reference", file=sys.stderr)
+        return 2
+    names = [n for n in CASES if ARGS.only is None or re.search(ARGS.only, n)]
+    print(f"numpy {np.__version__}, torch {torch.__version__}, one BLAS thread each")
+    print(f"{'case':28s} {'torch':>10s} {'GT':>10s} {'GT/torch':>9s}")
+    for name in names:
+        t_torch = _timed(torch, name, lambda: None)
+        t_gt = _timed(gt, name, gt.sync)
+        print(f"{name:28s} {t_torch * 1e3:8.2f}ms {t_gt * 1e3:8.2f}ms {t_gt / t_torch:8.2f}x",
+              flush=True)  # fmt: skip
+    gt.disconnect()
+    return 0
+
+
+_ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+_ap.add_argument("--only", help="a regular expression: the cases whose names match")
+_ap.add_argument("--rounds", type=int, default=3)
+ARGS = _ap.parse_args() if __name__ == "__main__" else _ap.parse_args([])
+
+if __name__ == "__main__":
+    raise SystemExit(main())
