@@ -66,9 +66,8 @@ def encode_key(x: Tensor, key: Any, op: str = "getitem") -> tuple[list, list, tu
             stand_in.append(Ellipsis)
         elif isinstance(item, TensorBase):
             if item.dtype == "bool":
-                idx = np.nonzero(item._host())
-                for axis_idx in idx:
-                    wire.append(["l", axis_idx.tolist()])
+                for axis_idx in np.nonzero(item._host()):
+                    _mask_positions(x, axis_idx, wire, tensors)
                     stand_in.append(axis_idx)
             elif item.dtype in S.INT_DTYPES:
                 wire.append(["t", len(tensors)])
@@ -82,7 +81,7 @@ def encode_key(x: Tensor, key: Any, op: str = "getitem") -> tuple[list, list, tu
             arr = np.asarray(item)
             if arr.dtype == bool:
                 for axis_idx in np.nonzero(arr):
-                    wire.append(["l", axis_idx.tolist()])
+                    _mask_positions(x, axis_idx, wire, tensors)
                     stand_in.append(axis_idx)
             elif arr.dtype.kind in "iu" or arr.size == 0:
                 arr = arr.astype(np.int64)
@@ -148,6 +147,20 @@ def bool_items(key: Any) -> tuple | None:
             first.append(slice(None))
             second.append(k)
     return tuple(first), tuple(second)
+
+
+#: A mask's positions past this many go to the worker as an index tensor (one binary frame, no
+#: Python list on either side), not as a list in the key (msgpack: 4M positions cost 0.4 s).
+MASK_LIST_MAX = 4096
+
+
+def _mask_positions(x: Tensor, positions: np.ndarray, wire: list, tensors: list) -> None:
+    """One axis of a boolean mask's positions, as a wire item (and its tensor, if uploaded)."""
+    if positions.size > MASK_LIST_MAX:
+        wire.append(["t", len(tensors)])
+        tensors.append(x._upload(np.ascontiguousarray(positions, dtype=np.int64)))
+    else:
+        wire.append(["l", positions.tolist()])
 
 
 def bool_indices(x: Any, second: tuple) -> tuple:

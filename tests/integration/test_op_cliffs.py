@@ -78,3 +78,21 @@ def test_a_row_with_nan_has_the_first_nan_as_its_median(conn):
     med = gt.from_numpy(a).median(dim=1)
     assert med.indices.tolist()[1] == 20 and np.isnan(med.values.numpy()[1])
     assert med.indices.tolist()[0] == int(np.argsort(a[0], kind="stable")[99])
+
+
+def test_a_large_masks_positions_go_as_index_tensors_not_lists_in_the_key(conn, monkeypatch):
+    keys = []
+    emit = conn.emit
+    monkeypatch.setattr(conn, "emit", lambda op, out, args, attrs=None: (
+        keys.append(attrs["key"]) if op == GETITEM else None, emit(op, out, args, attrs))[1])  # fmt: skip
+    a = rng.standard_normal((300, 40)).astype(np.float32)
+    big, small = rng.random((300, 40)) < 0.5, rng.random((300, 40)) < 0.01
+    x = gt.from_numpy(a).requires_grad_()
+    y = x[gt.from_numpy(big)]
+    z = x[gt.from_numpy(small)]
+    assert [it[0] for it in keys[0]] == ["t", "t"]  # (6,000 positions: two index tensors)
+    assert [it[0] for it in keys[1]] == ["l", "l"]  # (a few: lists in the key, as before)
+    np.testing.assert_array_equal(y.detach().numpy(), a[big])
+    np.testing.assert_array_equal(z.detach().numpy(), a[small])
+    (y.sum() + 2.0 * z.sum()).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), big + 2.0 * small)
