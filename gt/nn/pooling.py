@@ -297,6 +297,11 @@ def _adaptive_pool(input: Tensor, output_size: Any, reduce: str, dims: int,
         raise ShapeError(f"{op}: output_size must be positive, got {list(sizes)}")
     out = x
     where = None
+    if reduce == "mean" and all(o == 1 for o in outs) and min(x.shape[2:], default=1) > 0:
+        # to one value per plane: PyTorch's is a mean over the plane, one reduction (a mean per
+        # dimension in turn made two passes, and rounded twice)
+        out = x.mean(tuple(range(2, 2 + dims)), keepdim=True)
+        outs = list(out.shape[2:])
     if return_indices:  # each element's flat position in its input plane, pooled with it
         plane = tuple(x.shape[2:])
         where = x._arange(math.prod(plane)).reshape(1, 1, *plane).expand(*x.shape)
@@ -314,8 +319,8 @@ def _adaptive_pool(input: Tensor, output_size: Any, reduce: str, dims: int,
     if squeeze:
         out, where = out.squeeze(0), None if where is None else where.squeeze(0)
     if out is not input:
-        if dims == 2 and reduce != "max" and outs == [1, 1]:
-            label(out, "MeanBackward1")  # (PyTorch's adaptive_avg_pool2d to 1x1 is a mean)
+        if dims >= 2 and reduce != "max" and all(o == 1 for o in outs):
+            label(out, "MeanBackward1")  # (PyTorch's adaptive average pools to 1 are means)
         else:
             _pool_node(out, f"Adaptive{kind.capitalize()}Pool{dims}DBackward0", dims)
     return out if where is None else (out, where)

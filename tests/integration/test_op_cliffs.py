@@ -96,3 +96,17 @@ def test_a_large_masks_positions_go_as_index_tensors_not_lists_in_the_key(conn, 
     np.testing.assert_array_equal(z.detach().numpy(), a[small])
     (y.sum() + 2.0 * z.sum()).backward()
     np.testing.assert_array_equal(x.grad.numpy(), big + 2.0 * small)
+
+
+def test_adaptive_average_pooling_to_one_is_one_mean_over_the_plane(conn, sent):
+    a = rng.standard_normal((4, 6, 14, 14)).astype(np.float32)
+    x = gt.from_numpy(a).requires_grad_()
+    sent.clear()
+    y = gt.nn.functional.adaptive_avg_pool2d(x, 1)
+    assert sent.count(O.OPCODE["sum"]) == 1  # (a mean per dimension took two)
+    assert y.shape == (4, 6, 1, 1) and y.grad_fn.name() == "MeanBackward1"
+    np.testing.assert_allclose(y.detach().numpy(), a.mean((2, 3), keepdims=True), rtol=1e-6)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(a.shape, np.float32(1 / 196)))
+    z = gt.nn.functional.adaptive_avg_pool3d(gt.from_numpy(a[None]).requires_grad_(), 1)
+    assert z.grad_fn.name() == "MeanBackward1"  # (PyTorch's, as for 2-d)
