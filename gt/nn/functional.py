@@ -161,21 +161,66 @@ def _hardtanh(input: Tensor, min_val: float, max_val: float, nan_passes: bool = 
         if input.dtype.startswith("uint") and (min_val < 0 or max_val < 0):
             raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
         min_val, max_val = int(min_val), int(max_val)
-    # (as PyTorch's backward tests it: for hardtanh a NaN is not outside and keeps its gradient;
-    # for hardsigmoid, ``nan_passes=False``, it is not inside and gets none)
-    if nan_passes:
-        outside = (input <= min_val) | (input >= max_val)
-        return where(outside, input.clamp(min_val, max_val).detach(), input)
-    inside = (input > min_val) & (input < max_val)
-    return where(inside, input, input.clamp(min_val, max_val).detach())
+    out = input.clamp(min_val, max_val)  # (one pass: a where on a random mask took ten times it)
+    if out._node is not None:  # clamp's gradient passes at the bounds, hardtanh's does not
+        out._node.rule = _hardtanh_rule(min_val, max_val, nan_passes)
+    return out
+
+
+def _hardtanh_rule(lo: float, hi: float, nan_passes: bool) -> Any:
+    """``hardtanh``'s derivative on a ``clamp`` node: ``g`` strictly inside the bounds, else 0
+    (as PyTorch's backward tests it: for hardtanh a NaN is not outside and keeps its gradient;
+    for hardsigmoid, ``nan_passes=False``, it is not inside and gets none); recorded, a gradient
+    that depends on the input with a zero derivative, as PyTorch's ``hardtanh_backward`` (inside
+    ``hardswish`` and ``hardsigmoid``, whose own rules say what comes next, not linked)."""
+
+    def rule(n: Any, g: Tensor) -> tuple:
+        x = n.saved[0]
+        if is_grad_enabled() and n.label is not None:  # (hardtanh itself, not a composite's)
+            g = zero_link(n, g, inputs=(0,))
+        keep = ~((x <= lo) | (x >= hi)) if nan_passes else (x > lo) & (x < hi)
+        return (_second_order_name(n, where(keep, g, 0.0)),) + (None,) * (len(n.parents) - 1)
+
+    return rule
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     """``x`` for ``x > 0``, else ``negative_slope * x``."""
     if inplace:
         return apply_inplace(input, "leaky_relu_", lambda x: leaky_relu(x, negative_slope))
-    out = where(input > 0, input, input * negative_slope)
-    return recorded_rule(label(out, "LeakyReluBackward0"), zero_second_derivative)
+    if negative_slope <= 0 or input.dtype not in S.INEXACT_DTYPES or input.is_complex():
+        out = where(input > 0, input, input * negative_slope)
+        return recorded_rule(label(out, "LeakyReluBackward0"), zero_second_derivative)
+    # max(x, x * slope) (min above a slope of 1) is ``x > 0 ? x : x * slope`` bit for bit, NaN,
+    # infinities and signed zeros included (not for a slope <= 0: inf * 0 is NaN, and the zeros
+    # of a negative slope swap their signs), in two vectorised passes
+    # where a where() on a random mask took ten times as long
+    scaled = input * negative_slope
+    out = input.maximum(scaled) if negative_slope <= 1 else input.minimum(scaled)
+    if out._node is not None:
+        out._node.rule = _leaky_relu_rule(negative_slope)
+    return label(out, "LeakyReluBackward0")
+
+
+def _leaky_relu_rule(slope: float) -> Any:
+    """``leaky_relu``'s derivative on its ``maximum`` node: PyTorch's ``x > 0 ? g : g * slope``,
+    all of it to ``x`` (none through ``x * slope``); recorded, with a zero second derivative."""
+
+    def rule(n: Any, g: Tensor) -> tuple:
+        x = n.saved[0]
+        if is_grad_enabled():
+            g = zero_link(n, g, inputs=(0,))
+        return _second_order_name(n, where(x > 0, g, g * slope)), None
+
+    return rule
+
+
+def _second_order_name(n: Any, grad: Tensor) -> Tensor:
+    """A recorded gradient named as PyTorch's backward op (``LeakyReluBackwardBackward0``), where
+    the node carries the op's name (not inside a composite such as ``hardsigmoid``)."""
+    if not grad.requires_grad or getattr(n, "label", None) is None:
+        return grad
+    return label(grad, n.name().removesuffix("0") + "Backward0")
 
 
 @autocast_op("elu")

@@ -110,3 +110,34 @@ def test_adaptive_average_pooling_to_one_is_one_mean_over_the_plane(conn, sent):
     np.testing.assert_array_equal(x.grad.numpy(), np.full(a.shape, np.float32(1 / 196)))
     z = gt.nn.functional.adaptive_avg_pool3d(gt.from_numpy(a[None]).requires_grad_(), 1)
     assert z.grad_fn.name() == "MeanBackward1"  # (PyTorch's, as for 2-d)
+
+
+def test_hardtanh_is_one_clamp_with_hardtanhs_gradient(conn, sent):
+    a = np.array([-7.0, -1.0, -0.5, 0.0, 0.5, 1.0, 7.0, np.nan], np.float32)
+    x = gt.from_numpy(a).requires_grad_()
+    sent.clear()
+    y = gt.nn.functional.hardtanh(x)
+    assert sent == [O.OPCODE["clip"]]
+    np.testing.assert_array_equal(y.detach().numpy(), np.clip(a, -1, 1))
+    y.sum().backward()  # (0 at the bounds and outside, where clamp's would pass; NaN keeps it)
+    np.testing.assert_array_equal(x.grad.numpy(), [0, 0, 1, 1, 1, 0, 0, 1])
+    (d1,) = gt.autograd.grad(gt.nn.functional.relu6(x).sum(), x, create_graph=True)
+    assert d1.grad_fn.name() == "HardtanhBackwardBackward0"
+
+
+def test_leaky_relu_is_a_maximum_with_the_same_bits_and_pytorchs_gradient(conn, sent):
+    a = np.concatenate([rng.standard_normal(500), [0.0, -0.0, np.inf, -np.inf, np.nan]])
+    a = a.astype(np.float32)
+    x = gt.from_numpy(a).requires_grad_()
+    sent.clear()
+    y = gt.nn.functional.leaky_relu(x, 0.2)
+    assert O.OPCODE["where"] not in sent and O.OPCODE["maximum"] in sent
+    want = np.where(a > 0, a, a * np.float32(0.2))
+    np.testing.assert_array_equal(y.detach().numpy().view(np.int32), want.view(np.int32))
+    g = rng.standard_normal(a.shape).astype(np.float32)
+    y.backward(gt.from_numpy(g))
+    np.testing.assert_array_equal(x.grad.numpy(), np.where(a > 0, g, g * np.float32(0.2)))
+    (d1,) = gt.autograd.grad(gt.nn.functional.leaky_relu(x, 0.2).sum(), x, create_graph=True)
+    assert d1.grad_fn.name() == "LeakyReluBackwardBackward0"
+    (d2,) = gt.autograd.grad(d1.sum(), x)
+    assert not d2.numpy().any()
