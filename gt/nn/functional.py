@@ -193,8 +193,8 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
         return recorded_rule(label(out, "LeakyReluBackward0"), zero_second_derivative)
     # max(x, x * slope) (min above a slope of 1) is ``x > 0 ? x : x * slope`` bit for bit, NaN,
     # infinities and signed zeros included (not for a slope <= 0: inf * 0 is NaN, and the zeros
-    # of a negative slope swap their signs), in two vectorised passes
-    # where a where() on a random mask took ten times as long
+    # of a negative slope swap their signs): two vectorised passes, where a where() on a random
+    # mask took ten times as long
     scaled = input * negative_slope
     out = input.maximum(scaled) if negative_slope <= 1 else input.minimum(scaled)
     if out._node is not None:

@@ -1,9 +1,9 @@
 """Registry entries: ordering along an axis.
 
 ``argsort`` is the one primitive: ``sort`` and ``topk`` take its indices and pick the values with
-``gather`` on the client (``topk`` and ``kthvalue`` ask for only the positions they need, which a
-NumPy worker finds without sorting everything: :mod:`.sort_select`), so their gradients flow back to the picked positions through ``getitem``'s
-derivative (as PyTorch's do). The sort is stable, ascending or descending, with NaN ordered as the
+``gather`` on the client, so their gradients flow back to the picked positions through
+``getitem``'s derivative (as PyTorch's do). ``topk``, ``kthvalue`` and ``median`` ask for only the
+positions they need, which a NumPy worker finds without sorting everything (:mod:`.sort_select`). The sort is stable, ascending or descending, with NaN ordered as the
 largest value (as in PyTorch).
 """
 
