@@ -1,8 +1,8 @@
 """Registry entries: matrix products, reductions and ops along one axis.
 
 Reductions take ``attrs = {"axis": [axes] | int | None, "keepdims": bool}`` (``None`` attrs: every
-axis, no kept dims). Ops along an axis (``softmax``, ``log_softmax``, ``cumsum``) take ``{"axis": int}`` and keep
-the shape, so a tensor sharded on another axis runs them per shard.
+axis, no kept dims). Ops along an axis (``softmax``, ``log_softmax``, ``cumsum``) take
+``{"axis": int}`` and keep the shape, so a tensor sharded on another axis runs them per shard.
 """
 
 from __future__ import annotations
