@@ -25,6 +25,7 @@ from gt.errors import ShapeError
 from gt.factories import arange, rand
 from gt.grad_graph import label, recorded_rule, zero_link, zero_second_derivative
 from gt.grad_mode import is_grad_enabled
+from gt.nn.activation_rules import clamped_hardtanh, leaky_relu_rule
 from gt.nn.attention_fn import _canonical_mask as _canonical_mask  # (PyTorch's private helpers,
 from gt.nn.attention_fn import _none_or_dtype as _none_or_dtype  # which its layers' copies call)
 from gt.nn.attention_fn import multi_head_attention_forward, scaled_dot_product_attention
@@ -149,39 +150,7 @@ def hardtanh(
     """``x`` clamped to ``[min_val, max_val]``; the gradient is 1 strictly inside, else 0."""
     if inplace:
         return apply_inplace(input, "hardtanh_", lambda x: hardtanh(x, min_val, max_val))
-    out = label(_hardtanh(input, min_val, max_val), "HardtanhBackward0")
-    return recorded_rule(out, zero_second_derivative)
-
-
-def _hardtanh(input: Tensor, min_val: float, max_val: float, nan_passes: bool = True) -> Tensor:
-    """``hardtanh`` as a composition: its second derivative is not connected to the input (the
-    composites that end in it, as ``hardswish``, give their own). Integer tensors stay integer,
-    their bounds cut toward zero, as PyTorch's kernel casts them."""
-    if input.dtype in S.INT_DTYPES:
-        if input.dtype.startswith("uint") and (min_val < 0 or max_val < 0):
-            raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
-        min_val, max_val = int(min_val), int(max_val)
-    out = input.clamp(min_val, max_val)  # (one pass: a where on a random mask took ten times it)
-    if out._node is not None:  # clamp's gradient passes at the bounds, hardtanh's does not
-        out._node.rule = _hardtanh_rule(min_val, max_val, nan_passes)
-    return out
-
-
-def _hardtanh_rule(lo: float, hi: float, nan_passes: bool) -> Any:
-    """``hardtanh``'s derivative on a ``clamp`` node: ``g`` strictly inside the bounds, else 0
-    (as PyTorch's backward tests it: for hardtanh a NaN is not outside and keeps its gradient;
-    for hardsigmoid, ``nan_passes=False``, it is not inside and gets none); recorded, a gradient
-    that depends on the input with a zero derivative, as PyTorch's ``hardtanh_backward`` (inside
-    ``hardswish`` and ``hardsigmoid``, whose own rules say what comes next, not linked)."""
-
-    def rule(n: Any, g: Tensor) -> tuple:
-        x = n.saved[0]
-        if is_grad_enabled() and n.label is not None:  # (hardtanh itself, not a composite's)
-            g = zero_link(n, g, inputs=(0,))
-        keep = ~((x <= lo) | (x >= hi)) if nan_passes else (x > lo) & (x < hi)
-        return (_second_order_name(n, where(keep, g, 0.0)),) + (None,) * (len(n.parents) - 1)
-
-    return rule
+    return label(clamped_hardtanh(input, min_val, max_val), "HardtanhBackward0")
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
@@ -198,29 +167,8 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
     scaled = input * negative_slope
     out = input.maximum(scaled) if negative_slope <= 1 else input.minimum(scaled)
     if out._node is not None:
-        out._node.rule = _leaky_relu_rule(negative_slope)
+        out._node.rule = leaky_relu_rule(negative_slope)
     return label(out, "LeakyReluBackward0")
-
-
-def _leaky_relu_rule(slope: float) -> Any:
-    """``leaky_relu``'s derivative on its ``maximum`` node: PyTorch's ``x > 0 ? g : g * slope``,
-    all of it to ``x`` (none through ``x * slope``); recorded, with a zero second derivative."""
-
-    def rule(n: Any, g: Tensor) -> tuple:
-        x = n.saved[0]
-        if is_grad_enabled():
-            g = zero_link(n, g, inputs=(0,))
-        return _second_order_name(n, where(x > 0, g, g * slope)), None
-
-    return rule
-
-
-def _second_order_name(n: Any, grad: Tensor) -> Tensor:
-    """A recorded gradient named as PyTorch's backward op (``LeakyReluBackwardBackward0``), where
-    the node carries the op's name (not inside a composite such as ``hardsigmoid``)."""
-    if not grad.requires_grad or getattr(n, "label", None) is None:
-        return grad
-    return label(grad, n.name().removesuffix("0") + "Backward0")
 
 
 @autocast_op("elu")
@@ -327,7 +275,7 @@ def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     if inplace:
         return apply_inplace(input, "hardsigmoid_", hardsigmoid)
     out = label(
-        _hardtanh(input + 3.0, 0.0, 6.0, False) / 6.0, "HardsigmoidBackward0"
+        clamped_hardtanh(input + 3.0, 0.0, 6.0, False) / 6.0, "HardsigmoidBackward0"
     )  # (PyTorch's /)
     out = recorded_rule(out, _hardsigmoid_rule)
     if out._node is not None:
@@ -352,7 +300,9 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * relu6(x + 3) / 6`` (its second derivative is ``1/3`` strictly between -3 and 3)."""
     if inplace:
         return apply_inplace(input, "hardswish_", hardswish)
-    return label(input * (_hardtanh(input + 3.0, 0.0, 6.0) * (1.0 / 6.0)), "HardswishBackward0")
+    return label(
+        input * (clamped_hardtanh(input + 3.0, 0.0, 6.0) * (1.0 / 6.0)), "HardswishBackward0"
+    )
 
 
 def softsign(input: Tensor) -> Tensor:

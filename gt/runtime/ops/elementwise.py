@@ -12,8 +12,6 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from gt import shapes as S
 from gt.runtime.ops.base import (
     Op,
@@ -29,6 +27,7 @@ from gt.runtime.ops.base import (
 )
 from gt.runtime.ops.float_divmod import floor_divmod, is_float
 from gt.runtime.ops.integer_rules import _d_floor_divide, _integer_pow, zero_divisor_checked
+from gt.runtime.ops.where_kernel import k_where as _k_where
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
@@ -339,46 +338,6 @@ def _d_remainder(n: Any, g: Any) -> tuple:
 
 # ----------------------------------------------------------------------------- special kernels
 #: The signed integer type of each float size, to mask a float array's bits.
-_SAME_SIZE_INT = {2: np.int16, 4: np.int32, 8: np.int64}
-
-
-def _k_where(be: Any) -> Any:
-    xp = be.xp
-
-    def h(v: list, at: Any) -> Any:
-        c, a, b = v
-        if (
-            xp is np
-            and type(b) is float
-            and b == 0.0
-            and type(a) is np.ndarray
-            and a.dtype.kind == "f"
-            and type(c) is np.ndarray
-            and c.dtype == np.bool_
-        ):
-            # Masking (relu's gradient, ...): clearing the bits where the mask is False is several
-            # times faster than np.where and exact (a product with the mask would turn a negative
-            # into -0.0 and an inf into nan there).
-            bits = _SAME_SIZE_INT.get(a.dtype.itemsize)
-            if bits is not None:
-                # the mask in the values' layout: a mask taken of a transposed result (a Linear
-                # layer's, see matmul_numpy) would make the AND walk one of them across rows,
-                # which costs more than reordering the one-byte mask first
-                if c.shape == a.shape and c.ndim > 1:
-                    if a.flags.c_contiguous and not c.flags.c_contiguous:
-                        c = np.ascontiguousarray(c)
-                    elif a.flags.f_contiguous and not c.flags.f_contiguous:
-                        c = np.asfortranarray(c)
-                keep = c.astype(bits)
-                np.negative(keep, out=keep)  # all ones where True
-                r = (a.view(bits) & keep).view(a.dtype)
-                return r.astype(at["dtype"], copy=False) if at else r
-        r = xp.where(c, a, b)
-        return r.astype(at["dtype"], copy=False) if at else r
-
-    return h
-
-
 def _k_sigmoid(be: Any) -> Any:
     xp = be.xp
 
