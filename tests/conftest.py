@@ -1,5 +1,6 @@
-"""Shared fixtures: a real local cluster (dispatcher + workers in separate processes) per module,
-and a fresh client connection per test so tests never share state."""
+"""Shared fixtures: a real local cluster (dispatcher + workers in separate processes) that the
+modules of a test process share, and a fresh client connection per test so tests share no
+tensors."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import sys
 
 import pytest
+from helpers import ClusterPool
 
 import gt
 from gt.runtime.control import ControlError, request
@@ -130,11 +132,20 @@ def cupy_double_on_device_0():
         double.cuda._local.__dict__.pop("device", None)
 
 
+@pytest.fixture(scope="session")
+def cluster_pool(dispatchers_report_no_internal_errors):
+    """The clusters this test process shares between modules (:class:`helpers.ClusterPool`),
+    stopped before the session's check for internal errors runs."""
+    pool = ClusterPool()
+    yield pool
+    pool.close()
+
+
 @pytest.fixture(scope="module")
-def cluster():
-    """A dispatcher with 2 workers, shared by the tests of one module."""
-    with LocalCluster(workers=2) as c:
-        yield c
+def cluster(cluster_pool):
+    """A dispatcher with 2 workers, shared by the modules of this test process (a module that
+    needs a cluster of its own defines its own ``cluster`` fixture)."""
+    return cluster_pool.get("numpy", 2)
 
 
 @pytest.fixture

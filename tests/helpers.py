@@ -50,32 +50,74 @@ class HandClock:
         return self.t
 
 
-@contextlib.contextmanager
-def backend_cluster(backend: str, workers: int = 1) -> Iterator[Any]:
-    """A local cluster of ``workers`` NumPy workers (``"numpy"``) or workers whose CuPy is the
-    test double (``"cupy_double"``, checked), for module fixtures that run every test on both."""
+def start_backend_cluster(backend: str, workers: int = 1) -> Any:
+    """A started local cluster of ``workers`` NumPy workers (``"numpy"``) or workers whose CuPy is
+    the test double (``"cupy_double"``, checked); the caller stops it."""
     from gt.runtime.control import request  # noqa: PLC0415 - keep this module light to import
     from gt.runtime.launch import LocalCluster  # noqa: PLC0415
 
     if backend == "numpy":
-        with LocalCluster(workers=workers) as c:
-            yield c
-        return
-    with cupy_double_environment(), LocalCluster(workers=workers) as c:
-        found = [w["backend"] for w in request(c.address, "stats", timeout=10.0)["workers"]]
-        assert found == ["cupy"] * workers, found
-        yield c
+        return LocalCluster(workers=workers)
+    with cupy_double_environment():  # (the variables matter when its processes start)
+        c = LocalCluster(workers=workers)
+    found = [w["backend"] for w in request(c.address, "stats", timeout=10.0)["workers"]]
+    if found != ["cupy"] * workers:
+        c.stop()
+        raise AssertionError(f"expected {workers} CuPy-double worker(s), found {found}")
+    return c
+
+
+class ClusterPool:
+    """The local clusters a test process shares between its modules, one per (backend, workers)
+    kind, started when first asked for and stopped when the session ends. Starting and stopping
+    a dispatcher and its workers costs about a second of CPU; the suite's modules took 230 s of
+    its 1,030 that way. A cluster is checked before each module gets it: one whose dispatcher or
+    workers have gone (a module that killed one) is replaced by a fresh one. Each test still
+    connects as a new client (the ``conn`` fixture), so tests share no tensors."""
+
+    def __init__(self) -> None:
+        self._clusters: dict[tuple[str, int], Any] = {}
+
+    def get(self, backend: str = "numpy", workers: int = 2) -> Any:
+        """A running cluster of that kind, every worker alive."""
+        key = (backend, workers)
+        c = self._clusters.get(key)
+        if c is not None and not _all_alive(c, workers):
+            c.stop()
+            c = None
+        if c is None:
+            c = self._clusters[key] = start_backend_cluster(backend, workers)
+        return c
+
+    def close(self) -> None:
+        """Stop every cluster of the pool."""
+        for c in self._clusters.values():
+            c.stop()
+        self._clusters.clear()
+
+
+def _all_alive(c: Any, workers: int) -> bool:
+    """The cluster's dispatcher answers and all its ``workers`` are registered and alive."""
+    from gt.runtime.control import ControlError, request  # noqa: PLC0415
+
+    if c.proc.poll() is not None:
+        return False
+    try:
+        found = request(c.address, "stats", timeout=10.0)["workers"]
+    except ControlError:
+        return False
+    return sum(bool(w.get("alive")) for w in found) == workers == len(found)
 
 
 def each_backend_cluster(workers: int = 1) -> Any:
     """A module fixture named ``cluster`` (assign it to that name): every test of the module on a
-    NumPy-worker cluster, then on a CuPy-double one."""
+    NumPy-worker cluster, then on a CuPy-double one (both from the process's
+    :class:`ClusterPool`)."""
     import pytest  # noqa: PLC0415 - keep this module light to import
 
     @pytest.fixture(scope="module", params=["numpy", "cupy_double"])
-    def cluster(request: Any) -> Iterator[Any]:
-        with backend_cluster(request.param, workers=workers) as c:
-            yield c
+    def cluster(request: Any, cluster_pool: ClusterPool) -> Any:
+        return cluster_pool.get(request.param, workers)
 
     return cluster
 
