@@ -15,7 +15,6 @@ gradient at their edges, ``leaky_relu`` and ``elu`` take the negative side's slo
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -92,6 +91,7 @@ from gt.nn.normalization import (
     batch_norm,
     group_norm,
     instance_norm,
+    layer_norm,
     local_response_norm,
     rms_norm,
 )
@@ -460,38 +460,6 @@ def _dropout(input: Tensor, p: float, training: bool, mask_shape: tuple[int, ...
         return input * 0.0
     keep = (rand(mask_shape, dtype=input.dtype) >= p).to(input.dtype)
     return input * keep * (1.0 / (1.0 - p))
-
-
-@autocast_op("layer_norm")
-def layer_norm(
-    input: Tensor,
-    normalized_shape: Sequence[int],
-    weight: Tensor | None = None,
-    bias: Tensor | None = None,
-    eps: float = 1e-5,
-) -> Tensor:
-    """Normalize over the last ``len(normalized_shape)`` dimensions, then scale and shift (a half
-    input in float32, rounded once at the end, as PyTorch's kernel)."""
-    if input.dtype in ("float16", "bfloat16"):
-        wide = [t.float() if t is not None else None for t in (weight, bias)]
-        out = layer_norm(input.float(), normalized_shape, *wide, eps).to(input.dtype)
-        return label(out, "NativeLayerNormBackward0")
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    k = len(shape)
-    if input.shape[input.ndim - k :] != shape or input.ndim < k:
-        raise ShapeError(
-            f"layer_norm: input of shape {list(input.shape)} does not end with normalized_shape {list(shape)}"
-        )
-    dims = tuple(range(input.ndim - k, input.ndim))
-    mu = input.mean(dims, keepdims=True)
-    d = input - mu
-    var = (d * d).mean(dims, keepdims=True)
-    out = d * (var + eps).rsqrt()
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return label(out, "NativeLayerNormBackward0")
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:

@@ -1,8 +1,11 @@
-"""Normalizations as functions: ``batch_norm``, ``group_norm``, ``instance_norm``, ``rms_norm``.
+"""Normalizations as functions: ``layer_norm``, ``batch_norm``, ``group_norm``, ``instance_norm``,
+``rms_norm``.
 
 Composed from reductions and elementwise ops with PyTorch's formulas: batch statistics use the
 biased variance for normalizing and the unbiased one for the running estimate, which is updated in
-place (without autograd) when training. ``layer_norm`` lives in :mod:`gt.nn.functional`.
+place (without autograd) when training. ``layer_norm`` and ``group_norm`` normalize with one
+``normalize`` instruction (and one ``normalize_backward`` for the gradient: see
+:mod:`gt.runtime.ops.normalization`) instead of a dozen.
 """
 
 from __future__ import annotations
@@ -13,15 +16,79 @@ from typing import Any
 
 import numpy as np
 
+from gt import shapes as S
 from gt.autograd import no_grad
 from gt.errors import ShapeError
 from gt.grad_graph import label
+from gt.grad_mode import is_grad_enabled
 from gt.ops.autocast import autocast_op
 from gt.ops.layout import keep_channels_last
 from gt.ops.reduce import centered
+from gt.runtime.ops.normalization import normalize_grad
 from gt.tensor import Tensor
 
 # ruff: noqa: A002 - PyTorch's parameter names (input, ...)
+
+
+def normalized(x: Tensor, axis: int, eps: float, shift: bool = False) -> Tensor:
+    """``(x - mean) / sqrt(var + eps)`` along ``axis`` (biased variance) of a float32 or float64
+    tensor, as one ``normalize`` instruction; with ``shift``, the mean of
+    :func:`~gt.ops.reduce.centered` (a constant row's deviations exactly 0). Its gradient is one
+    ``normalize_backward`` instruction, or differentiable ops when the backward pass is recorded.
+    """
+    attrs = {"axis": axis % x.ndim, "eps": float(eps)}
+    if shift:
+        attrs["shift"] = True
+    out = x._apply("normalize", [x], attrs)
+    if out._node is not None:
+        out._node.rule = _normalize_rule
+    return out
+
+
+def _normalize_rule(n: Any, g: Tensor) -> tuple:
+    (x,) = n.saved
+    if is_grad_enabled():  # (create_graph: a derivative that can be differentiated again)
+        return (normalize_grad(g, x, n.attrs),)
+    return (g._apply("normalize_backward", [g, x], n.attrs, grad=False),)
+
+
+@autocast_op("layer_norm")
+def layer_norm(
+    input: Tensor,
+    normalized_shape: Sequence[int],
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Normalize over the last ``len(normalized_shape)`` dimensions, then scale and shift (a half
+    input in float32, rounded once at the end, as PyTorch's kernel)."""
+    if input.dtype in ("float16", "bfloat16"):
+        wide = [t.float() if t is not None else None for t in (weight, bias)]
+        out = layer_norm(input.float(), normalized_shape, *wide, eps).to(input.dtype)
+        return label(out, "NativeLayerNormBackward0")
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(shape)
+    if input.shape[input.ndim - k :] != shape or input.ndim < k:
+        raise ShapeError(
+            f"layer_norm: input of shape {list(input.shape)} does not end with normalized_shape {list(shape)}"
+        )
+    dims = tuple(range(input.ndim - k, input.ndim))
+    n = S.prod(shape)
+    if n and input.ndim and input.dtype in ("float32", "float64"):
+        # one instruction each way (normalize, normalize_backward) where a dozen ran
+        flat = input if k == 1 else input.reshape(input.shape[: input.ndim - k] + (n,))
+        out = normalized(flat, -1, eps)
+        out = out if k == 1 else out.reshape(input.shape)
+    else:
+        mu = input.mean(dims, keepdims=True)
+        d = input - mu
+        var = (d * d).mean(dims, keepdims=True)
+        out = d * (var + eps).rsqrt()
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return label(out, "NativeLayerNormBackward0")
 
 
 def _channel_shape(x: Tensor) -> tuple[int, ...]:
@@ -167,8 +234,11 @@ def group_norm(
                 f"{list(input.shape)}"
             )
     x = input.reshape(n, num_groups, input.numel() // max(n * num_groups, 1))
-    d = centered(x, (2,))
-    out = (d * ((d * d).mean(-1, keepdim=True) + eps).rsqrt()).reshape(input.shape)
+    if x.shape[2] and input.dtype in ("float32", "float64"):
+        out = normalized(x, 2, eps, shift=True).reshape(input.shape)
+    else:
+        d = centered(x, (2,))
+        out = (d * ((d * d).mean(-1, keepdim=True) + eps).rsqrt()).reshape(input.shape)
     cs = _channel_shape(input)
     if weight is not None:
         out = out * weight.reshape(cs)

@@ -270,6 +270,8 @@ SAMPLES: dict[str, tuple[list, object]] = {
             "dtype": "float32",
         },
     ),
+    "normalize": ([A], {"axis": 1, "eps": 1e-5}),
+    "normalize_backward": ([B, A], {"axis": 1, "eps": 1e-5, "shift": True}),
 }
 
 

@@ -17,7 +17,8 @@ trigonometric and hyperbolic functions, atan2, fmod, signbit, gcd, lcm, nextafte
 incomplete gamma, erfcx, Bessel J/Y/K, Airy Ai, whose kernel is :mod:`.airy`), :mod:`.complexnum`
 (complex parts, conjugate, argument, the real-pair views, FFTs), :mod:`.sampling`
 (``multinomial``'s checked probabilities), :mod:`.pooling` (max pooling's kernels),
-:mod:`.recurrent` (an LSTM layer's time loop).
+:mod:`.recurrent` (an LSTM layer's time loop), :mod:`.normalization` (the core of ``layer_norm``
+and ``group_norm``, each way).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from gt.runtime.ops import (
     mathfn,
     movement,
     nll,
+    normalization,
     pooling,
     recurrent,
     reduce,
@@ -98,6 +100,7 @@ REGISTRY, BY_NAME = _build(
         *sampling.ENTRIES,
         *pooling.ENTRIES,
         *recurrent.ENTRIES,
+        *normalization.ENTRIES,
     ]
 )
 #: Op names by opcode (what traces carry in their header).

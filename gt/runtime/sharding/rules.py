@@ -257,17 +257,19 @@ def reduction(
 
 # ----------------------------------------------------------------------------- along one axis
 def along_axis(ops: list[Operand], attrs: Any, oshape: Shape, extra: list[Layout]) -> list[Choice]:
-    """Ops along ``attrs["axis"]`` that keep the shape (``log_softmax``, ``cumsum``): a tensor
-    sharded on another axis runs them per shard; sharded along the axis, it is gathered first."""
+    """Ops along ``attrs["axis"]`` that keep the shape (``log_softmax``, ``cumsum``; with two
+    operands of that shape, ``normalize_backward``): tensors sharded on another axis run them
+    per shard, every operand laid out as the first; sharded along the axis, they are gathered
+    first."""
     x = ops[0]
     lay = x.layout
     ax = attrs["axis"] % max(len(oshape), 1)
     out: list[Choice] = []
     if lay.kind in (LOCAL, REPL) or lay.kind == SHARD and lay.axis != ax:
-        out.append(Choice(lay, [lay], par=_par(lay)))
+        out.append(Choice(lay, [lay if o.tid is not None else None for o in ops], par=_par(lay)))
     for o in extra:
         if o.kind in (LOCAL, REPL) or o.kind == SHARD and o.axis != ax:
-            out.append(Choice(o, [o], par=_par(o)))
+            out.append(Choice(o, [o if p.tid is not None else None for p in ops], par=_par(o)))
     return out
 
 
