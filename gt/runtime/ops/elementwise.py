@@ -12,6 +12,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from gt import shapes as S
 from gt.runtime.ops.base import (
     Op,
@@ -27,6 +29,7 @@ from gt.runtime.ops.base import (
 )
 from gt.runtime.ops.float_divmod import floor_divmod, is_float
 from gt.runtime.ops.integer_rules import _d_floor_divide, _integer_pow, zero_divisor_checked
+from gt.runtime.ops.row_broadcast import FOLDABLE, folded
 from gt.runtime.ops.where_kernel import k_where as _k_where
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -50,16 +53,24 @@ def _binary_kernel(ufunc: str) -> Callable[[Any], Any]:
         xp = be.xp
         fn = getattr(xp, ufunc)
         wide = ufunc in _OPMATH_FLOAT32
+        fold = xp is np and ufunc in FOLDABLE  # (a bias added to a large array: see row_broadcast)
 
         def h(v: list, at: Any) -> Any:
             if wide and (type(v[1]) is float or type(v[0]) is float):
                 r = _with_float32(fn, xp, v[0], v[1])
                 if r is not None:
                     return r
+            inplace = at is not None and at.get("inplace")
+            if fold and type(v[0]) is np.ndarray and type(v[1]) is np.ndarray:
+                x = v.pop(0)
+                r = folded(fn, x, v[0], x if inplace and private(x) else None)
+                if r is not None:
+                    return r
+                v.insert(0, x)
             if at is None:
                 return fn(v[0], v[1])
             x = v.pop(0)  # so the argument list no longer refers to it (see private())
-            return fn(x, v[0], out=x) if at.get("inplace") and private(x) else fn(x, v[0])
+            return fn(x, v[0], out=x) if inplace and private(x) else fn(x, v[0])
 
         return h
 
