@@ -43,6 +43,14 @@ EMB1K = rng.standard_normal((1000, 128)).astype(np.float32)
 IDS = rng.integers(0, 1000, (64, 512))
 IDS100K = rng.integers(0, 100000, (64, 512))
 IMG = rng.standard_normal((16, 64, 56, 56)).astype(np.float32)
+LNW = (1 + 0.1 * rng.standard_normal(1024)).astype(np.float32)  # layer_norm's weight and bias
+LNB = (0.1 * rng.standard_normal(1024)).astype(np.float32)
+CHW = (1 + 0.1 * rng.standard_normal(64)).astype(np.float32)  # per-channel weight and bias
+CHB = (0.1 * rng.standard_normal(64)).astype(np.float32)
+SMALL = rng.standard_normal((8, 16, 256)).astype(np.float32)  # a small transformer's activations
+SMW, SMB = LNW[:256].copy(), LNB[:256].copy()
+LOGITS = rng.standard_normal((4096, 1024)).astype(np.float32)
+LABELS = (rng.random((4096, 1024)) < 0.3).astype(np.float32)
 
 #: name -> (inputs, fn(lib, *tensors), with backward: the first input requires grad)
 CASES = {
@@ -66,6 +74,21 @@ CASES = {
     "softmax": ([ACT], lambda T, x: T.softmax(x, -1), False),
     "softmax bwd": ([ACT], lambda T, x: T.softmax(x, -1), True),
     "softmax attention": ([ATT], lambda T, x: T.softmax(x, -1), False),
+    "bias add, 1024 wide": ([MAT.reshape(8192, 1024), LNB], lambda T, x, b: x + b, False),
+    "layer_norm": ([ACT, LNW, LNB], lambda T, x, w, b: T.nn.functional.layer_norm(x, (1024,), w, b), False),
+    "layer_norm bwd": ([ACT, LNW, LNB], lambda T, x, w, b: T.nn.functional.layer_norm(x, (1024,), w, b), True),
+    "layer_norm small bwd": ([SMALL, SMW, SMB], lambda T, x, w, b: T.nn.functional.layer_norm(x, (256,), w, b), True),
+    "group_norm": ([IMG, CHW, CHB], lambda T, x, w, b: T.nn.functional.group_norm(x, 8, w, b), False),
+    "group_norm bwd": ([IMG, CHW, CHB], lambda T, x, w, b: T.nn.functional.group_norm(x, 8, w, b), True),
+    "batch_norm train": ([IMG, CHW, CHB], lambda T, x, w, b: T.nn.functional.batch_norm(x, None, None, w, b, True), False),
+    "batch_norm train bwd": ([IMG, CHW, CHB], lambda T, x, w, b: T.nn.functional.batch_norm(x, None, None, w, b, True), True),
+    "bce_with_logits": ([LOGITS, LABELS], lambda T, x, y: T.nn.functional.binary_cross_entropy_with_logits(x, y), False),
+    "bce_with_logits bwd": ([LOGITS, LABELS], lambda T, x, y: T.nn.functional.binary_cross_entropy_with_logits(x, y), True),
+    "smooth_l1": ([LOGITS, LABELS], lambda T, x, y: T.nn.functional.smooth_l1_loss(x, y), False),
+    "smooth_l1 bwd": ([LOGITS, LABELS], lambda T, x, y: T.nn.functional.smooth_l1_loss(x, y), True),
+    "softplus": ([ACT], lambda T, x: T.nn.functional.softplus(x), False),
+    "elu": ([ACT], lambda T, x: T.nn.functional.elu(x), False),
+    "elu bwd": ([ACT], lambda T, x: T.nn.functional.elu(x), True),
 }  # fmt: skip
 
 
