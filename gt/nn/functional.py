@@ -24,7 +24,7 @@ from gt.errors import ShapeError
 from gt.factories import arange, rand
 from gt.grad_graph import label, recorded_rule, zero_link, zero_second_derivative
 from gt.grad_mode import is_grad_enabled
-from gt.nn.activation_rules import clamped_hardtanh, leaky_relu_rule
+from gt.nn.activation_rules import clamped_hardtanh, hardswish_node, leaky_relu_rule
 from gt.nn.attention_fn import _canonical_mask as _canonical_mask  # (PyTorch's private helpers,
 from gt.nn.attention_fn import _none_or_dtype as _none_or_dtype  # which its layers' copies call)
 from gt.nn.attention_fn import multi_head_attention_forward, scaled_dot_product_attention
@@ -300,6 +300,8 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * relu6(x + 3) / 6`` (its second derivative is ``1/3`` strictly between -3 and 3)."""
     if inplace:
         return apply_inplace(input, "hardswish_", hardswish)
+    if input.dtype in ("float32", "float64"):
+        return hardswish_node(input)
     return label(
         input * (clamped_hardtanh(input + 3.0, 0.0, 6.0) * (1.0 / 6.0)), "HardswishBackward0"
     )

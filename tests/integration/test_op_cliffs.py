@@ -141,3 +141,22 @@ def test_leaky_relu_is_a_maximum_with_the_same_bits_and_pytorchs_gradient(conn, 
     assert d1.grad_fn.name() == "LeakyReluBackwardBackward0"
     (d2,) = gt.autograd.grad(d1.sum(), x)
     assert not d2.numpy().any()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_hardswish_rounds_as_pytorch_and_its_gradient_is_pytorchs_formula(conn, dtype):
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal(5000) * 3).astype(dtype)
+    x[:6] = [-3.0, 3.0, -0.0, 2.9999998, -3.0000002, np.nan]
+    g = rng.standard_normal(5000).astype(dtype)
+    X = gt.tensor(x, requires_grad=True)
+    y = gt.nn.functional.hardswish(X)
+    y.backward(gt.tensor(g))
+    assert y.grad_fn.name() == "HardswishBackward0"
+    # PyTorch's CPU kernel: multiplied, then divided by 6 (not times a rounded 1/6)
+    want = x * np.clip(x + dtype(3), 0, 6) / dtype(6)
+    np.testing.assert_array_equal(y.detach().numpy(), want)
+    # its vectorised backward: 0 at or below -3, g from 3 up, else g * (x / 3 + 0.5) (NaN too)
+    with np.errstate(invalid="ignore"):
+        grad = np.where(x <= -3, 0, np.where(x >= 3, g, g * (x / dtype(3) + dtype(0.5))))
+    np.testing.assert_array_equal(X.grad.numpy(), grad.astype(dtype))
