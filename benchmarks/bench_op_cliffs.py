@@ -47,6 +47,8 @@ LNW = (1 + 0.1 * rng.standard_normal(1024)).astype(np.float32)  # layer_norm's w
 LNB = (0.1 * rng.standard_normal(1024)).astype(np.float32)
 CHW = (1 + 0.1 * rng.standard_normal(64)).astype(np.float32)  # per-channel weight and bias
 CHB = (0.1 * rng.standard_normal(64)).astype(np.float32)
+QKV = rng.standard_normal((3, 16, 12, 256, 64)).astype(np.float32)  # attention's q, k, v
+CAUSAL_BIAS = np.triu(np.full((256, 256), -np.inf, np.float32), 1)  # an additive mask
 SMALL = rng.standard_normal((8, 16, 256)).astype(np.float32)  # a small transformer's activations
 SMW, SMB = LNW[:256].copy(), LNB[:256].copy()
 LOGITS = rng.standard_normal((4096, 1024)).astype(np.float32)
@@ -75,6 +77,8 @@ CASES = {
     "softmax bwd": ([ACT], lambda T, x: T.softmax(x, -1), True),
     "softmax attention": ([ATT], lambda T, x: T.softmax(x, -1), False),
     "bias add, 1024 wide": ([MAT.reshape(8192, 1024), LNB], lambda T, x, b: x + b, False),
+    "sdpa, float mask": ([QKV[0], QKV[1], QKV[2], CAUSAL_BIAS], lambda T, q, k, v, m: T.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m), False),
+    "sdpa, bool mask": ([QKV[0], QKV[1], QKV[2], CAUSAL_BIAS == 0], lambda T, q, k, v, m: T.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m), False),
     "layer_norm": ([ACT, LNW, LNB], lambda T, x, w, b: T.nn.functional.layer_norm(x, (1024,), w, b), False),
     "layer_norm bwd": ([ACT, LNW, LNB], lambda T, x, w, b: T.nn.functional.layer_norm(x, (1024,), w, b), True),
     "layer_norm small bwd": ([SMALL, SMW, SMB], lambda T, x, w, b: T.nn.functional.layer_norm(x, (256,), w, b), True),

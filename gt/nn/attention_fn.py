@@ -12,6 +12,7 @@ import math
 import warnings
 
 from gt import factories as F
+from gt.grad_graph import label
 from gt.ops.autocast import autocast_op
 from gt.ops.base import in_float32
 from gt.ops.shaping import cat
@@ -56,19 +57,19 @@ def _attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | No
     if is_causal:
         future = F.ones(ln, sn, dtype="bool").triu(1)
         scores = scores.masked_fill(future, -math.inf)
-    blocked = None
-    if attn_mask is not None:
+    if attn_mask is not None and scores.numel():
         if attn_mask.dtype == "bool":
             scores = scores.masked_fill(attn_mask.logical_not(), -math.inf)
         else:
             scores = scores + attn_mask
-        # PyTorch's safe softmax: a query that may attend to nothing gets zeros, not NaN (its
-        # scores are replaced first, so no NaN reaches the gradients either)
-        blocked = (scores == -math.inf).all(-1, keepdim=True)
-        scores = scores.masked_fill(blocked, 0.0)
-    weights = scores.softmax(-1)
-    if blocked is not None:
-        weights = weights.masked_fill(blocked, 0.0)
+        # PyTorch's safe softmax: a query that may attend to nothing gets zeros, not NaN (and so
+        # does its gradient): one softmax instruction that says so, where finding those rows and
+        # masking them before and after took four passes over the scores
+        ax = scores.ndim - 1
+        weights = label(scores._apply("softmax", [scores], {"axis": ax, "safe": True}),
+                        "SoftmaxBackward0")  # fmt: skip
+    else:
+        weights = scores.softmax(-1)
     if dropout_p > 0.0:
         keep = (F.rand(weights.shape, dtype=weights.dtype) >= dropout_p).to(weights.dtype)
         weights = weights * keep * (1.0 / (1.0 - dropout_p))

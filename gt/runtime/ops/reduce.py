@@ -259,9 +259,16 @@ def _k_softmax(be: Any) -> Any:
         x, axis = v[0], at["axis"]
         # PyTorch's CPU kernel: exp(x - max), then times 1 / sum (one exp, no log: two passes
         # fewer than exp(log_softmax))
-        e = x - x.max(axis=axis, keepdims=True)
+        m = x.max(axis=axis, keepdims=True)
+        safe = at.get("safe", False)
+        if safe:  # (attention's: a row with nothing to attend to, all -inf, gives zeros)
+            m[m == -xp.inf] = 0
+        e = x - m
         xp.exp(e, out=e)
-        e *= 1 / e.sum(axis=axis, keepdims=True)
+        r = 1 / e.sum(axis=axis, keepdims=True)
+        if safe:
+            r[r == xp.inf] = 0
+        e *= r
         return e
 
     return h
@@ -412,7 +419,7 @@ ENTRIES: list[Op] = [
         grad=_d_softmax,
         saves="output",
         shard="along_axis",
-        doc="softmax(x) along attrs.axis: exp(x - max) / sum, stable",
+        doc="softmax(x) along attrs.axis: exp(x - max) / sum, stable (attrs.safe: an all -inf row gives 0s)",
     ),  # fmt: skip
     Op(
         "cumsum",
