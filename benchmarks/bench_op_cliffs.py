@@ -84,6 +84,8 @@ CASES = {
     "layer_norm small bwd": ([SMALL, SMW, SMB], lambda T, x, w, b: T.nn.functional.layer_norm(x, (256,), w, b), True),
     "group_norm": ([IMG, CHW, CHB], lambda T, x, w, b: T.nn.functional.group_norm(x, 8, w, b), False),
     "group_norm bwd": ([IMG, CHW, CHB], lambda T, x, w, b: T.nn.functional.group_norm(x, 8, w, b), True),
+    "batch_norm eval": ([IMG, CHW, CHB, CHB * 0.1, CHW], lambda T, x, w, b, rm, rv: T.nn.functional.batch_norm(x, rm, rv, w, b, False), False),
+    "batch_norm eval bwd": ([IMG, CHW, CHB, CHB * 0.1, CHW], lambda T, x, w, b, rm, rv: T.nn.functional.batch_norm(x, rm, rv, w, b, False), True),
     "batch_norm train": ([IMG, CHW, CHB], lambda T, x, w, b: T.nn.functional.batch_norm(x, None, None, w, b, True), False),
     "batch_norm train bwd": ([IMG, CHW, CHB], lambda T, x, w, b: T.nn.functional.batch_norm(x, None, None, w, b, True), True),
     "bce_with_logits": ([LOGITS, LABELS], lambda T, x, y: T.nn.functional.binary_cross_entropy_with_logits(x, y), False),

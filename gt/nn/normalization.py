@@ -139,7 +139,16 @@ def batch_norm(
                 running_var.mul_(1.0 - m).add_(unbiased.to(running_var.dtype) * m)
         out = d * (var + eps).rsqrt()
     else:
-        out = (input - running_mean.reshape(cs)) * (running_var.reshape(cs) + eps).rsqrt()
+        # PyTorch's evaluation kernel: one scale and one shift per channel, then two passes,
+        # x * alpha + beta (rounded as it rounds), where normalizing, scaling and shifting the
+        # input took four
+        alpha = (running_var + eps).rsqrt()
+        if weight is not None:
+            alpha = alpha * weight
+        shift = running_mean * alpha
+        beta = 0.0 - shift if bias is None else bias - shift
+        out = input * alpha.reshape(cs) + beta.reshape(cs)
+        return label(keep_channels_last(out, input), "NativeBatchNormBackward0")
     if weight is not None:
         out = out * weight.reshape(cs)
     if bias is not None:

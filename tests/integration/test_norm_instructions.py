@@ -117,3 +117,30 @@ def test_a_layer_norm_sharded_by_rows_runs_per_shard_each_way(cluster, conn):
         assert np.array_equal(X.grad.numpy(), Xr.grad.numpy())
     finally:
         gt.config.clear()
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_in_eval_is_one_scale_and_one_shift_per_channel(conn, affine):
+    x = rng.standard_normal((4, 6, 5, 5)).astype(np.float32)
+    rm = (rng.standard_normal(6) * 0.1).astype(np.float32)
+    rv = (rng.random(6) + 0.5).astype(np.float32)
+    w = rng.standard_normal(6).astype(np.float32) if affine else None
+    b = rng.standard_normal(6).astype(np.float32) if affine else None
+    X = gt.tensor(x, requires_grad=True)
+    W, B = (gt.tensor(a, requires_grad=True) if a is not None else None for a in (w, b))
+    y = F.batch_norm(X, gt.tensor(rm), gt.tensor(rv), W, B, training=False, eps=1e-5)
+    assert y.grad_fn.name() == "NativeBatchNormBackward0"
+    # PyTorch's evaluation kernel: alpha = w / sqrt(var + eps), beta = b - mean * alpha
+    alpha = np.float32(1.0) / np.sqrt(rv + np.float32(1e-5))
+    if affine:
+        alpha = alpha * w
+    beta = (b if affine else np.float32(0.0)) - rm * alpha
+    want = x * alpha.reshape(1, -1, 1, 1) + beta.reshape(1, -1, 1, 1)
+    np.testing.assert_array_equal(y.detach().numpy(), want)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    y.backward(gt.tensor(g))
+    np.testing.assert_allclose(X.grad.numpy(), g * alpha.reshape(1, -1, 1, 1), rtol=1e-6)
+    if affine:
+        xhat = (x - rm.reshape(1, -1, 1, 1)) / np.sqrt(rv.reshape(1, -1, 1, 1) + 1e-5)
+        np.testing.assert_allclose(W.grad.numpy(), (g * xhat).sum((0, 2, 3)), rtol=2e-4, atol=2e-5)
+        np.testing.assert_allclose(B.grad.numpy(), g.sum((0, 2, 3)), rtol=1e-5, atol=1e-5)

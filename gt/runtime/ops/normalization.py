@@ -2,9 +2,10 @@
 
 ``normalize`` takes a real floating tensor and returns ``(x - mean) / sqrt(var + eps)`` along
 ``attrs["axis"]`` (the biased variance); ``normalize_backward`` takes the gradient of that result
-and ``x`` and returns ``x``'s gradient. Composed of a dozen primitives, a layer norm cost a dozen
-instructions and as many full passes each way (4-6x PyTorch's time on a NumPy worker); each kernel
-here makes its passes in one handler, with no instruction, allocation or dispatch between them.
+and ``x`` and returns ``x``'s gradient. Composed of primitives, a layer norm cost 12 instructions
+forward and about 20 back: on small tensors that per-instruction cost was most of the time (a
+``[8, 16, 256]`` layer norm with its backward took 1.0-1.5 ms, 0.45-0.58 ms now); on large ones
+the memory passes are what they were, now in one handler each way.
 
 The forward kernel rounds as the composition it replaces, op for op (``sum / n`` means; with
 ``attrs["shift"]``, the mean of :func:`gt.ops.reduce.centered`, which keeps a constant row's
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gt.errors import ShapeError
 from gt.runtime.ops.base import Op, first_dtype, same_shape
 
 
@@ -87,7 +89,7 @@ def normalize_grad(g: Any, x: Any, attrs: dict) -> Any:
 
 def _same_shapes(shapes: list, attrs: Any) -> Any:
     if len(shapes) > 1 and shapes[1] != shapes[0]:
-        raise ValueError(f"normalize_backward: shapes {shapes[0]} and {shapes[1]} differ")
+        raise ShapeError(f"normalize_backward: shapes {shapes[0]} and {shapes[1]} differ")
     return shapes[0]
 
 
