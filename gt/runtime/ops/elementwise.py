@@ -30,6 +30,7 @@ from gt.runtime.ops.base import (
 from gt.runtime.ops.float_divmod import floor_divmod, is_float
 from gt.runtime.ops.integer_rules import _d_floor_divide, _integer_pow, zero_divisor_checked
 from gt.runtime.ops.row_broadcast import FOLDABLE, folded
+from gt.runtime.ops.row_broadcast import MIN_ELEMENTS as FOLD_MIN
 from gt.runtime.ops.where_kernel import k_where as _k_where
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -61,7 +62,12 @@ def _binary_kernel(ufunc: str) -> Callable[[Any], Any]:
                 if r is not None:
                     return r
             inplace = at is not None and at.get("inplace")
-            if fold and type(v[0]) is np.ndarray and type(v[1]) is np.ndarray:
+            if (
+                fold
+                and type(v[0]) is np.ndarray
+                and type(v[1]) is np.ndarray
+                and (v[0].size >= FOLD_MIN or v[1].size >= FOLD_MIN)  # (a tiny op pays no call)
+            ):
                 x = v.pop(0)
                 r = folded(fn, x, v[0], x if inplace and private(x) else None)
                 if r is not None:
