@@ -95,6 +95,9 @@ CASES = {
     "softplus": ([ACT], lambda T, x: T.nn.functional.softplus(x), False),
     "elu": ([ACT], lambda T, x: T.nn.functional.elu(x), False),
     "elu bwd": ([ACT], lambda T, x: T.nn.functional.elu(x), True),
+    "gelu": ([ACT], lambda T, x: T.nn.functional.gelu(x), False),
+    "gelu bwd": ([ACT], lambda T, x: T.nn.functional.gelu(x), True),
+    "gelu small bwd": ([SMALL], lambda T, x: T.nn.functional.gelu(x), True),
 }  # fmt: skip
 
 

@@ -20,8 +20,8 @@ from gt import shapes as S
 from gt.autograd import no_grad
 from gt.errors import ShapeError
 from gt.grad_graph import label
-from gt.grad_mode import is_grad_enabled
 from gt.ops.autocast import autocast_op
+from gt.ops.fused import one_instruction_each_way
 from gt.ops.layout import keep_channels_last
 from gt.ops.reduce import centered
 from gt.runtime.ops.normalization import normalize_grad
@@ -39,17 +39,7 @@ def normalized(x: Tensor, axis: int, eps: float, shift: bool = False) -> Tensor:
     attrs = {"axis": axis % x.ndim, "eps": float(eps)}
     if shift:
         attrs["shift"] = True
-    out = x._apply("normalize", [x], attrs)
-    if out._node is not None:
-        out._node.rule = _normalize_rule
-    return out
-
-
-def _normalize_rule(n: Any, g: Tensor) -> tuple:
-    (x,) = n.saved
-    if is_grad_enabled():  # (create_graph: a derivative that can be differentiated again)
-        return (normalize_grad(g, x, n.attrs),)
-    return (g._apply("normalize_backward", [g, x], n.attrs, grad=False),)
+    return one_instruction_each_way(x, "normalize", attrs, "normalize_backward", normalize_grad)
 
 
 @autocast_op("layer_norm")

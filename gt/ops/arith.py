@@ -21,9 +21,11 @@ from gt.errors import DtypeError, ShapeError
 from gt.grad_graph import label
 from gt.ops import bitwise
 from gt.ops.base import TensorBase
+from gt.ops.fused import one_instruction_each_way
 from gt.ops.scaled import scaled_add, wire_alpha
 from gt.runtime import ops as O
 from gt.runtime.ops.base import real_float
+from gt.runtime.ops.gelu import gelu_grad
 from gt.runtime.ops.integer_rules import DIV_FLOOR
 
 if TYPE_CHECKING:
@@ -381,6 +383,10 @@ class ArithmeticOps:
         if self.dtype in ("float16", "bfloat16"):
             return label(self.float().gelu(approximate).to(self.dtype), "GeluBackward0")
         if approximate == "none":
+            if self.dtype in ("float32", "float64"):
+                # one instruction each way (PyTorch's CPU formula: gt.runtime.ops.gelu)
+                out = one_instruction_each_way(self, "gelu", None, "gelu_backward", gelu_grad)
+                return label(out, "GeluBackward0")
             return label(self * 0.5 * (1.0 + (self * _SQRT1_2).erf()), "GeluBackward0")
         if approximate == "tanh":
             k = math.sqrt(2.0 / math.pi)

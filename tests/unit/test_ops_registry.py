@@ -272,6 +272,8 @@ SAMPLES: dict[str, tuple[list, object]] = {
     ),
     "normalize": ([A], {"axis": 1, "eps": 1e-5}),
     "normalize_backward": ([B, A], {"axis": 1, "eps": 1e-5, "shift": True}),
+    "gelu": ([A], None),
+    "gelu_backward": ([B, A], None),
 }
 
 

@@ -18,7 +18,7 @@ incomplete gamma, erfcx, Bessel J/Y/K, Airy Ai, whose kernel is :mod:`.airy`), :
 (complex parts, conjugate, argument, the real-pair views, FFTs), :mod:`.sampling`
 (``multinomial``'s checked probabilities), :mod:`.pooling` (max pooling's kernels),
 :mod:`.recurrent` (an LSTM layer's time loop), :mod:`.normalization` (the core of ``layer_norm``
-and ``group_norm``, each way).
+and ``group_norm``, each way), :mod:`.gelu` (the exact ``gelu``, each way).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from gt.runtime.ops import (
     creation,
     elementwise,
     gammafn,
+    gelu,
     index,
     integer,
     linalg,
@@ -101,6 +102,7 @@ REGISTRY, BY_NAME = _build(
         *pooling.ENTRIES,
         *recurrent.ENTRIES,
         *normalization.ENTRIES,
+        *gelu.ENTRIES,
     ]
 )
 #: Op names by opcode (what traces carry in their header).
