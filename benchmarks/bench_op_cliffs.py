@@ -53,6 +53,10 @@ SMALL = rng.standard_normal((8, 16, 256)).astype(np.float32)  # a small transfor
 SMW, SMB = LNW[:256].copy(), LNB[:256].copy()
 LOGITS = rng.standard_normal((4096, 1024)).astype(np.float32)
 LABELS = (rng.random((4096, 1024)) < 0.3).astype(np.float32)
+NODES = rng.standard_normal((20000, 128)).astype(np.float32)  # a graph's node features
+MSGS = rng.standard_normal((100000, 128)).astype(np.float32)  # one message per edge
+DST = rng.integers(0, 20000, 100000)  # each edge's target node
+SCATTER_IDX = rng.integers(0, 20000, (100000, 128))  # a different target for every element
 
 #: name -> (inputs, fn(lib, *tensors), with backward: the first input requires grad)
 CASES = {
@@ -95,6 +99,8 @@ CASES = {
     "softplus": ([ACT], lambda T, x: T.nn.functional.softplus(x), False),
     "elu": ([ACT], lambda T, x: T.nn.functional.elu(x), False),
     "elu bwd": ([ACT], lambda T, x: T.nn.functional.elu(x), True),
+    "scatter_add, index per element": ([NODES, SCATTER_IDX, MSGS], lambda T, x, i, m: x.scatter_add(0, i, m), False),
+    "scatter_add, index per row": ([NODES, DST, MSGS], lambda T, x, d, m: x.scatter_add(0, d.unsqueeze(-1).expand(-1, 128), m), False),
     "gelu": ([ACT], lambda T, x: T.nn.functional.gelu(x), False),
     "gelu bwd": ([ACT], lambda T, x: T.nn.functional.gelu(x), True),
     "gelu small bwd": ([SMALL], lambda T, x: T.nn.functional.gelu(x), True),

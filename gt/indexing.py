@@ -72,7 +72,7 @@ def encode_key(x: Tensor, key: Any, op: str = "getitem") -> tuple[list, list, tu
             elif item.dtype in S.INT_DTYPES:
                 wire.append(["t", len(tensors)])
                 tensors.append(item)
-                stand_in.append(np.zeros(item.shape, dtype=np.int64))
+                stand_in.append(S.index_stand_in(item.shape))
             else:
                 raise IndexError(
                     f"{op}: tensors used as indices must be integer or bool, not {item.dtype}"

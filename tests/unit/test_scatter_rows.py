@@ -86,3 +86,67 @@ def test_one_row_hit_by_everything_is_add_ats_sum_in_order():
     assert _same_bits((idx,), a, _values(rng, (2000, 256), np.float32))
     few = _values(rng, (3, 8), np.float32)  # many rounds over short rows: add.at does it
     assert _same_bits((np.full(5000, 2),), few, _values(rng, (5000, 8), np.float32))
+
+
+def _along(index: np.ndarray, dim: int) -> tuple:
+    """``scatter_add``'s key: ``index`` along ``dim``, an ``arange`` along each other dim."""
+    key = []
+    for i, n in enumerate(index.shape):
+        shape = [1] * index.ndim
+        shape[i] = n
+        key.append(index if i == dim else np.arange(n).reshape(shape))
+    return tuple(key)
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2])
+def test_an_index_expanded_over_rows_scatters_rows_with_add_ats_bits(monkeypatch, dim):
+    rng = np.random.default_rng(8)
+    a = _values(rng, (6, 7, 24), np.float32)
+    n = 50
+    shape = list(a.shape)
+    shape[dim] = n
+    one = [1, 1, 1]
+    one[dim] = n
+    index = np.broadcast_to(rng.integers(-a.shape[dim], a.shape[dim], one), shape)  # expanded
+    key = _along(index, dim)
+    v = _values(rng, tuple(shape), np.float32)
+    rows = sr._rows_key(a, key)
+    assert rows is not None and sum(isinstance(k, slice) for k in rows) == 2
+    calls = []
+    monkeypatch.setattr(np.add, "at", lambda *args: calls.append(args))  # (must not be needed)
+    got = a.copy()
+    sr.add_at(got, key, v)
+    monkeypatch.undo()
+    assert not calls
+    want = a.copy()
+    np.add.at(want, key, v)
+    assert np.array_equal(want.view(np.uint8), got.view(np.uint8))
+
+
+def test_an_elementwise_index_is_added_on_flat_memory_with_add_ats_bits():
+    rng = np.random.default_rng(9)
+    a = _values(rng, (40, 130), np.float32)
+    index = rng.integers(-40, 40, (300, 130))  # (a different row for every element)
+    key = _along(index, 0)
+    assert sr._rows_key(a, key) is None
+    v = _values(rng, (300, 130), np.float32)
+    assert _same_bits(key, a, v)
+    with_ints = (index % 40, np.broadcast_to(np.arange(130) % 7, (300, 130)))
+    assert _same_bits(with_ints, a, v)  # (not an arange: flattened, not rows)
+    assert sr._flat_add_at(a.copy(), with_ints, v)
+
+
+def test_flat_memory_is_left_alone_where_add_at_must_decide():
+    rng = np.random.default_rng(10)
+    a = _values(rng, (40, 130), np.float32)
+    v = _values(rng, (300, 130), np.float32)
+    bad = _along(rng.integers(0, 41, (300, 130)), 0)  # 40 is out of range
+    b = a.copy()
+    assert not sr._flat_add_at(b, bad, v) and np.array_equal(b, a)
+    with pytest.raises(IndexError):
+        sr.add_at(b, bad, v)
+    ok = _along(rng.integers(0, 40, (300, 130)), 0)
+    assert not sr._flat_add_at(a[:, ::2].copy().T, ok[::-1], v.T)  # not C-contiguous
+    assert not sr._flat_add_at(a.copy(), ok, v.astype(np.float64))  # values of another dtype
+    strided = np.asfortranarray(a)
+    assert _same_bits(ok, strided, v)  # (add.at itself)

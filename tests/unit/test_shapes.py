@@ -127,6 +127,56 @@ def test_index_shape_out_of_range_names_op_and_shape():
         S.index_shape((3,), (0, 0))
 
 
+def _random_large_key(rng, ndim):
+    """A key of slices, None, an Ellipsis and integer arrays, some of them large."""
+    key, dim, ellipsis = [], 0, False
+    while dim < ndim:
+        r = rng.random()
+        if r < 0.15:
+            key.append(None)
+            continue
+        if r < 0.25 and not ellipsis:
+            key.append(Ellipsis)
+            ellipsis = True
+            dim += int(rng.integers(0, ndim - dim + 1))  # (what it will stand for)
+            continue
+        if r < 0.55:
+            key.append(slice(int(rng.integers(-3, 3)), None, int(rng.choice([1, 2, -1]))))
+        else:
+            shape = tuple(int(n) for n in rng.choice([1, 3, 70], rng.integers(1, 4)))
+            key.append(np.broadcast_to(rng.integers(-2, 2, shape[-1:]), shape))
+        dim += 1
+    return tuple(key)
+
+
+def test_index_shape_of_large_index_arrays_follows_numpys_rules():
+    rng = np.random.default_rng(12)
+    ruled = 0
+    for _ in range(600):
+        shape = tuple(int(n) for n in rng.integers(2, 6, rng.integers(1, 5)))
+        key = _random_large_key(rng, len(shape))
+        x = np.zeros(shape, dtype=np.int8)
+        try:
+            want = x[key].shape
+        except (IndexError, ValueError) as exc:
+            with pytest.raises(IndexError, match=str(exc)[:20].replace("(", ".")):
+                S.index_shape(shape, key)
+            continue
+        ruled += sum(k.size for k in key if isinstance(k, np.ndarray)) > S.LARGE_INDEX
+        assert S.index_shape(shape, key) == want, key
+    assert ruled > 50  # (the rules, not NumPy, answered for many of them)
+
+
+def test_a_large_index_out_of_range_is_refused_as_numpy_refuses_it():
+    idx = np.zeros((100, 100), dtype=np.int64)
+    idx[40, 7] = 3
+    with pytest.raises(
+        IndexError, match=r"getitem: index 3 is out of bounds for axis 1 with size 3"
+    ):
+        S.index_shape((5, 3), (slice(None), idx))
+    assert S.index_shape((5, 3), (slice(None), S.index_stand_in((100, 100)))) == (5, 100, 100)
+
+
 @pytest.mark.parametrize(
     "a,b,want",
     [

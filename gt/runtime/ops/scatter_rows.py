@@ -11,8 +11,16 @@ NumPy addition over a block of rows. Every element gets the same additions in th
 group pairwise, not in sequence.)
 
 Only floating and complex arrays with values of their own dtype, keys of slices and integer arrays
-(``Ellipsis`` allowed) and rows of at least :data:`MIN_ROW` elements take this path; anything else
-goes to ``np.add.at`` itself. Pure: NumPy only.
+(``Ellipsis`` allowed) and rows of at least :data:`MIN_ROW` elements take this path.
+
+``scatter_add`` along a dimension builds a key of one integer array per dimension: the index, and
+an ``arange`` along each other dimension. Where the index is the same along one of those (an
+index expanded over rows, ``idx[:, None].expand_as(src)``, as message passing writes it), that
+``arange`` is a whole slice: the key is rewritten as rows and takes the path above. Any other key
+of integer arrays alone, on a contiguous array, is flattened to positions in ``a``'s memory:
+``np.add.at`` on a 1-d array and a 1-d key runs its own fast loop, the same additions in the same
+order, 7-10x sooner than with a key of several arrays. Anything else goes to ``np.add.at`` itself.
+Pure: NumPy only.
 """
 
 from __future__ import annotations
@@ -33,9 +41,13 @@ _DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64, 
 
 def add_at(a: np.ndarray, key: Any, v: Any) -> None:
     """``np.add.at(a, key, v)``, faster where it can be (see the module docstring)."""
+    rows = _rows_key(a, key)
+    if rows is not None:  # (an index expanded over whole rows: a scatter of rows)
+        key = rows
     plan = _plan(a, key, v)
     if plan is None:
-        np.add.at(a, key, v)
+        if not _flat_add_at(a, key, v):
+            np.add.at(a, key, v)
         return
     view, adv, arrays, bshape, b_pos = plan
     nb, sizes = len(bshape), [view.shape[i] for i in adv]
@@ -53,7 +65,12 @@ def add_at(a: np.ndarray, key: Any, v: Any) -> None:
         for x, n in zip(arrays, sizes)
     ]
     where = np.ravel_multi_index(flat, sizes)
-    order = np.argsort(where, kind="stable")  # (stable: each row's contributions keep their order)
+    # each row's contributions in their order: a stable sort, or (2.5x sooner) any sort of keys
+    # made unique by the position
+    if int(where.max(initial=0)) < (1 << 62) // max(m, 1):
+        order = np.argsort(where * m + np.arange(m), kind="quicksort")
+    else:
+        order = np.argsort(where, kind="stable")
     by_row = where[order]
     firsts = np.flatnonzero(np.concatenate(([True], by_row[1:] != by_row[:-1])))
     counts = np.diff(np.append(firsts, m))
@@ -71,15 +88,21 @@ def add_at(a: np.ndarray, key: Any, v: Any) -> None:
     nth = np.arange(m) - firsts[group]
     vals = np.broadcast_to(v, res_shape)
     vals = np.moveaxis(vals, list(range(b_pos, b_pos + nb)), list(range(nb))).reshape(m, row)
-    take = np.empty(m, dtype=np.int64)  # (one gather of the values, laid out round by round)
+    take = np.empty(m, dtype=np.int64)  # (the values' rows, laid out round by round)
     take[starts[nth] + rank[group]] = order
-    laid = vals[take]
     targets = np.moveaxis(view, adv, list(range(len(adv))))
     at = np.unravel_index(by_row[firsts][np.argsort(rank)], sizes)
     acc = targets[at].reshape(firsts.size, row)
+    # Each round's values are gathered into one buffer, the first round's size, and added from
+    # there while they are in cache: gathered all at once (51 MB for 100k rows of 128 floats),
+    # they were written to memory and read back. With the sort above, 100k rows into 20k took
+    # 21-22 ms where they took 29-31.
+    buf = np.empty((int(alive[0]), row), dtype=a.dtype)
     for r in range(rounds):
         n = alive[r]
-        acc[:n] += laid[starts[r] : starts[r] + n]
+        part = buf[:n]
+        np.take(vals, take[starts[r] : starts[r] + n], axis=0, out=part, mode="clip")
+        acc[:n] += part
     targets[at] = acc.reshape(firsts.size, *rest_shape)
 
 
@@ -114,3 +137,82 @@ def _plan(a: np.ndarray, key: Any, v: Any) -> tuple | None:
         return None
     together = adv == list(range(adv[0], adv[-1] + 1))
     return view, adv, arrays, bshape, (adv[0] if together else 0)
+
+
+#: Below this many contributions, flattening a key of arrays gains nothing over ``np.add.at``.
+MIN_FLAT = 4096
+
+
+def _index_arrays(a: np.ndarray, key: Any) -> list | None:
+    """The key as one integer array per dimension of ``a``, each of ``a.ndim`` dims, or None."""
+    items = key if isinstance(key, tuple) else (key,)
+    if len(items) != a.ndim or not items:
+        return None
+    for k in items:
+        if not (isinstance(k, np.ndarray) and k.dtype.kind in "iu" and k.ndim == a.ndim):
+            return None
+    return list(items)
+
+
+def _is_arange_along(k: np.ndarray, j: int, n: int) -> bool:
+    """Whether ``k`` is ``0..n-1`` along axis ``j`` and constant (size 1 or stride 0) along the
+    others."""
+    if k.shape[j] != n:
+        return False
+    if any(k.shape[i] != 1 and k.strides[i] != 0 for i in range(k.ndim) if i != j):
+        return False
+    line = k[tuple(slice(None) if i == j else 0 for i in range(k.ndim))]
+    return bool(np.array_equal(line, np.arange(n)))
+
+
+def _rows_key(a: np.ndarray, key: Any) -> tuple | None:
+    """``key`` with each ``arange`` that covers a whole dimension, along which the other arrays
+    do not vary, as a slice (the other arrays cut to one entry along it); None where there is
+    none, or where the arrays left would not sit together (NumPy would move their dims first)."""
+    arrays = _index_arrays(a, key)
+    if arrays is None or a.ndim < 2:
+        return None
+    whole = set()
+    for j, k in enumerate(arrays):
+        others_flat = all(
+            o.shape[j] == 1 or o.strides[j] == 0 for i, o in enumerate(arrays) if i != j
+        )
+        if others_flat and _is_arange_along(k, j, a.shape[j]):
+            whole.add(j)
+    left = [i for i in range(a.ndim) if i not in whole]
+    if not whole or not left or left != list(range(left[0], left[-1] + 1)):
+        return None
+    cut = tuple(0 if i in whole else slice(None) for i in range(a.ndim))
+    return tuple(slice(None) if i in whole else arrays[i][cut] for i in range(a.ndim))
+
+
+def _flat_add_at(a: np.ndarray, key: Any, v: Any) -> bool:
+    """``np.add.at`` on ``a``'s flat memory with the key's positions in it (see the module
+    docstring); False, having done nothing, where that does not apply or an index is out of
+    range (``np.add.at`` then raises as it does)."""
+    arrays = _index_arrays(a, key)
+    if arrays is None or not a.flags.c_contiguous or a.dtype not in _DTYPES:
+        return False
+    v = np.asarray(v)
+    if v.dtype != a.dtype:
+        return False
+    try:
+        bshape = np.broadcast_shapes(*(k.shape for k in arrays), v.shape)
+    except ValueError:
+        return False
+    if bshape != np.broadcast_shapes(*(k.shape for k in arrays)) or math.prod(bshape) < MIN_FLAT:
+        return False
+    flat = None
+    for k, n in zip(arrays, a.shape):
+        lo, hi = int(k.min()), int(k.max())
+        if lo < -n or hi >= n:
+            return False
+        if lo < 0:
+            k = np.where(k < 0, k + n, k)
+        if flat is None:
+            flat = np.broadcast_to(k, bshape).astype(np.int64)
+        else:
+            flat *= n
+            flat += k
+    np.add.at(a.reshape(-1), flat.reshape(-1), np.broadcast_to(v, bshape).reshape(-1))
+    return True

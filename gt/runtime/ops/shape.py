@@ -26,7 +26,8 @@ from gt.runtime.ops.base import (
 
 
 def key_items(key: list, index_shapes: list) -> tuple:
-    """A NumPy index standing in for a wire key (index tensors become zero arrays of their shape)."""
+    """A NumPy index standing in for a wire key (index tensors become zero arrays of their shape,
+    one element each)."""
     out: list = []
     for item in key:
         tag = item[0]
@@ -41,7 +42,7 @@ def key_items(key: list, index_shapes: list) -> tuple:
         elif tag == "l":
             out.append(np.asarray(item[1], dtype=np.int64))
         elif tag == "t":
-            out.append(np.zeros(index_shapes[item[1]], dtype=np.int64))
+            out.append(S.index_stand_in(index_shapes[item[1]]))
         else:
             raise ValueError(f"bad index item {item!r}")
     return tuple(out)
@@ -239,6 +240,15 @@ def _refused(op: str, axis: int, dim: int, idx: Any, bad: Any) -> IndexError:
     )
 
 
+def unbroadcast(a: Any) -> Any:
+    """``a`` with each dimension of stride 0 (an ``expand``) cut to one entry: the same values,
+    each once (a minimum of an index expanded over 128 columns read it 128 times)."""
+    strides = getattr(a, "strides", None)
+    if not strides or 0 not in strides:
+        return a
+    return a[tuple(slice(0, 1) if s == 0 else slice(None) for s in strides)]
+
+
 def range_check(be: Any) -> Any:
     """The check of an indexing instruction that carries ``attrs.index_op``: every integer index
     array of its key must lie in ``[0, size)`` (the ops PyTorch made it for, ``gather``,
@@ -258,7 +268,7 @@ def range_check(be: Any) -> Any:
         for axis, idx, on_host in found:
             dim = shape[axis]
             if on_host or not on_device:
-                a = np.asarray(idx, dtype=np.int64) if on_host else idx
+                a = np.asarray(idx, dtype=np.int64) if on_host else unbroadcast(idx)
                 if a.size and (a.min() < 0 or a.max() >= dim):
                     raise _refused(op, axis, dim, a, (a < 0) | (a >= dim))
                 continue
