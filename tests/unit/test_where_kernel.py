@@ -43,7 +43,9 @@ def _masks(a, b):
     }
 
 
-@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int8, np.uint16, np.int64])
+@pytest.mark.parametrize(
+    "dtype", [np.float16, np.float32, np.float64, np.int8, np.uint16, np.int64]
+)
 def test_selecting_between_two_arrays_gives_np_wheres_bits(dtype):
     a, b = _arrays(dtype)
     for c in _masks(a, b).values():
