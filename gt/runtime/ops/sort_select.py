@@ -7,6 +7,9 @@ along its last axis. ``np.partition`` finds the values at the two ends of the wi
 time; every element strictly between them is in the window, and of the elements equal to an end
 value those whose rank among their ties (in index order) falls inside; then only the ``k`` chosen
 ones are sorted. For ``topk(10)`` of 2048 columns that is about a tenth of the full sort's time.
+The first ``k`` positions (``topk``) take ``np.argpartition``'s ``k`` instead wherever no value
+left out ties with the boundary, which a full comparison with the boundary value tells: ``topk(10)``
+of [4096, 2048] float32 took 116 ms through GT with the two ends' masks, 44 ms so (PyTorch: 21-23).
 Pure: NumPy only.
 """
 
@@ -58,11 +61,42 @@ def _tie_ranks(eq: np.ndarray) -> np.ndarray:
     return np.cumsum(eq, axis=-1, dtype=np.int32)
 
 
+def _first_k(x: np.ndarray, k: int, descending: bool) -> np.ndarray:
+    """The first ``k`` positions of the stable order: ``np.argpartition``'s ``k`` (which, among
+    values tied at the boundary, keeps any), kept for every row where no value outside them ties
+    with the boundary, and sorted; the rows where one does go to the window's general way."""
+    n = x.shape[-1]
+    if descending:
+        cand = np.argpartition(x, n - k, axis=-1)[:, n - k :]
+    else:
+        cand = np.argpartition(x, k - 1, axis=-1)[:, :k]
+    cand.sort(axis=-1)  # (index order, so that the stable sort below orders ties by index)
+    vals = np.take_along_axis(x, cand, axis=-1)
+    if x.dtype.kind == "f" and np.isnan(vals).any():  # (NaN ties with NaN: the general way)
+        return _window(x, 0, k, descending)
+    bound = vals.min(-1, keepdims=True) if descending else vals.max(-1, keepdims=True)
+    tied = (x == bound).sum(-1) != (vals == bound).sum(-1)  # a tie left out: maybe not first
+    if tied.any():
+        cand[tied] = _window(x[tied], 0, k, descending)
+        sure = ~tied
+        cand[sure] = np.take_along_axis(cand[sure], _full(vals[sure], descending), axis=-1)
+        return cand
+    return np.take_along_axis(cand, _full(vals, descending), axis=-1)
+
+
 def stable_positions(x: np.ndarray, start: int, k: int, descending: bool) -> np.ndarray:
     """Indices at positions ``[start, start + k)`` of ``x``'s stable sort along its last axis."""
     rows, n = x.shape
     if not (x.dtype.kind in "fiub" and worth_it(n, k)) or k == 0:
         return _full(x, descending)[:, start : start + k]
+    if start == 0 and x.dtype.kind != "b":  # (topk: bools tie too often to gain)
+        return _first_k(x, k, descending)
+    return _window(x, start, k, descending)
+
+
+def _window(x: np.ndarray, start: int, k: int, descending: bool) -> np.ndarray:
+    """:func:`stable_positions` by partitions at the window's two ends (the module docstring)."""
+    rows, n = x.shape
     stop = start + k - 1  # the window's last position
     # the values at the window's ends: a descending position p holds the ascending n - 1 - p's
     first_at, last_at = (n - 1 - start, n - 1 - stop) if descending else (start, stop)
