@@ -101,6 +101,8 @@ CASES = {
     "elu bwd": ([ACT], lambda T, x: T.nn.functional.elu(x), True),
     "scatter_add, index per element": ([NODES, SCATTER_IDX, MSGS], lambda T, x, i, m: x.scatter_add(0, i, m), False),
     "scatter_add, index per row": ([NODES, DST, MSGS], lambda T, x, d, m: x.scatter_add(0, d.unsqueeze(-1).expand(-1, 128), m), False),
+    "adaptive_max_pool2d to 1": ([IMG], lambda T, x: T.nn.functional.adaptive_max_pool2d(x, 1), False),
+    "adaptive_max_pool2d to 1 bwd": ([IMG], lambda T, x: T.nn.functional.adaptive_max_pool2d(x, 1), True),
     "gelu": ([ACT], lambda T, x: T.nn.functional.gelu(x), False),
     "gelu bwd": ([ACT], lambda T, x: T.nn.functional.gelu(x), True),
     "gelu small bwd": ([SMALL], lambda T, x: T.nn.functional.gelu(x), True),

@@ -302,7 +302,15 @@ def _adaptive_pool(input: Tensor, output_size: Any, reduce: str, dims: int,
         # dimension in turn made two passes, and rounded twice)
         out = x.mean(tuple(range(2, 2 + dims)), keepdim=True)
         outs = list(out.shape[2:])
-    if return_indices:  # each element's flat position in its input plane, pooled with it
+    if reduce == "max" and all(o == 1 for o in outs) and min(x.shape[2:], default=1) > 0:
+        # to one value per plane: one reduction over the flattened plane, whose first maximum is
+        # the first in row-major order and whose index is its flat position (a reduction per
+        # dimension began with one over rows of W elements: 5x the time for a 14 x 14 plane)
+        best = x.reshape(*x.shape[:2], -1).max(-1)
+        out = best.values.reshape(*x.shape[:2], *outs)
+        if return_indices:
+            where = best.indices.reshape(*x.shape[:2], *outs)
+    elif return_indices:  # each element's flat position in its input plane, pooled with it
         plane = tuple(x.shape[2:])
         where = x._arange(math.prod(plane)).reshape(1, 1, *plane).expand(*x.shape)
     # Last dimension first: for max, ties then resolve to the first maximum in row-major order.

@@ -112,6 +112,25 @@ def test_adaptive_average_pooling_to_one_is_one_mean_over_the_plane(conn, sent):
     assert z.grad_fn.name() == "MeanBackward1"  # (PyTorch's, as for 2-d)
 
 
+def test_adaptive_max_pooling_to_one_is_one_maximum_over_the_plane(conn, sent):
+    a = np.round(rng.standard_normal((4, 6, 14, 14)) * 2).astype(np.float32)  # ties
+    x = gt.from_numpy(a).requires_grad_()
+    sent.clear()
+    y, where = gt.nn.functional.adaptive_max_pool2d(x, 1, return_indices=True)
+    assert sent.count(O.OPCODE["argmax"]) == 1  # (one per dimension, the first over short rows)
+    assert y.shape == where.shape == (4, 6, 1, 1)
+    assert y.grad_fn.name() == "AdaptiveMaxPool2DBackward0"
+    flat = a.reshape(4, 6, -1)
+    np.testing.assert_array_equal(y.detach().numpy().reshape(4, 6), flat.max(-1))
+    first = flat.argmax(-1)  # (PyTorch's index: the first maximum in row-major order)
+    np.testing.assert_array_equal(where.numpy().reshape(4, 6), first)
+    g = rng.standard_normal((4, 6, 1, 1)).astype(np.float32)
+    y.backward(gt.from_numpy(g))
+    want = np.zeros_like(flat)
+    np.put_along_axis(want, first[..., None], g.reshape(4, 6, 1), -1)
+    np.testing.assert_array_equal(x.grad.numpy(), want.reshape(a.shape))
+
+
 def test_hardtanh_is_one_clamp_with_hardtanhs_gradient(conn, sent):
     a = np.array([-7.0, -1.0, -0.5, 0.0, 0.5, 1.0, 7.0, np.nan], np.float32)
     x = gt.from_numpy(a).requires_grad_()
