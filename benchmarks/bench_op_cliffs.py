@@ -57,6 +57,9 @@ NODES = rng.standard_normal((20000, 128)).astype(np.float32)  # a graph's node f
 MSGS = rng.standard_normal((100000, 128)).astype(np.float32)  # one message per edge
 DST = rng.integers(0, 20000, 100000)  # each edge's target node
 SCATTER_IDX = rng.integers(0, 20000, (100000, 128))  # a different target for every element
+GATHER_IDX = rng.integers(0, 2048, (4096, 512))  # 512 of each row's 2048 columns
+SEQ = rng.standard_normal((64, 512, 256)).astype(np.float32)  # [batch, time, features]
+PICK = rng.integers(0, 512, (64, 128))  # 128 time steps of each sequence
 
 #: name -> (inputs, fn(lib, *tensors), with backward: the first input requires grad)
 CASES = {
@@ -101,6 +104,10 @@ CASES = {
     "elu bwd": ([ACT], lambda T, x: T.nn.functional.elu(x), True),
     "scatter_add, index per element": ([NODES, SCATTER_IDX, MSGS], lambda T, x, i, m: x.scatter_add(0, i, m), False),
     "scatter_add, index per row": ([NODES, DST, MSGS], lambda T, x, d, m: x.scatter_add(0, d.unsqueeze(-1).expand(-1, 128), m), False),
+    "gather, index per element": ([MAT, GATHER_IDX], lambda T, x, i: x.gather(1, i), False),
+    "gather, index per element bwd": ([MAT, GATHER_IDX], lambda T, x, i: x.gather(1, i), True),
+    "gather, index per row": ([SEQ, PICK], lambda T, x, i: x.gather(1, i.unsqueeze(-1).expand(-1, -1, 256)), False),
+    "gather, index per row bwd": ([SEQ, PICK], lambda T, x, i: x.gather(1, i.unsqueeze(-1).expand(-1, -1, 256)), True),
     "adaptive_max_pool2d to 1": ([IMG], lambda T, x: T.nn.functional.adaptive_max_pool2d(x, 1), False),
     "adaptive_max_pool2d to 1 bwd": ([IMG], lambda T, x: T.nn.functional.adaptive_max_pool2d(x, 1), True),
     "gelu": ([ACT], lambda T, x: T.nn.functional.gelu(x), False),

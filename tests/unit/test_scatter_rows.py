@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from gt.runtime.ops import scatter_rows as sr
+from gt.runtime.ops.index_keys import rows_key
 
 
 def _values(rng, shape, dtype):
@@ -110,7 +111,7 @@ def test_an_index_expanded_over_rows_scatters_rows_with_add_ats_bits(monkeypatch
     index = np.broadcast_to(rng.integers(-a.shape[dim], a.shape[dim], one), shape)  # expanded
     key = _along(index, dim)
     v = _values(rng, tuple(shape), np.float32)
-    rows = sr._rows_key(a, key)
+    rows = rows_key(a, key)
     assert rows is not None and sum(isinstance(k, slice) for k in rows) == 2
     calls = []
     monkeypatch.setattr(np.add, "at", lambda *args: calls.append(args))  # (must not be needed)
@@ -128,7 +129,7 @@ def test_an_elementwise_index_is_added_on_flat_memory_with_add_ats_bits():
     a = _values(rng, (40, 130), np.float32)
     index = rng.integers(-40, 40, (300, 130))  # (a different row for every element)
     key = _along(index, 0)
-    assert sr._rows_key(a, key) is None
+    assert rows_key(a, key) is None
     v = _values(rng, (300, 130), np.float32)
     assert _same_bits(key, a, v)
     with_ints = (index % 40, np.broadcast_to(np.arange(130) % 7, (300, 130)))

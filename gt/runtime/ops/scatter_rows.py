@@ -13,14 +13,13 @@ group pairwise, not in sequence.)
 Only floating and complex arrays with values of their own dtype, keys of slices and integer arrays
 (``Ellipsis`` allowed) and rows of at least :data:`MIN_ROW` elements take this path.
 
-``scatter_add`` along a dimension builds a key of one integer array per dimension: the index, and
-an ``arange`` along each other dimension. Where the index is the same along one of those (an
-index expanded over rows, ``idx[:, None].expand_as(src)``, as message passing writes it), that
-``arange`` is a whole slice: the key is rewritten as rows and takes the path above. Any other key
-of integer arrays alone, on a contiguous array, is flattened to positions in ``a``'s memory:
-``np.add.at`` on a 1-d array and a 1-d key runs its own fast loop, the same additions in the same
-order, 7-10x sooner than with a key of several arrays. Anything else goes to ``np.add.at`` itself.
-Pure: NumPy only.
+``scatter_add`` along a dimension builds a key of one integer array per dimension (the index,
+and an ``arange`` along each other dimension). An index expanded over rows, as message passing
+writes it (``idx[:, None].expand_as(src)``), is rewritten as rows and takes the path above; any
+other such key, on a contiguous array, is flattened to positions in ``a``'s memory
+(:mod:`gt.runtime.ops.index_keys`): ``np.add.at`` on a 1-d array and a 1-d key runs its own fast
+loop, the same additions in the same order, 7-10x sooner than with a key of several arrays.
+Anything else goes to ``np.add.at`` itself. Pure: NumPy only.
 """
 
 from __future__ import annotations
@@ -29,6 +28,8 @@ import math
 from typing import Any
 
 import numpy as np
+
+from gt.runtime.ops.index_keys import flat_positions, rows_key
 
 #: Below this many elements a row, ``np.add.at`` is as quick.
 MIN_ROW = 8
@@ -41,7 +42,7 @@ _DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64, 
 
 def add_at(a: np.ndarray, key: Any, v: Any) -> None:
     """``np.add.at(a, key, v)``, faster where it can be (see the module docstring)."""
-    rows = _rows_key(a, key)
+    rows = rows_key(a, key)
     if rows is not None:  # (an index expanded over whole rows: a scatter of rows)
         key = rows
     plan = _plan(a, key, v)
@@ -143,76 +144,22 @@ def _plan(a: np.ndarray, key: Any, v: Any) -> tuple | None:
 MIN_FLAT = 4096
 
 
-def _index_arrays(a: np.ndarray, key: Any) -> list | None:
-    """The key as one integer array per dimension of ``a``, each of ``a.ndim`` dims, or None."""
-    items = key if isinstance(key, tuple) else (key,)
-    if len(items) != a.ndim or not items:
-        return None
-    for k in items:
-        if not (isinstance(k, np.ndarray) and k.dtype.kind in "iu" and k.ndim == a.ndim):
-            return None
-    return list(items)
-
-
-def _is_arange_along(k: np.ndarray, j: int, n: int) -> bool:
-    """Whether ``k`` is ``0..n-1`` along axis ``j`` and constant (size 1 or stride 0) along the
-    others."""
-    if k.shape[j] != n:
-        return False
-    if any(k.shape[i] != 1 and k.strides[i] != 0 for i in range(k.ndim) if i != j):
-        return False
-    line = k[tuple(slice(None) if i == j else 0 for i in range(k.ndim))]
-    return bool(np.array_equal(line, np.arange(n)))
-
-
-def _rows_key(a: np.ndarray, key: Any) -> tuple | None:
-    """``key`` with each ``arange`` that covers a whole dimension, along which the other arrays
-    do not vary, as a slice (the other arrays cut to one entry along it); None where there is
-    none, or where the arrays left would not sit together (NumPy would move their dims first)."""
-    arrays = _index_arrays(a, key)
-    if arrays is None or a.ndim < 2:
-        return None
-    whole = set()
-    for j, k in enumerate(arrays):
-        others_flat = all(
-            o.shape[j] == 1 or o.strides[j] == 0 for i, o in enumerate(arrays) if i != j
-        )
-        if others_flat and _is_arange_along(k, j, a.shape[j]):
-            whole.add(j)
-    left = [i for i in range(a.ndim) if i not in whole]
-    if not whole or not left or left != list(range(left[0], left[-1] + 1)):
-        return None
-    cut = tuple(0 if i in whole else slice(None) for i in range(a.ndim))
-    return tuple(slice(None) if i in whole else arrays[i][cut] for i in range(a.ndim))
-
-
 def _flat_add_at(a: np.ndarray, key: Any, v: Any) -> bool:
     """``np.add.at`` on ``a``'s flat memory with the key's positions in it (see the module
     docstring); False, having done nothing, where that does not apply or an index is out of
     range (``np.add.at`` then raises as it does)."""
-    arrays = _index_arrays(a, key)
-    if arrays is None or not a.flags.c_contiguous or a.dtype not in _DTYPES:
+    if not a.flags.c_contiguous or a.dtype not in _DTYPES:
         return False
     v = np.asarray(v)
     if v.dtype != a.dtype:
         return False
+    found = flat_positions(a.shape, key, MIN_FLAT)
+    if found is None:
+        return False
+    flat, bshape = found
     try:
-        bshape = np.broadcast_shapes(*(k.shape for k in arrays), v.shape)
+        values = np.broadcast_to(v, bshape)
     except ValueError:
         return False
-    if bshape != np.broadcast_shapes(*(k.shape for k in arrays)) or math.prod(bshape) < MIN_FLAT:
-        return False
-    flat = None
-    for k, n in zip(arrays, a.shape):
-        lo, hi = int(k.min()), int(k.max())
-        if lo < -n or hi >= n:
-            return False
-        if lo < 0:
-            k = np.where(k < 0, k + n, k)
-        if flat is None:
-            flat = np.broadcast_to(k, bshape).astype(np.int64)
-        else:
-            flat *= n
-            flat += k
-    np.add.at(a.reshape(-1), flat.reshape(-1), np.broadcast_to(v, bshape).reshape(-1))
+    np.add.at(a.reshape(-1), flat.reshape(-1), values.reshape(-1))
     return True

@@ -12,6 +12,7 @@ import numpy as np
 
 from gt import shapes as S
 from gt.errors import ShapeError
+from gt.runtime.ops import index_keys
 from gt.runtime.ops.base import (
     Op,
     Shape,
@@ -312,7 +313,12 @@ def _k_getitem(be: Any) -> Any:
     def h(v: list, at: dict) -> Any:
         if not fast or "index_op" in at:  # (NumPy raises by itself for an index past the end)
             check(at, v[1:], v[0].shape)
-        return _at(v[0], build_key(at["key"], v[1:]))
+        key = build_key(at["key"], v[1:])
+        if fast and len(v) > 1:  # (gather's key: as rows, or from flat memory, where it can)
+            got = index_keys.take(v[0], key)
+            if got is not None:
+                return got
+        return _at(v[0], key)
 
     return h
 
