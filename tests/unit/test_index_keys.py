@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gt.runtime.ops.index_keys import flat_positions, rows_key, take
+from gt.runtime.ops.index_keys import flat_positions, one_array, rows_key, take
 
 rng = np.random.default_rng(17)
 
@@ -55,6 +55,17 @@ def test_an_expanded_index_is_read_as_rows():
     assert rows[1].shape == (30,)  # (the index, cut to one entry along the whole dims)
 
 
+def test_one_index_array_among_whole_slices_is_taken_along_its_axis():
+    x = rng.standard_normal((5, 6, 7)).astype(np.float32)
+    idx = rng.integers(-6, 6, (3, 4))
+    for key in [(slice(None), idx), (idx % 5,), (slice(None), slice(None), idx % 7)]:
+        np.testing.assert_array_equal(take(x, key), x[key])
+    assert one_array(3, (slice(1, None), idx)) is None  # (not a whole slice)
+    assert one_array(3, (idx, idx)) is None
+    with pytest.raises(IndexError, match="index 6 is out of bounds for axis 1 with size 6"):
+        take(x, (slice(None), np.array([0, 6])))
+
+
 def test_what_take_leaves_to_numpy():
     x = rng.standard_normal((6, 7)).astype(np.float32)
     key = _gather_key(x.shape, 0, 9, expanded=False)
@@ -62,5 +73,4 @@ def test_what_take_leaves_to_numpy():
     assert take(np.asfortranarray(x), key, at_least=1) is None  # not C-contiguous memory
     past = (np.full((9, 7), 6), key[1])  # 6 is out of range: NumPy raises its own error
     assert flat_positions(x.shape, past, 1) is None
-    assert take(x, (key[0],), at_least=1) is None  # not one array per dimension
-    assert take(x, (key[0], slice(None)), at_least=1) is None
+    assert take(x, (key[0][:, 0], slice(1, None)), at_least=1) is None  # (a partial slice)

