@@ -66,6 +66,17 @@ def test_one_index_array_among_whole_slices_is_taken_along_its_axis():
         take(x, (slice(None), np.array([0, 6])))
 
 
+@pytest.mark.parametrize("empty", [0, 1, 2])
+def test_an_empty_gather_is_empty(empty):
+    shape = [2, 3, 4]
+    shape[empty] = 0
+    x = np.zeros(shape, np.float32)
+    for expanded in (True, False):
+        key = _gather_key(tuple(shape), 1, 3 if empty != 1 else 0, expanded)
+        got = take(x, key, at_least=0)
+        assert got is None or got.shape == x[key].shape
+
+
 def test_what_take_leaves_to_numpy():
     x = rng.standard_normal((6, 7)).astype(np.float32)
     key = _gather_key(x.shape, 0, 9, expanded=False)

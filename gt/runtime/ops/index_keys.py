@@ -52,8 +52,8 @@ def rows_key(a: Any, key: Any) -> tuple | None:
     is none, or where the arrays left would not sit together (NumPy would move their dims
     first). ``a[rows_key(a, key)]`` is ``a[key]``, element for element."""
     arrays = index_arrays(a.ndim, key)
-    if arrays is None or a.ndim < 2:
-        return None
+    if arrays is None or a.ndim < 2 or any(k.size == 0 for k in arrays):
+        return None  # (an empty key selects nothing: NumPy's own indexing)
     whole = set()
     for j, k in enumerate(arrays):
         others_flat = all(
@@ -80,7 +80,7 @@ def flat_positions(shape: tuple, key: Any, at_least: int) -> tuple[np.ndarray, t
         bshape = np.broadcast_shapes(*(k.shape for k in arrays))
     except ValueError:
         return None
-    if math.prod(bshape) < at_least:
+    if math.prod(bshape) < max(at_least, 1):
         return None
     flat = None
     for k, n in zip(arrays, shape):
