@@ -91,6 +91,11 @@ def pad(
     dims = len(pad) // 2
     if mode in ("reflect", "replicate", "circular"):
         _check_border_pad(input, pad, mode)
+        if all(int(p) >= 0 for p in pad) and any(int(p) > 0 for p in pad):
+            # one instruction each way (the composition below made a full copy per dimension)
+            pads = [[int(pad[2 * k]), int(pad[2 * k + 1])] for k in reversed(range(dims))]
+            out = input._apply("pad_border", [input], {"pads": pads, "mode": mode})
+            return out if mode == "circular" else keep_channels_last(out, input)
     out = input
     for k in range(dims):
         d = input.ndim - 1 - k

@@ -274,6 +274,8 @@ SAMPLES: dict[str, tuple[list, object]] = {
     "normalize_backward": ([B, A], {"axis": 1, "eps": 1e-5, "shift": True}),
     "gelu": ([A], None),
     "gelu_backward": ([B, A], None),
+    "pad_border": ([POOL_X], {"pads": [[1, 2], [2, 1]], "mode": "reflect"}),
+    "pad_border_backward": ([POOL_X], {"pads": [[1, 0], [0, 1]], "mode": "replicate"}),
 }
 
 

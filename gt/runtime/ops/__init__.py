@@ -18,7 +18,8 @@ incomplete gamma, erfcx, Bessel J/Y/K, Airy Ai, whose kernel is :mod:`.airy`), :
 (complex parts, conjugate, argument, the real-pair views, FFTs), :mod:`.sampling`
 (``multinomial``'s checked probabilities), :mod:`.pooling` (max pooling's kernels),
 :mod:`.recurrent` (an LSTM layer's time loop), :mod:`.normalization` (the core of ``layer_norm``
-and ``group_norm``, each way), :mod:`.gelu` (the exact ``gelu``, each way).
+and ``group_norm``, each way), :mod:`.gelu` (the exact ``gelu``, each way), :mod:`.padding` (``pad``'s border modes, each
+way).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from gt.runtime.ops import (
     movement,
     nll,
     normalization,
+    padding,
     pooling,
     recurrent,
     reduce,
@@ -103,6 +105,7 @@ REGISTRY, BY_NAME = _build(
         *recurrent.ENTRIES,
         *normalization.ENTRIES,
         *gelu.ENTRIES,
+        *padding.ENTRIES,
     ]
 )
 #: Op names by opcode (what traces carry in their header).
