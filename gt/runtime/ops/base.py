@@ -22,6 +22,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from gt.errors import ShapeError
+
 Shape = tuple[int, ...]
 #: ``(input shapes, attrs) -> result shape``; an immediate's shape is ``()``.
 ShapeRule = Callable[[list, Any], Shape]
@@ -179,6 +181,18 @@ def sigmoid_into(xp: Any, x: Any, out: Any) -> Any:
 def same_shape(shapes: list, attrs: Any) -> Shape:
     """The first input's shape (unary elementwise ops)."""
     return shapes[0]
+
+
+def equal_shapes(op: str) -> Callable[[list, Any], Shape]:
+    """The shape rule of an op whose two tensor inputs have one shape, the result's (a gradient
+    and the input it belongs to: ``normalize_backward``, ``gelu_backward``)."""
+
+    def rule(shapes: list, attrs: Any) -> Shape:
+        if len(shapes) > 1 and shapes[1] != shapes[0]:
+            raise ShapeError(f"{op}: shapes {shapes[0]} and {shapes[1]} differ")
+        return shapes[0]
+
+    return rule
 
 
 def first_dtype(dtypes: list, attrs: Any) -> str:

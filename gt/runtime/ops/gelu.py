@@ -22,8 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from gt.errors import ShapeError
-from gt.runtime.ops.base import Op, first_dtype, same_shape
+from gt.runtime.ops.base import Op, equal_shapes, first_dtype, same_shape
 
 SQRT1_2 = 1.0 / math.sqrt(2.0)
 #: ``1 / sqrt(2 pi)``, as PyTorch spells it: ``M_2_SQRTPI * M_SQRT1_2 * 0.5``.
@@ -149,12 +148,6 @@ def _d_gelu(n: Any, g: Any) -> tuple:
     return (gelu_grad(g, n.saved[0]),)
 
 
-def _same_shapes(shapes: list, attrs: Any) -> Any:
-    if len(shapes) > 1 and shapes[1] != shapes[0]:
-        raise ShapeError(f"gelu_backward: shapes {shapes[0]} and {shapes[1]} differ")
-    return shapes[0]
-
-
 ENTRIES = [
     Op(
         "gelu",
@@ -171,7 +164,7 @@ ENTRIES = [
         "gelu_backward",
         182,
         arity=2,
-        shape=_same_shapes,
+        shape=equal_shapes("gelu_backward"),
         dtype=first_dtype,
         kernel=_k_gelu_backward,
         shard="elementwise",

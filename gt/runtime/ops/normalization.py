@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gt.errors import ShapeError
-from gt.runtime.ops.base import Op, first_dtype, same_shape
+from gt.runtime.ops.base import Op, equal_shapes, first_dtype, same_shape
 
 
 def _moments(xp: Any, x: Any, axis: int, eps: float, shift: bool) -> tuple[Any, Any]:
@@ -87,12 +86,6 @@ def normalize_grad(g: Any, x: Any, attrs: dict) -> Any:
     return inner * rstd
 
 
-def _same_shapes(shapes: list, attrs: Any) -> Any:
-    if len(shapes) > 1 and shapes[1] != shapes[0]:
-        raise ShapeError(f"normalize_backward: shapes {shapes[0]} and {shapes[1]} differ")
-    return shapes[0]
-
-
 ENTRIES = [
     Op(
         "normalize",
@@ -109,7 +102,7 @@ ENTRIES = [
         "normalize_backward",
         180,
         arity=2,
-        shape=_same_shapes,
+        shape=equal_shapes("normalize_backward"),
         dtype=first_dtype,
         kernel=_k_normalize_backward,
         shard="along_axis",
