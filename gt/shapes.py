@@ -343,6 +343,12 @@ def index_shape(shape: Shape, key: tuple, op: str = "getitem") -> Shape:
     """
     dummy = np.broadcast_to(np.empty((), dtype=np.int8), shape)
     try:
+        for k in key:  # (a basic key, the common case, in one cheap pass)
+            kind = type(k)
+            if not (kind is int or kind is slice or k is None or k is Ellipsis):
+                break
+        else:
+            return dummy[key].shape
         split = split_int_indices(key)
         if split is not None:
             return _indexed_shape(dummy[split[0]], split[1])
