@@ -145,3 +145,21 @@ def assert_mean_close(samples: Any, want_mean: Any, want_var: Any, k: float = 5.
     n = samples.shape[0]
     err = k * np.sqrt(np.asarray(want_var) / n)
     assert np.all(np.abs(samples.mean(0) - want_mean) <= err), (samples.mean(0), want_mean, err)
+
+
+def optimizers_of_every_kind() -> dict[str, Callable[[Any], Any]]:
+    """A GT optimizer of each update rule (name -> ``factory(params)``), with rates that keep a
+    few steps of a small model finite."""
+    import gt
+
+    return {
+        "rmsprop": lambda p: gt.optim.RMSprop(p, lr=0.01),
+        "rmsprop, centered": lambda p: gt.optim.RMSprop(p, lr=0.01, momentum=0.9, centered=True),
+        "adagrad": lambda p: gt.optim.Adagrad(p, lr=0.05),
+        "adamax": lambda p: gt.optim.Adamax(p, lr=0.01),
+        "nadam": lambda p: gt.optim.NAdam(p, lr=0.01),
+        "radam": lambda p: gt.optim.RAdam(p, lr=0.01),
+        "asgd": lambda p: gt.optim.ASGD(p, lr=0.05, t0=1),
+        "adafactor": lambda p: gt.optim.Adafactor(p, lr=0.05),
+        "rprop": lambda p: gt.optim.Rprop(p, lr=0.01),
+    }

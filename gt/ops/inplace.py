@@ -321,6 +321,11 @@ class InplaceOps:
 
     def zero_(self) -> Tensor:
         """Set every element to zero, in place."""
+        if self._vb is None and not BATCHING and not (_mode.enabled and self._rg):
+            # nothing to record: written into the worker's array, so the tensor keeps its id
+            # (``zero_grad(set_to_none=False)``: the gradients a captured step reads stay put)
+            self._setitem(Ellipsis, 0)
+            return self
         return apply_inplace(self, "zero_", lambda x: x.new_full(x.shape, 0))
 
     def fill_(self, value: Any) -> Tensor:
@@ -338,6 +343,14 @@ class InplaceOps:
                 f"copy_: source of shape {list(src.shape)} cannot be broadcast to {list(self.shape)}"
             )
         dtype = self.dtype
+        if (src.dtype == dtype and src.shape == self.shape and self._vb is None
+                and src._conn is self._conn and not BATCHING
+                and not (_mode.enabled and (self._rg or src._rg))):  # fmt: skip
+            # nothing to record: written into the worker's array, so the tensor keeps its id
+            # (a parameter or optimizer state copied into outside a captured step stays the
+            # tensor the step reads)
+            self._setitem(Ellipsis, src)
+            return self
         return apply_inplace(self, "copy_", lambda x: src.to(dtype).expand(x.shape).clone())
 
     def uniform_(self, a: float = 0.0, b: float = 1.0, *, generator: Any = None) -> Tensor:

@@ -288,18 +288,35 @@ def _lerp_number(x: Tensor, end: Any, weight: float) -> Tensor:
     return x + diff * float(w) if abs(w) < 0.5 else end - diff * float(wide(1) - w)
 
 
+def lerp_term(x: Tensor, end: Any, weight: float) -> Any:
+    """What ``lerp`` with a number ``weight`` below 0.5 in magnitude adds to ``x`` (an
+    exponential moving average's update), rounded as :func:`_lerp_number` rounds it; ``None``
+    for a larger weight, which lerp computes from ``end``."""
+    wide = np.float64 if x.dtype == "float64" else np.float32
+    w = wide(weight)
+    return (end - x) * float(w) if abs(w) < 0.5 else None
+
+
 def _lerp_tensor(x: Tensor, end: Any, weight: Tensor) -> Tensor:
     diff = end - x
     return where(weight.abs() < 0.5, x + diff * weight, end - diff * (1 - weight))
 
 
-def _addcmul(x: Tensor, tensor1: Any, tensor2: Any, value: Any) -> Tensor:
+def addcmul_term(x: Tensor, tensor1: Any, tensor2: Any, value: Any) -> Any:
+    """What ``addcmul`` adds to ``x``: ``value * tensor1 * tensor2``, rounded as it rounds it."""
     prod = tensor1 * tensor2
-    if value != 1:
-        prod = alpha_times(x, prod, value)
-    return x + prod
+    return prod if value == 1 else alpha_times(x, prod, value)
+
+
+def addcdiv_term(x: Tensor, tensor1: Any, tensor2: Any, value: Any) -> Any:
+    """What ``addcdiv`` adds to ``x``: ``value * tensor1 / tensor2``, rounded as it rounds it."""
+    q = tensor1 / tensor2
+    return q if value == 1 else q * value
+
+
+def _addcmul(x: Tensor, tensor1: Any, tensor2: Any, value: Any) -> Tensor:
+    return x + addcmul_term(x, tensor1, tensor2, value)
 
 
 def _addcdiv(x: Tensor, tensor1: Any, tensor2: Any, value: Any) -> Tensor:
-    q = tensor1 / tensor2
-    return x + (q if value == 1 else q * value)
+    return x + addcdiv_term(x, tensor1, tensor2, value)

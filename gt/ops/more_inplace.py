@@ -12,9 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gt.ops.base import TensorBase
+from gt import shapes as S
+from gt.autograd import _mode
+from gt.ops.base import BATCHING, TensorBase
 from gt.ops.conversion import _size
 from gt.ops.inplace import apply_inplace, castable, take_value
+from gt.ops.mathops import addcdiv_term, addcmul_term, lerp_term
 from gt.ops.random import BAD_PROBABILITY, check_probability, checked_values, random_attrs
 from gt.ops.views import regeometry
 
@@ -33,6 +36,56 @@ def _inplace(name: str) -> Callable[..., Any]:
     method.__name__ = method.__qualname__ = name + "_"
     method.__doc__ = f"In-place :meth:`{name}`."
     return method
+
+
+#: The dtypes whose ``addcmul_`` / ``addcdiv_`` add their term in place (half precision computes
+#: in float32 and rounds once, out of place).
+_IN_PLACE_TERM = ("float32", "float64")
+
+
+def _inplace_add_term(name: str, term: Callable[..., Any]) -> Callable[..., Any]:
+    """``x.addcmul_(t1, t2, value)`` / ``x.addcdiv_(...)``: where nothing is recorded and ``x`` is
+    float32 or float64, the term computed as the out-of-place op computes it, then added with
+    ``add_``, which updates ``x`` where it is (the same bits). The general way computes a new
+    tensor and gives ``x`` its id: an optimizer's state would be a new tensor every step, and a
+    step captured without the optimizer (:mod:`gt.hotpath`) would never see the same one twice."""
+    general = _inplace(name)
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        fast = (len(args) == 2 and set(kwargs) <= {"value"} and self._vb is None
+                and self.dtype in _IN_PLACE_TERM and not BATCHING)  # fmt: skip
+        if fast:
+            t1, t2 = args
+            value = kwargs.get("value", 1)
+            fast = (isinstance(t1, TensorBase) and isinstance(t2, TensorBase)
+                    and isinstance(value, (int, float)) and not isinstance(value, bool)
+                    and not (_mode.enabled and (self._rg or t1._rg or t2._rg)))  # fmt: skip
+        if not fast:
+            return general(self, *args, **kwargs)
+        t = term(self, t1, t2, value)
+        if t.dtype != self.dtype or S.broadcast(self.shape, t.shape, name) != tuple(self.shape):
+            return general(self, *args, **kwargs)
+        return self.add_(t)
+
+    method.__name__ = method.__qualname__ = name + "_"
+    method.__doc__ = f"In-place :meth:`{name}`."
+    return method
+
+
+def _lerp_(self: Tensor, end: Any, weight: Any) -> Tensor:
+    """In-place :meth:`lerp` (a moving average's ``avg.lerp_(x, 0.1)`` adds its term in place,
+    as :func:`_inplace_add_term` does)."""
+    if (isinstance(end, TensorBase) and end.dtype == self.dtype and self.dtype in _IN_PLACE_TERM
+            and isinstance(weight, (int, float)) and not isinstance(weight, bool)
+            and self._vb is None and not BATCHING
+            and not (_mode.enabled and (self._rg or end._rg))):  # fmt: skip
+        t = lerp_term(self, end, weight)
+        if t is not None and S.broadcast(self.shape, t.shape, "lerp_") == tuple(self.shape):
+            return self.add_(t)
+    return _lerp_general(self, end, weight)
+
+
+_lerp_general = _inplace("lerp")
 
 
 def _inplace_bitwise(name: str) -> Callable[..., Any]:
@@ -93,9 +146,9 @@ class MoreInplaceOps:
     trunc_ = _inplace("trunc")
     clamp_min_ = _inplace("clamp_min")
     clamp_max_ = _inplace("clamp_max")
-    lerp_ = _inplace("lerp")
-    addcmul_ = _inplace("addcmul")
-    addcdiv_ = _inplace("addcdiv")
+    lerp_ = _lerp_
+    addcmul_ = _inplace_add_term("addcmul", addcmul_term)
+    addcdiv_ = _inplace_add_term("addcdiv", addcdiv_term)
     addmm_ = _inplace("addmm")
     scatter_ = _inplace("scatter")
     scatter_add_ = _inplace("scatter_add")
