@@ -18,12 +18,17 @@ client CPU >= 5x lower (hot vs eager). PyTorch is needed (``pip install torch``)
 benchmark-only dependency.
 
     python benchmarks/bench_hot.py [--rounds 5] [--steps 200] [--blas-threads 1] [--optim adam]
-                                   [--schedule per-step]
+                                   [--schedule per-step] [--loop outside]
 
 ``--schedule per-step`` steps a cosine ``LambdaLR`` after every training step (as transformer
 training does), outside the captured step: a new learning rate every call. ``--schedule
 onecycle`` steps ``OneCycleLR`` (its defaults: ``cycle_momentum=True``), which also sets a new
 momentum (SGD) or beta1 (Adam, AdamW) every call.
+
+``--loop outside`` calls ``opt.zero_grad()`` before each step, outside the captured function;
+``--loop accumulate4`` captures forward and backward only (the loss divided by 4) and runs
+``opt.step(); opt.zero_grad()`` outside after every fourth call (gradient accumulation; a "step"
+is then one call, a micro-batch). Both on all three sides.
 """
 
 from __future__ import annotations
@@ -47,6 +52,10 @@ _ap.add_argument("--schedule", choices=("none", "per-step", "onecycle"), default
                  help="per-step: a cosine LambdaLR stepped after every step on all three sides "
                       "(outside the captured step); onecycle: OneCycleLR with its defaults "
                       "(cycle_momentum: a new momentum or beta1 every step too)")  # fmt: skip
+_ap.add_argument("--loop", choices=("inside", "outside", "accumulate4"), default="inside",
+                 help="where zero_grad runs: inside the step (default), outside it before every "
+                      "call, or outside after every fourth call with the optimizer's step "
+                      "(the captured function then runs forward and backward)")  # fmt: skip
 ARGS = _ap.parse_args() if __name__ == "__main__" else _ap.parse_args([])
 for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "GT_BLAS_THREADS"):
     os.environ[_v] = str(ARGS.blas_threads)
@@ -69,31 +78,46 @@ def torch_mlp():
     model = torch.nn.Sequential(
         torch.nn.Linear(IN, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, OUT)
     )
-    opt = optimizer(torch.optim, model.parameters())
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    return step, schedule(torch.optim.lr_scheduler, opt)
+    return training(torch, model, optimizer(torch.optim, model.parameters()))
 
 
 def gt_mlp():
     gt.manual_seed(0)
     model = gt.nn.Sequential(gt.nn.Linear(IN, HIDDEN), gt.nn.ReLU(), gt.nn.Linear(HIDDEN, OUT))
-    opt = optimizer(gt.optim, model.parameters())
+    return training(gt, model, optimizer(gt.optim, model.parameters()))
+
+
+def training(lib, model, opt):
+    """``(the function a user would capture, what runs after each call, what runs before)`` for
+    ``--loop`` and ``--schedule`` (``lib``: ``torch`` or ``gt``)."""
+    sched = schedule(lib.optim.lr_scheduler, opt)
+    if ARGS.loop == "accumulate4":
+        calls = [0]
+
+        def forward_backward(x, y):
+            loss = lib.nn.functional.cross_entropy(model(x), y) / 4
+            loss.backward()
+            return loss
+
+        def after():
+            calls[0] += 1
+            if calls[0] % 4 == 0:
+                opt.step()
+                opt.zero_grad()
+                if sched is not None:
+                    sched()
+
+        return forward_backward, after, None
 
     def step(x, y):
-        opt.zero_grad()
-        loss = gt.nn.functional.cross_entropy(model(x), y)
+        if ARGS.loop == "inside":
+            opt.zero_grad()
+        loss = lib.nn.functional.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         return loss
 
-    return step, schedule(gt.optim.lr_scheduler, opt)
+    return step, sched, (opt.zero_grad if ARGS.loop == "outside" else None)
 
 
 def optimizer(optim, params):
@@ -118,19 +142,21 @@ def schedule(lr_scheduler, opt):
 
 
 def hot_mlp():
-    step, sched = gt_mlp()
-    return gt.hot(step), sched
+    step, after, before = gt_mlp()
+    return gt.hot(step), after, before
 
 
 def time_steps(stepper, x, y, n: int) -> tuple[float, float, float]:
-    """``(wall s, process s, last loss)`` of ``n`` pipelined steps (each followed by the
-    scheduler's step, if any) and one sync."""
-    step, sched = stepper
+    """``(wall s, process s, last loss)`` of ``n`` pipelined steps (each between what
+    :func:`training` runs before and after one) and one sync."""
+    step, after, before = stepper
     c, t = time.process_time(), time.perf_counter()
     for _ in range(n):
+        if before is not None:
+            before()
         loss = step(x, y)
-        if sched is not None:
-            sched()
+        if after is not None:
+            after()
     last = loss.item()
     return time.perf_counter() - t, time.process_time() - c, last
 
@@ -194,7 +220,7 @@ def main() -> int:
     m = {k: statistics.median(v) for k, v in res.items()}
     same = losses["eager"] == losses["hot"]
     rows = [
-        (f"1. MLP step ({ARGS.optim}{'' if ARGS.schedule == 'none' else ', ' + ARGS.schedule}), GT hot vs PyTorch", m["hot"] / m["torch"], "<= 1.00x",
+        (f"1. MLP step ({', '.join(w for w in (ARGS.optim, ARGS.schedule, ARGS.loop) if w not in ('none', 'inside'))}), GT hot vs PyTorch", m["hot"] / m["torch"], "<= 1.00x",
          m["hot"] / m["torch"] <= 1.0,
          f"{m['hot'] * 1e3:.2f} vs {m['torch'] * 1e3:.2f} ms (GT eager {m['eager'] * 1e3:.2f} ms "
          f"= {m['eager'] / m['torch']:.2f}x); hot {state}; losses hot == eager: {same}"),

@@ -13,7 +13,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from gt.hotpath import HotFunction, _signature, carries_graph
+from gt.hot_calls import carries_graph, signature
+from gt.hotpath import HotFunction
 from gt.nn.module import Module
 from gt.tensor import TensorBase
 
@@ -94,7 +95,7 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
         # (each signature's first call decides: one first called under no_grad says nothing of
         # a later call with gradients, whose results a replay would detach)
-        sig = _signature(args, kwargs)
+        sig = signature(args, kwargs)
         if sig is None or sig not in self._checked:
             result = self.fn(*args, **kwargs)
             if _has_graph(result):

@@ -38,6 +38,10 @@ make_rate: Callable[[float], Any] | None = None
 #: Why the call being recorded cannot be replayed, once it set a hyperparameter (a scheduler
 #: stepped inside it: a replay runs no Python, so the value would stop changing).
 written: str | None = None
+#: While a hot function's call is recorded: ``(tensor, id of its old gradient or None)`` for
+#: every ``.grad`` set in it (:mod:`gt.hotpath` replays gradients that ``zero_grad()`` outside
+#: the step drops, or that a step accumulates into); ``None`` otherwise.
+grads_set: list | None = None
 WRITTEN = ("it sets an optimizer's hyperparameter (a scheduler's step inside it?): a replay runs "
            "no Python, so the value would stop changing; step the scheduler outside it")  # fmt: skip
 

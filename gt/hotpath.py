@@ -27,7 +27,18 @@ non-tensor value has a capture of its own; anything that cannot be replayed -- a
 config is in force (with none, a signal changes nothing and the step is captured), a step that
 keeps every call's result -- makes the function run eagerly, correctly, and the dashboard
 says why. Freeing a tensor the step relies on (dropping the model, say) ends its capture; the next
-calls capture it again.
+calls capture it again (after three captures in a row that lasted fewer than eight calls, only
+after 32 eager calls, then 64 ...: recording a call costs a garbage collection).
+
+Gradients are followed where the loop leaves them. A step that calls ``zero_grad()`` itself
+writes its new gradients over the tensors ``p.grad`` holds when it is called (another capture of
+the step, for another batch shape, may have made them). With ``zero_grad()`` outside the step (each call
+finds no gradients), every replay makes fresh ones and binds them to ``p.grad``, as the eager call
+did. A step that adds to the gradients earlier calls left (gradient accumulation: forward and
+backward captured, the optimizer stepped outside every few calls) reads and updates whatever
+tensors ``p.grad`` holds when it is called. Whether those parameters have a gradient when a call
+begins picks its capture (one that makes gradients, one that adds to them); a call that finds
+them otherwise than its capture expects runs eagerly.
 """
 
 from __future__ import annotations
@@ -37,11 +48,19 @@ import gc
 import itertools
 import statistics
 import time
+import weakref
 from typing import Any
 
-from gt import autograd as A
 from gt import guards
-from gt.ops import autocast
+from gt.hot_calls import (
+    carries_graph,
+    flatten,
+    grad_effects,
+    signature,
+    tensor_args,
+    tensor_ids,
+    unflatten,
+)
 from gt.ops.random import next_seed
 from gt.runtime import ops as O
 from gt.runtime.client.capture import (
@@ -54,7 +73,7 @@ from gt.runtime.client.capture import (
     same_step,
 )
 from gt.session import get_connection
-from gt.tensor import Tensor, TensorBase
+from gt.tensor import Tensor
 
 _HOT, _HOT_DEFINE = O.OPCODE["hot"], O.OPCODE["hot_define"]
 #: Captures kept per function (one per argument signature), and failed tries before giving up.
@@ -65,11 +84,20 @@ MAX_TRIES = 4
 #: step is the same from then on.
 RETRY_AFTER = 32
 RETRY_MAX = 4096
+#: A capture dropped after fewer replays than this is short-lived; after SHORT_IN_A_ROW of them
+#: in a row the step runs eagerly, unrecorded, for RETRY_AFTER calls (doubling, as above) before
+#: it is recorded again: recording costs a garbage collection per call, and a step whose state
+#: keeps changing would otherwise be recorded almost every call.
+SHORT_LIVED = 8
+SHORT_IN_A_ROW = 3
 #: Seconds between the ``hot`` events a replaying step publishes (and the calls at which it
 #: publishes one anyway, so short runs are seen too).
 EVENT_EVERY_S = 1.0
 EVENT_AT_CALLS = frozenset((1, 10, 100, 1000, 10_000))
 _plan_ids = itertools.count(1)
+#: Marks a capture's key that holds which accumulated gradients a call found (see
+#: :meth:`HotFunction.__call__`).
+_GRADS = object()
 
 
 def hot(fn: Any = None, *, name: str | None = None) -> Any:
@@ -77,74 +105,6 @@ def hot(fn: Any = None, *, name: str | None = None) -> Any:
     if fn is None:
         return lambda f: HotFunction(f, name=name)
     return HotFunction(fn, name=name)
-
-
-def _flatten(value: Any, leaves: list) -> Any:
-    """The shape of a result with each tensor replaced by its index in ``leaves``.
-
-    Raises:
-        NotCapturable: the result holds something other than tensors, ``None`` and containers.
-    """
-    if isinstance(value, TensorBase):
-        leaves.append(value)
-        return ("t", len(leaves) - 1)
-    if value is None:
-        return ("n",)
-    if isinstance(value, (tuple, list)):
-        return (type(value).__name__, tuple(_flatten(v, leaves) for v in value))
-    if isinstance(value, dict):
-        return ("d", tuple((k, _flatten(v, leaves)) for k, v in value.items()))
-    raise NotCapturable(f"it returns a {type(value).__name__} (return tensors, or nothing)")
-
-
-def _unflatten(spec: tuple, leaves: list) -> Any:
-    kind = spec[0]
-    if kind == "t":
-        return leaves[spec[1]]
-    if kind == "n":
-        return None
-    if kind == "d":
-        return {k: _unflatten(v, leaves) for k, v in spec[1]}
-    items = [_unflatten(v, leaves) for v in spec[1]]
-    return tuple(items) if kind == "tuple" else items
-
-
-def _signature(args: tuple, kwargs: dict) -> tuple | None:
-    """What a capture is for: each argument's shape and dtype, or its value, and which tensor
-    arguments are the same tensor; ``None`` when an argument cannot be compared (the call then
-    runs eagerly)."""
-    sig: list = []
-    first: dict[int, int] = {}
-    alias: list[int] = []
-    for v in (*args, *(kwargs[k] for k in sorted(kwargs))):
-        if isinstance(v, TensorBase):
-            sig.append(("T", v.shape, v.dtype, v._rg))
-            alias.append(first.setdefault(v.id, len(alias)))
-        else:
-            try:
-                hash(v)
-            except TypeError:
-                return None
-            sig.append(("V", type(v).__name__, v))
-    # (autocast decides each op's dtype: a step captured outside a region differs inside it)
-    amp = (tuple(autocast.REGIONS), tuple(sorted(autocast.BASE.items())))
-    return (tuple(sig), tuple(sorted(kwargs)), tuple(alias), A._mode.enabled, amp)
-
-
-def carries_graph(t: Any) -> bool:
-    """Whether tensor ``t`` carries a gradient graph that backward has not yet run through."""
-    node = t._node
-    return (
-        node is not None
-        and getattr(node, "saved", None) is not None
-        and not getattr(node, "spent", False)
-    )
-
-
-def _tensor_ids(args: tuple, kwargs: dict) -> list[int]:
-    """The ids of the tensor arguments, each tensor once, in order (as the template has them)."""
-    ids = [v.id for v in (*args, *(kwargs[k] for k in sorted(kwargs))) if isinstance(v, TensorBase)]
-    return list(dict.fromkeys(ids))
 
 
 class _Capture:
@@ -159,6 +119,8 @@ class _Capture:
         self.given_up: str | None = None
         self.retry_in: int | None = None  # calls left until a step that kept changing tries again
         self.retry_after = RETRY_AFTER
+        self.short = 0  # captures in a row dropped after fewer than SHORT_LIVED replays
+        self.captured_at = 0  # self.calls when last captured
         self.plan: int | None = None
         self.template: Template | None = None
         self.spec: tuple = ("n",)
@@ -174,6 +136,12 @@ class _Capture:
         self._last_call: int | None = None
         self._overhead = 0
         self._next_event = 0.0
+        # Gradients (see :func:`gt.hot_calls.grad_effects`): of the last recorded call, its
+        # tensors; of the capture, the tensors whose gradient a replay writes over (an input of
+        # the step), and those it binds a fresh one to.
+        self._holders: dict[int, Any] = {}
+        self.over: list[weakref.ref] = []
+        self.rebind: list[tuple] = []
 
     # -- calls -----------------------------------------------------------------------------------
     def __call__(self, conn: Any, args: tuple, kwargs: dict) -> Any:
@@ -191,6 +159,13 @@ class _Capture:
                        "Python state it read changed (a learning rate, train/eval)"
                        if guards.version() != self.guard else
                        "a shard config is now in force for its signals")  # fmt: skip
+            if self.short >= SHORT_IN_A_ROW:
+                self.short = 0
+                self.given_up = f"its captures lasted fewer than {SHORT_LIVED} calls"
+                self.retry_in, self.retry_after = self.retry_after, min(2 * self.retry_after,
+                                                                        RETRY_MAX)  # fmt: skip
+                self._event(conn, f"eager: {self.given_up}; recording again in "
+                                  f"{self.retry_in} calls", force=True)  # fmt: skip
         if self.given_up is not None:
             if self.retry_in is None or self.retry_in > 0:
                 if self.retry_in is not None:
@@ -203,11 +178,12 @@ class _Capture:
 
     def _eager(self, conn: Any, args: tuple, kwargs: dict) -> Any:
         lo = conn.new_id()  # every id made by this call is above it
-        rec = CallRecord(lo + 1, _tensor_ids(args, kwargs))
-        held = [(t, t.id) for t in (*args, *kwargs.values()) if isinstance(t, TensorBase)]
+        rec = CallRecord(lo + 1, tensor_ids(args, kwargs))
+        held = [(t, t.id) for t in tensor_args(args, kwargs)]
         conn.record(rec.instrs, rec.freed)
         guards.recording += 1
         guards.written = None
+        outer_grads, guards.grads_set = guards.grads_set, []
         try:
             result = self.owner.fn(*args, **kwargs)
         except BaseException:
@@ -215,6 +191,9 @@ class _Capture:
             raise
         finally:
             guards.recording -= 1
+            grads_set, guards.grads_set = guards.grads_set, outer_grads
+            if outer_grads is not None:
+                outer_grads.extend(grads_set)  # (a hot function called by one being recorded)
         t0 = time.perf_counter_ns()
         conn.record(None, rec.freed)  # frees that follow from the call still count
         try:
@@ -227,7 +206,7 @@ class _Capture:
                                     "(lerp_, addcmul_, fill_ with a tensor ...): a replay "
                                     "could not pass that value back")  # fmt: skip
             leaves: list = []
-            spec = _flatten(result, leaves)
+            spec = flatten(result, leaves)
             if self.owner.keep_graphs and any(carries_graph(t) for t in leaves):
                 raise NotCapturable("its results carry a gradient graph (backward outside it)")
             for t in leaves:  # results are detached: the step's graph goes now
@@ -236,6 +215,8 @@ class _Capture:
             conn.record(None, None)
             rec.returned = [t.id for t in leaves]
             rec.close()
+            self._holders = grad_effects(rec, grads_set)
+            self.owner.accumulates([self._holders[i] for i in rec.grad_args])
             self._learn(conn, rec, spec, leaves)
         except NotCapturable as why:
             conn.record(None, None)
@@ -248,9 +229,11 @@ class _Capture:
         """Compare this call with the last; capture when they are the same step."""
         canon = canonical(rec, self.prev, conn.plans_nothing())
         if self.prev is not None and self.prev_canon is not None and conn is self.conn:
-            if same_step(self.prev_canon, canon):
+            if same_step(self.prev_canon, canon) and len(rec.args) == len(self.prev.args):
                 self.signalled = any(len(ins) > 5 for ins in rec.instrs)
-                self._capture(conn, build_template(rec, self.prev), spec, leaves)
+                tpl = build_template(rec, self.prev)
+                self._bind_grads(tpl)
+                self._capture(conn, tpl, spec, leaves)
                 return
             self.tries += 1
             if self.tries >= MAX_TRIES:
@@ -262,6 +245,32 @@ class _Capture:
                                                                         RETRY_MAX)  # fmt: skip
                 raise NotCapturable(f"{why}; recording again in {self.retry_in} calls")
         self.conn, self.prev, self.prev_canon = conn, rec, canon
+
+    def _bind_grads(self, tpl: Template) -> None:
+        """Which tensors' gradients a replay reads and writes over, and which it binds anew."""
+        held = self._holders
+        rebind = []
+        for i in tpl.rebound:
+            g = held[i]._grad
+            rebind.append((weakref.ref(held[i]), g.shape, g.dtype))
+        self.over = [weakref.ref(held[i]) for i in tpl.grad_inputs]
+        self.rebind, self._holders = rebind, {}
+
+    def _grad_inputs(self) -> list[int] | None:
+        """The ids of the gradients this replay writes over (in the template's order), or
+        ``None`` when the tensors' gradients are not as when captured (one that a replay reads
+        is gone, or one it binds anew is there: the call then runs eagerly, and accumulates)."""
+        ids = []
+        for ref in self.over:
+            h = ref()
+            if h is None or h._grad is None:
+                return None
+            ids.append(h._grad.id)
+        for ref, _, _ in self.rebind:
+            h = ref()
+            if h is None or h._grad is not None:
+                return None
+        return ids
 
     def _capture(self, conn: Any, tpl: Template, spec: tuple, leaves: list) -> None:
         self.plan = next(_plan_ids)
@@ -276,29 +285,41 @@ class _Capture:
         conn.emit(_HOT_DEFINE, 0, [], tpl.attrs(self.plan, self.owner.name))
         conn.watch([*tpl.kept, *tpl.reads], self._invalidate)
         self.valid, self.prev, self.prev_canon = True, None, None
-        self.retry_after = RETRY_AFTER  # (a later run of changes backs off from the start)
+        self.captured_at = self.calls
         self.guard = guards.version()
         self._event(conn, "replaying", force=True)
         conn.on_close(self._closing)
 
     def _replay(self, conn: Any, args: tuple, kwargs: dict) -> Any:
         tpl = self.template
-        inputs = _tensor_ids(args, kwargs)
+        inputs = tensor_ids(args, kwargs)
+        if self.over or self.rebind:
+            grads = self._grad_inputs()
+            if grads is not None and grads:
+                inputs = list(dict.fromkeys(inputs + grads))
+            if grads is None or len(inputs) != len(tpl.inputs):
+                return self.owner.fn(*args, **kwargs)
         outs = [conn.new_id() for _ in tpl.outs]
         fresh = [next_seed() for _ in range(self.n_seeds)]
         seeds = [fresh[k] for k in self.seed_slots]
         conn.emit(_HOT, 0, inputs, {"plan": self.plan, "outs": outs, "seeds": seeds})
         self.calls += 1
         leaves = [Tensor(conn, i, shape, dtype) for i, (shape, dtype) in zip(outs, self.results)]
+        for (ref, shape, dtype), i in zip(self.rebind, outs[len(self.results) :]):
+            ref()._grad = Tensor(conn, i, shape, dtype)
         if self.calls in EVENT_AT_CALLS or time.monotonic() >= self._next_event:
             self._event(conn, "replaying", force=True)
-        return _unflatten(self.spec, leaves)
+        return unflatten(self.spec, leaves)
 
     # -- state -----------------------------------------------------------------------------------
     def _invalidate(self, _tid: int) -> None:
         self.valid = False  # a tensor the step relies on is gone: capture again
 
     def _drop(self, conn: Any, why: str) -> None:
+        if self.calls - self.captured_at < SHORT_LIVED:
+            self.short += 1
+        else:
+            self.short, self.retry_after = 0, RETRY_AFTER  # (it lived: back off from the start)
         if self.conn is conn and not conn.closed:
             conn.emit(_HOT_DEFINE, 0, [], {"plan": self.plan, "steps": None})
             conn.unwatch([*self.template.kept, *self.template.reads], self._invalidate)
@@ -344,11 +365,25 @@ class HotFunction:
         self.keep_graphs = keep_graphs
         self.name = name or getattr(fn, "__qualname__", None) or repr(fn)
         self._captures: dict[tuple, _Capture] = {}
+        # Tensors whose gradient a recorded call accumulated into: whether each has one when a
+        # call begins picks its capture (a loop that accumulates over several calls between
+        # optimizer steps runs one capture that makes gradients and one that adds to them).
+        self._accumulated: list[weakref.ref] = []
+
+    def accumulates(self, holders: list) -> None:
+        """A recorded call read the old gradients of ``holders`` (see
+        :func:`gt.hot_calls.grad_effects`)."""
+        for h in holders:
+            if not any(r() is h for r in self._accumulated):
+                self._accumulated.append(weakref.ref(h))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        sig = _signature(args, kwargs)
+        sig = signature(args, kwargs)
         if sig is None:
             return self.fn(*args, **kwargs)
+        if self._accumulated:
+            sig = (_GRADS, sig, tuple(None if (h := r()) is None else h._grad is None
+                                      for r in self._accumulated))  # fmt: skip
         cap = self._captures.get(sig)
         if cap is None:
             if len(self._captures) >= MAX_SIGNATURES:
@@ -365,9 +400,15 @@ class HotFunction:
     @property
     def state(self) -> dict:
         """Per argument signature: ``"replaying"``, ``"recording"`` or ``"eager: <why>"``, and
-        the replays so far."""
-        out = {}
-        for sig, cap in self._captures.items():
+        the replays so far (a signature whose calls find gradients there or not, as a loop that
+        accumulates them does, has a capture for each: the best state, and their replays)."""
+        out: dict = {}
+
+        def rank(state: str) -> int:
+            return 2 if state == "replaying" else state.startswith("eager")
+
+        for key, cap in self._captures.items():
+            sig = key[1] if key[0] is _GRADS else key
             state = (
                 "replaying"
                 if cap.valid
@@ -375,5 +416,11 @@ class HotFunction:
                 if cap.given_up
                 else "recording"
             )
-            out[sig] = {"state": state, "calls": cap.calls}
+            had = out.get(sig)
+            if had is not None:
+                if rank(had["state"]) >= rank(state):
+                    state = had["state"]
+                out[sig] = {"state": state, "calls": had["calls"] + cap.calls}
+            else:
+                out[sig] = {"state": state, "calls": cap.calls}
         return out

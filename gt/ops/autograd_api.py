@@ -71,6 +71,9 @@ class AutogradOps:
 
     @grad.setter
     def grad(self, value: Tensor | None) -> None:
+        if guards.grads_set is not None:  # (a hot function's call is being recorded)
+            old = self._grad
+            guards.grads_set.append((self, None if old is None else old.id))
         self._grad = value
 
     @property

@@ -25,12 +25,13 @@ class Stream:
         self.next = 100
         self.prev_g: int | None = None
 
-    def call(self, x: int, extra_op: bool = False, shape: int = 4, seed: int = 0) -> CallRecord:
+    def call(self, x: int, extra_op: bool = False, shape: int = 4, seed: int = 0,
+             zero_grad_outside: bool = False) -> CallRecord:  # fmt: skip
         lo = self.next
         rec = CallRecord(lo, [x])
         g, loss = self._id(), self._id()
         rec.instrs.append([OP["matmul"], g, [x, W], None, 3])
-        if self.prev_g is not None:
+        if self.prev_g is not None and not zero_grad_outside:
             rec.freed.add(self.prev_g)  # zero_grad(set_to_none=True) drops last step's gradient
         rec.instrs.append([OP["sum"], loss, [g], {"axis": None, "keepdims": False}, 4])
         rec.instrs.append([OP["mul"], B, [B, 0.9], {"inplace": True}, 5])
@@ -96,6 +97,69 @@ def test_last_calls_tensors_are_read_as_this_calls_own():
     c.freed.add(b.instrs[0][1])
     tpl = build_template(c, b)
     assert tpl.steps[-1][2] == [c.instrs[0][1], c.instrs[0][1]]  # read as this call's g
+
+
+def test_a_gradient_made_where_there_was_none_is_a_fresh_result_of_every_replay():
+    # zero_grad() outside the step: last call's g is freed before this call, not inside it
+    s = Stream()
+    s.call(10)
+    b = s.call(20, zero_grad_outside=True)
+    c = s.call(30, zero_grad_outside=True)
+    with pytest.raises(NotCapturable, match="keeps every call's result"):
+        build_template(c, b)  # (as far as the two calls tell, b's g is still alive)
+    g, loss = c.instrs[0][1], c.instrs[1][1]
+    b.grads, c.grads = {b.instrs[0][1]: None}, {g: None}  # each left as a .grad that had none
+    tpl = build_template(c, b)
+    assert tpl.rebound == [g] and tpl.outs == [loss, g] and tpl.kept == []
+    assert tpl.attrs(1, "step")["outs"] == [loss, g]  # (the worker writes it to a fresh id)
+
+
+def _accumulating(s: Stream, x: int, old: int) -> CallRecord:
+    """A call that adds its gradient to the old one (an argument of the call: ``old``)."""
+    rec = s.call(x, zero_grad_outside=True)
+    rec.args.append(old)
+    acc = s._id()
+    rec.instrs.append([OP["add"], acc, [rec.instrs[0][1], old], None, 8])
+    rec.freed.update((old, rec.instrs[0][1]))  # (replaced as the tensor's .grad; a temporary)
+    rec.made[acc] = len(rec.instrs) - 1
+    rec.grads, rec.grad_args = {acc: old}, [old]
+    return rec
+
+
+def test_an_accumulated_gradient_is_written_over_the_old_one_its_argument():
+    s = Stream()
+    b = _accumulating(s, 20, 7)
+    c = _accumulating(s, 30, b.instrs[-1][1])
+    old = c.args[1]
+    tpl = build_template(c, b)
+    assert tpl.inputs == [30, old] and tpl.grad_inputs == [old] and tpl.rebound == []
+    assert c.instrs[-1][1] not in tpl.kept
+    assert tpl.steps[-1][1] == old and tpl.steps[-1][2] == [c.instrs[0][1], old]
+
+
+def test_a_gradient_made_after_zero_grad_inside_is_written_over_the_one_held_then():
+    s = Stream()
+    s.call(10)
+    b = s.call(20)
+    c = s.call(30)  # (frees b's g, as zero_grad() does, and makes its own)
+    g = c.instrs[0][1]
+    c.grads = {g: b.instrs[0][1]}
+    tpl = build_template(c, b)
+    assert tpl.kept == [] and tpl.inputs == [30, b.instrs[0][1]]
+    assert tpl.grad_inputs == [b.instrs[0][1]] and tpl.steps[0][1] == b.instrs[0][1]
+
+
+def test_an_old_gradient_used_after_it_was_replaced_is_refused():
+    s = Stream()
+    b = _accumulating(s, 20, 7)
+    c = _accumulating(s, 30, b.instrs[-1][1])
+    c.instrs.append([OP["neg"], s._id(), [c.args[1]], None, 9])
+    with pytest.raises(NotCapturable, match="old gradient after backward replaced"):
+        build_template(c, b)
+    c.instrs.pop()
+    c.freed.discard(c.args[1])  # (something else still holds it)
+    with pytest.raises(NotCapturable, match="keeps a tensor's old gradient"):
+        build_template(c, b)
 
 
 @pytest.mark.parametrize(

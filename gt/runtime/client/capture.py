@@ -48,6 +48,10 @@ class CallRecord:
         freed: ids freed from the start of the call until it was finalized.
         made: id -> index of the instruction that first wrote it (ids the call made).
         returned: ids of the tensors it returned.
+        grads: each gradient the call made and left as a tensor's ``.grad`` (see
+            :mod:`gt.hotpath`) -> the id of that tensor's gradient when the call began, which
+            a replay writes the new one over, or ``None`` when it had none.
+        grad_args: the gradients among ``args``: the call added to them (accumulating).
     """
 
     lo: int
@@ -56,6 +60,8 @@ class CallRecord:
     freed: set = field(default_factory=set)
     made: dict = field(default_factory=dict)
     returned: list = field(default_factory=list)
+    grads: dict = field(default_factory=dict)
+    grad_args: list = field(default_factory=list)
 
     def close(self) -> None:
         """Index what the call made (call once it returned)."""
@@ -141,6 +147,10 @@ class Template:
         inputs, outs, temps: which of those ids are the arguments, results and temporaries.
         kept: ids the step made and the program keeps (rewritten by every replay).
         reads: ids from outside the step that it reads or updates (parameters, state).
+        rebound: gradients the step made for tensors that had none when it began: the last of
+            ``outs`` (fresh every replay, bound to their tensors' ``.grad`` by the client).
+        grad_inputs: the last of ``inputs``: the gradients the step adds to or writes over
+            (each replay passes the ones the tensors hold then).
     """
 
     steps: list
@@ -149,6 +159,8 @@ class Template:
     temps: list
     kept: list
     reads: list
+    rebound: list = field(default_factory=list)
+    grad_inputs: list = field(default_factory=list)
 
     def attrs(self, plan: int, name: str) -> dict:
         """The ``hot_define`` attrs."""
@@ -159,17 +171,29 @@ class Template:
 def build_template(rec: CallRecord, prev: CallRecord) -> Template:
     """The template of ``rec``, the second of two matching calls (``prev`` the first).
 
+    A gradient the call made and left as a tensor's ``.grad`` (:attr:`CallRecord.grads`) is not
+    kept at a fixed id: where the tensor had a gradient when the call began, that one is an
+    input of the step, which writes the new one over it (whichever the tensor holds when a
+    replay runs: another capture of the step, for another shape, may have made it); where it
+    had none (``zero_grad()`` ran outside the step), the new one is a result, fresh every replay.
+
     Raises:
         NotCapturable: a result the call did not make; a tensor it made and kept that the next
             call does not replace (a program that keeps every step's copy, e.g. in a list); a
-            tensor from outside the step that it freed.
+            tensor from outside the step that it freed; a gradient read after the call
+            replaced it.
     """
     made_at = {j: i for i, j in rec.made.items()}
     returned = rec.returned
     was_returned = set(prev.returned)
+    # (last call's gradients are this call's arguments, or replaced by fresh ones every replay:
+    # no replay overwrites them where the program still holds them)
     kept_before = [
-        i for i in prev.made if i not in prev.freed and i not in rec.freed and i not in was_returned
-    ]
+        i
+        for i in prev.made
+        if i not in prev.freed and i not in rec.freed and i not in was_returned
+        and i not in prev.grads
+    ]  # fmt: skip
     for i in returned:
         if i not in rec.made:
             raise NotCapturable("it returns a tensor it did not make (return a new one)")
@@ -177,11 +201,21 @@ def build_template(rec: CallRecord, prev: CallRecord) -> Template:
     out_set = set(outs)
     kept = [i for i in rec.made if i not in rec.freed and i not in out_set]
     kept_set = set(kept)
+    over = {i: old for i, old in rec.grads.items() if old is not None and i in kept_set}
+    rebound = [i for i in kept if i in rec.grads and rec.grads[i] is None]
+    gone = set(over) | set(rebound)
+    kept = [i for i in kept if i not in gone]
+    kept_set = set(kept)
     temps = [i for i in rec.made if i in rec.freed and i not in out_set]
-    prev_made, own = prev.made, set(rec.made) | set(rec.args)
+    unread = [old for old in over.values() if old not in rec.args]
+    inputs = list(dict.fromkeys(rec.args + unread))
+    prev_made, own = prev.made, set(rec.made) | set(inputs)
+    _check_replaced_grads(rec, over)
 
     def now(a: int) -> int:
         """``a`` as the template names it (see the module docstring)."""
+        if a in over:
+            return over[a]
         if a in own:
             return a
         if a in prev_made:
@@ -199,7 +233,24 @@ def build_template(rec: CallRecord, prev: CallRecord) -> Template:
         raise NotCapturable(
             "it keeps every call's result alive (e.g. in a list): a replay would overwrite them"
         )
-    return Template(steps, list(dict.fromkeys(rec.args)), outs, temps, kept, sorted(reads))
+    grad_inputs = list(dict.fromkeys(rec.grad_args + unread))
+    return Template(steps, inputs, outs + rebound, temps, kept, sorted(reads), rebound, grad_inputs)
+
+
+def _check_replaced_grads(rec: CallRecord, over: dict) -> None:
+    """A new gradient is written over the old one from the instruction that makes it on: the
+    old one may not be used from there on (read, or written, or kept)."""
+    if not over:
+        return
+    first = {old: rec.made[new] for new, old in over.items()}
+    for j, ins in enumerate(rec.instrs):
+        for a in (ins[1], *ins[2]):
+            if type(a) is int and j > first.get(a, j):
+                raise NotCapturable(
+                    "it uses a tensor's old gradient after backward replaced it (clone it first)"
+                )
+    if any(old not in rec.freed for old in over.values()):
+        raise NotCapturable("it keeps a tensor's old gradient after backward replaced it")
 
 
 def _now(made_at: dict, j: int, kept: set) -> int:
