@@ -313,6 +313,15 @@ class InplaceOps:
 
     def clamp_(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - PyTorch's names
         """Clamp in place."""
+        if (self.dtype in S.FLOAT_DTYPES and (min is not None or max is not None)
+                and all(b is None or (isinstance(b, (int, float)) and not isinstance(b, bool))
+                        for b in (min, max))
+                and self._vb is None and not BATCHING
+                and not (_mode.enabled and self._rg)):  # fmt: skip
+            # nothing to record: the result takes the tensor's own id (Rprop's step sizes stay
+            # the tensors a captured step reads)
+            lo, hi = (None if b is None else float(b) for b in (min, max))
+            return self._apply_("clip", [self, lo, hi], {"inplace": True})
         return apply_inplace(self, "clamp_", lambda x: castable("clamp_", x.clamp(min, max), x))
 
     def neg_(self) -> Tensor:
