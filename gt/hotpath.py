@@ -100,6 +100,16 @@ _plan_ids = itertools.count(1)
 _GRADS = object()
 
 
+def _grads_found(key: tuple) -> str:
+    """How the dashboard tells apart the captures of one step that differ in which gradients a
+    call finds (see :meth:`HotFunction.__call__`)."""
+    if key[0] is not _GRADS:
+        return ""
+    none = key[2]
+    return (" (makes .grad)" if all(none) else " (adds to .grad)" if not any(none)
+            else " (adds to some .grad)")  # fmt: skip
+
+
 def hot(fn: Any = None, *, name: str | None = None) -> Any:
     """Capture ``fn`` as a hot path (usable as ``@gt.hot`` or ``@gt.hot(name="step")``)."""
     if fn is None:
@@ -110,8 +120,9 @@ def hot(fn: Any = None, *, name: str | None = None) -> Any:
 class _Capture:
     """One argument signature of a hot function: recording, then replaying."""
 
-    def __init__(self, owner: HotFunction) -> None:
+    def __init__(self, owner: HotFunction, name: str) -> None:
         self.owner = owner
+        self.name = name  # (the dashboard's: the function's, and which gradients it finds)
         self.conn: Any = None
         self.prev: CallRecord | None = None
         self.prev_canon: list | None = None
@@ -282,7 +293,7 @@ class _Capture:
         self.seed_slots = [slots.setdefault(s[3]["seed"], len(slots))
                            for s in tpl.steps if s[3] is not None and "seed" in s[3]]  # fmt: skip
         self.n_seeds = len(slots)
-        conn.emit(_HOT_DEFINE, 0, [], tpl.attrs(self.plan, self.owner.name))
+        conn.emit(_HOT_DEFINE, 0, [], tpl.attrs(self.plan, self.name))
         conn.watch([*tpl.kept, *tpl.reads], self._invalidate)
         self.valid, self.prev, self.prev_canon = True, None, None
         self.captured_at = self.calls
@@ -342,7 +353,7 @@ class _Capture:
         self._next_event = time.monotonic() + EVENT_EVERY_S
         tpl = self.template
         conn.hot_event({
-            "plan": self.plan or 0, "name": self.owner.name, "state": state,
+            "plan": self.plan or 0, "name": self.name, "state": state,
             "steps": len(tpl.steps) if tpl is not None else 0, "calls": self.calls,
             "eager_ns": int(statistics.median(self.eager_ns)) if self.eager_ns else None,
             "hot_ns": int(statistics.median(self.hot_ns)) if self.hot_ns else None,
@@ -388,7 +399,7 @@ class HotFunction:
         if cap is None:
             if len(self._captures) >= MAX_SIGNATURES:
                 return self.fn(*args, **kwargs)
-            cap = self._captures[sig] = _Capture(self)
+            cap = self._captures[sig] = _Capture(self, self.name + _grads_found(sig))
         return cap(get_connection(), args, kwargs)
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:

@@ -125,7 +125,7 @@ def _accumulate(hot: bool, every: int, steps: int = 13, opt_name: str = "sgd"):
             opt.step()
             opt.zero_grad()
     params = [p.detach().numpy() for p in model.parameters()]
-    return [loss.item() for loss in losses], grads, params, (fn.state if hot else None)
+    return [loss.item() for loss in losses], grads, params, (fn.state if hot else None), fn
 
 
 @pytest.mark.parametrize("every", [2, 4])
@@ -135,6 +135,10 @@ def test_gradients_accumulated_over_captured_calls_are_the_eager_ones(conn, ever
     _same(hot, eager)
     (only,) = hot[3].values()
     assert only["state"] == "replaying" and only["calls"] >= 13 - 2 * every - 3
+    # (the dashboard tells its two captures apart)
+    names = {cap.name for cap in hot[4]._captures.values() if cap.valid}
+    base = "_accumulate.<locals>.forward_backward"
+    assert names == {f"{base} (makes .grad)", f"{base} (adds to .grad)"}
 
 
 @pytest.mark.parametrize("opt_name", sorted(_OPTIMIZERS))
