@@ -165,18 +165,10 @@ def like(value: Any, p: Tensor) -> Any:
 
 
 def add_ratio(p: Tensor, num: Tensor, den: Tensor, value: Any) -> None:
-    """``p += value * num / den`` in place; ``value`` a Python number or a worker-side scalar.
-
-    In float32 and float64 it is ``addcdiv_``'s arithmetic as one ``add_`` (the same bits), which
-    writes into ``p`` where it is: ``addcdiv_`` computes out of place and gives ``p`` a new id,
-    so a captured step that reads the parameters (forward and backward, the optimizer stepped
-    outside it) would see other tensors every call and never replay."""
+    """``p += value * num / den`` in place; ``value`` a Python number or a worker-side scalar."""
     if isinstance(value, Tensor):
         p.add_(num / den * value)
-    elif p.dtype in ("float32", "float64"):
-        q = num / den
-        p.add_(q if value == 1 else q * value)
-    else:  # (half precision: addcdiv_ computes in float32 and rounds once)
+    else:
         p.addcdiv_(num, den, value=value)
 
 

@@ -64,8 +64,5 @@ class Rprop(Optimizer):
         factor = where(sign == 0, 1.0, factor)
         step_size.mul_(factor).clamp_(lo, hi)
         g = where(flipped, 0.0, g)
-        if p.dtype in ("float32", "float64"):  # (addcmul_'s bits, p updated where it is)
-            p.sub_(g.sign() * step_size)
-        else:
-            p.addcmul_(g.sign(), step_size, value=-1)
+        p.addcmul_(g.sign(), step_size, value=-1)
         prev.copy_(g)
